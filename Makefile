@@ -1,0 +1,154 @@
+# Ember - one readable Makefile (STYLE.md rule 12).
+#
+#   make            build emberd, ember and libember.a into $(BUILD)/
+#   make run        build and run the main job
+#   make test       install missing Debian packages, build, run every test
+#   make asan       the same tests under AddressSanitizer + UBSan (build/asan/)
+#   make install    PREFIX=/usr/local DESTDIR=
+#   make clean
+#   V=1             show the full commands
+
+CC       ?= cc
+CXX      ?= c++
+BUILD    ?= build
+PREFIX   ?= /usr/local
+DESTDIR  ?=
+OPT      ?= -O2
+
+WARN     := -Wall -Wextra -Werror
+CPPFLAGS := -Iengine -Iengine/kernels -Iserver -Itools -D_GNU_SOURCE
+CFLAGS   := -std=c11 $(OPT) -g $(WARN) -fno-strict-aliasing -pthread
+CXXFLAGS := -std=c++17 $(OPT) -g $(WARN) -pthread
+DEPFLAGS  = -MMD -MP
+
+ifeq ($(SANITIZE),1)
+SANFLAGS := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+CFLAGS   += $(SANFLAGS)
+CXXFLAGS += $(SANFLAGS)
+LDFLAGS  += $(SANFLAGS)
+endif
+
+# Kernels for one ISA live in files named *_avx2.c / *_avx512.c and only they
+# get that ISA's flags; cpu.c picks among them at run time, so the binary
+# still runs on a CPU without them.
+ISA_avx2   := -mavx2 -mfma -mf16c
+ISA_avx512 := -mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx512bf16
+
+PKGS_ENGINE := libpcre2-8
+PKGS_SERVER := libmicrohttpd jansson libuv
+PKGS_TEST   := check
+LIBS_ENGINE  = $(shell pkg-config --libs $(PKGS_ENGINE) 2>/dev/null) -lsentencepiece -lXNNPACK -lpthreadpool -lstdc++ -lm
+LIBS_SERVER  = $(shell pkg-config --libs $(PKGS_SERVER) 2>/dev/null)
+LIBS_TOOLS   = $(shell pkg-config --libs jansson 2>/dev/null)
+LIBS_TEST    = $(shell pkg-config --libs $(PKGS_TEST) 2>/dev/null) $(LIBS_TOOLS)
+
+ENGINE_SRC := $(wildcard engine/*.c engine/kernels/*.c)
+ENGINE_CXX := $(wildcard engine/*.cc)
+SERVER_SRC := $(wildcard server/*.c)
+TOOLS_SRC  := $(wildcard tools/*.c)
+TEST_SRC   := $(wildcard tests/test_*.c)
+# Tools' sub-commands are linked into the unit tests too (all but main).
+TOOLS_LIB_SRC := $(filter-out tools/ember.c,$(TOOLS_SRC))
+
+obj = $(patsubst %.c,$(BUILD)/%.o,$(patsubst %.cc,$(BUILD)/%.o,$(1)))
+ENGINE_OBJ := $(call obj,$(ENGINE_SRC) $(ENGINE_CXX))
+SERVER_OBJ := $(call obj,$(SERVER_SRC))
+TOOLS_OBJ  := $(call obj,$(TOOLS_SRC))
+TOOLS_LIB_OBJ := $(call obj,$(TOOLS_LIB_SRC))
+TEST_OBJ   := $(call obj,$(TEST_SRC) tests/check_main.c)
+
+LIBEMBER := $(BUILD)/libember.a
+EMBERD   := $(BUILD)/emberd
+EMBER    := $(BUILD)/ember
+UNIT     := $(BUILD)/check_unit
+
+ifeq ($(V),1)
+Q :=
+say :=
+else
+Q := @
+say = @printf '  %-6s %s\n' $(1) $(2);
+endif
+
+.PHONY: all run test unit integration asan install clean deps
+all: $(LIBEMBER) $(EMBERD) $(EMBER)
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(@D)
+	$(call say,CC,$<)$(CC) $(CPPFLAGS) $(CFLAGS) $(DEPFLAGS) $(ISAFLAGS) -c $< -o $@
+
+$(BUILD)/%.o: %.cc
+	@mkdir -p $(@D)
+	$(call say,CXX,$<)$(CXX) $(CPPFLAGS) $(CXXFLAGS) $(DEPFLAGS) -c $< -o $@
+
+$(BUILD)/engine/kernels/%_avx2.o: ISAFLAGS = $(ISA_avx2)
+$(BUILD)/engine/kernels/%_avx512.o: ISAFLAGS = $(ISA_avx512)
+
+$(LIBEMBER): $(ENGINE_OBJ)
+	$(call say,AR,$@)rm -f $@ && ar rcs $@ $^
+
+$(EMBERD): $(SERVER_OBJ) $(LIBEMBER)
+	$(call say,LD,$@)$(CC) $(LDFLAGS) -pthread $(SERVER_OBJ) $(LIBEMBER) $(LIBS_SERVER) $(LIBS_ENGINE) -o $@
+
+$(EMBER): $(TOOLS_OBJ) $(LIBEMBER)
+	$(call say,LD,$@)$(CC) $(LDFLAGS) -pthread $(TOOLS_OBJ) $(LIBEMBER) $(LIBS_TOOLS) $(LIBS_ENGINE) -o $@
+
+# The suite list is generated from the file names: tests/test_foo.c defines
+# `Suite *suite_foo(void)`, so adding a test file needs no other edit.
+$(BUILD)/tests/suites.h: $(TEST_SRC) Makefile
+	@mkdir -p $(@D)
+	$(Q)for f in $(TEST_SRC); do b=$${f#tests/test_}; echo "SUITE($${b%.c})"; done > $@.tmp && \
+	  (cmp -s $@.tmp $@ || mv $@.tmp $@); rm -f $@.tmp
+
+$(BUILD)/tests/check_main.o: CPPFLAGS += -I$(BUILD)/tests
+$(BUILD)/tests/check_main.o: $(BUILD)/tests/suites.h
+
+$(UNIT): $(TEST_OBJ) $(TOOLS_LIB_OBJ) $(LIBEMBER)
+	$(call say,LD,$@)$(CC) $(LDFLAGS) -pthread $(TEST_OBJ) $(TOOLS_LIB_OBJ) $(LIBEMBER) $(LIBS_TEST) $(LIBS_ENGINE) -o $@
+
+# ---- running -------------------------------------------------------------
+
+run: deps all
+	$(EMBER) --version
+
+unit: $(UNIT)
+	$(UNIT)
+
+integration: all
+	BUILD=$(BUILD) tests/integration/run.sh
+
+test: deps
+	$(MAKE) --no-print-directory all $(UNIT)
+	$(MAKE) --no-print-directory unit
+	$(MAKE) --no-print-directory integration
+
+asan: deps
+	$(MAKE) --no-print-directory BUILD=build/asan SANITIZE=1 OPT=-O1 all build/asan/check_unit
+	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	  $(MAKE) --no-print-directory BUILD=build/asan SANITIZE=1 OPT=-O1 unit integration
+
+# ---- Debian packages -------------------------------------------------------
+# What the build and the tests need; installed only when missing.
+DEB_PKGS := gcc g++ make pkg-config libmicrohttpd-dev libjansson-dev libuv1-dev \
+	libxnnpack-dev libpthreadpool-dev libsentencepiece-dev libpcre2-dev check \
+	libsubunit-dev curl python3 python3-numpy
+
+deps:
+	@missing=$$(for p in $(DEB_PKGS); do \
+	  dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  echo "installing Debian packages:" $$missing; \
+	  if [ "$$(id -u)" != 0 ]; then echo "run as root (or: apt-get install" $$missing")"; exit 1; fi; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
+	fi
+
+# ---- install -----------------------------------------------------------------
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin
+	install -m 755 $(EMBERD) $(EMBER) $(DESTDIR)$(PREFIX)/bin/
+
+clean:
+	rm -rf build
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

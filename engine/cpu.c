@@ -1,0 +1,132 @@
+/* cpu.c - CPU feature detection (see cpu.h). */
+#include "cpu.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+
+static unsigned long long cpu__xgetbv(void)
+{
+	unsigned eax, edx;
+
+	/* Raw opcode so this file needs no -mxsave. */
+	__asm__ volatile(".byte 0x0f, 0x01, 0xd0" : "=a"(eax), "=d"(edx) : "c"(0));
+	return ((unsigned long long)edx << 32) | eax;
+}
+
+void cpu_detect(struct cpu_features *f)
+{
+	unsigned a, b, c, d, max;
+	int osxsave, fma, f16c, ymm_ok = 0, zmm_ok = 0;
+
+	memset(f, 0, sizeof(*f));
+	max = __get_cpuid_max(0, NULL);
+	if (max < 1)
+		return;
+	__cpuid(1, a, b, c, d);
+	osxsave = (c >> 27) & 1;
+	fma = (c >> 12) & 1;
+	f16c = (c >> 29) & 1;
+	if (osxsave) {
+		unsigned long long xcr0 = cpu__xgetbv();
+		/* The kernel must save XMM+YMM (bits 1,2) and, for AVX-512, the
+		 * opmask and both ZMM halves (bits 5,6,7); otherwise using the
+		 * registers corrupts state across context switches. */
+		ymm_ok = (xcr0 & 0x6) == 0x6;
+		zmm_ok = ymm_ok && (xcr0 & 0xe0) == 0xe0;
+	}
+	if (max < 7)
+		return;
+	__cpuid_count(7, 0, a, b, c, d);
+	f->avx2 = ymm_ok && fma && f16c && ((b >> 5) & 1);
+	f->avx512 = zmm_ok && ((b >> 16) & 1) /* F */ && ((b >> 17) & 1) /* DQ */ &&
+		    ((b >> 30) & 1) /* BW */ && ((b >> 31) & 1) /* VL */;
+	f->avx512_vnni = f->avx512 && ((c >> 11) & 1);
+	__cpuid_count(7, 1, a, b, c, d);
+	f->avx512_bf16 = f->avx512 && ((a >> 5) & 1);
+	f->avx_vnni = f->avx2 && ((a >> 4) & 1);
+}
+#elif defined(__aarch64__)
+#include <sys/auxv.h>
+#ifndef HWCAP_ASIMDDP
+#define HWCAP_ASIMDDP (1 << 20)
+#endif
+
+void cpu_detect(struct cpu_features *f)
+{
+	memset(f, 0, sizeof(*f));
+	f->neon = 1; /* mandatory on AArch64 */
+	f->neon_dotprod = (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) != 0;
+}
+#else
+void cpu_detect(struct cpu_features *f)
+{
+	memset(f, 0, sizeof(*f));
+}
+#endif
+
+static const char *const cpu__level_names[] = {"scalar", "avx2", "avx512"};
+
+const char *cpu_level_name(enum cpu_level level)
+{
+	if ((unsigned)level >= sizeof(cpu__level_names) / sizeof(cpu__level_names[0]))
+		return "unknown";
+	return cpu__level_names[level];
+}
+
+int cpu_level_from_env(void)
+{
+	const char *s = getenv("EMBER_CPU");
+	size_t i;
+
+	if (s == NULL || *s == '\0')
+		return -1;
+	for (i = 0; i < sizeof(cpu__level_names) / sizeof(cpu__level_names[0]); i++)
+		if (strcmp(s, cpu__level_names[i]) == 0)
+			return (int)i;
+	return -2;
+}
+
+enum cpu_level cpu_select_level(const struct cpu_features *f)
+{
+	enum cpu_level best = CPU_LEVEL_SCALAR;
+	int env = cpu_level_from_env();
+
+	if (f->avx2)
+		best = CPU_LEVEL_AVX2;
+	if (f->avx2 && f->avx512 && f->avx512_vnni)
+		best = CPU_LEVEL_AVX512;
+	if (env >= 0 && (enum cpu_level)env < best)
+		best = (enum cpu_level)env;
+	return best;
+}
+
+char *cpu_describe(const struct cpu_features *f, char *buf, size_t len)
+{
+	size_t n = 0;
+
+	if (len == 0)
+		return buf;
+	buf[0] = '\0';
+#define CPU__ADD(cond, name)                                                   \
+	do {                                                                   \
+		if ((cond) && n < len) {                                       \
+			int w = snprintf(buf + n, len - n, "%s%s", n ? " " : "", name); \
+			n += w > 0 ? (size_t)w : 0;                            \
+		}                                                              \
+	} while (0)
+	CPU__ADD(f->avx2, "AVX2 FMA F16C");
+	CPU__ADD(f->avx_vnni, "AVX-VNNI");
+	CPU__ADD(f->avx512, "AVX-512");
+	CPU__ADD(f->avx512_vnni, "VNNI");
+	CPU__ADD(f->avx512_bf16, "AVX512-BF16");
+	CPU__ADD(f->neon, "NEON");
+	CPU__ADD(f->neon_dotprod, "DOTPROD");
+#undef CPU__ADD
+	if (n == 0)
+		snprintf(buf, len, "none (scalar kernels)");
+	return buf;
+}

@@ -1,0 +1,51 @@
+/*
+ * cpu.h - what the processor can do, detected once at start-up.
+ *
+ * Kernels are compiled per ISA in their own files (engine/kernels/NAME_avx2.c,
+ * NAME_avx512.c, ...) and one of them is chosen from these features
+ * (STYLE.md rule 8). The environment variable EMBER_CPU=scalar|avx2|avx512
+ * caps the level, so tests can run every path on one machine; it can only
+ * lower the level, never claim features the CPU lacks.
+ *
+ * Thread safety: cpu_detect() is pure; call it from any thread.
+ */
+#ifndef EMBER_CPU_H
+#define EMBER_CPU_H
+
+#include <stddef.h>
+
+struct cpu_features {
+	unsigned avx2 : 1;        /* AVX2 + FMA + F16C, and the OS saves YMM */
+	unsigned avx512 : 1;      /* AVX-512 F/BW/VL/DQ, and the OS saves ZMM */
+	unsigned avx512_vnni : 1; /* VPDPBUSD on 512-bit registers */
+	unsigned avx512_bf16 : 1; /* VDPBF16PS */
+	unsigned avx_vnni : 1;    /* VEX-encoded VPDPBUSD (Alder Lake, Zen 5) */
+	unsigned neon : 1;
+	unsigned neon_dotprod : 1;
+};
+
+/* Kernel levels, ordered: a level implies every lower one. */
+enum cpu_level {
+	CPU_LEVEL_SCALAR = 0,
+	CPU_LEVEL_AVX2 = 1,
+	CPU_LEVEL_AVX512 = 2, /* AVX-512 F/BW/VL + VNNI */
+};
+
+/* Fills `f` from CPUID/XGETBV (x86) or the auxiliary vector (ARM). */
+void cpu_detect(struct cpu_features *f);
+
+/* Returns the best level `f` supports, lowered by EMBER_CPU when set. An
+ * unknown EMBER_CPU value is ignored (the caller may warn with
+ * cpu_level_from_env()). */
+enum cpu_level cpu_select_level(const struct cpu_features *f);
+
+/* Parses EMBER_CPU: returns a level, or -1 when unset, or -2 when unknown. */
+int cpu_level_from_env(void);
+
+const char *cpu_level_name(enum cpu_level level);
+
+/* Writes e.g. "AVX2 FMA F16C" or "AVX2 AVX-512 VNNI" (features present),
+ * NUL-terminated, truncated to `len`. Returns `buf`. */
+char *cpu_describe(const struct cpu_features *f, char *buf, size_t len);
+
+#endif

@@ -1,0 +1,70 @@
+/*
+ * kernels.h - the compute kernels the forward pass calls: matrix products
+ * against weights stored in any supported GGUF type.
+ *
+ * Decode multiplies one activation row by every weight row (GEMV, memory
+ * bound: each weight byte is read once per token). Prefill multiplies many
+ * rows (GEMM, compute bound). Both go through kern_matmul(), which picks the
+ * path by type, shape and ISA; which path runs where is documented in
+ * kernels.c and the README.
+ *
+ * Each ISA's kernels live in their own file compiled with their own flags
+ * (kernels_avx2.c, kernels_avx512.c, ...); the scalar reference
+ * (kernels_ref.c) is the specification they are tested against. The level
+ * is chosen once, at the first kern_init(), from cpu_detect() and
+ * EMBER_CPU (cpu.h).
+ *
+ * Threads: kern_matmul() splits output rows over `pool` (a pthreadpool;
+ * NULL runs on the calling thread). Nothing here allocates: callers pass
+ * scratch memory sized by kern_matmul_scratch(). All functions may be called
+ * from any thread once kern_init() has returned.
+ */
+#ifndef EMBER_KERNELS_H
+#define EMBER_KERNELS_H
+
+#include <pthreadpool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cpu.h"
+
+/* Chooses the kernel level. Idempotent and thread-safe; returns it. */
+enum cpu_level kern_init(void);
+
+/* Level in use (kern_init() must have run). */
+enum cpu_level kern_level(void);
+
+/* 1 if weights of dtype `t` can be multiplied, else 0. */
+int kern_supports(uint32_t t);
+
+/* Bytes of scratch kern_matmul() needs for these shapes (activations
+ * converted or quantized once per call, not per row). */
+size_t kern_matmul_scratch(uint32_t wtype, size_t n_in, size_t n_tok);
+
+/*
+ * y[t][o] = sum_i x[t][i] * W[o][i]   for t < n_tok, o < n_out
+ *
+ *   w: n_out rows of n_in elements of type `wtype`, row stride
+ *      dtype_row_size(wtype, n_in) (n_in a multiple of the type's block)
+ *   x: [n_tok][n_in] floats, y: [n_tok][n_out] floats (no aliasing)
+ *   scratch: kern_matmul_scratch(wtype, n_in, n_tok) bytes, 64-byte aligned
+ */
+void kern_matmul(pthreadpool_t pool, uint32_t wtype, const void *w, size_t n_out, size_t n_in,
+		 const float *x, size_t n_tok, float *y, void *scratch);
+
+/* Converts one row of `n` elements of type `t` to floats (embedding
+ * lookup, tests). Returns 0 or EMBER_EUNSUPPORTED. */
+int kern_dequantize_row(uint32_t t, const void *src, float *dst, size_t n);
+
+/* Converts floats to type `t` (convert/quantize, tests): round to nearest
+ * with the reference scale rule of each GGUF block format, so output is
+ * byte-identical to llama.cpp's. `n` a multiple of the block size. */
+int kern_quantize_row(uint32_t t, const float *src, void *dst, size_t n);
+
+/* Scalar conversions shared by every file. */
+float kern_fp16_to_fp32(uint16_t h);
+uint16_t kern_fp32_to_fp16(float f);
+float kern_bf16_to_fp32(uint16_t h);
+uint16_t kern_fp32_to_bf16(float f); /* round to nearest even, NaN kept */
+
+#endif
