@@ -16,8 +16,8 @@
 /*
  * Pre-tokenizer regexes, as the reference lists them per vocabulary type.
  * "\s" and "\S" are rewritten to Unicode White_Space before compiling
- * (expand_ws): the reference's \s is that set, PCRE2's \s under UCP lacks
- * U+0085.
+ * (expand_ws): the reference's \s is exactly that set, while PCRE2's \s
+ * under UCP also takes U+180E (a space in Unicode before 6.3).
  */
 #define RE_GPT2 "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)"
 #define RE_LLAMA3_HEAD                                                     \
