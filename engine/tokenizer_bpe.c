@@ -90,6 +90,7 @@ struct bpe {
 	uint64_t tok_mask;
 	uint32_t n_merges;
 	struct bpe_span *merges; /* (n_merges) rank = index */
+	uint32_t max_merge_len;  /* longest "left right" string */
 	uint32_t *merge_index;   /* (merge_mask + 1) rank + 1, 0 = empty */
 	uint64_t merge_mask;
 	int n_regex;
@@ -139,10 +140,15 @@ int32_t bpe_find_token(const struct bpe *b, const char *text, size_t len)
 /* Rank of merging `l` and `r`, -1 if no merge joins them. */
 static int32_t find_rank(const struct bpe *b, const char *l, size_t ln, const char *r, size_t rn)
 {
-	uint64_t h = fnv_add(fnv_add(fnv_add(FNV_SEED, l, ln), " ", 1), r, rn);
-	uint64_t i = h & b->merge_mask;
+	uint64_t h, i;
 	uint32_t slot;
 
+	/* Long symbols (runs of one character) are common and join nothing:
+	 * skip hashing them. */
+	if (ln + 1 + rn > b->max_merge_len)
+		return -1;
+	h = fnv_add(fnv_add(fnv_add(FNV_SEED, l, ln), " ", 1), r, rn);
+	i = h & b->merge_mask;
 	while ((slot = b->merge_index[i]) != 0) {
 		const struct bpe_span *m = &b->merges[slot - 1];
 
@@ -257,6 +263,8 @@ static int load_merges(struct bpe *b, const struct gguf *g, char *err)
 		m->ptr = s.ptr;
 		m->len = (uint32_t)s.len;
 		m->split = (uint32_t)(sp - s.ptr);
+		if (m->len > b->max_merge_len)
+			b->max_merge_len = m->len;
 		/* A repeated merge keeps its first (lowest) rank. */
 		h = fnv_add(FNV_SEED, s.ptr, s.len) & b->merge_mask;
 		while (b->merge_index[h] != 0) {
