@@ -40,9 +40,11 @@ const struct kern_ops *kern_ops_for(enum cpu_level level)
 	switch (level) {
 	case CPU_LEVEL_SCALAR:
 		return &kern_ops_ref;
-#if defined(__x86_64__) && defined(KERN_SIMD_PENDING)
+#if defined(__x86_64__)
 	case CPU_LEVEL_AVX2:
 		return &kern_ops_avx2;
+#endif
+#if defined(__x86_64__) && defined(KERN_AVX512_READY)
 	case CPU_LEVEL_AVX512:
 		return &kern_ops_avx512;
 #endif
