@@ -43,8 +43,6 @@ const struct kern_ops *kern_ops_for(enum cpu_level level)
 #if defined(__x86_64__)
 	case CPU_LEVEL_AVX2:
 		return &kern_ops_avx2;
-#endif
-#if defined(__x86_64__) && defined(KERN_AVX512_READY)
 	case CPU_LEVEL_AVX512:
 		return &kern_ops_avx512;
 #endif
