@@ -15,6 +15,7 @@ struct command {
 static const struct command commands[] = {
 	{"version", cmd_version, "print the version and the CPU features detected"},
 	{"inspect", cmd_inspect, "print a GGUF file's header, keys and tensors"},
+	{"synth", cmd_synth, "write a model with seeded random weights (tests, benchmarks, demo)"},
 };
 
 #define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))
