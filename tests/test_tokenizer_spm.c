@@ -81,6 +81,127 @@ static int64_t enc(const struct tokenizer *t, const char *s, int add_special, in
 	return tokenizer_encode(t, s, strlen(s), add_special, parse_special, ids, cap);
 }
 
+/* ---- a GGUF built in memory, to carry the original SentencePiece model ---- */
+
+struct wbuf {
+	char *p;
+	size_t n, cap;
+};
+
+static void put(struct wbuf *b, const void *v, size_t n)
+{
+	if (b->n + n > b->cap) {
+		b->cap = (b->n + n) * 2;
+		b->p = realloc(b->p, b->cap);
+		ck_assert_ptr_nonnull(b->p);
+	}
+	memcpy(b->p + b->n, v, n);
+	b->n += n;
+}
+
+static void put_u32(struct wbuf *b, uint32_t v)
+{
+	put(b, &v, 4);
+}
+
+static void put_u64(struct wbuf *b, uint64_t v)
+{
+	put(b, &v, 8);
+}
+
+static void put_str(struct wbuf *b, const char *s, size_t n)
+{
+	put_u64(b, n);
+	put(b, s, n);
+}
+
+static void put_key(struct wbuf *b, const char *key, uint32_t type)
+{
+	put_str(b, key, strlen(key));
+	put_u32(b, type);
+}
+
+/* The vocabulary of `src` plus TOK_KEY_SPM_MODEL = the bytes of `model`. */
+static char *gguf_with_spm_model(const struct gguf *src, const char *model, size_t *len)
+{
+	const struct gguf_kv *tok = gguf_find_kv(src, "tokenizer.ggml.tokens");
+	const struct gguf_kv *sc = gguf_find_kv(src, "tokenizer.ggml.scores");
+	const struct gguf_kv *ty = gguf_find_kv(src, "tokenizer.ggml.token_type");
+	struct wbuf b = {0};
+	size_t mlen, i;
+	char *mbytes = read_all(model, &mlen);
+	struct gguf_str s;
+	double v;
+
+	put(&b, "GGUF", 4);
+	put_u32(&b, 3);
+	put_u64(&b, 0);
+	put_u64(&b, 5);
+	put_key(&b, "tokenizer.ggml.model", GGUF_TYPE_STRING);
+	put_str(&b, "llama", 5);
+	put_key(&b, "tokenizer.ggml.tokens", GGUF_TYPE_ARRAY);
+	put_u32(&b, GGUF_TYPE_STRING);
+	put_u64(&b, tok->arr_n);
+	for (i = 0; i < tok->arr_n; i++) {
+		ck_assert_int_eq(gguf_arr_str(tok, i, &s), 0);
+		put_str(&b, s.ptr, s.len);
+	}
+	put_key(&b, "tokenizer.ggml.scores", GGUF_TYPE_ARRAY);
+	put_u32(&b, GGUF_TYPE_FLOAT32);
+	put_u64(&b, sc->arr_n);
+	for (i = 0; i < sc->arr_n; i++) {
+		float f;
+
+		ck_assert_int_eq(gguf_arr_num(sc, i, &v), 0);
+		f = (float)v;
+		put(&b, &f, 4);
+	}
+	put_key(&b, "tokenizer.ggml.token_type", GGUF_TYPE_ARRAY);
+	put_u32(&b, GGUF_TYPE_INT32);
+	put_u64(&b, ty->arr_n);
+	for (i = 0; i < ty->arr_n; i++) {
+		int32_t t;
+
+		ck_assert_int_eq(gguf_arr_num(ty, i, &v), 0);
+		t = (int32_t)v;
+		put(&b, &t, 4);
+	}
+	put_key(&b, "ember.spm_model", GGUF_TYPE_ARRAY);
+	put_u32(&b, GGUF_TYPE_UINT8);
+	put_u64(&b, mlen);
+	put(&b, mbytes, mlen);
+	while (b.n % 32 != 0)
+		put(&b, "", 1);
+	free(mbytes);
+	*len = b.n;
+	return b.p;
+}
+
+/* Deterministic text from a small alphabet that stresses merges, spaces,
+ * byte fallback and multi-byte characters. */
+static size_t random_text(uint32_t *seed, char *out, size_t cap)
+{
+	static const char *const atoms[] = {" ", "  ", "\n", "\t", "a", "e", "th", "ing", "Hello",
+					    "12", "3", "\xc3\xa4", "\xf0\x9f\xa6\x99", "\xe2\x96\x81",
+					    ".", "'s", "\xe4\xb8\xad", "<", "s>", "\xd0\xbd"};
+	size_t n = 0, k, m, len;
+
+	*seed = *seed * 1664525u + 1013904223u;
+	m = 1 + (*seed >> 24) % 12;
+	for (k = 0; k < m; k++) {
+		const char *a;
+
+		*seed = *seed * 1664525u + 1013904223u;
+		a = atoms[(*seed >> 16) % (sizeof(atoms) / sizeof(atoms[0]))];
+		len = strlen(a);
+		if (n + len > cap)
+			break;
+		memcpy(out + n, a, len);
+		n += len;
+	}
+	return n;
+}
+
 /* Runs every .inp/.out pair; returns the number of mismatches. */
 static int check_vectors(const char *name, int *n_cases, int *n_round)
 {
@@ -395,6 +516,79 @@ START_TEST(golden_llama_model_encodes_and_decodes)
 }
 END_TEST
 
+START_TEST(original_model_bytes_encode_like_the_built_model)
+{
+	struct tok_fixture built, native;
+	char err[EMBER_ERR_MAX] = "", text[128];
+	int32_t a[256], b[256];
+	uint32_t seed = 7;
+	size_t len;
+	int64_t na, nb;
+	int i;
+
+	open_tok(&built, "../shared/golden/llama/model-f32.gguf");
+	memset(&native, 0, sizeof(native));
+	native.mem = gguf_with_spm_model(&built.g, "../shared/golden/llama/hf/tokenizer.model", &len);
+	ck_assert_int_eq(gguf_open_memory(&native.g, native.mem, len, err), 0);
+	ck_assert_msg(tokenizer_new(&native.t, &native.g, err) == 0, "%s", err);
+	for (i = 0; i < 300; i++) {
+		len = random_text(&seed, text, sizeof(text));
+		na = tokenizer_encode(built.t, text, len, 1, 0, a, 256);
+		nb = tokenizer_encode(native.t, text, len, 1, 0, b, 256);
+		ck_assert_msg(na == nb && memcmp(a, b, (size_t)na * sizeof(*a)) == 0,
+			      "case %d \"%.*s\": %lld vs %lld ids", i, (int)len, text, (long long)na,
+			      (long long)nb);
+	}
+	close_tok(&native);
+	close_tok(&built);
+}
+END_TEST
+
+START_TEST(original_model_must_match_the_vocabulary)
+{
+	struct tok_fixture other, bad;
+	char err[EMBER_ERR_MAX] = "";
+	size_t len;
+
+	/* The golden model's tokenizer.model has 1000 pieces, not 32000. */
+	open_tok(&other, VEC "ggml-vocab-llama-spm.gguf");
+	memset(&bad, 0, sizeof(bad));
+	bad.mem = gguf_with_spm_model(&other.g, "../shared/golden/llama/hf/tokenizer.model", &len);
+	ck_assert_int_eq(gguf_open_memory(&bad.g, bad.mem, len, err), 0);
+	ck_assert_int_eq(tokenizer_new(&bad.t, &bad.g, err), EMBER_EFORMAT);
+	ck_assert_ptr_nonnull(strstr(err, "pieces"));
+	close_tok(&bad);
+	close_tok(&other);
+}
+END_TEST
+
+START_TEST(random_text_round_trips)
+{
+	struct tok_fixture fx;
+	char text[128], back[256];
+	int32_t ids[256];
+	uint32_t seed = 1;
+	size_t len;
+	int64_t n, m;
+	int i;
+
+	open_tok(&fx, VEC "ggml-vocab-llama-spm.gguf");
+	for (i = 0; i < 500; i++) {
+		len = random_text(&seed, text, sizeof(text));
+		/* A literal "▁" in the text cannot come back: SentencePiece
+		 * spells spaces that way (the reference behaves the same). */
+		if (memmem(text, len, "\xe2\x96\x81", 3) != NULL)
+			continue;
+		n = tokenizer_encode(fx.t, text, len, i & 1, 0, ids, 256);
+		ck_assert(n >= 0 && n <= 256);
+		m = tokenizer_decode(fx.t, ids, (size_t)n, 0, back, sizeof(back));
+		ck_assert_msg(m == (int64_t)len && memcmp(back, text, len) == 0, "case %d \"%.*s\" -> \"%.*s\"",
+			      i, (int)len, text, (int)(m > 0 ? m : 0), back);
+	}
+	close_tok(&fx);
+}
+END_TEST
+
 Suite *suite_tokenizer_spm(void)
 {
 	Suite *s = suite_create("tokenizer_spm");
@@ -413,6 +607,9 @@ Suite *suite_tokenizer_spm(void)
 	tcase_add_test(tc, end_of_generation_ids_include_eos_and_end_texts);
 	tcase_add_test(tc, unknown_tokenizer_models_are_unsupported);
 	tcase_add_test(tc, golden_llama_model_encodes_and_decodes);
+	tcase_add_test(tc, original_model_bytes_encode_like_the_built_model);
+	tcase_add_test(tc, original_model_must_match_the_vocabulary);
+	tcase_add_test(tc, random_text_round_trips);
 	suite_add_tcase(s, tc);
 	return s;
 }
