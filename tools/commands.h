@@ -10,5 +10,6 @@
 #define EMBER_COMMANDS_H
 
 int cmd_version(int argc, char **argv);
+int cmd_inspect(int argc, char **argv);
 
 #endif

@@ -14,6 +14,7 @@ struct command {
 
 static const struct command commands[] = {
 	{"version", cmd_version, "print the version and the CPU features detected"},
+	{"inspect", cmd_inspect, "print a GGUF file's header, keys and tensors"},
 };
 
 #define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))
