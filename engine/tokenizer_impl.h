@@ -132,16 +132,10 @@ struct tokenizer {
 
 int tokenizer_spm_init(struct tokenizer *t, const struct gguf *g, char *err);
 
-/*
- * Provided by tokenizer_bpe.c. Declared weak so that a tree without that
- * file still links: tokenizer_new() then answers EMBER_EUNSUPPORTED for
- * "gpt2" vocabularies. NOTE: a weak reference does not pull an object out of
- * a static archive; once tokenizer_bpe.c is in the tree, drop the weak
- * attribute here (and the NULL check in tokenizer.c), or libember.a users
- * never get the BPE backend.
- */
-int tokenizer_bpe_init(struct tokenizer *t, const struct gguf *g, char *err)
-	__attribute__((weak));
+/* Provided by tokenizer_bpe.c. tokenizer.c calls it only when that file is
+ * in the tree (see HAVE_BPE there); otherwise "gpt2" vocabularies are
+ * EMBER_EUNSUPPORTED. */
+int tokenizer_bpe_init(struct tokenizer *t, const struct gguf *g, char *err);
 
 /* "<0xAB>" -> 0xAB; -1 if `s` is not exactly of that form. */
 int tok_parse_byte_piece(struct gguf_str s);
