@@ -15,20 +15,22 @@
  *   n_vocab, text[], score[], type[]   from tokenizer.ggml.tokens / scores /
  *       token_type (scores default 0, types default TOK_NORMAL); texts point
  *       into the gguf map (valid until the gguf is closed).
- *   bos, eos, eot, eom, pad, unk       the tokenizer.ggml.*_token_id keys, or
- *       TOK_UNSET when the key is absent (not yet range-checked).
+ *   bos, eos, eot, eom, pad, unk       the tokenizer.ggml.*_token_id keys
+ *       (-1 when out of range), or TOK_UNSET when the key is absent.
  *   add_bos, add_eos, add_space_prefix the tokenizer.ggml.* bool keys, or -1
  *       when absent.
  * The init must:
  *   - replace each TOK_UNSET id / -1 flag it has a default for with that
  *     default (SPM: unk 0, bos 1, eos 2, add_bos 1, add_eos 0,
  *     add_space_prefix 1; BPE as llama.cpp: add_bos/add_eos/add_space_prefix
- *     0 unless the keys say otherwise); whatever stays unset becomes -1 / 0;
+ *     0 unless the keys say otherwise); whatever stays unset becomes -1 / 0.
+ *     add_space_prefix also tells tokenizer_decode() to drop the first
+ *     output space, so a backend that adds no such space must leave it 0;
  *   - set t->ops (a static const table) and t->state (owned by the backend,
  *     released by ops->free, which must accept NULL);
  *   - return 0, or a negative EMBER_E* with a message in `err`; on failure
  *     it frees what it allocated and leaves t->state NULL.
- * After the init the front range-checks the ids (out of range -> -1), then
+ * After the init the front turns what is still unset into -1 / 0, then
  * builds the special-token list and the end-of-generation set. The backend
  * must not keep pointers to `g` beyond what the map itself provides.
  *
@@ -42,6 +44,7 @@
  *   TOK_BYTE or TOK_UNDEFINED. Write up to `cap` bytes of what the token stands
  *   for in the output text (SPM: "▁" -> ' ', <0xAB> -> byte 0xAB; BPE: the
  *   byte-to-unicode map undone), return the full length or a negative error.
+ *   `buf` may be NULL when `cap` is 0 (a length query).
  * ops->free(state): releases the backend state.
  * The front renders the other types itself: CONTROL and UNKNOWN give "" (or
  * their text when `special`), USER_DEFINED its text, UNUSED "".
