@@ -12,21 +12,6 @@
 #include "ember.h"
 #include "tokenizer_impl.h"
 
-/*
- * The BPE backend (tokenizer_bpe.c) may be absent from a tree (it was written
- * on its own branch). A weak symbol would not do: a weak reference never
- * pulls an object out of libember.a, so the backend would silently vanish.
- * Instead we look for the source next to this file. make does not see this
- * probe: after adding or removing tokenizer_bpe.c, rebuild this object.
- */
-#if defined(__has_include)
-#if __has_include("tokenizer_bpe.c")
-#define HAVE_BPE 1
-#endif
-#endif
-#ifndef HAVE_BPE
-#define HAVE_BPE 0
-#endif
 
 /* Texts that end generation when they are a control or user-defined token
  * (llama.cpp's end-of-generation list; EOS/EOT/EOM ids join it). */
@@ -300,11 +285,7 @@ int tokenizer_new(struct tokenizer **out, const struct gguf *g, char *err)
 	if (gguf_str_eq(model, "llama")) {
 		rc = tokenizer_spm_init(t, g, err);
 	} else if (gguf_str_eq(model, "gpt2")) {
-#if HAVE_BPE
 		rc = tokenizer_bpe_init(t, g, err);
-#else
-		rc = ember_seterr(err, EMBER_EUNSUPPORTED, "tokenizer \"gpt2\": BPE backend not built in");
-#endif
 	} else {
 		rc = ember_seterr(err, EMBER_EUNSUPPORTED, "tokenizer.ggml.model \"%.*s\" not supported",
 				  (int)(model.len > 64 ? 64 : model.len), model.ptr);

@@ -81,7 +81,7 @@ enum tok_type {
  * instead of building a model from the vocabulary arrays; its pieces must
  * equal tokenizer.ggml.tokens (count and text), or loading fails.
  */
-#define TOK_KEY_SPM_MODEL "ember.spm_model"
+#define TOK_KEY_SPM_MODEL "ember.tokenizer.spm_model"
 
 /* Where encoded ids go: writes while n < cap, counts always. */
 struct tok_out {
@@ -135,9 +135,7 @@ struct tokenizer {
 
 int tokenizer_spm_init(struct tokenizer *t, const struct gguf *g, char *err);
 
-/* Provided by tokenizer_bpe.c. tokenizer.c calls it only when that file is
- * in the tree (see HAVE_BPE there); otherwise "gpt2" vocabularies are
- * EMBER_EUNSUPPORTED. */
+/* Byte-level BPE ("gpt2" vocabularies), in tokenizer_bpe.c. */
 int tokenizer_bpe_init(struct tokenizer *t, const struct gguf *g, char *err);
 
 /* "<0xAB>" -> 0xAB; -1 if `s` is not exactly of that form. */

@@ -8,6 +8,7 @@
 #include "ember.h"
 #include "gguf.h"
 #include "tokenizer.h"
+#include "tokenizer_impl.h"
 
 #define VEC "../shared/tokenizer-vectors/"
 #define SEP "\n__ggml_vocab_test__\n"
@@ -166,7 +167,7 @@ static char *gguf_with_spm_model(const struct gguf *src, const char *model, size
 		t = (int32_t)v;
 		put(&b, &t, 4);
 	}
-	put_key(&b, "ember.spm_model", GGUF_TYPE_ARRAY);
+	put_key(&b, TOK_KEY_SPM_MODEL, GGUF_TYPE_ARRAY);
 	put_u32(&b, GGUF_TYPE_UINT8);
 	put_u64(&b, mlen);
 	put(&b, mbytes, mlen);
