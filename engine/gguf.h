@@ -74,13 +74,16 @@ struct gguf_str {
 struct gguf_kv {
 	struct gguf_str key;
 	enum gguf_vtype type;
-	/* For scalars: `data` points at the value's bytes in the map.
+	/* For scalars: `data` points at the value's bytes in the map (for a
+	 * string: its u64 length, then the bytes; use gguf_get_str()).
 	 * For arrays: `arr_type` and `arr_n` describe it, and `data` points at
-	 * the first element (for string arrays use gguf_arr_str()). */
+	 * the first element (for string arrays use gguf_arr_str()). Values may
+	 * be unaligned. */
 	enum gguf_vtype arr_type;
 	uint64_t arr_n;
 	const void *data;
-	const uint64_t *str_offsets; /* string arrays: offset of element i in the map (owned) */
+	uint64_t data_len;           /* bytes at `data`: the scalar or all elements */
+	const uint64_t *str_offsets; /* string arrays: offset of element i from `data` (owned) */
 };
 
 struct gguf_tensor {
@@ -141,6 +144,13 @@ int gguf_arr_num(const struct gguf_kv *kv, uint64_t i, double *out);
 /* Compares a map string with a C string. */
 int gguf_str_eq(struct gguf_str s, const char *c);
 
+/* Bytes of a tensor of `type` and shape ne[0..n_dims): 0 and *out set, or
+ * EMBER_EFORMAT (n_dims not 1..4, a zero dimension, ne[0] not a multiple
+ * of the type's block, size overflow) / EMBER_EUNSUPPORTED (unknown type)
+ * with the reason in `err`. Shared by the reader, the writer, converters. */
+int gguf_tensor_nbytes(uint32_t type, uint32_t n_dims, const uint64_t *ne, uint64_t *out,
+		       char *err);
+
 /* Size of one scalar value type in bytes (0 for string/array/invalid). */
 size_t gguf_vtype_size(enum gguf_vtype t);
 const char *gguf_vtype_name(enum gguf_vtype t);
@@ -157,6 +167,10 @@ const char *gguf_vtype_name(enum gguf_vtype t);
  * successful gguf_writer_finish(); gguf_writer_free() on an unfinished
  * writer removes the temporary file, so a failed write leaves nothing.
  * Keys keep insertion order; setting an existing key replaces its value.
+ * A set/add call returns 0 or a negative code; the first one that failed
+ * is reported again, with its message, by gguf_writer_write_header(), so a
+ * converter may check only that call. Offsets are laid out there too, so
+ * `general.alignment` (a power-of-two u32) may be set at any time before.
  */
 struct gguf_writer;
 
