@@ -14,6 +14,7 @@ struct command {
 
 static const struct command commands[] = {
 	{"version", cmd_version, "print the version and the CPU features detected"},
+	{"eval", cmd_eval, "logits for given token ids (numerical check of a model)"},
 };
 
 #define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))
