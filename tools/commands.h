@@ -11,5 +11,6 @@
 
 int cmd_version(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
+int cmd_inspect(int argc, char **argv);
 
 #endif
