@@ -225,74 +225,71 @@ struct attend_job {
 };
 
 /*
- * One task: kv head g, queries [tile*ATTN_TILE, +ATTN_TILE). Causal
- * softmax(q k^T / sqrt(d)) v for every query head sharing g, computed
+ * One task: query head h, queries [tile*ATTN_TILE, +ATTN_TILE). Causal
+ * softmax(q k^T / sqrt(d)) v against h's kv head (h / group), computed
  * online (running max and sum, rescaling the accumulator when the max
  * grows) so each key row is read once per tile and no score matrix exists.
- * The accumulator is the output row attn[t][h] itself.
+ * The accumulator is the output row attn[t][h] itself. Tasks go by query
+ * head, not kv head, so decode with few kv heads (MQA) still spreads.
  */
-static void attend_tile_cb(void *data, size_t g, size_t tile)
+static void attend_tile_cb(void *data, size_t head, size_t tile)
 {
 	const struct attend_job *job = data;
 	struct forward_ctx *f = job->f;
 	const struct model_hparams *hp = &f->m->hp;
-	const uint32_t dk = hp->head_dim_k, dv = hp->head_dim_v;
-	const uint32_t group = hp->n_head / hp->n_head_kv;
+	const uint32_t h = (uint32_t)head, dk = hp->head_dim_k, dv = hp->head_dim_v;
+	const uint32_t g = h / (hp->n_head / hp->n_head_kv);
 	const uint32_t t0 = (uint32_t)tile * ATTN_TILE;
 	const uint32_t t1 = t0 + ATTN_TILE < job->n ? t0 + ATTN_TILE : job->n;
-	const float *kc = kv_cache_k(&f->kv, job->il, (uint32_t)g);
-	const float *vc = kv_cache_v(&f->kv, job->il, (uint32_t)g);
+	const float *kc = kv_cache_k(&f->kv, job->il, g);
+	const float *vc = kv_cache_v(&f->kv, job->il, g);
 	const float scale = 1.0f / sqrtf((float)dk);
-	const int alibi = f->m->arch->alibi;
-	uint32_t t, h, j, i;
+	const float slope = f->m->arch->alibi ? f->alibi[h] : 0.0f;
+	uint32_t t, j, i;
 
-	for (t = t0; t < t1; t++)
-		for (h = (uint32_t)g * group; h < ((uint32_t)g + 1) * group; h++) {
-			float *ml = f->att_ml + ((size_t)t * hp->n_head + h) * 2;
+	for (t = t0; t < t1; t++) {
+		float *ml = f->att_ml + ((size_t)t * hp->n_head + h) * 2;
 
-			ml[0] = -INFINITY;
-			ml[1] = 0.0f;
-			memset(f->attn + ((size_t)t * hp->n_head + h) * dv, 0, dv * sizeof(float));
-		}
+		ml[0] = -INFINITY;
+		ml[1] = 0.0f;
+		memset(f->attn + ((size_t)t * hp->n_head + h) * dv, 0, dv * sizeof(float));
+	}
 	/* Keys up to the last query's position; query t sees j <= pos0 + t. */
 	for (j = 0; j < job->pos0 + t1; j++) {
 		const float *kj = kc + (size_t)j * dk, *vj = vc + (size_t)j * dv;
-		uint32_t tq = j > job->pos0 ? j - job->pos0 : 0;
+		const uint32_t first = j > job->pos0 ? j - job->pos0 : 0;
 
-		for (t = tq > t0 ? tq : t0; t < t1; t++)
-			for (h = (uint32_t)g * group; h < ((uint32_t)g + 1) * group; h++) {
-				const float *qh = f->q + ((size_t)t * hp->n_head + h) * dk;
-				float *acc = f->attn + ((size_t)t * hp->n_head + h) * dv;
-				float *ml = f->att_ml + ((size_t)t * hp->n_head + h) * 2;
-				float s = 0.0f, p;
-
-				for (i = 0; i < dk; i++)
-					s += qh[i] * kj[i];
-				if (alibi)
-					s += f->alibi[h] * (float)j;
-				s *= scale;
-				if (s > ml[0]) {
-					float r = expf(ml[0] - s); /* 0 for the first key */
-
-					for (i = 0; i < dv; i++)
-						acc[i] *= r;
-					ml[1] *= r;
-					ml[0] = s;
-				}
-				p = expf(s - ml[0]);
-				ml[1] += p;
-				for (i = 0; i < dv; i++)
-					acc[i] += p * vj[i];
-			}
-	}
-	for (t = t0; t < t1; t++)
-		for (h = (uint32_t)g * group; h < ((uint32_t)g + 1) * group; h++) {
+		for (t = first > t0 ? first : t0; t < t1; t++) {
+			const float *qh = f->q + ((size_t)t * hp->n_head + h) * dk;
 			float *acc = f->attn + ((size_t)t * hp->n_head + h) * dv;
-			float inv = 1.0f / f->att_ml[((size_t)t * hp->n_head + h) * 2 + 1];
+			float *ml = f->att_ml + ((size_t)t * hp->n_head + h) * 2;
+			float s = 0.0f, p;
 
+			for (i = 0; i < dk; i++)
+				s += qh[i] * kj[i];
+			/* ALiBi biases the raw score, before the scaling. */
+			s = (s + slope * (float)j) * scale;
+			if (s > ml[0]) {
+				float r = expf(ml[0] - s); /* 0 for the first key */
+
+				for (i = 0; i < dv; i++)
+					acc[i] *= r;
+				ml[1] *= r;
+				ml[0] = s;
+			}
+			p = expf(s - ml[0]);
+			ml[1] += p;
 			for (i = 0; i < dv; i++)
-				acc[i] *= inv;
+				acc[i] += p * vj[i];
 		}
+	}
+	for (t = t0; t < t1; t++) {
+		float *acc = f->attn + ((size_t)t * hp->n_head + h) * dv;
+		float inv = 1.0f / f->att_ml[((size_t)t * hp->n_head + h) * 2 + 1];
+
+		for (i = 0; i < dv; i++)
+			acc[i] *= inv;
+	}
 }
 
 /* y_attn[n][n_embd] = attention of layer il over xn[n][n_embd]. */
@@ -305,7 +302,7 @@ static void attention(struct forward_ctx *f, uint32_t il, uint32_t pos0, uint32_
 	rope_apply(f, f->q, n, f->m->hp.n_head);
 	rope_apply(f, f->k, n, f->m->hp.n_head_kv);
 	store_kv(f, il, pos0, n);
-	pthreadpool_parallelize_2d(f->pool, attend_tile_cb, &job, f->m->hp.n_head_kv,
+	pthreadpool_parallelize_2d(f->pool, attend_tile_cb, &job, f->m->hp.n_head,
 				   (n + ATTN_TILE - 1) / ATTN_TILE, 0);
 	linear(f, &L->w[ARCH_T_ATTN_OUT], &L->w[ARCH_T_ATTN_OUT_B], f->attn, f->y_attn, n);
 }
