@@ -108,9 +108,10 @@ struct arch_desc {
 	int embd_scale_sqrt;
 	/* output.weight may be absent: the head reuses token_embd (tied). */
 	int tied_output;
-	/* ARCH_NO / ARCH_OPT / ARCH_REQ per role. Exactly one of attention's
-	 * two forms must be required: ATTN_Q/K/V or ATTN_QKV. ffn_norm absent
-	 * under a parallel residual means the MLP reads norm1's output. */
+	/* ARCH_NO / ARCH_OPT / ARCH_REQ per role. Attention takes ATTN_Q/K/V
+	 * or the fused ATTN_QKV; when both forms are optional, each layer must
+	 * have one (model.c checks). ffn_norm absent under a parallel residual
+	 * means the MLP reads norm1's output. */
 	unsigned char tensors[ARCH_T_COUNT];
 };
 

@@ -485,11 +485,11 @@ static int alloc_scratch(struct forward_ctx *f)
 	const size_t dq = (size_t)hp->n_head * hp->head_dim_k;
 	const size_t dk = (size_t)hp->n_head_kv * hp->head_dim_k;
 	const size_t dv = (size_t)hp->n_head_kv * hp->head_dim_v;
-	const int fused = f->m->layers[0].w[ARCH_T_ATTN_QKV].data != NULL;
+	int fused = 0;
 	float **bufs[] = {&f->x, &f->xn, &f->y_attn, &f->y_mlp, &f->q, &f->k, &f->v,
 			  &f->qkv, &f->attn, &f->att_ml, &f->gate, &f->up, &f->rope, &f->alibi};
-	const size_t lens[] = {B * hp->n_embd, B * hp->n_embd, B * hp->n_embd, B * hp->n_embd,
-			       B * dq, B * dk, B * dv, fused ? B * (dq + dk + dv) : 0,
+	size_t lens[] = {B * hp->n_embd, B * hp->n_embd, B * hp->n_embd, B * hp->n_embd,
+			       B * dq, B * dk, B * dv, 0,
 			       B * hp->n_head * hp->head_dim_v, B * hp->n_head * 2,
 			       B * hp->n_ff, B * hp->n_ff, B * (hp->n_rot / 2) * 2,
 			       f->m->arch->alibi ? hp->n_head : 0};
@@ -497,6 +497,9 @@ static int alloc_scratch(struct forward_ctx *f)
 	size_t total = mm, off = mm, i;
 	uint8_t *base;
 
+	for (i = 0; i < hp->n_layer; i++)
+		fused |= f->m->layers[i].w[ARCH_T_ATTN_QKV].data != NULL;
+	lens[7] = fused ? B * (dq + dk + dv) : 0; /* qkv */
 	for (i = 0; i < sizeof(lens) / sizeof(lens[0]); i++)
 		total += round64(lens[i] * sizeof(float));
 	base = aligned_alloc(64, total > 0 ? total : 64);

@@ -227,6 +227,23 @@ static int bind_tensor(struct model *m, enum arch_tensor role, uint32_t layer, e
 	return 0;
 }
 
+/* Roles that are optional one by one but not together: attention needs
+ * q, k and v or the fused qkv; a sequential block needs its ffn_norm. */
+static int check_layer(const struct model *m, uint32_t il, char *err)
+{
+	const struct model_weight *w = m->layers[il].w;
+	int split = w[ARCH_T_ATTN_Q].data && w[ARCH_T_ATTN_K].data && w[ARCH_T_ATTN_V].data;
+
+	if (!split && !w[ARCH_T_ATTN_QKV].data)
+		return ember_seterr(err, EMBER_EFORMAT, "layer %u: needs blk.%u.attn_qkv.weight or "
+				    "all of attn_q, attn_k, attn_v", il, il);
+	if (m->arch->residual == ARCH_RESIDUAL_SEQUENTIAL && !w[ARCH_T_FFN_NORM].data)
+		return ember_seterr(err, EMBER_EFORMAT, "tensor blk.%u.ffn_norm.weight is missing", il);
+	if (m->arch->mlp_gated && !w[ARCH_T_FFN_GATE].data)
+		return ember_seterr(err, EMBER_EFORMAT, "tensor blk.%u.ffn_gate.weight is missing", il);
+	return 0;
+}
+
 static int bind_tensors(struct model *m, char *err)
 {
 	const unsigned char *use = m->arch->tensors;
@@ -253,11 +270,14 @@ static int bind_tensors(struct model *m, char *err)
 		m->w[ARCH_T_OUTPUT] = m->w[ARCH_T_TOKEN_EMBD];
 		m->output_tied = 1;
 	}
-	for (il = 0; il < m->hp.n_layer; il++)
+	for (il = 0; il < m->hp.n_layer; il++) {
 		for (r = ARCH_T_FIRST_LAYER; r < ARCH_T_COUNT; r++)
 			if ((rc = bind_tensor(m, (enum arch_tensor)r, il, (enum arch_use)use[r],
 					      &m->layers[il].w[r], err)) < 0)
 				return rc;
+		if ((rc = check_layer(m, il, err)) < 0)
+			return rc;
+	}
 	return 0;
 }
 

@@ -109,28 +109,39 @@ static double max_diff(const float *a, const float *b, size_t n)
 	return m;
 }
 
-/* Asserts max|a - b| <= tol * max|b| over each position's row. */
-static void assert_close(const float *a, const float *b, size_t rows, double tol, const char *what)
+/* Asserts max|a - b| <= tol * max|b| over each position's row of n_vocab. */
+static void assert_close_v(const float *a, const float *b, size_t rows, size_t n_vocab, double tol,
+			   const char *what)
 {
 	size_t t;
 
 	for (t = 0; t < rows; t++) {
-		const float *ra = a + t * N_VOCAB, *rb = b + t * N_VOCAB;
-		double d = max_diff(ra, rb, N_VOCAB), ref = max_abs(rb, N_VOCAB);
+		const float *ra = a + t * n_vocab, *rb = b + t * n_vocab;
+		double d = max_diff(ra, rb, n_vocab), ref = max_abs(rb, n_vocab);
 
 		ck_assert_msg(d <= tol * ref, "%s: position %zu: max|diff| %.3g > %.1g x %.3g", what,
 			      t, d, tol, ref);
 	}
 }
 
-static int32_t argmax(const float *x)
+static void assert_close(const float *a, const float *b, size_t rows, double tol, const char *what)
+{
+	assert_close_v(a, b, rows, N_VOCAB, tol, what);
+}
+
+static int32_t argmax_v(const float *x, uint32_t n_vocab)
 {
 	int32_t i, best = 0;
 
-	for (i = 1; i < N_VOCAB; i++)
+	for (i = 1; i < (int32_t)n_vocab; i++)
 		if (x[i] > x[best])
 			best = i;
 	return best;
+}
+
+static int32_t argmax(const float *x)
+{
+	return argmax_v(x, N_VOCAB);
 }
 
 /* All-position logits of the input in one call. */
@@ -189,6 +200,65 @@ START_TEST(greedy_continuation_matches_the_reference)
 	forward_free(f);
 	model_free(&m);
 	free(g.exact);
+}
+END_TEST
+
+/*
+ * Every architecture in the table against its golden model (_i indexes
+ * golden_archs): logits at every position within the README tolerance,
+ * then the greedy continuation token for token.
+ */
+static const char *const golden_archs[] = {"llama", "gemma", "qwen2", "stablelm", "phi", "falcon"};
+
+START_TEST(every_architecture_matches_its_golden_model)
+{
+	char path[256], err[EMBER_ERR_MAX] = "";
+	json_error_t jerr;
+	json_t *root;
+	int32_t input[N_IN], greedy[N_GREEDY];
+	struct model m;
+	struct forward_ctx *f;
+	float *exact, *logits;
+	uint32_t nv;
+	FILE *fp;
+	double d;
+	int i;
+
+	snprintf(path, sizeof(path), "../shared/golden/%s/tokens.json", golden_archs[_i]);
+	root = json_load_file(path, 0, &jerr);
+	ck_assert_msg(root != NULL, "%s: %s", path, jerr.text);
+	read_ids(root, "input_ids", input, N_IN);
+	read_ids(root, "greedy_continuation", greedy, N_GREEDY);
+	json_decref(root);
+	snprintf(path, sizeof(path), "../shared/golden/%s/model-f32.gguf", golden_archs[_i]);
+	ck_assert_msg(model_open(&m, path, err) == 0, "%s: %s", path, err);
+	nv = m.hp.n_vocab;
+	exact = malloc(sizeof(float) * N_IN * nv);
+	logits = malloc(sizeof(float) * N_IN * nv);
+	snprintf(path, sizeof(path), "../shared/golden/%s/logits-exact.f32", golden_archs[_i]);
+	fp = fopen(path, "rb");
+	ck_assert_ptr_nonnull(fp);
+	ck_assert_uint_eq(fread(exact, sizeof(float), (size_t)N_IN * nv, fp), (size_t)N_IN * nv);
+	ck_assert_int_eq(fgetc(fp), EOF); /* the vocabulary sizes agree */
+	fclose(fp);
+
+	f = session(&m, 0, NULL);
+	eval(f, input, N_IN, logits, 1);
+	d = max_diff(logits, exact, (size_t)N_IN * nv);
+	printf("forward: golden %s f32: max|diff| = %.3g (%.3g of max|exact|)\n", golden_archs[_i],
+	       d, d / max_abs(exact, (size_t)N_IN * nv));
+	assert_close_v(logits, exact, N_IN, nv, TOL_EXACT, golden_archs[_i]);
+	for (i = 0; i < N_GREEDY; i++) {
+		int32_t id = argmax_v(i == 0 ? logits + (size_t)(N_IN - 1) * nv : logits, nv);
+
+		ck_assert_msg(id == greedy[i], "%s: greedy token %d: %d, expected %d",
+			      golden_archs[_i], i, id, greedy[i]);
+		eval(f, &id, 1, logits, 0);
+	}
+	forward_free(f);
+	free(exact);
+	free(logits);
+	model_free(&m);
 }
 END_TEST
 
@@ -473,9 +543,9 @@ struct file_copy {
 	size_t len;
 };
 
-static void read_golden(struct file_copy *c)
+static void read_file(struct file_copy *c, const char *path)
 {
-	FILE *f = fopen(GOLDEN "model-f32.gguf", "rb");
+	FILE *f = fopen(path, "rb");
 	long len;
 
 	ck_assert_ptr_nonnull(f);
@@ -486,6 +556,11 @@ static void read_golden(struct file_copy *c)
 	c->bytes = malloc(c->len);
 	ck_assert_uint_eq(fread(c->bytes, 1, c->len, f), c->len);
 	fclose(f);
+}
+
+static void read_golden(struct file_copy *c)
+{
+	read_file(c, GOLDEN "model-f32.gguf");
 }
 
 /* Offset just past the first occurrence of the length-prefixed string s. */
@@ -563,6 +638,17 @@ START_TEST(missing_key_and_unknown_arch_are_named)
 }
 END_TEST
 
+START_TEST(attention_needs_split_or_fused_projections)
+{
+	struct file_copy c;
+
+	/* Phi-2 takes either form, so only the per-layer check can notice. */
+	read_file(&c, "../shared/golden/phi/model-f32.gguf");
+	c.bytes[find_gguf_str(&c, "blk.1.attn_v.weight") - 8] = 'X';
+	expect_load_error(&c, EMBER_EFORMAT, "layer 1: needs blk.1.attn_qkv.weight or all of");
+}
+END_TEST
+
 START_TEST(tied_output_uses_the_embedding)
 {
 	struct file_copy c;
@@ -591,6 +677,8 @@ Suite *suite_forward(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, logits_match_the_exact_reference);
 	tcase_add_test(tc, greedy_continuation_matches_the_reference);
+	tcase_add_loop_test(tc, every_architecture_matches_its_golden_model, 0,
+			    (int)(sizeof(golden_archs) / sizeof(golden_archs[0])));
 	tcase_add_test(tc, prefill_equals_token_by_token_decode);
 	tcase_add_test(tc, chunked_prefill_equals_one_shot);
 	tcase_add_test(tc, interleaved_sessions_equal_each_alone);
@@ -602,6 +690,7 @@ Suite *suite_forward(void)
 	tcase_add_test(te, missing_tensor_is_named);
 	tcase_add_test(te, wrong_shape_is_named);
 	tcase_add_test(te, missing_key_and_unknown_arch_are_named);
+	tcase_add_test(te, attention_needs_split_or_fused_projections);
 	tcase_add_test(te, tied_output_uses_the_embedding);
 	suite_add_tcase(s, te);
 	return s;
