@@ -474,7 +474,7 @@ static int parse_header(struct gguf *g, struct cursor *c)
 				    g->version);
 	if ((rc = cur_u64(c, &g->n_tensors, "n_tensors")) || (rc = cur_u64(c, &g->n_kv, "n_kv")))
 		return rc;
-	if (g->n_kv > (c->size - c->pos) / GGUF_MIN_KV_BYTES)
+	if (g->n_kv > (c->size - c->pos) / GGUF_MIN_KV_BYTES || g->n_kv >= UINT32_MAX)
 		return ember_seterr(c->err, EMBER_EFORMAT,
 				    "n_kv %llu cannot fit in the %llu bytes left", (ull)g->n_kv,
 				    (ull)(c->size - c->pos));
@@ -650,8 +650,17 @@ const struct gguf_tensor *gguf_find_tensor(const struct gguf *g, const char *nam
 	return NULL;
 }
 
+static int find_as(const struct gguf *g, const char *key, enum gguf_vtype t,
+		   const struct gguf_kv **kv)
+{
+	*kv = gguf_find_kv(g, key);
+	if (*kv == NULL)
+		return EMBER_ENOTFOUND;
+	return (*kv)->type == t ? 0 : EMBER_ETYPE;
+}
+
 /* Reads any integer-typed value: *neg set when it is a negative signed one
- * (then *mag holds the value as int64_t bits). */
+ * (then *v holds the value as int64_t bits). */
 static int read_int(const struct gguf_kv *kv, int *neg, uint64_t *v)
 {
 	const uint8_t *p = kv->data;
@@ -750,14 +759,12 @@ int gguf_get_f32(const struct gguf *g, const char *key, float *out)
 
 int gguf_get_bool(const struct gguf *g, const char *key, int *out)
 {
-	const struct gguf_kv *kv = gguf_find_kv(g, key);
+	const struct gguf_kv *kv;
+	int rc = find_as(g, key, GGUF_TYPE_BOOL, &kv);
 
-	if (kv == NULL)
-		return EMBER_ENOTFOUND;
-	if (kv->type != GGUF_TYPE_BOOL)
-		return EMBER_ETYPE;
-	*out = *(const uint8_t *)kv->data != 0;
-	return 0;
+	if (rc == 0)
+		*out = *(const uint8_t *)kv->data != 0;
+	return rc;
 }
 
 static struct gguf_str read_str(const uint8_t *p)
@@ -769,14 +776,12 @@ static struct gguf_str read_str(const uint8_t *p)
 
 int gguf_get_str(const struct gguf *g, const char *key, struct gguf_str *out)
 {
-	const struct gguf_kv *kv = gguf_find_kv(g, key);
+	const struct gguf_kv *kv;
+	int rc = find_as(g, key, GGUF_TYPE_STRING, &kv);
 
-	if (kv == NULL)
-		return EMBER_ENOTFOUND;
-	if (kv->type != GGUF_TYPE_STRING)
-		return EMBER_ETYPE;
-	*out = read_str(kv->data);
-	return 0;
+	if (rc == 0)
+		*out = read_str(kv->data);
+	return rc;
 }
 
 int gguf_arr_str(const struct gguf_kv *kv, uint64_t i, struct gguf_str *out)
