@@ -40,7 +40,7 @@ const struct kern_ops *kern_ops_for(enum cpu_level level)
 	switch (level) {
 	case CPU_LEVEL_SCALAR:
 		return &kern_ops_ref;
-#if defined(__x86_64__) && defined(KERN_SIMD_PENDING)
+#if defined(__x86_64__)
 	case CPU_LEVEL_AVX2:
 		return &kern_ops_avx2;
 	case CPU_LEVEL_AVX512:
