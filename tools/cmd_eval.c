@@ -54,6 +54,7 @@ static int parse_long(const char *s, long lo, long hi, long *out)
 	return 0;
 }
 
+/* Returns 0 to run, 1 after --help, -1 on a usage error. */
 static int parse_args(int argc, char **argv, struct eval_args *a)
 {
 	int i;
@@ -66,7 +67,7 @@ static int parse_args(int argc, char **argv, struct eval_args *a)
 
 		if (strcmp(opt, "-h") == 0 || strcmp(opt, "--help") == 0) {
 			eval_usage(stdout);
-			exit(0);
+			return 1;
 		}
 		if (!val) {
 			fprintf(stderr, "ember eval: %s needs a value\n", opt);
@@ -200,10 +201,11 @@ int cmd_eval(int argc, char **argv)
 	long n_ids;
 	uint32_t n_vocab, t;
 	double t0;
-	int rc = 1;
+	int rc = parse_args(argc, argv, &a);
 
-	if (parse_args(argc, argv, &a) < 0)
-		return 2;
+	if (rc != 0)
+		return rc < 0 ? 2 : 0;
+	rc = 1;
 	n_ids = parse_ids(a.tokens, &ids);
 	if (n_ids <= 0) {
 		fprintf(stderr, "ember eval: bad --tokens list: %s\n", a.tokens);
