@@ -53,7 +53,8 @@ int32_t tokenizer_bos(const struct tokenizer *t); /* -1 if none */
 int32_t tokenizer_eos(const struct tokenizer *t); /* -1 if none */
 /* 1 if generating `id` ends the output (EOS, EOT, <|im_end|>, ...). */
 int tokenizer_is_eog(const struct tokenizer *t, int32_t id);
-/* Text of token `id` as stored in the vocabulary (NULL if out of range). */
+/* Text of token `id` as stored in the vocabulary, NOT NUL-terminated: its
+ * length goes to *len (NULL if `id` is out of range). */
 const char *tokenizer_token_text(const struct tokenizer *t, int32_t id, size_t *len);
 
 #endif

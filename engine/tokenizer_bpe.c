@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "ember.h"
+#include "tokenizer_impl.h"
 
 #define BPE_MAX_REGEX 4
 #define BPE_MAX_PATTERN 1024
@@ -828,4 +829,53 @@ int bpe_piece(const struct bpe *b, int32_t id, char *buf, size_t cap)
 		i += adv;
 	}
 	return (int)n;
+}
+
+/* ---- the backend that tokenizer.c drives (contract: tokenizer_impl.h) ---- */
+
+static int bpe__tok_encode(const struct tokenizer *t, const char *text, size_t len, struct tok_out *out)
+{
+	size_t room = out->n < out->cap ? out->cap - out->n : 0;
+	int64_t n = bpe_encode(t->state, text, len, room ? out->ids + out->n : NULL, room);
+
+	if (n < 0)
+		return (int)n;
+	out->n += (size_t)n;
+	return 0;
+}
+
+static int bpe__tok_piece(const struct tokenizer *t, int32_t id, char *buf, size_t cap)
+{
+	return bpe_piece(t->state, id, buf, cap);
+}
+
+static void bpe__tok_free(void *state)
+{
+	bpe_free(state);
+}
+
+static const struct tokenizer_ops bpe__tok_ops = {
+	.name = "bpe",
+	.encode = bpe__tok_encode,
+	.piece = bpe__tok_piece,
+	.free = bpe__tok_free,
+};
+
+int tokenizer_bpe_init(struct tokenizer *t, const struct gguf *g, char *err)
+{
+	struct bpe *b = NULL;
+	int rc = bpe_new(&b, g, err);
+
+	if (rc < 0)
+		return rc;
+	/* As llama.cpp: byte-level BPE adds neither BOS/EOS nor a space prefix
+	 * unless the file says so. */
+	if (t->add_bos < 0)
+		t->add_bos = 0;
+	if (t->add_eos < 0)
+		t->add_eos = 0;
+	t->add_space_prefix = 0;
+	t->ops = &bpe__tok_ops;
+	t->state = b;
+	return 0;
 }

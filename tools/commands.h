@@ -10,6 +10,7 @@
 #define EMBER_COMMANDS_H
 
 int cmd_version(int argc, char **argv);
+int cmd_eval(int argc, char **argv);
 int cmd_synth(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);
 

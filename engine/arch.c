@@ -1,0 +1,163 @@
+/* arch.c - the architecture table (arch.h). */
+#include "arch.h"
+
+#include <string.h>
+
+/* Tensor use of the LLaMA-style block: pre-norms, separate q/k/v, gated
+ * MLP, optional biases (Llama/Mistral have none; some fine-tunes carry
+ * them). */
+#define LLAMA_TENSORS                                                              \
+	[ARCH_T_TOKEN_EMBD] = ARCH_REQ, [ARCH_T_OUTPUT_NORM] = ARCH_REQ,             \
+	[ARCH_T_OUTPUT] = ARCH_OPT, [ARCH_T_ATTN_NORM] = ARCH_REQ,                    \
+	[ARCH_T_ATTN_Q] = ARCH_REQ, [ARCH_T_ATTN_Q_B] = ARCH_OPT,                     \
+	[ARCH_T_ATTN_K] = ARCH_REQ, [ARCH_T_ATTN_K_B] = ARCH_OPT,                     \
+	[ARCH_T_ATTN_V] = ARCH_REQ, [ARCH_T_ATTN_V_B] = ARCH_OPT,                     \
+	[ARCH_T_ATTN_OUT] = ARCH_REQ, [ARCH_T_ATTN_OUT_B] = ARCH_OPT,                 \
+	[ARCH_T_FFN_NORM] = ARCH_REQ, [ARCH_T_FFN_GATE] = ARCH_REQ,                   \
+	[ARCH_T_FFN_UP] = ARCH_REQ, [ARCH_T_FFN_DOWN] = ARCH_REQ
+
+/* LayerNorm with bias everywhere a norm is. */
+#define NORM_BIASES                                                                \
+	[ARCH_T_OUTPUT_NORM_B] = ARCH_REQ, [ARCH_T_ATTN_NORM_B] = ARCH_REQ
+
+/* The GPT-style parallel block (Phi-2, Falcon): one norm feeding both
+ * attention and a non-gated MLP of up/down. */
+#define PARALLEL_TENSORS                                                           \
+	[ARCH_T_TOKEN_EMBD] = ARCH_REQ, [ARCH_T_OUTPUT_NORM] = ARCH_REQ,             \
+	[ARCH_T_ATTN_NORM] = ARCH_REQ, [ARCH_T_ATTN_OUT] = ARCH_REQ,                  \
+	[ARCH_T_FFN_UP] = ARCH_REQ, [ARCH_T_FFN_DOWN] = ARCH_REQ, NORM_BIASES
+
+/*
+ * One row per general.architecture value. Adding one: set its flags and
+ * the roles it uses; its keys are read as "<name>.<key>" by model.c. Each
+ * row below reproduces its golden model (../shared/golden/<arch>) within
+ * the README's tolerance (tests/test_forward.c).
+ */
+static const struct arch_desc arch_table[] = {
+	{
+		/* LLaMA 1/2/3, TinyLlama, SmolLM, Mistral (converted as "llama"). */
+		.name = "llama",
+		.norm = ARCH_NORM_RMS,
+		.act = ARCH_ACT_SILU,
+		.mlp_gated = 1,
+		.rope = ARCH_ROPE_NORM,
+		.residual = ARCH_RESIDUAL_SEQUENTIAL,
+		.tied_output = 1,
+		.tensors = {LLAMA_TENSORS},
+	},
+	{
+		/* Gemma: the converter folds RMSNorm's (1 + w) into w. */
+		.name = "gemma",
+		.norm = ARCH_NORM_RMS,
+		.act = ARCH_ACT_GELU_TANH,
+		.mlp_gated = 1,
+		.rope = ARCH_ROPE_NEOX,
+		.residual = ARCH_RESIDUAL_SEQUENTIAL,
+		.embd_scale_sqrt = 1,
+		.tied_output = 1,
+		.tensors = {LLAMA_TENSORS},
+	},
+	{
+		/* Qwen2: q/k/v biases (optional in LLAMA_TENSORS). */
+		.name = "qwen2",
+		.norm = ARCH_NORM_RMS,
+		.act = ARCH_ACT_SILU,
+		.mlp_gated = 1,
+		.rope = ARCH_ROPE_NEOX,
+		.residual = ARCH_RESIDUAL_SEQUENTIAL,
+		.tied_output = 1,
+		.tensors = {LLAMA_TENSORS},
+	},
+	{
+		/* StableLM 2 / 3B: partial rotary from rope.dimension_count.
+		 * (Variants with per-head q/k norms or a parallel residual
+		 * need roles not listed yet.) */
+		.name = "stablelm",
+		.norm = ARCH_NORM_LAYER,
+		.act = ARCH_ACT_SILU,
+		.mlp_gated = 1,
+		.rope = ARCH_ROPE_NEOX,
+		.residual = ARCH_RESIDUAL_SEQUENTIAL,
+		.tensors = {LLAMA_TENSORS, NORM_BIASES, [ARCH_T_FFN_NORM_B] = ARCH_REQ},
+	},
+	{
+		/* Phi-2: partial rotary, biases on every linear and the head;
+		 * older conversions fuse q/k/v. */
+		.name = "phi2",
+		.norm = ARCH_NORM_LAYER,
+		.act = ARCH_ACT_GELU_TANH,
+		.rope = ARCH_ROPE_NEOX,
+		.residual = ARCH_RESIDUAL_PARALLEL,
+		.tensors = {PARALLEL_TENSORS, [ARCH_T_OUTPUT] = ARCH_REQ,
+			    [ARCH_T_OUTPUT_B] = ARCH_REQ, [ARCH_T_ATTN_Q] = ARCH_OPT,
+			    [ARCH_T_ATTN_Q_B] = ARCH_OPT, [ARCH_T_ATTN_K] = ARCH_OPT,
+			    [ARCH_T_ATTN_K_B] = ARCH_OPT, [ARCH_T_ATTN_V] = ARCH_OPT,
+			    [ARCH_T_ATTN_V_B] = ARCH_OPT, [ARCH_T_ATTN_QKV] = ARCH_OPT,
+			    [ARCH_T_ATTN_QKV_B] = ARCH_OPT, [ARCH_T_ATTN_OUT_B] = ARCH_REQ,
+			    [ARCH_T_FFN_UP_B] = ARCH_REQ, [ARCH_T_FFN_DOWN_B] = ARCH_REQ},
+	},
+	{
+		/* Falcon-7B layout: fused q/k/v (the converter reorders it to
+		 * [q | k | v]), multi-query. Falcon-40B's second norm
+		 * (attn_norm_2) needs a role not listed yet. */
+		.name = "falcon",
+		.norm = ARCH_NORM_LAYER,
+		.act = ARCH_ACT_GELU_ERF,
+		.rope = ARCH_ROPE_NEOX,
+		.residual = ARCH_RESIDUAL_PARALLEL,
+		.tied_output = 1,
+		.tensors = {PARALLEL_TENSORS, [ARCH_T_OUTPUT] = ARCH_OPT,
+			    [ARCH_T_ATTN_QKV] = ARCH_REQ, [ARCH_T_ATTN_QKV_B] = ARCH_OPT,
+			    [ARCH_T_ATTN_OUT_B] = ARCH_OPT, [ARCH_T_FFN_UP_B] = ARCH_OPT,
+			    [ARCH_T_FFN_DOWN_B] = ARCH_OPT},
+	},
+};
+
+#define N_ARCH (sizeof(arch_table) / sizeof(arch_table[0]))
+
+static const char *const arch_name_list[N_ARCH + 1] = {"llama", "gemma", "qwen2", "stablelm",
+							"phi2", "falcon", NULL};
+
+const struct arch_desc *arch_find(const char *name, size_t len)
+{
+	size_t i;
+
+	for (i = 0; i < N_ARCH; i++)
+		if (strlen(arch_table[i].name) == len && memcmp(arch_table[i].name, name, len) == 0)
+			return &arch_table[i];
+	return NULL;
+}
+
+const char *const *arch_names(void)
+{
+	return arch_name_list;
+}
+
+const char *arch_norm_name(enum arch_norm n)
+{
+	switch (n) {
+	case ARCH_NORM_RMS: return "rmsnorm";
+	case ARCH_NORM_LAYER: return "layernorm";
+	}
+	return "?";
+}
+
+const char *arch_act_name(enum arch_act a)
+{
+	switch (a) {
+	case ARCH_ACT_SILU: return "silu";
+	case ARCH_ACT_GELU_TANH: return "gelu-tanh";
+	case ARCH_ACT_GELU_ERF: return "gelu";
+	}
+	return "?";
+}
+
+const char *arch_rope_name(enum arch_rope r)
+{
+	switch (r) {
+	case ARCH_ROPE_NONE: return "none";
+	case ARCH_ROPE_NORM: return "norm";
+	case ARCH_ROPE_NEOX: return "neox";
+	}
+	return "?";
+}

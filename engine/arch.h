@@ -1,0 +1,129 @@
+/*
+ * arch.h - architecture descriptions: how one decoder-only transformer
+ * family differs from another, expressed as data (in the spirit of AI Edge
+ * Torch's ModelConfig). model.c binds tensors by these flags and forward.c
+ * runs one generic block driven by them; adding an architecture is a table
+ * entry in arch.c (plus, if it uses new GGUF tensor names, a role in
+ * model.c's name table), never a copy of the forward pass.
+ *
+ * The block every entry describes (x: the residual stream):
+ *
+ *   sequential:  x += attn(norm1(x));  x += mlp(norm2(x))
+ *   parallel:    h = norm1(x);  x += attn(h) + mlp(norm2 ? norm2(x) : h)
+ *
+ *   attn: q, k, v = h W_q (+b), h W_k (+b), h W_v (+b)   (or one fused W_qkv
+ *         whose rows are [q | k | v], the order llama.cpp's converters write)
+ *         rotary on the first n_rot dims of each q/k head, or ALiBi
+ *         causal softmax(q k^T / sqrt(d)) v per head, kv heads shared by
+ *         n_head / n_head_kv query heads (MHA, GQA, MQA follow from counts)
+ *   mlp:  gated:      down(act(gate(h)) * up(h))
+ *         non-gated:  down(act(up(h)))
+ *
+ * Norms as GGUF stores them: Gemma's RMSNorm multiplies by (1 + w), but
+ * llama.cpp's converter folds the 1 into the stored weight, so Gemma is a
+ * plain ARCH_NORM_RMS here.
+ *
+ * Thread safety: the table is constant; lookups are pure.
+ */
+#ifndef EMBER_ARCH_H
+#define EMBER_ARCH_H
+
+#include <stddef.h>
+
+enum arch_norm {
+	ARCH_NORM_RMS,   /* x / sqrt(mean(x^2) + eps) * w */
+	ARCH_NORM_LAYER, /* (x - mean) / sqrt(var + eps) * w (+ b when the bias tensor exists) */
+};
+
+enum arch_act {
+	ARCH_ACT_SILU,      /* x * sigmoid(x) */
+	ARCH_ACT_GELU_TANH, /* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
+	ARCH_ACT_GELU_ERF,  /* 0.5 x (1 + erf(x / sqrt(2))) */
+};
+
+enum arch_rope {
+	ARCH_ROPE_NONE, /* no rotary (ALiBi or learned positions) */
+	/* llama.cpp "NORM": rotates adjacent pairs (x[2i], x[2i+1]). The
+	 * converter permutes LLaMA's Q/K rows so this equals HF's halves. */
+	ARCH_ROPE_NORM,
+	/* llama.cpp "NEOX": rotates (x[i], x[i + n_rot/2]), HF's rotate_half. */
+	ARCH_ROPE_NEOX,
+};
+
+enum arch_residual {
+	ARCH_RESIDUAL_SEQUENTIAL,
+	ARCH_RESIDUAL_PARALLEL,
+};
+
+/* Tensor roles: every weight a block may use, named as llama.cpp names them
+ * (model.c maps each role to its GGUF name and expected shape). */
+enum arch_tensor {
+	ARCH_T_TOKEN_EMBD,
+	ARCH_T_OUTPUT_NORM,
+	ARCH_T_OUTPUT_NORM_B,
+	ARCH_T_OUTPUT,
+	ARCH_T_OUTPUT_B,
+	/* per layer from here on */
+	ARCH_T_ATTN_NORM,
+	ARCH_T_ATTN_NORM_B,
+	ARCH_T_ATTN_Q,
+	ARCH_T_ATTN_Q_B,
+	ARCH_T_ATTN_K,
+	ARCH_T_ATTN_K_B,
+	ARCH_T_ATTN_V,
+	ARCH_T_ATTN_V_B,
+	ARCH_T_ATTN_QKV,
+	ARCH_T_ATTN_QKV_B,
+	ARCH_T_ATTN_OUT,
+	ARCH_T_ATTN_OUT_B,
+	ARCH_T_FFN_NORM,
+	ARCH_T_FFN_NORM_B,
+	ARCH_T_FFN_GATE,
+	ARCH_T_FFN_GATE_B,
+	ARCH_T_FFN_UP,
+	ARCH_T_FFN_UP_B,
+	ARCH_T_FFN_DOWN,
+	ARCH_T_FFN_DOWN_B,
+	ARCH_T_COUNT
+};
+
+#define ARCH_T_FIRST_LAYER ARCH_T_ATTN_NORM
+
+/* Whether an architecture uses a tensor. */
+enum arch_use {
+	ARCH_NO = 0, /* must be absent from the block's computation (ignored if present) */
+	ARCH_OPT,    /* used when the file has it (biases of some variants) */
+	ARCH_REQ,    /* the model does not load without it */
+};
+
+struct arch_desc {
+	const char *name; /* the value of general.architecture */
+	enum arch_norm norm;
+	enum arch_act act;
+	int mlp_gated; /* 1: down(act(gate) * up); 0: down(act(up)) */
+	enum arch_rope rope;
+	int alibi; /* ALiBi bias added to scores (needs rope = NONE) */
+	enum arch_residual residual;
+	/* Multiply token embeddings by sqrt(n_embd) (Gemma). */
+	int embd_scale_sqrt;
+	/* output.weight may be absent: the head reuses token_embd (tied). */
+	int tied_output;
+	/* ARCH_NO / ARCH_OPT / ARCH_REQ per role. Attention takes ATTN_Q/K/V
+	 * or the fused ATTN_QKV; when both forms are optional, each layer must
+	 * have one (model.c checks). ffn_norm absent under a parallel residual
+	 * means the MLP reads norm1's output. */
+	unsigned char tensors[ARCH_T_COUNT];
+};
+
+/* The entry whose name equals `name` (general.architecture), or NULL. */
+const struct arch_desc *arch_find(const char *name, size_t len);
+
+/* Names of the table's entries, NULL-terminated (for messages and docs). */
+const char *const *arch_names(void);
+
+/* Human-readable names of enum values (inspect, messages). */
+const char *arch_norm_name(enum arch_norm n);
+const char *arch_act_name(enum arch_act a);
+const char *arch_rope_name(enum arch_rope r);
+
+#endif

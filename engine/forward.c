@@ -1,0 +1,596 @@
+/*
+ * forward.c - the forward pass (forward.h).
+ *
+ * Read top to bottom: forward_eval() splits the tokens into steps of at
+ * most max_batch; step() embeds them, runs every block, and applies the
+ * output head. block() is the one decoder block of arch.h, made of norm(),
+ * attention() and mlp(); the architecture's flags choose among their
+ * variants. Shapes use n = tokens in this step (<= max_batch).
+ */
+#include "forward.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dtype.h"
+#include "ember.h"
+#include "kernels.h"
+
+/* Queries per attention task: the keys of one kv head are streamed once
+ * per tile of queries, and the running softmax state of a tile is all the
+ * scratch attention needs (no n x n score matrix). */
+#define ATTN_TILE 64
+
+struct forward_ctx {
+	const struct model *m; /* borrowed, read-only */
+	struct kv_cache kv;
+	pthreadpool_t pool;    /* borrowed or owned (owns_pool) */
+	int owns_pool;
+	uint32_t max_batch;
+
+	/* Scratch, one arena (arena, owned), sized for max_batch = B tokens. */
+	void *arena;
+	float *x;      /* [B][n_embd] residual stream */
+	float *xn;     /* [B][n_embd] normalised input of the current sub-block */
+	float *y_attn; /* [B][n_embd] attention output, projected */
+	float *y_mlp;  /* [B][n_embd] MLP output */
+	float *q;      /* [B][n_head * head_dim_k] */
+	float *k;      /* [B][n_head_kv * head_dim_k] */
+	float *v;      /* [B][n_head_kv * head_dim_v] */
+	float *qkv;    /* [B][q + k + v widths] fused projection (fused archs only) */
+	float *attn;   /* [B][n_head * head_dim_v] attention output per head */
+	float *att_ml; /* [B][n_head][2] running softmax max and sum per query */
+	float *gate;   /* [B][n_ff] */
+	float *up;     /* [B][n_ff] */
+	float *rope;   /* [B][n_rot / 2][2] cos, sin of each position's angles */
+	float *alibi;  /* [n_head] ALiBi slope per head (alibi archs only) */
+	void *mm_scratch; /* kern_matmul scratch for B tokens */
+};
+
+/* ---- small vector helpers ------------------------------------------------ */
+
+static void add_rows(float *x, const float *y, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		x[i] += y[i];
+}
+
+static void add_bias(float *y, const struct model_weight *b, uint32_t n_tok)
+{
+	const float *bias = b->data;
+	uint32_t t;
+
+	if (!bias)
+		return;
+	for (t = 0; t < n_tok; t++)
+		add_rows(y + (size_t)t * b->n_in, bias, b->n_in);
+}
+
+/* y[n][w->n_out] = x[n][w->n_in] W^T + b */
+static void linear(struct forward_ctx *f, const struct model_weight *w, const struct model_weight *b,
+		   const float *x, float *y, uint32_t n)
+{
+	kern_matmul(f->pool, w->type, w->data, w->n_out, w->n_in, x, n, y, f->mm_scratch);
+	if (b)
+		add_bias(y, b, n);
+}
+
+/* ---- norm ----------------------------------------------------------------- */
+
+/* out[n][d] = norm(x[n][d]) * w (+ b), by the architecture's norm kind.
+ * Sums in double: cheap next to the matrix products and keeps wide rows
+ * close to the float64 reference. */
+static void norm(const struct forward_ctx *f, const struct model_weight *w,
+		 const struct model_weight *b, const float *x, float *out, uint32_t n)
+{
+	const uint32_t d = f->m->hp.n_embd;
+	const double eps = f->m->hp.norm_eps;
+	const float *gain = w->data, *bias = b ? b->data : NULL;
+	uint32_t t, i;
+
+	for (t = 0; t < n; t++) {
+		const float *xr = x + (size_t)t * d;
+		float *o = out + (size_t)t * d;
+		double mean = 0.0, var = 0.0, scale;
+
+		if (f->m->arch->norm == ARCH_NORM_LAYER) {
+			for (i = 0; i < d; i++)
+				mean += xr[i];
+			mean /= d;
+		}
+		for (i = 0; i < d; i++)
+			var += (xr[i] - mean) * (xr[i] - mean);
+		scale = 1.0 / sqrt(var / d + eps);
+		for (i = 0; i < d; i++)
+			o[i] = (float)((xr[i] - mean) * scale) * gain[i] + (bias ? bias[i] : 0.0f);
+	}
+}
+
+/* ---- attention ------------------------------------------------------------ */
+
+/* Fills the rotary table: cos and sin of theta_i = pos * base^(-2i/n_rot)
+ * for each token's position (computed in double, as the reference does). */
+static void rope_table(struct forward_ctx *f, uint32_t pos0, uint32_t n)
+{
+	const uint32_t half = f->m->hp.n_rot / 2;
+	const double base = f->m->hp.rope_base;
+	uint32_t t, i;
+
+	if (f->m->arch->rope == ARCH_ROPE_NONE)
+		return;
+	for (t = 0; t < n; t++)
+		for (i = 0; i < half; i++) {
+			double theta = (double)(pos0 + t) * pow(base, -2.0 * i / f->m->hp.n_rot);
+			float *cs = f->rope + ((size_t)t * half + i) * 2;
+
+			cs[0] = (float)cos(theta);
+			cs[1] = (float)sin(theta);
+		}
+}
+
+/* Rotates the first n_rot dims of each head of x[n][n_heads][head_dim]:
+ * NORM pairs (x[2i], x[2i+1]), NEOX pairs (x[i], x[i + n_rot/2]). */
+static void rope_apply(const struct forward_ctx *f, float *x, uint32_t n, uint32_t n_heads)
+{
+	const uint32_t hd = f->m->hp.head_dim_k, half = f->m->hp.n_rot / 2;
+	const int neox = f->m->arch->rope == ARCH_ROPE_NEOX;
+	uint32_t t, h, i;
+
+	if (f->m->arch->rope == ARCH_ROPE_NONE)
+		return;
+	for (t = 0; t < n; t++)
+		for (h = 0; h < n_heads; h++) {
+			float *xh = x + ((size_t)t * n_heads + h) * hd;
+			const float *cs = f->rope + (size_t)t * half * 2;
+
+			for (i = 0; i < half; i++) {
+				float *a = neox ? &xh[i] : &xh[2 * i];
+				float *b = neox ? &xh[i + half] : &xh[2 * i + 1];
+				float c = cs[2 * i], s = cs[2 * i + 1], x0 = *a, x1 = *b;
+
+				*a = x0 * c - x1 * s;
+				*b = x0 * s + x1 * c;
+			}
+		}
+}
+
+/* q[n][q_dim], k[n][kv_k], v[n][kv_v] from xn, with biases; a fused
+ * projection is computed into qkv[n][q | k | v] and split. */
+static void project_qkv(struct forward_ctx *f, const struct model_layer *L, uint32_t n)
+{
+	const struct model_hparams *hp = &f->m->hp;
+	const size_t dq = (size_t)hp->n_head * hp->head_dim_k;
+	const size_t dk = (size_t)hp->n_head_kv * hp->head_dim_k;
+	const size_t dv = (size_t)hp->n_head_kv * hp->head_dim_v;
+	uint32_t t;
+
+	if (!L->w[ARCH_T_ATTN_QKV].data) {
+		linear(f, &L->w[ARCH_T_ATTN_Q], &L->w[ARCH_T_ATTN_Q_B], f->xn, f->q, n);
+		linear(f, &L->w[ARCH_T_ATTN_K], &L->w[ARCH_T_ATTN_K_B], f->xn, f->k, n);
+		linear(f, &L->w[ARCH_T_ATTN_V], &L->w[ARCH_T_ATTN_V_B], f->xn, f->v, n);
+		return;
+	}
+	linear(f, &L->w[ARCH_T_ATTN_QKV], &L->w[ARCH_T_ATTN_QKV_B], f->xn, f->qkv, n);
+	for (t = 0; t < n; t++) {
+		const float *row = f->qkv + t * (dq + dk + dv);
+
+		memcpy(f->q + t * dq, row, dq * sizeof(float));
+		memcpy(f->k + t * dk, row + dq, dk * sizeof(float));
+		memcpy(f->v + t * dv, row + dq + dk, dv * sizeof(float));
+	}
+}
+
+/* Copies this step's k[n][n_head_kv][hd_k], v[n][n_head_kv][hd_v] into
+ * the cache rows pos0 .. pos0+n-1 of layer il. */
+static void store_kv(struct forward_ctx *f, uint32_t il, uint32_t pos0, uint32_t n)
+{
+	const struct model_hparams *hp = &f->m->hp;
+	uint32_t t, h;
+
+	for (h = 0; h < hp->n_head_kv; h++) {
+		float *kc = kv_cache_k(&f->kv, il, h) + (size_t)pos0 * hp->head_dim_k;
+		float *vc = kv_cache_v(&f->kv, il, h) + (size_t)pos0 * hp->head_dim_v;
+
+		for (t = 0; t < n; t++) {
+			memcpy(kc + (size_t)t * hp->head_dim_k,
+			       f->k + ((size_t)t * hp->n_head_kv + h) * hp->head_dim_k,
+			       hp->head_dim_k * sizeof(float));
+			memcpy(vc + (size_t)t * hp->head_dim_v,
+			       f->v + ((size_t)t * hp->n_head_kv + h) * hp->head_dim_v,
+			       hp->head_dim_v * sizeof(float));
+		}
+	}
+}
+
+/* ALiBi slope of head h of n (Press et al.; HF build_alibi_tensor): for the
+ * largest power of two p <= n, heads below p get 2^(-8(h+1)/p), the rest
+ * 2^(-4(2(h-p)+1)/p). */
+static float alibi_slope(uint32_t h, uint32_t n)
+{
+	uint32_t p = 1;
+
+	while (p * 2 <= n)
+		p *= 2;
+	if (h < p)
+		return (float)pow(2.0, -8.0 * (h + 1) / p);
+	return (float)pow(2.0, -4.0 * (2 * (h - p) + 1) / p);
+}
+
+struct attend_job {
+	struct forward_ctx *f;
+	uint32_t il, pos0, n;
+};
+
+/*
+ * One task: query head h, queries [tile*ATTN_TILE, +ATTN_TILE). Causal
+ * softmax(q k^T / sqrt(d)) v against h's kv head (h / group), computed
+ * online (running max and sum, rescaling the accumulator when the max
+ * grows) so each key row is read once per tile and no score matrix exists.
+ * The accumulator is the output row attn[t][h] itself. Tasks go by query
+ * head, not kv head, so decode with few kv heads (MQA) still spreads.
+ */
+static void attend_tile_cb(void *data, size_t head, size_t tile)
+{
+	const struct attend_job *job = data;
+	struct forward_ctx *f = job->f;
+	const struct model_hparams *hp = &f->m->hp;
+	const uint32_t h = (uint32_t)head, dk = hp->head_dim_k, dv = hp->head_dim_v;
+	const uint32_t g = h / (hp->n_head / hp->n_head_kv);
+	const uint32_t t0 = (uint32_t)tile * ATTN_TILE;
+	const uint32_t t1 = t0 + ATTN_TILE < job->n ? t0 + ATTN_TILE : job->n;
+	const float *kc = kv_cache_k(&f->kv, job->il, g);
+	const float *vc = kv_cache_v(&f->kv, job->il, g);
+	const float scale = 1.0f / sqrtf((float)dk);
+	const float slope = f->m->arch->alibi ? f->alibi[h] : 0.0f;
+	uint32_t t, j, i;
+
+	for (t = t0; t < t1; t++) {
+		float *ml = f->att_ml + ((size_t)t * hp->n_head + h) * 2;
+
+		ml[0] = -INFINITY;
+		ml[1] = 0.0f;
+		memset(f->attn + ((size_t)t * hp->n_head + h) * dv, 0, dv * sizeof(float));
+	}
+	/* Keys up to the last query's position; query t sees j <= pos0 + t. */
+	for (j = 0; j < job->pos0 + t1; j++) {
+		const float *kj = kc + (size_t)j * dk, *vj = vc + (size_t)j * dv;
+		const uint32_t first = j > job->pos0 ? j - job->pos0 : 0;
+
+		for (t = first > t0 ? first : t0; t < t1; t++) {
+			const float *qh = f->q + ((size_t)t * hp->n_head + h) * dk;
+			float *acc = f->attn + ((size_t)t * hp->n_head + h) * dv;
+			float *ml = f->att_ml + ((size_t)t * hp->n_head + h) * 2;
+			float s = 0.0f, p;
+
+			for (i = 0; i < dk; i++)
+				s += qh[i] * kj[i];
+			/* ALiBi biases the raw score, before the scaling. */
+			s = (s + slope * (float)j) * scale;
+			if (s > ml[0]) {
+				float r = expf(ml[0] - s); /* 0 for the first key */
+
+				for (i = 0; i < dv; i++)
+					acc[i] *= r;
+				ml[1] *= r;
+				ml[0] = s;
+			}
+			p = expf(s - ml[0]);
+			ml[1] += p;
+			for (i = 0; i < dv; i++)
+				acc[i] += p * vj[i];
+		}
+	}
+	for (t = t0; t < t1; t++) {
+		float *acc = f->attn + ((size_t)t * hp->n_head + h) * dv;
+		float inv = 1.0f / f->att_ml[((size_t)t * hp->n_head + h) * 2 + 1];
+
+		for (i = 0; i < dv; i++)
+			acc[i] *= inv;
+	}
+}
+
+/* y_attn[n][n_embd] = attention of layer il over xn[n][n_embd]. */
+static void attention(struct forward_ctx *f, uint32_t il, uint32_t pos0, uint32_t n)
+{
+	const struct model_layer *L = &f->m->layers[il];
+	struct attend_job job = {f, il, pos0, n};
+
+	project_qkv(f, L, n);
+	rope_apply(f, f->q, n, f->m->hp.n_head);
+	rope_apply(f, f->k, n, f->m->hp.n_head_kv);
+	store_kv(f, il, pos0, n);
+	pthreadpool_parallelize_2d(f->pool, attend_tile_cb, &job, f->m->hp.n_head,
+				   (n + ATTN_TILE - 1) / ATTN_TILE, 0);
+	linear(f, &L->w[ARCH_T_ATTN_OUT], &L->w[ARCH_T_ATTN_OUT_B], f->attn, f->y_attn, n);
+}
+
+/* ---- MLP ------------------------------------------------------------------ */
+
+static float activate(enum arch_act act, float x)
+{
+	switch (act) {
+	case ARCH_ACT_SILU:
+		return x / (1.0f + expf(-x));
+	case ARCH_ACT_GELU_TANH:
+		return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
+	case ARCH_ACT_GELU_ERF:
+		return 0.5f * x * (1.0f + erff(x * 0.7071067811865476f));
+	}
+	return x;
+}
+
+/* y_mlp[n][n_embd] = down(act(gate(xn)) * up(xn))   (gated)
+ *                  = down(act(up(xn)))             (non-gated) */
+static void mlp(struct forward_ctx *f, const struct model_layer *L, uint32_t n)
+{
+	const enum arch_act act = f->m->arch->act;
+	const size_t len = (size_t)n * f->m->hp.n_ff;
+	size_t i;
+
+	linear(f, &L->w[ARCH_T_FFN_UP], &L->w[ARCH_T_FFN_UP_B], f->xn, f->up, n);
+	if (f->m->arch->mlp_gated) {
+		linear(f, &L->w[ARCH_T_FFN_GATE], &L->w[ARCH_T_FFN_GATE_B], f->xn, f->gate, n);
+		for (i = 0; i < len; i++)
+			f->up[i] *= activate(act, f->gate[i]);
+	} else {
+		for (i = 0; i < len; i++)
+			f->up[i] = activate(act, f->up[i]);
+	}
+	linear(f, &L->w[ARCH_T_FFN_DOWN], &L->w[ARCH_T_FFN_DOWN_B], f->up, f->y_mlp, n);
+}
+
+/* ---- the block -------------------------------------------------------------- */
+
+static void block(struct forward_ctx *f, uint32_t il, uint32_t pos0, uint32_t n)
+{
+	const struct model_layer *L = &f->m->layers[il];
+	const struct model_weight *ffn_norm = &L->w[ARCH_T_FFN_NORM];
+	const size_t len = (size_t)n * f->m->hp.n_embd;
+
+	norm(f, &L->w[ARCH_T_ATTN_NORM], &L->w[ARCH_T_ATTN_NORM_B], f->x, f->xn, n);
+	attention(f, il, pos0, n);
+	if (f->m->arch->residual == ARCH_RESIDUAL_PARALLEL) {
+		/* The MLP reads the same x as attention: its own norm of x when
+		 * the architecture has one, else attention's normalised input. */
+		if (ffn_norm->data)
+			norm(f, ffn_norm, &L->w[ARCH_T_FFN_NORM_B], f->x, f->xn, n);
+		mlp(f, L, n);
+		add_rows(f->x, f->y_attn, len);
+		add_rows(f->x, f->y_mlp, len);
+		return;
+	}
+	add_rows(f->x, f->y_attn, len);
+	norm(f, ffn_norm, &L->w[ARCH_T_FFN_NORM_B], f->x, f->xn, n);
+	mlp(f, L, n);
+	add_rows(f->x, f->y_mlp, len);
+}
+
+/* ---- embedding and head ----------------------------------------------------- */
+
+/* x[n][n_embd] = token_embd[tokens[t]] (* sqrt(n_embd) for Gemma). Ids
+ * are checked by forward_eval(). */
+static void embed(struct forward_ctx *f, const int32_t *tokens, uint32_t n)
+{
+	const struct model_weight *e = &f->m->w[ARCH_T_TOKEN_EMBD];
+	const uint32_t d = f->m->hp.n_embd;
+	const size_t row = dtype_row_size(e->type, d);
+	const float scale = (float)sqrt((double)d);
+	uint32_t t, i;
+
+	for (t = 0; t < n; t++) {
+		float *x = f->x + (size_t)t * d;
+
+		kern_dequantize_row(e->type, (const uint8_t *)e->data + (size_t)tokens[t] * row, x, d);
+		if (f->m->arch->embd_scale_sqrt)
+			for (i = 0; i < d; i++)
+				x[i] *= scale;
+	}
+}
+
+/* logits = output(output_norm(x)) for all n rows ([n][n_vocab]) or only
+ * the last ([n_vocab]). */
+static void head(struct forward_ctx *f, uint32_t n, float *logits, int all)
+{
+	const struct model *m = f->m;
+	const size_t d = m->hp.n_embd;
+	const float *x = all ? f->x : f->x + (n - 1) * d;
+	uint32_t rows = all ? n : 1;
+
+	norm(f, &m->w[ARCH_T_OUTPUT_NORM], &m->w[ARCH_T_OUTPUT_NORM_B], x, f->xn, rows);
+	linear(f, &m->w[ARCH_T_OUTPUT], &m->w[ARCH_T_OUTPUT_B], f->xn, logits, rows);
+}
+
+/* One step of n <= max_batch tokens at the cache's next positions. */
+static void step(struct forward_ctx *f, const int32_t *tokens, uint32_t n, float *logits, int all)
+{
+	const uint32_t pos0 = f->kv.n_pos;
+	uint32_t il;
+
+	embed(f, tokens, n);
+	rope_table(f, pos0, n);
+	for (il = 0; il < f->m->hp.n_layer; il++)
+		block(f, il, pos0, n);
+	if (logits)
+		head(f, n, logits, all);
+	f->kv.n_pos = pos0 + n;
+}
+
+int forward_eval(struct forward_ctx *f, const int32_t *tokens, size_t n_tok, float *logits,
+		 int all_positions, char *err)
+{
+	const uint32_t n_vocab = f->m->hp.n_vocab;
+	size_t done, i;
+
+	if (n_tok == 0)
+		return ember_seterr(err, EMBER_EINVAL, "forward: no tokens");
+	if (n_tok > f->kv.n_ctx - f->kv.n_pos)
+		return ember_seterr(err, EMBER_ECONTEXT, "forward: %zu tokens after %u exceed the "
+				    "context of %u", n_tok, f->kv.n_pos, f->kv.n_ctx);
+	for (i = 0; i < n_tok; i++)
+		if (tokens[i] < 0 || (uint32_t)tokens[i] >= n_vocab)
+			return ember_seterr(err, EMBER_ERANGE, "forward: token id %d at %zu is "
+					    "outside the vocabulary of %u", tokens[i], i, n_vocab);
+	for (done = 0; done < n_tok;) {
+		uint32_t n = (uint32_t)(n_tok - done < f->max_batch ? n_tok - done : f->max_batch);
+		int last = done + n == n_tok;
+		float *out = NULL;
+
+		/* Only the last step's final row matters unless all are asked. */
+		if (logits && all_positions)
+			out = logits + done * n_vocab;
+		else if (logits && last)
+			out = logits;
+		step(f, tokens + done, n, out, all_positions);
+		done += n;
+	}
+	return 0;
+}
+
+/* ---- session lifetime ---------------------------------------------------- */
+
+static size_t round64(size_t n)
+{
+	return (n + 63) & ~(size_t)63;
+}
+
+/* Largest kern_matmul scratch of any weight the model multiplies. */
+static size_t matmul_scratch_size(const struct model *m, uint32_t B)
+{
+	size_t best = kern_matmul_scratch(m->w[ARCH_T_OUTPUT].type, m->hp.n_embd, B);
+	uint32_t il;
+	int r;
+
+	for (il = 0; il < m->hp.n_layer; il++)
+		for (r = ARCH_T_FIRST_LAYER; r < ARCH_T_COUNT; r++) {
+			const struct model_weight *w = &m->layers[il].w[r];
+			size_t s;
+
+			if (!w->data || w->n_out == 1)
+				continue;
+			s = kern_matmul_scratch(w->type, w->n_in, B);
+			if (s > best)
+				best = s;
+		}
+	return best;
+}
+
+/* Carves every scratch buffer out of one 64-byte aligned arena. */
+static int alloc_scratch(struct forward_ctx *f)
+{
+	const struct model_hparams *hp = &f->m->hp;
+	const size_t B = f->max_batch;
+	const size_t dq = (size_t)hp->n_head * hp->head_dim_k;
+	const size_t dk = (size_t)hp->n_head_kv * hp->head_dim_k;
+	const size_t dv = (size_t)hp->n_head_kv * hp->head_dim_v;
+	int fused = 0;
+	float **bufs[] = {&f->x, &f->xn, &f->y_attn, &f->y_mlp, &f->q, &f->k, &f->v,
+			  &f->qkv, &f->attn, &f->att_ml, &f->gate, &f->up, &f->rope, &f->alibi};
+	size_t lens[] = {B * hp->n_embd, B * hp->n_embd, B * hp->n_embd, B * hp->n_embd,
+			       B * dq, B * dk, B * dv, 0,
+			       B * hp->n_head * hp->head_dim_v, B * hp->n_head * 2,
+			       B * hp->n_ff, B * hp->n_ff, B * (hp->n_rot / 2) * 2,
+			       f->m->arch->alibi ? hp->n_head : 0};
+	size_t mm = round64(matmul_scratch_size(f->m, f->max_batch));
+	size_t total = mm, off = mm, i;
+	uint8_t *base;
+
+	for (i = 0; i < hp->n_layer; i++)
+		fused |= f->m->layers[i].w[ARCH_T_ATTN_QKV].data != NULL;
+	lens[7] = fused ? B * (dq + dk + dv) : 0; /* qkv */
+	for (i = 0; i < sizeof(lens) / sizeof(lens[0]); i++)
+		total += round64(lens[i] * sizeof(float));
+	base = aligned_alloc(64, total > 0 ? total : 64);
+	if (!base)
+		return EMBER_ENOMEM;
+	f->arena = base;
+	f->mm_scratch = base;
+	for (i = 0; i < sizeof(lens) / sizeof(lens[0]); i++) {
+		*bufs[i] = lens[i] ? (float *)(base + off) : NULL;
+		off += round64(lens[i] * sizeof(float));
+	}
+	for (i = 0; f->alibi && i < hp->n_head; i++)
+		f->alibi[i] = alibi_slope((uint32_t)i, hp->n_head);
+	return 0;
+}
+
+int forward_new(struct forward_ctx **out, const struct model *m, const struct forward_opts *o,
+		char *err)
+{
+	struct forward_opts def = {0};
+	struct forward_ctx *f;
+	uint32_t n_ctx;
+	int rc;
+
+	*out = NULL;
+	if (!o)
+		o = &def;
+	n_ctx = o->n_ctx ? o->n_ctx : m->hp.n_ctx_train;
+	if (n_ctx == 0)
+		return ember_seterr(err, EMBER_EINVAL, "forward: context size is zero");
+	f = calloc(1, sizeof(*f));
+	if (!f)
+		return ember_seterr(err, EMBER_ENOMEM, "forward: session");
+	f->m = m;
+	f->max_batch = o->max_batch ? o->max_batch : FORWARD_DEFAULT_BATCH;
+	if (f->max_batch > n_ctx)
+		f->max_batch = n_ctx;
+	f->pool = o->pool;
+	if (!f->pool && o->n_threads > 1) {
+		f->pool = pthreadpool_create(o->n_threads);
+		if (!f->pool) {
+			rc = ember_seterr(err, EMBER_ENOMEM, "forward: thread pool of %u", o->n_threads);
+			goto fail;
+		}
+		f->owns_pool = 1;
+	}
+	if ((rc = kv_cache_init(&f->kv, &m->hp, n_ctx, err)) < 0)
+		goto fail;
+	if ((rc = alloc_scratch(f)) < 0) {
+		ember_seterr(err, rc, "forward: scratch for %u tokens", f->max_batch);
+		goto fail;
+	}
+	*out = f;
+	return 0;
+fail:
+	forward_free(f);
+	return rc;
+}
+
+void forward_free(struct forward_ctx *f)
+{
+	if (!f)
+		return;
+	free(f->arena);
+	kv_cache_free(&f->kv);
+	if (f->owns_pool)
+		pthreadpool_destroy(f->pool);
+	free(f);
+}
+
+uint32_t forward_n_pos(const struct forward_ctx *f)
+{
+	return f->kv.n_pos;
+}
+
+uint32_t forward_n_ctx(const struct forward_ctx *f)
+{
+	return f->kv.n_ctx;
+}
+
+void forward_rewind(struct forward_ctx *f, uint32_t n_pos)
+{
+	kv_cache_truncate(&f->kv, n_pos);
+}
+
+struct kv_cache *forward_kv(struct forward_ctx *f)
+{
+	return &f->kv;
+}
+
+const struct model *forward_model(const struct forward_ctx *f)
+{
+	return f->m;
+}

@@ -1,0 +1,62 @@
+/*
+ * kv_cache.h - the keys and values of one sequence's past positions, F32.
+ *
+ * Layout (one allocation each for K and V, head-major so that attention
+ * for one kv head streams a contiguous block):
+ *
+ *   k: [n_layer][n_head_kv][n_ctx][head_dim_k]
+ *   v: [n_layer][n_head_kv][n_ctx][head_dim_v]
+ *
+ * Positions 0 .. n_pos-1 are filled; the forward pass writes positions
+ * n_pos .. n_pos+n_tok-1 of every layer, then advances n_pos once the
+ * whole batch is done. Keys are stored after
+ * rotary embedding, so they are reused as they are.
+ *
+ * Ownership: struct kv_cache is caller storage owning both arrays.
+ * Thread safety: one session's; the forward pass writes disjoint rows from
+ * its pool threads.
+ */
+#ifndef EMBER_KV_CACHE_H
+#define EMBER_KV_CACHE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "model.h"
+
+struct kv_cache {
+	uint32_t n_layer, n_head_kv, head_dim_k, head_dim_v;
+	uint32_t n_ctx; /* capacity in positions */
+	uint32_t n_pos; /* positions filled */
+	float *k;       /* [n_layer][n_head_kv][n_ctx][head_dim_k], owned */
+	float *v;       /* [n_layer][n_head_kv][n_ctx][head_dim_v], owned */
+};
+
+/* Allocates a cache for `n_ctx` positions of model `hp`. Returns 0,
+ * EMBER_EINVAL (n_ctx == 0) or EMBER_ENOMEM (message in err). */
+int kv_cache_init(struct kv_cache *c, const struct model_hparams *hp, uint32_t n_ctx, char *err);
+
+/* Frees the arrays. NULL-safe, safe on a zeroed struct. */
+void kv_cache_free(struct kv_cache *c);
+
+/* Forgets positions >= n_pos (rewinding a session); no-op when n_pos is
+ * not below the current fill. Contents need not be cleared: attention only
+ * reads positions below n_pos. */
+void kv_cache_truncate(struct kv_cache *c, uint32_t n_pos);
+
+/* Copies the filled positions of `src` into `dst` (same shapes; session
+ * clone). Returns 0 or EMBER_EINVAL on a shape mismatch. */
+int kv_cache_copy(struct kv_cache *dst, const struct kv_cache *src);
+
+/* Rows of layer `il`, kv head `h`: [n_ctx][head_dim_k] / [n_ctx][head_dim_v]. */
+static inline float *kv_cache_k(const struct kv_cache *c, uint32_t il, uint32_t h)
+{
+	return c->k + ((size_t)il * c->n_head_kv + h) * c->n_ctx * c->head_dim_k;
+}
+
+static inline float *kv_cache_v(const struct kv_cache *c, uint32_t il, uint32_t h)
+{
+	return c->v + ((size_t)il * c->n_head_kv + h) * c->n_ctx * c->head_dim_v;
+}
+
+#endif

@@ -1,0 +1,150 @@
+/* test_tokenizer.c - the public front (tokenizer.h) on every reference
+ * vocabulary, SentencePiece and BPE alike: the path the engine uses. */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ember.h"
+#include "gguf.h"
+#include "tokenizer.h"
+
+#define VEC_DIR "../shared/tokenizer-vectors/"
+#define VEC_SEP "\n__ggml_vocab_test__\n"
+
+static char *slurp(const char *path, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	char *buf = NULL;
+	long n;
+
+	if (f == NULL)
+		return NULL;
+	if (fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0) {
+		buf = malloc((size_t)n + 1);
+		if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
+			free(buf);
+			buf = NULL;
+		} else if (buf) {
+			buf[n] = '\0';
+			*len = (size_t)n;
+		}
+	}
+	fclose(f);
+	return buf;
+}
+
+/* Runs every case of one vector file through tokenizer_encode (no BOS, no
+ * special parsing, as the reference vectors were made) and decode. */
+static void check_vectors(const char *name)
+{
+	char path[256], err[EMBER_ERR_MAX] = "";
+	struct gguf g = {0};
+	struct tokenizer *t = NULL;
+	size_t in_len, out_len, cases = 0;
+	char *in, *out, *text, *line;
+	int32_t ids[4096];
+	char dec[16384];
+
+	snprintf(path, sizeof(path), VEC_DIR "%s", name);
+	ck_assert_msg(gguf_open(&g, path, err) == 0, "%s: %s", path, err);
+	ck_assert_msg(tokenizer_new(&t, &g, err) == 0, "%s: %s", name, err);
+	snprintf(path, sizeof(path), VEC_DIR "%s.inp", name);
+	in = slurp(path, &in_len);
+	snprintf(path, sizeof(path), VEC_DIR "%s.out", name);
+	out = slurp(path, &out_len);
+	ck_assert(in && out);
+	text = in;
+	line = out;
+	for (;;) {
+		char *sep = strstr(text, VEC_SEP), *nl = strchr(line, '\n'), *p;
+		int64_t n, i, m;
+
+		if (sep == NULL || nl == NULL)
+			break;
+		*sep = '\0';
+		*nl = '\0';
+		n = tokenizer_encode(t, text, (size_t)(sep - text), 0, 0, ids, 4096);
+		ck_assert_int_ge(n, 0);
+		for (i = 0, p = line; *p; i++) {
+			long want = strtol(p, &p, 10);
+			ck_assert_msg(i < n && ids[i] == want, "%s case %zu: id %ld differs", name, cases, (long)i);
+			while (*p == ' ')
+				p++;
+		}
+		ck_assert_msg(i == n, "%s case %zu: %ld ids, want %ld", name, cases, (long)n, (long)i);
+		m = tokenizer_decode(t, ids, (size_t)n, 0, dec, sizeof(dec));
+		ck_assert_int_eq(m, sep - text);
+		ck_assert_msg(memcmp(dec, text, (size_t)m) == 0, "%s case %zu: decode differs", name, cases);
+		cases++;
+		text = sep + strlen(VEC_SEP);
+		line = nl + 1;
+	}
+	ck_assert_uint_ge(cases, 40);
+	free(in);
+	free(out);
+	tokenizer_free(t);
+	gguf_close(&g);
+}
+
+START_TEST(spm_llama_vectors_exact_through_front)
+{
+	check_vectors("ggml-vocab-llama-spm.gguf");
+}
+END_TEST
+
+START_TEST(spm_phi3_vectors_exact_through_front)
+{
+	check_vectors("ggml-vocab-phi-3.gguf");
+}
+END_TEST
+
+START_TEST(bpe_gpt2_vectors_exact_through_front)
+{
+	check_vectors("ggml-vocab-gpt-2.gguf");
+}
+END_TEST
+
+START_TEST(bpe_falcon_vectors_exact_through_front)
+{
+	check_vectors("ggml-vocab-falcon.gguf");
+}
+END_TEST
+
+START_TEST(bpe_adds_no_bos_and_parses_specials_when_asked)
+{
+	char err[EMBER_ERR_MAX] = "";
+	struct gguf g = {0};
+	struct tokenizer *t = NULL;
+	int32_t ids[16];
+	const char *eot = "<|endoftext|>";
+	int64_t n;
+
+	ck_assert_msg(gguf_open(&g, VEC_DIR "ggml-vocab-gpt-2.gguf", err) == 0, "%s", err);
+	ck_assert_msg(tokenizer_new(&t, &g, err) == 0, "%s", err);
+	n = tokenizer_encode(t, "Hi", 2, 1, 0, ids, 16);
+	ck_assert_int_eq(n, 1); /* gpt-2 adds no BOS */
+	n = tokenizer_encode(t, eot, strlen(eot), 0, 1, ids, 16);
+	ck_assert_int_eq(n, 1);
+	ck_assert(tokenizer_is_eog(t, ids[0]));
+	n = tokenizer_encode(t, eot, strlen(eot), 0, 0, ids, 16);
+	ck_assert_int_gt(n, 1); /* plain text when not parsing specials */
+	tokenizer_free(t);
+	gguf_close(&g);
+}
+END_TEST
+
+Suite *suite_tokenizer(void)
+{
+	Suite *s = suite_create("tokenizer");
+	TCase *tc = tcase_create("front");
+
+	tcase_set_timeout(tc, 30);
+	tcase_add_test(tc, spm_llama_vectors_exact_through_front);
+	tcase_add_test(tc, spm_phi3_vectors_exact_through_front);
+	tcase_add_test(tc, bpe_gpt2_vectors_exact_through_front);
+	tcase_add_test(tc, bpe_falcon_vectors_exact_through_front);
+	tcase_add_test(tc, bpe_adds_no_bos_and_parses_specials_when_asked);
+	suite_add_tcase(s, tc);
+	return s;
+}
