@@ -433,7 +433,8 @@ void config_write_example(FILE *f)
 			continue;
 		fprintf(f, "\n# %s", k->doc);
 		write_range(f, k);
-		fprintf(f, "\n#%s = %s\n", k->name, k->def);
+		fprintf(f, "\n#%s =%s%s\n", k->name, *k->def ? " " : "",
+			k->def);
 	}
 }
 
