@@ -1,9 +1,20 @@
-/* main.c - emberd's entry point. */
+/*
+ * main.c - emberd's entry point: the informational flags (--version,
+ * --help, --print-config), the configuration (config.h: defaults < file <
+ * environment < flags) and then the server loop (server.h). Only main()
+ * exits; everything below returns errors.
+ */
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "config.h"
 #include "cpu.h"
 #include "ember.h"
+#include "log.h"
+#include "server.h"
+
+extern char **environ;
 
 static void print_version(void)
 {
@@ -16,12 +27,48 @@ static void print_version(void)
 	printf("kernels: %s\n", cpu_level_name(cpu_select_level(&f)));
 }
 
+/* Informational flags win over everything else on the line. */
+static int info_flag(int argc, char **argv)
+{
+	int i;
+
+	for (i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--version") == 0) {
+			print_version();
+			return 1;
+		}
+		if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+			config_write_help(stdout);
+			return 1;
+		}
+		if (strcmp(argv[i], "--print-config") == 0) {
+			config_write_example(stdout);
+			return 1;
+		}
+	}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
-	if (argc == 2 && strcmp(argv[1], "--version") == 0) {
-		print_version();
+	char err[EMBER_ERR_MAX];
+	struct config cfg;
+	struct logger log;
+	int rc;
+
+	if (info_flag(argc, argv))
 		return 0;
+	config_init(&cfg);
+	if (config_load(&cfg, argc, argv, environ, err) != 0) {
+		fprintf(stderr, "emberd: %s\n", err);
+		config_free(&cfg);
+		return 2;
 	}
-	fprintf(stderr, "usage: emberd --version\n");
-	return 2;
+	/* A client that disconnects mid-write must cost an EPIPE, not us. */
+	signal(SIGPIPE, SIG_IGN);
+	log_init(&log, (int)cfg.log_level, stderr);
+	setvbuf(stderr, NULL, _IOLBF, 0);
+	rc = server_run(&cfg, &log);
+	config_free(&cfg);
+	return rc;
 }

@@ -1,0 +1,46 @@
+/*
+ * api_error.h - errors in the shape OpenAI clients parse:
+ *
+ *   {"error":{"message":"...","type":"invalid_request_error",
+ *             "param":"temperature","code":null}}
+ *
+ * with the HTTP status that goes with them. A struct api_error is a plain
+ * value (no allocation) that validation code fills and the HTTP layer turns
+ * into a response; rate_limit_error responses also carry Retry-After.
+ * Pure functions: any thread.
+ */
+#ifndef EMBER_API_ERROR_H
+#define EMBER_API_ERROR_H
+
+enum api_error_type {
+	API_ERR_NONE = 0,
+	API_ERR_INVALID_REQUEST, /* 400, 404 (route), 405, 413, 415 */
+	API_ERR_AUTHENTICATION,  /* 401 */
+	API_ERR_NOT_FOUND,       /* 404 of a named object (model, session) */
+	API_ERR_RATE_LIMIT,      /* 429, with Retry-After */
+	API_ERR_SERVER,          /* 500, 503 */
+};
+
+struct api_error {
+	int status;                /* HTTP status; 0 = no error */
+	enum api_error_type type;
+	int retry_after;           /* seconds, for 429 and 503; 0 = none */
+	char param[64];            /* offending request field, "" = null */
+	char code[48];             /* machine-readable code, "" = null */
+	char message[256];
+};
+
+/* Fills `e`. `param` and `code` may be NULL (JSON null). The message is
+ * printf-formatted and truncated to fit. */
+void api_error_set(struct api_error *e, int status, enum api_error_type type,
+		   const char *param, const char *code, const char *fmt, ...)
+	__attribute__((format(printf, 6, 7)));
+
+/* The OpenAI name of `type` ("invalid_request_error"). Never NULL. */
+const char *api_error_type_name(enum api_error_type type);
+
+/* Returns the JSON body for `e` as a malloc'd NUL-terminated string the
+ * caller frees, or NULL when out of memory. */
+char *api_error_json(const struct api_error *e);
+
+#endif

@@ -1,0 +1,430 @@
+/* api_openai.c - OpenAI request bodies into struct gen_request. See
+ * api_openai.h. */
+#include "api_openai.h"
+
+#include <ctype.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+int api_openai_check_content_type(const char *ct, struct api_error *e)
+{
+	static const char want[] = "application/json";
+	size_t n = sizeof(want) - 1;
+
+	if (ct == NULL)
+		return 0;
+	while (*ct == ' ' || *ct == '\t')
+		ct++;
+	if (strncasecmp(ct, want, n) == 0 &&
+	    (ct[n] == '\0' || ct[n] == ';' || ct[n] == ' ' || ct[n] == '\t'))
+		return 0;
+	api_error_set(e, 415, API_ERR_INVALID_REQUEST, NULL,
+		      "unsupported_media_type",
+		      "Content-Type must be application/json");
+	return -1;
+}
+
+int api_openai_check_depth(const char *body, size_t len, int max_depth)
+{
+	int depth = 0, in_str = 0;
+	size_t i;
+
+	for (i = 0; i < len; i++) {
+		char c = body[i];
+
+		if (in_str) {
+			if (c == '\\')
+				i++;
+			else if (c == '"')
+				in_str = 0;
+			continue;
+		}
+		if (c == '"')
+			in_str = 1;
+		else if (c == '[' || c == '{') {
+			if (++depth > max_depth)
+				return -1;
+		} else if (c == ']' || c == '}')
+			depth--;
+	}
+	return 0;
+}
+
+/* ---- field readers: each returns 0, or -1 with `e` filled ------------ */
+
+static int bad(struct api_error *e, const char *param, const char *fmt,
+	       const char *what)
+{
+	api_error_set(e, 400, API_ERR_INVALID_REQUEST, param, "invalid_value",
+		      fmt, param, what);
+	return -1;
+}
+
+static int wrong_type(struct api_error *e, const char *param, const char *what)
+{
+	api_error_set(e, 400, API_ERR_INVALID_REQUEST, param, "invalid_type",
+		      "Invalid type for '%s': expected %s.", param, what);
+	return -1;
+}
+
+/* Looks a key up; JSON null counts as absent. */
+static json_t *field(json_t *obj, const char *key)
+{
+	json_t *v = json_object_get(obj, key);
+
+	return json_is_null(v) ? NULL : v;
+}
+
+static int read_number(json_t *obj, const char *key, double lo, double hi,
+		       int lo_open, float *out, struct api_error *e)
+{
+	json_t *v = field(obj, key);
+	double x;
+
+	if (v == NULL)
+		return 0;
+	if (!json_is_number(v))
+		return wrong_type(e, key, "a number");
+	x = json_number_value(v);
+	if (!(x >= lo && x <= hi) || (lo_open && x <= lo)) {
+		char range[64];
+
+		snprintf(range, sizeof(range), "%s%g, %g]", lo_open ? "(" : "[",
+			 lo, hi);
+		return bad(e, key, "'%s' must be in %s.", range);
+	}
+	*out = (float)x;
+	return 0;
+}
+
+static int read_int(json_t *obj, const char *key, json_int_t lo, json_int_t hi,
+		    json_int_t *out, struct api_error *e)
+{
+	json_t *v = field(obj, key);
+	json_int_t x;
+
+	if (v == NULL)
+		return 0;
+	if (!json_is_integer(v))
+		return wrong_type(e, key, "an integer");
+	x = json_integer_value(v);
+	if (x < lo || x > hi) {
+		char range[64];
+
+		snprintf(range, sizeof(range), "[%lld, %lld]", (long long)lo,
+			 (long long)hi);
+		return bad(e, key, "'%s' must be in %s.", range);
+	}
+	*out = x;
+	return 0;
+}
+
+static int read_bool(json_t *obj, const char *key, bool *out,
+		     struct api_error *e)
+{
+	json_t *v = field(obj, key);
+
+	if (v == NULL)
+		return 0;
+	if (!json_is_boolean(v))
+		return wrong_type(e, key, "a boolean");
+	*out = json_is_true(v);
+	return 0;
+}
+
+static int oom(struct api_error *e)
+{
+	api_error_set(e, 500, API_ERR_SERVER, NULL, NULL, "out of memory");
+	return -1;
+}
+
+static int dup_string(json_t *v, char **out, struct api_error *e)
+{
+	*out = strdup(json_string_value(v));
+	return *out ? 0 : oom(e);
+}
+
+static int read_stop(json_t *obj, struct gen_request *r, struct api_error *e)
+{
+	json_t *v = field(obj, "stop"), *s;
+	size_t i;
+
+	if (v == NULL)
+		return 0;
+	if (json_is_string(v)) {
+		if (json_string_length(v) == 0)
+			return bad(e, "stop", "'%s' must not be empty%s.", "");
+		r->n_stop = 1;
+		return dup_string(v, &r->stop[0], e);
+	}
+	if (!json_is_array(v))
+		return wrong_type(e, "stop", "a string or an array of strings");
+	if (json_array_size(v) > GEN_MAX_STOP)
+		return bad(e, "stop", "'%s' holds at most 4 strings%s.", "");
+	json_array_foreach(v, i, s) {
+		if (!json_is_string(s))
+			return wrong_type(e, "stop", "an array of strings");
+		if (json_string_length(s) == 0)
+			return bad(e, "stop", "'%s' must not hold empty strings%s.",
+				   "");
+		if (dup_string(s, &r->stop[r->n_stop], e) != 0)
+			return -1;
+		r->n_stop++;
+	}
+	return 0;
+}
+
+/* Fields shared by both endpoints. */
+static int read_common(json_t *root, const struct api_limits *lim,
+		       struct gen_request *r, struct api_error *e)
+{
+	json_int_t x, mt = -1, mct = -1;
+	json_t *v, *so;
+
+	if ((v = field(root, "model")) != NULL) {
+		if (!json_is_string(v))
+			return wrong_type(e, "model", "a string");
+		if (dup_string(v, &r->model, e) != 0)
+			return -1;
+	}
+	if (read_int(root, "max_tokens", 1, lim->max_tokens, &mt, e) != 0 ||
+	    read_int(root, "max_completion_tokens", 1, lim->max_tokens, &mct,
+		     e) != 0)
+		return -1;
+	/* The newer name wins when a client sends both. */
+	if (mct > 0)
+		r->max_tokens = (int32_t)mct;
+	else if (mt > 0)
+		r->max_tokens = (int32_t)mt;
+	if (read_number(root, "temperature", 0, 2, 0, &r->temperature, e) ||
+	    read_number(root, "top_p", 0, 1, 1, &r->top_p, e) ||
+	    read_number(root, "min_p", 0, 1, 0, &r->min_p, e) ||
+	    read_number(root, "presence_penalty", -2, 2, 0,
+			&r->presence_penalty, e) ||
+	    read_number(root, "frequency_penalty", -2, 2, 0,
+			&r->frequency_penalty, e))
+		return -1;
+	x = 0;
+	if (read_int(root, "top_k", 0, INT32_MAX, &x, e) != 0)
+		return -1;
+	r->top_k = (int32_t)x;
+	if (field(root, "seed") != NULL) {
+		if (read_int(root, "seed", INT64_MIN, INT64_MAX, &x, e) != 0)
+			return -1;
+		r->has_seed = true;
+		r->seed = (uint64_t)x;
+	}
+	x = 1;
+	if (read_int(root, "n", 1, 1, &x, e) != 0) {
+		snprintf(e->message, sizeof(e->message),
+			 "Only n = 1 is supported.");
+		return -1;
+	}
+	if (read_stop(root, r, e) != 0 || read_bool(root, "stream", &r->stream, e))
+		return -1;
+	if ((so = field(root, "stream_options")) != NULL) {
+		if (!json_is_object(so))
+			return wrong_type(e, "stream_options", "an object");
+		if (!r->stream)
+			return bad(e, "stream_options",
+				   "'%s' is only allowed when stream is true%s.",
+				   "");
+		if (read_bool(so, "include_usage", &r->include_usage, e) != 0) {
+			snprintf(e->param, sizeof(e->param),
+				 "stream_options.include_usage");
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* Content: a string, or an array of {"type":"text","text":...} parts,
+ * joined with "\n". */
+static int read_content(json_t *v, const char *param, char **out,
+			struct api_error *e)
+{
+	size_t i, total = 0, n = 0;
+	json_t *part, *t;
+	char *buf;
+
+	if (json_is_string(v))
+		return dup_string(v, out, e);
+	if (!json_is_array(v))
+		return wrong_type(e, param, "a string or an array of text parts");
+	json_array_foreach(v, i, part) {
+		t = json_object_get(part, "type");
+		if (!json_is_string(t) ||
+		    strcmp(json_string_value(t), "text") != 0 ||
+		    !json_is_string(json_object_get(part, "text")))
+			return bad(e, param,
+				   "'%s' parts must be {\"type\": \"text\", "
+				   "\"text\": string}%s.", "");
+		total += json_string_length(json_object_get(part, "text")) + 1;
+	}
+	buf = malloc(total + 1);
+	if (buf == NULL)
+		return oom(e);
+	json_array_foreach(v, i, part) {
+		t = json_object_get(part, "text");
+		if (i > 0)
+			buf[n++] = '\n';
+		memcpy(buf + n, json_string_value(t), json_string_length(t));
+		n += json_string_length(t);
+	}
+	buf[n] = '\0';
+	*out = buf;
+	return 0;
+}
+
+static int read_role(json_t *v, const char *param, enum gen_role *role,
+		     struct api_error *e)
+{
+	const char *s;
+
+	if (!json_is_string(v))
+		return wrong_type(e, param, "a string");
+	s = json_string_value(v);
+	if (!strcmp(s, "system") || !strcmp(s, "developer"))
+		*role = GEN_ROLE_SYSTEM;
+	else if (!strcmp(s, "user"))
+		*role = GEN_ROLE_USER;
+	else if (!strcmp(s, "assistant"))
+		*role = GEN_ROLE_ASSISTANT;
+	else
+		return bad(e, param,
+			   "'%s' must be system, developer, user or assistant%s.",
+			   "");
+	return 0;
+}
+
+static int read_messages(json_t *root, struct gen_request *r,
+			 struct api_error *e)
+{
+	json_t *v = field(root, "messages"), *m, *c;
+	char param[64];
+	size_t i;
+
+	if (v == NULL) {
+		api_error_set(e, 400, API_ERR_INVALID_REQUEST, "messages",
+			      "missing_required_parameter",
+			      "Missing required parameter: 'messages'.");
+		return -1;
+	}
+	if (!json_is_array(v))
+		return wrong_type(e, "messages", "an array");
+	if (json_array_size(v) == 0)
+		return bad(e, "messages", "'%s' must not be empty%s.", "");
+	r->messages = calloc(json_array_size(v), sizeof(*r->messages));
+	if (r->messages == NULL)
+		return oom(e);
+	json_array_foreach(v, i, m) {
+		struct gen_message *msg = &r->messages[i];
+
+		snprintf(param, sizeof(param), "messages[%zu]", i);
+		if (!json_is_object(m))
+			return wrong_type(e, param, "an object");
+		snprintf(param, sizeof(param), "messages[%zu].role", i);
+		if (read_role(json_object_get(m, "role"), param, &msg->role, e))
+			return -1;
+		snprintf(param, sizeof(param), "messages[%zu].content", i);
+		c = json_object_get(m, "content");
+		if (c == NULL || json_is_null(c))
+			return wrong_type(e, param,
+					  "a string or an array of text parts");
+		if (read_content(c, param, &msg->content, e) != 0)
+			return -1;
+		r->n_messages++;
+	}
+	return 0;
+}
+
+static int read_prompt(json_t *root, struct gen_request *r,
+		       struct api_error *e)
+{
+	json_t *v = field(root, "prompt");
+
+	if (v == NULL) {
+		api_error_set(e, 400, API_ERR_INVALID_REQUEST, "prompt",
+			      "missing_required_parameter",
+			      "Missing required parameter: 'prompt'.");
+		return -1;
+	}
+	if (json_is_array(v) && json_array_size(v) == 1 &&
+	    json_is_string(json_array_get(v, 0)))
+		v = json_array_get(v, 0);
+	if (!json_is_string(v))
+		return wrong_type(e, "prompt",
+				  "a string or an array of one string");
+	return dup_string(v, &r->prompt, e);
+}
+
+/* Decodes the body into an object, or fills `e`. */
+static json_t *decode(const char *body, size_t len, struct api_error *e)
+{
+	json_error_t jerr;
+	json_t *root;
+
+	if (api_openai_check_depth(body, len, API_MAX_DEPTH) != 0) {
+		api_error_set(e, 400, API_ERR_INVALID_REQUEST, NULL,
+			      "invalid_json",
+			      "JSON nests deeper than %d levels.", API_MAX_DEPTH);
+		return NULL;
+	}
+	root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);
+	if (root == NULL) {
+		api_error_set(e, 400, API_ERR_INVALID_REQUEST, NULL,
+			      "invalid_json",
+			      "Invalid JSON body: %s (line %d, column %d).",
+			      jerr.text, jerr.line, jerr.column);
+		return NULL;
+	}
+	if (!json_is_object(root)) {
+		json_decref(root);
+		api_error_set(e, 400, API_ERR_INVALID_REQUEST, NULL,
+			      "invalid_json", "The body must be a JSON object.");
+		return NULL;
+	}
+	return root;
+}
+
+static int parse(const char *body, size_t len, const struct api_limits *lim,
+		 enum gen_kind kind, struct gen_request *req,
+		 struct api_error *e)
+{
+	json_t *root;
+	int rc = -1;
+
+	gen_request_init(req, kind, lim->max_tokens);
+	memset(e, 0, sizeof(*e));
+	root = decode(body, len, e);
+	if (root == NULL)
+		goto fail;
+	if (kind == GEN_CHAT ? read_messages(root, req, e)
+			     : read_prompt(root, req, e))
+		goto fail;
+	if (read_common(root, lim, req, e) != 0)
+		goto fail;
+	rc = 0;
+fail:
+	json_decref(root);
+	if (rc != 0)
+		gen_request_free(req);
+	return rc;
+}
+
+int api_openai_parse_chat(const char *body, size_t len,
+			  const struct api_limits *lim, struct gen_request *req,
+			  struct api_error *e)
+{
+	return parse(body, len, lim, GEN_CHAT, req, e);
+}
+
+int api_openai_parse_completion(const char *body, size_t len,
+				const struct api_limits *lim,
+				struct gen_request *req, struct api_error *e)
+{
+	return parse(body, len, lim, GEN_COMPLETION, req, e);
+}

@@ -1,0 +1,52 @@
+/*
+ * api_openai.h - the OpenAI-compatible request bodies: POST
+ * /v1/chat/completions and POST /v1/completions parsed with jansson into a
+ * plain struct gen_request, validated field by field. A bad body yields a
+ * struct api_error with status 400 (415 for a wrong Content-Type) and the
+ * offending field in `param` ("messages[1].role", "temperature"), so
+ * clients see exactly what to fix.
+ *
+ * Choices (see also README): unknown fields are ignored (clients send
+ * `user`, `logit_bias` ...); JSON null counts as absent; `model` is
+ * optional; nesting deeper than API_MAX_DEPTH, duplicate keys, invalid
+ * UTF-8, NUL bytes and integers beyond int64 are rejected as malformed.
+ *
+ * Threads: the loop thread (pure functions, no shared state).
+ */
+#ifndef EMBER_API_OPENAI_H
+#define EMBER_API_OPENAI_H
+
+#include <stddef.h>
+
+#include "api_error.h"
+#include "gen_request.h"
+
+#define API_MAX_DEPTH 32
+
+struct api_limits {
+	int32_t max_tokens;  /* config max_tokens: the default and the cap */
+};
+
+/* Checks a Content-Type header value: absent (NULL) or application/json
+ * (any case, optional parameters such as charset=utf-8) passes; anything
+ * else fills `e` with 415 and returns -1. */
+int api_openai_check_content_type(const char *content_type, struct api_error *e);
+
+/* Returns 0 if `body[0..len)` nests objects/arrays at most `max_depth`
+ * deep, -1 otherwise. Strings are skipped (brackets inside them do not
+ * count); malformed input is left for the JSON parser to reject. */
+int api_openai_check_depth(const char *body, size_t len, int max_depth);
+
+/* Parses a chat completions body into `req` (gen_request_init'ed here).
+ * Returns 0, or -1 with `e` filled and `req` freed. */
+int api_openai_parse_chat(const char *body, size_t len,
+			  const struct api_limits *lim, struct gen_request *req,
+			  struct api_error *e);
+
+/* The same for a (legacy) completions body: `prompt` is a string or an
+ * array of exactly one string. */
+int api_openai_parse_completion(const char *body, size_t len,
+				const struct api_limits *lim,
+				struct gen_request *req, struct api_error *e);
+
+#endif

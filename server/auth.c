@@ -1,0 +1,56 @@
+/* auth.c - Bearer API keys. See auth.h. */
+#include "auth.h"
+
+#include <stddef.h>
+#include <string.h>
+#include <strings.h>
+
+/* Equal in time that depends only on the lengths, never on the bytes. */
+static unsigned ct_differs(const char *a, size_t alen, const char *b,
+			   size_t blen)
+{
+	unsigned diff = alen != blen;
+	size_t i;
+
+	for (i = 0; i < blen; i++)
+		diff |= (unsigned char)b[i] ^
+			(unsigned char)(i < alen ? a[i] : 0);
+	return diff;
+}
+
+bool auth_check(const char *keys, const char *authorization)
+{
+	const char *tok, *p;
+	size_t toklen;
+	unsigned ok = 0;
+
+	if (keys == NULL || *keys == '\0')
+		return true;
+	if (authorization == NULL || strncasecmp(authorization, "Bearer ", 7))
+		return false;
+	tok = authorization + 7;
+	while (*tok == ' ')
+		tok++;
+	toklen = strlen(tok);
+	while (toklen > 0 && tok[toklen - 1] == ' ')
+		toklen--;
+	if (toklen == 0)
+		return false;
+	/* Every key is compared (no early exit), so timing is the same
+	 * whichever key matched. */
+	for (p = keys; *p != '\0';) {
+		const char *end = strchr(p, ','), *s = p, *e;
+
+		if (end == NULL)
+			end = p + strlen(p);
+		e = end;
+		while (s < e && *s == ' ')
+			s++;
+		while (e > s && e[-1] == ' ')
+			e--;
+		if (e > s)
+			ok |= !ct_differs(tok, toklen, s, (size_t)(e - s));
+		p = *end ? end + 1 : end;
+	}
+	return ok != 0;
+}

@@ -1,0 +1,75 @@
+/*
+ * gen_request.h - one generation request as plain C data: what the API
+ * layer (api_openai.c, later api_native.c) parses and validates from JSON,
+ * and what the engine receives through backend.h. No jansson, libuv or
+ * libmicrohttpd types appear here, so engine code can consume it.
+ *
+ * Every field is validated before the engine sees it: ranges hold as
+ * documented below, strings are valid UTF-8 without NUL bytes, n_stop <= 4.
+ *
+ * Ownership: the struct owns every string and the messages array;
+ * gen_request_free() releases them. Threads: built on the loop thread;
+ * once submitted it is read-only until the engine reports completion, so a
+ * worker may read it without locks.
+ */
+#ifndef EMBER_GEN_REQUEST_H
+#define EMBER_GEN_REQUEST_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define GEN_MAX_STOP 4
+
+enum gen_kind {
+	GEN_CHAT,        /* messages[] -> chat template -> prompt */
+	GEN_COMPLETION,  /* prompt as given */
+};
+
+enum gen_role {
+	GEN_ROLE_SYSTEM,     /* also OpenAI's "developer" */
+	GEN_ROLE_USER,
+	GEN_ROLE_ASSISTANT,
+};
+
+struct gen_message {
+	enum gen_role role;
+	char *content;  /* text parts joined with "\n"; may be "" */
+};
+
+struct gen_request {
+	enum gen_kind kind;
+	char *model;                  /* as the client named it; NULL = default */
+
+	struct gen_message *messages; /* GEN_CHAT: [n_messages], n_messages >= 1 */
+	size_t n_messages;
+	char *prompt;                 /* GEN_COMPLETION: non-NULL, may be "" */
+
+	int32_t max_tokens;           /* 1 .. config max_tokens (default: that) */
+	float temperature;            /* [0, 2], default 1; 0 = greedy */
+	float top_p;                  /* (0, 1], default 1 = off */
+	int32_t top_k;                /* >= 0, default 0 = off */
+	float min_p;                  /* [0, 1], default 0 = off */
+	float presence_penalty;       /* [-2, 2], default 0 */
+	float frequency_penalty;      /* [-2, 2], default 0 */
+	bool has_seed;
+	uint64_t seed;                /* when has_seed (a JSON int64, cast) */
+	char *stop[GEN_MAX_STOP];     /* [n_stop] non-empty strings */
+	size_t n_stop;
+
+	bool stream;                  /* answer as SSE */
+	bool include_usage;           /* stream_options.include_usage */
+};
+
+/* Sets the defaults above (no allocation); `max_tokens` is the server's
+ * default limit. */
+void gen_request_init(struct gen_request *r, enum gen_kind kind,
+		      int32_t max_tokens);
+
+/* Releases everything `r` owns (NULL allowed) and leaves it re-init-able. */
+void gen_request_free(struct gen_request *r);
+
+/* The OpenAI name of a role ("system"). */
+const char *gen_role_name(enum gen_role role);
+
+#endif

@@ -1,0 +1,469 @@
+/* http.c - libuv + libmicrohttpd glue. See http.h. */
+#include "http.h"
+
+#include <arpa/inet.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "api_error.h"
+#include "ember.h"
+
+/* A chunked body past the limit is read and dropped so the client can get
+ * its 413; past this much more the connection is cut instead. */
+#define DISCARD_MAX (16u << 20)
+
+uint64_t http_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* ---- driving MHD from the loop -------------------------------------- */
+
+static void timer_cb(uv_timer_t *t);
+
+/* Runs MHD and re-arms the timer from MHD_get_timeout: MHD must run again
+ * within that many ms even without socket activity (idle timeouts,
+ * resumed connections). */
+static void run_mhd(struct http_server *hs)
+{
+	MHD_UNSIGNED_LONG_LONG ms;
+
+	if (hs->mhd == NULL)
+		return;
+	MHD_run(hs->mhd);
+	if (MHD_get_timeout(hs->mhd, &ms) == MHD_YES)
+		uv_timer_start(&hs->timer, timer_cb, ms, 0);
+	else
+		uv_timer_stop(&hs->timer);
+}
+
+static void timer_cb(uv_timer_t *t)
+{
+	run_mhd(t->data);
+}
+
+static void poll_cb(uv_poll_t *p, int status, int events)
+{
+	(void)status;
+	(void)events;
+	run_mhd(p->data);
+}
+
+/* Schedules MHD_run on the next loop turn; never re-enters MHD from one of
+ * its own callbacks. */
+static void kick(struct http_server *hs)
+{
+	if (hs->mhd != NULL)
+		uv_timer_start(&hs->timer, timer_cb, 0, 0);
+}
+
+/* ---- requests ----------------------------------------------------------- */
+
+static struct http_req *req_new(struct http_server *hs,
+				struct MHD_Connection *conn, const char *url,
+				const char *method)
+{
+	struct http_req *req = calloc(1, sizeof(*req));
+
+	if (req == NULL)
+		return NULL;
+	req->hs = hs;
+	req->conn = conn;
+	req->method = method;
+	req->path = url;
+	req->start_ns = http_now_ns();
+	req->prompt_tokens = -1;
+	req->gen_tokens = -1;
+	req->ttft_ms = -1;
+	req->next = hs->reqs;
+	if (hs->reqs != NULL)
+		hs->reqs->prev = req;
+	hs->reqs = req;
+	hs->in_flight++;
+	return req;
+}
+
+static int body_append(struct http_req *req, const char *data, size_t n)
+{
+	size_t max = req->hs->opt.max_body, cap;
+	char *p;
+
+	if (req->too_large || n > max - req->body_len) {
+		req->too_large = true;
+		req->discarded += n;
+		return req->discarded > DISCARD_MAX ? -1 : 0;
+	}
+	if (req->body_len + n + 1 > req->body_cap) {
+		cap = req->body_cap ? req->body_cap : 4096;
+		while (cap < req->body_len + n + 1)
+			cap *= 2;
+		if (cap > max + 1)
+			cap = max + 1;
+		p = realloc(req->body, cap);
+		if (p == NULL)
+			return -1;
+		req->body = p;
+		req->body_cap = cap;
+	}
+	memcpy(req->body + req->body_len, data, n);
+	req->body_len += n;
+	req->body[req->body_len] = '\0';
+	return 0;
+}
+
+/* Content-Length beyond the limit: answer 413 before reading a byte. */
+static bool declared_too_large(struct http_req *req)
+{
+	const char *cl = http_req_header(req, MHD_HTTP_HEADER_CONTENT_LENGTH);
+	unsigned long long n;
+	char *end;
+
+	if (cl == NULL)
+		return false;
+	n = strtoull(cl, &end, 10);
+	return end != cl && n > req->hs->opt.max_body;
+}
+
+/* Ends one access-handler call: queue the response the handler made, or
+ * suspend until it makes one (the engine answers later). */
+static enum MHD_Result finish_call(struct http_req *req)
+{
+	enum MHD_Result r;
+
+	if (req->pending != NULL) {
+		r = MHD_queue_response(req->conn, (unsigned)req->status,
+				       req->pending);
+		MHD_destroy_response(req->pending);
+		req->pending = NULL;
+		return r;
+	}
+	if (req->hs->closing)
+		return MHD_NO;
+	if (!req->responded && !req->suspended) {
+		MHD_suspend_connection(req->conn);
+		req->suspended = true;
+	}
+	return MHD_YES;
+}
+
+static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn,
+				 const char *url, const char *method,
+				 const char *version, const char *upload,
+				 size_t *upload_size, void **con_cls)
+{
+	struct http_server *hs = cls;
+	struct http_req *req = *con_cls;
+
+	(void)version;
+	if (req == NULL) {
+		req = req_new(hs, conn, url, method);
+		if (req == NULL)
+			return MHD_NO;
+		*con_cls = req;
+		if (!declared_too_large(req))
+			return MHD_YES;
+		req->too_large = true;
+		req->handled = true;
+		hs->opt.handler(hs->opt.data, req);
+		return finish_call(req);
+	}
+	if (*upload_size != 0) {
+		int rc = body_append(req, upload, *upload_size);
+
+		*upload_size = 0;
+		return rc == 0 ? MHD_YES : MHD_NO;
+	}
+	if (!req->handled) {
+		req->handled = true;
+		/* Handlers may rely on a NUL-terminated body, even an empty one. */
+		if (req->body == NULL && !req->too_large &&
+		    (req->body = calloc(1, 1)) == NULL)
+			return MHD_NO;
+		hs->opt.handler(hs->opt.data, req);
+	}
+	return finish_call(req);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn,
+			 void **con_cls, enum MHD_RequestTerminationCode toe)
+{
+	struct http_server *hs = cls;
+	struct http_req *req = *con_cls;
+
+	(void)conn;
+	(void)toe;
+	if (req == NULL)
+		return;
+	*con_cls = NULL;
+	if (hs->opt.done != NULL)
+		hs->opt.done(hs->opt.data, req);
+	if (req->user_free != NULL)
+		req->user_free(req->user);
+	if (req->pending != NULL)
+		MHD_destroy_response(req->pending);
+	if (req->prev != NULL)
+		req->prev->next = req->next;
+	else
+		hs->reqs = req->next;
+	if (req->next != NULL)
+		req->next->prev = req->prev;
+	free(req->body);
+	free(req);
+	hs->in_flight--;
+}
+
+/* ---- headers and responses ------------------------------------------- */
+
+const char *http_req_header(struct http_req *req, const char *name)
+{
+	return MHD_lookup_connection_value(req->conn, MHD_HEADER_KIND, name);
+}
+
+int http_req_add_header(struct http_req *req, const char *name,
+			const char *value)
+{
+	char (*h)[128];
+
+	if (req->n_headers == HTTP_MAX_HEADERS || strlen(name) > 127 ||
+	    strlen(value) > 127)
+		return -1;
+	h = req->headers[req->n_headers++];
+	strcpy(h[0], name);
+	strcpy(h[1], value);
+	return 0;
+}
+
+/* Hands a made response to MHD: queued by the access handler call in
+ * progress, or after resuming a request that waited for it. */
+static int respond_with(struct http_req *req, int status,
+			struct MHD_Response *resp, const char *content_type)
+{
+	size_t i;
+
+	if (resp == NULL)
+		return -1;
+	if (req->responded) {
+		MHD_destroy_response(resp);
+		return -1;
+	}
+	for (i = 0; i < req->n_headers; i++)
+		MHD_add_response_header(resp, req->headers[i][0],
+					req->headers[i][1]);
+	if (content_type != NULL)
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
+					content_type);
+	/* While draining, keep-alive would hold connections open. A body
+	 * left unread (413) would be parsed as the next request. */
+	if (req->hs->quiesced || req->too_large)
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION,
+					"close");
+	req->status = status;
+	req->responded = true;
+	req->pending = resp;
+	http_req_resume(req);
+	return 0;
+}
+
+int http_respond(struct http_req *req, int status, const char *content_type,
+		 const char *body, size_t len)
+{
+	struct MHD_Response *resp;
+
+	resp = MHD_create_response_from_buffer(len, (void *)body,
+					       MHD_RESPMEM_MUST_COPY);
+	return respond_with(req, status, resp, content_type);
+}
+
+int http_respond_json(struct http_req *req, int status, char *json)
+{
+	static const char oom[] = "{\"error\":{\"message\":\"out of memory\","
+				  "\"type\":\"server_error\",\"param\":null,"
+				  "\"code\":null}}";
+	int rc;
+
+	if (json == NULL)
+		return http_respond(req, 500, "application/json", oom,
+				    sizeof(oom) - 1);
+	rc = http_respond(req, status, "application/json", json, strlen(json));
+	free(json);
+	return rc;
+}
+
+int http_respond_error(struct http_req *req, const struct api_error *e)
+{
+	char num[16];
+
+	if (e->retry_after > 0) {
+		snprintf(num, sizeof(num), "%d", e->retry_after);
+		http_req_add_header(req, "Retry-After", num);
+	}
+	if (e->status == 401)
+		http_req_add_header(req, "WWW-Authenticate", "Bearer");
+	return http_respond_json(req, e->status, api_error_json(e));
+}
+
+static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max)
+{
+	struct http_req *req = cls;
+	ssize_t n;
+
+	(void)pos;
+	n = req->read_cb(req->read_data, buf, max);
+	if (n > 0)
+		return n;
+	if (n < 0)
+		return MHD_CONTENT_READER_END_OF_STREAM;
+	if (req->hs->closing)
+		return MHD_CONTENT_READER_END_WITH_ERROR;
+	/* Returning 0 without suspending would make MHD spin on us. */
+	MHD_suspend_connection(req->conn);
+	req->suspended = true;
+	return 0;
+}
+
+int http_respond_stream(struct http_req *req, int status,
+			const char *content_type, http_read_cb read_cb,
+			void *data)
+{
+	struct MHD_Response *resp;
+
+	if (req->responded)
+		return -1;
+	req->read_cb = read_cb;
+	req->read_data = data;
+	resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384,
+						 stream_reader, req, NULL);
+	if (resp != NULL && content_type != NULL &&
+	    strcmp(content_type, "text/event-stream") == 0) {
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL,
+					"no-cache");
+		/* Stops reverse proxies (nginx) from buffering the stream. */
+		MHD_add_response_header(resp, "X-Accel-Buffering", "no");
+	}
+	return respond_with(req, status, resp, content_type);
+}
+
+void http_req_resume(struct http_req *req)
+{
+	if (!req->suspended)
+		return;
+	req->suspended = false;
+	MHD_resume_connection(req->conn);
+	kick(req->hs);
+}
+
+/* ---- start and stop -------------------------------------------------------- */
+
+static int make_addr(const char *host, int port, struct sockaddr_storage *ss,
+		     unsigned *flags)
+{
+	struct sockaddr_in *a4 = (struct sockaddr_in *)ss;
+	struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)ss;
+
+	memset(ss, 0, sizeof(*ss));
+	if (inet_pton(AF_INET, host, &a4->sin_addr) == 1) {
+		a4->sin_family = AF_INET;
+		a4->sin_port = htons((uint16_t)port);
+		return 0;
+	}
+	if (inet_pton(AF_INET6, host, &a6->sin6_addr) == 1) {
+		a6->sin6_family = AF_INET6;
+		a6->sin6_port = htons((uint16_t)port);
+		*flags |= MHD_USE_IPv6;
+		return 0;
+	}
+	return -1;
+}
+
+static void close_cb(uv_handle_t *h)
+{
+	struct http_server *hs = h->data;
+
+	hs->handles_open--;
+}
+
+int http_start(struct http_server *hs, uv_loop_t *loop,
+	       const struct http_options *opt, char *err)
+{
+	unsigned flags = MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
+			 MHD_USE_ERROR_LOG;
+	const union MHD_DaemonInfo *info;
+	struct sockaddr_storage ss;
+
+	memset(hs, 0, sizeof(*hs));
+	hs->loop = loop;
+	hs->opt = *opt;
+	if (make_addr(opt->host, opt->port, &ss, &flags) != 0)
+		return ember_seterr(err, EMBER_EINVAL,
+				    "host '%s' is not a numeric IPv4/IPv6 address",
+				    opt->host);
+	hs->mhd = MHD_start_daemon(
+		flags, (uint16_t)opt->port, NULL, NULL, on_access, hs,
+		MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
+		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)opt->timeout_s,
+		MHD_OPTION_NOTIFY_COMPLETED, on_completed, hs,
+		MHD_OPTION_CONNECTION_LIMIT, (unsigned)1024,
+		MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1,
+		MHD_OPTION_END);
+	if (hs->mhd == NULL)
+		return ember_seterr(err, EMBER_EIO,
+				    "cannot listen on %s:%d (in use? "
+				    "not permitted?)", opt->host, opt->port);
+	info = MHD_get_daemon_info(hs->mhd, MHD_DAEMON_INFO_EPOLL_FD);
+	if (info == NULL || uv_poll_init(loop, &hs->poll, info->epoll_fd) != 0) {
+		MHD_stop_daemon(hs->mhd);
+		hs->mhd = NULL;
+		return ember_seterr(err, EMBER_EIO, "cannot watch MHD's epoll fd");
+	}
+	uv_timer_init(loop, &hs->timer);
+	hs->poll.data = hs;
+	hs->timer.data = hs;
+	hs->handles_open = 2;
+	uv_poll_start(&hs->poll, UV_READABLE, poll_cb);
+	kick(hs);
+	return 0;
+}
+
+void http_quiesce(struct http_server *hs)
+{
+	MHD_socket fd;
+
+	if (hs == NULL || hs->mhd == NULL || hs->quiesced)
+		return;
+	hs->quiesced = true;
+	fd = MHD_quiesce_daemon(hs->mhd);
+	if (fd != MHD_INVALID_SOCKET)
+		close(fd);
+}
+
+void http_close(struct http_server *hs)
+{
+	struct http_req *req;
+
+	if (hs == NULL || hs->mhd == NULL)
+		return;
+	/* MHD wants no suspended connections at stop; resumed ones now see
+	 * `closing` and end instead of waiting again. */
+	hs->closing = true;
+	for (req = hs->reqs; req != NULL; req = req->next)
+		if (req->suspended) {
+			req->suspended = false;
+			MHD_resume_connection(req->conn);
+		}
+	MHD_run(hs->mhd);
+	/* The poll must stop before MHD closes the fd it watches. */
+	uv_poll_stop(&hs->poll);
+	MHD_stop_daemon(hs->mhd);
+	hs->mhd = NULL;
+	uv_close((uv_handle_t *)&hs->poll, close_cb);
+	uv_close((uv_handle_t *)&hs->timer, close_cb);
+}

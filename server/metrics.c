@@ -1,0 +1,148 @@
+/* metrics.c - Prometheus counters and histograms. See metrics.h. */
+#include "metrics.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Seconds; spans a fast first token through a long generation. */
+static const double bucket_le[METRICS_NBUCKETS] = {
+	0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300,
+};
+
+void metrics_init(struct metrics *m)
+{
+	memset(m, 0, sizeof(*m));
+	atomic_init(&m->queue_depth, 0);
+	atomic_init(&m->slots_busy, 0);
+	atomic_init(&m->kv_cache_bytes, 0);
+}
+
+static void observe(struct metrics_histogram *h, double v)
+{
+	size_t i = 0;
+
+	while (i < METRICS_NBUCKETS && v > bucket_le[i])
+		i++;
+	h->buckets[i]++;
+	h->sum += v;
+	h->count++;
+}
+
+void metrics_count_request(struct metrics *m, const char *endpoint, int status,
+			   double duration_s)
+{
+	size_t i;
+
+	for (i = 0; i < m->n_series; i++)
+		if (m->series[i].status == status &&
+		    strcmp(m->series[i].endpoint, endpoint) == 0)
+			break;
+	if (i == m->n_series) {
+		if (m->n_series == METRICS_MAX_SERIES) {
+			/* The last slot doubles as the overflow bucket. */
+			i = METRICS_MAX_SERIES - 1;
+			m->series[i].endpoint = "other";
+			m->series[i].status = 0;
+		} else {
+			m->series[i].endpoint = endpoint;
+			m->series[i].status = status;
+			m->n_series++;
+		}
+	}
+	m->series[i].count++;
+	observe(&m->duration, duration_s);
+}
+
+void metrics_count_generation(struct metrics *m, uint64_t prompt_tokens,
+			      uint64_t gen_tokens, double ttft_s)
+{
+	m->prompt_tokens += prompt_tokens;
+	m->gen_tokens += gen_tokens;
+	if (ttft_s >= 0)
+		observe(&m->ttft, ttft_s);
+}
+
+void metrics_set_queue_depth(struct metrics *m, int64_t n)
+{
+	atomic_store_explicit(&m->queue_depth, n, memory_order_relaxed);
+}
+
+void metrics_set_slots_busy(struct metrics *m, int64_t n)
+{
+	atomic_store_explicit(&m->slots_busy, n, memory_order_relaxed);
+}
+
+void metrics_set_kv_cache_bytes(struct metrics *m, int64_t n)
+{
+	atomic_store_explicit(&m->kv_cache_bytes, n, memory_order_relaxed);
+}
+
+static void write_histogram(FILE *f, const char *name, const char *help,
+			    const struct metrics_histogram *h)
+{
+	uint64_t cum = 0;
+	size_t i;
+
+	fprintf(f, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
+	for (i = 0; i < METRICS_NBUCKETS; i++) {
+		cum += h->buckets[i];
+		fprintf(f, "%s_bucket{le=\"%g\"} %llu\n", name, bucket_le[i],
+			(unsigned long long)cum);
+	}
+	cum += h->buckets[METRICS_NBUCKETS];
+	fprintf(f, "%s_bucket{le=\"+Inf\"} %llu\n", name,
+		(unsigned long long)cum);
+	fprintf(f, "%s_sum %.6f\n%s_count %llu\n", name, h->sum, name,
+		(unsigned long long)h->count);
+}
+
+static void write_gauge(FILE *f, const char *name, const char *help,
+			long long v)
+{
+	fprintf(f, "# HELP %s %s\n# TYPE %s gauge\n%s %lld\n", name, help, name,
+		name, v);
+}
+
+char *metrics_render(struct metrics *m, size_t *len)
+{
+	char *out = NULL;
+	size_t size = 0, i;
+	FILE *f = open_memstream(&out, &size);
+
+	if (f == NULL)
+		return NULL;
+	fputs("# HELP ember_requests_total HTTP requests by endpoint and status.\n"
+	      "# TYPE ember_requests_total counter\n", f);
+	for (i = 0; i < m->n_series; i++)
+		fprintf(f, "ember_requests_total{endpoint=\"%s\",status=\"%d\"} %llu\n",
+			m->series[i].endpoint, m->series[i].status,
+			(unsigned long long)m->series[i].count);
+	fprintf(f, "# HELP ember_prompt_tokens_total Prompt tokens processed.\n"
+		"# TYPE ember_prompt_tokens_total counter\n"
+		"ember_prompt_tokens_total %llu\n",
+		(unsigned long long)m->prompt_tokens);
+	fprintf(f, "# HELP ember_generated_tokens_total Tokens generated.\n"
+		"# TYPE ember_generated_tokens_total counter\n"
+		"ember_generated_tokens_total %llu\n",
+		(unsigned long long)m->gen_tokens);
+	write_histogram(f, "ember_time_to_first_token_seconds",
+			"Time from request to first generated token.", &m->ttft);
+	write_histogram(f, "ember_request_duration_seconds",
+			"Time from request to last byte queued.", &m->duration);
+	write_gauge(f, "ember_requests_in_flight", "Requests being served.",
+		    (long long)m->in_flight);
+	write_gauge(f, "ember_queue_depth", "Requests waiting for a slot.",
+		    (long long)atomic_load(&m->queue_depth));
+	write_gauge(f, "ember_slots_busy", "Slots running a sequence.",
+		    (long long)atomic_load(&m->slots_busy));
+	write_gauge(f, "ember_kv_cache_bytes", "Bytes of KV cache in use.",
+		    (long long)atomic_load(&m->kv_cache_bytes));
+	if (fclose(f) != 0) {
+		free(out);
+		return NULL;
+	}
+	if (len != NULL)
+		*len = size;
+	return out;
+}

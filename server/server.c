@@ -1,0 +1,423 @@
+/* server.c - loop, dispatch, operational handlers and shutdown. See
+ * server.h. Request flow: http.c hands a complete request to on_request,
+ * which applies CORS, body limit, auth and the route table, then calls
+ * one handler. */
+#include "server.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <uv.h>
+
+#include "api_error.h"
+#include "api_openai.h"
+#include "auth.h"
+#include "backend.h"
+#include "cors.h"
+#include "http.h"
+#include "metrics.h"
+#include "router.h"
+
+enum server_state { RUNNING, DRAINING, STOPPED };
+
+struct server {
+	const struct config *cfg;
+	const struct logger *log;
+	uv_loop_t loop;
+	struct http_server http;
+	struct metrics metrics;
+	struct backend *backend;
+	uv_signal_t sigterm;
+	uv_signal_t sigint;
+	uv_timer_t drain_timer;  /* polls for an empty server while draining */
+	uint64_t drain_deadline_ns;
+	enum server_state state;
+	int exit_code;
+	time_t started;
+};
+
+/* ---- handlers -------------------------------------------------------------- */
+
+static void handle_health(struct server *srv, struct http_req *req,
+			  const struct route_match *m)
+{
+	const char *msg = NULL;
+	enum backend_status st = backend_status(srv->backend, &msg);
+	json_t *o;
+
+	(void)m;
+	switch (st) {
+	case BACKEND_READY:
+		o = json_pack("{s:s}", "status", "ok");
+		break;
+	case BACKEND_LOADING:
+		o = json_pack("{s:s}", "status", "loading");
+		break;
+	case BACKEND_NO_MODEL:
+		o = json_pack("{s:s}", "status", "no_model");
+		break;
+	default:
+		o = json_pack("{s:s,s:s}", "status", "error", "message", msg);
+		break;
+	}
+	http_respond_json(req, st == BACKEND_READY ? 200 : 503,
+			  o ? json_dumps(o, JSON_COMPACT) : NULL);
+	json_decref(o);
+}
+
+static void handle_metrics(struct server *srv, struct http_req *req,
+			   const struct route_match *m)
+{
+	size_t len = 0;
+	char *text;
+
+	(void)m;
+	srv->metrics.in_flight = srv->http.in_flight;
+	text = metrics_render(&srv->metrics, &len);
+	if (text == NULL) {
+		http_respond_json(req, 500, NULL);
+		return;
+	}
+	http_respond(req, 200, "text/plain; version=0.0.4; charset=utf-8", text,
+		     len);
+	free(text);
+}
+
+static void handle_models(struct server *srv, struct http_req *req,
+			  const struct route_match *m)
+{
+	const char *id = backend_model_id(srv->backend);
+	json_t *o, *data = json_array();
+
+	(void)m;
+	if (data != NULL && id != NULL)
+		json_array_append_new(data,
+				      json_pack("{s:s,s:s,s:I,s:s}", "id", id,
+						"object", "model", "created",
+						(json_int_t)srv->started,
+						"owned_by", "ember"));
+	o = json_pack("{s:s,s:o}", "object", "list", "data", data);
+	http_respond_json(req, 200, o ? json_dumps(o, JSON_COMPACT) : NULL);
+	json_decref(o);
+}
+
+/* Maps a backend_submit error to the response clients expect. */
+static void submit_error(struct server *srv, int rc, const char *detail,
+			 enum gen_kind kind, struct api_error *e)
+{
+	enum backend_status st = backend_status(srv->backend, NULL);
+
+	switch (rc) {
+	case EMBER_EFULL:
+		api_error_set(e, 429, API_ERR_RATE_LIMIT, NULL,
+			      "queue_full", "The server is busy: %s.", detail);
+		e->retry_after = 1;
+		break;
+	case EMBER_ECONTEXT:
+		api_error_set(e, 400, API_ERR_INVALID_REQUEST,
+			      kind == GEN_CHAT ? "messages" : "prompt",
+			      "context_length_exceeded", "%s", detail);
+		break;
+	case EMBER_EBUSY:
+		api_error_set(e, 503, API_ERR_SERVER, NULL, "model_not_loaded",
+			      "Model not loaded%s.",
+			      st == BACKEND_LOADING ? " yet" : "");
+		if (st == BACKEND_LOADING)
+			e->retry_after = 5;
+		break;
+	default:
+		api_error_set(e, 500, API_ERR_SERVER, NULL, NULL, "%s", detail);
+		break;
+	}
+}
+
+static void handle_generate(struct server *srv, struct http_req *req,
+			    enum gen_kind kind)
+{
+	struct api_limits lim = {.max_tokens = (int32_t)srv->cfg->max_tokens};
+	struct gen_request gr;
+	struct api_error e;
+	char detail[EMBER_ERR_MAX];
+	uint64_t id;
+	int rc;
+
+	if (api_openai_check_content_type(
+		    http_req_header(req, "Content-Type"), &e) != 0) {
+		http_respond_error(req, &e);
+		return;
+	}
+	rc = kind == GEN_CHAT
+		? api_openai_parse_chat(req->body, req->body_len, &lim, &gr, &e)
+		: api_openai_parse_completion(req->body, req->body_len, &lim,
+					      &gr, &e);
+	if (rc != 0) {
+		http_respond_error(req, &e);
+		return;
+	}
+	/* The engine is not connected yet: the stub refuses every request,
+	 * so no sink is needed. The streaming path (stream.c) plugs in here. */
+	rc = backend_submit(srv->backend, &gr, NULL, &id, detail);
+	submit_error(srv, rc, detail, kind, &e);
+	http_respond_error(req, &e);
+	gen_request_free(&gr);
+}
+
+static void handle_chat(struct server *srv, struct http_req *req,
+			const struct route_match *m)
+{
+	(void)m;
+	handle_generate(srv, req, GEN_CHAT);
+}
+
+static void handle_completions(struct server *srv, struct http_req *req,
+			       const struct route_match *m)
+{
+	(void)m;
+	handle_generate(srv, req, GEN_COMPLETION);
+}
+
+static const struct route routes[] = {
+	{"GET", "/health", handle_health, "health"},
+	{"GET", "/metrics", handle_metrics, "metrics"},
+	{"GET", "/v1/models", handle_models, "models"},
+	{"POST", "/v1/chat/completions", handle_chat, "chat_completions"},
+	{"POST", "/v1/completions", handle_completions, "completions"},
+};
+
+#define NROUTES (sizeof(routes) / sizeof(routes[0]))
+
+/* ---- dispatch ------------------------------------------------------------ */
+
+static void respond_status(struct http_req *req, int status,
+			   enum api_error_type type, const char *code,
+			   const char *msg)
+{
+	struct api_error e;
+
+	api_error_set(&e, status, type, NULL, code, "%s", msg);
+	http_respond_error(req, &e);
+}
+
+/* OPTIONS: a CORS preflight when the browser sent one, else just Allow. */
+static void handle_options(struct server *srv, struct http_req *req,
+			   const struct route_match *m, const char *acao)
+{
+	char allow[80];
+
+	(void)srv;
+	if (m->status == 404) {
+		respond_status(req, 404, API_ERR_INVALID_REQUEST, "not_found",
+			       "No such endpoint.");
+		return;
+	}
+	snprintf(allow, sizeof(allow), "%s, OPTIONS", m->allow);
+	if (http_req_header(req, "Origin") != NULL &&
+	    http_req_header(req, "Access-Control-Request-Method") != NULL) {
+		if (acao == NULL) {
+			respond_status(req, 403, API_ERR_INVALID_REQUEST,
+				       "cors_origin_not_allowed",
+				       "Origin not allowed (see cors_origins).");
+			return;
+		}
+		http_req_add_header(req, "Access-Control-Allow-Methods", allow);
+		http_req_add_header(req, "Access-Control-Allow-Headers",
+				    CORS_ALLOW_HEADERS);
+		http_req_add_header(req, "Access-Control-Max-Age",
+				    CORS_MAX_AGE);
+	}
+	http_req_add_header(req, "Allow", allow);
+	http_respond(req, 204, NULL, "", 0);
+}
+
+static void on_request(void *data, struct http_req *req)
+{
+	struct server *srv = data;
+	struct route_match m;
+	const char *acao;
+
+	acao = cors_allow_origin(srv->cfg->cors_origins,
+				 http_req_header(req, "Origin"));
+	if (acao != NULL) {
+		http_req_add_header(req, "Access-Control-Allow-Origin", acao);
+		if (strcmp(acao, "*") != 0)
+			http_req_add_header(req, "Vary", "Origin");
+	}
+	router_match(routes, NROUTES, req->method, req->path, &m);
+	req->endpoint = m.route ? m.route->name : NULL;
+	if (strcmp(req->method, "OPTIONS") == 0) {
+		handle_options(srv, req, &m, acao);
+		return;
+	}
+	if (req->too_large) {
+		char msg[96];
+
+		snprintf(msg, sizeof(msg), "Request body exceeds %lld bytes.",
+			 (long long)srv->cfg->max_body);
+		respond_status(req, 413, API_ERR_INVALID_REQUEST,
+			       "request_too_large", msg);
+		return;
+	}
+	if (strcmp(req->path, "/health") != 0 &&
+	    !auth_check(srv->cfg->api_key,
+			http_req_header(req, "Authorization"))) {
+		respond_status(req, 401, API_ERR_AUTHENTICATION,
+			       "invalid_api_key",
+			       "Missing or invalid API key "
+			       "(Authorization: Bearer <key>).");
+		return;
+	}
+	if (m.status == 404) {
+		respond_status(req, 404, API_ERR_INVALID_REQUEST, "not_found",
+			       "No such endpoint.");
+		return;
+	}
+	if (m.status == 405) {
+		http_req_add_header(req, "Allow", m.allow);
+		respond_status(req, 405, API_ERR_INVALID_REQUEST,
+			       "method_not_allowed", "Method not allowed.");
+		return;
+	}
+	m.route->handler(srv, req, &m);
+}
+
+static void on_done(void *data, struct http_req *req)
+{
+	struct server *srv = data;
+	double dur_ms = (double)(http_now_ns() - req->start_ns) / 1e6;
+	struct log_request lr = {
+		.method = req->method,
+		.path = req->path,
+		.status = req->responded ? req->status : 499,
+		.prompt_tokens = req->prompt_tokens,
+		.gen_tokens = req->gen_tokens,
+		.ttft_ms = req->ttft_ms,
+		.duration_ms = dur_ms,
+	};
+
+	log_request(srv->log, &lr);
+	metrics_count_request(&srv->metrics,
+			      req->endpoint ? req->endpoint : "unmatched",
+			      lr.status, dur_ms / 1e3);
+	if (req->gen_tokens >= 0)
+		metrics_count_generation(&srv->metrics,
+					 (uint64_t)(req->prompt_tokens > 0
+						    ? req->prompt_tokens : 0),
+					 (uint64_t)req->gen_tokens,
+					 req->ttft_ms >= 0 ? req->ttft_ms / 1e3
+							   : -1);
+}
+
+/* ---- shutdown ------------------------------------------------------------ */
+
+static void stop(struct server *srv)
+{
+	if (srv->state == STOPPED)
+		return;
+	srv->state = STOPPED;
+	http_close(&srv->http);
+	uv_close((uv_handle_t *)&srv->sigterm, NULL);
+	uv_close((uv_handle_t *)&srv->sigint, NULL);
+	uv_close((uv_handle_t *)&srv->drain_timer, NULL);
+}
+
+static void drain_cb(uv_timer_t *t)
+{
+	struct server *srv = t->data;
+
+	if (srv->http.in_flight == 0) {
+		log_printf(srv->log, LOG_INFO, "drained; exiting");
+		stop(srv);
+	} else if (http_now_ns() >= srv->drain_deadline_ns) {
+		log_printf(srv->log, LOG_WARN,
+			   "drain timeout: closing %lld request(s)",
+			   (long long)srv->http.in_flight);
+		stop(srv);
+	}
+}
+
+static void signal_cb(uv_signal_t *s, int signum)
+{
+	struct server *srv = s->data;
+
+	if (srv->state == DRAINING) {
+		if (signum == SIGINT) {
+			log_printf(srv->log, LOG_WARN,
+				   "second SIGINT: exiting now");
+			srv->exit_code = 130;
+			stop(srv);
+		}
+		return;
+	}
+	if (srv->state != RUNNING)
+		return;
+	log_printf(srv->log, LOG_INFO,
+		   "%s: draining (%lld request(s), at most %llds)",
+		   signum == SIGINT ? "SIGINT" : "SIGTERM",
+		   (long long)srv->http.in_flight,
+		   (long long)srv->cfg->drain_timeout);
+	srv->state = DRAINING;
+	http_quiesce(&srv->http);
+	srv->drain_deadline_ns =
+		http_now_ns() + (uint64_t)srv->cfg->drain_timeout * 1000000000u;
+	uv_timer_start(&srv->drain_timer, drain_cb, 0, 50);
+}
+
+/* ---- run ---------------------------------------------------------------- */
+
+int server_run(const struct config *cfg, const struct logger *log)
+{
+	struct server *srv = calloc(1, sizeof(*srv));
+	struct http_options opt;
+	char err[EMBER_ERR_MAX];
+	int rc = 1;
+
+	if (srv == NULL)
+		return 1;
+	srv->cfg = cfg;
+	srv->log = log;
+	srv->started = time(NULL);
+	metrics_init(&srv->metrics);
+	if (uv_loop_init(&srv->loop) != 0) {
+		free(srv);
+		return 1;
+	}
+	if (backend_new(cfg, &srv->metrics, &srv->backend, err) != 0) {
+		log_printf(log, LOG_ERROR, "%s", err);
+		goto fail;
+	}
+	opt = (struct http_options){
+		.host = cfg->host,
+		.port = (int)cfg->port,
+		.timeout_s = (unsigned)cfg->timeout,
+		.max_body = (size_t)cfg->max_body,
+		.handler = on_request,
+		.done = on_done,
+		.data = srv,
+	};
+	if (http_start(&srv->http, &srv->loop, &opt, err) != 0) {
+		log_printf(log, LOG_ERROR, "%s", err);
+		goto fail;
+	}
+	uv_signal_init(&srv->loop, &srv->sigterm);
+	uv_signal_init(&srv->loop, &srv->sigint);
+	uv_timer_init(&srv->loop, &srv->drain_timer);
+	srv->sigterm.data = srv->sigint.data = srv->drain_timer.data = srv;
+	uv_signal_start(&srv->sigterm, signal_cb, SIGTERM);
+	uv_signal_start(&srv->sigint, signal_cb, SIGINT);
+	log_printf(log, LOG_INFO, "emberd %s listening on %s:%lld%s",
+		   EMBER_VERSION, cfg->host, (long long)cfg->port,
+		   cfg->no_model ? " (no model: test mode)" : "");
+	uv_run(&srv->loop, UV_RUN_DEFAULT);
+	rc = srv->exit_code;
+fail:
+	if (srv->state != STOPPED && srv->http.mhd != NULL)
+		stop(srv);
+	uv_run(&srv->loop, UV_RUN_DEFAULT);
+	if (uv_loop_close(&srv->loop) != 0)
+		log_printf(log, LOG_WARN, "loop closed with open handles");
+	backend_free(srv->backend);
+	free(srv);
+	return rc;
+}

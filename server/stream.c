@@ -1,0 +1,179 @@
+/* stream.c - worker-to-loop text queue. See stream.h. */
+#include "stream.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ember.h"
+
+struct gen_stream {
+	uv_async_t async;         /* first: the handle's memory is the stream's */
+	pthread_mutex_t lock;
+	/* under lock */
+	char *pending;            /* [pending_cap], pending_len bytes queued */
+	size_t pending_len, pending_cap;
+	int pending_tokens;
+	bool worker_done;
+	bool loop_released;
+	bool closing;             /* uv_close issued */
+	bool oom;                 /* text was dropped: ends with an error */
+	struct gen_result result;
+	/* loop only */
+	char *taken;              /* the buffer handed out by stream_take */
+	size_t taken_cap;
+	stream_update_cb update_cb;
+	void *data;
+};
+
+static void close_cb(uv_handle_t *h)
+{
+	struct gen_stream *s = (struct gen_stream *)h;
+
+	pthread_mutex_destroy(&s->lock);
+	free(s->pending);
+	free(s->taken);
+	free(s);
+}
+
+/* Under lock, loop thread: close once both owners let go. */
+static void maybe_close(struct gen_stream *s)
+{
+	if (s->worker_done && s->loop_released && !s->closing) {
+		s->closing = true;
+		uv_close((uv_handle_t *)&s->async, close_cb);
+	}
+}
+
+static void async_cb(uv_async_t *a)
+{
+	struct gen_stream *s = (struct gen_stream *)a;
+	bool released;
+
+	pthread_mutex_lock(&s->lock);
+	released = s->loop_released;
+	maybe_close(s);
+	pthread_mutex_unlock(&s->lock);
+	if (!released)
+		s->update_cb(s->data, s);
+}
+
+static void text_cb(void *data, const char *text, size_t len, int n_tokens)
+{
+	struct gen_stream *s = data;
+
+	pthread_mutex_lock(&s->lock);
+	if (s->pending_len + len > s->pending_cap) {
+		size_t cap = s->pending_cap ? s->pending_cap : 256;
+		char *p;
+
+		while (cap < s->pending_len + len)
+			cap *= 2;
+		p = realloc(s->pending, cap);
+		if (p == NULL) {
+			s->oom = true;
+			goto out;
+		}
+		s->pending = p;
+		s->pending_cap = cap;
+	}
+	memcpy(s->pending + s->pending_len, text, len);
+	s->pending_len += len;
+	s->pending_tokens += n_tokens;
+out:
+	uv_async_send(&s->async);
+	pthread_mutex_unlock(&s->lock);
+}
+
+static void done_cb(void *data, const struct gen_result *res)
+{
+	struct gen_stream *s = data;
+
+	pthread_mutex_lock(&s->lock);
+	s->result = *res;
+	if (s->oom && res->finish != GEN_FINISH_CANCELLED) {
+		s->result.finish = GEN_FINISH_ERROR;
+		snprintf(s->result.message, sizeof(s->result.message),
+			 "out of memory queueing output");
+	}
+	s->worker_done = true;
+	/* Sent under the lock: the loop closes the handle only under it and
+	 * only after seeing worker_done, so this send cannot race the close. */
+	uv_async_send(&s->async);
+	pthread_mutex_unlock(&s->lock);
+}
+
+int stream_new(uv_loop_t *loop, stream_update_cb update_cb, void *data,
+	       struct gen_stream **out)
+{
+	struct gen_stream *s = calloc(1, sizeof(*s));
+
+	*out = NULL;
+	if (s == NULL)
+		return EMBER_ENOMEM;
+	if (pthread_mutex_init(&s->lock, NULL) != 0) {
+		free(s);
+		return EMBER_ENOMEM;
+	}
+	if (uv_async_init(loop, &s->async, async_cb) != 0) {
+		pthread_mutex_destroy(&s->lock);
+		free(s);
+		return EMBER_ENOMEM;
+	}
+	s->update_cb = update_cb;
+	s->data = data;
+	*out = s;
+	return 0;
+}
+
+struct gen_sink stream_sink(struct gen_stream *s)
+{
+	struct gen_sink sink = {text_cb, done_cb, s};
+
+	return sink;
+}
+
+void stream_take(struct gen_stream *s, struct stream_chunk *c)
+{
+	char *tmp;
+	size_t cap;
+
+	memset(c, 0, sizeof(*c));
+	pthread_mutex_lock(&s->lock);
+	/* Swap buffers: the worker keeps appending into the other one, and
+	 * both keep their capacity. */
+	tmp = s->taken;
+	cap = s->taken_cap;
+	s->taken = s->pending;
+	s->taken_cap = s->pending_cap;
+	c->len = s->pending_len;
+	c->n_tokens = s->pending_tokens;
+	s->pending = tmp;
+	s->pending_cap = cap;
+	s->pending_len = 0;
+	s->pending_tokens = 0;
+	c->done = s->worker_done;
+	if (c->done)
+		c->result = s->result;
+	pthread_mutex_unlock(&s->lock);
+	c->text = s->taken ? s->taken : "";
+}
+
+void stream_release(struct gen_stream *s)
+{
+	if (s == NULL)
+		return;
+	pthread_mutex_lock(&s->lock);
+	s->loop_released = true;
+	maybe_close(s);
+	pthread_mutex_unlock(&s->lock);
+}
+
+void stream_abandon_worker(struct gen_stream *s)
+{
+	pthread_mutex_lock(&s->lock);
+	s->worker_done = true;
+	maybe_close(s);
+	pthread_mutex_unlock(&s->lock);
+}

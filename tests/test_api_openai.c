@@ -1,0 +1,272 @@
+/* test_api_openai.c - OpenAI request bodies: what is accepted, and for each
+ * bad body the status, error type and param a client sees. */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api_openai.h"
+
+static const struct api_limits lim = {.max_tokens = 4096};
+
+#define MSG "\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]"
+
+static const struct {
+	int chat;             /* 1 chat, 0 completions */
+	const char *body;
+	int status;
+	const char *type;
+	const char *param;    /* NULL = JSON null */
+} bad_rows[] = {
+	{1, "", 400, "invalid_request_error", NULL},
+	{1, "{", 400, "invalid_request_error", NULL},
+	{1, "[]", 400, "invalid_request_error", NULL},
+	{1, "{} x", 400, "invalid_request_error", NULL},
+	{1, "{\"a\":1,\"a\":2," MSG "}", 400, "invalid_request_error", NULL},
+	{1, "{" MSG ",\"x\":\"\xff\"}", 400, "invalid_request_error", NULL},
+	{1, "{" MSG ",\"x\":\"\\u0000\"}", 400, "invalid_request_error", NULL},
+	{1, "{" MSG ",\"max_tokens\":99999999999999999999999}", 400,
+	 "invalid_request_error", NULL},
+	{1, "{}", 400, "invalid_request_error", "messages"},
+	{1, "{\"messages\":{}}", 400, "invalid_request_error", "messages"},
+	{1, "{\"messages\":[]}", 400, "invalid_request_error", "messages"},
+	{1, "{\"messages\":[1]}", 400, "invalid_request_error", "messages[0]"},
+	{1, "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"},"
+	    "{\"role\":\"robot\",\"content\":\"b\"}]}",
+	 400, "invalid_request_error", "messages[1].role"},
+	{1, "{\"messages\":[{\"role\":\"tool\",\"content\":\"b\"}]}", 400,
+	 "invalid_request_error", "messages[0].role"},
+	{1, "{\"messages\":[{\"content\":\"b\"}]}", 400, "invalid_request_error",
+	 "messages[0].role"},
+	{1, "{\"messages\":[{\"role\":\"user\"}]}", 400, "invalid_request_error",
+	 "messages[0].content"},
+	{1, "{\"messages\":[{\"role\":\"user\",\"content\":5}]}", 400,
+	 "invalid_request_error", "messages[0].content"},
+	{1, "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\","
+	    "\"image_url\":{\"url\":\"x\"}}]}]}",
+	 400, "invalid_request_error", "messages[0].content"},
+	{1, "{" MSG ",\"model\":3}", 400, "invalid_request_error", "model"},
+	{1, "{" MSG ",\"max_tokens\":-1}", 400, "invalid_request_error",
+	 "max_tokens"},
+	{1, "{" MSG ",\"max_tokens\":0}", 400, "invalid_request_error",
+	 "max_tokens"},
+	{1, "{" MSG ",\"max_tokens\":4097}", 400, "invalid_request_error",
+	 "max_tokens"},
+	{1, "{" MSG ",\"max_tokens\":\"10\"}", 400, "invalid_request_error",
+	 "max_tokens"},
+	{1, "{" MSG ",\"max_tokens\":10.5}", 400, "invalid_request_error",
+	 "max_tokens"},
+	{1, "{" MSG ",\"max_completion_tokens\":-5}", 400,
+	 "invalid_request_error", "max_completion_tokens"},
+	{1, "{" MSG ",\"temperature\":-0.1}", 400, "invalid_request_error",
+	 "temperature"},
+	{1, "{" MSG ",\"temperature\":2.01}", 400, "invalid_request_error",
+	 "temperature"},
+	{1, "{" MSG ",\"temperature\":1e308}", 400, "invalid_request_error",
+	 "temperature"},
+	{1, "{" MSG ",\"temperature\":\"hot\"}", 400, "invalid_request_error",
+	 "temperature"},
+	{1, "{" MSG ",\"top_p\":0}", 400, "invalid_request_error", "top_p"},
+	{1, "{" MSG ",\"top_p\":1.5}", 400, "invalid_request_error", "top_p"},
+	{1, "{" MSG ",\"top_k\":-1}", 400, "invalid_request_error", "top_k"},
+	{1, "{" MSG ",\"min_p\":2}", 400, "invalid_request_error", "min_p"},
+	{1, "{" MSG ",\"presence_penalty\":3}", 400, "invalid_request_error",
+	 "presence_penalty"},
+	{1, "{" MSG ",\"frequency_penalty\":-2.5}", 400,
+	 "invalid_request_error", "frequency_penalty"},
+	{1, "{" MSG ",\"seed\":1.5}", 400, "invalid_request_error", "seed"},
+	{1, "{" MSG ",\"n\":2}", 400, "invalid_request_error", "n"},
+	{1, "{" MSG ",\"stop\":5}", 400, "invalid_request_error", "stop"},
+	{1, "{" MSG ",\"stop\":[\"a\",\"b\",\"c\",\"d\",\"e\"]}", 400,
+	 "invalid_request_error", "stop"},
+	{1, "{" MSG ",\"stop\":[\"a\",1]}", 400, "invalid_request_error", "stop"},
+	{1, "{" MSG ",\"stop\":\"\"}", 400, "invalid_request_error", "stop"},
+	{1, "{" MSG ",\"stream\":\"yes\"}", 400, "invalid_request_error",
+	 "stream"},
+	{1, "{" MSG ",\"stream_options\":{\"include_usage\":true}}", 400,
+	 "invalid_request_error", "stream_options"},
+	{1, "{" MSG ",\"stream\":true,\"stream_options\":{\"include_usage\":1}}",
+	 400, "invalid_request_error", "stream_options.include_usage"},
+	{0, "{}", 400, "invalid_request_error", "prompt"},
+	{0, "{\"prompt\":[\"a\",\"b\"]}", 400, "invalid_request_error", "prompt"},
+	{0, "{\"prompt\":[1,2,3]}", 400, "invalid_request_error", "prompt"},
+	{0, "{\"prompt\":7}", 400, "invalid_request_error", "prompt"},
+	{0, "{\"prompt\":\"x\",\"temperature\":3}", 400, "invalid_request_error",
+	 "temperature"},
+};
+
+START_TEST(bad_bodies_get_status_type_and_param)
+{
+	struct gen_request r;
+	struct api_error e;
+	const char *body = bad_rows[_i].body;
+	int rc;
+
+	rc = bad_rows[_i].chat
+		? api_openai_parse_chat(body, strlen(body), &lim, &r, &e)
+		: api_openai_parse_completion(body, strlen(body), &lim, &r, &e);
+	ck_assert_msg(rc == -1, "row %d accepted: %s", _i, body);
+	ck_assert_int_eq(e.status, bad_rows[_i].status);
+	ck_assert_str_eq(api_error_type_name(e.type), bad_rows[_i].type);
+	ck_assert_msg(strcmp(e.param, bad_rows[_i].param ? bad_rows[_i].param
+							  : "") == 0,
+		      "row %d: param '%s' (%s)", _i, e.param, e.message);
+	ck_assert_msg(e.message[0] != '\0', "row %d has a message", _i);
+	/* a failed parse leaves nothing to free */
+	ck_assert_ptr_null(r.messages);
+	ck_assert_ptr_null(r.prompt);
+}
+END_TEST
+
+START_TEST(deep_nesting_is_rejected_before_parsing)
+{
+	char body[4096];
+	struct gen_request r;
+	struct api_error e;
+	int i, n = 0;
+
+	n += sprintf(body + n, "{" MSG ",\"x\":");
+	for (i = 0; i < 1000; i++)
+		body[n++] = '[';
+	for (i = 0; i < 1000; i++)
+		body[n++] = ']';
+	body[n++] = '}';
+	body[n] = '\0';
+	ck_assert_int_eq(api_openai_parse_chat(body, (size_t)n, &lim, &r, &e), -1);
+	ck_assert_int_eq(e.status, 400);
+	ck_assert_ptr_nonnull(strstr(e.message, "deeper"));
+	/* brackets inside strings do not count */
+	ck_assert_int_eq(api_openai_check_depth("{\"a\":\"[[[[[[\"}", 13, 2), 0);
+	ck_assert_int_eq(api_openai_check_depth("[[[", 3, 2), -1);
+	ck_assert_int_eq(api_openai_check_depth("{\"a\\\"[[[\":1}", 13, 1), 0);
+}
+END_TEST
+
+START_TEST(chat_body_fills_every_field)
+{
+	static const char body[] =
+		"{\"model\":\"m1\",\"messages\":["
+		"{\"role\":\"developer\",\"content\":\"be brief\"},"
+		"{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"a\"},"
+		"{\"type\":\"text\",\"text\":\"b\"}]},"
+		"{\"role\":\"assistant\",\"content\":\"\"}],"
+		"\"max_tokens\":10,\"max_completion_tokens\":20,"
+		"\"temperature\":0,\"top_p\":0.9,\"top_k\":40,\"min_p\":0.05,"
+		"\"seed\":-1,\"stop\":[\"\\n\\n\",\"END\"],"
+		"\"presence_penalty\":0.5,\"frequency_penalty\":-0.5,"
+		"\"stream\":true,\"stream_options\":{\"include_usage\":true},"
+		"\"n\":1,\"user\":\"ignored\",\"logit_bias\":null}";
+	struct gen_request r;
+	struct api_error e;
+
+	ck_assert_msg(api_openai_parse_chat(body, strlen(body), &lim, &r, &e) == 0,
+		      "%s", e.message);
+	ck_assert_int_eq(r.kind, GEN_CHAT);
+	ck_assert_str_eq(r.model, "m1");
+	ck_assert_uint_eq(r.n_messages, 3);
+	ck_assert_int_eq(r.messages[0].role, GEN_ROLE_SYSTEM);
+	ck_assert_str_eq(r.messages[1].content, "a\nb");
+	ck_assert_str_eq(r.messages[2].content, "");
+	ck_assert_int_eq(r.max_tokens, 20);
+	ck_assert(r.temperature == 0.0f);
+	ck_assert(r.top_p == 0.9f);
+	ck_assert_int_eq(r.top_k, 40);
+	ck_assert(r.has_seed);
+	ck_assert(r.seed == UINT64_MAX);
+	ck_assert_uint_eq(r.n_stop, 2);
+	ck_assert_str_eq(r.stop[0], "\n\n");
+	ck_assert(r.frequency_penalty == -0.5f);
+	ck_assert(r.stream && r.include_usage);
+	gen_request_free(&r);
+	gen_request_free(NULL);
+}
+END_TEST
+
+START_TEST(defaults_and_nulls_leave_defaults)
+{
+	static const char body[] =
+		"{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],"
+		"\"temperature\":null,\"stop\":null,\"model\":null}";
+	struct gen_request r;
+	struct api_error e;
+
+	ck_assert_int_eq(api_openai_parse_chat(body, strlen(body), &lim, &r, &e), 0);
+	ck_assert_int_eq(r.max_tokens, 4096);
+	ck_assert(r.temperature == 1.0f && r.top_p == 1.0f);
+	ck_assert_int_eq(r.top_k, 0);
+	ck_assert(!r.has_seed && !r.stream);
+	ck_assert_uint_eq(r.n_stop, 0);
+	ck_assert_ptr_null(r.model);
+	gen_request_free(&r);
+}
+END_TEST
+
+START_TEST(completion_prompt_is_string_or_one_string_array)
+{
+	struct gen_request r;
+	struct api_error e;
+	const char *b1 = "{\"prompt\":\"once upon\",\"stop\":\"\\n\"}";
+	const char *b2 = "{\"prompt\":[\"a time\"]}";
+
+	ck_assert_int_eq(api_openai_parse_completion(b1, strlen(b1), &lim, &r, &e), 0);
+	ck_assert_int_eq(r.kind, GEN_COMPLETION);
+	ck_assert_str_eq(r.prompt, "once upon");
+	ck_assert_str_eq(r.stop[0], "\n");
+	gen_request_free(&r);
+	ck_assert_int_eq(api_openai_parse_completion(b2, strlen(b2), &lim, &r, &e), 0);
+	ck_assert_str_eq(r.prompt, "a time");
+	gen_request_free(&r);
+}
+END_TEST
+
+START_TEST(content_type_must_be_json)
+{
+	struct api_error e;
+
+	ck_assert_int_eq(api_openai_check_content_type(NULL, &e), 0);
+	ck_assert_int_eq(api_openai_check_content_type("application/json", &e), 0);
+	ck_assert_int_eq(api_openai_check_content_type(
+				 "Application/JSON; charset=utf-8", &e), 0);
+	ck_assert_int_eq(api_openai_check_content_type("text/plain", &e), -1);
+	ck_assert_int_eq(e.status, 415);
+	ck_assert_int_eq(api_openai_check_content_type("application/jsonx", &e), -1);
+	ck_assert_int_eq(api_openai_check_content_type(
+				 "application/x-www-form-urlencoded", &e), -1);
+}
+END_TEST
+
+START_TEST(error_json_has_the_openai_shape)
+{
+	struct api_error e;
+	char *s;
+
+	api_error_set(&e, 400, API_ERR_INVALID_REQUEST, "top_p", NULL, "bad %d", 1);
+	s = api_error_json(&e);
+	ck_assert_str_eq(s, "{\"error\":{\"message\":\"bad 1\",\"type\":"
+			    "\"invalid_request_error\",\"param\":\"top_p\","
+			    "\"code\":null}}");
+	free(s);
+	api_error_set(&e, 429, API_ERR_RATE_LIMIT, NULL, "queue_full", "\xff");
+	s = api_error_json(&e);
+	ck_assert_ptr_nonnull(strstr(s, "\"rate_limit_error\""));
+	ck_assert_ptr_nonnull(strstr(s, "\"code\":\"queue_full\""));
+	free(s);
+}
+END_TEST
+
+Suite *suite_api_openai(void)
+{
+	Suite *s = suite_create("api_openai");
+	TCase *tc = tcase_create("core");
+
+	tcase_add_loop_test(tc, bad_bodies_get_status_type_and_param, 0,
+			    sizeof(bad_rows) / sizeof(bad_rows[0]));
+	tcase_add_test(tc, deep_nesting_is_rejected_before_parsing);
+	tcase_add_test(tc, chat_body_fills_every_field);
+	tcase_add_test(tc, defaults_and_nulls_leave_defaults);
+	tcase_add_test(tc, completion_prompt_is_string_or_one_string_array);
+	tcase_add_test(tc, content_type_must_be_json);
+	tcase_add_test(tc, error_json_has_the_openai_shape);
+	suite_add_tcase(s, tc);
+	return s;
+}
