@@ -458,7 +458,7 @@ START_TEST(random_bytes_give_valid_utf8_within_the_bound)
 	 * overrun shows under ASan. */
 	static const unsigned char alphabet[] = {'a', 0x80, 0xbf, 0xc3, 0xa9, 0xe2, 0x82, 0xac,
 						 0xf0, 0x9f, 0xed, 0xa0, 0xff, 0xc0, 0xf4, 0x90};
-	static const char *const stops[2] = {"a\xc3\xa9a", FFFD FFFD "a"};
+	static const char *const stops[2] = {"a\xc3\xa9" "a", FFFD FFFD "a"};
 	uint32_t rng = 777;
 	int trial;
 
