@@ -268,6 +268,22 @@ static int32_t argmax(const struct cand *cand, int32_t n)
 	return cand[best].v == -INFINITY ? -1 : cand[best].id;
 }
 
+/* Greedy straight on the caller's logits, when no penalty needs a copy:
+ * NaN and -inf never compare greater, so they are skipped for free. */
+static int32_t argmax_logits(const float *logits, int32_t n)
+{
+	float max = -INFINITY;
+	int32_t i, best = -1;
+
+	for (i = 0; i < n; i++) {
+		if (logits[i] > max) {
+			max = logits[i];
+			best = i;
+		}
+	}
+	return best;
+}
+
 /* Drops -inf candidates (they can never be drawn); returns how many remain. */
 static int32_t drop_impossible(struct cand *cand, int32_t n)
 {
@@ -381,41 +397,83 @@ static int32_t partition_at(struct cand *cand, int32_t n, float w, double *mass)
 	return m;
 }
 
+static void swap(struct cand *a, struct cand *b)
+{
+	struct cand t = *a;
+
+	*a = *b;
+	*b = t;
+}
+
+/* Of cand[a], cand[b], cand[c]: the index of the middle one. */
+static int32_t median3(const struct cand *cand, int32_t a, int32_t b, int32_t c)
+{
+	if (better(&cand[a], &cand[b]))
+		return better(&cand[b], &cand[c]) ? b : better(&cand[a], &cand[c]) ? c : a;
+	return better(&cand[a], &cand[c]) ? a : better(&cand[b], &cand[c]) ? c : b;
+}
+
 /*
- * Steps 4 and 5 on unsorted candidates (no top_k cut): sorts only the
- * candidates that can survive. The nucleus is a best-first prefix, so if
- * the candidates of probability >= tau already hold top_p of the mass, the
- * nucleus lies among them, and there are at most 1/tau of them. tau starts
- * at 2^-10 and is lowered only for flat distributions. min_p's floor is
- * also a best-first prefix, so it can only raise the threshold. Returns the
- * length of the kept prefix.
+ * Step 4 without sorting: moves the nucleus (the fewest best-first
+ * candidates whose weight reaches `need`) to cand[0..m) in no particular
+ * order and returns m (n if all together fall short). The draw does not
+ * care about order, so a quickselect on mass does it in O(n) expected time,
+ * where sorting a flat 256k-token distribution would dominate the step.
+ * After too many rounds (a pathological pivot run) the rest is heapsorted.
+ */
+static int32_t nucleus_select(struct cand *cand, int32_t n, double need)
+{
+	int32_t lo = 0, hi = n, rounds = 0, i;
+	double cum = 0.0;
+
+	while (hi - lo > 16 && rounds++ < 64) {
+		int32_t p = median3(cand, lo, lo + (hi - lo) / 2, hi - 1);
+		double mass = 0.0;
+
+		/* Lomuto: the candidates better than the pivot go first. */
+		swap(&cand[p], &cand[hi - 1]);
+		p = lo;
+		for (i = lo; i < hi - 1; i++) {
+			if (better(&cand[i], &cand[hi - 1])) {
+				mass += cand[i].v;
+				swap(&cand[i], &cand[p++]);
+			}
+		}
+		swap(&cand[p], &cand[hi - 1]);
+		if (mass >= need) {
+			hi = p; /* the nucleus ends among the better ones */
+		} else if (mass + cand[p].v >= need) {
+			return p + 1;
+		} else {
+			need -= mass + cand[p].v;
+			lo = p + 1;
+		}
+	}
+	if (hi - lo > 1)
+		select_best(cand + lo, hi - lo, hi - lo);
+	for (i = lo; i < hi; i++) {
+		cum += cand[i].v;
+		if (cum >= need)
+			return i + 1;
+	}
+	return n;
+}
+
+/*
+ * Steps 4 and 5 on unsorted candidates (no top_k cut). min_p keeps a
+ * best-first prefix too, so applying it first and then top_p with the
+ * target taken from the whole mass `z` keeps the same set as top_p then
+ * min_p, while shrinking the selection's input.
  */
 static int32_t cut_unsorted(struct cand *cand, int32_t n, double z, float top_p, float min_p)
 {
-	static const double taus[] = {0x1.0p-10, 0x1.0p-16, 0.0};
-	float floor_w = min_p; /* the best weighs exactly 1 */
-	size_t t;
-	int32_t m = n;
 	double mass;
 
-	if (top_p >= 1.0f) {
-		if (min_p <= 0.0f)
-			return n;
-		/* No sort needed: the draw does not care about the order. */
-		return partition_at(cand, n, floor_w, &mass);
-	}
-	for (t = 0; t < sizeof(taus) / sizeof(taus[0]); t++) {
-		float w = (float)(taus[t] * z);
-		int final = w <= floor_w || taus[t] == 0.0;
-
-		if (w < floor_w)
-			w = floor_w;
-		m = partition_at(cand, n, w, &mass);
-		if (final || mass >= (double)top_p * z)
-			break;
-	}
-	select_best(cand, m, m);
-	return cut_sorted(cand, m, z, top_p, min_p);
+	if (min_p > 0.0f)
+		n = partition_at(cand, n, min_p, &mass); /* the best weighs exactly 1 */
+	if (top_p < 1.0f)
+		n = nucleus_select(cand, n, (double)top_p * z);
+	return n;
 }
 
 /* Step 6: draws from the first n candidates by weight. Always consumes
@@ -449,6 +507,10 @@ int32_t sampler_sample(struct sampler *s, const float *logits, int32_t n_vocab)
 
 	if (n_vocab != s->n_vocab)
 		return EMBER_EINVAL;
+	if ((c->temperature == 0.0f || c->top_k == 1) && !penalties_active(c)) {
+		best = argmax_logits(logits, n);
+		return best < 0 ? EMBER_ERANGE : best;
+	}
 	load_logits(cand, logits, n);
 	if (penalties_active(c))
 		apply_penalties(s, cand);

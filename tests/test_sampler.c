@@ -421,6 +421,7 @@ END_TEST
 START_TEST(nan_and_minus_inf_are_never_chosen)
 {
 	float l[5] = {NAN, -INFINITY, -30.0f, NAN, -INFINITY};
+	const int32_t two = 2;
 	struct sampler_config c;
 	struct sampler *g, *s;
 	int count[5], i;
@@ -430,6 +431,7 @@ START_TEST(nan_and_minus_inf_are_never_chosen)
 	c.temperature = 0.0f;
 	g = make(&c, 5);
 	ck_assert_int_eq(sampler_sample(g, l, 5), 2);
+	ck_assert_int_eq(greedy_after(l, 5, &two, 1, 1.5f, 0.5f, 0, 64), 2); /* the copying path */
 	draw_counts(s, l, 5, 200, count);
 	ck_assert_int_eq(count[2], 200);
 	/* +inf: certain; two of them share. */
@@ -445,6 +447,7 @@ START_TEST(nan_and_minus_inf_are_never_chosen)
 		l[i] = i % 2 ? NAN : -INFINITY;
 	ck_assert_int_eq(sampler_sample(g, l, 5), EMBER_ERANGE);
 	ck_assert_int_eq(sampler_sample(s, l, 5), EMBER_ERANGE);
+	ck_assert_int_eq(greedy_after(l, 5, &two, 1, 1.5f, 0.5f, 0, 64), EMBER_ERANGE);
 	sampler_free(g);
 	sampler_free(s);
 }
