@@ -291,6 +291,73 @@ START_TEST(top_p_on_a_flat_vocabulary_keeps_the_lowest_ids)
 	}
 	ck_assert_int_gt(high, 800); /* and the whole half is used */
 	sampler_free(s);
+
+	/* 33 equal: the first pivot (id 16) is itself the boundary, 16.5 of 33. */
+	{
+		struct sampler *s33 = make(&c, 33);
+		int count[33];
+
+		draw_counts(s33, l, 33, 2000, count);
+		for (i = 0; i < 33; i++)
+			ck_assert_msg(i <= 16 ? count[i] > 0 : count[i] == 0, "token %d: %d", i,
+				      count[i]);
+		sampler_free(s33);
+	}
+}
+END_TEST
+
+static const float *sort_logits; /* for by_logit_desc (qsort has no context) */
+
+static int by_logit_desc(const void *a, const void *b)
+{
+	int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+
+	if (sort_logits[x] != sort_logits[y])
+		return sort_logits[x] > sort_logits[y] ? -1 : 1;
+	return x < y ? -1 : 1;
+}
+
+START_TEST(top_p_matches_a_sorted_reference)
+{
+	enum { N = 1000 };
+	static const float top_ps[4] = {0.3f, 0.5f, 0.8f, 0.97f};
+	static float l[N];
+	static int32_t order[N];
+	static int in_nucleus[N], count[N];
+	struct sampler_config c;
+	int32_t i;
+	int k;
+
+	fill_logits(l, N, 5);
+	for (i = 0; i < N; i++)
+		order[i] = i;
+	sort_logits = l;
+	qsort(order, N, sizeof(order[0]), by_logit_desc);
+	for (k = 0; k < 4; k++) {
+		double z = 0.0, cum = 0.0;
+		struct sampler *s;
+		int32_t m = 0;
+
+		for (i = 0; i < N; i++)
+			z += exp((double)l[i] / 3.0);
+		memset(in_nucleus, 0, sizeof(in_nucleus));
+		while (cum < top_ps[k] * z) {
+			cum += exp((double)l[order[m]] / 3.0);
+			in_nucleus[order[m++]] = 1;
+		}
+		sampler_config_default(&c);
+		c.top_p = top_ps[k];
+		c.temperature = 3.0f; /* flat: a wrongly kept token would be drawn */
+		c.seed = (uint64_t)k;
+		s = make(&c, N);
+		draw_counts(s, l, N, 10000, count);
+		for (i = 0; i < N; i++)
+			ck_assert_msg(in_nucleus[i] || count[i] == 0, "top_p %g: token %d drawn",
+				      (double)top_ps[k], (int)i);
+		ck_assert_int_gt(count[order[0]], 0);
+		ck_assert_int_gt(count[order[m - 1]], 0); /* the last one kept is used */
+		sampler_free(s);
+	}
 }
 END_TEST
 
@@ -533,6 +600,7 @@ Suite *suite_sampler(void)
 	tcase_add_test(tc, tiny_top_p_always_picks_the_argmax);
 	tcase_add_test(tc, top_p_keeps_the_smallest_best_first_set);
 	tcase_add_test(tc, top_p_on_a_flat_vocabulary_keeps_the_lowest_ids);
+	tcase_add_test(tc, top_p_matches_a_sorted_reference);
 	tcase_add_test(tc, min_p_cuts_relative_to_the_best);
 	tcase_add_test(tc, penalties_move_the_argmax_as_computed_by_hand);
 	tcase_add_test(tc, ties_go_to_the_lowest_id);
