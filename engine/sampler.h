@@ -25,6 +25,14 @@
  * random number. Ties always go to the lowest token id. NaN logits count as
  * -inf, +inf as the largest float; a -inf token is never chosen.
  *
+ * Cost per token, n = n_vocab: greedy without penalties is one read-only
+ * pass over the logits. Otherwise one copy into scratch, O(window) for the
+ * penalties, top_k by a k-sized heap (about n compares when k is small),
+ * one expf per surviving candidate; top_p and min_p never sort the
+ * vocabulary: after top_k they scan the k sorted survivors, without it
+ * min_p is one partition pass and top_p a quickselect on probability mass
+ * (O(n) expected), since the draw needs the kept set, not its order.
+ *
  * Thread safety: a sampler is used by one thread at a time (its worker).
  */
 #ifndef EMBER_SAMPLER_H
