@@ -111,8 +111,17 @@ $(UNIT): $(TEST_OBJ) $(TOOLS_LIB_OBJ) $(SERVER_LIB_OBJ) $(LIBEMBER)
 
 # ---- running -------------------------------------------------------------
 
-run: deps all
+# The built-in demo model: made here (nothing can be downloaded), seeded
+# random weights, so its text is gibberish; see README for real models.
+DEMO := $(BUILD)/models/demo-q8_0.gguf
+$(DEMO): | $(EMBER)
+	@mkdir -p $(@D)
+	$(EMBER) synth --preset demo --type q8_0 --seed 42 -o $@
+
+run: deps
+	$(MAKE) --no-print-directory all $(DEMO)
 	$(EMBER) --version
+	$(EMBER) run -m $(DEMO) -p "Once upon a time" -n 64
 
 unit: $(UNIT)
 	$(UNIT)

@@ -11,6 +11,7 @@
 
 int cmd_version(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
+int cmd_run(int argc, char **argv);
 int cmd_synth(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);
 

@@ -14,6 +14,7 @@ struct command {
 
 static const struct command commands[] = {
 	{"version", cmd_version, "print the version and the CPU features detected"},
+	{"run", cmd_run, "prompt in, streamed text out, timings at the end"},
 	{"eval", cmd_eval, "logits for given token ids (numerical check of a model)"},
 	{"inspect", cmd_inspect, "print a GGUF file's header, keys and tensors"},
 	{"synth", cmd_synth, "write a model with seeded random weights (tests, benchmarks, demo)"},
