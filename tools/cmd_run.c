@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "chat.h"
 #include "commands.h"
 #include "detok.h"
 #include "ember.h"
@@ -23,7 +24,8 @@
 #include "tokenizer.h"
 
 struct run_args {
-	const char *model, *prompt;
+	const char *model, *prompt, *system;
+	int chat;
 	long n_predict, threads, ctx;
 	const char *stops[DETOK_MAX_STOPS];
 	size_t n_stops;
@@ -43,7 +45,8 @@ static void run_usage(FILE *f)
 {
 	fprintf(f, "usage: ember run -m FILE -p PROMPT [-n N] [-t THREADS] [--ctx N]\n"
 		   "                 [--temp T] [--top-k K] [--top-p P] [--min-p P] [--seed S]\n"
-		   "                 [--repeat-penalty R] [--stop TEXT]...\n"
+		   "                 [--repeat-penalty R] [--stop TEXT]... [--chat [--system TEXT]]\n"
+		   "  --chat renders the prompt as a user turn with the model's chat template\n"
 		   "  defaults: -n 128, -t 2, --temp 0.8 --top-k 40 --top-p 0.95 --min-p 0.05,\n"
 		   "  a random seed (printed to stderr); --temp 0 is greedy.\n");
 }
@@ -70,6 +73,7 @@ static int run_parse_args(int argc, char **argv, struct run_args *a)
 		{"top-k", required_argument, 0, 'K'},   {"top-p", required_argument, 0, 'P'},
 		{"min-p", required_argument, 0, 'M'},   {"seed", required_argument, 0, 'S'},
 		{"repeat-penalty", required_argument, 0, 'R'}, {"stop", required_argument, 0, 's'},
+		{"chat", no_argument, 0, 'C'},          {"system", required_argument, 0, 'Y'},
 		{"help", no_argument, 0, 'h'},          {0, 0, 0, 0},
 	};
 	double v;
@@ -110,6 +114,8 @@ static int run_parse_args(int argc, char **argv, struct run_args *a)
 			}
 			a->stops[a->n_stops++] = optarg;
 			break;
+		case 'C': a->chat = 1; break;
+		case 'Y': a->system = optarg; break;
 		case 'h': run_usage(stdout); return 1;
 		default: run_usage(stderr); return -1;
 		}
@@ -120,6 +126,56 @@ static int run_parse_args(int argc, char **argv, struct run_args *a)
 	}
 	if (!a->has_seed)
 		a->sc.seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
+	return 0;
+}
+
+/* Copies token `id`'s text into buf (NUL-terminated, "" if none). */
+static const char *run_token_text(const struct tokenizer *tok, int32_t id, char *buf, size_t cap)
+{
+	size_t len = 0;
+	const char *s = id >= 0 ? tokenizer_token_text(tok, id, &len) : NULL;
+
+	if (s == NULL || len >= cap)
+		len = 0;
+	memcpy(buf, s ? s : "", len);
+	buf[len] = '\0';
+	return buf;
+}
+
+/*
+ * With --chat: renders [system,] user = prompt with the model's template
+ * into *out (malloc'd, owned by the caller) and appends the family's
+ * end-of-turn texts to the stop strings (as many as fit).
+ */
+static int run_render_chat(struct run_args *a, const struct model *m, const struct tokenizer *tok,
+			   char **out, char *err)
+{
+	struct gguf_str jinja = {0, NULL};
+	struct chat_msg msgs[2];
+	const char *stops[CHAT_STOPS_MAX];
+	char bos[64], eos[64];
+	enum chat_template t;
+	size_t n = 0, i, n_stops;
+	int64_t len;
+
+	gguf_get_str(m->gguf, "tokenizer.chat_template", &jinja);
+	t = chat_template_select(CHAT_TEMPLATE_AUTO, jinja.ptr, (size_t)jinja.len);
+	run_token_text(tok, tokenizer_bos(tok), bos, sizeof(bos));
+	run_token_text(tok, tokenizer_eos(tok), eos, sizeof(eos));
+	if (a->system)
+		msgs[n++] = (struct chat_msg){"system", a->system};
+	msgs[n++] = (struct chat_msg){"user", a->prompt};
+	len = chat_apply(t, msgs, n, bos, eos, 1, NULL, 0, err);
+	if (len < 0)
+		return (int)len;
+	*out = malloc((size_t)len + 1);
+	if (*out == NULL)
+		return ember_seterr(err, EMBER_ENOMEM, "out of memory");
+	chat_apply(t, msgs, n, bos, eos, 1, *out, (size_t)len + 1, err);
+	n_stops = chat_template_stops(t, eos, stops, CHAT_STOPS_MAX);
+	for (i = 0; i < n_stops && a->n_stops < DETOK_MAX_STOPS; i++)
+		a->stops[a->n_stops++] = stops[i];
+	fprintf(stderr, "[chat template: %s]\n", chat_template_name(t));
 	return 0;
 }
 
@@ -146,7 +202,8 @@ int cmd_run(int argc, char **argv)
 	struct sampler *s = NULL;
 	struct detok d;
 	struct forward_opts fo = {0};
-	char err[EMBER_ERR_MAX] = "", piece[256], out[DETOK_OUT_MAX(256)];
+	char err[EMBER_ERR_MAX] = "", piece[256], out[DETOK_OUT_MAX(256)], *chat_text = NULL;
+	const char *text;
 	int32_t *ids = NULL, tok_id;
 	float *logits = NULL;
 	int64_t n_ids;
@@ -161,7 +218,12 @@ int cmd_run(int argc, char **argv)
 	rc = 1;
 	kern_init();
 	if (model_open(&m, a.model, err) < 0 || tokenizer_new(&tok, m.gguf, err) < 0 ||
-	    sampler_config_validate(&a.sc, err) < 0 || detok_init(&d, a.stops, a.n_stops, err) < 0)
+	    sampler_config_validate(&a.sc, err) < 0)
+		goto fail;
+	if (a.chat && run_render_chat(&a, &m, tok, &chat_text, err) < 0)
+		goto fail;
+	text = a.chat ? chat_text : a.prompt;
+	if (detok_init(&d, a.stops, a.n_stops, err) < 0)
 		goto fail;
 	fo.n_ctx = (uint32_t)a.ctx;
 	fo.n_threads = (uint32_t)a.threads;
@@ -169,14 +231,15 @@ int cmd_run(int argc, char **argv)
 	    sampler_new(&s, &a.sc, (int32_t)m.hp.n_vocab, err) < 0)
 		goto fail;
 	t0 = run_now_ms();
-	n_ids = tokenizer_encode(tok, a.prompt, strlen(a.prompt), 1, 0, NULL, 0);
+	/* Chat markup is tokenized with its special tokens (chat.h). */
+	n_ids = tokenizer_encode(tok, text, strlen(text), 1, a.chat, NULL, 0);
 	ids = n_ids > 0 ? malloc((size_t)n_ids * sizeof(*ids)) : NULL;
 	logits = malloc((size_t)m.hp.n_vocab * sizeof(*logits));
 	if (ids == NULL || logits == NULL) {
 		ember_seterr(err, n_ids <= 0 ? EMBER_EINVAL : EMBER_ENOMEM, "cannot tokenize the prompt");
 		goto fail;
 	}
-	tokenizer_encode(tok, a.prompt, strlen(a.prompt), 1, 0, ids, (size_t)n_ids);
+	tokenizer_encode(tok, text, strlen(text), 1, a.chat, ids, (size_t)n_ids);
 	if (forward_eval(f, ids, (size_t)n_ids, logits, 0, err) < 0)
 		goto fail;
 	t_prefill = run_now_ms();
@@ -225,6 +288,7 @@ int cmd_run(int argc, char **argv)
 fail:
 	if (rc != 0)
 		fprintf(stderr, "ember run: %s\n", err[0] ? err : "failed");
+	free(chat_text);
 	free(ids);
 	free(logits);
 	sampler_free(s);
