@@ -49,12 +49,15 @@ TOOLS_SRC  := $(wildcard tools/*.c)
 TEST_SRC   := $(wildcard tests/test_*.c)
 # Tools' sub-commands are linked into the unit tests too (all but main).
 TOOLS_LIB_SRC := $(filter-out tools/ember.c,$(TOOLS_SRC))
+# So are the server's modules (all but main), for their unit tests.
+SERVER_LIB_SRC := $(filter-out server/main.c,$(SERVER_SRC))
 
 obj = $(patsubst %.c,$(BUILD)/%.o,$(patsubst %.cc,$(BUILD)/%.o,$(1)))
 ENGINE_OBJ := $(call obj,$(ENGINE_SRC) $(ENGINE_CXX))
 SERVER_OBJ := $(call obj,$(SERVER_SRC))
 TOOLS_OBJ  := $(call obj,$(TOOLS_SRC))
 TOOLS_LIB_OBJ := $(call obj,$(TOOLS_LIB_SRC))
+SERVER_LIB_OBJ := $(call obj,$(SERVER_LIB_SRC))
 TEST_OBJ   := $(call obj,$(TEST_SRC) tests/check_main.c)
 
 LIBEMBER := $(BUILD)/libember.a
@@ -103,8 +106,8 @@ $(BUILD)/tests/suites.h: $(TEST_SRC) Makefile
 $(BUILD)/tests/check_main.o: CPPFLAGS += -I$(BUILD)/tests
 $(BUILD)/tests/check_main.o: $(BUILD)/tests/suites.h
 
-$(UNIT): $(TEST_OBJ) $(TOOLS_LIB_OBJ) $(LIBEMBER)
-	$(call say,LD,$@)$(CC) $(LDFLAGS) -pthread $(TEST_OBJ) $(TOOLS_LIB_OBJ) $(LIBEMBER) $(LIBS_TEST) $(LIBS_ENGINE) -o $@
+$(UNIT): $(TEST_OBJ) $(TOOLS_LIB_OBJ) $(SERVER_LIB_OBJ) $(LIBEMBER)
+	$(call say,LD,$@)$(CC) $(LDFLAGS) -pthread $(TEST_OBJ) $(TOOLS_LIB_OBJ) $(SERVER_LIB_OBJ) $(LIBEMBER) $(LIBS_TEST) $(LIBS_SERVER) $(LIBS_ENGINE) -o $@
 
 # ---- running -------------------------------------------------------------
 
