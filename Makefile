@@ -156,9 +156,41 @@ deps:
 
 # ---- install -----------------------------------------------------------------
 
+# PREFIX=/usr is a distribution install: configuration in /etc, state in
+# /var, units in /lib/systemd/system (Debian 12's systemdsystemunitdir). Any
+# other prefix keeps everything under it. The units in systemd/ name the /usr
+# paths; install rewrites them to the chosen ones. An existing emberd.conf
+# is the admin's and is never overwritten.
+ifeq ($(PREFIX),/usr)
+SYSCONFDIR := /etc
+LOCALSTATEDIR := /var
+UNITDIR    := /lib/systemd/system
+else
+SYSCONFDIR := $(PREFIX)/etc
+LOCALSTATEDIR := $(PREFIX)/var
+UNITDIR    := $(PREFIX)/lib/systemd/system
+endif
+MANDIR   := $(PREFIX)/share/man
+MODELDIR := $(LOCALSTATEDIR)/lib/ember/models
+UNIT_SED := -e 's|/usr/bin/emberd|$(PREFIX)/bin/emberd|g' \
+	-e 's|/etc/ember/|$(SYSCONFDIR)/ember/|g' \
+	-e 's|/var/lib/ember/models|$(MODELDIR)|g'
+
 install: all
-	install -d $(DESTDIR)$(PREFIX)/bin
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(SYSCONFDIR)/ember \
+	  $(DESTDIR)$(UNITDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man8 \
+	  $(DESTDIR)$(MODELDIR)
 	install -m 755 $(EMBERD) $(EMBER) $(DESTDIR)$(PREFIX)/bin/
+	for u in emberd.service emberd.socket; do \
+	  sed $(UNIT_SED) systemd/$$u > $(DESTDIR)$(UNITDIR)/$$u.tmp && \
+	  chmod 644 $(DESTDIR)$(UNITDIR)/$$u.tmp && \
+	  mv $(DESTDIR)$(UNITDIR)/$$u.tmp $(DESTDIR)$(UNITDIR)/$$u || exit 1; done
+	install -m 644 man/ember.1 $(DESTDIR)$(MANDIR)/man1/ember.1
+	install -m 644 man/emberd.8 $(DESTDIR)$(MANDIR)/man8/emberd.8
+	@conf=$(DESTDIR)$(SYSCONFDIR)/ember/emberd.conf; \
+	if [ ! -f conf/emberd.conf ]; then echo "install: conf/emberd.conf missing: not installed"; \
+	elif [ -e $$conf ]; then echo "install: keeping existing $$conf"; \
+	else echo "install -m 644 conf/emberd.conf $$conf"; install -m 644 conf/emberd.conf $$conf; fi
 
 clean:
 	rm -rf build
