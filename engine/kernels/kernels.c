@@ -1,0 +1,182 @@
+/*
+ * kernels.c - level selection, scratch sizing and the threaded matmul
+ * driver (see kernels.h).
+ *
+ * Which path runs:
+ *   level   F32 / F16 / BF16 weights          Q8_0 / Q4_0 weights
+ *   scalar  kernels_ref.c dot per pair        activations -> Q8 blocks, int dot
+ *   avx2    kernels_avx2.c tiles 4 rows x     activations -> Q8 blocks; tiles of
+ *           2 tokens (weights widened in      2 rows x 4 tokens; maddubs sign
+ *           registers: F16C, bf16 shift)      trick, Q4_0 nibbles split in regs
+ *   avx512  as avx2                           same tiles on 32 registers
+ *                                             (4 x 4), VPDPBUSD
+ * Decode (one token) uses the same code with 4-row x 1-token tiles: weight
+ * rows are streamed once. Prefill tiles reuse each loaded weight vector
+ * for several tokens, and tokens are taken in blocks so the activations of
+ * a block stay in cache while all of a thread's rows pass over them.
+ *
+ * Threads: output rows are cut into chunks (a multiple of 4 rows, about
+ * four per thread for balance), one pthreadpool task each; activation
+ * quantization is spread over tokens the same way.
+ */
+#include <pthread.h>
+
+#include "kernels.h"
+#include "kernels_impl.h"
+
+/* Rows per chunk are a multiple of this, so tiles never straddle chunks. */
+#define KERN_ROW_ALIGN 4
+/* Below this many rows a chunk is not worth a task hand-off. */
+#define KERN_MIN_CHUNK_ROWS 16
+#define KERN_CHUNKS_PER_THREAD 4
+
+/* Chosen once by kern_init(); written only inside pthread_once. */
+static pthread_once_t kern__once = PTHREAD_ONCE_INIT;
+static enum cpu_level kern__level = CPU_LEVEL_SCALAR;
+static const struct kern_ops *kern__ops = &kern_ops_ref;
+
+const struct kern_ops *kern_ops_for(enum cpu_level level)
+{
+	switch (level) {
+	case CPU_LEVEL_SCALAR:
+		return &kern_ops_ref;
+#if defined(__x86_64__)
+	case CPU_LEVEL_AVX2:
+		return &kern_ops_avx2;
+	case CPU_LEVEL_AVX512:
+		return &kern_ops_avx512;
+#endif
+	default:
+		return NULL;
+	}
+}
+
+int kern_level_runs(enum cpu_level level)
+{
+	struct cpu_features f;
+
+	cpu_detect(&f);
+	switch (level) {
+	case CPU_LEVEL_SCALAR:
+		return 1;
+	case CPU_LEVEL_AVX2:
+		return f.avx2 && kern_ops_for(level) != NULL;
+	case CPU_LEVEL_AVX512:
+		return f.avx2 && f.avx512 && f.avx512_vnni && kern_ops_for(level) != NULL;
+	default:
+		return 0;
+	}
+}
+
+static void kern__choose(void)
+{
+	struct cpu_features f;
+	enum cpu_level level;
+
+	cpu_detect(&f);
+	level = cpu_select_level(&f);
+	while (level > CPU_LEVEL_SCALAR && kern_ops_for(level) == NULL)
+		level = (enum cpu_level)(level - 1);
+	kern__level = level;
+	kern__ops = kern_ops_for(level);
+}
+
+enum cpu_level kern_init(void)
+{
+	pthread_once(&kern__once, kern__choose);
+	return kern__level;
+}
+
+enum cpu_level kern_level(void)
+{
+	return kern__level;
+}
+
+int kern_supports(uint32_t t)
+{
+	return t < DTYPE_COUNT && kern_ops_ref.gemm[t] != NULL;
+}
+
+static size_t kern__act_row_bytes(size_t n_in)
+{
+	return n_in / KERN_QK * sizeof(struct kern_block_q8a);
+}
+
+size_t kern_matmul_scratch(uint32_t wtype, size_t n_in, size_t n_tok)
+{
+	if (!kern_wtype_quantized(wtype))
+		return 0;
+	return (kern__act_row_bytes(n_in) * n_tok + 63) & ~(size_t)63;
+}
+
+struct kern__job {
+	const struct kern_ops *ops;
+	kern_gemm_fn gemm;
+	struct kern_gemm_args args;
+	const float *x; /* float activations, for quantization */
+	size_t chunk;   /* output rows per task */
+	size_t n_out;
+};
+
+static void kern__quantize_cb(void *data, size_t t)
+{
+	const struct kern__job *job = data;
+	struct kern_block_q8a *dst =
+		(struct kern_block_q8a *)((char *)job->args.x + t * job->args.x_stride);
+
+	job->ops->quantize_act(job->x + t * job->args.n_in, dst, job->args.n_in);
+}
+
+static void kern__rows_cb(void *data, size_t i)
+{
+	const struct kern__job *job = data;
+	size_t o0 = i * job->chunk;
+	size_t o1 = job->n_out - o0 > job->chunk ? o0 + job->chunk : job->n_out;
+
+	job->gemm(&job->args, o0, o1);
+}
+
+static size_t kern__chunk_rows(pthreadpool_t pool, size_t n_out)
+{
+	size_t threads = pool ? pthreadpool_get_threads_count(pool) : 1;
+	size_t chunk;
+
+	if (threads <= 1)
+		return n_out;
+	chunk = n_out / (threads * KERN_CHUNKS_PER_THREAD);
+	if (chunk < KERN_MIN_CHUNK_ROWS)
+		chunk = KERN_MIN_CHUNK_ROWS;
+	return (chunk + KERN_ROW_ALIGN - 1) / KERN_ROW_ALIGN * KERN_ROW_ALIGN;
+}
+
+void kern_matmul(pthreadpool_t pool, uint32_t wtype, const void *w, size_t n_out, size_t n_in,
+		 const float *x, size_t n_tok, float *y, void *scratch)
+{
+	struct kern__job job;
+
+	kern_init();
+	assert(kern_supports(wtype) && n_in % dtype_block(wtype) == 0);
+	if (n_out == 0 || n_tok == 0)
+		return;
+	job.ops = kern__ops;
+	job.gemm = kern__ops->gemm[wtype];
+	job.args.w = w;
+	job.args.w_stride = (size_t)dtype_row_size(wtype, n_in);
+	job.args.n_in = n_in;
+	job.args.n_tok = n_tok;
+	job.args.y = y;
+	job.args.y_stride = n_out;
+	job.x = x;
+	job.n_out = n_out;
+	job.chunk = kern__chunk_rows(pool, n_out);
+	if (kern_wtype_quantized(wtype)) {
+		job.args.x = scratch;
+		job.args.x_stride = kern__act_row_bytes(n_in);
+		pthreadpool_parallelize_1d(pool, kern__quantize_cb, &job, n_tok, 0);
+	} else {
+		job.args.x = x;
+		job.args.x_stride = n_in * sizeof(float);
+	}
+	pthreadpool_parallelize_1d(pool, kern__rows_cb, &job, (n_out + job.chunk - 1) / job.chunk,
+				   0);
+}

@@ -1,0 +1,273 @@
+/*
+ * kernels_avx512.c - the AVX-512 (F/BW/VL/DQ + VNNI) level, compiled with
+ * those flags only and selected by kern_init() only on a CPU that has them.
+ *
+ * Float weights: as the AVX2 level, but 16 floats per ZMM register and
+ * tiles of 4 rows x 4 tokens (32 registers hold 16 accumulators).
+ * Leftover columns (n_in % 16) are summed in scalar.
+ *
+ * Quantized weights: per block, VPDPBUSD(|w|, sign(x, w)) on 256-bit
+ * registers (AVX512-VL encoding) replaces AVX2's maddubs + madd pair and
+ * cannot saturate (it sums four u8 x s8 products straight into int32).
+ * Blocks are 32 bytes, one YMM each, so the per-block scales stay a plain
+ * broadcast; the extra registers buy 4 rows x 4 token tiles.
+ *
+ * Same invariance as the AVX2 level: one instruction sequence per
+ * (row, token) pair whatever the tile shape.
+ */
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+#include "kernels.h"
+#include "kernels_impl.h"
+
+#define AVX512_INLINE static inline __attribute__((always_inline))
+/* Tile loops must unroll fully so accumulators live in registers. */
+#define AVX512_UNROLL _Pragma("GCC unroll 4")
+#define AVX512_TOKEN_BLOCK 64
+
+/* ---- float weights ------------------------------------------------------------ */
+
+AVX512_INLINE __m512 avx512__load_w(uint32_t wt, const void *row, size_t i)
+{
+	if (wt == DTYPE_F32)
+		return _mm512_loadu_ps((const float *)row + i);
+	__m256i h = _mm256_loadu_si256((const __m256i *)((const uint16_t *)row + i));
+	if (wt == DTYPE_F16)
+		return _mm512_cvtph_ps(h);
+	return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+AVX512_INLINE float avx512__scalar_w(uint32_t wt, const void *row, size_t i)
+{
+	if (wt == DTYPE_F32)
+		return ((const float *)row)[i];
+	if (wt == DTYPE_F16)
+		return kern_fp16_to_fp32(((const uint16_t *)row)[i]);
+	return kern_bf16_to_fp32(((const uint16_t *)row)[i]);
+}
+
+AVX512_INLINE float avx512__hsum(__m512 v)
+{
+	__m256 h = _mm256_add_ps(_mm512_castps512_ps256(v),
+				 _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+	__m128 s = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+
+	s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+	s = _mm_add_ss(s, _mm_movehdup_ps(s));
+	return _mm_cvtss_f32(s);
+}
+
+AVX512_INLINE float avx512__hsum256(__m256 v)
+{
+	__m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+
+	s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+	s = _mm_add_ss(s, _mm_movehdup_ps(s));
+	return _mm_cvtss_f32(s);
+}
+
+AVX512_INLINE void avx512__tile_f(uint32_t wt, const struct kern_gemm_args *a, size_t o,
+				  size_t t, int R, int T)
+{
+	const char *w[4];
+	const float *x[4];
+	__m512 acc[4][4];
+	size_t n16 = a->n_in & ~(size_t)15;
+
+	AVX512_UNROLL
+	for (int r = 0; r < R; r++)
+		w[r] = (const char *)a->w + (o + r) * a->w_stride;
+	AVX512_UNROLL
+	for (int k = 0; k < T; k++)
+		x[k] = (const float *)((const char *)a->x + (t + k) * a->x_stride);
+	AVX512_UNROLL
+	for (int r = 0; r < R; r++)
+		AVX512_UNROLL
+		for (int k = 0; k < T; k++)
+			acc[r][k] = _mm512_setzero_ps();
+	for (size_t i = 0; i < n16; i += 16) {
+		__m512 xv[4];
+		AVX512_UNROLL
+		for (int k = 0; k < T; k++)
+			xv[k] = _mm512_loadu_ps(x[k] + i);
+		AVX512_UNROLL
+		for (int r = 0; r < R; r++) {
+			__m512 wv = avx512__load_w(wt, w[r], i);
+			AVX512_UNROLL
+			for (int k = 0; k < T; k++)
+				acc[r][k] = _mm512_fmadd_ps(wv, xv[k], acc[r][k]);
+		}
+	}
+	AVX512_UNROLL
+	for (int r = 0; r < R; r++) {
+		AVX512_UNROLL
+		for (int k = 0; k < T; k++) {
+			float s = avx512__hsum(acc[r][k]);
+			for (size_t i = n16; i < a->n_in; i++)
+				s += avx512__scalar_w(wt, w[r], i) * x[k][i];
+			a->y[(t + k) * a->y_stride + o + r] = s;
+		}
+	}
+}
+
+/* ---- quantized weights --------------------------------------------------------- */
+
+AVX512_INLINE __m256i avx512__load_q(uint32_t wt, const void *row, size_t b, float *d)
+{
+	if (wt == DTYPE_Q8_0) {
+		const struct kern_block_q8_0 *blk = (const struct kern_block_q8_0 *)row + b;
+		*d = _cvtsh_ss(blk->d);
+		return _mm256_loadu_si256((const __m256i *)blk->qs);
+	}
+	const struct kern_block_q4_0 *blk = (const struct kern_block_q4_0 *)row + b;
+	__m128i q = _mm_loadu_si128((const __m128i *)blk->qs);
+	__m256i v = _mm256_set_m128i(_mm_srli_epi16(q, 4), q);
+
+	*d = _cvtsh_ss(blk->d);
+	v = _mm256_and_si256(v, _mm256_set1_epi8(0x0f));
+	return _mm256_sub_epi8(v, _mm256_set1_epi8(8));
+}
+
+AVX512_INLINE void avx512__tile_q(uint32_t wt, const struct kern_gemm_args *a, size_t o,
+				  size_t t, int R, int T)
+{
+	const char *w[4];
+	const struct kern_block_q8a *x[4];
+	__m256 acc[4][4];
+	size_t nb = a->n_in / KERN_QK;
+
+	AVX512_UNROLL
+	for (int r = 0; r < R; r++)
+		w[r] = (const char *)a->w + (o + r) * a->w_stride;
+	AVX512_UNROLL
+	for (int k = 0; k < T; k++)
+		x[k] = (const struct kern_block_q8a *)((const char *)a->x + (t + k) * a->x_stride);
+	AVX512_UNROLL
+	for (int r = 0; r < R; r++)
+		AVX512_UNROLL
+		for (int k = 0; k < T; k++)
+			acc[r][k] = _mm256_setzero_ps();
+	for (size_t b = 0; b < nb; b++) {
+		__m256i wq[4], aw[4];
+		__m256 dw[4];
+		AVX512_UNROLL
+		for (int r = 0; r < R; r++) {
+			float d;
+			wq[r] = avx512__load_q(wt, w[r], b, &d);
+			aw[r] = _mm256_sign_epi8(wq[r], wq[r]);
+			dw[r] = _mm256_set1_ps(d);
+		}
+		AVX512_UNROLL
+		for (int k = 0; k < T; k++) {
+			__m256i xv = _mm256_loadu_si256((const __m256i *)x[k][b].qs);
+			__m256 dx = _mm256_broadcast_ss(&x[k][b].d);
+			AVX512_UNROLL
+			for (int r = 0; r < R; r++) {
+				__m256i p = _mm256_dpbusd_epi32(_mm256_setzero_si256(), aw[r],
+								_mm256_sign_epi8(xv, wq[r]));
+				__m256 f = _mm256_cvtepi32_ps(p);
+				acc[r][k] = _mm256_fmadd_ps(_mm256_mul_ps(f, dw[r]), dx, acc[r][k]);
+			}
+		}
+	}
+	AVX512_UNROLL
+	for (int r = 0; r < R; r++)
+		AVX512_UNROLL
+		for (int k = 0; k < T; k++)
+			a->y[(t + k) * a->y_stride + o + r] = avx512__hsum256(acc[r][k]);
+}
+
+/* ---- drivers ------------------------------------------------------------------- */
+
+AVX512_INLINE void avx512__tile(int quant, uint32_t wt, const struct kern_gemm_args *a,
+				size_t o, size_t t, int R, int T)
+{
+	if (quant)
+		avx512__tile_q(wt, a, o, t, R, T);
+	else
+		avx512__tile_f(wt, a, o, t, R, T);
+}
+
+AVX512_INLINE void avx512__drive(int quant, uint32_t wt, const struct kern_gemm_args *a,
+				 size_t o0, size_t o1, int RM, int TM)
+{
+	for (size_t tb = 0; tb < a->n_tok; tb += AVX512_TOKEN_BLOCK) {
+		size_t te = a->n_tok - tb > AVX512_TOKEN_BLOCK ? tb + AVX512_TOKEN_BLOCK : a->n_tok;
+		size_t o = o0, t;
+		for (; o + (size_t)RM <= o1; o += (size_t)RM) {
+			for (t = tb; t + (size_t)TM <= te; t += (size_t)TM)
+				avx512__tile(quant, wt, a, o, t, RM, TM);
+			for (; t < te; t++)
+				avx512__tile(quant, wt, a, o, t, RM, 1);
+		}
+		for (; o < o1; o++) {
+			for (t = tb; t + (size_t)TM <= te; t += (size_t)TM)
+				avx512__tile(quant, wt, a, o, t, 1, TM);
+			for (; t < te; t++)
+				avx512__tile(quant, wt, a, o, t, 1, 1);
+		}
+	}
+}
+
+#define AVX512_GEMM(name, quant, wt)                                            \
+	static void name(const struct kern_gemm_args *a, size_t o0, size_t o1) \
+	{                                                                       \
+		if (a->n_tok < 4)                                               \
+			avx512__drive(quant, wt, a, o0, o1, 4, 1);              \
+		else                                                            \
+			avx512__drive(quant, wt, a, o0, o1, 4, 4);              \
+	}
+
+AVX512_GEMM(avx512__gemm_f32, 0, DTYPE_F32)
+AVX512_GEMM(avx512__gemm_f16, 0, DTYPE_F16)
+AVX512_GEMM(avx512__gemm_bf16, 0, DTYPE_BF16)
+AVX512_GEMM(avx512__gemm_q8_0, 1, DTYPE_Q8_0)
+AVX512_GEMM(avx512__gemm_q4_0, 1, DTYPE_Q4_0)
+
+/* ---- activation quantization ----------------------------------------------------- */
+
+/* Two 16-float halves of a block, rounded as kern_round_q8(). */
+AVX512_INLINE __m128i avx512__round_q8(__m512 v)
+{
+	const __m512 lim = _mm512_set1_ps(127.0f), one = _mm512_set1_ps(1.0f);
+	__mmask16 ord = _mm512_cmp_ps_mask(v, v, _CMP_ORD_Q);
+	__m512 t, f;
+
+	v = _mm512_maskz_mov_ps(ord, v);
+	v = _mm512_max_ps(_mm512_min_ps(v, lim), _mm512_sub_ps(_mm512_setzero_ps(), lim));
+	t = _mm512_roundscale_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+	f = _mm512_sub_ps(v, t);
+	t = _mm512_mask_add_ps(t, _mm512_cmp_ps_mask(f, _mm512_set1_ps(0.5f), _CMP_GE_OQ), t, one);
+	t = _mm512_mask_sub_ps(t, _mm512_cmp_ps_mask(f, _mm512_set1_ps(-0.5f), _CMP_LE_OQ), t, one);
+	return _mm512_cvtsepi32_epi8(_mm512_cvttps_epi32(t));
+}
+
+static void avx512__quantize_act(const float *x, struct kern_block_q8a *y, size_t n)
+{
+	for (size_t b = 0; b < n / KERN_QK; b++, x += KERN_QK) {
+		__m512 v0 = _mm512_loadu_ps(x), v1 = _mm512_loadu_ps(x + 16);
+		float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
+		float d = amax / 127.0f;
+		float id = d != 0.0f ? 1.0f / d : 0.0f;
+		__m512 idv = _mm512_set1_ps(id);
+
+		y[b].d = d;
+		_mm_storeu_si128((__m128i *)y[b].qs, avx512__round_q8(_mm512_mul_ps(v0, idv)));
+		_mm_storeu_si128((__m128i *)(y[b].qs + 16), avx512__round_q8(_mm512_mul_ps(v1, idv)));
+	}
+}
+
+const struct kern_ops kern_ops_avx512 = {
+	.name = "avx512",
+	.quantize_act = avx512__quantize_act,
+	.gemm =
+		{
+			[DTYPE_F32] = avx512__gemm_f32,
+			[DTYPE_F16] = avx512__gemm_f16,
+			[DTYPE_BF16] = avx512__gemm_bf16,
+			[DTYPE_Q8_0] = avx512__gemm_q8_0,
+			[DTYPE_Q4_0] = avx512__gemm_q4_0,
+		},
+};
+#endif

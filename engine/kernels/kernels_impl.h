@@ -1,0 +1,115 @@
+/*
+ * kernels_impl.h - what the kernel files share with each other and with the
+ * tests, and nobody else: the GGUF block layouts, the quantized activation
+ * block, and the table of functions one ISA level provides.
+ *
+ * kern_matmul() (kernels.c) prepares activations once per call, then hands
+ * ranges of output rows to the level's gemm function for the weight type,
+ * one range per pthreadpool task. Every level computes the same thing as
+ * the scalar reference (kernels_ref.c); only the order of float additions
+ * differs. Within one level, each (row, token) result is computed by the
+ * same instruction sequence whatever the tiling, so results do not depend
+ * on the thread count or on how many tokens share the call.
+ *
+ * Thread safety: the tables are constant; the functions are pure.
+ */
+#ifndef EMBER_KERNELS_IMPL_H
+#define EMBER_KERNELS_IMPL_H
+
+#include <assert.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cpu.h"
+#include "dtype.h"
+
+#define KERN_QK 32 /* elements per Q8_0 / Q4_0 block */
+
+/* GGUF Q8_0: value j = qs[j] * d. */
+struct kern_block_q8_0 {
+	uint16_t d; /* fp16 scale */
+	int8_t qs[KERN_QK];
+};
+static_assert(sizeof(struct kern_block_q8_0) == 34, "Q8_0 block is 34 bytes");
+
+/* GGUF Q4_0: value j = ((qs[j] & 15) - 8) * d for j < 16,
+ *            value j+16 = ((qs[j] >> 4) - 8) * d. */
+struct kern_block_q4_0 {
+	uint16_t d; /* fp16 scale */
+	uint8_t qs[KERN_QK / 2];
+};
+static_assert(sizeof(struct kern_block_q4_0) == 18, "Q4_0 block is 18 bytes");
+
+/* An activation block: Q8_0's rule, but the scale kept in fp32 (no point
+ * losing precision on data that lives only for one call). */
+struct kern_block_q8a {
+	float d;
+	int8_t qs[KERN_QK];
+};
+static_assert(sizeof(struct kern_block_q8a) == 36, "activation block is 36 bytes");
+
+/* One gemm call: y[t * y_stride + o] = dot(W row o, activation row t) for
+ * o in [o0, o1) and t < n_tok. `x` holds float rows (F32/F16/BF16 weights)
+ * or kern_block_q8a rows (Q8_0/Q4_0 weights), `x_stride` bytes apart. */
+struct kern_gemm_args {
+	const void *w;
+	size_t w_stride; /* bytes between weight rows */
+	size_t n_in;
+	const void *x;
+	size_t x_stride; /* bytes between activation rows */
+	size_t n_tok;
+	float *y;
+	size_t y_stride; /* floats between output rows (n_out) */
+};
+
+typedef void (*kern_gemm_fn)(const struct kern_gemm_args *a, size_t o0, size_t o1);
+
+struct kern_ops {
+	const char *name;
+	/* Quantizes `n` floats (a multiple of KERN_QK) into activation
+	 * blocks; byte-identical at every level. */
+	void (*quantize_act)(const float *x, struct kern_block_q8a *dst, size_t n);
+	kern_gemm_fn gemm[DTYPE_COUNT]; /* NULL: type not supported */
+};
+
+extern const struct kern_ops kern_ops_ref;
+#if defined(__x86_64__)
+extern const struct kern_ops kern_ops_avx2;
+extern const struct kern_ops kern_ops_avx512;
+#endif
+
+/* The table for `level`, whether or not this CPU can run it (tests pick
+ * levels with kern_level_runs()); NULL if not built for this target. */
+const struct kern_ops *kern_ops_for(enum cpu_level level);
+
+/* 1 if this CPU can execute `level`'s kernels (EMBER_CPU ignored). */
+int kern_level_runs(enum cpu_level level);
+
+/* Activation rows need this weight type to be quantized first. */
+static inline int kern_wtype_quantized(uint32_t t)
+{
+	return t == DTYPE_Q8_0 || t == DTYPE_Q4_0;
+}
+
+/* The reference scalar rounding of x * (1/d) to a Q8 value: round half
+ * away from zero, clamped to [-127, 127], NaN to 0 (no undefined
+ * float-to-int conversion on hostile input). */
+static inline int8_t kern_round_q8(float v)
+{
+	if (v != v)
+		return 0;
+	if (v > 127.0f)
+		v = 127.0f;
+	if (v < -127.0f)
+		v = -127.0f;
+	/* roundf without libm: trunc, then step away on |fraction| >= 0.5. */
+	int r = (int)v;
+	float f = v - (float)r;
+	if (f >= 0.5f)
+		r++;
+	else if (f <= -0.5f)
+		r--;
+	return (int8_t)r;
+}
+
+#endif

@@ -1,0 +1,329 @@
+/*
+ * kernels_ref.c - the scalar reference: the specification every SIMD level
+ * is tested against, and the kernels of the scalar level.
+ *
+ * Matmul semantics per weight type (y = sum over i of x[i] * W[i]):
+ *   F32, F16, BF16: weights widened exactly to float, products summed in
+ *     float, in index order.
+ *   Q8_0, Q4_0: the activation row is first quantized to Q8 blocks (Q8_0's
+ *     rule, fp32 scale); each block contributes
+ *       (float)(sum_j qw[j] * qx[j]) * (dw * dx)
+ *     with the integer sum exact; blocks are summed in float, in order.
+ * Plain loops, written for clarity, not speed.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "ember.h"
+#include "kernels.h"
+#include "kernels_impl.h"
+
+/* ---- fp16 / bf16 ---------------------------------------------------------- */
+
+static uint32_t ref__f2u(float f)
+{
+	uint32_t u;
+
+	memcpy(&u, &f, sizeof(u));
+	return u;
+}
+
+static float ref__u2f(uint32_t u)
+{
+	float f;
+
+	memcpy(&f, &u, sizeof(f));
+	return f;
+}
+
+float kern_fp16_to_fp32(uint16_t h)
+{
+	uint32_t sign = (uint32_t)(h & 0x8000) << 16;
+	uint32_t e = (h >> 10) & 0x1f, m = h & 0x3ff;
+
+	if (e == 0x1f) /* inf, or NaN with its payload */
+		return ref__u2f(sign | 0x7f800000 | (m << 13));
+	if (e == 0) {
+		/* zero or subnormal: m * 2^-24, exact in float */
+		float v = (float)m * 0x1p-24f;
+		return sign ? -v : v;
+	}
+	return ref__u2f(sign | ((e + 112) << 23) | (m << 13));
+}
+
+uint16_t kern_fp32_to_fp16(float f)
+{
+	uint32_t x = ref__f2u(f);
+	uint16_t sign = (uint16_t)((x >> 16) & 0x8000);
+	uint32_t e, m, r, rem, half, s;
+
+	x &= 0x7fffffff;
+	if (x > 0x7f800000) /* NaN: quiet, keep the top of the payload */
+		return (uint16_t)(sign | 0x7e00 | ((x >> 13) & 0x3ff));
+	if (x >= 0x477ff000) /* >= 65520 rounds to infinity */
+		return (uint16_t)(sign | 0x7c00);
+	if (x <= 0x33000000) /* <= 2^-25: rounds to zero (the tie goes even) */
+		return sign;
+	e = x >> 23;
+	m = (x & 0x7fffff) | 0x800000;
+	if (e < 113) {
+		/* half subnormal: round m * 2^(e-150) to a multiple of 2^-24 */
+		s = 126 - e;
+		r = m >> s;
+		rem = m & ((1u << s) - 1);
+		half = 1u << (s - 1);
+		if (rem > half || (rem == half && (r & 1)))
+			r++;
+		return (uint16_t)(sign | r); /* r == 0x400 is the smallest normal */
+	}
+	r = ((e - 112) << 10) | ((m >> 13) & 0x3ff);
+	rem = m & 0x1fff;
+	if (rem > 0x1000 || (rem == 0x1000 && (r & 1)))
+		r++; /* a carry into the exponent is still correct */
+	return (uint16_t)(sign | r);
+}
+
+float kern_bf16_to_fp32(uint16_t h)
+{
+	return ref__u2f((uint32_t)h << 16);
+}
+
+uint16_t kern_fp32_to_bf16(float f)
+{
+	uint32_t x = ref__f2u(f);
+
+	if ((x & 0x7fffffff) > 0x7f800000)
+		return (uint16_t)((x >> 16) | 0x40); /* NaN stays NaN, quieted */
+	/* Round to nearest even; subnormals are kept, overflow gives inf. */
+	return (uint16_t)((x + 0x7fff + ((x >> 16) & 1)) >> 16);
+}
+
+/* ---- quantize / dequantize ---------------------------------------------- */
+
+static void ref__quantize_q8_0(const float *x, struct kern_block_q8_0 *y, size_t n)
+{
+	for (size_t b = 0; b < n / KERN_QK; b++, x += KERN_QK) {
+		float amax = 0.0f;
+		for (int j = 0; j < KERN_QK; j++)
+			amax = fmaxf(amax, fabsf(x[j]));
+		float d = amax / 127.0f;
+		float id = d != 0.0f ? 1.0f / d : 0.0f;
+		y[b].d = kern_fp32_to_fp16(d);
+		for (int j = 0; j < KERN_QK; j++)
+			y[b].qs[j] = kern_round_q8(x[j] * id);
+	}
+}
+
+/* Q4_0's nibble: trunc(v + 8.5) clamped to [0, 15]; NaN to 8 (zero). */
+static uint8_t ref__nibble(float v)
+{
+	float t = v + 8.5f;
+
+	if (t != t)
+		return 8;
+	if (t < 0.0f)
+		return 0;
+	if (t >= 15.0f)
+		return 15;
+	return (uint8_t)t;
+}
+
+static void ref__quantize_q4_0(const float *x, struct kern_block_q4_0 *y, size_t n)
+{
+	for (size_t b = 0; b < n / KERN_QK; b++, x += KERN_QK) {
+		float amax = 0.0f, max = 0.0f;
+		/* The signed extreme maps to -8 exactly, using the full range
+		 * on the side that has the largest magnitude. */
+		for (int j = 0; j < KERN_QK; j++) {
+			if (amax < fabsf(x[j])) {
+				amax = fabsf(x[j]);
+				max = x[j];
+			}
+		}
+		float d = max / -8.0f;
+		float id = d != 0.0f ? 1.0f / d : 0.0f;
+		y[b].d = kern_fp32_to_fp16(d);
+		for (int j = 0; j < KERN_QK / 2; j++) {
+			uint8_t lo = ref__nibble(x[j] * id);
+			uint8_t hi = ref__nibble(x[j + KERN_QK / 2] * id);
+			y[b].qs[j] = (uint8_t)(lo | (hi << 4));
+		}
+	}
+}
+
+static void ref__quantize_act(const float *x, struct kern_block_q8a *y, size_t n)
+{
+	for (size_t b = 0; b < n / KERN_QK; b++, x += KERN_QK) {
+		float amax = 0.0f;
+		for (int j = 0; j < KERN_QK; j++)
+			amax = fmaxf(amax, fabsf(x[j]));
+		float d = amax / 127.0f;
+		float id = d != 0.0f ? 1.0f / d : 0.0f;
+		y[b].d = d;
+		for (int j = 0; j < KERN_QK; j++)
+			y[b].qs[j] = kern_round_q8(x[j] * id);
+	}
+}
+
+int kern_quantize_row(uint32_t t, const float *src, void *dst, size_t n)
+{
+	size_t i;
+
+	if (dtype_block(t) == 0 || n % dtype_block(t) != 0)
+		return EMBER_EINVAL;
+	switch (t) {
+	case DTYPE_F32:
+		memcpy(dst, src, n * sizeof(float));
+		return 0;
+	case DTYPE_F16:
+		for (i = 0; i < n; i++)
+			((uint16_t *)dst)[i] = kern_fp32_to_fp16(src[i]);
+		return 0;
+	case DTYPE_BF16:
+		for (i = 0; i < n; i++)
+			((uint16_t *)dst)[i] = kern_fp32_to_bf16(src[i]);
+		return 0;
+	case DTYPE_Q8_0:
+		ref__quantize_q8_0(src, dst, n);
+		return 0;
+	case DTYPE_Q4_0:
+		ref__quantize_q4_0(src, dst, n);
+		return 0;
+	default:
+		return EMBER_EUNSUPPORTED;
+	}
+}
+
+int kern_dequantize_row(uint32_t t, const void *src, float *dst, size_t n)
+{
+	size_t i, b;
+
+	if (dtype_block(t) == 0 || n % dtype_block(t) != 0)
+		return EMBER_EINVAL;
+	switch (t) {
+	case DTYPE_F32:
+		memcpy(dst, src, n * sizeof(float));
+		return 0;
+	case DTYPE_F16:
+		for (i = 0; i < n; i++)
+			dst[i] = kern_fp16_to_fp32(((const uint16_t *)src)[i]);
+		return 0;
+	case DTYPE_BF16:
+		for (i = 0; i < n; i++)
+			dst[i] = kern_bf16_to_fp32(((const uint16_t *)src)[i]);
+		return 0;
+	case DTYPE_Q8_0:
+		for (b = 0; b < n / KERN_QK; b++) {
+			const struct kern_block_q8_0 *blk = (const struct kern_block_q8_0 *)src + b;
+			float d = kern_fp16_to_fp32(blk->d);
+			for (i = 0; i < KERN_QK; i++)
+				dst[b * KERN_QK + i] = (float)blk->qs[i] * d;
+		}
+		return 0;
+	case DTYPE_Q4_0:
+		for (b = 0; b < n / KERN_QK; b++) {
+			const struct kern_block_q4_0 *blk = (const struct kern_block_q4_0 *)src + b;
+			float d = kern_fp16_to_fp32(blk->d);
+			for (i = 0; i < KERN_QK / 2; i++) {
+				dst[b * KERN_QK + i] = (float)((blk->qs[i] & 15) - 8) * d;
+				dst[b * KERN_QK + i + 16] = (float)((blk->qs[i] >> 4) - 8) * d;
+			}
+		}
+		return 0;
+	default:
+		return EMBER_EUNSUPPORTED;
+	}
+}
+
+/* ---- dot products and gemm -------------------------------------------------- */
+
+static float ref__dot_f32(const void *w, const float *x, size_t n)
+{
+	const float *wf = w;
+	float acc = 0.0f;
+
+	for (size_t i = 0; i < n; i++)
+		acc += wf[i] * x[i];
+	return acc;
+}
+
+static float ref__dot_f16(const void *w, const float *x, size_t n)
+{
+	const uint16_t *wh = w;
+	float acc = 0.0f;
+
+	for (size_t i = 0; i < n; i++)
+		acc += kern_fp16_to_fp32(wh[i]) * x[i];
+	return acc;
+}
+
+static float ref__dot_bf16(const void *w, const float *x, size_t n)
+{
+	const uint16_t *wh = w;
+	float acc = 0.0f;
+
+	for (size_t i = 0; i < n; i++)
+		acc += kern_bf16_to_fp32(wh[i]) * x[i];
+	return acc;
+}
+
+static float ref__dot_q8_0(const void *w, const struct kern_block_q8a *x, size_t n)
+{
+	const struct kern_block_q8_0 *wb = w;
+	float acc = 0.0f;
+
+	for (size_t b = 0; b < n / KERN_QK; b++) {
+		int32_t sum = 0;
+		for (int j = 0; j < KERN_QK; j++)
+			sum += wb[b].qs[j] * x[b].qs[j];
+		acc += (float)sum * (kern_fp16_to_fp32(wb[b].d) * x[b].d);
+	}
+	return acc;
+}
+
+static float ref__dot_q4_0(const void *w, const struct kern_block_q8a *x, size_t n)
+{
+	const struct kern_block_q4_0 *wb = w;
+	float acc = 0.0f;
+
+	for (size_t b = 0; b < n / KERN_QK; b++) {
+		int32_t sum = 0;
+		for (int j = 0; j < KERN_QK / 2; j++) {
+			sum += ((wb[b].qs[j] & 15) - 8) * x[b].qs[j];
+			sum += ((wb[b].qs[j] >> 4) - 8) * x[b].qs[j + 16];
+		}
+		acc += (float)sum * (kern_fp16_to_fp32(wb[b].d) * x[b].d);
+	}
+	return acc;
+}
+
+/* One gemm per type from its dot product: every (row, token) pair. */
+#define REF_GEMM(name, dot, xtype)                                                        \
+	static void name(const struct kern_gemm_args *a, size_t o0, size_t o1)            \
+	{                                                                                 \
+		for (size_t t = 0; t < a->n_tok; t++) {                                   \
+			const xtype *x = (const xtype *)((const char *)a->x + t * a->x_stride); \
+			for (size_t o = o0; o < o1; o++)                                  \
+				a->y[t * a->y_stride + o] =                               \
+					dot((const char *)a->w + o * a->w_stride, x, a->n_in); \
+		}                                                                         \
+	}
+
+REF_GEMM(ref__gemm_f32, ref__dot_f32, float)
+REF_GEMM(ref__gemm_f16, ref__dot_f16, float)
+REF_GEMM(ref__gemm_bf16, ref__dot_bf16, float)
+REF_GEMM(ref__gemm_q8_0, ref__dot_q8_0, struct kern_block_q8a)
+REF_GEMM(ref__gemm_q4_0, ref__dot_q4_0, struct kern_block_q8a)
+
+const struct kern_ops kern_ops_ref = {
+	.name = "scalar",
+	.quantize_act = ref__quantize_act,
+	.gemm =
+		{
+			[DTYPE_F32] = ref__gemm_f32,
+			[DTYPE_F16] = ref__gemm_f16,
+			[DTYPE_BF16] = ref__gemm_bf16,
+			[DTYPE_Q8_0] = ref__gemm_q8_0,
+			[DTYPE_Q4_0] = ref__gemm_q4_0,
+		},
+};

@@ -1,0 +1,505 @@
+/* test_kernels.c - every kernel level against the scalar reference, the
+ * block formats, the conversions, and the threaded driver. */
+#include <check.h>
+#include <float.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ember.h"
+#include "kernels.h"
+#include "kernels_impl.h"
+
+/* A SIMD result may differ from the reference only by float summation
+ * order: |y - y_ref| <= KT_SUM_TOL * sum_i |w_i * x_i| (terms as the
+ * kernel sees them: dequantized weights and activations). */
+#define KT_SUM_TOL 2e-6
+/* Q8_0 matmul against float math on dequantized weights: activation
+ * quantization error is at most dx/2 per element, so per output
+ * |y - y_float| <= sum_b (dx_b / 2) * sum_{i in b} |w_i| (+ KT_SUM_TOL);
+ * and over a random matrix the relative RMS error stays below this: */
+#define KT_Q8_REL_RMS 1e-2
+
+static uint64_t kt_rng = 0x9e3779b97f4a7c15ull;
+
+static uint32_t kt_rand(void)
+{
+	kt_rng ^= kt_rng << 13;
+	kt_rng ^= kt_rng >> 7;
+	kt_rng ^= kt_rng << 17;
+	return (uint32_t)(kt_rng >> 16);
+}
+
+/* Uniform in [-1, 1) times a per-call scale, with an occasional outlier
+ * so block scales vary. */
+static void kt_fill(float *x, size_t n, float scale)
+{
+	for (size_t i = 0; i < n; i++) {
+		float u = (float)(kt_rand() & 0xffffff) / 16777216.0f * 2.0f - 1.0f;
+		x[i] = u * scale * ((kt_rand() & 63) == 0 ? 8.0f : 1.0f);
+	}
+}
+
+static void *kt_alloc(size_t n)
+{
+	void *p = aligned_alloc(64, (n + 63) & ~(size_t)63);
+
+	ck_assert_ptr_nonnull(p);
+	return p;
+}
+
+static uint16_t kt_h(float f)
+{
+	return kern_fp32_to_fp16(f);
+}
+
+/* ---- conversions ------------------------------------------------------------ */
+
+START_TEST(fp16_edge_cases_round_to_nearest_even)
+{
+	ck_assert_uint_eq(kt_h(0.0f), 0x0000);
+	ck_assert_uint_eq(kt_h(-0.0f), 0x8000);
+	ck_assert_uint_eq(kt_h(1.0f), 0x3c00);
+	ck_assert_uint_eq(kt_h(65504.0f), 0x7bff);
+	ck_assert_uint_eq(kt_h(65519.99f), 0x7bff);
+	ck_assert_uint_eq(kt_h(65520.0f), 0x7c00); /* tie goes to even: inf */
+	ck_assert_uint_eq(kt_h(INFINITY), 0x7c00);
+	ck_assert_uint_eq(kt_h(-INFINITY), 0xfc00);
+	ck_assert_uint_eq(kt_h(1e10f), 0x7c00);
+	ck_assert_uint_eq(kt_h(NAN) & 0x7c00, 0x7c00);
+	ck_assert_uint_ne(kt_h(NAN) & 0x03ff, 0);
+	ck_assert_uint_eq(kt_h(1.0f + 0x1p-11f), 0x3c00);        /* tie: even below */
+	ck_assert_uint_eq(kt_h(1.0f + 3 * 0x1p-11f), 0x3c02);    /* tie: even above */
+	ck_assert_uint_eq(kt_h(0x1p-14f), 0x0400);               /* smallest normal */
+	ck_assert_uint_eq(kt_h(0x1p-24f), 0x0001);               /* smallest subnormal */
+	ck_assert_uint_eq(kt_h(0x1p-25f), 0x0000);               /* tie: even is zero */
+	ck_assert_uint_eq(kt_h(1.5f * 0x1p-25f), 0x0001);
+	ck_assert_uint_eq(kt_h(3 * 0x1p-25f), 0x0002);           /* tie: 1.5 -> 2 */
+	ck_assert_uint_eq(kt_h(-5 * 0x1p-25f), 0x8002);          /* tie: 2.5 -> 2 */
+	ck_assert_uint_eq(kt_h(0x1p-14f - 0x1p-25f), 0x0400);    /* rounds up to normal */
+	ck_assert(isnan(kern_fp16_to_fp32(0x7e00)));
+	ck_assert(isinf(kern_fp16_to_fp32(0xfc00)) && kern_fp16_to_fp32(0xfc00) < 0);
+	ck_assert(kern_fp16_to_fp32(0x0001) == 0x1p-24f);
+	ck_assert(kern_fp16_to_fp32(0x83ff) == -1023 * 0x1p-24f);
+	ck_assert(kern_fp16_to_fp32(0x7bff) == 65504.0f);
+}
+END_TEST
+
+START_TEST(fp16_round_trips_every_value)
+{
+	for (uint32_t h = 0; h < 0x10000; h++) {
+		float f = kern_fp16_to_fp32((uint16_t)h);
+		if (isnan(f))
+			ck_assert(isnan(kern_fp16_to_fp32(kt_h(f))));
+		else
+			ck_assert_uint_eq(kt_h(f), h);
+	}
+}
+END_TEST
+
+#ifdef __FLT16_MAX__
+/* The compiler's _Float16 conversion (round to nearest even) is an
+ * independent oracle for every float exponent. */
+START_TEST(fp16_matches_compiler_conversion)
+{
+	for (uint64_t u = 0; u < 0x100000000ull; u += 4099) {
+		uint32_t b = (uint32_t)u;
+		float f;
+		_Float16 h;
+		uint16_t want;
+
+		memcpy(&f, &b, sizeof(f));
+		if (isnan(f))
+			continue;
+		h = (_Float16)f;
+		memcpy(&want, &h, sizeof(want));
+		ck_assert_msg(kt_h(f) == want, "bits %08x: got %04x want %04x", b, kt_h(f), want);
+	}
+}
+END_TEST
+#endif
+
+START_TEST(bf16_edge_cases_round_to_nearest_even)
+{
+	float f;
+	uint32_t b;
+
+#define KT_BF(bits) (b = (bits), memcpy(&f, &b, 4), kern_fp32_to_bf16(f))
+	ck_assert_uint_eq(KT_BF(0x3f800000), 0x3f80);
+	ck_assert_uint_eq(KT_BF(0x3f808000), 0x3f80); /* tie: even below */
+	ck_assert_uint_eq(KT_BF(0x3f818000), 0x3f82); /* tie: even above */
+	ck_assert_uint_eq(KT_BF(0x3f808001), 0x3f81);
+	ck_assert_uint_eq(KT_BF(0x7f7fffff), 0x7f80); /* FLT_MAX overflows to inf */
+	ck_assert_uint_eq(KT_BF(0xff800000), 0xff80);
+	ck_assert_uint_eq(KT_BF(0x00018000), 0x0002); /* subnormal tie: kept, even */
+	ck_assert_uint_eq(KT_BF(0x00008000), 0x0000);
+	ck_assert_uint_eq(KT_BF(0x80000000), 0x8000);
+	ck_assert_uint_eq(KT_BF(0x7f800001) & 0x7fc0, 0x7fc0); /* sNaN stays NaN */
+	ck_assert_uint_eq(KT_BF(0xffc00000), 0xffc0);
+#undef KT_BF
+	ck_assert(kern_bf16_to_fp32(0x3fc0) == 1.5f);
+	ck_assert(isnan(kern_bf16_to_fp32(0x7fc1)));
+	for (uint32_t h = 0; h < 0x10000; h++) {
+		float v = kern_bf16_to_fp32((uint16_t)h);
+		if (!isnan(v))
+			ck_assert_uint_eq(kern_fp32_to_bf16(v), h);
+	}
+}
+END_TEST
+
+/* ---- quantization ------------------------------------------------------------ */
+
+START_TEST(q8_0_block_follows_reference_rule)
+{
+	float x[KERN_QK] = {1.0f, -0.5f, 0.25f, 0.5f / 127.0f};
+	struct kern_block_q8_0 b;
+
+	ck_assert_int_eq(kern_quantize_row(DTYPE_Q8_0, x, &b, KERN_QK), 0);
+	ck_assert_uint_eq(b.d, kt_h(1.0f / 127.0f));
+	ck_assert_int_eq(b.qs[0], 127);
+	ck_assert_int_eq(b.qs[1], -64); /* -63.5 rounds away from zero */
+	ck_assert_int_eq(b.qs[2], 32);  /* 31.75 */
+	ck_assert_int_eq(b.qs[4], 0);
+}
+END_TEST
+
+START_TEST(q4_0_block_maps_signed_extreme_to_minus_8)
+{
+	float x[KERN_QK] = {0};
+	struct kern_block_q4_0 b;
+
+	x[0] = -2.0f;  /* max |x|: d = -2 / -8 = 0.25 */
+	x[1] = 2.0f;   /* 8 + 8.5 -> clamped to 15 */
+	x[2] = 0.125f; /* 0.5 + 8.5 = 9 */
+	x[3] = 0.1f;   /* 8.9 -> 8 */
+	x[16] = -1.0f; /* high nibble of byte 0: 4.5 -> 4 */
+	ck_assert_int_eq(kern_quantize_row(DTYPE_Q4_0, x, &b, KERN_QK), 0);
+	ck_assert_uint_eq(b.d, kt_h(0.25f));
+	ck_assert_uint_eq(b.qs[0], 0x40);
+	ck_assert_uint_eq(b.qs[1], 0x8f);
+	ck_assert_uint_eq(b.qs[2], 0x89);
+	ck_assert_uint_eq(b.qs[3], 0x88);
+}
+END_TEST
+
+START_TEST(quantize_round_trip_within_format_bound)
+{
+	enum { N = 32 * 64 };
+	float *x = kt_alloc(N * sizeof(float)), *y = kt_alloc(N * sizeof(float));
+	struct kern_block_q8_0 *q8 = kt_alloc(N / 32 * 34);
+	struct kern_block_q4_0 *q4 = kt_alloc(N / 32 * 18);
+
+	kt_fill(x, N, 3.0f);
+	for (size_t i = 0; i < 32; i++)
+		x[32 * 5 + i] = 0.0f; /* an all-zero block: d = 0 */
+	ck_assert_int_eq(kern_quantize_row(DTYPE_Q8_0, x, q8, N), 0);
+	ck_assert_int_eq(kern_dequantize_row(DTYPE_Q8_0, q8, y, N), 0);
+	for (size_t i = 0; i < N; i++) {
+		float d = kern_fp16_to_fp32(q8[i / 32].d);
+		int q = q8[i / 32].qs[i % 32];
+		/* d/2, plus the fp16 rounding of the scale carried by q */
+		float bound = d / 2 + (float)abs(q) * d * 0x1p-11f + 1e-7f;
+		ck_assert_msg(fabsf(x[i] - y[i]) <= bound, "q8_0 %zu: %g vs %g", i, x[i], y[i]);
+	}
+	ck_assert_int_eq(kern_quantize_row(DTYPE_Q4_0, x, q4, N), 0);
+	ck_assert_int_eq(kern_dequantize_row(DTYPE_Q4_0, q4, y, N), 0);
+	for (size_t i = 0; i < N; i++) {
+		float d = fabsf(kern_fp16_to_fp32(q4[i / 32].d));
+		size_t j = i % 32;
+		int nib = j < 16 ? q4[i / 32].qs[j] & 15 : q4[i / 32].qs[j - 16] >> 4;
+		/* nibble 15 may hold the clamped opposite extreme (+8 -> +7) */
+		float bound = (nib == 15 ? d : d / 2) + 8 * d * 0x1p-11f + 1e-7f;
+		ck_assert_msg(fabsf(x[i] - y[i]) <= bound, "q4_0 %zu: %g vs %g", i, x[i], y[i]);
+	}
+	free(x);
+	free(y);
+	free(q8);
+	free(q4);
+}
+END_TEST
+
+START_TEST(unsupported_types_and_ragged_rows_are_refused)
+{
+	float x[32] = {0};
+	uint8_t buf[256];
+
+	ck_assert_int_eq(kern_supports(DTYPE_Q8_0), 1);
+	ck_assert_int_eq(kern_supports(DTYPE_BF16), 1);
+	ck_assert_int_eq(kern_supports(DTYPE_Q4_K), 0);
+	ck_assert_int_eq(kern_supports(DTYPE_COUNT), 0);
+	ck_assert_int_eq(kern_quantize_row(DTYPE_Q4_K, x, buf, 256), EMBER_EUNSUPPORTED);
+	ck_assert_int_eq(kern_dequantize_row(DTYPE_Q6_K, buf, x, 32), EMBER_EINVAL);
+	ck_assert_int_eq(kern_quantize_row(DTYPE_Q8_0, x, buf, 31), EMBER_EINVAL);
+	ck_assert_int_eq(kern_quantize_row(99, x, buf, 32), EMBER_EINVAL);
+	ck_assert_uint_eq(kern_matmul_scratch(DTYPE_F16, 4096, 8), 0);
+	ck_assert_uint_ge(kern_matmul_scratch(DTYPE_Q4_0, 4096, 8), 8 * 128 * 36);
+	ck_assert_uint_eq(kern_matmul_scratch(DTYPE_Q4_0, 4096, 8) % 64, 0);
+}
+END_TEST
+
+/* ---- every level against the reference ---------------------------------------- */
+
+static const uint32_t kt_types[] = {DTYPE_F32, DTYPE_F16, DTYPE_BF16, DTYPE_Q8_0, DTYPE_Q4_0};
+
+/* A weight matrix of `t` from random floats; returns it and, in `wf`, its
+ * dequantized values. */
+static void *kt_weights(uint32_t t, size_t n_out, size_t n_in, float **wf)
+{
+	size_t row = (size_t)dtype_row_size(t, n_in);
+	uint8_t *w = kt_alloc(row * n_out);
+	float *src = kt_alloc(n_in * sizeof(float));
+
+	*wf = kt_alloc(n_out * n_in * sizeof(float));
+	for (size_t o = 0; o < n_out; o++) {
+		kt_fill(src, n_in, 0.05f + (float)(o % 7));
+		ck_assert_int_eq(kern_quantize_row(t, src, w + o * row, n_in), 0);
+		ck_assert_int_eq(kern_dequantize_row(t, w + o * row, *wf + o * n_in, n_in), 0);
+	}
+	free(src);
+	return w;
+}
+
+/* The activations the kernel sees, as floats (dequantized Q8 blocks for
+ * quantized weights). */
+static void kt_act_floats(uint32_t t, const void *xa, const float *x, size_t n_in, size_t n_tok,
+			  float *out)
+{
+	if (!kern_wtype_quantized(t)) {
+		memcpy(out, x, n_in * n_tok * sizeof(float));
+		return;
+	}
+	const struct kern_block_q8a *b = xa;
+	for (size_t i = 0; i < n_in / KERN_QK * n_tok; i++)
+		for (int j = 0; j < KERN_QK; j++)
+			out[i * KERN_QK + j] = (float)b[i].qs[j] * b[i].d;
+}
+
+static void kt_check_level(enum cpu_level level, uint32_t t, size_t n_out, size_t n_in,
+			   size_t n_tok)
+{
+	const struct kern_ops *ops = kern_ops_for(level);
+	float *wf, *x = kt_alloc(n_in * n_tok * sizeof(float));
+	float *xf = kt_alloc(n_in * n_tok * sizeof(float));
+	float *y = kt_alloc(n_out * n_tok * sizeof(float));
+	float *yr = kt_alloc(n_out * n_tok * sizeof(float));
+	size_t act_row = n_in / KERN_QK * sizeof(struct kern_block_q8a);
+	uint8_t *xa = kt_alloc(act_row * n_tok + 1), *xa_ref = kt_alloc(act_row * n_tok + 1);
+	void *w = kt_weights(t, n_out, n_in, &wf);
+	struct kern_gemm_args a = {
+		.w = w,
+		.w_stride = (size_t)dtype_row_size(t, n_in),
+		.n_in = n_in,
+		.n_tok = n_tok,
+		.y_stride = n_out,
+	};
+
+	kt_fill(x, n_in * n_tok, 1.0f);
+	if (kern_wtype_quantized(t)) {
+		for (size_t k = 0; k < n_tok; k++) {
+			kern_ops_ref.quantize_act(x + k * n_in,
+						  (struct kern_block_q8a *)(xa_ref + k * act_row), n_in);
+			ops->quantize_act(x + k * n_in, (struct kern_block_q8a *)(xa + k * act_row),
+					  n_in);
+		}
+		ck_assert_msg(memcmp(xa, xa_ref, act_row * n_tok) == 0,
+			      "%s: activation quantization differs from the reference", ops->name);
+		a.x = xa;
+		a.x_stride = act_row;
+	} else {
+		a.x = x;
+		a.x_stride = n_in * sizeof(float);
+	}
+	kt_act_floats(t, a.x, x, n_in, n_tok, xf);
+	a.y = yr;
+	kern_ops_ref.gemm[t](&a, 0, n_out);
+	a.y = y;
+	ck_assert_ptr_nonnull(ops->gemm[t]);
+	ops->gemm[t](&a, 0, n_out);
+	for (size_t k = 0; k < n_tok; k++) {
+		for (size_t o = 0; o < n_out; o++) {
+			double scale = 0;
+			for (size_t i = 0; i < n_in; i++)
+				scale += fabs((double)wf[o * n_in + i] * xf[k * n_in + i]);
+			double err = fabs((double)y[k * n_out + o] - yr[k * n_out + o]);
+			ck_assert_msg(err <= KT_SUM_TOL * scale + 1e-30,
+				      "%s %s out=%zu in=%zu tok=%zu [%zu][%zu]: %.9g vs ref %.9g",
+				      ops->name, dtype_name(t), n_out, n_in, n_tok, k, o,
+				      y[k * n_out + o], yr[k * n_out + o]);
+		}
+	}
+	free(w);
+	free(wf);
+	free(x);
+	free(xf);
+	free(y);
+	free(yr);
+	free(xa);
+	free(xa_ref);
+}
+
+static void kt_check_level_all(enum cpu_level level)
+{
+	static const size_t outs[] = {1, 3, 5, 13, 37};
+	static const size_t toks[] = {1, 2, 3, 4, 5, 6, 7, 33};
+	static const size_t ins_f[] = {1, 7, 37, 256};
+	static const size_t ins_q[] = {32, 96, 288};
+
+	if (!kern_level_runs(level)) {
+		fprintf(stderr, "kernels: skipping the %s level: this CPU lacks it\n",
+			cpu_level_name(level));
+		return;
+	}
+	for (size_t ti = 0; ti < sizeof(kt_types) / sizeof(kt_types[0]); ti++) {
+		uint32_t t = kt_types[ti];
+		const size_t *ins = kern_wtype_quantized(t) ? ins_q : ins_f;
+		size_t n_ins = kern_wtype_quantized(t) ? 3 : 4;
+		for (size_t a = 0; a < n_ins; a++)
+			for (size_t b = 0; b < sizeof(outs) / sizeof(outs[0]); b++)
+				for (size_t c = 0; c < sizeof(toks) / sizeof(toks[0]); c++)
+					kt_check_level(level, t, outs[b], ins[a], toks[c]);
+	}
+}
+
+START_TEST(scalar_level_is_the_reference)
+{
+	kt_check_level_all(CPU_LEVEL_SCALAR);
+}
+END_TEST
+
+START_TEST(avx2_level_matches_reference)
+{
+	kt_check_level_all(CPU_LEVEL_AVX2);
+}
+END_TEST
+
+START_TEST(avx512_level_matches_reference)
+{
+	kt_check_level_all(CPU_LEVEL_AVX512);
+}
+END_TEST
+
+/* ---- the public driver -------------------------------------------------------- */
+
+static void kt_matmul(pthreadpool_t pool, uint32_t t, const void *w, size_t n_out, size_t n_in,
+		      const float *x, size_t n_tok, float *y)
+{
+	size_t sz = kern_matmul_scratch(t, n_in, n_tok);
+	void *scratch = sz ? kt_alloc(sz) : NULL;
+
+	kern_matmul(pool, t, w, n_out, n_in, x, n_tok, y, scratch);
+	free(scratch);
+}
+
+START_TEST(threaded_matmul_equals_single_thread_bit_for_bit)
+{
+	enum { OUT = 133, IN = 256 };
+	static const size_t toks[] = {1, 9};
+	pthreadpool_t pool = pthreadpool_create(2);
+
+	ck_assert_ptr_nonnull(pool);
+	kern_init();
+	for (size_t ti = 0; ti < sizeof(kt_types) / sizeof(kt_types[0]); ti++) {
+		for (size_t k = 0; k < 2; k++) {
+			size_t n_tok = toks[k];
+			float *wf, *x = kt_alloc(IN * n_tok * sizeof(float));
+			float *y1 = kt_alloc(OUT * n_tok * sizeof(float));
+			float *y2 = kt_alloc(OUT * n_tok * sizeof(float));
+			void *w = kt_weights(kt_types[ti], OUT, IN, &wf);
+
+			kt_fill(x, IN * n_tok, 1.0f);
+			kt_matmul(NULL, kt_types[ti], w, OUT, IN, x, n_tok, y1);
+			kt_matmul(pool, kt_types[ti], w, OUT, IN, x, n_tok, y2);
+			ck_assert_msg(memcmp(y1, y2, OUT * n_tok * sizeof(float)) == 0, "%s tok=%zu",
+				      dtype_name(kt_types[ti]), n_tok);
+			if (n_tok > 1) { /* a token's result does not depend on its batch */
+				kt_matmul(pool, kt_types[ti], w, OUT, IN, x + IN, 1, y2);
+				ck_assert(memcmp(y1 + OUT, y2, OUT * sizeof(float)) == 0);
+			}
+			free(w);
+			free(wf);
+			free(x);
+			free(y1);
+			free(y2);
+		}
+	}
+	pthreadpool_destroy(pool);
+}
+END_TEST
+
+START_TEST(q8_0_matmul_tracks_float_math_on_dequantized_weights)
+{
+	enum { OUT = 64, IN = 512, TOK = 3 };
+	float *wf, *x = kt_alloc(IN * TOK * sizeof(float)), *y = kt_alloc(OUT * TOK * sizeof(float));
+	void *w = kt_weights(DTYPE_Q8_0, OUT, IN, &wf);
+	double se = 0, sy = 0;
+
+	kern_init();
+	kt_fill(x, IN * TOK, 1.0f);
+	kt_matmul(NULL, DTYPE_Q8_0, w, OUT, IN, x, TOK, y);
+	for (size_t k = 0; k < TOK; k++) {
+		for (size_t o = 0; o < OUT; o++) {
+			double want = 0, bound = 0, scale = 0;
+			for (size_t b = 0; b < IN / KERN_QK; b++) {
+				const float *xb = x + k * IN + b * KERN_QK;
+				const float *wb = wf + o * IN + b * KERN_QK;
+				double amax = 0, wsum = 0;
+				for (int j = 0; j < KERN_QK; j++) {
+					want += (double)xb[j] * wb[j];
+					amax = fmax(amax, fabs(xb[j]));
+					wsum += fabs(wb[j]);
+					scale += fabs((double)xb[j] * wb[j]);
+				}
+				bound += amax / 127.0 / 2 * wsum;
+			}
+			double err = fabs(y[k * OUT + o] - want);
+			ck_assert_msg(err <= bound * (1 + 1e-4) + KT_SUM_TOL * scale,
+				      "[%zu][%zu] %g vs %g (bound %g)", k, o, y[k * OUT + o], want, bound);
+			se += err * err;
+			sy += want * want;
+		}
+	}
+	ck_assert_msg(sqrt(se / sy) < KT_Q8_REL_RMS, "relative RMS error %g", sqrt(se / sy));
+	free(w);
+	free(wf);
+	free(x);
+	free(y);
+}
+END_TEST
+
+START_TEST(init_picks_a_level_this_cpu_runs)
+{
+	enum cpu_level level = kern_init();
+
+	ck_assert_int_eq(kern_init(), level);
+	ck_assert_int_eq(kern_level(), level);
+	ck_assert(kern_level_runs(level));
+	ck_assert_ptr_nonnull(kern_ops_for(level));
+}
+END_TEST
+
+Suite *suite_kernels(void)
+{
+	Suite *s = suite_create("kernels");
+	TCase *tc = tcase_create("core");
+
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, fp16_edge_cases_round_to_nearest_even);
+	tcase_add_test(tc, fp16_round_trips_every_value);
+#ifdef __FLT16_MAX__
+	tcase_add_test(tc, fp16_matches_compiler_conversion);
+#endif
+	tcase_add_test(tc, bf16_edge_cases_round_to_nearest_even);
+	tcase_add_test(tc, q8_0_block_follows_reference_rule);
+	tcase_add_test(tc, q4_0_block_maps_signed_extreme_to_minus_8);
+	tcase_add_test(tc, quantize_round_trip_within_format_bound);
+	tcase_add_test(tc, unsupported_types_and_ragged_rows_are_refused);
+	tcase_add_test(tc, scalar_level_is_the_reference);
+	tcase_add_test(tc, avx2_level_matches_reference);
+	tcase_add_test(tc, avx512_level_matches_reference);
+	tcase_add_test(tc, threaded_matmul_equals_single_thread_bit_for_bit);
+	tcase_add_test(tc, q8_0_matmul_tracks_float_math_on_dequantized_weights);
+	tcase_add_test(tc, init_picks_a_level_this_cpu_runs);
+	suite_add_tcase(s, tc);
+	return s;
+}
