@@ -14,7 +14,7 @@
 /* A SIMD result may differ from the reference only by float summation
  * order: |y - y_ref| <= KT_SUM_TOL * sum_i |w_i * x_i| (terms as the
  * kernel sees them: dequantized weights and activations). */
-#define KT_SUM_TOL 2e-6
+#define KT_SUM_TOL 1e-6
 /* Q8_0 matmul against float math on dequantized weights: activation
  * quantization error is at most dx/2 per element, so per output
  * |y - y_float| <= sum_b (dx_b / 2) * sum_{i in b} |w_i| (+ KT_SUM_TOL);

@@ -38,7 +38,8 @@ enum cpu_level kern_level(void);
 int kern_supports(uint32_t t);
 
 /* Bytes of scratch kern_matmul() needs for these shapes (activations
- * converted or quantized once per call, not per row). */
+ * converted or quantized once per call, not per row); 0 when none is
+ * needed, and scratch may then be NULL. A multiple of 64. */
 size_t kern_matmul_scratch(uint32_t wtype, size_t n_in, size_t n_tok);
 
 /*
