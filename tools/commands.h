@@ -11,5 +11,7 @@
 
 int cmd_version(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);
+int cmd_convert(int argc, char **argv);
+int cmd_quantize(int argc, char **argv);
 
 #endif

@@ -15,6 +15,8 @@ struct command {
 static const struct command commands[] = {
 	{"version", cmd_version, "print the version and the CPU features detected"},
 	{"inspect", cmd_inspect, "print a GGUF file's header, keys and tensors"},
+	{"convert", cmd_convert, "convert a Hugging Face checkpoint to GGUF (-q recipe)"},
+	{"quantize", cmd_quantize, "re-quantize an f32/f16/bf16 GGUF file (-q recipe)"},
 };
 
 #define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))
