@@ -208,6 +208,8 @@ static int set_arch_key(struct gguf_writer *w, const struct conv *c, const struc
 	case HP_FALSE: return gguf_writer_set_bool(w, key, 0);
 	case HP_ALIBI_MAX: return gguf_writer_set_f32(w, key, 8.0f);
 	case HP_STR: return gguf_writer_set_str(w, key, k->str);
+	case HP_FILE_TYPE: return gguf_writer_set_u32(w, "general.file_type",
+						       recipe_file_type(&c->o->recipe));
 	}
 	return EMBER_EINVAL;
 }
@@ -247,6 +249,7 @@ static int set_keys(struct gguf_writer *w, const struct conv *c)
 	rc = rc ? rc : gguf_writer_set_str(w, "general.size_label", label);
 	for (i = 0; rc == 0 && i < c->arch->n_keys; i++)
 		rc = set_arch_key(w, c, &c->arch->keys[i]);
+	/* Replaced in place if the table placed it already. */
 	rc = rc ? rc : gguf_writer_set_u32(w, "general.file_type", recipe_file_type(&c->o->recipe));
 	if (rc == 0 && c->arch->add_bos_false)
 		rc = gguf_writer_set_bool(w, "tokenizer.ggml.add_bos_token", 0);
@@ -260,6 +263,7 @@ static int set_keys(struct gguf_writer *w, const struct conv *c)
 	if (rc == 0 && c->arch->no_space_prefix)
 		rc = gguf_writer_set_bool(w, "tokenizer.ggml.add_space_prefix", 0);
 	rc = rc ? rc : gguf_writer_set_str(w, "ember.recipe", recipe);
+	rc = rc ? rc : hf_tokenizer_write_ember(&c->tok, w);
 	return rc;
 }
 

@@ -61,6 +61,7 @@ static const struct conv_key llama_keys[] = {
 	{"attention.head_count_kv", HP_N_KV, NULL},
 	{"rope.freq_base", HP_ROPE_THETA, NULL},
 	{"attention.layer_norm_rms_epsilon", HP_EPS, NULL},
+	{"", HP_FILE_TYPE, NULL},
 	{"vocab_size", HP_N_VOCAB, NULL},
 	{"rope.dimension_count", HP_ROPE_DIM, NULL},
 };

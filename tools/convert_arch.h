@@ -63,6 +63,7 @@ enum conv_hp {
 	HP_FALSE,
 	HP_ALIBI_MAX, /* f32 8.0: the slope base of standard ALiBi */
 	HP_STR,       /* the string in `str` */
+	HP_FILE_TYPE, /* general.file_type, where llama.cpp writes it mid-way */
 };
 
 struct conv_key {

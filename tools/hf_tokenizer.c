@@ -600,7 +600,14 @@ int hf_tokenizer_write(const struct hf_tokenizer *tk, struct gguf_writer *w)
 		rc = gguf_writer_set_bool(w, tk->add[i].key, tk->add[i].value);
 	if (rc == 0 && tk->chat_template)
 		rc = gguf_writer_set_str(w, "tokenizer.chat_template", tk->chat_template);
-	if (rc == 0 && tk->n_eos_ids > 0)
+	return rc;
+}
+
+int hf_tokenizer_write_ember(const struct hf_tokenizer *tk, struct gguf_writer *w)
+{
+	int rc = 0;
+
+	if (tk->n_eos_ids > 0)
 		rc = gguf_writer_set_arr(w, "ember.tokenizer.eos_token_ids", GGUF_TYPE_UINT32,
 					 tk->eos_ids, tk->n_eos_ids);
 	if (rc == 0 && tk->is_spm)

@@ -79,9 +79,13 @@ int hf_tokenizer_load(struct hf_tokenizer *tk, const char *dir, uint32_t n_vocab
 /* Id of the token whose text is `text`, or -1. */
 int64_t hf_tokenizer_find(const struct hf_tokenizer *tk, const char *text);
 
-/* Writes the tokenizer.* keys (and ember.tokenizer.* ones) to `w`. Returns
- * 0 or a writer error. */
+/* Writes the tokenizer.* keys llama.cpp writes to `w`, in its order.
+ * Returns 0 or a writer error. */
 int hf_tokenizer_write(const struct hf_tokenizer *tk, struct gguf_writer *w);
+
+/* Writes our own ember.tokenizer.* keys (kept after all the standard
+ * ones, so the rest of the file lines up with llama.cpp's). */
+int hf_tokenizer_write_ember(const struct hf_tokenizer *tk, struct gguf_writer *w);
 
 void hf_tokenizer_free(struct hf_tokenizer *tk);
 
