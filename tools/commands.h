@@ -14,5 +14,7 @@ int cmd_eval(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_synth(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);
+int cmd_convert(int argc, char **argv);
+int cmd_quantize(int argc, char **argv);
 
 #endif

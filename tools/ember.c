@@ -17,6 +17,8 @@ static const struct command commands[] = {
 	{"run", cmd_run, "prompt in, streamed text out, timings at the end"},
 	{"eval", cmd_eval, "logits for given token ids (numerical check of a model)"},
 	{"inspect", cmd_inspect, "print a GGUF file's header, keys and tensors"},
+	{"convert", cmd_convert, "convert a Hugging Face checkpoint to GGUF (-q recipe)"},
+	{"quantize", cmd_quantize, "re-quantize an f32/f16/bf16 GGUF file (-q recipe)"},
 	{"synth", cmd_synth, "write a model with seeded random weights (tests, benchmarks, demo)"},
 };
 
