@@ -104,3 +104,62 @@ void backend_cancel(struct backend *b, uint64_t id)
 	(void)b;
 	(void)id;
 }
+
+int64_t backend_context(const struct backend *b)
+{
+	(void)b;
+	return 0;
+}
+
+void backend_refresh_metrics(struct backend *b)
+{
+	(void)b;
+}
+
+int backend_tokenize(struct backend *b, const char *text, size_t len,
+		     bool add_special, bool parse_special, int32_t **ids,
+		     size_t *n, char *err)
+{
+	(void)b; (void)text; (void)len; (void)add_special; (void)parse_special;
+	*ids = NULL;
+	*n = 0;
+	return ember_seterr(err, EMBER_EBUSY, "model not loaded");
+}
+
+int backend_detokenize(struct backend *b, const int32_t *ids, size_t n,
+		       char **text, size_t *len, char *err)
+{
+	(void)b; (void)ids; (void)n;
+	*text = NULL;
+	*len = 0;
+	return ember_seterr(err, EMBER_EBUSY, "model not loaded");
+}
+
+int backend_session_new(struct backend *b, const char *system, uint64_t *id,
+			char *err)
+{
+	(void)b; (void)system;
+	*id = 0;
+	return ember_seterr(err, EMBER_EBUSY, "model not loaded");
+}
+
+int backend_session_clone(struct backend *b, uint64_t id, uint64_t *clone_id,
+			  char *err)
+{
+	(void)b; (void)id;
+	*clone_id = 0;
+	return ember_seterr(err, EMBER_EBUSY, "model not loaded");
+}
+
+int backend_session_info(struct backend *b, uint64_t id,
+			 struct backend_session_info *info)
+{
+	(void)b; (void)id; (void)info;
+	return EMBER_EBUSY;
+}
+
+int backend_session_delete(struct backend *b, uint64_t id)
+{
+	(void)b; (void)id;
+	return EMBER_EBUSY;
+}
