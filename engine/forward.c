@@ -1,11 +1,15 @@
 /*
  * forward.c - the forward pass (forward.h).
  *
- * Read top to bottom: forward_eval() splits the tokens into steps of at
- * most max_batch; step() embeds them, runs every block, and applies the
- * output head. block() is the one decoder block of arch.h, made of norm(),
- * attention() and mlp(); the architecture's flags choose among their
- * variants. Shapes use n = tokens in this step (<= max_batch).
+ * Read top to bottom: forward_pass_run() lays the tokens of every sequence
+ * of a step out as rows of one batch; step() embeds them, runs every block,
+ * and applies the output head to the rows that want logits. block() is the
+ * one decoder block of arch.h, made of norm(), attention() and mlp(); the
+ * architecture's flags choose among their variants. Everything but
+ * attention is row-wise, so sequences share each weight read; attention
+ * runs per sequence against its own cache. Shapes use n = rows in this
+ * step (<= max_batch). forward_eval() is a one-sequence pass over a cache
+ * of its own, in steps of at most max_batch.
  */
 #include "forward.h"
 
@@ -22,12 +26,30 @@
  * scratch attention needs (no n x n score matrix). */
 #define ATTN_TILE 64
 
-struct forward_ctx {
+/* Floats of one attention task's buffer for F16 cache rows converted to
+ * F32 (on its stack): a block of keys and one of values. */
+#define ATTN_KV_BLOCK 4096
+
+/* Rows [t0, t1) of sequence `seq` (relative to its first row): one tile of
+ * queries of one attention task. */
+struct attn_tile {
+	uint32_t seq, t0, t1;
+};
+
+/* The step being run: its sequences and where their rows start. */
+struct step_plan {
+	const struct forward_seq *seqs;
+	uint32_t n_seq;
+	uint32_t *row0;           /* [n_seq] first row of each sequence (scratch) */
+	uint32_t n_tiles;
+};
+
+struct forward_pass {
 	const struct model *m; /* borrowed, read-only */
-	struct kv_cache kv;
 	pthreadpool_t pool;    /* borrowed or owned (owns_pool) */
 	int owns_pool;
 	uint32_t max_batch;
+	struct step_plan plan;
 
 	/* Scratch, one arena (arena, owned), sized for max_batch = B tokens. */
 	void *arena;
@@ -45,7 +67,16 @@ struct forward_ctx {
 	float *up;     /* [B][n_ff] */
 	float *rope;   /* [B][n_rot / 2][2] cos, sin of each position's angles */
 	float *alibi;  /* [n_head] ALiBi slope per head (alibi archs only) */
+	uint32_t *pos;  /* [B] position of each row in its sequence */
+	uint32_t *row0; /* [B] first row of each sequence of the step */
+	struct attn_tile *tiles; /* [B] attention query tiles of the step */
 	void *mm_scratch; /* kern_matmul scratch for B tokens */
+};
+
+/* A single session: a pass of its own and a cache. */
+struct forward_ctx {
+	struct forward_pass *p;
+	struct kv_cache kv;
 };
 
 /* ---- small vector helpers ------------------------------------------------ */
@@ -70,7 +101,7 @@ static void add_bias(float *y, const struct model_weight *b, uint32_t n_tok)
 }
 
 /* y[n][w->n_out] = x[n][w->n_in] W^T + b */
-static void linear(struct forward_ctx *f, const struct model_weight *w, const struct model_weight *b,
+static void linear(struct forward_pass *f, const struct model_weight *w, const struct model_weight *b,
 		   const float *x, float *y, uint32_t n)
 {
 	kern_matmul(f->pool, w->type, w->data, w->n_out, w->n_in, x, n, y, f->mm_scratch);
@@ -83,7 +114,7 @@ static void linear(struct forward_ctx *f, const struct model_weight *w, const st
 /* out[n][d] = norm(x[n][d]) * w (+ b), by the architecture's norm kind.
  * Sums in double: cheap next to the matrix products and keeps wide rows
  * close to the float64 reference. */
-static void norm(const struct forward_ctx *f, const struct model_weight *w,
+static void norm(const struct forward_pass *f, const struct model_weight *w,
 		 const struct model_weight *b, const float *x, float *out, uint32_t n)
 {
 	const uint32_t d = f->m->hp.n_embd;
@@ -112,8 +143,8 @@ static void norm(const struct forward_ctx *f, const struct model_weight *w,
 /* ---- attention ------------------------------------------------------------ */
 
 /* Fills the rotary table: cos and sin of theta_i = pos * base^(-2i/n_rot)
- * for each token's position (computed in double, as the reference does). */
-static void rope_table(struct forward_ctx *f, uint32_t pos0, uint32_t n)
+ * for each row's position (computed in double, as the reference does). */
+static void rope_table(struct forward_pass *f, uint32_t n)
 {
 	const uint32_t half = f->m->hp.n_rot / 2;
 	const double base = f->m->hp.rope_base;
@@ -123,7 +154,7 @@ static void rope_table(struct forward_ctx *f, uint32_t pos0, uint32_t n)
 		return;
 	for (t = 0; t < n; t++)
 		for (i = 0; i < half; i++) {
-			double theta = (double)(pos0 + t) * pow(base, -2.0 * i / f->m->hp.n_rot);
+			double theta = (double)f->pos[t] * pow(base, -2.0 * i / f->m->hp.n_rot);
 			float *cs = f->rope + ((size_t)t * half + i) * 2;
 
 			cs[0] = (float)cos(theta);
@@ -133,7 +164,7 @@ static void rope_table(struct forward_ctx *f, uint32_t pos0, uint32_t n)
 
 /* Rotates the first n_rot dims of each head of x[n][n_heads][head_dim]:
  * NORM pairs (x[2i], x[2i+1]), NEOX pairs (x[i], x[i + n_rot/2]). */
-static void rope_apply(const struct forward_ctx *f, float *x, uint32_t n, uint32_t n_heads)
+static void rope_apply(const struct forward_pass *f, float *x, uint32_t n, uint32_t n_heads)
 {
 	const uint32_t hd = f->m->hp.head_dim_k, half = f->m->hp.n_rot / 2;
 	const int neox = f->m->arch->rope == ARCH_ROPE_NEOX;
@@ -159,7 +190,7 @@ static void rope_apply(const struct forward_ctx *f, float *x, uint32_t n, uint32
 
 /* q[n][q_dim], k[n][kv_k], v[n][kv_v] from xn, with biases; a fused
  * projection is computed into qkv[n][q | k | v] and split. */
-static void project_qkv(struct forward_ctx *f, const struct model_layer *L, uint32_t n)
+static void project_qkv(struct forward_pass *f, const struct model_layer *L, uint32_t n)
 {
 	const struct model_hparams *hp = &f->m->hp;
 	const size_t dq = (size_t)hp->n_head * hp->head_dim_k;
@@ -183,26 +214,45 @@ static void project_qkv(struct forward_ctx *f, const struct model_layer *L, uint
 	}
 }
 
-/* Copies this step's k[n][n_head_kv][hd_k], v[n][n_head_kv][hd_v] into
- * the cache rows pos0 .. pos0+n-1 of layer il. */
-static void store_kv(struct forward_ctx *f, uint32_t il, uint32_t pos0, uint32_t n)
+/* Copies k[n][n_head_kv][hd_k], v[n][n_head_kv][hd_v] of rows r0 .. r0+n-1
+ * into rows pos0 .. pos0+n-1 of layer il of `kv`, converting to its type. */
+static void store_kv(const struct forward_pass *f, struct kv_cache *kv, uint32_t il, uint32_t r0,
+		     uint32_t pos0, uint32_t n)
 {
 	const struct model_hparams *hp = &f->m->hp;
-	uint32_t t, h;
+	const uint32_t dk = hp->head_dim_k, dv = hp->head_dim_v;
+	uint32_t t, h, i;
 
 	for (h = 0; h < hp->n_head_kv; h++) {
-		float *kc = kv_cache_k(&f->kv, il, h) + (size_t)pos0 * hp->head_dim_k;
-		float *vc = kv_cache_v(&f->kv, il, h) + (size_t)pos0 * hp->head_dim_v;
+		char *kc = (char *)kv_cache_k(kv, il, h) + (size_t)pos0 * dk * kv->elt;
+		char *vc = (char *)kv_cache_v(kv, il, h) + (size_t)pos0 * dv * kv->elt;
 
 		for (t = 0; t < n; t++) {
-			memcpy(kc + (size_t)t * hp->head_dim_k,
-			       f->k + ((size_t)t * hp->n_head_kv + h) * hp->head_dim_k,
-			       hp->head_dim_k * sizeof(float));
-			memcpy(vc + (size_t)t * hp->head_dim_v,
-			       f->v + ((size_t)t * hp->n_head_kv + h) * hp->head_dim_v,
-			       hp->head_dim_v * sizeof(float));
+			const float *ks = f->k + ((size_t)(r0 + t) * hp->n_head_kv + h) * dk;
+			const float *vs = f->v + ((size_t)(r0 + t) * hp->n_head_kv + h) * dv;
+
+			if (kv->type == DTYPE_F32) {
+				memcpy(kc + (size_t)t * dk * 4, ks, dk * sizeof(float));
+				memcpy(vc + (size_t)t * dv * 4, vs, dv * sizeof(float));
+				continue;
+			}
+			for (i = 0; i < dk; i++)
+				((uint16_t *)kc)[(size_t)t * dk + i] = kern_fp32_to_fp16(ks[i]);
+			for (i = 0; i < dv; i++)
+				((uint16_t *)vc)[(size_t)t * dv + i] = kern_fp32_to_fp16(vs[i]);
 		}
 	}
+}
+
+/* Rows j0 .. j0+n-1 of a cache head block as floats: in place for F32,
+ * converted into `buf` (n * d floats) for F16. */
+static const float *kv_rows(const struct kv_cache *kv, const void *head, uint32_t j0, uint32_t n,
+			    uint32_t d, float *buf)
+{
+	if (kv->type == DTYPE_F32)
+		return (const float *)head + (size_t)j0 * d;
+	kern_dequantize_row(DTYPE_F16, (const uint16_t *)head + (size_t)j0 * d, buf, (size_t)n * d);
+	return buf;
 }
 
 /* ALiBi slope of head h of n (Press et al.; HF build_alibi_tensor): for the
@@ -220,90 +270,113 @@ static float alibi_slope(uint32_t h, uint32_t n)
 }
 
 struct attend_job {
-	struct forward_ctx *f;
-	uint32_t il, pos0, n;
+	struct forward_pass *f;
+	uint32_t il;
 };
 
 /*
- * One task: query head h, queries [tile*ATTN_TILE, +ATTN_TILE). Causal
- * softmax(q k^T / sqrt(d)) v against h's kv head (h / group), computed
- * online (running max and sum, rescaling the accumulator when the max
- * grows) so each key row is read once per tile and no score matrix exists.
- * The accumulator is the output row attn[t][h] itself. Tasks go by query
- * head, not kv head, so decode with few kv heads (MQA) still spreads.
+ * One task: query head h, one tile of queries of one sequence. Causal
+ * softmax(q k^T / sqrt(d)) v against h's kv head (h / group) of that
+ * sequence's cache, computed online (running max and sum, rescaling the
+ * accumulator when the max grows) so each key row is read once per tile
+ * and no score matrix exists. The accumulator is the output row attn[t][h]
+ * itself. Tasks go by query head, not kv head, so decode with few kv heads
+ * (MQA) still spreads; tiles of all sequences form the second dimension.
  */
 static void attend_tile_cb(void *data, size_t head, size_t tile)
 {
 	const struct attend_job *job = data;
-	struct forward_ctx *f = job->f;
+	struct forward_pass *f = job->f;
 	const struct model_hparams *hp = &f->m->hp;
+	const struct attn_tile *tl = &f->tiles[tile];
+	const struct forward_seq *sq = &f->plan.seqs[tl->seq];
+	const struct kv_cache *kv = sq->kv;
+	const uint32_t row0 = f->plan.row0[tl->seq], pos0 = kv->n_pos;
 	const uint32_t h = (uint32_t)head, dk = hp->head_dim_k, dv = hp->head_dim_v;
 	const uint32_t g = h / (hp->n_head / hp->n_head_kv);
-	const uint32_t t0 = (uint32_t)tile * ATTN_TILE;
-	const uint32_t t1 = t0 + ATTN_TILE < job->n ? t0 + ATTN_TILE : job->n;
-	const float *kc = kv_cache_k(&f->kv, job->il, g);
-	const float *vc = kv_cache_v(&f->kv, job->il, g);
+	const uint32_t t0 = tl->t0, t1 = tl->t1;
+	const uint32_t kb = ATTN_KV_BLOCK / (dk > dv ? dk : dv);
+	const void *kc = kv_cache_k(kv, job->il, g);
+	const void *vc = kv_cache_v(kv, job->il, g);
+	/* This sequence's rows of the step's buffers. */
+	const float *q = f->q + (size_t)row0 * hp->n_head * dk;
+	float *attn = f->attn + (size_t)row0 * hp->n_head * dv;
+	float *att_ml = f->att_ml + (size_t)row0 * hp->n_head * 2;
 	const float scale = 1.0f / sqrtf((float)dk);
 	const float slope = f->m->arch->alibi ? f->alibi[h] : 0.0f;
-	uint32_t t, j, i;
+	float kbuf[ATTN_KV_BLOCK], vbuf[ATTN_KV_BLOCK];
+	uint32_t t, j, j0, i;
 
 	for (t = t0; t < t1; t++) {
-		float *ml = f->att_ml + ((size_t)t * hp->n_head + h) * 2;
+		float *ml = att_ml + ((size_t)t * hp->n_head + h) * 2;
 
 		ml[0] = -INFINITY;
 		ml[1] = 0.0f;
-		memset(f->attn + ((size_t)t * hp->n_head + h) * dv, 0, dv * sizeof(float));
+		memset(attn + ((size_t)t * hp->n_head + h) * dv, 0, dv * sizeof(float));
 	}
-	/* Keys up to the last query's position; query t sees j <= pos0 + t. */
-	for (j = 0; j < job->pos0 + t1; j++) {
-		const float *kj = kc + (size_t)j * dk, *vj = vc + (size_t)j * dv;
-		const uint32_t first = j > job->pos0 ? j - job->pos0 : 0;
+	/* Keys up to the last query's position; query t sees j <= pos0 + t,
+	 * in blocks of kb rows (converted once per block from F16). */
+	for (j0 = 0; j0 < pos0 + t1; j0 += kb) {
+		const uint32_t nb = pos0 + t1 - j0 < kb ? pos0 + t1 - j0 : kb;
+		const float *kblk = kv_rows(kv, kc, j0, nb, dk, kbuf);
+		const float *vblk = kv_rows(kv, vc, j0, nb, dv, vbuf);
 
-		for (t = first > t0 ? first : t0; t < t1; t++) {
-			const float *qh = f->q + ((size_t)t * hp->n_head + h) * dk;
-			float *acc = f->attn + ((size_t)t * hp->n_head + h) * dv;
-			float *ml = f->att_ml + ((size_t)t * hp->n_head + h) * 2;
-			float s = 0.0f, p;
+		for (j = j0; j < j0 + nb; j++) {
+			const float *kj = kblk + (size_t)(j - j0) * dk, *vj = vblk + (size_t)(j - j0) * dv;
+			const uint32_t first = j > pos0 ? j - pos0 : 0;
 
-			for (i = 0; i < dk; i++)
-				s += qh[i] * kj[i];
-			/* ALiBi biases the raw score, before the scaling. */
-			s = (s + slope * (float)j) * scale;
-			if (s > ml[0]) {
-				float r = expf(ml[0] - s); /* 0 for the first key */
+			for (t = first > t0 ? first : t0; t < t1; t++) {
+				const float *qh = q + ((size_t)t * hp->n_head + h) * dk;
+				float *acc = attn + ((size_t)t * hp->n_head + h) * dv;
+				float *ml = att_ml + ((size_t)t * hp->n_head + h) * 2;
+				float s = 0.0f, p;
 
+				for (i = 0; i < dk; i++)
+					s += qh[i] * kj[i];
+				/* ALiBi biases the raw score, before the scaling. */
+				s = (s + slope * (float)j) * scale;
+				if (s > ml[0]) {
+					float r = expf(ml[0] - s); /* 0 for the first key */
+
+					for (i = 0; i < dv; i++)
+						acc[i] *= r;
+					ml[1] *= r;
+					ml[0] = s;
+				}
+				p = expf(s - ml[0]);
+				ml[1] += p;
 				for (i = 0; i < dv; i++)
-					acc[i] *= r;
-				ml[1] *= r;
-				ml[0] = s;
+					acc[i] += p * vj[i];
 			}
-			p = expf(s - ml[0]);
-			ml[1] += p;
-			for (i = 0; i < dv; i++)
-				acc[i] += p * vj[i];
 		}
 	}
 	for (t = t0; t < t1; t++) {
-		float *acc = f->attn + ((size_t)t * hp->n_head + h) * dv;
-		float inv = 1.0f / f->att_ml[((size_t)t * hp->n_head + h) * 2 + 1];
+		float *acc = attn + ((size_t)t * hp->n_head + h) * dv;
+		float inv = 1.0f / att_ml[((size_t)t * hp->n_head + h) * 2 + 1];
 
 		for (i = 0; i < dv; i++)
 			acc[i] *= inv;
 	}
 }
 
-/* y_attn[n][n_embd] = attention of layer il over xn[n][n_embd]. */
-static void attention(struct forward_ctx *f, uint32_t il, uint32_t pos0, uint32_t n)
+/* y_attn[n][n_embd] = attention of layer il over xn[n][n_embd], each
+ * sequence's rows against its own cache. */
+static void attention(struct forward_pass *f, uint32_t il, uint32_t n)
 {
 	const struct model_layer *L = &f->m->layers[il];
-	struct attend_job job = {f, il, pos0, n};
+	struct attend_job job = {f, il};
+	uint32_t s;
 
 	project_qkv(f, L, n);
 	rope_apply(f, f->q, n, f->m->hp.n_head);
 	rope_apply(f, f->k, n, f->m->hp.n_head_kv);
-	store_kv(f, il, pos0, n);
+	for (s = 0; s < f->plan.n_seq; s++) {
+		const struct forward_seq *sq = &f->plan.seqs[s];
+
+		store_kv(f, sq->kv, il, f->plan.row0[s], sq->kv->n_pos, sq->n_tok);
+	}
 	pthreadpool_parallelize_2d(f->pool, attend_tile_cb, &job, f->m->hp.n_head,
-				   (n + ATTN_TILE - 1) / ATTN_TILE, 0);
+				   f->plan.n_tiles, 0);
 	linear(f, &L->w[ARCH_T_ATTN_OUT], &L->w[ARCH_T_ATTN_OUT_B], f->attn, f->y_attn, n);
 }
 
@@ -324,7 +397,7 @@ static float activate(enum arch_act act, float x)
 
 /* y_mlp[n][n_embd] = down(act(gate(xn)) * up(xn))   (gated)
  *                  = down(act(up(xn)))             (non-gated) */
-static void mlp(struct forward_ctx *f, const struct model_layer *L, uint32_t n)
+static void mlp(struct forward_pass *f, const struct model_layer *L, uint32_t n)
 {
 	const enum arch_act act = f->m->arch->act;
 	const size_t len = (size_t)n * f->m->hp.n_ff;
@@ -344,14 +417,14 @@ static void mlp(struct forward_ctx *f, const struct model_layer *L, uint32_t n)
 
 /* ---- the block -------------------------------------------------------------- */
 
-static void block(struct forward_ctx *f, uint32_t il, uint32_t pos0, uint32_t n)
+static void block(struct forward_pass *f, uint32_t il, uint32_t n)
 {
 	const struct model_layer *L = &f->m->layers[il];
 	const struct model_weight *ffn_norm = &L->w[ARCH_T_FFN_NORM];
 	const size_t len = (size_t)n * f->m->hp.n_embd;
 
 	norm(f, &L->w[ARCH_T_ATTN_NORM], &L->w[ARCH_T_ATTN_NORM_B], f->x, f->xn, n);
-	attention(f, il, pos0, n);
+	attention(f, il, n);
 	if (f->m->arch->residual == ARCH_RESIDUAL_PARALLEL) {
 		/* The MLP reads the same x as attention: its own norm of x when
 		 * the architecture has one, else attention's normalised input. */
@@ -370,65 +443,148 @@ static void block(struct forward_ctx *f, uint32_t il, uint32_t pos0, uint32_t n)
 
 /* ---- embedding and head ----------------------------------------------------- */
 
-/* x[n][n_embd] = token_embd[tokens[t]] (* sqrt(n_embd) for Gemma). Ids
- * are checked by forward_eval(). */
-static void embed(struct forward_ctx *f, const int32_t *tokens, uint32_t n)
+/* x[r][n_embd] = token_embd[token of row r] (* sqrt(n_embd) for Gemma),
+ * and the row's position. Ids are checked by forward_pass_run(). */
+static void embed(struct forward_pass *f)
 {
 	const struct model_weight *e = &f->m->w[ARCH_T_TOKEN_EMBD];
 	const uint32_t d = f->m->hp.n_embd;
 	const size_t row = dtype_row_size(e->type, d);
 	const float scale = (float)sqrt((double)d);
-	uint32_t t, i;
+	uint32_t s, t, i;
 
-	for (t = 0; t < n; t++) {
-		float *x = f->x + (size_t)t * d;
+	for (s = 0; s < f->plan.n_seq; s++) {
+		const struct forward_seq *sq = &f->plan.seqs[s];
 
-		kern_dequantize_row(e->type, (const uint8_t *)e->data + (size_t)tokens[t] * row, x, d);
-		if (f->m->arch->embd_scale_sqrt)
-			for (i = 0; i < d; i++)
-				x[i] *= scale;
+		for (t = 0; t < sq->n_tok; t++) {
+			uint32_t r = f->plan.row0[s] + t;
+			float *x = f->x + (size_t)r * d;
+
+			f->pos[r] = sq->kv->n_pos + t;
+			kern_dequantize_row(e->type,
+					    (const uint8_t *)e->data + (size_t)sq->tokens[t] * row, x, d);
+			if (f->m->arch->embd_scale_sqrt)
+				for (i = 0; i < d; i++)
+					x[i] *= scale;
+		}
 	}
 }
 
-/* logits = output(output_norm(x)) for all n rows ([n][n_vocab]) or only
- * the last ([n_vocab]). */
-static void head(struct forward_ctx *f, uint32_t n, float *logits, int all)
+/* logits = output(output_norm(x)) for the rows that want them, in
+ * sequence order: every row of an all_positions sequence, the last row of
+ * a last_logits one. They are gathered into y_attn first (free by now). */
+static void head(struct forward_pass *f, float *logits)
 {
 	const struct model *m = f->m;
 	const size_t d = m->hp.n_embd;
-	const float *x = all ? f->x : f->x + (n - 1) * d;
-	uint32_t rows = all ? n : 1;
+	uint32_t s, rows = 0;
 
-	norm(f, &m->w[ARCH_T_OUTPUT_NORM], &m->w[ARCH_T_OUTPUT_NORM_B], x, f->xn, rows);
+	for (s = 0; s < f->plan.n_seq; s++) {
+		const struct forward_seq *sq = &f->plan.seqs[s];
+		const float *x = f->x + (size_t)f->plan.row0[s] * d;
+
+		if (sq->logits == FORWARD_LOGITS_ALL) {
+			memcpy(f->y_attn + rows * d, x, sq->n_tok * d * sizeof(float));
+			rows += sq->n_tok;
+		} else if (sq->logits == FORWARD_LOGITS_LAST) {
+			memcpy(f->y_attn + rows * d, x + (sq->n_tok - 1) * d, d * sizeof(float));
+			rows++;
+		}
+	}
+	if (rows == 0)
+		return;
+	norm(f, &m->w[ARCH_T_OUTPUT_NORM], &m->w[ARCH_T_OUTPUT_NORM_B], f->y_attn, f->xn, rows);
 	linear(f, &m->w[ARCH_T_OUTPUT], &m->w[ARCH_T_OUTPUT_B], f->xn, logits, rows);
 }
 
-/* One step of n <= max_batch tokens at the cache's next positions. */
-static void step(struct forward_ctx *f, const int32_t *tokens, uint32_t n, float *logits, int all)
+/* Lays the sequences out as rows and attention tiles; returns the rows. */
+static uint32_t plan(struct forward_pass *f, const struct forward_seq *seqs, uint32_t n_seq)
 {
-	const uint32_t pos0 = f->kv.n_pos;
-	uint32_t il;
+	uint32_t s, t, n = 0;
 
-	embed(f, tokens, n);
-	rope_table(f, pos0, n);
-	for (il = 0; il < f->m->hp.n_layer; il++)
-		block(f, il, pos0, n);
-	if (logits)
-		head(f, n, logits, all);
-	f->kv.n_pos = pos0 + n;
+	f->plan.seqs = seqs;
+	f->plan.n_seq = n_seq;
+	f->plan.row0 = f->row0;
+	f->plan.n_tiles = 0;
+	for (s = 0; s < n_seq; s++) {
+		f->row0[s] = n;
+		for (t = 0; t < seqs[s].n_tok; t += ATTN_TILE) {
+			struct attn_tile *tl = &f->tiles[f->plan.n_tiles++];
+
+			tl->seq = s;
+			tl->t0 = t;
+			tl->t1 = t + ATTN_TILE < seqs[s].n_tok ? t + ATTN_TILE : seqs[s].n_tok;
+		}
+		n += seqs[s].n_tok;
+	}
+	return n;
 }
 
-int forward_eval(struct forward_ctx *f, const int32_t *tokens, size_t n_tok, float *logits,
+/* One step: every sequence's tokens at its cache's next positions. */
+static void step(struct forward_pass *f, const struct forward_seq *seqs, uint32_t n_seq,
+		 float *logits)
+{
+	const uint32_t n = plan(f, seqs, n_seq);
+	uint32_t il, s;
+
+	embed(f);
+	rope_table(f, n);
+	for (il = 0; il < f->m->hp.n_layer; il++)
+		block(f, il, n);
+	if (logits)
+		head(f, logits);
+	for (s = 0; s < n_seq; s++)
+		seqs[s].kv->n_pos += seqs[s].n_tok;
+}
+
+int forward_pass_run(struct forward_pass *f, const struct forward_seq *seqs, uint32_t n_seq,
+		     float *logits, char *err)
+{
+	const uint32_t n_vocab = f->m->hp.n_vocab;
+	uint64_t total = 0;
+	uint32_t s, t, o;
+
+	if (n_seq == 0)
+		return ember_seterr(err, EMBER_EINVAL, "forward: no sequences");
+	for (s = 0; s < n_seq; s++) {
+		const struct forward_seq *sq = &seqs[s];
+
+		if (sq->n_tok == 0)
+			return ember_seterr(err, EMBER_EINVAL, "forward: sequence %u has no tokens", s);
+		if (sq->n_tok > sq->kv->n_ctx - sq->kv->n_pos)
+			return ember_seterr(err, EMBER_ECONTEXT, "forward: %u tokens after %u exceed "
+					    "the context of %u", sq->n_tok, sq->kv->n_pos,
+					    sq->kv->n_ctx);
+		for (t = 0; t < sq->n_tok; t++)
+			if (sq->tokens[t] < 0 || (uint32_t)sq->tokens[t] >= n_vocab)
+				return ember_seterr(err, EMBER_ERANGE, "forward: token id %d at %u is "
+						    "outside the vocabulary of %u", sq->tokens[t],
+						    t, n_vocab);
+		for (o = 0; o < s; o++)
+			if (seqs[o].kv == sq->kv)
+				return ember_seterr(err, EMBER_EINVAL, "forward: sequences %u and %u "
+						    "share a cache", o, s);
+		total += sq->n_tok;
+	}
+	if (total > f->max_batch)
+		return ember_seterr(err, EMBER_EINVAL, "forward: %llu tokens exceed the batch of %u",
+				    (unsigned long long)total, f->max_batch);
+	step(f, seqs, n_seq, logits);
+	return 0;
+}
+
+int forward_eval(struct forward_ctx *c, const int32_t *tokens, size_t n_tok, float *logits,
 		 int all_positions, char *err)
 {
+	struct forward_pass *f = c->p;
 	const uint32_t n_vocab = f->m->hp.n_vocab;
 	size_t done, i;
 
 	if (n_tok == 0)
 		return ember_seterr(err, EMBER_EINVAL, "forward: no tokens");
-	if (n_tok > f->kv.n_ctx - f->kv.n_pos)
+	if (n_tok > c->kv.n_ctx - c->kv.n_pos)
 		return ember_seterr(err, EMBER_ECONTEXT, "forward: %zu tokens after %u exceed the "
-				    "context of %u", n_tok, f->kv.n_pos, f->kv.n_ctx);
+				    "context of %u", n_tok, c->kv.n_pos, c->kv.n_ctx);
 	for (i = 0; i < n_tok; i++)
 		if (tokens[i] < 0 || (uint32_t)tokens[i] >= n_vocab)
 			return ember_seterr(err, EMBER_ERANGE, "forward: token id %d at %zu is "
@@ -436,14 +592,18 @@ int forward_eval(struct forward_ctx *f, const int32_t *tokens, size_t n_tok, flo
 	for (done = 0; done < n_tok;) {
 		uint32_t n = (uint32_t)(n_tok - done < f->max_batch ? n_tok - done : f->max_batch);
 		int last = done + n == n_tok;
+		struct forward_seq sq = {&c->kv, tokens + done, n, FORWARD_LOGITS_NONE};
 		float *out = NULL;
 
 		/* Only the last step's final row matters unless all are asked. */
-		if (logits && all_positions)
+		if (logits && all_positions) {
+			sq.logits = FORWARD_LOGITS_ALL;
 			out = logits + done * n_vocab;
-		else if (logits && last)
+		} else if (logits && last) {
+			sq.logits = FORWARD_LOGITS_LAST;
 			out = logits;
-		step(f, tokens + done, n, out, all_positions);
+		}
+		step(f, &sq, 1, out);
 		done += n;
 	}
 	return 0;
@@ -478,7 +638,7 @@ static size_t matmul_scratch_size(const struct model *m, uint32_t B)
 }
 
 /* Carves every scratch buffer out of one 64-byte aligned arena. */
-static int alloc_scratch(struct forward_ctx *f)
+static int alloc_scratch(struct forward_pass *f)
 {
 	const struct model_hparams *hp = &f->m->hp;
 	const size_t B = f->max_batch;
@@ -486,13 +646,17 @@ static int alloc_scratch(struct forward_ctx *f)
 	const size_t dk = (size_t)hp->n_head_kv * hp->head_dim_k;
 	const size_t dv = (size_t)hp->n_head_kv * hp->head_dim_v;
 	int fused = 0;
-	float **bufs[] = {&f->x, &f->xn, &f->y_attn, &f->y_mlp, &f->q, &f->k, &f->v,
-			  &f->qkv, &f->attn, &f->att_ml, &f->gate, &f->up, &f->rope, &f->alibi};
+	void **bufs[] = {(void **)&f->x, (void **)&f->xn, (void **)&f->y_attn,
+			 (void **)&f->y_mlp, (void **)&f->q, (void **)&f->k, (void **)&f->v,
+			 (void **)&f->qkv, (void **)&f->attn, (void **)&f->att_ml,
+			 (void **)&f->gate, (void **)&f->up, (void **)&f->rope, (void **)&f->alibi,
+			 (void **)&f->pos, (void **)&f->row0, (void **)&f->tiles};
 	size_t lens[] = {B * hp->n_embd, B * hp->n_embd, B * hp->n_embd, B * hp->n_embd,
 			       B * dq, B * dk, B * dv, 0,
 			       B * hp->n_head * hp->head_dim_v, B * hp->n_head * 2,
 			       B * hp->n_ff, B * hp->n_ff, B * (hp->n_rot / 2) * 2,
-			       f->m->arch->alibi ? hp->n_head : 0};
+			       f->m->arch->alibi ? hp->n_head : 0, B, B,
+			       B * sizeof(struct attn_tile) / sizeof(float)};
 	size_t mm = round64(matmul_scratch_size(f->m, f->max_batch));
 	size_t total = mm, off = mm, i;
 	uint8_t *base;
@@ -500,6 +664,7 @@ static int alloc_scratch(struct forward_ctx *f)
 	for (i = 0; i < hp->n_layer; i++)
 		fused |= f->m->layers[i].w[ARCH_T_ATTN_QKV].data != NULL;
 	lens[7] = fused ? B * (dq + dk + dv) : 0; /* qkv */
+	/* Lengths count 4-byte words (floats, uint32_t, attn_tile). */
 	for (i = 0; i < sizeof(lens) / sizeof(lens[0]); i++)
 		total += round64(lens[i] * sizeof(float));
 	base = aligned_alloc(64, total > 0 ? total : 64);
@@ -508,7 +673,7 @@ static int alloc_scratch(struct forward_ctx *f)
 	f->arena = base;
 	f->mm_scratch = base;
 	for (i = 0; i < sizeof(lens) / sizeof(lens[0]); i++) {
-		*bufs[i] = lens[i] ? (float *)(base + off) : NULL;
+		*bufs[i] = lens[i] ? (void *)(base + off) : NULL;
 		off += round64(lens[i] * sizeof(float));
 	}
 	for (i = 0; f->alibi && i < hp->n_head; i++)
@@ -516,27 +681,24 @@ static int alloc_scratch(struct forward_ctx *f)
 	return 0;
 }
 
-int forward_new(struct forward_ctx **out, const struct model *m, const struct forward_opts *o,
-		char *err)
+int forward_pass_new(struct forward_pass **out, const struct model *m,
+		     const struct forward_opts *o, char *err)
 {
 	struct forward_opts def = {0};
-	struct forward_ctx *f;
-	uint32_t n_ctx;
+	struct forward_pass *f;
 	int rc;
 
 	*out = NULL;
 	if (!o)
 		o = &def;
-	n_ctx = o->n_ctx ? o->n_ctx : m->hp.n_ctx_train;
-	if (n_ctx == 0)
-		return ember_seterr(err, EMBER_EINVAL, "forward: context size is zero");
+	if (m->hp.head_dim_k > ATTN_KV_BLOCK || m->hp.head_dim_v > ATTN_KV_BLOCK)
+		return ember_seterr(err, EMBER_EUNSUPPORTED, "forward: head width %u above %d",
+				    m->hp.head_dim_k, ATTN_KV_BLOCK);
 	f = calloc(1, sizeof(*f));
 	if (!f)
-		return ember_seterr(err, EMBER_ENOMEM, "forward: session");
+		return ember_seterr(err, EMBER_ENOMEM, "forward: pass");
 	f->m = m;
 	f->max_batch = o->max_batch ? o->max_batch : FORWARD_DEFAULT_BATCH;
-	if (f->max_batch > n_ctx)
-		f->max_batch = n_ctx;
 	f->pool = o->pool;
 	if (!f->pool && o->n_threads > 1) {
 		f->pool = pthreadpool_create(o->n_threads);
@@ -546,8 +708,6 @@ int forward_new(struct forward_ctx **out, const struct model *m, const struct fo
 		}
 		f->owns_pool = 1;
 	}
-	if ((rc = kv_cache_init(&f->kv, &m->hp, n_ctx, err)) < 0)
-		goto fail;
 	if ((rc = alloc_scratch(f)) < 0) {
 		ember_seterr(err, rc, "forward: scratch for %u tokens", f->max_batch);
 		goto fail;
@@ -555,42 +715,87 @@ int forward_new(struct forward_ctx **out, const struct model *m, const struct fo
 	*out = f;
 	return 0;
 fail:
-	forward_free(f);
+	forward_pass_free(f);
 	return rc;
 }
 
-void forward_free(struct forward_ctx *f)
+void forward_pass_free(struct forward_pass *f)
 {
 	if (!f)
 		return;
 	free(f->arena);
-	kv_cache_free(&f->kv);
 	if (f->owns_pool)
 		pthreadpool_destroy(f->pool);
 	free(f);
 }
 
-uint32_t forward_n_pos(const struct forward_ctx *f)
+uint32_t forward_pass_max_batch(const struct forward_pass *f)
 {
-	return f->kv.n_pos;
+	return f->max_batch;
 }
 
-uint32_t forward_n_ctx(const struct forward_ctx *f)
+int forward_new(struct forward_ctx **out, const struct model *m, const struct forward_opts *o,
+		char *err)
 {
-	return f->kv.n_ctx;
+	struct forward_opts def = {0}, po;
+	struct forward_ctx *c;
+	uint32_t n_ctx;
+	int rc;
+
+	*out = NULL;
+	if (!o)
+		o = &def;
+	n_ctx = o->n_ctx ? o->n_ctx : m->hp.n_ctx_train;
+	if (n_ctx == 0)
+		return ember_seterr(err, EMBER_EINVAL, "forward: context size is zero");
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return ember_seterr(err, EMBER_ENOMEM, "forward: session");
+	po = *o;
+	po.max_batch = o->max_batch ? o->max_batch : FORWARD_DEFAULT_BATCH;
+	if (po.max_batch > n_ctx)
+		po.max_batch = n_ctx;
+	if ((rc = forward_pass_new(&c->p, m, &po, err)) < 0)
+		goto fail;
+	if ((rc = kv_cache_init(&c->kv, &m->hp, n_ctx, o->kv_type, err)) < 0)
+		goto fail;
+	*out = c;
+	return 0;
+fail:
+	forward_free(c);
+	return rc;
 }
 
-void forward_rewind(struct forward_ctx *f, uint32_t n_pos)
+void forward_free(struct forward_ctx *c)
 {
-	kv_cache_truncate(&f->kv, n_pos);
+	if (!c)
+		return;
+	kv_cache_free(&c->kv);
+	forward_pass_free(c->p);
+	free(c);
 }
 
-struct kv_cache *forward_kv(struct forward_ctx *f)
+uint32_t forward_n_pos(const struct forward_ctx *c)
 {
-	return &f->kv;
+	return c->kv.n_pos;
 }
 
-const struct model *forward_model(const struct forward_ctx *f)
+uint32_t forward_n_ctx(const struct forward_ctx *c)
 {
-	return f->m;
+	return c->kv.n_ctx;
+}
+
+void forward_rewind(struct forward_ctx *c, uint32_t n_pos)
+{
+	kv_cache_truncate(&c->kv, n_pos);
+}
+
+struct kv_cache *forward_kv(struct forward_ctx *c)
+{
+	return &c->kv;
+}
+
+const struct model *forward_model(const struct forward_ctx *c)
+{
+	return c->p->m;
 }

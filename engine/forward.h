@@ -1,21 +1,30 @@
 /*
- * forward.h - a session that runs the transformer forward pass: token ids
- * in, logits out, keys and values kept for the next call.
+ * forward.h - the transformer forward pass: token ids in, logits out, keys
+ * and values kept in per-sequence caches for the next call.
  *
- * One struct forward_ctx per sequence. It borrows the model (read-only,
- * shared by any number of sessions) and owns its KV cache and every
- * scratch buffer, all allocated once by forward_new() for at most
- * `max_batch` tokens per step: evaluating allocates nothing. A prompt
- * longer than max_batch is processed in chunks of max_batch (prefill);
- * one token per call is decode. Both go through the same code, so a
- * prompt in one call, in chunks, or token by token gives the same logits
- * up to the rounding of the matrix kernels' GEMM and GEMV paths.
+ * Two levels:
+ *   struct forward_pass  the compute part a worker owns: every scratch
+ *                        buffer, sized once for at most `max_batch` rows,
+ *                        and the thread pool. forward_pass_run() evaluates
+ *                        one step over several sequences at once: their
+ *                        tokens become rows of one batch, so each weight
+ *                        matrix is read once for all of them; attention
+ *                        runs per sequence against its own kv_cache.
+ *   struct forward_ctx   a single session: a pass plus one cache of its
+ *                        own. forward_eval() processes any number of
+ *                        tokens in steps of max_batch (prefill); one token
+ *                        per call is decode.
+ * Both go through the same code, so a prompt in one call, in chunks, token
+ * by token, or batched with other sequences gives the same logits up to the
+ * rounding of the matrix kernels' GEMM and GEMV paths. Evaluating
+ * allocates nothing.
  *
  * Threads: compute is spread over a pthreadpool: the caller's (borrowed),
- * or one the session creates and owns when n_threads > 1. A session is
- * used by one thread at a time; sessions sharing a pool take turns (the
- * pool serialises parallel calls). Results do not depend on the number of
- * threads: every output element is computed by one thread in a fixed order.
+ * or one the pass creates and owns when n_threads > 1. A pass (and a
+ * session) is used by one thread at a time; passes sharing a pool take
+ * turns (the pool serialises parallel calls). Results do not depend on the
+ * number of threads: every output element is computed by one thread in a
+ * fixed order. The model is read-only and shared by any number of passes.
  */
 #ifndef EMBER_FORWARD_H
 #define EMBER_FORWARD_H
@@ -32,18 +41,63 @@ struct forward_opts {
 	uint32_t max_batch;   /* tokens per step (prefill chunk); 0: FORWARD_DEFAULT_BATCH */
 	pthreadpool_t pool;   /* borrowed compute threads, or NULL */
 	uint32_t n_threads;   /* without `pool`: > 1 creates an owned pool of that many */
+	uint32_t kv_type;     /* forward_new's cache: DTYPE_F32 (0, default) or DTYPE_F16 */
 };
 
 #define FORWARD_DEFAULT_BATCH 64
 
+struct forward_pass;
 struct forward_ctx;
 
-/* Creates a session on `m` (which must outlive it). `o` NULL: defaults.
- * Returns 0, EMBER_EINVAL or EMBER_ENOMEM (message in err). */
+enum forward_logits {
+	FORWARD_LOGITS_NONE, /* this sequence's rows produce no logits */
+	FORWARD_LOGITS_LAST, /* [n_vocab] for its last token */
+	FORWARD_LOGITS_ALL,  /* [n_tok][n_vocab], one row per token */
+};
+
+/* One sequence's part of a step: n_tok tokens evaluated at positions
+ * kv->n_pos .. kv->n_pos+n_tok-1 of its cache. */
+struct forward_seq {
+	struct kv_cache *kv;      /* the sequence's cache (borrowed) */
+	const int32_t *tokens;    /* [n_tok] */
+	uint32_t n_tok;           /* >= 1 */
+	enum forward_logits logits;
+};
+
+/* Creates the compute part for `m` (which must outlive it): scratch for
+ * o->max_batch rows (0: FORWARD_DEFAULT_BATCH), the pool as in o (n_ctx and
+ * kv_type are ignored). Returns 0, EMBER_EUNSUPPORTED, EMBER_ENOMEM. */
+int forward_pass_new(struct forward_pass **out, const struct model *m,
+		     const struct forward_opts *o, char *err);
+
+/* Frees the scratch and an owned pool. NULL-safe. */
+void forward_pass_free(struct forward_pass *p);
+
+/* Rows one step may hold. */
+uint32_t forward_pass_max_batch(const struct forward_pass *p);
+
+/*
+ * One step over seqs[0..n_seq): the sum of their n_tok must be at most
+ * max_batch, each cache distinct and with room. Appends each sequence's
+ * keys and values to its cache and advances its n_pos. Logits go to
+ * `logits` (may be NULL when no sequence asks) as consecutive rows in
+ * sequence order: n_tok rows for FORWARD_LOGITS_ALL, one for _LAST.
+ * Returns 0; EMBER_EINVAL (no sequences, an empty one, a shared cache, too
+ * many rows), EMBER_ERANGE (a token id outside the vocabulary),
+ * EMBER_ECONTEXT (a cache would overflow), message in err; on error no
+ * cache is changed.
+ */
+int forward_pass_run(struct forward_pass *p, const struct forward_seq *seqs, uint32_t n_seq,
+		     float *logits, char *err);
+
+/* Creates a session on `m` (which must outlive it): a pass of its own
+ * (max_batch capped at n_ctx) and a cache of n_ctx positions of kv_type.
+ * `o` NULL: defaults. Returns 0, EMBER_EINVAL or EMBER_ENOMEM (message in
+ * err). */
 int forward_new(struct forward_ctx **out, const struct model *m, const struct forward_opts *o,
 		char *err);
 
-/* Frees the session, its cache, scratch and owned pool. NULL-safe. */
+/* Frees the session, its cache, pass and owned pool. NULL-safe. */
 void forward_free(struct forward_ctx *f);
 
 /*

@@ -1,19 +1,21 @@
 /*
- * kv_cache.h - the keys and values of one sequence's past positions, F32.
+ * kv_cache.h - the keys and values of one sequence's past positions, F32
+ * or F16.
  *
  * Layout (one allocation each for K and V, head-major so that attention
  * for one kv head streams a contiguous block):
  *
- *   k: [n_layer][n_head_kv][n_ctx][head_dim_k]
+ *   k: [n_layer][n_head_kv][n_ctx][head_dim_k]   elements of `type`
  *   v: [n_layer][n_head_kv][n_ctx][head_dim_v]
  *
  * Positions 0 .. n_pos-1 are filled; the forward pass writes positions
  * n_pos .. n_pos+n_tok-1 of every layer, then advances n_pos once the
- * whole batch is done. Keys are stored after
- * rotary embedding, so they are reused as they are.
+ * whole batch is done. Keys are stored after rotary embedding, so they are
+ * reused as they are. F16 halves the memory (and the bytes attention
+ * streams per decoded token) for a rounding of about 1e-3 relative.
  *
  * Ownership: struct kv_cache is caller storage owning both arrays.
- * Thread safety: one session's; the forward pass writes disjoint rows from
+ * Thread safety: one sequence's; the forward pass writes disjoint rows from
  * its pool threads.
  */
 #ifndef EMBER_KV_CACHE_H
@@ -28,13 +30,17 @@ struct kv_cache {
 	uint32_t n_layer, n_head_kv, head_dim_k, head_dim_v;
 	uint32_t n_ctx; /* capacity in positions */
 	uint32_t n_pos; /* positions filled */
-	float *k;       /* [n_layer][n_head_kv][n_ctx][head_dim_k], owned */
-	float *v;       /* [n_layer][n_head_kv][n_ctx][head_dim_v], owned */
+	uint32_t type;  /* DTYPE_F32 or DTYPE_F16 */
+	size_t elt;     /* bytes per element: 4 or 2 */
+	void *k;        /* [n_layer][n_head_kv][n_ctx][head_dim_k], owned */
+	void *v;        /* [n_layer][n_head_kv][n_ctx][head_dim_v], owned */
 };
 
-/* Allocates a cache for `n_ctx` positions of model `hp`. Returns 0,
- * EMBER_EINVAL (n_ctx == 0) or EMBER_ENOMEM (message in err). */
-int kv_cache_init(struct kv_cache *c, const struct model_hparams *hp, uint32_t n_ctx, char *err);
+/* Allocates a cache for `n_ctx` positions of model `hp` with elements of
+ * `type` (DTYPE_F32 or DTYPE_F16). Returns 0, EMBER_EINVAL (n_ctx == 0,
+ * another type) or EMBER_ENOMEM (message in err). */
+int kv_cache_init(struct kv_cache *c, const struct model_hparams *hp, uint32_t n_ctx,
+		  uint32_t type, char *err);
 
 /* Frees the arrays. NULL-safe, safe on a zeroed struct. */
 void kv_cache_free(struct kv_cache *c);
@@ -44,19 +50,27 @@ void kv_cache_free(struct kv_cache *c);
  * reads positions below n_pos. */
 void kv_cache_truncate(struct kv_cache *c, uint32_t n_pos);
 
-/* Copies the filled positions of `src` into `dst` (same shapes; session
- * clone). Returns 0 or EMBER_EINVAL on a shape mismatch. */
+/* Copies the first `n` filled positions of `src` into `dst` and sets
+ * dst->n_pos = n (same shapes and type; prefix reuse, session clone).
+ * Returns 0 or EMBER_EINVAL on a mismatch or n > src->n_pos. */
+int kv_cache_copy_prefix(struct kv_cache *dst, const struct kv_cache *src, uint32_t n);
+
+/* kv_cache_copy_prefix() of all of src's positions. */
 int kv_cache_copy(struct kv_cache *dst, const struct kv_cache *src);
 
-/* Rows of layer `il`, kv head `h`: [n_ctx][head_dim_k] / [n_ctx][head_dim_v]. */
-static inline float *kv_cache_k(const struct kv_cache *c, uint32_t il, uint32_t h)
+/* Rows of layer `il`, kv head `h`: [n_ctx][head_dim_k] / [n_ctx][head_dim_v]
+ * elements of c->type. */
+static inline void *kv_cache_k(const struct kv_cache *c, uint32_t il, uint32_t h)
 {
-	return c->k + ((size_t)il * c->n_head_kv + h) * c->n_ctx * c->head_dim_k;
+	return (char *)c->k + ((size_t)il * c->n_head_kv + h) * c->n_ctx * c->head_dim_k * c->elt;
 }
 
-static inline float *kv_cache_v(const struct kv_cache *c, uint32_t il, uint32_t h)
+static inline void *kv_cache_v(const struct kv_cache *c, uint32_t il, uint32_t h)
 {
-	return c->v + ((size_t)il * c->n_head_kv + h) * c->n_ctx * c->head_dim_v;
+	return (char *)c->v + ((size_t)il * c->n_head_kv + h) * c->n_ctx * c->head_dim_v * c->elt;
 }
+
+/* Bytes of the cache's two arrays. */
+size_t kv_cache_bytes(const struct kv_cache *c);
 
 #endif

@@ -1,0 +1,223 @@
+/*
+ * engine.h - the generation engine: a pool of worker threads that turn
+ * prompt text into streamed completion text, with continuous batching,
+ * per-sequence KV caches, prefix reuse and sessions. This header is the
+ * contract the server (server/backend.c) codes against; nothing here knows
+ * HTTP, JSON or libuv.
+ *
+ * Requests. engine_submit() copies the request (prompt text, stop strings)
+ * into a bounded FIFO queue and returns at once; it never tokenizes,
+ * computes or waits for a worker, so the event loop may call it. A worker
+ * takes requests in arrival order, tokenizes the prompt, and runs it in
+ * one of its slots. Results come back through two callbacks, both on the
+ * worker thread: on_text() any number of times (UTF-8 text, stop strings
+ * removed, never a split code point), then on_done() exactly once, last.
+ * A request whose prompt does not fit the context is not an on-submit
+ * error (tokens are only known on the worker): it ends with on_done(),
+ * finish ENGINE_FINISH_ERROR, code EMBER_ECONTEXT and the numbers in
+ * prompt_tokens / n_ctx, before any on_text(), so a server can still
+ * answer 400 before it sends headers.
+ *
+ * Batching. Each worker step is one forward pass over one decode token of
+ * every running sequence plus up to `prefill_chunk` prompt tokens of the
+ * oldest sequence still prefilling, so the weights are read once per step
+ * for all streams, and a long prompt delays running streams by at most one
+ * chunk per step.
+ *
+ * KV caches. A worker holds up to kv_cache_mb of caches, each for n_ctx
+ * positions (F16 by default). After a request ends its cache stays, with
+ * the tokens it holds, as an idle cache: a later request whose tokens
+ * start with them prefills only the rest (cached_tokens). When a new
+ * sequence needs a cache and the budget is spent, idle caches are evicted
+ * least recently used first (anonymous ones before sessions'); when all
+ * are running the request waits in the queue.
+ *
+ * Sessions (MediaPipe's LlmInferenceSession): a conversation whose tokens
+ * and KV cache persist between requests. Generating into a session appends
+ * the new text to what it holds and prefills only that. A clone starts
+ * with the same tokens (its cache is copied from the parent's when it
+ * first runs) and then diverges independently. An evicted session keeps
+ * its tokens and recomputes its cache when next used.
+ *
+ * Threads: every engine_* function may be called from any thread (the
+ * server calls them on its loop thread); none blocks on compute, except
+ * engine_free(), which joins the workers. Callbacks run on worker threads
+ * (and, for requests never started, on the thread calling engine_free);
+ * they must not call back into the engine except engine_cancel() and
+ * engine_stats().
+ */
+#ifndef EMBER_ENGINE_H
+#define EMBER_ENGINE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ember.h"
+#include "model.h"
+#include "sampler.h"
+#include "tokenizer.h"
+
+#define ENGINE_MAX_STOP 4 /* stop strings per request (detok.h's limit) */
+
+struct engine_config {
+	uint32_t workers;        /* worker threads; 0: 1 */
+	uint32_t threads;        /* compute threads per worker; 0: 1 */
+	uint32_t slots;          /* sequences a worker runs at once; 0: 4 */
+	uint32_t n_ctx;          /* positions per sequence; 0: the model's context_length */
+	uint32_t prefill_chunk;  /* prompt tokens per step; 0: 256 */
+	uint32_t kv_cache_mb;    /* KV budget per worker in MiB; 0: n_ctx * slots */
+	bool kv_f32;             /* F32 caches instead of F16 (exact, twice the size) */
+	uint32_t queue_max;      /* requests waiting for a slot; 0: 64 */
+	uint32_t max_sessions;   /* live sessions; 0: 64 */
+	uint32_t session_idle_s; /* a session unused this long is deleted; 0: 600 */
+};
+
+enum engine_finish {
+	ENGINE_FINISH_STOP,      /* an end-of-generation token or a stop string */
+	ENGINE_FINISH_LENGTH,    /* max_tokens reached or the context filled */
+	ENGINE_FINISH_CANCELLED, /* engine_cancel(), session deleted, or engine_free() */
+	ENGINE_FINISH_ERROR,     /* `code` and `message` say why */
+};
+
+struct engine_result {
+	enum engine_finish finish;
+	int code;                  /* 0, or EMBER_E* with ENGINE_FINISH_ERROR:
+				    * EMBER_ECONTEXT = the prompt does not fit */
+	int64_t prompt_tokens;     /* tokens of this request's prompt (with a
+				    * session: the new text only) */
+	int64_t cached_tokens;     /* of the sequence's tokens, how many came from a
+				    * cache rather than being prefilled */
+	int64_t completion_tokens; /* tokens generated */
+	uint32_t n_ctx;            /* the context size the prompt was checked against */
+	double ttft_ms;            /* submit to first generated token; -1 if none */
+	double prefill_tps;        /* prefilled tokens per second; 0 if none */
+	double decode_tps;         /* generated tokens per second after the first; 0 if < 2 */
+	char message[EMBER_ERR_MAX]; /* detail for ENGINE_FINISH_ERROR, else "" */
+};
+
+/* Worker thread: `len` bytes of new text (not NUL-terminated, valid during
+ * the call only) that took `n_tokens` generated tokens. */
+typedef void (*engine_text_cb)(void *data, const char *text, size_t len, int n_tokens);
+/* Worker thread, exactly once per submitted request, after its last text. */
+typedef void (*engine_done_cb)(void *data, const struct engine_result *res);
+
+struct engine_request {
+	const char *prompt;        /* text, already chat-templated; copied */
+	size_t prompt_len;
+	bool add_special;          /* BOS/EOS as the model says (tokenizer_encode);
+				    * into a session: only if it holds no tokens yet */
+	bool parse_special;        /* control-token text becomes those tokens */
+	/* Sampling (copied). NULL: the session's defaults, or greedy without
+	 * a session. The seed is used as given: the caller draws one when the
+	 * client gave none. */
+	const struct sampler_config *sampling;
+	int32_t max_tokens;        /* >= 0; 0 only prefills (a session's new turn) */
+	const char *const *stop;   /* [n_stop] non-empty UTF-8 strings; copied */
+	size_t n_stop;             /* <= ENGINE_MAX_STOP */
+	uint64_t session;          /* 0: none; else generate into that session */
+	engine_text_cb on_text;    /* may be NULL */
+	engine_done_cb on_done;    /* may be NULL */
+	void *data;                /* passed to both callbacks */
+};
+
+struct engine_stats {
+	uint32_t queue_depth;      /* requests waiting for a slot */
+	uint32_t slots_busy;       /* sequences running, all workers */
+	uint32_t slots_total;      /* workers * slots */
+	uint64_t kv_bytes;         /* KV cache memory allocated, all workers */
+	uint64_t kv_bytes_max;     /* the budget, all workers */
+	uint32_t kv_cached;        /* idle caches kept for reuse */
+	uint32_t sessions;         /* live sessions */
+	uint64_t requests_done;    /* on_done calls so far */
+};
+
+struct engine_session_opts {
+	const char *system;        /* text prefilled at once (may be NULL); copied */
+	size_t system_len;
+	bool add_special;          /* for the first text of the session */
+	bool parse_special;
+	const struct sampler_config *sampling; /* defaults; NULL: greedy */
+};
+
+struct engine_session_info {
+	uint32_t n_tokens;         /* tokens the session holds (prompt + generated) */
+	uint32_t n_ctx;
+	uint32_t n_left;           /* n_ctx - n_tokens */
+	bool busy;                 /* a request runs or waits on it */
+	bool cached;               /* its KV cache is resident */
+	double idle_s;             /* since it was last used */
+};
+
+struct engine;
+
+/*
+ * Starts cfg->workers workers on `m` and `tok` (borrowed: both must outlive
+ * the engine). `cfg` NULL: all defaults. Allocates per-worker compute
+ * scratch now; KV caches are allocated as sequences need them, within the
+ * budget. Returns 0, EMBER_EINVAL (a budget too small for one context,
+ * a bad value; detail in err), EMBER_ENOMEM.
+ */
+int engine_new(struct engine **out, const struct model *m, const struct tokenizer *tok,
+	       const struct engine_config *cfg, char *err);
+
+/*
+ * Cancels every request (each still gets on_done, ENGINE_FINISH_CANCELLED,
+ * unless it already had it), joins the workers and frees everything,
+ * sessions included. NULL-safe. Must not be called from a callback.
+ */
+void engine_free(struct engine *e);
+
+/*
+ * Queues `req` (copied: the caller may free it on return). On success *id
+ * (never 0) names it for engine_cancel and the callbacks will be called.
+ * Returns 0; EMBER_EFULL when queue_max requests already wait;
+ * EMBER_EINVAL for a bad field (message in err); EMBER_ENOTFOUND for an
+ * unknown session; EMBER_ENOMEM. Requests into one session run one after
+ * another in submission order. On error no callback is called.
+ */
+int engine_submit(struct engine *e, const struct engine_request *req, uint64_t *id, char *err);
+
+/*
+ * Stops request `id`: a queued one never starts, a running one stops
+ * before its next step; its slot is freed and on_done reports
+ * ENGINE_FINISH_CANCELLED (text already streamed stays streamed). Unknown
+ * or finished ids are ignored. Never blocks on compute.
+ */
+void engine_cancel(struct engine *e, uint64_t id);
+
+/* Gauges for metrics, a consistent snapshot. */
+void engine_stats(struct engine *e, struct engine_stats *st);
+
+/* The context size sequences get. */
+uint32_t engine_n_ctx(const struct engine *e);
+
+/*
+ * Creates a session. Its system text, if any, is queued for prefill like a
+ * request with max_tokens 0 (so it counts against queue_max). Returns 0
+ * and *id (never 0); EMBER_EFULL (max_sessions live, or the queue full),
+ * EMBER_EINVAL, EMBER_ENOMEM.
+ */
+int engine_session_new(struct engine *e, const struct engine_session_opts *o, uint64_t *id,
+		       char *err);
+
+/*
+ * A new session holding the same tokens as `id` (and its sampling
+ * defaults); its KV cache is copied from the parent's, when resident, on
+ * its first request. Returns 0 and *clone_id; EMBER_ENOTFOUND, EMBER_EBUSY
+ * (`id` has a request queued or running: its tokens are not settled),
+ * EMBER_EFULL, EMBER_ENOMEM.
+ */
+int engine_session_clone(struct engine *e, uint64_t id, uint64_t *clone_id, char *err);
+
+/* Fills *info. Returns 0 or EMBER_ENOTFOUND. */
+int engine_session_info(struct engine *e, uint64_t id, struct engine_session_info *info);
+
+/*
+ * Deletes a session: a request on it is cancelled (its on_done still
+ * comes), its cache becomes an anonymous idle cache. Returns 0 or
+ * EMBER_ENOTFOUND.
+ */
+int engine_session_delete(struct engine *e, uint64_t id);
+
+#endif

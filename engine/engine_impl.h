@@ -1,0 +1,137 @@
+/*
+ * engine_impl.h - what engine.c (the public API: queue, sessions,
+ * lifetime) and scheduler.c (the worker threads) share. Not a public
+ * header.
+ *
+ * Locking: one mutex per engine guards the queue, the session table, job
+ * states, each worker's slot table and kv_pool bookkeeping. Workers hold it
+ * only to take jobs, pick caches and publish results, never while
+ * computing, tokenizing or calling callbacks.
+ */
+#ifndef EMBER_ENGINE_IMPL_H
+#define EMBER_ENGINE_IMPL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "detok.h"
+#include "engine.h"
+#include "forward.h"
+#include "kv_pool.h"
+
+/* One submitted request, from engine_submit to on_done. Owned by the
+ * queue while queued, by a worker's sequence while running. */
+struct job {
+	uint64_t id;
+	struct job *next;          /* queue link */
+	char *prompt;              /* owned copy, NUL-terminated */
+	size_t prompt_len;
+	char *stop[ENGINE_MAX_STOP]; /* owned copies */
+	size_t n_stop;
+	bool add_special, parse_special;
+	bool prefill_only;         /* max_tokens 0 */
+	struct sampler_config sampling;
+	int32_t max_tokens;
+	struct session *session;   /* NULL, or the session it runs in */
+	engine_text_cb on_text;
+	engine_done_cb on_done;
+	void *data;
+	atomic_int cancelled;
+	double t_submit;           /* engine_now() seconds */
+};
+
+/* A conversation kept between requests (engine.h). */
+struct session {
+	uint64_t id;
+	struct session *next;
+	uint32_t worker;           /* whose kv_pool holds its cache */
+	int32_t *tokens;           /* [n_ctx] prompt and generated tokens so far */
+	uint32_t n_tok;
+	struct kv_entry *kv;       /* idle resident cache (pinned), or NULL */
+	struct sampler_config sampling;
+	uint32_t n_jobs;           /* requests queued or running on it */
+	bool running;              /* one of them runs (they run one at a time) */
+	bool deleted;              /* freed when its last job finishes */
+	double last_used;
+};
+
+enum seq_phase {
+	SEQ_FREE,
+	SEQ_STARTING,  /* taken from the queue, being tokenized */
+	SEQ_WAIT_KV,   /* tokenized, waiting for a cache */
+	SEQ_RUN,       /* prefilling or decoding */
+};
+
+/* One slot of a worker: a running sequence. */
+struct seq {
+	enum seq_phase phase;
+	struct job *job;
+	struct kv_entry *kv;       /* busy entry while running */
+	int32_t *tokens;           /* [n_ctx] the whole sequence (cache holds kv->kv.n_pos) */
+	uint32_t n_tok;
+	uint32_t n_before;         /* a session's tokens before this request */
+	uint32_t n_prompt;         /* this request's prompt tokens */
+	uint32_t n_cached;         /* positions reused from a cache */
+	uint32_t n_gen;
+	uint64_t admitted;         /* admission order: the oldest prefills first */
+	struct sampler *sampler;
+	struct detok detok;
+	int pending_tokens;        /* generated tokens whose text is held back */
+	double t_prefill0, t_first, t_last;
+	uint32_t n_prefilled;
+	float *logits;             /* into the worker's logits rows, this step */
+	bool batched;              /* has rows in this step */
+};
+
+struct worker {
+	struct engine *e;
+	uint32_t index;
+	pthread_t thread;
+	bool started;
+	struct forward_pass *fp;
+	struct kv_pool kv;
+	struct seq *seqs;          /* [slots] */
+	uint32_t n_busy;           /* slots not FREE */
+	struct forward_seq *batch; /* [slots] this step's sequences */
+	uint32_t *batch_seq;       /* [slots] slot of each batch entry */
+	float *logits;             /* [slots][n_vocab] */
+	char *text;                /* DETOK_OUT_MAX(piece) bytes of output */
+	size_t text_cap;
+	char *piece;               /* token piece bytes */
+	size_t piece_cap;
+	uint64_t admit_tick;
+};
+
+struct engine {
+	const struct model *m;
+	const struct tokenizer *tok;
+	struct engine_config cfg;  /* defaults applied */
+	pthread_mutex_t lock;
+	pthread_cond_t wake;       /* queue or cancel news for the workers */
+	bool stopping;
+	struct job *queue_head, *queue_tail;
+	uint32_t queue_len;
+	struct session *sessions;
+	uint32_t n_sessions;
+	uint64_t next_id;
+	uint64_t requests_done;
+	struct worker *workers;    /* [cfg.workers] */
+};
+
+/* Monotonic seconds. */
+double engine_now(void);
+
+/* Ends a job: calls on_done with `res` (finish and counts filled in by the
+ * caller), then frees it. Called without the lock. */
+void engine_job_finish(struct engine *e, struct job *j, struct engine_result *res);
+
+/* Frees a job that never reached a callback. NULL-safe. */
+void engine_job_free(struct job *j);
+
+/* Frees a session and its token list (its cache entry must be unpinned). */
+void engine_session_destroy(struct session *s);
+
+/* The worker thread. */
+void *scheduler_main(void *arg);
+
+#endif

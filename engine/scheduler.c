@@ -1,0 +1,472 @@
+/*
+ * scheduler.c - the worker thread: takes requests from the queue in
+ * arrival order, tokenizes them, finds each a KV cache (reusing a cached
+ * prefix when it can), and runs continuous batching: each step is one
+ * forward pass over the next token of every decoding sequence plus up to
+ * prefill_chunk prompt tokens of the oldest prefilling ones. Sampled
+ * tokens go through detok to the request's on_text.
+ *
+ * Reading order: scheduler_main() (the loop), admit() and start_seq()
+ * (queue to slot), acquire_caches() (slot to cache), run_step() (the
+ * batch), emit() (one token out), finish_seq() (slot back).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dtype.h"
+#include "engine_impl.h"
+#include "sampler.h"
+#include "tokenizer.h"
+
+/* ---- ending a sequence ---------------------------------------------------- */
+
+static void send_text(struct seq *s, const char *text, size_t len)
+{
+	if (len == 0)
+		return;
+	if (s->job->on_text)
+		s->job->on_text(s->job->data, text, len, s->pending_tokens);
+	s->pending_tokens = 0;
+}
+
+/*
+ * Frees slot `s` and reports: `finish`, with `code` and a message for
+ * errors. Held-back text is flushed unless the sequence was cancelled or
+ * failed. A session keeps the tokens on success and rolls back to what it
+ * held before otherwise; the cache goes back to the pool (pinned to the
+ * session when there is one).
+ */
+static void finish_seq(struct worker *w, struct seq *s, enum engine_finish finish, int code,
+		       const char *msg)
+{
+	struct engine *e = w->e;
+	struct job *j = s->job;
+	struct engine_result res = {0};
+	double now = engine_now();
+	size_t len = 0;
+
+	if (finish == ENGINE_FINISH_STOP || finish == ENGINE_FINISH_LENGTH) {
+		if (detok_flush(&s->detok, w->text, w->text_cap, &len) >= 0)
+			send_text(s, w->text, len);
+	}
+	res.finish = finish;
+	res.code = code;
+	res.prompt_tokens = s->n_prompt;
+	res.cached_tokens = s->n_cached;
+	res.completion_tokens = s->n_gen;
+	res.n_ctx = e->cfg.n_ctx;
+	res.ttft_ms = s->n_gen > 0 ? (s->t_first - j->t_submit) * 1000.0 : -1.0;
+	if (s->n_prefilled > 0 && s->t_prefill0 > 0) {
+		double t_end = s->n_gen > 0 ? s->t_first : now;
+
+		res.prefill_tps = t_end > s->t_prefill0 ? s->n_prefilled / (t_end - s->t_prefill0) : 0;
+	}
+	if (s->n_gen > 1 && s->t_last > s->t_first)
+		res.decode_tps = (s->n_gen - 1) / (s->t_last - s->t_first);
+	if (msg)
+		snprintf(res.message, sizeof(res.message), "%s", msg);
+
+	pthread_mutex_lock(&e->lock);
+	if (s->kv) {
+		struct session *ss = j->session;
+		bool keep = ss && !ss->deleted;
+		bool ok = finish == ENGINE_FINISH_STOP || finish == ENGINE_FINISH_LENGTH;
+
+		if (keep && ok) {
+			memcpy(ss->tokens, s->tokens, (size_t)s->n_tok * sizeof(int32_t));
+			ss->n_tok = s->n_tok;
+		} else if (keep) {
+			kv_cache_truncate(&s->kv->kv, ss->n_tok);
+		}
+		memcpy(s->kv->tokens, s->tokens, (size_t)s->kv->kv.n_pos * sizeof(int32_t));
+		kv_pool_release(&w->kv, s->kv, keep ? &ss->kv : NULL);
+		s->kv = NULL;
+	}
+	if (j->session) {
+		j->session->running = false;
+		j->session->last_used = now;
+		if (--j->session->n_jobs == 0 && j->session->deleted)
+			engine_session_destroy(j->session);
+		j->session = NULL;
+	}
+	s->phase = SEQ_FREE;
+	s->job = NULL;
+	w->n_busy--;
+	pthread_mutex_unlock(&e->lock);
+
+	sampler_free(s->sampler);
+	s->sampler = NULL;
+	engine_job_finish(e, j, &res);
+}
+
+/* ---- queue to slot ---------------------------------------------------------- */
+
+/* A session's requests run on its worker, one at a time, in order. */
+static bool eligible(const struct worker *w, const struct job *j)
+{
+	return !j->session || (j->session->worker == w->index && !j->session->running);
+}
+
+/* Lock held: unlinks the queued jobs of this worker that were cancelled
+ * onto *dead, and moves the oldest eligible jobs into free slots. */
+static void admit(struct worker *w, struct job **dead)
+{
+	struct engine *e = w->e;
+	struct job **pp = &e->queue_head, *prev = NULL;
+	int32_t *tokens;
+	uint32_t i;
+
+	while (*pp) {
+		struct job *j = *pp;
+		struct seq *s = NULL;
+
+		if (!eligible(w, j)) {
+			prev = j;
+			pp = &j->next;
+			continue;
+		}
+		if (!atomic_load(&j->cancelled)) {
+			for (i = 0; i < e->cfg.slots && !s; i++)
+				if (w->seqs[i].phase == SEQ_FREE)
+					s = &w->seqs[i];
+			if (!s)
+				break;
+		}
+		*pp = j->next;
+		if (e->queue_tail == j)
+			e->queue_tail = prev;
+		e->queue_len--;
+		j->next = NULL;
+		if (!s) {
+			j->next = *dead;
+			*dead = j;
+			continue;
+		}
+		tokens = s->tokens;
+		memset(s, 0, sizeof(*s));
+		s->tokens = tokens;
+		s->phase = SEQ_STARTING;
+		s->job = j;
+		if (j->session)
+			j->session->running = true;
+		s->admitted = ++w->admit_tick;
+		w->n_busy++;
+	}
+}
+
+/* Reports a job that never ran (cancelled in the queue). The session, if
+ * any, is released like a finished sequence's. */
+static void finish_unstarted(struct worker *w, struct job *j)
+{
+	struct engine *e = w->e;
+	struct engine_result res = {.finish = ENGINE_FINISH_CANCELLED, .ttft_ms = -1};
+
+	res.n_ctx = e->cfg.n_ctx;
+	pthread_mutex_lock(&e->lock);
+	if (j->session) {
+		if (--j->session->n_jobs == 0 && j->session->deleted)
+			engine_session_destroy(j->session);
+		j->session = NULL;
+	}
+	pthread_mutex_unlock(&e->lock);
+	engine_job_finish(e, j, &res);
+}
+
+/* Tokenizes a just-admitted job into its slot: the session's tokens, then
+ * the prompt. Without the lock: a session with a job is only touched by
+ * the worker running it. On failure the sequence is finished. */
+static void start_seq(struct worker *w, struct seq *s)
+{
+	struct engine *e = w->e;
+	struct job *j = s->job;
+	const uint32_t n_ctx = e->cfg.n_ctx;
+	char err[EMBER_ERR_MAX];
+	int64_t n;
+	int rc;
+
+	if (j->session) {
+		s->n_before = j->session->n_tok;
+		memcpy(s->tokens, j->session->tokens, (size_t)s->n_before * sizeof(int32_t));
+	}
+	n = tokenizer_encode(e->tok, j->prompt, j->prompt_len, j->add_special && s->n_before == 0,
+			     j->parse_special, s->tokens + s->n_before, n_ctx - s->n_before);
+	if (n < 0) {
+		finish_seq(w, s, ENGINE_FINISH_ERROR, (int)n, "tokenizer failed on the prompt");
+		return;
+	}
+	s->n_prompt = (uint32_t)(n > UINT32_MAX ? UINT32_MAX : n);
+	if ((uint64_t)n + s->n_before > n_ctx) {
+		if (s->n_before)
+			snprintf(err, sizeof(err), "prompt of %lld tokens after the session's %u "
+				 "exceeds the context of %u tokens", (long long)n, s->n_before, n_ctx);
+		else
+			snprintf(err, sizeof(err), "prompt of %lld tokens exceeds the context of %u "
+				 "tokens", (long long)n, n_ctx);
+		finish_seq(w, s, ENGINE_FINISH_ERROR, EMBER_ECONTEXT, err);
+		return;
+	}
+	s->n_tok = s->n_before + (uint32_t)n;
+	if (s->n_tok == 0) {
+		finish_seq(w, s, ENGINE_FINISH_ERROR, EMBER_EINVAL, "the prompt has no tokens");
+		return;
+	}
+	rc = sampler_new(&s->sampler, &j->sampling, (int32_t)e->m->hp.n_vocab, err);
+	if (rc == 0)
+		rc = detok_init(&s->detok, (const char *const *)j->stop, j->n_stop, err);
+	if (rc < 0) {
+		finish_seq(w, s, ENGINE_FINISH_ERROR, rc, err);
+		return;
+	}
+	s->phase = SEQ_WAIT_KV;
+}
+
+/* ---- slot to cache -------------------------------------------------------- */
+
+/* The waiting sequence admitted first, or NULL. */
+static struct seq *oldest(struct worker *w, enum seq_phase phase, bool (*want)(const struct seq *))
+{
+	struct seq *best = NULL;
+	uint32_t i;
+
+	for (i = 0; i < w->e->cfg.slots; i++) {
+		struct seq *s = &w->seqs[i];
+
+		if (s->phase == phase && (!want || want(s)) && (!best || s->admitted < best->admitted))
+			best = s;
+	}
+	return best;
+}
+
+/*
+ * Gives caches to waiting sequences in admission order until one must
+ * wait (every cache busy). A session runs on its own resident cache;
+ * anything else goes through kv_pool_acquire's prefix search. Prefix
+ * copies from pinned caches happen after the lock is dropped.
+ */
+static void acquire_caches(struct worker *w, struct kv_claim *claims, struct seq **claimed,
+			   uint32_t *n_claims)
+{
+	struct engine *e = w->e;
+	char err[EMBER_ERR_MAX];
+	struct seq *s;
+
+	*n_claims = 0;
+	pthread_mutex_lock(&e->lock);
+	while ((s = oldest(w, SEQ_WAIT_KV, NULL))) {
+		struct kv_claim *c = &claims[*n_claims];
+		struct session *ss = s->job->session;
+		int rc = 0;
+
+		if (ss && ss->kv) {
+			memset(c, 0, sizeof(*c));
+			c->entry = ss->kv;
+			kv_pool_take(ss->kv);
+			/* At least one token is evaluated, for the logits. */
+			kv_cache_truncate(&c->entry->kv, s->n_tok - 1);
+			c->n_reuse = c->entry->kv.n_pos;
+		} else {
+			rc = kv_pool_acquire(&w->kv, s->tokens, s->n_tok, c, err);
+		}
+		if (rc == EMBER_EBUSY)
+			break;
+		if (rc < 0) {
+			pthread_mutex_unlock(&e->lock);
+			finish_seq(w, s, ENGINE_FINISH_ERROR, rc, err);
+			pthread_mutex_lock(&e->lock);
+			continue;
+		}
+		s->kv = c->entry;
+		s->n_cached = c->n_reuse;
+		s->phase = SEQ_RUN;
+		s->t_prefill0 = engine_now();
+		claimed[(*n_claims)++] = s;
+	}
+	pthread_mutex_unlock(&e->lock);
+}
+
+/* ---- one token out -------------------------------------------------------- */
+
+/* Samples the next token of `s` from `logits` and streams its text; may
+ * finish the sequence. */
+static void emit(struct worker *w, struct seq *s, const float *logits)
+{
+	struct engine *e = w->e;
+	int32_t tok;
+	size_t len = 0;
+	int n, st;
+
+	if (s->n_tok >= e->cfg.n_ctx) {
+		finish_seq(w, s, ENGINE_FINISH_LENGTH, 0, NULL);
+		return;
+	}
+	tok = sampler_sample(s->sampler, logits, (int32_t)e->m->hp.n_vocab);
+	if (tok < 0) {
+		finish_seq(w, s, ENGINE_FINISH_ERROR, tok, "no token can be sampled");
+		return;
+	}
+	sampler_accept(s->sampler, tok);
+	s->t_last = engine_now();
+	if (s->n_gen++ == 0)
+		s->t_first = s->t_last;
+	s->tokens[s->n_tok++] = tok;
+	s->pending_tokens++;
+	if (tokenizer_is_eog(e->tok, tok)) {
+		finish_seq(w, s, ENGINE_FINISH_STOP, 0, NULL);
+		return;
+	}
+	n = tokenizer_piece(e->tok, tok, 0, w->piece, w->piece_cap);
+	if (n > (int)w->piece_cap) {
+		/* A longer piece than any seen so far: grow once. */
+		char *p = realloc(w->piece, (size_t)n);
+
+		if (!p) {
+			finish_seq(w, s, ENGINE_FINISH_ERROR, EMBER_ENOMEM, "piece buffer");
+			return;
+		}
+		w->piece = p;
+		w->piece_cap = (size_t)n;
+		n = tokenizer_piece(e->tok, tok, 0, w->piece, w->piece_cap);
+	}
+	if (n < 0)
+		n = 0;
+	if (DETOK_OUT_MAX(n) > w->text_cap) {
+		char *t = realloc(w->text, DETOK_OUT_MAX(n));
+
+		if (!t) {
+			finish_seq(w, s, ENGINE_FINISH_ERROR, EMBER_ENOMEM, "text buffer");
+			return;
+		}
+		w->text = t;
+		w->text_cap = DETOK_OUT_MAX(n);
+	}
+	st = detok_push(&s->detok, w->piece, (size_t)n, w->text, w->text_cap, &len);
+	send_text(s, w->text, len);
+	if (st == DETOK_STOP)
+		finish_seq(w, s, ENGINE_FINISH_STOP, 0, NULL);
+	else if (s->job->max_tokens > 0 && s->n_gen >= (uint32_t)s->job->max_tokens)
+		finish_seq(w, s, ENGINE_FINISH_LENGTH, 0, NULL);
+}
+
+/* ---- the batch ------------------------------------------------------------ */
+
+static bool prefilling(const struct seq *s)
+{
+	return s->n_tok - s->kv->kv.n_pos > 1 && !s->batched;
+}
+
+/*
+ * One forward pass: the pending token of every decoding sequence, then
+ * prompt chunks of prefilling sequences, oldest first, up to prefill_chunk
+ * tokens in all. A sequence whose pending tokens are all in the batch gets
+ * logits (unless it only prefills).
+ */
+static void run_step(struct worker *w)
+{
+	struct engine *e = w->e;
+	uint32_t i, nb = 0, budget = e->cfg.prefill_chunk, row = 0;
+	char err[EMBER_ERR_MAX];
+	struct seq *s;
+	int rc;
+
+	for (i = 0; i < e->cfg.slots; i++) {
+		s = &w->seqs[i];
+		s->batched = false;
+		if (s->phase == SEQ_RUN && s->n_tok - s->kv->kv.n_pos == 1) {
+			w->batch_seq[nb] = i;
+			w->batch[nb++] = (struct forward_seq){&s->kv->kv, s->tokens + s->n_tok - 1, 1,
+							      FORWARD_LOGITS_NONE};
+			s->batched = true;
+		}
+	}
+	while (budget > 0 && (s = oldest(w, SEQ_RUN, prefilling))) {
+		uint32_t pos = s->kv->kv.n_pos, n = s->n_tok - pos;
+
+		if (n > budget)
+			n = budget;
+		budget -= n;
+		w->batch_seq[nb] = (uint32_t)(s - w->seqs);
+		w->batch[nb++] = (struct forward_seq){&s->kv->kv, s->tokens + pos, n,
+						      FORWARD_LOGITS_NONE};
+		s->batched = true;
+		s->n_prefilled += n;
+	}
+	if (nb == 0)
+		return;
+	for (i = 0; i < nb; i++) {
+		s = &w->seqs[w->batch_seq[i]];
+		if (w->batch[i].tokens + w->batch[i].n_tok == s->tokens + s->n_tok &&
+		    !s->job->prefill_only) {
+			w->batch[i].logits = FORWARD_LOGITS_LAST;
+			s->logits = w->logits + (size_t)row++ * e->m->hp.n_vocab;
+		} else {
+			s->logits = NULL;
+		}
+	}
+	rc = forward_pass_run(w->fp, w->batch, nb, w->logits, err);
+	for (i = 0; i < nb; i++) {
+		s = &w->seqs[w->batch_seq[i]];
+		if (rc < 0)
+			finish_seq(w, s, ENGINE_FINISH_ERROR, rc, err);
+		else if (s->logits)
+			emit(w, s, s->logits);
+		else if (s->job->prefill_only && s->kv->kv.n_pos == s->n_tok)
+			finish_seq(w, s, ENGINE_FINISH_STOP, 0, NULL);
+	}
+}
+
+/* ---- the loop --------------------------------------------------------------- */
+
+static void cancel_all(struct worker *w)
+{
+	uint32_t i;
+
+	for (i = 0; i < w->e->cfg.slots; i++)
+		if (w->seqs[i].phase != SEQ_FREE)
+			finish_seq(w, &w->seqs[i], ENGINE_FINISH_CANCELLED, 0, NULL);
+}
+
+void *scheduler_main(void *arg)
+{
+	struct worker *w = arg;
+	struct engine *e = w->e;
+	struct kv_claim *claims = NULL;
+	struct seq **claimed = NULL;
+	uint32_t i, n_claims;
+
+	claims = calloc(e->cfg.slots, sizeof(*claims));
+	claimed = calloc(e->cfg.slots, sizeof(*claimed));
+	pthread_mutex_lock(&e->lock);
+	while (!e->stopping && claims && claimed) {
+		struct job *dead = NULL;
+
+		admit(w, &dead);
+		if (!dead && w->n_busy == 0) {
+			pthread_cond_wait(&e->wake, &e->lock);
+			continue;
+		}
+		pthread_mutex_unlock(&e->lock);
+		while (dead) {
+			struct job *j = dead;
+
+			dead = j->next;
+			finish_unstarted(w, j);
+		}
+		for (i = 0; i < e->cfg.slots; i++)
+			if (w->seqs[i].phase == SEQ_STARTING)
+				start_seq(w, &w->seqs[i]);
+		for (i = 0; i < e->cfg.slots; i++)
+			if (w->seqs[i].phase != SEQ_FREE && atomic_load(&w->seqs[i].job->cancelled))
+				finish_seq(w, &w->seqs[i], ENGINE_FINISH_CANCELLED, 0, NULL);
+		acquire_caches(w, claims, claimed, &n_claims);
+		for (i = 0; i < n_claims; i++)
+			kv_pool_copy(&claims[i]);
+		run_step(w);
+		pthread_mutex_lock(&e->lock);
+	}
+	pthread_mutex_unlock(&e->lock);
+	cancel_all(w);
+	free(claims);
+	free(claimed);
+	return NULL;
+}

@@ -1,0 +1,534 @@
+/*
+ * test_engine.c - the engine (engine.h) on the golden llama model, which
+ * is tiny and has a real SentencePiece vocabulary: streaming, greedy
+ * equality with a plain forward_eval loop, batching, cancellation, the
+ * bounded queue, context overflow, prefix reuse, eviction, sessions and
+ * shutdown with requests in flight. No timing assertions: waits are
+ * bounded only so that a hang fails instead of blocking the suite.
+ */
+#include <check.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "detok.h"
+#include "dtype.h"
+#include "ember.h"
+#include "engine.h"
+#include "forward.h"
+#include "kernels.h"
+#include "model.h"
+#include "tokenizer.h"
+
+#define GOLDEN "../shared/golden/llama/model-f32.gguf"
+#define TEXT_MAX 8192
+
+static struct model M;
+static struct tokenizer *TOK;
+
+static void setup(void)
+{
+	char err[EMBER_ERR_MAX] = "";
+
+	kern_init();
+	ck_assert_msg(model_open(&M, GOLDEN, err) == 0, "model: %s", err);
+	ck_assert_msg(tokenizer_new(&TOK, M.gguf, err) == 0, "tokenizer: %s", err);
+}
+
+static void teardown(void)
+{
+	tokenizer_free(TOK);
+	model_free(&M);
+}
+
+/* What the callbacks of one request saw. */
+struct sink {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	char text[TEXT_MAX];
+	size_t len;
+	int n_text_calls, n_tokens, n_done;
+	struct engine_result res;
+	/* Optional hooks run from on_text. */
+	struct engine *cancel_engine;
+	uint64_t cancel_id;
+	int cancel_after;          /* tokens */
+	int block;                 /* on_text waits while set */
+};
+
+static void sink_init(struct sink *s)
+{
+	memset(s, 0, sizeof(*s));
+	pthread_mutex_init(&s->lock, NULL);
+	pthread_cond_init(&s->cond, NULL);
+}
+
+static void sink_destroy(struct sink *s)
+{
+	pthread_mutex_destroy(&s->lock);
+	pthread_cond_destroy(&s->cond);
+}
+
+static void on_text(void *data, const char *text, size_t len, int n_tokens)
+{
+	struct sink *s = data;
+
+	pthread_mutex_lock(&s->lock);
+	ck_assert_int_eq(s->n_done, 0);
+	if (s->len + len < TEXT_MAX) {
+		memcpy(s->text + s->len, text, len);
+		s->len += len;
+		s->text[s->len] = '\0';
+	}
+	s->n_text_calls++;
+	s->n_tokens += n_tokens;
+	while (s->block)
+		pthread_cond_wait(&s->cond, &s->lock);
+	if (s->cancel_engine && s->n_tokens >= s->cancel_after) {
+		engine_cancel(s->cancel_engine, s->cancel_id);
+		s->cancel_engine = NULL;
+	}
+	pthread_mutex_unlock(&s->lock);
+}
+
+static void on_done(void *data, const struct engine_result *res)
+{
+	struct sink *s = data;
+
+	pthread_mutex_lock(&s->lock);
+	s->n_done++;
+	s->res = *res;
+	pthread_cond_broadcast(&s->cond);
+	pthread_mutex_unlock(&s->lock);
+}
+
+static void sink_wait(struct sink *s)
+{
+	struct timespec until;
+
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 30;
+	pthread_mutex_lock(&s->lock);
+	while (s->n_done == 0)
+		ck_assert_msg(pthread_cond_timedwait(&s->cond, &s->lock, &until) == 0,
+			      "request never finished");
+	pthread_mutex_unlock(&s->lock);
+}
+
+static void sink_unblock(struct sink *s)
+{
+	pthread_mutex_lock(&s->lock);
+	s->block = 0;
+	pthread_cond_broadcast(&s->cond);
+	pthread_mutex_unlock(&s->lock);
+}
+
+static struct engine *engine(uint32_t slots, uint32_t n_ctx, uint32_t kv_mb, uint32_t queue)
+{
+	struct engine_config c = {.slots = slots, .n_ctx = n_ctx, .kv_cache_mb = kv_mb,
+				  .queue_max = queue, .kv_f32 = true, .prefill_chunk = 16};
+	char err[EMBER_ERR_MAX] = "";
+	struct engine *e = NULL;
+
+	ck_assert_msg(engine_new(&e, &M, TOK, &c, err) == 0, "engine_new: %s", err);
+	return e;
+}
+
+static uint64_t submit(struct engine *e, struct sink *s, const char *prompt, int max_tokens,
+		       uint64_t session)
+{
+	struct engine_request r = {.prompt = prompt, .prompt_len = strlen(prompt),
+				   .add_special = true, .max_tokens = max_tokens,
+				   .session = session, .on_text = on_text, .on_done = on_done,
+				   .data = s};
+	char err[EMBER_ERR_MAX] = "";
+	uint64_t id = 0;
+
+	ck_assert_msg(engine_submit(e, &r, &id, err) == 0, "submit: %s", err);
+	ck_assert_uint_ne(id, 0);
+	return id;
+}
+
+/* One prompt through a fresh engine: the text and result. */
+static void run_alone(const char *prompt, int max_tokens, struct sink *s)
+{
+	struct engine *e = engine(1, 256, 0, 0);
+
+	sink_init(s);
+	submit(e, s, prompt, max_tokens, 0);
+	sink_wait(s);
+	engine_free(e);
+}
+
+static const char *const PROMPTS[] = {
+	"Once upon a time", "The quick brown fox", "In a land far away, there lived",
+	"Hello world, this is a test of",
+};
+
+/* ---- tests ---------------------------------------------------------------- */
+
+START_TEST(engine_streams_text_then_reports_done_once)
+{
+	struct sink s;
+
+	run_alone(PROMPTS[0], 12, &s);
+	ck_assert_int_eq(s.n_done, 1);
+	ck_assert(s.res.finish == ENGINE_FINISH_LENGTH || s.res.finish == ENGINE_FINISH_STOP);
+	ck_assert_int_gt(s.res.completion_tokens, 0);
+	ck_assert_int_le(s.res.completion_tokens, 12);
+	ck_assert_int_gt(s.res.prompt_tokens, 1);
+	ck_assert_int_eq(s.res.cached_tokens, 0);
+	ck_assert(s.res.ttft_ms >= 0.0);
+	ck_assert_int_gt(s.n_text_calls, 0);
+	ck_assert_int_le(s.n_tokens, s.res.completion_tokens);
+	sink_destroy(&s);
+}
+END_TEST
+
+/* The reference: forward_eval + argmax + detok, token by token. */
+static size_t reference_greedy(const char *prompt, int max_tokens, char *out, size_t cap)
+{
+	char err[EMBER_ERR_MAX] = "", piece[256], buf[DETOK_OUT_MAX(256)];
+	struct forward_opts o = {.n_ctx = 256};
+	struct forward_ctx *f = NULL;
+	float *logits = malloc(M.hp.n_vocab * sizeof(float));
+	int32_t ids[256];
+	struct detok d;
+	size_t len = 0, n_out;
+	int64_t n = tokenizer_encode(TOK, prompt, strlen(prompt), 1, 0, ids, 256);
+	int i;
+
+	ck_assert(n > 0 && n < 256);
+	ck_assert_int_eq(detok_init(&d, NULL, 0, err), 0);
+	ck_assert_int_eq(forward_new(&f, &M, &o, err), 0);
+	ck_assert_int_eq(forward_eval(f, ids, (size_t)n, logits, 0, err), 0);
+	for (i = 0; i < max_tokens; i++) {
+		int32_t best = 0, v;
+		int np;
+
+		for (v = 1; v < (int32_t)M.hp.n_vocab; v++)
+			if (logits[v] > logits[best])
+				best = v;
+		if (tokenizer_is_eog(TOK, best))
+			break;
+		np = tokenizer_piece(TOK, best, 0, piece, sizeof(piece));
+		ck_assert(np >= 0 && np < (int)sizeof(piece));
+		detok_push(&d, piece, (size_t)np, buf, sizeof(buf), &n_out);
+		ck_assert(len + n_out < cap);
+		memcpy(out + len, buf, n_out);
+		len += n_out;
+		ck_assert_int_eq(forward_eval(f, &best, 1, logits, 0, err), 0);
+	}
+	detok_flush(&d, buf, sizeof(buf), &n_out);
+	memcpy(out + len, buf, n_out);
+	len += n_out;
+	out[len] = '\0';
+	forward_free(f);
+	free(logits);
+	return len;
+}
+
+START_TEST(greedy_output_equals_a_plain_forward_loop)
+{
+	char want[TEXT_MAX];
+	struct sink s;
+	size_t i;
+
+	for (i = 0; i < 2; i++) {
+		reference_greedy(PROMPTS[i], 20, want, sizeof(want));
+		run_alone(PROMPTS[i], 20, &s);
+		ck_assert_str_eq(s.text, want);
+		sink_destroy(&s);
+	}
+}
+END_TEST
+
+START_TEST(batched_sequences_give_the_tokens_each_gives_alone)
+{
+	struct sink alone[4], together[4];
+	struct engine *e = engine(4, 256, 0, 0);
+	int i;
+
+	for (i = 0; i < 4; i++) {
+		run_alone(PROMPTS[i], 24, &alone[i]);
+		sink_init(&together[i]);
+		submit(e, &together[i], PROMPTS[i], 24, 0);
+	}
+	for (i = 0; i < 4; i++) {
+		sink_wait(&together[i]);
+		ck_assert_uint_gt(alone[i].len, 0);
+		ck_assert_int_eq(together[i].res.finish, alone[i].res.finish);
+		ck_assert_str_eq(together[i].text, alone[i].text);
+		ck_assert_int_eq(together[i].res.completion_tokens, alone[i].res.completion_tokens);
+		sink_destroy(&alone[i]);
+		sink_destroy(&together[i]);
+	}
+	engine_free(e);
+}
+END_TEST
+
+START_TEST(cancel_mid_batch_frees_the_slot_and_spares_the_others)
+{
+	struct sink alone[3], s[3];
+	struct engine *e = engine(3, 256, 0, 0);
+	struct engine_stats st;
+	int i;
+
+	for (i = 0; i < 3; i++) {
+		run_alone(PROMPTS[i], 40, &alone[i]);
+		sink_init(&s[i]);
+	}
+	s[1].cancel_engine = e;
+	s[1].cancel_after = 3;
+	s[1].block = 1; /* until its id is known */
+	for (i = 0; i < 3; i++) {
+		uint64_t id = submit(e, &s[i], PROMPTS[i], 40, 0);
+
+		if (i == 1) {
+			pthread_mutex_lock(&s[1].lock);
+			s[1].cancel_id = id;
+			pthread_mutex_unlock(&s[1].lock);
+			sink_unblock(&s[1]);
+		}
+	}
+	for (i = 0; i < 3; i++)
+		sink_wait(&s[i]);
+	ck_assert_int_eq(s[1].res.finish, ENGINE_FINISH_CANCELLED);
+	ck_assert_int_lt(s[1].res.completion_tokens, 40);
+	for (i = 0; i < 3; i += 2)
+		ck_assert_str_eq(s[i].text, alone[i].text);
+	engine_stats(e, &st);
+	ck_assert_uint_eq(st.slots_busy, 0);
+	for (i = 0; i < 3; i++) {
+		ck_assert_int_eq(s[i].n_done, 1);
+		sink_destroy(&alone[i]);
+		sink_destroy(&s[i]);
+	}
+	engine_free(e);
+}
+END_TEST
+
+START_TEST(a_full_queue_answers_efull)
+{
+	struct engine *e = engine(1, 256, 0, 2);
+	struct engine_request r = {.prompt = "x", .prompt_len = 1, .max_tokens = 2};
+	char err[EMBER_ERR_MAX] = "";
+	struct sink s[3];
+	struct engine_stats st;
+	uint64_t id;
+	int i;
+
+	for (i = 0; i < 3; i++)
+		sink_init(&s[i]);
+	s[0].block = 1;
+	submit(e, &s[0], PROMPTS[0], 8, 0);
+	/* Wait until the worker has taken it (it then blocks in on_text). */
+	for (;;) {
+		engine_stats(e, &st);
+		if (st.queue_depth == 0 && st.slots_busy == 1)
+			break;
+		nanosleep(&(struct timespec){0, 1000000}, NULL);
+	}
+	submit(e, &s[1], PROMPTS[1], 2, 0);
+	submit(e, &s[2], PROMPTS[2], 2, 0);
+	ck_assert_int_eq(engine_submit(e, &r, &id, err), EMBER_EFULL);
+	engine_stats(e, &st);
+	ck_assert_uint_eq(st.queue_depth, 2);
+	sink_unblock(&s[0]);
+	for (i = 0; i < 3; i++) {
+		sink_wait(&s[i]);
+		ck_assert_int_ne(s[i].res.finish, ENGINE_FINISH_ERROR);
+		sink_destroy(&s[i]);
+	}
+	engine_free(e);
+}
+END_TEST
+
+START_TEST(context_overflow_is_reported_with_the_numbers)
+{
+	struct engine *e = engine(1, 16, 0, 0);
+	struct sink s;
+
+	sink_init(&s);
+	submit(e, &s, "This prompt is much longer than sixteen tokens of context, surely, "
+		      "because it goes on and on and on for a while.", 4, 0);
+	sink_wait(&s);
+	ck_assert_int_eq(s.res.finish, ENGINE_FINISH_ERROR);
+	ck_assert_int_eq(s.res.code, EMBER_ECONTEXT);
+	ck_assert_int_gt(s.res.prompt_tokens, 16);
+	ck_assert_uint_eq(s.res.n_ctx, 16);
+	ck_assert_int_eq(s.n_text_calls, 0);
+	ck_assert_ptr_nonnull(strstr(s.res.message, "16"));
+	sink_destroy(&s);
+	engine_free(e);
+}
+END_TEST
+
+START_TEST(prefix_reuse_matches_a_cold_run_with_fewer_prefilled_tokens)
+{
+	const char *longer = "Once upon a time there was a small dragon who";
+	struct engine *e = engine(2, 256, 0, 0);
+	struct sink first, warm, cold;
+
+	sink_init(&first);
+	submit(e, &first, longer, 6, 0);
+	sink_wait(&first);
+	ck_assert_int_eq(first.res.cached_tokens, 0);
+	ck_assert_uint_gt(first.len, 0);
+	/* The same prompt again: all but the last token come from the cache. */
+	sink_init(&warm);
+	submit(e, &warm, longer, 6, 0);
+	sink_wait(&warm);
+	ck_assert_int_eq(warm.res.cached_tokens, warm.res.prompt_tokens - 1);
+	ck_assert_str_eq(warm.text, first.text);
+	sink_destroy(&warm);
+	/* A longer prompt sharing the start. */
+	sink_init(&warm);
+	submit(e, &warm, "Once upon a time there was a small dragon who lived", 8, 0);
+	sink_wait(&warm);
+	ck_assert_int_gt(warm.res.cached_tokens, 0);
+	run_alone("Once upon a time there was a small dragon who lived", 8, &cold);
+	ck_assert_int_eq(cold.res.cached_tokens, 0);
+	ck_assert_str_eq(warm.text, cold.text);
+	sink_destroy(&first);
+	sink_destroy(&warm);
+	sink_destroy(&cold);
+	engine_free(e);
+}
+END_TEST
+
+START_TEST(a_tiny_budget_evicts_the_least_recently_used_cache)
+{
+	/* F16: 2 layers x 2 kv heads x (32 + 32) x 2 bytes = 512 bytes per
+	 * position, so 1 MiB holds two caches of 1024 positions. */
+	struct engine_config c = {.slots = 1, .n_ctx = 1024, .kv_cache_mb = 1};
+	char err[EMBER_ERR_MAX] = "";
+	struct engine *e = NULL;
+	struct engine_stats st;
+	struct sink s;
+	const char *p[3] = {"Alpha beta gamma delta", "Seven silver swans swam",
+			    "Zebras zigzag quietly"};
+	int i;
+
+	ck_assert_msg(engine_new(&e, &M, TOK, &c, err) == 0, "%s", err);
+	for (i = 0; i < 3; i++) {
+		sink_init(&s);
+		submit(e, &s, p[i], 2, 0);
+		sink_wait(&s);
+		sink_destroy(&s);
+	}
+	engine_stats(e, &st);
+	ck_assert_uint_le(st.kv_bytes, 1u << 20);
+	ck_assert_uint_eq(st.kv_cached, 2);
+	/* The second prompt is still cached; the first was evicted. */
+	sink_init(&s);
+	submit(e, &s, p[1], 2, 0);
+	sink_wait(&s);
+	ck_assert_int_gt(s.res.cached_tokens, 1);
+	sink_destroy(&s);
+	sink_init(&s);
+	submit(e, &s, p[0], 2, 0);
+	sink_wait(&s);
+	ck_assert_int_le(s.res.cached_tokens, 1);
+	sink_destroy(&s);
+	engine_free(e);
+	/* A budget below one context is refused. */
+	c.n_ctx = 4096;
+	c.kv_f32 = true;
+	ck_assert_int_eq(engine_new(&e, &M, TOK, &c, err), EMBER_EINVAL);
+}
+END_TEST
+
+START_TEST(a_session_keeps_its_cache_and_a_clone_diverges)
+{
+	struct engine *e = engine(2, 512, 0, 0);
+	struct engine_session_opts o = {.system = "You are a storyteller.", .system_len = 22,
+					.add_special = true};
+	struct engine_session_info pi, ci;
+	char err[EMBER_ERR_MAX] = "";
+	uint64_t sid, cid;
+	struct sink a, b, c, d;
+
+	ck_assert_msg(engine_session_new(e, &o, &sid, err) == 0, "%s", err);
+	sink_init(&a);
+	submit(e, &a, " Tell me about the sea.", 6, sid);
+	sink_wait(&a);
+	ck_assert_int_ne(a.res.finish, ENGINE_FINISH_ERROR);
+	/* The system text was prefilled before: this turn reused it. */
+	ck_assert_int_gt(a.res.cached_tokens, 0);
+	ck_assert_int_eq(engine_session_info(e, sid, &pi), 0);
+	ck_assert_uint_gt(pi.n_tokens, (uint32_t)a.res.prompt_tokens);
+	ck_assert_uint_eq(pi.n_left, 512 - pi.n_tokens);
+
+	ck_assert_msg(engine_session_clone(e, sid, &cid, err) == 0, "%s", err);
+	ck_assert_int_eq(engine_session_info(e, cid, &ci), 0);
+	ck_assert_uint_eq(ci.n_tokens, pi.n_tokens);
+	/* The same turn into both gives the same text; the clone's cache
+	 * came from the parent's. */
+	sink_init(&b);
+	submit(e, &b, " And the mountains?", 6, cid);
+	sink_wait(&b);
+	ck_assert_int_ge(b.res.cached_tokens, pi.n_tokens - 1);
+	sink_init(&c);
+	submit(e, &c, " And the mountains?", 6, sid);
+	sink_wait(&c);
+	ck_assert_str_eq(b.text, c.text);
+	/* Diverging: another turn into the clone only. */
+	sink_init(&d);
+	submit(e, &d, " Now rivers.", 4, cid);
+	sink_wait(&d);
+	ck_assert_int_eq(engine_session_info(e, sid, &pi), 0);
+	ck_assert_int_eq(engine_session_info(e, cid, &ci), 0);
+	ck_assert_uint_gt(ci.n_tokens, pi.n_tokens);
+	ck_assert_int_eq(engine_session_delete(e, cid), 0);
+	ck_assert_int_eq(engine_session_info(e, cid, &ci), EMBER_ENOTFOUND);
+	ck_assert_int_eq(engine_session_delete(e, cid), EMBER_ENOTFOUND);
+	sink_destroy(&a);
+	sink_destroy(&b);
+	sink_destroy(&c);
+	sink_destroy(&d);
+	engine_free(e);
+}
+END_TEST
+
+START_TEST(engine_free_with_requests_in_flight_reports_each_once)
+{
+	struct engine *e = engine(2, 256, 0, 16);
+	struct sink s[6];
+	uint64_t sid;
+	int i;
+
+	ck_assert_int_eq(engine_session_new(e, NULL, &sid, NULL), 0);
+	for (i = 0; i < 6; i++) {
+		sink_init(&s[i]);
+		submit(e, &s[i], PROMPTS[i % 4], 200, i == 5 ? sid : 0);
+	}
+	engine_free(e);
+	for (i = 0; i < 6; i++) {
+		ck_assert_int_eq(s[i].n_done, 1);
+		sink_destroy(&s[i]);
+	}
+}
+END_TEST
+
+Suite *suite_engine(void)
+{
+	Suite *s = suite_create("engine");
+	TCase *tc = tcase_create("engine");
+
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, engine_streams_text_then_reports_done_once);
+	tcase_add_test(tc, greedy_output_equals_a_plain_forward_loop);
+	tcase_add_test(tc, batched_sequences_give_the_tokens_each_gives_alone);
+	tcase_add_test(tc, cancel_mid_batch_frees_the_slot_and_spares_the_others);
+	tcase_add_test(tc, a_full_queue_answers_efull);
+	tcase_add_test(tc, context_overflow_is_reported_with_the_numbers);
+	tcase_add_test(tc, prefix_reuse_matches_a_cold_run_with_fewer_prefilled_tokens);
+	tcase_add_test(tc, a_tiny_budget_evicts_the_least_recently_used_cache);
+	tcase_add_test(tc, a_session_keeps_its_cache_and_a_clone_diverges);
+	tcase_add_test(tc, engine_free_with_requests_in_flight_reports_each_once);
+	suite_add_tcase(s, tc);
+	return s;
+}
