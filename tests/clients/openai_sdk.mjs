@@ -36,7 +36,7 @@ assert.deepEqual(fin.choices[0].delta, {});
 assert.equal(fin.choices[0].finish_reason, chat.choices[0].finish_reason);
 const last = chunks[chunks.length - 1];
 assert.deepEqual(last.choices, []);
-assert.deepEqual(last.usage, chat.usage);
+for (const k of ["prompt_tokens", "completion_tokens", "total_tokens"]) assert.equal(last.usage[k], chat.usage[k]);
 const text = chunks.slice(1, -2).map((c) => c.choices[0].delta.content).join("");
 assert.equal(text, chat.choices[0].message.content);
 ok(`chat stream: ${chunks.length} chunks, same text and usage as non-streamed`);
