@@ -543,7 +543,8 @@ int engine_new(struct engine **out, const struct model *m, const struct tokenize
 	int rc;
 
 	*out = NULL;
-	if (tokenizer_n_vocab(tok) != (int32_t)m->hp.n_vocab)
+	/* Models may pad the embedding past the vocabulary (Phi-2), not less. */
+	if (tokenizer_n_vocab(tok) > (int32_t)m->hp.n_vocab)
 		return ember_seterr(err, EMBER_EINVAL, "engine: tokenizer has %d tokens, model %u",
 				    tokenizer_n_vocab(tok), m->hp.n_vocab);
 	e = calloc(1, sizeof(*e));

@@ -218,7 +218,9 @@ static void start_seq(struct worker *w, struct seq *s)
 		finish_seq(w, s, ENGINE_FINISH_ERROR, rc, err);
 		return;
 	}
+	pthread_mutex_lock(&e->lock); /* engine_cancel reads phases */
 	s->phase = SEQ_WAIT_KV;
+	pthread_mutex_unlock(&e->lock);
 }
 
 /* ---- slot to cache -------------------------------------------------------- */
