@@ -16,6 +16,7 @@ static const struct command commands[] = {
 	{"version", cmd_version, "print the version and the CPU features detected"},
 	{"eval", cmd_eval, "logits for given token ids (numerical check of a model)"},
 	{"inspect", cmd_inspect, "print a GGUF file's header, keys and tensors"},
+	{"bench", cmd_bench, "prefill and decode speed of a model (tokens/s, like llama-bench)"},
 	{"synth", cmd_synth, "write a model with seeded random weights (tests, benchmarks, demo)"},
 };
 
