@@ -182,6 +182,16 @@ static size_t kern__chunk_rows(pthreadpool_t pool, size_t n_out)
 	return (chunk + KERN_ROW_ALIGN - 1) / KERN_ROW_ALIGN * KERN_ROW_ALIGN;
 }
 
+float kern_dot(const float *a, const float *b, size_t n)
+{
+	return kern__ops->dot(a, b, n);
+}
+
+void kern_scale_add(float *y, float r, float p, const float *x, size_t n)
+{
+	kern__ops->scale_add(y, r, p, x, n);
+}
+
 void kern_matmul(pthreadpool_t pool, uint32_t wtype, const void *w, size_t n_out, size_t n_in,
 		 const float *x, size_t n_tok, float *y, void *scratch)
 {

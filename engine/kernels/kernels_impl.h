@@ -91,7 +91,16 @@ struct kern_ops {
 	 * blocks; byte-identical at every level. */
 	void (*quantize_act)(const float *x, struct kern_block_q8a *dst, size_t n);
 	kern_gemm_fn gemm[DTYPE_COUNT]; /* NULL: type not supported */
+	float (*dot)(const float *a, const float *b, size_t n);
+	void (*scale_add)(float *y, float r, float p, const float *x, size_t n);
 };
+
+#if defined(__x86_64__)
+/* The AVX2 vector helpers, shared by the AVX-512 table (head-sized
+ * vectors gain nothing from ZMM). */
+float kern_avx2_dot(const float *a, const float *b, size_t n);
+void kern_avx2_scale_add(float *y, float r, float p, const float *x, size_t n);
+#endif
 
 extern const struct kern_ops kern_ops_ref;
 #if defined(__x86_64__)
