@@ -329,24 +329,18 @@ static void attend_tile_cb(void *data, size_t head, size_t tile)
 				const float *qh = q + ((size_t)t * hp->n_head + h) * dk;
 				float *acc = attn + ((size_t)t * hp->n_head + h) * dv;
 				float *ml = att_ml + ((size_t)t * hp->n_head + h) * 2;
-				float s = 0.0f, p;
+				float s = kern_dot(qh, kj, dk), p, r = 1.0f;
 
-				for (i = 0; i < dk; i++)
-					s += qh[i] * kj[i];
 				/* ALiBi biases the raw score, before the scaling. */
 				s = (s + slope * (float)j) * scale;
 				if (s > ml[0]) {
-					float r = expf(ml[0] - s); /* 0 for the first key */
-
-					for (i = 0; i < dv; i++)
-						acc[i] *= r;
+					r = expf(ml[0] - s); /* 0 for the first key */
 					ml[1] *= r;
 					ml[0] = s;
 				}
 				p = expf(s - ml[0]);
 				ml[1] += p;
-				for (i = 0; i < dv; i++)
-					acc[i] += p * vj[i];
+				kern_scale_add(acc, r, p, vj, dv);
 			}
 		}
 	}

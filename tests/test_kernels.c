@@ -286,6 +286,8 @@ static void kt_check_level(enum cpu_level level, uint32_t t, size_t n_out, size_
 	size_t act_row = n_in / KERN_QK * sizeof(struct kern_block_q8a);
 	uint8_t *xa = kt_alloc(act_row * n_tok + 1), *xa_ref = kt_alloc(act_row * n_tok + 1);
 	void *w = kt_weights(t, n_out, n_in, &wf);
+	float *xd = NULL;
+	int32_t *xs8 = NULL;
 	struct kern_gemm_args a = {
 		.w = w,
 		.w_stride = (size_t)dtype_row_size(t, n_in),
@@ -306,6 +308,15 @@ static void kt_check_level(enum cpu_level level, uint32_t t, size_t n_out, size_
 			      "%s: activation quantization differs from the reference", ops->name);
 		a.x = xa;
 		a.x_stride = act_row;
+		a.xd_stride = kern_act_groups_pad(n_in / KERN_QK);
+		xd = kt_alloc(a.xd_stride * n_tok * sizeof(float));
+		xs8 = kt_alloc(a.xd_stride * n_tok * sizeof(int32_t));
+		for (size_t k = 0; k < n_tok; k++)
+			kern_act_summarize((const struct kern_block_q8a *)(xa + k * act_row),
+					   n_in / KERN_QK, xd + k * a.xd_stride,
+					   xs8 + k * a.xd_stride);
+		a.xd = xd;
+		a.xs8 = xs8;
 	} else {
 		a.x = x;
 		a.x_stride = n_in * sizeof(float);
@@ -336,14 +347,16 @@ static void kt_check_level(enum cpu_level level, uint32_t t, size_t n_out, size_
 	free(yr);
 	free(xa);
 	free(xa_ref);
+	free(xd);
+	free(xs8);
 }
 
 static void kt_check_level_all(enum cpu_level level)
 {
 	static const size_t outs[] = {1, 3, 5, 13, 37};
-	static const size_t toks[] = {1, 2, 3, 4, 5, 6, 7, 33};
+	static const size_t toks[] = {1, 2, 3, 4, 5, 6, 7, 33, 70};
 	static const size_t ins_f[] = {1, 7, 37, 256};
-	static const size_t ins_q[] = {32, 96, 288};
+	static const size_t ins_q[] = {32, 96, 288, 544};
 
 	if (!kern_level_runs(level)) {
 		fprintf(stderr, "kernels: skipping the %s level: this CPU lacks it\n",
@@ -353,7 +366,7 @@ static void kt_check_level_all(enum cpu_level level)
 	for (size_t ti = 0; ti < sizeof(kt_types) / sizeof(kt_types[0]); ti++) {
 		uint32_t t = kt_types[ti];
 		const size_t *ins = kern_wtype_quantized(t) ? ins_q : ins_f;
-		size_t n_ins = kern_wtype_quantized(t) ? 3 : 4;
+		size_t n_ins = 4;
 		for (size_t a = 0; a < n_ins; a++)
 			for (size_t b = 0; b < sizeof(outs) / sizeof(outs[0]); b++)
 				for (size_t c = 0; c < sizeof(toks) / sizeof(toks[0]); c++)
@@ -376,6 +389,46 @@ END_TEST
 START_TEST(avx512_level_matches_reference)
 {
 	kt_check_level_all(CPU_LEVEL_AVX512);
+}
+END_TEST
+
+/* ---- vector helpers (attention) ------------------------------------------------ */
+
+static void kt_check_vec_level(enum cpu_level level)
+{
+	static const size_t lens[] = {1, 7, 8, 9, 15, 16, 17, 64, 80, 128, 131};
+	const struct kern_ops *ops = kern_ops_for(level);
+
+	if (!kern_level_runs(level))
+		return;
+	for (size_t li = 0; li < sizeof(lens) / sizeof(lens[0]); li++) {
+		size_t n = lens[li];
+		float a[131], b[131], y[131], yr[131];
+		double scale = 0;
+
+		kt_fill(a, n, 1.0f);
+		kt_fill(b, n, 2.0f);
+		kt_fill(y, n, 1.0f);
+		memcpy(yr, y, sizeof(y));
+		for (size_t i = 0; i < n; i++)
+			scale += fabs((double)a[i] * b[i]);
+		float d = ops->dot(a, b, n), dr = kern_ops_ref.dot(a, b, n);
+		ck_assert_msg(fabs((double)d - dr) <= KT_SUM_TOL * scale, "%s dot n=%zu: %g vs %g",
+			      ops->name, n, d, dr);
+		ops->scale_add(y, 0.75f, -1.5f, b, n);
+		kern_ops_ref.scale_add(yr, 0.75f, -1.5f, b, n);
+		for (size_t i = 0; i < n; i++) /* one FMA against mul + add: 1 ulp-ish */
+			ck_assert_msg(fabs((double)y[i] - yr[i]) <=
+					      KT_SUM_TOL * (fabs(0.75 * yr[i]) + fabs(1.5 * b[i])),
+				      "%s scale_add n=%zu [%zu]: %g vs %g", ops->name, n, i, y[i], yr[i]);
+	}
+}
+
+START_TEST(vector_helpers_match_reference_on_every_level)
+{
+	kt_check_vec_level(CPU_LEVEL_SCALAR);
+	kt_check_vec_level(CPU_LEVEL_AVX2);
+	kt_check_vec_level(CPU_LEVEL_AVX512);
 }
 END_TEST
 
@@ -497,6 +550,7 @@ Suite *suite_kernels(void)
 	tcase_add_test(tc, scalar_level_is_the_reference);
 	tcase_add_test(tc, avx2_level_matches_reference);
 	tcase_add_test(tc, avx512_level_matches_reference);
+	tcase_add_test(tc, vector_helpers_match_reference_on_every_level);
 	tcase_add_test(tc, threaded_matmul_equals_single_thread_bit_for_bit);
 	tcase_add_test(tc, q8_0_matmul_tracks_float_math_on_dequantized_weights);
 	tcase_add_test(tc, init_picks_a_level_this_cpu_runs);

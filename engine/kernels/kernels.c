@@ -108,11 +108,35 @@ static size_t kern__act_row_bytes(size_t n_in)
 	return n_in / KERN_QK * sizeof(struct kern_block_q8a);
 }
 
+/* Bytes of one token's xd + xs8 summary rows. */
+static size_t kern__sum_row_bytes(size_t n_in)
+{
+	return kern_act_groups_pad(n_in / KERN_QK) * (sizeof(float) + sizeof(int32_t));
+}
+
 size_t kern_matmul_scratch(uint32_t wtype, size_t n_in, size_t n_tok)
 {
 	if (!kern_wtype_quantized(wtype))
 		return 0;
-	return (kern__act_row_bytes(n_in) * n_tok + 63) & ~(size_t)63;
+	return ((kern__act_row_bytes(n_in) + kern__sum_row_bytes(n_in)) * n_tok + 63) &
+	       ~(size_t)63;
+}
+
+void kern_act_summarize(const struct kern_block_q8a *x, size_t nb, float *xd, int32_t *xs8)
+{
+	size_t b, pad = kern_act_groups_pad(nb);
+
+	for (b = 0; b < nb; b++) {
+		int32_t s = 0;
+		for (int j = 0; j < KERN_QK; j++)
+			s += x[b].qs[j];
+		xd[b] = x[b].d;
+		xs8[b] = 8 * s;
+	}
+	for (; b < pad; b++) {
+		xd[b] = 0.0f;
+		xs8[b] = 0;
+	}
 }
 
 struct kern__job {
@@ -131,6 +155,9 @@ static void kern__quantize_cb(void *data, size_t t)
 		(struct kern_block_q8a *)((char *)job->args.x + t * job->args.x_stride);
 
 	job->ops->quantize_act(job->x + t * job->args.n_in, dst, job->args.n_in);
+	kern_act_summarize(dst, job->args.n_in / KERN_QK,
+			   (float *)job->args.xd + t * job->args.xd_stride,
+			   (int32_t *)job->args.xs8 + t * job->args.xd_stride);
 }
 
 static void kern__rows_cb(void *data, size_t i)
@@ -155,10 +182,20 @@ static size_t kern__chunk_rows(pthreadpool_t pool, size_t n_out)
 	return (chunk + KERN_ROW_ALIGN - 1) / KERN_ROW_ALIGN * KERN_ROW_ALIGN;
 }
 
+float kern_dot(const float *a, const float *b, size_t n)
+{
+	return kern__ops->dot(a, b, n);
+}
+
+void kern_scale_add(float *y, float r, float p, const float *x, size_t n)
+{
+	kern__ops->scale_add(y, r, p, x, n);
+}
+
 void kern_matmul(pthreadpool_t pool, uint32_t wtype, const void *w, size_t n_out, size_t n_in,
 		 const float *x, size_t n_tok, float *y, void *scratch)
 {
-	struct kern__job job;
+	struct kern__job job = {0};
 
 	kern_init();
 	assert(kern_supports(wtype) && n_in % dtype_block(wtype) == 0);
@@ -176,8 +213,13 @@ void kern_matmul(pthreadpool_t pool, uint32_t wtype, const void *w, size_t n_out
 	job.n_out = n_out;
 	job.chunk = kern__chunk_rows(pool, n_out);
 	if (kern_wtype_quantized(wtype)) {
+		/* [n_tok] block rows, then [n_tok] xd rows, then [n_tok] xs8 rows:
+		 * all 4-byte aligned, as block rows are 36-byte multiples. */
 		job.args.x = scratch;
 		job.args.x_stride = kern__act_row_bytes(n_in);
+		job.args.xd_stride = kern_act_groups_pad(n_in / KERN_QK);
+		job.args.xd = (const float *)((char *)scratch + job.args.x_stride * n_tok);
+		job.args.xs8 = (const int32_t *)(job.args.xd + job.args.xd_stride * n_tok);
 		pthreadpool_parallelize_1d(pool, kern__quantize_cb, &job, n_tok, 0);
 	} else {
 		job.args.x = x;

@@ -53,6 +53,13 @@ size_t kern_matmul_scratch(uint32_t wtype, size_t n_in, size_t n_tok);
 void kern_matmul(pthreadpool_t pool, uint32_t wtype, const void *w, size_t n_out, size_t n_in,
 		 const float *x, size_t n_tok, float *y, void *scratch);
 
+/* sum_i a[i] * b[i] over n floats (attention scores). */
+float kern_dot(const float *a, const float *b, size_t n);
+
+/* y[i] = y[i] * r + p * x[i] over n floats (attention's running output:
+ * rescale when the softmax maximum grows, then add a weighted value). */
+void kern_scale_add(float *y, float r, float p, const float *x, size_t n);
+
 /* Converts one row of `n` elements of type `t` to floats (embedding
  * lookup, tests). Returns 0 or EMBER_EUNSUPPORTED. */
 int kern_dequantize_row(uint32_t t, const void *src, float *dst, size_t n);

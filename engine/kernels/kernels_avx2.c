@@ -29,6 +29,7 @@
 #define AVX2_INLINE static inline __attribute__((always_inline))
 /* Tile loops must unroll fully so accumulators live in registers. */
 #define AVX2_UNROLL _Pragma("GCC unroll 4")
+#define AVX2_UNROLL8 _Pragma("GCC unroll 8")
 
 /* Tokens per block: their activations stay in L2 while a thread's rows
  * pass over them. */
@@ -111,87 +112,198 @@ AVX2_INLINE void avx2__tile_f(uint32_t wt, const struct kern_gemm_args *a, size_
 
 /* ---- quantized weights --------------------------------------------------------- */
 
-/* Block b of a Q8_0 / Q4_0 row as 32 signed bytes, and its scale. */
-AVX2_INLINE __m256i avx2__load_q(uint32_t wt, const void *row, size_t b, float *d)
+/* Rows per prefill tile of quantized weights: their unpacked groups stay
+ * in L1 while every token of the token block passes over them. */
+#define AVX2_QROWS 4
+
+/* The 8 int32 vectors of one group's blocks (8 partial sums each) to one
+ * vector of the 8 block sums, in block order. */
+AVX2_INLINE __m256i avx2__sum8(const __m256i s[KERN_GROUP])
+{
+	__m256i a = _mm256_hadd_epi32(s[0], s[1]);
+	__m256i b = _mm256_hadd_epi32(s[2], s[3]);
+	__m256i c = _mm256_hadd_epi32(s[4], s[5]);
+	__m256i d = _mm256_hadd_epi32(s[6], s[7]);
+
+	a = _mm256_hadd_epi32(a, b); /* lanes: blocks 0-3 low halves | 0-3 high halves */
+	c = _mm256_hadd_epi32(c, d); /* blocks 4-7 likewise */
+	return _mm256_add_epi32(_mm256_permute2x128_si256(a, c, 0x20),
+				_mm256_permute2x128_si256(a, c, 0x31));
+}
+
+/* Scales of blocks b..b+n-1 (n <= 8) of a row as floats, zero past n.
+ * Block j's fp16 scale sits at byte bs*j = (bs-2)*j + 2j: word j of the
+ * 16 bytes at (bs-2)*j (in bounds: they end inside block j). Eight loads
+ * and a tree of word blends gather them without a (slow) vpgatherdd. */
+AVX2_INLINE __m256 avx2__scales8(const char *row, size_t bs, size_t b, size_t n)
+{
+	const char *p = row + b * bs;
+	__m128i v[KERN_GROUP];
+
+	AVX2_UNROLL8
+	for (size_t j = 0; j < KERN_GROUP; j++)
+		v[j] = j < n ? _mm_loadu_si128((const __m128i *)(p + (bs - 2) * j))
+			     : _mm_setzero_si128();
+	v[0] = _mm_blend_epi16(v[0], v[1], 0x02);
+	v[2] = _mm_blend_epi16(v[2], v[3], 0x08);
+	v[4] = _mm_blend_epi16(v[4], v[5], 0x20);
+	v[6] = _mm_blend_epi16(v[6], v[7], 0x80);
+	v[0] = _mm_blend_epi16(v[0], v[2], 0x0c);
+	v[4] = _mm_blend_epi16(v[4], v[6], 0xc0);
+	return _mm256_cvtph_ps(_mm_blend_epi16(v[0], v[4], 0xf0));
+}
+
+/* Block b of a row as the unsigned operand of maddubs (Q4_0: nibbles
+ * 0..15, low nibbles first; Q8_0: |w|) and, for Q8_0, the signed weights
+ * whose signs go onto the activations. */
+AVX2_INLINE __m256i avx2__unpack(uint32_t wt, const char *row, size_t b, __m256i *sw)
 {
 	if (wt == DTYPE_Q8_0) {
 		const struct kern_block_q8_0 *blk = (const struct kern_block_q8_0 *)row + b;
-		*d = _cvtsh_ss(blk->d);
-		return _mm256_loadu_si256((const __m256i *)blk->qs);
+		*sw = _mm256_loadu_si256((const __m256i *)blk->qs);
+		return _mm256_abs_epi8(*sw);
 	}
 	const struct kern_block_q4_0 *blk = (const struct kern_block_q4_0 *)row + b;
 	__m128i q = _mm_loadu_si128((const __m128i *)blk->qs);
-	__m256i v = _mm256_set_m128i(_mm_srli_epi16(q, 4), q);
 
-	*d = _cvtsh_ss(blk->d);
-	v = _mm256_and_si256(v, _mm256_set1_epi8(0x0f));
-	return _mm256_sub_epi8(v, _mm256_set1_epi8(8));
+	*sw = _mm256_setzero_si256();
+	return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), _mm256_set1_epi8(0x0f));
 }
 
-AVX2_INLINE void avx2__tile_q(uint32_t wt, const struct kern_gemm_args *a, size_t o, size_t t,
-			      int R, int T)
+/* int32 dot of one weight block and one activation block, 8 partial sums:
+ * Q4_0 computes sum(nibble * x) (pairs <= 2*15*127, no saturation) and
+ * the -8 offset is taken off later from xs8; Q8_0 moves w's signs onto x
+ * (pairs <= 2*128*127). */
+AVX2_INLINE __m256i avx2__dot_block(uint32_t wt, __m256i uw, __m256i sw, const int8_t *xq)
 {
-	const char *w[4];
-	const struct kern_block_q8a *x[4];
-	__m256 acc[4][4];
-	const __m256i ones = _mm256_set1_epi16(1);
-	size_t nb = a->n_in / KERN_QK;
+	__m256i xv = _mm256_loadu_si256((const __m256i *)xq);
 
-	AVX2_UNROLL
-	for (int r = 0; r < R; r++)
-		w[r] = (const char *)a->w + (o + r) * a->w_stride;
-	AVX2_UNROLL
-	for (int k = 0; k < T; k++)
-		x[k] = (const struct kern_block_q8a *)((const char *)a->x + (t + k) * a->x_stride);
-	AVX2_UNROLL
-	for (int r = 0; r < R; r++)
-		AVX2_UNROLL
-		for (int k = 0; k < T; k++)
+	if (wt == DTYPE_Q8_0)
+		xv = _mm256_sign_epi8(xv, sw);
+	return _mm256_madd_epi16(_mm256_maddubs_epi16(uw, xv), _mm256_set1_epi16(1));
+}
+
+/* Block sums of n <= 8 blocks of an unpacked weight group and x, zero
+ * past n. */
+AVX2_INLINE __m256i avx2__group_dot(uint32_t wt, const __m256i *uw, const __m256i *sw,
+				    const struct kern_block_q8a *x, size_t n)
+{
+	__m256i s[KERN_GROUP];
+
+	AVX2_UNROLL8
+	for (size_t j = 0; j < KERN_GROUP; j++)
+		s[j] = j < n ? avx2__dot_block(wt, uw[j], sw[j], x[j].qs) : _mm256_setzero_si256();
+	return avx2__sum8(s);
+}
+
+/* acc += (block sums - Q4_0 offset) * dw * dx over one group: the same
+ * instruction sequence in every path, so results do not depend on
+ * tiling or batch. */
+AVX2_INLINE __m256 avx2__group_acc(uint32_t wt, __m256i sums, __m256 dw,
+				   const struct kern_gemm_args *a, size_t t, size_t b, __m256 acc)
+{
+	const float *xd = a->xd + t * a->xd_stride + b;
+
+	if (wt == DTYPE_Q4_0)
+		sums = _mm256_sub_epi32(sums, _mm256_loadu_si256(
+						      (const __m256i *)(a->xs8 + t * a->xd_stride + b)));
+	return _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(sums), dw), _mm256_loadu_ps(xd),
+			       acc);
+}
+
+/* One group of one row against the single token, unpacked in registers. */
+AVX2_INLINE __m256 avx2__gemv_group(uint32_t wt, const struct kern_gemm_args *a, const char *row,
+				    size_t bs, size_t b, size_t n, __m256 acc)
+{
+	const struct kern_block_q8a *x = (const struct kern_block_q8a *)a->x + b;
+	__m256i uw[KERN_GROUP], sw[KERN_GROUP];
+
+	_mm_prefetch(row + (b + 2 * KERN_GROUP) * bs, _MM_HINT_T0);
+	AVX2_UNROLL8
+	for (size_t j = 0; j < KERN_GROUP; j++)
+		uw[j] = j < n ? avx2__unpack(wt, row, b + j, &sw[j])
+			      : (sw[j] = _mm256_setzero_si256());
+	return avx2__group_acc(wt, avx2__group_dot(wt, uw, sw, x, n), avx2__scales8(row, bs, b, n),
+			       a, 0, b, acc);
+}
+
+/* One token (decode): each row streams once, unpacked in registers. */
+AVX2_INLINE void avx2__gemv_q(uint32_t wt, const struct kern_gemm_args *a, size_t o0, size_t o1)
+{
+	const size_t bs = wt == DTYPE_Q8_0 ? sizeof(struct kern_block_q8_0)
+					   : sizeof(struct kern_block_q4_0);
+	const size_t nb = a->n_in / KERN_QK;
+
+	for (size_t o = o0; o < o1; o++) {
+		const char *row = (const char *)a->w + o * a->w_stride;
+		__m256 acc = _mm256_setzero_ps();
+		size_t b = 0;
+		for (; b + KERN_GROUP <= nb; b += KERN_GROUP)
+			acc = avx2__gemv_group(wt, a, row, bs, b, KERN_GROUP, acc);
+		if (b < nb)
+			acc = avx2__gemv_group(wt, a, row, bs, b, nb - b, acc);
+		a->y[o] = avx2__hsum(acc);
+	}
+}
+
+/* Rows [o, o+R) x tokens [t0, t1), t1 - t0 <= AVX2_TOKEN_BLOCK: each group
+ * of R rows is unpacked once into L1, then every token passes over it. */
+AVX2_INLINE void avx2__tile_q(uint32_t wt, const struct kern_gemm_args *a, size_t o, size_t R,
+			      size_t t0, size_t t1)
+{
+	const size_t bs = wt == DTYPE_Q8_0 ? sizeof(struct kern_block_q8_0)
+					   : sizeof(struct kern_block_q4_0);
+	const size_t nb = a->n_in / KERN_QK;
+	__m256 acc[AVX2_QROWS][AVX2_TOKEN_BLOCK];
+	__m256i uw[AVX2_QROWS][KERN_GROUP], sw[AVX2_QROWS][KERN_GROUP];
+	__m256 dw[AVX2_QROWS];
+
+	for (size_t r = 0; r < R; r++)
+		for (size_t k = 0; k < t1 - t0; k++)
 			acc[r][k] = _mm256_setzero_ps();
-	for (size_t b = 0; b < nb; b++) {
-		__m256i wq[4], aw[4];
-		__m256 dw[4];
-		AVX2_UNROLL
-		for (int r = 0; r < R; r++) {
-			float d;
-			wq[r] = avx2__load_q(wt, w[r], b, &d);
-			aw[r] = _mm256_sign_epi8(wq[r], wq[r]);
-			dw[r] = _mm256_set1_ps(d);
+	for (size_t b = 0; b < nb; b += KERN_GROUP) {
+		size_t n = nb - b < KERN_GROUP ? nb - b : KERN_GROUP;
+		for (size_t r = 0; r < R; r++) {
+			const char *row = (const char *)a->w + (o + r) * a->w_stride;
+			for (size_t j = 0; j < n; j++)
+				uw[r][j] = avx2__unpack(wt, row, b + j, &sw[r][j]);
+			dw[r] = avx2__scales8(row, bs, b, n);
 		}
-		AVX2_UNROLL
-		for (int k = 0; k < T; k++) {
-			__m256i xv = _mm256_loadu_si256((const __m256i *)x[k][b].qs);
-			__m256 dx = _mm256_broadcast_ss(&x[k][b].d);
-			AVX2_UNROLL
-			for (int r = 0; r < R; r++) {
-				__m256i p = _mm256_maddubs_epi16(aw[r], _mm256_sign_epi8(xv, wq[r]));
-				__m256 f = _mm256_cvtepi32_ps(_mm256_madd_epi16(p, ones));
-				/* (sum * dw) * dx: one broadcast per row and per
-				 * token instead of one per pair */
-				acc[r][k] = _mm256_fmadd_ps(_mm256_mul_ps(f, dw[r]), dx, acc[r][k]);
+		for (size_t t = t0; t < t1; t++) {
+			const struct kern_block_q8a *x =
+				(const struct kern_block_q8a *)((const char *)a->x + t * a->x_stride) + b;
+			for (size_t r = 0; r < R; r++) {
+				/* constant n in the common case: no per-block tests */
+				__m256i sums = n == KERN_GROUP
+						       ? avx2__group_dot(wt, uw[r], sw[r], x, KERN_GROUP)
+						       : avx2__group_dot(wt, uw[r], sw[r], x, n);
+				acc[r][t - t0] = avx2__group_acc(wt, sums, dw[r], a, t, b,
+								 acc[r][t - t0]);
 			}
 		}
 	}
-	AVX2_UNROLL
-	for (int r = 0; r < R; r++)
-		AVX2_UNROLL
-		for (int k = 0; k < T; k++)
-			a->y[(t + k) * a->y_stride + o + r] = avx2__hsum(acc[r][k]);
+	for (size_t r = 0; r < R; r++)
+		for (size_t t = t0; t < t1; t++)
+			a->y[t * a->y_stride + o + r] = avx2__hsum(acc[r][t - t0]);
+}
+
+AVX2_INLINE void avx2__gemm_q(uint32_t wt, const struct kern_gemm_args *a, size_t o0, size_t o1)
+{
+	if (a->n_tok == 1) {
+		avx2__gemv_q(wt, a, o0, o1);
+		return;
+	}
+	for (size_t tb = 0; tb < a->n_tok; tb += AVX2_TOKEN_BLOCK) {
+		size_t te = a->n_tok - tb > AVX2_TOKEN_BLOCK ? tb + AVX2_TOKEN_BLOCK : a->n_tok;
+		for (size_t o = o0; o < o1; o += AVX2_QROWS)
+			avx2__tile_q(wt, a, o, o1 - o < AVX2_QROWS ? o1 - o : AVX2_QROWS, tb, te);
+	}
 }
 
 /* ---- drivers ------------------------------------------------------------------- */
 
-AVX2_INLINE void avx2__tile(int quant, uint32_t wt, const struct kern_gemm_args *a, size_t o,
-			    size_t t, int R, int T)
-{
-	if (quant)
-		avx2__tile_q(wt, a, o, t, R, T);
-	else
-		avx2__tile_f(wt, a, o, t, R, T);
-}
-
 /* Rows [o0, o1) in RM x TM tiles, remainders in 1-wide tiles. */
-AVX2_INLINE void avx2__drive(int quant, uint32_t wt, const struct kern_gemm_args *a, size_t o0,
+AVX2_INLINE void avx2__drive(uint32_t wt, const struct kern_gemm_args *a, size_t o0,
 			     size_t o1, int RM, int TM)
 {
 	for (size_t tb = 0; tb < a->n_tok; tb += AVX2_TOKEN_BLOCK) {
@@ -199,15 +311,15 @@ AVX2_INLINE void avx2__drive(int quant, uint32_t wt, const struct kern_gemm_args
 		size_t o = o0, t;
 		for (; o + (size_t)RM <= o1; o += (size_t)RM) {
 			for (t = tb; t + (size_t)TM <= te; t += (size_t)TM)
-				avx2__tile(quant, wt, a, o, t, RM, TM);
+				avx2__tile_f(wt, a, o, t, RM, TM);
 			for (; t < te; t++)
-				avx2__tile(quant, wt, a, o, t, RM, 1);
+				avx2__tile_f(wt, a, o, t, RM, 1);
 		}
 		for (; o < o1; o++) {
 			for (t = tb; t + (size_t)TM <= te; t += (size_t)TM)
-				avx2__tile(quant, wt, a, o, t, 1, TM);
+				avx2__tile_f(wt, a, o, t, 1, TM);
 			for (; t < te; t++)
-				avx2__tile(quant, wt, a, o, t, 1, 1);
+				avx2__tile_f(wt, a, o, t, 1, 1);
 		}
 	}
 }
@@ -216,18 +328,15 @@ AVX2_INLINE void avx2__drive(int quant, uint32_t wt, const struct kern_gemm_args
 	static void name(const struct kern_gemm_args *a, size_t o0, size_t o1) \
 	{                                                                       \
 		if (a->n_tok == 1)                                              \
-			avx2__drive(0, wt, a, o0, o1, 4, 1);                    \
+			avx2__drive(wt, a, o0, o1, 4, 1);                    \
 		else                                                            \
-			avx2__drive(0, wt, a, o0, o1, 4, 2);                    \
+			avx2__drive(wt, a, o0, o1, 4, 2);                    \
 	}
 
 #define AVX2_GEMM_Q(name, wt)                                                   \
 	static void name(const struct kern_gemm_args *a, size_t o0, size_t o1) \
 	{                                                                       \
-		if (a->n_tok < 4)                                               \
-			avx2__drive(1, wt, a, o0, o1, 4, 1);                    \
-		else                                                            \
-			avx2__drive(1, wt, a, o0, o1, 2, 4);                    \
+		avx2__gemm_q(wt, a, o0, o1);                                    \
 	}
 
 AVX2_GEMM_F(avx2__gemm_f32, DTYPE_F32)
@@ -284,8 +393,44 @@ static void avx2__quantize_act(const float *x, struct kern_block_q8a *y, size_t 
 	}
 }
 
+/* ---- vector helpers (attention) ---------------------------------------------------- */
+
+float kern_avx2_dot(const float *a, const float *b, size_t n)
+{
+	__m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
+	size_t i = 0;
+	float s;
+
+	for (; i + 16 <= n; i += 16) {
+		s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
+		s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), s1);
+	}
+	if (i + 8 <= n) {
+		s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
+		i += 8;
+	}
+	s = avx2__hsum(_mm256_add_ps(s0, s1));
+	for (; i < n; i++)
+		s += a[i] * b[i];
+	return s;
+}
+
+void kern_avx2_scale_add(float *y, float r, float p, const float *x, size_t n)
+{
+	const __m256 rv = _mm256_set1_ps(r), pv = _mm256_set1_ps(p);
+	size_t i = 0;
+
+	for (; i + 8 <= n; i += 8)
+		_mm256_storeu_ps(y + i, _mm256_fmadd_ps(pv, _mm256_loadu_ps(x + i),
+						      _mm256_mul_ps(_mm256_loadu_ps(y + i), rv)));
+	for (; i < n; i++)
+		y[i] = y[i] * r + p * x[i];
+}
+
 const struct kern_ops kern_ops_avx2 = {
 	.name = "avx2",
+	.dot = kern_avx2_dot,
+	.scale_add = kern_avx2_scale_add,
 	.quantize_act = avx2__quantize_act,
 	.gemm =
 		{

@@ -60,7 +60,28 @@ struct kern_gemm_args {
 	size_t n_tok;
 	float *y;
 	size_t y_stride; /* floats between output rows (n_out) */
+	/* Quantized weights only, filled by kern_act_summarize(): per token
+	 * row, each activation block's scale and 8 x the sum of its qs (the
+	 * offset term of Q4_0's unsigned nibbles), contiguous so a SIMD level
+	 * loads 8 blocks' worth at once. Rows are xd_stride entries (the
+	 * block count rounded up to KERN_GROUP), zero past the last block.
+	 * Levels that read scales from the blocks ignore them. */
+	const float *xd;
+	const int32_t *xs8;
+	size_t xd_stride;
 };
+
+/* Blocks per group of the summarized activation rows. */
+#define KERN_GROUP 8
+
+static inline size_t kern_act_groups_pad(size_t nb)
+{
+	return (nb + KERN_GROUP - 1) / KERN_GROUP * KERN_GROUP;
+}
+
+/* Fills one token's xd and xs8 rows (kern_act_groups_pad(nb) entries)
+ * from its nb quantized activation blocks. */
+void kern_act_summarize(const struct kern_block_q8a *x, size_t nb, float *xd, int32_t *xs8);
 
 typedef void (*kern_gemm_fn)(const struct kern_gemm_args *a, size_t o0, size_t o1);
 
@@ -70,7 +91,16 @@ struct kern_ops {
 	 * blocks; byte-identical at every level. */
 	void (*quantize_act)(const float *x, struct kern_block_q8a *dst, size_t n);
 	kern_gemm_fn gemm[DTYPE_COUNT]; /* NULL: type not supported */
+	float (*dot)(const float *a, const float *b, size_t n);
+	void (*scale_add)(float *y, float r, float p, const float *x, size_t n);
 };
+
+#if defined(__x86_64__)
+/* The AVX2 vector helpers, shared by the AVX-512 table (head-sized
+ * vectors gain nothing from ZMM). */
+float kern_avx2_dot(const float *a, const float *b, size_t n);
+void kern_avx2_scale_add(float *y, float r, float p, const float *x, size_t n);
+#endif
 
 extern const struct kern_ops kern_ops_ref;
 #if defined(__x86_64__)

@@ -315,8 +315,25 @@ REF_GEMM(ref__gemm_bf16, ref__dot_bf16, float)
 REF_GEMM(ref__gemm_q8_0, ref__dot_q8_0, struct kern_block_q8a)
 REF_GEMM(ref__gemm_q4_0, ref__dot_q4_0, struct kern_block_q8a)
 
+static float ref__dot(const float *a, const float *b, size_t n)
+{
+	float s = 0.0f;
+
+	for (size_t i = 0; i < n; i++)
+		s += a[i] * b[i];
+	return s;
+}
+
+static void ref__scale_add(float *y, float r, float p, const float *x, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		y[i] = y[i] * r + p * x[i];
+}
+
 const struct kern_ops kern_ops_ref = {
 	.name = "scalar",
+	.dot = ref__dot,
+	.scale_add = ref__scale_add,
 	.quantize_act = ref__quantize_act,
 	.gemm =
 		{
