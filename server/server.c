@@ -12,13 +12,16 @@
 #include <uv.h>
 
 #include "api_error.h"
+#include "api_native.h"
 #include "api_openai.h"
 #include "auth.h"
 #include "backend.h"
 #include "cors.h"
+#include "generation.h"
 #include "http.h"
 #include "metrics.h"
 #include "router.h"
+#include "sd_notify.h"
 
 enum server_state { RUNNING, DRAINING, STOPPED };
 
@@ -32,6 +35,9 @@ struct server {
 	uv_signal_t sigterm;
 	uv_signal_t sigint;
 	uv_timer_t drain_timer;  /* polls for an empty server while draining */
+	uv_timer_t watchdog;     /* WATCHDOG=1 every WATCHDOG_USEC / 2 */
+	uv_timer_t ready_timer;  /* waits for the model, then READY=1 */
+	struct sd_notify notify; /* systemd's socket; sends are no-ops without */
 	uint64_t drain_deadline_ns;
 	enum server_state state;
 	int exit_code;
@@ -75,6 +81,7 @@ static void handle_metrics(struct server *srv, struct http_req *req,
 
 	(void)m;
 	srv->metrics.in_flight = srv->http.in_flight;
+	backend_refresh_metrics(srv->backend);
 	text = metrics_render(&srv->metrics, &len);
 	if (text == NULL) {
 		http_respond_json(req, 500, NULL);
@@ -103,44 +110,15 @@ static void handle_models(struct server *srv, struct http_req *req,
 	json_decref(o);
 }
 
-/* Maps a backend_submit error to the response clients expect. */
-static void submit_error(struct server *srv, int rc, const char *detail,
-			 enum gen_kind kind, struct api_error *e)
-{
-	enum backend_status st = backend_status(srv->backend, NULL);
-
-	switch (rc) {
-	case EMBER_EFULL:
-		api_error_set(e, 429, API_ERR_RATE_LIMIT, NULL,
-			      "queue_full", "The server is busy: %s.", detail);
-		e->retry_after = 1;
-		break;
-	case EMBER_ECONTEXT:
-		api_error_set(e, 400, API_ERR_INVALID_REQUEST,
-			      kind == GEN_CHAT ? "messages" : "prompt",
-			      "context_length_exceeded", "%s", detail);
-		break;
-	case EMBER_EBUSY:
-		api_error_set(e, 503, API_ERR_SERVER, NULL, "model_not_loaded",
-			      "Model not loaded%s.",
-			      st == BACKEND_LOADING ? " yet" : "");
-		if (st == BACKEND_LOADING)
-			e->retry_after = 5;
-		break;
-	default:
-		api_error_set(e, 500, API_ERR_SERVER, NULL, NULL, "%s", detail);
-		break;
-	}
-}
-
-static void handle_generate(struct server *srv, struct http_req *req,
-			    enum gen_kind kind)
+/* Parses an OpenAI-style body of `kind` and hands it to a generation
+ * answering in `fmt`; `session` extends that backend session (0: none). */
+static void start_generation(struct server *srv, struct http_req *req,
+			     enum gen_kind kind, enum api_format fmt,
+			     uint64_t session)
 {
 	struct api_limits lim = {.max_tokens = (int32_t)srv->cfg->max_tokens};
 	struct gen_request gr;
 	struct api_error e;
-	char detail[EMBER_ERR_MAX];
-	uint64_t id;
 	int rc;
 
 	if (api_openai_check_content_type(
@@ -156,26 +134,102 @@ static void handle_generate(struct server *srv, struct http_req *req,
 		http_respond_error(req, &e);
 		return;
 	}
-	/* The engine is not connected yet: the stub refuses every request,
-	 * so no sink is needed. The streaming path (stream.c) plugs in here. */
-	rc = backend_submit(srv->backend, &gr, NULL, &id, detail);
-	submit_error(srv, rc, detail, kind, &e);
-	http_respond_error(req, &e);
-	gen_request_free(&gr);
+	gr.session = session;
+	generation_start(&srv->loop, srv->backend, req, &gr, fmt,
+			 backend_model_id(srv->backend));
 }
 
 static void handle_chat(struct server *srv, struct http_req *req,
 			const struct route_match *m)
 {
 	(void)m;
-	handle_generate(srv, req, GEN_CHAT);
+	start_generation(srv, req, GEN_CHAT, API_FMT_CHAT, 0);
 }
 
 static void handle_completions(struct server *srv, struct http_req *req,
 			       const struct route_match *m)
 {
 	(void)m;
-	handle_generate(srv, req, GEN_COMPLETION);
+	start_generation(srv, req, GEN_COMPLETION, API_FMT_COMPLETION, 0);
+}
+
+static void handle_generate(struct server *srv, struct http_req *req,
+			    const struct route_match *m)
+{
+	(void)m;
+	start_generation(srv, req, GEN_COMPLETION, API_FMT_NATIVE, 0);
+}
+
+static void handle_tokenize(struct server *srv, struct http_req *req,
+			    const struct route_match *m)
+{
+	(void)m;
+	api_native_tokenize(&srv->loop, srv->backend, req);
+}
+
+static void handle_detokenize(struct server *srv, struct http_req *req,
+			      const struct route_match *m)
+{
+	(void)m;
+	api_native_detokenize(&srv->loop, srv->backend, req);
+}
+
+/* The {id} of a session route ("" when too long: not found later). */
+static void session_param(const struct route_match *m, char *buf, size_t size)
+{
+	if (router_param(m, "id", buf, size) < 0)
+		buf[0] = '\0';
+}
+
+static void handle_session_new(struct server *srv, struct http_req *req,
+			       const struct route_match *m)
+{
+	(void)m;
+	api_native_session_new(srv->backend, req);
+}
+
+static void handle_session_get(struct server *srv, struct http_req *req,
+			       const struct route_match *m)
+{
+	char id[32];
+
+	session_param(m, id, sizeof(id));
+	api_native_session_get(srv->backend, req, id);
+}
+
+static void handle_session_delete(struct server *srv, struct http_req *req,
+				  const struct route_match *m)
+{
+	char id[32];
+
+	session_param(m, id, sizeof(id));
+	api_native_session_delete(srv->backend, req, id);
+}
+
+static void handle_session_clone(struct server *srv, struct http_req *req,
+				 const struct route_match *m)
+{
+	char id[32];
+
+	session_param(m, id, sizeof(id));
+	api_native_session_clone(srv->backend, req, id);
+}
+
+static void handle_session_generate(struct server *srv, struct http_req *req,
+				    const struct route_match *m)
+{
+	struct api_error e;
+	uint64_t sid;
+	char id[32];
+
+	session_param(m, id, sizeof(id));
+	if (api_native_parse_session_id(id, &sid) != 0) {
+		api_error_set(&e, 404, API_ERR_NOT_FOUND, "session",
+			      "not_found", "No such session.");
+		http_respond_error(req, &e);
+		return;
+	}
+	start_generation(srv, req, GEN_COMPLETION, API_FMT_NATIVE, sid);
 }
 
 static const struct route routes[] = {
@@ -184,6 +238,16 @@ static const struct route routes[] = {
 	{"GET", "/v1/models", handle_models, "models"},
 	{"POST", "/v1/chat/completions", handle_chat, "chat_completions"},
 	{"POST", "/v1/completions", handle_completions, "completions"},
+	{"POST", "/v1/generate", handle_generate, "generate"},
+	{"POST", "/tokenize", handle_tokenize, "tokenize"},
+	{"POST", "/detokenize", handle_detokenize, "detokenize"},
+	{"POST", "/v1/sessions", handle_session_new, "sessions"},
+	{"GET", "/v1/sessions/{id}", handle_session_get, "session"},
+	{"DELETE", "/v1/sessions/{id}", handle_session_delete, "session"},
+	{"POST", "/v1/sessions/{id}/generate", handle_session_generate,
+	 "session_generate"},
+	{"POST", "/v1/sessions/{id}/clone", handle_session_clone,
+	 "session_clone"},
 };
 
 #define NROUTES (sizeof(routes) / sizeof(routes[0]))
@@ -320,6 +384,50 @@ static void stop(struct server *srv)
 	uv_close((uv_handle_t *)&srv->sigterm, NULL);
 	uv_close((uv_handle_t *)&srv->sigint, NULL);
 	uv_close((uv_handle_t *)&srv->drain_timer, NULL);
+	uv_close((uv_handle_t *)&srv->watchdog, NULL);
+	uv_close((uv_handle_t *)&srv->ready_timer, NULL);
+}
+
+/* Proves to systemd that the loop still turns; a stuck loop misses it. */
+static void watchdog_cb(uv_timer_t *t)
+{
+	struct server *srv = t->data;
+
+	sd_notify_send(&srv->notify, "WATCHDOG=1");
+}
+
+/*
+ * systemd's READY=1 means "serving": sent once the model has loaded and
+ * /health answers 200, so `systemctl start` returns when requests work.
+ * The loader thread only publishes an atomic status; polling it every
+ * READY_POLL_MS costs nothing and keeps the loader free of loop handles.
+ */
+#define READY_POLL_MS 20
+
+static void ready_cb(uv_timer_t *t)
+{
+	struct server *srv = t->data;
+	const char *msg = NULL;
+
+	switch (backend_status(srv->backend, &msg)) {
+	case BACKEND_LOADING:
+		return;
+	case BACKEND_READY:
+		sd_notify_send(&srv->notify, "READY=1");
+		sd_notify_status(&srv->notify, "serving");
+		break;
+	case BACKEND_NO_MODEL:
+		sd_notify_send(&srv->notify, "READY=1");
+		sd_notify_status(&srv->notify, "serving without a model (test mode)");
+		break;
+	case BACKEND_FAILED:
+		/* Still READY: the daemon answers /health 503 with the reason,
+		 * which is easier to diagnose than a start-up timeout. */
+		sd_notify_send(&srv->notify, "READY=1");
+		sd_notify_status(&srv->notify, "model failed to load: %s", msg ? msg : "?");
+		break;
+	}
+	uv_timer_stop(t);
 }
 
 static void drain_cb(uv_timer_t *t)
@@ -358,6 +466,7 @@ static void signal_cb(uv_signal_t *s, int signum)
 		   (long long)srv->http.in_flight,
 		   (long long)srv->cfg->drain_timeout);
 	srv->state = DRAINING;
+	sd_notify_send(&srv->notify, "STOPPING=1");
 	http_quiesce(&srv->http);
 	srv->drain_deadline_ns =
 		http_now_ns() + (uint64_t)srv->cfg->drain_timeout * 1000000000u;
@@ -371,6 +480,8 @@ int server_run(const struct config *cfg, const struct logger *log)
 	struct server *srv = calloc(1, sizeof(*srv));
 	struct http_options opt;
 	char err[EMBER_ERR_MAX];
+	uint64_t watchdog_usec = 0;
+	int listen_fd = -1;
 	int rc = 1;
 
 	if (srv == NULL)
@@ -383,6 +494,15 @@ int server_run(const struct config *cfg, const struct logger *log)
 		free(srv);
 		return 1;
 	}
+	/* systemd's variables, read before any engine thread exists. */
+	if (sd_notify_init(&srv->notify, err) != 0)
+		log_printf(log, LOG_WARN, "%s: not notifying systemd", err);
+	if (sd_notify_watchdog_usec(&watchdog_usec, err) != 0)
+		log_printf(log, LOG_WARN, "%s: watchdog off", err);
+	if (sd_notify_listen_socket(&listen_fd, err) != 0) {
+		log_printf(log, LOG_ERROR, "%s", err);
+		goto fail;
+	}
 	if (backend_new(cfg, &srv->metrics, &srv->backend, err) != 0) {
 		log_printf(log, LOG_ERROR, "%s", err);
 		goto fail;
@@ -392,6 +512,7 @@ int server_run(const struct config *cfg, const struct logger *log)
 		.port = (int)cfg->port,
 		.timeout_s = (unsigned)cfg->timeout,
 		.max_body = (size_t)cfg->max_body,
+		.listen_fd = listen_fd > 0 ? listen_fd : 0,
 		.handler = on_request,
 		.done = on_done,
 		.data = srv,
@@ -403,12 +524,25 @@ int server_run(const struct config *cfg, const struct logger *log)
 	uv_signal_init(&srv->loop, &srv->sigterm);
 	uv_signal_init(&srv->loop, &srv->sigint);
 	uv_timer_init(&srv->loop, &srv->drain_timer);
+	uv_timer_init(&srv->loop, &srv->watchdog);
+	uv_timer_init(&srv->loop, &srv->ready_timer);
 	srv->sigterm.data = srv->sigint.data = srv->drain_timer.data = srv;
+	srv->watchdog.data = srv->ready_timer.data = srv;
+	if (watchdog_usec > 0)
+		uv_timer_start(&srv->watchdog, watchdog_cb, 0,
+			       watchdog_usec / 2000 > 0 ? watchdog_usec / 2000 : 1);
 	uv_signal_start(&srv->sigterm, signal_cb, SIGTERM);
 	uv_signal_start(&srv->sigint, signal_cb, SIGINT);
-	log_printf(log, LOG_INFO, "emberd %s listening on %s:%lld%s",
-		   EMBER_VERSION, cfg->host, (long long)cfg->port,
-		   cfg->no_model ? " (no model: test mode)" : "");
+	if (listen_fd > 0)
+		log_printf(log, LOG_INFO, "emberd %s listening on the socket "
+			   "systemd passed (fd %d)%s", EMBER_VERSION, listen_fd,
+			   cfg->no_model ? " (no model: test mode)" : "");
+	else
+		log_printf(log, LOG_INFO, "emberd %s listening on %s:%lld%s",
+			   EMBER_VERSION, cfg->host, (long long)cfg->port,
+			   cfg->no_model ? " (no model: test mode)" : "");
+	sd_notify_status(&srv->notify, "loading the model");
+	uv_timer_start(&srv->ready_timer, ready_cb, 0, READY_POLL_MS);
 	uv_run(&srv->loop, UV_RUN_DEFAULT);
 	rc = srv->exit_code;
 fail:
@@ -418,6 +552,7 @@ fail:
 	if (uv_loop_close(&srv->loop) != 0)
 		log_printf(log, LOG_WARN, "loop closed with open handles");
 	backend_free(srv->backend);
+	sd_notify_free(&srv->notify);
 	free(srv);
 	return rc;
 }
