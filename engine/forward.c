@@ -255,12 +255,18 @@ static const float *kv_rows(const struct kv_cache *kv, const void *head, uint32_
 	return buf;
 }
 
-/* ALiBi bias of key position j for a head of slope m (arch_alibi). */
+static float bf16_round(float x)
+{
+	return kern_bf16_to_fp32(kern_fp32_to_bf16(x));
+}
+
+/* ALiBi bias of key position j for a head of slope m (see arch_alibi;
+ * for ARCH_ALIBI_BF16 m is already rounded). */
 static float alibi_bias(enum arch_alibi kind, float m, uint32_t j)
 {
 	if (kind != ARCH_ALIBI_BF16)
 		return m * (float)j;
-	return kern_bf16_to_fp32(kern_fp32_to_bf16(m * kern_bf16_to_fp32(kern_fp32_to_bf16((float)j))));
+	return bf16_round(m * bf16_round((float)j));
 }
 
 struct attend_job {
@@ -675,7 +681,7 @@ static int alloc_scratch(struct forward_pass *f)
 	for (i = 0; f->alibi && i < hp->n_head; i++) {
 		f->alibi[i] = (float)arch_alibi_slope((uint32_t)i, hp->n_head, hp->alibi_max_bias);
 		if (f->m->arch->alibi == ARCH_ALIBI_BF16)
-			f->alibi[i] = kern_bf16_to_fp32(kern_fp32_to_bf16(f->alibi[i]));
+			f->alibi[i] = bf16_round(f->alibi[i]);
 	}
 	return 0;
 }
