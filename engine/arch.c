@@ -1,6 +1,7 @@
 /* arch.c - the architecture table (arch.h). */
 #include "arch.h"
 
+#include <math.h>
 #include <string.h>
 
 /* Tensor use of the LLaMA-style block: pre-norms, separate q/k/v, gated
@@ -28,8 +29,9 @@
 	[ARCH_T_FFN_UP] = ARCH_REQ, [ARCH_T_FFN_DOWN] = ARCH_REQ, NORM_BIASES
 
 /*
- * One row per general.architecture value. Adding one: set its flags and
- * the roles it uses; its keys are read as "<name>.<key>" by model.c. Each
+ * One row per general.architecture value, plus variants of one (when_true)
+ * that a bool key of the file selects. Adding one: set its flags and the roles it
+ * uses; its keys are read as "<gguf_arch>.<key>" by model.c. Each
  * row below reproduces its golden model (../shared/golden/<arch>) within
  * the README's tolerance (tests/test_forward.c).
  */
@@ -37,6 +39,7 @@ static const struct arch_desc arch_table[] = {
 	{
 		/* LLaMA 1/2/3, TinyLlama, SmolLM, Mistral (converted as "llama"). */
 		.name = "llama",
+		.gguf_arch = "llama",
 		.norm = ARCH_NORM_RMS,
 		.act = ARCH_ACT_SILU,
 		.mlp_gated = 1,
@@ -48,6 +51,7 @@ static const struct arch_desc arch_table[] = {
 	{
 		/* Gemma: the converter folds RMSNorm's (1 + w) into w. */
 		.name = "gemma",
+		.gguf_arch = "gemma",
 		.norm = ARCH_NORM_RMS,
 		.act = ARCH_ACT_GELU_TANH,
 		.mlp_gated = 1,
@@ -60,6 +64,7 @@ static const struct arch_desc arch_table[] = {
 	{
 		/* Qwen2: q/k/v biases (optional in LLAMA_TENSORS). */
 		.name = "qwen2",
+		.gguf_arch = "qwen2",
 		.norm = ARCH_NORM_RMS,
 		.act = ARCH_ACT_SILU,
 		.mlp_gated = 1,
@@ -73,6 +78,7 @@ static const struct arch_desc arch_table[] = {
 		 * (Variants with per-head q/k norms or a parallel residual
 		 * need roles not listed yet.) */
 		.name = "stablelm",
+		.gguf_arch = "stablelm",
 		.norm = ARCH_NORM_LAYER,
 		.act = ARCH_ACT_SILU,
 		.mlp_gated = 1,
@@ -84,6 +90,7 @@ static const struct arch_desc arch_table[] = {
 		/* Phi-2: partial rotary, biases on every linear and the head;
 		 * older conversions fuse q/k/v. */
 		.name = "phi2",
+		.gguf_arch = "phi2",
 		.norm = ARCH_NORM_LAYER,
 		.act = ARCH_ACT_GELU_TANH,
 		.rope = ARCH_ROPE_NEOX,
@@ -101,6 +108,7 @@ static const struct arch_desc arch_table[] = {
 		 * [q | k | v]), multi-query. Falcon-40B's second norm
 		 * (attn_norm_2) needs a role not listed yet. */
 		.name = "falcon",
+		.gguf_arch = "falcon",
 		.norm = ARCH_NORM_LAYER,
 		.act = ARCH_ACT_GELU_ERF,
 		.rope = ARCH_ROPE_NEOX,
@@ -111,12 +119,35 @@ static const struct arch_desc arch_table[] = {
 			    [ARCH_T_ATTN_OUT_B] = ARCH_OPT, [ARCH_T_FFN_UP_B] = ARCH_OPT,
 			    [ARCH_T_FFN_DOWN_B] = ARCH_OPT},
 	},
+	{
+		/* Falcon-RW (falcon-rw-1b): HF's Falcon with alibi, a
+		 * sequential block, full multi-head attention and biases on
+		 * every linear and norm; fused q/k/v regrouped to [q | k | v]
+		 * by the converter; tied head. */
+		.name = "falcon-rw",
+		.gguf_arch = "falcon",
+		.when_true = "use_alibi",
+		.norm = ARCH_NORM_LAYER,
+		.act = ARCH_ACT_GELU_ERF,
+		.rope = ARCH_ROPE_NONE,
+		.alibi = ARCH_ALIBI_BF16,
+		.residual = ARCH_RESIDUAL_SEQUENTIAL,
+		.tied_output = 1,
+		.tensors = {[ARCH_T_TOKEN_EMBD] = ARCH_REQ, [ARCH_T_OUTPUT_NORM] = ARCH_REQ,
+			    [ARCH_T_OUTPUT] = ARCH_OPT, NORM_BIASES,
+			    [ARCH_T_ATTN_NORM] = ARCH_REQ, [ARCH_T_ATTN_QKV] = ARCH_REQ,
+			    [ARCH_T_ATTN_QKV_B] = ARCH_REQ, [ARCH_T_ATTN_OUT] = ARCH_REQ,
+			    [ARCH_T_ATTN_OUT_B] = ARCH_REQ, [ARCH_T_FFN_NORM] = ARCH_REQ,
+			    [ARCH_T_FFN_NORM_B] = ARCH_REQ, [ARCH_T_FFN_UP] = ARCH_REQ,
+			    [ARCH_T_FFN_UP_B] = ARCH_REQ, [ARCH_T_FFN_DOWN] = ARCH_REQ,
+			    [ARCH_T_FFN_DOWN_B] = ARCH_REQ},
+	},
 };
 
 #define N_ARCH (sizeof(arch_table) / sizeof(arch_table[0]))
 
 static const char *const arch_name_list[N_ARCH + 1] = {"llama", "gemma", "qwen2", "stablelm",
-							"phi2", "falcon", NULL};
+							"phi2", "falcon", "falcon-rw", NULL};
 
 const struct arch_desc *arch_find(const char *name, size_t len)
 {
@@ -126,6 +157,36 @@ const struct arch_desc *arch_find(const char *name, size_t len)
 		if (strlen(arch_table[i].name) == len && memcmp(arch_table[i].name, name, len) == 0)
 			return &arch_table[i];
 	return NULL;
+}
+
+const struct arch_desc *arch_select(const char *gguf_arch, size_t len, arch_flag_cb is_true,
+				    void *data)
+{
+	const struct arch_desc *plain = NULL;
+	size_t i;
+
+	for (i = 0; i < N_ARCH; i++) {
+		const struct arch_desc *a = &arch_table[i];
+
+		if (strlen(a->gguf_arch) != len || memcmp(a->gguf_arch, gguf_arch, len) != 0)
+			continue;
+		if (!a->when_true && !plain)
+			plain = a;
+		else if (a->when_true && is_true && is_true(a->when_true, data))
+			return a;
+	}
+	return plain;
+}
+
+double arch_alibi_slope(uint32_t h, uint32_t n_head, double max_bias)
+{
+	uint32_t p = 1;
+
+	while (p <= n_head / 2)
+		p *= 2;
+	if (h < p)
+		return pow(2.0, -max_bias * (h + 1) / p);
+	return pow(2.0, -max_bias / 2.0 * (2 * (h - p) + 1) / p);
 }
 
 const char *const *arch_names(void)

@@ -14,7 +14,9 @@
  *   attn: q, k, v = h W_q (+b), h W_k (+b), h W_v (+b)   (or one fused W_qkv
  *         whose rows are [q | k | v], the order llama.cpp's converters write)
  *         rotary on the first n_rot dims of each q/k head, or ALiBi
- *         causal softmax(q k^T / sqrt(d)) v per head, kv heads shared by
+ *         causal softmax(q k^T / sqrt(d)) v per head (ALiBi: softmax((q k_j
+ *         + m_h j) / sqrt(d)), the bias added before the scaling as HF's
+ *         Falcon does), kv heads shared by
  *         n_head / n_head_kv query heads (MHA, GQA, MQA follow from counts)
  *   mlp:  gated:      down(act(gate(h)) * up(h))
  *         non-gated:  down(act(up(h)))
@@ -29,6 +31,7 @@
 #define EMBER_ARCH_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 enum arch_norm {
 	ARCH_NORM_RMS,   /* x / sqrt(mean(x^2) + eps) * w */
@@ -48,6 +51,17 @@ enum arch_rope {
 	ARCH_ROPE_NORM,
 	/* llama.cpp "NEOX": rotates (x[i], x[i + n_rot/2]), HF's rotate_half. */
 	ARCH_ROPE_NEOX,
+};
+
+enum arch_alibi {
+	ARCH_ALIBI_NONE,
+	ARCH_ALIBI_F32,  /* bias m_h * j in float */
+	/* HF Falcon: build_alibi_tensor rounds the slope to bfloat16, and
+	 * torch's type promotion casts the integer position to bfloat16
+	 * before the product, which is rounded to bfloat16 again:
+	 * bias = bf16(bf16(m_h) * bf16(j)). Exact for j < 256 and slopes that
+	 * are powers of two. */
+	ARCH_ALIBI_BF16,
 };
 
 enum arch_residual {
@@ -97,12 +111,19 @@ enum arch_use {
 };
 
 struct arch_desc {
-	const char *name; /* the value of general.architecture */
+	/* Our name for the row: general.architecture, or for a variant its
+	 * own ("falcon-rw"). */
+	const char *name;
+	/* general.architecture of its files; keys are "<gguf_arch>.<key>". */
+	const char *gguf_arch;
+	/* Variants sharing a gguf_arch: the bool key "<gguf_arch>.<when_true>"
+	 * that selects this row when true; NULL for the plain row. */
+	const char *when_true;
 	enum arch_norm norm;
 	enum arch_act act;
 	int mlp_gated; /* 1: down(act(gate) * up); 0: down(act(up)) */
 	enum arch_rope rope;
-	int alibi; /* ALiBi bias added to scores (needs rope = NONE) */
+	enum arch_alibi alibi; /* ALiBi bias added to scores (needs rope = NONE) */
 	enum arch_residual residual;
 	/* Multiply token embeddings by sqrt(n_embd) (Gemma). */
 	int embd_scale_sqrt;
@@ -115,8 +136,29 @@ struct arch_desc {
 	unsigned char tensors[ARCH_T_COUNT];
 };
 
-/* The entry whose name equals `name` (general.architecture), or NULL. */
+/* The entry whose name equals `name` ("falcon-rw"), or NULL. */
 const struct arch_desc *arch_find(const char *name, size_t len);
+
+/* Answers whether the bool key "<gguf_arch>.<suffix>" of a file is true. */
+typedef int (*arch_flag_cb)(const char *suffix, void *data);
+
+/*
+ * The entry for a file whose general.architecture is `gguf_arch`: of the
+ * rows with that gguf_arch, the first variant whose when_true key
+ * is_true() confirms, else the plain row; NULL when none has that
+ * gguf_arch. ("falcon" + falcon.use_alibi = true gives "falcon-rw".)
+ */
+const struct arch_desc *arch_select(const char *gguf_arch, size_t len, arch_flag_cb is_true,
+				    void *data);
+
+/*
+ * ALiBi slope of head h of n_head (Press et al., as HF's
+ * build_alibi_tensor and llama.cpp's max_alibi_bias compute it): with p the
+ * largest power of two <= n_head, heads h < p get 2^(-max_bias (h+1) / p),
+ * the others (when n_head is not a power of two) 2^(-max_bias/2 *
+ * (2(h-p)+1) / p). HF's slopes are max_bias = 8.
+ */
+double arch_alibi_slope(uint32_t h, uint32_t n_head, double max_bias);
 
 /* Names of the table's entries, NULL-terminated (for messages and docs). */
 const char *const *arch_names(void);

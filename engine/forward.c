@@ -255,18 +255,18 @@ static const float *kv_rows(const struct kv_cache *kv, const void *head, uint32_
 	return buf;
 }
 
-/* ALiBi slope of head h of n (Press et al.; HF build_alibi_tensor): for the
- * largest power of two p <= n, heads below p get 2^(-8(h+1)/p), the rest
- * 2^(-4(2(h-p)+1)/p). */
-static float alibi_slope(uint32_t h, uint32_t n)
+static float bf16_round(float x)
 {
-	uint32_t p = 1;
+	return kern_bf16_to_fp32(kern_fp32_to_bf16(x));
+}
 
-	while (p * 2 <= n)
-		p *= 2;
-	if (h < p)
-		return (float)pow(2.0, -8.0 * (h + 1) / p);
-	return (float)pow(2.0, -4.0 * (2 * (h - p) + 1) / p);
+/* ALiBi bias of key position j for a head of slope m (see arch_alibi;
+ * for ARCH_ALIBI_BF16 m is already rounded). */
+static float alibi_bias(enum arch_alibi kind, float m, uint32_t j)
+{
+	if (kind != ARCH_ALIBI_BF16)
+		return m * (float)j;
+	return bf16_round(m * bf16_round((float)j));
 }
 
 struct attend_job {
@@ -303,7 +303,8 @@ static void attend_tile_cb(void *data, size_t head, size_t tile)
 	float *attn = f->attn + (size_t)row0 * hp->n_head * dv;
 	float *att_ml = f->att_ml + (size_t)row0 * hp->n_head * 2;
 	const float scale = 1.0f / sqrtf((float)dk);
-	const float slope = f->m->arch->alibi ? f->alibi[h] : 0.0f;
+	const enum arch_alibi alibi = f->m->arch->alibi;
+	const float slope = alibi ? f->alibi[h] : 0.0f;
 	float kbuf[ATTN_KV_BLOCK], vbuf[ATTN_KV_BLOCK];
 	uint32_t t, j, j0, i;
 
@@ -324,6 +325,7 @@ static void attend_tile_cb(void *data, size_t head, size_t tile)
 		for (j = j0; j < j0 + nb; j++) {
 			const float *kj = kblk + (size_t)(j - j0) * dk, *vj = vblk + (size_t)(j - j0) * dv;
 			const uint32_t first = j > pos0 ? j - pos0 : 0;
+			const float bias = alibi ? alibi_bias(alibi, slope, j) : 0.0f;
 
 			for (t = first > t0 ? first : t0; t < t1; t++) {
 				const float *qh = q + ((size_t)t * hp->n_head + h) * dk;
@@ -332,7 +334,7 @@ static void attend_tile_cb(void *data, size_t head, size_t tile)
 				float s = kern_dot(qh, kj, dk), p, r = 1.0f;
 
 				/* ALiBi biases the raw score, before the scaling. */
-				s = (s + slope * (float)j) * scale;
+				s = (s + bias) * scale;
 				if (s > ml[0]) {
 					r = expf(ml[0] - s); /* 0 for the first key */
 					ml[1] *= r;
@@ -670,8 +672,11 @@ static int alloc_scratch(struct forward_pass *f)
 		*bufs[i] = lens[i] ? (void *)(base + off) : NULL;
 		off += round64(lens[i] * sizeof(float));
 	}
-	for (i = 0; f->alibi && i < hp->n_head; i++)
-		f->alibi[i] = alibi_slope((uint32_t)i, hp->n_head);
+	for (i = 0; f->alibi && i < hp->n_head; i++) {
+		f->alibi[i] = (float)arch_alibi_slope((uint32_t)i, hp->n_head, hp->alibi_max_bias);
+		if (f->m->arch->alibi == ARCH_ALIBI_BF16)
+			f->alibi[i] = bf16_round(f->alibi[i]);
+	}
 	return 0;
 }
 

@@ -182,6 +182,12 @@ static int read_hparams(struct model *m, const char *a, char *err)
 				    "at most the head dimension %u", a, hp->n_rot, hp->head_dim_k);
 	if (m->arch->rope != ARCH_ROPE_NONE && !(hp->rope_base > 0.0f))
 		return ember_seterr(err, EMBER_EFORMAT, "%s.rope.freq_base must be positive", a);
+	hp->alibi_max_bias = 8.0f;
+	if (m->arch->alibi != ARCH_ALIBI_NONE &&
+	    ((rc = get_f32(g, a, "attention.max_alibi_bias", &hp->alibi_max_bias, 0, err)) < 0 ||
+	     !(hp->alibi_max_bias > 0.0f)))
+		return rc < 0 ? rc : ember_seterr(err, EMBER_EFORMAT, "%s.attention.max_alibi_bias "
+						  "must be positive", a);
 	return 0;
 }
 
@@ -281,6 +287,22 @@ static int bind_tensors(struct model *m, char *err)
 	return 0;
 }
 
+struct flag_query {
+	const struct gguf *g;
+	const char *arch;
+};
+
+/* arch_flag_cb: whether "<arch>.<suffix>" is a bool key set to true. */
+static int flag_is_true_cb(const char *suffix, void *data)
+{
+	const struct flag_query *q = data;
+	char key[128];
+	int b = 0;
+
+	snprintf(key, sizeof(key), "%s.%s", q->arch, suffix);
+	return gguf_get_bool(q->g, key, &b) == 0 && b;
+}
+
 int model_load(struct model *m, const struct gguf *g, char *err)
 {
 	struct gguf_str arch_name;
@@ -296,7 +318,8 @@ int model_load(struct model *m, const struct gguf *g, char *err)
 		return ember_seterr(err, EMBER_EFORMAT, "general.architecture: bad length");
 	memcpy(arch, arch_name.ptr, arch_name.len);
 	arch[arch_name.len] = '\0';
-	m->arch = arch_find(arch, arch_name.len);
+	m->arch = arch_select(arch, arch_name.len, flag_is_true_cb,
+			      &(struct flag_query){g, arch});
 	if (!m->arch)
 		return ember_seterr(err, EMBER_EUNSUPPORTED, "architecture '%s' is not supported", arch);
 	if ((rc = read_hparams(m, arch, err)) < 0)

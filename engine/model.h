@@ -2,8 +2,9 @@
  * model.h - a transformer's hyper-parameters and weights, bound from an
  * opened GGUF file by the llama.cpp key and tensor names.
  *
- * model_load() reads "<arch>.*" keys, looks up the architecture in arch.c's
- * table, and binds every tensor role the architecture uses to the tensor of
+ * model_load() looks up general.architecture in arch.c's table (a variant
+ * row when its bool key is true: falcon + falcon.use_alibi is Falcon-RW),
+ * reads "<arch>.*" keys, and binds every tensor role the architecture uses to the tensor of
  * that GGUF name ("blk.3.attn_q.weight"), checking its shape against the
  * hyper-parameters and its type against what the kernels multiply. Any
  * mismatch is an error naming the tensor; nothing is copied: weights point
@@ -37,6 +38,7 @@ struct model_hparams {
 	uint32_t n_rot;       /* leading dims of each q/k head that rotate (even) */
 	float norm_eps;
 	float rope_base;      /* theta_i = pos * rope_base^(-2i / n_rot) */
+	float alibi_max_bias; /* ALiBi archs: <arch>.attention.max_alibi_bias, default 8 */
 };
 
 /* One tensor as bound from the file. Matrices are n_out rows of n_in

@@ -8,7 +8,9 @@
  * vocabulary has <0xAB> byte pieces, and an identity normalizer that keeps
  * every character and only turns spaces into "▁". The " " llama.cpp puts in
  * front of each text fragment (add_space_prefix) is added here rather than
- * by SentencePiece's add_dummy_prefix, so the GGUF key decides.
+ * by SentencePiece's add_dummy_prefix, so the GGUF key decides. A file
+ * with the original tokenizer.model bytes (TOK_KEY_SPM_MODEL) loads those;
+ * the key then still decides, the model's add_dummy_prefix turned off.
  *
  * Field numbers (sentencepiece_model.proto):
  *   ModelProto      1 pieces (repeated SentencePiece), 2 trainer_spec,
@@ -236,10 +238,18 @@ static int build_proto(const struct tokenizer *t, const uint8_t *dup, uint8_t **
 	return 0;
 }
 
-/* Loads the original model bytes when the file has them (TOK_KEY_SPM_MODEL). */
-static int load_native(const struct tokenizer *t, const struct gguf_kv *kv, struct spm **sp, char *err)
+/* ModelProto field 3 (normalizer_spec) holding only add_dummy_prefix =
+ * false. Appended to a serialized model it clears the model's own flag
+ * (a parser merges repeated embedded messages, the last scalar wins). */
+static const uint8_t no_dummy_prefix[] = {(3 << 3) | PB_LEN, 2, (3 << 3) | PB_VARINT, 0};
+
+/* Loads the original model bytes when the file has them (TOK_KEY_SPM_MODEL);
+ * `own_prefix`: with the model's dummy prefix turned off (we add it). */
+static int load_native(const struct tokenizer *t, const struct gguf_kv *kv, int own_prefix,
+		       struct spm **sp, char *err)
 {
 	const char *p;
+	uint8_t *proto;
 	size_t len;
 	int32_t id;
 	int rc;
@@ -247,7 +257,17 @@ static int load_native(const struct tokenizer *t, const struct gguf_kv *kv, stru
 	if (kv->type != GGUF_TYPE_ARRAY ||
 	    (kv->arr_type != GGUF_TYPE_UINT8 && kv->arr_type != GGUF_TYPE_INT8))
 		return ember_seterr(err, EMBER_EFORMAT, "%s: not a byte array", TOK_KEY_SPM_MODEL);
-	rc = spm_new(sp, kv->data, (size_t)kv->arr_n, err);
+	len = (size_t)kv->arr_n;
+	proto = malloc(len + sizeof(no_dummy_prefix));
+	if (proto == NULL)
+		return ember_seterr(err, EMBER_ENOMEM, "tokenizer: SentencePiece model");
+	memcpy(proto, kv->data, len);
+	if (own_prefix) {
+		memcpy(proto + len, no_dummy_prefix, sizeof(no_dummy_prefix));
+		len += sizeof(no_dummy_prefix);
+	}
+	rc = spm_new(sp, proto, len, err);
+	free(proto);
 	if (rc != 0)
 		return rc;
 	if (spm_n_pieces(*sp) != t->n_vocab)
@@ -432,6 +452,8 @@ int tokenizer_spm_init(struct tokenizer *t, const struct gguf *g, char *err)
 	const struct gguf_kv *native = gguf_find_kv(g, TOK_KEY_SPM_MODEL);
 	struct spm_state *st;
 	int32_t id;
+	/* Whether the file says if a space goes in front (before defaults). */
+	const int prefix_key = t->add_space_prefix >= 0;
 	int rc, b;
 
 	spm_defaults(t);
@@ -447,8 +469,11 @@ int tokenizer_spm_init(struct tokenizer *t, const struct gguf *g, char *err)
 		if (t->type[id] == TOK_BYTE && (b = tok_parse_byte_piece(t->text[id])) >= 0)
 			st->byte_id[b] = id;
 	if (native != NULL) {
-		/* The model's own normalizer adds its dummy prefix. */
-		rc = load_native(t, native, &st->sp, err);
+		/* The file's add_space_prefix key decides, as on the arrays
+		 * path (Gemma's converter writes false whatever the model's
+		 * add_dummy_prefix); without the key the model's own does. */
+		st->space_prefix = prefix_key && t->add_space_prefix;
+		rc = load_native(t, native, prefix_key, &st->sp, err);
 	} else {
 		st->space_prefix = t->add_space_prefix;
 		rc = build_model(t, &st->sp, err);
