@@ -120,8 +120,9 @@ $(DEMO): | $(EMBER)
 
 run: deps
 	$(MAKE) --no-print-directory all $(DEMO)
-	$(EMBER) --version
-	$(EMBER) run -m $(DEMO) -p "Once upon a time" -n 64
+	@echo "emberd on http://127.0.0.1:8080 serving the demo model: its weights are"
+	@echo "random, so it answers gibberish (README: real models). Ctrl-C stops it."
+	$(EMBERD) --model=$(DEMO) --host=127.0.0.1 --port=8080
 
 # Check's per-test timeouts are for hangs, not speed: the 2-core machines
 # here may be loaded, and ASan is ~5x slower.
@@ -147,6 +148,10 @@ asan: deps
 DEB_PKGS := gcc g++ make pkg-config libmicrohttpd-dev libjansson-dev libuv1-dev \
 	libxnnpack-dev libpthreadpool-dev libsentencepiece-dev libpcre2-dev check \
 	libsubunit-dev curl python3 python3-numpy
+# The OpenAI SDK test needs node and npm: whatever is on PATH serves (e.g.
+# NodeSource's build, which bundles npm); Debian's are installed only when
+# there is none, since Debian's npm conflicts with NodeSource's nodejs.
+DEB_PKGS += $(if $(shell command -v node),,nodejs) $(if $(shell command -v npm),,npm)
 
 deps:
 	@missing=$$(for p in $(DEB_PKGS); do \

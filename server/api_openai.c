@@ -190,15 +190,17 @@ static int read_common(json_t *root, const struct api_limits *lim,
 		if (dup_string(v, &r->model, e) != 0)
 			return -1;
 	}
-	if (read_int(root, "max_tokens", 1, lim->max_tokens, &mt, e) != 0 ||
-	    read_int(root, "max_completion_tokens", 1, lim->max_tokens, &mct,
-		     e) != 0)
+	if (read_int(root, "max_tokens", 1, INT64_MAX, &mt, e) != 0 ||
+	    read_int(root, "max_completion_tokens", 1, INT64_MAX, &mct, e) != 0)
 		return -1;
-	/* The newer name wins when a client sends both. */
-	if (mct > 0)
-		r->max_tokens = (int32_t)mct;
-	else if (mt > 0)
-		r->max_tokens = (int32_t)mt;
+	/* The newer name wins when a client sends both. Above the server's
+	 * cap it is clamped, not refused: clients routinely send a large
+	 * max_tokens meaning "as much as you will give", and the answer's
+	 * finish_reason "length" tells them where it stopped. */
+	if (mct > 0 || mt > 0)
+		r->max_tokens = (int32_t)((mct > 0 ? mct : mt) > lim->max_tokens
+						  ? lim->max_tokens
+						  : (mct > 0 ? mct : mt));
 	if (read_number(root, "temperature", 0, 2, 0, &r->temperature, e) ||
 	    read_number(root, "top_p", 0, 1, 1, &r->top_p, e) ||
 	    read_number(root, "min_p", 0, 1, 0, &r->min_p, e) ||

@@ -24,7 +24,8 @@
 #define API_MAX_DEPTH 32
 
 struct api_limits {
-	int32_t max_tokens;  /* config max_tokens: the default and the cap */
+	int32_t max_tokens;  /* config max_tokens: the default, and the cap
+			      * larger requests are clamped to */
 };
 
 /* Checks a Content-Type header value: absent (NULL) or application/json

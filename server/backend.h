@@ -4,16 +4,17 @@
  * The server hands over a validated struct gen_request (gen_request.h:
  * plain C, no JSON) together with a struct gen_sink, and gets generated
  * text back through the sink's callbacks. Everything the engine must
- * provide is in this header; backend.c adapts it to engine/ (today: a stub
- * without an engine, see below).
+ * provide is in this header; backend.c adapts it to engine/.
  *
  * What the engine provides (contract):
  *   - backend_new/free: load the model named by the config (may finish
  *     loading in the background: backend_status says LOADING until then).
  *   - backend_submit: queue a request; return at once (never block the
  *     loop). EMBER_EFULL when the queue (config `queue`) is full -> 429;
- *     EMBER_ECONTEXT when the prompt cannot fit the context -> 400;
- *     EMBER_EBUSY while not READY -> 503.
+ *     EMBER_EBUSY while not READY -> 503. The prompt is rendered (chat
+ *     template) and tokenized on a worker, so a prompt that cannot fit the
+ *     context is reported there: done_cb with GEN_FINISH_ERROR, error
+ *     EMBER_ECONTEXT and the numbers in the message -> 400.
  *   - then, on a worker thread, any number of sink->text_cb calls (UTF-8
  *     text, stop strings already removed, never a split code point) and
  *     exactly one sink->done_cb, the last call for that request. The
@@ -25,7 +26,10 @@
  * The callbacks run on worker threads: they must only copy into a locked
  * queue and uv_async_send (server side, stream.c), never touch HTTP.
  *
- * Threads: backend_* functions are called on the loop thread only.
+ * Threads: backend_* functions are called on the loop thread only, except
+ * backend_tokenize / backend_detokenize, which any thread may call (the
+ * server runs them on libuv's thread pool: tokenizing a long text must not
+ * stall the loop).
  */
 #ifndef EMBER_BACKEND_H
 #define EMBER_BACKEND_H
@@ -60,6 +64,8 @@ struct gen_result {
 	double ttft_ms;       /* submit to first token; -1 if none */
 	double prefill_tps;   /* prompt tokens per second */
 	double decode_tps;    /* generated tokens per second */
+	int64_t cached_tokens; /* prompt tokens reused from a cache (0 today) */
+	int error;            /* GEN_FINISH_ERROR: the EMBER_E* code */
 	char message[EMBER_ERR_MAX]; /* GEN_FINISH_ERROR detail */
 };
 
@@ -98,5 +104,57 @@ int backend_submit(struct backend *b, const struct gen_request *req,
 
 /* Asks the engine to stop request `id` (unknown ids are ignored). */
 void backend_cancel(struct backend *b, uint64_t id);
+
+/* Context length of one sequence in tokens (0 until READY). */
+int64_t backend_context(const struct backend *b);
+
+/* Sets the engine gauges of the struct metrics given to backend_new from
+ * the engine's current stats (queue depth, busy slots, KV bytes). */
+void backend_refresh_metrics(struct backend *b);
+
+/* ---- sessions: a conversation whose KV cache persists between requests.
+ * Generate into one with gen_request.session = its id. All return 0 or
+ * EMBER_EBUSY (not READY / the session has a request running),
+ * EMBER_ENOTFOUND (no such session), EMBER_EFULL (too many), EMBER_ENOMEM,
+ * with detail in `err` where there is one. */
+
+struct backend_session_info {
+	uint32_t n_tokens;   /* tokens held (prompts and generated text) */
+	uint32_t n_ctx;
+	uint32_t n_left;     /* n_ctx - n_tokens */
+	bool busy;           /* a request runs or waits on it */
+	bool cached;         /* its KV cache is resident */
+	double idle_s;       /* since last used */
+};
+
+/* A new session; `system` (may be NULL) is prefilled at once. */
+int backend_session_new(struct backend *b, const char *system, uint64_t *id,
+			char *err);
+
+/* A copy of session `id` that continues independently. */
+int backend_session_clone(struct backend *b, uint64_t id, uint64_t *clone_id,
+			  char *err);
+
+int backend_session_info(struct backend *b, uint64_t id,
+			 struct backend_session_info *info);
+
+/* Deletes a session (a request on it is cancelled). */
+int backend_session_delete(struct backend *b, uint64_t id);
+
+/* Any thread, once READY: encodes text[0..len) with the model's tokenizer
+ * (add_special: BOS/EOS as the model says; parse_special: control-token
+ * text becomes those tokens). On success *ids is a malloc'd array of *n
+ * ids the caller frees. Returns 0, EMBER_EBUSY when not READY,
+ * EMBER_ENOMEM, or the tokenizer's error, with detail in `err`. */
+int backend_tokenize(struct backend *b, const char *text, size_t len,
+		     bool add_special, bool parse_special, int32_t **ids,
+		     size_t *n, char *err);
+
+/* Any thread, once READY: decodes ids[0..n) into a malloc'd NUL-terminated
+ * UTF-8 string (*text, length *len) the caller frees; control tokens are
+ * written out as their text. Returns 0, EMBER_EBUSY, EMBER_ERANGE for an id
+ * outside the vocabulary (named in `err`) or EMBER_ENOMEM. */
+int backend_detokenize(struct backend *b, const int32_t *ids, size_t n,
+		       char **text, size_t *len, char *err);
 
 #endif

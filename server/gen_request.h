@@ -57,6 +57,8 @@ struct gen_request {
 	char *stop[GEN_MAX_STOP];     /* [n_stop] non-empty strings */
 	size_t n_stop;
 
+	uint64_t session;             /* 0, or the backend session to extend */
+
 	bool stream;                  /* answer as SSE */
 	bool include_usage;           /* stream_options.include_usage */
 };

@@ -12,10 +12,12 @@
 #include <uv.h>
 
 #include "api_error.h"
+#include "api_native.h"
 #include "api_openai.h"
 #include "auth.h"
 #include "backend.h"
 #include "cors.h"
+#include "generation.h"
 #include "http.h"
 #include "metrics.h"
 #include "router.h"
@@ -75,6 +77,7 @@ static void handle_metrics(struct server *srv, struct http_req *req,
 
 	(void)m;
 	srv->metrics.in_flight = srv->http.in_flight;
+	backend_refresh_metrics(srv->backend);
 	text = metrics_render(&srv->metrics, &len);
 	if (text == NULL) {
 		http_respond_json(req, 500, NULL);
@@ -103,44 +106,15 @@ static void handle_models(struct server *srv, struct http_req *req,
 	json_decref(o);
 }
 
-/* Maps a backend_submit error to the response clients expect. */
-static void submit_error(struct server *srv, int rc, const char *detail,
-			 enum gen_kind kind, struct api_error *e)
-{
-	enum backend_status st = backend_status(srv->backend, NULL);
-
-	switch (rc) {
-	case EMBER_EFULL:
-		api_error_set(e, 429, API_ERR_RATE_LIMIT, NULL,
-			      "queue_full", "The server is busy: %s.", detail);
-		e->retry_after = 1;
-		break;
-	case EMBER_ECONTEXT:
-		api_error_set(e, 400, API_ERR_INVALID_REQUEST,
-			      kind == GEN_CHAT ? "messages" : "prompt",
-			      "context_length_exceeded", "%s", detail);
-		break;
-	case EMBER_EBUSY:
-		api_error_set(e, 503, API_ERR_SERVER, NULL, "model_not_loaded",
-			      "Model not loaded%s.",
-			      st == BACKEND_LOADING ? " yet" : "");
-		if (st == BACKEND_LOADING)
-			e->retry_after = 5;
-		break;
-	default:
-		api_error_set(e, 500, API_ERR_SERVER, NULL, NULL, "%s", detail);
-		break;
-	}
-}
-
-static void handle_generate(struct server *srv, struct http_req *req,
-			    enum gen_kind kind)
+/* Parses an OpenAI-style body of `kind` and hands it to a generation
+ * answering in `fmt`; `session` extends that backend session (0: none). */
+static void start_generation(struct server *srv, struct http_req *req,
+			     enum gen_kind kind, enum api_format fmt,
+			     uint64_t session)
 {
 	struct api_limits lim = {.max_tokens = (int32_t)srv->cfg->max_tokens};
 	struct gen_request gr;
 	struct api_error e;
-	char detail[EMBER_ERR_MAX];
-	uint64_t id;
 	int rc;
 
 	if (api_openai_check_content_type(
@@ -156,26 +130,102 @@ static void handle_generate(struct server *srv, struct http_req *req,
 		http_respond_error(req, &e);
 		return;
 	}
-	/* The engine is not connected yet: the stub refuses every request,
-	 * so no sink is needed. The streaming path (stream.c) plugs in here. */
-	rc = backend_submit(srv->backend, &gr, NULL, &id, detail);
-	submit_error(srv, rc, detail, kind, &e);
-	http_respond_error(req, &e);
-	gen_request_free(&gr);
+	gr.session = session;
+	generation_start(&srv->loop, srv->backend, req, &gr, fmt,
+			 backend_model_id(srv->backend));
 }
 
 static void handle_chat(struct server *srv, struct http_req *req,
 			const struct route_match *m)
 {
 	(void)m;
-	handle_generate(srv, req, GEN_CHAT);
+	start_generation(srv, req, GEN_CHAT, API_FMT_CHAT, 0);
 }
 
 static void handle_completions(struct server *srv, struct http_req *req,
 			       const struct route_match *m)
 {
 	(void)m;
-	handle_generate(srv, req, GEN_COMPLETION);
+	start_generation(srv, req, GEN_COMPLETION, API_FMT_COMPLETION, 0);
+}
+
+static void handle_generate(struct server *srv, struct http_req *req,
+			    const struct route_match *m)
+{
+	(void)m;
+	start_generation(srv, req, GEN_COMPLETION, API_FMT_NATIVE, 0);
+}
+
+static void handle_tokenize(struct server *srv, struct http_req *req,
+			    const struct route_match *m)
+{
+	(void)m;
+	api_native_tokenize(&srv->loop, srv->backend, req);
+}
+
+static void handle_detokenize(struct server *srv, struct http_req *req,
+			      const struct route_match *m)
+{
+	(void)m;
+	api_native_detokenize(&srv->loop, srv->backend, req);
+}
+
+/* The {id} of a session route ("" when too long: not found later). */
+static void session_param(const struct route_match *m, char *buf, size_t size)
+{
+	if (router_param(m, "id", buf, size) < 0)
+		buf[0] = '\0';
+}
+
+static void handle_session_new(struct server *srv, struct http_req *req,
+			       const struct route_match *m)
+{
+	(void)m;
+	api_native_session_new(srv->backend, req);
+}
+
+static void handle_session_get(struct server *srv, struct http_req *req,
+			       const struct route_match *m)
+{
+	char id[32];
+
+	session_param(m, id, sizeof(id));
+	api_native_session_get(srv->backend, req, id);
+}
+
+static void handle_session_delete(struct server *srv, struct http_req *req,
+				  const struct route_match *m)
+{
+	char id[32];
+
+	session_param(m, id, sizeof(id));
+	api_native_session_delete(srv->backend, req, id);
+}
+
+static void handle_session_clone(struct server *srv, struct http_req *req,
+				 const struct route_match *m)
+{
+	char id[32];
+
+	session_param(m, id, sizeof(id));
+	api_native_session_clone(srv->backend, req, id);
+}
+
+static void handle_session_generate(struct server *srv, struct http_req *req,
+				    const struct route_match *m)
+{
+	struct api_error e;
+	uint64_t sid;
+	char id[32];
+
+	session_param(m, id, sizeof(id));
+	if (api_native_parse_session_id(id, &sid) != 0) {
+		api_error_set(&e, 404, API_ERR_NOT_FOUND, "session",
+			      "not_found", "No such session.");
+		http_respond_error(req, &e);
+		return;
+	}
+	start_generation(srv, req, GEN_COMPLETION, API_FMT_NATIVE, sid);
 }
 
 static const struct route routes[] = {
@@ -184,6 +234,16 @@ static const struct route routes[] = {
 	{"GET", "/v1/models", handle_models, "models"},
 	{"POST", "/v1/chat/completions", handle_chat, "chat_completions"},
 	{"POST", "/v1/completions", handle_completions, "completions"},
+	{"POST", "/v1/generate", handle_generate, "generate"},
+	{"POST", "/tokenize", handle_tokenize, "tokenize"},
+	{"POST", "/detokenize", handle_detokenize, "detokenize"},
+	{"POST", "/v1/sessions", handle_session_new, "sessions"},
+	{"GET", "/v1/sessions/{id}", handle_session_get, "session"},
+	{"DELETE", "/v1/sessions/{id}", handle_session_delete, "session"},
+	{"POST", "/v1/sessions/{id}/generate", handle_session_generate,
+	 "session_generate"},
+	{"POST", "/v1/sessions/{id}/clone", handle_session_clone,
+	 "session_clone"},
 };
 
 #define NROUTES (sizeof(routes) / sizeof(routes[0]))

@@ -50,8 +50,6 @@ static const struct {
 	 "max_tokens"},
 	{1, "{" MSG ",\"max_tokens\":0}", 400, "invalid_request_error",
 	 "max_tokens"},
-	{1, "{" MSG ",\"max_tokens\":4097}", 400, "invalid_request_error",
-	 "max_tokens"},
 	{1, "{" MSG ",\"max_tokens\":\"10\"}", 400, "invalid_request_error",
 	 "max_tokens"},
 	{1, "{" MSG ",\"max_tokens\":10.5}", 400, "invalid_request_error",
@@ -201,6 +199,25 @@ START_TEST(defaults_and_nulls_leave_defaults)
 }
 END_TEST
 
+START_TEST(max_tokens_above_the_cap_is_clamped)
+{
+	static const char *const bodies[] = {
+		"{" MSG ",\"max_tokens\":4097}",
+		"{" MSG ",\"max_completion_tokens\":1000000000000}",
+	};
+	struct gen_request r;
+	struct api_error e;
+	size_t i;
+
+	for (i = 0; i < 2; i++) {
+		ck_assert_int_eq(api_openai_parse_chat(bodies[i], strlen(bodies[i]),
+						       &lim, &r, &e), 0);
+		ck_assert_int_eq(r.max_tokens, 4096);
+		gen_request_free(&r);
+	}
+}
+END_TEST
+
 START_TEST(completion_prompt_is_string_or_one_string_array)
 {
 	struct gen_request r;
@@ -264,6 +281,7 @@ Suite *suite_api_openai(void)
 	tcase_add_test(tc, deep_nesting_is_rejected_before_parsing);
 	tcase_add_test(tc, chat_body_fills_every_field);
 	tcase_add_test(tc, defaults_and_nulls_leave_defaults);
+	tcase_add_test(tc, max_tokens_above_the_cap_is_clamped);
 	tcase_add_test(tc, completion_prompt_is_string_or_one_string_array);
 	tcase_add_test(tc, content_type_must_be_json);
 	tcase_add_test(tc, error_json_has_the_openai_shape);

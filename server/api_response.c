@@ -1,0 +1,216 @@
+/* api_response.c - OpenAI and native response shapes. See api_response.h. */
+#include "api_response.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+
+static const char *const id_prefix[] = {
+	[API_FMT_CHAT] = "chatcmpl-",
+	[API_FMT_COMPLETION] = "cmpl-",
+	[API_FMT_NATIVE] = "gen-",
+};
+
+void api_meta_init(struct api_meta *m, enum api_format fmt, const char *model,
+		   bool include_usage)
+{
+	static const char hex[] = "0123456789abcdef";
+	unsigned char rnd[12];
+	struct timespec ts;
+	size_t i, n;
+
+	memset(m, 0, sizeof(*m));
+	m->fmt = fmt;
+	m->model = model;
+	m->include_usage = include_usage;
+	m->created = (int64_t)time(NULL);
+	/* Ids only need to be unique, not secret: fall back to the clock. */
+	if (getrandom(rnd, sizeof(rnd), GRND_NONBLOCK) != (ssize_t)sizeof(rnd)) {
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		for (i = 0; i < sizeof(rnd); i++)
+			rnd[i] = (unsigned char)((uint64_t)ts.tv_nsec >> (i % 8 * 8)) ^
+				 (unsigned char)((uint64_t)ts.tv_sec >> (i % 4 * 8));
+	}
+	n = (size_t)snprintf(m->id, sizeof(m->id), "%s", id_prefix[fmt]);
+	for (i = 0; i < sizeof(rnd) && n + 2 < sizeof(m->id); i++) {
+		m->id[n++] = hex[rnd[i] >> 4];
+		m->id[n++] = hex[rnd[i] & 15];
+	}
+	m->id[n] = '\0';
+}
+
+const char *api_finish_reason(enum gen_finish f)
+{
+	return f == GEN_FINISH_LENGTH ? "length" : "stop";
+}
+
+static void usage(struct jsonw *w, const struct gen_result *r)
+{
+	jsonw_raw(w, "{\"prompt_tokens\":");
+	jsonw_int(w, r->prompt_tokens);
+	jsonw_raw(w, ",\"completion_tokens\":");
+	jsonw_int(w, r->completion_tokens);
+	jsonw_raw(w, ",\"total_tokens\":");
+	jsonw_int(w, r->prompt_tokens + r->completion_tokens);
+	jsonw_raw(w, ",\"prompt_tokens_details\":{\"cached_tokens\":");
+	jsonw_int(w, r->cached_tokens);
+	jsonw_raw(w, "}}");
+}
+
+static void timings(struct jsonw *w, const struct gen_result *r)
+{
+	jsonw_raw(w, "{\"ttft_ms\":");
+	jsonw_num(w, r->ttft_ms);
+	jsonw_raw(w, ",\"prefill_tokens_per_s\":");
+	jsonw_num(w, r->prefill_tps);
+	jsonw_raw(w, ",\"decode_tokens_per_s\":");
+	jsonw_num(w, r->decode_tps);
+	jsonw_raw(w, "}");
+}
+
+/* {"id":...,"object":OBJ,"created":T,"model":M, */
+static void head(struct jsonw *w, const struct api_meta *m, const char *object)
+{
+	jsonw_reset(w);
+	jsonw_raw(w, "{\"id\":");
+	jsonw_str(w, m->id);
+	jsonw_raw(w, ",\"object\":\"");
+	jsonw_raw(w, object);
+	jsonw_raw(w, "\",\"created\":");
+	jsonw_int(w, m->created);
+	jsonw_raw(w, ",\"model\":");
+	jsonw_str(w, m->model ? m->model : "");
+	jsonw_raw(w, ",");
+}
+
+/* Streamed chunks before the usage chunk carry "usage":null when the
+ * client asked for usage. */
+static void chunk_tail(struct jsonw *w, const struct api_meta *m)
+{
+	jsonw_raw(w, m->include_usage ? "],\"usage\":null}" : "]}");
+}
+
+static void finish_field(struct jsonw *w, const char *reason)
+{
+	jsonw_raw(w, ",\"logprobs\":null,\"finish_reason\":");
+	if (reason == NULL)
+		jsonw_raw(w, "null");
+	else
+		jsonw_str(w, reason);
+	jsonw_raw(w, "}");
+}
+
+void api_response_body(struct jsonw *w, const struct api_meta *m,
+		       const char *text, size_t len, const struct gen_result *r)
+{
+	const char *reason = api_finish_reason(r->finish);
+
+	if (m->fmt == API_FMT_NATIVE) {
+		jsonw_reset(w);
+		jsonw_raw(w, "{\"text\":");
+		jsonw_strn(w, text, len);
+		jsonw_raw(w, ",\"finish_reason\":");
+		jsonw_str(w, reason);
+		jsonw_raw(w, ",\"usage\":");
+		usage(w, r);
+		jsonw_raw(w, ",\"timings\":");
+		timings(w, r);
+		jsonw_raw(w, "}");
+		return;
+	}
+	if (m->fmt == API_FMT_CHAT) {
+		head(w, m, "chat.completion");
+		jsonw_raw(w, "\"choices\":[{\"index\":0,\"message\":{\"role\":"
+			     "\"assistant\",\"content\":");
+		jsonw_strn(w, text, len);
+		jsonw_raw(w, "}");
+	} else {
+		head(w, m, "text_completion");
+		jsonw_raw(w, "\"choices\":[{\"text\":");
+		jsonw_strn(w, text, len);
+		jsonw_raw(w, ",\"index\":0");
+	}
+	finish_field(w, reason);
+	jsonw_raw(w, "],\"usage\":");
+	usage(w, r);
+	jsonw_raw(w, "}");
+}
+
+bool api_response_chunk_start(struct jsonw *w, const struct api_meta *m)
+{
+	if (m->fmt != API_FMT_CHAT)
+		return false;
+	head(w, m, "chat.completion.chunk");
+	jsonw_raw(w, "\"choices\":[{\"index\":0,\"delta\":{\"role\":"
+		     "\"assistant\",\"content\":\"\"}");
+	finish_field(w, NULL);
+	chunk_tail(w, m);
+	return true;
+}
+
+void api_response_chunk_text(struct jsonw *w, const struct api_meta *m,
+			     const char *text, size_t len)
+{
+	switch (m->fmt) {
+	case API_FMT_CHAT:
+		head(w, m, "chat.completion.chunk");
+		jsonw_raw(w, "\"choices\":[{\"index\":0,\"delta\":{\"content\":");
+		jsonw_strn(w, text, len);
+		jsonw_raw(w, "}");
+		finish_field(w, NULL);
+		chunk_tail(w, m);
+		break;
+	case API_FMT_COMPLETION:
+		head(w, m, "text_completion");
+		jsonw_raw(w, "\"choices\":[{\"text\":");
+		jsonw_strn(w, text, len);
+		jsonw_raw(w, ",\"index\":0");
+		finish_field(w, NULL);
+		chunk_tail(w, m);
+		break;
+	case API_FMT_NATIVE:
+		jsonw_reset(w);
+		jsonw_raw(w, "{\"text\":");
+		jsonw_strn(w, text, len);
+		jsonw_raw(w, "}");
+		break;
+	}
+}
+
+void api_response_chunk_finish(struct jsonw *w, const struct api_meta *m,
+			       const struct gen_result *r)
+{
+	const char *reason = api_finish_reason(r->finish);
+
+	switch (m->fmt) {
+	case API_FMT_CHAT:
+		head(w, m, "chat.completion.chunk");
+		jsonw_raw(w, "\"choices\":[{\"index\":0,\"delta\":{}");
+		finish_field(w, reason);
+		chunk_tail(w, m);
+		break;
+	case API_FMT_COMPLETION:
+		head(w, m, "text_completion");
+		jsonw_raw(w, "\"choices\":[{\"text\":\"\",\"index\":0");
+		finish_field(w, reason);
+		chunk_tail(w, m);
+		break;
+	case API_FMT_NATIVE:
+		api_response_body(w, m, "", 0, r);
+		break;
+	}
+}
+
+bool api_response_chunk_usage(struct jsonw *w, const struct api_meta *m,
+			      const struct gen_result *r)
+{
+	if (m->fmt == API_FMT_NATIVE || !m->include_usage)
+		return false;
+	head(w, m, m->fmt == API_FMT_CHAT ? "chat.completion.chunk"
+					  : "text_completion");
+	jsonw_raw(w, "\"choices\":[],\"usage\":");
+	usage(w, r);
+	jsonw_raw(w, "}");
+	return true;
+}

@@ -1,0 +1,94 @@
+/*
+ * api_response.h - the JSON a generation answers with, in the exact shapes
+ * clients parse. Three formats:
+ *
+ * API_FMT_CHAT (POST /v1/chat/completions), OpenAI's chat.completion:
+ *   {"id":"chatcmpl-...","object":"chat.completion","created":T,"model":M,
+ *    "choices":[{"index":0,"message":{"role":"assistant","content":TEXT},
+ *                "logprobs":null,"finish_reason":"stop"|"length"}],
+ *    "usage":USAGE}
+ *   streamed as chat.completion.chunk events, in this order:
+ *     {"id",...,"object":"chat.completion.chunk",...,"choices":[{"index":0,
+ *      "delta":{"role":"assistant","content":""},"logprobs":null,
+ *      "finish_reason":null}]}                       (first, once)
+ *     ... "delta":{"content":PIECE} ...               (one per wake-up)
+ *     ... "delta":{} ... "finish_reason":"stop"|"length"
+ *     ... "choices":[],"usage":USAGE                  (include_usage only)
+ *     [DONE]
+ *   With include_usage every chunk before the usage chunk has "usage":null,
+ *   as OpenAI sends it.
+ *
+ * API_FMT_COMPLETION (POST /v1/completions), OpenAI's text_completion:
+ *   {"id":"cmpl-...","object":"text_completion","created","model",
+ *    "choices":[{"text":TEXT,"index":0,"logprobs":null,
+ *                "finish_reason":...}],"usage":USAGE}
+ *   streamed as the same object per piece ("finish_reason":null), a final
+ *   one with "text":"" and the finish_reason, the usage chunk, [DONE].
+ *
+ * API_FMT_NATIVE (POST /v1/generate), MediaPipe-style:
+ *   {"text":TEXT,"finish_reason":...,"usage":USAGE,
+ *    "timings":{"ttft_ms":X,"prefill_tokens_per_s":X,"decode_tokens_per_s":X}}
+ *   streamed as {"text":PIECE} events, then one final event with
+ *   "text":"" and finish_reason, usage and timings, then [DONE].
+ *
+ * USAGE = {"prompt_tokens":P,"completion_tokens":C,"total_tokens":P+C,
+ *          "prompt_tokens_details":{"cached_tokens":K}}
+ *
+ * Every function writes one JSON text into `w` (jsonw_reset first), so a
+ * stream reuses one buffer. Threads: the loop thread; pure otherwise.
+ */
+#ifndef EMBER_API_RESPONSE_H
+#define EMBER_API_RESPONSE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend.h"
+#include "jsonw.h"
+
+enum api_format {
+	API_FMT_CHAT,
+	API_FMT_COMPLETION,
+	API_FMT_NATIVE,
+};
+
+/* What every object of one response repeats. */
+struct api_meta {
+	enum api_format fmt;
+	char id[40];          /* "chatcmpl-<24 hex>", "cmpl-...", "gen-..." */
+	const char *model;    /* borrowed; NULL writes "" */
+	int64_t created;      /* Unix seconds */
+	bool include_usage;   /* stream_options.include_usage */
+};
+
+/* Fills `m` for a new response: a fresh random id with the format's prefix
+ * and the current time. `model` is borrowed. */
+void api_meta_init(struct api_meta *m, enum api_format fmt, const char *model,
+		   bool include_usage);
+
+/* "stop" or "length" (anything else, e.g. cancelled, reads "stop"). */
+const char *api_finish_reason(enum gen_finish f);
+
+/* The non-streamed body: `text[0..len)` is the whole generated text. */
+void api_response_body(struct jsonw *w, const struct api_meta *m,
+		       const char *text, size_t len, const struct gen_result *r);
+
+/* The first streamed event: chat's role chunk. Returns false (nothing
+ * written) for formats without one. */
+bool api_response_chunk_start(struct jsonw *w, const struct api_meta *m);
+
+/* A streamed event carrying `text[0..len)`. */
+void api_response_chunk_text(struct jsonw *w, const struct api_meta *m,
+			     const char *text, size_t len);
+
+/* The event with the finish reason (native: also usage and timings). */
+void api_response_chunk_finish(struct jsonw *w, const struct api_meta *m,
+			       const struct gen_result *r);
+
+/* The usage event (`"choices":[]`). Returns false (nothing written) unless
+ * the format has one and m->include_usage. */
+bool api_response_chunk_usage(struct jsonw *w, const struct api_meta *m,
+			      const struct gen_result *r);
+
+#endif

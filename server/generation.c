@@ -1,0 +1,299 @@
+/* generation.c - one generation over HTTP. See generation.h. */
+#include "generation.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "api_error.h"
+#include "jsonw.h"
+#include "sse.h"
+#include "stream.h"
+
+struct generation {
+	struct http_req *req;      /* NULL once the exchange ended */
+	struct backend *backend;
+	struct gen_stream *stream; /* NULL when never created */
+	struct gen_request gr;     /* owned; the worker reads it until done */
+	struct gen_sink sink;      /* borrowed by the backend until done */
+	uint64_t id;               /* the backend's, for cancel */
+	struct api_meta meta;
+	struct jsonw jw;           /* formatting scratch, capacity kept */
+	struct sse_buf out;        /* streamed bytes waiting for MHD */
+	char *text;                /* non-streamed: all text so far */
+	size_t len, cap;
+	bool oom;                  /* text was dropped */
+	bool started;              /* streamed: the status line is out */
+	bool done;                 /* the worker's done_cb reached the loop */
+	bool ended;                /* streamed: last event queued */
+};
+
+static void generation_free(struct generation *g)
+{
+	stream_release(g->stream);
+	gen_request_free(&g->gr);
+	jsonw_free(&g->jw);
+	sse_buf_free(&g->out);
+	free(g->text);
+	free(g);
+}
+
+/* http.c's user_free: the exchange ended. A generation still running is
+ * cancelled; its memory goes when the worker's done_cb arrives. */
+static void on_exchange_end(void *user)
+{
+	struct generation *g = user;
+
+	g->req = NULL;
+	if (g->done || g->stream == NULL) {
+		generation_free(g);
+		return;
+	}
+	backend_cancel(g->backend, g->id);
+}
+
+/* The status and OpenAI error for a backend error code. */
+static void error_for(struct generation *g, int code, const char *detail,
+		      struct api_error *e)
+{
+	enum backend_status st = backend_status(g->backend, NULL);
+
+	switch (code) {
+	case EMBER_EFULL:
+		api_error_set(e, 429, API_ERR_RATE_LIMIT, NULL, "queue_full",
+			      "The server is busy: %s. Retry later.", detail);
+		e->retry_after = 1;
+		break;
+	case EMBER_ECONTEXT:
+		api_error_set(e, 400, API_ERR_INVALID_REQUEST,
+			      g->gr.kind == GEN_CHAT ? "messages" : "prompt",
+			      "context_length_exceeded", "%s", detail);
+		break;
+	case EMBER_EBUSY:
+		api_error_set(e, 503, API_ERR_SERVER, NULL, "model_not_loaded",
+			      "Model not loaded%s.",
+			      st == BACKEND_LOADING ? " yet" : "");
+		if (st == BACKEND_LOADING)
+			e->retry_after = 5;
+		break;
+	case EMBER_ECANCELED:
+		api_error_set(e, 503, API_ERR_SERVER, NULL, "cancelled",
+			      "The generation was cancelled (server shutting "
+			      "down).");
+		break;
+	case EMBER_EINVAL:
+		api_error_set(e, 400, API_ERR_INVALID_REQUEST, NULL,
+			      "invalid_value", "%s", detail);
+		break;
+	default:
+		api_error_set(e, 500, API_ERR_SERVER, NULL, NULL, "%s", detail);
+		break;
+	}
+}
+
+static void result_error(struct generation *g, const struct gen_result *r,
+			 struct api_error *e)
+{
+	if (r->finish == GEN_FINISH_CANCELLED)
+		error_for(g, EMBER_ECANCELED, "", e);
+	else
+		error_for(g, r->error ? r->error : EMBER_EIO, r->message, e);
+}
+
+static void note_result(struct http_req *req, const struct gen_result *r)
+{
+	req->prompt_tokens = (long)r->prompt_tokens;
+	req->gen_tokens = (long)r->completion_tokens;
+	if (r->ttft_ms >= 0)
+		req->ttft_ms = r->ttft_ms;
+}
+
+static void append_text(struct generation *g, const char *text, size_t len)
+{
+	size_t cap;
+	char *p;
+
+	if (len == 0 || g->oom)
+		return;
+	if (g->len + len > g->cap) {
+		cap = g->cap ? g->cap : 1024;
+		while (cap < g->len + len)
+			cap *= 2;
+		p = realloc(g->text, cap);
+		if (p == NULL) {
+			g->oom = true;
+			return;
+		}
+		g->text = p;
+		g->cap = cap;
+	}
+	memcpy(g->text + g->len, text, len);
+	g->len += len;
+}
+
+/* Non-streamed: collect text, answer once at the end. */
+static void body_update(struct generation *g, const struct stream_chunk *c)
+{
+	struct api_error e;
+
+	append_text(g, c->text, c->len);
+	if (!c->done)
+		return;
+	note_result(g->req, &c->result);
+	if (c->result.finish == GEN_FINISH_ERROR ||
+	    c->result.finish == GEN_FINISH_CANCELLED) {
+		result_error(g, &c->result, &e);
+		http_respond_error(g->req, &e);
+		return;
+	}
+	if (g->oom) {
+		http_respond_json(g->req, 500, NULL);
+		return;
+	}
+	api_response_body(&g->jw, &g->meta, g->text ? g->text : "", g->len,
+			  &c->result);
+	http_respond_json(g->req, 200, jsonw_take(&g->jw));
+}
+
+static void push_json(struct generation *g)
+{
+	if (!jsonw_ok(&g->jw) ||
+	    sse_buf_push_event(&g->out, g->jw.data, g->jw.len) != 0)
+		g->oom = true;
+}
+
+static ssize_t stream_read(void *data, char *buf, size_t max)
+{
+	struct generation *g = data;
+	size_t n = sse_buf_read(&g->out, buf, max);
+
+	if (n > 0)
+		return (ssize_t)n;
+	/* Out of memory for the output: cut the stream rather than send a
+	 * response with holes in it. */
+	return g->ended || g->oom ? -1 : 0;
+}
+
+static void stream_finish(struct generation *g, const struct gen_result *r)
+{
+	struct api_error e;
+	char *json;
+
+	if (r->finish == GEN_FINISH_ERROR || r->finish == GEN_FINISH_CANCELLED) {
+		result_error(g, r, &e);
+		json = api_error_json(&e);
+		if (json == NULL ||
+		    sse_buf_push_event(&g->out, json, strlen(json)) != 0)
+			g->oom = true;
+		free(json);
+	} else {
+		api_response_chunk_finish(&g->jw, &g->meta, r);
+		push_json(g);
+		if (api_response_chunk_usage(&g->jw, &g->meta, r))
+			push_json(g);
+	}
+	if (sse_buf_push_done(&g->out) != 0)
+		g->oom = true;
+	g->ended = true;
+}
+
+/* Streamed: the status goes out with the first event, so an error found
+ * before any text still gets its own status. */
+static void stream_update(struct generation *g, const struct stream_chunk *c)
+{
+	struct api_error e;
+
+	if (!g->started) {
+		if (c->len == 0 && !c->done)
+			return;
+		if (c->len == 0 && c->done &&
+		    (c->result.finish == GEN_FINISH_ERROR ||
+		     c->result.finish == GEN_FINISH_CANCELLED)) {
+			note_result(g->req, &c->result);
+			result_error(g, &c->result, &e);
+			http_respond_error(g->req, &e);
+			return;
+		}
+		g->started = true;
+		if (http_respond_stream(g->req, 200, "text/event-stream",
+					stream_read, g) != 0)
+			return;
+		if (api_response_chunk_start(&g->jw, &g->meta))
+			push_json(g);
+	}
+	if (c->len > 0) {
+		api_response_chunk_text(&g->jw, &g->meta, c->text, c->len);
+		push_json(g);
+	}
+	if (c->done) {
+		note_result(g->req, &c->result);
+		stream_finish(g, &c->result);
+	}
+	http_req_resume(g->req);
+}
+
+static void on_update(void *data, struct gen_stream *s)
+{
+	struct generation *g = data;
+	struct stream_chunk c;
+
+	stream_take(s, &c);
+	if (c.done)
+		g->done = true;
+	if (g->req == NULL) {
+		if (c.done)
+			generation_free(g);
+		return;
+	}
+	if (c.n_tokens > 0) {
+		/* Running counts, so a request cut short still logs them. */
+		if (g->req->gen_tokens < 0)
+			g->req->gen_tokens = 0;
+		if (g->req->ttft_ms < 0)
+			g->req->ttft_ms =
+				(double)(http_now_ns() - g->req->start_ns) / 1e6;
+		g->req->gen_tokens += c.n_tokens;
+	}
+	if (g->gr.stream)
+		stream_update(g, &c);
+	else
+		body_update(g, &c);
+}
+
+void generation_start(uv_loop_t *loop, struct backend *b, struct http_req *req,
+		      struct gen_request *gr, enum api_format fmt,
+		      const char *model)
+{
+	struct generation *g = calloc(1, sizeof(*g));
+	char detail[EMBER_ERR_MAX] = "";
+	struct api_error e;
+	int rc;
+
+	if (g == NULL) {
+		gen_request_free(gr);
+		http_respond_json(req, 500, NULL);
+		return;
+	}
+	g->gr = *gr;
+	memset(gr, 0, sizeof(*gr));
+	g->req = req;
+	g->backend = b;
+	jsonw_init(&g->jw);
+	sse_buf_init(&g->out);
+	api_meta_init(&g->meta, fmt, model, g->gr.include_usage);
+	if (stream_new(loop, on_update, g, &g->stream) != 0) {
+		generation_free(g);
+		http_respond_json(req, 500, NULL);
+		return;
+	}
+	g->sink = stream_sink(g->stream);
+	rc = backend_submit(b, &g->gr, &g->sink, &g->id, detail);
+	if (rc != 0) {
+		stream_abandon_worker(g->stream);
+		error_for(g, rc, detail, &e);
+		generation_free(g);
+		http_respond_error(req, &e);
+		return;
+	}
+	req->user = g;
+	req->user_free = on_exchange_end;
+}
