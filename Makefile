@@ -64,6 +64,7 @@ LIBEMBER := $(BUILD)/libember.a
 EMBERD   := $(BUILD)/emberd
 EMBER    := $(BUILD)/ember
 UNIT     := $(BUILD)/check_unit
+LOADGEN  := $(BUILD)/loadgen
 
 ifeq ($(V),1)
 Q :=
@@ -74,7 +75,7 @@ say = @printf '  %-6s %s\n' $(1) $(2);
 endif
 
 .PHONY: all run test unit integration asan install clean deps
-all: $(LIBEMBER) $(EMBERD) $(EMBER)
+all: $(LIBEMBER) $(EMBERD) $(EMBER) $(LOADGEN)
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(@D)
@@ -95,6 +96,10 @@ $(EMBERD): $(SERVER_OBJ) $(LIBEMBER)
 
 $(EMBER): $(TOOLS_OBJ) $(LIBEMBER)
 	$(call say,LD,$@)$(CC) $(LDFLAGS) -pthread $(TOOLS_OBJ) $(LIBEMBER) $(LIBS_TOOLS) $(LIBS_ENGINE) -o $@
+
+# The load generator for the daemon (bench/): plain sockets, no libember.
+$(LOADGEN): $(call obj,$(wildcard bench/*.c))
+	$(call say,LD,$@)$(CC) $(LDFLAGS) $^ -lm -o $@
 
 # The suite list is generated from the file names: tests/test_foo.c defines
 # `Suite *suite_foo(void)`, so adding a test file needs no other edit.
