@@ -40,15 +40,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "response.h"
+
 #define MAX_CLIENTS 1024
-#define MAX_BUF (16u << 20) /* one response head or SSE event, at most */
-
-enum err_kind { E_OK, E_CONNECT, E_HTTP, E_SSE, E_TIMEOUT, E_CLOSED, E_STREAM,
-		E_USAGE, N_ERR };
-static const char *const err_names[N_ERR] = {
-	"ok", "connect", "http_status", "malformed_sse", "timeout", "closed",
-	"stream_error", "usage_mismatch"};
-
 struct opts {
 	const char *host;
 	int port, clients, requests, prompt_tokens, max_tokens;
@@ -57,37 +51,15 @@ struct opts {
 	bool chat, json, same_prompt, quiet;
 };
 
-/* One request's outcome; times in seconds since the run's start. */
-struct result {
-	double t_start, t_first, t_last, t_end;
-	int chunks;        /* non-empty content deltas */
-	int usage_tokens;  /* usage.completion_tokens; -1 when none came */
-	int prompt_tokens; /* usage.prompt_tokens; -1 when none came */
-	int status;        /* HTTP status, 0 before the head */
-	enum err_kind err;
-};
-
-struct buf {
-	char *p;
-	size_t len, cap;
-};
-
-enum phase { PH_IDLE, PH_CONNECT, PH_SEND, PH_HEAD, PH_BODY, PH_FINISHED };
-enum body_mode { BODY_EOF, BODY_LENGTH, BODY_CHUNKED };
+enum phase { PH_IDLE, PH_CONNECT, PH_SEND, PH_RECV, PH_FINISHED };
 
 struct client {
 	int fd;
 	enum phase ph;
-	int next;            /* index of its next request, 0..requests */
-	struct result *r;    /* the request in flight */
-	struct buf out;      /* request bytes; out_off of them sent */
+	int next;              /* index of its next request, 0..requests */
+	struct bytes out;      /* request bytes; out_off of them sent */
 	size_t out_off;
-	struct buf in;       /* received, not yet decoded */
-	struct buf body;     /* decoded body, not yet split into SSE lines */
-	struct buf event;    /* data lines of the SSE event being read */
-	enum body_mode mode;
-	long long left;      /* BODY_LENGTH: bytes left; chunked: of this chunk */
-	bool in_chunk, chunk_crlf, got_done;
+	struct response resp;  /* parses the answer into the result */
 };
 
 static double now_s(void)
@@ -96,197 +68,6 @@ static double now_s(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-/* ---- buffers ---------------------------------------------------------- */
-
-static int buf_reserve(struct buf *b, size_t extra)
-{
-	size_t cap = b->cap ? b->cap : 4096;
-	char *p;
-
-	if (b->len + extra + 1 > MAX_BUF)
-		return -1;
-	while (cap < b->len + extra + 1)
-		cap *= 2;
-	if (cap == b->cap)
-		return 0;
-	p = realloc(b->p, cap);
-	if (p == NULL)
-		return -1;
-	b->p = p;
-	b->cap = cap;
-	return 0;
-}
-
-static int buf_add(struct buf *b, const char *s, size_t n)
-{
-	if (buf_reserve(b, n) != 0)
-		return -1;
-	memcpy(b->p + b->len, s, n);
-	b->len += n;
-	b->p[b->len] = '\0';
-	return 0;
-}
-
-static int buf_str(struct buf *b, const char *s)
-{
-	return buf_add(b, s, strlen(s));
-}
-
-static void buf_drop(struct buf *b, size_t n)
-{
-	memmove(b->p, b->p + n, b->len - n);
-	b->len -= n;
-	if (b->p)
-		b->p[b->len] = '\0';
-}
-
-static void buf_free(struct buf *b)
-{
-	free(b->p);
-	b->p = NULL;
-	b->len = b->cap = 0;
-}
-
-/* ---- JSON: just enough to validate a chunk and read four fields -------- */
-
-struct json_chunk {
-	bool error;            /* an {"error":...} object came in the stream */
-	bool content;          /* the first choice carries non-empty text */
-	int completion_tokens; /* usage.*, -1 when absent */
-	int prompt_tokens;
-};
-
-static const char *json_ws(const char *p, const char *end)
-{
-	while (p < end && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r'))
-		p++;
-	return p;
-}
-
-/* p at '"': the end of the string, or NULL when malformed. */
-static const char *json_string_end(const char *p, const char *end)
-{
-	for (p++; p < end; p++) {
-		if (*p == '"')
-			return p + 1;
-		if ((unsigned char)*p < 0x20)
-			return NULL;
-		if (*p == '\\' && ++p == end)
-			return NULL;
-	}
-	return NULL;
-}
-
-/* The end of the value at p (no leading blanks), or NULL when malformed. */
-static const char *json_skip(const char *p, const char *end, int depth)
-{
-	char close;
-
-	if (p >= end || depth > 64)
-		return NULL;
-	if (*p == '"')
-		return json_string_end(p, end);
-	if (*p == '{' || *p == '[') {
-		close = *p == '{' ? '}' : ']';
-		p = json_ws(p + 1, end);
-		if (p < end && *p == close)
-			return p + 1;
-		for (;;) {
-			if (close == '}') {
-				if (p >= end || *p != '"' ||
-				    (p = json_string_end(p, end)) == NULL)
-					return NULL;
-				p = json_ws(p, end);
-				if (p >= end || *p != ':')
-					return NULL;
-				p = json_ws(p + 1, end);
-			}
-			if ((p = json_skip(p, end, depth + 1)) == NULL)
-				return NULL;
-			p = json_ws(p, end);
-			if (p < end && *p == close)
-				return p + 1;
-			if (p >= end || *p != ',')
-				return NULL;
-			p = json_ws(p + 1, end);
-		}
-	}
-	if (end - p >= 4 && (!memcmp(p, "true", 4) || !memcmp(p, "null", 4)))
-		return p + 4;
-	if (end - p >= 5 && !memcmp(p, "false", 5))
-		return p + 5;
-	if (!strchr("-0123456789", *p))
-		return NULL;
-	while (p < end && *p && strchr("+-.eE0123456789", *p))
-		p++;
-	return p;
-}
-
-/* The value of member key of the object at p (already validated), or NULL
- * when absent; *ve gets its end. */
-static const char *json_get(const char *p, const char *end, const char *key,
-			    const char **ve)
-{
-	size_t klen = strlen(key);
-	const char *k, *v;
-
-	if (p == NULL || p >= end || *p != '{')
-		return NULL;
-	p = json_ws(p + 1, end);
-	while (p < end && *p == '"') {
-		k = p + 1;
-		p = json_string_end(p, end);
-		v = json_ws(json_ws(p, end) + 1, end);
-		*ve = json_skip(v, end, 0);
-		if ((size_t)(p - 1 - k) == klen && memcmp(k, key, klen) == 0)
-			return v;
-		p = json_ws(*ve, end);
-		p = p < end && *p == ',' ? json_ws(p + 1, end) : end;
-	}
-	return NULL;
-}
-
-static int json_int(const char *v, const char *end)
-{
-	char num[24];
-	size_t n = (size_t)(end - v);
-
-	if (v == NULL || n == 0 || n >= sizeof(num) || !strchr("-0123456789", *v))
-		return -1;
-	memcpy(num, v, n);
-	num[n] = '\0';
-	return (int)strtol(num, NULL, 10);
-}
-
-/* Reads one streamed chunk; 0 ok, -1 when it is not one JSON object. */
-static int json_read_chunk(const char *p, const char *end, bool chat,
-			   struct json_chunk *ch)
-{
-	const char *v, *ve = NULL, *c0, *u;
-
-	memset(ch, 0, sizeof(*ch));
-	ch->completion_tokens = ch->prompt_tokens = -1;
-	p = json_ws(p, end);
-	if (p >= end || *p != '{' || (v = json_skip(p, end, 0)) == NULL ||
-	    json_ws(v, end) != end)
-		return -1;
-	ch->error = json_get(p, end, "error", &ve) != NULL;
-	v = json_get(p, end, "choices", &ve);
-	if (v && *v == '[' && (c0 = json_ws(v + 1, end)) < ve && *c0 == '{') {
-		if (chat)
-			c0 = json_get(c0, end, "delta", &ve);
-		v = json_get(c0, end, chat ? "content" : "text", &ve);
-		ch->content = v && *v == '"' && ve - v > 2;
-	}
-	if ((u = json_get(p, end, "usage", &ve)) != NULL && *u == '{') {
-		v = json_get(u, end, "completion_tokens", &ve);
-		ch->completion_tokens = v ? json_int(v, ve) : -1;
-		v = json_get(u, end, "prompt_tokens", &ve);
-		ch->prompt_tokens = v ? json_int(v, ve) : -1;
-	}
-	return 0;
 }
 
 /* ---- address ------------------------------------------------------------ */
@@ -333,39 +114,39 @@ static const char *const words[] = {
 #define N_WORDS (sizeof(words) / sizeof(words[0]))
 
 /* Appends n words of deterministic text (no JSON escaping needed). */
-static int prompt_text(struct buf *b, int n)
+static int prompt_text(struct bytes *b, int n)
 {
 	unsigned s = 12345;
 	int i;
 
 	for (i = 0; i < n; i++) {
 		s = s * 1103515245u + 12345u;
-		if ((i && buf_str(b, " ") != 0) ||
-		    buf_str(b, words[(s >> 16) % N_WORDS]) != 0)
+		if ((i && bytes_str(b, " ") != 0) ||
+		    bytes_str(b, words[(s >> 16) % N_WORDS]) != 0)
 			return -1;
 	}
 	return 0;
 }
 
 /* The full HTTP request for one generation; tag makes the prompt unique. */
-static int build_request(struct buf *out, const struct opts *o, int nwords,
+static int build_request(struct bytes *out, const struct opts *o, int nwords,
 			 long tag)
 {
-	struct buf body = {0};
+	struct bytes body = {0};
 	char head[512], pre[32];
 	int n, rc = -1;
 
 	n = snprintf(pre, sizeof(pre), "%ld: ", tag);
-	if (buf_str(&body, o->chat ? "{\"messages\":[{\"role\":\"user\","
+	if (bytes_str(&body, o->chat ? "{\"messages\":[{\"role\":\"user\","
 				     "\"content\":\"" : "{\"prompt\":\"") != 0 ||
-	    (tag >= 0 && buf_add(&body, pre, (size_t)n) != 0) ||
+	    (tag >= 0 && bytes_add(&body, pre, (size_t)n) != 0) ||
 	    prompt_text(&body, nwords) != 0)
 		goto fail;
 	n = snprintf(head, sizeof(head), "\"%s,\"max_tokens\":%d,"
 		     "\"temperature\":0,\"stream\":true,"
 		     "\"stream_options\":{\"include_usage\":true}}",
 		     o->chat ? "}]" : "", o->max_tokens);
-	if (buf_add(&body, head, (size_t)n) != 0)
+	if (bytes_add(&body, head, (size_t)n) != 0)
 		goto fail;
 	out->len = 0;
 	n = snprintf(head, sizeof(head),
@@ -376,166 +157,13 @@ static int build_request(struct buf *out, const struct opts *o, int nwords,
 		     o->port, body.len, o->api_key ? "Authorization: Bearer " : "",
 		     o->api_key ? o->api_key : "", o->api_key ? "\r\n" : "");
 	if (n < 0 || (size_t)n >= sizeof(head) ||
-	    buf_add(out, head, (size_t)n) != 0 ||
-	    buf_add(out, body.p, body.len) != 0)
+	    bytes_add(out, head, (size_t)n) != 0 ||
+	    bytes_add(out, body.p, body.len) != 0)
 		goto fail;
 	rc = 0;
 fail:
-	buf_free(&body);
+	bytes_free(&body);
 	return rc;
-}
-
-/* ---- the HTTP response --------------------------------------------------- */
-
-/* Case-insensitive search for "\r\nName:" in the head; value or NULL. */
-static const char *header_value(const char *head, const char *name)
-{
-	size_t n = strlen(name);
-	const char *p;
-
-	for (p = strstr(head, "\r\n"); p != NULL; p = strstr(p + 2, "\r\n"))
-		if (strncasecmp(p + 2, name, n) == 0 && p[2 + n] == ':') {
-			p += 3 + n;
-			while (*p == ' ' || *p == '\t')
-				p++;
-			return p;
-		}
-	return NULL;
-}
-
-/* Parses the head once it is complete; 1 need more, 0 done, <0 error. */
-static int parse_head(struct client *c)
-{
-	char *end = strstr(c->in.p ? c->in.p : "", "\r\n\r\n");
-	const char *v;
-	int status;
-
-	if (end == NULL)
-		return 1;
-	end[2] = '\0'; /* the head ends at its last CRLF */
-	if (sscanf(c->in.p, "HTTP/1.%*d %d", &status) != 1)
-		return -E_SSE;
-	c->r->status = status;
-	c->mode = BODY_EOF;
-	if ((v = header_value(c->in.p, "Transfer-Encoding")) &&
-	    strncasecmp(v, "chunked", 7) == 0)
-		c->mode = BODY_CHUNKED;
-	else if ((v = header_value(c->in.p, "Content-Length")) != NULL) {
-		c->mode = BODY_LENGTH;
-		c->left = strtoll(v, NULL, 10);
-	}
-	buf_drop(&c->in, (size_t)(end + 4 - c->in.p));
-	c->ph = PH_BODY;
-	return status == 200 ? 0 : -E_HTTP;
-}
-
-/* Moves decoded body bytes from in to body; 1 body complete, 0 need
- * more, <0 malformed framing. */
-static int dechunk(struct client *c)
-{
-	char *eol;
-	size_t n;
-
-	if (c->mode != BODY_CHUNKED) {
-		n = c->in.len;
-		if (c->mode == BODY_LENGTH && (long long)n > c->left)
-			n = (size_t)c->left;
-		if (buf_add(&c->body, c->in.p, n) != 0)
-			return -E_SSE;
-		buf_drop(&c->in, n);
-		if (c->mode == BODY_LENGTH && (c->left -= (long long)n) == 0)
-			return 1;
-		return 0;
-	}
-	for (;;) {
-		if (c->chunk_crlf) {
-			if (c->in.len < 2)
-				return 0;
-			if (memcmp(c->in.p, "\r\n", 2) != 0)
-				return -E_SSE;
-			buf_drop(&c->in, 2);
-			c->chunk_crlf = false;
-		}
-		if (!c->in_chunk) {
-			if (c->in.len == 0 ||
-			    (eol = strstr(c->in.p, "\r\n")) == NULL)
-				return c->in.len > 64 ? -E_SSE : 0;
-			c->left = strtoll(c->in.p, NULL, 16);
-			if (c->left < 0 || eol == c->in.p)
-				return -E_SSE;
-			buf_drop(&c->in, (size_t)(eol + 2 - c->in.p));
-			if (c->left == 0)
-				return 1; /* trailers ignored: we close */
-			c->in_chunk = true;
-		}
-		n = c->in.len < (size_t)c->left ? c->in.len : (size_t)c->left;
-		if (n == 0)
-			return 0;
-		if (buf_add(&c->body, c->in.p, n) != 0)
-			return -E_SSE;
-		buf_drop(&c->in, n);
-		if ((c->left -= (long long)n) == 0) {
-			c->in_chunk = false;
-			c->chunk_crlf = true;
-		}
-	}
-}
-
-/* One complete SSE event's data; 0 ok, <0 error kind. */
-static int on_event(struct client *c, const struct opts *o, double t)
-{
-	const char *p = c->event.p, *end = p + c->event.len;
-	struct json_chunk ch;
-
-	if (c->event.len == 6 && memcmp(p, "[DONE]", 6) == 0) {
-		c->got_done = true;
-		return 0;
-	}
-	if (c->got_done || json_read_chunk(p, end, o->chat, &ch) != 0)
-		return -E_SSE;
-	if (ch.error)
-		return -E_STREAM;
-	if (ch.content) {
-		if (c->r->chunks++ == 0)
-			c->r->t_first = t;
-		c->r->t_last = t;
-	}
-	if (ch.completion_tokens >= 0)
-		c->r->usage_tokens = ch.completion_tokens;
-	if (ch.prompt_tokens >= 0)
-		c->r->prompt_tokens = ch.prompt_tokens;
-	return 0;
-}
-
-/* Splits decoded body bytes into SSE lines; 0 ok, <0 error kind. */
-static int parse_sse(struct client *c, const struct opts *o, double t)
-{
-	char *nl, *line;
-	size_t len;
-	int rc;
-
-	while (c->body.len && (nl = memchr(c->body.p, '\n', c->body.len))) {
-		line = c->body.p;
-		len = (size_t)(nl - line);
-		if (len && line[len - 1] == '\r')
-			len--;
-		if (len == 0) {
-			if (c->event.len && (rc = on_event(c, o, t)) != 0)
-				return rc;
-			c->event.len = 0;
-		} else if (len >= 5 && memcmp(line, "data:", 5) == 0) {
-			size_t skip = (len > 5 && line[5] == ' ') ? 6 : 5;
-
-			if ((c->event.len && buf_add(&c->event, "\n", 1) != 0) ||
-			    buf_add(&c->event, line + skip, len - skip) != 0)
-				return -E_SSE;
-		} else if (line[0] != ':' && strncmp(line, "event:", 6) &&
-			   strncmp(line, "id:", 3) && strncmp(line, "retry:", 6)) {
-			return -E_SSE;
-		}
-		buf_drop(&c->body, (size_t)(nl + 1 - c->body.p));
-	}
-	return c->body.len > MAX_BUF / 2 ? -E_SSE : 0;
 }
 
 /* ---- one client ---------------------------------------------------------- */
@@ -549,13 +177,13 @@ static void client_close(struct client *c)
 
 /* Ends the request in flight with kind err and readies the next one. */
 static void client_finish(struct client *c, const struct opts *o,
-			  enum err_kind err, double t)
+			  enum response_err err, double t)
 {
-	struct result *r = c->r;
+	struct result *r = c->resp.r;
 
-	if (err == E_OK && (r->usage_tokens < 0 || r->chunks > r->usage_tokens ||
+	if (err == RESP_E_OK && (r->usage_tokens < 0 || r->chunks > r->usage_tokens ||
 			    (r->chunks == 0) != (r->usage_tokens == 0)))
-		err = E_USAGE; /* a chunk carries >= 1 token; usage must come */
+		err = RESP_E_USAGE; /* a chunk carries >= 1 token; usage must come */
 	r->err = err;
 	r->t_end = t;
 	client_close(c);
@@ -571,73 +199,54 @@ static int client_start(struct client *c, const struct opts *o, int nwords,
 	memset(r, 0, sizeof(*r));
 	r->usage_tokens = r->prompt_tokens = -1;
 	r->t_start = t;
-	c->r = r;
+	response_reset(&c->resp, o->chat, r);
 	c->next++;
-	c->in.len = c->body.len = c->event.len = 0;
 	c->out_off = 0;
-	c->in_chunk = c->chunk_crlf = c->got_done = false;
 	if (build_request(&c->out, o, nwords, o->same_prompt ? -1 : tag) != 0)
-		return -E_CONNECT;
+		return -RESP_E_CONNECT;
 	c->fd = socket(ss->ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (c->fd < 0)
-		return -E_CONNECT;
+		return -RESP_E_CONNECT;
 	setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	if (connect(c->fd, (const struct sockaddr *)ss, sl) != 0 &&
 	    errno != EINPROGRESS)
-		return -E_CONNECT;
+		return -RESP_E_CONNECT;
 	c->ph = PH_CONNECT;
 	return 0;
 }
 
 /* Reacts to poll readiness; returns 0 or <0 error kind (request over),
  * 1 when the request completed cleanly. */
-static int client_step(struct client *c, const struct opts *o, short rev,
-		       double t)
+static int client_step(struct client *c, short rev, double t)
 {
 	char tmp[65536];
 	ssize_t n;
-	int rc, soerr = 0;
+	int soerr = 0;
 	socklen_t sl = sizeof(soerr);
 
 	if (c->ph == PH_CONNECT) {
 		if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) != 0 ||
 		    soerr != 0)
-			return -E_CONNECT;
+			return -RESP_E_CONNECT;
 		c->ph = PH_SEND;
 	}
 	if (c->ph == PH_SEND) {
 		n = send(c->fd, c->out.p + c->out_off, c->out.len - c->out_off,
 			 MSG_NOSIGNAL);
 		if (n < 0)
-			return errno == EAGAIN ? 0 : -E_CLOSED;
+			return errno == EAGAIN ? 0 : -RESP_E_CLOSED;
 		if ((c->out_off += (size_t)n) == c->out.len)
-			c->ph = PH_HEAD;
+			c->ph = PH_RECV;
 		return 0;
 	}
 	if (!(rev & (POLLIN | POLLHUP | POLLERR)))
 		return 0;
 	n = recv(c->fd, tmp, sizeof(tmp), 0);
 	if (n < 0)
-		return errno == EAGAIN || errno == EINTR ? 0 : -E_CLOSED;
-	if (n == 0) { /* EOF: the end only for a body without framing */
-		if (c->ph == PH_BODY && c->mode == BODY_EOF) {
-			if ((rc = parse_sse(c, o, t)) != 0)
-				return rc;
-			return c->got_done ? 1 : -E_SSE;
-		}
-		return -E_CLOSED;
-	}
-	if (buf_add(&c->in, tmp, (size_t)n) != 0)
-		return -E_SSE;
-	if (c->ph == PH_HEAD && (rc = parse_head(c)) != 0)
-		return rc > 0 ? 0 : rc;
-	if ((rc = dechunk(c)) < 0)
-		return rc;
-	if ((n = parse_sse(c, o, t)) != 0)
-		return (int)n;
-	if (rc == 1)
-		return c->got_done && c->body.len == 0 ? 1 : -E_SSE;
-	return 0;
+		return errno == EAGAIN || errno == EINTR ? 0 : -RESP_E_CLOSED;
+	if (n == 0)
+		return response_eof(&c->resp, t);
+	return response_feed(&c->resp, tmp, (size_t)n, t);
 }
 
 /* ---- calibration: the prompt's length in tokens ----------------------- */
@@ -647,17 +256,16 @@ static int client_step(struct client *c, const struct opts *o, short rev,
 static int count_tokens(const struct opts *o, const struct sockaddr_storage *ss,
 			socklen_t sl, int nwords)
 {
-	struct buf req = {0}, body = {0}, resp = {0};
+	struct bytes req = {0}, body = {0}, resp = {0};
 	struct timeval tv = {10, 0};
-	char head[512], tmp[65536], *p, *end;
-	const char *v, *ve = NULL;
+	char head[512], tmp[65536], *p;
 	int fd = -1, n, count = -1;
 	ssize_t got;
 
-	if (buf_str(&body, "{\"content\":\"") != 0 ||
-	    (!o->same_prompt && buf_str(&body, "0: ") != 0) ||
+	if (bytes_str(&body, "{\"content\":\"") != 0 ||
+	    (!o->same_prompt && bytes_str(&body, "0: ") != 0) ||
 	    prompt_text(&body, nwords) != 0 ||
-	    buf_str(&body, o->chat ? "\",\"add_special\":false}" :
+	    bytes_str(&body, o->chat ? "\",\"add_special\":false}" :
 				     "\",\"add_special\":true}") != 0)
 		goto out;
 	n = snprintf(head, sizeof(head),
@@ -666,8 +274,8 @@ static int count_tokens(const struct opts *o, const struct sockaddr_storage *ss,
 		     "%s%s%s\r\n", o->host, o->port, body.len,
 		     o->api_key ? "Authorization: Bearer " : "",
 		     o->api_key ? o->api_key : "", o->api_key ? "\r\n" : "");
-	if (n < 0 || (size_t)n >= sizeof(head) || buf_add(&req, head, (size_t)n) ||
-	    buf_add(&req, body.p, body.len) != 0)
+	if (n < 0 || (size_t)n >= sizeof(head) || bytes_add(&req, head, (size_t)n) ||
+	    bytes_add(&req, body.p, body.len) != 0)
 		goto out;
 	if ((fd = socket(ss->ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0 ||
 	    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) != 0 ||
@@ -675,59 +283,57 @@ static int count_tokens(const struct opts *o, const struct sockaddr_storage *ss,
 	    send(fd, req.p, req.len, MSG_NOSIGNAL) != (ssize_t)req.len)
 		goto out;
 	while ((got = recv(fd, tmp, sizeof(tmp), 0)) > 0)
-		if (buf_add(&resp, tmp, (size_t)got) != 0)
+		if (bytes_add(&resp, tmp, (size_t)got) != 0)
 			goto out;
 	if (resp.len < 12 || strncmp(resp.p + 8, " 200", 4) != 0 ||
 	    (p = strstr(resp.p, "\r\n\r\n")) == NULL)
 		goto out;
 	p += 4;
-	end = resp.p + resp.len;
-	if (json_skip(p, end, 0) == NULL ||
-	    (v = json_get(p, end, "tokens", &ve)) == NULL || *v != '[')
-		goto out;
-	count = 0;
-	for (v = json_ws(v + 1, end); v < ve && *v != ']';) {
-		count++;
-		v = json_ws(json_skip(v, end, 0), end);
-		if (*v == ',')
-			v = json_ws(v + 1, end);
-	}
+	count = response_count_tokens(p, (size_t)(resp.p + resp.len - p));
 out:
 	if (fd >= 0)
 		close(fd);
-	buf_free(&req);
-	buf_free(&body);
-	buf_free(&resp);
+	bytes_free(&req);
+	bytes_free(&body);
+	bytes_free(&resp);
 	return count;
 }
 
 /* Words for a prompt of ~o->prompt_tokens tokens; *measured gets the
- * tokenizer's count (-1 when estimated). */
+ * tokenizer's count (-1 when estimated at ~1.3 tokens per word). Token
+ * counts grow with words, so a bisection finds the closest in ~10 asks. */
 static int calibrate(const struct opts *o, const struct sockaddr_storage *ss,
 		     socklen_t sl, int *measured)
 {
-	int target = o->prompt_tokens, w = target * 10 / 13, best = -1, bestd = 0;
-	int i, n, d;
+	int target = o->prompt_tokens, lo = 1, hi = 2 * target + 8, mid, n;
+	int n_lo, n_hi;
 
 	*measured = -1;
-	for (i = 0; i < 8; i++) {
-		if (w < 1)
-			w = 1;
-		if ((n = count_tokens(o, ss, sl, w)) < 0)
-			return best >= 0 ? best : (target * 10 / 13 > 0 ? target * 10 / 13 : 1);
-		d = abs(n - target);
-		if (best < 0 || d < bestd) {
-			best = w;
-			bestd = d;
-			*measured = n;
-		}
-		if (d == 0)
-			break;
-		/* scale by the measured words-per-token, at least one word */
-		d = (int)lround((double)(target - n) * w / (n > 0 ? n : 1));
-		w += d ? d : (target > n ? 1 : -1);
+	if ((n_lo = count_tokens(o, ss, sl, lo)) < 0)
+		return target * 10 / 13 > 0 ? target * 10 / 13 : 1;
+	n_hi = count_tokens(o, ss, sl, hi);
+	if (n_lo >= target || n_hi <= target) {
+		*measured = n_lo >= target ? n_lo : n_hi;
+		return n_lo >= target ? lo : hi;
 	}
-	return best;
+	while (hi - lo > 1) { /* tokens(lo) < target < tokens(hi) */
+		mid = lo + (hi - lo) / 2;
+		if ((n = count_tokens(o, ss, sl, mid)) < 0)
+			break;
+		if (n == target) {
+			*measured = n;
+			return mid;
+		}
+		if (n < target) {
+			lo = mid;
+			n_lo = n;
+		} else {
+			hi = mid;
+			n_hi = n;
+		}
+	}
+	*measured = target - n_lo <= n_hi - target ? n_lo : n_hi;
+	return *measured == n_lo ? lo : hi;
 }
 
 /* ---- the run -------------------------------------------------------------- */
@@ -756,12 +362,12 @@ static double run(const struct opts *o, int nwords,
 				rc = client_start(c, o, nwords, ss, sl, r,
 						  (long)(i * o->requests + c->next), t);
 				if (rc != 0)
-					client_finish(c, o, (enum err_kind)-rc, t);
+					client_finish(c, o, (enum response_err)-rc, t);
 			}
 			if (c->ph == PH_IDLE)
 				c->ph = PH_FINISHED; /* out of time: never started */
 			if (c->ph != PH_FINISHED && t >= o->duration)
-				client_finish(c, o, E_TIMEOUT, t);
+				client_finish(c, o, RESP_E_TIMEOUT, t);
 			pf[i].fd = c->ph == PH_FINISHED ? -1 : c->fd;
 			pf[i].events = c->ph == PH_CONNECT || c->ph == PH_SEND ?
 					       POLLOUT : POLLIN;
@@ -777,10 +383,10 @@ static double run(const struct opts *o, int nwords,
 		for (i = 0; i < o->clients; i++) {
 			if (pf[i].fd < 0 || pf[i].revents == 0)
 				continue;
-			rc = client_step(&cl[i], o, pf[i].revents, t);
+			rc = client_step(&cl[i], pf[i].revents, t);
 			if (rc != 0)
-				client_finish(&cl[i], o, rc > 0 ? E_OK :
-						 (enum err_kind)-rc, t);
+				client_finish(&cl[i], o, rc > 0 ? RESP_E_OK :
+						 (enum response_err)-rc, t);
 		}
 	}
 	for (i = 0; i < o->clients * o->requests; i++)
@@ -792,7 +398,7 @@ static double run(const struct opts *o, int nwords,
 /* ---- statistics ------------------------------------------------------------ */
 
 struct stats {
-	int started, ok, errors, by_kind[N_ERR], http[6]; /* http: by hundreds */
+	int started, ok, errors, by_kind[RESP_N_ERR], http[6]; /* http: by hundreds */
 	long tokens, chunks;
 	double wall, agg_tps, stream_tps_p50, ttft_mean, ttft_p50, ttft_p99;
 	double prompt_mean;
@@ -835,9 +441,9 @@ static int stats_compute(const struct result *res, int n, double wall,
 			continue;
 		s->started++;
 		s->by_kind[r->err]++;
-		if (r->err == E_HTTP && r->status >= 100 && r->status < 600)
+		if (r->err == RESP_E_HTTP && r->status >= 100 && r->status < 600)
 			s->http[r->status / 100]++;
-		if (r->err != E_OK)
+		if (r->err != RESP_E_OK)
 			continue;
 		s->ok++;
 		s->tokens += r->usage_tokens;
@@ -886,8 +492,8 @@ static void print_json(const struct opts *o, const struct stats *s,
 	       s->started, s->ok, s->errors, s->tokens, s->chunks, s->wall,
 	       s->agg_tps, s->stream_tps_p50, s->ttft_mean, s->ttft_p50,
 	       s->ttft_p99);
-	for (k = 1; k < N_ERR; k++)
-		printf("%s\"%s\":%d", k > 1 ? "," : "", err_names[k], s->by_kind[k]);
+	for (k = 1; k < RESP_N_ERR; k++)
+		printf("%s\"%s\":%d", k > 1 ? "," : "", response_err_name(k), s->by_kind[k]);
 	printf("},\"http_errors\":{");
 	for (k = 1; k < 6; k++)
 		printf("%s\"%dxx\":%d", k > 1 ? "," : "", k, s->http[k]);
@@ -914,10 +520,10 @@ static void print_table(const struct opts *o, const struct stats *s,
 	printf("  %-22s mean %.3f s, p50 %.3f s, p99 %.3f s\n", "time to first token",
 	       s->ttft_mean, s->ttft_p50, s->ttft_p99);
 	printf("  %-22s", "errors");
-	for (k = 1; k < N_ERR; k++)
-		printf(" %s %d%s", err_names[k], s->by_kind[k], k + 1 < N_ERR ? "," : "");
+	for (k = 1; k < RESP_N_ERR; k++)
+		printf(" %s %d%s", response_err_name(k), s->by_kind[k], k + 1 < RESP_N_ERR ? "," : "");
 	printf("\n");
-	if (s->by_kind[E_HTTP])
+	if (s->by_kind[RESP_E_HTTP])
 		for (k = 1; k < 6; k++)
 			if (s->http[k])
 				printf("  %-22s %dxx: %d\n", "", k, s->http[k]);
@@ -1042,10 +648,8 @@ int main(int argc, char **argv)
 fail:
 	for (i = 0; cl && i < o.clients; i++) {
 		client_close(&cl[i]);
-		buf_free(&cl[i].out);
-		buf_free(&cl[i].in);
-		buf_free(&cl[i].body);
-		buf_free(&cl[i].event);
+		bytes_free(&cl[i].out);
+		response_free(&cl[i].resp);
 	}
 	free(cl);
 	free(pf);
