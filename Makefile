@@ -98,7 +98,7 @@ $(EMBER): $(TOOLS_OBJ) $(LIBEMBER)
 	$(call say,LD,$@)$(CC) $(LDFLAGS) -pthread $(TOOLS_OBJ) $(LIBEMBER) $(LIBS_TOOLS) $(LIBS_ENGINE) -o $@
 
 # The load generator for the daemon (bench/): plain sockets, no libember.
-$(LOADGEN): $(call obj,$(wildcard bench/*.c))
+$(LOADGEN): $(call obj,bench/loadgen.c bench/response.c)
 	$(call say,LD,$@)$(CC) $(LDFLAGS) $^ -lm -o $@
 
 # The suite list is generated from the file names: tests/test_foo.c defines
