@@ -14,7 +14,11 @@ if ! { exec 3<>"/dev/tcp/$host/$port"; } 2>/dev/null; then
 	echo "health: cannot connect to $host:$port" >&2
 	exit 1
 fi
-printf 'GET /health HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n' >&3
+# One write of the whole request (bash's printf may split it), and a peer
+# that answers early and closes must not kill us with SIGPIPE.
+trap '' PIPE
+req=$'GET /health HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n'
+echo -n "$req" >&3 2>/dev/null
 status=
 IFS= read -r -t 4 status <&3
 exec 3<&-

@@ -409,6 +409,10 @@ int http_start(struct http_server *hs, uv_loop_t *loop,
 	hs->mhd = MHD_start_daemon(
 		flags, (uint16_t)opt->port, NULL, NULL, on_access, hs,
 		MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
+		/* An inherited socket wins over SOCK_ADDR; MHD_INVALID_SOCKET
+		 * (-1) makes MHD bind SOCK_ADDR itself. */
+		MHD_OPTION_LISTEN_SOCKET, (MHD_socket)(opt->listen_fd > 0
+			? opt->listen_fd : MHD_INVALID_SOCKET),
 		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)opt->timeout_s,
 		MHD_OPTION_NOTIFY_COMPLETED, on_completed, hs,
 		MHD_OPTION_CONNECTION_LIMIT, (unsigned)1024,

@@ -45,6 +45,8 @@ struct http_options {
 	int port;
 	unsigned timeout_s;      /* idle connection timeout */
 	size_t max_body;
+	int listen_fd;           /* socket activation's listening socket (>= 3);
+				  * 0 = none: bind host:port */
 	http_handler_cb handler; /* the request is complete (or too large) */
 	http_done_cb done;       /* the exchange ended; req is freed after */
 	void *data;              /* passed to both */

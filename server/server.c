@@ -21,6 +21,7 @@
 #include "http.h"
 #include "metrics.h"
 #include "router.h"
+#include "sd_notify.h"
 
 enum server_state { RUNNING, DRAINING, STOPPED };
 
@@ -34,6 +35,9 @@ struct server {
 	uv_signal_t sigterm;
 	uv_signal_t sigint;
 	uv_timer_t drain_timer;  /* polls for an empty server while draining */
+	uv_timer_t watchdog;     /* WATCHDOG=1 every WATCHDOG_USEC / 2 */
+	uv_timer_t ready_timer;  /* waits for the model, then READY=1 */
+	struct sd_notify notify; /* systemd's socket; sends are no-ops without */
 	uint64_t drain_deadline_ns;
 	enum server_state state;
 	int exit_code;
@@ -380,6 +384,50 @@ static void stop(struct server *srv)
 	uv_close((uv_handle_t *)&srv->sigterm, NULL);
 	uv_close((uv_handle_t *)&srv->sigint, NULL);
 	uv_close((uv_handle_t *)&srv->drain_timer, NULL);
+	uv_close((uv_handle_t *)&srv->watchdog, NULL);
+	uv_close((uv_handle_t *)&srv->ready_timer, NULL);
+}
+
+/* Proves to systemd that the loop still turns; a stuck loop misses it. */
+static void watchdog_cb(uv_timer_t *t)
+{
+	struct server *srv = t->data;
+
+	sd_notify_send(&srv->notify, "WATCHDOG=1");
+}
+
+/*
+ * systemd's READY=1 means "serving": sent once the model has loaded and
+ * /health answers 200, so `systemctl start` returns when requests work.
+ * The loader thread only publishes an atomic status; polling it every
+ * READY_POLL_MS costs nothing and keeps the loader free of loop handles.
+ */
+#define READY_POLL_MS 20
+
+static void ready_cb(uv_timer_t *t)
+{
+	struct server *srv = t->data;
+	const char *msg = NULL;
+
+	switch (backend_status(srv->backend, &msg)) {
+	case BACKEND_LOADING:
+		return;
+	case BACKEND_READY:
+		sd_notify_send(&srv->notify, "READY=1");
+		sd_notify_status(&srv->notify, "serving");
+		break;
+	case BACKEND_NO_MODEL:
+		sd_notify_send(&srv->notify, "READY=1");
+		sd_notify_status(&srv->notify, "serving without a model (test mode)");
+		break;
+	case BACKEND_FAILED:
+		/* Still READY: the daemon answers /health 503 with the reason,
+		 * which is easier to diagnose than a start-up timeout. */
+		sd_notify_send(&srv->notify, "READY=1");
+		sd_notify_status(&srv->notify, "model failed to load: %s", msg ? msg : "?");
+		break;
+	}
+	uv_timer_stop(t);
 }
 
 static void drain_cb(uv_timer_t *t)
@@ -418,6 +466,7 @@ static void signal_cb(uv_signal_t *s, int signum)
 		   (long long)srv->http.in_flight,
 		   (long long)srv->cfg->drain_timeout);
 	srv->state = DRAINING;
+	sd_notify_send(&srv->notify, "STOPPING=1");
 	http_quiesce(&srv->http);
 	srv->drain_deadline_ns =
 		http_now_ns() + (uint64_t)srv->cfg->drain_timeout * 1000000000u;
@@ -431,6 +480,8 @@ int server_run(const struct config *cfg, const struct logger *log)
 	struct server *srv = calloc(1, sizeof(*srv));
 	struct http_options opt;
 	char err[EMBER_ERR_MAX];
+	uint64_t watchdog_usec = 0;
+	int listen_fd = -1;
 	int rc = 1;
 
 	if (srv == NULL)
@@ -443,6 +494,15 @@ int server_run(const struct config *cfg, const struct logger *log)
 		free(srv);
 		return 1;
 	}
+	/* systemd's variables, read before any engine thread exists. */
+	if (sd_notify_init(&srv->notify, err) != 0)
+		log_printf(log, LOG_WARN, "%s: not notifying systemd", err);
+	if (sd_notify_watchdog_usec(&watchdog_usec, err) != 0)
+		log_printf(log, LOG_WARN, "%s: watchdog off", err);
+	if (sd_notify_listen_socket(&listen_fd, err) != 0) {
+		log_printf(log, LOG_ERROR, "%s", err);
+		goto fail;
+	}
 	if (backend_new(cfg, &srv->metrics, &srv->backend, err) != 0) {
 		log_printf(log, LOG_ERROR, "%s", err);
 		goto fail;
@@ -452,6 +512,7 @@ int server_run(const struct config *cfg, const struct logger *log)
 		.port = (int)cfg->port,
 		.timeout_s = (unsigned)cfg->timeout,
 		.max_body = (size_t)cfg->max_body,
+		.listen_fd = listen_fd > 0 ? listen_fd : 0,
 		.handler = on_request,
 		.done = on_done,
 		.data = srv,
@@ -463,12 +524,25 @@ int server_run(const struct config *cfg, const struct logger *log)
 	uv_signal_init(&srv->loop, &srv->sigterm);
 	uv_signal_init(&srv->loop, &srv->sigint);
 	uv_timer_init(&srv->loop, &srv->drain_timer);
+	uv_timer_init(&srv->loop, &srv->watchdog);
+	uv_timer_init(&srv->loop, &srv->ready_timer);
 	srv->sigterm.data = srv->sigint.data = srv->drain_timer.data = srv;
+	srv->watchdog.data = srv->ready_timer.data = srv;
+	if (watchdog_usec > 0)
+		uv_timer_start(&srv->watchdog, watchdog_cb, 0,
+			       watchdog_usec / 2000 > 0 ? watchdog_usec / 2000 : 1);
 	uv_signal_start(&srv->sigterm, signal_cb, SIGTERM);
 	uv_signal_start(&srv->sigint, signal_cb, SIGINT);
-	log_printf(log, LOG_INFO, "emberd %s listening on %s:%lld%s",
-		   EMBER_VERSION, cfg->host, (long long)cfg->port,
-		   cfg->no_model ? " (no model: test mode)" : "");
+	if (listen_fd > 0)
+		log_printf(log, LOG_INFO, "emberd %s listening on the socket "
+			   "systemd passed (fd %d)%s", EMBER_VERSION, listen_fd,
+			   cfg->no_model ? " (no model: test mode)" : "");
+	else
+		log_printf(log, LOG_INFO, "emberd %s listening on %s:%lld%s",
+			   EMBER_VERSION, cfg->host, (long long)cfg->port,
+			   cfg->no_model ? " (no model: test mode)" : "");
+	sd_notify_status(&srv->notify, "loading the model");
+	uv_timer_start(&srv->ready_timer, ready_cb, 0, READY_POLL_MS);
 	uv_run(&srv->loop, UV_RUN_DEFAULT);
 	rc = srv->exit_code;
 fail:
@@ -478,6 +552,7 @@ fail:
 	if (uv_loop_close(&srv->loop) != 0)
 		log_printf(log, LOG_WARN, "loop closed with open handles");
 	backend_free(srv->backend);
+	sd_notify_free(&srv->notify);
 	free(srv);
 	return rc;
 }

@@ -27,8 +27,9 @@ struct run_args {
 	const char *model, *prompt, *system;
 	int chat;
 	long n_predict, threads, ctx;
-	const char *stops[DETOK_MAX_STOPS];
+	const char *stops[DETOK_MAX_STOPS]; /* may point into bos/eos below */
 	size_t n_stops;
+	char bos[64], eos[64];              /* the model's BOS/EOS texts (--chat) */
 	struct sampler_config sc;
 	int has_seed;
 };
@@ -152,16 +153,15 @@ static int run_render_chat(struct run_args *a, const struct model *m, const stru
 {
 	struct gguf_str jinja = {0, NULL};
 	struct chat_msg msgs[2];
-	const char *stops[CHAT_STOPS_MAX];
-	char bos[64], eos[64];
+	const char *stops[CHAT_STOPS_MAX], *bos, *eos;
 	enum chat_template t;
 	size_t n = 0, i, n_stops;
 	int64_t len;
 
 	gguf_get_str(m->gguf, "tokenizer.chat_template", &jinja);
 	t = chat_template_select(CHAT_TEMPLATE_AUTO, jinja.ptr, (size_t)jinja.len);
-	run_token_text(tok, tokenizer_bos(tok), bos, sizeof(bos));
-	run_token_text(tok, tokenizer_eos(tok), eos, sizeof(eos));
+	bos = run_token_text(tok, tokenizer_bos(tok), a->bos, sizeof(a->bos));
+	eos = run_token_text(tok, tokenizer_eos(tok), a->eos, sizeof(a->eos));
 	if (a->system)
 		msgs[n++] = (struct chat_msg){"system", a->system};
 	msgs[n++] = (struct chat_msg){"user", a->prompt};

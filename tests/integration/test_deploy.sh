@@ -252,7 +252,13 @@ open(portfile + ".tmp", "w").write(str(s.getsockname()[1]))
 import os; os.rename(portfile + ".tmp", portfile)
 s.settimeout(30)
 c, _ = s.accept()
-req = c.recv(4096).decode()
+req = b""
+while b"\r\n\r\n" not in req and len(req) < 4096:
+    chunk = c.recv(4096)
+    if not chunk:
+        break
+    req += chunk
+req = req.decode()
 ok = req.startswith("GET /health HTTP/1.1\r\n")
 c.sendall((f"HTTP/1.1 {status if ok else '400 Bad Request'}\r\n"
            "Content-Length: 2\r\nConnection: close\r\n\r\n{}").encode())
