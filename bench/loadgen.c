@@ -13,8 +13,9 @@
  *
  * The prompt is built from a word list and calibrated to P tokens with the
  * daemon's POST /tokenize when it answers (else ~1.3 tokens per word). Each
- * request's prompt starts with its own number, so a server's prefix cache
- * cannot skip the prefill (--same-prompt turns that off).
+ * request's prompt starts with its own 7-digit number, drawn afresh for
+ * every run, so a server's prefix cache cannot skip the prefill, not even
+ * when the same command runs twice (--same-prompt turns that off).
  *
  * Measured per request: time to the first non-empty content delta (TTFT),
  * content chunks, usage.completion_tokens, end time. Reported: aggregate
@@ -48,7 +49,8 @@ struct opts {
 	int port, clients, requests, prompt_tokens, max_tokens;
 	double duration;
 	const char *api_key;
-	bool chat, json, same_prompt, quiet;
+	bool chat, json, same_prompt;
+	long tag_base; /* first prompt number: differs between runs */
 };
 
 enum phase { PH_IDLE, PH_CONNECT, PH_SEND, PH_RECV, PH_FINISHED };
@@ -202,7 +204,7 @@ static int client_start(struct client *c, const struct opts *o, int nwords,
 	response_reset(&c->resp, o->chat, r);
 	c->next++;
 	c->out_off = 0;
-	if (build_request(&c->out, o, nwords, o->same_prompt ? -1 : tag) != 0)
+	if (build_request(&c->out, o, nwords, o->same_prompt ? -1 : o->tag_base + tag) != 0)
 		return -RESP_E_CONNECT;
 	c->fd = socket(ss->ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (c->fd < 0)
@@ -258,12 +260,13 @@ static int count_tokens(const struct opts *o, const struct sockaddr_storage *ss,
 {
 	struct bytes req = {0}, body = {0}, resp = {0};
 	struct timeval tv = {10, 0};
-	char head[512], tmp[65536], *p;
+	char head[512], tmp[65536], pre[32], *p;
 	int fd = -1, n, count = -1;
 	ssize_t got;
 
+	snprintf(pre, sizeof(pre), "%ld: ", o->tag_base);
 	if (bytes_str(&body, "{\"content\":\"") != 0 ||
-	    (!o->same_prompt && bytes_str(&body, "0: ") != 0) ||
+	    (!o->same_prompt && bytes_str(&body, pre) != 0) ||
 	    prompt_text(&body, nwords) != 0 ||
 	    bytes_str(&body, o->chat ? "\",\"add_special\":false}" :
 				     "\",\"add_special\":true}") != 0)
@@ -613,6 +616,7 @@ int main(int argc, char **argv)
 	struct pollfd *pf = NULL;
 	struct result *res = NULL;
 	struct stats st;
+	struct timespec ts;
 	double wall;
 	int i, nwords, measured, rc = 2;
 
@@ -634,6 +638,9 @@ int main(int argc, char **argv)
 	}
 	for (i = 0; i < o.clients; i++)
 		cl[i].fd = -1;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	/* 7 digits for any run of < 1e6 requests: a constant prompt length */
+	o.tag_base = 1000000 + ((long)ts.tv_nsec / 1000 + (long)getpid() * 7919) % 8000000;
 	nwords = calibrate(&o, &ss, sl, &measured);
 	wall = run(&o, nwords, &ss, sl, cl, pf, res);
 	if (stats_compute(res, o.clients * o.requests, wall, &st) != 0) {
