@@ -49,8 +49,12 @@ curl -sf "http://127.0.0.1:$port/health" >/dev/null || { echo "emberd not ready"
 
 for ep in chat completions; do
 	out=$TMPDIR/$ep.json
+	set +e
 	"$LG" --port "$port" -c 4 -n 2 -m 12 -p 40 --endpoint $ep --api-key sekrit \
-		-t 120 --json >"$out" || true
+		-t 120 --json >"$out"
+	rc=$?
+	set -e
+	[ $rc = 0 ] && ok "$ep: exit 0" || bad "$ep: exit $rc"
 	expect "$out" "j['started'] == 8 and j['ok'] == 8 and j['errors'] == 0" \
 		"$ep: 4 clients x 2 requests, all ok"
 	expect "$out" "0 < j['completion_tokens'] <= 8 * 12" "$ep: completion tokens in (0, 96]"
@@ -84,7 +88,13 @@ fake() { # fake MODE KIND [loadgen args]: 2 requests, both fail as KIND
 	local fp=$!
 	pids+=($fp)
 	for _ in $(seq 1 100); do [ -s "$TMPDIR/fport" ] && break; sleep 0.05; done
-	"$LG" --port "$(cat "$TMPDIR/fport")" -c 2 -n 1 -m 4 --json "$@" >"$TMPDIR/f.json" || true
+	local want=1 rc
+	[ "$kind" = ok ] && want=0
+	set +e
+	"$LG" --port "$(cat "$TMPDIR/fport")" -c 2 -n 1 -m 4 --json "$@" >"$TMPDIR/f.json"
+	rc=$?
+	set -e
+	[ $rc = $want ] && ok "fake $mode: exit $rc" || bad "fake $mode: exit $rc, want $want"
 	kill $fp 2>/dev/null || true
 	wait $fp 2>/dev/null || true
 	if [ "$kind" = ok ]; then
