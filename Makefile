@@ -64,6 +64,8 @@ LIBEMBER := $(BUILD)/libember.a
 EMBERD   := $(BUILD)/emberd
 EMBER    := $(BUILD)/ember
 UNIT     := $(BUILD)/check_unit
+LOADGEN  := $(BUILD)/loadgen
+FWDSTEP  := $(BUILD)/forward_step
 
 ifeq ($(V),1)
 Q :=
@@ -74,7 +76,7 @@ say = @printf '  %-6s %s\n' $(1) $(2);
 endif
 
 .PHONY: all run test unit integration asan install clean deps
-all: $(LIBEMBER) $(EMBERD) $(EMBER)
+all: $(LIBEMBER) $(EMBERD) $(EMBER) $(LOADGEN) $(FWDSTEP)
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(@D)
@@ -95,6 +97,14 @@ $(EMBERD): $(SERVER_OBJ) $(LIBEMBER)
 
 $(EMBER): $(TOOLS_OBJ) $(LIBEMBER)
 	$(call say,LD,$@)$(CC) $(LDFLAGS) -pthread $(TOOLS_OBJ) $(LIBEMBER) $(LIBS_TOOLS) $(LIBS_ENGINE) -o $@
+
+# The load generator for the daemon (bench/): plain sockets, no libember.
+$(LOADGEN): $(call obj,bench/loadgen.c bench/response.c)
+	$(call say,LD,$@)$(CC) $(LDFLAGS) $^ -lm -o $@
+
+# Times one batched forward step over 1..8 sequences (bench/SERVE_RESULTS.md).
+$(FWDSTEP): $(BUILD)/bench/forward_step.o $(LIBEMBER)
+	$(call say,LD,$@)$(CC) $(LDFLAGS) -pthread $^ $(LIBS_ENGINE) -o $@
 
 # The suite list is generated from the file names: tests/test_foo.c defines
 # `Suite *suite_foo(void)`, so adding a test file needs no other edit.
