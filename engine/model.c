@@ -98,6 +98,16 @@ static uint64_t dim_value(const struct model_hparams *hp, enum dim d)
 	return 0;
 }
 
+void model_tensor_shape(enum arch_tensor role, const struct model_hparams *hp, uint64_t ne[2])
+{
+	if ((unsigned)role >= ARCH_T_COUNT) {
+		ne[0] = ne[1] = 0;
+		return;
+	}
+	ne[0] = dim_value(hp, (enum dim)tensor_specs[role].ne0);
+	ne[1] = dim_value(hp, (enum dim)tensor_specs[role].ne1);
+}
+
 /* ---- hyper-parameters ------------------------------------------------- */
 
 static int get_u32(const struct gguf *g, const char *arch, const char *suffix, uint32_t *out,
@@ -199,14 +209,14 @@ static int bind_tensor(struct model *m, enum arch_tensor role, uint32_t layer, e
 		       struct model_weight *out, char *err)
 {
 	const struct tensor_spec *spec = &tensor_specs[role];
-	uint64_t want0 = dim_value(&m->hp, (enum dim)spec->ne0);
-	uint64_t want1 = dim_value(&m->hp, (enum dim)spec->ne1);
 	const struct gguf_tensor *t;
+	uint64_t want[2];
 	char name[96];
 
 	memset(out, 0, sizeof(*out));
 	if (use == ARCH_NO)
 		return 0;
+	model_tensor_shape(role, &m->hp, want);
 	model_tensor_name(role, layer, name, sizeof(name));
 	t = gguf_find_tensor(m->gguf, name);
 	if (!t) {
@@ -214,12 +224,12 @@ static int bind_tensor(struct model *m, enum arch_tensor role, uint32_t layer, e
 			return 0;
 		return ember_seterr(err, EMBER_EFORMAT, "tensor %s is missing", name);
 	}
-	if (t->ne[0] != want0 || t->ne[1] != want1 || t->ne[2] != 1 || t->ne[3] != 1)
+	if (t->ne[0] != want[0] || t->ne[1] != want[1] || t->ne[2] != 1 || t->ne[3] != 1)
 		return ember_seterr(err, EMBER_EFORMAT,
 				    "tensor %s has shape [%llu, %llu, %llu, %llu], expected [%llu, %llu]",
 				    name, (unsigned long long)t->ne[0], (unsigned long long)t->ne[1],
 				    (unsigned long long)t->ne[2], (unsigned long long)t->ne[3],
-				    (unsigned long long)want0, (unsigned long long)want1);
+				    (unsigned long long)want[0], (unsigned long long)want[1]);
 	if (spec->ne1 == D_ONE && t->type != DTYPE_F32)
 		return ember_seterr(err, EMBER_EUNSUPPORTED, "tensor %s: type %s, vectors must be f32",
 				    name, dtype_name(t->type));
@@ -228,8 +238,8 @@ static int bind_tensor(struct model *m, enum arch_tensor role, uint32_t layer, e
 				    dtype_name(t->type));
 	out->data = t->data;
 	out->type = t->type;
-	out->n_in = (uint32_t)want0;
-	out->n_out = (uint32_t)want1;
+	out->n_in = (uint32_t)want[0];
+	out->n_out = (uint32_t)want[1];
 	return 0;
 }
 

@@ -86,4 +86,9 @@ void model_free(struct model *m);
  * buf (at least 64 bytes). Returns buf. */
 const char *model_tensor_name(enum arch_tensor role, uint32_t layer, char *buf, size_t size);
 
+/* The GGUF shape {ne0, ne1} a tensor of `role` must have under `hp`
+ * (vectors: ne1 = 1): what the loader checks, and what `ember synth`
+ * writes. */
+void model_tensor_shape(enum arch_tensor role, const struct model_hparams *hp, uint64_t ne[2]);
+
 #endif

@@ -4,7 +4,8 @@
  * Nothing can be downloaded on the machines Ember is tested on, so tests,
  * benchmarks and the demo daemon run on models this command makes: the
  * exact tensor names, shapes, types and metadata keys of a real model of
- * the chosen architecture and size (llama.cpp loads them too), with weights
+ * the chosen architecture (any row of arch.c) and size (llama.cpp loads
+ * them too), with weights
  * drawn from a seeded generator and a synthetic SentencePiece-style
  * vocabulary (byte tokens plus letter n-grams), so text goes in and out.
  *
@@ -18,11 +19,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "arch.h"
 #include "commands.h"
 #include "dtype.h"
 #include "ember.h"
 #include "gguf.h"
 #include "kernels.h"
+#include "model.h"
 
 struct synth_shape {
 	const char *name;
@@ -40,6 +43,32 @@ static const struct synth_shape presets[] = {
 };
 
 #define N_PRESETS (sizeof(presets) / sizeof(presets[0]))
+
+#define SYNTH_BIT(role) (1ull << (role))
+
+/* What a real checkpoint of each family has beyond the roles arch.c
+ * requires (optional roles it does carry), and its rotary fraction. The
+ * tensor list itself comes from the architecture table, the shapes from
+ * model_tensor_shape(): the same data the loader checks against. */
+static const struct synth_arch {
+	const char *arch;  /* arch.c row name */
+	float rot_frac;    /* rope.dimension_count / head dim */
+	float rope_base;
+	uint64_t with;     /* ARCH_OPT roles to write */
+} synth_archs[] = {
+	{"llama", 1.0f, 10000.0f, SYNTH_BIT(ARCH_T_OUTPUT)},
+	{"gemma", 1.0f, 10000.0f, 0},
+	{"qwen2", 1.0f, 1000000.0f,
+	 SYNTH_BIT(ARCH_T_ATTN_Q_B) | SYNTH_BIT(ARCH_T_ATTN_K_B) | SYNTH_BIT(ARCH_T_ATTN_V_B)},
+	{"stablelm", 0.25f, 10000.0f, SYNTH_BIT(ARCH_T_OUTPUT)},
+	{"phi2", 0.4f, 10000.0f,
+	 SYNTH_BIT(ARCH_T_ATTN_Q) | SYNTH_BIT(ARCH_T_ATTN_Q_B) | SYNTH_BIT(ARCH_T_ATTN_K) |
+		 SYNTH_BIT(ARCH_T_ATTN_K_B) | SYNTH_BIT(ARCH_T_ATTN_V) | SYNTH_BIT(ARCH_T_ATTN_V_B)},
+	{"falcon", 1.0f, 10000.0f, 0},
+	{"falcon-rw", 0.0f, 0.0f, 0},
+};
+
+#define N_SYNTH_ARCHS (sizeof(synth_archs) / sizeof(synth_archs[0]))
 #define SYNTH_CHUNK_BYTES (4u << 20)
 #define SYNTH_MIN_VOCAB 300
 
@@ -177,7 +206,7 @@ static int synth_vocab_build(struct synth_vocab *v, uint32_t n)
 
 /* ---- tensors ------------------------------------------------------------- */
 
-enum synth_init { SYNTH_INIT_NORM, SYNTH_INIT_LINEAR, SYNTH_INIT_EMBED };
+enum synth_init { SYNTH_INIT_NORM, SYNTH_INIT_BIAS, SYNTH_INIT_LINEAR, SYNTH_INIT_EMBED };
 
 struct synth_tensor {
 	char name[64];
@@ -188,47 +217,79 @@ struct synth_tensor {
 
 struct synth_opts {
 	struct synth_shape shape;
+	const struct synth_arch *sa;
+	const struct arch_desc *arch;
 	uint32_t wtype; /* type of 2-D weights */
 	uint64_t seed;
 	const char *out;
 };
 
-static int synth_list_tensors(const struct synth_opts *o, struct synth_tensor *t, size_t cap, size_t *n)
+static void synth_hparams(const struct synth_opts *o, struct model_hparams *hp)
 {
 	const struct synth_shape *s = &o->shape;
-	uint64_t hd = s->hidden / s->heads, q = (uint64_t)s->heads * hd, kv = (uint64_t)s->kv_heads * hd;
+
+	memset(hp, 0, sizeof(*hp));
+	hp->n_vocab = s->vocab;
+	hp->n_embd = s->hidden;
+	hp->n_layer = s->layers;
+	hp->n_ff = s->ffn;
+	hp->n_head = s->heads;
+	hp->n_head_kv = s->kv_heads;
+	hp->head_dim_k = hp->head_dim_v = s->hidden / s->heads;
+}
+
+/* One tensor of `role` (layer `l`) when the family has it. */
+static int synth_add_role(const struct synth_opts *o, const struct model_hparams *hp,
+			  enum arch_tensor role, uint32_t l, struct synth_tensor *t, size_t *k,
+			  size_t cap)
+{
+	unsigned use = o->arch->tensors[role];
+	uint64_t ne[2];
+
+	if (use != ARCH_REQ && !(use == ARCH_OPT && (o->sa->with & SYNTH_BIT(role))))
+		return 0;
+	if (*k >= cap)
+		return EMBER_ERANGE;
+	model_tensor_shape(role, hp, ne);
+	model_tensor_name(role, l, t[*k].name, sizeof(t[*k].name));
+	t[*k].n_in = ne[0];
+	t[*k].n_out = ne[1];
+	if (ne[1] == 1) {
+		/* Norm gains, their biases and linear biases: F32 vectors. */
+		size_t len = strlen(t[*k].name);
+		int is_bias = len > 5 && strcmp(t[*k].name + len - 5, ".bias") == 0;
+
+		t[*k].type = DTYPE_F32;
+		t[*k].init = is_bias ? SYNTH_INIT_BIAS : SYNTH_INIT_NORM;
+	} else {
+		t[*k].type = o->wtype;
+		t[*k].init = role == ARCH_T_TOKEN_EMBD ? SYNTH_INIT_EMBED : SYNTH_INIT_LINEAR;
+	}
+	(*k)++;
+	return 0;
+}
+
+static int synth_list_tensors(const struct synth_opts *o, struct synth_tensor *t, size_t cap, size_t *n)
+{
+	struct model_hparams hp;
 	size_t k = 0;
 	uint32_t l;
+	int r, rc;
 
-#define SYNTH_T(nm_fmt, nm_arg, in, out, ty, ini)                                        \
-	do {                                                                             \
-		if (k >= cap)                                                            \
-			return EMBER_ERANGE;                                             \
-		snprintf(t[k].name, sizeof(t[k].name), nm_fmt, nm_arg);                 \
-		t[k].n_in = (in), t[k].n_out = (out), t[k].type = (ty), t[k].init = (ini); \
-		k++;                                                                     \
-	} while (0)
-	SYNTH_T("%s", "token_embd.weight", s->hidden, s->vocab, o->wtype, SYNTH_INIT_EMBED);
-	for (l = 0; l < s->layers; l++) {
-		SYNTH_T("blk.%u.attn_norm.weight", l, s->hidden, 1, DTYPE_F32, SYNTH_INIT_NORM);
-		SYNTH_T("blk.%u.attn_q.weight", l, s->hidden, q, o->wtype, SYNTH_INIT_LINEAR);
-		SYNTH_T("blk.%u.attn_k.weight", l, s->hidden, kv, o->wtype, SYNTH_INIT_LINEAR);
-		SYNTH_T("blk.%u.attn_v.weight", l, s->hidden, kv, o->wtype, SYNTH_INIT_LINEAR);
-		SYNTH_T("blk.%u.attn_output.weight", l, q, s->hidden, o->wtype, SYNTH_INIT_LINEAR);
-		SYNTH_T("blk.%u.ffn_norm.weight", l, s->hidden, 1, DTYPE_F32, SYNTH_INIT_NORM);
-		SYNTH_T("blk.%u.ffn_gate.weight", l, s->hidden, s->ffn, o->wtype, SYNTH_INIT_LINEAR);
-		SYNTH_T("blk.%u.ffn_up.weight", l, s->hidden, s->ffn, o->wtype, SYNTH_INIT_LINEAR);
-		SYNTH_T("blk.%u.ffn_down.weight", l, s->ffn, s->hidden, o->wtype, SYNTH_INIT_LINEAR);
-	}
-	SYNTH_T("%s", "output_norm.weight", s->hidden, 1, DTYPE_F32, SYNTH_INIT_NORM);
-	SYNTH_T("%s", "output.weight", s->hidden, s->vocab, o->wtype, SYNTH_INIT_LINEAR);
-#undef SYNTH_T
+	synth_hparams(o, &hp);
+	for (r = 0; r < ARCH_T_FIRST_LAYER; r++)
+		if ((rc = synth_add_role(o, &hp, (enum arch_tensor)r, 0, t, &k, cap)) < 0)
+			return rc;
+	for (l = 0; l < o->shape.layers; l++)
+		for (r = ARCH_T_FIRST_LAYER; r < ARCH_T_COUNT; r++)
+			if ((rc = synth_add_role(o, &hp, (enum arch_tensor)r, l, t, &k, cap)) < 0)
+				return rc;
 	*n = k;
 	return 0;
 }
 
 /* Values with the variance of a trained model's: unit-variance outputs for
- * linear layers (1/sqrt(n_in)), norms near 1. */
+ * linear layers (1/sqrt(n_in)), norm gains near 1, small biases. */
 static void synth_fill_row(const struct synth_tensor *t, uint64_t *rng, float *row)
 {
 	float a = t->init == SYNTH_INIT_LINEAR ? sqrtf(3.0f / (float)t->n_in) : 1.0f;
@@ -236,7 +297,9 @@ static void synth_fill_row(const struct synth_tensor *t, uint64_t *rng, float *r
 
 	for (i = 0; i < t->n_in; i++) {
 		float u = synth_uniform(rng);
-		row[i] = t->init == SYNTH_INIT_NORM ? 1.0f + 0.1f * u : a * u;
+		row[i] = t->init == SYNTH_INIT_NORM   ? 1.0f + 0.1f * u
+			 : t->init == SYNTH_INIT_BIAS ? 0.02f * u
+						      : a * u;
 	}
 }
 
@@ -290,26 +353,62 @@ static uint32_t synth_file_type(uint32_t wtype)
 	}
 }
 
+/* Sets "<gguf_arch>.<suffix>" as u32 / f32 / bool. */
+static int synth_key_u32(struct gguf_writer *w, const char *a, const char *suffix, uint32_t v)
+{
+	char key[96];
+
+	snprintf(key, sizeof(key), "%s.%s", a, suffix);
+	return gguf_writer_set_u32(w, key, v);
+}
+
+static int synth_key_f32(struct gguf_writer *w, const char *a, const char *suffix, float v)
+{
+	char key[96];
+
+	snprintf(key, sizeof(key), "%s.%s", a, suffix);
+	return gguf_writer_set_f32(w, key, v);
+}
+
+static int synth_key_bool(struct gguf_writer *w, const char *a, const char *suffix, int v)
+{
+	char key[96];
+
+	snprintf(key, sizeof(key), "%s.%s", a, suffix);
+	return gguf_writer_set_bool(w, key, v);
+}
+
 static int synth_set_keys(struct gguf_writer *w, const struct synth_opts *o, const struct synth_vocab *v)
 {
 	const struct synth_shape *s = &o->shape;
+	const char *a = o->arch->gguf_arch;
+	uint32_t hd = s->hidden / s->heads, n_rot = (uint32_t)(o->sa->rot_frac * (float)hd) & ~1u;
 	int rc = 0;
 
-	rc |= gguf_writer_set_str(w, "general.architecture", "llama");
+	rc |= gguf_writer_set_str(w, "general.architecture", a);
 	rc |= gguf_writer_set_str(w, "general.name", s->name ? s->name : "synthetic");
 	rc |= gguf_writer_set_u32(w, "general.file_type", synth_file_type(o->wtype));
 	if (o->wtype == DTYPE_Q8_0 || o->wtype == DTYPE_Q4_0)
 		rc |= gguf_writer_set_u32(w, "general.quantization_version", 2);
-	rc |= gguf_writer_set_u32(w, "llama.context_length", s->ctx);
-	rc |= gguf_writer_set_u32(w, "llama.embedding_length", s->hidden);
-	rc |= gguf_writer_set_u32(w, "llama.block_count", s->layers);
-	rc |= gguf_writer_set_u32(w, "llama.feed_forward_length", s->ffn);
-	rc |= gguf_writer_set_u32(w, "llama.attention.head_count", s->heads);
-	rc |= gguf_writer_set_u32(w, "llama.attention.head_count_kv", s->kv_heads);
-	rc |= gguf_writer_set_u32(w, "llama.rope.dimension_count", s->hidden / s->heads);
-	rc |= gguf_writer_set_f32(w, "llama.rope.freq_base", 10000.0f);
-	rc |= gguf_writer_set_f32(w, "llama.attention.layer_norm_rms_epsilon", 1e-5f);
-	rc |= gguf_writer_set_u32(w, "llama.vocab_size", s->vocab);
+	rc |= synth_key_u32(w, a, "context_length", s->ctx);
+	rc |= synth_key_u32(w, a, "embedding_length", s->hidden);
+	rc |= synth_key_u32(w, a, "block_count", s->layers);
+	rc |= synth_key_u32(w, a, "feed_forward_length", s->ffn);
+	rc |= synth_key_u32(w, a, "attention.head_count", s->heads);
+	rc |= synth_key_u32(w, a, "attention.head_count_kv", s->kv_heads);
+	if (o->arch->rope != ARCH_ROPE_NONE) {
+		rc |= synth_key_u32(w, a, "rope.dimension_count", n_rot ? n_rot : 2);
+		rc |= synth_key_f32(w, a, "rope.freq_base", o->sa->rope_base);
+	}
+	if (o->arch->norm == ARCH_NORM_RMS)
+		rc |= synth_key_f32(w, a, "attention.layer_norm_rms_epsilon", 1e-5f);
+	else
+		rc |= synth_key_f32(w, a, "attention.layer_norm_epsilon", 1e-5f);
+	if (o->arch->when_true) /* the variant's selector, e.g. falcon.use_alibi */
+		rc |= synth_key_bool(w, a, o->arch->when_true, 1);
+	if (o->arch->alibi != ARCH_ALIBI_NONE)
+		rc |= synth_key_f32(w, a, "attention.max_alibi_bias", 8.0f);
+	rc |= synth_key_u32(w, a, "vocab_size", s->vocab);
 	rc |= gguf_writer_set_str(w, "tokenizer.ggml.model", "llama");
 	rc |= gguf_writer_set_str(w, "tokenizer.ggml.pre", "default");
 	rc |= gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", (const char *const *)v->text, NULL, v->n);
@@ -331,7 +430,7 @@ static int synth_write_model(const struct synth_opts *o, char *err)
 	struct synth_tensor *t = NULL;
 	struct synth_vocab v = {0};
 	struct gguf_writer *w = NULL;
-	size_t n = 0, i, cap = 16 + (size_t)o->shape.layers * 9;
+	size_t n = 0, i, cap = ARCH_T_FIRST_LAYER + (size_t)o->shape.layers * ARCH_T_COUNT;
 	int rc;
 
 	t = calloc(cap, sizeof(*t));
@@ -374,11 +473,14 @@ static void synth_usage(FILE *f)
 {
 	size_t i;
 
-	fprintf(f, "usage: ember synth [--arch llama] [--preset NAME] [--type TYPE] [--seed N] -o FILE\n"
+	fprintf(f, "usage: ember synth [--arch NAME] [--preset NAME] [--type TYPE] [--seed N] -o FILE\n"
 		   "                   [--hidden N --layers N --heads N --kv-heads N --ffn N --vocab N --ctx N]\n"
 		   "  types: f32 f16 bf16 q8_0 q4_0 (2-D weights; norms stay f32)\n  presets:");
 	for (i = 0; i < N_PRESETS; i++)
 		fprintf(f, " %s", presets[i].name);
+	fprintf(f, "\n  architectures:");
+	for (i = 0; i < N_SYNTH_ARCHS; i++)
+		fprintf(f, " %s", synth_archs[i].arch);
 	fprintf(f, "\n");
 }
 
@@ -404,7 +506,8 @@ int cmd_synth(int argc, char **argv)
 		{"vocab", required_argument, 0, 'V'},  {"ctx", required_argument, 0, 'C'},
 		{"help", no_argument, 0, 'h'},         {0, 0, 0, 0},
 	};
-	struct synth_opts o = {.shape = presets[2], .wtype = DTYPE_F32, .seed = 1234};
+	struct synth_opts o = {.shape = presets[2], .sa = &synth_archs[0], .wtype = DTYPE_F32,
+			       .seed = 1234};
 	char err[EMBER_ERR_MAX];
 	uint32_t *field;
 	size_t i;
@@ -415,10 +518,14 @@ int cmd_synth(int argc, char **argv)
 		field = NULL;
 		switch (c) {
 		case 'a':
-			if (strcmp(optarg, "llama") != 0) {
-				fprintf(stderr, "ember synth: unsupported architecture '%s' (supported: llama)\n", optarg);
+			for (i = 0; i < N_SYNTH_ARCHS && strcmp(synth_archs[i].arch, optarg) != 0; i++)
+				;
+			if (i == N_SYNTH_ARCHS) {
+				fprintf(stderr, "ember synth: unsupported architecture '%s'\n", optarg);
+				synth_usage(stderr);
 				return 1;
 			}
+			o.sa = &synth_archs[i];
 			break;
 		case 'P':
 			for (i = 0; i < N_PRESETS && strcmp(presets[i].name, optarg) != 0; i++)
@@ -467,6 +574,11 @@ int cmd_synth(int argc, char **argv)
 	}
 	if (o.out == NULL || optind != argc) {
 		synth_usage(stderr);
+		return 1;
+	}
+	o.arch = arch_find(o.sa->arch, strlen(o.sa->arch));
+	if (o.arch == NULL) {
+		fprintf(stderr, "ember synth: architecture '%s' is not in the engine's table\n", o.sa->arch);
 		return 1;
 	}
 	if (o.shape.hidden % o.shape.heads || o.shape.heads % o.shape.kv_heads ||
