@@ -119,6 +119,7 @@ static void start_generation(struct server *srv, struct http_req *req,
 	struct api_limits lim = {.max_tokens = (int32_t)srv->cfg->max_tokens};
 	struct gen_request gr;
 	struct api_error e;
+	const char *id;
 	int rc;
 
 	if (api_openai_check_content_type(
@@ -134,9 +135,21 @@ static void start_generation(struct server *srv, struct http_req *req,
 		http_respond_error(req, &e);
 		return;
 	}
+	/* One model per daemon: naming another is a client mistake worth an
+	 * answer (GET /v1/models lists the one we serve), not a silent
+	 * substitution. Absent or empty means "the model". */
+	id = backend_model_id(srv->backend);
+	if (gr.model != NULL && gr.model[0] != '\0' && id != NULL &&
+	    strcmp(gr.model, id) != 0) {
+		api_error_set(&e, 400, API_ERR_INVALID_REQUEST, "model", "model_not_found",
+			      "The model '%.64s' is not served here; this server serves '%s' "
+			      "(GET /v1/models).", gr.model, id);
+		gen_request_free(&gr);
+		http_respond_error(req, &e);
+		return;
+	}
 	gr.session = session;
-	generation_start(&srv->loop, srv->backend, req, &gr, fmt,
-			 backend_model_id(srv->backend));
+	generation_start(&srv->loop, srv->backend, req, &gr, fmt, id);
 }
 
 static void handle_chat(struct server *srv, struct http_req *req,

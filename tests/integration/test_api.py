@@ -324,6 +324,21 @@ def test_too_long(d):
           "too long, streamed: still a 400 before any event")
 
 
+def test_model_names(d):
+    st, _, raw = d.request("GET", "/v1/models")
+    served = json.loads(raw)["data"][0]["id"]
+    body = {"messages": MSGS, "max_tokens": 2, "model": served}
+    st, _, o = d.post("/v1/chat/completions", body)
+    check(st == 200 and o["model"] == served, "the served model by name")
+    body["model"] = "gpt-4o"
+    st, _, o = d.post("/v1/chat/completions", body)
+    check(st == 400 and o["error"]["code"] == "model_not_found" and
+          o["error"]["param"] == "model" and served in o["error"]["message"],
+          "another model: 400 model_not_found naming the served one")
+    st, _, o = d.post("/v1/completions", {"prompt": "x", "model": "nope", "max_tokens": 1})
+    check(st == 400 and o["error"]["code"] == "model_not_found", "completions too")
+
+
 def test_sessions(d):
     st, _, s = d.post("/v1/sessions", {"system": "You are a cat."})
     check(st == 201 and s["id"].startswith("sess-") and s["n_tokens"] >= 0,
@@ -465,6 +480,7 @@ def main():
         test_generate(d)
         test_tokenize(d)
         test_too_long(d)
+        test_model_names(d)
         test_sessions(d)
         test_concurrent(d)
         check(d.stop() == 0, "exit 0")
