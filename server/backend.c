@@ -112,6 +112,8 @@ static void *loader_main(void *arg)
 		.n_ctx = (uint32_t)c->context,
 		.prefill_chunk = (uint32_t)c->prefill_chunk,
 		.kv_cache_mb = (uint32_t)c->kv_cache_mb,
+		.max_sessions = (uint32_t)c->max_sessions,
+		.session_idle_s = (uint32_t)c->session_idle,
 		/* The config's queue counts waiting requests; 0 means none may
 		 * wait, which the engine spells as 0 = default, so keep 1. */
 		.queue_max = c->queue > 0 ? (uint32_t)c->queue : 1,

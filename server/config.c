@@ -65,6 +65,10 @@ static const struct config_key keys[] = {
 	 "Prompt tokens processed per batch step, so decoding stays responsive."},
 	{"kv_cache_mb", CFG_INT, "0", 0, 1048576, OFF(kv_cache_mb), NULL, 0,
 	 "KV cache budget per worker in MiB; 0 = enough for context * slots."},
+	{"max_sessions", CFG_INT, "64", 1, 65536, OFF(max_sessions), NULL, 0,
+	 "Sessions (/v1/sessions) alive at once; more are refused with 429."},
+	{"session_idle", CFG_INT, "600", 1, 604800, OFF(session_idle), NULL, 0,
+	 "Seconds an unused session is kept before it is deleted."},
 	{"no_model", CFG_BOOL, "false", 0, 0, OFF(no_model), NULL, CFG_HIDDEN,
 	 "Test mode: serve without a model; generation answers 503."},
 };

@@ -40,6 +40,8 @@ struct config {
 	int64_t timeout;      /* idle connection timeout, seconds */
 	int64_t prefill_chunk; /* prompt tokens per batch step */
 	int64_t kv_cache_mb;  /* KV budget per worker, 0 = context * slots */
+	int64_t max_sessions; /* live sessions */
+	int64_t session_idle; /* seconds before an unused session is deleted */
 	bool no_model;        /* hidden test mode: serve without a model */
 };
 

@@ -492,6 +492,59 @@ START_TEST(a_session_keeps_its_cache_and_a_clone_diverges)
 }
 END_TEST
 
+START_TEST(session_count_and_idle_limits_hold)
+{
+	struct engine_config c = {.slots = 1, .n_ctx = 128, .kv_f32 = true, .max_sessions = 2,
+				  .session_idle_s = 1};
+	struct engine_session_opts o = {.add_special = true};
+	struct engine_session_info info;
+	char err[EMBER_ERR_MAX] = "";
+	struct engine *e = NULL;
+	uint64_t a, b, x;
+	struct timespec nap = {1, 300000000};
+
+	ck_assert_msg(engine_new(&e, &M, TOK, &c, err) == 0, "%s", err);
+	ck_assert_int_eq(engine_session_new(e, &o, &a, err), 0);
+	ck_assert_int_eq(engine_session_new(e, &o, &b, err), 0);
+	ck_assert_int_eq(engine_session_new(e, &o, &x, err), EMBER_EFULL);
+	ck_assert_ptr_nonnull(strstr(err, "sessions"));
+	/* Unused past session_idle_s: the next allocation retires both. */
+	nanosleep(&nap, NULL);
+	ck_assert_int_eq(engine_session_new(e, &o, &x, err), 0);
+	ck_assert_int_eq(engine_session_info(e, a, &info), EMBER_ENOTFOUND);
+	ck_assert_int_eq(engine_session_info(e, b, &info), EMBER_ENOTFOUND);
+	ck_assert_int_eq(engine_session_info(e, x, &info), 0);
+	engine_free(e);
+}
+END_TEST
+
+START_TEST(two_workers_give_the_tokens_one_gives)
+{
+	struct engine_config c = {.workers = 2, .slots = 2, .n_ctx = 256, .kv_f32 = true,
+				  .prefill_chunk = 16};
+	struct sink alone[4], both[4];
+	char err[EMBER_ERR_MAX] = "";
+	struct engine *e = NULL;
+	size_t i;
+
+	for (i = 0; i < 4; i++)
+		run_alone(PROMPTS[i], 8, &alone[i]);
+	ck_assert_msg(engine_new(&e, &M, TOK, &c, err) == 0, "%s", err);
+	for (i = 0; i < 4; i++) {
+		sink_init(&both[i]);
+		submit(e, &both[i], PROMPTS[i], 8, 0);
+	}
+	for (i = 0; i < 4; i++) {
+		sink_wait(&both[i]);
+		ck_assert_str_eq(both[i].text, alone[i].text);
+		ck_assert_int_eq(both[i].n_done, 1);
+		sink_destroy(&both[i]);
+		sink_destroy(&alone[i]);
+	}
+	engine_free(e);
+}
+END_TEST
+
 START_TEST(engine_free_with_requests_in_flight_reports_each_once)
 {
 	struct engine *e = engine(2, 256, 0, 16);
@@ -528,6 +581,8 @@ Suite *suite_engine(void)
 	tcase_add_test(tc, prefix_reuse_matches_a_cold_run_with_fewer_prefilled_tokens);
 	tcase_add_test(tc, a_tiny_budget_evicts_the_least_recently_used_cache);
 	tcase_add_test(tc, a_session_keeps_its_cache_and_a_clone_diverges);
+	tcase_add_test(tc, session_count_and_idle_limits_hold);
+	tcase_add_test(tc, two_workers_give_the_tokens_one_gives);
 	tcase_add_test(tc, engine_free_with_requests_in_flight_reports_each_once);
 	suite_add_tcase(s, tc);
 	return s;

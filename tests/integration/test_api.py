@@ -361,6 +361,23 @@ def test_sessions(d):
     check(st == 404, "deleted session is 404")
 
 
+def test_session_limit(model):
+    d = Daemon(model, "--max_sessions=1")
+    try:
+        st, _, s = d.post("/v1/sessions", {})
+        check(st == 201, "first session")
+        st, hdr, o = d.post("/v1/sessions", {})
+        check(st == 429 and o["error"]["type"] == "rate_limit_error",
+              "max_sessions reached: 429")
+        d.request("DELETE", "/v1/sessions/" + s["id"])
+        st, _, _ = d.post("/v1/sessions", {})
+        check(st == 201, "a deleted session frees its place")
+        check(d.stop() == 0, "exit 0")
+    finally:
+        if d.proc.poll() is None:
+            d.proc.kill()
+
+
 def wait_metric(d, name, value, limit=10):
     deadline = time.monotonic() + limit
     while time.monotonic() < deadline:
@@ -494,6 +511,7 @@ def main():
     finally:
         if d.proc.poll() is None:
             d.proc.kill()
+    test_session_limit(tiny)
     test_queue_full(demo)
     test_sigterm(demo)
     print("all API checks passed")
