@@ -1,6 +1,8 @@
 /* auth.c - Bearer API keys. See auth.h. */
 #include "auth.h"
 
+#include "config.h"
+
 #include <stddef.h>
 #include <string.h>
 #include <strings.h>
@@ -20,8 +22,8 @@ static unsigned ct_differs(const char *a, size_t alen, const char *b,
 
 bool auth_check(const char *keys, const char *authorization)
 {
-	const char *tok, *p;
-	size_t toklen;
+	const char *tok, *p, *key;
+	size_t toklen, keylen;
 	unsigned ok = 0;
 
 	if (keys == NULL || *keys == '\0')
@@ -38,19 +40,8 @@ bool auth_check(const char *keys, const char *authorization)
 		return false;
 	/* Every key is compared (no early exit), so timing is the same
 	 * whichever key matched. */
-	for (p = keys; *p != '\0';) {
-		const char *end = strchr(p, ','), *s = p, *e;
-
-		if (end == NULL)
-			end = p + strlen(p);
-		e = end;
-		while (s < e && *s == ' ')
-			s++;
-		while (e > s && e[-1] == ' ')
-			e--;
-		if (e > s)
-			ok |= !ct_differs(tok, toklen, s, (size_t)(e - s));
-		p = *end ? end + 1 : end;
-	}
+	for (p = keys; config_list_next(&p, &key, &keylen);)
+		if (keylen > 0)
+			ok |= !ct_differs(tok, toklen, key, keylen);
 	return ok != 0;
 }

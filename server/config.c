@@ -475,3 +475,23 @@ const char *config_log_level_name(int level)
 		return "info";
 	return names[level];
 }
+
+bool config_list_next(const char **cursor, const char **item, size_t *len)
+{
+	const char *p = *cursor, *end, *e;
+
+	if (*p == '\0')
+		return false;
+	end = strchr(p, ',');
+	if (end == NULL)
+		end = p + strlen(p);
+	e = end;
+	while (p < e && *p == ' ')
+		p++;
+	while (e > p && e[-1] == ' ')
+		e--;
+	*item = p;
+	*len = (size_t)(e - p);
+	*cursor = *end ? end + 1 : end;
+	return true;
+}

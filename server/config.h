@@ -86,6 +86,12 @@ int config_validate(const struct config *c, char *err);
  * default): the shipped conf/emberd.conf is exactly this output. */
 void config_write_example(FILE *f);
 
+/* Walks a comma-separated value (api_key, cors_origins): sets *item and
+ * *len to the next entry with the spaces around it trimmed (possibly
+ * empty) and returns true, or returns false at the end. Start with
+ * *cursor = the value. */
+bool config_list_next(const char **cursor, const char **item, size_t *len);
+
 /* Writes the --help text: usage and one line per key. */
 void config_write_help(FILE *f);
 
