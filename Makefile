@@ -58,7 +58,7 @@ SERVER_OBJ := $(call obj,$(SERVER_SRC))
 TOOLS_OBJ  := $(call obj,$(TOOLS_SRC))
 TOOLS_LIB_OBJ := $(call obj,$(TOOLS_LIB_SRC))
 SERVER_LIB_OBJ := $(call obj,$(SERVER_LIB_SRC))
-TEST_OBJ   := $(call obj,$(TEST_SRC) tests/check_main.c)
+TEST_OBJ   := $(call obj,$(TEST_SRC) tests/check_main.c tests/testutil.c)
 
 LIBEMBER := $(BUILD)/libember.a
 EMBERD   := $(BUILD)/emberd

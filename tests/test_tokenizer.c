@@ -8,31 +8,10 @@
 #include "ember.h"
 #include "gguf.h"
 #include "tokenizer.h"
+#include "testutil.h"
 
 #define VEC_DIR "../shared/tokenizer-vectors/"
 #define VEC_SEP "\n__ggml_vocab_test__\n"
-
-static char *slurp(const char *path, size_t *len)
-{
-	FILE *f = fopen(path, "rb");
-	char *buf = NULL;
-	long n;
-
-	if (f == NULL)
-		return NULL;
-	if (fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0) {
-		buf = malloc((size_t)n + 1);
-		if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-			free(buf);
-			buf = NULL;
-		} else if (buf) {
-			buf[n] = '\0';
-			*len = (size_t)n;
-		}
-	}
-	fclose(f);
-	return buf;
-}
 
 /* Runs every case of one vector file through tokenizer_encode (no BOS, no
  * special parsing, as the reference vectors were made) and decode. */
@@ -50,9 +29,9 @@ static void check_vectors(const char *name)
 	ck_assert_msg(gguf_open(&g, path, err) == 0, "%s: %s", path, err);
 	ck_assert_msg(tokenizer_new(&t, &g, err) == 0, "%s: %s", name, err);
 	snprintf(path, sizeof(path), VEC_DIR "%s.inp", name);
-	in = slurp(path, &in_len);
+	in = test_read_file(path, &in_len);
 	snprintf(path, sizeof(path), VEC_DIR "%s.out", name);
-	out = slurp(path, &out_len);
+	out = test_read_file(path, &out_len);
 	ck_assert(in && out);
 	text = in;
 	line = out;

@@ -12,6 +12,7 @@
 #include "ember.h"
 #include "gguf.h"
 #include "tokenizer_bpe.h"
+#include "testutil.h"
 
 #define VEC_DIR "../shared/tokenizer-vectors/"
 #define SEP "\n__ggml_vocab_test__\n"
@@ -29,28 +30,6 @@ struct cases {
 	size_t n;
 };
 
-static char *read_all(const char *path, size_t *len)
-{
-	FILE *f = fopen(path, "rb");
-	char *buf = NULL;
-	long n;
-
-	if (f == NULL)
-		return NULL;
-	if (fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0) {
-		buf = malloc((size_t)n + 1);
-		if (buf != NULL && fread(buf, 1, (size_t)n, f) == (size_t)n) {
-			buf[n] = '\0';
-			*len = (size_t)n;
-		} else {
-			free(buf);
-			buf = NULL;
-		}
-	}
-	fclose(f);
-	return buf;
-}
-
 /* .inp holds the texts, each followed by SEP; .out one line of ids per text
  * (" 1 2 3", empty for an empty text). */
 static void cases_load(struct cases *c, const char *vocab, int with_out)
@@ -60,7 +39,7 @@ static void cases_load(struct cases *c, const char *vocab, int with_out)
 
 	memset(c, 0, sizeof(*c));
 	snprintf(path, sizeof(path), VEC_DIR "%s.inp", vocab);
-	c->inp = read_all(path, &len);
+	c->inp = test_read_file(path, &len);
 	ck_assert_msg(c->inp != NULL, "cannot read %s", path);
 	while (pos < len) {
 		char *end = strstr(c->inp + pos, SEP);
@@ -75,7 +54,7 @@ static void cases_load(struct cases *c, const char *vocab, int with_out)
 	if (!with_out)
 		return;
 	snprintf(path, sizeof(path), VEC_DIR "%s.out", vocab);
-	out = read_all(path, &len);
+	out = test_read_file(path, &len);
 	ck_assert_msg(out != NULL, "cannot read %s", path);
 	line = out;
 	for (i = 0; i < c->n; i++) {

@@ -9,26 +9,17 @@
 #include "gguf.h"
 #include "tokenizer.h"
 #include "tokenizer_impl.h"
+#include "testutil.h"
 
 #define VEC "../shared/tokenizer-vectors/"
 #define SEP "\n__ggml_vocab_test__\n"
 
-static char *read_all(const char *path, size_t *len)
+/* The file at `path`; fails the test when it cannot be read. */
+static char *spm_read(const char *path, size_t *len)
 {
-	FILE *f = fopen(path, "rb");
-	char *buf = NULL;
-	long n;
+	char *buf = test_read_file(path, len);
 
-	ck_assert_msg(f != NULL, "cannot open %s", path);
-	fseek(f, 0, SEEK_END);
-	n = ftell(f);
-	fseek(f, 0, SEEK_SET);
-	buf = malloc((size_t)n + 1);
-	ck_assert_ptr_nonnull(buf);
-	ck_assert_uint_eq(fread(buf, 1, (size_t)n, f), (size_t)n);
-	buf[n] = '\0';
-	fclose(f);
-	*len = (size_t)n;
+	ck_assert_msg(buf != NULL, "cannot read %s", path);
 	return buf;
 }
 
@@ -60,7 +51,7 @@ static int open_patched(struct tok_fixture *fx, const char *path, const char *ke
 	int rc;
 
 	memset(fx, 0, sizeof(*fx));
-	fx->mem = read_all(path, &len);
+	fx->mem = spm_read(path, &len);
 	at = memmem(fx->mem, len, key, strlen(key));
 	ck_assert_ptr_nonnull(at);
 	memcpy(at + strlen(key) + 4 + val_skip, val, val_len);
@@ -130,7 +121,7 @@ static char *gguf_with_spm_model(const struct gguf *src, const char *model, size
 	const struct gguf_kv *ty = gguf_find_kv(src, "tokenizer.ggml.token_type");
 	struct wbuf b = {0};
 	size_t mlen, i;
-	char *mbytes = read_all(model, &mlen);
+	char *mbytes = spm_read(model, &mlen);
 	struct gguf_str s;
 	double v;
 
@@ -215,9 +206,9 @@ static int check_vectors(const char *name, int *n_cases, int *n_round)
 	int fails = 0;
 
 	snprintf(path, sizeof(path), VEC "%s.inp", name);
-	inp = read_all(path, &inp_len);
+	inp = spm_read(path, &inp_len);
 	snprintf(path, sizeof(path), VEC "%s.out", name);
-	out = read_all(path, &out_len);
+	out = spm_read(path, &out_len);
 	snprintf(path, sizeof(path), VEC "%s", name);
 	open_tok(&fx, path);
 	*n_cases = *n_round = 0;
