@@ -112,24 +112,12 @@ AVX2_INLINE void avx2__tile_f(uint32_t wt, const struct kern_gemm_args *a, size_
 
 /* ---- quantized weights --------------------------------------------------------- */
 
-/* Rows per prefill tile of quantized weights: their unpacked groups stay
- * in L1 while every token of the token block passes over them. */
-#define AVX2_QROWS 4
-
-/* The 8 int32 vectors of one group's blocks (8 partial sums each) to one
- * vector of the 8 block sums, in block order. */
-AVX2_INLINE __m256i avx2__sum8(const __m256i s[KERN_GROUP])
-{
-	__m256i a = _mm256_hadd_epi32(s[0], s[1]);
-	__m256i b = _mm256_hadd_epi32(s[2], s[3]);
-	__m256i c = _mm256_hadd_epi32(s[4], s[5]);
-	__m256i d = _mm256_hadd_epi32(s[6], s[7]);
-
-	a = _mm256_hadd_epi32(a, b); /* lanes: blocks 0-3 low halves | 0-3 high halves */
-	c = _mm256_hadd_epi32(c, d); /* blocks 4-7 likewise */
-	return _mm256_add_epi32(_mm256_permute2x128_si256(a, c, 0x20),
-				_mm256_permute2x128_si256(a, c, 0x31));
-}
+/* Prefill tile of quantized weights: RM rows x RN tokens of float
+ * accumulators (plus the rows' unpacked blocks) fill the 16 registers. */
+#define AVX2_QRM 3
+#define AVX2_QRN 4
+/* Decode: rows streamed side by side, sharing each activation block load. */
+#define AVX2_QRD 4
 
 /* Scales of blocks b..b+n-1 (n <= 8) of a row as floats, zero past n.
  * Block j's fp16 scale sits at byte bs*j = (bs-2)*j + 2j: word j of the
@@ -170,133 +158,143 @@ AVX2_INLINE __m256i avx2__unpack(uint32_t wt, const char *row, size_t b, __m256i
 	return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), _mm256_set1_epi8(0x0f));
 }
 
-/* int32 dot of one weight block and one activation block, 8 partial sums:
- * Q4_0 computes sum(nibble * x) (pairs <= 2*15*127, no saturation) and
- * the -8 offset is taken off later from xs8; Q8_0 moves w's signs onto x
- * (pairs <= 2*128*127). */
-AVX2_INLINE __m256i avx2__dot_block(uint32_t wt, __m256i uw, __m256i sw, const int8_t *xq)
-{
-	__m256i xv = _mm256_loadu_si256((const __m256i *)xq);
-
-	if (wt == DTYPE_Q8_0)
-		xv = _mm256_sign_epi8(xv, sw);
-	return _mm256_madd_epi16(_mm256_maddubs_epi16(uw, xv), _mm256_set1_epi16(1));
-}
-
-/* Block sums of n <= 8 blocks of an unpacked weight group and x, zero
- * past n. */
-AVX2_INLINE __m256i avx2__group_dot(uint32_t wt, const __m256i *uw, const __m256i *sw,
-				    const struct kern_block_q8a *x, size_t n)
-{
-	__m256i s[KERN_GROUP];
-
-	AVX2_UNROLL8
-	for (size_t j = 0; j < KERN_GROUP; j++)
-		s[j] = j < n ? avx2__dot_block(wt, uw[j], sw[j], x[j].qs) : _mm256_setzero_si256();
-	return avx2__sum8(s);
-}
-
-/* acc += (block sums - Q4_0 offset) * dw * dx over one group: the same
- * instruction sequence in every path, so results do not depend on
- * tiling or batch. */
-AVX2_INLINE __m256 avx2__group_acc(uint32_t wt, __m256i sums, __m256 dw,
-				   const struct kern_gemm_args *a, size_t t, size_t b, __m256 acc)
-{
-	const float *xd = a->xd + t * a->xd_stride + b;
-
-	if (wt == DTYPE_Q4_0)
-		sums = _mm256_sub_epi32(sums, _mm256_loadu_si256(
-						      (const __m256i *)(a->xs8 + t * a->xd_stride + b)));
-	return _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(sums), dw), _mm256_loadu_ps(xd),
-			       acc);
-}
-
-/* One group of one row against the single token, unpacked in registers. */
-AVX2_INLINE __m256 avx2__gemv_group(uint32_t wt, const struct kern_gemm_args *a, const char *row,
-				    size_t bs, size_t b, size_t n, __m256 acc)
-{
-	const struct kern_block_q8a *x = (const struct kern_block_q8a *)a->x + b;
-	__m256i uw[KERN_GROUP], sw[KERN_GROUP];
-
-	_mm_prefetch(row + (b + 2 * KERN_GROUP) * bs, _MM_HINT_T0);
-	AVX2_UNROLL8
-	for (size_t j = 0; j < KERN_GROUP; j++)
-		uw[j] = j < n ? avx2__unpack(wt, row, b + j, &sw[j])
-			      : (sw[j] = _mm256_setzero_si256());
-	return avx2__group_acc(wt, avx2__group_dot(wt, uw, sw, x, n), avx2__scales8(row, bs, b, n),
-			       a, 0, b, acc);
-}
-
-/* One token (decode): each row streams once, unpacked in registers. */
-AVX2_INLINE void avx2__gemv_q(uint32_t wt, const struct kern_gemm_args *a, size_t o0, size_t o1)
+/* One group of n <= 8 blocks from block b of a tile (avx2__tile_q). */
+AVX2_INLINE void avx2__group_q(uint32_t wt, const struct kern_gemm_args *a, const char *const *w,
+			       const struct kern_block_q8a *const *x,
+			       __m256 acc[AVX2_QRD][AVX2_QRN], size_t t, size_t b, size_t n, int R,
+			       int T)
 {
 	const size_t bs = wt == DTYPE_Q8_0 ? sizeof(struct kern_block_q8_0)
 					   : sizeof(struct kern_block_q4_0);
-	const size_t nb = a->n_in / KERN_QK;
+	const __m256i ones = _mm256_set1_epi16(1), eight = _mm256_set1_epi8(8);
+	float p[AVX2_QRD][AVX2_QRN][KERN_GROUP] __attribute__((aligned(32)));
+	__m256 dw[AVX2_QRD];
 
-	for (size_t o = o0; o < o1; o++) {
-		const char *row = (const char *)a->w + o * a->w_stride;
-		__m256 acc = _mm256_setzero_ps();
-		size_t b = 0;
-		for (; b + KERN_GROUP <= nb; b += KERN_GROUP)
-			acc = avx2__gemv_group(wt, a, row, bs, b, KERN_GROUP, acc);
-		if (b < nb)
-			acc = avx2__gemv_group(wt, a, row, bs, b, nb - b, acc);
-		a->y[o] = avx2__hsum(acc);
+	AVX2_UNROLL
+	for (int r = 0; r < R; r++) {
+		if (T == 1) /* decode streams: fetch the group after next */
+			for (size_t off = 0; off < KERN_GROUP * bs; off += 64)
+				_mm_prefetch(w[r] + (b + 2 * KERN_GROUP) * bs + off, _MM_HINT_T0);
+		dw[r] = avx2__scales8(w[r], bs, b, n);
 	}
-}
-
-/* Rows [o, o+R) x tokens [t0, t1), t1 - t0 <= AVX2_TOKEN_BLOCK: each group
- * of R rows is unpacked once into L1, then every token passes over it. */
-AVX2_INLINE void avx2__tile_q(uint32_t wt, const struct kern_gemm_args *a, size_t o, size_t R,
-			      size_t t0, size_t t1)
-{
-	const size_t bs = wt == DTYPE_Q8_0 ? sizeof(struct kern_block_q8_0)
-					   : sizeof(struct kern_block_q4_0);
-	const size_t nb = a->n_in / KERN_QK;
-	__m256 acc[AVX2_QROWS][AVX2_TOKEN_BLOCK];
-	__m256i uw[AVX2_QROWS][KERN_GROUP], sw[AVX2_QROWS][KERN_GROUP];
-	__m256 dw[AVX2_QROWS];
-
-	for (size_t r = 0; r < R; r++)
-		for (size_t k = 0; k < t1 - t0; k++)
-			acc[r][k] = _mm256_setzero_ps();
-	for (size_t b = 0; b < nb; b += KERN_GROUP) {
-		size_t n = nb - b < KERN_GROUP ? nb - b : KERN_GROUP;
-		for (size_t r = 0; r < R; r++) {
-			const char *row = (const char *)a->w + (o + r) * a->w_stride;
-			for (size_t j = 0; j < n; j++)
-				uw[r][j] = avx2__unpack(wt, row, b + j, &sw[r][j]);
-			dw[r] = avx2__scales8(row, bs, b, n);
-		}
-		for (size_t t = t0; t < t1; t++) {
-			const struct kern_block_q8a *x =
-				(const struct kern_block_q8a *)((const char *)a->x + t * a->x_stride) + b;
-			for (size_t r = 0; r < R; r++) {
-				/* constant n in the common case: no per-block tests */
-				__m256i sums = n == KERN_GROUP
-						       ? avx2__group_dot(wt, uw[r], sw[r], x, KERN_GROUP)
-						       : avx2__group_dot(wt, uw[r], sw[r], x, n);
-				acc[r][t - t0] = avx2__group_acc(wt, sums, dw[r], a, t, b,
-								 acc[r][t - t0]);
+	AVX2_UNROLL
+	for (int k = 0; k < T; k++) {
+		size_t i = (t + (size_t)k) * a->xd_stride + b;
+		__m256 dx = _mm256_loadu_ps(a->xd + i);
+		AVX2_UNROLL
+		for (int r = 0; r < R; r++)
+			_mm256_store_ps(p[r][k], _mm256_mul_ps(dw[r], dx));
+	}
+	for (size_t j = 0; j < n; j++) {
+		__m256i uw[AVX2_QRD], sw[AVX2_QRD];
+		AVX2_UNROLL
+		for (int r = 0; r < R; r++)
+			uw[r] = avx2__unpack(wt, w[r], b + j, &sw[r]);
+		AVX2_UNROLL
+		for (int k = 0; k < T; k++) {
+			__m256i xv = _mm256_loadu_si256((const __m256i *)x[k][b + j].qs);
+			/* Q4_0's offset: 8 * x pair sums, <= 2032 */
+			__m256i xo = wt == DTYPE_Q4_0 ? _mm256_maddubs_epi16(eight, xv)
+						      : _mm256_setzero_si256();
+			AVX2_UNROLL
+			for (int r = 0; r < R; r++) {
+				__m256i pr;
+				if (wt == DTYPE_Q8_0)
+					pr = _mm256_maddubs_epi16(uw[r],
+								  _mm256_sign_epi8(xv, sw[r]));
+				else
+					pr = _mm256_sub_epi16(_mm256_maddubs_epi16(uw[r], xv),
+							      xo);
+				__m256i s = _mm256_madd_epi16(pr, ones);
+				acc[r][k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s),
+							    _mm256_broadcast_ss(&p[r][k][j]),
+							    acc[r][k]);
 			}
 		}
 	}
-	for (size_t r = 0; r < R; r++)
-		for (size_t t = t0; t < t1; t++)
-			a->y[t * a->y_stride + o + r] = avx2__hsum(acc[r][t - t0]);
+}
+
+/*
+ * Rows [o, o+R) x tokens [t, t+T), R and T compile-time constants (the
+ * accumulators live in registers). Per group of 8 blocks, the R x T scale
+ * products dw * dx are formed once as vectors and kept in L1. Then per
+ * block and (row, token):
+ *   acc += float(madd(maddubs(w, x) [- maddubs(8, x)], 1)) * broadcast(dw * dx)
+ * with no horizontal reduction until the row ends; the bracket is Q4_0's
+ * -8 offset, taken off exactly in int16 (pairs stay within +-3810). Each (row, token)
+ * result sees exactly this sequence in every tile shape, so results do
+ * not depend on tiling, threads or batch size. Q4_0 pairs are at most
+ * 2*15*127 and Q8_0's (sign trick) 2*128*127: maddubs cannot saturate.
+ */
+AVX2_INLINE void avx2__tile_q(uint32_t wt, const struct kern_gemm_args *a, size_t o, size_t t,
+			      int R, int T)
+{
+	const size_t nb = a->n_in / KERN_QK;
+	const char *w[AVX2_QRD];
+	const struct kern_block_q8a *x[AVX2_QRN];
+	__m256 acc[AVX2_QRD][AVX2_QRN];
+
+	AVX2_UNROLL
+	for (int r = 0; r < R; r++)
+		w[r] = (const char *)a->w + (o + (size_t)r) * a->w_stride;
+	AVX2_UNROLL
+	for (int k = 0; k < T; k++)
+		x[k] = (const struct kern_block_q8a *)((const char *)a->x +
+						       (t + (size_t)k) * a->x_stride);
+	AVX2_UNROLL
+	for (int r = 0; r < R; r++)
+		AVX2_UNROLL
+		for (int k = 0; k < T; k++)
+			acc[r][k] = _mm256_setzero_ps();
+	for (size_t b = 0; b < nb; b += KERN_GROUP) {
+		/* constant n in the common case: no per-block tests */
+		if (nb - b >= KERN_GROUP)
+			avx2__group_q(wt, a, w, x, acc, t, b, KERN_GROUP, R, T);
+		else
+			avx2__group_q(wt, a, w, x, acc, t, b, nb - b, R, T);
+	}
+	AVX2_UNROLL
+	for (int r = 0; r < R; r++)
+		AVX2_UNROLL
+		for (int k = 0; k < T; k++)
+			a->y[(t + (size_t)k) * a->y_stride + o + (size_t)r] = avx2__hsum(acc[r][k]);
+}
+
+/* Rows [o, o+R) x tokens [t, t+T), with R <= AVX2_QRD and T <= AVX2_QRN
+ * known at run time: one constant-shape tile each. */
+AVX2_INLINE void avx2__tile_q_any(uint32_t wt, const struct kern_gemm_args *a, size_t o,
+				  size_t t, size_t R, size_t T)
+{
+#define AVX2_QCASE(r, k)                                  \
+	case (r) * 8 + (k):                               \
+		avx2__tile_q(wt, a, o, t, (r), (k));      \
+		break;
+	switch (R * 8 + T) {
+		AVX2_QCASE(1, 1) AVX2_QCASE(1, 2) AVX2_QCASE(1, 3) AVX2_QCASE(1, 4)
+		AVX2_QCASE(2, 1) AVX2_QCASE(2, 2) AVX2_QCASE(2, 3) AVX2_QCASE(2, 4)
+		AVX2_QCASE(3, 1) AVX2_QCASE(3, 2) AVX2_QCASE(3, 3) AVX2_QCASE(3, 4)
+		AVX2_QCASE(4, 1)
+	default:
+		assert(!"avx2 quantized tile shape");
+	}
+#undef AVX2_QCASE
 }
 
 AVX2_INLINE void avx2__gemm_q(uint32_t wt, const struct kern_gemm_args *a, size_t o0, size_t o1)
 {
 	if (a->n_tok == 1) {
-		avx2__gemv_q(wt, a, o0, o1);
+		for (size_t o = o0; o < o1; o += AVX2_QRD)
+			avx2__tile_q_any(wt, a, o, 0, o1 - o < AVX2_QRD ? o1 - o : AVX2_QRD, 1);
 		return;
 	}
 	for (size_t tb = 0; tb < a->n_tok; tb += AVX2_TOKEN_BLOCK) {
 		size_t te = a->n_tok - tb > AVX2_TOKEN_BLOCK ? tb + AVX2_TOKEN_BLOCK : a->n_tok;
-		for (size_t o = o0; o < o1; o += AVX2_QROWS)
-			avx2__tile_q(wt, a, o, o1 - o < AVX2_QROWS ? o1 - o : AVX2_QROWS, tb, te);
+		for (size_t o = o0; o < o1; o += AVX2_QRM) {
+			size_t R = o1 - o < AVX2_QRM ? o1 - o : AVX2_QRM;
+			for (size_t t = tb; t < te; t += AVX2_QRN)
+				avx2__tile_q_any(wt, a, o, t, R,
+						 te - t < AVX2_QRN ? te - t : AVX2_QRN);
+		}
 	}
 }
 
