@@ -112,12 +112,200 @@ AVX2_INLINE void avx2__tile_f(uint32_t wt, const struct kern_gemm_args *a, size_
 
 /* ---- quantized weights --------------------------------------------------------- */
 
-/* Prefill tile of quantized weights: RM rows x RN tokens of float
- * accumulators (plus the rows' unpacked blocks) fill the 16 registers. */
-#define AVX2_QRM 3
-#define AVX2_QRN 4
-/* Decode: rows streamed side by side, sharing each activation block load. */
-#define AVX2_QRD 4
+/* Rows per lane vector: lane r of every vector below is row o + r. */
+#define AVX2_QR 8
+/* Blocks packed at once: their interleaved weights (9 KiB) stay in L1. */
+#define AVX2_QKB 32
+/* Tokens per pass over the packed blocks (accumulators + int sums). */
+#define AVX2_QT 4
+#ifndef AVX2_PF
+#define AVX2_PF 1
+#endif
+
+/* Block b of a row as the unsigned operand of maddubs (Q4_0: nibbles
+ * 0..15, low nibbles first; Q8_0: |w|) and, for Q8_0, the signed weights
+ * whose signs go onto the activations. */
+AVX2_INLINE __m256i avx2__unpack(uint32_t wt, const char *row, size_t b, __m256i *sw)
+{
+	if (wt == DTYPE_Q8_0) {
+		const struct kern_block_q8_0 *blk = (const struct kern_block_q8_0 *)row + b;
+		*sw = _mm256_loadu_si256((const __m256i *)blk->qs);
+		return _mm256_abs_epi8(*sw);
+	}
+	const struct kern_block_q4_0 *blk = (const struct kern_block_q4_0 *)row + b;
+	__m128i q = _mm_loadu_si128((const __m128i *)blk->qs);
+
+	*sw = _mm256_setzero_si256();
+	return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), _mm256_set1_epi8(0x0f));
+}
+
+/* 8x8 transpose of 32-bit elements: v[c] lane r <- v[r] lane c. */
+AVX2_INLINE void avx2__transpose8(__m256i v[8])
+{
+	__m256i t[8], u[8];
+
+	AVX2_UNROLL8
+	for (int i = 0; i < 8; i += 2) {
+		t[i] = _mm256_unpacklo_epi32(v[i], v[i + 1]);
+		t[i + 1] = _mm256_unpackhi_epi32(v[i], v[i + 1]);
+	}
+	AVX2_UNROLL8
+	for (int i = 0; i < 8; i += 4) {
+		u[i] = _mm256_unpacklo_epi64(t[i], t[i + 2]);
+		u[i + 1] = _mm256_unpackhi_epi64(t[i], t[i + 2]);
+		u[i + 2] = _mm256_unpacklo_epi64(t[i + 1], t[i + 3]);
+		u[i + 3] = _mm256_unpackhi_epi64(t[i + 1], t[i + 3]);
+	}
+	AVX2_UNROLL8
+	for (int i = 0; i < 4; i++) {
+		v[i] = _mm256_permute2x128_si256(u[i], u[i + 4], 0x20);
+		v[i + 4] = _mm256_permute2x128_si256(u[i], u[i + 4], 0x31);
+	}
+}
+
+/* Blocks [kb, kb+n) of rows [o, o+R), R <= 8, interleaved: pk[j][c] holds
+ * elements 4c..4c+3 of block kb+j of every row (row r in bytes 4r..4r+3;
+ * Q4_0 as nibbles 0..15, Q8_0 as |w| with the signed weights in ps), and
+ * pd[j] the rows' scales. Rows past R are zero. */
+AVX2_INLINE void avx2__pack_q(uint32_t wt, const struct kern_gemm_args *a, size_t o, size_t R,
+			      size_t kb, size_t n, __m256i pk[][8], __m256i ps[][8], __m256 pd[])
+{
+	const size_t bs = wt == DTYPE_Q8_0 ? sizeof(struct kern_block_q8_0)
+					   : sizeof(struct kern_block_q4_0);
+
+	for (size_t j = 0; j < n; j++) {
+		__m256i u[AVX2_QR], sg[AVX2_QR];
+		float d[AVX2_QR];
+		AVX2_UNROLL8
+		for (size_t r = 0; r < AVX2_QR; r++) {
+			const char *row = (const char *)a->w + (o + r) * a->w_stride;
+			uint16_t h;
+			if (r < R) {
+				u[r] = avx2__unpack(wt, row, kb + j, &sg[r]);
+				memcpy(&h, row + (kb + j) * bs, sizeof(h));
+				d[r] = _cvtsh_ss(h);
+			} else {
+				u[r] = sg[r] = _mm256_setzero_si256();
+				d[r] = 0.0f;
+			}
+		}
+		avx2__transpose8(u);
+		AVX2_UNROLL8
+		for (int c = 0; c < 8; c++)
+			pk[j][c] = u[c];
+		if (wt == DTYPE_Q8_0) {
+			avx2__transpose8(sg);
+			AVX2_UNROLL8
+			for (int c = 0; c < 8; c++)
+				ps[j][c] = sg[c];
+		}
+		pd[j] = _mm256_loadu_ps(d);
+	}
+}
+
+/*
+ * Packed blocks [kb, kb+n) against tokens [t, t+T), T a compile-time
+ * constant: acc[k] lane r accumulates (row o+r, token t+k). Per block,
+ * the exact int32 dot S of each row (lanes) is formed, then
+ *   acc = fma(float(S), dw * dx, acc)
+ * block after block: the float sequence of every (row, token) result is
+ * fixed by the data alone, whatever the tiling, threads or batch.
+ * Q4_0: 8 maddubs(nibbles, x) summed in int16 (each lane <= 8*2*15*127 =
+ * 30480), then madd to int32 and 8 * sum(x) taken off. Q8_0: sign trick
+ * (pairs <= 2*128*127), madd to int32 after each maddubs.
+ */
+AVX2_INLINE void avx2__run_q(uint32_t wt, const struct kern_gemm_args *a, size_t t, int T,
+			     size_t kb, size_t n, const __m256i pk[][8], const __m256i ps[][8],
+			     const __m256 pd[], __m256 *accp)
+{
+	const __m256i ones = _mm256_set1_epi16(1);
+	const struct kern_block_q8a *x[AVX2_QT];
+	__m256 acc[AVX2_QT];
+
+	AVX2_UNROLL
+	for (int k = 0; k < T; k++) {
+		x[k] = (const struct kern_block_q8a *)((const char *)a->x +
+						       (t + (size_t)k) * a->x_stride);
+		acc[k] = accp[k];
+	}
+	for (size_t j = 0; j < n; j++) {
+		size_t b = kb + j;
+		__m256i sum[AVX2_QT];
+		AVX2_UNROLL8
+		for (int c = 0; c < 8; c++) {
+			__m256i wv = _mm256_load_si256(&pk[j][c]);
+			AVX2_UNROLL
+			for (int k = 0; k < T; k++) {
+				int32_t q;
+				memcpy(&q, x[k][b].qs + 4 * c, sizeof(q));
+				__m256i xb = _mm256_set1_epi32(q), m;
+				if (wt == DTYPE_Q8_0) {
+					m = _mm256_madd_epi16(
+						_mm256_maddubs_epi16(
+							wv, _mm256_sign_epi8(xb, _mm256_load_si256(
+											 &ps[j][c]))),
+						ones);
+					sum[k] = c == 0 ? m : _mm256_add_epi32(sum[k], m);
+				} else {
+					m = _mm256_maddubs_epi16(wv, xb);
+					sum[k] = c == 0 ? m : _mm256_add_epi16(sum[k], m);
+				}
+			}
+		}
+		__m256 dw = _mm256_load_ps((const float *)&pd[j]);
+		AVX2_UNROLL
+		for (int k = 0; k < T; k++) {
+			size_t i = (t + (size_t)k) * a->xd_stride + b;
+			__m256i s = sum[k];
+			if (wt == DTYPE_Q4_0)
+				s = _mm256_sub_epi32(_mm256_madd_epi16(s, ones),
+						     _mm256_set1_epi32(a->xs8[i]));
+			acc[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s),
+						 _mm256_mul_ps(dw, _mm256_set1_ps(a->xd[i])), acc[k]);
+		}
+	}
+	AVX2_UNROLL
+	for (int k = 0; k < T; k++)
+		accp[k] = acc[k];
+}
+
+/* Rows [o, o+R) (R <= 8) x tokens [t0, t1) (at most AVX2_TOKEN_BLOCK). */
+AVX2_INLINE void avx2__rows_q(uint32_t wt, const struct kern_gemm_args *a, size_t o, size_t R,
+			      size_t t0, size_t t1)
+{
+	const size_t nb = a->n_in / KERN_QK;
+	__m256i pk[AVX2_QKB][8], ps[wt == DTYPE_Q8_0 ? AVX2_QKB : 1][8];
+	__m256 pd[AVX2_QKB];
+	__m256 acc[AVX2_TOKEN_BLOCK];
+	float out[AVX2_QR] __attribute__((aligned(32)));
+
+	for (size_t k = 0; k < t1 - t0; k++)
+		acc[k] = _mm256_setzero_ps();
+	for (size_t kb = 0; kb < nb; kb += AVX2_QKB) {
+		size_t n = nb - kb < AVX2_QKB ? nb - kb : AVX2_QKB;
+		avx2__pack_q(wt, a, o, R, kb, n, pk, ps, pd);
+		size_t t = t0;
+		for (; t + AVX2_QT <= t1; t += AVX2_QT)
+			avx2__run_q(wt, a, t, AVX2_QT, kb, n, pk, ps, pd, acc + (t - t0));
+		switch (t1 - t) {
+		case 3:
+			avx2__run_q(wt, a, t, 3, kb, n, pk, ps, pd, acc + (t - t0));
+			break;
+		case 2:
+			avx2__run_q(wt, a, t, 2, kb, n, pk, ps, pd, acc + (t - t0));
+			break;
+		case 1:
+			avx2__run_q(wt, a, t, 1, kb, n, pk, ps, pd, acc + (t - t0));
+			break;
+		default:
+			break;
+		}
+	}
+	for (size_t t = t0; t < t1; t++) {
+		_mm256_store_ps(out, acc[t - t0]);
+		memcpy(a->y + t * a->y_stride + o, out, R * sizeof(float));
+	}
+}
 
 /* Scales of blocks b..b+n-1 (n <= 8) of a row as floats, zero past n.
  * Block j's fp16 scale sits at byte bs*j = (bs-2)*j + 2j: word j of the
@@ -141,160 +329,124 @@ AVX2_INLINE __m256 avx2__scales8(const char *row, size_t bs, size_t b, size_t n)
 	return _mm256_cvtph_ps(_mm_blend_epi16(v[0], v[4], 0xf0));
 }
 
-/* Block b of a row as the unsigned operand of maddubs (Q4_0: nibbles
- * 0..15, low nibbles first; Q8_0: |w|) and, for Q8_0, the signed weights
- * whose signs go onto the activations. */
-AVX2_INLINE __m256i avx2__unpack(uint32_t wt, const char *row, size_t b, __m256i *sw)
+/* The 8 int32 vectors of one group's blocks (8 partial sums each) to one
+ * vector of the 8 block sums, in block order. */
+AVX2_INLINE __m256i avx2__sum8(const __m256i s[KERN_GROUP])
 {
-	if (wt == DTYPE_Q8_0) {
-		const struct kern_block_q8_0 *blk = (const struct kern_block_q8_0 *)row + b;
-		*sw = _mm256_loadu_si256((const __m256i *)blk->qs);
-		return _mm256_abs_epi8(*sw);
-	}
-	const struct kern_block_q4_0 *blk = (const struct kern_block_q4_0 *)row + b;
-	__m128i q = _mm_loadu_si128((const __m128i *)blk->qs);
+	__m256i a = _mm256_hadd_epi32(s[0], s[1]);
+	__m256i b = _mm256_hadd_epi32(s[2], s[3]);
+	__m256i c = _mm256_hadd_epi32(s[4], s[5]);
+	__m256i d = _mm256_hadd_epi32(s[6], s[7]);
 
-	*sw = _mm256_setzero_si256();
-	return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), _mm256_set1_epi8(0x0f));
+	a = _mm256_hadd_epi32(a, b); /* lanes: blocks 0-3 low halves | 0-3 high halves */
+	c = _mm256_hadd_epi32(c, d); /* blocks 4-7 likewise */
+	return _mm256_add_epi32(_mm256_permute2x128_si256(a, c, 0x20),
+				_mm256_permute2x128_si256(a, c, 0x31));
 }
 
-/* One group of n <= 8 blocks from block b of a tile (avx2__tile_q). */
-AVX2_INLINE void avx2__group_q(uint32_t wt, const struct kern_gemm_args *a, const char *const *w,
-			       const struct kern_block_q8a *const *x,
-			       __m256 acc[AVX2_QRD][AVX2_QRN], size_t t, size_t b, size_t n, int R,
-			       int T)
+/* Exact int32 sums of blocks b..b+n-1 (n <= 8) of one row against the
+ * single token, in block lanes, zero past n; Q4_0's offset taken off. */
+AVX2_INLINE __m256i avx2__row_group(uint32_t wt, const struct kern_gemm_args *a, const char *row,
+				    size_t b, size_t n)
+{
+	const struct kern_block_q8a *x = (const struct kern_block_q8a *)a->x + b;
+	__m256i s[KERN_GROUP];
+
+	AVX2_UNROLL8
+	for (size_t j = 0; j < KERN_GROUP; j++) {
+		__m256i uw, sw;
+		if (j >= n) {
+			s[j] = _mm256_setzero_si256();
+			continue;
+		}
+		uw = avx2__unpack(wt, row, b + j, &sw);
+		__m256i xv = _mm256_loadu_si256((const __m256i *)x[j].qs);
+		if (wt == DTYPE_Q8_0)
+			xv = _mm256_sign_epi8(xv, sw);
+		s[j] = _mm256_madd_epi16(_mm256_maddubs_epi16(uw, xv), _mm256_set1_epi16(1));
+	}
+	__m256i sums = avx2__sum8(s);
+	if (wt == DTYPE_Q4_0)
+		sums = _mm256_sub_epi32(sums, _mm256_loadu_si256((const __m256i *)(a->xs8 + b)));
+	return sums;
+}
+
+/* Rows [o, o+R) (R <= 8) for one token (decode), block by block: the 8
+ * rows' blocks are unpacked and transposed in registers to the packed
+ * layout of avx2__pack_q, then go through the same sequence as
+ * avx2__run_q. The rows lie back to back, so the next 8 are prefetched
+ * at the pace this tile consumes its own. */
+AVX2_INLINE void avx2__gemv_q(uint32_t wt, const struct kern_gemm_args *a, size_t o, size_t R)
 {
 	const size_t bs = wt == DTYPE_Q8_0 ? sizeof(struct kern_block_q8_0)
 					   : sizeof(struct kern_block_q4_0);
-	const __m256i ones = _mm256_set1_epi16(1), eight = _mm256_set1_epi8(8);
-	float p[AVX2_QRD][AVX2_QRN][KERN_GROUP] __attribute__((aligned(32)));
-	__m256 dw[AVX2_QRD];
+	const size_t nb = a->n_in / KERN_QK;
+	const __m256i ones = _mm256_set1_epi16(1);
+	const struct kern_block_q8a *x = a->x;
+	const char *w = (const char *)a->w + o * a->w_stride;
+	const char *next = w + AVX2_QR * a->w_stride;
+	float out[AVX2_QR] __attribute__((aligned(32)));
+	__m256 acc = _mm256_setzero_ps();
 
-	AVX2_UNROLL
-	for (int r = 0; r < R; r++) {
-		if (T == 1) /* decode streams: fetch the group after next */
-			for (size_t off = 0; off < KERN_GROUP * bs; off += 64)
-				_mm_prefetch(w[r] + (b + 2 * KERN_GROUP) * bs + off, _MM_HINT_T0);
-		dw[r] = avx2__scales8(w[r], bs, b, n);
-	}
-	AVX2_UNROLL
-	for (int k = 0; k < T; k++) {
-		size_t i = (t + (size_t)k) * a->xd_stride + b;
-		__m256 dx = _mm256_loadu_ps(a->xd + i);
-		AVX2_UNROLL
-		for (int r = 0; r < R; r++)
-			_mm256_store_ps(p[r][k], _mm256_mul_ps(dw[r], dx));
-	}
-	for (size_t j = 0; j < n; j++) {
-		__m256i uw[AVX2_QRD], sw[AVX2_QRD];
-		AVX2_UNROLL
-		for (int r = 0; r < R; r++)
-			uw[r] = avx2__unpack(wt, w[r], b + j, &sw[r]);
-		AVX2_UNROLL
-		for (int k = 0; k < T; k++) {
-			__m256i xv = _mm256_loadu_si256((const __m256i *)x[k][b + j].qs);
-			/* Q4_0's offset: 8 * x pair sums, <= 2032 */
-			__m256i xo = wt == DTYPE_Q4_0 ? _mm256_maddubs_epi16(eight, xv)
-						      : _mm256_setzero_si256();
-			AVX2_UNROLL
-			for (int r = 0; r < R; r++) {
-				__m256i pr;
-				if (wt == DTYPE_Q8_0)
-					pr = _mm256_maddubs_epi16(uw[r],
-								  _mm256_sign_epi8(xv, sw[r]));
-				else
-					pr = _mm256_sub_epi16(_mm256_maddubs_epi16(uw[r], xv),
-							      xo);
-				__m256i s = _mm256_madd_epi16(pr, ones);
-				acc[r][k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s),
-							    _mm256_broadcast_ss(&p[r][k][j]),
-							    acc[r][k]);
+	for (size_t b = 0; b < nb; b++) {
+		__m256i u[AVX2_QR], sg[AVX2_QR], sum;
+		__m128i h = _mm_setzero_si128();
+
+		if ((b & 3) == 0)
+			for (size_t off = 0; off < 4 * AVX2_QR * bs; off += 64)
+				_mm_prefetch(next + b * AVX2_QR * bs + off, _MM_HINT_T0);
+		AVX2_UNROLL8
+		for (size_t r = 0; r < AVX2_QR; r++) {
+			const char *row = w + r * a->w_stride;
+			if (R == AVX2_QR || r < R) {
+				uint16_t d;
+				u[r] = avx2__unpack(wt, row, b, &sg[r]);
+				memcpy(&d, row + b * bs, sizeof(d));
+				h = _mm_insert_epi16(h, d, (int)r);
+			} else {
+				u[r] = sg[r] = _mm256_setzero_si256();
 			}
 		}
+		avx2__transpose8(u);
+		if (wt == DTYPE_Q8_0)
+			avx2__transpose8(sg);
+		AVX2_UNROLL8
+		for (int c = 0; c < 8; c++) {
+			int32_t q;
+			memcpy(&q, x[b].qs + 4 * c, sizeof(q));
+			__m256i xb = _mm256_set1_epi32(q), m;
+			if (wt == DTYPE_Q8_0) {
+				m = _mm256_madd_epi16(_mm256_maddubs_epi16(u[c], _mm256_sign_epi8(xb, sg[c])),
+						      ones);
+				sum = c == 0 ? m : _mm256_add_epi32(sum, m);
+			} else {
+				m = _mm256_maddubs_epi16(u[c], xb);
+				sum = c == 0 ? m : _mm256_add_epi16(sum, m);
+			}
+		}
+		if (wt == DTYPE_Q4_0)
+			sum = _mm256_sub_epi32(_mm256_madd_epi16(sum, ones), _mm256_set1_epi32(a->xs8[b]));
+		acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum),
+				      _mm256_mul_ps(_mm256_cvtph_ps(h), _mm256_set1_ps(a->xd[b])), acc);
 	}
-}
-
-/*
- * Rows [o, o+R) x tokens [t, t+T), R and T compile-time constants (the
- * accumulators live in registers). Per group of 8 blocks, the R x T scale
- * products dw * dx are formed once as vectors and kept in L1. Then per
- * block and (row, token):
- *   acc += float(madd(maddubs(w, x) [- maddubs(8, x)], 1)) * broadcast(dw * dx)
- * with no horizontal reduction until the row ends; the bracket is Q4_0's
- * -8 offset, taken off exactly in int16 (pairs stay within +-3810). Each (row, token)
- * result sees exactly this sequence in every tile shape, so results do
- * not depend on tiling, threads or batch size. Q4_0 pairs are at most
- * 2*15*127 and Q8_0's (sign trick) 2*128*127: maddubs cannot saturate.
- */
-AVX2_INLINE void avx2__tile_q(uint32_t wt, const struct kern_gemm_args *a, size_t o, size_t t,
-			      int R, int T)
-{
-	const size_t nb = a->n_in / KERN_QK;
-	const char *w[AVX2_QRD];
-	const struct kern_block_q8a *x[AVX2_QRN];
-	__m256 acc[AVX2_QRD][AVX2_QRN];
-
-	AVX2_UNROLL
-	for (int r = 0; r < R; r++)
-		w[r] = (const char *)a->w + (o + (size_t)r) * a->w_stride;
-	AVX2_UNROLL
-	for (int k = 0; k < T; k++)
-		x[k] = (const struct kern_block_q8a *)((const char *)a->x +
-						       (t + (size_t)k) * a->x_stride);
-	AVX2_UNROLL
-	for (int r = 0; r < R; r++)
-		AVX2_UNROLL
-		for (int k = 0; k < T; k++)
-			acc[r][k] = _mm256_setzero_ps();
-	for (size_t b = 0; b < nb; b += KERN_GROUP) {
-		/* constant n in the common case: no per-block tests */
-		if (nb - b >= KERN_GROUP)
-			avx2__group_q(wt, a, w, x, acc, t, b, KERN_GROUP, R, T);
-		else
-			avx2__group_q(wt, a, w, x, acc, t, b, nb - b, R, T);
-	}
-	AVX2_UNROLL
-	for (int r = 0; r < R; r++)
-		AVX2_UNROLL
-		for (int k = 0; k < T; k++)
-			a->y[(t + (size_t)k) * a->y_stride + o + (size_t)r] = avx2__hsum(acc[r][k]);
-}
-
-/* Rows [o, o+R) x tokens [t, t+T), with R <= AVX2_QRD and T <= AVX2_QRN
- * known at run time: one constant-shape tile each. */
-AVX2_INLINE void avx2__tile_q_any(uint32_t wt, const struct kern_gemm_args *a, size_t o,
-				  size_t t, size_t R, size_t T)
-{
-#define AVX2_QCASE(r, k)                                  \
-	case (r) * 8 + (k):                               \
-		avx2__tile_q(wt, a, o, t, (r), (k));      \
-		break;
-	switch (R * 8 + T) {
-		AVX2_QCASE(1, 1) AVX2_QCASE(1, 2) AVX2_QCASE(1, 3) AVX2_QCASE(1, 4)
-		AVX2_QCASE(2, 1) AVX2_QCASE(2, 2) AVX2_QCASE(2, 3) AVX2_QCASE(2, 4)
-		AVX2_QCASE(3, 1) AVX2_QCASE(3, 2) AVX2_QCASE(3, 3) AVX2_QCASE(3, 4)
-		AVX2_QCASE(4, 1)
-	default:
-		assert(!"avx2 quantized tile shape");
-	}
-#undef AVX2_QCASE
+	_mm256_store_ps(out, acc);
+	memcpy(a->y + o, out, R * sizeof(float));
 }
 
 AVX2_INLINE void avx2__gemm_q(uint32_t wt, const struct kern_gemm_args *a, size_t o0, size_t o1)
 {
 	if (a->n_tok == 1) {
-		for (size_t o = o0; o < o1; o += AVX2_QRD)
-			avx2__tile_q_any(wt, a, o, 0, o1 - o < AVX2_QRD ? o1 - o : AVX2_QRD, 1);
+		size_t o = o0;
+		for (; o + AVX2_QR <= o1; o += AVX2_QR)
+			avx2__gemv_q(wt, a, o, AVX2_QR);
+		if (o < o1)
+			avx2__gemv_q(wt, a, o, o1 - o);
 		return;
 	}
 	for (size_t tb = 0; tb < a->n_tok; tb += AVX2_TOKEN_BLOCK) {
 		size_t te = a->n_tok - tb > AVX2_TOKEN_BLOCK ? tb + AVX2_TOKEN_BLOCK : a->n_tok;
-		for (size_t o = o0; o < o1; o += AVX2_QRM) {
-			size_t R = o1 - o < AVX2_QRM ? o1 - o : AVX2_QRM;
-			for (size_t t = tb; t < te; t += AVX2_QRN)
-				avx2__tile_q_any(wt, a, o, t, R,
-						 te - t < AVX2_QRN ? te - t : AVX2_QRN);
-		}
+		for (size_t o = o0; o < o1; o += AVX2_QR)
+			avx2__rows_q(wt, a, o, o1 - o < AVX2_QR ? o1 - o : AVX2_QR, tb, te);
 	}
 }
 
