@@ -163,6 +163,41 @@ AVX2_INLINE void avx2__transpose8(__m256i v[8])
 	}
 }
 
+/* Q4_0 block b of rows [0, R) (R <= 8; rows `stride` bytes apart from
+ * w) straight to the interleaved layout: the 16 qs bytes of rows r and
+ * r+4 share a vector, a 4x4 dword transpose gives dword c of every row,
+ * whose low nibbles are chunk c and high nibbles chunk c+4. */
+AVX2_INLINE void avx2__q4_rows(const char *w, size_t stride, size_t b, size_t R, __m256i u[8])
+{
+	const __m256i m = _mm256_set1_epi8(0x0f);
+	__m256i v[4], t[4];
+
+	AVX2_UNROLL
+	for (size_t r = 0; r < 4; r++) {
+		const struct kern_block_q4_0 *lo =
+			(const struct kern_block_q4_0 *)(w + r * stride) + b;
+		const struct kern_block_q4_0 *hi =
+			(const struct kern_block_q4_0 *)(w + (r + 4) * stride) + b;
+		__m128i l = r < R ? _mm_loadu_si128((const __m128i *)lo->qs) : _mm_setzero_si128();
+		__m128i h = r + 4 < R ? _mm_loadu_si128((const __m128i *)hi->qs)
+				      : _mm_setzero_si128();
+		v[r] = _mm256_set_m128i(h, l);
+	}
+	t[0] = _mm256_unpacklo_epi32(v[0], v[1]);
+	t[1] = _mm256_unpackhi_epi32(v[0], v[1]);
+	t[2] = _mm256_unpacklo_epi32(v[2], v[3]);
+	t[3] = _mm256_unpackhi_epi32(v[2], v[3]);
+	v[0] = _mm256_unpacklo_epi64(t[0], t[2]);
+	v[1] = _mm256_unpackhi_epi64(t[0], t[2]);
+	v[2] = _mm256_unpacklo_epi64(t[1], t[3]);
+	v[3] = _mm256_unpackhi_epi64(t[1], t[3]);
+	AVX2_UNROLL
+	for (int c = 0; c < 4; c++) {
+		u[c] = _mm256_and_si256(v[c], m);
+		u[c + 4] = _mm256_and_si256(_mm256_srli_epi16(v[c], 4), m);
+	}
+}
+
 /* Blocks [kb, kb+n) of rows [o, o+R), R <= 8, interleaved: pk[j][c] holds
  * elements 4c..4c+3 of block kb+j of every row (row r in bytes 4r..4r+3;
  * Q4_0 as nibbles 0..15, Q8_0 as |w| with the signed weights in ps), and
@@ -181,7 +216,8 @@ AVX2_INLINE void avx2__pack_q(uint32_t wt, const struct kern_gemm_args *a, size_
 			const char *row = (const char *)a->w + (o + r) * a->w_stride;
 			uint16_t h;
 			if (r < R) {
-				u[r] = avx2__unpack(wt, row, kb + j, &sg[r]);
+				if (wt == DTYPE_Q8_0)
+					u[r] = avx2__unpack(wt, row, kb + j, &sg[r]);
 				memcpy(&h, row + (kb + j) * bs, sizeof(h));
 				d[r] = _cvtsh_ss(h);
 			} else {
@@ -189,7 +225,10 @@ AVX2_INLINE void avx2__pack_q(uint32_t wt, const struct kern_gemm_args *a, size_
 				d[r] = 0.0f;
 			}
 		}
-		avx2__transpose8(u);
+		if (wt == DTYPE_Q8_0)
+			avx2__transpose8(u);
+		else
+			avx2__q4_rows((const char *)a->w + o * a->w_stride, a->w_stride, kb + j, R, u);
 		AVX2_UNROLL8
 		for (int c = 0; c < 8; c++)
 			pk[j][c] = u[c];
@@ -400,16 +439,20 @@ AVX2_INLINE void avx2__gemv_q(uint32_t wt, const struct kern_gemm_args *a, size_
 			const char *row = w + r * a->w_stride;
 			if (R == AVX2_QR || r < R) {
 				uint16_t d;
-				u[r] = avx2__unpack(wt, row, b, &sg[r]);
+				if (wt == DTYPE_Q8_0)
+					u[r] = avx2__unpack(wt, row, b, &sg[r]);
 				memcpy(&d, row + b * bs, sizeof(d));
 				h = _mm_insert_epi16(h, d, (int)r);
 			} else {
 				u[r] = sg[r] = _mm256_setzero_si256();
 			}
 		}
-		avx2__transpose8(u);
-		if (wt == DTYPE_Q8_0)
+		if (wt == DTYPE_Q8_0) {
+			avx2__transpose8(u);
 			avx2__transpose8(sg);
+		} else {
+			avx2__q4_rows(w, a->w_stride, b, R, u);
+		}
 		AVX2_UNROLL8
 		for (int c = 0; c < 8; c++) {
 			int32_t q;
