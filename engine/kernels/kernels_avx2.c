@@ -7,17 +7,23 @@
  * (row, token) pair; a tile of 4 rows x 2 tokens loads each weight vector
  * once for both tokens. Leftover columns (n_in % 8) are summed in scalar.
  *
- * Quantized weights (Q8_0, Q4_0) against Q8 activation blocks: per block
- * the int8 dot product is _mm256_maddubs_epi16(|w|, sign(x, w)) then
- * _mm256_madd_epi16 with ones; no saturation is possible, as |w| <= 128
- * and |x| <= 127 give pairs of at most 32512. The 8 int32 lanes go to
- * float and are scaled by dw, then by dx into the pair's accumulator. Q4_0
- * nibbles are split in registers (low nibbles -> elements 0..15, high ->
- * 16..31) and shifted to -8..7. Tiles: 2 rows x 4 tokens for prefill
- * (16 registers allow no more), 4 rows x 1 token for decode.
+ * Quantized weights (Q8_0, Q4_0) against Q8 activation blocks: 8 rows
+ * at a time, interleaved so that lane r of a vector is row r: vector c
+ * of a block holds elements 4c..4c+3 of each row, and one maddubs with
+ * the token's 4 bytes broadcast gives the 8 rows' pair sums. Per block
+ * and token that yields the 8 rows' exact int32 dot products S in one
+ * vector, and the only float work is acc = fma(float(S), dw * dx, acc):
+ * no horizontal sums, and results come out in row lanes. Q4_0 nibbles
+ * are used unsigned (the -8 offset comes off as 8 * sum(x), exactly, in
+ * int32); Q8_0 uses the sign trick (maddubs(|w|, sign(x, w))). Prefill
+ * packs 32 blocks of the 8 rows once (L1), then every token of a 64-token
+ * block passes over them, 4 at a time. Decode (one token) interleaves in
+ * registers block by block (Q4_0: a 4x4 dword transpose of the packed
+ * nibbles; Q8_0: 8x8) and prefetches the next 8 rows.
  *
- * The per-pair instruction sequence is the same in every tile shape, so
- * results do not depend on tiling, threads or batch size.
+ * Every (row, token) result is that same fma sequence over the blocks in
+ * order (the int sums are exact whatever computes them), so results do
+ * not depend on tiling, threads or batch size.
  */
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -118,9 +124,6 @@ AVX2_INLINE void avx2__tile_f(uint32_t wt, const struct kern_gemm_args *a, size_
 #define AVX2_QKB 32
 /* Tokens per pass over the packed blocks (accumulators + int sums). */
 #define AVX2_QT 4
-#ifndef AVX2_PF
-#define AVX2_PF 1
-#endif
 
 /* Block b of a row as the unsigned operand of maddubs (Q4_0: nibbles
  * 0..15, low nibbles first; Q8_0: |w|) and, for Q8_0, the signed weights
@@ -326,88 +329,22 @@ AVX2_INLINE void avx2__rows_q(uint32_t wt, const struct kern_gemm_args *a, size_
 		size_t t = t0;
 		for (; t + AVX2_QT <= t1; t += AVX2_QT)
 			avx2__run_q(wt, a, t, AVX2_QT, kb, n, pk, ps, pd, acc + (t - t0));
-		switch (t1 - t) {
-		case 3:
-			avx2__run_q(wt, a, t, 3, kb, n, pk, ps, pd, acc + (t - t0));
-			break;
-		case 2:
-			avx2__run_q(wt, a, t, 2, kb, n, pk, ps, pd, acc + (t - t0));
-			break;
-		case 1:
-			avx2__run_q(wt, a, t, 1, kb, n, pk, ps, pd, acc + (t - t0));
-			break;
-		default:
-			break;
+		/* leftover tokens: the per-token sequence does not depend on T */
+		if (t1 - t >= 4) {
+			avx2__run_q(wt, a, t, 4, kb, n, pk, ps, pd, acc + (t - t0));
+			t += 4;
 		}
+		if (t1 - t >= 2) {
+			avx2__run_q(wt, a, t, 2, kb, n, pk, ps, pd, acc + (t - t0));
+			t += 2;
+		}
+		if (t1 - t >= 1)
+			avx2__run_q(wt, a, t, 1, kb, n, pk, ps, pd, acc + (t - t0));
 	}
 	for (size_t t = t0; t < t1; t++) {
 		_mm256_store_ps(out, acc[t - t0]);
 		memcpy(a->y + t * a->y_stride + o, out, R * sizeof(float));
 	}
-}
-
-/* Scales of blocks b..b+n-1 (n <= 8) of a row as floats, zero past n.
- * Block j's fp16 scale sits at byte bs*j = (bs-2)*j + 2j: word j of the
- * 16 bytes at (bs-2)*j (in bounds: they end inside block j). Eight loads
- * and a tree of word blends gather them without a (slow) vpgatherdd. */
-AVX2_INLINE __m256 avx2__scales8(const char *row, size_t bs, size_t b, size_t n)
-{
-	const char *p = row + b * bs;
-	__m128i v[KERN_GROUP];
-
-	AVX2_UNROLL8
-	for (size_t j = 0; j < KERN_GROUP; j++)
-		v[j] = j < n ? _mm_loadu_si128((const __m128i *)(p + (bs - 2) * j))
-			     : _mm_setzero_si128();
-	v[0] = _mm_blend_epi16(v[0], v[1], 0x02);
-	v[2] = _mm_blend_epi16(v[2], v[3], 0x08);
-	v[4] = _mm_blend_epi16(v[4], v[5], 0x20);
-	v[6] = _mm_blend_epi16(v[6], v[7], 0x80);
-	v[0] = _mm_blend_epi16(v[0], v[2], 0x0c);
-	v[4] = _mm_blend_epi16(v[4], v[6], 0xc0);
-	return _mm256_cvtph_ps(_mm_blend_epi16(v[0], v[4], 0xf0));
-}
-
-/* The 8 int32 vectors of one group's blocks (8 partial sums each) to one
- * vector of the 8 block sums, in block order. */
-AVX2_INLINE __m256i avx2__sum8(const __m256i s[KERN_GROUP])
-{
-	__m256i a = _mm256_hadd_epi32(s[0], s[1]);
-	__m256i b = _mm256_hadd_epi32(s[2], s[3]);
-	__m256i c = _mm256_hadd_epi32(s[4], s[5]);
-	__m256i d = _mm256_hadd_epi32(s[6], s[7]);
-
-	a = _mm256_hadd_epi32(a, b); /* lanes: blocks 0-3 low halves | 0-3 high halves */
-	c = _mm256_hadd_epi32(c, d); /* blocks 4-7 likewise */
-	return _mm256_add_epi32(_mm256_permute2x128_si256(a, c, 0x20),
-				_mm256_permute2x128_si256(a, c, 0x31));
-}
-
-/* Exact int32 sums of blocks b..b+n-1 (n <= 8) of one row against the
- * single token, in block lanes, zero past n; Q4_0's offset taken off. */
-AVX2_INLINE __m256i avx2__row_group(uint32_t wt, const struct kern_gemm_args *a, const char *row,
-				    size_t b, size_t n)
-{
-	const struct kern_block_q8a *x = (const struct kern_block_q8a *)a->x + b;
-	__m256i s[KERN_GROUP];
-
-	AVX2_UNROLL8
-	for (size_t j = 0; j < KERN_GROUP; j++) {
-		__m256i uw, sw;
-		if (j >= n) {
-			s[j] = _mm256_setzero_si256();
-			continue;
-		}
-		uw = avx2__unpack(wt, row, b + j, &sw);
-		__m256i xv = _mm256_loadu_si256((const __m256i *)x[j].qs);
-		if (wt == DTYPE_Q8_0)
-			xv = _mm256_sign_epi8(xv, sw);
-		s[j] = _mm256_madd_epi16(_mm256_maddubs_epi16(uw, xv), _mm256_set1_epi16(1));
-	}
-	__m256i sums = avx2__sum8(s);
-	if (wt == DTYPE_Q4_0)
-		sums = _mm256_sub_epi32(sums, _mm256_loadu_si256((const __m256i *)(a->xs8 + b)));
-	return sums;
 }
 
 /* Rows [o, o+R) (R <= 8) for one token (decode), block by block: the 8
