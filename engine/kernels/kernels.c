@@ -7,8 +7,9 @@
  *   scalar  kernels_ref.c, one dot per pair     activations -> Q8 blocks, int dot
  *   avx2    FMA on 8 floats, weights widened    activations -> Q8 blocks (exact
  *           in registers (F16C / bf16 shift);   SIMD copy of the reference rule);
- *           tiles 4x2, decode 4x1               maddubs sign trick, tiles 2x4,
- *                                               decode 4x1
+ *           tiles 4x2, decode 4x1               8 rows interleaved per vector
+ *                                               (lane = row), one fma per block;
+ *                                               prefill 8x4 on packed blocks
  *   avx512  FMA on 16 floats (ZMM), tiles 4x4,  VPDPBUSD on YMM, tiles 4x4,
  *           decode 4x1                          decode 4x1
  * Decode (one token) streams each weight row once. Prefill tiles reuse each

@@ -7,17 +7,23 @@
  * (row, token) pair; a tile of 4 rows x 2 tokens loads each weight vector
  * once for both tokens. Leftover columns (n_in % 8) are summed in scalar.
  *
- * Quantized weights (Q8_0, Q4_0) against Q8 activation blocks: per block
- * the int8 dot product is _mm256_maddubs_epi16(|w|, sign(x, w)) then
- * _mm256_madd_epi16 with ones; no saturation is possible, as |w| <= 128
- * and |x| <= 127 give pairs of at most 32512. The 8 int32 lanes go to
- * float and are scaled by dw, then by dx into the pair's accumulator. Q4_0
- * nibbles are split in registers (low nibbles -> elements 0..15, high ->
- * 16..31) and shifted to -8..7. Tiles: 2 rows x 4 tokens for prefill
- * (16 registers allow no more), 4 rows x 1 token for decode.
+ * Quantized weights (Q8_0, Q4_0) against Q8 activation blocks: 8 rows
+ * at a time, interleaved so that lane r of a vector is row r: vector c
+ * of a block holds elements 4c..4c+3 of each row, and one maddubs with
+ * the token's 4 bytes broadcast gives the 8 rows' pair sums. Per block
+ * and token that yields the 8 rows' exact int32 dot products S in one
+ * vector, and the only float work is acc = fma(float(S), dw * dx, acc):
+ * no horizontal sums, and results come out in row lanes. Q4_0 nibbles
+ * are used unsigned (the -8 offset comes off as 8 * sum(x), exactly, in
+ * int32); Q8_0 uses the sign trick (maddubs(|w|, sign(x, w))). Prefill
+ * packs 32 blocks of the 8 rows once (L1), then every token of a 64-token
+ * block passes over them, 4 at a time. Decode (one token) interleaves in
+ * registers block by block (Q4_0: a 4x4 dword transpose of the packed
+ * nibbles; Q8_0: 8x8) and prefetches the next 8 rows.
  *
- * The per-pair instruction sequence is the same in every tile shape, so
- * results do not depend on tiling, threads or batch size.
+ * Every (row, token) result is that same fma sequence over the blocks in
+ * order (the int sums are exact whatever computes them), so results do
+ * not depend on tiling, threads or batch size.
  */
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -112,46 +118,12 @@ AVX2_INLINE void avx2__tile_f(uint32_t wt, const struct kern_gemm_args *a, size_
 
 /* ---- quantized weights --------------------------------------------------------- */
 
-/* Rows per prefill tile of quantized weights: their unpacked groups stay
- * in L1 while every token of the token block passes over them. */
-#define AVX2_QROWS 4
-
-/* The 8 int32 vectors of one group's blocks (8 partial sums each) to one
- * vector of the 8 block sums, in block order. */
-AVX2_INLINE __m256i avx2__sum8(const __m256i s[KERN_GROUP])
-{
-	__m256i a = _mm256_hadd_epi32(s[0], s[1]);
-	__m256i b = _mm256_hadd_epi32(s[2], s[3]);
-	__m256i c = _mm256_hadd_epi32(s[4], s[5]);
-	__m256i d = _mm256_hadd_epi32(s[6], s[7]);
-
-	a = _mm256_hadd_epi32(a, b); /* lanes: blocks 0-3 low halves | 0-3 high halves */
-	c = _mm256_hadd_epi32(c, d); /* blocks 4-7 likewise */
-	return _mm256_add_epi32(_mm256_permute2x128_si256(a, c, 0x20),
-				_mm256_permute2x128_si256(a, c, 0x31));
-}
-
-/* Scales of blocks b..b+n-1 (n <= 8) of a row as floats, zero past n.
- * Block j's fp16 scale sits at byte bs*j = (bs-2)*j + 2j: word j of the
- * 16 bytes at (bs-2)*j (in bounds: they end inside block j). Eight loads
- * and a tree of word blends gather them without a (slow) vpgatherdd. */
-AVX2_INLINE __m256 avx2__scales8(const char *row, size_t bs, size_t b, size_t n)
-{
-	const char *p = row + b * bs;
-	__m128i v[KERN_GROUP];
-
-	AVX2_UNROLL8
-	for (size_t j = 0; j < KERN_GROUP; j++)
-		v[j] = j < n ? _mm_loadu_si128((const __m128i *)(p + (bs - 2) * j))
-			     : _mm_setzero_si128();
-	v[0] = _mm_blend_epi16(v[0], v[1], 0x02);
-	v[2] = _mm_blend_epi16(v[2], v[3], 0x08);
-	v[4] = _mm_blend_epi16(v[4], v[5], 0x20);
-	v[6] = _mm_blend_epi16(v[6], v[7], 0x80);
-	v[0] = _mm_blend_epi16(v[0], v[2], 0x0c);
-	v[4] = _mm_blend_epi16(v[4], v[6], 0xc0);
-	return _mm256_cvtph_ps(_mm_blend_epi16(v[0], v[4], 0xf0));
-}
+/* Rows per lane vector: lane r of every vector below is row o + r. */
+#define AVX2_QR 8
+/* Blocks packed at once: their interleaved weights (9 KiB) stay in L1. */
+#define AVX2_QKB 32
+/* Tokens per pass over the packed blocks (accumulators + int sums). */
+#define AVX2_QT 4
 
 /* Block b of a row as the unsigned operand of maddubs (Q4_0: nibbles
  * 0..15, low nibbles first; Q8_0: |w|) and, for Q8_0, the signed weights
@@ -170,133 +142,291 @@ AVX2_INLINE __m256i avx2__unpack(uint32_t wt, const char *row, size_t b, __m256i
 	return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), _mm256_set1_epi8(0x0f));
 }
 
-/* int32 dot of one weight block and one activation block, 8 partial sums:
- * Q4_0 computes sum(nibble * x) (pairs <= 2*15*127, no saturation) and
- * the -8 offset is taken off later from xs8; Q8_0 moves w's signs onto x
- * (pairs <= 2*128*127). */
-AVX2_INLINE __m256i avx2__dot_block(uint32_t wt, __m256i uw, __m256i sw, const int8_t *xq)
+/* 8x8 transpose of 32-bit elements: v[c] lane r <- v[r] lane c. */
+AVX2_INLINE void avx2__transpose8(__m256i v[8])
 {
-	__m256i xv = _mm256_loadu_si256((const __m256i *)xq);
-
-	if (wt == DTYPE_Q8_0)
-		xv = _mm256_sign_epi8(xv, sw);
-	return _mm256_madd_epi16(_mm256_maddubs_epi16(uw, xv), _mm256_set1_epi16(1));
-}
-
-/* Block sums of n <= 8 blocks of an unpacked weight group and x, zero
- * past n. */
-AVX2_INLINE __m256i avx2__group_dot(uint32_t wt, const __m256i *uw, const __m256i *sw,
-				    const struct kern_block_q8a *x, size_t n)
-{
-	__m256i s[KERN_GROUP];
+	__m256i t[8], u[8];
 
 	AVX2_UNROLL8
-	for (size_t j = 0; j < KERN_GROUP; j++)
-		s[j] = j < n ? avx2__dot_block(wt, uw[j], sw[j], x[j].qs) : _mm256_setzero_si256();
-	return avx2__sum8(s);
-}
-
-/* acc += (block sums - Q4_0 offset) * dw * dx over one group: the same
- * instruction sequence in every path, so results do not depend on
- * tiling or batch. */
-AVX2_INLINE __m256 avx2__group_acc(uint32_t wt, __m256i sums, __m256 dw,
-				   const struct kern_gemm_args *a, size_t t, size_t b, __m256 acc)
-{
-	const float *xd = a->xd + t * a->xd_stride + b;
-
-	if (wt == DTYPE_Q4_0)
-		sums = _mm256_sub_epi32(sums, _mm256_loadu_si256(
-						      (const __m256i *)(a->xs8 + t * a->xd_stride + b)));
-	return _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(sums), dw), _mm256_loadu_ps(xd),
-			       acc);
-}
-
-/* One group of one row against the single token, unpacked in registers. */
-AVX2_INLINE __m256 avx2__gemv_group(uint32_t wt, const struct kern_gemm_args *a, const char *row,
-				    size_t bs, size_t b, size_t n, __m256 acc)
-{
-	const struct kern_block_q8a *x = (const struct kern_block_q8a *)a->x + b;
-	__m256i uw[KERN_GROUP], sw[KERN_GROUP];
-
-	_mm_prefetch(row + (b + 2 * KERN_GROUP) * bs, _MM_HINT_T0);
+	for (int i = 0; i < 8; i += 2) {
+		t[i] = _mm256_unpacklo_epi32(v[i], v[i + 1]);
+		t[i + 1] = _mm256_unpackhi_epi32(v[i], v[i + 1]);
+	}
 	AVX2_UNROLL8
-	for (size_t j = 0; j < KERN_GROUP; j++)
-		uw[j] = j < n ? avx2__unpack(wt, row, b + j, &sw[j])
-			      : (sw[j] = _mm256_setzero_si256());
-	return avx2__group_acc(wt, avx2__group_dot(wt, uw, sw, x, n), avx2__scales8(row, bs, b, n),
-			       a, 0, b, acc);
-}
-
-/* One token (decode): each row streams once, unpacked in registers. */
-AVX2_INLINE void avx2__gemv_q(uint32_t wt, const struct kern_gemm_args *a, size_t o0, size_t o1)
-{
-	const size_t bs = wt == DTYPE_Q8_0 ? sizeof(struct kern_block_q8_0)
-					   : sizeof(struct kern_block_q4_0);
-	const size_t nb = a->n_in / KERN_QK;
-
-	for (size_t o = o0; o < o1; o++) {
-		const char *row = (const char *)a->w + o * a->w_stride;
-		__m256 acc = _mm256_setzero_ps();
-		size_t b = 0;
-		for (; b + KERN_GROUP <= nb; b += KERN_GROUP)
-			acc = avx2__gemv_group(wt, a, row, bs, b, KERN_GROUP, acc);
-		if (b < nb)
-			acc = avx2__gemv_group(wt, a, row, bs, b, nb - b, acc);
-		a->y[o] = avx2__hsum(acc);
+	for (int i = 0; i < 8; i += 4) {
+		u[i] = _mm256_unpacklo_epi64(t[i], t[i + 2]);
+		u[i + 1] = _mm256_unpackhi_epi64(t[i], t[i + 2]);
+		u[i + 2] = _mm256_unpacklo_epi64(t[i + 1], t[i + 3]);
+		u[i + 3] = _mm256_unpackhi_epi64(t[i + 1], t[i + 3]);
+	}
+	AVX2_UNROLL8
+	for (int i = 0; i < 4; i++) {
+		v[i] = _mm256_permute2x128_si256(u[i], u[i + 4], 0x20);
+		v[i + 4] = _mm256_permute2x128_si256(u[i], u[i + 4], 0x31);
 	}
 }
 
-/* Rows [o, o+R) x tokens [t0, t1), t1 - t0 <= AVX2_TOKEN_BLOCK: each group
- * of R rows is unpacked once into L1, then every token passes over it. */
-AVX2_INLINE void avx2__tile_q(uint32_t wt, const struct kern_gemm_args *a, size_t o, size_t R,
-			      size_t t0, size_t t1)
+/* Q4_0 block b of rows [0, R) (R <= 8; rows `stride` bytes apart from
+ * w) straight to the interleaved layout: the 16 qs bytes of rows r and
+ * r+4 share a vector, a 4x4 dword transpose gives dword c of every row,
+ * whose low nibbles are chunk c and high nibbles chunk c+4. */
+AVX2_INLINE void avx2__q4_rows(const char *w, size_t stride, size_t b, size_t R, __m256i u[8])
+{
+	const __m256i m = _mm256_set1_epi8(0x0f);
+	__m256i v[4], t[4];
+
+	AVX2_UNROLL
+	for (size_t r = 0; r < 4; r++) {
+		const struct kern_block_q4_0 *lo =
+			(const struct kern_block_q4_0 *)(w + r * stride) + b;
+		const struct kern_block_q4_0 *hi =
+			(const struct kern_block_q4_0 *)(w + (r + 4) * stride) + b;
+		__m128i l = r < R ? _mm_loadu_si128((const __m128i *)lo->qs) : _mm_setzero_si128();
+		__m128i h = r + 4 < R ? _mm_loadu_si128((const __m128i *)hi->qs)
+				      : _mm_setzero_si128();
+		v[r] = _mm256_set_m128i(h, l);
+	}
+	t[0] = _mm256_unpacklo_epi32(v[0], v[1]);
+	t[1] = _mm256_unpackhi_epi32(v[0], v[1]);
+	t[2] = _mm256_unpacklo_epi32(v[2], v[3]);
+	t[3] = _mm256_unpackhi_epi32(v[2], v[3]);
+	v[0] = _mm256_unpacklo_epi64(t[0], t[2]);
+	v[1] = _mm256_unpackhi_epi64(t[0], t[2]);
+	v[2] = _mm256_unpacklo_epi64(t[1], t[3]);
+	v[3] = _mm256_unpackhi_epi64(t[1], t[3]);
+	AVX2_UNROLL
+	for (int c = 0; c < 4; c++) {
+		u[c] = _mm256_and_si256(v[c], m);
+		u[c + 4] = _mm256_and_si256(_mm256_srli_epi16(v[c], 4), m);
+	}
+}
+
+/* Blocks [kb, kb+n) of rows [o, o+R), R <= 8, interleaved: pk[j][c] holds
+ * elements 4c..4c+3 of block kb+j of every row (row r in bytes 4r..4r+3;
+ * Q4_0 as nibbles 0..15, Q8_0 as |w| with the signed weights in ps), and
+ * pd[j] the rows' scales. Rows past R are zero. */
+AVX2_INLINE void avx2__pack_q(uint32_t wt, const struct kern_gemm_args *a, size_t o, size_t R,
+			      size_t kb, size_t n, __m256i pk[][8], __m256i ps[][8], __m256 pd[])
 {
 	const size_t bs = wt == DTYPE_Q8_0 ? sizeof(struct kern_block_q8_0)
 					   : sizeof(struct kern_block_q4_0);
-	const size_t nb = a->n_in / KERN_QK;
-	__m256 acc[AVX2_QROWS][AVX2_TOKEN_BLOCK];
-	__m256i uw[AVX2_QROWS][KERN_GROUP], sw[AVX2_QROWS][KERN_GROUP];
-	__m256 dw[AVX2_QROWS];
 
-	for (size_t r = 0; r < R; r++)
-		for (size_t k = 0; k < t1 - t0; k++)
-			acc[r][k] = _mm256_setzero_ps();
-	for (size_t b = 0; b < nb; b += KERN_GROUP) {
-		size_t n = nb - b < KERN_GROUP ? nb - b : KERN_GROUP;
-		for (size_t r = 0; r < R; r++) {
+	for (size_t j = 0; j < n; j++) {
+		__m256i u[AVX2_QR], sg[AVX2_QR];
+		float d[AVX2_QR];
+		AVX2_UNROLL8
+		for (size_t r = 0; r < AVX2_QR; r++) {
 			const char *row = (const char *)a->w + (o + r) * a->w_stride;
-			for (size_t j = 0; j < n; j++)
-				uw[r][j] = avx2__unpack(wt, row, b + j, &sw[r][j]);
-			dw[r] = avx2__scales8(row, bs, b, n);
-		}
-		for (size_t t = t0; t < t1; t++) {
-			const struct kern_block_q8a *x =
-				(const struct kern_block_q8a *)((const char *)a->x + t * a->x_stride) + b;
-			for (size_t r = 0; r < R; r++) {
-				/* constant n in the common case: no per-block tests */
-				__m256i sums = n == KERN_GROUP
-						       ? avx2__group_dot(wt, uw[r], sw[r], x, KERN_GROUP)
-						       : avx2__group_dot(wt, uw[r], sw[r], x, n);
-				acc[r][t - t0] = avx2__group_acc(wt, sums, dw[r], a, t, b,
-								 acc[r][t - t0]);
+			uint16_t h;
+			if (r < R) {
+				if (wt == DTYPE_Q8_0)
+					u[r] = avx2__unpack(wt, row, kb + j, &sg[r]);
+				memcpy(&h, row + (kb + j) * bs, sizeof(h));
+				d[r] = _cvtsh_ss(h);
+			} else {
+				u[r] = sg[r] = _mm256_setzero_si256();
+				d[r] = 0.0f;
 			}
 		}
+		if (wt == DTYPE_Q8_0)
+			avx2__transpose8(u);
+		else
+			avx2__q4_rows((const char *)a->w + o * a->w_stride, a->w_stride, kb + j, R, u);
+		AVX2_UNROLL8
+		for (int c = 0; c < 8; c++)
+			pk[j][c] = u[c];
+		if (wt == DTYPE_Q8_0) {
+			avx2__transpose8(sg);
+			AVX2_UNROLL8
+			for (int c = 0; c < 8; c++)
+				ps[j][c] = sg[c];
+		}
+		pd[j] = _mm256_loadu_ps(d);
 	}
-	for (size_t r = 0; r < R; r++)
-		for (size_t t = t0; t < t1; t++)
-			a->y[t * a->y_stride + o + r] = avx2__hsum(acc[r][t - t0]);
+}
+
+/*
+ * Packed blocks [kb, kb+n) against tokens [t, t+T), T a compile-time
+ * constant: acc[k] lane r accumulates (row o+r, token t+k). Per block,
+ * the exact int32 dot S of each row (lanes) is formed, then
+ *   acc = fma(float(S), dw * dx, acc)
+ * block after block: the float sequence of every (row, token) result is
+ * fixed by the data alone, whatever the tiling, threads or batch.
+ * Q4_0: 8 maddubs(nibbles, x) summed in int16 (each lane <= 8*2*15*127 =
+ * 30480), then madd to int32 and 8 * sum(x) taken off. Q8_0: sign trick
+ * (pairs <= 2*128*127), madd to int32 after each maddubs.
+ */
+AVX2_INLINE void avx2__run_q(uint32_t wt, const struct kern_gemm_args *a, size_t t, int T,
+			     size_t kb, size_t n, const __m256i pk[][8], const __m256i ps[][8],
+			     const __m256 pd[], __m256 *accp)
+{
+	const __m256i ones = _mm256_set1_epi16(1);
+	const struct kern_block_q8a *x[AVX2_QT];
+	__m256 acc[AVX2_QT];
+
+	AVX2_UNROLL
+	for (int k = 0; k < T; k++) {
+		x[k] = (const struct kern_block_q8a *)((const char *)a->x +
+						       (t + (size_t)k) * a->x_stride);
+		acc[k] = accp[k];
+	}
+	for (size_t j = 0; j < n; j++) {
+		size_t b = kb + j;
+		__m256i sum[AVX2_QT];
+		AVX2_UNROLL8
+		for (int c = 0; c < 8; c++) {
+			__m256i wv = _mm256_load_si256(&pk[j][c]);
+			AVX2_UNROLL
+			for (int k = 0; k < T; k++) {
+				int32_t q;
+				memcpy(&q, x[k][b].qs + 4 * c, sizeof(q));
+				__m256i xb = _mm256_set1_epi32(q), m;
+				if (wt == DTYPE_Q8_0) {
+					m = _mm256_madd_epi16(
+						_mm256_maddubs_epi16(
+							wv, _mm256_sign_epi8(xb, _mm256_load_si256(
+											 &ps[j][c]))),
+						ones);
+					sum[k] = c == 0 ? m : _mm256_add_epi32(sum[k], m);
+				} else {
+					m = _mm256_maddubs_epi16(wv, xb);
+					sum[k] = c == 0 ? m : _mm256_add_epi16(sum[k], m);
+				}
+			}
+		}
+		__m256 dw = _mm256_load_ps((const float *)&pd[j]);
+		AVX2_UNROLL
+		for (int k = 0; k < T; k++) {
+			size_t i = (t + (size_t)k) * a->xd_stride + b;
+			__m256i s = sum[k];
+			if (wt == DTYPE_Q4_0)
+				s = _mm256_sub_epi32(_mm256_madd_epi16(s, ones),
+						     _mm256_set1_epi32(a->xs8[i]));
+			acc[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s),
+						 _mm256_mul_ps(dw, _mm256_set1_ps(a->xd[i])), acc[k]);
+		}
+	}
+	AVX2_UNROLL
+	for (int k = 0; k < T; k++)
+		accp[k] = acc[k];
+}
+
+/* Rows [o, o+R) (R <= 8) x tokens [t0, t1) (at most AVX2_TOKEN_BLOCK). */
+AVX2_INLINE void avx2__rows_q(uint32_t wt, const struct kern_gemm_args *a, size_t o, size_t R,
+			      size_t t0, size_t t1)
+{
+	const size_t nb = a->n_in / KERN_QK;
+	__m256i pk[AVX2_QKB][8], ps[wt == DTYPE_Q8_0 ? AVX2_QKB : 1][8];
+	__m256 pd[AVX2_QKB];
+	__m256 acc[AVX2_TOKEN_BLOCK];
+	float out[AVX2_QR] __attribute__((aligned(32)));
+
+	for (size_t k = 0; k < t1 - t0; k++)
+		acc[k] = _mm256_setzero_ps();
+	for (size_t kb = 0; kb < nb; kb += AVX2_QKB) {
+		size_t n = nb - kb < AVX2_QKB ? nb - kb : AVX2_QKB;
+		avx2__pack_q(wt, a, o, R, kb, n, pk, ps, pd);
+		size_t t = t0;
+		for (; t + AVX2_QT <= t1; t += AVX2_QT)
+			avx2__run_q(wt, a, t, AVX2_QT, kb, n, pk, ps, pd, acc + (t - t0));
+		/* leftover tokens: the per-token sequence does not depend on T */
+		if (t1 - t >= 4) {
+			avx2__run_q(wt, a, t, 4, kb, n, pk, ps, pd, acc + (t - t0));
+			t += 4;
+		}
+		if (t1 - t >= 2) {
+			avx2__run_q(wt, a, t, 2, kb, n, pk, ps, pd, acc + (t - t0));
+			t += 2;
+		}
+		if (t1 - t >= 1)
+			avx2__run_q(wt, a, t, 1, kb, n, pk, ps, pd, acc + (t - t0));
+	}
+	for (size_t t = t0; t < t1; t++) {
+		_mm256_store_ps(out, acc[t - t0]);
+		memcpy(a->y + t * a->y_stride + o, out, R * sizeof(float));
+	}
+}
+
+/* Rows [o, o+R) (R <= 8) for one token (decode), block by block: the 8
+ * rows' blocks are unpacked and transposed in registers to the packed
+ * layout of avx2__pack_q, then go through the same sequence as
+ * avx2__run_q. The rows lie back to back, so the next 8 are prefetched
+ * at the pace this tile consumes its own. */
+AVX2_INLINE void avx2__gemv_q(uint32_t wt, const struct kern_gemm_args *a, size_t o, size_t R)
+{
+	const size_t bs = wt == DTYPE_Q8_0 ? sizeof(struct kern_block_q8_0)
+					   : sizeof(struct kern_block_q4_0);
+	const size_t nb = a->n_in / KERN_QK;
+	const __m256i ones = _mm256_set1_epi16(1);
+	const struct kern_block_q8a *x = a->x;
+	const char *w = (const char *)a->w + o * a->w_stride;
+	const char *next = w + AVX2_QR * a->w_stride;
+	float out[AVX2_QR] __attribute__((aligned(32)));
+	__m256 acc = _mm256_setzero_ps();
+
+	for (size_t b = 0; b < nb; b++) {
+		__m256i u[AVX2_QR], sg[AVX2_QR], sum;
+		__m128i h = _mm_setzero_si128();
+
+		if ((b & 3) == 0)
+			for (size_t off = 0; off < 4 * AVX2_QR * bs; off += 64)
+				_mm_prefetch(next + b * AVX2_QR * bs + off, _MM_HINT_T0);
+		AVX2_UNROLL8
+		for (size_t r = 0; r < AVX2_QR; r++) {
+			const char *row = w + r * a->w_stride;
+			if (R == AVX2_QR || r < R) {
+				uint16_t d;
+				if (wt == DTYPE_Q8_0)
+					u[r] = avx2__unpack(wt, row, b, &sg[r]);
+				memcpy(&d, row + b * bs, sizeof(d));
+				h = _mm_insert_epi16(h, d, (int)r);
+			} else {
+				u[r] = sg[r] = _mm256_setzero_si256();
+			}
+		}
+		if (wt == DTYPE_Q8_0) {
+			avx2__transpose8(u);
+			avx2__transpose8(sg);
+		} else {
+			avx2__q4_rows(w, a->w_stride, b, R, u);
+		}
+		AVX2_UNROLL8
+		for (int c = 0; c < 8; c++) {
+			int32_t q;
+			memcpy(&q, x[b].qs + 4 * c, sizeof(q));
+			__m256i xb = _mm256_set1_epi32(q), m;
+			if (wt == DTYPE_Q8_0) {
+				m = _mm256_madd_epi16(_mm256_maddubs_epi16(u[c], _mm256_sign_epi8(xb, sg[c])),
+						      ones);
+				sum = c == 0 ? m : _mm256_add_epi32(sum, m);
+			} else {
+				m = _mm256_maddubs_epi16(u[c], xb);
+				sum = c == 0 ? m : _mm256_add_epi16(sum, m);
+			}
+		}
+		if (wt == DTYPE_Q4_0)
+			sum = _mm256_sub_epi32(_mm256_madd_epi16(sum, ones), _mm256_set1_epi32(a->xs8[b]));
+		acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum),
+				      _mm256_mul_ps(_mm256_cvtph_ps(h), _mm256_set1_ps(a->xd[b])), acc);
+	}
+	_mm256_store_ps(out, acc);
+	memcpy(a->y + o, out, R * sizeof(float));
 }
 
 AVX2_INLINE void avx2__gemm_q(uint32_t wt, const struct kern_gemm_args *a, size_t o0, size_t o1)
 {
 	if (a->n_tok == 1) {
-		avx2__gemv_q(wt, a, o0, o1);
+		size_t o = o0;
+		for (; o + AVX2_QR <= o1; o += AVX2_QR)
+			avx2__gemv_q(wt, a, o, AVX2_QR);
+		if (o < o1)
+			avx2__gemv_q(wt, a, o, o1 - o);
 		return;
 	}
 	for (size_t tb = 0; tb < a->n_tok; tb += AVX2_TOKEN_BLOCK) {
 		size_t te = a->n_tok - tb > AVX2_TOKEN_BLOCK ? tb + AVX2_TOKEN_BLOCK : a->n_tok;
-		for (size_t o = o0; o < o1; o += AVX2_QROWS)
-			avx2__tile_q(wt, a, o, o1 - o < AVX2_QROWS ? o1 - o : AVX2_QROWS, tb, te);
+		for (size_t o = o0; o < o1; o += AVX2_QR)
+			avx2__rows_q(wt, a, o, o1 - o < AVX2_QR ? o1 - o : AVX2_QR, tb, te);
 	}
 }
 
