@@ -25,12 +25,12 @@ RUN make -j"$(nproc)" all \
 
 FROM debian:12-slim
 # One package per shared library that emberd and ember link (ldd); their
-# own dependencies (gnutls, cpuinfo...) come with them. libc6 is in the
+# own dependencies (gnutls...) come with them. libc6 is in the
 # base image. tests/integration/test_deploy.sh checks this list.
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
       libmicrohttpd12 libjansson4 libuv1 \
-      libxnnpack0 libpthreadpool0 libsentencepiece0 libpcre2-8-0 \
+      libpthreadpool0 libsentencepiece0 libpcre2-8-0 \
       libstdc++6 libgcc-s1 \
  && rm -rf /var/lib/apt/lists/* \
  && groupadd --system --gid 10001 ember \

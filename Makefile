@@ -37,7 +37,7 @@ ISA_avx512 := -mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512dq -ma
 PKGS_ENGINE := libpcre2-8
 PKGS_SERVER := libmicrohttpd jansson libuv
 PKGS_TEST   := check
-LIBS_ENGINE  = $(shell pkg-config --libs $(PKGS_ENGINE) 2>/dev/null) -lsentencepiece -lXNNPACK -lpthreadpool -lstdc++ -lm
+LIBS_ENGINE  = $(shell pkg-config --libs $(PKGS_ENGINE) 2>/dev/null) -lsentencepiece -lpthreadpool -lstdc++ -lm
 LIBS_SERVER  = $(shell pkg-config --libs $(PKGS_SERVER) 2>/dev/null)
 LIBS_TOOLS   = $(shell pkg-config --libs jansson 2>/dev/null)
 LIBS_TEST    = $(shell pkg-config --libs $(PKGS_TEST) 2>/dev/null) $(LIBS_TOOLS)
@@ -66,6 +66,7 @@ EMBER    := $(BUILD)/ember
 UNIT     := $(BUILD)/check_unit
 LOADGEN  := $(BUILD)/loadgen
 FWDSTEP  := $(BUILD)/forward_step
+FCCMP    := $(BUILD)/fc_compare
 
 ifeq ($(V),1)
 Q :=
@@ -76,7 +77,7 @@ say = @printf '  %-6s %s\n' $(1) $(2);
 endif
 
 .PHONY: all run test unit integration asan install clean deps
-all: $(LIBEMBER) $(EMBERD) $(EMBER) $(LOADGEN) $(FWDSTEP)
+all: $(LIBEMBER) $(EMBERD) $(EMBER) $(LOADGEN) $(FWDSTEP) $(FCCMP)
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(@D)
@@ -105,6 +106,11 @@ $(LOADGEN): $(call obj,bench/loadgen.c bench/response.c)
 # Times one batched forward step over 1..8 sequences (bench/SERVE_RESULTS.md).
 $(FWDSTEP): $(BUILD)/bench/forward_step.o $(LIBEMBER)
 	$(call say,LD,$@)$(CC) $(LDFLAGS) -pthread $^ $(LIBS_ENGINE) -o $@
+
+# Our F32 GEMM against XNNPACK's fully-connected operator (kernels.c says
+# which one runs, and why): the only binary that links XNNPACK.
+$(FCCMP): $(BUILD)/bench/fc_compare.o $(LIBEMBER)
+	$(call say,LD,$@)$(CC) $(LDFLAGS) -pthread $^ -lXNNPACK $(LIBS_ENGINE) -o $@
 
 # The suite list is generated from the file names: tests/test_foo.c defines
 # `Suite *suite_foo(void)`, so adding a test file needs no other edit.

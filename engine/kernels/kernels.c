@@ -20,7 +20,8 @@
  * measured against the AVX2 F32 path for prefill, 512 tokens x 2048 ->
  * 2048, one thread on a Zen 3: 30.9 GFLOP/s against our 41.8 (and 10-14 vs
  * 12-14 on a loaded machine), plus ~40 ms to pack each weight matrix into
- * a second copy it owns. Not worth it, so it is not used.
+ * a second copy it owns. Not worth it, so it is not used (bench/fc_compare.c
+ * re-measures both on the machine at hand).
  *
  * Threads: output rows are cut into chunks (a multiple of 4 rows, about
  * four per thread for balance), one pthreadpool task each; activation

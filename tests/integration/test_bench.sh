@@ -15,3 +15,8 @@ for bad in "-r 0" "-t 0" "-p x" "--nope 1"; do
 	if "$E" bench -m "$TMPDIR/b.gguf" $bad 2>/dev/null; then echo "accepted: $bad"; exit 1; fi
 done
 if "$E" bench -m "$TMPDIR/none.gguf" 2>/dev/null; then exit 1; fi
+# fc_compare: both F32 paths agree on a small shape (no timing asserted)
+out=$("$BUILD/fc_compare" 3 64 40 1 1)
+echo "$out"
+rel=$(sed -n 's/.*max relative difference \([0-9.e+-]*\)$/\1/p' <<<"$out")
+/usr/bin/python3 -c "import sys; sys.exit(0 if float('$rel') < 1e-3 else 1)"
