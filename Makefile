@@ -21,6 +21,15 @@ CFLAGS   := -std=c11 $(OPT) -g $(WARN) -fno-strict-aliasing -pthread
 CXXFLAGS := -std=c++17 $(OPT) -g $(WARN) -pthread
 DEPFLAGS  = -MMD -MP
 
+ifeq ($(FUZZ),1)
+# libFuzzer build (make fuzz, clang only): instrumented objects, no -Werror
+# (another compiler's warnings must not stop a fuzzing run).
+WARN     := -Wall -Wextra
+SANFLAGS := -fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer
+CFLAGS   += $(SANFLAGS)
+CXXFLAGS += $(SANFLAGS)
+endif
+
 ifeq ($(SANITIZE),1)
 SANFLAGS := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 CFLAGS   += $(SANFLAGS)
@@ -67,6 +76,13 @@ UNIT     := $(BUILD)/check_unit
 LOADGEN  := $(BUILD)/loadgen
 FWDSTEP  := $(BUILD)/forward_step
 FCCMP    := $(BUILD)/fc_compare
+# Fuzz targets: tests/fuzz/fuzz_<name>.c. replay_<name> runs the kept
+# corpus through the same code in every build (make test); fuzz_<name> is
+# the libFuzzer binary (make fuzz).
+FUZZ_NAMES := $(patsubst tests/fuzz/fuzz_%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
+REPLAY_BIN := $(patsubst %,$(BUILD)/replay_%,$(FUZZ_NAMES))
+FUZZ_SECONDS ?= 60
+.SECONDARY: $(call obj,$(wildcard tests/fuzz/*.c))
 
 ifeq ($(V),1)
 Q :=
@@ -76,8 +92,8 @@ Q := @
 say = @printf '  %-6s %s\n' $(1) $(2);
 endif
 
-.PHONY: all run test unit integration asan install clean deps
-all: $(LIBEMBER) $(EMBERD) $(EMBER) $(LOADGEN) $(FWDSTEP) $(FCCMP)
+.PHONY: all run test unit integration asan fuzz install clean deps
+all: $(LIBEMBER) $(EMBERD) $(EMBER) $(LOADGEN) $(FWDSTEP) $(FCCMP) $(REPLAY_BIN)
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(@D)
@@ -111,6 +127,12 @@ $(FWDSTEP): $(BUILD)/bench/forward_step.o $(LIBEMBER)
 # which one runs, and why): the only binary that links XNNPACK.
 $(FCCMP): $(BUILD)/bench/fc_compare.o $(LIBEMBER)
 	$(call say,LD,$@)$(CC) $(LDFLAGS) -pthread $^ -lXNNPACK $(LIBS_ENGINE) -o $@
+
+$(BUILD)/replay_%: $(BUILD)/tests/fuzz/fuzz_%.o $(BUILD)/tests/fuzz/replay.o $(SERVER_LIB_OBJ) $(LIBEMBER)
+	$(call say,LD,$@)$(CC) $(LDFLAGS) -pthread $^ $(LIBS_SERVER) $(LIBS_ENGINE) -o $@
+
+$(BUILD)/fuzz_%: $(BUILD)/tests/fuzz/fuzz_%.o $(SERVER_LIB_OBJ) $(LIBEMBER)
+	$(call say,LD,$@)$(CC) -fsanitize=fuzzer,address,undefined -pthread $^ $(LIBS_SERVER) $(LIBS_ENGINE) -o $@
 
 # The suite list is generated from the file names: tests/test_foo.c defines
 # `Suite *suite_foo(void)`, so adding a test file needs no other edit.
@@ -158,6 +180,19 @@ asan: deps
 	$(MAKE) --no-print-directory BUILD=build/asan SANITIZE=1 OPT=-O1 all build/asan/check_unit
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  $(MAKE) --no-print-directory BUILD=build/asan SANITIZE=1 OPT=-O1 unit integration
+
+# Each target for FUZZ_SECONDS with libFuzzer (clang), starting from the kept
+# corpus; a crash stops with its input in build/fuzz/: fix it, then copy
+# the input into tests/fuzz/corpus/<target>/ so make test replays it forever.
+fuzz: deps
+	@command -v clang >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq clang
+	$(MAKE) --no-print-directory BUILD=build/fuzz CC=clang CXX=clang++ FUZZ=1 OPT=-O1 \
+	  $(patsubst %,build/fuzz/fuzz_%,$(FUZZ_NAMES))
+	@for n in $(FUZZ_NAMES); do mkdir -p build/fuzz/corpus/$$n; \
+	  echo "fuzz_$$n: $(FUZZ_SECONDS) s"; \
+	  build/fuzz/fuzz_$$n -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=4096 \
+	    -artifact_prefix=build/fuzz/crash-$$n- build/fuzz/corpus/$$n tests/fuzz/corpus/$$n \
+	    || exit 1; done
 
 # ---- Debian packages -------------------------------------------------------
 # What the build and the tests need; installed only when missing.
