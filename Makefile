@@ -24,10 +24,9 @@ DEPFLAGS  = -MMD -MP
 ifeq ($(FUZZ),1)
 # libFuzzer build (make fuzz, clang only): instrumented objects, no -Werror
 # (another compiler's warnings must not stop a fuzzing run).
-WARN     := -Wall -Wextra
 SANFLAGS := -fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer
-CFLAGS   += $(SANFLAGS)
-CXXFLAGS += $(SANFLAGS)
+CFLAGS   := $(filter-out -Werror,$(CFLAGS)) $(SANFLAGS)
+CXXFLAGS := $(filter-out -Werror,$(CXXFLAGS)) $(SANFLAGS)
 endif
 
 ifeq ($(SANITIZE),1)

@@ -18,13 +18,13 @@
 static const char *const eog_texts[] = {
 	"<|eot_id|>", "<|im_end|>", "<|end|>",  "<end_of_turn>", "<|endoftext|>",
 	"<|eom_id|>", "<EOT>",      "_<EOT>",   "<|end_of_text|>",
-	"<\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>",
+	("<\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>"), /* <｜end▁of▁sentence｜> */
 };
 
 /* Texts llama.cpp takes as EOT when tokenizer.ggml.eot_token_id is absent. */
 static const char *const eot_texts[] = {
 	"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<EOT>", "_<EOT>",
-	"<\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>",
+	("<\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>"), /* <｜end▁of▁sentence｜> */
 };
 
 struct id_key {
