@@ -427,18 +427,11 @@ AVX2_INLINE void avx2__gemv_q(uint32_t wt, const struct kern_gemm_args *a, size_
 		for (int c = 0; c < 8; c++) {
 			int32_t q;
 			memcpy(&q, x[b].qs + 4 * c, sizeof(q));
-			__m256i xb = _mm256_set1_epi32(q), m;
-			if (wt == DTYPE_Q8_0) {
-				m = _mm256_madd_epi16(_mm256_maddubs_epi16(u[c], _mm256_sign_epi8(xb, sg[c])),
-						      ones);
-				sum = c == 0 ? m : _mm256_add_epi32(sum, m);
-			} else {
-				m = _mm256_maddubs_epi16(u[c], xb);
-				sum = c == 0 ? m : _mm256_add_epi16(sum, m);
-			}
+			__m256i xb = _mm256_set1_epi32(q);
+			__m256i m = _mm256_madd_epi16(
+				_mm256_maddubs_epi16(u[c], _mm256_sign_epi8(xb, sg[c])), ones);
+			sum = c == 0 ? m : _mm256_add_epi32(sum, m);
 		}
-		if (wt == DTYPE_Q4_0)
-			sum = _mm256_sub_epi32(_mm256_madd_epi16(sum, ones), _mm256_set1_epi32(a->xs8[b]));
 		acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum),
 				      _mm256_mul_ps(_mm256_cvtph_ps(h), _mm256_set1_ps(a->xd[b])), acc);
 	}
