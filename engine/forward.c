@@ -109,6 +109,31 @@ static void linear(struct forward_pass *f, const struct model_weight *w, const s
 		add_bias(y, b, n);
 }
 
+/* linear() for n (<= KERN_MM_PARTS_MAX) weights over the same x: one pool
+ * pass when their types and widths agree (results as linear()'s). */
+static void linear_n(struct forward_pass *f, const struct model_weight *const w[],
+		     const struct model_weight *const b[], const float *x, float *const y[], size_t n,
+		     uint32_t n_tok)
+{
+	struct kern_mm_part parts[KERN_MM_PARTS_MAX];
+	size_t i;
+
+	for (i = 1; i < n; i++)
+		if (w[i]->type != w[0]->type || w[i]->n_in != w[0]->n_in)
+			break;
+	if (i < n) {
+		for (i = 0; i < n; i++)
+			linear(f, w[i], b[i], x, y[i], n_tok);
+		return;
+	}
+	for (i = 0; i < n; i++)
+		parts[i] = (struct kern_mm_part){ w[i]->data, w[i]->n_out, y[i] };
+	kern_matmul_n(f->pool, w[0]->type, w[0]->n_in, parts, n, x, n_tok, f->mm_scratch);
+	for (i = 0; i < n; i++)
+		if (b[i])
+			add_bias(y[i], b[i], n_tok);
+}
+
 /* ---- norm ----------------------------------------------------------------- */
 
 /* out[n][d] = norm(x[n][d]) * w (+ b), by the architecture's norm kind.
@@ -199,9 +224,14 @@ static void project_qkv(struct forward_pass *f, const struct model_layer *L, uin
 	uint32_t t;
 
 	if (!L->w[ARCH_T_ATTN_QKV].data) {
-		linear(f, &L->w[ARCH_T_ATTN_Q], &L->w[ARCH_T_ATTN_Q_B], f->xn, f->q, n);
-		linear(f, &L->w[ARCH_T_ATTN_K], &L->w[ARCH_T_ATTN_K_B], f->xn, f->k, n);
-		linear(f, &L->w[ARCH_T_ATTN_V], &L->w[ARCH_T_ATTN_V_B], f->xn, f->v, n);
+		const struct model_weight *const w[] = { &L->w[ARCH_T_ATTN_Q], &L->w[ARCH_T_ATTN_K],
+							 &L->w[ARCH_T_ATTN_V] };
+		const struct model_weight *const b[] = { &L->w[ARCH_T_ATTN_Q_B],
+							 &L->w[ARCH_T_ATTN_K_B],
+							 &L->w[ARCH_T_ATTN_V_B] };
+		float *const y[] = { f->q, f->k, f->v };
+
+		linear_n(f, w, b, f->xn, y, 3, n);
 		return;
 	}
 	linear(f, &L->w[ARCH_T_ATTN_QKV], &L->w[ARCH_T_ATTN_QKV_B], f->xn, f->qkv, n);
@@ -399,12 +429,17 @@ static void mlp(struct forward_pass *f, const struct model_layer *L, uint32_t n)
 	const size_t len = (size_t)n * f->m->hp.n_ff;
 	size_t i;
 
-	linear(f, &L->w[ARCH_T_FFN_UP], &L->w[ARCH_T_FFN_UP_B], f->xn, f->up, n);
 	if (f->m->arch->mlp_gated) {
-		linear(f, &L->w[ARCH_T_FFN_GATE], &L->w[ARCH_T_FFN_GATE_B], f->xn, f->gate, n);
+		const struct model_weight *const w[] = { &L->w[ARCH_T_FFN_UP], &L->w[ARCH_T_FFN_GATE] };
+		const struct model_weight *const b[] = { &L->w[ARCH_T_FFN_UP_B],
+							 &L->w[ARCH_T_FFN_GATE_B] };
+		float *const y[] = { f->up, f->gate };
+
+		linear_n(f, w, b, f->xn, y, 2, n);
 		for (i = 0; i < len; i++)
 			f->up[i] *= activate(act, f->gate[i]);
 	} else {
+		linear(f, &L->w[ARCH_T_FFN_UP], &L->w[ARCH_T_FFN_UP_B], f->xn, f->up, n);
 		for (i = 0; i < len; i++)
 			f->up[i] = activate(act, f->up[i]);
 	}

@@ -480,6 +480,51 @@ START_TEST(threaded_matmul_equals_single_thread_bit_for_bit)
 }
 END_TEST
 
+START_TEST(fused_matmul_equals_separate_matmuls_bit_for_bit)
+{
+	enum { IN = 288 };
+	static const size_t outs[] = {133, 0, 8, 37};
+	static const size_t toks[] = {1, 9};
+	pthreadpool_t pool = pthreadpool_create(2);
+
+	ck_assert_ptr_nonnull(pool);
+	kern_init();
+	for (size_t ti = 0; ti < sizeof(kt_types) / sizeof(kt_types[0]); ti++) {
+		for (size_t k = 0; k < 2; k++) {
+			size_t n_tok = toks[k], sz = kern_matmul_scratch(kt_types[ti], IN, n_tok);
+			float *x = kt_alloc(IN * n_tok * sizeof(float));
+			void *scratch = sz ? kt_alloc(sz) : NULL;
+			struct kern_mm_part parts[4];
+			void *w[4];
+			float *wf[4], *y1[4];
+
+			kt_fill(x, IN * n_tok, 1.0f);
+			for (size_t p = 0; p < 4; p++) {
+				w[p] = kt_weights(kt_types[ti], outs[p] ? outs[p] : 1, IN, &wf[p]);
+				y1[p] = kt_alloc((outs[p] + 1) * n_tok * sizeof(float));
+				parts[p] = (struct kern_mm_part){w[p], outs[p],
+								 kt_alloc((outs[p] + 1) * n_tok *
+									  sizeof(float))};
+				kt_matmul(NULL, kt_types[ti], w[p], outs[p], IN, x, n_tok, y1[p]);
+			}
+			kern_matmul_n(pool, kt_types[ti], IN, parts, 4, x, n_tok, scratch);
+			for (size_t p = 0; p < 4; p++) {
+				ck_assert_msg(memcmp(y1[p], parts[p].y,
+						     outs[p] * n_tok * sizeof(float)) == 0,
+					      "%s tok=%zu part=%zu", dtype_name(kt_types[ti]), n_tok, p);
+				free(w[p]);
+				free(wf[p]);
+				free(y1[p]);
+				free(parts[p].y);
+			}
+			free(scratch);
+			free(x);
+		}
+	}
+	pthreadpool_destroy(pool);
+}
+END_TEST
+
 START_TEST(q8_0_matmul_tracks_float_math_on_dequantized_weights)
 {
 	enum { OUT = 64, IN = 512, TOK = 3 };
@@ -552,6 +597,7 @@ Suite *suite_kernels(void)
 	tcase_add_test(tc, avx512_level_matches_reference);
 	tcase_add_test(tc, vector_helpers_match_reference_on_every_level);
 	tcase_add_test(tc, threaded_matmul_equals_single_thread_bit_for_bit);
+	tcase_add_test(tc, fused_matmul_equals_separate_matmuls_bit_for_bit);
 	tcase_add_test(tc, q8_0_matmul_tracks_float_math_on_dequantized_weights);
 	tcase_add_test(tc, init_picks_a_level_this_cpu_runs);
 	suite_add_tcase(s, tc);

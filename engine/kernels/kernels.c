@@ -144,31 +144,36 @@ void kern_act_summarize(const struct kern_block_q8a *x, size_t nb, float *xd, in
 struct kern__job {
 	const struct kern_ops *ops;
 	kern_gemm_fn gemm;
-	struct kern_gemm_args args;
+	struct kern_gemm_args args[KERN_MM_PARTS_MAX]; /* one per part; x shared */
+	size_t chunk[KERN_MM_PARTS_MAX];               /* output rows per task */
+	size_t first[KERN_MM_PARTS_MAX + 1];           /* first task of each part */
+	size_t n_part;
 	const float *x; /* float activations, for quantization */
-	size_t chunk;   /* output rows per task */
-	size_t n_out;
 };
 
 static void kern__quantize_cb(void *data, size_t t)
 {
 	const struct kern__job *job = data;
-	struct kern_block_q8a *dst =
-		(struct kern_block_q8a *)((char *)job->args.x + t * job->args.x_stride);
+	const struct kern_gemm_args *a = &job->args[0];
+	struct kern_block_q8a *dst = (struct kern_block_q8a *)((char *)a->x + t * a->x_stride);
 
-	job->ops->quantize_act(job->x + t * job->args.n_in, dst, job->args.n_in);
-	kern_act_summarize(dst, job->args.n_in / KERN_QK,
-			   (float *)job->args.xd + t * job->args.xd_stride,
-			   (int32_t *)job->args.xs8 + t * job->args.xd_stride);
+	job->ops->quantize_act(job->x + t * a->n_in, dst, a->n_in);
+	kern_act_summarize(dst, a->n_in / KERN_QK, (float *)a->xd + t * a->xd_stride,
+			   (int32_t *)a->xs8 + t * a->xd_stride);
 }
 
 static void kern__rows_cb(void *data, size_t i)
 {
 	const struct kern__job *job = data;
-	size_t o0 = i * job->chunk;
-	size_t o1 = job->n_out - o0 > job->chunk ? o0 + job->chunk : job->n_out;
+	size_t p = 0;
 
-	job->gemm(&job->args, o0, o1);
+	while (i >= job->first[p + 1])
+		p++;
+	size_t n_out = job->args[p].y_stride;
+	size_t o0 = (i - job->first[p]) * job->chunk[p];
+	size_t o1 = n_out - o0 > job->chunk[p] ? o0 + job->chunk[p] : n_out;
+
+	job->gemm(&job->args[p], o0, o1);
 }
 
 static size_t kern__chunk_rows(pthreadpool_t pool, size_t n_out)
@@ -197,36 +202,57 @@ void kern_scale_add(float *y, float r, float p, const float *x, size_t n)
 void kern_matmul(pthreadpool_t pool, uint32_t wtype, const void *w, size_t n_out, size_t n_in,
 		 const float *x, size_t n_tok, float *y, void *scratch)
 {
+	const struct kern_mm_part part = { w, n_out, y };
+
+	kern_matmul_n(pool, wtype, n_in, &part, 1, x, n_tok, scratch);
+}
+
+void kern_matmul_n(pthreadpool_t pool, uint32_t wtype, size_t n_in, const struct kern_mm_part *parts,
+		   size_t n, const float *x, size_t n_tok, void *scratch)
+{
 	struct kern__job job = {0};
+	struct kern_gemm_args a = {0};
 
 	kern_init();
 	assert(kern_supports(wtype) && n_in % dtype_block(wtype) == 0);
-	if (n_out == 0 || n_tok == 0)
+	assert(n <= KERN_MM_PARTS_MAX);
+	if (n_tok == 0 || n == 0 || n > KERN_MM_PARTS_MAX)
 		return;
 	job.ops = kern__ops;
 	job.gemm = kern__ops->gemm[wtype];
-	job.args.w = w;
-	job.args.w_stride = (size_t)dtype_row_size(wtype, n_in);
-	job.args.n_in = n_in;
-	job.args.n_tok = n_tok;
-	job.args.y = y;
-	job.args.y_stride = n_out;
 	job.x = x;
-	job.n_out = n_out;
-	job.chunk = kern__chunk_rows(pool, n_out);
+	a.w_stride = (size_t)dtype_row_size(wtype, n_in);
+	a.n_in = n_in;
+	a.n_tok = n_tok;
 	if (kern_wtype_quantized(wtype)) {
 		/* [n_tok] block rows, then [n_tok] xd rows, then [n_tok] xs8 rows:
 		 * all 4-byte aligned, as block rows are 36-byte multiples. */
-		job.args.x = scratch;
-		job.args.x_stride = kern__act_row_bytes(n_in);
-		job.args.xd_stride = kern_act_groups_pad(n_in / KERN_QK);
-		job.args.xd = (const float *)((char *)scratch + job.args.x_stride * n_tok);
-		job.args.xs8 = (const int32_t *)(job.args.xd + job.args.xd_stride * n_tok);
-		pthreadpool_parallelize_1d(pool, kern__quantize_cb, &job, n_tok, 0);
+		a.x = scratch;
+		a.x_stride = kern__act_row_bytes(n_in);
+		a.xd_stride = kern_act_groups_pad(n_in / KERN_QK);
+		a.xd = (const float *)((char *)scratch + a.x_stride * n_tok);
+		a.xs8 = (const int32_t *)(a.xd + a.xd_stride * n_tok);
 	} else {
-		job.args.x = x;
-		job.args.x_stride = n_in * sizeof(float);
+		a.x = x;
+		a.x_stride = n_in * sizeof(float);
 	}
-	pthreadpool_parallelize_1d(pool, kern__rows_cb, &job, (n_out + job.chunk - 1) / job.chunk,
-				   0);
+	/* Parts with no rows get no tasks; each part keeps the chunking a
+	 * kern_matmul() of its own would use. */
+	for (size_t p = 0; p < n; p++) {
+		size_t k = job.n_part;
+		if (parts[p].n_out == 0)
+			continue;
+		job.args[k] = a;
+		job.args[k].w = parts[p].w;
+		job.args[k].y = parts[p].y;
+		job.args[k].y_stride = parts[p].n_out;
+		job.chunk[k] = kern__chunk_rows(pool, parts[p].n_out);
+		job.first[k + 1] = job.first[k] + (parts[p].n_out + job.chunk[k] - 1) / job.chunk[k];
+		job.n_part++;
+	}
+	if (job.n_part == 0)
+		return;
+	if (kern_wtype_quantized(wtype))
+		pthreadpool_parallelize_1d(pool, kern__quantize_cb, &job, n_tok, 0);
+	pthreadpool_parallelize_1d(pool, kern__rows_cb, &job, job.first[job.n_part], 0);
 }

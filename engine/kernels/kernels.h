@@ -53,6 +53,27 @@ size_t kern_matmul_scratch(uint32_t wtype, size_t n_in, size_t n_tok);
 void kern_matmul(pthreadpool_t pool, uint32_t wtype, const void *w, size_t n_out, size_t n_in,
 		 const float *x, size_t n_tok, float *y, void *scratch);
 
+/* One weight matrix of a kern_matmul_n() call: n_out rows at w, output
+ * y[n_tok][n_out]. */
+struct kern_mm_part {
+	const void *w;
+	size_t n_out;
+	float *y;
+};
+
+#define KERN_MM_PARTS_MAX 4
+
+/*
+ * kern_matmul() for each of parts[0..n) (n <= KERN_MM_PARTS_MAX) against
+ * the same x, all of type `wtype` and width n_in, in one pass over the
+ * pool: x is quantized once and the rows of every part are shared out
+ * together, so threads join once instead of once per matrix (decode runs
+ * ~180 joins a token). Each y is bit-identical to kern_matmul()'s.
+ * scratch: kern_matmul_scratch(wtype, n_in, n_tok) bytes, 64-byte aligned.
+ */
+void kern_matmul_n(pthreadpool_t pool, uint32_t wtype, size_t n_in, const struct kern_mm_part *parts,
+		   size_t n, const float *x, size_t n_tok, void *scratch);
+
 /* sum_i a[i] * b[i] over n floats (attention scores). */
 float kern_dot(const float *a, const float *b, size_t n);
 
