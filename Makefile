@@ -131,7 +131,7 @@ $(BUILD)/replay_%: $(BUILD)/tests/fuzz/fuzz_%.o $(BUILD)/tests/fuzz/replay.o $(S
 	$(call say,LD,$@)$(CC) $(LDFLAGS) -pthread $^ $(LIBS_SERVER) $(LIBS_ENGINE) -o $@
 
 $(BUILD)/fuzz_%: $(BUILD)/tests/fuzz/fuzz_%.o $(SERVER_LIB_OBJ) $(LIBEMBER)
-	$(call say,LD,$@)$(CC) -fsanitize=fuzzer,address,undefined -pthread $^ $(LIBS_SERVER) $(LIBS_ENGINE) -o $@
+	$(call say,LD,$@)$(CXX) -fsanitize=fuzzer,address,undefined -pthread $^ $(LIBS_SERVER) $(LIBS_ENGINE) -o $@
 
 # The suite list is generated from the file names: tests/test_foo.c defines
 # `Suite *suite_foo(void)`, so adding a test file needs no other edit.
