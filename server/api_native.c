@@ -13,35 +13,13 @@
 
 /* ---- bodies ----------------------------------------------------------- */
 
+/* An empty body is {} where the endpoint has only optional fields. */
 static json_t *decode(const char *body, size_t len, bool empty_ok,
 		      struct api_error *e)
 {
-	json_error_t jerr;
-	json_t *root;
-
 	if (empty_ok && len == 0)
 		return json_object();
-	if (api_openai_check_depth(body, len, API_MAX_DEPTH) != 0) {
-		api_error_set(e, 400, API_ERR_INVALID_REQUEST, NULL,
-			      "invalid_json", "JSON nests deeper than %d levels.",
-			      API_MAX_DEPTH);
-		return NULL;
-	}
-	root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);
-	if (root == NULL) {
-		api_error_set(e, 400, API_ERR_INVALID_REQUEST, NULL,
-			      "invalid_json",
-			      "Invalid JSON body: %s (line %d, column %d).",
-			      jerr.text, jerr.line, jerr.column);
-		return NULL;
-	}
-	if (!json_is_object(root)) {
-		json_decref(root);
-		api_error_set(e, 400, API_ERR_INVALID_REQUEST, NULL,
-			      "invalid_json", "The body must be a JSON object.");
-		return NULL;
-	}
-	return root;
+	return api_openai_decode_object(body, len, e);
 }
 
 static int wrong_type(struct api_error *e, const char *param, const char *what)

@@ -363,8 +363,7 @@ static int read_prompt(json_t *root, struct gen_request *r,
 	return dup_string(v, &r->prompt, e);
 }
 
-/* Decodes the body into an object, or fills `e`. */
-static json_t *decode(const char *body, size_t len, struct api_error *e)
+json_t *api_openai_decode_object(const char *body, size_t len, struct api_error *e)
 {
 	json_error_t jerr;
 	json_t *root;
@@ -401,7 +400,7 @@ static int parse(const char *body, size_t len, const struct api_limits *lim,
 
 	gen_request_init(req, kind, lim->max_tokens);
 	memset(e, 0, sizeof(*e));
-	root = decode(body, len, e);
+	root = api_openai_decode_object(body, len, e);
 	if (root == NULL)
 		goto fail;
 	if (kind == GEN_CHAT ? read_messages(root, req, e)

@@ -16,6 +16,7 @@
 #ifndef EMBER_API_OPENAI_H
 #define EMBER_API_OPENAI_H
 
+#include <jansson.h>
 #include <stddef.h>
 
 #include "api_error.h"
@@ -40,6 +41,11 @@ int api_openai_check_depth(const char *body, size_t len, int max_depth);
 
 /* Parses a chat completions body into `req` (gen_request_init'ed here).
  * Returns 0, or -1 with `e` filled and `req` freed. */
+/* Decodes a request body into a JSON object (new reference), refusing
+ * nesting deeper than API_MAX_DEPTH, duplicate keys, invalid UTF-8 and
+ * non-objects; or fills `e` (400 invalid_json) and returns NULL. */
+json_t *api_openai_decode_object(const char *body, size_t len, struct api_error *e);
+
 int api_openai_parse_chat(const char *body, size_t len,
 			  const struct api_limits *lim, struct gen_request *req,
 			  struct api_error *e);
