@@ -9,6 +9,7 @@
  */
 #include "chat.h"
 
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -369,4 +370,48 @@ size_t chat_template_stops(enum chat_template t, const char *eos_text, const cha
 		k++;
 	}
 	return k;
+}
+
+/* The text of token `id` into out (empty when none or too long). */
+static void chat_token_text(const struct tokenizer *t, int32_t id, char *out, size_t size)
+{
+	size_t len = 0;
+	const char *txt = id >= 0 ? tokenizer_token_text(t, id, &len) : NULL;
+
+	if (txt == NULL || len >= size)
+		len = 0;
+	memcpy(out, txt ? txt : "", len);
+	out[len] = '\0';
+}
+
+void chat_style_init(struct chat_style *s, enum chat_template choice, const struct gguf *g,
+		     const struct tokenizer *t)
+{
+	struct gguf_str jinja = {0, NULL};
+
+	if (gguf_get_str(g, "tokenizer.chat_template", &jinja) != 0)
+		memset(&jinja, 0, sizeof(jinja));
+	s->family = chat_template_select(choice, jinja.ptr, (size_t)jinja.len);
+	chat_token_text(t, tokenizer_bos(t), s->bos_text, sizeof(s->bos_text));
+	chat_token_text(t, tokenizer_eos(t), s->eos_text, sizeof(s->eos_text));
+	s->n_stops = chat_template_stops(s->family, s->eos_text[0] ? s->eos_text : NULL, s->stops,
+					 CHAT_STOPS_MAX);
+}
+
+int chat_style_render(const struct chat_style *s, const struct chat_msg *msgs, size_t n,
+		      char **out, size_t *len, char *err)
+{
+	int64_t need = chat_apply(s->family, msgs, n, s->bos_text, s->eos_text, 1, NULL, 0, err);
+	char *buf;
+
+	*out = NULL;
+	if (need < 0)
+		return (int)need;
+	buf = malloc((size_t)need + 1);
+	if (buf == NULL)
+		return ember_seterr(err, EMBER_ENOMEM, "chat: out of memory for the prompt");
+	chat_apply(s->family, msgs, n, s->bos_text, s->eos_text, 1, buf, (size_t)need + 1, err);
+	*out = buf;
+	*len = (size_t)need;
+	return 0;
 }

@@ -57,6 +57,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "gguf.h"
+#include "tokenizer.h"
+
 enum chat_template {
 	CHAT_TEMPLATE_AUTO = 0, /* "auto": decide from the model (see chat_template_select) */
 	CHAT_TEMPLATE_CHATML,
@@ -128,5 +131,30 @@ int64_t chat_apply(enum chat_template t, const struct chat_msg *msgs, size_t n, 
  * (<= CHAT_STOPS_MAX).
  */
 size_t chat_template_stops(enum chat_template t, const char *eos_text, const char **out, size_t cap);
+
+/*
+ * A model's chat setup, resolved once at load: the family (override or the
+ * file's tokenizer.chat_template), the vocabulary's BOS/EOS texts and the
+ * family's end-of-turn stop texts. `stops` may point into `eos_text`: do
+ * not copy a chat_style by value after chat_style_init().
+ */
+struct chat_style {
+	enum chat_template family;
+	char bos_text[64]; /* "" when the vocabulary has none (or it is longer) */
+	char eos_text[64];
+	const char *stops[CHAT_STOPS_MAX];
+	size_t n_stops;
+};
+
+/* Fills `s` for the model file `g` and its tokenizer; `choice` is an
+ * override (CHAT_TEMPLATE_AUTO: the file's own, else the fallback). */
+void chat_style_init(struct chat_style *s, enum chat_template choice, const struct gguf *g,
+		     const struct tokenizer *t);
+
+/* Renders `msgs` with the generation prompt into a malloc'd, NUL-terminated
+ * string *out (the caller frees it) of *len bytes. Returns 0, or
+ * chat_apply()'s errors / EMBER_ENOMEM with a message in `err`. */
+int chat_style_render(const struct chat_style *s, const struct chat_msg *msgs, size_t n,
+		      char **out, size_t *len, char *err);
 
 #endif

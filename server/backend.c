@@ -47,11 +47,7 @@ struct backend {
 	struct model model;
 	struct tokenizer *tok;
 	struct engine *engine;
-	enum chat_template family;   /* what chat requests render with */
-	char bos_text[64];           /* the vocabulary's BOS / EOS texts */
-	char eos_text[64];
-	const char *family_stops[CHAT_STOPS_MAX];
-	size_t n_family_stops;
+	struct chat_style chat;      /* what chat requests render with */
 };
 
 /* "/models/TinyLlama-Q8_0.gguf" -> "TinyLlama-Q8_0" */
@@ -68,37 +64,6 @@ static void model_id_from_path(const char *path, char *out, size_t size)
 		n = size - 1;
 	memcpy(out, base, n);
 	out[n] = '\0';
-}
-
-/* The text of token `id` into out (empty when none or too long). */
-static void token_text(const struct tokenizer *t, int32_t id, char *out,
-		       size_t size)
-{
-	size_t len = 0;
-	const char *s = id >= 0 ? tokenizer_token_text(t, id, &len) : NULL;
-
-	if (s == NULL || len >= size)
-		len = 0;
-	memcpy(out, s ? s : "", len);
-	out[len] = '\0';
-}
-
-static void choose_template(struct backend *b)
-{
-	struct gguf_str jinja = {0};
-	const char *eos;
-
-	if (gguf_get_str(b->model.gguf, "tokenizer.chat_template", &jinja) != 0)
-		memset(&jinja, 0, sizeof(jinja));
-	b->family = chat_template_select(b->template_choice, jinja.ptr,
-					 (size_t)jinja.len);
-	token_text(b->tok, tokenizer_bos(b->tok), b->bos_text,
-		   sizeof(b->bos_text));
-	token_text(b->tok, tokenizer_eos(b->tok), b->eos_text,
-		   sizeof(b->eos_text));
-	eos = b->eos_text[0] ? b->eos_text : NULL;
-	b->n_family_stops = chat_template_stops(b->family, eos, b->family_stops,
-						CHAT_STOPS_MAX);
 }
 
 static void *loader_main(void *arg)
@@ -126,7 +91,7 @@ static void *loader_main(void *arg)
 	if (model_open(&b->model, c->model, err) != 0 ||
 	    tokenizer_new(&b->tok, b->model.gguf, err) != 0)
 		goto fail;
-	choose_template(b);
+	chat_style_init(&b->chat, b->template_choice, b->model.gguf, b->tok);
 	if (engine_new(&b->engine, &b->model, b->tok, &ec, err) != 0)
 		goto fail;
 	atomic_store(&b->status, BACKEND_READY);
@@ -277,9 +242,7 @@ static void on_done(void *data, const struct engine_result *er)
 static int render_chat(const struct backend *b, const struct gen_request *req,
 		       char **out, size_t *len, char *err)
 {
-	struct chat_msg stackmsgs[8], *msgs = stackmsgs;
-	int64_t n;
-	char *buf = NULL;
+	struct chat_msg stackmsgs[8] = {{0}}, *msgs = stackmsgs;
 	size_t i;
 	int rc;
 
@@ -292,23 +255,7 @@ static int render_chat(const struct backend *b, const struct gen_request *req,
 		msgs[i].role = gen_role_name(req->messages[i].role);
 		msgs[i].content = req->messages[i].content;
 	}
-	n = chat_apply(b->family, msgs, req->n_messages, b->bos_text,
-		       b->eos_text, 1, NULL, 0, err);
-	if (n < 0) {
-		rc = (int)n;
-		goto out;
-	}
-	buf = malloc((size_t)n + 1);
-	if (buf == NULL) {
-		rc = ember_seterr(err, EMBER_ENOMEM, "prompt");
-		goto out;
-	}
-	chat_apply(b->family, msgs, req->n_messages, b->bos_text, b->eos_text, 1,
-		   buf, (size_t)n + 1, err);
-	*out = buf;
-	*len = (size_t)n;
-	rc = 0;
-out:
+	rc = chat_style_render(&b->chat, msgs, req->n_messages, out, len, err);
 	if (msgs != stackmsgs)
 		free(msgs);
 	return rc;
@@ -336,11 +283,11 @@ static size_t collect_stops(const struct backend *b,
 		stops[n++] = req->stop[i];
 	if (req->kind != GEN_CHAT)
 		return n;
-	for (i = 0; i < b->n_family_stops && n < ENGINE_MAX_STOP; i++) {
-		for (j = 0; j < n && strcmp(stops[j], b->family_stops[i]); j++)
+	for (i = 0; i < b->chat.n_stops && n < ENGINE_MAX_STOP; i++) {
+		for (j = 0; j < n && strcmp(stops[j], b->chat.stops[i]); j++)
 			;
 		if (j == n)
-			stops[n++] = b->family_stops[i];
+			stops[n++] = b->chat.stops[i];
 	}
 	return n;
 }

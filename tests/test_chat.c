@@ -423,6 +423,56 @@ START_TEST(phi3_prompt_markers_become_control_tokens)
 }
 END_TEST
 
+/* A model's style: the file's family, its BOS/EOS texts, stops that point
+ * at its own EOS copy, and a rendering equal to chat_apply()'s. */
+START_TEST(style_resolves_the_model_and_renders_like_chat_apply)
+{
+	static const struct {
+		const char *path;
+		enum chat_template family;
+	} cases[] = {
+		{"../shared/golden/gemma/model-f32.gguf", CHAT_TEMPLATE_GEMMA},
+		{"../shared/golden/llama/model-f32.gguf", CHAT_TEMPLATE_ZEPHYR},
+		{"../shared/golden/qwen2/model-f32.gguf", CHAT_TEMPLATE_CHATML},
+	};
+	const struct chat_msg msgs[] = {{"system", "Be brief."}, {"user", "Hi"}};
+	char err[EMBER_ERR_MAX] = "", want[512];
+	size_t k, i, len;
+
+	for (k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+		struct gguf g = {0};
+		struct tokenizer *t = NULL;
+		struct chat_style st;
+		char *out = NULL;
+		int eos_seen = 0;
+
+		ck_assert_msg(gguf_open(&g, cases[k].path, err) == 0, "%s", err);
+		ck_assert_msg(tokenizer_new(&t, &g, err) == 0, "%s", err);
+		chat_style_init(&st, CHAT_TEMPLATE_AUTO, &g, t);
+		ck_assert_int_eq(st.family, cases[k].family);
+		ck_assert_uint_gt(strlen(st.eos_text), 0);
+		ck_assert_uint_gt(st.n_stops, 0);
+		for (i = 0; i < st.n_stops; i++)
+			eos_seen |= st.stops[i] == st.eos_text;
+		if (cases[k].family == CHAT_TEMPLATE_ZEPHYR)
+			ck_assert_msg(eos_seen, "zephyr stops at the model's own EOS text");
+		ck_assert_int_eq(chat_style_render(&st, msgs, 2, &out, &len, err), 0);
+		ck_assert_int_eq(chat_apply(st.family, msgs, 2, st.bos_text, st.eos_text, 1, want,
+					    sizeof(want), err), (int64_t)len);
+		ck_assert_str_eq(out, want);
+		free(out);
+		/* an override wins over the file */
+		chat_style_init(&st, CHAT_TEMPLATE_LLAMA2, &g, t);
+		ck_assert_int_eq(st.family, CHAT_TEMPLATE_LLAMA2);
+		/* errors come back, with nothing allocated */
+		ck_assert_int_eq(chat_style_render(&st, msgs, 0, &out, &len, err), EMBER_EINVAL);
+		ck_assert_ptr_null(out);
+		tokenizer_free(t);
+		gguf_close(&g);
+	}
+}
+END_TEST
+
 Suite *suite_chat(void)
 {
 	Suite *s = suite_create("chat");
@@ -450,6 +500,7 @@ Suite *suite_chat(void)
 	tcase_add_test(tc, stop_texts_end_each_family_turn);
 	tcase_add_test(tc, gemma_prompt_tokenizes_with_one_bos);
 	tcase_add_test(tc, phi3_prompt_markers_become_control_tokens);
+	tcase_add_test(tc, style_resolves_the_model_and_renders_like_chat_apply);
 	suite_add_tcase(s, tc);
 	return s;
 }

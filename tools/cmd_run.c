@@ -27,9 +27,9 @@ struct run_args {
 	const char *model, *prompt, *system;
 	int chat;
 	long n_predict, threads, ctx;
-	const char *stops[DETOK_MAX_STOPS]; /* may point into bos/eos below */
+	const char *stops[DETOK_MAX_STOPS]; /* may point into style below */
 	size_t n_stops;
-	char bos[64], eos[64];              /* the model's BOS/EOS texts (--chat) */
+	struct chat_style style;            /* --chat: the model's template */
 	struct sampler_config sc;
 	int has_seed;
 };
@@ -130,19 +130,6 @@ static int run_parse_args(int argc, char **argv, struct run_args *a)
 	return 0;
 }
 
-/* Copies token `id`'s text into buf (NUL-terminated, "" if none). */
-static const char *run_token_text(const struct tokenizer *tok, int32_t id, char *buf, size_t cap)
-{
-	size_t len = 0;
-	const char *s = id >= 0 ? tokenizer_token_text(tok, id, &len) : NULL;
-
-	if (s == NULL || len >= cap)
-		len = 0;
-	memcpy(buf, s ? s : "", len);
-	buf[len] = '\0';
-	return buf;
-}
-
 /*
  * With --chat: renders [system,] user = prompt with the model's template
  * into *out (malloc'd, owned by the caller) and appends the family's
@@ -151,31 +138,20 @@ static const char *run_token_text(const struct tokenizer *tok, int32_t id, char 
 static int run_render_chat(struct run_args *a, const struct model *m, const struct tokenizer *tok,
 			   char **out, char *err)
 {
-	struct gguf_str jinja = {0, NULL};
 	struct chat_msg msgs[2];
-	const char *stops[CHAT_STOPS_MAX], *bos, *eos;
-	enum chat_template t;
-	size_t n = 0, i, n_stops;
-	int64_t len;
+	size_t n = 0, i, len;
+	int rc;
 
-	gguf_get_str(m->gguf, "tokenizer.chat_template", &jinja);
-	t = chat_template_select(CHAT_TEMPLATE_AUTO, jinja.ptr, (size_t)jinja.len);
-	bos = run_token_text(tok, tokenizer_bos(tok), a->bos, sizeof(a->bos));
-	eos = run_token_text(tok, tokenizer_eos(tok), a->eos, sizeof(a->eos));
+	chat_style_init(&a->style, CHAT_TEMPLATE_AUTO, m->gguf, tok);
 	if (a->system)
 		msgs[n++] = (struct chat_msg){"system", a->system};
 	msgs[n++] = (struct chat_msg){"user", a->prompt};
-	len = chat_apply(t, msgs, n, bos, eos, 1, NULL, 0, err);
-	if (len < 0)
-		return (int)len;
-	*out = malloc((size_t)len + 1);
-	if (*out == NULL)
-		return ember_seterr(err, EMBER_ENOMEM, "out of memory");
-	chat_apply(t, msgs, n, bos, eos, 1, *out, (size_t)len + 1, err);
-	n_stops = chat_template_stops(t, eos, stops, CHAT_STOPS_MAX);
-	for (i = 0; i < n_stops && a->n_stops < DETOK_MAX_STOPS; i++)
-		a->stops[a->n_stops++] = stops[i];
-	fprintf(stderr, "[chat template: %s]\n", chat_template_name(t));
+	rc = chat_style_render(&a->style, msgs, n, out, &len, err);
+	if (rc < 0)
+		return rc;
+	for (i = 0; i < a->style.n_stops && a->n_stops < DETOK_MAX_STOPS; i++)
+		a->stops[a->n_stops++] = a->style.stops[i];
+	fprintf(stderr, "[chat template: %s]\n", chat_template_name(a->style.family));
 	return 0;
 }
 
