@@ -3,7 +3,6 @@
  * continuation, and the equalities every way of running it must keep
  * (prefill vs decode, chunks, sessions, threads, weight types). */
 #include <check.h>
-#include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +15,7 @@
 #include "gguf.h"
 #include "kernels.h"
 #include "model.h"
+#include "testutil.h"
 
 #define GOLDEN "../shared/golden/llama/"
 #define N_IN 24
@@ -28,39 +28,6 @@
 #define TOL_SAME 1e-5
 /* Thread count changes nothing but which thread computes a row. */
 #define TOL_THREADS 1e-6
-
-struct golden {
-	int32_t input[N_IN];
-	int32_t greedy[N_GREEDY];
-	float *exact; /* [N_IN][N_VOCAB] */
-};
-
-static void read_ids(json_t *root, const char *key, int32_t *out, size_t n)
-{
-	json_t *arr = json_object_get(root, key);
-	size_t i;
-
-	ck_assert_msg(json_is_array(arr) && json_array_size(arr) == n, "tokens.json: %s", key);
-	for (i = 0; i < n; i++)
-		out[i] = (int32_t)json_integer_value(json_array_get(arr, i));
-}
-
-static void golden_load(struct golden *g)
-{
-	json_error_t jerr;
-	json_t *root = json_load_file(GOLDEN "tokens.json", 0, &jerr);
-	FILE *f;
-
-	ck_assert_msg(root != NULL, "tokens.json: %s", jerr.text);
-	read_ids(root, "input_ids", g->input, N_IN);
-	read_ids(root, "greedy_continuation", g->greedy, N_GREEDY);
-	json_decref(root);
-	g->exact = malloc(sizeof(float) * N_IN * N_VOCAB);
-	f = fopen(GOLDEN "logits-exact.f32", "rb");
-	ck_assert_ptr_nonnull(f);
-	ck_assert_uint_eq(fread(g->exact, sizeof(float), N_IN * N_VOCAB, f), N_IN * N_VOCAB);
-	fclose(f);
-}
 
 static void open_model(struct model *m, const char *path)
 {
@@ -159,12 +126,12 @@ static float *prefill_all(const struct model *m, const int32_t *ids, pthreadpool
 
 START_TEST(logits_match_the_exact_reference)
 {
-	struct golden g;
+	struct test_golden g;
 	struct model m;
 	float *logits;
 	double d, ref;
 
-	golden_load(&g);
+	test_golden_load(&g, "llama", N_VOCAB);
 	open_model(&m, GOLDEN "model-f32.gguf");
 	logits = prefill_all(&m, g.input, NULL);
 	d = max_diff(logits, g.exact, N_IN * N_VOCAB);
@@ -174,19 +141,19 @@ START_TEST(logits_match_the_exact_reference)
 	assert_close(logits, g.exact, N_IN, TOL_EXACT, "f32 vs exact");
 	free(logits);
 	model_free(&m);
-	free(g.exact);
+	test_golden_free(&g);
 }
 END_TEST
 
 START_TEST(greedy_continuation_matches_the_reference)
 {
-	struct golden g;
+	struct test_golden g;
 	struct model m;
 	struct forward_ctx *f;
 	float last[N_VOCAB];
 	int i;
 
-	golden_load(&g);
+	test_golden_load(&g, "llama", N_VOCAB);
 	open_model(&m, GOLDEN "model-f32.gguf");
 	f = session(&m, 0, NULL);
 	eval(f, g.input, N_IN, last, 0);
@@ -199,7 +166,7 @@ START_TEST(greedy_continuation_matches_the_reference)
 	ck_assert_uint_eq(forward_n_pos(f), N_IN + N_GREEDY);
 	forward_free(f);
 	model_free(&m);
-	free(g.exact);
+	test_golden_free(&g);
 }
 END_TEST
 
@@ -213,50 +180,35 @@ static const char *const golden_archs[] = {"llama", "gemma", "qwen2", "stablelm"
 START_TEST(every_architecture_matches_its_golden_model)
 {
 	char path[256], err[EMBER_ERR_MAX] = "";
-	json_error_t jerr;
-	json_t *root;
-	int32_t input[N_IN], greedy[N_GREEDY];
+	struct test_golden g;
 	struct model m;
 	struct forward_ctx *f;
-	float *exact, *logits;
+	float *logits;
 	uint32_t nv;
-	FILE *fp;
 	double d;
 	int i;
 
-	snprintf(path, sizeof(path), "../shared/golden/%s/tokens.json", golden_archs[_i]);
-	root = json_load_file(path, 0, &jerr);
-	ck_assert_msg(root != NULL, "%s: %s", path, jerr.text);
-	read_ids(root, "input_ids", input, N_IN);
-	read_ids(root, "greedy_continuation", greedy, N_GREEDY);
-	json_decref(root);
 	snprintf(path, sizeof(path), "../shared/golden/%s/model-f32.gguf", golden_archs[_i]);
 	ck_assert_msg(model_open(&m, path, err) == 0, "%s: %s", path, err);
 	nv = m.hp.n_vocab;
-	exact = malloc(sizeof(float) * N_IN * nv);
+	test_golden_load(&g, golden_archs[_i], nv);
 	logits = malloc(sizeof(float) * N_IN * nv);
-	snprintf(path, sizeof(path), "../shared/golden/%s/logits-exact.f32", golden_archs[_i]);
-	fp = fopen(path, "rb");
-	ck_assert_ptr_nonnull(fp);
-	ck_assert_uint_eq(fread(exact, sizeof(float), (size_t)N_IN * nv, fp), (size_t)N_IN * nv);
-	ck_assert_int_eq(fgetc(fp), EOF); /* the vocabulary sizes agree */
-	fclose(fp);
 
 	f = session(&m, 0, NULL);
-	eval(f, input, N_IN, logits, 1);
-	d = max_diff(logits, exact, (size_t)N_IN * nv);
+	eval(f, g.input, N_IN, logits, 1);
+	d = max_diff(logits, g.exact, (size_t)N_IN * nv);
 	printf("forward: golden %s f32: max|diff| = %.3g (%.3g of max|exact|)\n", golden_archs[_i],
-	       d, d / max_abs(exact, (size_t)N_IN * nv));
-	assert_close_v(logits, exact, N_IN, nv, TOL_EXACT, golden_archs[_i]);
+	       d, d / max_abs(g.exact, (size_t)N_IN * nv));
+	assert_close_v(logits, g.exact, N_IN, nv, TOL_EXACT, golden_archs[_i]);
 	for (i = 0; i < N_GREEDY; i++) {
 		int32_t id = argmax_v(i == 0 ? logits + (size_t)(N_IN - 1) * nv : logits, nv);
 
-		ck_assert_msg(id == greedy[i], "%s: greedy token %d: %d, expected %d",
-			      golden_archs[_i], i, id, greedy[i]);
+		ck_assert_msg(id == g.greedy[i], "%s: greedy token %d: %d, expected %d",
+			      golden_archs[_i], i, id, g.greedy[i]);
 		eval(f, &id, 1, logits, 0);
 	}
 	forward_free(f);
-	free(exact);
+	test_golden_free(&g);
 	free(logits);
 	model_free(&m);
 }
@@ -266,13 +218,13 @@ END_TEST
 
 START_TEST(prefill_equals_token_by_token_decode)
 {
-	struct golden g;
+	struct test_golden g;
 	struct model m;
 	struct forward_ctx *f;
 	float *one_shot, *stepped = malloc(sizeof(float) * N_IN * N_VOCAB);
 	int t;
 
-	golden_load(&g);
+	test_golden_load(&g, "llama", N_VOCAB);
 	open_model(&m, GOLDEN "model-f32.gguf");
 	one_shot = prefill_all(&m, g.input, NULL);
 	f = session(&m, 0, NULL);
@@ -283,20 +235,20 @@ START_TEST(prefill_equals_token_by_token_decode)
 	free(stepped);
 	free(one_shot);
 	model_free(&m);
-	free(g.exact);
+	test_golden_free(&g);
 }
 END_TEST
 
 START_TEST(chunked_prefill_equals_one_shot)
 {
 	static const int chunks[] = {5, 7, 12};
-	struct golden g;
+	struct test_golden g;
 	struct model m;
 	struct forward_ctx *f;
 	float *one_shot, *chunked = malloc(sizeof(float) * N_IN * N_VOCAB);
 	int c, done = 0;
 
-	golden_load(&g);
+	test_golden_load(&g, "llama", N_VOCAB);
 	open_model(&m, GOLDEN "model-f32.gguf");
 	one_shot = prefill_all(&m, g.input, NULL);
 	/* Chunks chosen by the caller ... */
@@ -316,13 +268,13 @@ START_TEST(chunked_prefill_equals_one_shot)
 	free(chunked);
 	free(one_shot);
 	model_free(&m);
-	free(g.exact);
+	test_golden_free(&g);
 }
 END_TEST
 
 START_TEST(interleaved_sessions_equal_each_alone)
 {
-	struct golden g;
+	struct test_golden g;
 	struct model m;
 	struct forward_ctx *a, *b;
 	int32_t rev[N_IN];
@@ -330,7 +282,7 @@ START_TEST(interleaved_sessions_equal_each_alone)
 			    *b_mixed = malloc(sizeof(float) * N_IN * N_VOCAB);
 	int t;
 
-	golden_load(&g);
+	test_golden_load(&g, "llama", N_VOCAB);
 	for (t = 0; t < N_IN; t++)
 		rev[t] = g.input[N_IN - 1 - t];
 	open_model(&m, GOLDEN "model-f32.gguf");
@@ -354,19 +306,19 @@ START_TEST(interleaved_sessions_equal_each_alone)
 	free(a_mixed);
 	free(b_mixed);
 	model_free(&m);
-	free(g.exact);
+	test_golden_free(&g);
 }
 END_TEST
 
 START_TEST(two_threads_equal_one)
 {
-	struct golden g;
+	struct test_golden g;
 	struct model m;
 	pthreadpool_t pool = pthreadpool_create(2);
 	float *one, *two;
 
 	ck_assert_ptr_nonnull(pool);
-	golden_load(&g);
+	test_golden_load(&g, "llama", N_VOCAB);
 	open_model(&m, GOLDEN "model-f32.gguf");
 	one = prefill_all(&m, g.input, NULL);
 	two = prefill_all(&m, g.input, pool);
@@ -375,18 +327,18 @@ START_TEST(two_threads_equal_one)
 	free(two);
 	pthreadpool_destroy(pool);
 	model_free(&m);
-	free(g.exact);
+	test_golden_free(&g);
 }
 END_TEST
 
 START_TEST(rewind_recomputes_the_same_logits)
 {
-	struct golden g;
+	struct test_golden g;
 	struct model m;
 	struct forward_ctx *f;
 	float first[N_VOCAB], again[N_VOCAB];
 
-	golden_load(&g);
+	test_golden_load(&g, "llama", N_VOCAB);
 	open_model(&m, GOLDEN "model-f32.gguf");
 	f = session(&m, 0, NULL);
 	eval(f, g.input, N_IN, first, 0);
@@ -396,13 +348,13 @@ START_TEST(rewind_recomputes_the_same_logits)
 	assert_close(again, first, 1, TOL_SAME, "after rewind");
 	forward_free(f);
 	model_free(&m);
-	free(g.exact);
+	test_golden_free(&g);
 }
 END_TEST
 
 START_TEST(bad_tokens_and_overflow_are_errors_that_change_nothing)
 {
-	struct golden g;
+	struct test_golden g;
 	struct model m;
 	struct forward_ctx *f;
 	struct forward_opts o = {.n_ctx = N_IN};
@@ -410,7 +362,7 @@ START_TEST(bad_tokens_and_overflow_are_errors_that_change_nothing)
 	int32_t bad[2] = {1, N_VOCAB};
 	float last[N_VOCAB];
 
-	golden_load(&g);
+	test_golden_load(&g, "llama", N_VOCAB);
 	open_model(&m, GOLDEN "model-f32.gguf");
 	ck_assert_int_eq(forward_new(&f, &m, &o, err), 0);
 	ck_assert_int_eq(forward_eval(f, bad, 2, last, 0, err), EMBER_ERANGE);
@@ -426,7 +378,7 @@ START_TEST(bad_tokens_and_overflow_are_errors_that_change_nothing)
 	ck_assert_int_eq(argmax(last), g.greedy[0]);
 	forward_free(f);
 	model_free(&m);
-	free(g.exact);
+	test_golden_free(&g);
 }
 END_TEST
 
@@ -506,12 +458,12 @@ START_TEST(half_precision_weights_match_f32_holding_the_same_values)
 	static const double vs_exact[] = {2e-3, 2e-2}; /* 11 vs 8 bits of mantissa */
 	uint32_t type = types[_i];
 	char p_half[128], p_round[128];
-	struct golden g;
+	struct test_golden g;
 	struct model half, rounded;
 	float *l_half, *l_round;
 	double d;
 
-	golden_load(&g);
+	test_golden_load(&g, "llama", N_VOCAB);
 	tmp_path(p_half, sizeof(p_half), dtype_name(type));
 	tmp_path(p_round, sizeof(p_round), "rounded");
 	write_variant(p_half, type, 0);
@@ -532,7 +484,7 @@ START_TEST(half_precision_weights_match_f32_holding_the_same_values)
 	model_free(&rounded);
 	unlink(p_half);
 	unlink(p_round);
-	free(g.exact);
+	test_golden_free(&g);
 }
 END_TEST
 

@@ -8,7 +8,6 @@
  * SentencePiece also against our tokenizer.model bytes path).
  */
 #include <check.h>
-#include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +20,7 @@
 #include "gguf.h"
 #include "model.h"
 #include "tokenizer.h"
+#include "testutil.h"
 
 #define GOLDEN "../shared/golden/"
 #define N_IN 24
@@ -49,49 +49,6 @@ static const struct golden_arch archs[] = {
 };
 
 #define N_ARCHS ((int)(sizeof(archs) / sizeof(archs[0])))
-
-struct golden {
-	int32_t input[N_IN];
-	int32_t greedy[N_GREEDY];
-	float *exact; /* [N_IN][n_vocab] */
-	uint32_t n_vocab;
-};
-
-static void read_ids(json_t *root, const char *key, int32_t *out, size_t n)
-{
-	json_t *arr = json_object_get(root, key);
-	size_t i;
-
-	ck_assert_msg(json_is_array(arr) && json_array_size(arr) == n, "tokens.json: %s", key);
-	for (i = 0; i < n; i++)
-		out[i] = (int32_t)json_integer_value(json_array_get(arr, i));
-}
-
-/* Reads tokens.json and logits-exact.f32 of `dir` for a vocabulary of
- * n_vocab (the file must hold exactly that many logits per position). */
-static void golden_load(struct golden *g, const char *dir, uint32_t n_vocab)
-{
-	char path[256];
-	json_error_t jerr;
-	json_t *root;
-	FILE *f;
-
-	snprintf(path, sizeof(path), GOLDEN "%s/tokens.json", dir);
-	root = json_load_file(path, 0, &jerr);
-	ck_assert_msg(root != NULL, "%s: %s", path, jerr.text);
-	read_ids(root, "input_ids", g->input, N_IN);
-	read_ids(root, "greedy_continuation", g->greedy, N_GREEDY);
-	json_decref(root);
-	g->n_vocab = n_vocab;
-	g->exact = malloc(sizeof(float) * N_IN * n_vocab);
-	snprintf(path, sizeof(path), GOLDEN "%s/logits-exact.f32", dir);
-	f = fopen(path, "rb");
-	ck_assert_msg(f != NULL, "%s", path);
-	ck_assert_uint_eq(fread(g->exact, sizeof(float), (size_t)N_IN * n_vocab, f),
-			  (size_t)N_IN * n_vocab);
-	ck_assert_int_eq(fgetc(f), EOF);
-	fclose(f);
-}
 
 /* Converts archs[i]'s checkpoint with `recipe` to a temporary file. */
 static void convert_golden(int i, const char *recipe, char *out, size_t size)
@@ -150,7 +107,7 @@ static void check_model(int i, const char *path, const char *recipe, double tol)
 	struct forward_opts fo = {.n_ctx = N_IN + N_GREEDY};
 	char err[EMBER_ERR_MAX] = "";
 	struct forward_ctx *f = NULL;
-	struct golden g;
+	struct test_golden g;
 	struct model m;
 	float *logits;
 	double rel;
@@ -158,7 +115,7 @@ static void check_model(int i, const char *path, const char *recipe, double tol)
 
 	ck_assert_msg(model_open(&m, path, err) == 0, "%s: %s", path, err);
 	ck_assert_str_eq(m.arch->name, archs[i].row);
-	golden_load(&g, archs[i].dir, m.hp.n_vocab);
+	test_golden_load(&g, archs[i].dir, m.hp.n_vocab);
 	logits = malloc(sizeof(float) * N_IN * g.n_vocab);
 	ck_assert_msg(forward_new(&f, &m, &fo, err) == 0, "%s", err);
 	ck_assert_msg(forward_eval(f, g.input, N_IN, logits, 1, err) == 0, "%s", err);
@@ -177,7 +134,7 @@ static void check_model(int i, const char *path, const char *recipe, double tol)
 	}
 	forward_free(f);
 	free(logits);
-	free(g.exact);
+	test_golden_free(&g);
 	model_free(&m);
 }
 
@@ -212,7 +169,7 @@ START_TEST(falcon_rw_decode_and_chunks_equal_one_shot_prefill)
 	char path[256], err[EMBER_ERR_MAX] = "";
 	struct forward_opts one = {.n_ctx = N_IN}, seven = {.n_ctx = N_IN, .max_batch = 7};
 	struct forward_ctx *f = NULL;
-	struct golden g;
+	struct test_golden g;
 	struct model m;
 	float *shot, *step;
 	double rel;
@@ -221,7 +178,7 @@ START_TEST(falcon_rw_decode_and_chunks_equal_one_shot_prefill)
 	ck_assert_str_eq(archs[rw].dir, "falcon-rw");
 	convert_golden(rw, "f32", path, sizeof(path));
 	ck_assert_msg(model_open(&m, path, err) == 0, "%s", err);
-	golden_load(&g, archs[rw].dir, m.hp.n_vocab);
+	test_golden_load(&g, archs[rw].dir, m.hp.n_vocab);
 	shot = malloc(sizeof(float) * N_IN * g.n_vocab);
 	step = malloc(sizeof(float) * N_IN * g.n_vocab);
 	ck_assert_int_eq(forward_new(&f, &m, &one, err), 0);
@@ -241,7 +198,7 @@ START_TEST(falcon_rw_decode_and_chunks_equal_one_shot_prefill)
 	ck_assert_msg(rel <= TOL_SAME, "chunks of 7 vs one shot: %.3g", rel);
 	free(shot);
 	free(step);
-	free(g.exact);
+	test_golden_free(&g);
 	model_free(&m);
 	unlink(path);
 }

@@ -10,7 +10,6 @@
  * (make builds it before the unit tests), with EMBER_CPU set.
  */
 #include <check.h>
-#include <jansson.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -23,6 +22,7 @@
 #include "gguf.h"
 #include "kernels.h"
 #include "kernels_impl.h"
+#include "testutil.h"
 
 #define KG_DIR "../shared/golden/llama/"
 #define KG_N_IN 24
@@ -33,40 +33,6 @@
  * level on this model (vs 1e-4 for F32); the bound leaves room, and still
  * fails if a kernel drops a block, a scale or a sign. */
 #define KG_Q8_TOL 5e-2
-
-struct kg_golden {
-	int32_t input[KG_N_IN];
-	int32_t greedy[KG_N_GREEDY];
-	float *exact; /* [KG_N_IN][KG_N_VOCAB] */
-};
-
-static void kg_read_ids(json_t *root, const char *key, int32_t *out, size_t n)
-{
-	json_t *arr = json_object_get(root, key);
-
-	ck_assert_msg(json_is_array(arr) && json_array_size(arr) == n, "tokens.json: %s", key);
-	for (size_t i = 0; i < n; i++)
-		out[i] = (int32_t)json_integer_value(json_array_get(arr, i));
-}
-
-static void kg_load(struct kg_golden *g)
-{
-	json_error_t jerr;
-	json_t *root = json_load_file(KG_DIR "tokens.json", 0, &jerr);
-	FILE *f;
-
-	ck_assert_msg(root != NULL, "tokens.json: %s", jerr.text);
-	kg_read_ids(root, "input_ids", g->input, KG_N_IN);
-	kg_read_ids(root, "greedy_continuation", g->greedy, KG_N_GREEDY);
-	json_decref(root);
-	g->exact = malloc(sizeof(float) * KG_N_IN * KG_N_VOCAB);
-	ck_assert_ptr_nonnull(g->exact);
-	f = fopen(KG_DIR "logits-exact.f32", "rb");
-	ck_assert_ptr_nonnull(f);
-	ck_assert_uint_eq(fread(g->exact, sizeof(float), KG_N_IN * KG_N_VOCAB, f),
-			  KG_N_IN * KG_N_VOCAB);
-	fclose(f);
-}
 
 /* The golden model with every 2-D tensor quantized to `type` row by row. */
 static void kg_write_quantized(const char *path, uint32_t type)
@@ -133,7 +99,7 @@ static void kg_ember_path(char *out, size_t size)
 /* Runs `ember eval` at `level` on `model`: greedy ids into greedy[], all
  * prompt logits into `logits`. */
 static void kg_eval(const char *ember, const char *level, const char *model,
-		    const struct kg_golden *g, const char *out, int32_t *greedy, float *logits)
+		    const struct test_golden *g, const char *out, int32_t *greedy, float *logits)
 {
 	char cmd[4096], line[1024], *p;
 	size_t len;
@@ -188,13 +154,13 @@ START_TEST(q8_0_golden_llama_keeps_greedy_and_logits_on_every_level)
 	static const enum cpu_level levels[] = {CPU_LEVEL_SCALAR, CPU_LEVEL_AVX2,
 						CPU_LEVEL_AVX512};
 	char ember[PATH_MAX + 8], model[128], out[128];
-	struct kg_golden g;
+	struct test_golden g;
 	float *logits = malloc(sizeof(float) * KG_N_IN * KG_N_VOCAB);
 	int32_t greedy[KG_N_GREEDY];
 	int ran = 0;
 
 	ck_assert_ptr_nonnull(logits);
-	kg_load(&g);
+	test_golden_load(&g, "llama", KG_N_VOCAB);
 	kg_ember_path(ember, sizeof(ember));
 	snprintf(model, sizeof(model), "/tmp/ember_test_kg_%ld_q8_0.gguf", (long)getpid());
 	snprintf(out, sizeof(out), "/tmp/ember_test_kg_%ld_logits.f32", (long)getpid());
@@ -217,7 +183,7 @@ START_TEST(q8_0_golden_llama_keeps_greedy_and_logits_on_every_level)
 	ck_assert_int_ge(ran, 1);
 	unlink(model);
 	free(logits);
-	free(g.exact);
+	test_golden_free(&g);
 }
 END_TEST
 

@@ -1,6 +1,8 @@
 /* testutil.c - see testutil.h. */
 #include "testutil.h"
 
+#include <check.h>
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -24,4 +26,45 @@ char *test_read_file(const char *path, size_t *len)
 	}
 	fclose(f);
 	return buf;
+}
+
+static void test_read_ids(json_t *root, const char *key, int32_t *out, size_t n)
+{
+	json_t *arr = json_object_get(root, key);
+	size_t i;
+
+	ck_assert_msg(json_is_array(arr) && json_array_size(arr) == n, "tokens.json: %s", key);
+	for (i = 0; i < n; i++)
+		out[i] = (int32_t)json_integer_value(json_array_get(arr, i));
+}
+
+void test_golden_load(struct test_golden *g, const char *arch, uint32_t n_vocab)
+{
+	const size_t n = (size_t)TEST_GOLDEN_N_IN * n_vocab;
+	char path[256];
+	json_error_t jerr;
+	json_t *root;
+	FILE *f;
+
+	snprintf(path, sizeof(path), TEST_GOLDEN_DIR "%s/tokens.json", arch);
+	root = json_load_file(path, 0, &jerr);
+	ck_assert_msg(root != NULL, "%s: %s", path, jerr.text);
+	test_read_ids(root, "input_ids", g->input, TEST_GOLDEN_N_IN);
+	test_read_ids(root, "greedy_continuation", g->greedy, TEST_GOLDEN_N_GREEDY);
+	json_decref(root);
+	g->n_vocab = n_vocab;
+	g->exact = malloc(sizeof(float) * n);
+	ck_assert_ptr_nonnull(g->exact);
+	snprintf(path, sizeof(path), TEST_GOLDEN_DIR "%s/logits-exact.f32", arch);
+	f = fopen(path, "rb");
+	ck_assert_msg(f != NULL, "%s", path);
+	ck_assert_uint_eq(fread(g->exact, sizeof(float), n, f), n);
+	ck_assert_int_eq(fgetc(f), EOF); /* the vocabulary sizes agree */
+	fclose(f);
+}
+
+void test_golden_free(struct test_golden *g)
+{
+	free(g->exact);
+	g->exact = NULL;
 }

@@ -5,6 +5,26 @@
 #define EMBER_TESTUTIL_H
 
 #include <stddef.h>
+#include <stdint.h>
+
+/* One folder of ../shared/golden (see its README): 24 input ids, the
+ * 16-token greedy continuation and the exact logits of every position. */
+#define TEST_GOLDEN_DIR "../shared/golden/"
+#define TEST_GOLDEN_N_IN 24
+#define TEST_GOLDEN_N_GREEDY 16
+
+struct test_golden {
+	int32_t input[TEST_GOLDEN_N_IN];
+	int32_t greedy[TEST_GOLDEN_N_GREEDY];
+	float *exact; /* [TEST_GOLDEN_N_IN][n_vocab], owned */
+	uint32_t n_vocab;
+};
+
+/* Reads TEST_GOLDEN_DIR<arch>/tokens.json and logits-exact.f32, which must
+ * hold exactly n_vocab logits per position; fails the running Check test
+ * on any mismatch. Release with test_golden_free(). */
+void test_golden_load(struct test_golden *g, const char *arch, uint32_t n_vocab);
+void test_golden_free(struct test_golden *g);
 
 /* The whole file at `path`, NUL-terminated (malloc'd: the caller frees),
  * its length in *len; NULL if it cannot be read. */
