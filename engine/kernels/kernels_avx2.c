@@ -93,6 +93,16 @@ AVX2_INLINE void avx2__tile_f(uint32_t wt, const struct kern_gemm_args *a, size_
 			acc[r][k] = _mm256_setzero_ps();
 	for (size_t i = 0; i < n8; i += 8) {
 		__m256 xv[4];
+		/* Decode streams rows that are a page each (f16, 2048 wide):
+		 * the hardware prefetchers restart at every page, so the next
+		 * tile's rows are fetched at the pace this one is read. */
+		if (T == 1 && (i * (wt == DTYPE_F32 ? 4 : 2)) % 64 == 0) {
+			AVX2_UNROLL
+			for (int r = 0; r < R; r++)
+				_mm_prefetch(w[r] + (size_t)R * a->w_stride +
+						     i * (wt == DTYPE_F32 ? 4 : 2),
+					     _MM_HINT_T0);
+		}
 		AVX2_UNROLL
 		for (int k = 0; k < T; k++)
 			xv[k] = _mm256_loadu_ps(x[k] + i);
@@ -354,11 +364,66 @@ AVX2_INLINE void avx2__rows_q(uint32_t wt, const struct kern_gemm_args *a, size_
 	}
 }
 
-/* Rows [o, o+R) (R <= 8) for one token (decode), block by block: the 8
- * rows' blocks are unpacked and transposed in registers to the packed
- * layout of avx2__pack_q, then go through the same sequence as
- * avx2__run_q. The rows lie back to back, so the next 8 are prefetched
- * at the pace this tile consumes its own. */
+/* The fp16 scales of block b of rows [0, R) (rows `stride` bytes apart
+ * from w, blocks `bs` bytes long) as 8 floats, rows past R zero. They are
+ * gathered in general registers: 8 `vpinsrw` from memory cost ~12 cycles
+ * of vector-port time per block on Zen 3 (llvm-mca), more than the whole
+ * dot product; scalar loads, shifts and ors run on the idle integer side. */
+AVX2_INLINE __m256 avx2__scales(const char *w, size_t stride, size_t bs, size_t b, size_t R)
+{
+	uint64_t h[2] = {0, 0};
+
+	AVX2_UNROLL8
+	for (size_t r = 0; r < AVX2_QR; r++) {
+		uint16_t d = 0;
+		if (R == AVX2_QR || r < R)
+			memcpy(&d, w + r * stride + b * bs, sizeof(d));
+		h[r / 4] |= (uint64_t)d << (16 * (r % 4));
+		/* GCC otherwise turns the shifts and ors into vector code,
+		 * back on the ports this is meant to spare. */
+		__asm__("" : "+r"(h[r / 4]));
+	}
+	return _mm256_cvtph_ps(_mm_set_epi64x((long long)h[1], (long long)h[0]));
+}
+
+/* 8 rows' int32 sums from v[r] (8 int32 partial sums of row r each):
+ * an add-transpose (unpack, add; 14 shuffles) instead of transposing the
+ * weights going in (24 for Q8_0's 32-byte rows) or vphaddd (2 cycles of
+ * one port each on Zen 3). Lane r of the result is row r. */
+AVX2_INLINE __m256i avx2__rows_sum8(__m256i v[8])
+{
+	__m256i a[4], c[2];
+
+	AVX2_UNROLL
+	for (int i = 0; i < 4; i++)
+		a[i] = _mm256_add_epi32(_mm256_unpacklo_epi32(v[2 * i], v[2 * i + 1]),
+					_mm256_unpackhi_epi32(v[2 * i], v[2 * i + 1]));
+	/* a[i] per half: rows 2i, 2i+1, 2i, 2i+1 */
+	AVX2_UNROLL
+	for (int i = 0; i < 2; i++)
+		c[i] = _mm256_add_epi32(_mm256_unpacklo_epi64(a[2 * i], a[2 * i + 1]),
+					_mm256_unpackhi_epi64(a[2 * i], a[2 * i + 1]));
+	/* c[i] per half: rows 4i .. 4i+3 */
+	return _mm256_add_epi32(_mm256_permute2x128_si256(c[0], c[1], 0x20),
+				_mm256_permute2x128_si256(c[0], c[1], 0x31));
+}
+
+/*
+ * Rows [o, o+R) (R <= 8) for one token (decode), block by block. Each
+ * block's exact int32 dot S of the 8 rows is formed in row lanes, then
+ * goes through acc = fma(float(S), dw * dx, acc) like avx2__run_q, so a
+ * (row, token) result is the same whichever path computed it. The weights
+ * stay in their file layout (one load per row and block, no transpose):
+ *   Q4_0: rows r and r+4 share a vector (16 bytes each); maddubs against
+ *   the activation's elements 0..15 (low nibbles) and 16..31 (high), both
+ *   128-bit halves alike, gives 8 int16 partial sums per row (each at most
+ *   4 * 15 * 127 = 7620); two vphaddw and a vpmaddwd bring the 8 rows
+ *   together (at most 4 * 7620 = 30480 in int16 before the widening).
+ *   Q8_0: maddubs(|w|, sign(x, w)) and vpmaddwd per row, then
+ *   avx2__rows_sum8.
+ * The rows lie back to back, so the next 8 are prefetched at the pace
+ * this tile consumes its own.
+ */
 AVX2_INLINE void avx2__gemv_q(uint32_t wt, const struct kern_gemm_args *a, size_t o, size_t R)
 {
 	const size_t bs = wt == DTYPE_Q8_0 ? sizeof(struct kern_block_q8_0)
@@ -372,80 +437,61 @@ AVX2_INLINE void avx2__gemv_q(uint32_t wt, const struct kern_gemm_args *a, size_
 	__m256 acc = _mm256_setzero_ps();
 
 	for (size_t b = 0; b < nb; b++) {
-		__m256i u[AVX2_QR], sg[AVX2_QR], sum;
-		__m128i h = _mm_setzero_si128();
-#if defined(__clang__)
-		/* clang wants a constant lane for _mm_insert_epi16 even in an
-		 * unrolled loop; GCC's inserts measured faster than this. */
-		uint16_t hs[8] __attribute__((aligned(16))) = {0};
-#endif
+		__m256i sum;
+		__m256 dw;
 
 		/* A fixed count per block, unrolled: an inner loop here made GCC
 		 * keep acc on the stack. */
 		AVX2_UNROLL8
 		for (size_t off = 0; off < AVX2_QR * bs; off += 64)
 			_mm_prefetch(next + b * AVX2_QR * bs + off, _MM_HINT_T0);
-		AVX2_UNROLL8
-		for (size_t r = 0; r < AVX2_QR; r++) {
-			const char *row = w + r * a->w_stride;
-			if (R == AVX2_QR || r < R) {
-				uint16_t d;
-				if (wt == DTYPE_Q8_0)
-					u[r] = avx2__unpack(wt, row, b, &sg[r]);
-				memcpy(&d, row + b * bs, sizeof(d));
-#if defined(__clang__)
-				hs[r] = d;
-#else
-				h = _mm_insert_epi16(h, d, (int)r);
-#endif
-			} else {
-				u[r] = sg[r] = _mm256_setzero_si256();
-			}
-		}
-#if defined(__clang__)
-		h = _mm_load_si128((const __m128i *)hs);
-#endif
+		dw = avx2__scales(w, a->w_stride, bs, b, R);
 		if (wt == DTYPE_Q4_0) {
-			/* Nibbles are split as they are consumed so that only 4
-			 * block vectors are live and acc stays in a register (with
-			 * 8 live, GCC spilled acc and every block paid a store and
-			 * reload on the fma chain). The int16 sum is exact in any
-			 * order (at most 30480). */
-			__m256i v[4];
-			avx2__q4_dwords(w, a->w_stride, b, R, v);
+			const __m256i xl = _mm256_broadcastsi128_si256(
+				_mm_loadu_si128((const __m128i *)x[b].qs));
+			const __m256i xh = _mm256_broadcastsi128_si256(
+				_mm_loadu_si128((const __m128i *)(x[b].qs + 16)));
+			__m256i p[4];
 			AVX2_UNROLL
-			for (int c = 0; c < 4; c++) {
-				int32_t q0, q1;
-				memcpy(&q0, x[b].qs + 4 * c, sizeof(q0));
-				memcpy(&q1, x[b].qs + 4 * (c + 4), sizeof(q1));
-				__m256i lo = _mm256_and_si256(v[c], m4);
-				__m256i hi = _mm256_and_si256(_mm256_srli_epi16(v[c], 4), m4);
-				__m256i p = _mm256_add_epi16(
-					_mm256_maddubs_epi16(lo, _mm256_set1_epi32(q0)),
-					_mm256_maddubs_epi16(hi, _mm256_set1_epi32(q1)));
-				sum = c == 0 ? p : _mm256_add_epi16(sum, p);
+			for (size_t r = 0; r < 4; r++) {
+				const struct kern_block_q4_0 *lo =
+					(const struct kern_block_q4_0 *)(w + r * a->w_stride) + b;
+				const struct kern_block_q4_0 *hi =
+					(const struct kern_block_q4_0 *)(w + (r + 4) * a->w_stride) + b;
+				__m128i l = R == AVX2_QR || r < R
+						    ? _mm_loadu_si128((const __m128i *)lo->qs)
+						    : _mm_setzero_si128();
+				__m128i h = R == AVX2_QR || r + 4 < R
+						    ? _mm_loadu_si128((const __m128i *)hi->qs)
+						    : _mm_setzero_si128();
+				__m256i v = _mm256_set_m128i(h, l);
+				p[r] = _mm256_add_epi16(
+					_mm256_maddubs_epi16(_mm256_and_si256(v, m4), xl),
+					_mm256_maddubs_epi16(
+						_mm256_and_si256(_mm256_srli_epi16(v, 4), m4), xh));
 			}
+			sum = _mm256_hadd_epi16(_mm256_hadd_epi16(p[0], p[1]),
+						_mm256_hadd_epi16(p[2], p[3]));
 			sum = _mm256_sub_epi32(_mm256_madd_epi16(sum, ones),
 					       _mm256_set1_epi32(a->xs8[b]));
-			acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum),
-					      _mm256_mul_ps(_mm256_cvtph_ps(h),
-							    _mm256_set1_ps(a->xd[b])),
-					      acc);
-			continue;
+		} else {
+			const __m256i xv = _mm256_loadu_si256((const __m256i *)x[b].qs);
+			__m256i v[AVX2_QR];
+			AVX2_UNROLL8
+			for (size_t r = 0; r < AVX2_QR; r++) {
+				const struct kern_block_q8_0 *blk =
+					(const struct kern_block_q8_0 *)(w + r * a->w_stride) + b;
+				__m256i q = R == AVX2_QR || r < R
+						    ? _mm256_loadu_si256((const __m256i *)blk->qs)
+						    : _mm256_setzero_si256();
+				v[r] = _mm256_madd_epi16(
+					_mm256_maddubs_epi16(_mm256_abs_epi8(q), _mm256_sign_epi8(xv, q)),
+					ones);
+			}
+			sum = avx2__rows_sum8(v);
 		}
-		avx2__transpose8(u);
-		avx2__transpose8(sg);
-		AVX2_UNROLL8
-		for (int c = 0; c < 8; c++) {
-			int32_t q;
-			memcpy(&q, x[b].qs + 4 * c, sizeof(q));
-			__m256i xb = _mm256_set1_epi32(q);
-			__m256i m = _mm256_madd_epi16(
-				_mm256_maddubs_epi16(u[c], _mm256_sign_epi8(xb, sg[c])), ones);
-			sum = c == 0 ? m : _mm256_add_epi32(sum, m);
-		}
-		acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum),
-				      _mm256_mul_ps(_mm256_cvtph_ps(h), _mm256_set1_ps(a->xd[b])), acc);
+		acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_mul_ps(dw, _mm256_set1_ps(a->xd[b])),
+				      acc);
 	}
 	/* A full tile stores straight to y: through `out`, GCC gave acc
 	 * out's stack slot, and the fma chain went through memory. */
