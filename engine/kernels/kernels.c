@@ -37,6 +37,10 @@
 /* Below this many rows a chunk is not worth a task hand-off. */
 #define KERN_MIN_CHUNK_ROWS 16
 #define KERN_CHUNKS_PER_THREAD 4
+/* Decode chunks are finer: a join waits for the last chunk in flight, and
+ * a GEMV chunk is pure streaming, so smaller ones cost nothing but
+ * shorten that wait (~180 joins a token). */
+#define KERN_CHUNKS_PER_THREAD_GEMV 16
 
 /* Chosen once by kern_init(); written only inside pthread_once. */
 static pthread_once_t kern__once = PTHREAD_ONCE_INIT;
@@ -176,14 +180,15 @@ static void kern__rows_cb(void *data, size_t i)
 	job->gemm(&job->args[p], o0, o1);
 }
 
-static size_t kern__chunk_rows(pthreadpool_t pool, size_t n_out)
+static size_t kern__chunk_rows(pthreadpool_t pool, size_t n_out, size_t n_tok)
 {
 	size_t threads = pool ? pthreadpool_get_threads_count(pool) : 1;
 	size_t chunk;
 
 	if (threads <= 1)
 		return n_out;
-	chunk = n_out / (threads * KERN_CHUNKS_PER_THREAD);
+	chunk = n_out / (threads * (n_tok == 1 ? KERN_CHUNKS_PER_THREAD_GEMV
+					       : KERN_CHUNKS_PER_THREAD));
 	if (chunk < KERN_MIN_CHUNK_ROWS)
 		chunk = KERN_MIN_CHUNK_ROWS;
 	return (chunk + KERN_ROW_ALIGN - 1) / KERN_ROW_ALIGN * KERN_ROW_ALIGN;
@@ -246,7 +251,7 @@ void kern_matmul_n(pthreadpool_t pool, uint32_t wtype, size_t n_in, const struct
 		job.args[k].w = parts[p].w;
 		job.args[k].y = parts[p].y;
 		job.args[k].y_stride = parts[p].n_out;
-		job.chunk[k] = kern__chunk_rows(pool, parts[p].n_out);
+		job.chunk[k] = kern__chunk_rows(pool, parts[p].n_out, n_tok);
 		job.first[k + 1] = job.first[k] + (parts[p].n_out + job.chunk[k] - 1) / job.chunk[k];
 		job.n_part++;
 	}
