@@ -32,8 +32,9 @@
 #include "kernels.h"
 #include "kernels_impl.h"
 
-/* Rows per chunk are a multiple of this, so tiles never straddle chunks. */
-#define KERN_ROW_ALIGN 4
+/* Rows per chunk are a multiple of this (the widest row tile, quantized
+ * AVX2), so tiles never straddle chunks. */
+#define KERN_ROW_ALIGN 8
 /* Below this many rows a chunk is not worth a task hand-off. */
 #define KERN_MIN_CHUNK_ROWS 16
 #define KERN_CHUNKS_PER_THREAD 4
