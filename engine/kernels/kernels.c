@@ -199,6 +199,28 @@ void kern_scale_add(float *y, float r, float p, const float *x, size_t n)
 	kern__ops->scale_add(y, r, p, x, n);
 }
 
+void kern_attn_scores(const float *q, size_t ld_q, const float *k, size_t d, const float *bias,
+		      float scale, float *s, size_t ld_s, size_t nq, size_t nk)
+{
+	kern__ops->attn_scores(q, ld_q, k, d, bias, scale, s, ld_s, nq, nk);
+}
+
+void kern_attn_accum(float *o, size_t ld_o, const float *r, const float *p, size_t ld_p,
+		     const float *v, size_t d, size_t nq, size_t nk)
+{
+	kern__ops->attn_accum(o, ld_o, r, p, ld_p, v, d, nq, nk);
+}
+
+float kern_max(const float *x, size_t n)
+{
+	return kern__ops->max(x, n);
+}
+
+float kern_exp_sum(float *x, size_t n, float m)
+{
+	return kern__ops->exp_sum(x, n, m);
+}
+
 void kern_matmul(pthreadpool_t pool, uint32_t wtype, const void *w, size_t n_out, size_t n_in,
 		 const float *x, size_t n_tok, float *y, void *scratch)
 {
