@@ -33,6 +33,12 @@
  * values): bounds kb for wide heads. */
 #define ATTN_KV_FLOATS 4096
 
+/* Widest head whose queries and outputs a task copies to rows of its own.
+ * In q and out a head's rows are n_head * d floats apart (8 KB for 32
+ * heads of 64), so a tile's 64 rows fall in the same few L1 sets and evict
+ * each other on every key block; contiguous copies do not. */
+#define ATTN_LOCAL_DIM 128
+
 int attention_init(struct attention *a, const struct model_hparams *hp, enum arch_alibi alibi,
 		   char *err)
 {
@@ -91,7 +97,7 @@ static const float *kv_rows(const struct kv_cache *kv, const void *head, uint32_
 {
 	if (kv->type == DTYPE_F32)
 		return (const float *)head + (size_t)j0 * d;
-	kern_dequantize_row(DTYPE_F16, (const uint16_t *)head + (size_t)j0 * d, buf, (size_t)n * d);
+	kern_fp16_to_fp32_row((const uint16_t *)head + (size_t)j0 * d, buf, (size_t)n * d);
 	return buf;
 }
 
@@ -152,19 +158,26 @@ static void attend_tile_cb(void *data, size_t head, size_t tile)
 	const uint32_t wide = dk > dv ? dk : dv;
 	const uint32_t kb = ATTN_KV_FLOATS / wide < ATTN_KEYS ? ATTN_KV_FLOATS / wide : ATTN_KEYS;
 	const uint32_t n = tl->n, pos = tl->pos, end = tl->pos + tl->n; /* keys [0, end) */
-	const size_t ld_q = (size_t)a->n_head * dk, ld_o = (size_t)a->n_head * dv;
-	const float *q = job->q + tl->row * ld_q + (size_t)h * dk;
-	float *out = job->out + tl->row * ld_o + (size_t)h * dv;
+	const size_t ld_qs = (size_t)a->n_head * dk, ld_os = (size_t)a->n_head * dv;
+	const float *qs = job->q + tl->row * ld_qs + (size_t)h * dk;
+	float *os = job->out + tl->row * ld_os + (size_t)h * dv;
+	const int local = dk <= ATTN_LOCAL_DIM && dv <= ATTN_LOCAL_DIM;
+	const size_t ld_q = local ? dk : ld_qs, ld_o = local ? dv : ld_os;
 	const void *kc = kv_cache_k(kv, job->il, g), *vc = kv_cache_v(kv, job->il, g);
 	const float scale = 1.0f / sqrtf((float)dk);
 	float kbuf[ATTN_KV_FLOATS], vbuf[ATTN_KV_FLOATS];
+	float qbuf[ATTENTION_TILE * ATTN_LOCAL_DIM], obuf[ATTENTION_TILE * ATTN_LOCAL_DIM];
 	float S[ATTENTION_TILE * ATTN_KEYS], bias[ATTN_KEYS];
 	float m[ATTENTION_TILE], l[ATTENTION_TILE], r[ATTENTION_TILE];
+	const float *q = local ? qbuf : qs;
+	float *out = local ? obuf : os;
 	uint32_t i, j0, c;
 
 	for (i = 0; i < n; i++) {
 		m[i] = -INFINITY;
 		l[i] = 0.0f;
+		if (local)
+			memcpy(qbuf + i * ld_q, qs + i * ld_qs, dk * sizeof(float));
 		memset(out + i * ld_o, 0, dv * sizeof(float));
 	}
 	for (j0 = 0; j0 < end; j0 += kb) {
@@ -186,7 +199,7 @@ static void attend_tile_cb(void *data, size_t head, size_t tile)
 		const float inv = 1.0f / l[i];
 
 		for (c = 0; c < dv; c++)
-			out[i * ld_o + c] *= inv;
+			os[i * ld_os + c] = out[i * ld_o + c] * inv;
 	}
 }
 

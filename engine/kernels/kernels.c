@@ -211,6 +211,11 @@ void kern_attn_accum(float *o, size_t ld_o, const float *r, const float *p, size
 	kern__ops->attn_accum(o, ld_o, r, p, ld_p, v, d, nq, nk);
 }
 
+void kern_fp16_to_fp32_row(const uint16_t *src, float *dst, size_t n)
+{
+	kern__ops->fp16_row(src, dst, n);
+}
+
 float kern_max(const float *x, size_t n)
 {
 	return kern__ops->max(x, n);

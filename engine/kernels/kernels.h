@@ -101,6 +101,10 @@ void kern_attn_scores(const float *q, size_t ld_q, const float *k, size_t d, con
 void kern_attn_accum(float *o, size_t ld_o, const float *r, const float *p, size_t ld_p,
 		     const float *v, size_t d, size_t nq, size_t nk);
 
+/* dst[i] = the F16 value src[i] as a float, i < n (exact; F16 KV cache
+ * rows, converted once per key block). */
+void kern_fp16_to_fp32_row(const uint16_t *src, float *dst, size_t n);
+
 /* Largest of x[0..n) (-INFINITY for n == 0; NaNs are skipped). */
 float kern_max(const float *x, size_t n);
 

@@ -634,21 +634,25 @@ AVX2_INLINE __m256 avx2__hsum8(const __m256 a[8])
 			     _mm256_permute2f128_ps(h0, h1, 0x31));
 }
 
-/* One query against 8 keys (k[j], j < 8, possibly repeated): one FMA chain
- * per key over d / 8 vectors, then a transposing sum. */
-AVX2_INLINE __m256 avx2__scores8(const float *q, const float *const k[8], size_t d)
+/* Sums of d-long products, 8 at a time: lane j of the result is the dot
+ * of a[j] and b[j] (rows, possibly repeated). One FMA chain per lane over
+ * d / 8 vectors, then a transposing sum, the same for every lane, so a
+ * score does not depend on which 8 were computed together. The 2 x 4 form
+ * (a = two queries, each against four keys) loads 6 vectors per 8 FMAs;
+ * the 1 x 8 form serves a lone query. */
+AVX2_INLINE __m256 avx2__dots8(const float *const a[8], const float *const b[8], size_t d)
 {
 	__m256 acc[8];
 	size_t c, j;
 
+	AVX2_UNROLL8
 	for (j = 0; j < 8; j++)
 		acc[j] = _mm256_setzero_ps();
 	for (c = 0; c + 8 <= d; c += 8) {
-		__m256 qv = _mm256_loadu_ps(q + c);
-
 		AVX2_UNROLL8
 		for (j = 0; j < 8; j++)
-			acc[j] = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k[j] + c), acc[j]);
+			acc[j] = _mm256_fmadd_ps(_mm256_loadu_ps(a[j] + c), _mm256_loadu_ps(b[j] + c),
+						 acc[j]);
 	}
 	__m256 s = avx2__hsum8(acc);
 	if (c < d) { /* head widths not a multiple of 8: the rest in scalar */
@@ -657,11 +661,27 @@ AVX2_INLINE __m256 avx2__scores8(const float *q, const float *const k[8], size_t
 		for (j = 0; j < 8; j++) {
 			tail[j] = 0.0f;
 			for (size_t i = c; i < d; i++)
-				tail[j] += q[i] * k[j][i];
+				tail[j] += a[j][i] * b[j][i];
 		}
 		s = _mm256_add_ps(s, _mm256_loadu_ps(tail));
 	}
 	return s;
+}
+
+/* Stores lanes [l0, l0 + n) of v to dst. */
+AVX2_INLINE void avx2__store_lanes(float *dst, __m256 v, size_t l0, size_t n)
+{
+	float out[8];
+
+	_mm256_storeu_ps(out, v);
+	memcpy(dst, out + l0, n * sizeof(float));
+}
+
+/* One row of 8 lanes: dots of a[j] and b[j] plus bias, scaled, to dst. */
+AVX2_INLINE __m256 avx2__scores8(const float *const a[8], const float *const b[8], size_t d,
+				 __m256 bias, __m256 scale)
+{
+	return _mm256_mul_ps(_mm256_add_ps(avx2__dots8(a, b, d), bias), scale);
 }
 
 void kern_avx2_attn_scores(const float *q, size_t ld_q, const float *k, size_t d,
@@ -669,56 +689,89 @@ void kern_avx2_attn_scores(const float *q, size_t ld_q, const float *k, size_t d
 			   size_t nk)
 {
 	const __m256 sv = _mm256_set1_ps(scale);
+	const size_t nq2 = nq / 2 * 2;
+	const float *a[8], *b[8];
+	float bb[8];
 
+	/* Pairs of queries against 4 keys; a short key group repeats its last
+	 * key and stores only n lanes. */
+	for (size_t j0 = 0; j0 < nk && nq2; j0 += 4) {
+		const size_t n = nk - j0 < 4 ? nk - j0 : 4;
+
+		for (size_t j = 0; j < 8; j++) {
+			b[j] = k + (j0 + (j % 4 < n ? j % 4 : n - 1)) * d;
+			bb[j] = bias ? bias[j0 + (j % 4 < n ? j % 4 : n - 1)] : 0.0f;
+		}
+		const __m256 bv = _mm256_loadu_ps(bb);
+		for (size_t i = 0; i < nq2; i += 2) {
+			for (size_t j = 0; j < 8; j++)
+				a[j] = q + (i + j / 4) * ld_q;
+			__m256 v = avx2__scores8(a, b, d, bv, sv);
+			if (n == 4) {
+				_mm_storeu_ps(s + i * ld_s + j0, _mm256_castps256_ps128(v));
+				_mm_storeu_ps(s + (i + 1) * ld_s + j0, _mm256_extractf128_ps(v, 1));
+			} else {
+				avx2__store_lanes(s + i * ld_s + j0, v, 0, n);
+				avx2__store_lanes(s + (i + 1) * ld_s + j0, v, 4, n);
+			}
+		}
+	}
+	if (nq2 == nq)
+		return;
+	/* The odd query (decode: the only one) against 8 keys at a time. */
+	for (size_t j = 0; j < 8; j++)
+		a[j] = q + nq2 * ld_q;
 	for (size_t j0 = 0; j0 < nk; j0 += 8) {
 		const size_t n = nk - j0 < 8 ? nk - j0 : 8;
-		const float *kr[8];
-		float bb[8] = {0};
 
-		/* A short last group repeats its last key and stores n lanes, so
-		 * every score is the same instruction sequence. */
-		for (size_t j = 0; j < 8; j++)
-			kr[j] = k + (j0 + (j < n ? j : n - 1)) * d;
-		if (bias)
-			memcpy(bb, bias + j0, n * sizeof(float));
-		const __m256 bv = _mm256_loadu_ps(bb);
-		for (size_t i = 0; i < nq; i++) {
-			__m256 v = _mm256_mul_ps(_mm256_add_ps(avx2__scores8(q + i * ld_q, kr, d), bv), sv);
-			float out[8];
-
-			if (n == 8) {
-				_mm256_storeu_ps(s + i * ld_s + j0, v);
-				continue;
-			}
-			_mm256_storeu_ps(out, v);
-			memcpy(s + i * ld_s + j0, out, n * sizeof(float));
+		for (size_t j = 0; j < 8; j++) {
+			b[j] = k + (j0 + (j < n ? j : n - 1)) * d;
+			bb[j] = bias ? bias[j0 + (j < n ? j : n - 1)] : 0.0f;
 		}
+		__m256 v = avx2__scores8(a, b, d, _mm256_loadu_ps(bb), sv);
+		if (n == 8)
+			_mm256_storeu_ps(s + nq2 * ld_s + j0, v);
+		else
+			avx2__store_lanes(s + nq2 * ld_s + j0, v, 0, n);
 	}
 }
 
-/* Output columns [c, c + 8 * NV) of rows o_0..o_{NQ-1}: loaded and rescaled
- * once, then one FMA per key and vector, in key order. */
-#define AVX2_ACCUM(NQ, NV)                                                                        \
-	do {                                                                                      \
-		__m256 acc[NQ][NV];                                                               \
-		for (size_t i_ = 0; i_ < (NQ); i_++)                                              \
-			for (size_t u_ = 0; u_ < (NV); u_++)                                      \
-				acc[i_][u_] = _mm256_mul_ps(_mm256_loadu_ps(o + i_ * ld_o + c + 8 * u_), \
-							    _mm256_set1_ps(r[i_]));               \
-		for (size_t j_ = 0; j_ < nk; j_++) {                                              \
-			__m256 vv[NV];                                                            \
-			for (size_t u_ = 0; u_ < (NV); u_++)                                      \
-				vv[u_] = _mm256_loadu_ps(v + j_ * d + c + 8 * u_);                \
-			for (size_t i_ = 0; i_ < (NQ); i_++) {                                    \
-				__m256 pb = _mm256_broadcast_ss(p + i_ * ld_p + j_);              \
-				for (size_t u_ = 0; u_ < (NV); u_++)                              \
-					acc[i_][u_] = _mm256_fmadd_ps(pb, vv[u_], acc[i_][u_]);   \
-			}                                                                         \
-		}                                                                                 \
-		for (size_t i_ = 0; i_ < (NQ); i_++)                                              \
-			for (size_t u_ = 0; u_ < (NV); u_++)                                      \
-				_mm256_storeu_ps(o + i_ * ld_o + c + 8 * u_, acc[i_][u_]);        \
-	} while (0)
+/* Output columns [c, c + 8 * nv) of rows o_0..o_{nq-1} (nq <= 4, nv <= 8,
+ * nq * nv <= 8, constants after inlining so acc lives in registers):
+ * loaded and rescaled once, then one FMA per key and vector, in key order. */
+AVX2_INLINE void avx2__accum_tile(float *o, size_t ld_o, const float *r, const float *p,
+				  size_t ld_p, const float *v, size_t d, size_t c, size_t nk,
+				  const size_t nq, const size_t nv)
+{
+	__m256 acc[4][8];
+
+	AVX2_UNROLL
+	for (size_t i = 0; i < nq; i++)
+		AVX2_UNROLL8
+		for (size_t u = 0; u < nv; u++)
+			acc[i][u] = _mm256_mul_ps(_mm256_loadu_ps(o + i * ld_o + c + 8 * u),
+						  _mm256_set1_ps(r[i]));
+	for (size_t j = 0; j < nk; j++) {
+		__m256 vv[8];
+
+		AVX2_UNROLL8
+		for (size_t u = 0; u < nv; u++)
+			vv[u] = _mm256_loadu_ps(v + j * d + c + 8 * u);
+		AVX2_UNROLL
+		for (size_t i = 0; i < nq; i++) {
+			__m256 pb = _mm256_broadcast_ss(p + i * ld_p + j);
+
+			AVX2_UNROLL8
+			for (size_t u = 0; u < nv; u++)
+				acc[i][u] = _mm256_fmadd_ps(pb, vv[u], acc[i][u]);
+		}
+	}
+	AVX2_UNROLL
+	for (size_t i = 0; i < nq; i++)
+		AVX2_UNROLL8
+		for (size_t u = 0; u < nv; u++)
+			_mm256_storeu_ps(o + i * ld_o + c + 8 * u, acc[i][u]);
+}
 
 /* Rows of up to 4 queries: 4 x 16 columns (8 accumulators) share each
  * value load; a lone query takes 64 columns at once so that decode still
@@ -731,14 +784,14 @@ static void avx2__accum_rows(float *o, size_t ld_o, const float *r, const float 
 
 	if (nq == 4) {
 		for (; c + 16 <= d; c += 16)
-			AVX2_ACCUM(4, 2);
+			avx2__accum_tile(o, ld_o, r, p, ld_p, v, d, c, nk, 4, 2);
 		for (; c + 8 <= d; c += 8)
-			AVX2_ACCUM(4, 1);
+			avx2__accum_tile(o, ld_o, r, p, ld_p, v, d, c, nk, 4, 1);
 	} else if (nq == 1) {
 		for (; c + 64 <= d; c += 64)
-			AVX2_ACCUM(1, 8);
+			avx2__accum_tile(o, ld_o, r, p, ld_p, v, d, c, nk, 1, 8);
 		for (; c + 8 <= d; c += 8)
-			AVX2_ACCUM(1, 1);
+			avx2__accum_tile(o, ld_o, r, p, ld_p, v, d, c, nk, 1, 1);
 	} else {
 		for (size_t i = 0; i < nq; i++)
 			avx2__accum_rows(o + i * ld_o, ld_o, r + i, p + i * ld_p, ld_p, v, d, 1, nk);
@@ -763,6 +816,16 @@ void kern_avx2_attn_accum(float *o, size_t ld_o, const float *r, const float *p,
 		avx2__accum_rows(o + i * ld_o, ld_o, r + i, p + i * ld_p, ld_p, v, d, 4, nk);
 	if (i < nq)
 		avx2__accum_rows(o + i * ld_o, ld_o, r + i, p + i * ld_p, ld_p, v, d, nq - i, nk);
+}
+
+void kern_avx2_fp16_row(const uint16_t *src, float *dst, size_t n)
+{
+	size_t i = 0;
+
+	for (; i + 8 <= n; i += 8)
+		_mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(src + i))));
+	for (; i < n; i++)
+		dst[i] = kern_fp16_to_fp32(src[i]);
 }
 
 float kern_avx2_max(const float *x, size_t n)
@@ -852,6 +915,7 @@ const struct kern_ops kern_ops_avx2 = {
 	.scale_add = kern_avx2_scale_add,
 	.attn_scores = kern_avx2_attn_scores,
 	.attn_accum = kern_avx2_attn_accum,
+	.fp16_row = kern_avx2_fp16_row,
 	.max = kern_avx2_max,
 	.exp_sum = kern_avx2_exp_sum,
 	.quantize_act = avx2__quantize_act,

@@ -355,6 +355,12 @@ static void ref__attn_accum(float *o, size_t ld_o, const float *r, const float *
 	}
 }
 
+static void ref__fp16_row(const uint16_t *src, float *dst, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		dst[i] = kern_fp16_to_fp32(src[i]);
+}
+
 static float ref__max(const float *x, size_t n)
 {
 	float m = -INFINITY;
@@ -382,6 +388,7 @@ const struct kern_ops kern_ops_ref = {
 	.scale_add = ref__scale_add,
 	.attn_scores = ref__attn_scores,
 	.attn_accum = ref__attn_accum,
+	.fp16_row = ref__fp16_row,
 	.max = ref__max,
 	.exp_sum = ref__exp_sum,
 	.quantize_act = ref__quantize_act,
