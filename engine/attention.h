@@ -10,9 +10,10 @@
  * the block (SIMD dot products), each row's maximum, one rescale of the
  * running output when it grew, exp() of the block vectorised, and the
  * block's values added with those weights (kernels.h, kern_attn_*). No
- * score matrix beyond one tile x one block exists, and that and the F16
- * conversion buffers live on the task's stack (about 50 KB): nothing is
- * allocated while running.
+ * score matrix beyond one tile x one block exists; that, the F16
+ * conversion buffers and contiguous copies of the tile's query and output
+ * rows live on the task's stack (about 115 KB; pool threads have the
+ * default 8 MB): nothing is allocated while running.
  *
  * Semantics: query i of a tile (position pos + i) attends to the keys at
  * positions 0 .. pos + i of its sequence (causal); query head h reads kv

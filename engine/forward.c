@@ -7,7 +7,7 @@
  * one decoder block of arch.h, made of norm(), attention() and mlp(); the
  * architecture's flags choose among their variants. Everything but
  * attention is row-wise, so sequences share each weight read; attention
- * runs per sequence against its own cache. Shapes use n = rows in this
+ * (attention.h) runs per sequence against its own cache. Shapes use n = rows in this
  * step (<= max_batch). forward_eval() is a one-sequence pass over a cache
  * of its own, in steps of at most max_batch.
  */
