@@ -323,6 +323,9 @@ struct at_case {
 	uint32_t n_tok[2]; /* this step's queries per sequence */
 };
 
+/* Positions of any case's longest sequence are below this. */
+#define AT_MAX_POS 512
+
 static const struct at_case at_cases[] = {
 	/* TinyLlama's shape: 4 groups of 8, one prompt of 150 (2 full tiles + 22) */
 	{32, 4, 64, 64, ARCH_ALIBI_NONE, DTYPE_F32, 1, {0}, {150}},
@@ -370,7 +373,6 @@ static double at_run_case(const struct at_case *tc, pthreadpool_t pool, float **
 	}
 	for (s = 0; s < tc->n_seq; s++) {
 		const uint32_t n_pos = tc->past[s] + tc->n_tok[s];
-		const size_t nk = (size_t)tc->n_head_kv * n_pos;
 
 		if (kv_cache_init(&kv[s], &hp, n_pos + 3, tc->kv_type, err) != 0)
 			return INFINITY;
@@ -393,7 +395,6 @@ static double at_run_case(const struct at_case *tc, pthreadpool_t pool, float **
 				else
 					((uint16_t *)kv_cache_v(&kv[s], il, g))[i] = kern_fp32_to_fp16(x);
 			}
-		(void)nk;
 		kv[s].n_pos = tc->past[s]; /* this step's rows are stored, not yet counted */
 		row0[s] = rows;
 		n_tiles += attention_plan(tiles + n_tiles, &kv[s], rows, tc->past[s], tc->n_tok[s]);
@@ -401,7 +402,7 @@ static double at_run_case(const struct at_case *tc, pthreadpool_t pool, float **
 	}
 	float *q = malloc((size_t)rows * tc->n_head * tc->dk * sizeof(float));
 	float *out = malloc((size_t)rows * tc->n_head * tc->dv * sizeof(float));
-	double *sc = malloc(512 * sizeof(double));
+	double *sc = malloc(AT_MAX_POS * sizeof(double)); /* one query's scores */
 
 	at_fill(q, (size_t)rows * tc->n_head * tc->dk, 1.0f);
 	attention_run(&a, pool, il, tiles, n_tiles, q, out);
