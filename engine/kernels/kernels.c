@@ -25,7 +25,8 @@
  *
  * Attention blocks (kern_attn_scores, kern_attn_accum, kern_max,
  * kern_exp_sum, kern_fp16_to_fp32_row; engine/attention.c drives them) run
- * on the caller's thread: scalar is the reference (expf); avx2 has score
+ * on the caller's thread: scalar is the reference (expf); avx2
+ * (attention_avx2.c) has score
  * tiles of 2 queries x 4 keys, value tiles of 4 queries x 16 columns (one
  * query x 64 for decode), a polynomial exp and F16C; avx512 uses the avx2
  * functions (head-sized rows gain nothing from ZMM).

@@ -109,6 +109,7 @@ struct kern_ops {
  * vectors gain nothing from ZMM). */
 float kern_avx2_dot(const float *a, const float *b, size_t n);
 void kern_avx2_scale_add(float *y, float r, float p, const float *x, size_t n);
+/* attention_avx2.c */
 void kern_avx2_attn_scores(const float *q, size_t ld_q, const float *k, size_t d,
 			   const float *bias, float scale, float *s, size_t ld_s, size_t nq,
 			   size_t nk);
