@@ -7,7 +7,7 @@
  * one decoder block of arch.h, made of norm(), attention() and mlp(); the
  * architecture's flags choose among their variants. Everything but
  * attention is row-wise, so sequences share each weight read; attention
- * runs per sequence against its own cache. Shapes use n = rows in this
+ * (attention.h) runs per sequence against its own cache. Shapes use n = rows in this
  * step (<= max_batch). forward_eval() is a one-sequence pass over a cache
  * of its own, in steps of at most max_batch.
  */
@@ -17,30 +17,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attention.h"
 #include "dtype.h"
 #include "ember.h"
 #include "kernels.h"
-
-/* Queries per attention task: the keys of one kv head are streamed once
- * per tile of queries, and the running softmax state of a tile is all the
- * scratch attention needs (no n x n score matrix). */
-#define ATTN_TILE 64
-
-/* Floats of one attention task's buffer for F16 cache rows converted to
- * F32 (on its stack): a block of keys and one of values. */
-#define ATTN_KV_BLOCK 4096
-
-/* Rows [t0, t1) of sequence `seq` (relative to its first row): one tile of
- * queries of one attention task. */
-struct attn_tile {
-	uint32_t seq, t0, t1;
-};
 
 /* The step being run: its sequences and where their rows start. */
 struct step_plan {
 	const struct forward_seq *seqs;
 	uint32_t n_seq;
 	uint32_t *row0;           /* [n_seq] first row of each sequence (scratch) */
+	struct attention_tile *tiles; /* [n_tiles] attention query tiles (scratch) */
 	uint32_t n_tiles;
 };
 
@@ -50,6 +37,7 @@ struct forward_pass {
 	int owns_pool;
 	uint32_t max_batch;
 	struct step_plan plan;
+	struct attention attn; /* head shapes and ALiBi slopes (owned) */
 
 	/* Scratch, one arena (arena, owned), sized for max_batch = B tokens. */
 	void *arena;
@@ -61,15 +49,13 @@ struct forward_pass {
 	float *k;      /* [B][n_head_kv * head_dim_k] */
 	float *v;      /* [B][n_head_kv * head_dim_v] */
 	float *qkv;    /* [B][q + k + v widths] fused projection (fused archs only) */
-	float *attn;   /* [B][n_head * head_dim_v] attention output per head */
-	float *att_ml; /* [B][n_head][2] running softmax max and sum per query */
+	float *attn_out; /* [B][n_head * head_dim_v] attention output per head */
 	float *gate;   /* [B][n_ff] */
 	float *up;     /* [B][n_ff] */
 	float *rope;   /* [B][n_rot / 2][2] cos, sin of each position's angles */
-	float *alibi;  /* [n_head] ALiBi slope per head (alibi archs only) */
 	uint32_t *pos;  /* [B] position of each row in its sequence */
 	uint32_t *row0; /* [B] first row of each sequence of the step */
-	struct attn_tile *tiles; /* [B] attention query tiles of the step */
+	struct attention_tile *tiles; /* [B] attention query tiles of the step */
 	void *mm_scratch; /* kern_matmul scratch for B tokens */
 };
 
@@ -274,123 +260,11 @@ static void store_kv(const struct forward_pass *f, struct kv_cache *kv, uint32_t
 	}
 }
 
-/* Rows j0 .. j0+n-1 of a cache head block as floats: in place for F32,
- * converted into `buf` (n * d floats) for F16. */
-static const float *kv_rows(const struct kv_cache *kv, const void *head, uint32_t j0, uint32_t n,
-			    uint32_t d, float *buf)
-{
-	if (kv->type == DTYPE_F32)
-		return (const float *)head + (size_t)j0 * d;
-	kern_dequantize_row(DTYPE_F16, (const uint16_t *)head + (size_t)j0 * d, buf, (size_t)n * d);
-	return buf;
-}
-
-static float bf16_round(float x)
-{
-	return kern_bf16_to_fp32(kern_fp32_to_bf16(x));
-}
-
-/* ALiBi bias of key position j for a head of slope m (see arch_alibi;
- * for ARCH_ALIBI_BF16 m is already rounded). */
-static float alibi_bias(enum arch_alibi kind, float m, uint32_t j)
-{
-	if (kind != ARCH_ALIBI_BF16)
-		return m * (float)j;
-	return bf16_round(m * bf16_round((float)j));
-}
-
-struct attend_job {
-	struct forward_pass *f;
-	uint32_t il;
-};
-
-/*
- * One task: query head h, one tile of queries of one sequence. Causal
- * softmax(q k^T / sqrt(d)) v against h's kv head (h / group) of that
- * sequence's cache, computed online (running max and sum, rescaling the
- * accumulator when the max grows) so each key row is read once per tile
- * and no score matrix exists. The accumulator is the output row attn[t][h]
- * itself. Tasks go by query head, not kv head, so decode with few kv heads
- * (MQA) still spreads; tiles of all sequences form the second dimension.
- */
-static void attend_tile_cb(void *data, size_t head, size_t tile)
-{
-	const struct attend_job *job = data;
-	struct forward_pass *f = job->f;
-	const struct model_hparams *hp = &f->m->hp;
-	const struct attn_tile *tl = &f->tiles[tile];
-	const struct forward_seq *sq = &f->plan.seqs[tl->seq];
-	const struct kv_cache *kv = sq->kv;
-	const uint32_t row0 = f->plan.row0[tl->seq], pos0 = kv->n_pos;
-	const uint32_t h = (uint32_t)head, dk = hp->head_dim_k, dv = hp->head_dim_v;
-	const uint32_t g = h / (hp->n_head / hp->n_head_kv);
-	const uint32_t t0 = tl->t0, t1 = tl->t1;
-	const uint32_t kb = ATTN_KV_BLOCK / (dk > dv ? dk : dv);
-	const void *kc = kv_cache_k(kv, job->il, g);
-	const void *vc = kv_cache_v(kv, job->il, g);
-	/* This sequence's rows of the step's buffers. */
-	const float *q = f->q + (size_t)row0 * hp->n_head * dk;
-	float *attn = f->attn + (size_t)row0 * hp->n_head * dv;
-	float *att_ml = f->att_ml + (size_t)row0 * hp->n_head * 2;
-	const float scale = 1.0f / sqrtf((float)dk);
-	const enum arch_alibi alibi = f->m->arch->alibi;
-	const float slope = alibi ? f->alibi[h] : 0.0f;
-	float kbuf[ATTN_KV_BLOCK], vbuf[ATTN_KV_BLOCK];
-	uint32_t t, j, j0, i;
-
-	for (t = t0; t < t1; t++) {
-		float *ml = att_ml + ((size_t)t * hp->n_head + h) * 2;
-
-		ml[0] = -INFINITY;
-		ml[1] = 0.0f;
-		memset(attn + ((size_t)t * hp->n_head + h) * dv, 0, dv * sizeof(float));
-	}
-	/* Keys up to the last query's position; query t sees j <= pos0 + t,
-	 * in blocks of kb rows (converted once per block from F16). */
-	for (j0 = 0; j0 < pos0 + t1; j0 += kb) {
-		const uint32_t nb = pos0 + t1 - j0 < kb ? pos0 + t1 - j0 : kb;
-		const float *kblk = kv_rows(kv, kc, j0, nb, dk, kbuf);
-		const float *vblk = kv_rows(kv, vc, j0, nb, dv, vbuf);
-
-		for (j = j0; j < j0 + nb; j++) {
-			const float *kj = kblk + (size_t)(j - j0) * dk, *vj = vblk + (size_t)(j - j0) * dv;
-			const uint32_t first = j > pos0 ? j - pos0 : 0;
-			const float bias = alibi ? alibi_bias(alibi, slope, j) : 0.0f;
-
-			for (t = first > t0 ? first : t0; t < t1; t++) {
-				const float *qh = q + ((size_t)t * hp->n_head + h) * dk;
-				float *acc = attn + ((size_t)t * hp->n_head + h) * dv;
-				float *ml = att_ml + ((size_t)t * hp->n_head + h) * 2;
-				float s = kern_dot(qh, kj, dk), p, r = 1.0f;
-
-				/* ALiBi biases the raw score, before the scaling. */
-				s = (s + bias) * scale;
-				if (s > ml[0]) {
-					r = expf(ml[0] - s); /* 0 for the first key */
-					ml[1] *= r;
-					ml[0] = s;
-				}
-				p = expf(s - ml[0]);
-				ml[1] += p;
-				kern_scale_add(acc, r, p, vj, dv);
-			}
-		}
-	}
-	for (t = t0; t < t1; t++) {
-		float *acc = attn + ((size_t)t * hp->n_head + h) * dv;
-		float inv = 1.0f / att_ml[((size_t)t * hp->n_head + h) * 2 + 1];
-
-		for (i = 0; i < dv; i++)
-			acc[i] *= inv;
-	}
-}
-
 /* y_attn[n][n_embd] = attention of layer il over xn[n][n_embd], each
  * sequence's rows against its own cache. */
 static void attention(struct forward_pass *f, uint32_t il, uint32_t n)
 {
 	const struct model_layer *L = &f->m->layers[il];
-	struct attend_job job = {f, il};
 	uint32_t s;
 
 	project_qkv(f, L, n);
@@ -401,9 +275,8 @@ static void attention(struct forward_pass *f, uint32_t il, uint32_t n)
 
 		store_kv(f, sq->kv, il, f->plan.row0[s], sq->kv->n_pos, sq->n_tok);
 	}
-	pthreadpool_parallelize_2d(f->pool, attend_tile_cb, &job, f->m->hp.n_head,
-				   f->plan.n_tiles, 0);
-	linear(f, &L->w[ARCH_T_ATTN_OUT], &L->w[ARCH_T_ATTN_OUT_B], f->attn, f->y_attn, n);
+	attention_run(&f->attn, f->pool, il, f->plan.tiles, f->plan.n_tiles, f->q, f->attn_out);
+	linear(f, &L->w[ARCH_T_ATTN_OUT], &L->w[ARCH_T_ATTN_OUT_B], f->attn_out, f->y_attn, n);
 }
 
 /* ---- MLP ------------------------------------------------------------------ */
@@ -553,21 +426,17 @@ static void head(struct forward_pass *f, float *logits)
 /* Lays the sequences out as rows and attention tiles; returns the rows. */
 static uint32_t plan(struct forward_pass *f, const struct forward_seq *seqs, uint32_t n_seq)
 {
-	uint32_t s, t, n = 0;
+	uint32_t s, n = 0;
 
 	f->plan.seqs = seqs;
 	f->plan.n_seq = n_seq;
 	f->plan.row0 = f->row0;
+	f->plan.tiles = f->tiles;
 	f->plan.n_tiles = 0;
 	for (s = 0; s < n_seq; s++) {
 		f->row0[s] = n;
-		for (t = 0; t < seqs[s].n_tok; t += ATTN_TILE) {
-			struct attn_tile *tl = &f->tiles[f->plan.n_tiles++];
-
-			tl->seq = s;
-			tl->t0 = t;
-			tl->t1 = t + ATTN_TILE < seqs[s].n_tok ? t + ATTN_TILE : seqs[s].n_tok;
-		}
+		f->plan.n_tiles += attention_plan(f->tiles + f->plan.n_tiles, seqs[s].kv, n,
+						  seqs[s].kv->n_pos, seqs[s].n_tok);
 		n += seqs[s].n_tok;
 	}
 	return n;
@@ -701,15 +570,14 @@ static int alloc_scratch(struct forward_pass *f)
 	int fused = 0;
 	void **bufs[] = {(void **)&f->x, (void **)&f->xn, (void **)&f->y_attn,
 			 (void **)&f->y_mlp, (void **)&f->q, (void **)&f->k, (void **)&f->v,
-			 (void **)&f->qkv, (void **)&f->attn, (void **)&f->att_ml,
-			 (void **)&f->gate, (void **)&f->up, (void **)&f->rope, (void **)&f->alibi,
-			 (void **)&f->pos, (void **)&f->row0, (void **)&f->tiles};
+			 (void **)&f->qkv, (void **)&f->attn_out, (void **)&f->gate,
+			 (void **)&f->up, (void **)&f->rope, (void **)&f->pos, (void **)&f->row0,
+			 (void **)&f->tiles};
 	size_t lens[] = {B * hp->n_embd, B * hp->n_embd, B * hp->n_embd, B * hp->n_embd,
 			       B * dq, B * dk, B * dv, 0,
-			       B * hp->n_head * hp->head_dim_v, B * hp->n_head * 2,
-			       B * hp->n_ff, B * hp->n_ff, B * (hp->n_rot / 2) * 2,
-			       f->m->arch->alibi ? hp->n_head : 0, B, B,
-			       B * sizeof(struct attn_tile) / sizeof(float)};
+			       B * hp->n_head * hp->head_dim_v, B * hp->n_ff, B * hp->n_ff,
+			       B * (hp->n_rot / 2) * 2, B, B,
+			       B * sizeof(struct attention_tile) / sizeof(float)};
 	size_t mm = round64(matmul_scratch_size(f->m, f->max_batch));
 	size_t total = mm, off = mm, i;
 	uint8_t *base;
@@ -729,11 +597,6 @@ static int alloc_scratch(struct forward_pass *f)
 		*bufs[i] = lens[i] ? (void *)(base + off) : NULL;
 		off += round64(lens[i] * sizeof(float));
 	}
-	for (i = 0; f->alibi && i < hp->n_head; i++) {
-		f->alibi[i] = (float)arch_alibi_slope((uint32_t)i, hp->n_head, hp->alibi_max_bias);
-		if (f->m->arch->alibi == ARCH_ALIBI_BF16)
-			f->alibi[i] = bf16_round(f->alibi[i]);
-	}
 	return 0;
 }
 
@@ -747,13 +610,12 @@ int forward_pass_new(struct forward_pass **out, const struct model *m,
 	*out = NULL;
 	if (!o)
 		o = &def;
-	if (m->hp.head_dim_k > ATTN_KV_BLOCK || m->hp.head_dim_v > ATTN_KV_BLOCK)
-		return ember_seterr(err, EMBER_EUNSUPPORTED, "forward: head width %u above %d",
-				    m->hp.head_dim_k, ATTN_KV_BLOCK);
 	f = calloc(1, sizeof(*f));
 	if (!f)
 		return ember_seterr(err, EMBER_ENOMEM, "forward: pass");
 	f->m = m;
+	if ((rc = attention_init(&f->attn, &m->hp, m->arch->alibi, err)) < 0)
+		goto fail;
 	f->max_batch = o->max_batch ? o->max_batch : FORWARD_DEFAULT_BATCH;
 	f->pool = o->pool;
 	if (!f->pool && o->n_threads > 1) {
@@ -780,6 +642,7 @@ void forward_pass_free(struct forward_pass *f)
 	if (!f)
 		return;
 	free(f->arena);
+	attention_free(&f->attn);
 	if (f->owns_pool)
 		pthreadpool_destroy(f->pool);
 	free(f);

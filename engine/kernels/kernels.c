@@ -23,6 +23,14 @@
  * a second copy it owns. Not worth it, so it is not used (bench/fc_compare.c
  * re-measures both on the machine at hand).
  *
+ * Attention blocks (kern_attn_scores, kern_attn_accum, kern_max,
+ * kern_exp_sum, kern_fp16_to_fp32_row; engine/attention.c drives them) run
+ * on the caller's thread: scalar is the reference (expf); avx2
+ * (attention_avx2.c) has score
+ * tiles of 2 queries x 4 keys, value tiles of 4 queries x 16 columns (one
+ * query x 64 for decode), a polynomial exp and F16C; avx512 uses the avx2
+ * functions (head-sized rows gain nothing from ZMM).
+ *
  * Threads: output rows are cut into chunks (a multiple of 4 rows, about
  * four per thread for balance), one pthreadpool task each; activation
  * quantization is spread over tokens the same way.
@@ -203,6 +211,33 @@ float kern_dot(const float *a, const float *b, size_t n)
 void kern_scale_add(float *y, float r, float p, const float *x, size_t n)
 {
 	kern__ops->scale_add(y, r, p, x, n);
+}
+
+void kern_attn_scores(const float *q, size_t ld_q, const float *k, size_t d, const float *bias,
+		      float scale, float *s, size_t ld_s, size_t nq, size_t nk)
+{
+	kern__ops->attn_scores(q, ld_q, k, d, bias, scale, s, ld_s, nq, nk);
+}
+
+void kern_attn_accum(float *o, size_t ld_o, const float *r, const float *p, size_t ld_p,
+		     const float *v, size_t d, size_t nq, size_t nk)
+{
+	kern__ops->attn_accum(o, ld_o, r, p, ld_p, v, d, nq, nk);
+}
+
+void kern_fp16_to_fp32_row(const uint16_t *src, float *dst, size_t n)
+{
+	kern__ops->fp16_row(src, dst, n);
+}
+
+float kern_max(const float *x, size_t n)
+{
+	return kern__ops->max(x, n);
+}
+
+float kern_exp_sum(float *x, size_t n, float m)
+{
+	return kern__ops->exp_sum(x, n, m);
 }
 
 void kern_matmul(pthreadpool_t pool, uint32_t wtype, const void *w, size_t n_out, size_t n_in,

@@ -1,6 +1,7 @@
 /*
  * kernels.h - the compute kernels the forward pass calls: matrix products
- * against weights stored in any supported GGUF type.
+ * against weights stored in any supported GGUF type, and the blocks of
+ * attention (scores, softmax, weighted values).
  *
  * Decode multiplies one activation row by every weight row (GEMV, memory
  * bound: each weight byte is read once per token). Prefill multiplies many
@@ -74,12 +75,49 @@ struct kern_mm_part {
 void kern_matmul_n(pthreadpool_t pool, uint32_t wtype, size_t n_in, const struct kern_mm_part *parts,
 		   size_t n, const float *x, size_t n_tok, void *scratch);
 
-/* sum_i a[i] * b[i] over n floats (attention scores). */
+/* sum_i a[i] * b[i] over n floats. */
 float kern_dot(const float *a, const float *b, size_t n);
 
-/* y[i] = y[i] * r + p * x[i] over n floats (attention's running output:
- * rescale when the softmax maximum grows, then add a weighted value). */
+/* y[i] = y[i] * r + p * x[i] over n floats. */
 void kern_scale_add(float *y, float r, float p, const float *x, size_t n);
+
+/*
+ * Flash-style attention blocks (engine/attention.c): the scores of a tile
+ * of queries against a block of keys, each score row's softmax against a
+ * running maximum, and the probability-weighted sum of the block's values.
+ * Every row is computed by the same instruction sequence whatever nq is,
+ * so one query's result does not depend on the tile it shares.
+ */
+
+/* s[i * ld_s + j] = (dot(q_i, k_j) + (bias ? bias[j] : 0)) * scale for
+ * i < nq, j < nk, where q_i = q + i * ld_q and k_j = k + j * d (d floats
+ * each: key rows are contiguous). ALiBi's bias goes on the raw dot. */
+void kern_attn_scores(const float *q, size_t ld_q, const float *k, size_t d, const float *bias,
+		      float scale, float *s, size_t ld_s, size_t nq, size_t nk);
+
+/* o_i = o_i * r[i] + sum_j p[i * ld_p + j] * v_j over d floats, for i < nq
+ * (o_i = o + i * ld_o; v_j = v + j * d, j < nk): the running output,
+ * rescaled once per block when its softmax maximum grew, plus the block. */
+void kern_attn_accum(float *o, size_t ld_o, const float *r, const float *p, size_t ld_p,
+		     const float *v, size_t d, size_t nq, size_t nk);
+
+/* dst[i] = the F16 value src[i] as a float, i < n (exact; F16 KV cache
+ * rows, converted once per key block). */
+void kern_fp16_to_fp32_row(const uint16_t *src, float *dst, size_t n);
+
+/* Largest of x[0..n) (-INFINITY for n == 0; NaNs are skipped). */
+float kern_max(const float *x, size_t n);
+
+/* x[i] = exp(x[i] - m) in place; returns the sum of the new x[i]. The
+ * scalar level is expf(); the SIMD levels use a polynomial with relative
+ * error below KERN_EXP_REL_ERR for results of at least FLT_MIN (smaller
+ * ones are within FLT_MIN absolute; -inf gives 0, +inf gives +inf, NaN
+ * stays NaN). */
+float kern_exp_sum(float *x, size_t n, float m);
+
+/* Bound of kern_exp_sum()'s relative error against exp() (the SIMD levels;
+ * tests/test_attention.c checks it against expf over the float range). */
+#define KERN_EXP_REL_ERR 2e-7
 
 /* Converts one row of `n` elements of type `t` to floats (embedding
  * lookup, tests). Returns 0 or EMBER_EUNSUPPORTED. */

@@ -674,6 +674,11 @@ const struct kern_ops kern_ops_avx2 = {
 	.name = "avx2",
 	.dot = kern_avx2_dot,
 	.scale_add = kern_avx2_scale_add,
+	.attn_scores = kern_avx2_attn_scores,
+	.attn_accum = kern_avx2_attn_accum,
+	.fp16_row = kern_avx2_fp16_row,
+	.max = kern_avx2_max,
+	.exp_sum = kern_avx2_exp_sum,
 	.quantize_act = avx2__quantize_act,
 	.gemm =
 		{

@@ -263,6 +263,11 @@ const struct kern_ops kern_ops_avx512 = {
 	.quantize_act = avx512__quantize_act,
 	.dot = kern_avx2_dot,
 	.scale_add = kern_avx2_scale_add,
+	.attn_scores = kern_avx2_attn_scores,
+	.attn_accum = kern_avx2_attn_accum,
+	.fp16_row = kern_avx2_fp16_row,
+	.max = kern_avx2_max,
+	.exp_sum = kern_avx2_exp_sum,
 	.gemm =
 		{
 			[DTYPE_F32] = avx512__gemm_f32,

@@ -93,6 +93,15 @@ struct kern_ops {
 	kern_gemm_fn gemm[DTYPE_COUNT]; /* NULL: type not supported */
 	float (*dot)(const float *a, const float *b, size_t n);
 	void (*scale_add)(float *y, float r, float p, const float *x, size_t n);
+	/* The attention blocks of kernels.h (kern_attn_scores, ...). */
+	void (*attn_scores)(const float *q, size_t ld_q, const float *k, size_t d,
+			    const float *bias, float scale, float *s, size_t ld_s, size_t nq,
+			    size_t nk);
+	void (*attn_accum)(float *o, size_t ld_o, const float *r, const float *p, size_t ld_p,
+			   const float *v, size_t d, size_t nq, size_t nk);
+	void (*fp16_row)(const uint16_t *src, float *dst, size_t n);
+	float (*max)(const float *x, size_t n);
+	float (*exp_sum)(float *x, size_t n, float m);
 };
 
 #if defined(__x86_64__)
@@ -100,6 +109,15 @@ struct kern_ops {
  * vectors gain nothing from ZMM). */
 float kern_avx2_dot(const float *a, const float *b, size_t n);
 void kern_avx2_scale_add(float *y, float r, float p, const float *x, size_t n);
+/* attention_avx2.c */
+void kern_avx2_attn_scores(const float *q, size_t ld_q, const float *k, size_t d,
+			   const float *bias, float scale, float *s, size_t ld_s, size_t nq,
+			   size_t nk);
+void kern_avx2_attn_accum(float *o, size_t ld_o, const float *r, const float *p, size_t ld_p,
+			  const float *v, size_t d, size_t nq, size_t nk);
+void kern_avx2_fp16_row(const uint16_t *src, float *dst, size_t n);
+float kern_avx2_max(const float *x, size_t n);
+float kern_avx2_exp_sum(float *x, size_t n, float m);
 #endif
 
 extern const struct kern_ops kern_ops_ref;

@@ -330,10 +330,67 @@ static void ref__scale_add(float *y, float r, float p, const float *x, size_t n)
 		y[i] = y[i] * r + p * x[i];
 }
 
+/* ---- attention blocks --------------------------------------------------------- */
+
+static void ref__attn_scores(const float *q, size_t ld_q, const float *k, size_t d,
+			     const float *bias, float scale, float *s, size_t ld_s, size_t nq,
+			     size_t nk)
+{
+	for (size_t i = 0; i < nq; i++)
+		for (size_t j = 0; j < nk; j++)
+			s[i * ld_s + j] = (ref__dot(q + i * ld_q, k + j * d, d) + (bias ? bias[j] : 0.0f)) *
+					  scale;
+}
+
+static void ref__attn_accum(float *o, size_t ld_o, const float *r, const float *p, size_t ld_p,
+			    const float *v, size_t d, size_t nq, size_t nk)
+{
+	for (size_t i = 0; i < nq; i++) {
+		float *oi = o + i * ld_o;
+
+		for (size_t c = 0; c < d; c++)
+			oi[c] *= r[i];
+		for (size_t j = 0; j < nk; j++)
+			ref__scale_add(oi, 1.0f, p[i * ld_p + j], v + j * d, d);
+	}
+}
+
+static void ref__fp16_row(const uint16_t *src, float *dst, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		dst[i] = kern_fp16_to_fp32(src[i]);
+}
+
+static float ref__max(const float *x, size_t n)
+{
+	float m = -INFINITY;
+
+	for (size_t i = 0; i < n; i++)
+		if (x[i] > m)
+			m = x[i];
+	return m;
+}
+
+static float ref__exp_sum(float *x, size_t n, float m)
+{
+	float s = 0.0f;
+
+	for (size_t i = 0; i < n; i++) {
+		x[i] = expf(x[i] - m);
+		s += x[i];
+	}
+	return s;
+}
+
 const struct kern_ops kern_ops_ref = {
 	.name = "scalar",
 	.dot = ref__dot,
 	.scale_add = ref__scale_add,
+	.attn_scores = ref__attn_scores,
+	.attn_accum = ref__attn_accum,
+	.fp16_row = ref__fp16_row,
+	.max = ref__max,
+	.exp_sum = ref__exp_sum,
 	.quantize_act = ref__quantize_act,
 	.gemm =
 		{

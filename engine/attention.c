@@ -1,0 +1,214 @@
+/*
+ * attention.c - blockwise causal attention with a running softmax
+ * (attention.h).
+ *
+ * One task is (query head h, tile). Its state is, per query, the running
+ * maximum m and sum l of the softmax, and the output row itself as the
+ * running numerator. Keys go by blocks of kb rows (ATTN_KEYS, fewer for
+ * wide heads); for each block:
+ *   S = (Q K^T + bias) * scale          the tile's queries that see the block
+ *   per row: m' = max(m, max S), r = exp(m - m'), P = exp(S - m'),
+ *            l = l r + sum P, masked keys (j > query position) P = 0
+ *   out = out * r + P V                 one pass, the rescale folded in
+ * and at the end out /= l. Only rows whose causal range reaches the block
+ * are computed, and the diagonal block's masked scores are set to 0 after
+ * the exponential rather than skipped, so the kernels see whole blocks.
+ */
+#include "attention.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dtype.h"
+#include "ember.h"
+#include "kernels.h"
+
+/* Keys per block: a tile's scores for one block are ATTENTION_TILE x
+ * ATTN_KEYS floats (16 KB), and with 64-wide heads the K and V blocks are
+ * 16 KB each, so a block's working set stays in L1/L2. */
+#define ATTN_KEYS 64
+
+/* Floats of each F16 -> F32 conversion buffer (one block of keys, one of
+ * values): bounds kb for wide heads. */
+#define ATTN_KV_FLOATS 4096
+
+/* Widest head whose queries and outputs a task copies to rows of its own.
+ * In q and out a head's rows are n_head * d floats apart (8 KB for 32
+ * heads of 64), so a tile's 64 rows fall in the same few L1 sets and evict
+ * each other on every key block; contiguous copies do not. */
+#define ATTN_LOCAL_DIM 128
+
+int attention_init(struct attention *a, const struct model_hparams *hp, enum arch_alibi alibi,
+		   char *err)
+{
+	uint32_t h;
+
+	memset(a, 0, sizeof(*a));
+	if (hp->head_dim_k > ATTENTION_MAX_HEAD_DIM || hp->head_dim_v > ATTENTION_MAX_HEAD_DIM)
+		return ember_seterr(err, EMBER_EUNSUPPORTED, "attention: head width %u / %u above %d",
+				    hp->head_dim_k, hp->head_dim_v, ATTENTION_MAX_HEAD_DIM);
+	if (hp->n_head_kv == 0 || hp->n_head % hp->n_head_kv != 0)
+		return ember_seterr(err, EMBER_EUNSUPPORTED, "attention: %u heads over %u kv heads",
+				    hp->n_head, hp->n_head_kv);
+	a->n_head = hp->n_head;
+	a->n_head_kv = hp->n_head_kv;
+	a->head_dim_k = hp->head_dim_k;
+	a->head_dim_v = hp->head_dim_v;
+	a->alibi = alibi;
+	if (alibi == ARCH_ALIBI_NONE)
+		return 0;
+	a->slopes = malloc((size_t)hp->n_head * sizeof(float));
+	if (!a->slopes)
+		return ember_seterr(err, EMBER_ENOMEM, "attention: %u slopes", hp->n_head);
+	for (h = 0; h < hp->n_head; h++) {
+		a->slopes[h] = (float)arch_alibi_slope(h, hp->n_head, hp->alibi_max_bias);
+		if (alibi == ARCH_ALIBI_BF16)
+			a->slopes[h] = kern_bf16_to_fp32(kern_fp32_to_bf16(a->slopes[h]));
+	}
+	return 0;
+}
+
+void attention_free(struct attention *a)
+{
+	free(a->slopes);
+	a->slopes = NULL;
+}
+
+uint32_t attention_plan(struct attention_tile *tiles, const struct kv_cache *kv, uint32_t row,
+			uint32_t pos, uint32_t n_tok)
+{
+	uint32_t t, n = 0;
+
+	for (t = 0; t < n_tok; t += ATTENTION_TILE) {
+		tiles[n].kv = kv;
+		tiles[n].row = row + t;
+		tiles[n].pos = pos + t;
+		tiles[n].n = n_tok - t < ATTENTION_TILE ? n_tok - t : ATTENTION_TILE;
+		n++;
+	}
+	return n;
+}
+
+/* Rows j0 .. j0+n-1 of a cache head block as floats: in place for F32,
+ * converted into `buf` (n * d floats) for F16. */
+static const float *kv_rows(const struct kv_cache *kv, const void *head, uint32_t j0, uint32_t n,
+			    uint32_t d, float *buf)
+{
+	if (kv->type == DTYPE_F32)
+		return (const float *)head + (size_t)j0 * d;
+	kern_fp16_to_fp32_row((const uint16_t *)head + (size_t)j0 * d, buf, (size_t)n * d);
+	return buf;
+}
+
+static float bf16_round(float x)
+{
+	return kern_bf16_to_fp32(kern_fp32_to_bf16(x));
+}
+
+/* ALiBi bias of key positions j0 .. j0+n-1 for a head of slope m (see
+ * arch_alibi; for ARCH_ALIBI_BF16 m is already rounded). */
+static void alibi_biases(enum arch_alibi kind, float m, uint32_t j0, uint32_t n, float *bias)
+{
+	uint32_t j;
+
+	for (j = 0; j < n; j++)
+		bias[j] = kind == ARCH_ALIBI_BF16 ? bf16_round(m * bf16_round((float)(j0 + j)))
+						  : m * (float)(j0 + j);
+}
+
+struct attn_job {
+	const struct attention *a;
+	uint32_t il;
+	const struct attention_tile *tiles;
+	const float *q;
+	float *out;
+};
+
+/* The softmax step of rows [first, n) of a tile for one block of nb keys
+ * from position j0: S rows (stride ld_s) become P, m and l advance, r
+ * gets each row's rescale factor. Query i sees keys up to pos + i. */
+static void softmax_block(float *S, size_t ld_s, uint32_t first, uint32_t n, uint32_t pos,
+			  uint32_t j0, uint32_t nb, float *m, float *l, float *r)
+{
+	uint32_t i;
+
+	for (i = first; i < n; i++) {
+		float *s = S + (size_t)(i - first) * ld_s;
+		const uint32_t seen = pos + i + 1 - j0, nv = seen < nb ? seen : nb;
+		const float mx = kern_max(s, nv), m1 = mx > m[i] ? mx : m[i];
+
+		/* m1 == m[i] covers both "no growth" (r = 1 exactly) and a row
+		 * of -inf scores, where exp(-inf - -inf) would be NaN. */
+		r[i] = m1 == m[i] ? 1.0f : expf(m[i] - m1);
+		l[i] = l[i] * r[i] + kern_exp_sum(s, nv, m1);
+		m[i] = m1;
+		memset(s + nv, 0, (nb - nv) * sizeof(float));
+	}
+}
+
+static void attend_tile_cb(void *data, size_t head, size_t tile)
+{
+	const struct attn_job *job = data;
+	const struct attention *a = job->a;
+	const struct attention_tile *tl = &job->tiles[tile];
+	const struct kv_cache *kv = tl->kv;
+	const uint32_t h = (uint32_t)head, dk = a->head_dim_k, dv = a->head_dim_v;
+	const uint32_t g = h / (a->n_head / a->n_head_kv);
+	const uint32_t wide = dk > dv ? dk : dv;
+	const uint32_t kb = ATTN_KV_FLOATS / wide < ATTN_KEYS ? ATTN_KV_FLOATS / wide : ATTN_KEYS;
+	const uint32_t n = tl->n, pos = tl->pos, end = tl->pos + tl->n; /* keys [0, end) */
+	const size_t ld_qs = (size_t)a->n_head * dk, ld_os = (size_t)a->n_head * dv;
+	const float *qs = job->q + tl->row * ld_qs + (size_t)h * dk;
+	float *os = job->out + tl->row * ld_os + (size_t)h * dv;
+	const int local = dk <= ATTN_LOCAL_DIM && dv <= ATTN_LOCAL_DIM;
+	const size_t ld_q = local ? dk : ld_qs, ld_o = local ? dv : ld_os;
+	const void *kc = kv_cache_k(kv, job->il, g), *vc = kv_cache_v(kv, job->il, g);
+	const float scale = 1.0f / sqrtf((float)dk);
+	float kbuf[ATTN_KV_FLOATS], vbuf[ATTN_KV_FLOATS];
+	float qbuf[ATTENTION_TILE * ATTN_LOCAL_DIM], obuf[ATTENTION_TILE * ATTN_LOCAL_DIM];
+	float S[ATTENTION_TILE * ATTN_KEYS], bias[ATTN_KEYS];
+	float m[ATTENTION_TILE], l[ATTENTION_TILE], r[ATTENTION_TILE];
+	const float *q = local ? qbuf : qs;
+	float *out = local ? obuf : os;
+	uint32_t i, j0, c;
+
+	for (i = 0; i < n; i++) {
+		m[i] = -INFINITY;
+		l[i] = 0.0f;
+		if (local)
+			memcpy(qbuf + i * ld_q, qs + i * ld_qs, dk * sizeof(float));
+		memset(out + i * ld_o, 0, dv * sizeof(float));
+	}
+	for (j0 = 0; j0 < end; j0 += kb) {
+		const uint32_t nb = end - j0 < kb ? end - j0 : kb;
+		/* Queries before `first` end before this block. */
+		const uint32_t first = j0 > pos ? j0 - pos : 0;
+		const float *kblk = kv_rows(kv, kc, j0, nb, dk, kbuf);
+		const float *vblk = kv_rows(kv, vc, j0, nb, dv, vbuf);
+
+		if (a->alibi)
+			alibi_biases(a->alibi, a->slopes[h], j0, nb, bias);
+		kern_attn_scores(q + first * ld_q, ld_q, kblk, dk, a->alibi ? bias : NULL, scale, S,
+				 ATTN_KEYS, n - first, nb);
+		softmax_block(S, ATTN_KEYS, first, n, pos, j0, nb, m, l, r);
+		kern_attn_accum(out + first * ld_o, ld_o, r + first, S, ATTN_KEYS, vblk, dv,
+				n - first, nb);
+	}
+	for (i = 0; i < n; i++) {
+		const float inv = 1.0f / l[i];
+
+		for (c = 0; c < dv; c++)
+			os[i * ld_os + c] = out[i * ld_o + c] * inv;
+	}
+}
+
+void attention_run(const struct attention *a, pthreadpool_t pool, uint32_t il,
+		   const struct attention_tile *tiles, uint32_t n_tiles, const float *q, float *out)
+{
+	struct attn_job job = {a, il, tiles, q, out};
+
+	/* Tasks go by query head, not kv head, so decode with few kv heads
+	 * (MQA) still spreads over the threads. */
+	pthreadpool_parallelize_2d(pool, attend_tile_cb, &job, a->n_head, n_tiles, 0);
+}

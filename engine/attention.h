@@ -1,0 +1,91 @@
+/*
+ * attention.h - causal multi-head attention of a step's query rows against
+ * each sequence's kv_cache: softmax(q k^T / sqrt(d_k) + ALiBi) v.
+ *
+ * The forward pass projects q, k and v, stores this step's keys and values
+ * in the caches, then calls attention_run() with the step cut into tiles
+ * of at most ATTENTION_TILE queries of one sequence. Each task (one query
+ * head, one tile) streams its kv head's keys and values once, in blocks,
+ * flash-attention style: per block, the scores of the whole tile against
+ * the block (SIMD dot products), each row's maximum, one rescale of the
+ * running output when it grew, exp() of the block vectorised, and the
+ * block's values added with those weights (kernels.h, kern_attn_*). No
+ * score matrix beyond one tile x one block exists; that, the F16
+ * conversion buffers and contiguous copies of the tile's query and output
+ * rows live on the task's stack (about 115 KB; pool threads have the
+ * default 8 MB): nothing is allocated while running.
+ *
+ * Semantics: query i of a tile (position pos + i) attends to the keys at
+ * positions 0 .. pos + i of its sequence (causal); query head h reads kv
+ * head h / (n_head / n_head_kv) (GQA, MQA); the ALiBi bias, when the
+ * architecture has one, is added to the raw dot product before the
+ * 1/sqrt(d_k) scaling (see arch_alibi). Each query's result is computed by
+ * the same operations whatever its tile, thread or batch (key blocks start
+ * at fixed positions), so attention adds no difference between prefill in
+ * one call, in chunks, or token by token.
+ *
+ * Ownership: struct attention is caller storage owning its slope table;
+ * tiles, q, out and the caches are borrowed for one call.
+ * Threads: attention_run() spreads tasks over `pool` (NULL: the calling
+ * thread) and returns when all are done; a struct attention is read-only
+ * once initialised and may serve any number of passes.
+ */
+#ifndef EMBER_ATTENTION_H
+#define EMBER_ATTENTION_H
+
+#include <pthreadpool.h>
+#include <stdint.h>
+
+#include "arch.h"
+#include "kv_cache.h"
+#include "model.h"
+
+/* Queries per tile: the keys of one kv head are streamed once per tile. */
+#define ATTENTION_TILE 64
+
+/* Widest head (head_dim_k, head_dim_v) attention_init() accepts: the
+ * F16 conversion buffers hold at least one key block of this width. */
+#define ATTENTION_MAX_HEAD_DIM 4096
+
+struct attention {
+	uint32_t n_head, n_head_kv, head_dim_k, head_dim_v;
+	enum arch_alibi alibi;
+	float *slopes; /* [n_head] ALiBi slope per head (bf16-rounded for BF16), or NULL; owned */
+};
+
+/* n queries of one sequence: rows row .. row+n-1 of q and out, at
+ * positions pos .. pos+n-1, whose keys and values (and all before them)
+ * are stored in kv. */
+struct attention_tile {
+	const struct kv_cache *kv; /* borrowed */
+	uint32_t row;
+	uint32_t pos;
+	uint32_t n; /* 1 .. ATTENTION_TILE */
+};
+
+/* Sets up `a` for heads of shape `hp` and ALiBi kind `alibi` (slopes from
+ * hp->alibi_max_bias). Returns 0, EMBER_EUNSUPPORTED (a head wider than
+ * ATTENTION_MAX_HEAD_DIM, n_head not a multiple of n_head_kv) or
+ * EMBER_ENOMEM, with a line in err. */
+int attention_init(struct attention *a, const struct model_hparams *hp, enum arch_alibi alibi,
+		   char *err);
+
+/* Frees the slope table. Safe on a zeroed struct. */
+void attention_free(struct attention *a);
+
+/* Cuts n_tok rows of one sequence (first row `row`, first position
+ * `pos`) into tiles written to tiles[0..]; returns how many,
+ * ceil(n_tok / ATTENTION_TILE). */
+uint32_t attention_plan(struct attention_tile *tiles, const struct kv_cache *kv, uint32_t row,
+			uint32_t pos, uint32_t n_tok);
+
+/*
+ * out[r][h][:] = attention of q[r][h][:] for every row r of the tiles and
+ * every query head h, against layer il of the tiles' caches.
+ *   q:   [rows][n_head][head_dim_k] floats (rotary embedding applied)
+ *   out: [rows][n_head][head_dim_v] floats, written (rows of the tiles only)
+ */
+void attention_run(const struct attention *a, pthreadpool_t pool, uint32_t il,
+		   const struct attention_tile *tiles, uint32_t n_tiles, const float *q, float *out);
+
+#endif
