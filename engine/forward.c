@@ -312,7 +312,9 @@ static void act_cols_cb(void *data, size_t task)
 	size_t i = task * job->n_cols;
 	size_t end = job->len - i < job->n_cols ? job->len : i + job->n_cols;
 
-	if (f->m->arch->mlp_gated)
+	if (f->m->arch->mlp_gated && act == ARCH_ACT_SILU)
+		kern_silu_mul(f->up + i, f->gate + i, end - i);
+	else if (f->m->arch->mlp_gated)
 		for (; i < end; i++)
 			f->up[i] *= activate(act, f->gate[i]);
 	else

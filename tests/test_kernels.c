@@ -424,6 +424,50 @@ static void kt_check_vec_level(enum cpu_level level)
 	}
 }
 
+/* The gated SiLU against double math: the SIMD exp is within
+ * KERN_EXP_REL_ERR, the division and products add a few float roundings;
+ * the tails (n % 8) and the extremes (exp overflowing to +inf, NaN) go
+ * through the same lanes. */
+static void kt_check_silu_level(enum cpu_level level)
+{
+	static const size_t lens[] = {1, 7, 8, 9, 17, 131};
+	const struct kern_ops *ops = kern_ops_for(level);
+
+	if (!kern_level_runs(level))
+		return;
+	for (size_t li = 0; li < sizeof(lens) / sizeof(lens[0]); li++) {
+		size_t n = lens[li];
+		float g[131], y[131], y0[131];
+
+		kt_fill(g, n, 12.0f);
+		kt_fill(y0, n, 3.0f);
+		g[0] = -200.0f; /* exp(200) is +inf: silu is -0 */
+		if (n > 1)
+			g[n - 1] = 95.0f;
+		memcpy(y, y0, sizeof(y));
+		ops->silu_mul(y, g, n);
+		for (size_t i = 0; i < n; i++) {
+			double want = (double)y0[i] * g[i] / (1.0 + exp(-(double)g[i]));
+			ck_assert_msg(fabs(y[i] - want) <= 1e-6 * fabs(want) + 1e-30,
+				      "%s silu_mul n=%zu [%zu]: g=%g y=%g: %.9g vs %.9g", ops->name,
+				      n, i, g[i], y0[i], y[i], want);
+		}
+	}
+	{
+		float gn = NAN, yn = 1.0f;
+		ops->silu_mul(&yn, &gn, 1);
+		ck_assert_msg(isnan(yn), "%s silu_mul keeps NaN", ops->name);
+	}
+}
+
+START_TEST(silu_matches_double_math_on_every_level)
+{
+	kt_check_silu_level(CPU_LEVEL_SCALAR);
+	kt_check_silu_level(CPU_LEVEL_AVX2);
+	kt_check_silu_level(CPU_LEVEL_AVX512);
+}
+END_TEST
+
 START_TEST(vector_helpers_match_reference_on_every_level)
 {
 	kt_check_vec_level(CPU_LEVEL_SCALAR);
@@ -596,6 +640,7 @@ Suite *suite_kernels(void)
 	tcase_add_test(tc, avx2_level_matches_reference);
 	tcase_add_test(tc, avx512_level_matches_reference);
 	tcase_add_test(tc, vector_helpers_match_reference_on_every_level);
+	tcase_add_test(tc, silu_matches_double_math_on_every_level);
 	tcase_add_test(tc, threaded_matmul_equals_single_thread_bit_for_bit);
 	tcase_add_test(tc, fused_matmul_equals_separate_matmuls_bit_for_bit);
 	tcase_add_test(tc, q8_0_matmul_tracks_float_math_on_dequantized_weights);

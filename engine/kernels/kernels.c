@@ -240,6 +240,11 @@ float kern_exp_sum(float *x, size_t n, float m)
 	return kern__ops->exp_sum(x, n, m);
 }
 
+void kern_silu_mul(float *y, const float *g, size_t n)
+{
+	kern__ops->silu_mul(y, g, n);
+}
+
 void kern_matmul(pthreadpool_t pool, uint32_t wtype, const void *w, size_t n_out, size_t n_in,
 		 const float *x, size_t n_tok, float *y, void *scratch)
 {

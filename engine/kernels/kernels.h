@@ -115,6 +115,12 @@ float kern_max(const float *x, size_t n);
  * stays NaN). */
 float kern_exp_sum(float *x, size_t n, float m);
 
+/* y[i] *= g[i] / (1 + exp(-g[i])) over n floats: the gated SiLU of a
+ * llama-style MLP (silu(gate) * up). The SIMD levels use kern_exp_sum()'s
+ * exp, so the result is within a few KERN_EXP_REL_ERR of the scalar
+ * level's (expf). */
+void kern_silu_mul(float *y, const float *g, size_t n);
+
 /* Bound of kern_exp_sum()'s relative error against exp() (the SIMD levels;
  * tests/test_attention.c checks it against expf over the float range). */
 #define KERN_EXP_REL_ERR 2e-7

@@ -679,6 +679,7 @@ const struct kern_ops kern_ops_avx2 = {
 	.fp16_row = kern_avx2_fp16_row,
 	.max = kern_avx2_max,
 	.exp_sum = kern_avx2_exp_sum,
+	.silu_mul = kern_avx2_silu_mul,
 	.quantize_act = avx2__quantize_act,
 	.gemm =
 		{

@@ -268,6 +268,7 @@ const struct kern_ops kern_ops_avx512 = {
 	.fp16_row = kern_avx2_fp16_row,
 	.max = kern_avx2_max,
 	.exp_sum = kern_avx2_exp_sum,
+	.silu_mul = kern_avx2_silu_mul,
 	.gemm =
 		{
 			[DTYPE_F32] = avx512__gemm_f32,

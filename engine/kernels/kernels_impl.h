@@ -102,6 +102,7 @@ struct kern_ops {
 	void (*fp16_row)(const uint16_t *src, float *dst, size_t n);
 	float (*max)(const float *x, size_t n);
 	float (*exp_sum)(float *x, size_t n, float m);
+	void (*silu_mul)(float *y, const float *g, size_t n);
 };
 
 #if defined(__x86_64__)
@@ -118,6 +119,8 @@ void kern_avx2_attn_accum(float *o, size_t ld_o, const float *r, const float *p,
 void kern_avx2_fp16_row(const uint16_t *src, float *dst, size_t n);
 float kern_avx2_max(const float *x, size_t n);
 float kern_avx2_exp_sum(float *x, size_t n, float m);
+/* act_avx2.c */
+void kern_avx2_silu_mul(float *y, const float *g, size_t n);
 #endif
 
 extern const struct kern_ops kern_ops_ref;

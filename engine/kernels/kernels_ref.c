@@ -382,6 +382,12 @@ static float ref__exp_sum(float *x, size_t n, float m)
 	return s;
 }
 
+static void ref__silu_mul(float *y, const float *g, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		y[i] *= g[i] / (1.0f + expf(-g[i]));
+}
+
 const struct kern_ops kern_ops_ref = {
 	.name = "scalar",
 	.dot = ref__dot,
@@ -391,6 +397,7 @@ const struct kern_ops kern_ops_ref = {
 	.fp16_row = ref__fp16_row,
 	.max = ref__max,
 	.exp_sum = ref__exp_sum,
+	.silu_mul = ref__silu_mul,
 	.quantize_act = ref__quantize_act,
 	.gemm =
 		{

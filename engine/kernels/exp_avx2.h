@@ -1,0 +1,48 @@
+/*
+ * exp_avx2.h - exp() on 8 floats for the AVX2 kernel files (attention's
+ * softmax, the gated SiLU). Include only from files compiled with the
+ * AVX2 + FMA flags (*_avx2.c).
+ */
+#ifndef EMBER_EXP_AVX2_H
+#define EMBER_EXP_AVX2_H
+
+#include <immintrin.h>
+
+/*
+ * exp(x) for 8 floats: x = n ln2 + f with n = round(x / ln2), |f| <= ln2/2
+ * (ln2 split in two so n ln2 is exact to 2^-30), e^f by its Taylor series to
+ * f^7 (truncation below 6e-9 relative), then 2^n applied as two factors
+ * 2^(n/2) so the scale stays a normal float across the whole range and
+ * tiny results round to subnormals or 0 by the multiplication itself.
+ * x is clamped to [-110, 89] first (exp is 0 / +inf beyond), which keeps
+ * n in int range; NaN passes the clamps and the polynomial unchanged.
+ */
+static inline __attribute__((always_inline)) __m256 avx2__exp(__m256 x)
+{
+	const __m256 c2 = _mm256_set1_ps(1.0f / 2), c3 = _mm256_set1_ps(1.0f / 6),
+		     c4 = _mm256_set1_ps(1.0f / 24), c5 = _mm256_set1_ps(1.0f / 120),
+		     c6 = _mm256_set1_ps(1.0f / 720), c7 = _mm256_set1_ps(1.0f / 5040),
+		     one = _mm256_set1_ps(1.0f);
+
+	x = _mm256_max_ps(_mm256_set1_ps(-110.0f), x); /* NaN: the second operand */
+	x = _mm256_min_ps(_mm256_set1_ps(89.0f), x);
+	__m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+				   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+	__m256 f = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+	f = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), f);
+	__m256 e = _mm256_fmadd_ps(c7, f, c6);
+	e = _mm256_fmadd_ps(e, f, c5);
+	e = _mm256_fmadd_ps(e, f, c4);
+	e = _mm256_fmadd_ps(e, f, c3);
+	e = _mm256_fmadd_ps(e, f, c2);
+	e = _mm256_fmadd_ps(e, f, one);
+	e = _mm256_fmadd_ps(e, f, one);
+	__m256i ni = _mm256_cvtps_epi32(n);
+	__m256i n1 = _mm256_srai_epi32(ni, 1), n2 = _mm256_sub_epi32(ni, n1);
+	const __m256i bias = _mm256_set1_epi32(127);
+	__m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n1, bias), 23));
+	__m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n2, bias), 23));
+	return _mm256_mul_ps(_mm256_mul_ps(e, s1), s2);
+}
+
+#endif
