@@ -120,10 +120,6 @@ AVX2_INLINE void avx2__tile_f(uint32_t wt, const struct kern_gemm_args *a, size_
 
 /* Rows per lane vector: lane r of every vector below is row o + r. */
 #define AVX2_QR 8
-/* Blocks packed at once: their interleaved weights (9 KiB) stay in L1. */
-#define AVX2_QKB 32
-/* Tokens per pass over the packed blocks (accumulators + int sums). */
-#define AVX2_QT 4
 
 /* Block b of a row as the unsigned operand of maddubs (Q4_0: nibbles
  * 0..15, low nibbles first; Q8_0: |w|) and, for Q8_0, the signed weights
@@ -205,152 +201,6 @@ AVX2_INLINE void avx2__q4_rows(const char *w, size_t stride, size_t b, size_t R,
 	for (int c = 0; c < 4; c++) {
 		u[c] = _mm256_and_si256(v[c], m);
 		u[c + 4] = _mm256_and_si256(_mm256_srli_epi16(v[c], 4), m);
-	}
-}
-
-/* Blocks [kb, kb+n) of rows [o, o+R), R <= 8, interleaved: pk[j][c] holds
- * elements 4c..4c+3 of block kb+j of every row (row r in bytes 4r..4r+3;
- * Q4_0 as nibbles 0..15, Q8_0 as |w| with the signed weights in ps), and
- * pd[j] the rows' scales. Rows past R are zero. */
-AVX2_INLINE void avx2__pack_q(uint32_t wt, const struct kern_gemm_args *a, size_t o, size_t R,
-			      size_t kb, size_t n, __m256i pk[][8], __m256i ps[][8], __m256 pd[])
-{
-	const size_t bs = wt == DTYPE_Q8_0 ? sizeof(struct kern_block_q8_0)
-					   : sizeof(struct kern_block_q4_0);
-
-	for (size_t j = 0; j < n; j++) {
-		__m256i u[AVX2_QR], sg[AVX2_QR];
-		float d[AVX2_QR];
-		AVX2_UNROLL8
-		for (size_t r = 0; r < AVX2_QR; r++) {
-			const char *row = (const char *)a->w + (o + r) * a->w_stride;
-			uint16_t h;
-			if (r < R) {
-				if (wt == DTYPE_Q8_0)
-					u[r] = avx2__unpack(wt, row, kb + j, &sg[r]);
-				memcpy(&h, row + (kb + j) * bs, sizeof(h));
-				d[r] = _cvtsh_ss(h);
-			} else {
-				u[r] = sg[r] = _mm256_setzero_si256();
-				d[r] = 0.0f;
-			}
-		}
-		if (wt == DTYPE_Q8_0)
-			avx2__transpose8(u);
-		else
-			avx2__q4_rows((const char *)a->w + o * a->w_stride, a->w_stride, kb + j, R, u);
-		AVX2_UNROLL8
-		for (int c = 0; c < 8; c++)
-			pk[j][c] = u[c];
-		if (wt == DTYPE_Q8_0) {
-			avx2__transpose8(sg);
-			AVX2_UNROLL8
-			for (int c = 0; c < 8; c++)
-				ps[j][c] = sg[c];
-		}
-		pd[j] = _mm256_loadu_ps(d);
-	}
-}
-
-/*
- * Packed blocks [kb, kb+n) against tokens [t, t+T), T a compile-time
- * constant: acc[k] lane r accumulates (row o+r, token t+k). Per block,
- * the exact int32 dot S of each row (lanes) is formed, then
- *   acc = fma(float(S), dw * dx, acc)
- * block after block: the float sequence of every (row, token) result is
- * fixed by the data alone, whatever the tiling, threads or batch.
- * Q4_0: 8 maddubs(nibbles, x) summed in int16 (each lane <= 8*2*15*127 =
- * 30480), then madd to int32 and 8 * sum(x) taken off. Q8_0: sign trick
- * (pairs <= 2*128*127), madd to int32 after each maddubs.
- */
-AVX2_INLINE void avx2__run_q(uint32_t wt, const struct kern_gemm_args *a, size_t t, int T,
-			     size_t kb, size_t n, const __m256i pk[][8], const __m256i ps[][8],
-			     const __m256 pd[], __m256 *accp)
-{
-	const __m256i ones = _mm256_set1_epi16(1);
-	const struct kern_block_q8a *x[AVX2_QT];
-	__m256 acc[AVX2_QT];
-
-	AVX2_UNROLL
-	for (int k = 0; k < T; k++) {
-		x[k] = (const struct kern_block_q8a *)((const char *)a->x +
-						       (t + (size_t)k) * a->x_stride);
-		acc[k] = accp[k];
-	}
-	for (size_t j = 0; j < n; j++) {
-		size_t b = kb + j;
-		__m256i sum[AVX2_QT];
-		AVX2_UNROLL8
-		for (int c = 0; c < 8; c++) {
-			__m256i wv = _mm256_load_si256(&pk[j][c]);
-			AVX2_UNROLL
-			for (int k = 0; k < T; k++) {
-				int32_t q;
-				memcpy(&q, x[k][b].qs + 4 * c, sizeof(q));
-				__m256i xb = _mm256_set1_epi32(q), m;
-				if (wt == DTYPE_Q8_0) {
-					m = _mm256_madd_epi16(
-						_mm256_maddubs_epi16(
-							wv, _mm256_sign_epi8(xb, _mm256_load_si256(
-											 &ps[j][c]))),
-						ones);
-					sum[k] = c == 0 ? m : _mm256_add_epi32(sum[k], m);
-				} else {
-					m = _mm256_maddubs_epi16(wv, xb);
-					sum[k] = c == 0 ? m : _mm256_add_epi16(sum[k], m);
-				}
-			}
-		}
-		__m256 dw = _mm256_load_ps((const float *)&pd[j]);
-		AVX2_UNROLL
-		for (int k = 0; k < T; k++) {
-			size_t i = (t + (size_t)k) * a->xd_stride + b;
-			__m256i s = sum[k];
-			if (wt == DTYPE_Q4_0)
-				s = _mm256_sub_epi32(_mm256_madd_epi16(s, ones),
-						     _mm256_set1_epi32(a->xs8[i]));
-			acc[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s),
-						 _mm256_mul_ps(dw, _mm256_set1_ps(a->xd[i])), acc[k]);
-		}
-	}
-	AVX2_UNROLL
-	for (int k = 0; k < T; k++)
-		accp[k] = acc[k];
-}
-
-/* Rows [o, o+R) (R <= 8) x tokens [t0, t1) (at most AVX2_TOKEN_BLOCK). */
-AVX2_INLINE void avx2__rows_q(uint32_t wt, const struct kern_gemm_args *a, size_t o, size_t R,
-			      size_t t0, size_t t1)
-{
-	const size_t nb = a->n_in / KERN_QK;
-	__m256i pk[AVX2_QKB][8], ps[wt == DTYPE_Q8_0 ? AVX2_QKB : 1][8];
-	__m256 pd[AVX2_QKB];
-	__m256 acc[AVX2_TOKEN_BLOCK];
-	float out[AVX2_QR] __attribute__((aligned(32)));
-
-	for (size_t k = 0; k < t1 - t0; k++)
-		acc[k] = _mm256_setzero_ps();
-	for (size_t kb = 0; kb < nb; kb += AVX2_QKB) {
-		size_t n = nb - kb < AVX2_QKB ? nb - kb : AVX2_QKB;
-		avx2__pack_q(wt, a, o, R, kb, n, pk, ps, pd);
-		size_t t = t0;
-		for (; t + AVX2_QT <= t1; t += AVX2_QT)
-			avx2__run_q(wt, a, t, AVX2_QT, kb, n, pk, ps, pd, acc + (t - t0));
-		/* leftover tokens: the per-token sequence does not depend on T */
-		if (t1 - t >= 4) {
-			avx2__run_q(wt, a, t, 4, kb, n, pk, ps, pd, acc + (t - t0));
-			t += 4;
-		}
-		if (t1 - t >= 2) {
-			avx2__run_q(wt, a, t, 2, kb, n, pk, ps, pd, acc + (t - t0));
-			t += 2;
-		}
-		if (t1 - t >= 1)
-			avx2__run_q(wt, a, t, 1, kb, n, pk, ps, pd, acc + (t - t0));
-	}
-	for (size_t t = t0; t < t1; t++) {
-		_mm256_store_ps(out, acc[t - t0]);
-		memcpy(a->y + t * a->y_stride + o, out, R * sizeof(float));
 	}
 }
 
@@ -486,11 +336,10 @@ AVX2_INLINE void avx2__gemm_q(uint32_t wt, const struct kern_gemm_args *a, size_
 			avx2__gemv_q(wt, a, o, o1 - o);
 		return;
 	}
-	for (size_t tb = 0; tb < a->n_tok; tb += AVX2_TOKEN_BLOCK) {
-		size_t te = a->n_tok - tb > AVX2_TOKEN_BLOCK ? tb + AVX2_TOKEN_BLOCK : a->n_tok;
-		for (size_t o = o0; o < o1; o += AVX2_QR)
-			avx2__rows_q(wt, a, o, o1 - o < AVX2_QR ? o1 - o : AVX2_QR, tb, te);
-	}
+	if (wt == DTYPE_Q8_0)
+		kern_avx2_qgemm_q8_0(a, o0, o1);
+	else
+		kern_avx2_qgemm_q4_0(a, o0, o1);
 }
 
 /* ---- drivers ------------------------------------------------------------------- */

@@ -100,6 +100,9 @@ struct kern_ops {
  * vectors gain nothing from ZMM). */
 float kern_avx2_dot(const float *a, const float *b, size_t n);
 void kern_avx2_scale_add(float *y, float r, float p, const float *x, size_t n);
+/* The AVX2 quantized prefill GEMM (kernels_qgemm_avx2.c), n_tok >= 2. */
+void kern_avx2_qgemm_q8_0(const struct kern_gemm_args *a, size_t o0, size_t o1);
+void kern_avx2_qgemm_q4_0(const struct kern_gemm_args *a, size_t o0, size_t o1);
 #endif
 
 extern const struct kern_ops kern_ops_ref;
