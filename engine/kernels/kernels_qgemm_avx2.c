@@ -34,19 +34,29 @@
 #define QG_INLINE static inline __attribute__((always_inline))
 #define QG_UNROLL _Pragma("GCC unroll 8")
 
-#define QG_H 2             /* 8-row vectors per tile */
-#define QG_ROWS (8 * QG_H) /* rows per tile */
-#define QG_T 2             /* tokens per pass over the packed blocks */
-#define QG_KB 16           /* blocks packed at once */
-#define QG_TOKENS 64       /* tokens whose activations stay in L2 */
+#define QG_HMAX 2 /* most 8-row vectors per tile */
+#define QG_TMAX 4 /* most tokens per pass over the packed blocks */
+#ifndef QG_Q4_H
+#define QG_Q4_H 2
+#define QG_Q4_T 2
+#define QG_Q8_H 2
+#define QG_Q8_T 2
+#endif
+#ifndef QG_KB
+#define QG_KB 16 /* blocks packed at once */
+#endif
+#ifndef QG_TOKENS
+#define QG_TOKENS 64 /* tokens whose activations stay in L2 */
+#endif
 
-/* One packed block of a tile: w[c][h] lane r holds elements 4c..4c+3 of
- * row 8h+r (Q4_0 nibbles 0..15, low nibbles first; Q8_0 |w|), s the same
- * for the signed Q8_0 weights (unused for Q4_0), d the rows' scales. */
-struct qg_block {
-	__m256i w[8][QG_H];
-	__m256i s[8][QG_H];
-	__m256 d[QG_H];
+/* Packed blocks of a tile of H vectors: block j's vector c for rows
+ * 8h..8h+7 is pw[(j * 8 + c) * H + h] (lane r: elements 4c..4c+3 of row
+ * 8h+r; Q4_0 nibbles 0..15, low nibbles first; Q8_0 |w|), ps the same for
+ * the signed Q8_0 weights, and pd[j * H + h] the rows' scales. */
+struct qg_pack {
+	__m256i pw[QG_KB * 8 * QG_HMAX];
+	__m256i ps[QG_KB * 8 * QG_HMAX];
+	__m256 pd[QG_KB * QG_HMAX];
 };
 
 /* An empty asm that "changes" v: GCC's reassociation otherwise turns the
@@ -79,19 +89,18 @@ QG_INLINE void qg__transpose8(__m256i v[8])
 }
 
 /* Block b of the 8 rows from w (`n` <= 8 of them, `stride` bytes apart)
- * into p->w[.][h] (and p->s[.][h]) and p->d[h]; rows past n are zero. */
-QG_INLINE void qg__pack8(uint32_t wt, const char *w, size_t stride, size_t n, size_t b,
-			 struct qg_block *p, int h)
+ * as pw[c * H], ps[c * H] (vector c of the block, H apart) and *pd; rows
+ * past n are zero. */
+QG_INLINE void qg__pack8(uint32_t wt, const char *w, size_t stride, size_t n, size_t b, int H,
+			 __m256i *pw, __m256i *ps, __m256 *pd)
 {
 	const size_t bs = wt == DTYPE_Q8_0 ? sizeof(struct kern_block_q8_0)
 					   : sizeof(struct kern_block_q4_0);
-	__m128i hd = _mm_setzero_si128();
 	uint16_t d[8] = {0};
 
 	for (size_t r = 0; r < n; r++)
 		memcpy(&d[r], w + r * stride + b * bs, sizeof(d[r]));
-	hd = _mm_loadu_si128((const __m128i *)d);
-	p->d[h] = _mm256_cvtph_ps(hd);
+	*pd = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)d));
 	if (wt == DTYPE_Q8_0) {
 		__m256i v[8];
 		QG_UNROLL
@@ -104,8 +113,8 @@ QG_INLINE void qg__pack8(uint32_t wt, const char *w, size_t stride, size_t n, si
 		qg__transpose8(v);
 		QG_UNROLL
 		for (int c = 0; c < 8; c++) {
-			p->s[c][h] = v[c];
-			p->w[c][h] = _mm256_abs_epi8(v[c]);
+			ps[c * H] = v[c];
+			pw[c * H] = _mm256_abs_epi8(v[c]);
 		}
 		return;
 	}
@@ -133,35 +142,37 @@ QG_INLINE void qg__pack8(uint32_t wt, const char *w, size_t stride, size_t n, si
 	v[3] = _mm256_unpackhi_epi64(t[1], t[3]);
 	QG_UNROLL
 	for (int c = 0; c < 4; c++) {
-		p->w[c][h] = _mm256_and_si256(v[c], m4);
-		p->w[c + 4][h] = _mm256_and_si256(_mm256_srli_epi16(v[c], 4), m4);
+		pw[c * H] = _mm256_and_si256(v[c], m4);
+		pw[(c + 4) * H] = _mm256_and_si256(_mm256_srli_epi16(v[c], 4), m4);
 	}
 }
 
-/* Blocks [kb, kb+n) of rows [o, o+R), R <= QG_ROWS, into pk[0..n). */
-QG_INLINE void qg__pack(uint32_t wt, const struct kern_gemm_args *a, size_t o, size_t R,
-			size_t kb, size_t n, struct qg_block *pk)
+/* Blocks [kb, kb+n) of rows [o, o+R), R <= 8 * H, into p. */
+QG_INLINE void qg__pack(uint32_t wt, const struct kern_gemm_args *a, size_t o, size_t R, int H,
+			size_t kb, size_t n, struct qg_pack *p)
 {
 	for (size_t j = 0; j < n; j++) {
 		QG_UNROLL
-		for (int h = 0; h < QG_H; h++) {
+		for (int h = 0; h < H; h++) {
 			size_t r0 = 8 * (size_t)h, nr = R > r0 ? R - r0 : 0;
+			size_t v = j * 8 * (size_t)H + (size_t)h;
 			qg__pack8(wt, (const char *)a->w + (o + r0) * a->w_stride, a->w_stride,
-				  nr < 8 ? nr : 8, kb + j, &pk[j], h);
+				  nr < 8 ? nr : 8, kb + j, H, &p->pw[v], &p->ps[v],
+				  &p->pd[j * (size_t)H + (size_t)h]);
 		}
 	}
 }
 
-/* Packed blocks [kb, kb+n) against tokens [t, t+T): acc[k][h] lane r
- * accumulates (row 8h+r, token t+k). */
-QG_INLINE void qg__run(uint32_t wt, const struct kern_gemm_args *a, size_t t, int T, size_t kb,
-		       size_t n, const struct qg_block *pk, __m256 (*accp)[QG_H])
+/* Packed blocks [kb, kb+n) against tokens [t, t+T): acc[k * H + h] lane r
+ * accumulates (row 8h+r, token t+k). H and T are compile-time constants. */
+QG_INLINE void qg__run(uint32_t wt, const struct kern_gemm_args *a, size_t t, int H, int T,
+		       size_t kb, size_t n, const struct qg_pack *p, __m256 *accp)
 {
 	const __m256i ones = _mm256_set1_epi16(1);
-	const struct kern_block_q8a *x[QG_T];
-	const float *xd[QG_T];
-	const int32_t *xs8[QG_T];
-	__m256 acc[QG_T][QG_H];
+	const struct kern_block_q8a *x[QG_TMAX];
+	const float *xd[QG_TMAX];
+	const int32_t *xs8[QG_TMAX];
+	__m256 acc[QG_TMAX][QG_HMAX];
 
 	QG_UNROLL
 	for (int k = 0; k < T; k++) {
@@ -170,20 +181,21 @@ QG_INLINE void qg__run(uint32_t wt, const struct kern_gemm_args *a, size_t t, in
 		xd[k] = a->xd + (t + (size_t)k) * a->xd_stride + kb;
 		xs8[k] = a->xs8 + (t + (size_t)k) * a->xd_stride + kb;
 		QG_UNROLL
-		for (int h = 0; h < QG_H; h++)
-			acc[k][h] = accp[k][h];
+		for (int h = 0; h < H; h++)
+			acc[k][h] = accp[k * H + h];
 	}
 	for (size_t j = 0; j < n; j++) {
-		const struct qg_block *p = &pk[j];
-		__m256i sum[QG_T][QG_H];
+		const __m256i *pw = &p->pw[j * 8 * (size_t)H], *ps = &p->ps[j * 8 * (size_t)H];
+		__m256i sum[QG_TMAX][QG_HMAX];
 		QG_UNROLL
 		for (int c = 0; c < 8; c++) {
-			__m256i w[QG_H];
+			__m256i w[QG_HMAX], sg[QG_HMAX];
 			QG_UNROLL
-			for (int h = 0; h < QG_H; h++)
-			{
-				w[h] = _mm256_load_si256(&p->w[c][h]);
+			for (int h = 0; h < H; h++) {
+				w[h] = _mm256_load_si256(&pw[c * H + h]);
 				QG_CHAIN(w[h]);
+				if (wt == DTYPE_Q8_0)
+					sg[h] = _mm256_load_si256(&ps[c * H + h]);
 			}
 			QG_UNROLL
 			for (int k = 0; k < T; k++) {
@@ -191,22 +203,18 @@ QG_INLINE void qg__run(uint32_t wt, const struct kern_gemm_args *a, size_t t, in
 				memcpy(&q, x[k][j].qs + 4 * c, sizeof(q));
 				__m256i xb = _mm256_set1_epi32(q);
 				QG_UNROLL
-				for (int h = 0; h < QG_H; h++) {
+				for (int h = 0; h < H; h++) {
 					__m256i m;
 					if (wt == DTYPE_Q8_0) {
 						m = _mm256_madd_epi16(
-							_mm256_maddubs_epi16(
-								w[h], _mm256_sign_epi8(
-									      xb, _mm256_load_si256(
-											  &p->s[c][h]))),
+							_mm256_maddubs_epi16(w[h], _mm256_sign_epi8(xb, sg[h])),
 							ones);
 						sum[k][h] = c == 0 ? m : _mm256_add_epi32(sum[k][h], m);
-						QG_CHAIN(sum[k][h]);
 					} else {
 						m = _mm256_maddubs_epi16(w[h], xb);
 						sum[k][h] = c == 0 ? m : _mm256_add_epi16(sum[k][h], m);
-						QG_CHAIN(sum[k][h]);
 					}
+					QG_CHAIN(sum[k][h]);
 				}
 			}
 		}
@@ -215,69 +223,72 @@ QG_INLINE void qg__run(uint32_t wt, const struct kern_gemm_args *a, size_t t, in
 			__m256 dx = _mm256_set1_ps(xd[k][j]);
 			__m256i off = _mm256_set1_epi32(xs8[k][j]);
 			QG_UNROLL
-			for (int h = 0; h < QG_H; h++) {
+			for (int h = 0; h < H; h++) {
 				__m256i s = sum[k][h];
 				if (wt == DTYPE_Q4_0)
 					s = _mm256_sub_epi32(_mm256_madd_epi16(s, ones), off);
-				acc[k][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s),
-							    _mm256_mul_ps(p->d[h], dx), acc[k][h]);
+				acc[k][h] = _mm256_fmadd_ps(
+					_mm256_cvtepi32_ps(s),
+					_mm256_mul_ps(p->pd[j * (size_t)H + (size_t)h], dx), acc[k][h]);
 			}
 		}
 	}
 	QG_UNROLL
 	for (int k = 0; k < T; k++)
 		QG_UNROLL
-		for (int h = 0; h < QG_H; h++)
-			accp[k][h] = acc[k][h];
+		for (int h = 0; h < H; h++)
+			accp[k * H + h] = acc[k][h];
 }
 
-/* Rows [o, o+R) (R <= QG_ROWS) x tokens [t0, t1) (at most QG_TOKENS). */
-QG_INLINE void qg__tile(uint32_t wt, const struct kern_gemm_args *a, size_t o, size_t R,
-			size_t t0, size_t t1)
+/* Rows [o, o+R) (R <= 8 * H) x tokens [t0, t1) (at most QG_TOKENS), T
+ * tokens at a time. */
+QG_INLINE void qg__tile(uint32_t wt, const struct kern_gemm_args *a, size_t o, size_t R, int H,
+			int T, size_t t0, size_t t1)
 {
 	const size_t nb = a->n_in / KERN_QK;
-	struct qg_block pk[QG_KB];
-	__m256 acc[QG_TOKENS][QG_H];
-	float out[QG_ROWS] __attribute__((aligned(32)));
+	struct qg_pack p;
+	__m256 acc[QG_TOKENS * QG_HMAX];
+	float out[8 * QG_HMAX] __attribute__((aligned(32)));
 
-	for (size_t k = 0; k < t1 - t0; k++)
-		QG_UNROLL
-		for (int h = 0; h < QG_H; h++)
-			acc[k][h] = _mm256_setzero_ps();
+	for (size_t i = 0; i < (t1 - t0) * (size_t)H; i++)
+		acc[i] = _mm256_setzero_ps();
 	for (size_t kb = 0; kb < nb; kb += QG_KB) {
 		size_t n = nb - kb < QG_KB ? nb - kb : QG_KB;
-		qg__pack(wt, a, o, R, kb, n, pk);
+		qg__pack(wt, a, o, R, H, kb, n, &p);
 		size_t t = t0;
-		for (; t + QG_T <= t1; t += QG_T)
-			qg__run(wt, a, t, QG_T, kb, n, pk, acc + (t - t0));
+		for (; t + (size_t)T <= t1; t += (size_t)T)
+			qg__run(wt, a, t, H, T, kb, n, &p, acc + (t - t0) * (size_t)H);
 		/* leftover tokens: the per-token sequence does not depend on T */
 		for (; t < t1; t++)
-			qg__run(wt, a, t, 1, kb, n, pk, acc + (t - t0));
+			qg__run(wt, a, t, H, 1, kb, n, &p, acc + (t - t0) * (size_t)H);
 	}
 	for (size_t t = t0; t < t1; t++) {
 		QG_UNROLL
-		for (int h = 0; h < QG_H; h++)
-			_mm256_store_ps(out + 8 * h, acc[t - t0][h]);
+		for (int h = 0; h < H; h++)
+			_mm256_store_ps(out + 8 * h, acc[(t - t0) * (size_t)H + (size_t)h]);
 		memcpy(a->y + t * a->y_stride + o, out, R * sizeof(float));
 	}
 }
 
-QG_INLINE void qg__gemm(uint32_t wt, const struct kern_gemm_args *a, size_t o0, size_t o1)
+QG_INLINE void qg__gemm(uint32_t wt, const struct kern_gemm_args *a, size_t o0, size_t o1, int H,
+			int T)
 {
+	const size_t rows = 8 * (size_t)H;
+
 	for (size_t tb = 0; tb < a->n_tok; tb += QG_TOKENS) {
 		size_t te = a->n_tok - tb > QG_TOKENS ? tb + QG_TOKENS : a->n_tok;
-		for (size_t o = o0; o < o1; o += QG_ROWS)
-			qg__tile(wt, a, o, o1 - o < QG_ROWS ? o1 - o : QG_ROWS, tb, te);
+		for (size_t o = o0; o < o1; o += rows)
+			qg__tile(wt, a, o, o1 - o < rows ? o1 - o : rows, H, T, tb, te);
 	}
 }
 
 void kern_avx2_qgemm_q8_0(const struct kern_gemm_args *a, size_t o0, size_t o1)
 {
-	qg__gemm(DTYPE_Q8_0, a, o0, o1);
+	qg__gemm(DTYPE_Q8_0, a, o0, o1, QG_Q8_H, QG_Q8_T);
 }
 
 void kern_avx2_qgemm_q4_0(const struct kern_gemm_args *a, size_t o0, size_t o1)
 {
-	qg__gemm(DTYPE_Q4_0, a, o0, o1);
+	qg__gemm(DTYPE_Q4_0, a, o0, o1, QG_Q4_H, QG_Q4_T);
 }
 #endif
