@@ -9,7 +9,8 @@
  *           in registers (F16C / bf16 shift);   SIMD copy of the reference rule);
  *           tiles 4x2, decode 4x1               8 rows interleaved per vector
  *                                               (lane = row), one fma per block;
- *                                               prefill 8x4 on packed blocks
+ *                                               prefill 16x2 on packed blocks
+ *                                               (kernels_qgemm_avx2.c)
  *   avx512  FMA on 16 floats (ZMM), tiles 4x4,  VPDPBUSD on YMM, tiles 4x4,
  *           decode 4x1                          decode 4x1
  * Decode (one token) streams each weight row once. Prefill tiles reuse each

@@ -15,11 +15,11 @@
  * vector, and the only float work is acc = fma(float(S), dw * dx, acc):
  * no horizontal sums, and results come out in row lanes. Q4_0 nibbles
  * are used unsigned (the -8 offset comes off as 8 * sum(x), exactly, in
- * int32); Q8_0 uses the sign trick (maddubs(|w|, sign(x, w))). Prefill
- * packs 32 blocks of the 8 rows once (L1), then every token of a 64-token
- * block passes over them, 4 at a time. Decode (one token) interleaves in
- * registers block by block (Q4_0: a 4x4 dword transpose of the packed
- * nibbles; Q8_0: 8x8) and prefetches the next 8 rows.
+ * int32); Q8_0 uses the sign trick (maddubs(|w|, sign(x, w))). Decode
+ * (one token) interleaves in registers block by block (Q4_0: a 4x4 dword
+ * transpose of the packed nibbles; Q8_0: 8x8) and prefetches the next 8
+ * rows. Prefill (two tokens or more) is kernels_qgemm_avx2.c: the same
+ * layout packed once per block of tokens, 16 rows x 2 tokens a tile.
  *
  * Every (row, token) result is that same fma sequence over the blocks in
  * order (the int sums are exact whatever computes them), so results do

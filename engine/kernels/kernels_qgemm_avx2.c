@@ -96,11 +96,18 @@ QG_INLINE void qg__pack8(uint32_t wt, const char *w, size_t stride, size_t n, si
 {
 	const size_t bs = wt == DTYPE_Q8_0 ? sizeof(struct kern_block_q8_0)
 					   : sizeof(struct kern_block_q4_0);
-	uint16_t d[8] = {0};
+	uint16_t d[8];
 
-	for (size_t r = 0; r < n; r++)
-		memcpy(&d[r], w + r * stride + b * bs, sizeof(d[r]));
-	*pd = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)d));
+	/* Built in registers: 8 narrow stores then a vector load would stall
+	 * on store forwarding every block. */
+	QG_UNROLL
+	for (size_t r = 0; r < 8; r++) {
+		d[r] = 0;
+		if (r < n)
+			memcpy(&d[r], w + r * stride + b * bs, sizeof(d[r]));
+	}
+	*pd = _mm256_cvtph_ps(_mm_setr_epi16((short)d[0], (short)d[1], (short)d[2], (short)d[3],
+					     (short)d[4], (short)d[5], (short)d[6], (short)d[7]));
 	if (wt == DTYPE_Q8_0) {
 		__m256i v[8];
 		QG_UNROLL
