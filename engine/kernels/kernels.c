@@ -24,7 +24,7 @@
  * a second copy it owns. Not worth it, so it is not used (bench/fc_compare.c
  * re-measures both on the machine at hand).
  *
- * Threads: output rows are cut into chunks (a multiple of 4 rows, about
+ * Threads: output rows are cut into chunks (a multiple of 16 rows, about
  * four per thread for balance), one pthreadpool task each; activation
  * quantization is spread over tokens the same way.
  */
@@ -33,8 +33,9 @@
 #include "kernels.h"
 #include "kernels_impl.h"
 
-/* Rows per chunk are a multiple of this, so tiles never straddle chunks. */
-#define KERN_ROW_ALIGN 4
+/* Rows per chunk are a multiple of this (the tallest tile, AVX2's
+ * quantized prefill), so no chunk ends in a partly empty tile. */
+#define KERN_ROW_ALIGN 16
 /* Below this many rows a chunk is not worth a task hand-off. */
 #define KERN_MIN_CHUNK_ROWS 16
 #define KERN_CHUNKS_PER_THREAD 4
