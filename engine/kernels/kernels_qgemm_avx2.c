@@ -4,11 +4,11 @@
  * token (decode) stays in kernels_avx2.c.
  *
  * Layout: as in the decode path, lane r of a vector is row r. A tile is
- * QG_H vectors of 8 rows; vector c of a packed block holds elements
- * 4c..4c+3 of every row (row r in bytes 4r..4r+3), so one maddubs against
- * the token's 4 activation bytes broadcast gives every row's pair sums,
- * and one broadcast serves the QG_H vectors. Per block and token that
- * yields each row's exact int32 dot S, and the only float work is
+ * H vectors of 8 rows; vector c of a packed block holds elements 4c..4c+3
+ * of every row (row r in bytes 4r..4r+3), so one maddubs against the
+ * token's 4 activation bytes broadcast gives every row's pair sums, and
+ * one broadcast serves the H vectors. Per block and token that yields
+ * each row's exact int32 dot S, and the only float work is
  *   acc = fma(float(S), dw * dx, acc)
  * block after block: the same sequence as the decode path, so a (row,
  * token) result does not depend on tiling, threads or batch size.
@@ -17,12 +17,16 @@
  * (each lane <= 8 * 2 * 15 * 127 = 30480), one madd to int32, and the -8
  * offset comes off as 8 * sum(x), exactly. Q8_0 uses the sign trick,
  * maddubs(|w|, sign(x, w)) (pairs <= 2 * 128 * 127, so one madd per
- * maddubs). Zen 3 is bound by the vector pipes here (maddubs and madd on
- * two of the four, broadcasts on two others): sharing each broadcast
- * between two row vectors is what the 16-row tile buys.
+ * maddubs, which makes it ~1.5x Q4_0's work per block).
  *
- * The tile's blocks are packed QG_KB at a time (L1), and every token of a
- * QG_TOKENS block passes over them QG_T at a time.
+ * Tile: 16 rows (H = 2) x 2 tokens (T = 2) for both types: 4 int sums, 4
+ * accumulators, 2 weight vectors and the broadcast fit the 16 YMM
+ * registers, and each broadcast feeds two maddubs. llvm-mca (znver3) per
+ * block, 8 rows and one token: Q4_0 6.7 cycles, Q8_0 10.1, against 11.7
+ * and 12.7 for the former 8 x 4 tile, which spilled; 8 x 4 without
+ * spills 7.9 and 11.5; 16 x 3 spills. The tile's blocks are packed
+ * QG_KB at a time (L1), and every token of a QG_TOKENS block passes over
+ * them T at a time; bench/gemm_q.c times it.
  */
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -34,20 +38,14 @@
 #define QG_INLINE static inline __attribute__((always_inline))
 #define QG_UNROLL _Pragma("GCC unroll 8")
 
-#define QG_HMAX 2 /* most 8-row vectors per tile */
-#define QG_TMAX 4 /* most tokens per pass over the packed blocks */
-#ifndef QG_Q4_H
-#define QG_Q4_H 2
-#define QG_Q4_T 2
-#define QG_Q8_H 2
-#define QG_Q8_T 2
-#endif
-#ifndef QG_KB
-#define QG_KB 16 /* blocks packed at once */
-#endif
-#ifndef QG_TOKENS
+#define QG_HMAX 2    /* most 8-row vectors per tile */
+#define QG_TMAX 2    /* most tokens per pass over the packed blocks */
+#define QG_Q4_H 2    /* Q4_0 tile: 16 rows */
+#define QG_Q4_T 2    /* x 2 tokens */
+#define QG_Q8_H 2    /* Q8_0 tile: 16 rows */
+#define QG_Q8_T 2    /* x 2 tokens */
+#define QG_KB 16     /* blocks packed at once: 16 KiB (Q4_0) or 32 (Q8_0) */
 #define QG_TOKENS 64 /* tokens whose activations stay in L2 */
-#endif
 
 /* Packed blocks of a tile of H vectors: block j's vector c for rows
  * 8h..8h+7 is pw[(j * 8 + c) * H + h] (lane r: elements 4c..4c+3 of row
