@@ -191,24 +191,11 @@ AVX2_INLINE void avx2__q4_dwords(const char *w, size_t stride, size_t b, size_t 
 	v[3] = _mm256_unpackhi_epi64(t[1], t[3]);
 }
 
-AVX2_INLINE void avx2__q4_rows(const char *w, size_t stride, size_t b, size_t R, __m256i u[8])
-{
-	const __m256i m = _mm256_set1_epi8(0x0f);
-	__m256i v[4];
-
-	avx2__q4_dwords(w, stride, b, R, v);
-	AVX2_UNROLL
-	for (int c = 0; c < 4; c++) {
-		u[c] = _mm256_and_si256(v[c], m);
-		u[c + 4] = _mm256_and_si256(_mm256_srli_epi16(v[c], 4), m);
-	}
-}
-
 /* Rows [o, o+R) (R <= 8) for one token (decode), block by block: the 8
  * rows' blocks are unpacked and transposed in registers to the packed
- * layout of avx2__pack_q, then go through the same sequence as
- * avx2__run_q. The rows lie back to back, so the next 8 are prefetched
- * at the pace this tile consumes its own. */
+ * layout of the prefill GEMM (kernels_qgemm_avx2.c), then go through
+ * the same sequence as its passes. The rows lie back to back, so the next
+ * 8 are prefetched at the pace this tile consumes its own. */
 AVX2_INLINE void avx2__gemv_q(uint32_t wt, const struct kern_gemm_args *a, size_t o, size_t R)
 {
 	const size_t bs = wt == DTYPE_Q8_0 ? sizeof(struct kern_block_q8_0)
