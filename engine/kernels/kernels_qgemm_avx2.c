@@ -161,7 +161,8 @@ QG_INLINE void qg__pack(uint32_t wt, const struct kern_gemm_args *a, size_t o, s
 		for (int h = 0; h < H; h++) {
 			size_t r0 = 8 * (size_t)h, nr = R > r0 ? R - r0 : 0;
 			size_t v = j * 8 * (size_t)H + (size_t)h;
-			const char *w = (const char *)a->w + (o + r0) * a->w_stride;
+			/* rows past the matrix: any in-bounds base, none is read */
+			const char *w = (const char *)a->w + (nr ? o + r0 : 0) * a->w_stride;
 			/* a constant 8 for full groups drops the per-row checks */
 			if (nr >= 8)
 				qg__pack8(wt, w, a->w_stride, 8, kb + j, H, &p->pw[v], &p->ps[v],
