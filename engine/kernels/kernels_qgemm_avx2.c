@@ -44,7 +44,7 @@
 #define QG_Q4_T 2    /* x 2 tokens */
 #define QG_Q8_H 2    /* Q8_0 tile: 16 rows */
 #define QG_Q8_T 2    /* x 2 tokens */
-#define QG_KB 16     /* blocks packed at once: 16 KiB (Q4_0) or 32 (Q8_0) */
+#define QG_KB 16     /* blocks packed at once: 8 KiB (Q4_0) or 16 (Q8_0) */
 #define QG_TOKENS 64 /* tokens whose activations stay in L2 */
 
 /* Packed blocks of a tile of H vectors: block j's vector c for rows
