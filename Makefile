@@ -75,6 +75,7 @@ UNIT     := $(BUILD)/check_unit
 LOADGEN  := $(BUILD)/loadgen
 FWDSTEP  := $(BUILD)/forward_step
 FCCMP    := $(BUILD)/fc_compare
+GEMMQ    := $(BUILD)/gemm_q
 # Fuzz targets: tests/fuzz/fuzz_<name>.c. replay_<name> runs the kept
 # corpus through the same code in every build (make test); fuzz_<name> is
 # the libFuzzer binary (make fuzz).
@@ -92,7 +93,7 @@ say = @printf '  %-6s %s\n' $(1) $(2);
 endif
 
 .PHONY: all run test unit integration asan fuzz install clean deps
-all: $(LIBEMBER) $(EMBERD) $(EMBER) $(LOADGEN) $(FWDSTEP) $(FCCMP) $(REPLAY_BIN)
+all: $(LIBEMBER) $(EMBERD) $(EMBER) $(LOADGEN) $(FWDSTEP) $(FCCMP) $(GEMMQ) $(REPLAY_BIN)
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(@D)
@@ -126,6 +127,10 @@ $(FWDSTEP): $(BUILD)/bench/forward_step.o $(LIBEMBER)
 # which one runs, and why): the only binary that links XNNPACK.
 $(FCCMP): $(BUILD)/bench/fc_compare.o $(LIBEMBER)
 	$(call say,LD,$@)$(CC) $(LDFLAGS) -pthread $^ -lXNNPACK $(LIBS_ENGINE) -o $@
+
+# Times the quantized GEMM on a TinyLlama layer's shapes (kernel tuning).
+$(GEMMQ): $(BUILD)/bench/gemm_q.o $(LIBEMBER)
+	$(call say,LD,$@)$(CC) $(LDFLAGS) -pthread $^ $(LIBS_ENGINE) -o $@
 
 $(BUILD)/replay_%: $(BUILD)/tests/fuzz/fuzz_%.o $(BUILD)/tests/fuzz/replay.o $(SERVER_LIB_OBJ) $(LIBEMBER)
 	$(call say,LD,$@)$(CC) $(LDFLAGS) -pthread $^ $(LIBS_SERVER) $(LIBS_ENGINE) -o $@

@@ -9,7 +9,8 @@
  *           in registers (F16C / bf16 shift);   SIMD copy of the reference rule);
  *           tiles 4x2, decode 4x1               8 rows interleaved per vector
  *                                               (lane = row), one fma per block;
- *                                               prefill 8x4 on packed blocks
+ *                                               prefill 16x2 on packed blocks
+ *                                               (kernels_qgemm_avx2.c)
  *   avx512  FMA on 16 floats (ZMM), tiles 4x4,  VPDPBUSD on YMM, tiles 4x4,
  *           decode 4x1                          decode 4x1
  * Decode (one token) streams each weight row once. Prefill tiles reuse each
@@ -31,7 +32,7 @@
  * query x 64 for decode), a polynomial exp and F16C; avx512 uses the avx2
  * functions (head-sized rows gain nothing from ZMM).
  *
- * Threads: output rows are cut into chunks (a multiple of 4 rows, about
+ * Threads: output rows are cut into chunks (a multiple of 16 rows, about
  * four per thread for balance), one pthreadpool task each; activation
  * quantization is spread over tokens the same way.
  */
@@ -40,9 +41,9 @@
 #include "kernels.h"
 #include "kernels_impl.h"
 
-/* Rows per chunk are a multiple of this (the widest row tile, quantized
- * AVX2), so tiles never straddle chunks. */
-#define KERN_ROW_ALIGN 8
+/* Rows per chunk are a multiple of this (the tallest tile, AVX2's
+ * quantized prefill), so no chunk ends in a partly empty tile. */
+#define KERN_ROW_ALIGN 16
 /* Below this many rows a chunk is not worth a task hand-off. */
 #define KERN_MIN_CHUNK_ROWS 16
 #define KERN_CHUNKS_PER_THREAD 4

@@ -16,14 +16,14 @@
  * no horizontal sums, and results come out in row lanes. Q4_0 nibbles
  * are used unsigned (the -8 offset comes off as 8 * sum(x), exactly, in
  * int32); Q8_0 uses the sign trick (maddubs(|w|, sign(x, w))). Prefill
- * packs 32 blocks of the 8 rows once (L1), then every token of a 64-token
- * block passes over them, 4 at a time. Decode (one token, memory bound)
- * reads the weights in their file layout and reduces the 8 rows' partial
- * sums into row lanes afterwards (Q4_0: two vphaddw; Q8_0: an
- * add-transpose), which costs fewer vector-port cycles than transposing
- * the weights going in; block scales are gathered in general registers;
- * the next 8 rows are prefetched. Per 8 rows and block that is ~15
- * cycles for either type on Zen 3 by llvm-mca (was 21 and 37).
+ * (two tokens or more) is kernels_qgemm_avx2.c: that layout packed once
+ * per block of tokens, 16 rows x 2 tokens a tile. Decode (one token,
+ * memory bound) reads the weights in their file layout and reduces the 8
+ * rows' partial sums into row lanes afterwards (Q4_0: two vphaddw; Q8_0:
+ * an add-transpose), which costs fewer vector-port cycles than
+ * transposing the weights going in; block scales are gathered in general
+ * registers; the next 8 rows are prefetched. Per 8 rows and block that is
+ * ~15 cycles for either type on Zen 3 by llvm-mca (was 21 and 37).
  *
  * Every (row, token) result is that same fma sequence over the blocks in
  * order (the int sums are exact whatever computes them), so results do
@@ -134,239 +134,6 @@ AVX2_INLINE void avx2__tile_f(uint32_t wt, const struct kern_gemm_args *a, size_
 
 /* Rows per lane vector: lane r of every vector below is row o + r. */
 #define AVX2_QR 8
-/* Blocks packed at once: their interleaved weights (9 KiB) stay in L1. */
-#define AVX2_QKB 32
-/* Tokens per pass over the packed blocks (accumulators + int sums). */
-#define AVX2_QT 4
-
-/* Block b of a row as the unsigned operand of maddubs (Q4_0: nibbles
- * 0..15, low nibbles first; Q8_0: |w|) and, for Q8_0, the signed weights
- * whose signs go onto the activations. */
-AVX2_INLINE __m256i avx2__unpack(uint32_t wt, const char *row, size_t b, __m256i *sw)
-{
-	if (wt == DTYPE_Q8_0) {
-		const struct kern_block_q8_0 *blk = (const struct kern_block_q8_0 *)row + b;
-		*sw = _mm256_loadu_si256((const __m256i *)blk->qs);
-		return _mm256_abs_epi8(*sw);
-	}
-	const struct kern_block_q4_0 *blk = (const struct kern_block_q4_0 *)row + b;
-	__m128i q = _mm_loadu_si128((const __m128i *)blk->qs);
-
-	*sw = _mm256_setzero_si256();
-	return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), _mm256_set1_epi8(0x0f));
-}
-
-/* 8x8 transpose of 32-bit elements: v[c] lane r <- v[r] lane c. */
-AVX2_INLINE void avx2__transpose8(__m256i v[8])
-{
-	__m256i t[8], u[8];
-
-	AVX2_UNROLL8
-	for (int i = 0; i < 8; i += 2) {
-		t[i] = _mm256_unpacklo_epi32(v[i], v[i + 1]);
-		t[i + 1] = _mm256_unpackhi_epi32(v[i], v[i + 1]);
-	}
-	AVX2_UNROLL8
-	for (int i = 0; i < 8; i += 4) {
-		u[i] = _mm256_unpacklo_epi64(t[i], t[i + 2]);
-		u[i + 1] = _mm256_unpackhi_epi64(t[i], t[i + 2]);
-		u[i + 2] = _mm256_unpacklo_epi64(t[i + 1], t[i + 3]);
-		u[i + 3] = _mm256_unpackhi_epi64(t[i + 1], t[i + 3]);
-	}
-	AVX2_UNROLL8
-	for (int i = 0; i < 4; i++) {
-		v[i] = _mm256_permute2x128_si256(u[i], u[i + 4], 0x20);
-		v[i + 4] = _mm256_permute2x128_si256(u[i], u[i + 4], 0x31);
-	}
-}
-
-/* Q4_0 block b of rows [0, R) (R <= 8; rows `stride` bytes apart from
- * w) straight to the interleaved layout: the 16 qs bytes of rows r and
- * r+4 share a vector, a 4x4 dword transpose gives dword c of every row,
- * whose low nibbles are chunk c and high nibbles chunk c+4. */
-AVX2_INLINE void avx2__q4_dwords(const char *w, size_t stride, size_t b, size_t R, __m256i v[4])
-{
-	__m256i t[4];
-
-	AVX2_UNROLL
-	for (size_t r = 0; r < 4; r++) {
-		const struct kern_block_q4_0 *lo =
-			(const struct kern_block_q4_0 *)(w + r * stride) + b;
-		const struct kern_block_q4_0 *hi =
-			(const struct kern_block_q4_0 *)(w + (r + 4) * stride) + b;
-		__m128i l = r < R ? _mm_loadu_si128((const __m128i *)lo->qs) : _mm_setzero_si128();
-		__m128i h = r + 4 < R ? _mm_loadu_si128((const __m128i *)hi->qs)
-				      : _mm_setzero_si128();
-		v[r] = _mm256_set_m128i(h, l);
-	}
-	t[0] = _mm256_unpacklo_epi32(v[0], v[1]);
-	t[1] = _mm256_unpackhi_epi32(v[0], v[1]);
-	t[2] = _mm256_unpacklo_epi32(v[2], v[3]);
-	t[3] = _mm256_unpackhi_epi32(v[2], v[3]);
-	v[0] = _mm256_unpacklo_epi64(t[0], t[2]);
-	v[1] = _mm256_unpackhi_epi64(t[0], t[2]);
-	v[2] = _mm256_unpacklo_epi64(t[1], t[3]);
-	v[3] = _mm256_unpackhi_epi64(t[1], t[3]);
-}
-
-AVX2_INLINE void avx2__q4_rows(const char *w, size_t stride, size_t b, size_t R, __m256i u[8])
-{
-	const __m256i m = _mm256_set1_epi8(0x0f);
-	__m256i v[4];
-
-	avx2__q4_dwords(w, stride, b, R, v);
-	AVX2_UNROLL
-	for (int c = 0; c < 4; c++) {
-		u[c] = _mm256_and_si256(v[c], m);
-		u[c + 4] = _mm256_and_si256(_mm256_srli_epi16(v[c], 4), m);
-	}
-}
-
-/* Blocks [kb, kb+n) of rows [o, o+R), R <= 8, interleaved: pk[j][c] holds
- * elements 4c..4c+3 of block kb+j of every row (row r in bytes 4r..4r+3;
- * Q4_0 as nibbles 0..15, Q8_0 as |w| with the signed weights in ps), and
- * pd[j] the rows' scales. Rows past R are zero. */
-AVX2_INLINE void avx2__pack_q(uint32_t wt, const struct kern_gemm_args *a, size_t o, size_t R,
-			      size_t kb, size_t n, __m256i pk[][8], __m256i ps[][8], __m256 pd[])
-{
-	const size_t bs = wt == DTYPE_Q8_0 ? sizeof(struct kern_block_q8_0)
-					   : sizeof(struct kern_block_q4_0);
-
-	for (size_t j = 0; j < n; j++) {
-		__m256i u[AVX2_QR], sg[AVX2_QR];
-		float d[AVX2_QR];
-		AVX2_UNROLL8
-		for (size_t r = 0; r < AVX2_QR; r++) {
-			const char *row = (const char *)a->w + (o + r) * a->w_stride;
-			uint16_t h;
-			if (r < R) {
-				if (wt == DTYPE_Q8_0)
-					u[r] = avx2__unpack(wt, row, kb + j, &sg[r]);
-				memcpy(&h, row + (kb + j) * bs, sizeof(h));
-				d[r] = _cvtsh_ss(h);
-			} else {
-				u[r] = sg[r] = _mm256_setzero_si256();
-				d[r] = 0.0f;
-			}
-		}
-		if (wt == DTYPE_Q8_0)
-			avx2__transpose8(u);
-		else
-			avx2__q4_rows((const char *)a->w + o * a->w_stride, a->w_stride, kb + j, R, u);
-		AVX2_UNROLL8
-		for (int c = 0; c < 8; c++)
-			pk[j][c] = u[c];
-		if (wt == DTYPE_Q8_0) {
-			avx2__transpose8(sg);
-			AVX2_UNROLL8
-			for (int c = 0; c < 8; c++)
-				ps[j][c] = sg[c];
-		}
-		pd[j] = _mm256_loadu_ps(d);
-	}
-}
-
-/*
- * Packed blocks [kb, kb+n) against tokens [t, t+T), T a compile-time
- * constant: acc[k] lane r accumulates (row o+r, token t+k). Per block,
- * the exact int32 dot S of each row (lanes) is formed, then
- *   acc = fma(float(S), dw * dx, acc)
- * block after block: the float sequence of every (row, token) result is
- * fixed by the data alone, whatever the tiling, threads or batch.
- * Q4_0: 8 maddubs(nibbles, x) summed in int16 (each lane <= 8*2*15*127 =
- * 30480), then madd to int32 and 8 * sum(x) taken off. Q8_0: sign trick
- * (pairs <= 2*128*127), madd to int32 after each maddubs.
- */
-AVX2_INLINE void avx2__run_q(uint32_t wt, const struct kern_gemm_args *a, size_t t, int T,
-			     size_t kb, size_t n, const __m256i pk[][8], const __m256i ps[][8],
-			     const __m256 pd[], __m256 *accp)
-{
-	const __m256i ones = _mm256_set1_epi16(1);
-	const struct kern_block_q8a *x[AVX2_QT];
-	__m256 acc[AVX2_QT];
-
-	AVX2_UNROLL
-	for (int k = 0; k < T; k++) {
-		x[k] = (const struct kern_block_q8a *)((const char *)a->x +
-						       (t + (size_t)k) * a->x_stride);
-		acc[k] = accp[k];
-	}
-	for (size_t j = 0; j < n; j++) {
-		size_t b = kb + j;
-		__m256i sum[AVX2_QT];
-		AVX2_UNROLL8
-		for (int c = 0; c < 8; c++) {
-			__m256i wv = _mm256_load_si256(&pk[j][c]);
-			AVX2_UNROLL
-			for (int k = 0; k < T; k++) {
-				int32_t q;
-				memcpy(&q, x[k][b].qs + 4 * c, sizeof(q));
-				__m256i xb = _mm256_set1_epi32(q), m;
-				if (wt == DTYPE_Q8_0) {
-					m = _mm256_madd_epi16(
-						_mm256_maddubs_epi16(
-							wv, _mm256_sign_epi8(xb, _mm256_load_si256(
-											 &ps[j][c]))),
-						ones);
-					sum[k] = c == 0 ? m : _mm256_add_epi32(sum[k], m);
-				} else {
-					m = _mm256_maddubs_epi16(wv, xb);
-					sum[k] = c == 0 ? m : _mm256_add_epi16(sum[k], m);
-				}
-			}
-		}
-		__m256 dw = _mm256_load_ps((const float *)&pd[j]);
-		AVX2_UNROLL
-		for (int k = 0; k < T; k++) {
-			size_t i = (t + (size_t)k) * a->xd_stride + b;
-			__m256i s = sum[k];
-			if (wt == DTYPE_Q4_0)
-				s = _mm256_sub_epi32(_mm256_madd_epi16(s, ones),
-						     _mm256_set1_epi32(a->xs8[i]));
-			acc[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s),
-						 _mm256_mul_ps(dw, _mm256_set1_ps(a->xd[i])), acc[k]);
-		}
-	}
-	AVX2_UNROLL
-	for (int k = 0; k < T; k++)
-		accp[k] = acc[k];
-}
-
-/* Rows [o, o+R) (R <= 8) x tokens [t0, t1) (at most AVX2_TOKEN_BLOCK). */
-AVX2_INLINE void avx2__rows_q(uint32_t wt, const struct kern_gemm_args *a, size_t o, size_t R,
-			      size_t t0, size_t t1)
-{
-	const size_t nb = a->n_in / KERN_QK;
-	__m256i pk[AVX2_QKB][8], ps[wt == DTYPE_Q8_0 ? AVX2_QKB : 1][8];
-	__m256 pd[AVX2_QKB];
-	__m256 acc[AVX2_TOKEN_BLOCK];
-	float out[AVX2_QR] __attribute__((aligned(32)));
-
-	for (size_t k = 0; k < t1 - t0; k++)
-		acc[k] = _mm256_setzero_ps();
-	for (size_t kb = 0; kb < nb; kb += AVX2_QKB) {
-		size_t n = nb - kb < AVX2_QKB ? nb - kb : AVX2_QKB;
-		avx2__pack_q(wt, a, o, R, kb, n, pk, ps, pd);
-		size_t t = t0;
-		for (; t + AVX2_QT <= t1; t += AVX2_QT)
-			avx2__run_q(wt, a, t, AVX2_QT, kb, n, pk, ps, pd, acc + (t - t0));
-		/* leftover tokens: the per-token sequence does not depend on T */
-		if (t1 - t >= 4) {
-			avx2__run_q(wt, a, t, 4, kb, n, pk, ps, pd, acc + (t - t0));
-			t += 4;
-		}
-		if (t1 - t >= 2) {
-			avx2__run_q(wt, a, t, 2, kb, n, pk, ps, pd, acc + (t - t0));
-			t += 2;
-		}
-		if (t1 - t >= 1)
-			avx2__run_q(wt, a, t, 1, kb, n, pk, ps, pd, acc + (t - t0));
-	}
-	for (size_t t = t0; t < t1; t++) {
-		_mm256_store_ps(out, acc[t - t0]);
-		memcpy(a->y + t * a->y_stride + o, out, R * sizeof(float));
-	}
-}
 
 /* The fp16 scales of block b of rows [0, R) (rows `stride` bytes apart
  * from w, blocks `bs` bytes long) as 8 floats, rows past R zero. They are
@@ -536,11 +303,10 @@ AVX2_INLINE void avx2__gemm_q(uint32_t wt, const struct kern_gemm_args *a, size_
 			avx2__gemv_q(wt, a, o, o1 - o);
 		return;
 	}
-	for (size_t tb = 0; tb < a->n_tok; tb += AVX2_TOKEN_BLOCK) {
-		size_t te = a->n_tok - tb > AVX2_TOKEN_BLOCK ? tb + AVX2_TOKEN_BLOCK : a->n_tok;
-		for (size_t o = o0; o < o1; o += AVX2_QR)
-			avx2__rows_q(wt, a, o, o1 - o < AVX2_QR ? o1 - o : AVX2_QR, tb, te);
-	}
+	if (wt == DTYPE_Q8_0)
+		kern_avx2_qgemm_q8_0(a, o0, o1);
+	else
+		kern_avx2_qgemm_q4_0(a, o0, o1);
 }
 
 /* ---- drivers ------------------------------------------------------------------- */

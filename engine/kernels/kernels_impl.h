@@ -121,6 +121,9 @@ float kern_avx2_max(const float *x, size_t n);
 float kern_avx2_exp_sum(float *x, size_t n, float m);
 /* act_avx2.c */
 void kern_avx2_silu_mul(float *y, const float *g, size_t n);
+/* The AVX2 quantized prefill GEMM (kernels_qgemm_avx2.c), n_tok >= 2. */
+void kern_avx2_qgemm_q8_0(const struct kern_gemm_args *a, size_t o0, size_t o1);
+void kern_avx2_qgemm_q4_0(const struct kern_gemm_args *a, size_t o0, size_t o1);
 #endif
 
 extern const struct kern_ops kern_ops_ref;

@@ -1,0 +1,103 @@
+/*
+ * gemm_q.c - times kern_matmul() on quantized weights for the matrix shapes
+ * of a TinyLlama-sized layer (2048 -> 2048, 2048 -> 5632, 5632 -> 2048),
+ * to tune the prefill GEMM (n_tok >= 2) and the decode GEMV (n_tok = 1).
+ *
+ *   build/gemm_q [TYPE N_TOK THREADS REPS]   (q4_0 64 1 20)
+ *
+ * Weights are random, quantized once with kern_quantize_row(); the same
+ * matrix is reused, so for one token this measures cache bandwidth, not
+ * DRAM. One thread is timed in thread CPU time (steadier on a shared
+ * machine), more in wall time. Prints the best and median GFLOP/s per
+ * shape. Not a test: timings.
+ */
+#include <pthreadpool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "dtype.h"
+#include "kernels.h"
+
+static double now_s(clockid_t clk)
+{
+	struct timespec ts;
+
+	clock_gettime(clk, &ts);
+	return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+static float rnd(unsigned *s)
+{
+	*s = *s * 1664525u + 1013904223u;
+	return (float)(*s >> 8) / (float)(1u << 24) * 2.0f - 1.0f;
+}
+
+int main(int argc, char **argv)
+{
+	static const size_t shapes[][2] = {{2048, 2048}, {5632, 2048}, {2048, 5632}}; /* out, in */
+	const char *tname = argc > 1 ? argv[1] : "q4_0";
+	size_t n_tok = argc > 2 ? strtoul(argv[2], NULL, 10) : 64;
+	size_t threads = argc > 3 ? strtoul(argv[3], NULL, 10) : 1;
+	int reps = argc > 4 ? atoi(argv[4]) : 20;
+	uint32_t t = strcmp(tname, "q8_0") == 0 ? DTYPE_Q8_0 : DTYPE_Q4_0;
+	clockid_t clk = threads > 1 ? CLOCK_MONOTONIC : CLOCK_THREAD_CPUTIME_ID;
+	pthreadpool_t pool = threads > 1 ? pthreadpool_create(threads) : NULL;
+	unsigned seed = 1;
+	int rc = 1;
+
+	if (n_tok == 0 || reps <= 0 || (threads > 1 && !pool)) {
+		fprintf(stderr, "usage: gemm_q [q4_0|q8_0 N_TOK THREADS REPS]\n");
+		return 2;
+	}
+	kern_init();
+	for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++) {
+		size_t n_out = shapes[s][0], n_in = shapes[s][1];
+		size_t row = dtype_row_size(t, n_in);
+		float *wf = malloc(n_in * sizeof(float));
+		float *x = malloc(n_in * n_tok * sizeof(float));
+		float *y = malloc(n_out * n_tok * sizeof(float));
+		char *w = malloc(row * n_out);
+		void *scratch = aligned_alloc(64, (kern_matmul_scratch(t, n_in, n_tok) + 63) & ~(size_t)63);
+		double *dt = malloc((size_t)reps * sizeof(double));
+
+		if (!wf || !x || !y || !w || !scratch || !dt)
+			goto next;
+		for (size_t o = 0; o < n_out; o++) {
+			for (size_t i = 0; i < n_in; i++)
+				wf[i] = rnd(&seed);
+			kern_quantize_row(t, wf, w + o * row, n_in);
+		}
+		for (size_t i = 0; i < n_in * n_tok; i++)
+			x[i] = rnd(&seed);
+		kern_matmul(pool, t, w, n_out, n_in, x, n_tok, y, scratch); /* warm up */
+		for (int r = 0; r < reps; r++) {
+			double t0 = now_s(clk);
+			kern_matmul(pool, t, w, n_out, n_in, x, n_tok, y, scratch);
+			dt[r] = now_s(clk) - t0;
+		}
+		qsort(dt, (size_t)reps, sizeof(double), cmp_double);
+		double flop = 2.0 * (double)n_out * (double)n_in * (double)n_tok;
+		printf("%s %5zu x %5zu  n_tok %4zu  threads %zu:  best %6.1f  median %6.1f GFLOP/s\n",
+		       tname, n_out, n_in, n_tok, threads, flop / dt[0] * 1e-9,
+		       flop / dt[reps / 2] * 1e-9);
+		rc = 0;
+next:
+		free(wf);
+		free(x);
+		free(y);
+		free(w);
+		free(scratch);
+		free(dt);
+	}
+	pthreadpool_destroy(pool);
+	return rc;
+}

@@ -1,0 +1,305 @@
+/*
+ * kernels_qgemm_avx2.c - the AVX2 level's quantized prefill GEMM (Q4_0 and
+ * Q8_0 weights against Q8 activation blocks, two tokens or more); one
+ * token (decode) stays in kernels_avx2.c.
+ *
+ * Layout: as in the decode path, lane r of a vector is row r. A tile is
+ * H vectors of 8 rows; vector c of a packed block holds elements 4c..4c+3
+ * of every row (row r in bytes 4r..4r+3), so one maddubs against the
+ * token's 4 activation bytes broadcast gives every row's pair sums, and
+ * one broadcast serves the H vectors. Per block and token that yields
+ * each row's exact int32 dot S, and the only float work is
+ *   acc = fma(float(S), dw * dx, acc)
+ * block after block: the same sequence as the decode path, so a (row,
+ * token) result does not depend on tiling, threads or batch size.
+ *
+ * Q4_0 keeps its nibbles unsigned (0..15): 8 maddubs summed in int16
+ * (each lane <= 8 * 2 * 15 * 127 = 30480), one madd to int32, and the -8
+ * offset comes off as 8 * sum(x), exactly. Q8_0 uses the sign trick,
+ * maddubs(|w|, sign(x, w)) (pairs <= 2 * 128 * 127, so one madd per
+ * maddubs, which makes it ~1.5x Q4_0's work per block).
+ *
+ * Tile: 16 rows (H = 2) x 2 tokens (T = 2) for both types: 4 int sums, 4
+ * accumulators, 2 weight vectors and the broadcast fit the 16 YMM
+ * registers, and each broadcast feeds two maddubs. llvm-mca (znver3) per
+ * block, 8 rows and one token: Q4_0 6.7 cycles, Q8_0 10.1, against 11.7
+ * and 12.7 for the former 8 x 4 tile, which spilled; 8 x 4 without
+ * spills 7.9 and 11.5; 16 x 3 spills. The tile's blocks are packed
+ * QG_KB at a time (L1), and every token of a QG_TOKENS block passes over
+ * them T at a time; bench/gemm_q.c times it.
+ */
+#if defined(__x86_64__)
+#include <immintrin.h>
+#include <string.h>
+
+#include "kernels.h"
+#include "kernels_impl.h"
+
+#define QG_INLINE static inline __attribute__((always_inline))
+#define QG_UNROLL _Pragma("GCC unroll 8")
+
+#define QG_HMAX 2    /* most 8-row vectors per tile */
+#define QG_TMAX 2    /* most tokens per pass over the packed blocks */
+#define QG_Q4_H 2    /* Q4_0 tile: 16 rows */
+#define QG_Q4_T 2    /* x 2 tokens */
+#define QG_Q8_H 2    /* Q8_0 tile: 16 rows */
+#define QG_Q8_T 2    /* x 2 tokens */
+#define QG_KB 16     /* blocks packed at once: 8 KiB (Q4_0) or 16 (Q8_0) */
+#define QG_TOKENS 64 /* tokens whose activations stay in L2 */
+
+/* Packed blocks of a tile of H vectors: block j's vector c for rows
+ * 8h..8h+7 is pw[(j * 8 + c) * H + h] (lane r: elements 4c..4c+3 of row
+ * 8h+r; Q4_0 nibbles 0..15, low nibbles first; Q8_0 |w|), ps the same for
+ * the signed Q8_0 weights, and pd[j * H + h] the rows' scales. */
+struct qg_pack {
+	__m256i pw[QG_KB * 8 * QG_HMAX];
+	__m256i ps[QG_KB * 8 * QG_HMAX];
+	__m256 pd[QG_KB * QG_HMAX];
+};
+
+/* An empty asm that "changes" v: GCC's reassociation otherwise turns the
+ * chain of int16 adds into a tree over all the block's maddubs results,
+ * which keeps them all live and spills them (measured: 2x slower). */
+#define QG_CHAIN(v) __asm__("" : "+x"(v))
+
+/* 8x8 transpose of 32-bit elements: v[c] lane r <- v[r] lane c. */
+QG_INLINE void qg__transpose8(__m256i v[8])
+{
+	__m256i t[8], u[8];
+
+	QG_UNROLL
+	for (int i = 0; i < 8; i += 2) {
+		t[i] = _mm256_unpacklo_epi32(v[i], v[i + 1]);
+		t[i + 1] = _mm256_unpackhi_epi32(v[i], v[i + 1]);
+	}
+	QG_UNROLL
+	for (int i = 0; i < 8; i += 4) {
+		u[i] = _mm256_unpacklo_epi64(t[i], t[i + 2]);
+		u[i + 1] = _mm256_unpackhi_epi64(t[i], t[i + 2]);
+		u[i + 2] = _mm256_unpacklo_epi64(t[i + 1], t[i + 3]);
+		u[i + 3] = _mm256_unpackhi_epi64(t[i + 1], t[i + 3]);
+	}
+	QG_UNROLL
+	for (int i = 0; i < 4; i++) {
+		v[i] = _mm256_permute2x128_si256(u[i], u[i + 4], 0x20);
+		v[i + 4] = _mm256_permute2x128_si256(u[i], u[i + 4], 0x31);
+	}
+}
+
+/* Block b of the 8 rows from w (`n` <= 8 of them, `stride` bytes apart)
+ * as pw[c * H], ps[c * H] (vector c of the block, H apart) and *pd; rows
+ * past n are zero. */
+QG_INLINE void qg__pack8(uint32_t wt, const char *w, size_t stride, size_t n, size_t b, int H,
+			 __m256i *pw, __m256i *ps, __m256 *pd)
+{
+	const size_t bs = wt == DTYPE_Q8_0 ? sizeof(struct kern_block_q8_0)
+					   : sizeof(struct kern_block_q4_0);
+	uint16_t d[8];
+
+	/* Built in registers: 8 narrow stores then a vector load would stall
+	 * on store forwarding every block. */
+	QG_UNROLL
+	for (size_t r = 0; r < 8; r++) {
+		d[r] = 0;
+		if (r < n)
+			memcpy(&d[r], w + r * stride + b * bs, sizeof(d[r]));
+	}
+	*pd = _mm256_cvtph_ps(_mm_setr_epi16((short)d[0], (short)d[1], (short)d[2], (short)d[3],
+					     (short)d[4], (short)d[5], (short)d[6], (short)d[7]));
+	if (wt == DTYPE_Q8_0) {
+		__m256i v[8];
+		QG_UNROLL
+		for (size_t r = 0; r < 8; r++) {
+			const struct kern_block_q8_0 *blk =
+				(const struct kern_block_q8_0 *)(w + r * stride) + b;
+			v[r] = r < n ? _mm256_loadu_si256((const __m256i *)blk->qs)
+				     : _mm256_setzero_si256();
+		}
+		qg__transpose8(v);
+		QG_UNROLL
+		for (int c = 0; c < 8; c++) {
+			ps[c * H] = v[c];
+			pw[c * H] = _mm256_abs_epi8(v[c]);
+		}
+		return;
+	}
+	/* Rows r and r+4 share a vector; a 4x4 dword transpose gives dword c
+	 * of every row, whose low nibbles are chunk c, high nibbles c+4. */
+	const __m256i m4 = _mm256_set1_epi8(0x0f);
+	__m256i v[4], t[4];
+	QG_UNROLL
+	for (size_t r = 0; r < 4; r++) {
+		const struct kern_block_q4_0 *lo = (const struct kern_block_q4_0 *)(w + r * stride) + b;
+		const struct kern_block_q4_0 *hi =
+			(const struct kern_block_q4_0 *)(w + (r + 4) * stride) + b;
+		__m128i l = r < n ? _mm_loadu_si128((const __m128i *)lo->qs) : _mm_setzero_si128();
+		__m128i u = r + 4 < n ? _mm_loadu_si128((const __m128i *)hi->qs)
+				      : _mm_setzero_si128();
+		v[r] = _mm256_set_m128i(u, l);
+	}
+	t[0] = _mm256_unpacklo_epi32(v[0], v[1]);
+	t[1] = _mm256_unpackhi_epi32(v[0], v[1]);
+	t[2] = _mm256_unpacklo_epi32(v[2], v[3]);
+	t[3] = _mm256_unpackhi_epi32(v[2], v[3]);
+	v[0] = _mm256_unpacklo_epi64(t[0], t[2]);
+	v[1] = _mm256_unpackhi_epi64(t[0], t[2]);
+	v[2] = _mm256_unpacklo_epi64(t[1], t[3]);
+	v[3] = _mm256_unpackhi_epi64(t[1], t[3]);
+	QG_UNROLL
+	for (int c = 0; c < 4; c++) {
+		pw[c * H] = _mm256_and_si256(v[c], m4);
+		pw[(c + 4) * H] = _mm256_and_si256(_mm256_srli_epi16(v[c], 4), m4);
+	}
+}
+
+/* Blocks [kb, kb+n) of rows [o, o+R), R <= 8 * H, into p. */
+QG_INLINE void qg__pack(uint32_t wt, const struct kern_gemm_args *a, size_t o, size_t R, int H,
+			size_t kb, size_t n, struct qg_pack *p)
+{
+	for (size_t j = 0; j < n; j++) {
+		QG_UNROLL
+		for (int h = 0; h < H; h++) {
+			size_t r0 = 8 * (size_t)h, nr = R > r0 ? R - r0 : 0;
+			size_t v = j * 8 * (size_t)H + (size_t)h;
+			/* rows past the matrix: any in-bounds base, none is read */
+			const char *w = (const char *)a->w + (nr ? o + r0 : 0) * a->w_stride;
+			/* a constant 8 for full groups drops the per-row checks */
+			if (nr >= 8)
+				qg__pack8(wt, w, a->w_stride, 8, kb + j, H, &p->pw[v], &p->ps[v],
+					  &p->pd[j * (size_t)H + (size_t)h]);
+			else
+				qg__pack8(wt, w, a->w_stride, nr, kb + j, H, &p->pw[v], &p->ps[v],
+					  &p->pd[j * (size_t)H + (size_t)h]);
+		}
+	}
+}
+
+/* Packed blocks [kb, kb+n) against tokens [t, t+T): acc[k * H + h] lane r
+ * accumulates (row 8h+r, token t+k). H and T are compile-time constants. */
+QG_INLINE void qg__run(uint32_t wt, const struct kern_gemm_args *a, size_t t, int H, int T,
+		       size_t kb, size_t n, const struct qg_pack *p, __m256 *accp)
+{
+	const __m256i ones = _mm256_set1_epi16(1);
+	const struct kern_block_q8a *x[QG_TMAX];
+	const float *xd[QG_TMAX];
+	const int32_t *xs8[QG_TMAX];
+	__m256 acc[QG_TMAX][QG_HMAX];
+
+	QG_UNROLL
+	for (int k = 0; k < T; k++) {
+		x[k] = (const struct kern_block_q8a *)((const char *)a->x +
+						       (t + (size_t)k) * a->x_stride) + kb;
+		xd[k] = a->xd + (t + (size_t)k) * a->xd_stride + kb;
+		xs8[k] = a->xs8 + (t + (size_t)k) * a->xd_stride + kb;
+		QG_UNROLL
+		for (int h = 0; h < H; h++)
+			acc[k][h] = accp[k * H + h];
+	}
+	for (size_t j = 0; j < n; j++) {
+		const __m256i *pw = &p->pw[j * 8 * (size_t)H], *ps = &p->ps[j * 8 * (size_t)H];
+		__m256i sum[QG_TMAX][QG_HMAX];
+		QG_UNROLL
+		for (int c = 0; c < 8; c++) {
+			__m256i w[QG_HMAX], sg[QG_HMAX];
+			QG_UNROLL
+			for (int h = 0; h < H; h++) {
+				w[h] = _mm256_load_si256(&pw[c * H + h]);
+				QG_CHAIN(w[h]);
+				if (wt == DTYPE_Q8_0)
+					sg[h] = _mm256_load_si256(&ps[c * H + h]);
+			}
+			QG_UNROLL
+			for (int k = 0; k < T; k++) {
+				int32_t q;
+				memcpy(&q, x[k][j].qs + 4 * c, sizeof(q));
+				__m256i xb = _mm256_set1_epi32(q);
+				QG_UNROLL
+				for (int h = 0; h < H; h++) {
+					__m256i m;
+					if (wt == DTYPE_Q8_0) {
+						m = _mm256_madd_epi16(
+							_mm256_maddubs_epi16(w[h], _mm256_sign_epi8(xb, sg[h])),
+							ones);
+						sum[k][h] = c == 0 ? m : _mm256_add_epi32(sum[k][h], m);
+					} else {
+						m = _mm256_maddubs_epi16(w[h], xb);
+						sum[k][h] = c == 0 ? m : _mm256_add_epi16(sum[k][h], m);
+					}
+					QG_CHAIN(sum[k][h]);
+				}
+			}
+		}
+		QG_UNROLL
+		for (int k = 0; k < T; k++) {
+			__m256 dx = _mm256_set1_ps(xd[k][j]);
+			__m256i off = _mm256_set1_epi32(xs8[k][j]);
+			QG_UNROLL
+			for (int h = 0; h < H; h++) {
+				__m256i s = sum[k][h];
+				if (wt == DTYPE_Q4_0)
+					s = _mm256_sub_epi32(_mm256_madd_epi16(s, ones), off);
+				acc[k][h] = _mm256_fmadd_ps(
+					_mm256_cvtepi32_ps(s),
+					_mm256_mul_ps(p->pd[j * (size_t)H + (size_t)h], dx), acc[k][h]);
+			}
+		}
+	}
+	QG_UNROLL
+	for (int k = 0; k < T; k++)
+		QG_UNROLL
+		for (int h = 0; h < H; h++)
+			accp[k * H + h] = acc[k][h];
+}
+
+/* Rows [o, o+R) (R <= 8 * H) x tokens [t0, t1) (at most QG_TOKENS), T
+ * tokens at a time. */
+QG_INLINE void qg__tile(uint32_t wt, const struct kern_gemm_args *a, size_t o, size_t R, int H,
+			int T, size_t t0, size_t t1)
+{
+	const size_t nb = a->n_in / KERN_QK;
+	struct qg_pack p;
+	__m256 acc[QG_TOKENS * QG_HMAX];
+	float out[8 * QG_HMAX] __attribute__((aligned(32)));
+
+	for (size_t i = 0; i < (t1 - t0) * (size_t)H; i++)
+		acc[i] = _mm256_setzero_ps();
+	for (size_t kb = 0; kb < nb; kb += QG_KB) {
+		size_t n = nb - kb < QG_KB ? nb - kb : QG_KB;
+		qg__pack(wt, a, o, R, H, kb, n, &p);
+		size_t t = t0;
+		for (; t + (size_t)T <= t1; t += (size_t)T)
+			qg__run(wt, a, t, H, T, kb, n, &p, acc + (t - t0) * (size_t)H);
+		/* leftover tokens: the per-token sequence does not depend on T */
+		for (; t < t1; t++)
+			qg__run(wt, a, t, H, 1, kb, n, &p, acc + (t - t0) * (size_t)H);
+	}
+	for (size_t t = t0; t < t1; t++) {
+		QG_UNROLL
+		for (int h = 0; h < H; h++)
+			_mm256_store_ps(out + 8 * h, acc[(t - t0) * (size_t)H + (size_t)h]);
+		memcpy(a->y + t * a->y_stride + o, out, R * sizeof(float));
+	}
+}
+
+QG_INLINE void qg__gemm(uint32_t wt, const struct kern_gemm_args *a, size_t o0, size_t o1, int H,
+			int T)
+{
+	const size_t rows = 8 * (size_t)H;
+
+	for (size_t tb = 0; tb < a->n_tok; tb += QG_TOKENS) {
+		size_t te = a->n_tok - tb > QG_TOKENS ? tb + QG_TOKENS : a->n_tok;
+		for (size_t o = o0; o < o1; o += rows)
+			qg__tile(wt, a, o, o1 - o < rows ? o1 - o : rows, H, T, tb, te);
+	}
+}
+
+void kern_avx2_qgemm_q8_0(const struct kern_gemm_args *a, size_t o0, size_t o1)
+{
+	qg__gemm(DTYPE_Q8_0, a, o0, o1, QG_Q8_H, QG_Q8_T);
+}
+
+void kern_avx2_qgemm_q4_0(const struct kern_gemm_args *a, size_t o0, size_t o1)
+{
+	qg__gemm(DTYPE_Q4_0, a, o0, o1, QG_Q4_H, QG_Q4_T);
+}
+#endif
