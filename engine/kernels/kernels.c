@@ -10,7 +10,9 @@
  *           tiles 4x2, decode 4x1               8 rows interleaved per vector
  *                                               (lane = row), one fma per block;
  *                                               prefill 16x2 on packed blocks
- *                                               (kernels_qgemm_avx2.c)
+ *                                               (kernels_qgemm_avx2.c); decode
+ *                                               8 rows in file layout, sums
+ *                                               folded into row lanes after
  *   avx512  FMA on 16 floats (ZMM), tiles 4x4,  VPDPBUSD on YMM, tiles 4x4,
  *           decode 4x1                          decode 4x1
  * Decode (one token) streams each weight row once. Prefill tiles reuse each
@@ -32,9 +34,12 @@
  * query x 64 for decode), a polynomial exp and F16C; avx512 uses the avx2
  * functions (head-sized rows gain nothing from ZMM).
  *
+ * The gated SiLU (kern_silu_mul) has a scalar reference (expf) and an
+ * avx2 version (act_avx2.c) on the same polynomial exp (exp_avx2.h).
+ *
  * Threads: output rows are cut into chunks (a multiple of 16 rows, about
- * four per thread for balance), one pthreadpool task each; activation
- * quantization is spread over tokens the same way.
+ * four per thread for balance, sixteen for decode), one pthreadpool task
+ * each; activation quantization is spread over tokens the same way.
  */
 #include <pthread.h>
 
