@@ -125,30 +125,44 @@ static void linear_n(struct forward_pass *f, const struct model_weight *const w[
 /* out[n][d] = norm(x[n][d]) * w (+ b), by the architecture's norm kind.
  * Sums in double: cheap next to the matrix products and keeps wide rows
  * close to the float64 reference. */
+struct norm_job {
+	const struct forward_pass *f;
+	const float *gain, *bias;
+	const float *x;
+	float *out;
+};
+
+/* One row (a pool task): prompts normalise hundreds of rows per layer,
+ * twice, which left the other threads spinning when it ran on one. */
+static void norm_row_cb(void *data, size_t t)
+{
+	const struct norm_job *job = data;
+	const uint32_t d = job->f->m->hp.n_embd;
+	const double eps = job->f->m->hp.norm_eps;
+	const float *xr = job->x + t * d;
+	float *o = job->out + t * d;
+	double mean = 0.0, var = 0.0, scale;
+	uint32_t i;
+
+	if (job->f->m->arch->norm == ARCH_NORM_LAYER) {
+		for (i = 0; i < d; i++)
+			mean += xr[i];
+		mean /= d;
+	}
+	for (i = 0; i < d; i++)
+		var += (xr[i] - mean) * (xr[i] - mean);
+	scale = 1.0 / sqrt(var / d + eps);
+	for (i = 0; i < d; i++)
+		o[i] = (float)((xr[i] - mean) * scale) * job->gain[i] +
+		       (job->bias ? job->bias[i] : 0.0f);
+}
+
 static void norm(const struct forward_pass *f, const struct model_weight *w,
 		 const struct model_weight *b, const float *x, float *out, uint32_t n)
 {
-	const uint32_t d = f->m->hp.n_embd;
-	const double eps = f->m->hp.norm_eps;
-	const float *gain = w->data, *bias = b ? b->data : NULL;
-	uint32_t t, i;
+	struct norm_job job = {f, w->data, b ? b->data : NULL, x, out};
 
-	for (t = 0; t < n; t++) {
-		const float *xr = x + (size_t)t * d;
-		float *o = out + (size_t)t * d;
-		double mean = 0.0, var = 0.0, scale;
-
-		if (f->m->arch->norm == ARCH_NORM_LAYER) {
-			for (i = 0; i < d; i++)
-				mean += xr[i];
-			mean /= d;
-		}
-		for (i = 0; i < d; i++)
-			var += (xr[i] - mean) * (xr[i] - mean);
-		scale = 1.0 / sqrt(var / d + eps);
-		for (i = 0; i < d; i++)
-			o[i] = (float)((xr[i] - mean) * scale) * gain[i] + (bias ? bias[i] : 0.0f);
-	}
+	pthreadpool_parallelize_1d(f->pool, norm_row_cb, &job, n, 0);
 }
 
 /* ---- attention ------------------------------------------------------------ */
