@@ -122,9 +122,6 @@ static void linear_n(struct forward_pass *f, const struct model_weight *const w[
 
 /* ---- norm ----------------------------------------------------------------- */
 
-/* out[n][d] = norm(x[n][d]) * w (+ b), by the architecture's norm kind.
- * Sums in double: cheap next to the matrix products and keeps wide rows
- * close to the float64 reference. */
 struct norm_job {
 	const struct forward_pass *f;
 	const float *gain, *bias;
@@ -157,6 +154,9 @@ static void norm_row_cb(void *data, size_t t)
 		       (job->bias ? job->bias[i] : 0.0f);
 }
 
+/* out[n][d] = norm(x[n][d]) * w (+ b), by the architecture's norm kind.
+ * Sums in double: cheap next to the matrix products and keeps wide rows
+ * close to the float64 reference. */
 static void norm(const struct forward_pass *f, const struct model_weight *w,
 		 const struct model_weight *b, const float *x, float *out, uint32_t n)
 {
