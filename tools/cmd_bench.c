@@ -190,7 +190,7 @@ static int bench_test(struct forward_ctx *fw, const struct bench_args *a, const 
 	}
 	stats(tps, (size_t)a->reps, &mean, &sd, &median);
 	printf("| %.2f MiB | %s | %ld | %s%ld | %.2f ± %.2f | %.2f |", fsize / (1 << 20),
-	       kern_level() == CPU_LEVEL_SCALAR ? "scalar" : kern_level() == CPU_LEVEL_AVX2 ? "avx2" : "avx512",
+	       cpu_level_name(kern_level()),
 	       a->threads, name, tokens, mean, sd, median);
 	if (p > 0)
 		printf(" - | - |\n");
