@@ -308,9 +308,11 @@ static float activate(enum arch_act act, float x)
 	return x;
 }
 
+/* Elements of the MLP activation per pool task. */
+#define FORWARD_ACT_CHUNK 4096
+
 struct act_job {
 	struct forward_pass *f;
-	size_t n_cols; /* elements a task covers */
 	size_t len;
 };
 
@@ -323,8 +325,8 @@ static void act_cols_cb(void *data, size_t task)
 	const struct act_job *job = data;
 	const struct forward_pass *f = job->f;
 	const enum arch_act act = f->m->arch->act;
-	size_t i = task * job->n_cols;
-	size_t end = job->len - i < job->n_cols ? job->len : i + job->n_cols;
+	size_t i = task * FORWARD_ACT_CHUNK;
+	size_t end = job->len - i < FORWARD_ACT_CHUNK ? job->len : i + FORWARD_ACT_CHUNK;
 
 	if (f->m->arch->mlp_gated && act == ARCH_ACT_SILU)
 		kern_silu_mul(f->up + i, f->gate + i, end - i);
@@ -340,7 +342,7 @@ static void act_cols_cb(void *data, size_t task)
  *                  = down(act(up(xn)))             (non-gated) */
 static void mlp(struct forward_pass *f, const struct model_layer *L, uint32_t n)
 {
-	struct act_job job = {f, 4096, (size_t)n * f->m->hp.n_ff};
+	struct act_job job = {f, (size_t)n * f->m->hp.n_ff};
 
 	if (f->m->arch->mlp_gated) {
 		const struct model_weight *const w[] = { &L->w[ARCH_T_FFN_UP], &L->w[ARCH_T_FFN_GATE] };
@@ -353,7 +355,7 @@ static void mlp(struct forward_pass *f, const struct model_layer *L, uint32_t n)
 		linear(f, &L->w[ARCH_T_FFN_UP], &L->w[ARCH_T_FFN_UP_B], f->xn, f->up, n);
 	}
 	pthreadpool_parallelize_1d(f->pool, act_cols_cb, &job,
-				   (job.len + job.n_cols - 1) / job.n_cols, 0);
+				   (job.len + FORWARD_ACT_CHUNK - 1) / FORWARD_ACT_CHUNK, 0);
 	linear(f, &L->w[ARCH_T_FFN_DOWN], &L->w[ARCH_T_FFN_DOWN_B], f->up, f->y_mlp, n);
 }
 
