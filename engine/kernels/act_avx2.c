@@ -9,9 +9,9 @@
 #include <immintrin.h>
 #include <string.h>
 
-#include "exp_avx2.h"
 #include "kernels.h"
 #include "kernels_impl.h"
+#include "math_avx2.h"
 
 /* g / (1 + exp(-g)) * y: exp(-g) is +inf for g below about -89, which
  * gives -0 * y, the limit; NaN stays NaN. */

@@ -17,23 +17,14 @@
 #include <math.h>
 #include <string.h>
 
-#include "exp_avx2.h"
 #include "kernels.h"
 #include "kernels_impl.h"
+#include "math_avx2.h"
 
 #define AVX2_INLINE static inline __attribute__((always_inline))
 /* Tile loops must unroll fully so accumulators live in registers. */
 #define AVX2_UNROLL _Pragma("GCC unroll 4")
 #define AVX2_UNROLL8 _Pragma("GCC unroll 8")
-
-AVX2_INLINE float avx2__hsum(__m256 v)
-{
-	__m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-
-	s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-	s = _mm_add_ss(s, _mm_movehdup_ps(s));
-	return _mm_cvtss_f32(s);
-}
 
 /* Lane j = the sum of the 8 lanes of a[j], in a fixed order. */
 AVX2_INLINE __m256 avx2__hsum8(const __m256 a[8])

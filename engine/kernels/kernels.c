@@ -35,7 +35,7 @@
  * functions (head-sized rows gain nothing from ZMM).
  *
  * The gated SiLU (kern_silu_mul) has a scalar reference (expf) and an
- * avx2 version (act_avx2.c) on the same polynomial exp (exp_avx2.h).
+ * avx2 version (act_avx2.c) on the same polynomial exp (math_avx2.h).
  *
  * Threads: output rows are cut into chunks (a multiple of 16 rows, about
  * four per thread for balance, sixteen for decode), one pthreadpool task
@@ -207,16 +207,6 @@ static size_t kern__chunk_rows(pthreadpool_t pool, size_t n_out, size_t n_tok)
 	if (chunk < KERN_MIN_CHUNK_ROWS)
 		chunk = KERN_MIN_CHUNK_ROWS;
 	return (chunk + KERN_ROW_ALIGN - 1) / KERN_ROW_ALIGN * KERN_ROW_ALIGN;
-}
-
-float kern_dot(const float *a, const float *b, size_t n)
-{
-	return kern__ops->dot(a, b, n);
-}
-
-void kern_scale_add(float *y, float r, float p, const float *x, size_t n)
-{
-	kern__ops->scale_add(y, r, p, x, n);
 }
 
 void kern_attn_scores(const float *q, size_t ld_q, const float *k, size_t d, const float *bias,

@@ -75,12 +75,6 @@ struct kern_mm_part {
 void kern_matmul_n(pthreadpool_t pool, uint32_t wtype, size_t n_in, const struct kern_mm_part *parts,
 		   size_t n, const float *x, size_t n_tok, void *scratch);
 
-/* sum_i a[i] * b[i] over n floats. */
-float kern_dot(const float *a, const float *b, size_t n);
-
-/* y[i] = y[i] * r + p * x[i] over n floats. */
-void kern_scale_add(float *y, float r, float p, const float *x, size_t n);
-
 /*
  * Flash-style attention blocks (engine/attention.c): the scores of a tile
  * of queries against a block of keys, each score row's softmax against a

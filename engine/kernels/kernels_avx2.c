@@ -35,6 +35,7 @@
 
 #include "kernels.h"
 #include "kernels_impl.h"
+#include "math_avx2.h"
 
 #define AVX2_INLINE static inline __attribute__((always_inline))
 /* Tile loops must unroll fully so accumulators live in registers. */
@@ -44,15 +45,6 @@
 /* Tokens per block: their activations stay in L2 while a thread's rows
  * pass over them. */
 #define AVX2_TOKEN_BLOCK 64
-
-AVX2_INLINE float avx2__hsum(__m256 v)
-{
-	__m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-
-	s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-	s = _mm_add_ss(s, _mm_movehdup_ps(s));
-	return _mm_cvtss_f32(s);
-}
 
 /* ---- float weights ------------------------------------------------------------ */
 
@@ -402,44 +394,8 @@ static void avx2__quantize_act(const float *x, struct kern_block_q8a *y, size_t 
 	}
 }
 
-/* ---- vector helpers (attention) ---------------------------------------------------- */
-
-float kern_avx2_dot(const float *a, const float *b, size_t n)
-{
-	__m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
-	size_t i = 0;
-	float s;
-
-	for (; i + 16 <= n; i += 16) {
-		s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
-		s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), s1);
-	}
-	if (i + 8 <= n) {
-		s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
-		i += 8;
-	}
-	s = avx2__hsum(_mm256_add_ps(s0, s1));
-	for (; i < n; i++)
-		s += a[i] * b[i];
-	return s;
-}
-
-void kern_avx2_scale_add(float *y, float r, float p, const float *x, size_t n)
-{
-	const __m256 rv = _mm256_set1_ps(r), pv = _mm256_set1_ps(p);
-	size_t i = 0;
-
-	for (; i + 8 <= n; i += 8)
-		_mm256_storeu_ps(y + i, _mm256_fmadd_ps(pv, _mm256_loadu_ps(x + i),
-						      _mm256_mul_ps(_mm256_loadu_ps(y + i), rv)));
-	for (; i < n; i++)
-		y[i] = y[i] * r + p * x[i];
-}
-
 const struct kern_ops kern_ops_avx2 = {
 	.name = "avx2",
-	.dot = kern_avx2_dot,
-	.scale_add = kern_avx2_scale_add,
 	.attn_scores = kern_avx2_attn_scores,
 	.attn_accum = kern_avx2_attn_accum,
 	.fp16_row = kern_avx2_fp16_row,

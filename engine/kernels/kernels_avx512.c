@@ -261,8 +261,6 @@ static void avx512__quantize_act(const float *x, struct kern_block_q8a *y, size_
 const struct kern_ops kern_ops_avx512 = {
 	.name = "avx512",
 	.quantize_act = avx512__quantize_act,
-	.dot = kern_avx2_dot,
-	.scale_add = kern_avx2_scale_add,
 	.attn_scores = kern_avx2_attn_scores,
 	.attn_accum = kern_avx2_attn_accum,
 	.fp16_row = kern_avx2_fp16_row,

@@ -91,8 +91,6 @@ struct kern_ops {
 	 * blocks; byte-identical at every level. */
 	void (*quantize_act)(const float *x, struct kern_block_q8a *dst, size_t n);
 	kern_gemm_fn gemm[DTYPE_COUNT]; /* NULL: type not supported */
-	float (*dot)(const float *a, const float *b, size_t n);
-	void (*scale_add)(float *y, float r, float p, const float *x, size_t n);
 	/* The attention blocks of kernels.h (kern_attn_scores, ...). */
 	void (*attn_scores)(const float *q, size_t ld_q, const float *k, size_t d,
 			    const float *bias, float scale, float *s, size_t ld_s, size_t nq,
@@ -107,10 +105,7 @@ struct kern_ops {
 
 #if defined(__x86_64__)
 /* The AVX2 vector helpers, shared by the AVX-512 table (head-sized
- * vectors gain nothing from ZMM). */
-float kern_avx2_dot(const float *a, const float *b, size_t n);
-void kern_avx2_scale_add(float *y, float r, float p, const float *x, size_t n);
-/* attention_avx2.c */
+ * vectors gain nothing from ZMM). attention_avx2.c: */
 void kern_avx2_attn_scores(const float *q, size_t ld_q, const float *k, size_t d,
 			   const float *bias, float scale, float *s, size_t ld_s, size_t nq,
 			   size_t nk);

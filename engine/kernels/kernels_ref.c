@@ -390,8 +390,6 @@ static void ref__silu_mul(float *y, const float *g, size_t n)
 
 const struct kern_ops kern_ops_ref = {
 	.name = "scalar",
-	.dot = ref__dot,
-	.scale_add = ref__scale_add,
 	.attn_scores = ref__attn_scores,
 	.attn_accum = ref__attn_accum,
 	.fp16_row = ref__fp16_row,

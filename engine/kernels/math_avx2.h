@@ -1,12 +1,21 @@
 /*
- * exp_avx2.h - exp() on 8 floats for the AVX2 kernel files (attention's
- * softmax, the gated SiLU). Include only from files compiled with the
- * AVX2 + FMA flags (*_avx2.c).
+ * math_avx2.h - float helpers on 8 lanes shared by the AVX2 kernel files:
+ * the horizontal sum and exp() (attention's softmax, the gated SiLU).
+ * Include only from files compiled with the AVX2 + FMA flags (*_avx2.c).
  */
-#ifndef EMBER_EXP_AVX2_H
-#define EMBER_EXP_AVX2_H
+#ifndef EMBER_MATH_AVX2_H
+#define EMBER_MATH_AVX2_H
 
 #include <immintrin.h>
+
+static inline __attribute__((always_inline)) float avx2__hsum(__m256 v)
+{
+	__m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+
+	s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+	s = _mm_add_ss(s, _mm_movehdup_ps(s));
+	return _mm_cvtss_f32(s);
+}
 
 /*
  * exp(x) for 8 floats: x = n ln2 + f with n = round(x / ln2), |f| <= ln2/2
