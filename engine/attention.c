@@ -39,6 +39,11 @@
  * each other on every key block; contiguous copies do not. */
 #define ATTN_LOCAL_DIM 128
 
+static float bf16_round(float x)
+{
+	return kern_bf16_to_fp32(kern_fp32_to_bf16(x));
+}
+
 int attention_init(struct attention *a, const struct model_hparams *hp, enum arch_alibi alibi,
 		   char *err)
 {
@@ -64,7 +69,7 @@ int attention_init(struct attention *a, const struct model_hparams *hp, enum arc
 	for (h = 0; h < hp->n_head; h++) {
 		a->slopes[h] = (float)arch_alibi_slope(h, hp->n_head, hp->alibi_max_bias);
 		if (alibi == ARCH_ALIBI_BF16)
-			a->slopes[h] = kern_bf16_to_fp32(kern_fp32_to_bf16(a->slopes[h]));
+			a->slopes[h] = bf16_round(a->slopes[h]);
 	}
 	return 0;
 }
@@ -99,11 +104,6 @@ static const float *kv_rows(const struct kv_cache *kv, const void *head, uint32_
 		return (const float *)head + (size_t)j0 * d;
 	kern_fp16_to_fp32_row((const uint16_t *)head + (size_t)j0 * d, buf, (size_t)n * d);
 	return buf;
-}
-
-static float bf16_round(float x)
-{
-	return kern_bf16_to_fp32(kern_fp32_to_bf16(x));
 }
 
 /* ALiBi bias of key positions j0 .. j0+n-1 for a head of slope m (see
