@@ -1,0 +1,31 @@
+#!/bin/sh
+# Runs llama.cpp's llama-bench and `ember bench` on the same files, one after
+# the other per type, so that both see the same memory bandwidth (it moves by
+# the hour on a shared host).
+#
+#   LLAMA_BENCH=/path/to/llama-bench bench/vs_llamacpp.sh
+#
+# Env: TYPES (default "q4_0 q8_0 f16"), MODELS_DIR (default /tmp; files
+# tl-TYPE.gguf, made here by `ember synth` when missing), EMBER_FIRST=1 to run
+# Ember before and after llama.cpp. llama.cpp is not part of Ember: build it
+# yourself (bench/RESULTS.md says which release and flags were used).
+set -eu
+: "${LLAMA_BENCH:?set LLAMA_BENCH to a llama-bench binary}"
+[ -x "$LLAMA_BENCH" ] || { echo "vs_llamacpp: $LLAMA_BENCH is not executable" >&2; exit 2; }
+root=$(cd "$(dirname "$0")/.." && pwd)
+ember=$root/build/ember
+dir=${MODELS_DIR:-/tmp}
+[ -x "$ember" ] || make -C "$root" build/ember >&2
+
+ember_bench() {
+	"$ember" bench -m "$1" -p 512 -n 128 -t 2 -r 3 2>&1 | grep -E "pp512|tg128"
+}
+
+for t in ${TYPES:-q4_0 q8_0 f16}; do
+	m=$dir/tl-$t.gguf
+	[ -f "$m" ] || "$ember" synth --preset tinyllama-1.1b --type "$t" -o "$m" >&2
+	echo "== $t $(date +%H:%M:%S)"
+	if [ -n "${EMBER_FIRST:-}" ]; then ember_bench "$m"; fi
+	"$LLAMA_BENCH" -m "$m" -t 2 -p 512 -n 128 -r 3 2>&1 | grep -E "pp512|tg128"
+	ember_bench "$m"
+done
