@@ -595,7 +595,7 @@ static int alloc_scratch(struct forward_pass *f)
 			       B * dq, B * dk, B * dv, 0,
 			       B * hp->n_head * hp->head_dim_v, B * hp->n_ff, B * hp->n_ff,
 			       B * (hp->n_rot / 2) * 2, B, B,
-			       B * sizeof(struct attention_tile) / sizeof(float)};
+			       (B * sizeof(struct attention_tile) + sizeof(float) - 1) / sizeof(float)};
 	size_t mm = round64(matmul_scratch_size(f->m, f->max_batch));
 	size_t total = mm, off = mm, i;
 	uint8_t *base;
@@ -603,7 +603,7 @@ static int alloc_scratch(struct forward_pass *f)
 	for (i = 0; i < hp->n_layer; i++)
 		fused |= f->m->layers[i].w[ARCH_T_ATTN_QKV].data != NULL;
 	lens[7] = fused ? B * (dq + dk + dv) : 0; /* qkv */
-	/* Lengths count 4-byte words (floats, uint32_t, attn_tile). */
+	/* Lengths count 4-byte words (floats, uint32_t; the tiles rounded up). */
 	for (i = 0; i < sizeof(lens) / sizeof(lens[0]); i++)
 		total += round64(lens[i] * sizeof(float));
 	base = aligned_alloc(64, total > 0 ? total : 64);
