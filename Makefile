@@ -92,8 +92,12 @@ Q := @
 say = @printf '  %-6s %s\n' $(1) $(2);
 endif
 
-.PHONY: all run test unit integration asan fuzz install clean deps
-all: $(LIBEMBER) $(EMBERD) $(EMBER) $(LOADGEN) $(FWDSTEP) $(FCCMP) $(GEMMQ) $(REPLAY_BIN)
+.PHONY: all bench run test unit integration asan fuzz install clean deps
+all: $(LIBEMBER) $(EMBERD) $(EMBER) $(LOADGEN) $(FWDSTEP) $(GEMMQ) $(REPLAY_BIN)
+
+# The benchmarks that need more than the build's own libraries: fc_compare
+# links XNNPACK, which nothing else uses (README, Kernels).
+bench: all $(FCCMP)
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(@D)
