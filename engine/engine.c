@@ -1,7 +1,8 @@
 /*
  * engine.c - the engine's public face (engine.h): configuration, the
  * bounded request queue, cancellation, sessions, statistics and the
- * workers' lifetime. The work itself is scheduler.c's.
+ * workers' lifetime. The work itself is scheduler.c's; loading and the
+ * text helpers are engine_model.c's.
  */
 #include "engine.h"
 
@@ -31,6 +32,13 @@ void engine_job_free(struct job *j)
 	free(j->prompt);
 	for (i = 0; i < j->n_stop; i++)
 		free(j->stop[i]);
+	for (i = 0; j->msgs && i < j->n_msgs; i++) {
+		free((char *)j->msgs[i].role);
+		free((char *)j->msgs[i].content);
+	}
+	free(j->msgs);
+	free(j->tokens);
+	free(j->prep_err);
 	free(j);
 }
 
@@ -61,8 +69,46 @@ static void greedy_config(struct sampler_config *c)
 	c->temperature = 0.0f;
 }
 
+/* Copies the messages into `j`; 0 or EMBER_ENOMEM. */
+static int job_copy_messages(struct job *j, const struct engine_request *req)
+{
+	size_t i;
+
+	j->msgs = calloc(req->n_messages, sizeof(*j->msgs));
+	if (!j->msgs)
+		return EMBER_ENOMEM;
+	j->n_msgs = req->n_messages;
+	for (i = 0; i < req->n_messages; i++) {
+		const struct engine_message *m = &req->messages[i];
+
+		j->msgs[i].role = dup_bytes(m->role, strlen(m->role));
+		j->msgs[i].content = dup_bytes(m->content, strlen(m->content));
+		if (!j->msgs[i].role || !j->msgs[i].content)
+			return EMBER_ENOMEM;
+	}
+	return 0;
+}
+
+/* Adds `text` to the job's stop strings unless present or full; 0 or
+ * EMBER_ENOMEM. */
+static int job_add_stop(struct job *j, const char *text)
+{
+	size_t i;
+
+	for (i = 0; i < j->n_stop; i++)
+		if (strcmp(j->stop[i], text) == 0)
+			return 0;
+	if (j->n_stop == ENGINE_MAX_STOP || !text[0] || strlen(text) > DETOK_MAX_STOP_LEN)
+		return 0;
+	j->stop[j->n_stop] = dup_bytes(text, strlen(text));
+	if (!j->stop[j->n_stop])
+		return EMBER_ENOMEM;
+	j->n_stop++;
+	return 0;
+}
+
 /* A job from `req` (validated), not yet queued. */
-static int job_new(struct job **out, const struct engine_request *req,
+static int job_new(struct engine *e, struct job **out, const struct engine_request *req,
 		   const struct sampler_config *defaults, char *err)
 {
 	struct job *j = calloc(1, sizeof(*j));
@@ -81,6 +127,15 @@ static int job_new(struct job **out, const struct engine_request *req,
 		if (!j->stop[i])
 			goto nomem;
 		j->n_stop = i + 1;
+	}
+	if (req->n_messages) {
+		if (job_copy_messages(j, req) < 0)
+			goto nomem;
+		/* The template's end-of-turn texts stop it (its end-of-generation
+		 * tokens stop it regardless). */
+		for (i = 0; i < e->chat.n_stops; i++)
+			if (job_add_stop(j, e->chat.stops[i]) < 0)
+				goto nomem;
 	}
 	j->add_special = req->add_special;
 	j->parse_special = req->parse_special;
@@ -101,6 +156,33 @@ static int job_new(struct job **out, const struct engine_request *req,
 nomem:
 	engine_job_free(j);
 	return ember_seterr(err, EMBER_ENOMEM, "engine: request copy");
+}
+
+/* Marks every waiting job (both queues and the one in preparation) for
+ * which want(job, arg) holds as cancelled. */
+static void cancel_waiting(struct engine *e, bool (*want)(const struct job *, const void *),
+			   const void *arg)
+{
+	struct job *j;
+
+	for (j = e->prep_head; j; j = j->next)
+		if (want(j, arg))
+			atomic_store(&j->cancelled, 1);
+	if (e->prep_current && want(e->prep_current, arg))
+		atomic_store(&e->prep_current->cancelled, 1);
+	for (j = e->queue_head; j; j = j->next)
+		if (want(j, arg))
+			atomic_store(&j->cancelled, 1);
+}
+
+static bool job_in_session(const struct job *j, const void *s)
+{
+	return j->session == s;
+}
+
+static bool job_has_id(const struct job *j, const void *id)
+{
+	return j->id == *(const uint64_t *)id;
 }
 
 /* ---- sessions (lock held) ---------------------------------------------------- */
@@ -137,7 +219,6 @@ void engine_session_destroy(struct session *s)
  * the last one out frees it. */
 static void session_drop(struct engine *e, struct session *s)
 {
-	struct job *j;
 	uint32_t w, i;
 
 	session_unlink(e, s);
@@ -149,9 +230,7 @@ static void session_drop(struct engine *e, struct session *s)
 		return;
 	}
 	s->deleted = true;
-	for (j = e->queue_head; j; j = j->next)
-		if (j->session == s)
-			atomic_store(&j->cancelled, 1);
+	cancel_waiting(e, job_in_session, s);
 	for (w = 0; w < e->cfg.workers; w++)
 		for (i = 0; i < e->cfg.slots; i++) {
 			struct seq *q = &e->workers[w].seqs[i];
@@ -210,9 +289,23 @@ static int session_alloc(struct engine *e, struct session **out, char *err)
 	return 0;
 }
 
-/* ---- queue (lock held) ------------------------------------------------------- */
+/* ---- queues (lock held) ------------------------------------------------------ */
 
-static void queue_push(struct engine *e, struct job *j)
+/* A submitted job goes to the preparation queue; it counts as queued
+ * until a worker admits it. */
+static void prep_push(struct engine *e, struct job *j)
+{
+	j->next = NULL;
+	if (e->prep_tail)
+		e->prep_tail->next = j;
+	else
+		e->prep_head = j;
+	e->prep_tail = j;
+	e->queue_len++;
+	pthread_cond_broadcast(&e->wake);
+}
+
+void engine_queue_push(struct engine *e, struct job *j)
 {
 	j->next = NULL;
 	if (e->queue_tail)
@@ -220,7 +313,6 @@ static void queue_push(struct engine *e, struct job *j)
 	else
 		e->queue_head = j;
 	e->queue_tail = j;
-	e->queue_len++;
 	pthread_cond_broadcast(&e->wake);
 }
 
@@ -238,6 +330,11 @@ static int validate(const struct engine *e, const struct engine_request *req, ch
 					    "than %d bytes", i, DETOK_MAX_STOP_LEN);
 	if (!req->prompt && req->prompt_len)
 		return ember_seterr(err, EMBER_EINVAL, "prompt is NULL");
+	if (req->n_messages && (req->prompt || !req->messages))
+		return ember_seterr(err, EMBER_EINVAL, "a request has a prompt or messages, not both");
+	for (i = 0; i < req->n_messages; i++)
+		if (!req->messages[i].role || !req->messages[i].content)
+			return ember_seterr(err, EMBER_EINVAL, "message %zu has no role or content", i);
 	(void)e;
 	return 0;
 }
@@ -263,7 +360,7 @@ static int submit_locked(struct engine *e, const struct engine_request *req, uin
 		return ember_seterr(err, EMBER_EFULL, "engine: %u requests already queued",
 				    e->queue_len);
 	greedy_config(&greedy);
-	if ((rc = job_new(&j, req, s ? &s->sampling : &greedy, err)) < 0)
+	if ((rc = job_new(e, &j, req, s ? &s->sampling : &greedy, err)) < 0)
 		return rc;
 	j->id = ++e->next_id;
 	if (s) {
@@ -271,7 +368,7 @@ static int submit_locked(struct engine *e, const struct engine_request *req, uin
 		s->n_jobs++;
 		s->last_used = engine_now();
 	}
-	queue_push(e, j);
+	prep_push(e, j);
 	*id = j->id;
 	return 0;
 }
@@ -292,13 +389,10 @@ int engine_submit(struct engine *e, const struct engine_request *req, uint64_t *
 
 void engine_cancel(struct engine *e, uint64_t id)
 {
-	struct job *j;
 	uint32_t w, i;
 
 	pthread_mutex_lock(&e->lock);
-	for (j = e->queue_head; j; j = j->next)
-		if (j->id == id)
-			atomic_store(&j->cancelled, 1);
+	cancel_waiting(e, job_has_id, &id);
 	for (w = 0; w < e->cfg.workers; w++)
 		for (i = 0; i < e->cfg.slots; i++) {
 			struct seq *s = &e->workers[w].seqs[i];
@@ -557,6 +651,15 @@ int engine_new(struct engine **out, const struct model *m, const struct tokenize
 	pthread_cond_init(&e->wake, NULL);
 	if ((rc = config_apply(&e->cfg, m, err)) < 0)
 		goto fail;
+	if (!engine_template_known(e->cfg.chat_template)) {
+		rc = ember_seterr(err, EMBER_EINVAL, "engine: unknown chat template '%s'",
+				  e->cfg.chat_template);
+		goto fail;
+	}
+	chat_style_init(&e->chat, e->cfg.chat_template && e->cfg.chat_template[0]
+			? (enum chat_template)chat_template_from_name(e->cfg.chat_template)
+			: CHAT_TEMPLATE_AUTO, m->gguf, tok);
+	e->cfg.chat_template = NULL; /* borrowed for this call only */
 	e->workers = calloc(e->cfg.workers, sizeof(*e->workers));
 	if (!e->workers) {
 		rc = ember_seterr(err, EMBER_ENOMEM, "engine: workers");
@@ -572,6 +675,11 @@ int engine_new(struct engine **out, const struct model *m, const struct tokenize
 		}
 		e->workers[i].started = true;
 	}
+	if (pthread_create(&e->prep_thread, NULL, scheduler_prep_main, e)) {
+		rc = ember_seterr(err, EMBER_ENOMEM, "engine: preparation thread");
+		goto fail;
+	}
+	e->prep_started = true;
 	*out = e;
 	return 0;
 fail:
@@ -581,7 +689,8 @@ fail:
 
 void engine_free(struct engine *e)
 {
-	struct engine_result res = {.finish = ENGINE_FINISH_CANCELLED, .ttft_ms = -1};
+	struct engine_result res = {.finish = ENGINE_FINISH_CANCELLED, .ttft_ms = -1,
+				    .stop_index = -1};
 	uint32_t i;
 
 	if (!e)
@@ -593,7 +702,16 @@ void engine_free(struct engine *e)
 	for (i = 0; e->workers && i < e->cfg.workers; i++)
 		if (e->workers[i].started)
 			pthread_join(e->workers[i].thread, NULL);
-	/* Requests no worker took: report them here. */
+	if (e->prep_started)
+		pthread_join(e->prep_thread, NULL);
+	/* Requests no worker took: report them here, prepared ones first
+	 * (they were submitted first). */
+	if (e->queue_tail) {
+		e->queue_tail->next = e->prep_head;
+	} else {
+		e->queue_head = e->prep_head;
+	}
+	e->prep_head = e->prep_tail = NULL;
 	while (e->queue_head) {
 		struct job *j = e->queue_head;
 
@@ -615,5 +733,6 @@ void engine_free(struct engine *e)
 	free(e->workers);
 	pthread_cond_destroy(&e->wake);
 	pthread_mutex_destroy(&e->lock);
+	engine_model_free(e->owned);
 	free(e);
 }

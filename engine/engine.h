@@ -1,22 +1,33 @@
 /*
- * engine.h - the generation engine: a pool of worker threads that turn
- * prompt text into streamed completion text, with continuous batching,
- * per-sequence KV caches, prefix reuse and sessions. This header is the
- * contract the server (server/backend.c) codes against; nothing here knows
- * HTTP, JSON or libuv.
+ * engine.h - the generation engine, Ember's public interface to a model: it
+ * owns (engine_open) or borrows (engine_new) the weights, the tokenizer and
+ * the chat template, and runs a pool of worker threads that turn prompts or
+ * chat messages into streamed completion text, with continuous batching,
+ * per-sequence KV caches, prefix reuse and sessions. The server
+ * (server/backend.c) and the CLI (`ember run`, bench, eval) code against
+ * this header; nothing here knows HTTP, JSON or libuv.
  *
- * Requests. engine_submit() copies the request (prompt text, stop strings)
- * into a bounded FIFO queue and returns at once; it never tokenizes,
- * computes or waits for a worker, so the event loop may call it. A worker
- * takes requests in arrival order, tokenizes the prompt, and runs it in
- * one of its slots. Results come back through two callbacks, both on the
- * worker thread: on_text() any number of times (UTF-8 text, stop strings
- * removed, never a split code point), then on_done() exactly once, last.
- * A request whose prompt does not fit the context is not an on-submit
- * error (tokens are only known on the worker): it ends with on_done(),
- * finish ENGINE_FINISH_ERROR, code EMBER_ECONTEXT and the numbers in
- * prompt_tokens / n_ctx, before any on_text(), so a server can still
- * answer 400 before it sends headers.
+ * Loading. engine_model_open() is the one load sequence of the project
+ * (kernel dispatch, the mmapped GGUF, the tokenizer, the chat template);
+ * engine_open() loads and starts workers that own what was loaded. Tools
+ * that drive the forward pass themselves (bench, eval) use
+ * engine_model_open() alone.
+ *
+ * Requests. engine_submit() copies the request (a prompt or chat messages,
+ * stop strings) into a bounded FIFO queue and returns at once; it never
+ * renders, tokenizes, computes or waits, so the event loop may call it.
+ * The engine's preparation thread then renders chat messages with the
+ * chat template (adding the template's end-of-turn stop texts) and
+ * tokenizes, outside every worker's decode step, so a long prompt never
+ * stalls running streams. A worker takes prepared requests in arrival
+ * order and runs each in one of its slots. Results come back through two
+ * callbacks, both on a worker thread: on_text() any number of times (UTF-8
+ * text, stop strings removed, never a split code point), then on_done()
+ * exactly once, last. A request whose prompt does not fit the context, or
+ * whose messages the template refuses, is not an on-submit error: it ends
+ * with on_done(), finish ENGINE_FINISH_ERROR (code EMBER_ECONTEXT and the
+ * numbers in prompt_tokens / n_ctx, or EMBER_EINVAL and a message), before
+ * any on_text(), so a server can still answer 400 before it sends headers.
  *
  * Batching. Each worker step is one forward pass over one decode token of
  * every running sequence plus up to `prefill_chunk` prompt tokens of the
@@ -41,7 +52,10 @@
  *
  * Threads: every engine_* function may be called from any thread (the
  * server calls them on its loop thread); none blocks on compute, except
- * engine_free(), which joins the workers. Callbacks run on worker threads
+ * the loaders (engine_model_open, engine_open), engine_tokenize /
+ * engine_detokenize / engine_render, which work on the caller's thread
+ * (the server calls them off its loop), and engine_free(), which joins
+ * the workers. Callbacks run on worker threads
  * (and, for requests never started, on the thread calling engine_free);
  * they must not call back into the engine except engine_cancel() and
  * engine_stats().
@@ -53,12 +67,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "detok.h"
 #include "ember.h"
 #include "model.h"
 #include "sampler.h"
 #include "tokenizer.h"
 
-#define ENGINE_MAX_STOP 4 /* stop strings per request (detok.h's limit) */
+#define ENGINE_MAX_STOP DETOK_MAX_STOPS /* stop strings per request */
 
 struct engine_config {
 	uint32_t workers;        /* worker threads; 0: 1 */
@@ -71,6 +86,7 @@ struct engine_config {
 	uint32_t queue_max;      /* requests waiting for a slot; 0: 64 */
 	uint32_t max_sessions;   /* live sessions; 0: 64 */
 	uint32_t session_idle_s; /* a session unused this long is deleted; 0: 600 */
+	const char *chat_template; /* a chat.h family name; NULL or "": auto */
 };
 
 enum engine_finish {
@@ -93,6 +109,9 @@ struct engine_result {
 	double ttft_ms;            /* submit to first generated token; -1 if none */
 	double prefill_tps;        /* prefilled tokens per second; 0 if none */
 	double decode_tps;         /* generated tokens per second after the first; 0 if < 2 */
+	int stop_index;            /* ENGINE_FINISH_STOP by a stop string: its index
+				    * (the caller's first, then the template's);
+				    * else -1 */
 	char message[EMBER_ERR_MAX]; /* detail for ENGINE_FINISH_ERROR, else "" */
 };
 
@@ -102,9 +121,20 @@ typedef void (*engine_text_cb)(void *data, const char *text, size_t len, int n_t
 /* Worker thread, exactly once per submitted request, after its last text. */
 typedef void (*engine_done_cb)(void *data, const struct engine_result *res);
 
+/* One chat message; both strings copied on submit. */
+struct engine_message {
+	const char *role;          /* "system", "user" or "assistant" */
+	const char *content;       /* UTF-8 */
+};
+
 struct engine_request {
-	const char *prompt;        /* text, already chat-templated; copied */
+	const char *prompt;        /* text as given (NULL with messages); copied */
 	size_t prompt_len;
+	/* Or chat messages, rendered with the engine's chat template and
+	 * followed by its generation prompt; the template's end-of-turn texts
+	 * join the stop strings after the caller's, as many as fit. */
+	const struct engine_message *messages;
+	size_t n_messages;
 	bool add_special;          /* BOS/EOS as the model says (tokenizer_encode);
 				    * into a session: only if it holds no tokens yet */
 	bool parse_special;        /* control-token text becomes those tokens */
@@ -150,16 +180,79 @@ struct engine_session_info {
 };
 
 struct engine;
+struct engine_model;
+
+/*
+ * The one load sequence: picks the kernels for this CPU, maps the GGUF
+ * file at `path`, builds its tokenizer and chooses its chat template
+ * (`chat_template` a family name; NULL or "": the file's own). Returns 0,
+ * or the loader's error (EMBER_EIO, EMBER_EFORMAT, EMBER_EUNSUPPORTED,
+ * EMBER_EINVAL for an unknown template name, EMBER_ENOMEM) with detail.
+ */
+int engine_model_open(struct engine_model **out, const char *path, const char *chat_template,
+		      char *err);
+
+/* Unmaps and frees. NULL-safe. */
+void engine_model_free(struct engine_model *em);
+
+/* What was loaded (owned by `em`). */
+const struct model *engine_model_weights(const struct engine_model *em);
+const struct tokenizer *engine_model_tokenizer(const struct engine_model *em);
+
+/* Whether `name` is a chat template family engine_config accepts (NULL
+ * and "" are: they mean auto). */
+bool engine_template_known(const char *name);
+
+/*
+ * engine_model_open(path, cfg->chat_template) then engine_new() on what
+ * it loaded, which the engine owns and frees. Errors of both.
+ */
+int engine_open(struct engine **out, const char *path, const struct engine_config *cfg,
+		char *err);
 
 /*
  * Starts cfg->workers workers on `m` and `tok` (borrowed: both must outlive
  * the engine). `cfg` NULL: all defaults. Allocates per-worker compute
  * scratch now; KV caches are allocated as sequences need them, within the
  * budget. Returns 0, EMBER_EINVAL (a budget too small for one context,
- * a bad value; detail in err), EMBER_ENOMEM.
+ * a bad value, an unknown chat template; detail in err), EMBER_ENOMEM.
  */
 int engine_new(struct engine **out, const struct model *m, const struct tokenizer *tok,
 	       const struct engine_config *cfg, char *err);
+
+/* The weights the engine runs (for their hyperparameters). */
+const struct model *engine_model(const struct engine *e);
+
+/* The chat template family requests' messages are rendered with ("chatml"). */
+const char *engine_chat_template(const struct engine *e);
+
+/*
+ * Any thread: encodes text[0..len) (add_special: BOS/EOS as the model
+ * says; parse_special: control-token text becomes those tokens) into a
+ * malloc'd array *ids of *n ids the caller frees. Returns 0, EMBER_ENOMEM
+ * or the tokenizer's error, with detail in err.
+ */
+int engine_tokenize(const struct engine *e, const char *text, size_t len, bool add_special,
+		    bool parse_special, int32_t **ids, size_t *n, char *err);
+
+/*
+ * Any thread: decodes ids[0..n) into a malloc'd NUL-terminated UTF-8
+ * string (*text, *len bytes) the caller frees; control tokens are written
+ * as their text, bytes that are not UTF-8 become U+FFFD. Returns 0,
+ * EMBER_ERANGE for an id outside the vocabulary (named in err),
+ * EMBER_ENOMEM.
+ */
+int engine_detokenize(const struct engine *e, const int32_t *ids, size_t n, char **text,
+		      size_t *len, char *err);
+
+/*
+ * Any thread: renders msgs[0..n) with the engine's chat template and the
+ * generation prompt into a malloc'd NUL-terminated *out of *len bytes (the
+ * text a request with these messages is tokenized from). Returns 0,
+ * EMBER_EINVAL (messages the template cannot express), EMBER_ENOMEM.
+ */
+int engine_render(const struct engine *e, const struct engine_message *msgs, size_t n,
+		  char **out, size_t *len, char *err);
 
 /*
  * Cancels every request (each still gets on_done, ENGINE_FINISH_CANCELLED,

@@ -3,10 +3,13 @@
  * lifetime) and scheduler.c (the worker threads) share. Not a public
  * header.
  *
- * Locking: one mutex per engine guards the queue, the session table, job
- * states, each worker's slot table and kv_pool bookkeeping. Workers hold it
- * only to take jobs, pick caches and publish results, never while
- * computing, tokenizing or calling callbacks.
+ * A job's path: engine_submit -> the preparation queue -> prep_main
+ * (render, tokenize; scheduler.c) -> the run queue -> a worker's slot.
+ *
+ * Locking: one mutex per engine guards both queues, the session table, job
+ * states, each worker's slot table and kv_pool bookkeeping. Workers and
+ * the preparation thread hold it only to take jobs, pick caches and
+ * publish results, never while computing, tokenizing or calling callbacks.
  */
 #ifndef EMBER_ENGINE_IMPL_H
 #define EMBER_ENGINE_IMPL_H
@@ -14,6 +17,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
+#include "chat.h"
 #include "detok.h"
 #include "engine.h"
 #include "forward.h"
@@ -24,8 +28,19 @@
 struct job {
 	uint64_t id;
 	struct job *next;          /* queue link */
-	char *prompt;              /* owned copy, NUL-terminated */
+	char *prompt;              /* owned copy, NUL-terminated (rendered messages
+				    * once prepared) */
 	size_t prompt_len;
+	struct chat_msg *msgs;     /* [n_msgs] owned copies until rendered */
+	size_t n_msgs;
+	/* Set by job_prepare (prep thread, or the worker when the session's
+	 * BOS decision changed): */
+	bool prepared;
+	bool tok_special;          /* tokenized with add_special */
+	int prep_rc;               /* < 0: rendering or tokenizing failed */
+	char *prep_err;            /* its message (owned) */
+	int32_t *tokens;           /* [min(n_tokens, n_ctx)] owned */
+	int64_t n_tokens;          /* the prompt's tokens (may exceed n_ctx) */
 	char *stop[ENGINE_MAX_STOP]; /* owned copies */
 	size_t n_stop;
 	bool add_special, parse_special;
@@ -105,12 +120,18 @@ struct worker {
 struct engine {
 	const struct model *m;
 	const struct tokenizer *tok;
+	struct engine_model *owned; /* engine_open's load, freed with the engine */
+	struct chat_style chat;    /* what messages are rendered with */
 	struct engine_config cfg;  /* defaults applied */
 	pthread_mutex_t lock;
-	pthread_cond_t wake;       /* queue or cancel news for the workers */
+	pthread_cond_t wake;       /* queue or cancel news for the workers and prep */
 	bool stopping;
-	struct job *queue_head, *queue_tail;
-	uint32_t queue_len;
+	struct job *prep_head, *prep_tail; /* submitted, not yet prepared */
+	struct job *prep_current;  /* being prepared (off the lock) */
+	pthread_t prep_thread;
+	bool prep_started;
+	struct job *queue_head, *queue_tail; /* prepared, waiting for a slot */
+	uint32_t queue_len;        /* jobs in both queues and in prep */
 	struct session *sessions;
 	uint32_t n_sessions;
 	uint64_t next_id;
@@ -133,5 +154,12 @@ void engine_session_destroy(struct session *s);
 
 /* The worker thread. */
 void *scheduler_main(void *arg);
+
+/* The preparation thread (arg: the engine): renders and tokenizes queued
+ * jobs in submission order and moves them to the run queue. */
+void *scheduler_prep_main(void *arg);
+
+/* Appends a prepared job to the run queue and wakes the workers (lock held). */
+void engine_queue_push(struct engine *e, struct job *j);
 
 #endif

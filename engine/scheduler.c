@@ -1,14 +1,17 @@
 /*
- * scheduler.c - the worker thread: takes requests from the queue in
- * arrival order, tokenizes them, finds each a KV cache (reusing a cached
- * prefix when it can), and runs continuous batching: each step is one
- * forward pass over the next token of every decoding sequence plus up to
- * prefill_chunk prompt tokens of the oldest prefilling ones. Sampled
- * tokens go through detok to the request's on_text.
+ * scheduler.c - the engine's threads. The preparation thread renders chat
+ * messages and tokenizes prompts in submission order, off the workers, so
+ * a long prompt never delays a step. Each worker takes prepared requests
+ * in arrival order, finds each a KV cache (reusing a cached prefix when it
+ * can), and runs continuous batching: each step is one forward pass over
+ * the next token of every decoding sequence plus up to prefill_chunk
+ * prompt tokens of the oldest prefilling ones. Sampled tokens go through
+ * detok to the request's on_text.
  *
- * Reading order: scheduler_main() (the loop), admit() and start_seq()
- * (queue to slot), acquire_caches() (slot to cache), run_step() (the
- * batch), emit() (one token out), finish_seq() (slot back).
+ * Reading order: scheduler_prep_main() and job_prepare() (submit to run
+ * queue), scheduler_main() (the loop), admit() and start_seq() (queue to
+ * slot), acquire_caches() (slot to cache), run_step() (the batch), emit()
+ * (one token out), finish_seq() (slot back).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +21,113 @@
 #include "engine_impl.h"
 #include "sampler.h"
 #include "tokenizer.h"
+
+/* ---- preparation ------------------------------------------------------------ */
+
+static void prep_fail(struct job *j, int rc, const char *msg)
+{
+	j->prep_rc = rc;
+	free(j->prep_err);
+	j->prep_err = strdup(msg);
+}
+
+/*
+ * Renders the job's messages (once) and tokenizes its prompt, with
+ * add_special as `special` says, into j->tokens. Reads only what the
+ * engine never changes, so any thread may run it on a job it holds.
+ */
+static void job_prepare(struct engine *e, struct job *j, bool special)
+{
+	const uint32_t n_ctx = e->cfg.n_ctx;
+	char err[EMBER_ERR_MAX] = "";
+	int32_t *shrunk;
+	int64_t n;
+	size_t i, len;
+	char *text;
+	int rc;
+
+	j->prepared = true;
+	if (j->n_msgs) {
+		rc = chat_style_render(&e->chat, j->msgs, j->n_msgs, &text, &len, err);
+		if (rc < 0) {
+			prep_fail(j, rc, err);
+			return;
+		}
+		free(j->prompt);
+		j->prompt = text;
+		j->prompt_len = len;
+		for (i = 0; i < j->n_msgs; i++) {
+			free((char *)j->msgs[i].role);
+			free((char *)j->msgs[i].content);
+		}
+		free(j->msgs);
+		j->msgs = NULL;
+		j->n_msgs = 0;
+	}
+	free(j->tokens);
+	if (!(j->tokens = malloc((size_t)n_ctx * sizeof(int32_t)))) {
+		prep_fail(j, EMBER_ENOMEM, "engine: prompt tokens");
+		return;
+	}
+	n = tokenizer_encode(e->tok, j->prompt, j->prompt_len, special, j->parse_special,
+			     j->tokens, n_ctx);
+	if (n < 0) {
+		prep_fail(j, (int)n, "tokenizer failed on the prompt");
+		return;
+	}
+	/* Queued jobs keep only what they need. */
+	if (n < n_ctx && (shrunk = realloc(j->tokens, ((size_t)n + 1) * sizeof(int32_t))))
+		j->tokens = shrunk;
+	j->n_tokens = n;
+	j->tok_special = special;
+	j->prep_rc = 0;
+}
+
+/* Lock held: whether a request of `s` runs or waits for a worker (the
+ * one being prepared is in neither place). */
+static bool session_busy(const struct engine *e, const struct session *s)
+{
+	const struct job *j;
+
+	if (s->running)
+		return true;
+	for (j = e->queue_head; j; j = j->next)
+		if (j->session == s)
+			return true;
+	return false;
+}
+
+void *scheduler_prep_main(void *arg)
+{
+	struct engine *e = arg;
+
+	pthread_mutex_lock(&e->lock);
+	while (!e->stopping) {
+		struct job *j = e->prep_head;
+		bool special;
+
+		if (!j) {
+			pthread_cond_wait(&e->wake, &e->lock);
+			continue;
+		}
+		e->prep_head = j->next;
+		if (!e->prep_head)
+			e->prep_tail = NULL;
+		e->prep_current = j;
+		/* BOS goes only into an empty session; if a request ahead of
+		 * this one changes that, the worker tokenizes again (start_seq). */
+		special = j->add_special &&
+			  (!j->session || (j->session->n_tok == 0 && !session_busy(e, j->session)));
+		pthread_mutex_unlock(&e->lock);
+		if (!atomic_load(&j->cancelled))
+			job_prepare(e, j, special);
+		pthread_mutex_lock(&e->lock);
+		e->prep_current = NULL;
+		engine_queue_push(e, j);
+	}
+	pthread_mutex_unlock(&e->lock);
+	return NULL;
+}
 
 /* ---- ending a sequence ---------------------------------------------------- */
 
@@ -64,6 +174,7 @@ static void finish_seq(struct worker *w, struct seq *s, enum engine_finish finis
 	}
 	if (s->n_gen > 1 && s->t_last > s->t_first)
 		res.decode_tps = (s->n_gen - 1) / (s->t_last - s->t_first);
+	res.stop_index = finish == ENGINE_FINISH_STOP ? detok_stop_index(&s->detok) : -1;
 	if (msg)
 		snprintf(res.message, sizeof(res.message), "%s", msg);
 
@@ -160,7 +271,8 @@ static void admit(struct worker *w, struct job **dead)
 static void finish_unstarted(struct worker *w, struct job *j)
 {
 	struct engine *e = w->e;
-	struct engine_result res = {.finish = ENGINE_FINISH_CANCELLED, .ttft_ms = -1};
+	struct engine_result res = {.finish = ENGINE_FINISH_CANCELLED, .ttft_ms = -1,
+				    .stop_index = -1};
 
 	res.n_ctx = e->cfg.n_ctx;
 	pthread_mutex_lock(&e->lock);
@@ -173,15 +285,17 @@ static void finish_unstarted(struct worker *w, struct job *j)
 	engine_job_finish(e, j, &res);
 }
 
-/* Tokenizes a just-admitted job into its slot: the session's tokens, then
- * the prompt. Without the lock: a session with a job is only touched by
- * the worker running it. On failure the sequence is finished. */
+/* Fills a just-admitted job's slot: the session's tokens, then the
+ * prompt's (tokenized by the preparation thread). Without the lock: a
+ * session with a job is only touched by the worker running it. On failure
+ * the sequence is finished. */
 static void start_seq(struct worker *w, struct seq *s)
 {
 	struct engine *e = w->e;
 	struct job *j = s->job;
 	const uint32_t n_ctx = e->cfg.n_ctx;
 	char err[EMBER_ERR_MAX];
+	bool special;
 	int64_t n;
 	int rc;
 
@@ -189,12 +303,17 @@ static void start_seq(struct worker *w, struct seq *s)
 		s->n_before = j->session->n_tok;
 		memcpy(s->tokens, j->session->tokens, (size_t)s->n_before * sizeof(int32_t));
 	}
-	n = tokenizer_encode(e->tok, j->prompt, j->prompt_len, j->add_special && s->n_before == 0,
-			     j->parse_special, s->tokens + s->n_before, n_ctx - s->n_before);
-	if (n < 0) {
-		finish_seq(w, s, ENGINE_FINISH_ERROR, (int)n, "tokenizer failed on the prompt");
+	special = j->add_special && s->n_before == 0;
+	if (!j->prepared || (j->prep_rc == 0 && j->tok_special != special))
+		job_prepare(e, j, special); /* rare: the session changed under it */
+	if (j->prep_rc < 0) {
+		finish_seq(w, s, ENGINE_FINISH_ERROR, j->prep_rc, j->prep_err ? j->prep_err
+						: "engine: preparing the prompt failed");
 		return;
 	}
+	n = j->n_tokens;
+	if (n > 0 && (uint64_t)n + s->n_before <= n_ctx)
+		memcpy(s->tokens + s->n_before, j->tokens, (size_t)n * sizeof(int32_t));
 	s->n_prompt = (uint32_t)(n > UINT32_MAX ? UINT32_MAX : n);
 	if ((uint64_t)n + s->n_before > n_ctx) {
 		if (s->n_before)

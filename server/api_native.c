@@ -319,7 +319,7 @@ void api_native_detokenize(uv_loop_t *loop, struct backend *b,
 static void respond_session(struct backend *b, struct http_req *req,
 			    uint64_t id, int status)
 {
-	struct backend_session_info info;
+	struct engine_session_info info;
 	struct jsonw jw;
 	char name[32];
 	int rc;

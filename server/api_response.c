@@ -40,12 +40,12 @@ void api_meta_init(struct api_meta *m, enum api_format fmt, const char *model,
 	m->id[n] = '\0';
 }
 
-const char *api_finish_reason(enum gen_finish f)
+const char *api_finish_reason(enum engine_finish f)
 {
-	return f == GEN_FINISH_LENGTH ? "length" : "stop";
+	return f == ENGINE_FINISH_LENGTH ? "length" : "stop";
 }
 
-static void usage(struct jsonw *w, const struct gen_result *r)
+static void usage(struct jsonw *w, const struct engine_result *r)
 {
 	jsonw_raw(w, "{\"prompt_tokens\":");
 	jsonw_int(w, r->prompt_tokens);
@@ -58,7 +58,7 @@ static void usage(struct jsonw *w, const struct gen_result *r)
 	jsonw_raw(w, "}}");
 }
 
-static void timings(struct jsonw *w, const struct gen_result *r)
+static void timings(struct jsonw *w, const struct engine_result *r)
 {
 	jsonw_raw(w, "{\"ttft_ms\":");
 	jsonw_num(w, r->ttft_ms);
@@ -102,7 +102,7 @@ static void finish_field(struct jsonw *w, const char *reason)
 }
 
 void api_response_body(struct jsonw *w, const struct api_meta *m,
-		       const char *text, size_t len, const struct gen_result *r)
+		       const char *text, size_t len, const struct engine_result *r)
 {
 	const char *reason = api_finish_reason(r->finish);
 
@@ -179,7 +179,7 @@ void api_response_chunk_text(struct jsonw *w, const struct api_meta *m,
 }
 
 void api_response_chunk_finish(struct jsonw *w, const struct api_meta *m,
-			       const struct gen_result *r)
+			       const struct engine_result *r)
 {
 	const char *reason = api_finish_reason(r->finish);
 
@@ -203,7 +203,7 @@ void api_response_chunk_finish(struct jsonw *w, const struct api_meta *m,
 }
 
 bool api_response_chunk_usage(struct jsonw *w, const struct api_meta *m,
-			      const struct gen_result *r)
+			      const struct engine_result *r)
 {
 	if (m->fmt == API_FMT_NATIVE || !m->include_usage)
 		return false;

@@ -68,11 +68,11 @@ void api_meta_init(struct api_meta *m, enum api_format fmt, const char *model,
 		   bool include_usage);
 
 /* "stop" or "length" (anything else, e.g. cancelled, reads "stop"). */
-const char *api_finish_reason(enum gen_finish f);
+const char *api_finish_reason(enum engine_finish f);
 
 /* The non-streamed body: `text[0..len)` is the whole generated text. */
 void api_response_body(struct jsonw *w, const struct api_meta *m,
-		       const char *text, size_t len, const struct gen_result *r);
+		       const char *text, size_t len, const struct engine_result *r);
 
 /* The first streamed event: chat's role chunk. Returns false (nothing
  * written) for formats without one. */
@@ -84,11 +84,11 @@ void api_response_chunk_text(struct jsonw *w, const struct api_meta *m,
 
 /* The event with the finish reason (native: also usage and timings). */
 void api_response_chunk_finish(struct jsonw *w, const struct api_meta *m,
-			       const struct gen_result *r);
+			       const struct engine_result *r);
 
 /* The usage event (`"choices":[]`). Returns false (nothing written) unless
  * the format has one and m->include_usage. */
 bool api_response_chunk_usage(struct jsonw *w, const struct api_meta *m,
-			      const struct gen_result *r);
+			      const struct engine_result *r);
 
 #endif

@@ -1,18 +1,18 @@
 /*
- * backend.c - adapter from backend.h to the engine (engine.h).
+ * backend.c - the server's side of the engine (engine.h): the loader
+ * thread and request translation.
  *
- * Loading runs on a thread of its own (model_open + tokenizer_new +
- * engine_new can take seconds for a large file): the loop answers /health
- * with 503 "loading" meanwhile and 200 once `status` turns READY. Until
- * then every other field but the configuration belongs to the loader; the
- * atomic store of `status` publishes them to the loop.
+ * Loading runs on a thread of its own (engine_open can take seconds for a
+ * large file): the loop answers /health with 503 "loading" meanwhile and
+ * 200 once `status` turns READY. Until then every other field but the
+ * configuration belongs to the loader; the atomic store of `status`
+ * publishes them to the loop.
  *
- * A request: chat messages are rendered here with the chat template (a
- * string concatenation bounded by max_body, cheap enough for the loop),
- * the stop texts of the template family are added to the client's, a seed
- * is drawn when the client gave none, and engine_submit copies it all.
- * The engine tokenizes on its worker; its callbacks are forwarded to the
- * request's gen_sink.
+ * A request: its messages or prompt, sampling (a seed drawn when the
+ * client gave none) and stop strings become an engine request, which
+ * engine_submit copies; the engine renders the chat template (adding the
+ * family's stop texts) and tokenizes off the loop, and calls the
+ * request's gen_sink directly.
  */
 #include "backend.h"
 
@@ -27,12 +27,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "chat.h"
-#include "detok.h"
 #include "engine.h"
-#include "kernels.h"
-#include "model.h"
-#include "tokenizer.h"
 
 struct backend {
 	const struct config *cfg;
@@ -40,14 +35,9 @@ struct backend {
 	_Atomic int status;          /* enum backend_status */
 	char message[EMBER_ERR_MAX]; /* FAILED: why (written before status) */
 	char model_id[128];
-	enum chat_template template_choice; /* from the config */
 	pthread_t loader;
 	bool loader_started;
-	/* the loader's until READY, then read-only */
-	struct model model;
-	struct tokenizer *tok;
-	struct engine *engine;
-	struct chat_style chat;      /* what chat requests render with */
+	struct engine *engine;       /* the loader's until READY */
 };
 
 /* "/models/TinyLlama-Q8_0.gguf" -> "TinyLlama-Q8_0" */
@@ -82,23 +72,18 @@ static void *loader_main(void *arg)
 		/* The config's queue counts waiting requests; 0 means none may
 		 * wait, which the engine spells as 0 = default, so keep 1. */
 		.queue_max = c->queue > 0 ? (uint32_t)c->queue : 1,
+		.chat_template = c->chat_template,
 	};
 	char err[EMBER_ERR_MAX] = "";
 
-	kern_init();
 	if (ec.threads == 0)
 		ec.threads = (uint32_t)sysconf(_SC_NPROCESSORS_ONLN);
-	if (model_open(&b->model, c->model, err) != 0 ||
-	    tokenizer_new(&b->tok, b->model.gguf, err) != 0)
-		goto fail;
-	chat_style_init(&b->chat, b->template_choice, b->model.gguf, b->tok);
-	if (engine_new(&b->engine, &b->model, b->tok, &ec, err) != 0)
-		goto fail;
+	if (engine_open(&b->engine, c->model, &ec, err) != 0) {
+		snprintf(b->message, sizeof(b->message), "%s", err);
+		atomic_store(&b->status, BACKEND_FAILED);
+		return NULL;
+	}
 	atomic_store(&b->status, BACKEND_READY);
-	return NULL;
-fail:
-	snprintf(b->message, sizeof(b->message), "%s", err);
-	atomic_store(&b->status, BACKEND_FAILED);
 	return NULL;
 }
 
@@ -108,7 +93,6 @@ int backend_new(const struct config *cfg, struct metrics *metrics,
 	struct backend *b = calloc(1, sizeof(*b));
 	const char *tname = cfg->chat_template;
 	FILE *f;
-	int t;
 
 	*out = NULL;
 	if (b == NULL)
@@ -120,16 +104,13 @@ int backend_new(const struct config *cfg, struct metrics *metrics,
 		*out = b;
 		return 0;
 	}
-	t = tname == NULL || tname[0] == '\0' ? CHAT_TEMPLATE_AUTO
-					      : chat_template_from_name(tname);
-	if (t < 0) {
+	if (!engine_template_known(tname)) {
 		free(b);
 		return ember_seterr(err, EMBER_EINVAL,
 				    "chat_template '%s': not auto, chatml, "
 				    "llama3, gemma, phi3, zephyr, llama2, phi2 "
 				    "or falcon", tname);
 	}
-	b->template_choice = (enum chat_template)t;
 	/* A missing file is worth failing at start-up for, not a 503 later. */
 	f = fopen(cfg->model, "rb");
 	if (f == NULL) {
@@ -158,8 +139,6 @@ void backend_free(struct backend *b)
 	if (b->loader_started)
 		pthread_join(b->loader, NULL);
 	engine_free(b->engine);
-	tokenizer_free(b->tok);
-	model_free(&b->model);
 	free(b);
 }
 
@@ -199,68 +178,6 @@ void backend_refresh_metrics(struct backend *b)
 
 /* ---- requests ------------------------------------------------------------ */
 
-static void on_text(void *data, const char *text, size_t len, int n_tokens)
-{
-	const struct gen_sink *sink = data;
-
-	sink->text_cb(sink->data, text, len, n_tokens);
-}
-
-static void on_done(void *data, const struct engine_result *er)
-{
-	const struct gen_sink *sink = data;
-	struct gen_result r = {
-		.prompt_tokens = er->prompt_tokens,
-		.completion_tokens = er->completion_tokens,
-		.cached_tokens = er->cached_tokens,
-		.ttft_ms = er->ttft_ms,
-		.prefill_tps = er->prefill_tps,
-		.decode_tps = er->decode_tps,
-		.error = er->code,
-	};
-
-	switch (er->finish) {
-	case ENGINE_FINISH_STOP: r.finish = GEN_FINISH_STOP; break;
-	case ENGINE_FINISH_LENGTH: r.finish = GEN_FINISH_LENGTH; break;
-	case ENGINE_FINISH_CANCELLED: r.finish = GEN_FINISH_CANCELLED; break;
-	default: r.finish = GEN_FINISH_ERROR; break;
-	}
-	if (r.finish == GEN_FINISH_ERROR && er->code == EMBER_ECONTEXT)
-		snprintf(r.message, sizeof(r.message),
-			 "This model's maximum context length is %u tokens. "
-			 "However, your prompt is %lld tokens long. Please "
-			 "reduce the length of the prompt.",
-			 (unsigned)er->n_ctx, (long long)er->prompt_tokens);
-	else
-		snprintf(r.message, sizeof(r.message), "%s", er->message);
-	if (r.finish == GEN_FINISH_ERROR && r.error == 0)
-		r.error = EMBER_EIO;
-	sink->done_cb(sink->data, &r);
-}
-
-/* Renders the chat messages into a malloc'd prompt. */
-static int render_chat(const struct backend *b, const struct gen_request *req,
-		       char **out, size_t *len, char *err)
-{
-	struct chat_msg stackmsgs[8] = {{0}}, *msgs = stackmsgs;
-	size_t i;
-	int rc;
-
-	if (req->n_messages > 8) {
-		msgs = malloc(req->n_messages * sizeof(*msgs));
-		if (msgs == NULL)
-			return ember_seterr(err, EMBER_ENOMEM, "messages");
-	}
-	for (i = 0; i < req->n_messages; i++) {
-		msgs[i].role = gen_role_name(req->messages[i].role);
-		msgs[i].content = req->messages[i].content;
-	}
-	rc = chat_style_render(&b->chat, msgs, req->n_messages, out, len, err);
-	if (msgs != stackmsgs)
-		free(msgs);
-	return rc;
-}
-
 static uint64_t random_seed(void)
 {
 	struct timespec ts;
@@ -272,47 +189,43 @@ static uint64_t random_seed(void)
 	return (uint64_t)ts.tv_sec * 1000000007u ^ (uint64_t)ts.tv_nsec;
 }
 
-/* Client stops first; the family's end-of-turn texts fill what is left of
- * the engine's four (its end-of-generation tokens stop it regardless). */
-static size_t collect_stops(const struct backend *b,
-			    const struct gen_request *req, const char **stops)
+/* The request's messages as engine messages: into `stack` when they fit,
+ * else a malloc'd array (*out != stack: the caller frees it). */
+static int messages(const struct gen_request *req, struct engine_message *stack,
+		    size_t n_stack, struct engine_message **out, char *err)
 {
-	size_t n = 0, i, j;
+	size_t i;
 
-	for (i = 0; i < req->n_stop && n < ENGINE_MAX_STOP; i++)
-		stops[n++] = req->stop[i];
-	if (req->kind != GEN_CHAT)
-		return n;
-	for (i = 0; i < b->chat.n_stops && n < ENGINE_MAX_STOP; i++) {
-		for (j = 0; j < n && strcmp(stops[j], b->chat.stops[i]); j++)
-			;
-		if (j == n)
-			stops[n++] = b->chat.stops[i];
+	*out = stack;
+	if (req->n_messages > n_stack &&
+	    !(*out = malloc(req->n_messages * sizeof(**out))))
+		return ember_seterr(err, EMBER_ENOMEM, "messages");
+	for (i = 0; i < req->n_messages; i++) {
+		(*out)[i].role = gen_role_name(req->messages[i].role);
+		(*out)[i].content = req->messages[i].content;
 	}
-	return n;
+	return 0;
 }
 
 int backend_submit(struct backend *b, const struct gen_request *req,
 		   const struct gen_sink *sink, uint64_t *id, char *err)
 {
-	const char *stops[ENGINE_MAX_STOP];
+	struct engine_message stack[8], *msgs = stack;
 	struct sampler_config sc;
 	struct engine_request er = {0};
-	char *prompt = NULL;
-	size_t len = 0;
 	int rc;
 
 	*id = 0;
 	if (!ready(b))
 		return ember_seterr(err, EMBER_EBUSY, "model not loaded");
 	if (req->kind == GEN_CHAT) {
-		rc = render_chat(b, req, &prompt, &len, err);
-		if (rc != 0)
+		if ((rc = messages(req, stack, 8, &msgs, err)) != 0)
 			return rc;
-		er.prompt = prompt;
+		er.messages = msgs;
+		er.n_messages = req->n_messages;
 	} else {
 		er.prompt = req->prompt;
-		len = strlen(req->prompt);
+		er.prompt_len = strlen(req->prompt);
 	}
 	sampler_config_default(&sc);
 	sc.temperature = req->temperature;
@@ -322,7 +235,6 @@ int backend_submit(struct backend *b, const struct gen_request *req,
 	sc.presence_penalty = req->presence_penalty;
 	sc.frequency_penalty = req->frequency_penalty;
 	sc.seed = req->has_seed ? req->seed : random_seed();
-	er.prompt_len = len;
 	er.add_special = true;
 	/* Templated text needs its markers as control tokens; raw completion
 	 * prompts get the same, as llama.cpp's server does, so clients that
@@ -330,14 +242,15 @@ int backend_submit(struct backend *b, const struct gen_request *req,
 	er.parse_special = true;
 	er.sampling = &sc;
 	er.max_tokens = req->max_tokens;
-	er.n_stop = collect_stops(b, req, stops);
-	er.stop = stops;
+	er.n_stop = req->n_stop;
+	er.stop = (const char *const *)req->stop;
 	er.session = req->session;
-	er.on_text = on_text;
-	er.on_done = on_done;
-	er.data = (void *)sink;
+	er.on_text = sink->text_cb;
+	er.on_done = sink->done_cb;
+	er.data = sink->data;
 	rc = engine_submit(b->engine, &er, id, err);
-	free(prompt);
+	if (msgs != stack)
+		free(msgs);
 	backend_refresh_metrics(b);
 	return rc;
 }
@@ -354,82 +267,22 @@ int backend_tokenize(struct backend *b, const char *text, size_t len,
 		     bool add_special, bool parse_special, int32_t **ids,
 		     size_t *n, char *err)
 {
-	int64_t need, got;
-	int32_t *buf;
-
 	*ids = NULL;
 	*n = 0;
 	if (!ready(b))
 		return ember_seterr(err, EMBER_EBUSY, "model not loaded");
-	need = tokenizer_encode(b->tok, text, len, add_special, parse_special,
-				NULL, 0);
-	if (need < 0)
-		return ember_seterr(err, (int)need, "tokenize: %s",
-				    ember_strerror((int)need));
-	buf = malloc(((size_t)need + 1) * sizeof(*buf));
-	if (buf == NULL)
-		return ember_seterr(err, EMBER_ENOMEM, "tokens");
-	got = tokenizer_encode(b->tok, text, len, add_special, parse_special,
-			       buf, (size_t)need);
-	if (got != need) {
-		free(buf);
-		return ember_seterr(err, EMBER_EIO, "tokenize: unstable count");
-	}
-	*ids = buf;
-	*n = (size_t)need;
-	return 0;
-}
-
-/* Raw token bytes may stop inside a UTF-8 sequence; JSON needs valid
- * UTF-8, so pass them through detok (no stops), which replaces what cannot
- * be decoded with U+FFFD. */
-static int to_utf8(const char *raw, size_t len, char **text, size_t *out_len)
-{
-	struct detok d;
-	size_t cap = DETOK_OUT_MAX(len) + DETOK_OUT_MAX(0), n = 0, m = 0;
-	char *buf = malloc(cap + 1);
-
-	if (buf == NULL)
-		return EMBER_ENOMEM;
-	detok_init(&d, NULL, 0, NULL);
-	detok_push(&d, raw, len, buf, cap, &n);
-	detok_flush(&d, buf + n, cap - n, &m);
-	buf[n + m] = '\0';
-	*text = buf;
-	*out_len = n + m;
-	return 0;
+	return engine_tokenize(b->engine, text, len, add_special, parse_special,
+			       ids, n, err);
 }
 
 int backend_detokenize(struct backend *b, const int32_t *ids, size_t n,
 		       char **text, size_t *len, char *err)
 {
-	int32_t n_vocab;
-	int64_t need;
-	char *raw;
-	size_t i;
-	int rc;
-
 	*text = NULL;
 	*len = 0;
 	if (!ready(b))
 		return ember_seterr(err, EMBER_EBUSY, "model not loaded");
-	n_vocab = tokenizer_n_vocab(b->tok);
-	for (i = 0; i < n; i++)
-		if (ids[i] < 0 || ids[i] >= n_vocab)
-			return ember_seterr(err, EMBER_ERANGE,
-					    "tokens[%zu] = %d is outside the "
-					    "vocabulary [0, %d)", i, ids[i],
-					    n_vocab);
-	need = tokenizer_decode(b->tok, ids, n, 1, NULL, 0);
-	if (need < 0)
-		return ember_seterr(err, (int)need, "detokenize failed");
-	raw = malloc((size_t)need + 1);
-	if (raw == NULL)
-		return ember_seterr(err, EMBER_ENOMEM, "text");
-	tokenizer_decode(b->tok, ids, n, 1, raw, (size_t)need);
-	rc = to_utf8(raw, (size_t)need, text, len);
-	free(raw);
-	return rc == 0 ? 0 : ember_seterr(err, rc, "text");
+	return engine_detokenize(b->engine, ids, n, text, len, err);
 }
 
 /* ---- sessions ----------------------------------------------------------- */
@@ -458,23 +311,11 @@ int backend_session_clone(struct backend *b, uint64_t id, uint64_t *clone_id,
 }
 
 int backend_session_info(struct backend *b, uint64_t id,
-			 struct backend_session_info *info)
+			 struct engine_session_info *info)
 {
-	struct engine_session_info ei;
-	int rc;
-
 	if (!ready(b))
 		return EMBER_EBUSY;
-	rc = engine_session_info(b->engine, id, &ei);
-	if (rc != 0)
-		return rc;
-	info->n_tokens = ei.n_tokens;
-	info->n_ctx = ei.n_ctx;
-	info->n_left = ei.n_left;
-	info->busy = ei.busy;
-	info->cached = ei.cached;
-	info->idle_s = ei.idle_s;
-	return 0;
+	return engine_session_info(b->engine, id, info);
 }
 
 int backend_session_delete(struct backend *b, uint64_t id)

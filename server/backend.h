@@ -3,24 +3,25 @@
  *
  * The server hands over a validated struct gen_request (gen_request.h:
  * plain C, no JSON) together with a struct gen_sink, and gets generated
- * text back through the sink's callbacks. Everything the engine must
- * provide is in this header; backend.c adapts it to engine/.
+ * text back through the sink's callbacks, with the engine's own result
+ * type (engine.h). backend.c translates requests into engine requests and
+ * runs the loader thread; the engine does the rest.
  *
  * What the engine provides (contract):
  *   - backend_new/free: load the model named by the config (may finish
  *     loading in the background: backend_status says LOADING until then).
  *   - backend_submit: queue a request; return at once (never block the
  *     loop). EMBER_EFULL when the queue (config `queue`) is full -> 429;
- *     EMBER_EBUSY while not READY -> 503. The prompt is rendered (chat
- *     template) and tokenized on a worker, so a prompt that cannot fit the
- *     context is reported there: done_cb with GEN_FINISH_ERROR, error
- *     EMBER_ECONTEXT and the numbers in the message -> 400.
+ *     EMBER_EBUSY while not READY -> 503. The engine renders the chat
+ *     messages and tokenizes off the loop, so a prompt that cannot fit the
+ *     context is reported later: done_cb with ENGINE_FINISH_ERROR, code
+ *     EMBER_ECONTEXT and the numbers in prompt_tokens / n_ctx -> 400.
  *   - then, on a worker thread, any number of sink->text_cb calls (UTF-8
  *     text, stop strings already removed, never a split code point) and
  *     exactly one sink->done_cb, the last call for that request. The
  *     request and sink stay valid (owned by the server) until done_cb.
  *   - backend_cancel: the client went away; the worker stops at its next
- *     step and still calls done_cb (finish GEN_FINISH_CANCELLED).
+ *     step and still calls done_cb (finish ENGINE_FINISH_CANCELLED).
  *   - gauges: metrics_set_queue_depth / slots_busy / kv_cache_bytes on the
  *     struct metrics passed to backend_new, from any thread.
  * The callbacks run on worker threads: they must only copy into a locked
@@ -40,6 +41,7 @@
 
 #include "config.h"
 #include "ember.h"
+#include "engine.h"
 #include "gen_request.h"
 #include "metrics.h"
 
@@ -50,31 +52,12 @@ enum backend_status {
 	BACKEND_FAILED,    /* load failed: health 503 with the message */
 };
 
-enum gen_finish {
-	GEN_FINISH_STOP,      /* end of sequence or a stop string */
-	GEN_FINISH_LENGTH,    /* max_tokens or the context filled */
-	GEN_FINISH_CANCELLED, /* backend_cancel */
-	GEN_FINISH_ERROR,     /* see message */
-};
-
-struct gen_result {
-	enum gen_finish finish;
-	int64_t prompt_tokens;
-	int64_t completion_tokens;
-	double ttft_ms;       /* submit to first token; -1 if none */
-	double prefill_tps;   /* prompt tokens per second */
-	double decode_tps;    /* generated tokens per second */
-	int64_t cached_tokens; /* prompt tokens reused from a cache (0 today) */
-	int error;            /* GEN_FINISH_ERROR: the EMBER_E* code */
-	char message[EMBER_ERR_MAX]; /* GEN_FINISH_ERROR detail */
-};
-
 struct gen_sink {
 	/* Worker thread: `len` bytes of new text (not NUL-terminated) that
 	 * took `n_tokens` tokens. The bytes are only valid during the call. */
-	void (*text_cb)(void *data, const char *text, size_t len, int n_tokens);
+	engine_text_cb text_cb;
 	/* Worker thread, exactly once, after the last text_cb. */
-	void (*done_cb)(void *data, const struct gen_result *res);
+	engine_done_cb done_cb;
 	void *data;
 };
 
@@ -87,7 +70,7 @@ int backend_new(const struct config *cfg, struct metrics *metrics,
 		struct backend **out, char *err);
 
 /* Stops the workers (requests still running get done_cb with
- * GEN_FINISH_CANCELLED first) and frees everything. NULL allowed. */
+ * ENGINE_FINISH_CANCELLED first) and frees everything. NULL allowed. */
 void backend_free(struct backend *b);
 
 /* Where loading stands; `msg` (may be NULL) gets a line for FAILED. */
@@ -118,15 +101,6 @@ void backend_refresh_metrics(struct backend *b);
  * EMBER_ENOTFOUND (no such session), EMBER_EFULL (too many), EMBER_ENOMEM,
  * with detail in `err` where there is one. */
 
-struct backend_session_info {
-	uint32_t n_tokens;   /* tokens held (prompts and generated text) */
-	uint32_t n_ctx;
-	uint32_t n_left;     /* n_ctx - n_tokens */
-	bool busy;           /* a request runs or waits on it */
-	bool cached;         /* its KV cache is resident */
-	double idle_s;       /* since last used */
-};
-
 /* A new session; `system` (may be NULL) is prefilled at once. */
 int backend_session_new(struct backend *b, const char *system, uint64_t *id,
 			char *err);
@@ -136,7 +110,7 @@ int backend_session_clone(struct backend *b, uint64_t id, uint64_t *clone_id,
 			  char *err);
 
 int backend_session_info(struct backend *b, uint64_t id,
-			 struct backend_session_info *info);
+			 struct engine_session_info *info);
 
 /* Deletes a session (a request on it is cancelled). */
 int backend_session_delete(struct backend *b, uint64_t id);

@@ -1,6 +1,7 @@
 /* generation.c - one generation over HTTP. See generation.h. */
 #include "generation.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -90,16 +91,26 @@ static void error_for(struct generation *g, int code, const char *detail,
 	}
 }
 
-static void result_error(struct generation *g, const struct gen_result *r,
+static void result_error(struct generation *g, const struct engine_result *r,
 			 struct api_error *e)
 {
-	if (r->finish == GEN_FINISH_CANCELLED)
+	char msg[EMBER_ERR_MAX];
+
+	if (r->finish == ENGINE_FINISH_CANCELLED) {
 		error_for(g, EMBER_ECANCELED, "", e);
-	else
-		error_for(g, r->error ? r->error : EMBER_EIO, r->message, e);
+	} else if (r->code == EMBER_ECONTEXT) {
+		/* OpenAI's wording, which clients match on. */
+		snprintf(msg, sizeof(msg), "This model's maximum context length "
+			 "is %u tokens. However, your prompt is %lld tokens long. "
+			 "Please reduce the length of the prompt.",
+			 (unsigned)r->n_ctx, (long long)r->prompt_tokens);
+		error_for(g, EMBER_ECONTEXT, msg, e);
+	} else {
+		error_for(g, r->code ? r->code : EMBER_EIO, r->message, e);
+	}
 }
 
-static void note_result(struct http_req *req, const struct gen_result *r)
+static void note_result(struct http_req *req, const struct engine_result *r)
 {
 	req->prompt_tokens = (long)r->prompt_tokens;
 	req->gen_tokens = (long)r->completion_tokens;
@@ -139,8 +150,8 @@ static void body_update(struct generation *g, const struct stream_chunk *c)
 	if (!c->done)
 		return;
 	note_result(g->req, &c->result);
-	if (c->result.finish == GEN_FINISH_ERROR ||
-	    c->result.finish == GEN_FINISH_CANCELLED) {
+	if (c->result.finish == ENGINE_FINISH_ERROR ||
+	    c->result.finish == ENGINE_FINISH_CANCELLED) {
 		result_error(g, &c->result, &e);
 		http_respond_error(g->req, &e);
 		return;
@@ -173,12 +184,12 @@ static ssize_t stream_read(void *data, char *buf, size_t max)
 	return g->ended || g->oom ? -1 : 0;
 }
 
-static void stream_finish(struct generation *g, const struct gen_result *r)
+static void stream_finish(struct generation *g, const struct engine_result *r)
 {
 	struct api_error e;
 	char *json;
 
-	if (r->finish == GEN_FINISH_ERROR || r->finish == GEN_FINISH_CANCELLED) {
+	if (r->finish == ENGINE_FINISH_ERROR || r->finish == ENGINE_FINISH_CANCELLED) {
 		result_error(g, r, &e);
 		json = api_error_json(&e);
 		if (json == NULL ||
@@ -206,8 +217,8 @@ static void stream_update(struct generation *g, const struct stream_chunk *c)
 		if (c->len == 0 && !c->done)
 			return;
 		if (c->len == 0 && c->done &&
-		    (c->result.finish == GEN_FINISH_ERROR ||
-		     c->result.finish == GEN_FINISH_CANCELLED)) {
+		    (c->result.finish == ENGINE_FINISH_ERROR ||
+		     c->result.finish == ENGINE_FINISH_CANCELLED)) {
 			note_result(g->req, &c->result);
 			result_error(g, &c->result, &e);
 			http_respond_error(g->req, &e);

@@ -19,7 +19,7 @@ struct gen_stream {
 	bool loop_released;
 	bool closing;             /* uv_close issued */
 	bool oom;                 /* text was dropped: ends with an error */
-	struct gen_result result;
+	struct engine_result result;
 	/* loop only */
 	char *taken;              /* the buffer handed out by stream_take */
 	size_t taken_cap;
@@ -86,14 +86,14 @@ out:
 	pthread_mutex_unlock(&s->lock);
 }
 
-static void done_cb(void *data, const struct gen_result *res)
+static void done_cb(void *data, const struct engine_result *res)
 {
 	struct gen_stream *s = data;
 
 	pthread_mutex_lock(&s->lock);
 	s->result = *res;
-	if (s->oom && res->finish != GEN_FINISH_CANCELLED) {
-		s->result.finish = GEN_FINISH_ERROR;
+	if (s->oom && res->finish != ENGINE_FINISH_CANCELLED) {
+		s->result.finish = ENGINE_FINISH_ERROR;
 		snprintf(s->result.message, sizeof(s->result.message),
 			 "out of memory queueing output");
 	}

@@ -39,7 +39,7 @@ struct stream_chunk {
 	size_t len;
 	int n_tokens;              /* tokens behind `text` */
 	bool done;                 /* the worker called done_cb */
-	struct gen_result result;  /* when done */
+	struct engine_result result;  /* when done */
 };
 
 /* Creates a stream on `loop` (loop thread). update_cb(data, s) is called

@@ -6,8 +6,8 @@
 
 #include "api_response.h"
 
-static const struct gen_result result = {
-	.finish = GEN_FINISH_LENGTH,
+static const struct engine_result result = {
+	.finish = ENGINE_FINISH_LENGTH,
 	.prompt_tokens = 7,
 	.completion_tokens = 5,
 	.ttft_ms = 12.25,
@@ -64,12 +64,12 @@ END_TEST
 
 START_TEST(chat_chunks_come_role_text_finish_usage)
 {
-	struct gen_result r = result;
+	struct engine_result r = result;
 	struct api_meta m;
 	struct jsonw w;
 	json_t *v, *c, *d;
 
-	r.finish = GEN_FINISH_STOP;
+	r.finish = ENGINE_FINISH_STOP;
 	api_meta_init(&m, API_FMT_CHAT, "demo", true);
 	jsonw_init(&w);
 	ck_assert(api_response_chunk_start(&w, &m));

@@ -12,7 +12,7 @@ struct consumer {
 	int tokens;
 	int updates;
 	bool done;
-	enum gen_finish finish;
+	enum engine_finish finish;
 	bool order_ok;
 	char last;
 };
@@ -49,14 +49,14 @@ struct producer {
 static void *produce(void *arg)
 {
 	struct producer *p = arg;
-	struct gen_result res = {.finish = GEN_FINISH_STOP};
+	struct engine_result res = {.finish = ENGINE_FINISH_STOP};
 	int i;
 
 	for (i = 0; i < p->n; i++)
 		p->sink.text_cb(p->sink.data, i % 2 ? "b" : "a", 1, 1);
 	if (p->wait != NULL) {
 		uv_sem_wait(p->wait);
-		res.finish = GEN_FINISH_CANCELLED;
+		res.finish = ENGINE_FINISH_CANCELLED;
 	}
 	p->sink.done_cb(p->sink.data, &res);
 	return NULL;
@@ -83,7 +83,7 @@ START_TEST(every_byte_arrives_in_order_then_done)
 	ck_assert_uint_eq(c.bytes, 20000);
 	ck_assert_int_eq(c.tokens, 20000);
 	ck_assert(c.order_ok);
-	ck_assert_int_eq(c.finish, GEN_FINISH_STOP);
+	ck_assert_int_eq(c.finish, ENGINE_FINISH_STOP);
 	ck_assert_int_eq(uv_loop_close(&loop), 0);
 }
 END_TEST

@@ -1,0 +1,294 @@
+/*
+ * test_engine_api.c - the engine as a front end sees it (engine.h):
+ * engine_open owning what it loads, tokenize / detokenize / render, chat
+ * messages rendered by the engine with the template's stop texts, a long
+ * prompt tokenized without stalling a running stream, and a session's BOS
+ * decided by what the session holds when the request runs. Golden llama
+ * model; waits are bounded only so that a hang fails.
+ */
+#include <check.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "ember.h"
+#include "engine.h"
+
+#define GOLDEN "../shared/golden/llama/model-f32.gguf"
+#define TEXT_MAX 4096
+
+struct sink {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	char text[TEXT_MAX];
+	size_t len;
+	int n_tokens, n_done, block;
+	int done_order;            /* 1 + the done calls before this one */
+	struct engine_result res;
+};
+
+static atomic_int DONE_COUNT;
+
+static void sink_init(struct sink *s)
+{
+	memset(s, 0, sizeof(*s));
+	pthread_mutex_init(&s->lock, NULL);
+	pthread_cond_init(&s->cond, NULL);
+}
+
+static void sink_destroy(struct sink *s)
+{
+	pthread_mutex_destroy(&s->lock);
+	pthread_cond_destroy(&s->cond);
+}
+
+static void on_text(void *data, const char *text, size_t len, int n_tokens)
+{
+	struct sink *s = data;
+
+	pthread_mutex_lock(&s->lock);
+	if (s->len + len < TEXT_MAX) {
+		memcpy(s->text + s->len, text, len);
+		s->len += len;
+		s->text[s->len] = '\0';
+	}
+	s->n_tokens += n_tokens;
+	pthread_cond_broadcast(&s->cond);
+	while (s->block)
+		pthread_cond_wait(&s->cond, &s->lock);
+	pthread_mutex_unlock(&s->lock);
+}
+
+static void on_done(void *data, const struct engine_result *res)
+{
+	struct sink *s = data;
+
+	pthread_mutex_lock(&s->lock);
+	s->n_done++;
+	s->done_order = atomic_fetch_add(&DONE_COUNT, 1) + 1;
+	s->res = *res;
+	pthread_cond_broadcast(&s->cond);
+	pthread_mutex_unlock(&s->lock);
+}
+
+/* Waits until the sink has seen `tokens` tokens or is done. */
+static void sink_wait(struct sink *s, int tokens)
+{
+	struct timespec until;
+
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 60;
+	pthread_mutex_lock(&s->lock);
+	while (s->n_done == 0 && (tokens == 0 || s->n_tokens < tokens))
+		ck_assert_msg(pthread_cond_timedwait(&s->cond, &s->lock, &until) == 0,
+			      "request never got there");
+	pthread_mutex_unlock(&s->lock);
+}
+
+static struct engine *open_engine(uint32_t slots, uint32_t n_ctx)
+{
+	struct engine_config c = {.slots = slots, .n_ctx = n_ctx, .kv_f32 = true,
+				  .prefill_chunk = 16};
+	char err[EMBER_ERR_MAX] = "";
+	struct engine *e = NULL;
+
+	ck_assert_msg(engine_open(&e, GOLDEN, &c, err) == 0, "engine_open: %s", err);
+	return e;
+}
+
+static void submit(struct engine *e, struct engine_request *r, struct sink *s)
+{
+	char err[EMBER_ERR_MAX] = "";
+	uint64_t id = 0;
+
+	r->on_text = on_text;
+	r->on_done = on_done;
+	r->data = s;
+	ck_assert_msg(engine_submit(e, r, &id, err) == 0, "submit: %s", err);
+}
+
+START_TEST(tokenize_and_detokenize_round_trip)
+{
+	struct engine *e = open_engine(1, 128);
+	char err[EMBER_ERR_MAX] = "", *text = NULL;
+	int32_t *ids = NULL, bad = 1 << 30;
+	size_t n = 0, len = 0;
+
+	ck_assert_int_eq(engine_tokenize(e, "Hello world", 11, true, false, &ids, &n, err), 0);
+	ck_assert_uint_ge(n, 2);
+	ck_assert_int_eq(engine_detokenize(e, ids, n, &text, &len, err), 0);
+	ck_assert_ptr_nonnull(strstr(text, "Hello world"));
+	ck_assert_uint_eq(strlen(text), len);
+	free(text);
+	free(ids);
+	ck_assert_int_eq(engine_detokenize(e, &bad, 1, &text, &len, err), EMBER_ERANGE);
+	ck_assert_ptr_null(text);
+	ck_assert_str_ne(engine_chat_template(e), "?");
+	engine_free(e);
+}
+END_TEST
+
+START_TEST(messages_give_what_their_rendered_prompt_gives)
+{
+	const struct engine_message msgs[] = {{"system", "Be brief."}, {"user", "Name a color."}};
+	struct engine *e = open_engine(2, 256);
+	char err[EMBER_ERR_MAX] = "", *prompt = NULL;
+	struct engine_request a = {.messages = msgs, .n_messages = 2, .add_special = true,
+				   .parse_special = true, .max_tokens = 12};
+	struct engine_request b = a;
+	struct sink sa, sb;
+	size_t len = 0;
+
+	ck_assert_int_eq(engine_render(e, msgs, 2, &prompt, &len, err), 0);
+	ck_assert_ptr_nonnull(strstr(prompt, "Name a color."));
+	b.messages = NULL;
+	b.n_messages = 0;
+	b.prompt = prompt;
+	b.prompt_len = len;
+	sink_init(&sa);
+	sink_init(&sb);
+	submit(e, &a, &sa);
+	submit(e, &b, &sb);
+	sink_wait(&sa, 0);
+	sink_wait(&sb, 0);
+	ck_assert_int_ne(sa.res.finish, ENGINE_FINISH_ERROR);
+	ck_assert_int_eq(sa.res.prompt_tokens, sb.res.prompt_tokens);
+	/* b has no stop strings: a's may only have cut it shorter. */
+	ck_assert_int_eq(strncmp(sa.text, sb.text, sa.len), 0);
+	free(prompt);
+	sink_destroy(&sa);
+	sink_destroy(&sb);
+	engine_free(e);
+}
+END_TEST
+
+START_TEST(bad_messages_are_refused_on_submit)
+{
+	const struct engine_message msgs[] = {{"user", NULL}};
+	struct engine *e = open_engine(1, 128);
+	struct engine_request r = {.messages = msgs, .n_messages = 1, .max_tokens = 4};
+	char err[EMBER_ERR_MAX] = "";
+	uint64_t id;
+
+	ck_assert_int_eq(engine_submit(e, &r, &id, err), EMBER_EINVAL);
+	r.messages = (const struct engine_message[]){{"user", "hi"}};
+	r.prompt = "hi";
+	r.prompt_len = 2;
+	ck_assert_int_eq(engine_submit(e, &r, &id, err), EMBER_EINVAL);
+	engine_free(e);
+}
+END_TEST
+
+/*
+ * A stream is paused in its callback; a prompt of 96 KiB is submitted
+ * (tokenizing it takes far longer than the stream's remaining steps) and
+ * the stream released. Had the worker tokenized it between steps, the
+ * long request (which does not fit the context) would end first.
+ */
+START_TEST(a_long_prompt_does_not_stall_a_running_stream)
+{
+	struct engine *e = open_engine(2, 256);
+	struct engine_request a = {.prompt = "Once upon a time", .prompt_len = 16,
+				   .add_special = true, .max_tokens = 24};
+	struct engine_request b = {.add_special = true, .max_tokens = 4};
+	size_t n = 96 << 10, i;
+	char *big = malloc(n);
+	struct sink sa, sb;
+
+	ck_assert_ptr_nonnull(big);
+	for (i = 0; i < n; i++)
+		big[i] = "hello world "[i % 12];
+	b.prompt = big;
+	b.prompt_len = n;
+	sink_init(&sa);
+	sink_init(&sb);
+	sa.block = 1;
+	submit(e, &a, &sa);
+	sink_wait(&sa, 1);
+	submit(e, &b, &sb);
+	pthread_mutex_lock(&sa.lock);
+	sa.block = 0;
+	pthread_cond_broadcast(&sa.cond);
+	pthread_mutex_unlock(&sa.lock);
+	sink_wait(&sa, 0);
+	sink_wait(&sb, 0);
+	ck_assert_int_eq(sb.res.code, EMBER_ECONTEXT);
+	ck_assert_int_lt(sa.done_order, sb.done_order);
+	free(big);
+	sink_destroy(&sa);
+	sink_destroy(&sb);
+	engine_free(e);
+}
+END_TEST
+
+/* The first request into an empty session fails (too long), so the second,
+ * prepared while the first was pending, still opens the session: with BOS. */
+START_TEST(a_session_gets_bos_from_the_request_that_opens_it)
+{
+	struct engine *e = open_engine(1, 64);
+	struct engine_session_opts o = {.add_special = true};
+	char err[EMBER_ERR_MAX] = "", big[2048];
+	struct engine_request r1 = {.add_special = true, .max_tokens = 2};
+	struct engine_request r2 = {.prompt = "The quick brown fox", .prompt_len = 19,
+				    .add_special = true, .max_tokens = 2};
+	int32_t *ids = NULL;
+	size_t n = 0, i;
+	uint64_t sid;
+	struct sink s1, s2;
+
+	for (i = 0; i + 1 < sizeof(big); i++)
+		big[i] = "one two "[i % 8];
+	big[sizeof(big) - 1] = '\0';
+	r1.prompt = big;
+	r1.prompt_len = strlen(big);
+	ck_assert_int_eq(engine_tokenize(e, r2.prompt, r2.prompt_len, true, false, &ids, &n, err),
+			 0);
+	ck_assert_msg(engine_session_new(e, &o, &sid, err) == 0, "%s", err);
+	r1.session = r2.session = sid;
+	sink_init(&s1);
+	sink_init(&s2);
+	submit(e, &r1, &s1);
+	submit(e, &r2, &s2);
+	sink_wait(&s1, 0);
+	sink_wait(&s2, 0);
+	ck_assert_int_eq(s1.res.code, EMBER_ECONTEXT);
+	ck_assert_int_ne(s2.res.finish, ENGINE_FINISH_ERROR);
+	ck_assert_int_eq(s2.res.prompt_tokens, (int64_t)n);
+	free(ids);
+	sink_destroy(&s1);
+	sink_destroy(&s2);
+	engine_free(e);
+}
+END_TEST
+
+START_TEST(engine_open_fails_cleanly)
+{
+	struct engine_config c = {.chat_template = "nope"};
+	char err[EMBER_ERR_MAX] = "";
+	struct engine *e = (struct engine *)1;
+
+	ck_assert_int_eq(engine_open(&e, GOLDEN, &c, err), EMBER_EINVAL);
+	ck_assert_ptr_null(e);
+	ck_assert_ptr_nonnull(strstr(err, "nope"));
+	ck_assert_int_lt(engine_open(&e, "/nonexistent.gguf", NULL, err), 0);
+	ck_assert_ptr_null(e);
+}
+END_TEST
+
+Suite *suite_engine_api(void)
+{
+	Suite *s = suite_create("engine_api");
+	TCase *tc = tcase_create("engine_api");
+
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, tokenize_and_detokenize_round_trip);
+	tcase_add_test(tc, messages_give_what_their_rendered_prompt_gives);
+	tcase_add_test(tc, bad_messages_are_refused_on_submit);
+	tcase_add_test(tc, a_long_prompt_does_not_stall_a_running_stream);
+	tcase_add_test(tc, a_session_gets_bos_from_the_request_that_opens_it);
+	tcase_add_test(tc, engine_open_fails_cleanly);
+	suite_add_tcase(s, tc);
+	return s;
+}
