@@ -1,46 +1,34 @@
 /*
  * cmd_run.c - `ember run`: prompt in, streamed text out, timings at the end.
  *
- * The smallest complete use of the engine: tokenizer -> forward (one
- * prefill, then one decode step per token) -> sampler -> detok, all on this
- * thread plus the forward's compute pool. Text goes to stdout as it is
- * generated (never a split UTF-8 sequence); timings go to stderr.
+ * Generates through the engine (engine.h) like the server does: one worker
+ * with one slot, an F32 cache and 64-token prefill steps (what a plain
+ * forward loop would use), so its text is the server's text for the same
+ * request. Text goes to stdout as the engine streams it (never a split
+ * UTF-8 sequence); timings go to stderr.
  */
 #include <getopt.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
-#include "chat.h"
 #include "commands.h"
-#include "detok.h"
 #include "ember.h"
-#include "forward.h"
-#include "kernels.h"
-#include "model.h"
+#include "engine.h"
 #include "sampler.h"
-#include "tokenizer.h"
 
 struct run_args {
 	const char *model, *prompt, *system;
 	int chat;
 	long n_predict, threads, ctx;
-	const char *stops[DETOK_MAX_STOPS]; /* may point into style below */
+	const char *stops[ENGINE_MAX_STOP];
 	size_t n_stops;
-	struct chat_style style;            /* --chat: the model's template */
 	struct sampler_config sc;
 	int has_seed;
 };
-
-static double run_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
 
 static void run_usage(FILE *f)
 {
@@ -109,8 +97,8 @@ static int run_parse_args(int argc, char **argv, struct run_args *a)
 		case 'R': if (run_parse_num(name, optarg, 0, 10, &v)) return -1; a->sc.repetition_penalty = (float)v; break;
 		case 'S': if (run_parse_num(name, optarg, 0, 1.8e19, &v)) return -1; a->sc.seed = (uint64_t)v; a->has_seed = 1; break;
 		case 's':
-			if (a->n_stops == DETOK_MAX_STOPS) {
-				fprintf(stderr, "ember run: at most %d --stop strings\n", DETOK_MAX_STOPS);
+			if (a->n_stops == ENGINE_MAX_STOP) {
+				fprintf(stderr, "ember run: at most %d --stop strings\n", ENGINE_MAX_STOP);
 				return -1;
 			}
 			a->stops[a->n_stops++] = optarg;
@@ -130,146 +118,123 @@ static int run_parse_args(int argc, char **argv, struct run_args *a)
 	return 0;
 }
 
-/*
- * With --chat: renders [system,] user = prompt with the model's template
- * into *out (malloc'd, owned by the caller) and appends the family's
- * end-of-turn texts to the stop strings (as many as fit).
- */
-static int run_render_chat(struct run_args *a, const struct model *m, const struct tokenizer *tok,
-			   char **out, char *err)
-{
-	struct chat_msg msgs[2];
-	size_t n = 0, i, len;
-	int rc;
+/* The request's outcome, handed from the worker to the main thread. */
+struct run_wait {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	int done;
+	struct engine_result res;
+};
 
-	chat_style_init(&a->style, CHAT_TEMPLATE_AUTO, m->gguf, tok);
-	if (a->system)
-		msgs[n++] = (struct chat_msg){"system", a->system};
-	msgs[n++] = (struct chat_msg){"user", a->prompt};
-	rc = chat_style_render(&a->style, msgs, n, out, &len, err);
-	if (rc < 0)
-		return rc;
-	for (i = 0; i < a->style.n_stops && a->n_stops < DETOK_MAX_STOPS; i++)
-		a->stops[a->n_stops++] = a->style.stops[i];
-	fprintf(stderr, "[chat template: %s]\n", chat_template_name(a->style.family));
-	return 0;
+static void run_on_text(void *data, const char *text, size_t len, int n_tokens)
+{
+	(void)data;
+	(void)n_tokens;
+	fwrite(text, 1, len, stdout);
+	fflush(stdout);
 }
 
-/* Writes `len` bytes of text through the detokenizer; returns DETOK_STOP
- * when a stop string ended the output. */
-static int run_emit(struct detok *d, const char *piece, size_t len, char *out, size_t cap)
+static void run_on_done(void *data, const struct engine_result *res)
 {
-	size_t n = 0;
-	int st = detok_push(d, piece, len, out, cap, &n);
+	struct run_wait *w = data;
 
-	if (st >= 0 && n > 0) {
-		fwrite(out, 1, n, stdout);
-		fflush(stdout);
+	pthread_mutex_lock(&w->lock);
+	w->res = *res;
+	w->done = 1;
+	pthread_cond_signal(&w->cond);
+	pthread_mutex_unlock(&w->lock);
+}
+
+/* Why the generation ended, in the words the summary line uses. */
+static const char *run_why(const struct engine_result *r, long n_predict)
+{
+	if (r->finish == ENGINE_FINISH_STOP)
+		return r->stop_index >= 0 ? "stop string" : "end of sequence";
+	return r->completion_tokens >= n_predict ? "length" : "context full";
+}
+
+/* Submits the prompt (--chat: as [system,] user messages) and waits for
+ * the engine's result. */
+static int run_generate(struct engine *e, const struct run_args *a, struct engine_result *res,
+			char *err)
+{
+	struct engine_message msgs[2];
+	struct engine_request r = {0};
+	struct run_wait w = {.done = 0};
+	size_t n = 0;
+	uint64_t id;
+	int rc;
+
+	if (a->chat) {
+		if (a->system)
+			msgs[n++] = (struct engine_message){"system", a->system};
+		msgs[n++] = (struct engine_message){"user", a->prompt};
+		r.messages = msgs;
+		r.n_messages = n;
+		/* Chat markup is tokenized with its special tokens (chat.h). */
+		r.parse_special = true;
+	} else {
+		r.prompt = a->prompt;
+		r.prompt_len = strlen(a->prompt);
 	}
-	return st;
+	r.add_special = true;
+	r.sampling = &a->sc;
+	r.max_tokens = (int32_t)a->n_predict;
+	r.stop = a->stops;
+	r.n_stop = a->n_stops;
+	r.on_text = run_on_text;
+	r.on_done = run_on_done;
+	r.data = &w;
+	pthread_mutex_init(&w.lock, NULL);
+	pthread_cond_init(&w.cond, NULL);
+	rc = engine_submit(e, &r, &id, err);
+	pthread_mutex_lock(&w.lock);
+	while (rc == 0 && !w.done)
+		pthread_cond_wait(&w.cond, &w.lock);
+	pthread_mutex_unlock(&w.lock);
+	pthread_cond_destroy(&w.cond);
+	pthread_mutex_destroy(&w.lock);
+	if (rc < 0)
+		return rc;
+	*res = w.res;
+	if (res->finish == ENGINE_FINISH_ERROR)
+		return ember_seterr(err, res->code ? res->code : EMBER_EIO, "%s", res->message);
+	return 0;
 }
 
 int cmd_run(int argc, char **argv)
 {
 	struct run_args a;
-	struct model m = {0};
-	struct tokenizer *tok = NULL;
-	struct forward_ctx *f = NULL;
-	struct sampler *s = NULL;
-	struct detok d;
-	struct forward_opts fo = {0};
-	char err[EMBER_ERR_MAX] = "", piece[256], out[DETOK_OUT_MAX(256)], *chat_text = NULL;
-	const char *text;
-	int32_t *ids = NULL, tok_id;
-	float *logits = NULL;
-	int64_t n_ids;
-	long n_gen = 0;
-	double t0, t_first = 0, t_prefill, t_end;
-	int rc = 1, st = DETOK_CONTINUE, pn;
-	const char *why = "length";
+	struct engine_config ec = {.workers = 1, .slots = 1, .kv_f32 = true, .prefill_chunk = 64};
+	struct engine *e = NULL;
+	struct engine_result res;
+	char err[EMBER_ERR_MAX] = "";
+	int rc;
 
 	rc = run_parse_args(argc, argv, &a);
 	if (rc != 0)
 		return rc < 0 ? 1 : 0;
 	rc = 1;
-	kern_init();
-	if (model_open(&m, a.model, err) < 0 || tokenizer_new(&tok, m.gguf, err) < 0 ||
-	    sampler_config_validate(&a.sc, err) < 0)
+	ec.threads = (uint32_t)a.threads;
+	ec.n_ctx = (uint32_t)a.ctx;
+	if (sampler_config_validate(&a.sc, err) < 0 || engine_open(&e, a.model, &ec, err) < 0)
 		goto fail;
-	if (a.chat && run_render_chat(&a, &m, tok, &chat_text, err) < 0)
+	if (a.chat)
+		fprintf(stderr, "[chat template: %s]\n", engine_chat_template(e));
+	if (run_generate(e, &a, &res, err) < 0)
 		goto fail;
-	text = a.chat ? chat_text : a.prompt;
-	if (detok_init(&d, a.stops, a.n_stops, err) < 0)
-		goto fail;
-	fo.n_ctx = (uint32_t)a.ctx;
-	fo.n_threads = (uint32_t)a.threads;
-	if (forward_new(&f, &m, &fo, err) < 0 ||
-	    sampler_new(&s, &a.sc, (int32_t)m.hp.n_vocab, err) < 0)
-		goto fail;
-	t0 = run_now_ms();
-	/* Chat markup is tokenized with its special tokens (chat.h). */
-	n_ids = tokenizer_encode(tok, text, strlen(text), 1, a.chat, NULL, 0);
-	ids = n_ids > 0 ? malloc((size_t)n_ids * sizeof(*ids)) : NULL;
-	logits = malloc((size_t)m.hp.n_vocab * sizeof(*logits));
-	if (ids == NULL || logits == NULL) {
-		ember_seterr(err, n_ids <= 0 ? EMBER_EINVAL : EMBER_ENOMEM, "cannot tokenize the prompt");
-		goto fail;
-	}
-	tokenizer_encode(tok, text, strlen(text), 1, a.chat, ids, (size_t)n_ids);
-	if (forward_eval(f, ids, (size_t)n_ids, logits, 0, err) < 0)
-		goto fail;
-	t_prefill = run_now_ms();
-	while (n_gen < a.n_predict) {
-		tok_id = sampler_sample(s, logits, (int32_t)m.hp.n_vocab);
-		if (tok_id < 0) {
-			ember_seterr(err, tok_id, "sampling failed: %s", ember_strerror(tok_id));
-			goto fail;
-		}
-		if (n_gen++ == 0)
-			t_first = run_now_ms();
-		if (tokenizer_is_eog(tok, tok_id)) {
-			why = "end of sequence";
-			break;
-		}
-		sampler_accept(s, tok_id);
-		pn = tokenizer_piece(tok, tok_id, 0, piece, sizeof(piece));
-		st = run_emit(&d, piece, pn > 0 && (size_t)pn <= sizeof(piece) ? (size_t)pn : 0, out, sizeof(out));
-		if (st == DETOK_STOP) {
-			why = "stop string";
-			break;
-		}
-		if (n_gen == a.n_predict)
-			break;
-		if (forward_n_pos(f) >= forward_n_ctx(f)) {
-			why = "context full";
-			break;
-		}
-		if (forward_eval(f, &tok_id, 1, logits, 0, err) < 0)
-			goto fail;
-	}
-	if (st != DETOK_STOP) {
-		size_t n = 0;
-		detok_flush(&d, out, sizeof(out), &n);
-		fwrite(out, 1, n, stdout);
-	}
-	t_end = run_now_ms();
 	printf("\n");
-	fprintf(stderr, "\n[%s] seed %llu, %ld prompt tokens, %ld generated\n", why,
-		(unsigned long long)a.sc.seed, (long)n_ids, n_gen);
-	fprintf(stderr, "time to first token: %.1f ms\n", t_first - t0);
-	fprintf(stderr, "prefill: %.1f tokens/s\n", n_ids / ((t_prefill - t0) / 1e3));
-	if (n_gen > 1)
-		fprintf(stderr, "decode:  %.1f tokens/s\n", (n_gen - 1) / ((t_end - t_first) / 1e3));
+	fprintf(stderr, "\n[%s] seed %llu, %lld prompt tokens, %lld generated\n",
+		run_why(&res, a.n_predict), (unsigned long long)a.sc.seed,
+		(long long)res.prompt_tokens, (long long)res.completion_tokens);
+	fprintf(stderr, "time to first token: %.1f ms\n", res.ttft_ms);
+	fprintf(stderr, "prefill: %.1f tokens/s\n", res.prefill_tps);
+	if (res.completion_tokens > 1)
+		fprintf(stderr, "decode:  %.1f tokens/s\n", res.decode_tps);
 	rc = 0;
 fail:
 	if (rc != 0)
 		fprintf(stderr, "ember run: %s\n", err[0] ? err : "failed");
-	free(chat_text);
-	free(ids);
-	free(logits);
-	sampler_free(s);
-	forward_free(f);
-	tokenizer_free(tok);
-	model_free(&m);
+	engine_free(e);
 	return rc;
 }
