@@ -20,6 +20,7 @@
 
 #include "dtype.h"
 #include "ember.h"
+#include "engine.h"
 #include "forward.h"
 #include "kv_cache.h"
 #include "model.h"
@@ -88,7 +89,8 @@ static int prefill(struct forward_pass *p, struct kv_cache *kv, int n_seq,
 
 int main(int argc, char **argv)
 {
-	struct model m;
+	struct engine_model *em = NULL;
+	const struct model *mp = NULL;
 	struct forward_pass *p = NULL;
 	struct kv_cache kv[MAX_SEQ];
 	struct forward_seq seqs[MAX_SEQ];
@@ -100,7 +102,6 @@ int main(int argc, char **argv)
 	uint32_t n_prompt, i;
 	int n_threads, steps, b, k, s, rc = 1;
 
-	memset(&m, 0, sizeof(m));
 	memset(kv, 0, sizeof(kv));
 	if (argc < 2) {
 		fprintf(stderr, "usage: forward_step MODEL [THREADS [PROMPT [STEPS]]]\n");
@@ -113,21 +114,22 @@ int main(int argc, char **argv)
 		fprintf(stderr, "forward_step: bad arguments\n");
 		return 2;
 	}
-	if (model_open(&m, argv[1], err) != 0)
+	if (engine_model_open(&em, argv[1], NULL, err) != 0)
 		goto fail;
+	mp = engine_model_weights(em);
 	fo.n_threads = (uint32_t)n_threads;
 	fo.max_batch = 64;
 	t = malloc(sizeof(double) * (size_t)steps);
-	logits = malloc(sizeof(float) * m.hp.n_vocab * MAX_SEQ);
-	if (t == NULL || logits == NULL || forward_pass_new(&p, &m, &fo, err) != 0)
+	logits = malloc(sizeof(float) * mp->hp.n_vocab * MAX_SEQ);
+	if (t == NULL || logits == NULL || forward_pass_new(&p, mp, &fo, err) != 0)
 		goto fail;
 	for (b = 0; b < MAX_SEQ; b++)
-		if (kv_cache_init(&kv[b], &m.hp, n_prompt + (uint32_t)steps + 1,
+		if (kv_cache_init(&kv[b], &mp->hp, n_prompt + (uint32_t)steps + 1,
 				  DTYPE_F16, err) != 0)
 			goto fail;
 	for (i = 0; i < n_prompt; i++)
-		prompt[i] = (int32_t)(1 + (i * 7919u) % (m.hp.n_vocab - 1));
-	wb = weight_bytes(&m);
+		prompt[i] = (int32_t)(1 + (i * 7919u) % (mp->hp.n_vocab - 1));
+	wb = weight_bytes(mp);
 	printf("weights read per decode step: %.1f MB; %d threads; prompt %u\n",
 	       wb / 1e6, n_threads, n_prompt);
 	printf("%4s %10s %10s %10s %12s\n", "seqs", "best ms", "median ms", "tok/s", "weights GB/s");
@@ -136,7 +138,7 @@ int main(int argc, char **argv)
 			goto fail;
 		for (s = 0; s < steps; s++) {
 			for (k = 0; k < b; k++) {
-				tok[k] = (int32_t)(1 + (s * 31u + (unsigned)k * 17u) % (m.hp.n_vocab - 1));
+				tok[k] = (int32_t)(1 + (s * 31u + (unsigned)k * 17u) % (mp->hp.n_vocab - 1));
 				seqs[k] = (struct forward_seq){&kv[k], &tok[k], 1, FORWARD_LOGITS_LAST};
 			}
 			t0 = now_s();
@@ -159,6 +161,6 @@ fail:
 	forward_pass_free(p);
 	free(logits);
 	free(t);
-	model_free(&m);
+	engine_model_free(em);
 	return rc;
 }

@@ -25,6 +25,7 @@
 #include "commands.h"
 #include "dtype.h"
 #include "ember.h"
+#include "engine.h"
 #include "forward.h"
 #include "kernels.h"
 #include "model.h"
@@ -203,7 +204,8 @@ static int bench_test(struct forward_ctx *fw, const struct bench_args *a, const 
 int cmd_bench(int argc, char **argv)
 {
 	struct bench_args a;
-	struct model m = {0};
+	struct engine_model *em = NULL;
+	const struct model *mp;
 	struct forward_ctx *fw = NULL;
 	struct forward_opts o = {0};
 	char err[EMBER_ERR_MAX] = "";
@@ -217,11 +219,11 @@ int cmd_bench(int argc, char **argv)
 	if (rc != 0)
 		return rc < 0 ? 2 : 0;
 	rc = 1;
-	if (stat(a.model, &st) < 0 || model_open(&m, a.model, err) < 0) {
+	if (stat(a.model, &st) < 0 || engine_model_open(&em, a.model, NULL, err) < 0) {
 		fprintf(stderr, "ember bench: %s: %s\n", a.model, err[0] ? err : strerror(errno));
 		goto done;
 	}
-	kern_init();
+	mp = engine_model_weights(em);
 	n_ids = a.p > a.n ? a.p : a.n;
 	if (n_ids == 0) {
 		rc = 0;
@@ -230,19 +232,19 @@ int cmd_bench(int argc, char **argv)
 	o.n_ctx = (uint32_t)n_ids;
 	o.max_batch = (uint32_t)(a.p > 0 ? a.p : 1);
 	o.n_threads = (uint32_t)a.threads;
-	if (forward_new(&fw, &m, &o, err) < 0) {
+	if (forward_new(&fw, mp, &o, err) < 0) {
 		fprintf(stderr, "ember bench: %s\n", err);
 		goto done;
 	}
 	ids = malloc((size_t)n_ids * sizeof(*ids));
-	logits = malloc((size_t)m.hp.n_vocab * sizeof(float));
+	logits = malloc((size_t)mp->hp.n_vocab * sizeof(float));
 	if (!ids || !logits) {
 		fprintf(stderr, "ember bench: out of memory\n");
 		goto done;
 	}
 	for (i = 0; i < n_ids; i++) { /* xorshift64: fixed pseudo-random ids */
 		seed ^= seed << 13, seed ^= seed >> 7, seed ^= seed << 17;
-		ids[i] = (int32_t)(seed % m.hp.n_vocab);
+		ids[i] = (int32_t)(seed % mp->hp.n_vocab);
 	}
 	printf("| model size | kernels | threads | test | t/s (mean ± sd) | t/s median | "
 	       "weights/token | decode GB/s |\n");
@@ -250,7 +252,7 @@ int cmd_bench(int argc, char **argv)
 	if (a.p > 0 && bench_test(fw, &a, "pp", ids, a.p, 0, logits, 0, (double)st.st_size, err) < 0)
 		goto fail_eval;
 	if (a.n > 0 &&
-	    bench_test(fw, &a, "tg", ids, 0, a.n, logits, decode_bytes(&m), (double)st.st_size, err) < 0)
+	    bench_test(fw, &a, "tg", ids, 0, a.n, logits, decode_bytes(mp), (double)st.st_size, err) < 0)
 		goto fail_eval;
 	rc = 0;
 	goto done;
@@ -260,6 +262,6 @@ done:
 	free(logits);
 	free(ids);
 	forward_free(fw);
-	model_free(&m);
+	engine_model_free(em);
 	return rc;
 }

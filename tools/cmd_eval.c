@@ -19,6 +19,7 @@
 
 #include "commands.h"
 #include "ember.h"
+#include "engine.h"
 #include "forward.h"
 #include "model.h"
 
@@ -192,7 +193,8 @@ static int greedy(struct forward_ctx *fw, float *last, uint32_t n_vocab, long n,
 int cmd_eval(int argc, char **argv)
 {
 	struct eval_args a;
-	struct model m = {0};
+	struct engine_model *em = NULL;
+	const struct model *mp;
 	struct forward_ctx *fw = NULL;
 	struct forward_opts o = {0};
 	char err[EMBER_ERR_MAX] = "";
@@ -211,15 +213,16 @@ int cmd_eval(int argc, char **argv)
 		fprintf(stderr, "ember eval: bad --tokens list: %s\n", a.tokens);
 		return 2;
 	}
-	if (model_open(&m, a.model, err) < 0) {
+	if (engine_model_open(&em, a.model, NULL, err) < 0) {
 		fprintf(stderr, "ember eval: %s: %s\n", a.model, err);
 		goto done;
 	}
-	n_vocab = m.hp.n_vocab;
+	mp = engine_model_weights(em);
+	n_vocab = mp->hp.n_vocab;
 	o.n_ctx = (uint32_t)(a.ctx ? a.ctx : n_ids + a.greedy);
 	o.max_batch = (uint32_t)a.batch;
 	o.n_threads = (uint32_t)a.threads;
-	if (forward_new(&fw, &m, &o, err) < 0) {
+	if (forward_new(&fw, mp, &o, err) < 0) {
 		fprintf(stderr, "ember eval: %s\n", err);
 		goto done;
 	}
@@ -255,7 +258,7 @@ int cmd_eval(int argc, char **argv)
 done:
 	free(logits);
 	forward_free(fw);
-	model_free(&m);
+	engine_model_free(em);
 	free(ids);
 	return rc;
 }
