@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "ember.h"
+
 void api_error_set(struct api_error *e, int status, enum api_error_type type,
 		   const char *param, const char *code, const char *fmt, ...)
 {
@@ -21,6 +23,54 @@ void api_error_set(struct api_error *e, int status, enum api_error_type type,
 	va_start(ap, fmt);
 	vsnprintf(e->message, sizeof(e->message), fmt, ap);
 	va_end(ap);
+}
+
+/* The one table from the engine's error codes to HTTP answers; codes not
+ * here are 500. `param`: whether the caller's param names the culprit. */
+static const struct {
+	int code;
+	int status;
+	enum api_error_type type;
+	const char *name;
+	int retry_after;
+	bool param;
+} by_code[] = {
+	{EMBER_EINVAL, 400, API_ERR_INVALID_REQUEST, "invalid_value", 0, true},
+	{EMBER_ERANGE, 400, API_ERR_INVALID_REQUEST, "invalid_value", 0, true},
+	{EMBER_ECONTEXT, 400, API_ERR_INVALID_REQUEST, "context_length_exceeded", 0, true},
+	{EMBER_ENOTFOUND, 404, API_ERR_NOT_FOUND, "not_found", 0, true},
+	{EMBER_EBUSY, 409, API_ERR_INVALID_REQUEST, "busy", 0, false},
+	{EMBER_EFULL, 429, API_ERR_RATE_LIMIT, "queue_full", 1, false},
+	{EMBER_ECANCELED, 503, API_ERR_SERVER, "cancelled", 0, false},
+};
+
+void api_error_from_code(struct api_error *e, int code, const char *param,
+			 const char *fmt, ...)
+{
+	size_t i;
+	va_list ap;
+
+	for (i = 0; i < sizeof(by_code) / sizeof(by_code[0]); i++)
+		if (by_code[i].code == code)
+			break;
+	if (i < sizeof(by_code) / sizeof(by_code[0])) {
+		api_error_set(e, by_code[i].status, by_code[i].type,
+			      by_code[i].param ? param : NULL, by_code[i].name, "%s", "");
+		e->retry_after = by_code[i].retry_after;
+	} else {
+		api_error_set(e, 500, API_ERR_SERVER, NULL, NULL, "%s", "");
+	}
+	va_start(ap, fmt);
+	vsnprintf(e->message, sizeof(e->message), fmt, ap);
+	va_end(ap);
+}
+
+void api_error_not_loaded(struct api_error *e, bool loading)
+{
+	api_error_set(e, 503, API_ERR_SERVER, NULL, "model_not_loaded",
+		      "Model not loaded%s.", loading ? " yet" : "");
+	if (loading)
+		e->retry_after = 5;
 }
 
 const char *api_error_type_name(enum api_error_type type)

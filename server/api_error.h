@@ -12,6 +12,8 @@
 #ifndef EMBER_API_ERROR_H
 #define EMBER_API_ERROR_H
 
+#include <stdbool.h>
+
 enum api_error_type {
 	API_ERR_NONE = 0,
 	API_ERR_INVALID_REQUEST, /* 400, 404 (route), 405, 413, 415 */
@@ -37,6 +39,16 @@ void api_error_set(struct api_error *e, int status, enum api_error_type type,
 	__attribute__((format(printf, 6, 7)));
 
 /* The OpenAI name of `type` ("invalid_request_error"). Never NULL. */
+/* Fills `e` from an EMBER_E* code through the one code-to-HTTP table
+ * (400 invalid / context, 404 not found, 409 busy, 429 full with
+ * Retry-After, 503 cancelled, else 500); `param` is kept where it names
+ * the culprit (400, 404); the message is formatted from fmt. */
+void api_error_from_code(struct api_error *e, int code, const char *param,
+			 const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+/* 503 model_not_loaded, with Retry-After while the model still loads. */
+void api_error_not_loaded(struct api_error *e, bool loading);
+
 const char *api_error_type_name(enum api_error_type type);
 
 /* Returns the JSON body for `e` as a malloc'd NUL-terminated string the

@@ -186,29 +186,16 @@ static void tok_work_cb(uv_work_t *work)
 static void respond_backend_error(struct backend *b, struct http_req *req,
 				  int rc, const char *detail, const char *param)
 {
+	enum backend_status st = backend_status(b, NULL);
 	struct api_error e;
 
-	if (rc == EMBER_EBUSY && backend_status(b, NULL) != BACKEND_READY) {
-		api_error_set(&e, 503, API_ERR_SERVER, NULL, "model_not_loaded",
-			      "Model not loaded.");
-		if (backend_status(b, NULL) == BACKEND_LOADING)
-			e.retry_after = 5;
-	} else if (rc == EMBER_EBUSY) {
-		api_error_set(&e, 409, API_ERR_INVALID_REQUEST, NULL, "busy",
-			      "%s", detail);
-	} else if (rc == EMBER_ENOTFOUND) {
-		api_error_set(&e, 404, API_ERR_NOT_FOUND, param, "not_found",
-			      "No such %s.", param ? param : "object");
-	} else if (rc == EMBER_EFULL) {
-		api_error_set(&e, 429, API_ERR_RATE_LIMIT, NULL, "full", "%s",
-			      detail);
-		e.retry_after = 1;
-	} else if (rc == EMBER_ERANGE || rc == EMBER_EINVAL) {
-		api_error_set(&e, 400, API_ERR_INVALID_REQUEST, param,
-			      "invalid_value", "%s", detail);
-	} else {
-		api_error_set(&e, 500, API_ERR_SERVER, NULL, NULL, "%s", detail);
-	}
+	if (rc == EMBER_EBUSY && st != BACKEND_READY)
+		api_error_not_loaded(&e, st == BACKEND_LOADING);
+	else if (rc == EMBER_ENOTFOUND)
+		api_error_from_code(&e, rc, param, "No such %s.",
+				    param ? param : "object");
+	else
+		api_error_from_code(&e, rc, param, "%s", detail);
 	http_respond_error(req, &e);
 }
 

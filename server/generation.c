@@ -52,43 +52,25 @@ static void on_exchange_end(void *user)
 	backend_cancel(g->backend, g->id);
 }
 
-/* The status and OpenAI error for a backend error code. */
+/* The status and OpenAI error for a backend error code (api_error.c's
+ * table; the wording is this endpoint's). */
 static void error_for(struct generation *g, int code, const char *detail,
 		      struct api_error *e)
 {
 	enum backend_status st = backend_status(g->backend, NULL);
 
-	switch (code) {
-	case EMBER_EFULL:
-		api_error_set(e, 429, API_ERR_RATE_LIMIT, NULL, "queue_full",
-			      "The server is busy: %s. Retry later.", detail);
-		e->retry_after = 1;
-		break;
-	case EMBER_ECONTEXT:
-		api_error_set(e, 400, API_ERR_INVALID_REQUEST,
-			      g->gr.kind == GEN_CHAT ? "messages" : "prompt",
-			      "context_length_exceeded", "%s", detail);
-		break;
-	case EMBER_EBUSY:
-		api_error_set(e, 503, API_ERR_SERVER, NULL, "model_not_loaded",
-			      "Model not loaded%s.",
-			      st == BACKEND_LOADING ? " yet" : "");
-		if (st == BACKEND_LOADING)
-			e->retry_after = 5;
-		break;
-	case EMBER_ECANCELED:
-		api_error_set(e, 503, API_ERR_SERVER, NULL, "cancelled",
-			      "The generation was cancelled (server shutting "
-			      "down).");
-		break;
-	case EMBER_EINVAL:
-		api_error_set(e, 400, API_ERR_INVALID_REQUEST, NULL,
-			      "invalid_value", "%s", detail);
-		break;
-	default:
-		api_error_set(e, 500, API_ERR_SERVER, NULL, NULL, "%s", detail);
-		break;
-	}
+	if (code == EMBER_EBUSY)
+		api_error_not_loaded(e, st == BACKEND_LOADING);
+	else if (code == EMBER_EFULL)
+		api_error_from_code(e, code, NULL,
+				    "The server is busy: %s. Retry later.", detail);
+	else if (code == EMBER_ECANCELED)
+		api_error_from_code(e, code, NULL, "The generation was cancelled "
+				    "(server shutting down).");
+	else
+		api_error_from_code(e, code, code != EMBER_ECONTEXT ? NULL
+				    : g->gr.kind == GEN_CHAT ? "messages" : "prompt",
+				    "%s", detail);
 }
 
 static void result_error(struct generation *g, const struct engine_result *r,
