@@ -120,7 +120,7 @@ $(EMBER): $(TOOLS_OBJ) $(LIBEMBER)
 	$(call say,LD,$@)$(CC) $(LDFLAGS) -pthread $(TOOLS_OBJ) $(LIBEMBER) $(LIBS_TOOLS) $(LIBS_ENGINE) -o $@
 
 # The load generator for the daemon (bench/): plain sockets, no libember.
-$(LOADGEN): $(call obj,bench/loadgen.c bench/response.c)
+$(LOADGEN): $(call obj,bench/loadgen.c bench/response.c engine/clock.c)
 	$(call say,LD,$@)$(CC) $(LDFLAGS) $^ -lm -o $@
 
 # Times one batched forward step over 1..8 sequences (bench/SERVE_RESULTS.md).

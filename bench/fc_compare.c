@@ -16,16 +16,9 @@
 #include <time.h>
 #include <xnnpack.h>
 
+#include "clock.h"
 #include "dtype.h"
 #include "kernels.h"
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -64,21 +57,21 @@ int main(int argc, char **argv)
 		fprintf(stderr, "fc_compare: xnn_initialize failed\n");
 		goto out;
 	}
-	t0 = now_s();
+	t0 = clock_now_s();
 	if (xnn_create_fully_connected_nc_f32(n_in, n_out, n_in, n_out, w, NULL, -INFINITY, INFINITY, 0,
 					      &op) != xnn_status_success ||
 	    xnn_setup_fully_connected_nc_f32(op, n_tok, x, y1, pool) != xnn_status_success) {
 		fprintf(stderr, "fc_compare: XNNPACK operator setup failed\n");
 		goto out;
 	}
-	pack = now_s() - t0;
+	pack = clock_now_s() - t0;
 	for (r = 0; r < reps; r++) {
-		t0 = now_s();
+		t0 = clock_now_s();
 		kern_matmul(pool, DTYPE_F32, w, n_out, n_in, x, n_tok, y0, scratch);
-		t_ours[r] = now_s() - t0;
-		t0 = now_s();
+		t_ours[r] = clock_now_s() - t0;
+		t0 = clock_now_s();
 		xnn_run_operator(op, pool);
-		t_xnn[r] = now_s() - t0;
+		t_xnn[r] = clock_now_s() - t0;
 	}
 	for (i = 0; i < n_tok * n_out; i++) {
 		double d = fabs((double)y0[i] - y1[i]) / (fabs((double)y1[i]) + 1e-3);

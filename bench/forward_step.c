@@ -18,6 +18,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "clock.h"
 #include "dtype.h"
 #include "ember.h"
 #include "engine.h"
@@ -26,14 +27,6 @@
 #include "model.h"
 
 #define MAX_SEQ 8
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -69,7 +62,7 @@ static int prefill(struct forward_pass *p, struct kv_cache *kv, int n_seq,
 {
 	uint32_t chunk = forward_pass_max_batch(p), done;
 	struct forward_seq s;
-	double t0 = now_s();
+	double t0 = clock_now_s();
 	int i, rc;
 
 	for (i = 0; i < n_seq; i++) {
@@ -82,7 +75,7 @@ static int prefill(struct forward_pass *p, struct kv_cache *kv, int n_seq,
 				return rc;
 		}
 		if (i == 0)
-			*first_s = now_s() - t0;
+			*first_s = clock_now_s() - t0;
 	}
 	return 0;
 }
@@ -141,10 +134,10 @@ int main(int argc, char **argv)
 				tok[k] = (int32_t)(1 + (s * 31u + (unsigned)k * 17u) % (mp->hp.n_vocab - 1));
 				seqs[k] = (struct forward_seq){&kv[k], &tok[k], 1, FORWARD_LOGITS_LAST};
 			}
-			t0 = now_s();
+			t0 = clock_now_s();
 			if (forward_pass_run(p, seqs, (uint32_t)b, logits, err) != 0)
 				goto fail;
-			t[s] = now_s() - t0;
+			t[s] = clock_now_s() - t0;
 		}
 		qsort(t, (size_t)steps, sizeof(double), cmp_double);
 		printf("%4d %10.1f %10.1f %10.2f %12.2f\n", b, t[0] * 1e3, t[steps / 2] * 1e3,

@@ -41,6 +41,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "response.h"
 
 #define MAX_CLIENTS 1024
@@ -63,14 +64,6 @@ struct client {
 	size_t out_off;
 	struct response resp;  /* parses the answer into the result */
 };
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 /* ---- address ------------------------------------------------------------ */
 
@@ -348,13 +341,13 @@ static double run(const struct opts *o, int nwords,
 		  const struct sockaddr_storage *ss, socklen_t sl,
 		  struct client *cl, struct pollfd *pf, struct result *res)
 {
-	double t0 = now_s(), t, last = 0;
+	double t0 = clock_now_s(), t, last = 0;
 	int i, rc, active, timeout_ms;
 
 	for (i = 0; i < o->clients * o->requests; i++)
 		res[i].status = -1;
 	for (;;) {
-		t = now_s() - t0;
+		t = clock_now_s() - t0;
 		active = 0;
 		for (i = 0; i < o->clients; i++) {
 			struct client *c = &cl[i];
@@ -382,7 +375,7 @@ static double run(const struct opts *o, int nwords,
 		timeout_ms = (int)((o->duration - t) * 1000) + 1;
 		if (poll(pf, (nfds_t)o->clients, timeout_ms) < 0 && errno != EINTR)
 			break;
-		t = now_s() - t0;
+		t = clock_now_s() - t0;
 		for (i = 0; i < o->clients; i++) {
 			if (pf[i].fd < 0 || pf[i].revents == 0)
 				continue;

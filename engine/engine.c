@@ -10,16 +10,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "clock.h"
 #include "dtype.h"
 #include "engine_impl.h"
-
-double engine_now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 /* ---- jobs ------------------------------------------------------------------- */
 
@@ -150,7 +143,7 @@ static int job_new(struct engine *e, struct job **out, const struct engine_reque
 	j->on_done = req->on_done;
 	j->data = req->data;
 	atomic_init(&j->cancelled, 0);
-	j->t_submit = engine_now();
+	j->t_submit = clock_now_s();
 	*out = j;
 	return 0;
 nomem:
@@ -244,7 +237,7 @@ static void session_drop(struct engine *e, struct session *s)
 /* Deletes sessions idle for longer than session_idle_s. */
 static void sessions_expire(struct engine *e)
 {
-	const double now = engine_now();
+	const double now = clock_now_s();
 	struct session *s = e->sessions, *next;
 
 	for (; s; s = next) {
@@ -281,7 +274,7 @@ static int session_alloc(struct engine *e, struct session **out, char *err)
 		}
 	}
 	s->id = ++e->next_id;
-	s->last_used = engine_now();
+	s->last_used = clock_now_s();
 	s->next = e->sessions;
 	e->sessions = s;
 	e->n_sessions++;
@@ -366,7 +359,7 @@ static int submit_locked(struct engine *e, const struct engine_request *req, uin
 	if (s) {
 		j->session = s;
 		s->n_jobs++;
-		s->last_used = engine_now();
+		s->last_used = clock_now_s();
 	}
 	prep_push(e, j);
 	*id = j->id;
@@ -522,7 +515,7 @@ int engine_session_info(struct engine *e, uint64_t id, struct engine_session_inf
 		info->n_left = e->cfg.n_ctx - s->n_tok;
 		info->busy = s->n_jobs > 0;
 		info->cached = s->kv != NULL || s->running;
-		info->idle_s = s->n_jobs ? 0.0 : engine_now() - s->last_used;
+		info->idle_s = s->n_jobs ? 0.0 : clock_now_s() - s->last_used;
 	} else {
 		rc = EMBER_ENOTFOUND;
 	}

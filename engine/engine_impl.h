@@ -52,7 +52,7 @@ struct job {
 	engine_done_cb on_done;
 	void *data;
 	atomic_int cancelled;
-	double t_submit;           /* engine_now() seconds */
+	double t_submit;           /* clock_now_s() */
 };
 
 /* A conversation kept between requests (engine.h). */
@@ -138,9 +138,6 @@ struct engine {
 	uint64_t requests_done;
 	struct worker *workers;    /* [cfg.workers] */
 };
-
-/* Monotonic seconds. */
-double engine_now(void);
 
 /* Ends a job: calls on_done with `res` (finish and counts filled in by the
  * caller), then frees it. Called without the lock. */

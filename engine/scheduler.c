@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clock.h"
 #include "dtype.h"
 #include "engine_impl.h"
 #include "sampler.h"
@@ -153,7 +154,7 @@ static void finish_seq(struct worker *w, struct seq *s, enum engine_finish finis
 	struct engine *e = w->e;
 	struct job *j = s->job;
 	struct engine_result res = {0};
-	double now = engine_now();
+	double now = clock_now_s();
 	size_t len = 0;
 
 	if (finish == ENGINE_FINISH_STOP || finish == ENGINE_FINISH_LENGTH) {
@@ -400,7 +401,7 @@ static void acquire_caches(struct worker *w, struct kv_claim *claims, struct seq
 		s->kv = c->entry;
 		s->n_cached = c->n_reuse;
 		s->phase = SEQ_RUN;
-		s->t_prefill0 = engine_now();
+		s->t_prefill0 = clock_now_s();
 		claimed[(*n_claims)++] = s;
 	}
 	pthread_mutex_unlock(&e->lock);
@@ -427,7 +428,7 @@ static void emit(struct worker *w, struct seq *s, const float *logits)
 		return;
 	}
 	sampler_accept(s->sampler, tok);
-	s->t_last = engine_now();
+	s->t_last = clock_now_s();
 	if (s->n_gen++ == 0)
 		s->t_first = s->t_last;
 	s->tokens[s->n_tok++] = tok;

@@ -1,4 +1,5 @@
 /* generation.c - one generation over HTTP. See generation.h. */
+#include "clock.h"
 #include "generation.h"
 
 #include <stdio.h>
@@ -243,7 +244,7 @@ static void on_update(void *data, struct gen_stream *s)
 			g->req->gen_tokens = 0;
 		if (g->req->ttft_ms < 0)
 			g->req->ttft_ms =
-				(double)(http_now_ns() - g->req->start_ns) / 1e6;
+				(double)(clock_now_ns() - g->req->start_ns) / 1e6;
 		g->req->gen_tokens += c.n_tokens;
 	}
 	if (g->gr.stream)

@@ -1,4 +1,5 @@
 /* http.c - libuv + libmicrohttpd glue. See http.h. */
+#include "clock.h"
 #include "http.h"
 
 #include <arpa/inet.h>
@@ -17,14 +18,6 @@
 /* A chunked body past the limit is read and dropped so the client can get
  * its 413; past this much more the connection is cut instead. */
 #define DISCARD_MAX (16u << 20)
-
-uint64_t http_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 /* ---- driving MHD from the loop -------------------------------------- */
 
@@ -80,7 +73,7 @@ static struct http_req *req_new(struct http_server *hs,
 	req->conn = conn;
 	req->method = method;
 	req->path = url;
-	req->start_ns = http_now_ns();
+	req->start_ns = clock_now_ns();
 	req->prompt_tokens = -1;
 	req->gen_tokens = -1;
 	req->ttft_ms = -1;

@@ -116,9 +116,6 @@ void http_quiesce(struct http_server *hs);
  * and closes the uv handles. Idempotent; NULL allowed. */
 void http_close(struct http_server *hs);
 
-/* Monotonic nanoseconds (for durations). */
-uint64_t http_now_ns(void);
-
 /* Returns the value of request header `name` (case-insensitive) or NULL. */
 const char *http_req_header(struct http_req *req, const char *name);
 

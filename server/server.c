@@ -2,6 +2,7 @@
  * server.h. Request flow: http.c hands a complete request to on_request,
  * which applies CORS, body limit, auth and the route table, then calls
  * one handler. */
+#include "clock.h"
 #include "server.h"
 
 #include <jansson.h>
@@ -362,7 +363,7 @@ static void on_request(void *data, struct http_req *req)
 static void on_done(void *data, struct http_req *req)
 {
 	struct server *srv = data;
-	double dur_ms = (double)(http_now_ns() - req->start_ns) / 1e6;
+	double dur_ms = (double)(clock_now_ns() - req->start_ns) / 1e6;
 	struct log_request lr = {
 		.method = req->method,
 		.path = req->path,
@@ -450,7 +451,7 @@ static void drain_cb(uv_timer_t *t)
 	if (srv->http.in_flight == 0) {
 		log_printf(srv->log, LOG_INFO, "drained; exiting");
 		stop(srv);
-	} else if (http_now_ns() >= srv->drain_deadline_ns) {
+	} else if (clock_now_ns() >= srv->drain_deadline_ns) {
 		log_printf(srv->log, LOG_WARN,
 			   "drain timeout: closing %lld request(s)",
 			   (long long)srv->http.in_flight);
@@ -482,7 +483,7 @@ static void signal_cb(uv_signal_t *s, int signum)
 	sd_notify_send(&srv->notify, "STOPPING=1");
 	http_quiesce(&srv->http);
 	srv->drain_deadline_ns =
-		http_now_ns() + (uint64_t)srv->cfg->drain_timeout * 1000000000u;
+		clock_now_ns() + (uint64_t)srv->cfg->drain_timeout * 1000000000u;
 	uv_timer_start(&srv->drain_timer, drain_cb, 0, 50);
 }
 

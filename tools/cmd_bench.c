@@ -22,6 +22,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "clock.h"
 #include "commands.h"
 #include "dtype.h"
 #include "ember.h"
@@ -101,14 +102,6 @@ static int parse_args(int argc, char **argv, struct bench_args *a)
 	return 0;
 }
 
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 static int cmp_double(const void *a, const void *b)
 {
 	double x = *(const double *)a, y = *(const double *)b;
@@ -162,14 +155,14 @@ static int run_once(struct forward_ctx *fw, const int32_t *ids, long p, long n, 
 	int rc;
 
 	forward_rewind(fw, 0);
-	t0 = now_s();
+	t0 = clock_now_s();
 	if (p > 0) {
 		rc = forward_eval(fw, ids, (size_t)p, logits, 0, err);
 	} else {
 		for (i = 0, rc = 0; i < n && rc == 0; i++)
 			rc = forward_eval(fw, &ids[i], 1, logits, 0, err);
 	}
-	*secs = now_s() - t0;
+	*secs = clock_now_s() - t0;
 	return rc;
 }
 

@@ -17,6 +17,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "clock.h"
 #include "commands.h"
 #include "ember.h"
 #include "engine.h"
@@ -147,14 +148,6 @@ static uint32_t argmax(const float *x, uint32_t n)
 	return best;
 }
 
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 static int write_logits(const char *path, const float *logits, size_t n)
 {
 	FILE *f = fopen(path, "wb");
@@ -171,7 +164,7 @@ static int write_logits(const char *path, const float *logits, size_t n)
 /* Feeds argmax back `n` times after the input; prints the ids. */
 static int greedy(struct forward_ctx *fw, float *last, uint32_t n_vocab, long n, char *err)
 {
-	double t0 = now_s();
+	double t0 = clock_now_s();
 	long i;
 	int rc;
 
@@ -186,7 +179,7 @@ static int greedy(struct forward_ctx *fw, float *last, uint32_t n_vocab, long n,
 	printf("\n");
 	if (n > 1)
 		fprintf(stderr, "decode: %ld tokens in %.1f ms (%.1f tok/s)\n", n - 1,
-			(now_s() - t0) * 1e3, (double)(n - 1) / (now_s() - t0));
+			(clock_now_s() - t0) * 1e3, (double)(n - 1) / (clock_now_s() - t0));
 	return 0;
 }
 
@@ -231,13 +224,13 @@ int cmd_eval(int argc, char **argv)
 		fprintf(stderr, "ember eval: out of memory\n");
 		goto done;
 	}
-	t0 = now_s();
+	t0 = clock_now_s();
 	if (forward_eval(fw, ids, (size_t)n_ids, logits, 1, err) < 0) {
 		fprintf(stderr, "ember eval: %s\n", err);
 		goto done;
 	}
 	fprintf(stderr, "prefill: %ld tokens in %.1f ms (%.1f tok/s), %ld thread(s)\n", n_ids,
-		(now_s() - t0) * 1e3, (double)n_ids / (now_s() - t0), a.threads);
+		(clock_now_s() - t0) * 1e3, (double)n_ids / (clock_now_s() - t0), a.threads);
 	if (a.out) {
 		if (write_logits(a.out, logits, (size_t)n_ids * n_vocab) < 0) {
 			fprintf(stderr, "ember eval: cannot write %s: %s\n", a.out, strerror(errno));
