@@ -4,61 +4,9 @@
 #include <string.h>
 
 #include "ember.h"
+#include "utf8.h"
 
 static const char replacement[3] = {'\xef', '\xbf', '\xbd'}; /* U+FFFD */
-
-/* Bytes in the sequence lead byte `b` starts: 1 to 4, or 0 if it cannot
- * start one (a continuation byte, C0/C1 overlongs, F5..FF beyond U+10FFFF). */
-static size_t utf8_length(unsigned char b)
-{
-	if (b < 0x80)
-		return 1;
-	if (b >= 0xc2 && b <= 0xdf)
-		return 2;
-	if (b >= 0xe0 && b <= 0xef)
-		return 3;
-	if (b >= 0xf0 && b <= 0xf4)
-		return 4;
-	return 0;
-}
-
-/* Whether `b` may follow seq[0..pos) (pos >= 1). The second byte's range
- * depends on the lead; this is what excludes overlong forms, surrogates
- * (ED A0..BF) and code points past U+10FFFF. */
-static int utf8_continues(const unsigned char *seq, size_t pos, unsigned char b)
-{
-	unsigned char lo = 0x80, hi = 0xbf;
-
-	if (pos == 1) {
-		switch (seq[0]) {
-		case 0xe0: lo = 0xa0; break;
-		case 0xed: hi = 0x9f; break;
-		case 0xf0: lo = 0x90; break;
-		case 0xf4: hi = 0x8f; break;
-		default: break;
-		}
-	}
-	return b >= lo && b <= hi;
-}
-
-/* Validates a whole stop string. */
-static int utf8_valid(const char *s, size_t n)
-{
-	const unsigned char *u = (const unsigned char *)s;
-	size_t i = 0, k;
-
-	while (i < n) {
-		size_t len = utf8_length(u[i]);
-
-		if (len == 0 || i + len > n)
-			return 0;
-		for (k = 1; k < len; k++)
-			if (!utf8_continues(u + i, k, u[i + k]))
-				return 0;
-		i += len;
-	}
-	return 1;
-}
 
 static void reset_stream(struct detok *d)
 {
@@ -197,7 +145,7 @@ static void put_byte(struct detok *d, struct sink *o, unsigned char b)
 		if (d->stopped)
 			return;
 	}
-	need = utf8_length(b);
+	need = utf8_lead_len(b);
 	if (need == 1) {
 		put_char(d, o, (const char *)&b, 1);
 	} else if (need == 0) {

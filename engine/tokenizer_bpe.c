@@ -9,6 +9,7 @@
 
 #include "ember.h"
 #include "tokenizer_impl.h"
+#include "utf8.h"
 
 #define BPE_MAX_REGEX 4
 #define BPE_MAX_PATTERN 1024
@@ -436,73 +437,6 @@ const char *bpe_pre_name(const struct bpe *b)
 
 /* ---- UTF-8 ------------------------------------------------------------------ */
 
-/*
- * Decodes one code point the lenient way the reference does: the lead byte
- * says the length, continuation bytes must be 10xxxxxx, overlong forms and
- * surrogates pass. Anything else is U+FFFD for one byte. Code points past
- * U+10FFFF (which the reference cannot re-encode) are treated as invalid.
- */
-static uint32_t utf8_next(const uint8_t *s, size_t n, size_t *adv)
-{
-	uint32_t cp;
-	size_t len, i;
-
-	if (s[0] < 0x80) {
-		*adv = 1;
-		return s[0];
-	}
-	if ((s[0] & 0xE0) == 0xC0) {
-		len = 2;
-		cp = s[0] & 0x1F;
-	} else if ((s[0] & 0xF0) == 0xE0) {
-		len = 3;
-		cp = s[0] & 0x0F;
-	} else if ((s[0] & 0xF8) == 0xF0) {
-		len = 4;
-		cp = s[0] & 0x07;
-	} else {
-		goto bad;
-	}
-	if (len > n)
-		goto bad;
-	for (i = 1; i < len; i++) {
-		if ((s[i] & 0xC0) != 0x80)
-			goto bad;
-		cp = cp << 6 | (s[i] & 0x3F);
-	}
-	if (cp > 0x10FFFF)
-		goto bad;
-	*adv = len;
-	return cp;
-bad:
-	*adv = 1;
-	return 0xFFFD;
-}
-
-static size_t utf8_put(uint32_t cp, char *out)
-{
-	if (cp < 0x80) {
-		out[0] = (char)cp;
-		return 1;
-	}
-	if (cp < 0x800) {
-		out[0] = (char)(0xC0 | cp >> 6);
-		out[1] = (char)(0x80 | (cp & 0x3F));
-		return 2;
-	}
-	if (cp < 0x10000) {
-		out[0] = (char)(0xE0 | cp >> 12);
-		out[1] = (char)(0x80 | (cp >> 6 & 0x3F));
-		out[2] = (char)(0x80 | (cp & 0x3F));
-		return 3;
-	}
-	out[0] = (char)(0xF0 | cp >> 18);
-	out[1] = (char)(0x80 | (cp >> 12 & 0x3F));
-	out[2] = (char)(0x80 | (cp >> 6 & 0x3F));
-	out[3] = (char)(0x80 | (cp & 0x3F));
-	return 4;
-}
-
 /* 1 if `s` is strict UTF-8 (what PCRE2 accepts and re-encoding keeps). */
 static int utf8_is_canonical(const uint8_t *s, size_t n)
 {
@@ -516,8 +450,8 @@ static int utf8_is_canonical(const uint8_t *s, size_t n)
 			i++;
 			continue;
 		}
-		cp = utf8_next(s + i, n - i, &adv);
-		if ((cp == 0xFFFD && adv == 1) || (cp >= 0xD800 && cp <= 0xDFFF) || utf8_put(cp, tmp) != adv)
+		cp = utf8_decode_lenient(s + i, n - i, &adv);
+		if ((cp == 0xFFFD && adv == 1) || (cp >= 0xD800 && cp <= 0xDFFF) || utf8_encode(cp, tmp) != adv)
 			return 0;
 		i += adv;
 	}
@@ -536,11 +470,11 @@ static size_t utf8_canonicalize(const uint8_t *s, size_t n, char *canon, char *s
 	size_t i = 0, o = 0, adv, k;
 
 	while (i < n) {
-		uint32_t cp = utf8_next(s + i, n - i, &adv);
+		uint32_t cp = utf8_decode_lenient(s + i, n - i, &adv);
 
-		k = utf8_put(cp, canon + o);
+		k = utf8_encode(cp, canon + o);
 		if (cp >= 0xD800 && cp <= 0xDFFF)
-			utf8_put(0xE000, subject + o);
+			utf8_encode(0xE000, subject + o);
 		else
 			memcpy(subject + o, canon + o, k);
 		o += k;
@@ -811,7 +745,7 @@ int bpe_piece(const struct bpe *b, int32_t id, char *buf, size_t cap)
 		return EMBER_ERANGE;
 	t = &b->toks[id];
 	while (i < t->len) {
-		uint32_t cp = utf8_next((const uint8_t *)t->ptr + i, t->len - i, &adv);
+		uint32_t cp = utf8_decode_lenient((const uint8_t *)t->ptr + i, t->len - i, &adv);
 
 		/* Only the canonical spelling of a mapped character stands for
 		 * a byte; anything else is copied through. */

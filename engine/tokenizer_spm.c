@@ -36,6 +36,7 @@
 #include "ember.h"
 #include "tokenizer_impl.h"
 #include "tokenizer_spm_shim.h"
+#include "utf8.h"
 
 enum { PB_VARINT = 0, PB_LEN = 2, PB_FIXED32 = 5 };
 enum { SP_NORMAL = 1, SP_UNKNOWN = 2, SP_CONTROL = 3, SP_USER_DEFINED = 4, SP_UNUSED = 5, SP_BYTE = 6 };
@@ -306,35 +307,6 @@ fail:
 
 /* ---- the backend -------------------------------------------------------------- */
 
-/* Length of the valid UTF-8 sequence at `s` (strict: no overlongs,
- * surrogates or code points past U+10FFFF), 0 if it is not one. */
-static size_t utf8_valid(const uint8_t *s, size_t n)
-{
-	uint32_t c;
-	size_t len, i;
-
-	if (s[0] < 0x80)
-		return 1;
-	if (s[0] >= 0xc2 && s[0] <= 0xdf)
-		len = 2, c = s[0] & 0x1f;
-	else if (s[0] >= 0xe0 && s[0] <= 0xef)
-		len = 3, c = s[0] & 0x0f;
-	else if (s[0] >= 0xf0 && s[0] <= 0xf4)
-		len = 4, c = s[0] & 0x07;
-	else
-		return 0;
-	if (n < len)
-		return 0;
-	for (i = 1; i < len; i++) {
-		if ((s[i] & 0xc0) != 0x80)
-			return 0;
-		c = c << 6 | (s[i] & 0x3f);
-	}
-	if ((len == 3 && (c < 0x800 || (c >= 0xd800 && c <= 0xdfff))) || (len == 4 && (c < 0x10000 || c > 0x10ffff)))
-		return 0;
-	return len;
-}
-
 static int encode_run(const struct spm_state *st, const char *text, size_t len, int prefix,
 		      struct tok_out *out)
 {
@@ -363,7 +335,7 @@ static int spm_encode_cb(const struct tokenizer *t, const char *text, size_t len
 	int prefix = st->space_prefix, rc;
 
 	while (i < len) {
-		k = utf8_valid(u + i, len - i);
+		k = utf8_seq_len(u + i, len - i);
 		if (k > 0) {
 			i += k;
 			continue;
