@@ -119,8 +119,9 @@ $(EMBERD): $(SERVER_OBJ) $(LIBEMBER)
 $(EMBER): $(TOOLS_OBJ) $(LIBEMBER)
 	$(call say,LD,$@)$(CC) $(LDFLAGS) -pthread $(TOOLS_OBJ) $(LIBEMBER) $(LIBS_TOOLS) $(LIBS_ENGINE) -o $@
 
-# The load generator for the daemon (bench/): plain sockets, no libember.
-$(LOADGEN): $(call obj,bench/loadgen.c bench/response.c engine/clock.c)
+# The load generator for the daemon (bench/): plain sockets; of libember
+# only the clock and the buffer rule.
+$(LOADGEN): $(call obj,bench/loadgen.c bench/response.c engine/buf.c engine/clock.c)
 	$(call say,LD,$@)$(CC) $(LDFLAGS) $^ -lm -o $@
 
 # Times one batched forward step over 1..8 sequences (bench/SERVE_RESULTS.md).

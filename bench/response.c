@@ -7,6 +7,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "buf.h"
+
 static const char *const err_names[RESP_N_ERR] = {
 #define RESPONSE_NAME(name, str) str,
 	RESPONSE_ERRORS(RESPONSE_NAME)
@@ -22,21 +24,9 @@ const char *response_err_name(int kind)
 
 static int bytes_reserve(struct bytes *b, size_t extra)
 {
-	size_t cap = b->cap ? b->cap : 4096;
-	char *p;
-
-	if (b->len + extra + 1 > RESPONSE_MAX)
+	if (extra > RESPONSE_MAX || b->len + extra + 1 > RESPONSE_MAX)
 		return -1;
-	while (cap < b->len + extra + 1)
-		cap *= 2;
-	if (cap == b->cap)
-		return 0;
-	p = realloc(b->p, cap);
-	if (p == NULL)
-		return -1;
-	b->p = p;
-	b->cap = cap;
-	return 0;
+	return buf_grow(&b->p, &b->cap, b->len + extra + 1, 4096, 0) == 0 ? 0 : -1;
 }
 
 int bytes_add(struct bytes *b, const char *s, size_t n)

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "buf.h"
 #include "ember.h"
 
 #define GGUF_WRITE_VERSION 3
@@ -68,22 +69,10 @@ static int fail(struct gguf_writer *w, int code, const char *fmt, const char *ar
 
 static int bytes_put(struct bytes *b, const void *p, size_t n)
 {
-	size_t cap = b->cap ? b->cap : 64;
-	uint8_t *np;
-
 	if (n == 0)
 		return 0;
-	if (n > SIZE_MAX / 2 - b->len)
+	if (n > SIZE_MAX / 2 - b->len || buf_grow(&b->p, &b->cap, b->len + n, 64, 0) != 0)
 		return EMBER_ENOMEM;
-	while (cap < b->len + n)
-		cap *= 2;
-	if (cap != b->cap) {
-		np = realloc(b->p, cap);
-		if (np == NULL)
-			return EMBER_ENOMEM;
-		b->p = np;
-		b->cap = cap;
-	}
 	memcpy(b->p + b->len, p, n);
 	b->len += n;
 	return 0;

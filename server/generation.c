@@ -1,5 +1,4 @@
 /* generation.c - one generation over HTTP. See generation.h. */
-#include "clock.h"
 #include "generation.h"
 
 #include <stdio.h>
@@ -7,6 +6,8 @@
 #include <string.h>
 
 #include "api_error.h"
+#include "buf.h"
+#include "clock.h"
 #include "jsonw.h"
 #include "sse.h"
 #include "stream.h"
@@ -103,22 +104,11 @@ static void note_result(struct http_req *req, const struct engine_result *r)
 
 static void append_text(struct generation *g, const char *text, size_t len)
 {
-	size_t cap;
-	char *p;
-
 	if (len == 0 || g->oom)
 		return;
-	if (g->len + len > g->cap) {
-		cap = g->cap ? g->cap : 1024;
-		while (cap < g->len + len)
-			cap *= 2;
-		p = realloc(g->text, cap);
-		if (p == NULL) {
-			g->oom = true;
-			return;
-		}
-		g->text = p;
-		g->cap = cap;
+	if (buf_grow(&g->text, &g->cap, g->len + len, 1024, 0) != 0) {
+		g->oom = true;
+		return;
 	}
 	memcpy(g->text + g->len, text, len);
 	g->len += len;

@@ -1,5 +1,4 @@
 /* http.c - libuv + libmicrohttpd glue. See http.h. */
-#include "clock.h"
 #include "http.h"
 
 #include <arpa/inet.h>
@@ -13,6 +12,8 @@
 #include <unistd.h>
 
 #include "api_error.h"
+#include "buf.h"
+#include "clock.h"
 #include "ember.h"
 
 /* A chunked body past the limit is read and dropped so the client can get
@@ -87,26 +88,15 @@ static struct http_req *req_new(struct http_server *hs,
 
 static int body_append(struct http_req *req, const char *data, size_t n)
 {
-	size_t max = req->hs->opt.max_body, cap;
-	char *p;
+	size_t max = req->hs->opt.max_body;
 
 	if (req->too_large || n > max - req->body_len) {
 		req->too_large = true;
 		req->discarded += n;
 		return req->discarded > DISCARD_MAX ? -1 : 0;
 	}
-	if (req->body_len + n + 1 > req->body_cap) {
-		cap = req->body_cap ? req->body_cap : 4096;
-		while (cap < req->body_len + n + 1)
-			cap *= 2;
-		if (cap > max + 1)
-			cap = max + 1;
-		p = realloc(req->body, cap);
-		if (p == NULL)
-			return -1;
-		req->body = p;
-		req->body_cap = cap;
-	}
+	if (buf_grow(&req->body, &req->body_cap, req->body_len + n + 1, 4096, max + 1) != 0)
+		return -1;
 	memcpy(req->body + req->body_len, data, n);
 	req->body_len += n;
 	req->body[req->body_len] = '\0';

@@ -2,9 +2,12 @@
 #include "jsonw.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "buf.h"
 
 void jsonw_init(struct jsonw *w)
 {
@@ -35,23 +38,13 @@ bool jsonw_ok(const struct jsonw *w)
 /* Makes room for `n` more bytes plus the NUL. */
 static bool reserve(struct jsonw *w, size_t n)
 {
-	size_t cap;
-	char *p;
-
 	if (w->oom)
 		return false;
-	if (w->len + n + 1 <= w->cap)
-		return true;
-	cap = w->cap ? w->cap : 256;
-	while (cap < w->len + n + 1)
-		cap *= 2;
-	p = realloc(w->data, cap);
-	if (p == NULL) {
+	if (n > SIZE_MAX / 2 ||
+	    buf_grow(&w->data, &w->cap, w->len + n + 1, 256, 0) != 0) {
 		w->oom = true;
 		return false;
 	}
-	w->data = p;
-	w->cap = cap;
 	w->data[w->len] = '\0';
 	return true;
 }

@@ -2,7 +2,6 @@
  * server.h. Request flow: http.c hands a complete request to on_request,
  * which applies CORS, body limit, auth and the route table, then calls
  * one handler. */
-#include "clock.h"
 #include "server.h"
 
 #include <jansson.h>
@@ -17,6 +16,7 @@
 #include "api_openai.h"
 #include "auth.h"
 #include "backend.h"
+#include "clock.h"
 #include "cors.h"
 #include "generation.h"
 #include "http.h"

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "buf.h"
 #include "ember.h"
 
 void sse_buf_init(struct sse_buf *b)
@@ -24,8 +25,7 @@ void sse_buf_free(struct sse_buf *b)
  * the front (cheap: the reader usually drained almost everything). */
 static int reserve(struct sse_buf *b, size_t extra)
 {
-	size_t live = b->len - b->head, cap;
-	char *p;
+	size_t live = b->len - b->head;
 
 	if (b->head > 0 && b->len + extra > b->cap) {
 		memmove(b->data, b->data + b->head, live);
@@ -36,15 +36,7 @@ static int reserve(struct sse_buf *b, size_t extra)
 		return 0;
 	if (extra > SIZE_MAX / 2 - b->len)
 		return EMBER_ENOMEM;
-	cap = b->cap ? b->cap : 256;
-	while (cap < b->len + extra)
-		cap *= 2;
-	p = realloc(b->data, cap);
-	if (p == NULL)
-		return EMBER_ENOMEM;
-	b->data = p;
-	b->cap = cap;
-	return 0;
+	return buf_grow(&b->data, &b->cap, b->len + extra, 256, 0);
 }
 
 static void put(struct sse_buf *b, const char *s, size_t n)

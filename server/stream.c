@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "buf.h"
 #include "ember.h"
 
 struct gen_stream {
@@ -64,19 +65,9 @@ static void text_cb(void *data, const char *text, size_t len, int n_tokens)
 	struct gen_stream *s = data;
 
 	pthread_mutex_lock(&s->lock);
-	if (s->pending_len + len > s->pending_cap) {
-		size_t cap = s->pending_cap ? s->pending_cap : 256;
-		char *p;
-
-		while (cap < s->pending_len + len)
-			cap *= 2;
-		p = realloc(s->pending, cap);
-		if (p == NULL) {
-			s->oom = true;
-			goto out;
-		}
-		s->pending = p;
-		s->pending_cap = cap;
+	if (buf_grow(&s->pending, &s->pending_cap, s->pending_len + len, 256, 0) != 0) {
+		s->oom = true;
+		goto out;
 	}
 	memcpy(s->pending + s->pending_len, text, len);
 	s->pending_len += len;

@@ -1,9 +1,10 @@
 /* progress.c - progress lines on stderr (see progress.h). */
-#include "clock.h"
 #include "progress.h"
 
 #include <stdio.h>
 #include <time.h>
+
+#include "clock.h"
 
 void progress_init(struct progress *p, int on)
 {
