@@ -26,7 +26,7 @@ static int wrong_type(struct api_error *e, const char *param, const char *what)
 {
 	api_error_set(e, 400, API_ERR_INVALID_REQUEST, param, "invalid_type",
 		      "Invalid type for '%s': expected %s.", param, what);
-	return -1;
+	return EMBER_EINVAL;
 }
 
 static int read_flag(json_t *root, const char *key, bool *out,
@@ -47,13 +47,13 @@ int api_native_parse_tokenize(const char *body, size_t len, char **content,
 			      bool *parse_special, struct api_error *e)
 {
 	json_t *root = decode(body, len, false, e), *v;
-	int rc = -1;
+	int rc = EMBER_EINVAL;
 
 	*content = NULL;
 	*add_special = true;
 	*parse_special = false;
 	if (root == NULL)
-		return -1;
+		return EMBER_EINVAL;
 	v = json_object_get(root, "content");
 	if (!json_is_string(v)) {
 		wrong_type(e, "content", "a string");
@@ -66,6 +66,7 @@ int api_native_parse_tokenize(const char *body, size_t len, char **content,
 	*content = malloc(*content_len + 1);
 	if (*content == NULL) {
 		api_error_set(e, 500, API_ERR_SERVER, NULL, NULL, "out of memory");
+		rc = EMBER_ENOMEM;
 		goto out;
 	}
 	memcpy(*content, json_string_value(v), *content_len + 1);
@@ -80,12 +81,12 @@ int api_native_parse_detokenize(const char *body, size_t len, int32_t **ids,
 {
 	json_t *root = decode(body, len, false, e), *v, *t;
 	size_t i;
-	int rc = -1;
+	int rc = EMBER_EINVAL;
 
 	*ids = NULL;
 	*n = 0;
 	if (root == NULL)
-		return -1;
+		return EMBER_EINVAL;
 	v = json_object_get(root, "tokens");
 	if (!json_is_array(v)) {
 		wrong_type(e, "tokens", "an array of integers");
@@ -94,6 +95,7 @@ int api_native_parse_detokenize(const char *body, size_t len, int32_t **ids,
 	*ids = malloc((json_array_size(v) + 1) * sizeof(**ids));
 	if (*ids == NULL) {
 		api_error_set(e, 500, API_ERR_SERVER, NULL, NULL, "out of memory");
+		rc = EMBER_ENOMEM;
 		goto out;
 	}
 	json_array_foreach(v, i, t) {
@@ -121,10 +123,10 @@ int api_native_parse_session_id(const char *s, uint64_t *id)
 	char *end;
 
 	if (strncmp(s, "sess-", 5) != 0 || s[5] < '0' || s[5] > '9')
-		return -1;
+		return EMBER_EINVAL;
 	v = strtoull(s + 5, &end, 10);
 	if (*end != '\0' || v == 0)
-		return -1;
+		return EMBER_EINVAL;
 	*id = (uint64_t)v;
 	return 0;
 }
@@ -340,7 +342,7 @@ static int session_id(struct backend *b, struct http_req *req, const char *s,
 	if (api_native_parse_session_id(s, id) == 0)
 		return 0;
 	respond_backend_error(b, req, EMBER_ENOTFOUND, "", "session");
-	return -1;
+	return EMBER_EINVAL;
 }
 
 void api_native_session_new(struct backend *b, struct http_req *req)

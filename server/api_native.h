@@ -34,18 +34,18 @@
 #include "http.h"
 
 /* Parses a /tokenize body. On success *content (malloc'd, NUL-terminated,
- * *len bytes) is the caller's. Returns 0 or -1 with `e` filled. */
+ * *len bytes) is the caller's. Returns 0, or EMBER_EINVAL (EMBER_ENOMEM) with `e` filled. */
 int api_native_parse_tokenize(const char *body, size_t len, char **content,
 			      size_t *content_len, bool *add_special,
 			      bool *parse_special, struct api_error *e);
 
 /* Parses a /detokenize body: *ids (malloc'd, *n entries, the caller's)
  * holds integers in int32 range (the vocabulary check is the backend's).
- * Returns 0 or -1 with `e` filled. */
+ * Returns 0, or EMBER_EINVAL (EMBER_ENOMEM) with `e` filled. */
 int api_native_parse_detokenize(const char *body, size_t len, int32_t **ids,
 				size_t *n, struct api_error *e);
 
-/* "sess-17" -> 17. Returns 0, or -1 for anything else. */
+/* "sess-17" -> 17. Returns 0, or EMBER_EINVAL for anything else. */
 int api_native_parse_session_id(const char *s, uint64_t *id);
 
 /* Answers /tokenize or /detokenize for `req` (the body is parsed here;

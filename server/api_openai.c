@@ -9,6 +9,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "ember.h"
+
 int api_openai_check_content_type(const char *ct, struct api_error *e)
 {
 	static const char want[] = "application/json";
@@ -24,7 +26,7 @@ int api_openai_check_content_type(const char *ct, struct api_error *e)
 	api_error_set(e, 415, API_ERR_INVALID_REQUEST, NULL,
 		      "unsupported_media_type",
 		      "Content-Type must be application/json");
-	return -1;
+	return EMBER_EINVAL;
 }
 
 int api_openai_check_depth(const char *body, size_t len, int max_depth)
@@ -46,7 +48,7 @@ int api_openai_check_depth(const char *body, size_t len, int max_depth)
 			in_str = 1;
 		else if (c == '[' || c == '{') {
 			if (++depth > max_depth)
-				return -1;
+				return EMBER_EINVAL;
 		} else if (c == ']' || c == '}')
 			depth--;
 	}
@@ -60,14 +62,14 @@ static int bad(struct api_error *e, const char *param, const char *fmt,
 {
 	api_error_set(e, 400, API_ERR_INVALID_REQUEST, param, "invalid_value",
 		      fmt, param, what);
-	return -1;
+	return EMBER_EINVAL;
 }
 
 static int wrong_type(struct api_error *e, const char *param, const char *what)
 {
 	api_error_set(e, 400, API_ERR_INVALID_REQUEST, param, "invalid_type",
 		      "Invalid type for '%s': expected %s.", param, what);
-	return -1;
+	return EMBER_EINVAL;
 }
 
 /* Looks a key up; JSON null counts as absent. */
@@ -138,7 +140,7 @@ static int read_bool(json_t *obj, const char *key, bool *out,
 static int oom(struct api_error *e)
 {
 	api_error_set(e, 500, API_ERR_SERVER, NULL, NULL, "out of memory");
-	return -1;
+	return EMBER_ENOMEM;
 }
 
 static int dup_string(json_t *v, char **out, struct api_error *e)
@@ -150,7 +152,9 @@ static int dup_string(json_t *v, char **out, struct api_error *e)
 static int read_stop(json_t *obj, struct gen_request *r, struct api_error *e)
 {
 	json_t *v = field(obj, "stop"), *s;
+	char most[16];
 	size_t i;
+	int rc;
 
 	if (v == NULL)
 		return 0;
@@ -162,16 +166,17 @@ static int read_stop(json_t *obj, struct gen_request *r, struct api_error *e)
 	}
 	if (!json_is_array(v))
 		return wrong_type(e, "stop", "a string or an array of strings");
+	snprintf(most, sizeof(most), "%d", GEN_MAX_STOP);
 	if (json_array_size(v) > GEN_MAX_STOP)
-		return bad(e, "stop", "'%s' holds at most 4 strings%s.", "");
+		return bad(e, "stop", "'%s' holds at most %s strings.", most);
 	json_array_foreach(v, i, s) {
 		if (!json_is_string(s))
 			return wrong_type(e, "stop", "an array of strings");
 		if (json_string_length(s) == 0)
 			return bad(e, "stop", "'%s' must not hold empty strings%s.",
 				   "");
-		if (dup_string(s, &r->stop[r->n_stop], e) != 0)
-			return -1;
+		if ((rc = dup_string(s, &r->stop[r->n_stop], e)) != 0)
+			return rc;
 		r->n_stop++;
 	}
 	return 0;
@@ -183,16 +188,17 @@ static int read_common(json_t *root, const struct api_limits *lim,
 {
 	json_int_t x, mt = -1, mct = -1;
 	json_t *v, *so;
+	int rc;
 
 	if ((v = field(root, "model")) != NULL) {
 		if (!json_is_string(v))
 			return wrong_type(e, "model", "a string");
-		if (dup_string(v, &r->model, e) != 0)
-			return -1;
+		if ((rc = dup_string(v, &r->model, e)) != 0)
+			return rc;
 	}
-	if (read_int(root, "max_tokens", 1, INT64_MAX, &mt, e) != 0 ||
-	    read_int(root, "max_completion_tokens", 1, INT64_MAX, &mct, e) != 0)
-		return -1;
+	if ((rc = read_int(root, "max_tokens", 1, INT64_MAX, &mt, e)) != 0 ||
+	    (rc = read_int(root, "max_completion_tokens", 1, INT64_MAX, &mct, e)) != 0)
+		return rc;
 	/* The newer name wins when a client sends both. Above the server's
 	 * cap it is clamped, not refused: clients routinely send a large
 	 * max_tokens meaning "as much as you will give", and the answer's
@@ -201,21 +207,21 @@ static int read_common(json_t *root, const struct api_limits *lim,
 		r->max_tokens = (int32_t)((mct > 0 ? mct : mt) > lim->max_tokens
 						  ? lim->max_tokens
 						  : (mct > 0 ? mct : mt));
-	if (read_number(root, "temperature", 0, 2, 0, &r->temperature, e) ||
-	    read_number(root, "top_p", 0, 1, 1, &r->top_p, e) ||
-	    read_number(root, "min_p", 0, 1, 0, &r->min_p, e) ||
-	    read_number(root, "presence_penalty", -2, 2, 0,
-			&r->presence_penalty, e) ||
-	    read_number(root, "frequency_penalty", -2, 2, 0,
-			&r->frequency_penalty, e))
-		return -1;
+	if ((rc = read_number(root, "temperature", 0, 2, 0, &r->temperature, e)) ||
+	    (rc = read_number(root, "top_p", 0, 1, 1, &r->top_p, e)) ||
+	    (rc = read_number(root, "min_p", 0, 1, 0, &r->min_p, e)) ||
+	    (rc = read_number(root, "presence_penalty", -2, 2, 0,
+			      &r->presence_penalty, e)) ||
+	    (rc = read_number(root, "frequency_penalty", -2, 2, 0,
+			      &r->frequency_penalty, e)))
+		return rc;
 	x = 0;
-	if (read_int(root, "top_k", 0, INT32_MAX, &x, e) != 0)
-		return -1;
+	if ((rc = read_int(root, "top_k", 0, INT32_MAX, &x, e)) != 0)
+		return rc;
 	r->top_k = (int32_t)x;
 	if (field(root, "seed") != NULL) {
-		if (read_int(root, "seed", INT64_MIN, INT64_MAX, &x, e) != 0)
-			return -1;
+		if ((rc = read_int(root, "seed", INT64_MIN, INT64_MAX, &x, e)) != 0)
+			return rc;
 		r->has_seed = true;
 		r->seed = (uint64_t)x;
 	}
@@ -223,10 +229,11 @@ static int read_common(json_t *root, const struct api_limits *lim,
 	if (read_int(root, "n", 1, 1, &x, e) != 0) {
 		snprintf(e->message, sizeof(e->message),
 			 "Only n = 1 is supported.");
-		return -1;
+		return EMBER_EINVAL;
 	}
-	if (read_stop(root, r, e) != 0 || read_bool(root, "stream", &r->stream, e))
-		return -1;
+	if ((rc = read_stop(root, r, e)) != 0 ||
+	    (rc = read_bool(root, "stream", &r->stream, e)) != 0)
+		return rc;
 	if ((so = field(root, "stream_options")) != NULL) {
 		if (!json_is_object(so))
 			return wrong_type(e, "stream_options", "an object");
@@ -237,7 +244,7 @@ static int read_common(json_t *root, const struct api_limits *lim,
 		if (read_bool(so, "include_usage", &r->include_usage, e) != 0) {
 			snprintf(e->param, sizeof(e->param),
 				 "stream_options.include_usage");
-			return -1;
+			return EMBER_EINVAL;
 		}
 	}
 	return 0;
@@ -308,12 +315,13 @@ static int read_messages(json_t *root, struct gen_request *r,
 	json_t *v = field(root, "messages"), *m, *c;
 	char param[64];
 	size_t i;
+	int rc;
 
 	if (v == NULL) {
 		api_error_set(e, 400, API_ERR_INVALID_REQUEST, "messages",
 			      "missing_required_parameter",
 			      "Missing required parameter: 'messages'.");
-		return -1;
+		return EMBER_EINVAL;
 	}
 	if (!json_is_array(v))
 		return wrong_type(e, "messages", "an array");
@@ -329,15 +337,15 @@ static int read_messages(json_t *root, struct gen_request *r,
 		if (!json_is_object(m))
 			return wrong_type(e, param, "an object");
 		snprintf(param, sizeof(param), "messages[%zu].role", i);
-		if (read_role(json_object_get(m, "role"), param, &msg->role, e))
-			return -1;
+		if ((rc = read_role(json_object_get(m, "role"), param, &msg->role, e)))
+			return rc;
 		snprintf(param, sizeof(param), "messages[%zu].content", i);
 		c = json_object_get(m, "content");
 		if (c == NULL || json_is_null(c))
 			return wrong_type(e, param,
 					  "a string or an array of text parts");
-		if (read_content(c, param, &msg->content, e) != 0)
-			return -1;
+		if ((rc = read_content(c, param, &msg->content, e)) != 0)
+			return rc;
 		r->n_messages++;
 	}
 	return 0;
@@ -352,7 +360,7 @@ static int read_prompt(json_t *root, struct gen_request *r,
 		api_error_set(e, 400, API_ERR_INVALID_REQUEST, "prompt",
 			      "missing_required_parameter",
 			      "Missing required parameter: 'prompt'.");
-		return -1;
+		return EMBER_EINVAL;
 	}
 	if (json_is_array(v) && json_array_size(v) == 1 &&
 	    json_is_string(json_array_get(v, 0)))
@@ -396,19 +404,17 @@ static int parse(const char *body, size_t len, const struct api_limits *lim,
 		 struct api_error *e)
 {
 	json_t *root;
-	int rc = -1;
+	int rc = EMBER_EINVAL;
 
 	gen_request_init(req, kind, lim->max_tokens);
 	memset(e, 0, sizeof(*e));
 	root = api_openai_decode_object(body, len, e);
 	if (root == NULL)
 		goto fail;
-	if (kind == GEN_CHAT ? read_messages(root, req, e)
-			     : read_prompt(root, req, e))
+	if ((rc = kind == GEN_CHAT ? read_messages(root, req, e)
+				   : read_prompt(root, req, e)) != 0)
 		goto fail;
-	if (read_common(root, lim, req, e) != 0)
-		goto fail;
-	rc = 0;
+	rc = read_common(root, lim, req, e);
 fail:
 	json_decref(root);
 	if (rc != 0)

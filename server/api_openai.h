@@ -20,6 +20,7 @@
 #include <stddef.h>
 
 #include "api_error.h"
+#include "ember.h"
 #include "gen_request.h"
 
 #define API_MAX_DEPTH 32
@@ -31,16 +32,17 @@ struct api_limits {
 
 /* Checks a Content-Type header value: absent (NULL) or application/json
  * (any case, optional parameters such as charset=utf-8) passes; anything
- * else fills `e` with 415 and returns -1. */
+ * else fills `e` with 415 and returns EMBER_EINVAL. */
 int api_openai_check_content_type(const char *content_type, struct api_error *e);
 
 /* Returns 0 if `body[0..len)` nests objects/arrays at most `max_depth`
- * deep, -1 otherwise. Strings are skipped (brackets inside them do not
+ * deep, EMBER_EINVAL otherwise. Strings are skipped (brackets inside them do not
  * count); malformed input is left for the JSON parser to reject. */
 int api_openai_check_depth(const char *body, size_t len, int max_depth);
 
 /* Parses a chat completions body into `req` (gen_request_init'ed here).
- * Returns 0, or -1 with `e` filled and `req` freed. */
+ * Returns 0, or EMBER_EINVAL (EMBER_ENOMEM when out of memory) with `e`
+ * filled and `req` freed. */
 /* Decodes a request body into a JSON object (new reference), refusing
  * nesting deeper than API_MAX_DEPTH, duplicate keys, invalid UTF-8 and
  * non-objects; or fills `e` (400 invalid_json) and returns NULL. */

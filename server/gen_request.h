@@ -19,7 +19,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define GEN_MAX_STOP 4
+#include "engine.h"
+
+#define GEN_MAX_STOP ENGINE_MAX_STOP /* the engine's, which is detok's */
 
 enum gen_kind {
 	GEN_CHAT,        /* messages[] -> chat template -> prompt */

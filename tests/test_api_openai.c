@@ -103,7 +103,7 @@ START_TEST(bad_bodies_get_status_type_and_param)
 	rc = bad_rows[_i].chat
 		? api_openai_parse_chat(body, strlen(body), &lim, &r, &e)
 		: api_openai_parse_completion(body, strlen(body), &lim, &r, &e);
-	ck_assert_msg(rc == -1, "row %d accepted: %s", _i, body);
+	ck_assert_msg(rc == EMBER_EINVAL, "row %d accepted: %s", _i, body);
 	ck_assert_int_eq(e.status, bad_rows[_i].status);
 	ck_assert_str_eq(api_error_type_name(e.type), bad_rows[_i].type);
 	ck_assert_msg(strcmp(e.param, bad_rows[_i].param ? bad_rows[_i].param
@@ -130,12 +130,12 @@ START_TEST(deep_nesting_is_rejected_before_parsing)
 		body[n++] = ']';
 	body[n++] = '}';
 	body[n] = '\0';
-	ck_assert_int_eq(api_openai_parse_chat(body, (size_t)n, &lim, &r, &e), -1);
+	ck_assert_int_eq(api_openai_parse_chat(body, (size_t)n, &lim, &r, &e), EMBER_EINVAL);
 	ck_assert_int_eq(e.status, 400);
 	ck_assert_ptr_nonnull(strstr(e.message, "deeper"));
 	/* brackets inside strings do not count */
 	ck_assert_int_eq(api_openai_check_depth("{\"a\":\"[[[[[[\"}", 13, 2), 0);
-	ck_assert_int_eq(api_openai_check_depth("[[[", 3, 2), -1);
+	ck_assert_int_eq(api_openai_check_depth("[[[", 3, 2), EMBER_EINVAL);
 	ck_assert_int_eq(api_openai_check_depth("{\"a\\\"[[[\":1}", 13, 1), 0);
 }
 END_TEST
@@ -244,11 +244,11 @@ START_TEST(content_type_must_be_json)
 	ck_assert_int_eq(api_openai_check_content_type("application/json", &e), 0);
 	ck_assert_int_eq(api_openai_check_content_type(
 				 "Application/JSON; charset=utf-8", &e), 0);
-	ck_assert_int_eq(api_openai_check_content_type("text/plain", &e), -1);
+	ck_assert_int_eq(api_openai_check_content_type("text/plain", &e), EMBER_EINVAL);
 	ck_assert_int_eq(e.status, 415);
-	ck_assert_int_eq(api_openai_check_content_type("application/jsonx", &e), -1);
+	ck_assert_int_eq(api_openai_check_content_type("application/jsonx", &e), EMBER_EINVAL);
 	ck_assert_int_eq(api_openai_check_content_type(
-				 "application/x-www-form-urlencoded", &e), -1);
+				 "application/x-www-form-urlencoded", &e), EMBER_EINVAL);
 }
 END_TEST
 
