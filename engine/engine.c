@@ -581,16 +581,16 @@ static void worker_free(struct worker *w)
 	free(w->text);
 	free(w->piece);
 	kv_pool_free(&w->kv);
-	forward_pass_free(w->fp);
+	compute_pass_free(w->fp);
 }
 
 static int worker_init(struct engine *e, struct worker *w, uint32_t index, char *err)
 {
 	const struct engine_config *c = &e->cfg;
-	struct forward_opts fo = {.max_batch = c->slots + c->prefill_chunk,
+	struct compute_opts co = {.max_batch = c->slots + c->prefill_chunk,
 				  .n_threads = c->threads};
 	size_t budget = c->kv_cache_mb ? (size_t)c->kv_cache_mb << 20
-				       : kv_pool_entry_bytes(e->m, c->n_ctx, DTYPE_F16) * c->slots;
+				       : compute_kv_bytes(e->m, c->n_ctx, DTYPE_F16) * c->slots;
 	uint32_t i;
 	int rc;
 
@@ -598,7 +598,7 @@ static int worker_init(struct engine *e, struct worker *w, uint32_t index, char 
 	w->index = index;
 	if (!c->kv_cache_mb && c->kv_f32)
 		budget *= 2;
-	if ((rc = forward_pass_new(&w->fp, e->m, &fo, err)) < 0)
+	if ((rc = compute_pass_new(&w->fp, e->m, &co, err)) < 0)
 		return rc;
 	if ((rc = kv_pool_init(&w->kv, e->m, c->n_ctx, c->kv_f32 ? DTYPE_F32 : DTYPE_F16, budget,
 			       err)) < 0)

@@ -20,7 +20,7 @@
 #include "chat.h"
 #include "detok.h"
 #include "engine.h"
-#include "forward.h"
+#include "compute.h"
 #include "kv_pool.h"
 
 /* One submitted request, from engine_submit to on_done. Owned by the
@@ -82,7 +82,7 @@ struct seq {
 	enum seq_phase phase;
 	struct job *job;
 	struct kv_entry *kv;       /* busy entry while running */
-	int32_t *tokens;           /* [n_ctx] the whole sequence (cache holds kv->kv.n_pos) */
+	int32_t *tokens;           /* [n_ctx] the whole sequence (its cache holds the first compute_kv_n_pos) */
 	uint32_t n_tok;
 	uint32_t n_before;         /* a session's tokens before this request */
 	uint32_t n_prompt;         /* this request's prompt tokens */
@@ -103,11 +103,11 @@ struct worker {
 	uint32_t index;
 	pthread_t thread;
 	bool started;
-	struct forward_pass *fp;
+	struct compute_pass *fp;
 	struct kv_pool kv;
 	struct seq *seqs;          /* [slots] */
 	uint32_t n_busy;           /* slots not FREE */
-	struct forward_seq *batch; /* [slots] this step's sequences */
+	struct compute_seq *batch; /* [slots] this step's sequences */
 	uint32_t *batch_seq;       /* [slots] slot of each batch entry */
 	float *logits;             /* [slots][n_vocab] */
 	char *text;                /* DETOK_OUT_MAX(piece) bytes of output */

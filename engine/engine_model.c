@@ -7,9 +7,9 @@
 #include <string.h>
 
 #include "chat.h"
+#include "compute.h"
 #include "engine.h"
 #include "engine_impl.h"
-#include "kernels.h"
 
 struct engine_model {
 	struct model model;
@@ -33,7 +33,7 @@ int engine_model_open(struct engine_model **out, const char *path, const char *c
 	em = calloc(1, sizeof(*em));
 	if (!em)
 		return ember_seterr(err, EMBER_ENOMEM, "model");
-	kern_init();
+	compute_init();
 	if ((rc = model_open(&em->model, path, err)) < 0 ||
 	    (rc = tokenizer_new(&em->tok, em->model.gguf, err)) < 0) {
 		engine_model_free(em);

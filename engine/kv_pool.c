@@ -4,17 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dtype.h"
 #include "ember.h"
-
-size_t kv_pool_entry_bytes(const struct model *m, uint32_t n_ctx, uint32_t type)
-{
-	const struct model_hparams *hp = &m->hp;
-	size_t elt = type == DTYPE_F16 ? 2 : 4;
-
-	return (size_t)hp->n_layer * hp->n_head_kv * n_ctx * (hp->head_dim_k + hp->head_dim_v) *
-	       elt;
-}
 
 int kv_pool_init(struct kv_pool *p, const struct model *m, uint32_t n_ctx, uint32_t type,
 		 size_t budget, char *err)
@@ -23,7 +13,7 @@ int kv_pool_init(struct kv_pool *p, const struct model *m, uint32_t n_ctx, uint3
 	p->m = m;
 	p->n_ctx = n_ctx;
 	p->type = type;
-	p->entry_bytes = kv_pool_entry_bytes(m, n_ctx, type);
+	p->entry_bytes = compute_kv_bytes(m, n_ctx, type);
 	if (p->entry_bytes == 0 || budget / p->entry_bytes == 0)
 		return ember_seterr(err, EMBER_EINVAL, "kv cache budget of %zu bytes is below one "
 				    "context of %u positions (%zu bytes)", budget, n_ctx,
@@ -44,7 +34,8 @@ static void entry_drop(struct kv_pool *p, struct kv_entry *en)
 	if (en->owner)
 		*en->owner = NULL;
 	en->owner = NULL;
-	kv_cache_free(&en->kv);
+	compute_kv_free(en->kv);
+	en->kv = NULL;
 	free(en->tokens);
 	en->tokens = NULL;
 	if (en->allocated)
@@ -88,11 +79,12 @@ static struct kv_entry *entry_fresh(struct kv_pool *p, const struct kv_entry *ke
 
 		if (en->allocated)
 			continue;
-		if ((*rc = kv_cache_init(&en->kv, &p->m->hp, p->n_ctx, p->type, err)) < 0)
+		if ((*rc = compute_kv_new(&en->kv, p->m, p->n_ctx, p->type, err)) < 0)
 			return NULL;
 		en->tokens = malloc((size_t)p->n_ctx * sizeof(*en->tokens));
 		if (!en->tokens) {
-			kv_cache_free(&en->kv);
+			compute_kv_free(en->kv);
+			en->kv = NULL;
 			*rc = ember_seterr(err, EMBER_ENOMEM, "kv pool: token list");
 			return NULL;
 		}
@@ -116,7 +108,7 @@ static struct kv_entry *entry_fresh(struct kv_pool *p, const struct kv_entry *ke
 	if (lru->owner)
 		*lru->owner = NULL;
 	lru->owner = NULL;
-	lru->kv.n_pos = 0;
+	compute_kv_truncate(lru->kv, 0);
 	return lru;
 }
 
@@ -126,7 +118,7 @@ static void take(struct kv_entry *en, uint32_t n_pos)
 		*en->owner = NULL;
 	en->owner = NULL;
 	en->busy = true;
-	kv_cache_truncate(&en->kv, n_pos);
+	compute_kv_truncate(en->kv, n_pos);
 }
 
 int kv_pool_acquire(struct kv_pool *p, const int32_t *tokens, uint32_t n, struct kv_claim *c,
@@ -143,7 +135,7 @@ int kv_pool_acquire(struct kv_pool *p, const int32_t *tokens, uint32_t n, struct
 
 		if (!en->allocated || en->busy)
 			continue;
-		len = common_prefix(en->tokens, en->kv.n_pos, tokens, n - 1);
+		len = common_prefix(en->tokens, compute_kv_n_pos(en->kv), tokens, n - 1);
 		/* Ties go to the least recently used, which eviction would pick. */
 		if (len > best_len || (len == best_len && best && len > 0 &&
 				       en->last_used < best->last_used)) {
@@ -154,7 +146,7 @@ int kv_pool_acquire(struct kv_pool *p, const int32_t *tokens, uint32_t n, struct
 	/* Taking over an anonymous cache loses nothing when the match covers
 	 * all it holds, or when there is no room to keep it beside a copy. */
 	if (best && best_len > 0 && !best->owner &&
-	    (best_len == best->kv.n_pos || p->n_alloc == p->n_max)) {
+	    (best_len == compute_kv_n_pos(best->kv) || p->n_alloc == p->n_max)) {
 		take(best, best_len);
 		c->entry = best;
 		c->n_reuse = best_len;
@@ -181,14 +173,14 @@ int kv_pool_acquire(struct kv_pool *p, const int32_t *tokens, uint32_t n, struct
 
 void kv_pool_take(struct kv_entry *en)
 {
-	take(en, en->kv.n_pos);
+	take(en, compute_kv_n_pos(en->kv));
 }
 
 void kv_pool_copy(struct kv_claim *c)
 {
 	if (!c->copy_from)
 		return;
-	kv_cache_copy_prefix(&c->entry->kv, &c->copy_from->kv, c->n_reuse);
+	compute_kv_copy_prefix(c->entry->kv, c->copy_from->kv, c->n_reuse);
 	memcpy(c->entry->tokens, c->copy_from->tokens, (size_t)c->n_reuse * sizeof(int32_t));
 	c->copy_from = NULL;
 }

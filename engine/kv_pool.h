@@ -9,6 +9,8 @@
  * session's reference to it, which eviction clears). Anonymous entries are
  * evicted before pinned ones.
  *
+ * Caches are compute.h's opaque ones: the pool never sees where they live.
+ *
  * Ownership: the pool owns its entries and their caches. Threads: the
  * bookkeeping (busy, owner, last_used, acquire/release) is guarded by the
  * engine's lock, held by the caller; an entry's cache contents and tokens
@@ -22,12 +24,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "kv_cache.h"
+#include "compute.h"
 #include "model.h"
 
 struct kv_entry {
-	struct kv_cache kv;        /* kv.n_pos positions filled */
-	int32_t *tokens;           /* [n_ctx] the tokens behind positions 0 .. kv.n_pos-1 */
+	struct compute_kv *kv;     /* compute_kv_n_pos(kv) positions filled (owned) */
+	int32_t *tokens;           /* [n_ctx] the tokens behind those positions */
 	struct kv_entry **owner;   /* the pinning session's pointer to this entry, or NULL */
 	uint64_t last_used;        /* pool tick of the last release */
 	bool busy;
@@ -53,9 +55,6 @@ struct kv_claim {
 	struct kv_entry *copy_from;
 	uint32_t n_reuse;
 };
-
-/* Bytes one cache of n_ctx positions of `m` takes in `type`. */
-size_t kv_pool_entry_bytes(const struct model *m, uint32_t n_ctx, uint32_t type);
 
 /* Prepares a pool of floor(budget / entry size) entries (none allocated
  * yet). Returns 0, EMBER_EINVAL when not even one fits (detail in err),

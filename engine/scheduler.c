@@ -189,9 +189,9 @@ static void finish_seq(struct worker *w, struct seq *s, enum engine_finish finis
 			memcpy(ss->tokens, s->tokens, (size_t)s->n_tok * sizeof(int32_t));
 			ss->n_tok = s->n_tok;
 		} else if (keep) {
-			kv_cache_truncate(&s->kv->kv, ss->n_tok);
+			compute_kv_truncate(s->kv->kv, ss->n_tok);
 		}
-		memcpy(s->kv->tokens, s->tokens, (size_t)s->kv->kv.n_pos * sizeof(int32_t));
+		memcpy(s->kv->tokens, s->tokens, (size_t)compute_kv_n_pos(s->kv->kv) * sizeof(int32_t));
 		kv_pool_release(&w->kv, s->kv, keep ? &ss->kv : NULL);
 		s->kv = NULL;
 	}
@@ -385,8 +385,8 @@ static void acquire_caches(struct worker *w, struct kv_claim *claims, struct seq
 			c->entry = ss->kv;
 			kv_pool_take(ss->kv);
 			/* At least one token is evaluated, for the logits. */
-			kv_cache_truncate(&c->entry->kv, s->n_tok - 1);
-			c->n_reuse = c->entry->kv.n_pos;
+			compute_kv_truncate(c->entry->kv, s->n_tok - 1);
+			c->n_reuse = compute_kv_n_pos(c->entry->kv);
 		} else {
 			rc = kv_pool_acquire(&w->kv, s->tokens, s->n_tok, c, err);
 		}
@@ -474,7 +474,7 @@ static void emit(struct worker *w, struct seq *s, const float *logits)
 
 static bool prefilling(const struct seq *s)
 {
-	return s->n_tok - s->kv->kv.n_pos > 1 && !s->batched;
+	return s->n_tok - compute_kv_n_pos(s->kv->kv) > 1 && !s->batched;
 }
 
 /*
@@ -494,22 +494,22 @@ static void run_step(struct worker *w)
 	for (i = 0; i < e->cfg.slots; i++) {
 		s = &w->seqs[i];
 		s->batched = false;
-		if (s->phase == SEQ_RUN && s->n_tok - s->kv->kv.n_pos == 1) {
+		if (s->phase == SEQ_RUN && s->n_tok - compute_kv_n_pos(s->kv->kv) == 1) {
 			w->batch_seq[nb] = i;
-			w->batch[nb++] = (struct forward_seq){&s->kv->kv, s->tokens + s->n_tok - 1, 1,
-							      FORWARD_LOGITS_NONE};
+			w->batch[nb++] = (struct compute_seq){s->kv->kv, s->tokens + s->n_tok - 1, 1,
+							      COMPUTE_LOGITS_NONE};
 			s->batched = true;
 		}
 	}
 	while (budget > 0 && (s = oldest(w, SEQ_RUN, prefilling))) {
-		uint32_t pos = s->kv->kv.n_pos, n = s->n_tok - pos;
+		uint32_t pos = compute_kv_n_pos(s->kv->kv), n = s->n_tok - pos;
 
 		if (n > budget)
 			n = budget;
 		budget -= n;
 		w->batch_seq[nb] = (uint32_t)(s - w->seqs);
-		w->batch[nb++] = (struct forward_seq){&s->kv->kv, s->tokens + pos, n,
-						      FORWARD_LOGITS_NONE};
+		w->batch[nb++] = (struct compute_seq){s->kv->kv, s->tokens + pos, n,
+						      COMPUTE_LOGITS_NONE};
 		s->batched = true;
 		s->n_prefilled += n;
 	}
@@ -519,20 +519,20 @@ static void run_step(struct worker *w)
 		s = &w->seqs[w->batch_seq[i]];
 		if (w->batch[i].tokens + w->batch[i].n_tok == s->tokens + s->n_tok &&
 		    !s->job->prefill_only) {
-			w->batch[i].logits = FORWARD_LOGITS_LAST;
+			w->batch[i].logits = COMPUTE_LOGITS_LAST;
 			s->logits = w->logits + (size_t)row++ * e->m->hp.n_vocab;
 		} else {
 			s->logits = NULL;
 		}
 	}
-	rc = forward_pass_run(w->fp, w->batch, nb, w->logits, err);
+	rc = compute_pass_run(w->fp, w->batch, nb, w->logits, err);
 	for (i = 0; i < nb; i++) {
 		s = &w->seqs[w->batch_seq[i]];
 		if (rc < 0)
 			finish_seq(w, s, ENGINE_FINISH_ERROR, rc, err);
 		else if (s->logits)
 			emit(w, s, s->logits);
-		else if (s->job->prefill_only && s->kv->kv.n_pos == s->n_tok)
+		else if (s->job->prefill_only && compute_kv_n_pos(s->kv->kv) == s->n_tok)
 			finish_seq(w, s, ENGINE_FINISH_STOP, 0, NULL);
 	}
 }

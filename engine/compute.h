@@ -1,0 +1,103 @@
+/*
+ * compute.h - the compute-backend contract: what the runtime (engine,
+ * scheduler, kv_pool) needs from whatever evaluates the model. Two opaque
+ * objects and nothing about where they live:
+ *
+ *   struct compute_kv    one sequence's cache of past keys and values
+ *                        (allocate, copy a prefix, truncate, size);
+ *   struct compute_pass  the forward pass with its scratch: one step over
+ *                        a batch of sequences, each on its own cache,
+ *                        logits into host memory.
+ *
+ * No header included here names a CPU type (no pthreadpool, no host
+ * pointers into caches, no kernel table), so a GPU backend can implement
+ * it with device memory. Today's implementation is the CPU one
+ * (compute_cpu.c over forward.c and kv_cache.c).
+ *
+ * Ownership: each object is owned by its creator and freed with its _free.
+ * Threads: one pass and its caches are driven by one thread at a time (a
+ * worker); a pass may use compute threads of its own inside a call.
+ */
+#ifndef EMBER_COMPUTE_H
+#define EMBER_COMPUTE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "model.h"
+
+struct compute_kv;
+struct compute_pass;
+
+/* Prepares the backend once per process before a model is loaded (the
+ * CPU's: picks the kernels for this CPU). Idempotent, any thread. */
+void compute_init(void);
+
+/* ---- KV caches --------------------------------------------------------------- */
+
+/* Bytes one cache of n_ctx positions of `m` with elements of `type`
+ * (DTYPE_F16 or DTYPE_F32) takes: what budgets are computed from. */
+size_t compute_kv_bytes(const struct model *m, uint32_t n_ctx, uint32_t type);
+
+/* A cache for n_ctx positions, empty. Returns 0, EMBER_EINVAL (n_ctx 0, a
+ * type not F16/F32), EMBER_ENOMEM; detail in err. */
+int compute_kv_new(struct compute_kv **out, const struct model *m, uint32_t n_ctx,
+		   uint32_t type, char *err);
+
+/* NULL-safe. */
+void compute_kv_free(struct compute_kv *kv);
+
+/* Positions filled (0 .. n_pos-1). */
+uint32_t compute_kv_n_pos(const struct compute_kv *kv);
+
+/* Forgets positions >= n_pos (no-op when it holds fewer). */
+void compute_kv_truncate(struct compute_kv *kv, uint32_t n_pos);
+
+/* Makes dst hold src's first n positions (dst's own are dropped). Both
+ * from the same model, type and n_ctx. Returns 0 or EMBER_EINVAL. */
+int compute_kv_copy_prefix(struct compute_kv *dst, const struct compute_kv *src, uint32_t n);
+
+/* ---- the forward pass ---------------------------------------------------------- */
+
+struct compute_opts {
+	uint32_t max_batch;  /* tokens one step may hold */
+	uint32_t n_threads;  /* compute threads the pass may use; 0/1: the caller's only */
+};
+
+enum compute_logits {
+	COMPUTE_LOGITS_NONE, /* this sequence produces no logits */
+	COMPUTE_LOGITS_LAST, /* [n_vocab] for its last token */
+	COMPUTE_LOGITS_ALL,  /* [n_tok][n_vocab] */
+};
+
+/* One sequence's part of a step: n_tok tokens at positions n_pos ..
+ * n_pos+n_tok-1 of its cache. */
+struct compute_seq {
+	struct compute_kv *kv;
+	const int32_t *tokens;
+	uint32_t n_tok;
+	enum compute_logits logits;
+};
+
+/* A pass over `m` (which must outlive it). Returns 0, EMBER_EUNSUPPORTED
+ * (a weight type this backend cannot run), EMBER_ENOMEM; detail in err. */
+int compute_pass_new(struct compute_pass **out, const struct model *m,
+		     const struct compute_opts *o, char *err);
+
+/* NULL-safe. */
+void compute_pass_free(struct compute_pass *p);
+
+uint32_t compute_pass_max_batch(const struct compute_pass *p);
+
+/*
+ * One step over seqs[0..n_seq) (sum of n_tok <= max_batch, distinct
+ * caches with room): appends each sequence's keys and values and advances
+ * its n_pos; logits rows in sequence order into `logits` (host memory, may
+ * be NULL when none is asked for). Returns 0, EMBER_EINVAL, EMBER_ERANGE
+ * (a token outside the vocabulary), EMBER_ECONTEXT (a cache would
+ * overflow), with detail in err; on error no cache changes.
+ */
+int compute_pass_run(struct compute_pass *p, const struct compute_seq *seqs, uint32_t n_seq,
+		     float *logits, char *err);
+
+#endif

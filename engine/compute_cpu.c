@@ -1,0 +1,140 @@
+/*
+ * compute_cpu.c - the CPU backend behind compute.h: a compute_kv is a
+ * kv_cache in host memory, a compute_pass is forward.c's pass (its kernels
+ * chosen per ISA level in engine/kernels/, its threads a pthreadpool). A
+ * step's sequences are translated once into forward_seq; nothing is
+ * copied.
+ */
+#include "compute.h"
+
+#include <stdlib.h>
+
+#include "dtype.h"
+#include "ember.h"
+#include "forward.h"
+#include "kernels.h"
+#include "kv_cache.h"
+
+struct compute_kv {
+	struct kv_cache c;
+};
+
+struct compute_pass {
+	struct forward_pass *fp;
+	struct forward_seq *fs; /* [max_batch]: a step has at most one row per token */
+	uint32_t max_batch;
+};
+
+void compute_init(void)
+{
+	kern_init();
+}
+
+size_t compute_kv_bytes(const struct model *m, uint32_t n_ctx, uint32_t type)
+{
+	const struct model_hparams *hp = &m->hp;
+	size_t elt = type == DTYPE_F16 ? 2 : 4;
+
+	return (size_t)hp->n_layer * hp->n_head_kv * n_ctx * (hp->head_dim_k + hp->head_dim_v) *
+	       elt;
+}
+
+int compute_kv_new(struct compute_kv **out, const struct model *m, uint32_t n_ctx,
+		   uint32_t type, char *err)
+{
+	struct compute_kv *kv = calloc(1, sizeof(*kv));
+	int rc;
+
+	*out = NULL;
+	if (!kv)
+		return ember_seterr(err, EMBER_ENOMEM, "kv cache");
+	if ((rc = kv_cache_init(&kv->c, &m->hp, n_ctx, type, err)) < 0) {
+		free(kv);
+		return rc;
+	}
+	*out = kv;
+	return 0;
+}
+
+void compute_kv_free(struct compute_kv *kv)
+{
+	if (!kv)
+		return;
+	kv_cache_free(&kv->c);
+	free(kv);
+}
+
+uint32_t compute_kv_n_pos(const struct compute_kv *kv)
+{
+	return kv->c.n_pos;
+}
+
+void compute_kv_truncate(struct compute_kv *kv, uint32_t n_pos)
+{
+	kv_cache_truncate(&kv->c, n_pos);
+}
+
+int compute_kv_copy_prefix(struct compute_kv *dst, const struct compute_kv *src, uint32_t n)
+{
+	return kv_cache_copy_prefix(&dst->c, &src->c, n);
+}
+
+int compute_pass_new(struct compute_pass **out, const struct model *m,
+		     const struct compute_opts *o, char *err)
+{
+	struct forward_opts fo = {.max_batch = o->max_batch, .n_threads = o->n_threads};
+	struct compute_pass *p = calloc(1, sizeof(*p));
+	int rc;
+
+	*out = NULL;
+	if (!p)
+		return ember_seterr(err, EMBER_ENOMEM, "compute pass");
+	if ((rc = forward_pass_new(&p->fp, m, &fo, err)) < 0) {
+		free(p);
+		return rc;
+	}
+	p->max_batch = forward_pass_max_batch(p->fp);
+	p->fs = calloc(p->max_batch, sizeof(*p->fs));
+	if (!p->fs) {
+		compute_pass_free(p);
+		return ember_seterr(err, EMBER_ENOMEM, "compute pass: batch");
+	}
+	*out = p;
+	return 0;
+}
+
+void compute_pass_free(struct compute_pass *p)
+{
+	if (!p)
+		return;
+	forward_pass_free(p->fp);
+	free(p->fs);
+	free(p);
+}
+
+uint32_t compute_pass_max_batch(const struct compute_pass *p)
+{
+	return p->max_batch;
+}
+
+int compute_pass_run(struct compute_pass *p, const struct compute_seq *seqs, uint32_t n_seq,
+		     float *logits, char *err)
+{
+	static const enum forward_logits want[] = {
+		[COMPUTE_LOGITS_NONE] = FORWARD_LOGITS_NONE,
+		[COMPUTE_LOGITS_LAST] = FORWARD_LOGITS_LAST,
+		[COMPUTE_LOGITS_ALL] = FORWARD_LOGITS_ALL,
+	};
+	uint32_t i;
+
+	if (n_seq > p->max_batch)
+		return ember_seterr(err, EMBER_EINVAL, "compute: %u sequences in a step of %u rows",
+				    n_seq, p->max_batch);
+	for (i = 0; i < n_seq; i++) {
+		if ((unsigned)seqs[i].logits > COMPUTE_LOGITS_ALL || !seqs[i].kv)
+			return ember_seterr(err, EMBER_EINVAL, "compute: sequence %u is malformed", i);
+		p->fs[i] = (struct forward_seq){&seqs[i].kv->c, seqs[i].tokens, seqs[i].n_tok,
+						want[seqs[i].logits]};
+	}
+	return forward_pass_run(p->fp, p->fs, n_seq, logits, err);
+}
