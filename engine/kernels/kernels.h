@@ -35,6 +35,13 @@ enum cpu_level kern_init(void);
 /* Level in use (kern_init() must have run). */
 enum cpu_level kern_level(void);
 
+/* Which level's code runs each operation (kern_init() chooses per
+ * operation: engine/kernels/LEVELS.md): lines "op NAME: LEVEL\n" for
+ * the matrix products per weight type, activation quantization, the
+ * attention blocks and the activation, NUL-terminated, truncated to
+ * `len`. Returns `buf`. */
+char *kern_describe(char *buf, size_t len);
+
 /* 1 if weights of dtype `t` can be multiplied, else 0. */
 int kern_supports(uint32_t t);
 
