@@ -45,6 +45,7 @@
  */
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "kernels.h"
@@ -163,9 +164,21 @@ enum cpu_level kern_resolve(const struct cpu_features *f, enum cpu_level cap,
 }
 #undef KERN__TAKE
 
+static uint32_t kern__pool_flags = PTHREADPOOL_FLAG_YIELD_WORKERS;
+
+uint32_t kern_pool_flags(void)
+{
+	kern_init();
+	return kern__pool_flags;
+}
+
 static void kern__choose(void)
 {
 	struct cpu_features f;
+	const char *spin = getenv("EMBER_POOL_SPIN");
+
+	if (spin && strcmp(spin, "1") == 0)
+		kern__pool_flags = 0;
 
 	cpu_detect(&f);
 	kern__level = kern_resolve(&f, cpu_select_level(&f), &kern__table, &kern__org);
@@ -409,6 +422,7 @@ void kern_matmul_n(pthreadpool_t pool, uint32_t wtype, size_t n_in, const struct
 	if (job.n_part == 0)
 		return;
 	if (kern_wtype_quantized(wtype))
-		pthreadpool_parallelize_1d(pool, kern__quantize_cb, &job, n_tok, 0);
-	pthreadpool_parallelize_1d(pool, kern__rows_cb, &job, job.first[job.n_part], 0);
+		pthreadpool_parallelize_1d(pool, kern__quantize_cb, &job, n_tok, kern__pool_flags);
+	pthreadpool_parallelize_1d(pool, kern__rows_cb, &job, job.first[job.n_part],
+				   kern__pool_flags);
 }
