@@ -39,8 +39,13 @@ endif
 # Kernels for one ISA live in files named *_avx2.c / *_avx512.c and only they
 # get that ISA's flags; cpu.c picks among them at run time, so the binary
 # still runs on a CPU without them.
+# Only a compiler targeting x86-64 knows these flags; for any other target
+# those files compile to nothing (their code is under #if __x86_64__).
+TARGET_ARCH := $(firstword $(subst -, ,$(shell $(CC) -dumpmachine)))
+ifeq ($(TARGET_ARCH),x86_64)
 ISA_avx2   := -mavx2 -mfma -mf16c
 ISA_avx512 := -mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx512bf16
+endif
 
 PKGS_ENGINE := libpcre2-8
 PKGS_SERVER := libmicrohttpd jansson libuv

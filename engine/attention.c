@@ -210,5 +210,6 @@ void attention_run(const struct attention *a, pthreadpool_t pool, uint32_t il,
 
 	/* Tasks go by query head, not kv head, so decode with few kv heads
 	 * (MQA) still spreads over the threads. */
-	pthreadpool_parallelize_2d(pool, attend_tile_cb, &job, a->n_head, n_tiles, 0);
+	pthreadpool_parallelize_2d(pool, attend_tile_cb, &job, a->n_head, n_tiles,
+				   kern_pool_flags());
 }

@@ -41,6 +41,10 @@ void cpu_detect(struct cpu_features *f)
 	if (max < 7)
 		return;
 	__cpuid_count(7, 0, a, b, c, d);
+	/* AMX-BF16, -TILE, -INT8 are EDX bits 22, 24, 25; XCR0 bits 17 and 18
+	 * are the tile configuration and data. */
+	f->amx = osxsave && ((d >> 22) & 1) && ((d >> 24) & 1) && ((d >> 25) & 1) &&
+		 (cpu__xgetbv() & 0x60000) == 0x60000;
 	f->avx2 = ymm_ok && fma && f16c && ((b >> 5) & 1);
 	f->avx512 = zmm_ok && ((b >> 16) & 1) /* F */ && ((b >> 17) & 1) /* DQ */ &&
 		    ((b >> 30) & 1) /* BW */ && ((b >> 31) & 1) /* VL */;
@@ -54,12 +58,16 @@ void cpu_detect(struct cpu_features *f)
 #ifndef HWCAP_ASIMDDP
 #define HWCAP_ASIMDDP (1 << 20)
 #endif
+#ifndef HWCAP2_I8MM
+#define HWCAP2_I8MM (1 << 13)
+#endif
 
 void cpu_detect(struct cpu_features *f)
 {
 	memset(f, 0, sizeof(*f));
 	f->neon = 1; /* mandatory on AArch64 */
 	f->neon_dotprod = (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) != 0;
+	f->neon_i8mm = (getauxval(AT_HWCAP2) & HWCAP2_I8MM) != 0;
 }
 #else
 void cpu_detect(struct cpu_features *f)
@@ -68,11 +76,77 @@ void cpu_detect(struct cpu_features *f)
 }
 #endif
 
-static const char *const cpu__level_names[] = {"scalar", "avx2", "avx512"};
+static const char *const cpu__level_names[CPU_LEVEL_COUNT] = {
+	[CPU_LEVEL_SCALAR] = "scalar", [CPU_LEVEL_AVX2] = "avx2",
+	[CPU_LEVEL_AVX512] = "avx512", [CPU_LEVEL_AMX] = "amx",
+	[CPU_LEVEL_NEON] = "neon",     [CPU_LEVEL_DOTPROD] = "dotprod",
+	[CPU_LEVEL_I8MM] = "i8mm",
+};
+
+#if defined(__x86_64__) || defined(__i386__)
+static const enum cpu_level cpu__list[] = {CPU_LEVEL_SCALAR, CPU_LEVEL_AVX2, CPU_LEVEL_AVX512,
+					   CPU_LEVEL_AMX};
+#elif defined(__aarch64__)
+static const enum cpu_level cpu__list[] = {CPU_LEVEL_SCALAR, CPU_LEVEL_NEON, CPU_LEVEL_DOTPROD,
+					   CPU_LEVEL_I8MM};
+#else
+static const enum cpu_level cpu__list[] = {CPU_LEVEL_SCALAR};
+#endif
+#define CPU__N_LIST (sizeof(cpu__list) / sizeof(cpu__list[0]))
+
+size_t cpu_levels(const enum cpu_level **list)
+{
+	*list = cpu__list;
+	return CPU__N_LIST;
+}
+
+/* Position of `level` in this architecture's list, or -1. */
+static int cpu__rank(enum cpu_level level)
+{
+	for (size_t i = 0; i < CPU__N_LIST; i++)
+		if (cpu__list[i] == level)
+			return (int)i;
+	return -1;
+}
+
+/* The features `level` adds to the one before it in its list. */
+static int cpu__own_features(const struct cpu_features *f, enum cpu_level level)
+{
+	switch (level) {
+	case CPU_LEVEL_SCALAR:
+		return 1;
+	case CPU_LEVEL_AVX2:
+		return f->avx2;
+	case CPU_LEVEL_AVX512:
+		return f->avx512 && f->avx512_vnni;
+	case CPU_LEVEL_AMX:
+		return f->amx && f->avx512_bf16;
+	case CPU_LEVEL_NEON:
+		return f->neon;
+	case CPU_LEVEL_DOTPROD:
+		return f->neon_dotprod;
+	case CPU_LEVEL_I8MM:
+		return f->neon_i8mm;
+	default:
+		return 0;
+	}
+}
+
+int cpu_level_usable(const struct cpu_features *f, enum cpu_level level)
+{
+	int rank = cpu__rank(level);
+
+	if (rank < 0)
+		return 0;
+	for (int i = 0; i <= rank; i++)
+		if (!cpu__own_features(f, cpu__list[i]))
+			return 0;
+	return 1;
+}
 
 const char *cpu_level_name(enum cpu_level level)
 {
-	if ((unsigned)level >= sizeof(cpu__level_names) / sizeof(cpu__level_names[0]))
+	if ((unsigned)level >= CPU_LEVEL_COUNT)
 		return "unknown";
 	return cpu__level_names[level];
 }
@@ -80,28 +154,26 @@ const char *cpu_level_name(enum cpu_level level)
 int cpu_level_from_env(void)
 {
 	const char *s = getenv("EMBER_CPU");
-	size_t i;
 
 	if (s == NULL || *s == '\0')
 		return -1;
-	for (i = 0; i < sizeof(cpu__level_names) / sizeof(cpu__level_names[0]); i++)
+	for (int i = 0; i < CPU_LEVEL_COUNT; i++)
 		if (strcmp(s, cpu__level_names[i]) == 0)
-			return (int)i;
+			return i;
 	return -2;
 }
 
 enum cpu_level cpu_select_level(const struct cpu_features *f)
 {
-	enum cpu_level best = CPU_LEVEL_SCALAR;
-	int env = cpu_level_from_env();
+	int env = cpu_level_from_env(), best = 0;
 
-	if (f->avx2)
-		best = CPU_LEVEL_AVX2;
-	if (f->avx2 && f->avx512 && f->avx512_vnni)
-		best = CPU_LEVEL_AVX512;
-	if (env >= 0 && (enum cpu_level)env < best)
-		best = (enum cpu_level)env;
-	return best;
+	while (best + 1 < (int)CPU__N_LIST && cpu_level_usable(f, cpu__list[best + 1]))
+		best++;
+	/* A cap names a level of this architecture; any other name is ignored. */
+	if (env >= 0 && cpu__rank((enum cpu_level)env) >= 0 &&
+	    cpu__rank((enum cpu_level)env) < best)
+		best = cpu__rank((enum cpu_level)env);
+	return cpu__list[best];
 }
 
 char *cpu_describe(const struct cpu_features *f, char *buf, size_t len)
@@ -123,8 +195,10 @@ char *cpu_describe(const struct cpu_features *f, char *buf, size_t len)
 	CPU__ADD(f->avx512, "AVX-512");
 	CPU__ADD(f->avx512_vnni, "VNNI");
 	CPU__ADD(f->avx512_bf16, "AVX512-BF16");
+	CPU__ADD(f->amx, "AMX");
 	CPU__ADD(f->neon, "NEON");
 	CPU__ADD(f->neon_dotprod, "DOTPROD");
+	CPU__ADD(f->neon_i8mm, "I8MM");
 #undef CPU__ADD
 	if (n == 0)
 		snprintf(buf, len, "none (scalar kernels)");

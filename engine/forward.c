@@ -162,7 +162,7 @@ static void norm(const struct forward_pass *f, const struct model_weight *w,
 {
 	struct norm_job job = {f, w->data, b ? b->data : NULL, x, out};
 
-	pthreadpool_parallelize_1d(f->pool, norm_row_cb, &job, n, 0);
+	pthreadpool_parallelize_1d(f->pool, norm_row_cb, &job, n, kern_pool_flags());
 }
 
 /* ---- attention ------------------------------------------------------------ */
@@ -355,7 +355,8 @@ static void mlp(struct forward_pass *f, const struct model_layer *L, uint32_t n)
 		linear(f, &L->w[ARCH_T_FFN_UP], &L->w[ARCH_T_FFN_UP_B], f->xn, f->up, n);
 	}
 	pthreadpool_parallelize_1d(f->pool, act_cols_cb, &job,
-				   (job.len + FORWARD_ACT_CHUNK - 1) / FORWARD_ACT_CHUNK, 0);
+				   (job.len + FORWARD_ACT_CHUNK - 1) / FORWARD_ACT_CHUNK,
+				   kern_pool_flags());
 	linear(f, &L->w[ARCH_T_FFN_DOWN], &L->w[ARCH_T_FFN_DOWN_B], f->up, f->y_mlp, n);
 }
 

@@ -10,6 +10,7 @@
 
 #include "config.h"
 #include "cpu.h"
+#include "kernels.h"
 #include "ember.h"
 #include "log.h"
 #include "server.h"
@@ -19,12 +20,13 @@ extern char **environ;
 static void print_version(void)
 {
 	struct cpu_features f;
-	char buf[128];
+	char buf[128], ops[1024];
 
 	cpu_detect(&f);
 	printf("emberd %s\n", EMBER_VERSION);
 	printf("cpu: %s\n", cpu_describe(&f, buf, sizeof(buf)));
-	printf("kernels: %s\n", cpu_level_name(cpu_select_level(&f)));
+	printf("kernels: %s\n", cpu_level_name(kern_init()));
+	fputs(kern_describe(ops, sizeof(ops)), stdout);
 }
 
 /* Informational flags win over everything else on the line. */

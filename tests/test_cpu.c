@@ -37,6 +37,39 @@ START_TEST(avx512_needs_vnni)
 }
 END_TEST
 
+/* The caps follow this architecture's list: a name from another one is
+ * ignored, and AMX needs its own features on top of AVX-512's. */
+START_TEST(caps_follow_the_level_list)
+{
+	struct cpu_features f;
+	const enum cpu_level *list;
+	size_t n = cpu_levels(&list);
+
+	ck_assert_int_ge(n, 1);
+	ck_assert_int_eq(list[0], CPU_LEVEL_SCALAR);
+	memset(&f, 0xff, sizeof(f));
+	unsetenv("EMBER_CPU");
+	ck_assert_int_eq(cpu_select_level(&f), list[n - 1]);
+	for (size_t i = 0; i < n; i++) {
+		setenv("EMBER_CPU", cpu_level_name(list[i]), 1);
+		ck_assert_int_eq(cpu_select_level(&f), list[i]);
+	}
+#if defined(__x86_64__)
+	setenv("EMBER_CPU", "neon", 1);
+	ck_assert_int_eq(cpu_select_level(&f), CPU_LEVEL_AMX);
+	ck_assert(!cpu_level_usable(&f, CPU_LEVEL_NEON));
+	unsetenv("EMBER_CPU");
+	f.amx = 0;
+	ck_assert_int_eq(cpu_select_level(&f), CPU_LEVEL_AVX512);
+	f.amx = 1;
+	f.avx512_vnni = 0; /* AMX without the level below it: not usable */
+	ck_assert(!cpu_level_usable(&f, CPU_LEVEL_AMX));
+	ck_assert_int_eq(cpu_select_level(&f), CPU_LEVEL_AVX2);
+#endif
+	unsetenv("EMBER_CPU");
+}
+END_TEST
+
 START_TEST(describe_lists_features)
 {
 	struct cpu_features f = {0};
@@ -76,6 +109,7 @@ Suite *suite_cpu(void)
 	tcase_add_test(tc, env_override_lowers_but_never_raises);
 	tcase_add_test(tc, avx512_needs_vnni);
 	tcase_add_test(tc, describe_lists_features);
+	tcase_add_test(tc, caps_follow_the_level_list);
 	tcase_add_test(tc, detect_matches_compiler_view);
 	suite_add_tcase(s, tc);
 	return s;

@@ -326,7 +326,8 @@ static void kt_check_level(enum cpu_level level, uint32_t t, size_t n_out, size_
 	kern_ops_ref.gemm[t](&a, 0, n_out);
 	a.y = y;
 	ck_assert_ptr_nonnull(ops->gemm[t]);
-	ops->gemm[t](&a, 0, n_out);
+	ck_assert_ptr_nonnull(ops->gemv[t]);
+	(n_tok == 1 ? ops->gemv[t] : ops->gemm[t])(&a, 0, n_out);
 	for (size_t k = 0; k < n_tok; k++) {
 		for (size_t o = 0; o < n_out; o++) {
 			double scale = 0;
@@ -571,6 +572,89 @@ START_TEST(q8_0_matmul_tracks_float_math_on_dequantized_weights)
 }
 END_TEST
 
+/* Per-operation choice: with made-up feature sets and every cap, each
+ * entry comes from a level the features allow and the cap admits, and no
+ * entry is left empty (a level's missing entries come from below). */
+START_TEST(resolve_never_picks_an_unavailable_level)
+{
+	const enum cpu_level *list;
+	size_t n = cpu_levels(&list);
+	struct cpu_features fs[6];
+
+	memset(fs, 0, sizeof(fs));
+	fs[1].avx2 = 1;
+	fs[2].avx2 = fs[2].avx512 = 1; /* no VNNI: not the avx512 level */
+	fs[3].avx2 = fs[3].avx512 = fs[3].avx512_vnni = 1;
+	fs[4].avx512 = fs[4].avx512_vnni = 1; /* AVX-512 without AVX2: scalar */
+	memset(&fs[5], 0xff, sizeof(fs[5]));
+	for (size_t fi = 0; fi < sizeof(fs) / sizeof(fs[0]); fi++) {
+		for (size_t ci = 0; ci < n; ci++) {
+			struct kern_ops ops;
+			struct kern_origin org;
+			enum cpu_level top = kern_resolve(&fs[fi], list[ci], &ops, &org);
+			enum cpu_level got[7 + 2 * DTYPE_COUNT];
+			size_t k = 0, rank_cap = ci;
+
+			got[k++] = org.quantize_act;
+			got[k++] = org.attn_scores;
+			got[k++] = org.attn_accum;
+			got[k++] = org.fp16_row;
+			got[k++] = org.max;
+			got[k++] = org.exp_sum;
+			got[k++] = org.silu_mul;
+			for (uint32_t t = 0; t < DTYPE_COUNT; t++) {
+				if (!kern_supports(t))
+					continue;
+				ck_assert_ptr_nonnull(ops.gemm[t]);
+				ck_assert_ptr_nonnull(ops.gemv[t]);
+				ck_assert_int_eq(org.gemm[t], org.gemv[t]);
+				got[k++] = org.gemm[t];
+			}
+			ck_assert(ops.quantize_act && ops.attn_scores && ops.attn_accum &&
+				  ops.fp16_row && ops.max && ops.exp_sum && ops.silu_mul);
+			ck_assert(cpu_level_usable(&fs[fi], top));
+			for (size_t j = 0; j < k; j++) {
+				size_t r = 0;
+				while (r < n && list[r] != got[j])
+					r++;
+				ck_assert_msg(r < n && r <= rank_cap && cpu_level_usable(&fs[fi], got[j]),
+					      "features #%zu cap %s: entry %zu from %s", fi,
+					      cpu_level_name(list[ci]), j, cpu_level_name(got[j]));
+			}
+		}
+	}
+	/* Below AVX2 everything is the reference. */
+	{
+		struct kern_ops ops;
+		kern_resolve(&fs[4], CPU_LEVEL_AVX512, &ops, NULL);
+		ck_assert(ops.gemm[DTYPE_Q4_0] == kern_ops_ref.gemm[DTYPE_Q4_0]);
+		ck_assert(ops.silu_mul == kern_ops_ref.silu_mul);
+	}
+}
+END_TEST
+
+/* kern_describe() names only levels this CPU runs. */
+START_TEST(describe_names_runnable_levels)
+{
+	char buf[2048], *line;
+
+	kern_init();
+	kern_describe(buf, sizeof(buf));
+	ck_assert_ptr_nonnull(strstr(buf, "op gemv q4_0: "));
+	ck_assert_ptr_nonnull(strstr(buf, "op silu_mul: "));
+	for (line = strtok(buf, "\n"); line; line = strtok(NULL, "\n")) {
+		const char *lv = strrchr(line, ' ') + 1;
+		int ok = 0;
+		for (int l = 0; l < CPU_LEVEL_COUNT; l++)
+			if (strcmp(lv, cpu_level_name((enum cpu_level)l)) == 0)
+				ok = kern_level_runs((enum cpu_level)l);
+		ck_assert_msg(ok, "%s", line);
+	}
+	kern_describe(buf, 10); /* truncates, stays terminated */
+	ck_assert_uint_le(strlen(buf), 9);
+}
+END_TEST
+
 START_TEST(init_picks_a_level_this_cpu_runs)
 {
 	enum cpu_level level = kern_init();
@@ -606,6 +690,8 @@ Suite *suite_kernels(void)
 	tcase_add_test(tc, fused_matmul_equals_separate_matmuls_bit_for_bit);
 	tcase_add_test(tc, q8_0_matmul_tracks_float_math_on_dequantized_weights);
 	tcase_add_test(tc, init_picks_a_level_this_cpu_runs);
+	tcase_add_test(tc, resolve_never_picks_an_unavailable_level);
+	tcase_add_test(tc, describe_names_runnable_levels);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -4,6 +4,7 @@
 
 #include "commands.h"
 #include "cpu.h"
+#include "kernels.h"
 #include "ember.h"
 
 struct command {
@@ -37,14 +38,15 @@ static void usage(FILE *out)
 int cmd_version(int argc, char **argv)
 {
 	struct cpu_features f;
-	char buf[128];
+	char buf[128], ops[1024];
 
 	(void)argc;
 	(void)argv;
 	cpu_detect(&f);
 	printf("ember %s\n", EMBER_VERSION);
 	printf("cpu: %s\n", cpu_describe(&f, buf, sizeof(buf)));
-	printf("kernels: %s\n", cpu_level_name(cpu_select_level(&f)));
+	printf("kernels: %s\n", cpu_level_name(kern_init()));
+	fputs(kern_describe(ops, sizeof(ops)), stdout);
 	return 0;
 }
 

@@ -13,8 +13,10 @@
  *                                               (kernels_qgemm_avx2.c); decode
  *                                               8 rows in file layout, sums
  *                                               folded into row lanes after
- *   avx512  FMA on 16 floats (ZMM), tiles 4x4,  VPDPBUSD on YMM, tiles 4x4,
- *           decode 4x1                          decode 4x1
+ *   avx512  FMA on 16 floats (ZMM), tiles 4x4,  (see LEVELS.md: the avx2 code
+ *           decode 4x1                          unless this level has its own)
+ * Each operation is taken from the highest level that has it (LEVELS.md,
+ * kern_resolve()).
  * Decode (one token) streams each weight row once. Prefill tiles reuse each
  * loaded weight vector for several tokens, and tokens are taken in blocks
  * of 64 so a block's activations stay in cache while a thread's rows pass.
@@ -42,6 +44,9 @@
  * each; activation quantization is spread over tokens the same way.
  */
 #include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "kernels.h"
 #include "kernels_impl.h"
@@ -60,9 +65,11 @@
 /* Chosen once by kern_init(); written only inside pthread_once. */
 static pthread_once_t kern__once = PTHREAD_ONCE_INIT;
 static enum cpu_level kern__level = CPU_LEVEL_SCALAR;
+static struct kern_ops kern__table;
+static struct kern_origin kern__org;
 static const struct kern_ops *kern__ops = &kern_ops_ref;
 
-const struct kern_ops *kern_ops_for(enum cpu_level level)
+const struct kern_ops *kern_ops_own(enum cpu_level level)
 {
 	switch (level) {
 	case CPU_LEVEL_SCALAR:
@@ -83,29 +90,99 @@ int kern_level_runs(enum cpu_level level)
 	struct cpu_features f;
 
 	cpu_detect(&f);
-	switch (level) {
-	case CPU_LEVEL_SCALAR:
-		return 1;
-	case CPU_LEVEL_AVX2:
-		return f.avx2 && kern_ops_for(level) != NULL;
-	case CPU_LEVEL_AVX512:
-		return f.avx2 && f.avx512 && f.avx512_vnni && kern_ops_for(level) != NULL;
-	default:
-		return 0;
+	return cpu_level_usable(&f, level) && kern_ops_own(level) != NULL;
+}
+
+/* Every level's resolved table, as if the CPU had every feature (tests
+ * run only those kern_level_runs() allows). */
+static pthread_once_t kern__all_once = PTHREAD_ONCE_INIT;
+static struct kern_ops kern__all[CPU_LEVEL_COUNT];
+
+static void kern__resolve_all(void)
+{
+	struct cpu_features all;
+
+	memset(&all, 0xff, sizeof(all));
+	for (int l = 0; l < CPU_LEVEL_COUNT; l++)
+		kern_resolve(&all, (enum cpu_level)l, &kern__all[l], NULL);
+}
+
+const struct kern_ops *kern_ops_for(enum cpu_level level)
+{
+	if ((unsigned)level >= CPU_LEVEL_COUNT || kern_ops_own(level) == NULL)
+		return NULL;
+	pthread_once(&kern__all_once, kern__resolve_all);
+	return &kern__all[level];
+}
+
+/* Takes a level's entry where it has one, noting the level. */
+#define KERN__TAKE(field)                                                      	do {                                                                   		if (ops->field) {                                              			out->field = ops->field;                               			org->field = level;                                    		}                                                              	} while (0)
+
+enum cpu_level kern_resolve(const struct cpu_features *f, enum cpu_level cap,
+			    struct kern_ops *out, struct kern_origin *org)
+{
+	const enum cpu_level *list;
+	size_t n = cpu_levels(&list);
+	enum cpu_level top = CPU_LEVEL_SCALAR;
+	struct kern_origin dummy;
+
+	if (org == NULL)
+		org = &dummy;
+	memset(out, 0, sizeof(*out));
+	memset(org, 0, sizeof(*org)); /* CPU_LEVEL_SCALAR everywhere */
+	/* Lowest first, so each level overrides what it does better. */
+	for (size_t i = 0; i < n; i++) {
+		enum cpu_level level = list[i];
+		const struct kern_ops *ops = kern_ops_own(level);
+		if (!cpu_level_usable(f, level))
+			break;
+		if (ops == NULL)
+			continue;
+		top = level;
+		out->name = ops->name;
+		KERN__TAKE(quantize_act);
+		KERN__TAKE(attn_scores);
+		KERN__TAKE(attn_accum);
+		KERN__TAKE(fp16_row);
+		KERN__TAKE(max);
+		KERN__TAKE(exp_sum);
+		KERN__TAKE(silu_mul);
+		KERN__TAKE(repack);
+		/* A type's GEMV and GEMM come from one level: a token's result
+		 * must not depend on the batch it shares (kernels_impl.h). */
+		for (size_t t = 0; t < DTYPE_COUNT; t++) {
+			if (ops->gemm[t] == NULL)
+				continue;
+			out->gemm[t] = ops->gemm[t];
+			out->gemv[t] = ops->gemv[t] ? ops->gemv[t] : ops->gemm[t];
+			org->gemm[t] = org->gemv[t] = level;
+		}
+		if (level == cap)
+			break;
 	}
+	return top;
+}
+#undef KERN__TAKE
+
+static uint32_t kern__pool_flags = PTHREADPOOL_FLAG_YIELD_WORKERS;
+
+uint32_t kern_pool_flags(void)
+{
+	kern_init();
+	return kern__pool_flags;
 }
 
 static void kern__choose(void)
 {
 	struct cpu_features f;
-	enum cpu_level level;
+	const char *spin = getenv("EMBER_POOL_SPIN");
+
+	if (spin && strcmp(spin, "1") == 0)
+		kern__pool_flags = 0;
 
 	cpu_detect(&f);
-	level = cpu_select_level(&f);
-	while (level > CPU_LEVEL_SCALAR && kern_ops_for(level) == NULL)
-		level = (enum cpu_level)(level - 1);
-	kern__level = level;
-	kern__ops = kern_ops_for(level);
+	kern__level = kern_resolve(&f, cpu_select_level(&f), &kern__table, &kern__org);
+	kern__ops = &kern__table;
 }
 
 enum cpu_level kern_init(void)
@@ -117,6 +194,54 @@ enum cpu_level kern_init(void)
 enum cpu_level kern_level(void)
 {
 	return kern__level;
+}
+
+const struct kern_ops *kern_ops_active(void)
+{
+	kern_init();
+	return kern__ops;
+}
+
+const struct kern_origin *kern_origin_active(void)
+{
+	kern_init();
+	return &kern__org;
+}
+
+/* Appends one "op NAME: LEVEL" line; *n stops at len - 1. */
+static void kern__line(char *buf, size_t len, size_t *n, const char *op, const char *sub,
+		       enum cpu_level level)
+{
+	int w;
+
+	if (*n + 1 >= len)
+		return;
+	w = snprintf(buf + *n, len - *n, "op %s%s%s: %s\n", op, sub ? " " : "", sub ? sub : "",
+		     cpu_level_name(level));
+	if (w > 0)
+		*n = *n + (size_t)w < len ? *n + (size_t)w : len - 1;
+}
+
+char *kern_describe(char *buf, size_t len)
+{
+	const struct kern_origin *o = kern_origin_active();
+	size_t n = 0;
+
+	if (len == 0)
+		return buf;
+	buf[0] = '\0';
+	for (uint32_t t = 0; t < DTYPE_COUNT; t++)
+		if (kern_supports(t)) {
+			kern__line(buf, len, &n, "gemv", dtype_name(t), o->gemv[t]);
+			kern__line(buf, len, &n, "gemm", dtype_name(t), o->gemm[t]);
+		}
+	kern__line(buf, len, &n, "quantize_act", NULL, o->quantize_act);
+	kern__line(buf, len, &n, "attn_scores", NULL, o->attn_scores);
+	kern__line(buf, len, &n, "attn_accum", NULL, o->attn_accum);
+	kern__line(buf, len, &n, "fp16_row", NULL, o->fp16_row);
+	kern__line(buf, len, &n, "softmax", NULL, o->exp_sum);
+	kern__line(buf, len, &n, "silu_mul", NULL, o->silu_mul);
+	return buf;
 }
 
 int kern_supports(uint32_t t)
@@ -261,7 +386,9 @@ void kern_matmul_n(pthreadpool_t pool, uint32_t wtype, size_t n_in, const struct
 	if (n_tok == 0 || n == 0 || n > KERN_MM_PARTS_MAX)
 		return;
 	job.ops = kern__ops;
-	job.gemm = kern__ops->gemm[wtype];
+	job.gemm = n_tok == 1 ? kern__ops->gemv[wtype] : kern__ops->gemm[wtype];
+	if (job.gemm == NULL) /* refused at load (kern_supports); never here */
+		return;
 	job.x = x;
 	a.w_stride = (size_t)dtype_row_size(wtype, n_in);
 	a.n_in = n_in;
@@ -295,6 +422,7 @@ void kern_matmul_n(pthreadpool_t pool, uint32_t wtype, size_t n_in, const struct
 	if (job.n_part == 0)
 		return;
 	if (kern_wtype_quantized(wtype))
-		pthreadpool_parallelize_1d(pool, kern__quantize_cb, &job, n_tok, 0);
-	pthreadpool_parallelize_1d(pool, kern__rows_cb, &job, job.first[job.n_part], 0);
+		pthreadpool_parallelize_1d(pool, kern__quantize_cb, &job, n_tok, kern__pool_flags);
+	pthreadpool_parallelize_1d(pool, kern__rows_cb, &job, job.first[job.n_part],
+				   kern__pool_flags);
 }

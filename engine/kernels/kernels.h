@@ -35,6 +35,21 @@ enum cpu_level kern_init(void);
 /* Level in use (kern_init() must have run). */
 enum cpu_level kern_level(void);
 
+/* Which level's code runs each operation (kern_init() chooses per
+ * operation: engine/kernels/LEVELS.md): lines "op NAME: LEVEL\n" for
+ * the matrix products per weight type, activation quantization, the
+ * attention blocks and the activation, NUL-terminated, truncated to
+ * `len`. Returns `buf`. */
+char *kern_describe(char *buf, size_t len);
+
+/* Flags for every pthreadpool_parallelize_*() of the forward pass:
+ * PTHREADPOOL_FLAG_YIELD_WORKERS, so a worker sleeps on a futex once its
+ * job is done instead of spinning (pthreadpool spins up to a million
+ * pause instructions, milliseconds, after every job: with ~400 jobs a
+ * token the workers never slept and held their cores from any other
+ * process). EMBER_POOL_SPIN=1 restores the spinning, for comparison. */
+uint32_t kern_pool_flags(void);
+
 /* 1 if weights of dtype `t` can be multiplied, else 0. */
 int kern_supports(uint32_t t);
 

@@ -6,11 +6,8 @@
  * tiles of 4 rows x 4 tokens (32 registers hold 16 accumulators).
  * Leftover columns (n_in % 16) are summed in scalar.
  *
- * Quantized weights: per block, VPDPBUSD(|w|, sign(x, w)) on 256-bit
- * registers (AVX512-VL encoding) replaces AVX2's maddubs + madd pair and
- * cannot saturate (it sums four u8 x s8 products straight into int32).
- * Blocks are 32 bytes, one YMM each, so the per-block scales stay a plain
- * broadcast; the extra registers buy 4 rows x 4 token tiles.
+ * Operations this table leaves NULL run the AVX2 level's code
+ * (kern_resolve(); LEVELS.md has the measurements behind each choice).
  *
  * Same invariance as the AVX2 level: one instruction sequence per
  * (row, token) pair whatever the tile shape.
@@ -111,85 +108,9 @@ AVX512_INLINE void avx512__tile_f(uint32_t wt, const struct kern_gemm_args *a, s
 	}
 }
 
-/* ---- quantized weights --------------------------------------------------------- */
-
-AVX512_INLINE __m256i avx512__load_q(uint32_t wt, const void *row, size_t b, float *d)
-{
-	if (wt == DTYPE_Q8_0) {
-		const struct kern_block_q8_0 *blk = (const struct kern_block_q8_0 *)row + b;
-		*d = _cvtsh_ss(blk->d);
-		return _mm256_loadu_si256((const __m256i *)blk->qs);
-	}
-	const struct kern_block_q4_0 *blk = (const struct kern_block_q4_0 *)row + b;
-	__m128i q = _mm_loadu_si128((const __m128i *)blk->qs);
-	__m256i v = _mm256_set_m128i(_mm_srli_epi16(q, 4), q);
-
-	*d = _cvtsh_ss(blk->d);
-	v = _mm256_and_si256(v, _mm256_set1_epi8(0x0f));
-	return _mm256_sub_epi8(v, _mm256_set1_epi8(8));
-}
-
-AVX512_INLINE void avx512__tile_q(uint32_t wt, const struct kern_gemm_args *a, size_t o,
-				  size_t t, int R, int T)
-{
-	const char *w[4];
-	const struct kern_block_q8a *x[4];
-	__m256 acc[4][4];
-	size_t nb = a->n_in / KERN_QK;
-
-	AVX512_UNROLL
-	for (int r = 0; r < R; r++)
-		w[r] = (const char *)a->w + (o + r) * a->w_stride;
-	AVX512_UNROLL
-	for (int k = 0; k < T; k++)
-		x[k] = (const struct kern_block_q8a *)((const char *)a->x + (t + k) * a->x_stride);
-	AVX512_UNROLL
-	for (int r = 0; r < R; r++)
-		AVX512_UNROLL
-		for (int k = 0; k < T; k++)
-			acc[r][k] = _mm256_setzero_ps();
-	for (size_t b = 0; b < nb; b++) {
-		__m256i wq[4], aw[4];
-		__m256 dw[4];
-		AVX512_UNROLL
-		for (int r = 0; r < R; r++) {
-			float d;
-			wq[r] = avx512__load_q(wt, w[r], b, &d);
-			aw[r] = _mm256_sign_epi8(wq[r], wq[r]);
-			dw[r] = _mm256_set1_ps(d);
-		}
-		AVX512_UNROLL
-		for (int k = 0; k < T; k++) {
-			__m256i xv = _mm256_loadu_si256((const __m256i *)x[k][b].qs);
-			__m256 dx = _mm256_broadcast_ss(&x[k][b].d);
-			AVX512_UNROLL
-			for (int r = 0; r < R; r++) {
-				__m256i p = _mm256_dpbusd_epi32(_mm256_setzero_si256(), aw[r],
-								_mm256_sign_epi8(xv, wq[r]));
-				__m256 f = _mm256_cvtepi32_ps(p);
-				acc[r][k] = _mm256_fmadd_ps(_mm256_mul_ps(f, dw[r]), dx, acc[r][k]);
-			}
-		}
-	}
-	AVX512_UNROLL
-	for (int r = 0; r < R; r++)
-		AVX512_UNROLL
-		for (int k = 0; k < T; k++)
-			a->y[(t + k) * a->y_stride + o + r] = avx512__hsum256(acc[r][k]);
-}
-
 /* ---- drivers ------------------------------------------------------------------- */
 
-AVX512_INLINE void avx512__tile(int quant, uint32_t wt, const struct kern_gemm_args *a,
-				size_t o, size_t t, int R, int T)
-{
-	if (quant)
-		avx512__tile_q(wt, a, o, t, R, T);
-	else
-		avx512__tile_f(wt, a, o, t, R, T);
-}
-
-AVX512_INLINE void avx512__drive(int quant, uint32_t wt, const struct kern_gemm_args *a,
+AVX512_INLINE void avx512__drive(uint32_t wt, const struct kern_gemm_args *a,
 				 size_t o0, size_t o1, int RM, int TM)
 {
 	for (size_t tb = 0; tb < a->n_tok; tb += AVX512_TOKEN_BLOCK) {
@@ -197,33 +118,31 @@ AVX512_INLINE void avx512__drive(int quant, uint32_t wt, const struct kern_gemm_
 		size_t o = o0, t;
 		for (; o + (size_t)RM <= o1; o += (size_t)RM) {
 			for (t = tb; t + (size_t)TM <= te; t += (size_t)TM)
-				avx512__tile(quant, wt, a, o, t, RM, TM);
+				avx512__tile_f(wt, a, o, t, RM, TM);
 			for (; t < te; t++)
-				avx512__tile(quant, wt, a, o, t, RM, 1);
+				avx512__tile_f(wt, a, o, t, RM, 1);
 		}
 		for (; o < o1; o++) {
 			for (t = tb; t + (size_t)TM <= te; t += (size_t)TM)
-				avx512__tile(quant, wt, a, o, t, 1, TM);
+				avx512__tile_f(wt, a, o, t, 1, TM);
 			for (; t < te; t++)
-				avx512__tile(quant, wt, a, o, t, 1, 1);
+				avx512__tile_f(wt, a, o, t, 1, 1);
 		}
 	}
 }
 
-#define AVX512_GEMM(name, quant, wt)                                            \
+#define AVX512_GEMM(name, wt)                                                   \
 	static void name(const struct kern_gemm_args *a, size_t o0, size_t o1) \
 	{                                                                       \
 		if (a->n_tok < 4)                                               \
-			avx512__drive(quant, wt, a, o0, o1, 4, 1);              \
+			avx512__drive(wt, a, o0, o1, 4, 1);                     \
 		else                                                            \
-			avx512__drive(quant, wt, a, o0, o1, 4, 4);              \
+			avx512__drive(wt, a, o0, o1, 4, 4);                     \
 	}
 
-AVX512_GEMM(avx512__gemm_f32, 0, DTYPE_F32)
-AVX512_GEMM(avx512__gemm_f16, 0, DTYPE_F16)
-AVX512_GEMM(avx512__gemm_bf16, 0, DTYPE_BF16)
-AVX512_GEMM(avx512__gemm_q8_0, 1, DTYPE_Q8_0)
-AVX512_GEMM(avx512__gemm_q4_0, 1, DTYPE_Q4_0)
+AVX512_GEMM(avx512__gemm_f32, DTYPE_F32)
+AVX512_GEMM(avx512__gemm_f16, DTYPE_F16)
+AVX512_GEMM(avx512__gemm_bf16, DTYPE_BF16)
 
 /* ---- activation quantization ----------------------------------------------------- */
 
@@ -258,22 +177,16 @@ static void avx512__quantize_act(const float *x, struct kern_block_q8a *y, size_
 	}
 }
 
+/* Only what beats the AVX2 level on an AVX-512 CPU (measured on a Zen 5,
+ * engine/kernels/LEVELS.md); NULL entries are the AVX2 level's. */
 const struct kern_ops kern_ops_avx512 = {
 	.name = "avx512",
 	.quantize_act = avx512__quantize_act,
-	.attn_scores = kern_avx2_attn_scores,
-	.attn_accum = kern_avx2_attn_accum,
-	.fp16_row = kern_avx2_fp16_row,
-	.max = kern_avx2_max,
-	.exp_sum = kern_avx2_exp_sum,
-	.silu_mul = kern_avx2_silu_mul,
 	.gemm =
 		{
 			[DTYPE_F32] = avx512__gemm_f32,
 			[DTYPE_F16] = avx512__gemm_f16,
 			[DTYPE_BF16] = avx512__gemm_bf16,
-			[DTYPE_Q8_0] = avx512__gemm_q8_0,
-			[DTYPE_Q4_0] = avx512__gemm_q4_0,
 		},
 };
 #endif

@@ -85,12 +85,31 @@ void kern_act_summarize(const struct kern_block_q8a *x, size_t nb, float *xd, in
 
 typedef void (*kern_gemm_fn)(const struct kern_gemm_args *a, size_t o0, size_t o1);
 
+/* Optional: rewrites `n_out` rows of weights of type `wtype` once at load
+ * into a layout this level's gemm reads faster (AMX tiles, i8mm pairs, a
+ * GPU's buffers), in `*out` (the callee allocates; the caller frees).
+ * Returns 0, or EMBER_EUNSUPPORTED to keep the file layout. NULL at every
+ * level so far: all of them read weights as the file lays them out. */
+typedef int (*kern_repack_fn)(uint32_t wtype, const void *w, size_t n_out, size_t n_in,
+			      void **out);
+
+/*
+ * The functions one level provides. A NULL entry means "not faster here":
+ * kern_resolve() fills it from the next lower level of the architecture's
+ * list (cpu_levels()), down to the scalar reference, which fills every
+ * entry. So each operation runs the best implementation the CPU can run,
+ * and a level that would lose an operation to a lower one leaves it NULL.
+ * Other helpers add weight types as new gemm[]/gemv[] rows; keep field
+ * names stable and add fields at the end.
+ */
 struct kern_ops {
 	const char *name;
 	/* Quantizes `n` floats (a multiple of KERN_QK) into activation
 	 * blocks; byte-identical at every level. */
 	void (*quantize_act)(const float *x, struct kern_block_q8a *dst, size_t n);
-	kern_gemm_fn gemm[DTYPE_COUNT]; /* NULL: type not supported */
+	/* Any n_tok (prefill); also decode unless gemv[] says otherwise.
+	 * The reference's NULL entries are the types nobody supports. */
+	kern_gemm_fn gemm[DTYPE_COUNT];
 	/* The attention blocks of kernels.h (kern_attn_scores, ...). */
 	void (*attn_scores)(const float *q, size_t ld_q, const float *k, size_t d,
 			    const float *bias, float scale, float *s, size_t ld_s, size_t nq,
@@ -101,7 +120,29 @@ struct kern_ops {
 	float (*max)(const float *x, size_t n);
 	float (*exp_sum)(float *x, size_t n, float m);
 	void (*silu_mul)(float *y, const float *g, size_t n);
+	/* n_tok == 1 (decode, memory bound), NULL: gemm[t] does it. Taken
+	 * with gemm[t] from the same level, never alone: each (row, token)
+	 * result must be the same instruction sequence whatever the batch
+	 * (see the top comment), so a GEMV here computes exactly what the
+	 * level's gemm[t] computes for one token. */
+	kern_gemm_fn gemv[DTYPE_COUNT];
+	kern_repack_fn repack; /* NULL: weights stay in file layout */
 };
+
+/* Which level supplied each entry of a resolved table (kern_resolve()). */
+struct kern_origin {
+	enum cpu_level quantize_act, attn_scores, attn_accum, fp16_row, max, exp_sum, silu_mul,
+		repack;
+	enum cpu_level gemm[DTYPE_COUNT], gemv[DTYPE_COUNT];
+};
+
+/* Builds the table for the best level `f` can run, capped at `cap` (its
+ * position in cpu_levels(); a level with no table built is skipped):
+ * each entry from the highest such level that has one. Returns the level
+ * (the highest one taken part). `org` may be NULL. Pure: tests call it
+ * with made-up feature sets. */
+enum cpu_level kern_resolve(const struct cpu_features *f, enum cpu_level cap,
+			    struct kern_ops *out, struct kern_origin *org);
 
 #if defined(__x86_64__)
 /* The AVX2 vector helpers, shared by the AVX-512 table (head-sized
@@ -127,12 +168,22 @@ extern const struct kern_ops kern_ops_avx2;
 extern const struct kern_ops kern_ops_avx512;
 #endif
 
-/* The table for `level`, whether or not this CPU can run it (tests pick
+/* The table `level` itself provides (NULL entries included), whether or
+ * not this CPU can run it; NULL if not built for this target. */
+const struct kern_ops *kern_ops_own(enum cpu_level level);
+
+/* `level`'s table resolved (kern_resolve(), every entry filled) as if the
+ * CPU had every feature, whether or not this one can run it (tests pick
  * levels with kern_level_runs()); NULL if not built for this target. */
 const struct kern_ops *kern_ops_for(enum cpu_level level);
 
 /* 1 if this CPU can execute `level`'s kernels (EMBER_CPU ignored). */
 int kern_level_runs(enum cpu_level level);
+
+/* The table in use (kern_init() must have run) and where its entries came
+ * from. */
+const struct kern_ops *kern_ops_active(void);
+const struct kern_origin *kern_origin_active(void);
 
 /* Activation rows need this weight type to be quantized first. */
 static inline int kern_wtype_quantized(uint32_t t)

@@ -9,6 +9,10 @@ for prog in ember emberd; do
 	grep -q '^cpu: ' <<<"$out"
 	grep -q '^kernels: \(scalar\|avx2\|avx512\)$' <<<"$out"
 	EMBER_CPU=scalar "$BUILD/$prog" --version | grep -q '^kernels: scalar$'
+	# one line per operation, each naming a level; a cap leaves none above it
+	grep -q '^op gemv q4_0: \(scalar\|avx2\|avx512\)$' <<<"$out"
+	if EMBER_CPU=scalar "$BUILD/$prog" --version | grep '^op ' | grep -qv ': scalar$'; then exit 1; fi
+	if EMBER_CPU=avx2 "$BUILD/$prog" --version | grep -q '^op .*: avx512$'; then exit 1; fi
 	if grep -q avx2 /proc/cpuinfo; then grep -q '^cpu: .*AVX2' <<<"$out"; fi
 done
 # an unknown sub-command is an error, not a crash
