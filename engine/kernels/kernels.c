@@ -262,6 +262,8 @@ void kern_matmul_n(pthreadpool_t pool, uint32_t wtype, size_t n_in, const struct
 		return;
 	job.ops = kern__ops;
 	job.gemm = kern__ops->gemm[wtype];
+	if (!job.gemm) /* a type this level has no SIMD path for yet */
+		job.gemm = kern_ops_ref.gemm[wtype];
 	job.x = x;
 	a.w_stride = (size_t)dtype_row_size(wtype, n_in);
 	a.n_in = n_in;
