@@ -20,6 +20,7 @@
 
 #include "kernels.h"
 #include "kernels_impl.h"
+#include "quants.h"
 
 #define AVX512_INLINE static inline __attribute__((always_inline))
 /* Tile loops must unroll fully so accumulators live in registers. */
@@ -274,6 +275,8 @@ const struct kern_ops kern_ops_avx512 = {
 			[DTYPE_BF16] = avx512__gemm_bf16,
 			[DTYPE_Q8_0] = avx512__gemm_q8_0,
 			[DTYPE_Q4_0] = avx512__gemm_q4_0,
+			[DTYPE_Q4_K] = kern_avx512_gemm_q4_k,
+			[DTYPE_Q6_K] = kern_avx512_gemm_q6_k,
 		},
 };
 #endif
