@@ -413,6 +413,12 @@ const struct kern_ops kern_ops_avx2 = {
 			[DTYPE_Q4_0] = avx2__gemm_q4_0,
 			[DTYPE_Q4_K] = kern_avx2_gemm_q4_k,
 			[DTYPE_Q6_K] = kern_avx2_gemm_q6_k,
+			[DTYPE_Q5_K] = kern_avx2_gemm_q5_k,
+			[DTYPE_IQ4_XS] = kern_avx2_gemm_iq4_xs,
+			[DTYPE_IQ4_NL] = kern_avx2_gemm_iq4_nl,
+			[DTYPE_Q5_0] = kern_avx2_gemm_q5_0,
+			[DTYPE_Q4_1] = kern_avx2_gemm_q4_1,
+			[DTYPE_Q5_1] = kern_avx2_gemm_q5_1,
 		},
 };
 #endif
