@@ -281,6 +281,61 @@ START_TEST(logits_within_the_llamacpp_distance_of_the_exact_dequant)
 }
 END_TEST
 
+/* ---- quantization, byte for byte as llama-quantize ----------------------- */
+
+/* Every tensor of llama-256/TYPE.gguf in a type Ember writes, quantized
+ * from the same rows of source-f32.gguf (what llama-quantize was given),
+ * must have the same bytes. */
+START_TEST(quantized_tensors_are_byte_identical_to_llama_quantize)
+{
+	const char *type = q_types[_i];
+	char path[512], err[EMBER_ERR_MAX] = "";
+	struct gguf src, ref;
+	int same = 0, skipped = 0;
+
+	ck_assert_msg(gguf_open(&src, QDIR "llama-256/source-f32.gguf", err) == 0, "%s", err);
+	snprintf(path, sizeof(path), QDIR "llama-256/%s.gguf", type);
+	ck_assert_msg(gguf_open(&ref, path, err) == 0, "%s: %s", path, err);
+	for (uint64_t i = 0; i < ref.n_tensors; i++) {
+		const struct gguf_tensor *t = &ref.tensors[i];
+		char name[256];
+		snprintf(name, sizeof(name), "%.*s", (int)t->name.len, t->name.ptr);
+		const struct gguf_tensor *s = gguf_find_tensor(&src, name);
+		uint64_t rows = t->ne[1] * t->ne[2] * t->ne[3], row_bytes;
+		uint8_t *out;
+
+		ck_assert_msg(s != NULL && s->type == DTYPE_F32, "%s: source tensor", name);
+		if (t->type == DTYPE_F32)
+			continue;
+		row_bytes = dtype_row_size(t->type, t->ne[0]);
+		out = malloc(row_bytes);
+		for (uint64_t r = 0; r < rows; r++) {
+			int rc = kern_quantize_row(t->type, (const float *)s->data + r * t->ne[0], out,
+						   t->ne[0]);
+			if (rc == EMBER_EUNSUPPORTED) {
+				skipped++; /* printed in the summary below */
+				break;
+			}
+			ck_assert_int_eq(rc, 0);
+			ck_assert_msg(memcmp(out, (const uint8_t *)t->data + r * row_bytes, row_bytes) ==
+					      0,
+				      "%s %s (%s) row %llu differs from llama-quantize's", type, name,
+				      dtype_name(t->type), (unsigned long long)r);
+			if (r + 1 == rows)
+				same++;
+		}
+		free(out);
+	}
+	printf("quants: llama-256 %-6s %d quantized tensors byte-identical to llama-quantize, %d "
+	       "not compared\n",
+	       type, same, skipped);
+	ck_assert_int_gt(same, 0);
+	ck_assert_int_eq(skipped, 0);
+	gguf_close(&ref);
+	gguf_close(&src);
+}
+END_TEST
+
 Suite *suite_quants(void)
 {
 	Suite *s = suite_create("quants");
@@ -291,6 +346,7 @@ Suite *suite_quants(void)
 	tcase_add_loop_test(tc, every_tensor_dequantizes_bit_for_bit_as_ggml, 0, N_DIRS * N_TYPES);
 	tcase_add_loop_test(tc, logits_within_the_llamacpp_distance_of_the_exact_dequant, 0,
 			    N_DIRS * N_TYPES);
+	tcase_add_loop_test(tc, quantized_tensors_are_byte_identical_to_llama_quantize, 0, N_TYPES);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -191,7 +191,7 @@ int kern_quantize_row(uint32_t t, const float *src, void *dst, size_t n)
 		ref__quantize_q4_0(src, dst, n);
 		return 0;
 	default:
-		return EMBER_EUNSUPPORTED;
+		return kern_quants_quantize(t, src, dst, n) == 0 ? 0 : EMBER_EUNSUPPORTED;
 	}
 }
 

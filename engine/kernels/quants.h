@@ -163,6 +163,12 @@ static inline int kern_iq4xs_scale(const struct kern_block_iq4_xs *b, int j)
  * arithmetic in their order. Returns 0, or -1 for a type not listed. */
 int kern_quants_dequantize(uint32_t t, const void *src, float *dst, size_t n);
 
+/* Quantizes n floats (a multiple of the block) to a type listed here
+ * with llama.cpp's reference rules (no importance matrix), byte-identical
+ * to llama-quantize's output. Returns 0, or -1 for a type it does not
+ * write. quants_quantize.c. */
+int kern_quants_quantize(uint32_t t, const float *src, void *dst, size_t n);
+
 /* The scalar reference gemm of each type (kern_gemm_fn; activations are
  * kern_block_q8a rows). */
 void kern_ref_gemm_q4_1(const struct kern_gemm_args *a, size_t o0, size_t o1);
