@@ -217,6 +217,100 @@ static void KQ_FN(q6k_tile)(const struct kern_gemm_args *a, const void *wv,
 		y[t * y_stride] = avx2__hsum(acc[t]);
 }
 
+/* Q2_K and Q3_K share the 2-bit layout: the 32 values of block b of a
+ * super-block are bits 2(b % 4) of the 32 bytes at qs + 32 (b / 4); each
+ * half of 16 has its own scale, so the eight int32 sums of a block split
+ * 4 + 4 between two scales. */
+KQ_INLINE __m256i kq_q2_field(const uint8_t *qs, int b)
+{
+	return _mm256_and_si256(_mm256_srli_epi16(kq_load(qs + 32 * (b / 4)), 2 * (b % 4)),
+				_mm256_set1_epi8(3));
+}
+
+KQ_INLINE __m256 kq_pair(const float *f, int b)
+{
+	return _mm256_setr_m128(_mm_set1_ps(f[2 * b]), _mm_set1_ps(f[2 * b + 1]));
+}
+
+/* Q2_K: value = d * sc * q - dmin * m per 16; the minimum term is the
+ * activations' sum per 4 (a dot with ones) times dmin * m. */
+static void KQ_FN(q2k_tile)(const struct kern_gemm_args *a, const void *wv,
+			    const struct kq_tok *k, size_t nt, float *y, size_t y_stride)
+{
+	const struct kern_block_q2_k *w = wv;
+	const size_t nsb = a->n_in / KERN_QKK;
+	const __m256i ones = _mm256_set1_epi8(1);
+	__m256 acc[KQ_T], accm[KQ_T];
+
+	for (size_t t = 0; t < KQ_T; t++) {
+		acc[t] = _mm256_setzero_ps();
+		accm[t] = _mm256_setzero_ps();
+	}
+	for (size_t s = 0; s < nsb; s++) {
+		const struct kern_block_q2_k *b = w + s;
+		const float d = _cvtsh_ss(b->d), dmin = _cvtsh_ss(b->dmin);
+		float fsc[16], fm[16];
+
+		for (int j = 0; j < 16; j++) {
+			fsc[j] = d * (float)(b->scales[j] & 15);
+			fm[j] = dmin * (float)(b->scales[j] >> 4);
+		}
+		for (int j = 0; j < 8; j++) {
+			__m256i q = kq_q2_field(b->qs, j);
+			__m256 scv = kq_pair(fsc, j), mv = kq_pair(fm, j);
+			for (size_t t = 0; t < nt; t++) {
+				const struct kern_block_q8a *x = k[t].x + 8 * s + j;
+				__m256i xv = kq_load(x->qs);
+				__m256 dx = _mm256_set1_ps(x->d);
+				acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(KQ_DOT(q, xv)),
+							 _mm256_mul_ps(scv, dx), acc[t]);
+				accm[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(KQ_DOT(ones, xv)),
+							  _mm256_mul_ps(mv, dx), accm[t]);
+			}
+		}
+	}
+	for (size_t t = 0; t < nt; t++)
+		y[t * y_stride] = avx2__hsum(acc[t]) - avx2__hsum(accm[t]);
+}
+
+/* Q3_K: q = 2 low bits + 4 x the hmask bit (bit b of hmask[l] for value
+ * l of block b) - 4, signed; d * (6-bit scale - 32) per 16. */
+static void KQ_FN(q3k_tile)(const struct kern_gemm_args *a, const void *wv,
+			    const struct kq_tok *k, size_t nt, float *y, size_t y_stride)
+{
+	const struct kern_block_q3_k *w = wv;
+	const size_t nsb = a->n_in / KERN_QKK;
+	const __m256i one = _mm256_set1_epi8(1), four = _mm256_set1_epi8(4);
+	__m256 acc[KQ_T];
+
+	for (size_t t = 0; t < KQ_T; t++)
+		acc[t] = _mm256_setzero_ps();
+	for (size_t s = 0; s < nsb; s++) {
+		const struct kern_block_q3_k *b = w + s;
+		const float d = _cvtsh_ss(b->d);
+		const __m256i hm = kq_load(b->hmask);
+		float fsc[16];
+
+		for (int j = 0; j < 16; j++)
+			fsc[j] = d * (float)kern_q3k_scale(b->scales, j);
+		for (int j = 0; j < 8; j++) {
+			__m256i h = _mm256_and_si256(_mm256_srli_epi16(hm, j), one);
+			__m256i q = _mm256_sub_epi8(
+				_mm256_or_si256(kq_q2_field(b->qs, j), _mm256_slli_epi16(h, 2)), four);
+			__m256i qu = _mm256_abs_epi8(q);
+			__m256 scv = kq_pair(fsc, j);
+			for (size_t t = 0; t < nt; t++) {
+				const struct kern_block_q8a *x = k[t].x + 8 * s + j;
+				__m256i i = KQ_DOT(qu, _mm256_sign_epi8(kq_load(x->qs), q));
+				acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i),
+							 _mm256_mul_ps(scv, _mm256_set1_ps(x->d)), acc[t]);
+			}
+		}
+	}
+	for (size_t t = 0; t < nt; t++)
+		y[t * y_stride] = avx2__hsum(acc[t]);
+}
+
 /* 16 bytes of nibbles as 32 bytes: the low nibbles (elements 0-15), then
  * the high ones (16-31): the layout of every 32-element block here. */
 KQ_INLINE __m256i kq_nibbles(const uint8_t *p)
@@ -377,6 +471,8 @@ KQ_B32(q5_1_tile, 3)
 KQ_GEMM(gemm_q4_k, char, KQ_FN(q4k_tile))
 KQ_GEMM(gemm_q5_k, char, KQ_FN(q5k_tile))
 KQ_GEMM(gemm_q6_k, char, KQ_FN(q6k_tile))
+KQ_GEMM(gemm_q2_k, char, KQ_FN(q2k_tile))
+KQ_GEMM(gemm_q3_k, char, KQ_FN(q3k_tile))
 KQ_GEMM(gemm_iq4_xs, char, KQ_FN(iq4xs_tile))
 KQ_GEMM(gemm_iq4_nl, char, KQ_FN(iq4nl_tile))
 KQ_GEMM(gemm_q5_0, char, KQ_FN(q5_0_tile))

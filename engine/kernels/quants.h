@@ -184,6 +184,10 @@ void kern_ref_gemm_iq4_xs(const struct kern_gemm_args *a, size_t o0, size_t o1);
 
 #if defined(__x86_64__)
 /* kquants_avx2.c / kquants_avx512.c (the shared body: kquants_simd.h). */
+void kern_avx2_gemm_q2_k(const struct kern_gemm_args *a, size_t o0, size_t o1);
+void kern_avx2_gemm_q3_k(const struct kern_gemm_args *a, size_t o0, size_t o1);
+void kern_avx512_gemm_q2_k(const struct kern_gemm_args *a, size_t o0, size_t o1);
+void kern_avx512_gemm_q3_k(const struct kern_gemm_args *a, size_t o0, size_t o1);
 void kern_avx2_gemm_q4_k(const struct kern_gemm_args *a, size_t o0, size_t o1);
 void kern_avx2_gemm_q6_k(const struct kern_gemm_args *a, size_t o0, size_t o1);
 void kern_avx512_gemm_q4_k(const struct kern_gemm_args *a, size_t o0, size_t o1);
