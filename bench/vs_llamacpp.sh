@@ -5,8 +5,9 @@
 #
 #   LLAMA_BENCH=/path/to/llama-bench bench/vs_llamacpp.sh
 #
-# Env: TYPES (default "q4_0 q8_0 f16"), MODELS_DIR (default /tmp; files
-# tl-TYPE.gguf, made here by `ember synth` when missing), EMBER_FIRST=1 to run
+# Env: TYPES (default "q4_0 q8_0 f16"; also llama.cpp presets like q4_k_m),
+# MODELS_DIR (default /tmp; files tl-TYPE.gguf, made here by `ember synth`
+# (presets: synth f16, then `ember quantize -q`) when missing), EMBER_FIRST=1 to run
 # Ember before and after llama.cpp. llama.cpp is not part of Ember: build it
 # yourself (bench/RESULTS.md says which release and flags were used).
 set -eu
@@ -23,7 +24,16 @@ ember_bench() {
 
 for t in ${TYPES:-q4_0 q8_0 f16}; do
 	m=$dir/tl-$t.gguf
-	[ -f "$m" ] || "$ember" synth --preset tinyllama-1.1b --type "$t" -o "$m" >&2
+	if [ ! -f "$m" ]; then
+		case $t in
+		q4_k_m | q4_k_s | q5_k_m | q3_k_m | q2_k)
+			# a llama.cpp preset: its mix, quantized from an F16 synth
+			[ -f "$dir/tl-f16.gguf" ] ||
+				"$ember" synth --preset tinyllama-1.1b --type f16 -o "$dir/tl-f16.gguf" >&2
+			"$ember" quantize "$dir/tl-f16.gguf" "$m" -q "$t" >&2 ;;
+		*) "$ember" synth --preset tinyllama-1.1b --type "$t" -o "$m" >&2 ;;
+		esac
+	fi
 	echo "== $t $(date +%H:%M:%S)"
 	if [ -n "${EMBER_FIRST:-}" ]; then ember_bench "$m"; fi
 	"$LLAMA_BENCH" -m "$m" -t 2 -p 512 -n 128 -r 3 2>&1 | grep -E "pp512|tg128"

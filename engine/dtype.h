@@ -29,6 +29,8 @@ enum dtype {
 	DTYPE_Q5_K = 13,
 	DTYPE_Q6_K = 14,
 	DTYPE_Q8_K = 15,
+	DTYPE_IQ4_NL = 20,
+	DTYPE_IQ4_XS = 23,
 	DTYPE_I8 = 24,
 	DTYPE_I16 = 25,
 	DTYPE_I32 = 26,

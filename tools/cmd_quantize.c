@@ -11,7 +11,9 @@
 static const char quantize_usage[] =
 	"usage: ember quantize IN.gguf OUT.gguf -q RECIPE [--keep PATTERN=TYPE]...\n"
 	"Re-quantizes a GGUF file whose tensors are f32, f16 or bf16; keys are kept.\n"
-	"  -q RECIPE            f32, f16 (default), bf16, int8, int4, int4-mixed\n"
+	"  -q RECIPE            f32, f16 (default), bf16, int8, int4, int4-mixed, or\n"
+	"                       llama.cpp's presets q4_k_m q4_k_s q5_k_m q6_k q3_k_m q2_k\n"
+	"                       q4_1 q5_0 q5_1 iq4_nl iq4_xs (its per-tensor mix and rounding)\n"
 	"  --keep PATTERN=TYPE  tensors whose name matches the glob get TYPE\n";
 
 int cmd_quantize(int argc, char **argv)

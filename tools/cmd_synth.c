@@ -484,6 +484,16 @@ static void synth_usage(FILE *f)
 	fprintf(f, "\n");
 }
 
+/* 1 if kern_quantize_row() writes type `t` (some types only load). */
+static int synth_can_write(uint32_t t)
+{
+	float zero[256] = {0};
+	uint8_t block[512];
+
+	return dtype_block(t) <= 256 && dtype_type_size(t) <= sizeof(block) &&
+	       kern_quantize_row(t, zero, block, dtype_block(t)) == 0;
+}
+
 static int synth_parse_u32(const char *s, uint32_t *out)
 {
 	char *end;
@@ -539,7 +549,7 @@ int cmd_synth(int argc, char **argv)
 			break;
 		case 'T':
 			t = dtype_from_name(optarg);
-			if (t < 0 || !kern_supports((uint32_t)t)) {
+			if (t < 0 || !kern_supports((uint32_t)t) || !synth_can_write((uint32_t)t)) {
 				fprintf(stderr, "ember synth: unsupported type '%s'\n", optarg);
 				return 1;
 			}

@@ -180,6 +180,18 @@ static int plan(struct conv *c, char *err)
 		if (rc < 0)
 			return rc;
 	}
+	/* The llama.cpp presets pick by the model's shape: pick again now
+	 * that every tensor is known. */
+	struct recipe r = c->o->recipe;
+	for (i = 0; i < c->n_plan; i++)
+		recipe_count(&r, c->plan[i].name);
+	recipe_set_heads(&r, c->hp.n_head, c->hp.n_kv);
+	for (i = 0; i < c->n_plan; i++) {
+		struct plan_item *it = &c->plan[i];
+		rc = recipe_pick(&r, it->name, it->n_dims, it->ne, &it->type, err);
+		if (rc < 0)
+			return rc;
+	}
 	return check_required(c, err);
 }
 
@@ -366,6 +378,25 @@ fail:
 
 /* ---- quantize ------------------------------------------------------------------- */
 
+/* The heads the presets' policy reads, from <arch>.attention.head_count
+ * and head_count_kv (absent: treated as no grouping). */
+static void set_heads_from_keys(struct recipe *r, const struct gguf *g)
+{
+	struct gguf_str arch;
+	uint32_t n_head = 1, n_head_kv = 0;
+	char key[160];
+
+	if (gguf_get_str(g, "general.architecture", &arch) != 0 || arch.len > 100)
+		return;
+	snprintf(key, sizeof(key), "%.*s.attention.head_count", (int)arch.len, arch.ptr);
+	if (gguf_get_u32(g, key, &n_head) != 0)
+		return;
+	snprintf(key, sizeof(key), "%.*s.attention.head_count_kv", (int)arch.len, arch.ptr);
+	if (gguf_get_u32(g, key, &n_head_kv) != 0)
+		n_head_kv = n_head;
+	recipe_set_heads(r, n_head, n_head_kv);
+}
+
 static int copy_keys(struct gguf_writer *w, const struct gguf *g, const struct recipe *r)
 {
 	char recipe[512];
@@ -387,6 +418,7 @@ int convert_quantize(const struct convert_opts *o, char *err)
 	struct gguf_writer *w = NULL;
 	struct tensor_stream ts;
 	struct progress pr;
+	struct recipe r = o->recipe; /* plus the model's shape, counted below */
 	struct gguf g;
 	uint32_t *types = NULL;
 	char name[NAME_MAX_GGUF + 160];
@@ -403,11 +435,17 @@ int convert_quantize(const struct convert_opts *o, char *err)
 		goto fail;
 	}
 	for (i = 0; i < g.n_tensors; i++) {
+		snprintf(name, sizeof(name), "%.*s", (int)(g.tensors[i].name.len < 200 ?
+			 g.tensors[i].name.len : 200), g.tensors[i].name.ptr);
+		recipe_count(&r, name);
+	}
+	set_heads_from_keys(&r, &g);
+	for (i = 0; i < g.n_tensors; i++) {
 		const struct gguf_tensor *t = &g.tensors[i];
 
 		snprintf(name, sizeof(name), "%.*s", (int)(t->name.len < 200 ? t->name.len : 200),
 			 t->name.ptr);
-		rc = recipe_pick(&o->recipe, name, t->n_dims, t->ne, &types[i], err);
+		rc = recipe_pick(&r, name, t->n_dims, t->ne, &types[i], err);
 		if (rc == 0 && t->type != types[i] && t->type != DTYPE_F32 && t->type != DTYPE_F16 &&
 		    t->type != DTYPE_BF16)
 			rc = ember_seterr(err, EMBER_EUNSUPPORTED, "tensor '%s' is %s: only f32, f16 "

@@ -35,6 +35,7 @@
 
 #include "kernels.h"
 #include "kernels_impl.h"
+#include "quants.h"
 #include "math_avx2.h"
 
 #define AVX2_INLINE static inline __attribute__((always_inline))
@@ -410,6 +411,16 @@ const struct kern_ops kern_ops_avx2 = {
 			[DTYPE_BF16] = avx2__gemm_bf16,
 			[DTYPE_Q8_0] = avx2__gemm_q8_0,
 			[DTYPE_Q4_0] = avx2__gemm_q4_0,
+			[DTYPE_Q4_K] = kern_avx2_gemm_q4_k,
+			[DTYPE_Q6_K] = kern_avx2_gemm_q6_k,
+			[DTYPE_Q2_K] = kern_avx2_gemm_q2_k,
+			[DTYPE_Q3_K] = kern_avx2_gemm_q3_k,
+			[DTYPE_Q5_K] = kern_avx2_gemm_q5_k,
+			[DTYPE_IQ4_XS] = kern_avx2_gemm_iq4_xs,
+			[DTYPE_IQ4_NL] = kern_avx2_gemm_iq4_nl,
+			[DTYPE_Q5_0] = kern_avx2_gemm_q5_0,
+			[DTYPE_Q4_1] = kern_avx2_gemm_q4_1,
+			[DTYPE_Q5_1] = kern_avx2_gemm_q5_1,
 		},
 };
 #endif

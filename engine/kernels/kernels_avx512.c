@@ -17,6 +17,7 @@
 
 #include "kernels.h"
 #include "kernels_impl.h"
+#include "quants.h"
 
 #define AVX512_INLINE static inline __attribute__((always_inline))
 /* Tile loops must unroll fully so accumulators live in registers. */
@@ -187,6 +188,16 @@ const struct kern_ops kern_ops_avx512 = {
 			[DTYPE_F32] = avx512__gemm_f32,
 			[DTYPE_F16] = avx512__gemm_f16,
 			[DTYPE_BF16] = avx512__gemm_bf16,
+			[DTYPE_Q4_K] = kern_avx512_gemm_q4_k,
+			[DTYPE_Q6_K] = kern_avx512_gemm_q6_k,
+			[DTYPE_Q2_K] = kern_avx512_gemm_q2_k,
+			[DTYPE_Q3_K] = kern_avx512_gemm_q3_k,
+			[DTYPE_Q5_K] = kern_avx512_gemm_q5_k,
+			[DTYPE_IQ4_XS] = kern_avx512_gemm_iq4_xs,
+			[DTYPE_IQ4_NL] = kern_avx512_gemm_iq4_nl,
+			[DTYPE_Q5_0] = kern_avx512_gemm_q5_0,
+			[DTYPE_Q4_1] = kern_avx512_gemm_q4_1,
+			[DTYPE_Q5_1] = kern_avx512_gemm_q5_1,
 		},
 };
 #endif

@@ -188,7 +188,14 @@ const struct kern_origin *kern_origin_active(void);
 /* Activation rows need this weight type to be quantized first. */
 static inline int kern_wtype_quantized(uint32_t t)
 {
-	return t == DTYPE_Q8_0 || t == DTYPE_Q4_0;
+	switch (t) {
+	case DTYPE_Q8_0: case DTYPE_Q4_0: case DTYPE_Q4_1: case DTYPE_Q5_0: case DTYPE_Q5_1:
+	case DTYPE_IQ4_NL: case DTYPE_Q2_K: case DTYPE_Q3_K: case DTYPE_Q4_K: case DTYPE_Q5_K:
+	case DTYPE_Q6_K: case DTYPE_IQ4_XS:
+		return 1;
+	default:
+		return 0;
+	}
 }
 
 /* The reference scalar rounding of x * (1/d) to a Q8 value: round half

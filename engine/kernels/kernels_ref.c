@@ -17,6 +17,7 @@
 #include "ember.h"
 #include "kernels.h"
 #include "kernels_impl.h"
+#include "quants.h"
 
 /* ---- fp16 / bf16 ---------------------------------------------------------- */
 
@@ -190,7 +191,7 @@ int kern_quantize_row(uint32_t t, const float *src, void *dst, size_t n)
 		ref__quantize_q4_0(src, dst, n);
 		return 0;
 	default:
-		return EMBER_EUNSUPPORTED;
+		return kern_quants_quantize(t, src, dst, n) == 0 ? 0 : EMBER_EUNSUPPORTED;
 	}
 }
 
@@ -231,7 +232,7 @@ int kern_dequantize_row(uint32_t t, const void *src, float *dst, size_t n)
 		}
 		return 0;
 	default:
-		return EMBER_EUNSUPPORTED;
+		return kern_quants_dequantize(t, src, dst, n) == 0 ? 0 : EMBER_EUNSUPPORTED;
 	}
 }
 
@@ -404,5 +405,15 @@ const struct kern_ops kern_ops_ref = {
 			[DTYPE_BF16] = ref__gemm_bf16,
 			[DTYPE_Q8_0] = ref__gemm_q8_0,
 			[DTYPE_Q4_0] = ref__gemm_q4_0,
+			[DTYPE_Q4_1] = kern_ref_gemm_q4_1,
+			[DTYPE_Q5_0] = kern_ref_gemm_q5_0,
+			[DTYPE_Q5_1] = kern_ref_gemm_q5_1,
+			[DTYPE_IQ4_NL] = kern_ref_gemm_iq4_nl,
+			[DTYPE_Q2_K] = kern_ref_gemm_q2_k,
+			[DTYPE_Q3_K] = kern_ref_gemm_q3_k,
+			[DTYPE_Q4_K] = kern_ref_gemm_q4_k,
+			[DTYPE_Q5_K] = kern_ref_gemm_q5_k,
+			[DTYPE_Q6_K] = kern_ref_gemm_q6_k,
+			[DTYPE_IQ4_XS] = kern_ref_gemm_iq4_xs,
 		},
 };

@@ -25,7 +25,7 @@ cmp "$TMPDIR/m-q8_0.gguf" "$TMPDIR/again.gguf"
 # explicit shape: GQA 8 heads over 2 kv heads
 "$E" synth --hidden 128 --layers 1 --heads 8 --kv-heads 2 --ffn 256 --vocab 400 -o "$TMPDIR/s.gguf"
 "$E" inspect "$TMPDIR/s.gguf" | grep -q 'llama.attention.head_count_kv *u32 *2'
-for bad in "--heads 3" "--kv-heads 3" "--vocab 10" "--type q4_k" "--type nope" "--preset nope" "--hidden x"; do
+for bad in "--heads 3" "--kv-heads 3" "--vocab 10" "--type q8_k" "--type nope" "--preset nope" "--hidden x"; do
 	if "$E" synth --preset tiny $bad -o "$TMPDIR/bad.gguf" 2>"$TMPDIR/err"; then
 		echo "accepted: $bad"; exit 1
 	fi

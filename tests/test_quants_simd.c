@@ -1,0 +1,212 @@
+/*
+ * test_quants_simd.c - every SIMD matmul of the community block formats
+ * (kquants_avx2.c, kquants_avx512.c, ...) against the scalar reference
+ * (quants_ref.c) on random blocks: every byte random except the fp16
+ * scales (kept in a realistic range), ragged row counts, token counts
+ * across the tile and token-block edges. The integer sums are exact at
+ * every level; only the order of float additions differs, so per output
+ *   |y - y_ref| <= QS_TOL * sum_i (|w_i| + |min_i|) * |x_i|
+ * with w the dequantized weights, min_i their minimum term (K-quants with
+ * a dmin), x the Q8 activations as the kernels see them.
+ * A level this CPU cannot run is skipped with a message.
+ */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dtype.h"
+#include "kernels.h"
+#include "kernels_impl.h"
+#include "quants.h"
+
+#define QS_TOL 2e-6
+
+/* Where each format keeps its fp16 scale and minimum scale (-1: none). */
+static const struct qs_type {
+	uint32_t t;
+	int d_off, dmin_off;
+} qs_types[] = {
+	{DTYPE_Q4_1, 0, 2},   {DTYPE_Q5_0, 0, -1},  {DTYPE_Q5_1, 0, 2},  {DTYPE_IQ4_NL, 0, -1},
+	{DTYPE_Q2_K, 80, 82}, {DTYPE_Q3_K, 108, -1}, {DTYPE_Q4_K, 0, 2}, {DTYPE_Q5_K, 0, 2},
+	{DTYPE_Q6_K, 208, -1}, {DTYPE_IQ4_XS, 0, -1},
+};
+#define QS_N_TYPES (sizeof(qs_types) / sizeof(qs_types[0]))
+
+static uint64_t qs_rng = 0x2545f4914f6cdd1dull;
+
+static uint32_t qs_rand(void)
+{
+	qs_rng ^= qs_rng << 13;
+	qs_rng ^= qs_rng >> 7;
+	qs_rng ^= qs_rng << 17;
+	return (uint32_t)(qs_rng >> 16);
+}
+
+static void *qs_alloc(size_t n)
+{
+	void *p = aligned_alloc(64, (n + 63) & ~(size_t)63);
+
+	ck_assert_ptr_nonnull(p);
+	return p;
+}
+
+static void qs_put_half(uint8_t *p, float v)
+{
+	uint16_t h = kern_fp32_to_fp16(v);
+
+	memcpy(p, &h, 2);
+}
+
+/* n_out random rows of n_in elements of type q->t. */
+static uint8_t *qs_weights(const struct qs_type *q, size_t n_out, size_t n_in)
+{
+	size_t row = (size_t)dtype_row_size(q->t, n_in), bs = dtype_type_size(q->t);
+	uint8_t *w = qs_alloc(row * n_out);
+
+	for (size_t i = 0; i < row * n_out; i++)
+		w[i] = (uint8_t)qs_rand();
+	for (size_t b = 0; b < row * n_out / bs; b++) {
+		float d = (float)(qs_rand() % 1000 + 1) * 1e-5f;
+		qs_put_half(w + b * bs + q->d_off, (qs_rand() & 1) ? d : -d);
+		if (q->dmin_off >= 0)
+			qs_put_half(w + b * bs + q->dmin_off, (float)(qs_rand() % 1000) * 2e-5f);
+	}
+	return w;
+}
+
+/* The same rows with every d zeroed: what is left is the minimum term. */
+static uint8_t *qs_min_part(const struct qs_type *q, const uint8_t *w, size_t bytes)
+{
+	size_t bs = dtype_type_size(q->t);
+	uint8_t *m = qs_alloc(bytes);
+
+	memcpy(m, w, bytes);
+	for (size_t b = 0; b < bytes / bs; b++)
+		memset(m + b * bs + q->d_off, 0, 2);
+	return m;
+}
+
+static void qs_check(enum cpu_level level, const struct qs_type *q, size_t n_out, size_t n_in,
+		     size_t n_tok)
+{
+	const struct kern_ops *ops = kern_ops_for(level);
+	size_t row = (size_t)dtype_row_size(q->t, n_in);
+	size_t act_row = n_in / KERN_QK * sizeof(struct kern_block_q8a);
+	uint8_t *w = qs_weights(q, n_out, n_in), *wm = qs_min_part(q, w, row * n_out);
+	float *x = qs_alloc(n_in * n_tok * sizeof(float)), *xf = qs_alloc(n_in * n_tok * sizeof(float));
+	float *wf = qs_alloc(n_in * sizeof(float)), *wmf = qs_alloc(n_in * sizeof(float));
+	float *y = qs_alloc(n_out * n_tok * sizeof(float)), *yr = qs_alloc(n_out * n_tok * sizeof(float));
+	uint8_t *xa = qs_alloc(act_row * n_tok);
+	struct kern_gemm_args a = {
+		.w = w,
+		.w_stride = row,
+		.n_in = n_in,
+		.x = xa,
+		.x_stride = act_row,
+		.n_tok = n_tok,
+		.y_stride = n_out,
+		.xd_stride = kern_act_groups_pad(n_in / KERN_QK),
+	};
+	float *xd = qs_alloc(a.xd_stride * n_tok * sizeof(float));
+	int32_t *xs8 = qs_alloc(a.xd_stride * n_tok * sizeof(int32_t));
+
+	for (size_t i = 0; i < n_in * n_tok; i++)
+		x[i] = ((float)(qs_rand() & 0xffff) / 32768.0f - 1.0f) * ((qs_rand() & 31) ? 1 : 8);
+	for (size_t k = 0; k < n_tok; k++) {
+		const struct kern_block_q8a *b = (const struct kern_block_q8a *)(xa + k * act_row);
+		kern_ops_ref.quantize_act(x + k * n_in, (struct kern_block_q8a *)(xa + k * act_row),
+					  n_in);
+		kern_act_summarize(b, n_in / KERN_QK, xd + k * a.xd_stride, xs8 + k * a.xd_stride);
+		for (size_t i = 0; i < n_in; i++)
+			xf[k * n_in + i] = (float)b[i / KERN_QK].qs[i % KERN_QK] * b[i / KERN_QK].d;
+	}
+	a.xd = xd;
+	a.xs8 = xs8;
+	a.y = yr;
+	kern_ops_ref.gemm[q->t](&a, 0, n_out);
+	a.y = y;
+	ops->gemm[q->t](&a, 0, n_out);
+	for (size_t o = 0; o < n_out; o++) {
+		ck_assert_int_eq(kern_dequantize_row(q->t, w + o * row, wf, n_in), 0);
+		ck_assert_int_eq(kern_dequantize_row(q->t, wm + o * row, wmf, n_in), 0);
+		for (size_t k = 0; k < n_tok; k++) {
+			double scale = 0;
+			for (size_t i = 0; i < n_in; i++)
+				scale += (fabs((double)wf[i]) + fabs((double)wmf[i])) *
+					 fabs((double)xf[k * n_in + i]);
+			double err = fabs((double)y[k * n_out + o] - yr[k * n_out + o]);
+			ck_assert_msg(err <= QS_TOL * scale + 1e-30,
+				      "%s %s out=%zu in=%zu tok=%zu [%zu][%zu]: %.9g vs ref %.9g",
+				      ops->name, dtype_name(q->t), n_out, n_in, n_tok, k, o,
+				      y[k * n_out + o], yr[k * n_out + o]);
+		}
+	}
+	free(w);
+	free(wm);
+	free(x);
+	free(xf);
+	free(wf);
+	free(wmf);
+	free(y);
+	free(yr);
+	free(xa);
+	free(xd);
+	free(xs8);
+}
+
+static void qs_check_level(enum cpu_level level)
+{
+	static const size_t outs[] = {1, 3, 16, 37};
+	static const size_t toks[] = {1, 2, 3, 4, 5, 7, 64, 70};
+	static const size_t ins[] = {256, 768};
+	const struct kern_ops *ops = kern_ops_for(level);
+	int tested = 0;
+
+	if (!kern_level_runs(level)) {
+		fprintf(stderr, "quants_simd: skipping the %s level: this CPU lacks it\n",
+			cpu_level_name(level));
+		return;
+	}
+	for (size_t ti = 0; ti < QS_N_TYPES; ti++) {
+		const struct qs_type *q = &qs_types[ti];
+		/* A level without its own kernel for a type runs the reference
+		 * (kern_matmul falls back); nothing to compare. */
+		if (ops->gemm[q->t] == NULL || ops->gemm[q->t] == kern_ops_ref.gemm[q->t])
+			continue;
+		for (size_t a = 0; a < sizeof(ins) / sizeof(ins[0]); a++)
+			for (size_t b = 0; b < sizeof(outs) / sizeof(outs[0]); b++)
+				for (size_t c = 0; c < sizeof(toks) / sizeof(toks[0]); c++)
+					qs_check(level, q, outs[b], ins[a], toks[c]);
+		printf("quants_simd: %s %s matches the scalar reference\n", ops->name,
+		       dtype_name(q->t));
+		tested++;
+	}
+	if (level != CPU_LEVEL_SCALAR)
+		ck_assert_int_gt(tested, 0);
+}
+
+START_TEST(avx2_matches_the_reference_on_random_blocks)
+{
+	qs_check_level(CPU_LEVEL_AVX2);
+}
+END_TEST
+
+START_TEST(avx512_matches_the_reference_on_random_blocks)
+{
+	qs_check_level(CPU_LEVEL_AVX512);
+}
+END_TEST
+
+Suite *suite_quants_simd(void)
+{
+	Suite *s = suite_create("quants_simd");
+	TCase *tc = tcase_create("levels");
+
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, avx2_matches_the_reference_on_random_blocks);
+	tcase_add_test(tc, avx512_matches_the_reference_on_random_blocks);
+	suite_add_tcase(s, tc);
+	return s;
+}
