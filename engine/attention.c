@@ -108,14 +108,25 @@ uint32_t attention_plan(struct attention_tile *tiles, const struct kv_cache *kv,
 	return n;
 }
 
-/* Rows j0 .. j0+n-1 of a cache head block as floats: in place for F32,
- * converted into `buf` (n * d floats) for F16. */
-static const float *kv_rows(const struct kv_cache *kv, const void *head, uint32_t j0, uint32_t n,
-			    uint32_t d, float *buf)
+/* Positions j0 .. j0+n-1 of a cache head block of layer il as floats: in
+ * place for F32 rows that do not wrap, else converted or copied into `buf`
+ * (n * d floats): a ring layer (kv_cache.h) may wrap inside a block. */
+static const float *kv_rows(const struct kv_cache *kv, uint32_t il, const void *head, uint32_t j0,
+			    uint32_t n, uint32_t d, float *buf)
 {
-	if (kv->type == DTYPE_F32)
-		return (const float *)head + (size_t)j0 * d;
-	kern_fp16_to_fp32_row((const uint16_t *)head + (size_t)j0 * d, buf, (size_t)n * d);
+	const uint32_t r0 = kv_cache_row(kv, il, j0);
+	const uint32_t n1 = kv_cache_is_ring(kv, il) && r0 + n > kv->rows[il] ? kv->rows[il] - r0 : n;
+
+	if (kv->type == DTYPE_F32) {
+		if (n1 == n)
+			return (const float *)head + (size_t)r0 * d;
+		memcpy(buf, (const float *)head + (size_t)r0 * d, (size_t)n1 * d * sizeof(float));
+		memcpy(buf + (size_t)n1 * d, head, (size_t)(n - n1) * d * sizeof(float));
+		return buf;
+	}
+	kern_fp16_to_fp32_row((const uint16_t *)head + (size_t)r0 * d, buf, (size_t)n1 * d);
+	if (n1 < n)
+		kern_fp16_to_fp32_row(head, buf + (size_t)n1 * d, (size_t)(n - n1) * d);
 	return buf;
 }
 
@@ -216,14 +227,16 @@ static void attend_tile_cb(void *data, size_t head, size_t tile)
 			memcpy(qbuf + i * ld_q, qs + i * ld_qs, dk * sizeof(float));
 		memset(out + i * ld_o, 0, dv * sizeof(float));
 	}
-	/* A window starts at the first block the tile's first query sees
-	 * (blocks stay at fixed positions: results do not depend on the tile). */
-	for (j0 = w && pos + 1 > w ? (pos + 1 - w) / kb * kb : 0; j0 < end; j0 += kb) {
+	/* A window starts at the first key the tile's first query sees: no
+	 * more than n_swa - 1 + n keys are read, all of which a ring layer
+	 * (kv_cache.h) still holds. (Key blocks then start where the tile
+	 * does, so prefill and decode of such layers round differently.) */
+	for (j0 = w && pos + 1 > w ? pos + 1 - w : 0; j0 < end; j0 += kb) {
 		const uint32_t nb = end - j0 < kb ? end - j0 : kb;
 		/* Queries before `first` end before this block. */
 		const uint32_t first = j0 > pos ? j0 - pos : 0;
-		const float *kblk = kv_rows(kv, kc, j0, nb, dk, kbuf);
-		const float *vblk = kv_rows(kv, vc, j0, nb, dv, vbuf);
+		const float *kblk = kv_rows(kv, job->il, kc, j0, nb, dk, kbuf);
+		const float *vblk = kv_rows(kv, job->il, vc, j0, nb, dv, vbuf);
 
 		if (a->alibi)
 			alibi_biases(a->alibi, a->slopes[h], j0, nb, bias);

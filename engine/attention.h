@@ -24,7 +24,8 @@
  * as stated there. Each query's result is computed by
  * the same operations whatever its tile, thread or batch (key blocks start
  * at fixed positions), so attention adds no difference between prefill in
- * one call, in chunks, or token by token.
+ * one call, in chunks, or token by token; except on sliding-window layers,
+ * whose blocks start at the tile's first visible key (float rounding).
  *
  * Ownership: struct attention is caller storage owning its slope table;
  * tiles, q, out and the caches are borrowed for one call.

@@ -314,22 +314,24 @@ static void store_kv(const struct forward_pass *f, struct kv_cache *kv, uint32_t
 	uint32_t t, h, i;
 
 	for (h = 0; h < hp->n_head_kv; h++) {
-		char *kc = (char *)kv_cache_k(kv, il, h) + (size_t)pos0 * dk * kv->elt;
-		char *vc = (char *)kv_cache_v(kv, il, h) + (size_t)pos0 * dv * kv->elt;
+		char *kbase = kv_cache_k(kv, il, h), *vbase = kv_cache_v(kv, il, h);
 
 		for (t = 0; t < n; t++) {
 			const float *ks = f->k + ((size_t)(r0 + t) * hp->n_head_kv + h) * dk;
 			const float *vs = f->v + ((size_t)(r0 + t) * hp->n_head_kv + h) * dv;
+			/* Sliding-window layers may keep a ring (kv_cache.h). */
+			const size_t row = kv_cache_row(kv, il, pos0 + t);
+			char *kc = kbase + row * dk * kv->elt, *vc = vbase + row * dv * kv->elt;
 
 			if (kv->type == DTYPE_F32) {
-				memcpy(kc + (size_t)t * dk * 4, ks, dk * sizeof(float));
-				memcpy(vc + (size_t)t * dv * 4, vs, dv * sizeof(float));
+				memcpy(kc, ks, dk * sizeof(float));
+				memcpy(vc, vs, dv * sizeof(float));
 				continue;
 			}
 			for (i = 0; i < dk; i++)
-				((uint16_t *)kc)[(size_t)t * dk + i] = kern_fp32_to_fp16(ks[i]);
+				((uint16_t *)kc)[i] = kern_fp32_to_fp16(ks[i]);
 			for (i = 0; i < dv; i++)
-				((uint16_t *)vc)[(size_t)t * dv + i] = kern_fp32_to_fp16(vs[i]);
+				((uint16_t *)vc)[i] = kern_fp32_to_fp16(vs[i]);
 		}
 	}
 }
@@ -570,8 +572,27 @@ static void step(struct forward_pass *f, const struct forward_seq *seqs, uint32_
 		block(f, il, n);
 	if (logits)
 		head(f, logits);
-	for (s = 0; s < n_seq; s++)
-		seqs[s].kv->n_pos += seqs[s].n_tok;
+	for (s = 0; s < n_seq; s++) {
+		struct kv_cache *kv = seqs[s].kv;
+
+		kv->n_pos += seqs[s].n_tok;
+		if (kv->n_pos > kv->n_hi)
+			kv->n_hi = kv->n_pos;
+	}
+}
+
+/* A ring cache (kv_cache.h) takes steps of at most its max_step tokens,
+ * and none once a rewind lost the keys its window needs. */
+static int check_ring(const struct kv_cache *kv, uint32_t n_tok, char *err)
+{
+	if (kv->lost)
+		return ember_seterr(err, EMBER_EINVAL, "forward: the sliding-window cache no longer "
+				    "holds the keys before position %u (rewound past its ring)",
+				    kv->n_pos);
+	if (kv->ring_rows && n_tok > kv->max_step)
+		return ember_seterr(err, EMBER_EINVAL, "forward: %u tokens in one step exceed the "
+				    "sliding-window cache's %u", n_tok, kv->max_step);
+	return 0;
 }
 
 int forward_pass_run(struct forward_pass *f, const struct forward_seq *seqs, uint32_t n_seq,
@@ -580,6 +601,7 @@ int forward_pass_run(struct forward_pass *f, const struct forward_seq *seqs, uin
 	const uint32_t n_vocab = f->m->hp.n_vocab;
 	uint64_t total = 0;
 	uint32_t s, t, o;
+	int rc;
 
 	if (n_seq == 0)
 		return ember_seterr(err, EMBER_EINVAL, "forward: no sequences");
@@ -592,6 +614,8 @@ int forward_pass_run(struct forward_pass *f, const struct forward_seq *seqs, uin
 			return ember_seterr(err, EMBER_ECONTEXT, "forward: %u tokens after %u exceed "
 					    "the context of %u", sq->n_tok, sq->kv->n_pos,
 					    sq->kv->n_ctx);
+		if ((rc = check_ring(sq->kv, sq->n_tok, err)) < 0)
+			return rc;
 		for (t = 0; t < sq->n_tok; t++)
 			if (sq->tokens[t] < 0 || (uint32_t)sq->tokens[t] >= n_vocab)
 				return ember_seterr(err, EMBER_ERANGE, "forward: token id %d at %u is "
@@ -626,6 +650,9 @@ int forward_eval(struct forward_ctx *c, const int32_t *tokens, size_t n_tok, flo
 		if (tokens[i] < 0 || (uint32_t)tokens[i] >= n_vocab)
 			return ember_seterr(err, EMBER_ERANGE, "forward: token id %d at %zu is "
 					    "outside the vocabulary of %u", tokens[i], i, n_vocab);
+	/* Steps are cut at max_batch, which a ring of this pass covers. */
+	if (check_ring(&c->kv, n_tok < f->max_batch ? (uint32_t)n_tok : f->max_batch, err) < 0)
+		return EMBER_EINVAL;
 	for (done = 0; done < n_tok;) {
 		uint32_t n = (uint32_t)(n_tok - done < f->max_batch ? n_tok - done : f->max_batch);
 		int last = done + n == n_tok;
@@ -794,7 +821,9 @@ int forward_new(struct forward_ctx **out, const struct model *m, const struct fo
 		po.max_batch = n_ctx;
 	if ((rc = forward_pass_new(&c->p, m, &po, err)) < 0)
 		goto fail;
-	if ((rc = kv_cache_init(&c->kv, &m->hp, n_ctx, o->kv_type, err)) < 0)
+	/* Sliding-window layers keep a ring of their window plus one step. */
+	if ((rc = kv_cache_init_ring(&c->kv, &m->hp, n_ctx, o->kv_type, m->arch, po.max_batch,
+				     err)) < 0)
 		goto fail;
 	*out = c;
 	return 0;
