@@ -46,7 +46,8 @@ static const struct arch_desc arch_table[] = {
 		.rope = ARCH_ROPE_NORM,
 		.residual = ARCH_RESIDUAL_SEQUENTIAL,
 		.tied_output = 1,
-		.tensors = {LLAMA_TENSORS},
+		/* Llama 3.x carries its rope scaling as rope_freqs. */
+		.tensors = {LLAMA_TENSORS, [ARCH_T_ROPE_FREQS] = ARCH_OPT},
 	},
 	{
 		/* Gemma: the converter folds RMSNorm's (1 + w) into w. */
@@ -142,12 +143,85 @@ static const struct arch_desc arch_table[] = {
 			    [ARCH_T_FFN_UP_B] = ARCH_REQ, [ARCH_T_FFN_DOWN] = ARCH_REQ,
 			    [ARCH_T_FFN_DOWN_B] = ARCH_REQ},
 	},
+	{
+		/* Qwen3: Qwen2 with per-head q/k RMSNorms and an explicit
+		 * head_dim (attention.key_length). */
+		.name = "qwen3",
+		.gguf_arch = "qwen3",
+		.norm = ARCH_NORM_RMS,
+		.act = ARCH_ACT_SILU,
+		.mlp_gated = 1,
+		.rope = ARCH_ROPE_NEOX,
+		.residual = ARCH_RESIDUAL_SEQUENTIAL,
+		.tied_output = 1,
+		.tensors = {LLAMA_TENSORS, [ARCH_T_ATTN_Q_NORM] = ARCH_REQ,
+			    [ARCH_T_ATTN_K_NORM] = ARCH_REQ},
+	},
+	{
+		/* Phi-3 / Phi-3.5: fused qkv (or split), fused [gate | up] in
+		 * ffn_up, longrope factors when the file has them. */
+		.name = "phi3",
+		.gguf_arch = "phi3",
+		.norm = ARCH_NORM_RMS,
+		.act = ARCH_ACT_SILU,
+		.mlp_gated = 1,
+		.ffn_gate_up_fused = 1,
+		.rope = ARCH_ROPE_NEOX,
+		.residual = ARCH_RESIDUAL_SEQUENTIAL,
+		.tied_output = 1,
+		.tensors = {[ARCH_T_TOKEN_EMBD] = ARCH_REQ, [ARCH_T_OUTPUT_NORM] = ARCH_REQ,
+			    [ARCH_T_OUTPUT] = ARCH_OPT, [ARCH_T_ROPE_LONG] = ARCH_OPT,
+			    [ARCH_T_ROPE_SHORT] = ARCH_OPT, [ARCH_T_ATTN_NORM] = ARCH_REQ,
+			    [ARCH_T_ATTN_QKV] = ARCH_OPT, [ARCH_T_ATTN_Q] = ARCH_OPT,
+			    [ARCH_T_ATTN_K] = ARCH_OPT, [ARCH_T_ATTN_V] = ARCH_OPT,
+			    [ARCH_T_ATTN_OUT] = ARCH_REQ, [ARCH_T_FFN_NORM] = ARCH_REQ,
+			    [ARCH_T_FFN_UP] = ARCH_REQ, [ARCH_T_FFN_DOWN] = ARCH_REQ},
+	},
+	{
+		/* Gemma 2: four norms per layer (the GGUF stores 1 + w),
+		 * soft-capped attention scores and logits, sliding window on
+		 * even layers. */
+		.name = "gemma2",
+		.gguf_arch = "gemma2",
+		.norm = ARCH_NORM_RMS,
+		.act = ARCH_ACT_GELU_TANH,
+		.mlp_gated = 1,
+		.rope = ARCH_ROPE_NEOX,
+		.residual = ARCH_RESIDUAL_SEQUENTIAL,
+		.embd_scale_sqrt = 1,
+		.tied_output = 1,
+		.swa = ARCH_SWA_EVEN,
+		.scale_embd_layers = 46,
+		.softcap = 1,
+		.tensors = {LLAMA_TENSORS, [ARCH_T_ATTN_POST_NORM] = ARCH_REQ,
+			    [ARCH_T_FFN_POST_NORM] = ARCH_REQ},
+	},
+	{
+		/* Gemma 3 (text): Gemma 2's block without soft-capping, with
+		 * per-head q/k norms, five sliding layers (RoPE base
+		 * rope.freq_base_swa) to one global. */
+		.name = "gemma3",
+		.gguf_arch = "gemma3",
+		.norm = ARCH_NORM_RMS,
+		.act = ARCH_ACT_GELU_TANH,
+		.mlp_gated = 1,
+		.rope = ARCH_ROPE_NEOX,
+		.residual = ARCH_RESIDUAL_SEQUENTIAL,
+		.embd_scale_sqrt = 1,
+		.tied_output = 1,
+		.swa = ARCH_SWA_5_1,
+		.scale_embd_layers = 62,
+		.tensors = {LLAMA_TENSORS, [ARCH_T_ATTN_Q_NORM] = ARCH_REQ,
+			    [ARCH_T_ATTN_K_NORM] = ARCH_REQ, [ARCH_T_ATTN_POST_NORM] = ARCH_REQ,
+			    [ARCH_T_FFN_POST_NORM] = ARCH_REQ},
+	},
 };
 
 #define N_ARCH (sizeof(arch_table) / sizeof(arch_table[0]))
 
 static const char *const arch_name_list[N_ARCH + 1] = {"llama", "gemma", "qwen2", "stablelm",
-							"phi2", "falcon", "falcon-rw", NULL};
+							"phi2", "falcon", "falcon-rw", "qwen3",
+							"phi3", "gemma2", "gemma3", NULL};
 
 const struct arch_desc *arch_find(const char *name, size_t len)
 {
@@ -221,4 +295,14 @@ const char *arch_rope_name(enum arch_rope r)
 	case ARCH_ROPE_NEOX: return "neox";
 	}
 	return "?";
+}
+
+int arch_layer_is_swa(const struct arch_desc *a, uint32_t il)
+{
+	switch (a->swa) {
+	case ARCH_SWA_NONE: return 0;
+	case ARCH_SWA_EVEN: return il % 2 == 0;
+	case ARCH_SWA_5_1: return (il + 1) % 6 != 0;
+	}
+	return 0;
 }

@@ -77,6 +77,11 @@ enum arch_tensor {
 	ARCH_T_OUTPUT_NORM_B,
 	ARCH_T_OUTPUT,
 	ARCH_T_OUTPUT_B,
+	/* Rotary frequency tables (llama.cpp's): rope_freqs divides frequency
+	 * i (Llama 3's scaling), the long/short factors are Phi-3's longrope. */
+	ARCH_T_ROPE_FREQS,
+	ARCH_T_ROPE_LONG,
+	ARCH_T_ROPE_SHORT,
 	/* per layer from here on */
 	ARCH_T_ATTN_NORM,
 	ARCH_T_ATTN_NORM_B,
@@ -98,10 +103,24 @@ enum arch_tensor {
 	ARCH_T_FFN_UP_B,
 	ARCH_T_FFN_DOWN,
 	ARCH_T_FFN_DOWN_B,
+	/* Per-head RMSNorm of q and k before RoPE (Qwen3, Gemma 3), and the
+	 * norms of the attention and MLP outputs (Gemma 2 and 3). */
+	ARCH_T_ATTN_Q_NORM,
+	ARCH_T_ATTN_K_NORM,
+	ARCH_T_ATTN_POST_NORM,
+	ARCH_T_FFN_POST_NORM,
 	ARCH_T_COUNT
 };
 
 #define ARCH_T_FIRST_LAYER ARCH_T_ATTN_NORM
+
+/* Which layers attend through a sliding window (<arch>.attention.sliding_window
+ * keys before and including the query's own). */
+enum arch_swa {
+	ARCH_SWA_NONE,
+	ARCH_SWA_EVEN,  /* Gemma 2: layers 0, 2, 4, ... */
+	ARCH_SWA_5_1,   /* Gemma 3: every layer but each sixth ((il + 1) % 6 == 0) */
+};
 
 /* Whether an architecture uses a tensor. */
 enum arch_use {
@@ -129,6 +148,18 @@ struct arch_desc {
 	int embd_scale_sqrt;
 	/* output.weight may be absent: the head reuses token_embd (tied). */
 	int tied_output;
+	/* Phi-3: ffn_up holds [gate | up] (2 n_ff rows), no ffn_gate. */
+	int ffn_gate_up_fused;
+	/* Sliding-window layers; with rope.freq_base_swa their RoPE base
+	 * differs and rope scaling applies to the other layers only. */
+	enum arch_swa swa;
+	/* The attention scale when the file has no attention.scale key is
+	 * 1/sqrt(head_dim_k), except 1/sqrt(n_embd / n_head) for models of
+	 * exactly this many layers (llama.cpp's rule for Gemma 2 27B and
+	 * Gemma 3 27B, whose query_pre_attn_scalar GGUF does not carry). */
+	uint32_t scale_embd_layers;
+	/* Reads <arch>.attn_logit_softcapping / final_logit_softcapping. */
+	int softcap;
 	/* ARCH_NO / ARCH_OPT / ARCH_REQ per role. Attention takes ATTN_Q/K/V
 	 * or the fused ATTN_QKV; when both forms are optional, each layer must
 	 * have one (model.c checks). ffn_norm absent under a parallel residual
@@ -159,6 +190,9 @@ const struct arch_desc *arch_select(const char *gguf_arch, size_t len, arch_flag
  * (2(h-p)+1) / p). HF's slopes are max_bias = 8.
  */
 double arch_alibi_slope(uint32_t h, uint32_t n_head, double max_bias);
+
+/* Whether layer il of an architecture attends through its sliding window. */
+int arch_layer_is_swa(const struct arch_desc *a, uint32_t il);
 
 /* Names of the table's entries, NULL-terminated (for messages and docs). */
 const char *const *arch_names(void);

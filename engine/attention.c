@@ -61,6 +61,8 @@ int attention_init(struct attention *a, const struct model_hparams *hp, enum arc
 	a->head_dim_k = hp->head_dim_k;
 	a->head_dim_v = hp->head_dim_v;
 	a->alibi = alibi;
+	a->scale = hp->attn_scale > 0.0f ? hp->attn_scale : 1.0f / sqrtf((float)hp->head_dim_k);
+	a->softcap = hp->attn_softcap;
 	if (alibi == ARCH_ALIBI_NONE)
 		return 0;
 	a->slopes = malloc((size_t)hp->n_head * sizeof(float));
@@ -72,6 +74,17 @@ int attention_init(struct attention *a, const struct model_hparams *hp, enum arc
 			a->slopes[h] = bf16_round(a->slopes[h]);
 	}
 	return 0;
+}
+
+void attention_set_window(struct attention *a, const struct arch_desc *arch, uint32_t n_swa)
+{
+	a->swa_arch = arch && arch->swa != ARCH_SWA_NONE && n_swa > 0 ? arch : NULL;
+	a->n_swa = n_swa;
+}
+
+uint32_t attention_window(const struct attention *a, uint32_t il)
+{
+	return a->swa_arch && arch_layer_is_swa(a->swa_arch, il) ? a->n_swa : 0;
 }
 
 void attention_free(struct attention *a)
@@ -95,14 +108,25 @@ uint32_t attention_plan(struct attention_tile *tiles, const struct kv_cache *kv,
 	return n;
 }
 
-/* Rows j0 .. j0+n-1 of a cache head block as floats: in place for F32,
- * converted into `buf` (n * d floats) for F16. */
-static const float *kv_rows(const struct kv_cache *kv, const void *head, uint32_t j0, uint32_t n,
-			    uint32_t d, float *buf)
+/* Positions j0 .. j0+n-1 of a cache head block of layer il as floats: in
+ * place for F32 rows that do not wrap, else converted or copied into `buf`
+ * (n * d floats): a ring layer (kv_cache.h) may wrap inside a block. */
+static const float *kv_rows(const struct kv_cache *kv, uint32_t il, const void *head, uint32_t j0,
+			    uint32_t n, uint32_t d, float *buf)
 {
-	if (kv->type == DTYPE_F32)
-		return (const float *)head + (size_t)j0 * d;
-	kern_fp16_to_fp32_row((const uint16_t *)head + (size_t)j0 * d, buf, (size_t)n * d);
+	const uint32_t r0 = kv_cache_row(kv, il, j0);
+	const uint32_t n1 = kv_cache_is_ring(kv, il) && r0 + n > kv->rows[il] ? kv->rows[il] - r0 : n;
+
+	if (kv->type == DTYPE_F32) {
+		if (n1 == n)
+			return (const float *)head + (size_t)r0 * d;
+		memcpy(buf, (const float *)head + (size_t)r0 * d, (size_t)n1 * d * sizeof(float));
+		memcpy(buf + (size_t)n1 * d, head, (size_t)(n - n1) * d * sizeof(float));
+		return buf;
+	}
+	kern_fp16_to_fp32_row((const uint16_t *)head + (size_t)r0 * d, buf, (size_t)n1 * d);
+	if (n1 < n)
+		kern_fp16_to_fp32_row(head, buf + (size_t)n1 * d, (size_t)(n - n1) * d);
 	return buf;
 }
 
@@ -127,24 +151,46 @@ struct attn_job {
 
 /* The softmax step of rows [first, n) of a tile for one block of nb keys
  * from position j0: S rows (stride ld_s) become P, m and l advance, r
- * gets each row's rescale factor. Query i sees keys up to pos + i. */
+ * gets each row's rescale factor. Query i sees keys up to pos + i, and
+ * with a window w > 0 only those after pos + i - w; a row that sees none
+ * of the block keeps its state (r = 1, P = 0). */
 static void softmax_block(float *S, size_t ld_s, uint32_t first, uint32_t n, uint32_t pos,
-			  uint32_t j0, uint32_t nb, float *m, float *l, float *r)
+			  uint32_t j0, uint32_t nb, uint32_t w, float *m, float *l, float *r)
 {
 	uint32_t i;
 
 	for (i = first; i < n; i++) {
 		float *s = S + (size_t)(i - first) * ld_s;
 		const uint32_t seen = pos + i + 1 - j0, nv = seen < nb ? seen : nb;
-		const float mx = kern_max(s, nv), m1 = mx > m[i] ? mx : m[i];
+		const uint32_t lo = w && pos + i + 1 > w ? pos + i + 1 - w : 0;
+		const uint32_t a = lo > j0 ? (lo - j0 < nv ? lo - j0 : nv) : 0;
+		float mx, m1;
 
+		if (a == nv) {
+			r[i] = 1.0f;
+			memset(s, 0, nb * sizeof(float));
+			continue;
+		}
+		mx = kern_max(s + a, nv - a);
+		m1 = mx > m[i] ? mx : m[i];
 		/* m1 == m[i] covers both "no growth" (r = 1 exactly) and a row
 		 * of -inf scores, where exp(-inf - -inf) would be NaN. */
 		r[i] = m1 == m[i] ? 1.0f : expf(m[i] - m1);
-		l[i] = l[i] * r[i] + kern_exp_sum(s, nv, m1);
+		l[i] = l[i] * r[i] + kern_exp_sum(s + a, nv - a, m1);
 		m[i] = m1;
+		memset(s, 0, a * sizeof(float));
 		memset(s + nv, 0, (nb - nv) * sizeof(float));
 	}
+}
+
+/* Soft-capping of rows [0, n) of S (nb scores each, stride ld_s). */
+static void softcap_block(float *S, size_t ld_s, uint32_t n, uint32_t nb, float c)
+{
+	uint32_t i, j;
+
+	for (i = 0; i < n; i++)
+		for (j = 0; j < nb; j++)
+			S[i * ld_s + j] = (float)(c * tanh((double)S[i * ld_s + j] / c));
 }
 
 static void attend_tile_cb(void *data, size_t head, size_t tile)
@@ -164,7 +210,8 @@ static void attend_tile_cb(void *data, size_t head, size_t tile)
 	const int local = dk <= ATTN_LOCAL_DIM && dv <= ATTN_LOCAL_DIM;
 	const size_t ld_q = local ? dk : ld_qs, ld_o = local ? dv : ld_os;
 	const void *kc = kv_cache_k(kv, job->il, g), *vc = kv_cache_v(kv, job->il, g);
-	const float scale = 1.0f / sqrtf((float)dk);
+	const float scale = a->scale;
+	const uint32_t w = attention_window(a, job->il);
 	float kbuf[ATTN_KV_FLOATS], vbuf[ATTN_KV_FLOATS];
 	float qbuf[ATTENTION_TILE * ATTN_LOCAL_DIM], obuf[ATTENTION_TILE * ATTN_LOCAL_DIM];
 	float S[ATTENTION_TILE * ATTN_KEYS], bias[ATTN_KEYS];
@@ -180,18 +227,24 @@ static void attend_tile_cb(void *data, size_t head, size_t tile)
 			memcpy(qbuf + i * ld_q, qs + i * ld_qs, dk * sizeof(float));
 		memset(out + i * ld_o, 0, dv * sizeof(float));
 	}
-	for (j0 = 0; j0 < end; j0 += kb) {
+	/* A window starts at the first key the tile's first query sees: no
+	 * more than n_swa - 1 + n keys are read, all of which a ring layer
+	 * (kv_cache.h) still holds. (Key blocks then start where the tile
+	 * does, so prefill and decode of such layers round differently.) */
+	for (j0 = w && pos + 1 > w ? pos + 1 - w : 0; j0 < end; j0 += kb) {
 		const uint32_t nb = end - j0 < kb ? end - j0 : kb;
 		/* Queries before `first` end before this block. */
 		const uint32_t first = j0 > pos ? j0 - pos : 0;
-		const float *kblk = kv_rows(kv, kc, j0, nb, dk, kbuf);
-		const float *vblk = kv_rows(kv, vc, j0, nb, dv, vbuf);
+		const float *kblk = kv_rows(kv, job->il, kc, j0, nb, dk, kbuf);
+		const float *vblk = kv_rows(kv, job->il, vc, j0, nb, dv, vbuf);
 
 		if (a->alibi)
 			alibi_biases(a->alibi, a->slopes[h], j0, nb, bias);
 		kern_attn_scores(q + first * ld_q, ld_q, kblk, dk, a->alibi ? bias : NULL, scale, S,
 				 ATTN_KEYS, n - first, nb);
-		softmax_block(S, ATTN_KEYS, first, n, pos, j0, nb, m, l, r);
+		if (a->softcap > 0.0f)
+			softcap_block(S, ATTN_KEYS, n - first, nb, a->softcap);
+		softmax_block(S, ATTN_KEYS, first, n, pos, j0, nb, w, m, l, r);
 		kern_attn_accum(out + first * ld_o, ld_o, r + first, S, ATTN_KEYS, vblk, dv,
 				n - first, nb);
 	}

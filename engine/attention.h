@@ -19,10 +19,13 @@
  * positions 0 .. pos + i of its sequence (causal); query head h reads kv
  * head h / (n_head / n_head_kv) (GQA, MQA); the ALiBi bias, when the
  * architecture has one, is added to the raw dot product before the
- * 1/sqrt(d_k) scaling (see arch_alibi). Each query's result is computed by
+ * 1/sqrt(d_k) scaling (see arch_alibi); Gemma's scale, soft-capping and
+ * sliding window (struct attention) change the score and the causal range
+ * as stated there. Each query's result is computed by
  * the same operations whatever its tile, thread or batch (key blocks start
  * at fixed positions), so attention adds no difference between prefill in
- * one call, in chunks, or token by token.
+ * one call, in chunks, or token by token; except on sliding-window layers,
+ * whose blocks start at the tile's first visible key (float rounding).
  *
  * Ownership: struct attention is caller storage owning its slope table;
  * tiles, q, out and the caches are borrowed for one call.
@@ -51,6 +54,12 @@ struct attention {
 	uint32_t n_head, n_head_kv, head_dim_k, head_dim_v;
 	enum arch_alibi alibi;
 	float *slopes; /* [n_head] ALiBi slope per head (bf16-rounded for BF16), or NULL; owned */
+	float scale;   /* multiplies q.k: hp->attn_scale, or 1/sqrt(head_dim_k) when 0 */
+	float softcap; /* scores s -> c tanh(s / c) before the softmax; 0: none */
+	/* Sliding-window layers (arch_layer_is_swa of swa_arch, borrowed): query
+	 * at position p sees keys p - n_swa < j <= p. NULL: every layer causal. */
+	const struct arch_desc *swa_arch;
+	uint32_t n_swa;
 };
 
 /* n queries of one sequence: rows row .. row+n-1 of q and out, at
@@ -69,6 +78,13 @@ struct attention_tile {
  * EMBER_ENOMEM, with a line in err. */
 int attention_init(struct attention *a, const struct model_hparams *hp, enum arch_alibi alibi,
 		   char *err);
+
+/* Makes the layers `arch` marks sliding attend to their last n_swa keys
+ * (n_swa = 0 or arch->swa = ARCH_SWA_NONE: none). */
+void attention_set_window(struct attention *a, const struct arch_desc *arch, uint32_t n_swa);
+
+/* The window of layer il: n_swa for a sliding layer, 0 (all keys) else. */
+uint32_t attention_window(const struct attention *a, uint32_t il);
 
 /* Frees the slope table. Safe on a zeroed struct. */
 void attention_free(struct attention *a);

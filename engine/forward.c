@@ -53,6 +53,7 @@ struct forward_pass {
 	float *gate;   /* [B][n_ff] */
 	float *up;     /* [B][n_ff] */
 	float *rope;   /* [B][n_rot / 2][2] cos, sin of each position's angles */
+	float *rope_swa; /* the same for sliding-window layers with their own base, or NULL */
 	uint32_t *pos;  /* [B] position of each row in its sequence */
 	uint32_t *row0; /* [B] first row of each sequence of the step */
 	struct attention_tile *tiles; /* [B] attention query tiles of the step */
@@ -167,29 +168,65 @@ static void norm(const struct forward_pass *f, const struct model_weight *w,
 
 /* ---- attention ------------------------------------------------------------ */
 
-/* Fills the rotary table: cos and sin of theta_i = pos * base^(-2i/n_rot)
- * for each row's position (computed in double, as the reference does). */
-static void rope_table(struct forward_pass *f, uint32_t n)
+/* Divisor of frequency i for a sequence with context n_ctx: Llama 3's
+ * rope_freqs, Phi-3's long factors once the context exceeds the original
+ * one (llama.cpp's rule; Hugging Face decides by the sequence's length),
+ * else its short ones; 1 without tables. */
+static const float *rope_divisors(const struct model *m, uint32_t n_ctx)
+{
+	if (m->w[ARCH_T_ROPE_FREQS].data)
+		return m->w[ARCH_T_ROPE_FREQS].data;
+	if (m->w[ARCH_T_ROPE_LONG].data)
+		return n_ctx > m->hp.rope_orig_ctx ? m->w[ARCH_T_ROPE_LONG].data
+						   : m->w[ARCH_T_ROPE_SHORT].data;
+	return NULL;
+}
+
+/* Fills `table` for rows r0 .. r0+n-1: cos and sin of theta_i = pos *
+ * base^(-2i/n_rot) * scale / div_i, times mscale (computed in double, as
+ * the reference does). */
+static void rope_fill(const struct forward_pass *f, float *table, uint32_t r0, uint32_t n,
+		      double base, double scale, const float *div, double mscale)
 {
 	const uint32_t half = f->m->hp.n_rot / 2;
-	const double base = f->m->hp.rope_base;
 	uint32_t t, i;
 
+	for (t = r0; t < r0 + n; t++)
+		for (i = 0; i < half; i++) {
+			double freq = pow(base, -2.0 * i / f->m->hp.n_rot) * scale / (div ? div[i] : 1.0);
+			double theta = (double)f->pos[t] * freq;
+			float *cs = table + ((size_t)t * half + i) * 2;
+
+			cs[0] = (float)(cos(theta) * mscale);
+			cs[1] = (float)(sin(theta) * mscale);
+		}
+}
+
+/* Fills the rotary tables of the step's rows: the model's rope (with its
+ * scaling), and for Gemma 3's sliding layers their own base, unscaled. */
+static void rope_table(struct forward_pass *f, uint32_t n)
+{
+	const struct model_hparams *hp = &f->m->hp;
+	uint32_t s;
+
+	(void)n;
 	if (f->m->arch->rope == ARCH_ROPE_NONE)
 		return;
-	for (t = 0; t < n; t++)
-		for (i = 0; i < half; i++) {
-			double theta = (double)f->pos[t] * pow(base, -2.0 * i / f->m->hp.n_rot);
-			float *cs = f->rope + ((size_t)t * half + i) * 2;
+	for (s = 0; s < f->plan.n_seq; s++) {
+		const struct forward_seq *sq = &f->plan.seqs[s];
 
-			cs[0] = (float)cos(theta);
-			cs[1] = (float)sin(theta);
-		}
+		rope_fill(f, f->rope, f->plan.row0[s], sq->n_tok, hp->rope_base, hp->rope_freq_scale,
+			  rope_divisors(f->m, sq->kv->n_ctx), hp->rope_attn_factor);
+		if (f->rope_swa)
+			rope_fill(f, f->rope_swa, f->plan.row0[s], sq->n_tok, hp->rope_base_swa, 1.0,
+				  NULL, 1.0);
+	}
 }
 
 /* Rotates the first n_rot dims of each head of x[n][n_heads][head_dim]:
  * NORM pairs (x[2i], x[2i+1]), NEOX pairs (x[i], x[i + n_rot/2]). */
-static void rope_apply(const struct forward_pass *f, float *x, uint32_t n, uint32_t n_heads)
+static void rope_apply(const struct forward_pass *f, const float *table, float *x, uint32_t n,
+		       uint32_t n_heads)
 {
 	const uint32_t hd = f->m->hp.head_dim_k, half = f->m->hp.n_rot / 2;
 	const int neox = f->m->arch->rope == ARCH_ROPE_NEOX;
@@ -200,7 +237,7 @@ static void rope_apply(const struct forward_pass *f, float *x, uint32_t n, uint3
 	for (t = 0; t < n; t++)
 		for (h = 0; h < n_heads; h++) {
 			float *xh = x + ((size_t)t * n_heads + h) * hd;
-			const float *cs = f->rope + (size_t)t * half * 2;
+			const float *cs = table + (size_t)t * half * 2;
 
 			for (i = 0; i < half; i++) {
 				float *a = neox ? &xh[i] : &xh[2 * i];
@@ -211,6 +248,29 @@ static void rope_apply(const struct forward_pass *f, float *x, uint32_t n, uint3
 				*b = x0 * s + x1 * c;
 			}
 		}
+}
+
+/* RMSNorm of every head of x[n][n_heads][head_dim_k] with weight w
+ * (Qwen3, Gemma 3: before RoPE); sums in double like norm(). */
+static void head_norm(const struct forward_pass *f, const struct model_weight *w, float *x,
+		      uint32_t n, uint32_t n_heads)
+{
+	const uint32_t hd = f->m->hp.head_dim_k;
+	const float *gain = w->data;
+	size_t r, i;
+
+	if (!gain)
+		return;
+	for (r = 0; r < (size_t)n * n_heads; r++) {
+		float *xh = x + r * hd;
+		double ss = 0.0, scale;
+
+		for (i = 0; i < hd; i++)
+			ss += (double)xh[i] * xh[i];
+		scale = 1.0 / sqrt(ss / hd + f->m->hp.norm_eps);
+		for (i = 0; i < hd; i++)
+			xh[i] = (float)(xh[i] * scale) * gain[i];
+	}
 }
 
 /* q[n][q_dim], k[n][kv_k], v[n][kv_v] from xn, with biases; a fused
@@ -254,22 +314,24 @@ static void store_kv(const struct forward_pass *f, struct kv_cache *kv, uint32_t
 	uint32_t t, h, i;
 
 	for (h = 0; h < hp->n_head_kv; h++) {
-		char *kc = (char *)kv_cache_k(kv, il, h) + (size_t)pos0 * dk * kv->elt;
-		char *vc = (char *)kv_cache_v(kv, il, h) + (size_t)pos0 * dv * kv->elt;
+		char *kbase = kv_cache_k(kv, il, h), *vbase = kv_cache_v(kv, il, h);
 
 		for (t = 0; t < n; t++) {
 			const float *ks = f->k + ((size_t)(r0 + t) * hp->n_head_kv + h) * dk;
 			const float *vs = f->v + ((size_t)(r0 + t) * hp->n_head_kv + h) * dv;
+			/* Sliding-window layers may keep a ring (kv_cache.h). */
+			const size_t row = kv_cache_row(kv, il, pos0 + t);
+			char *kc = kbase + row * dk * kv->elt, *vc = vbase + row * dv * kv->elt;
 
 			if (kv->type == DTYPE_F32) {
-				memcpy(kc + (size_t)t * dk * 4, ks, dk * sizeof(float));
-				memcpy(vc + (size_t)t * dv * 4, vs, dv * sizeof(float));
+				memcpy(kc, ks, dk * sizeof(float));
+				memcpy(vc, vs, dv * sizeof(float));
 				continue;
 			}
 			for (i = 0; i < dk; i++)
-				((uint16_t *)kc)[(size_t)t * dk + i] = kern_fp32_to_fp16(ks[i]);
+				((uint16_t *)kc)[i] = kern_fp32_to_fp16(ks[i]);
 			for (i = 0; i < dv; i++)
-				((uint16_t *)vc)[(size_t)t * dv + i] = kern_fp32_to_fp16(vs[i]);
+				((uint16_t *)vc)[i] = kern_fp32_to_fp16(vs[i]);
 		}
 	}
 }
@@ -281,9 +343,13 @@ static void attention(struct forward_pass *f, uint32_t il, uint32_t n)
 	const struct model_layer *L = &f->m->layers[il];
 	uint32_t s;
 
+	const float *table = f->rope_swa && arch_layer_is_swa(f->m->arch, il) ? f->rope_swa : f->rope;
+
 	project_qkv(f, L, n);
-	rope_apply(f, f->q, n, f->m->hp.n_head);
-	rope_apply(f, f->k, n, f->m->hp.n_head_kv);
+	head_norm(f, &L->w[ARCH_T_ATTN_Q_NORM], f->q, n, f->m->hp.n_head);
+	head_norm(f, &L->w[ARCH_T_ATTN_K_NORM], f->k, n, f->m->hp.n_head_kv);
+	rope_apply(f, table, f->q, n, f->m->hp.n_head);
+	rope_apply(f, table, f->k, n, f->m->hp.n_head_kv);
 	for (s = 0; s < f->plan.n_seq; s++) {
 		const struct forward_seq *sq = &f->plan.seqs[s];
 
@@ -338,13 +404,31 @@ static void act_cols_cb(void *data, size_t task)
 			f->up[i] = activate(act, f->up[i]);
 }
 
+/* Phi-3: ffn_up is [gate | up] (2 n_ff outputs), computed into gate's
+ * double-width scratch, then each row's halves go to gate and up (the
+ * gate half moves down in place: row t's destination ends before any
+ * later row's source starts). */
+static void split_gate_up(struct forward_pass *f, const struct model_layer *L, uint32_t n)
+{
+	const size_t ff = f->m->hp.n_ff;
+	uint32_t t;
+
+	linear(f, &L->w[ARCH_T_FFN_UP], NULL, f->xn, f->gate, n);
+	for (t = 0; t < n; t++) {
+		memcpy(f->up + t * ff, f->gate + 2 * t * ff + ff, ff * sizeof(float));
+		memmove(f->gate + t * ff, f->gate + 2 * t * ff, ff * sizeof(float));
+	}
+}
+
 /* y_mlp[n][n_embd] = down(act(gate(xn)) * up(xn))   (gated)
  *                  = down(act(up(xn)))             (non-gated) */
 static void mlp(struct forward_pass *f, const struct model_layer *L, uint32_t n)
 {
 	struct act_job job = {f, (size_t)n * f->m->hp.n_ff};
 
-	if (f->m->arch->mlp_gated) {
+	if (f->m->arch->ffn_gate_up_fused) {
+		split_gate_up(f, L, n);
+	} else if (f->m->arch->mlp_gated) {
 		const struct model_weight *const w[] = { &L->w[ARCH_T_FFN_UP], &L->w[ARCH_T_FFN_GATE] };
 		const struct model_weight *const b[] = { &L->w[ARCH_T_FFN_UP_B],
 							 &L->w[ARCH_T_FFN_GATE_B] };
@@ -380,9 +464,13 @@ static void block(struct forward_pass *f, uint32_t il, uint32_t n)
 		add_rows(f->x, f->y_mlp, len);
 		return;
 	}
+	if (L->w[ARCH_T_ATTN_POST_NORM].data) /* Gemma 2 and 3, in place */
+		norm(f, &L->w[ARCH_T_ATTN_POST_NORM], NULL, f->y_attn, f->y_attn, n);
 	add_rows(f->x, f->y_attn, len);
 	norm(f, ffn_norm, &L->w[ARCH_T_FFN_NORM_B], f->x, f->xn, n);
 	mlp(f, L, n);
+	if (L->w[ARCH_T_FFN_POST_NORM].data)
+		norm(f, &L->w[ARCH_T_FFN_POST_NORM], NULL, f->y_mlp, f->y_mlp, n);
 	add_rows(f->x, f->y_mlp, len);
 }
 
@@ -415,6 +503,15 @@ static void embed(struct forward_pass *f)
 	}
 }
 
+/* x = c tanh(x / c) (Gemma 2's final soft-capping). */
+static void softcap_rows(float *x, size_t len, float c)
+{
+	size_t i;
+
+	for (i = 0; i < len; i++)
+		x[i] = (float)(c * tanh((double)x[i] / c));
+}
+
 /* logits = output(output_norm(x)) for the rows that want them, in
  * sequence order: every row of an all_positions sequence, the last row of
  * a last_logits one. They are gathered into y_attn first (free by now). */
@@ -440,6 +537,8 @@ static void head(struct forward_pass *f, float *logits)
 		return;
 	norm(f, &m->w[ARCH_T_OUTPUT_NORM], &m->w[ARCH_T_OUTPUT_NORM_B], f->y_attn, f->xn, rows);
 	linear(f, &m->w[ARCH_T_OUTPUT], &m->w[ARCH_T_OUTPUT_B], f->xn, logits, rows);
+	if (m->hp.final_softcap > 0.0f)
+		softcap_rows(logits, (size_t)rows * m->hp.n_vocab, m->hp.final_softcap);
 }
 
 /* Lays the sequences out as rows and attention tiles; returns the rows. */
@@ -474,8 +573,27 @@ static void step(struct forward_pass *f, const struct forward_seq *seqs, uint32_
 		block(f, il, n);
 	if (logits)
 		head(f, logits);
-	for (s = 0; s < n_seq; s++)
-		seqs[s].kv->n_pos += seqs[s].n_tok;
+	for (s = 0; s < n_seq; s++) {
+		struct kv_cache *kv = seqs[s].kv;
+
+		kv->n_pos += seqs[s].n_tok;
+		if (kv->n_pos > kv->n_hi)
+			kv->n_hi = kv->n_pos;
+	}
+}
+
+/* A ring cache (kv_cache.h) takes steps of at most its max_step tokens,
+ * and none once a rewind lost the keys its window needs. */
+static int check_ring(const struct kv_cache *kv, uint32_t n_tok, char *err)
+{
+	if (kv->lost)
+		return ember_seterr(err, EMBER_EINVAL, "forward: the sliding-window cache no longer "
+				    "holds the keys before position %u (rewound past its ring)",
+				    kv->n_pos);
+	if (kv->ring_rows && n_tok > kv->max_step)
+		return ember_seterr(err, EMBER_EINVAL, "forward: %u tokens in one step exceed the "
+				    "sliding-window cache's %u", n_tok, kv->max_step);
+	return 0;
 }
 
 int forward_pass_run(struct forward_pass *f, const struct forward_seq *seqs, uint32_t n_seq,
@@ -484,6 +602,7 @@ int forward_pass_run(struct forward_pass *f, const struct forward_seq *seqs, uin
 	const uint32_t n_vocab = f->m->hp.n_vocab;
 	uint64_t total = 0;
 	uint32_t s, t, o;
+	int rc;
 
 	if (n_seq == 0)
 		return ember_seterr(err, EMBER_EINVAL, "forward: no sequences");
@@ -496,6 +615,8 @@ int forward_pass_run(struct forward_pass *f, const struct forward_seq *seqs, uin
 			return ember_seterr(err, EMBER_ECONTEXT, "forward: %u tokens after %u exceed "
 					    "the context of %u", sq->n_tok, sq->kv->n_pos,
 					    sq->kv->n_ctx);
+		if ((rc = check_ring(sq->kv, sq->n_tok, err)) < 0)
+			return rc;
 		for (t = 0; t < sq->n_tok; t++)
 			if (sq->tokens[t] < 0 || (uint32_t)sq->tokens[t] >= n_vocab)
 				return ember_seterr(err, EMBER_ERANGE, "forward: token id %d at %u is "
@@ -530,6 +651,9 @@ int forward_eval(struct forward_ctx *c, const int32_t *tokens, size_t n_tok, flo
 		if (tokens[i] < 0 || (uint32_t)tokens[i] >= n_vocab)
 			return ember_seterr(err, EMBER_ERANGE, "forward: token id %d at %zu is "
 					    "outside the vocabulary of %u", tokens[i], i, n_vocab);
+	/* Steps are cut at max_batch, which a ring of this pass covers. */
+	if (check_ring(&c->kv, n_tok < f->max_batch ? (uint32_t)n_tok : f->max_batch, err) < 0)
+		return EMBER_EINVAL;
 	for (done = 0; done < n_tok;) {
 		uint32_t n = (uint32_t)(n_tok - done < f->max_batch ? n_tok - done : f->max_batch);
 		int last = done + n == n_tok;
@@ -587,16 +711,18 @@ static int alloc_scratch(struct forward_pass *f)
 	const size_t dk = (size_t)hp->n_head_kv * hp->head_dim_k;
 	const size_t dv = (size_t)hp->n_head_kv * hp->head_dim_v;
 	int fused = 0;
+	const size_t gate_mul = f->m->arch->ffn_gate_up_fused ? 2 : 1; /* [gate | up] rows */
 	void **bufs[] = {(void **)&f->x, (void **)&f->xn, (void **)&f->y_attn,
 			 (void **)&f->y_mlp, (void **)&f->q, (void **)&f->k, (void **)&f->v,
 			 (void **)&f->qkv, (void **)&f->attn_out, (void **)&f->gate,
 			 (void **)&f->up, (void **)&f->rope, (void **)&f->pos, (void **)&f->row0,
-			 (void **)&f->tiles};
+			 (void **)&f->tiles, (void **)&f->rope_swa};
 	size_t lens[] = {B * hp->n_embd, B * hp->n_embd, B * hp->n_embd, B * hp->n_embd,
 			       B * dq, B * dk, B * dv, 0,
-			       B * hp->n_head * hp->head_dim_v, B * hp->n_ff, B * hp->n_ff,
+			       B * hp->n_head * hp->head_dim_v, B * hp->n_ff * gate_mul, B * hp->n_ff,
 			       B * (hp->n_rot / 2) * 2, B, B,
-			       (B * sizeof(struct attention_tile) + sizeof(float) - 1) / sizeof(float)};
+			       (B * sizeof(struct attention_tile) + sizeof(float) - 1) / sizeof(float),
+			       hp->has_rope_base_swa ? B * (hp->n_rot / 2) * 2 : 0};
 	size_t mm = round64(matmul_scratch_size(f->m, f->max_batch));
 	size_t total = mm, off = mm, i;
 	uint8_t *base;
@@ -635,6 +761,7 @@ int forward_pass_new(struct forward_pass **out, const struct model *m,
 	f->m = m;
 	if ((rc = attention_init(&f->attn, &m->hp, m->arch->alibi, err)) < 0)
 		goto fail;
+	attention_set_window(&f->attn, m->arch, m->hp.n_swa);
 	f->max_batch = o->max_batch ? o->max_batch : FORWARD_DEFAULT_BATCH;
 	f->pool = o->pool;
 	if (!f->pool && o->n_threads > 1) {
@@ -695,7 +822,9 @@ int forward_new(struct forward_ctx **out, const struct model *m, const struct fo
 		po.max_batch = n_ctx;
 	if ((rc = forward_pass_new(&c->p, m, &po, err)) < 0)
 		goto fail;
-	if ((rc = kv_cache_init(&c->kv, &m->hp, n_ctx, o->kv_type, err)) < 0)
+	/* Sliding-window layers keep a ring of their window plus one step. */
+	if ((rc = kv_cache_init_ring(&c->kv, &m->hp, n_ctx, o->kv_type, m->arch, po.max_batch,
+				     err)) < 0)
 		goto fail;
 	*out = c;
 	return 0;

@@ -1,6 +1,7 @@
 /* model.c - hyper-parameters and tensor binding (model.h). */
 #include "model.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +27,8 @@ enum dim {
 	D_KV_V,  /* n_head_kv * head_dim_v */
 	D_ATTN,  /* n_head * head_dim_v: attention output before projection */
 	D_QKV,   /* D_Q + D_KV_K + D_KV_V: fused projection */
+	D_HEAD_K, /* head_dim_k: per-head q/k norms */
+	D_ROT2,  /* n_rot / 2: rotary frequency tables */
 };
 
 /* GGUF name (a format with %u for the layer from ARCH_T_FIRST_LAYER on)
@@ -39,6 +42,9 @@ static const struct tensor_spec {
 	[ARCH_T_OUTPUT_NORM_B] = {"output_norm.bias", D_EMBD, D_ONE},
 	[ARCH_T_OUTPUT] = {"output.weight", D_EMBD, D_VOCAB},
 	[ARCH_T_OUTPUT_B] = {"output.bias", D_VOCAB, D_ONE},
+	[ARCH_T_ROPE_FREQS] = {"rope_freqs.weight", D_ROT2, D_ONE},
+	[ARCH_T_ROPE_LONG] = {"rope_factors_long.weight", D_ROT2, D_ONE},
+	[ARCH_T_ROPE_SHORT] = {"rope_factors_short.weight", D_ROT2, D_ONE},
 	[ARCH_T_ATTN_NORM] = {"blk.%u.attn_norm.weight", D_EMBD, D_ONE},
 	[ARCH_T_ATTN_NORM_B] = {"blk.%u.attn_norm.bias", D_EMBD, D_ONE},
 	[ARCH_T_ATTN_Q] = {"blk.%u.attn_q.weight", D_EMBD, D_Q},
@@ -59,6 +65,10 @@ static const struct tensor_spec {
 	[ARCH_T_FFN_UP_B] = {"blk.%u.ffn_up.bias", D_FF, D_ONE},
 	[ARCH_T_FFN_DOWN] = {"blk.%u.ffn_down.weight", D_FF, D_EMBD},
 	[ARCH_T_FFN_DOWN_B] = {"blk.%u.ffn_down.bias", D_EMBD, D_ONE},
+	[ARCH_T_ATTN_Q_NORM] = {"blk.%u.attn_q_norm.weight", D_HEAD_K, D_ONE},
+	[ARCH_T_ATTN_K_NORM] = {"blk.%u.attn_k_norm.weight", D_HEAD_K, D_ONE},
+	[ARCH_T_ATTN_POST_NORM] = {"blk.%u.post_attention_norm.weight", D_EMBD, D_ONE},
+	[ARCH_T_FFN_POST_NORM] = {"blk.%u.post_ffw_norm.weight", D_EMBD, D_ONE},
 };
 
 const char *model_tensor_name(enum arch_tensor role, uint32_t layer, char *buf, size_t size)
@@ -94,6 +104,8 @@ static uint64_t dim_value(const struct model_hparams *hp, enum dim d)
 	case D_KV_V: return kv_v;
 	case D_ATTN: return (uint64_t)hp->n_head * hp->head_dim_v;
 	case D_QKV: return q + kv_k + kv_v;
+	case D_HEAD_K: return hp->head_dim_k;
+	case D_ROT2: return hp->n_rot / 2;
 	}
 	return 0;
 }
@@ -148,6 +160,105 @@ static int get_f32(const struct gguf *g, const char *arch, const char *suffix, f
 	return 0;
 }
 
+/* 1 if the string key "<arch>.<suffix>" exists and equals `want`; its
+ * value (or "" when absent) in buf. */
+static int get_str(const struct gguf *g, const char *arch, const char *suffix, char *buf,
+		   size_t size)
+{
+	struct gguf_str s;
+	char key[128];
+
+	snprintf(key, sizeof(key), "%s.%s", arch, suffix);
+	buf[0] = '\0';
+	if (gguf_get_str(g, key, &s) < 0)
+		return 0;
+	snprintf(buf, size, "%.*s", (int)(s.len < size ? s.len : size - 1), s.ptr);
+	return 1;
+}
+
+/*
+ * The attention and rope variants of today's models. Anything a file asks
+ * for that the forward pass does not do (another rope scaling type,
+ * experts, a non-causal model) is refused here, by name.
+ */
+static int read_variants(struct model *m, const char *a, char *err)
+{
+	const struct gguf *g = m->gguf;
+	struct model_hparams *hp = &m->hp;
+	char type[64];
+	float factor = 0.0f;
+	uint32_t experts = 0;
+	int causal = 1, rc;
+	char key[128];
+
+	hp->rope_freq_scale = 1.0f;
+	hp->rope_attn_factor = 1.0f;
+	if (get_str(g, a, "rope.scaling.type", type, sizeof(type)) && strcmp(type, "none") != 0) {
+		if (strcmp(type, "linear") != 0)
+			return ember_seterr(err, EMBER_EUNSUPPORTED, "%s.rope.scaling.type '%s' is "
+					    "not supported (only linear, and Llama 3's and "
+					    "Phi-3's rope factor tensors)", a, type);
+		if ((rc = get_f32(g, a, "rope.scaling.factor", &factor, 1, err)) < 0)
+			return rc;
+		if (!(factor >= 1.0f))
+			return ember_seterr(err, EMBER_EFORMAT, "%s.rope.scaling.factor must be >= 1", a);
+		hp->rope_freq_scale = 1.0f / factor;
+	}
+	/* The older key for the same linear scaling. */
+	factor = 1.0f;
+	if ((rc = get_f32(g, a, "rope.scale_linear", &factor, 0, err)) < 0)
+		return rc;
+	if (factor != 1.0f) {
+		if (!(factor >= 1.0f))
+			return ember_seterr(err, EMBER_EFORMAT, "%s.rope.scale_linear must be >= 1", a);
+		hp->rope_freq_scale = 1.0f / factor;
+	}
+	if ((rc = get_f32(g, a, "rope.scaling.attn_factor", &hp->rope_attn_factor, 0, err)) < 0 ||
+	    (rc = get_u32(g, a, "rope.scaling.original_context_length", &hp->rope_orig_ctx, 0,
+			  err)) < 0)
+		return rc;
+	if (!(hp->rope_attn_factor > 0.0f))
+		return ember_seterr(err, EMBER_EFORMAT, "%s.rope.scaling.attn_factor must be positive",
+				    a);
+	if ((rc = get_u32(g, a, "expert_count", &experts, 0, err)) < 0)
+		return rc;
+	if (experts > 0)
+		return ember_seterr(err, EMBER_EUNSUPPORTED, "%s.expert_count %u: mixture of experts "
+				    "is not supported", a, experts);
+	snprintf(key, sizeof(key), "%s.attention.causal", a);
+	if (gguf_get_bool(g, key, &causal) == 0 && !causal)
+		return ember_seterr(err, EMBER_EUNSUPPORTED, "%s: non-causal attention is not "
+				    "supported", key);
+	if (m->arch->swa != ARCH_SWA_NONE) {
+		if ((rc = get_u32(g, a, "attention.sliding_window", &hp->n_swa, 1, err)) < 0)
+			return rc;
+		if (hp->n_swa == 0)
+			return ember_seterr(err, EMBER_EFORMAT, "%s.attention.sliding_window is 0", a);
+		snprintf(key, sizeof(key), "%s.rope.freq_base_swa", a);
+		hp->has_rope_base_swa = gguf_find_kv(g, key) != NULL;
+		if ((rc = get_f32(g, a, "rope.freq_base_swa", &hp->rope_base_swa, 0, err)) < 0)
+			return rc;
+		if (hp->has_rope_base_swa && !(hp->rope_base_swa > 0.0f))
+			return ember_seterr(err, EMBER_EFORMAT, "%s must be positive", key);
+	}
+	if (m->arch->softcap) {
+		/* llama.cpp's defaults: Gemma 2's released values. */
+		hp->attn_softcap = 50.0f;
+		hp->final_softcap = 30.0f;
+		if ((rc = get_f32(g, a, "attn_logit_softcapping", &hp->attn_softcap, 0, err)) < 0 ||
+		    (rc = get_f32(g, a, "final_logit_softcapping", &hp->final_softcap, 0, err)) < 0)
+			return rc;
+	}
+	hp->attn_scale = (float)(1.0 / sqrt((double)hp->head_dim_k));
+	if (m->arch->scale_embd_layers && hp->n_layer == m->arch->scale_embd_layers)
+		hp->attn_scale = (float)(1.0 / sqrt((double)(hp->n_embd / hp->n_head)));
+	if ((rc = get_f32(g, a, "attention.scale", &hp->attn_scale, 0, err)) < 0)
+		return rc;
+	if (!(hp->attn_scale > 0.0f))
+		return ember_seterr(err, EMBER_EFORMAT, "%s.attention.scale must be positive", a);
+	return 0;
+}
+
 static int read_hparams(struct model *m, const char *a, char *err)
 {
 	const struct gguf *g = m->gguf;
@@ -198,7 +309,7 @@ static int read_hparams(struct model *m, const char *a, char *err)
 	     !(hp->alibi_max_bias > 0.0f)))
 		return rc < 0 ? rc : ember_seterr(err, EMBER_EFORMAT, "%s.attention.max_alibi_bias "
 						  "must be positive", a);
-	return 0;
+	return read_variants(m, a, err);
 }
 
 /* ---- tensors ---------------------------------------------------------- */
@@ -217,6 +328,8 @@ static int bind_tensor(struct model *m, enum arch_tensor role, uint32_t layer, e
 	if (use == ARCH_NO)
 		return 0;
 	model_tensor_shape(role, &m->hp, want);
+	if (role == ARCH_T_FFN_UP && m->arch->ffn_gate_up_fused)
+		want[1] *= 2; /* [gate | up] */
 	model_tensor_name(role, layer, name, sizeof(name));
 	t = gguf_find_tensor(m->gguf, name);
 	if (!t) {
@@ -255,8 +368,75 @@ static int check_layer(const struct model *m, uint32_t il, char *err)
 				    "all of attn_q, attn_k, attn_v", il, il);
 	if (m->arch->residual == ARCH_RESIDUAL_SEQUENTIAL && !w[ARCH_T_FFN_NORM].data)
 		return ember_seterr(err, EMBER_EFORMAT, "tensor blk.%u.ffn_norm.weight is missing", il);
-	if (m->arch->mlp_gated && !w[ARCH_T_FFN_GATE].data)
+	if (m->arch->mlp_gated && !m->arch->ffn_gate_up_fused && !w[ARCH_T_FFN_GATE].data)
 		return ember_seterr(err, EMBER_EFORMAT, "tensor blk.%u.ffn_gate.weight is missing", il);
+	return 0;
+}
+
+/* The rotary tables, when present, are positive divisors, and longrope
+ * needs both and its original context. */
+static int check_rope_tables(const struct model *m, char *err)
+{
+	static const enum arch_tensor roles[] = {ARCH_T_ROPE_FREQS, ARCH_T_ROPE_LONG,
+						 ARCH_T_ROPE_SHORT};
+	const int has_long = m->w[ARCH_T_ROPE_LONG].data != NULL;
+	char name[96];
+	size_t r;
+	uint32_t i;
+
+	for (r = 0; r < sizeof(roles) / sizeof(roles[0]); r++) {
+		const struct model_weight *w = &m->w[roles[r]];
+
+		for (i = 0; w->data && i < w->n_in; i++)
+			if (!(((const float *)w->data)[i] > 0.0f && ((const float *)w->data)[i] < 1e30f))
+				return ember_seterr(err, EMBER_EFORMAT, "tensor %s: value %u is not a "
+						    "positive number",
+						    model_tensor_name(roles[r], 0, name, sizeof(name)), i);
+	}
+	if (has_long != (m->w[ARCH_T_ROPE_SHORT].data != NULL))
+		return ember_seterr(err, EMBER_EFORMAT, "longrope needs both rope_factors_long.weight "
+				    "and rope_factors_short.weight");
+	if (has_long && m->hp.rope_orig_ctx == 0)
+		return ember_seterr(err, EMBER_EFORMAT, "longrope needs %s.rope.scaling."
+				    "original_context_length", m->arch->gguf_arch);
+	if (has_long && m->w[ARCH_T_ROPE_FREQS].data)
+		return ember_seterr(err, EMBER_EUNSUPPORTED, "rope_freqs.weight together with "
+				    "longrope factors is not supported");
+	return 0;
+}
+
+/* Every tensor of the file is one the architecture uses: a tensor Ember
+ * would not read (rope_freqs in an architecture without it, a second norm,
+ * an expert) means a feature it does not implement, so the model is
+ * refused rather than run without it. */
+static int check_all_bound(const struct model *m, char *err)
+{
+	const struct gguf *g = m->gguf;
+	uint64_t i;
+	int r;
+
+	for (i = 0; i < g->n_tensors; i++) {
+		const struct gguf_tensor *t = &g->tensors[i];
+		const struct model_weight *w = m->w;
+		int n = ARCH_T_FIRST_LAYER, found = 0;
+		unsigned long il;
+		char *end;
+
+		if (t->name.len > 4 && memcmp(t->name.ptr, "blk.", 4) == 0) {
+			il = strtoul(t->name.ptr + 4, &end, 10);
+			if (end > t->name.ptr + 4 && il < m->hp.n_layer) {
+				w = m->layers[il].w;
+				n = ARCH_T_COUNT;
+			}
+		}
+		for (r = 0; r < n && !found; r++)
+			found = w[r].data == t->data && w[r].data != NULL;
+		if (!found)
+			return ember_seterr(err, EMBER_EUNSUPPORTED, "tensor %.*s is not supported for "
+					    "architecture %s (a feature Ember does not implement)",
+					    (int)(t->name.len < 96 ? t->name.len : 96), t->name.ptr,
+					    m->arch->name);
+	}
 	return 0;
 }
 
@@ -294,7 +474,9 @@ static int bind_tensors(struct model *m, char *err)
 		if ((rc = check_layer(m, il, err)) < 0)
 			return rc;
 	}
-	return 0;
+	if ((rc = check_rope_tables(m, err)) < 0)
+		return rc;
+	return check_all_bound(m, err);
 }
 
 struct flag_query {

@@ -39,6 +39,23 @@ struct model_hparams {
 	float norm_eps;
 	float rope_base;      /* theta_i = pos * rope_base^(-2i / n_rot) */
 	float alibi_max_bias; /* ALiBi archs: <arch>.attention.max_alibi_bias, default 8 */
+	/* Rope scaling (see forward.c rope_table): frequencies times
+	 * rope_freq_scale (linear: 1/factor; 1 without), divided by
+	 * rope_freqs (Llama 3) or a longrope factor (Phi-3: the long ones
+	 * when the session's context exceeds rope_orig_ctx), cos and sin
+	 * times rope_attn_factor (1 without). */
+	float rope_freq_scale;
+	float rope_attn_factor;
+	uint32_t rope_orig_ctx;
+	/* Sliding-window layers (arch->swa): n_swa keys, RoPE base
+	 * rope_base_swa without scaling when the file has
+	 * rope.freq_base_swa (Gemma 3), else the others' rope. */
+	uint32_t n_swa;
+	float rope_base_swa;
+	int has_rope_base_swa;
+	float attn_scale;    /* multiplies q.k: attention.scale or the arch's rule */
+	float attn_softcap;  /* scores s -> c tanh(s / c); 0: none */
+	float final_softcap; /* logits likewise; 0: none */
 };
 
 /* One tensor as bound from the file. Matrices are n_out rows of n_in

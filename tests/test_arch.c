@@ -136,7 +136,24 @@ START_TEST(every_row_is_named_and_alibi_rows_have_no_rotary)
 		ck_assert_ptr_nonnull(a->gguf_arch);
 		ck_assert(a->alibi == ARCH_ALIBI_NONE || a->rope == ARCH_ROPE_NONE);
 	}
-	ck_assert_int_eq(n, 7);
+	ck_assert_int_eq(n, 11);
+}
+END_TEST
+
+/* Gemma 2 slides on even layers, Gemma 3 on five of each six. */
+START_TEST(sliding_layer_patterns)
+{
+	const struct arch_desc *g2 = arch_find("gemma2", 6), *g3 = arch_find("gemma3", 6);
+	const struct arch_desc *ll = arch_find("llama", 5);
+	uint32_t il;
+
+	ck_assert_ptr_nonnull(g2);
+	ck_assert_ptr_nonnull(g3);
+	for (il = 0; il < 24; il++) {
+		ck_assert_int_eq(arch_layer_is_swa(g2, il), il % 2 == 0);
+		ck_assert_int_eq(arch_layer_is_swa(g3, il), il % 6 != 5);
+		ck_assert_int_eq(arch_layer_is_swa(ll, il), 0);
+	}
 }
 END_TEST
 
@@ -153,6 +170,7 @@ Suite *suite_arch(void)
 	tcase_add_test(tc, falcon_with_use_alibi_selects_falcon_rw);
 	tcase_add_test(tc, select_ignores_flags_of_other_architectures_and_unknown_names);
 	tcase_add_test(tc, every_row_is_named_and_alibi_rows_have_no_rotary);
+	tcase_add_test(tc, sliding_layer_patterns);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -603,20 +603,27 @@ END_TEST
 
 START_TEST(tied_output_uses_the_embedding)
 {
-	struct file_copy c;
 	char err[EMBER_ERR_MAX] = "";
-	struct gguf g;
 	struct model m;
 
-	read_golden(&c);
-	c.bytes[find_gguf_str(&c, "output.weight") - 8] = 'X'; /* Xutput.weight */
-	ck_assert_int_eq(gguf_open_memory(&g, c.bytes, c.len, err), 0);
-	ck_assert_msg(model_load(&m, &g, err) == 0, "%s", err);
+	/* Llama 3.2 style: no output.weight in the file. */
+	ck_assert_msg(model_open(&m, "../shared/golden/llama3/model-f32.gguf", err) == 0, "%s", err);
 	ck_assert_int_eq(m.output_tied, 1);
 	ck_assert_ptr_eq(m.w[ARCH_T_OUTPUT].data, m.w[ARCH_T_TOKEN_EMBD].data);
+	ck_assert_ptr_nonnull(m.w[ARCH_T_ROPE_FREQS].data);
 	model_free(&m);
-	gguf_close(&g);
-	free(c.bytes);
+}
+END_TEST
+
+/* A tensor the architecture does not use is a feature Ember would
+ * silently skip: the load fails naming it. */
+START_TEST(unknown_tensor_is_refused_by_name)
+{
+	struct file_copy c;
+
+	read_golden(&c);
+	c.bytes[find_gguf_str(&c, "output.weight") - 8] = 'X';
+	expect_load_error(&c, EMBER_EUNSUPPORTED, "is not supported for architecture llama");
 }
 END_TEST
 
@@ -644,6 +651,7 @@ Suite *suite_forward(void)
 	tcase_add_test(te, missing_key_and_unknown_arch_are_named);
 	tcase_add_test(te, attention_needs_split_or_fused_projections);
 	tcase_add_test(te, tied_output_uses_the_embedding);
+	tcase_add_test(te, unknown_tensor_is_refused_by_name);
 	suite_add_tcase(s, te);
 	return s;
 }

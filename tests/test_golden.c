@@ -46,9 +46,23 @@ static const struct golden_arch archs[] = {
 	{"phi", "phi2", "phi"},       {"falcon", "falcon", "falcon"},
 	{"stablelm", "stablelm", "stablelm"}, {"qwen2", "qwen2", "qwen2"},
 	{"falcon-rw", "falcon-rw", "phi"},
+	{"llama3", "llama", "llama3"}, {"qwen3", "qwen3", "qwen3"},
+	{"phi3", "phi3", "phi3"}, {"phi3-longrope", "phi3", "phi3-longrope"},
+	{"gemma2", "gemma2", "gemma2"}, {"gemma3", "gemma3", "gemma3"},
 };
 
 #define N_ARCHS ((int)(sizeof(archs) / sizeof(archs[0])))
+
+/* The int8 bound holds for the first seven only: the later sets are built
+ * so that each feature bites (Llama 3's q/k weights 8x, Gemma 2's caps of
+ * 0.1 and 1), which 8-bit weights move by 6e-2 of max and past greedy ties. */
+#define N_INT8 7
+
+/* Tokenizer checks: all but phi3 and phi3-longrope, whose vocab_size
+ * (1024) exceeds the SentencePiece model's 1000 pieces plus 11 added
+ * tokens: the tokenizer part of issue #15, not the architecture's. */
+static const int tok_archs[] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 11, 12};
+#define N_TOK_ARCHS ((int)(sizeof(tok_archs) / sizeof(tok_archs[0])))
 
 /* Converts archs[i]'s checkpoint with `recipe` to a temporary file. */
 static void convert_golden(int i, const char *recipe, char *out, size_t size)
@@ -165,7 +179,7 @@ END_TEST
 
 START_TEST(falcon_rw_decode_and_chunks_equal_one_shot_prefill)
 {
-	const int rw = N_ARCHS - 1;
+	const int rw = 6;
 	char path[256], err[EMBER_ERR_MAX] = "";
 	struct forward_opts one = {.n_ctx = N_IN}, seven = {.n_ctx = N_IN, .max_batch = 7};
 	struct forward_ctx *f = NULL;
@@ -277,6 +291,7 @@ static void copy_keys_without(const struct gguf *src, const char *drop, const ch
 
 START_TEST(converted_tokenizer_round_trips_and_matches_llama_cpp)
 {
+	const int a = tok_archs[_i];
 	char path[256], ref[256], arrays[300], err[EMBER_ERR_MAX] = "";
 	struct tok_file ours, theirs;
 	struct gguf_str model;
@@ -284,7 +299,7 @@ START_TEST(converted_tokenizer_round_trips_and_matches_llama_cpp)
 	char buf[1024];
 	size_t k, n;
 
-	convert_golden(_i, "f32", path, sizeof(path));
+	convert_golden(a, "f32", path, sizeof(path));
 	tok_open(&ours, path);
 	for (k = 0; k < sizeof(texts) / sizeof(texts[0]); k++) {
 		int64_t len;
@@ -292,10 +307,10 @@ START_TEST(converted_tokenizer_round_trips_and_matches_llama_cpp)
 		n = encode(ours.t, texts[k], ids);
 		len = tokenizer_decode(ours.t, ids, n, 0, buf, sizeof(buf));
 		ck_assert_msg(len == (int64_t)strlen(texts[k]) && memcmp(buf, texts[k], (size_t)len) == 0,
-			      "%s: text %zu decodes to '%.*s'", archs[_i].dir, k,
+			      "%s: text %zu decodes to '%.*s'", archs[a].dir, k,
 			      (int)(len > 0 && len < (int64_t)sizeof(buf) ? len : 0), buf);
 	}
-	snprintf(ref, sizeof(ref), GOLDEN "%s/model-f32.gguf", archs[_i].ref_tok);
+	snprintf(ref, sizeof(ref), GOLDEN "%s/model-f32.gguf", archs[a].ref_tok);
 	tok_open(&theirs, ref);
 	ck_assert_int_eq(tokenizer_n_vocab(ours.t), tokenizer_n_vocab(theirs.t));
 	ck_assert_int_eq(tokenizer_bos(ours.t), tokenizer_bos(theirs.t));
@@ -316,7 +331,7 @@ START_TEST(converted_tokenizer_round_trips_and_matches_llama_cpp)
 		tok_close(&theirs);
 		unlink(arrays);
 		printf("golden: %-9s tokenizer: spm_model bytes path == arrays path\n",
-		       archs[_i].dir);
+		       archs[a].dir);
 	}
 	tok_close(&ours);
 	(void)err;
@@ -334,11 +349,12 @@ Suite *suite_golden(void)
 	tcase_add_loop_test(tc, converted_f32_matches_the_exact_logits_and_greedy_continuation, 0,
 			    N_ARCHS);
 	tcase_add_loop_test(tc, converted_int8_keeps_the_greedy_continuation_within_its_bound, 0,
-			    N_ARCHS);
+			    N_INT8);
 	tcase_add_test(tc, falcon_rw_decode_and_chunks_equal_one_shot_prefill);
 	suite_add_tcase(s, tc);
 	tcase_set_timeout(tt, 60);
-	tcase_add_loop_test(tt, converted_tokenizer_round_trips_and_matches_llama_cpp, 0, N_ARCHS);
+	tcase_add_loop_test(tt, converted_tokenizer_round_trips_and_matches_llama_cpp, 0,
+			    N_TOK_ARCHS);
 	suite_add_tcase(s, tt);
 	return s;
 }

@@ -44,6 +44,7 @@ struct conv {
 	struct conv_hparams hp;
 	struct safetensors st;
 	struct hf_tokenizer tok;
+	struct conv_rope rope;  /* rope scaling keys and tables */
 	struct plan_item *plan; /* [n_plan] */
 	size_t n_plan;
 	uint64_t n_params;
@@ -222,6 +223,20 @@ static int set_arch_key(struct gguf_writer *w, const struct conv *c, const struc
 	case HP_STR: return gguf_writer_set_str(w, key, k->str);
 	case HP_FILE_TYPE: return gguf_writer_set_u32(w, "general.file_type",
 						       recipe_file_type(&c->o->recipe));
+	case HP_HEAD_DIM_OPT: return hp->has_head_dim ? gguf_writer_set_u32(w, key, hp->head_dim) : 0;
+	case HP_ORIG_CTX: return gguf_writer_set_u32(w, key, hp->orig_ctx);
+	case HP_ROPE_THETA_SWA:
+		return hp->rope_theta_swa > 0.0f ? gguf_writer_set_f32(w, key, hp->rope_theta_swa) : 0;
+	case HP_SWA: return hp->n_swa ? gguf_writer_set_u32(w, key, hp->n_swa) : 0;
+	case HP_ATTN_CAP: return hp->attn_cap > 0.0f ? gguf_writer_set_f32(w, key, hp->attn_cap) : 0;
+	case HP_FINAL_CAP:
+		return hp->final_cap > 0.0f ? gguf_writer_set_f32(w, key, hp->final_cap) : 0;
+	case HP_ATTN_SCALE:
+		/* Only where llama.cpp's rule (1/sqrt(head_dim)) would differ. */
+		return hp->attn_scale > 0.0f &&
+				       hp->attn_scale != (float)(1.0 / sqrt((double)hp->head_dim))
+			       ? gguf_writer_set_f32(w, key, hp->attn_scale)
+			       : 0;
 	}
 	return EMBER_EINVAL;
 }
@@ -240,6 +255,48 @@ static void model_name(const char *dir, char *buf, size_t size)
 	snprintf(buf, size, "%.*s", (int)(dir + n - b), b);
 	if (buf[0] >= 'a' && buf[0] <= 'z')
 		buf[0] = (char)(buf[0] - 'a' + 'A');
+}
+
+/* The rope scaling keys (convert_rope.c). */
+static int set_rope_keys(struct gguf_writer *w, const struct conv *c)
+{
+	char key[128];
+	int rc = 0;
+
+	if (c->rope.linear_factor > 0.0f) {
+		snprintf(key, sizeof(key), "%s.rope.scaling.type", c->arch->gguf_arch);
+		rc = gguf_writer_set_str(w, key, "linear");
+		snprintf(key, sizeof(key), "%s.rope.scaling.factor", c->arch->gguf_arch);
+		rc = rc ? rc : gguf_writer_set_f32(w, key, c->rope.linear_factor);
+	}
+	if (rc == 0 && c->rope.attn_factor > 0.0f) {
+		snprintf(key, sizeof(key), "%s.rope.scaling.attn_factor", c->arch->gguf_arch);
+		rc = gguf_writer_set_f32(w, key, c->rope.attn_factor);
+	}
+	return rc;
+}
+
+/* The rope tables as F32 vectors, ahead of the checkpoint's tensors (where
+ * llama.cpp puts them). write: 0 declares them, 1 writes their data. */
+static int rope_tensors(struct gguf_writer *w, const struct conv *c, int write, char *err)
+{
+	const struct {
+		const char *name;
+		const float *v;
+	} t[] = {{"rope_freqs.weight", c->rope.freqs},
+		 {"rope_factors_long.weight", c->rope.longf},
+		 {"rope_factors_short.weight", c->rope.shortf}};
+	uint64_t ne[4] = {c->rope.n, 1, 1, 1};
+	size_t i;
+	int rc = 0;
+
+	for (i = 0; rc == 0 && i < sizeof(t) / sizeof(t[0]); i++) {
+		if (!t[i].v)
+			continue;
+		rc = write ? gguf_writer_write_data(w, t[i].v, c->rope.n * sizeof(float), err)
+			   : gguf_writer_add_tensor(w, t[i].name, DTYPE_F32, 1, ne);
+	}
+	return rc;
 }
 
 static int set_keys(struct gguf_writer *w, const struct conv *c)
@@ -261,6 +318,7 @@ static int set_keys(struct gguf_writer *w, const struct conv *c)
 	rc = rc ? rc : gguf_writer_set_str(w, "general.size_label", label);
 	for (i = 0; rc == 0 && i < c->arch->n_keys; i++)
 		rc = set_arch_key(w, c, &c->arch->keys[i]);
+	rc = rc ? rc : set_rope_keys(w, c);
 	/* Replaced in place if the table placed it already. */
 	rc = rc ? rc : gguf_writer_set_u32(w, "general.file_type", recipe_file_type(&c->o->recipe));
 	if (rc == 0 && c->arch->add_bos_false)
@@ -325,11 +383,13 @@ static int write_file(struct conv *c, char *err)
 	if (rc < 0)
 		return rc;
 	rc = set_keys(w, c);
+	rc = rc ? rc : rope_tensors(w, c, 0, err);
 	for (i = 0; rc == 0 && i < c->n_plan; i++)
 		rc = gguf_writer_add_tensor(w, c->plan[i].name, c->plan[i].type, c->plan[i].n_dims,
 					    c->plan[i].ne);
 	rc = gguf_writer_write_header(w, err); /* reports the first failed set/add */
 	progress_init(&pr, c->o->progress);
+	rc = rc ? rc : rope_tensors(w, c, 1, err);
 	for (i = 0; rc == 0 && i < c->n_plan; i++) {
 		rc = write_tensor(c, &c->plan[i], w, &ts, err);
 		progress_step(&pr, i + 1, c->n_plan, c->plan[i].name, c->plan[i].src->nbytes);
@@ -364,12 +424,14 @@ int convert_run(const struct convert_opts *o, char *err)
 		goto fail;
 	}
 	if ((rc = convert_arch_hparams(c.config, &c.hp, err)) < 0 ||
+	    (rc = convert_arch_rope(c.config, c.arch, &c.hp, &c.rope, err)) < 0 ||
 	    (rc = safetensors_open_dir(&c.st, o->in, err)) < 0 || (rc = plan(&c, err)) < 0 ||
 	    (rc = hf_tokenizer_load(&c.tok, o->in, c.hp.n_vocab, c.arch->bpe_pre, err)) < 0)
 		goto fail;
 	rc = write_file(&c, err);
 fail:
 	hf_tokenizer_free(&c.tok);
+	convert_arch_rope_free(&c.rope);
 	free(c.plan);
 	safetensors_close(&c.st);
 	json_decref(c.config);

@@ -9,6 +9,7 @@
 #include "convert_arch.h"
 
 #include <fnmatch.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,6 +62,8 @@ static const struct conv_key llama_keys[] = {
 	{"attention.head_count_kv", HP_N_KV, NULL},
 	{"rope.freq_base", HP_ROPE_THETA, NULL},
 	{"attention.layer_norm_rms_epsilon", HP_EPS, NULL},
+	{"attention.key_length", HP_HEAD_DIM_OPT, NULL},
+	{"attention.value_length", HP_HEAD_DIM_OPT, NULL},
 	{"", HP_FILE_TYPE, NULL},
 	{"vocab_size", HP_N_VOCAB, NULL},
 	{"rope.dimension_count", HP_ROPE_DIM, NULL},
@@ -202,6 +205,126 @@ static const struct conv_key falcon_rw_keys[] = {
 	{"use_parallel_residual", HP_FALSE, NULL},
 };
 
+/* ---- today's small models: Qwen3, Phi-3, Gemma 2 and 3 (llama.cpp v0.5.0) ---- */
+
+static const struct conv_tensor qwen3_tensors[] = {
+	LLAMA_GLOBAL(XF_NONE),
+	LLAMA_LAYER(XF_NONE, XF_NONE, XF_NONE),
+	{"model.layers.#.self_attn.q_norm", "blk.#.attn_q_norm", D_HEAD, D_NONE, XF_NONE,
+	 CT_REQUIRED},
+	{"model.layers.#.self_attn.k_norm", "blk.#.attn_k_norm", D_HEAD, D_NONE, XF_NONE,
+	 CT_REQUIRED},
+};
+
+static const struct conv_key qwen3_keys[] = {
+	{"block_count", HP_N_LAYER, NULL},
+	{"context_length", HP_N_CTX, NULL},
+	{"embedding_length", HP_N_EMBD, NULL},
+	{"feed_forward_length", HP_N_FF, NULL},
+	{"attention.head_count", HP_N_HEAD, NULL},
+	{"attention.head_count_kv", HP_N_KV, NULL},
+	{"rope.freq_base", HP_ROPE_THETA, NULL},
+	{"attention.layer_norm_rms_epsilon", HP_EPS, NULL},
+	{"attention.key_length", HP_HEAD_DIM, NULL},
+	{"attention.value_length", HP_HEAD_DIM, NULL},
+};
+
+/* Phi-3 keeps its fused projections: qkv rows [q | k | v], gate_up rows
+ * [gate | up]. */
+static const struct conv_tensor phi3_tensors[] = {
+	LLAMA_GLOBAL(XF_NONE),
+	{"model.layers.#.input_layernorm", "blk.#.attn_norm", D_EMBD, D_NONE, XF_NONE, CT_REQUIRED},
+	{"model.layers.#.self_attn.qkv_proj", "blk.#.attn_qkv", D_QKV, D_EMBD, XF_NONE,
+	 CT_REQUIRED},
+	{"model.layers.#.self_attn.o_proj", "blk.#.attn_output", D_EMBD, D_Q, XF_NONE, CT_REQUIRED},
+	{"model.layers.#.post_attention_layernorm", "blk.#.ffn_norm", D_EMBD, D_NONE, XF_NONE,
+	 CT_REQUIRED},
+	{"model.layers.#.mlp.gate_up_proj", "blk.#.ffn_up", D_FF2, D_EMBD, XF_NONE, CT_REQUIRED},
+	{"model.layers.#.mlp.down_proj", "blk.#.ffn_down", D_EMBD, D_FF, XF_NONE, CT_REQUIRED},
+};
+
+static const struct conv_key phi3_keys[] = {
+	{"context_length", HP_N_CTX, NULL},
+	{"rope.scaling.original_context_length", HP_ORIG_CTX, NULL},
+	{"embedding_length", HP_N_EMBD, NULL},
+	{"feed_forward_length", HP_N_FF, NULL},
+	{"block_count", HP_N_LAYER, NULL},
+	{"attention.head_count", HP_N_HEAD, NULL},
+	{"attention.head_count_kv", HP_N_KV, NULL},
+	{"attention.layer_norm_rms_epsilon", HP_EPS, NULL},
+	{"rope.dimension_count", HP_ROPE_DIM, NULL},
+	{"rope.freq_base", HP_ROPE_THETA, NULL},
+	{"", HP_FILE_TYPE, NULL},
+	{"attention.sliding_window", HP_SWA, NULL},
+};
+
+/* Gemma 2 and 3: four (1 + w) norms per layer; Gemma 3 adds q/k norms. */
+#define GEMMA2_LAYER                                                                        \
+	{"model.layers.#.input_layernorm", "blk.#.attn_norm", D_EMBD, D_NONE, XF_ADD_ONE,        \
+	 CT_REQUIRED},                                                                          \
+	{"model.layers.#.self_attn.q_proj", "blk.#.attn_q", D_Q, D_EMBD, XF_NONE, CT_REQUIRED},  \
+	{"model.layers.#.self_attn.k_proj", "blk.#.attn_k", D_KV, D_EMBD, XF_NONE, CT_REQUIRED}, \
+	{"model.layers.#.self_attn.v_proj", "blk.#.attn_v", D_KV, D_EMBD, XF_NONE, CT_REQUIRED}, \
+	{"model.layers.#.self_attn.o_proj", "blk.#.attn_output", D_EMBD, D_Q, XF_NONE,           \
+	 CT_REQUIRED},                                                                          \
+	{"model.layers.#.post_attention_layernorm", "blk.#.post_attention_norm", D_EMBD, D_NONE, \
+	 XF_ADD_ONE, CT_REQUIRED},                                                              \
+	{"model.layers.#.pre_feedforward_layernorm", "blk.#.ffn_norm", D_EMBD, D_NONE,           \
+	 XF_ADD_ONE, CT_REQUIRED},                                                              \
+	{"model.layers.#.post_feedforward_layernorm", "blk.#.post_ffw_norm", D_EMBD, D_NONE,     \
+	 XF_ADD_ONE, CT_REQUIRED},                                                              \
+	{"model.layers.#.mlp.gate_proj", "blk.#.ffn_gate", D_FF, D_EMBD, XF_NONE, CT_REQUIRED},  \
+	{"model.layers.#.mlp.up_proj", "blk.#.ffn_up", D_FF, D_EMBD, XF_NONE, CT_REQUIRED},      \
+	{"model.layers.#.mlp.down_proj", "blk.#.ffn_down", D_EMBD, D_FF, XF_NONE, CT_REQUIRED}
+
+static const struct conv_tensor gemma2_tensors[] = {
+	LLAMA_GLOBAL(XF_ADD_ONE),
+	GEMMA2_LAYER,
+};
+
+static const struct conv_tensor gemma3_tensors[] = {
+	LLAMA_GLOBAL(XF_ADD_ONE),
+	GEMMA2_LAYER,
+	{"model.layers.#.self_attn.q_norm", "blk.#.attn_q_norm", D_HEAD, D_NONE, XF_ADD_ONE,
+	 CT_REQUIRED},
+	{"model.layers.#.self_attn.k_norm", "blk.#.attn_k_norm", D_HEAD, D_NONE, XF_ADD_ONE,
+	 CT_REQUIRED},
+};
+
+static const struct conv_key gemma2_keys[] = {
+	{"context_length", HP_N_CTX, NULL},
+	{"embedding_length", HP_N_EMBD, NULL},
+	{"block_count", HP_N_LAYER, NULL},
+	{"feed_forward_length", HP_N_FF, NULL},
+	{"attention.head_count", HP_N_HEAD, NULL},
+	{"attention.head_count_kv", HP_N_KV, NULL},
+	{"attention.layer_norm_rms_epsilon", HP_EPS, NULL},
+	{"attention.key_length", HP_HEAD_DIM, NULL},
+	{"attention.value_length", HP_HEAD_DIM, NULL},
+	{"", HP_FILE_TYPE, NULL},
+	{"attn_logit_softcapping", HP_ATTN_CAP, NULL},
+	{"final_logit_softcapping", HP_FINAL_CAP, NULL},
+	{"attention.sliding_window", HP_SWA, NULL},
+	{"attention.scale", HP_ATTN_SCALE, NULL},
+};
+
+static const struct conv_key gemma3_keys[] = {
+	{"block_count", HP_N_LAYER, NULL},
+	{"context_length", HP_N_CTX, NULL},
+	{"embedding_length", HP_N_EMBD, NULL},
+	{"feed_forward_length", HP_N_FF, NULL},
+	{"attention.head_count", HP_N_HEAD, NULL},
+	{"attention.head_count_kv", HP_N_KV, NULL},
+	{"rope.freq_base", HP_ROPE_THETA, NULL},
+	{"rope.freq_base_swa", HP_ROPE_THETA_SWA, NULL},
+	{"attention.layer_norm_rms_epsilon", HP_EPS, NULL},
+	{"attention.key_length", HP_HEAD_DIM, NULL},
+	{"attention.value_length", HP_HEAD_DIM, NULL},
+	{"", HP_FILE_TYPE, NULL},
+	{"attention.sliding_window", HP_SWA, NULL},
+	{"attention.scale", HP_ATTN_SCALE, NULL},
+};
+
 /* ---- the table ---------------------------------------------------------------- */
 
 static const char *const skip_rotary[] = {"*.rotary_emb.inv_freq", NULL};
@@ -212,19 +335,27 @@ static const char *const skip_gemma[] = {"*.rotary_emb.inv_freq", "lm_head.weigh
 
 static const struct conv_arch arch_table[] = {
 	{"LlamaForCausalLM", NULL, "llama", TABLES(llama_keys, llama_tensors), skip_rotary,
-	 "llama-bpe", 0, 0, NULL},
+	 "llama-bpe", 0, 0, NULL, CR_LLAMA3 | CR_LINEAR, 0},
 	{"GemmaForCausalLM", NULL, "gemma", TABLES(gemma_keys, gemma_tensors), skip_gemma,
-	 "default", 0, 1, "<end_of_turn>"},
+	 "default", 0, 1, "<end_of_turn>", 0, 0},
 	{"PhiForCausalLM", NULL, "phi2", TABLES(phi2_keys, phi2_tensors), skip_rotary, "phi-2", 1,
-	 0, NULL},
+	 0, NULL, 0, 0},
 	{"FalconForCausalLM", "alibi", "falcon", TABLES(falcon_rw_keys, falcon_rw_tensors),
-	 skip_rotary, "gpt-2", 0, 0, NULL},
+	 skip_rotary, "gpt-2", 0, 0, NULL, 0, 0},
 	{"FalconForCausalLM", NULL, "falcon", TABLES(falcon_keys, falcon_tensors), skip_rotary,
-	 "falcon", 0, 0, NULL},
+	 "falcon", 0, 0, NULL, 0, 0},
 	{"StableLmForCausalLM", NULL, "stablelm", TABLES(stablelm_keys, plain_tensors),
-	 skip_rotary, "gpt-2", 0, 0, NULL},
+	 skip_rotary, "gpt-2", 0, 0, NULL, 0, 0},
 	{"Qwen2ForCausalLM", NULL, "qwen2", TABLES(qwen2_keys, plain_tensors), skip_rotary,
-	 "qwen2", 0, 0, NULL},
+	 "qwen2", 0, 0, NULL, 0, 0},
+	{"Qwen3ForCausalLM", NULL, "qwen3", TABLES(qwen3_keys, qwen3_tensors), skip_rotary,
+	 "qwen2", 0, 0, NULL, 0, 0},
+	{"Phi3ForCausalLM", NULL, "phi3", TABLES(phi3_keys, phi3_tensors), skip_rotary, "default",
+	 0, 0, NULL, CR_LONGROPE, 0},
+	{"Gemma2ForCausalLM", NULL, "gemma2", TABLES(gemma2_keys, gemma2_tensors), skip_gemma,
+	 "default", 0, 1, "<end_of_turn>", 0, 2},
+	{"Gemma3ForCausalLM", NULL, "gemma3", TABLES(gemma3_keys, gemma3_tensors), skip_gemma,
+	 "default", 0, 1, "<end_of_turn>", CR_LINEAR, 6},
 };
 
 const struct conv_arch *convert_arch_find(json_t *config, char *err)
@@ -290,6 +421,24 @@ static const char *const K_THETA[] = {"rope_theta", NULL};
 static const char *const K_PARTIAL[] = {"partial_rotary_factor", NULL};
 static const char *const K_PARALLEL[] = {"use_parallel_residual", "parallel_attn", NULL};
 
+static const char *const K_ORIG_CTX[] = {"original_max_position_embeddings", NULL};
+static const char *const K_SWA[] = {"sliding_window", NULL};
+
+/* A positive number under `key`: 0 (absent or null: *out = 0) or
+ * EMBER_EFORMAT. */
+static int get_positive(json_t *config, const char *key, float *out, char *err)
+{
+	json_t *v = json_object_get(config, key);
+
+	*out = 0.0f;
+	if (v == NULL || json_is_null(v))
+		return 0;
+	if (!json_is_number(v) || !(json_number_value(v) > 0.0) || json_number_value(v) > 1e30)
+		return ember_seterr(err, EMBER_EFORMAT, "config.json: bad %s", key);
+	*out = (float)json_number_value(v);
+	return 0;
+}
+
 int convert_arch_hparams(json_t *config, struct conv_hparams *hp, char *err)
 {
 	json_t *v;
@@ -333,6 +482,21 @@ int convert_arch_hparams(json_t *config, struct conv_hparams *hp, char *err)
 		return ember_seterr(err, EMBER_EFORMAT, "config.json: bad rope_theta");
 	v = find_key(config, K_PARALLEL);
 	hp->parallel = v ? json_is_true(v) : 1;
+	hp->has_head_dim = find_key(config, K_HEAD_DIM) != NULL;
+	if ((rc = get_count(config, K_ORIG_CTX, hp->n_ctx, &hp->orig_ctx, err)) < 0)
+		return rc;
+	v = find_key(config, K_SWA);
+	if (v != NULL && (!json_is_integer(v) || json_integer_value(v) < 1 ||
+			  json_integer_value(v) > (1 << 30)))
+		return ember_seterr(err, EMBER_EFORMAT, "config.json: bad sliding_window");
+	hp->n_swa = v ? (uint32_t)json_integer_value(v) : 0;
+	if ((rc = get_positive(config, "rope_local_base_freq", &hp->rope_theta_swa, err)) < 0 ||
+	    (rc = get_positive(config, "attn_logit_softcapping", &hp->attn_cap, err)) < 0 ||
+	    (rc = get_positive(config, "final_logit_softcapping", &hp->final_cap, err)) < 0 ||
+	    (rc = get_positive(config, "query_pre_attn_scalar", &hp->attn_scale, err)) < 0)
+		return rc;
+	if (hp->attn_scale > 0.0f)
+		hp->attn_scale = (float)(1.0 / sqrt((double)hp->attn_scale));
 	return 0;
 }
 
@@ -408,6 +572,8 @@ uint64_t convert_arch_dim(const struct conv_hparams *hp, enum conv_dim d)
 	case D_Q: return (uint64_t)hp->n_head * hp->head_dim;
 	case D_KV: return (uint64_t)hp->n_kv * hp->head_dim;
 	case D_QKV: return (uint64_t)(hp->n_head + 2 * hp->n_kv) * hp->head_dim;
+	case D_HEAD: return hp->head_dim;
+	case D_FF2: return 2 * (uint64_t)hp->n_ff;
 	default: return 1;
 	}
 }

@@ -31,7 +31,11 @@
 #include <stdint.h>
 
 /* Dimensions a shape is expressed in (resolved from the hyper-parameters). */
-enum conv_dim { D_NONE, D_EMBD, D_VOCAB, D_FF, D_Q, D_KV, D_QKV };
+enum conv_dim {
+	D_NONE, D_EMBD, D_VOCAB, D_FF, D_Q, D_KV, D_QKV,
+	D_HEAD, /* head_dim: per-head q/k norms */
+	D_FF2,  /* 2 n_ff: Phi-3's fused gate_up_proj */
+};
 
 enum conv_xform { XF_NONE, XF_ROPE_Q, XF_ROPE_K, XF_ADD_ONE, XF_FALCON_QKV };
 
@@ -64,7 +68,19 @@ enum conv_hp {
 	HP_ALIBI_MAX, /* f32 8.0: the slope base of standard ALiBi */
 	HP_STR,       /* the string in `str` */
 	HP_FILE_TYPE, /* general.file_type, where llama.cpp writes it mid-way */
+	HP_HEAD_DIM_OPT,  /* head_dim, only when config.json states it */
+	HP_ORIG_CTX,      /* original_max_position_embeddings (default: n_ctx) */
+	HP_ROPE_THETA_SWA, /* f32 rope_local_base_freq (Gemma 3's sliding layers) */
+	HP_SWA,           /* sliding_window */
+	HP_ATTN_CAP,      /* f32 attn_logit_softcapping, when not null */
+	HP_FINAL_CAP,     /* f32 final_logit_softcapping, when not null */
+	HP_ATTN_SCALE,    /* f32 query_pre_attn_scalar^-1/2 when config.json has it */
 };
+
+/* rope_scaling types an entry accepts (anything else is refused). */
+#define CR_LLAMA3 1u   /* Llama 3.x: rope_freqs.weight divisors */
+#define CR_LINEAR 2u   /* rope.scaling.type linear + factor */
+#define CR_LONGROPE 4u /* Phi-3: rope_factors_long/short + attn_factor */
 
 struct conv_key {
 	const char *suffix; /* written as "<gguf_arch>.<suffix>" */
@@ -85,6 +101,11 @@ struct conv_arch {
 	int add_bos_false;       /* writes tokenizer.ggml.add_bos_token = false (Phi-2) */
 	int no_space_prefix;     /* writes tokenizer.ggml.add_space_prefix = false (Gemma) */
 	const char *eot_token;   /* text of the end-of-turn token for eot_token_id, or NULL */
+	unsigned rope_ok;        /* CR_* */
+	/* Gemma 2 / 3: the sliding layers Ember implements (every other from
+	 * 0, or 5 of each 6), checked against config.json's layer_types and
+	 * sliding_window_pattern; 0 for architectures without. */
+	unsigned swa_period;
 };
 
 /* Hyper-parameters read from config.json. */
@@ -92,7 +113,28 @@ struct conv_hparams {
 	uint32_t n_ctx, n_embd, n_ff, n_layer, n_head, n_kv, n_vocab, head_dim, rope_dim;
 	float eps, rope_theta;
 	int has_rope_theta, parallel;
+	int has_head_dim;
+	uint32_t orig_ctx, n_swa;
+	float rope_theta_swa, attn_cap, final_cap, attn_scale; /* 0: absent / null */
 };
+
+/* The rope scaling of a checkpoint as GGUF carries it: keys, and the
+ * F32 tables (rope_dim / 2 floats each, owned) written as tensors. */
+struct conv_rope {
+	float linear_factor; /* > 0: rope.scaling.type linear */
+	float attn_factor;   /* > 0: rope.scaling.attn_factor (longrope) */
+	uint32_t n;
+	float *freqs;        /* rope_freqs.weight (Llama 3), or NULL */
+	float *longf, *shortf; /* rope_factors_long / _short.weight (longrope), or NULL */
+};
+
+/* Reads config.json's rope_scaling (and the arch's checks of its sliding
+ * layers and caps) into `r`. EMBER_EUNSUPPORTED naming what the entry
+ * does not implement, EMBER_EFORMAT, EMBER_ENOMEM; free with
+ * convert_arch_rope_free() in every case. */
+int convert_arch_rope(json_t *config, const struct conv_arch *a, const struct conv_hparams *hp,
+		      struct conv_rope *r, char *err);
+void convert_arch_rope_free(struct conv_rope *r);
 
 /* The entry for `config` (its "architectures"[0] and selecting flags).
  * NULL with the supported list in `err` when there is none. */
