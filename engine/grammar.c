@@ -47,7 +47,8 @@ struct grammar_matcher {
 	uint32_t *htab;       /* (hcap) node ids by (pos, parent); 0 = free */
 	uint32_t hcap;
 	struct uvec cur;      /* the current set */
-	uint32_t u8cp, u8need; /* a code point split by the last token */
+	uint32_t u8cp, u8need; /* a code point split by the last token: its bits
+				* so far; bytes still due | its length << 4 */
 	bool ended;           /* an end-of-generation token was accepted */
 	struct uvec arena;    /* trie walks: one set per depth, stacked */
 	struct uvec tmp[2];
@@ -209,19 +210,22 @@ static void uniq(struct uvec *u)
 static void step_byte(struct grammar_matcher *m, const uint32_t *in, uint32_t n, uint32_t *cp,
 		      uint32_t *need, uint8_t byte, struct uvec *out, int *bottom)
 {
+	static const uint32_t min_cp[5] = {0, 0, 0x80, 0x800, 0x10000};
+	const struct gclass *cls;
+	const struct snode *nd;
 	const struct grammar *g = m->g;
-	uint32_t i, c = *cp, k = *need, lo = 0, hi = 0;
+	uint32_t i, c = *cp, k = *need & 15, len = *need >> 4, lo = 0, hi = 0;
 
 	out->n = 0;
 	if (k == 0) {
 		if (byte < 0x80)
-			c = byte, k = 0;
-		else if ((byte & 0xe0) == 0xc0)
-			c = byte & 0x1f, k = 1;
+			c = byte, len = 1;
+		else if (byte >= 0xc2 && byte <= 0xdf) /* c0, c1: always overlong */
+			c = byte & 0x1f, k = 1, len = 2;
 		else if ((byte & 0xf0) == 0xe0)
-			c = byte & 0x0f, k = 2;
-		else if ((byte & 0xf8) == 0xf0)
-			c = byte & 0x07, k = 3;
+			c = byte & 0x0f, k = 2, len = 3;
+		else if (byte >= 0xf0 && byte <= 0xf4)
+			c = byte & 0x07, k = 3, len = 4;
 		else
 			return;
 	} else {
@@ -230,17 +234,25 @@ static void step_byte(struct grammar_matcher *m, const uint32_t *in, uint32_t n,
 		c = (c << 6) | (byte & 0x3f);
 		k--;
 	}
-	*cp = c;
-	*need = k;
 	if (k > 0) {
+		/* The code points this prefix may still become, minus overlong
+		 * forms and those past U+10FFFF; a prefix that can only become
+		 * a surrogate is invalid already. */
 		lo = c << (6 * k);
 		hi = lo | ((1u << (6 * k)) - 1);
+		if (lo < min_cp[len])
+			lo = min_cp[len];
+		if (hi > 0x10ffff)
+			hi = 0x10ffff;
+		if (lo > hi || (lo >= 0xd800 && hi <= 0xdfff))
+			return;
+	} else if (c < min_cp[len] || c > 0x10ffff || (c >= 0xd800 && c <= 0xdfff)) {
+		return;
 	}
+	*cp = c;
+	*need = k ? k | len << 4 : 0;
 	m->n_expand = 0;
 	for (i = 0; i < n; i++) {
-		const struct snode *nd;
-		const struct gclass *cls;
-
 		if (in[i] < 2)
 			continue;
 		nd = &m->node[in[i]];

@@ -80,6 +80,7 @@ END_TEST
 static const char *const pieces[] = {
 	"{", "}", "\"", "a", "ab", "\"a", "\":", "{\"", "1", "12", ", ", " ",
 	"\xc3", "\xa9", "\xc3\xa9", "\xe2\x82", "\xac\"", "", "b\"}", "x",
+	"\xed\xa0", "\xc1", "\xe0\x80", "\xf4\x90",
 };
 #define NV ((int32_t)(sizeof(pieces) / sizeof(pieces[0])))
 #define EOG 17
@@ -200,6 +201,32 @@ START_TEST(a_dead_end_is_an_error_with_a_message)
 }
 END_TEST
 
+
+START_TEST(prefixes_of_invalid_utf8_are_never_allowed)
+{
+	/* Surrogate (ED A0), overlong (C1, E0 80) and beyond-U+10FFFF (F4 90)
+	 * prefixes cannot complete to a valid code point: a mask allowing them
+	 * would lead to a dead end. */
+	struct grammar *g = compile("root ::= \"\\\"\" [^\"]* \"\\\"\"");
+	struct grammar_vocab *v = small_vocab();
+	struct grammar_matcher *m;
+	uint32_t mask[(NV + 31) / 32];
+	int32_t t;
+
+	ck_assert_int_eq(grammar_matcher_new(&m, g, v, NULL), 0);
+	ck_assert_int_eq(grammar_matcher_accept(m, 2, NULL), 0);
+	ck_assert(grammar_matcher_fill_mask(m, mask, NULL) > 0);
+	for (t = 20; t < 24; t++) {
+		ck_assert_msg(!((mask[t >> 5] >> (t & 31)) & 1), "token %d allowed", t);
+		ck_assert_int_eq(grammar_matcher_accept(m, t, NULL), EMBER_EINVAL);
+	}
+	ck_assert_int_eq(grammar_matcher_accept(m, 14, NULL), 0); /* a whole e-acute */
+	grammar_matcher_free(m);
+	grammar_vocab_free(v);
+	grammar_free(g);
+}
+END_TEST
+
 Suite *suite_grammar(void)
 {
 	Suite *s = suite_create("grammar");
@@ -210,6 +237,7 @@ Suite *suite_grammar(void)
 	tcase_add_test(tc, mask_equals_a_token_by_token_check);
 	tcase_add_test(tc, end_of_generation_only_when_complete_and_done_when_nothing_follows);
 	tcase_add_test(tc, a_dead_end_is_an_error_with_a_message);
+	tcase_add_test(tc, prefixes_of_invalid_utf8_are_never_allowed);
 	suite_add_tcase(s, tc);
 	return s;
 }
