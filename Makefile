@@ -76,6 +76,7 @@ LOADGEN  := $(BUILD)/loadgen
 FWDSTEP  := $(BUILD)/forward_step
 FCCMP    := $(BUILD)/fc_compare
 GEMMQ    := $(BUILD)/gemm_q
+GMASK    := $(BUILD)/grammar_mask
 # Fuzz targets: tests/fuzz/fuzz_<name>.c. replay_<name> runs the kept
 # corpus through the same code in every build (make test); fuzz_<name> is
 # the libFuzzer binary (make fuzz).
@@ -93,7 +94,7 @@ say = @printf '  %-6s %s\n' $(1) $(2);
 endif
 
 .PHONY: all run test unit integration asan fuzz install clean deps
-all: $(LIBEMBER) $(EMBERD) $(EMBER) $(LOADGEN) $(FWDSTEP) $(FCCMP) $(GEMMQ) $(REPLAY_BIN)
+all: $(LIBEMBER) $(EMBERD) $(EMBER) $(LOADGEN) $(FWDSTEP) $(FCCMP) $(GEMMQ) $(GMASK) $(REPLAY_BIN)
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(@D)
@@ -131,6 +132,10 @@ $(FCCMP): $(BUILD)/bench/fc_compare.o $(LIBEMBER)
 # Times the quantized GEMM on a TinyLlama layer's shapes (kernel tuning).
 $(GEMMQ): $(BUILD)/bench/gemm_q.o $(LIBEMBER)
 	$(call say,LD,$@)$(CC) $(LDFLAGS) -pthread $^ $(LIBS_ENGINE) -o $@
+
+# The grammar mask's cost per token on real vocabularies (issue 20).
+$(GMASK): $(BUILD)/bench/grammar_mask.o $(BUILD)/server/json_schema.o $(BUILD)/server/jsonw.o $(LIBEMBER)
+	$(call say,LD,$@)$(CC) $(LDFLAGS) -pthread $^ $(LIBS_TOOLS) $(LIBS_ENGINE) -o $@
 
 $(BUILD)/replay_%: $(BUILD)/tests/fuzz/fuzz_%.o $(BUILD)/tests/fuzz/replay.o $(SERVER_LIB_OBJ) $(LIBEMBER)
 	$(call say,LD,$@)$(CC) $(LDFLAGS) -pthread $^ $(LIBS_SERVER) $(LIBS_ENGINE) -o $@
