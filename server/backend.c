@@ -333,6 +333,8 @@ int backend_submit(struct backend *b, const struct gen_request *req,
 	er.n_stop = collect_stops(b, req, stops);
 	er.stop = stops;
 	er.session = req->session;
+	er.grammar = req->grammar;
+	er.grammar_len = req->grammar ? strlen(req->grammar) : 0;
 	er.on_text = on_text;
 	er.on_done = on_done;
 	er.data = (void *)sink;
