@@ -85,6 +85,7 @@ int grammar_vocab_new(struct grammar_vocab **out, int32_t n_vocab, const char *c
 	v = calloc(1, sizeof(*v));
 	if (v == NULL)
 		goto nomem;
+	pthread_mutex_init(&v->lock, NULL);
 	v->n_vocab = n_vocab;
 	v->bytes = malloc(total + 1);
 	v->off = malloc((size_t)n_vocab * sizeof(*v->off));
@@ -177,6 +178,19 @@ void grammar_vocab_free(struct grammar_vocab *v)
 {
 	if (v == NULL)
 		return;
+	while (v->tables) {
+		struct gclass_table *t = v->tables;
+
+		v->tables = t->next;
+		free(t->ranges);
+		free(t->run);
+		free(t->run_cp);
+		free(t->other);
+		free(t->other_cp);
+		free(t->other_off);
+		free(t);
+	}
+	pthread_mutex_destroy(&v->lock);
 	free(v->bytes);
 	free(v->off);
 	free(v->len);
@@ -185,6 +199,182 @@ void grammar_vocab_free(struct grammar_vocab *v)
 	free(v->sorted);
 	free(v->node);
 	free(v);
+}
+
+/* Whether cp lies in the positive ranges r[0 .. 2n). */
+static int in_ranges(const uint32_t *r, uint32_t n, uint32_t cp)
+{
+	uint32_t lo = 0, hi = n;
+
+	while (lo < hi) {
+		uint32_t mid = (lo + hi) / 2;
+
+		if (cp < r[2 * mid])
+			hi = mid;
+		else if (cp > r[2 * mid + 1])
+			lo = mid + 1;
+		else
+			return 1;
+	}
+	return 0;
+}
+
+/* Decodes one whole, valid code point at s[0..n); its length, or 0. */
+static uint32_t next_cp(const uint8_t *s, uint32_t n, uint32_t *cp)
+{
+	uint32_t len, i, c;
+
+	if (s[0] < 0x80) {
+		*cp = s[0];
+		return 1;
+	}
+	if (s[0] >= 0xc2 && s[0] <= 0xdf)
+		len = 2, c = s[0] & 0x1f;
+	else if ((s[0] & 0xf0) == 0xe0)
+		len = 3, c = s[0] & 0x0f;
+	else if (s[0] >= 0xf0 && s[0] <= 0xf4)
+		len = 4, c = s[0] & 0x07;
+	else
+		return 0;
+	if (len > n)
+		return 0;
+	for (i = 1; i < len; i++) {
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+		c = (c << 6) | (s[i] & 0x3f);
+	}
+	if ((len == 3 && c < 0x800) || (len == 4 && (c < 0x10000 || c > 0x10ffff)) ||
+	    (c >= 0xd800 && c <= 0xdfff))
+		return 0;
+	*cp = c;
+	return len;
+}
+
+struct other_sort {
+	const struct grammar_vocab *v;
+	const struct gclass_table *t;
+};
+
+static int cmp_other(const void *a, const void *b, void *arg)
+{
+	const struct other_sort *o = arg;
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+	const struct gclass_table *t = o->t;
+	int32_t ix = t->other[x], iy = t->other[y];
+	uint32_t lx = o->v->len[ix] - t->other_off[x], ly = o->v->len[iy] - t->other_off[y];
+	int c;
+
+	if (t->other_cp[x] != t->other_cp[y])
+		return t->other_cp[x] < t->other_cp[y] ? -1 : 1;
+	c = memcmp(o->v->bytes + o->v->off[ix] + t->other_off[x],
+		   o->v->bytes + o->v->off[iy] + t->other_off[y], lx < ly ? lx : ly);
+	return c ? c : lx < ly ? -1 : lx > ly;
+}
+
+/* Orders the other tokens by (prefix code points, tail bytes). */
+static int sort_others(const struct grammar_vocab *v, struct gclass_table *t)
+{
+	struct other_sort o = {v, t};
+	uint32_t *idx = malloc((t->n_other + 1) * sizeof(*idx)), i;
+	int32_t *id = malloc((t->n_other + 1) * sizeof(*id));
+	uint8_t *cp = malloc(t->n_other + 1);
+	uint16_t *off = malloc((t->n_other + 1) * sizeof(*off));
+	int rc = -1;
+
+	if (!idx || !id || !cp || !off)
+		goto out;
+	for (i = 0; i < t->n_other; i++)
+		idx[i] = i;
+	qsort_r(idx, t->n_other, sizeof(*idx), cmp_other, &o);
+	for (i = 0; i < t->n_other; i++) {
+		id[i] = t->other[idx[i]];
+		cp[i] = t->other_cp[idx[i]];
+		off[i] = t->other_off[idx[i]];
+		if (v->len[id[i]] - off[i] > t->max_rest)
+			t->max_rest = v->len[id[i]] - off[i];
+	}
+	memcpy(t->other, id, t->n_other * sizeof(*id));
+	memcpy(t->other_cp, cp, t->n_other);
+	memcpy(t->other_off, off, t->n_other * sizeof(*off));
+	rc = 0;
+out:
+	free(idx);
+	free(id);
+	free(cp);
+	free(off);
+	return rc;
+}
+
+static struct gclass_table *table_build(const struct grammar_vocab *v, const uint32_t *ranges,
+					uint32_t n)
+{
+	struct gclass_table *t = calloc(1, sizeof(*t));
+	uint32_t i, cap = v->n_sorted;
+
+	if (t == NULL)
+		return NULL;
+	t->ranges = malloc((2 * (size_t)n + 1) * sizeof(*t->ranges));
+	t->run = malloc(cap * sizeof(*t->run));
+	t->run_cp = malloc(cap);
+	t->other = malloc(cap * sizeof(*t->other));
+	t->other_cp = malloc(cap);
+	t->other_off = malloc(cap * sizeof(*t->other_off));
+	if (!t->ranges || !t->run || !t->run_cp || !t->other || !t->other_cp || !t->other_off)
+		goto fail;
+	memcpy(t->ranges, ranges, 2 * (size_t)n * sizeof(*ranges));
+	t->n_ranges = n;
+	for (i = 0; i < v->n_sorted; i++) {
+		int32_t id = v->sorted[i];
+		const uint8_t *s = v->bytes + v->off[id];
+		uint32_t len = v->len[id], off = 0, ncp = 0, cp, k;
+
+		while (off < len && ncp < GVOCAB_RUN_MAX && off < UINT16_MAX) {
+			k = next_cp(s + off, len - off, &cp);
+			if (k == 0 || !in_ranges(ranges, n, cp))
+				break;
+			off += k;
+			ncp++;
+		}
+		if (off == len) {
+			t->run[t->n_run] = id;
+			t->run_cp[t->n_run++] = (uint8_t)ncp;
+		} else {
+			t->other[t->n_other] = id;
+			t->other_cp[t->n_other] = (uint8_t)ncp;
+			t->other_off[t->n_other++] = (uint16_t)off;
+		}
+	}
+	if (sort_others(v, t) != 0)
+		goto fail;
+	return t;
+fail:
+	free(t->ranges);
+	free(t->run);
+	free(t->run_cp);
+	free(t->other);
+	free(t->other_cp);
+	free(t->other_off);
+	free(t);
+	return NULL;
+}
+
+const struct gclass_table *grammar_vocab_class_table(const struct grammar_vocab *cv,
+						     const uint32_t *ranges, uint32_t n)
+{
+	/* The tables are a cache: the vocabulary's contents never change. */
+	struct grammar_vocab *v = (struct grammar_vocab *)cv;
+	struct gclass_table *t;
+
+	pthread_mutex_lock(&v->lock);
+	for (t = v->tables; t; t = t->next)
+		if (t->n_ranges == n && !memcmp(t->ranges, ranges, 2 * (size_t)n * sizeof(*ranges)))
+			break;
+	if (t == NULL && (t = table_build(v, ranges, n)) != NULL) {
+		t->next = v->tables;
+		v->tables = t;
+	}
+	pthread_mutex_unlock(&v->lock);
+	return t;
 }
 
 int32_t grammar_vocab_n(const struct grammar_vocab *v)

@@ -6,6 +6,7 @@
 #ifndef EMBER_GRAMMAR_VOCAB_H
 #define EMBER_GRAMMAR_VOCAB_H
 
+#include <pthread.h>
 #include <stdint.h>
 
 #include "grammar.h"
@@ -17,6 +18,35 @@ struct gtnode {
 	uint32_t lo, hi, n_end;
 	uint8_t byte; /* the edge from the parent */
 };
+
+#define GVOCAB_RUN_MAX 255 /* code points a class table counts per token */
+
+/*
+ * The vocabulary split by one code point class C (a matcher's fast path
+ * for string-like states, grammar.c): "run" tokens are whole code points
+ * all in C (count: how many, <= GVOCAB_RUN_MAX); every other token is
+ * listed with the code points and bytes of its longest all-C prefix.
+ */
+struct gclass_table {
+	uint32_t *ranges;   /* (2 * n_ranges) C's positive ranges, the key */
+	uint32_t n_ranges;
+	int32_t *run;       /* (n_run) run tokens */
+	uint8_t *run_cp;    /* (n_run) their code points */
+	uint32_t n_run;
+	int32_t *other;     /* (n_other) the rest */
+	uint8_t *other_cp;  /* (n_other) code points of the all-C prefix */
+	uint16_t *other_off; /* (n_other) its bytes */
+	uint32_t n_other;    /* sorted by (other_cp, the bytes after the prefix),
+			      * so that a walk over them shares prefixes */
+	uint32_t max_rest;   /* the longest such tail, in bytes */
+	struct gclass_table *next;
+};
+
+/* The table for positive ranges `ranges` (n pairs), built on first use
+ * and kept with the vocabulary (any thread: a mutex guards the list).
+ * NULL when out of memory. */
+const struct gclass_table *grammar_vocab_class_table(const struct grammar_vocab *v,
+						     const uint32_t *ranges, uint32_t n);
 
 struct grammar_vocab {
 	int32_t n_vocab;
@@ -30,6 +60,8 @@ struct grammar_vocab {
 	uint32_t n_sorted;
 	struct gtnode *node; /* (n_node); node 0 is the root (empty prefix) */
 	uint32_t n_node;
+	pthread_mutex_t lock;             /* guards tables */
+	struct gclass_table *tables;      /* built on demand, owned */
 };
 
 #endif

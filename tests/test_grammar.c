@@ -113,13 +113,25 @@ static int allowed(const struct grammar *g, const struct grammar_vocab *v, const
 	return ok;
 }
 
+static const char *const MASK_GRAMMARS[] = {
+	"root ::= \"{\" ws (pair (\",\" ws pair)*)? \"}\"\n"
+	"pair ::= str \":\" ws val ws\n"
+	"val ::= str | [0-9]+\n"
+	"str ::= \"\\\"\" ([^\"\\\\] | \"\\\\\" [\"n])* \"\\\"\"\n"
+	"ws ::= \" \"?",
+	/* Bounded strings: every position is its own state. */
+	"root ::= \"{\" ws (pair (\",\" ws pair)*)? \"}\"\n"
+	"pair ::= str \":\" ws val ws\n"
+	"val ::= str | [0-9]{1,2}\n"
+	"str ::= \"\\\"\" ([^\"\\\\] | \"\\\\\" [\"n]){0,3} \"\\\"\"\n"
+	"ws ::= \" \"?",
+	/* A negated class next to classes overlapping it (not uniform). */
+	"root ::= \"{\" ([^}] | [a-c] \"}\")* \"}\"",
+};
+
 START_TEST(mask_equals_a_token_by_token_check)
 {
-	const char *gbnf = "root ::= \"{\" ws (pair (\",\" ws pair)*)? \"}\"\n"
-			   "pair ::= str \":\" ws val ws\n"
-			   "val ::= str | [0-9]+\n"
-			   "str ::= \"\\\"\" ([^\"\\\\] | \"\\\\\" [\"n])* \"\\\"\"\n"
-			   "ws ::= \" \"?";
+	const char *gbnf = MASK_GRAMMARS[_i];
 	static const char *prefixes[] = {"", "{", "{\"", "{\"a", "{\"\xc3", "{\"\xe2\x82",
 					 "{\"ab\":", "{\"ab\": 1", "{\"ab\": \"x\"", "{\"a\":1}"};
 	struct grammar *g = compile(gbnf);
@@ -234,7 +246,8 @@ Suite *suite_grammar(void)
 
 	tcase_add_test(tc, gbnf_accepts_and_rejects_by_the_rules);
 	tcase_add_test(tc, gbnf_errors_name_the_problem);
-	tcase_add_test(tc, mask_equals_a_token_by_token_check);
+	tcase_add_loop_test(tc, mask_equals_a_token_by_token_check, 0,
+			    (int)(sizeof(MASK_GRAMMARS) / sizeof(MASK_GRAMMARS[0])));
 	tcase_add_test(tc, end_of_generation_only_when_complete_and_done_when_nothing_follows);
 	tcase_add_test(tc, a_dead_end_is_an_error_with_a_message);
 	tcase_add_test(tc, prefixes_of_invalid_utf8_are_never_allowed);
