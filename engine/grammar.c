@@ -14,53 +14,14 @@
 
 #include "ember.h"
 #include "grammar_impl.h"
+#include "grammar_matcher.h"
 #include "grammar_vocab.h"
 
-#define N_ROOT 0u
-#define N_BOTTOM 1u
 #define MAX_EXPAND 100000 /* expansions per code point before giving up */
-
-struct snode {
-	uint32_t pos, parent;
-};
-
-struct uvec {
-	uint32_t *v;
-	uint32_t n, cap;
-};
-
-/* A cached split of the vocabulary for one key. */
-struct centry {
-	uint32_t key;
-	uint32_t *acc;    /* accepted whatever the context: ids, or a bit set */
-	uint32_t n_acc;
-	int acc_bits;     /* acc is a (n_vocab) bit set */
-	uint32_t *dep;    /* (n_dep) ids whose fate needs the context */
-	uint32_t n_dep;
-};
-
-struct grammar_matcher {
-	const struct grammar *g;
-	const struct grammar_vocab *v;
-	struct snode *node;   /* (n_node) */
-	uint32_t n_node, cap_node;
-	uint32_t *htab;       /* (hcap) node ids by (pos, parent); 0 = free */
-	uint32_t hcap;
-	struct uvec cur;      /* the current set */
-	uint32_t u8cp, u8need; /* a code point split by the last token: its bits
-				* so far; bytes still due | its length << 4 */
-	bool ended;           /* an end-of-generation token was accepted */
-	struct uvec arena;    /* trie walks: one set per depth, stacked */
-	struct uvec tmp[2];
-	struct centry *cache; /* (ccap) open addressing on key; key 0 = free */
-	uint32_t n_cache, ccap;
-	uint32_t n_expand;
-	int fault;            /* EMBER_E* set deep inside an expansion */
-};
 
 /* ---- small vectors and the node table -------------------------------------- */
 
-static int uvec_push(struct grammar_matcher *m, struct uvec *u, uint32_t x)
+int gm_uvec_push(struct grammar_matcher *m, struct uvec *u, uint32_t x)
 {
 	if (u->n == u->cap) {
 		uint32_t c = u->cap ? u->cap * 2 : 64;
@@ -141,7 +102,7 @@ nomem:
 /* Adds to `out` every stack that position `pos` over `parent` can stand for
  * once its rule references are opened and its ended rules popped. Reaching
  * the unknown context sets *bottom. */
-static void expand(struct grammar_matcher *m, uint32_t pos, uint32_t parent, struct uvec *out,
+void gm_expand(struct grammar_matcher *m, uint32_t pos, uint32_t parent, struct uvec *out,
 		   int *bottom)
 {
 	const struct grammar *g = m->g;
@@ -156,12 +117,12 @@ static void expand(struct grammar_matcher *m, uint32_t pos, uint32_t parent, str
 			return;
 		}
 		if (e->type == GE_CHARS) {
-			uvec_push(m, out, intern(m, pos, parent));
+			gm_uvec_push(m, out, intern(m, pos, parent));
 			return;
 		}
 		if (e->type == GE_END) {
 			if (parent == N_ROOT) {
-				uvec_push(m, out, N_ROOT);
+				gm_uvec_push(m, out, N_ROOT);
 				return;
 			}
 			if (parent == N_BOTTOM) {
@@ -176,7 +137,7 @@ static void expand(struct grammar_matcher *m, uint32_t pos, uint32_t parent, str
 		 * right recursion (X*) keeps the stack flat. */
 		cont = g->el[pos + 1].type == GE_END ? parent : intern(m, pos + 1, parent);
 		for (a = 0; a + 1 < g->rule[e->val].n_alt; a++)
-			expand(m, g->alts[g->rule[e->val].first_alt + a], cont, out, bottom);
+			gm_expand(m, g->alts[g->rule[e->val].first_alt + a], cont, out, bottom);
 		pos = g->alts[g->rule[e->val].first_alt + a];
 		parent = cont;
 	}
@@ -189,7 +150,7 @@ static int cmp_u32(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-static void uniq(struct uvec *u)
+void gm_uniq(struct uvec *u)
 {
 	uint32_t i, n = 0;
 
@@ -207,7 +168,7 @@ static void uniq(struct uvec *u)
  * into `out` (cleared first). Bytes of an unfinished code point only drop
  * the stacks whose class cannot hold any code point it may become.
  */
-static void step_byte(struct grammar_matcher *m, const uint32_t *in, uint32_t n, uint32_t *cp,
+void gm_step_byte(struct grammar_matcher *m, const uint32_t *in, uint32_t n, uint32_t *cp,
 		      uint32_t *need, uint8_t byte, struct uvec *out, int *bottom)
 {
 	static const uint32_t min_cp[5] = {0, 0, 0x80, 0x800, 0x10000};
@@ -259,12 +220,12 @@ static void step_byte(struct grammar_matcher *m, const uint32_t *in, uint32_t n,
 		cls = &g->cls[g->el[nd->pos].val];
 		if (k > 0) {
 			if (gclass_meets(cls, g->ranges, lo, hi))
-				uvec_push(m, out, in[i]);
+				gm_uvec_push(m, out, in[i]);
 		} else if (gclass_has(cls, g->ranges, c)) {
-			expand(m, nd->pos + 1, nd->parent, out, bottom);
+			gm_expand(m, nd->pos + 1, nd->parent, out, bottom);
 		}
 	}
-	uniq(out);
+	gm_uniq(out);
 }
 
 /* Runs bytes s[0..len) from set `in` with a clean code point state; the
@@ -278,273 +239,13 @@ static int run_bytes(struct grammar_matcher *m, const uint32_t *in, uint32_t n, 
 	for (i = 0; i < len; i++) {
 		int nx = cur == 0 ? 1 : 0;
 
-		step_byte(m, cur < 0 ? in : m->tmp[cur].v, cur < 0 ? n : m->tmp[cur].n, cp, need,
+		gm_step_byte(m, cur < 0 ? in : m->tmp[cur].v, cur < 0 ? n : m->tmp[cur].n, cp, need,
 			  s[i], &m->tmp[nx], &bottom);
 		cur = nx;
 		if (m->tmp[cur].n == 0)
 			return -1;
 	}
 	return cur;
-}
-
-/* One whole code point over set `in` into `out` (cleared first). */
-static void advance_cp(struct grammar_matcher *m, const uint32_t *in, uint32_t n, uint32_t cp,
-		       struct uvec *out, int *bottom)
-{
-	uint32_t i;
-
-	out->n = 0;
-	m->n_expand = 0;
-	for (i = 0; i < n; i++) {
-		const struct snode *nd;
-
-		if (in[i] < 2)
-			continue;
-		nd = &m->node[in[i]];
-		if (gclass_has(&m->g->cls[m->g->el[nd->pos].val], m->g->ranges, cp))
-			expand(m, nd->pos + 1, nd->parent, out, bottom);
-	}
-	uniq(out);
-}
-
-/* ---- the fast path for string-like states ------------------------------------ */
-
-#define RANGES_MAX 64
-#define SPLIT_MIN_CP 16 /* classes at least this wide take the fast path */
-
-/* Class `ci` as positive ranges (pairs) in out; how many, or -1 if more
- * than RANGES_MAX. */
-static int class_positive(const struct grammar *g, uint32_t ci, uint32_t *out)
-{
-	const struct gclass *c = &g->cls[ci];
-	const uint32_t *r = g->ranges + 2 * c->off;
-	uint32_t i, next = 0;
-	int n = 0;
-
-	if (!c->neg) {
-		if (c->n > RANGES_MAX)
-			return -1;
-		memcpy(out, r, 2 * (size_t)c->n * sizeof(*r));
-		return (int)c->n;
-	}
-	for (i = 0; i <= c->n; i++) {
-		uint32_t lo = i < c->n ? r[2 * i] : 0x110000;
-
-		if (lo > next) {
-			if (n == RANGES_MAX)
-				return -1;
-			out[2 * n] = next;
-			out[2 * n + 1] = lo - 1;
-			n++;
-		}
-		if (i < c->n)
-			next = r[2 * i + 1] + 1;
-	}
-	return n;
-}
-
-/* 1 if class K holds all of C (positive ranges cr[0..2nc)), 0 if none of
- * it, -1 if part: a set is "uniform" over C when each of its tops is 1 or
- * 0, so any code point of C moves it the same way. */
-static int class_relation(const struct grammar *g, uint32_t ki, const uint32_t *cr, int nc)
-{
-	uint32_t kr[2 * RANGES_MAX];
-	int nk = class_positive(g, ki, kr), i, j, all = 1, none = 1;
-
-	if (nk < 0)
-		return -1;
-	for (i = 0; i < nc; i++) {
-		int inside = 0;
-
-		for (j = 0; j < nk; j++) {
-			if (kr[2 * j] <= cr[2 * i + 1] && kr[2 * j + 1] >= cr[2 * i])
-				none = 0;
-			if (kr[2 * j] <= cr[2 * i] && kr[2 * j + 1] >= cr[2 * i + 1])
-				inside = 1;
-		}
-		if (!inside)
-			all = 0;
-	}
-	return all ? 1 : none ? 0 : -1;
-}
-
-static int uniform(struct grammar_matcher *m, const uint32_t *set, uint32_t n, const uint32_t *cr,
-		   int nc)
-{
-	uint32_t i;
-
-	for (i = 0; i < n; i++)
-		if (set[i] >= 2 &&
-		    class_relation(m->g, m->g->el[m->node[set[i]].pos].val, cr, nc) < 0)
-			return 0;
-	return 1;
-}
-
-enum { T_REJECT, T_ACCEPT, T_DEPEND };
-
-/* One level of the walk over the other tokens' tails: the set after d
- * bytes, at lv_set[off .. off + n). */
-struct tail_level {
-	uint32_t off, n, cp, need;
-	uint8_t seen, bottom;
-};
-
-/* Judges the other tokens (sorted by prefix length, then tail) from the
- * chain, reusing the levels a token's tail shares with the previous one,
- * as a walk over a trie of the tails would. */
-static void judge_others(struct grammar_matcher *m, const struct gclass_table *t,
-			 const struct uvec *chain, const uint32_t *off, const uint8_t *seen,
-			 uint32_t len_chain, uint32_t *accbits, uint32_t *n_acc, struct uvec *dep)
-{
-	struct tail_level *lv = malloc((t->max_rest + 2) * sizeof(*lv));
-	struct uvec ar = {0};
-	const uint8_t *prev = NULL;
-	uint32_t i, prev_len = 0, prev_k = UINT32_MAX, n_valid = 0;
-
-	if (lv == NULL) {
-		m->fault = EMBER_ENOMEM;
-		return;
-	}
-	for (i = 0; i < t->n_other && !m->fault; i++) {
-		uint32_t k = t->other_cp[i], id = (uint32_t)t->other[i], d = 0, j;
-		const uint8_t *rest = m->v->bytes + m->v->off[id] + t->other_off[i];
-		uint32_t rlen = m->v->len[id] - t->other_off[i];
-		int fate;
-
-		if (k >= len_chain || off[k + 1] == off[k]) {
-			/* Nothing left after the prefix (the context, if reached,
-			 * decides). */
-			fate = seen[k < len_chain ? k : len_chain - 1] ? T_DEPEND : T_REJECT;
-			prev_k = UINT32_MAX;
-			goto emit;
-		}
-		if (k != prev_k) {
-			prev_k = k;
-			ar.n = 0;
-			for (j = off[k]; j < off[k + 1]; j++)
-				uvec_push(m, &ar, chain->v[j]);
-			lv[0] = (struct tail_level){0, ar.n, 0, 0, seen[k], 0};
-			n_valid = 1;
-			prev_len = 0;
-		}
-		while (d < prev_len && d < rlen && d + 1 < n_valid && prev[d] == rest[d])
-			d++;
-		ar.n = lv[d].off + lv[d].n;
-		for (;;) {
-			uint32_t cp = lv[d].cp, need = lv[d].need, base;
-			int bottom = 0;
-
-			if (lv[d].n == 0) {
-				fate = d == rlen && lv[d].bottom ? T_ACCEPT
-				       : lv[d].seen		  ? T_DEPEND
-								  : T_REJECT;
-				break;
-			}
-			if (d == rlen) {
-				fate = T_ACCEPT;
-				break;
-			}
-			step_byte(m, ar.v + lv[d].off, lv[d].n, &cp, &need, rest[d], &m->tmp[0], &bottom);
-			base = ar.n;
-			for (j = 0; j < m->tmp[0].n; j++)
-				uvec_push(m, &ar, m->tmp[0].v[j]);
-			lv[d + 1] = (struct tail_level){base, ar.n - base, cp, need,
-							(uint8_t)(lv[d].seen | bottom), (uint8_t)bottom};
-			d++;
-		}
-		n_valid = d + 1;
-		prev = rest;
-		prev_len = rlen;
-emit:
-		if (fate == T_ACCEPT) {
-			accbits[id >> 5] |= 1u << (id & 31);
-			(*n_acc)++;
-		} else if (fate == T_DEPEND) {
-			uvec_push(m, dep, id);
-		}
-	}
-	free(ar.v);
-	free(lv);
-}
-
-/*
- * The split of the vocabulary for `key` without the trie, when its top
- * class C is wide (a string's characters, `.`, an email's letters). If the
- * states reached by 0, 1, 2, ... code points of C are all uniform over C,
- * they form a chain that decides every token made only of C's code points
- * by its length alone; the other tokens (a quote, a backslash, a split
- * code point: a few thousand of 128k) are run from the chain state after
- * their all-C prefix. Returns 1 when done, 0 when it does not apply.
- */
-static int split_by_class(struct grammar_matcher *m, uint32_t key, uint32_t *accbits,
-			  uint32_t *n_acc, struct uvec *dep)
-{
-	const struct grammar *g = m->g;
-	uint32_t cr[2 * RANGES_MAX], *off = NULL, i, len_chain = 0;
-	uint8_t *live = NULL, *seen = NULL;
-	const struct gclass_table *t;
-	struct uvec chain = {0};
-	int nc, ok = 0;
-
-	if ((nc = class_positive(g, g->el[m->node[key].pos].val, cr)) <= 0)
-		return 0;
-	/* Small classes (a literal's character, digits) prune the trie at
-	 * its first level already; a table per class would cost more. */
-	for (i = 0, len_chain = 0; i < (uint32_t)nc && len_chain < SPLIT_MIN_CP; i++)
-		len_chain += cr[2 * i + 1] - cr[2 * i] + 1;
-	if (len_chain < SPLIT_MIN_CP)
-		return 0;
-	len_chain = 0;
-	t = grammar_vocab_class_table(m->v, cr, (uint32_t)nc);
-	off = malloc((GVOCAB_RUN_MAX + 2) * sizeof(*off));
-	live = calloc(GVOCAB_RUN_MAX + 2, 1);
-	seen = calloc(GVOCAB_RUN_MAX + 2, 1);
-	if (t == NULL || off == NULL || live == NULL || seen == NULL) {
-		m->fault = EMBER_ENOMEM;
-		goto out;
-	}
-	/* chain: state i at chain.v[off[i] .. off[i + 1]); live[i]: state i
-	 * non-empty or the context reached by its last step; seen[i]: the
-	 * context reached by some step up to i. */
-	off[0] = 0;
-	uvec_push(m, &chain, key);
-	off[1] = chain.n;
-	live[0] = 1;
-	for (i = 0; i < GVOCAB_RUN_MAX && off[i + 1] > off[i]; i++) {
-		int bottom = 0;
-		uint32_t j;
-
-		if (!uniform(m, chain.v + off[i], off[i + 1] - off[i], cr, nc))
-			goto out;
-		advance_cp(m, chain.v + off[i], off[i + 1] - off[i], cr[0], &m->tmp[0], &bottom);
-		for (j = 0; j < m->tmp[0].n; j++)
-			uvec_push(m, &chain, m->tmp[0].v[j]);
-		off[i + 2] = chain.n;
-		live[i + 1] = m->tmp[0].n > 0 || bottom;
-		seen[i + 1] = seen[i] | bottom;
-		if (m->fault)
-			goto out;
-	}
-	len_chain = i + 1; /* states 0 .. i exist; beyond: empty */
-	for (i = 0; i < t->n_run; i++) {
-		uint32_t k = t->run_cp[i], id = (uint32_t)t->run[i];
-		int s = k < len_chain ? seen[k] : seen[len_chain - 1];
-
-		if (k < len_chain && live[k]) {
-			accbits[id >> 5] |= 1u << (id & 31);
-			(*n_acc)++;
-		} else if (s) {
-			uvec_push(m, dep, id);
-		}
-	}
-	judge_others(m, t, &chain, off, seen, len_chain, accbits, n_acc, dep);
-	ok = !m->fault;
-out:
-	free(chain.v);
-	free(off);
-	free(live);
-	free(seen);
-	return ok;
 }
 
 /* ---- the mask ---------------------------------------------------------------- */
@@ -566,7 +267,7 @@ static void sink_range(struct grammar_matcher *m, struct walk_sink *k, struct uv
 		if (to == NULL)
 			k->bits[t >> 5] |= 1u << (t & 31);
 		else
-			uvec_push(m, to, t);
+			gm_uvec_push(m, to, t);
 	}
 }
 
@@ -597,9 +298,9 @@ static void walk(struct grammar_matcher *m, uint32_t ni, uint32_t off, uint32_t 
 		uint32_t ccp = cp, cneed = need, base = m->arena.n, i;
 		int bottom = 0;
 
-		step_byte(m, m->arena.v + off, n, &ccp, &cneed, ch->byte, &m->tmp[0], &bottom);
+		gm_step_byte(m, m->arena.v + off, n, &ccp, &cneed, ch->byte, &m->tmp[0], &bottom);
 		for (i = 0; i < m->tmp[0].n; i++)
-			uvec_push(m, &m->arena, m->tmp[0].v[i]);
+			gm_uvec_push(m, &m->arena, m->tmp[0].v[i]);
 		walk(m, nd->child + c, base, m->arena.n - base, ccp, cneed, bottom,
 		     bottom_seen || bottom, k);
 		m->arena.n = base;
@@ -615,7 +316,7 @@ static void walk_from(struct grammar_matcher *m, const uint32_t *in, uint32_t n,
 
 	m->arena.n = 0;
 	for (i = 0; i < n; i++)
-		uvec_push(m, &m->arena, in[i]);
+		gm_uvec_push(m, &m->arena, in[i]);
 	walk(m, 0, 0, n, cp, need, 0, 0, k);
 }
 
@@ -674,7 +375,7 @@ static struct centry *cache_get(struct grammar_matcher *m, uint32_t key)
 	accbits = calloc(words, sizeof(uint32_t));
 	if (accbits == NULL)
 		goto nomem;
-	if (split_by_class(m, key, accbits, &n_acc, &dep)) {
+	if (gm_split_by_class(m, key, accbits, &n_acc, &dep)) {
 		e = &m->cache[h];
 		e->key = key;
 		e->dep = dep.v;
@@ -754,8 +455,8 @@ int grammar_matcher_new(struct grammar_matcher **out, const struct grammar *g,
 	}
 	m->n_node = 2; /* N_ROOT, N_BOTTOM */
 	for (a = 0; a < g->rule[g->root].n_alt; a++)
-		expand(m, g->alts[g->rule[g->root].first_alt + a], N_ROOT, &m->cur, &bottom);
-	uniq(&m->cur);
+		gm_expand(m, g->alts[g->rule[g->root].first_alt + a], N_ROOT, &m->cur, &bottom);
+	gm_uniq(&m->cur);
 	if (m->fault) {
 		int rc = fault_msg(m, err);
 
@@ -870,7 +571,7 @@ static int advance(struct grammar_matcher *m, const uint8_t *s, size_t len, char
 		return ember_seterr(err, EMBER_EINVAL, "grammar: the text does not match the grammar");
 	m->cur.n = 0;
 	for (uint32_t i = 0; i < m->tmp[r].n; i++)
-		if (uvec_push(m, &m->cur, m->tmp[r].v[i]) != 0)
+		if (gm_uvec_push(m, &m->cur, m->tmp[r].v[i]) != 0)
 			return fault_msg(m, err);
 	m->u8cp = cp;
 	m->u8need = need;
