@@ -131,8 +131,7 @@ static void judge_others(struct grammar_matcher *m, const struct gclass_table *t
 {
 	struct tail_level *lv = malloc((t->max_rest + 2) * sizeof(*lv));
 	struct uvec ar = {0};
-	const uint8_t *prev = NULL;
-	uint32_t i, prev_len = 0, prev_k = UINT32_MAX, n_valid = 0;
+	uint32_t i, prev_k = UINT32_MAX, n_valid = 0;
 
 	if (lv == NULL) {
 		m->fault = EMBER_ENOMEM;
@@ -140,8 +139,8 @@ static void judge_others(struct grammar_matcher *m, const struct gclass_table *t
 	}
 	for (i = 0; i < t->n_other && !m->fault; i++) {
 		uint32_t k = t->other_cp[i], id = (uint32_t)t->other[i], d = 0, j;
-		const uint8_t *rest = m->v->bytes + m->v->off[id] + t->other_off[i];
-		uint32_t rlen = m->v->len[id] - t->other_off[i];
+		const uint8_t *rest = t->tail + t->tail_off[i];
+		uint32_t rlen = t->tail_off[i + 1] - t->tail_off[i];
 		int fate;
 
 		if (k >= len_chain || off[k + 1] == off[k]) {
@@ -158,10 +157,10 @@ static void judge_others(struct grammar_matcher *m, const struct gclass_table *t
 				gm_uvec_push(m, &ar, chain->v[j]);
 			lv[0] = (struct tail_level){0, ar.n, 0, 0, seen[k], 0};
 			n_valid = 1;
-			prev_len = 0;
+		} else {
+			/* The levels this tail shares with the previous one. */
+			d = t->lcp[i] < n_valid - 1 ? t->lcp[i] : n_valid - 1;
 		}
-		while (d < prev_len && d < rlen && d + 1 < n_valid && prev[d] == rest[d])
-			d++;
 		ar.n = lv[d].off + lv[d].n;
 		for (;;) {
 			uint32_t cp = lv[d].cp, need = lv[d].need, base;
@@ -186,8 +185,6 @@ static void judge_others(struct grammar_matcher *m, const struct gclass_table *t
 			d++;
 		}
 		n_valid = d + 1;
-		prev = rest;
-		prev_len = rlen;
 emit:
 		if (fate == T_ACCEPT) {
 			accbits[id >> 5] |= 1u << (id & 31);

@@ -188,6 +188,9 @@ void grammar_vocab_free(struct grammar_vocab *v)
 		free(t->other);
 		free(t->other_cp);
 		free(t->other_off);
+		free(t->tail);
+		free(t->tail_off);
+		free(t->lcp);
 		free(t);
 	}
 	pthread_mutex_destroy(&v->lock);
@@ -296,6 +299,32 @@ static int sort_others(const struct grammar_vocab *v, struct gclass_table *t)
 	memcpy(t->other, id, t->n_other * sizeof(*id));
 	memcpy(t->other_cp, cp, t->n_other);
 	memcpy(t->other_off, off, t->n_other * sizeof(*off));
+	/* The tails side by side, and what each shares with the one before:
+	 * the matcher then reads them in order and compares nothing. */
+	t->tail_off = malloc((t->n_other + 1) * sizeof(*t->tail_off));
+	t->lcp = calloc(t->n_other + 1, sizeof(*t->lcp));
+	if (!t->tail_off || !t->lcp)
+		goto out;
+	t->tail_off[0] = 0;
+	for (i = 0; i < t->n_other; i++)
+		t->tail_off[i + 1] = t->tail_off[i] + (v->len[t->other[i]] - t->other_off[i]);
+	t->tail = malloc((size_t)t->tail_off[t->n_other] + 1);
+	if (t->tail == NULL)
+		goto out;
+	for (i = 0; i < t->n_other; i++) {
+		const uint8_t *s = v->bytes + v->off[t->other[i]] + t->other_off[i];
+		uint32_t n = t->tail_off[i + 1] - t->tail_off[i], k = 0;
+
+		memcpy(t->tail + t->tail_off[i], s, n);
+		if (i > 0 && t->other_cp[i] == t->other_cp[i - 1]) {
+			const uint8_t *p = t->tail + t->tail_off[i - 1];
+			uint32_t pn = t->tail_off[i] - t->tail_off[i - 1];
+
+			while (k < n && k < pn && k < UINT16_MAX && p[k] == s[k])
+				k++;
+		}
+		t->lcp[i] = (uint16_t)k;
+	}
 	rc = 0;
 out:
 	free(idx);
@@ -354,6 +383,9 @@ fail:
 	free(t->other);
 	free(t->other_cp);
 	free(t->other_off);
+	free(t->tail);
+	free(t->tail_off);
+	free(t->lcp);
 	free(t);
 	return NULL;
 }

@@ -39,6 +39,10 @@ struct gclass_table {
 	uint32_t n_other;    /* sorted by (other_cp, the bytes after the prefix),
 			      * so that a walk over them shares prefixes */
 	uint32_t max_rest;   /* the longest such tail, in bytes */
+	uint8_t *tail;       /* the tails, concatenated in that order */
+	uint32_t *tail_off;  /* (n_other + 1) where each starts */
+	uint16_t *lcp;       /* (n_other) bytes shared with the previous tail
+			      * when both have the same other_cp, else 0 */
 	struct gclass_table *next;
 };
 
