@@ -18,6 +18,7 @@
 #include "grammar_vocab.h"
 
 #define MAX_EXPAND 100000 /* expansions per code point before giving up */
+#define MAX_EXPAND_DEPTH 2000 /* nested alternatives opened at once (stack) */
 
 /* ---- small vectors and the node table -------------------------------------- */
 
@@ -136,8 +137,14 @@ void gm_expand(struct grammar_matcher *m, uint32_t pos, uint32_t parent, struct 
 		/* GE_REF: a reference in tail position pushes nothing, so
 		 * right recursion (X*) keeps the stack flat. */
 		cont = g->el[pos + 1].type == GE_END ? parent : intern(m, pos + 1, parent);
+		if (g->rule[e->val].n_alt > 1 && m->depth >= MAX_EXPAND_DEPTH) {
+			m->fault = EMBER_ERANGE; /* a chain of rules too long to open */
+			return;
+		}
+		m->depth++;
 		for (a = 0; a + 1 < g->rule[e->val].n_alt; a++)
 			gm_expand(m, g->alts[g->rule[e->val].first_alt + a], cont, out, bottom);
+		m->depth--;
 		pos = g->alts[g->rule[e->val].first_alt + a];
 		parent = cont;
 	}

@@ -55,7 +55,8 @@ struct grammar_vocab;
 struct grammar_matcher;
 
 #define GRAMMAR_KEY_DEPTH 4  /* stack frames a cached mask is keyed on */
-#define GRAMMAR_MAX_RULES 65536
+#define GRAMMAR_MAX_RULES 16384 /* bounds the checks' recursion depth too */
+#define GRAMMAR_MAX_NEST 128    /* ( groups ) inside one another */
 #define GRAMMAR_MAX_TEXT (4u << 20) /* bytes of GBNF accepted */
 
 /* Compiles GBNF `text` (`len` bytes). Returns 0 and *out (free with

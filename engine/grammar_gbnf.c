@@ -13,6 +13,7 @@
 #include "grammar_impl.h"
 
 #define MAX_REPEAT 1000 /* X{m,n}: m and n at most this */
+#define NAME_SLOTS (2 * GRAMMAR_MAX_RULES) /* a power of two, never full */
 
 struct bseq {
 	struct gelem *e;
@@ -35,6 +36,8 @@ struct builder {
 	uint32_t n_cls, cap_cls;
 	const char *p, *end;
 	int line;
+	int nest; /* open ( groups: parsing recurses on them */
+	uint32_t *names; /* (NAME_SLOTS) rule index + 1 by name hash; 0 free */
 	char *err;
 };
 
@@ -106,14 +109,29 @@ static int64_t rule_add(struct builder *b, const char *name, size_t len)
 	return b->n_r++;
 }
 
+/* The named rule, made on first mention (a reference may come before
+ * the definition). Names are hashed: a grammar of many rules must not
+ * cost quadratic time on the thread that parses requests. */
 static int64_t rule_find(struct builder *b, const char *name, size_t len)
 {
-	uint32_t i;
+	uint32_t h = 2166136261u, slot;
+	size_t i;
+	int64_t r;
 
-	for (i = 0; i < b->n_r; i++)
-		if (b->r[i].name && strlen(b->r[i].name) == len && !memcmp(b->r[i].name, name, len))
-			return i;
-	return rule_add(b, name, len);
+	if (b->names == NULL && (b->names = calloc(NAME_SLOTS, sizeof(*b->names))) == NULL)
+		return nomem(b);
+	for (i = 0; i < len; i++)
+		h = (h ^ (unsigned char)name[i]) * 16777619u;
+	for (slot = h & (NAME_SLOTS - 1); b->names[slot]; slot = (slot + 1) & (NAME_SLOTS - 1)) {
+		const char *n = b->r[b->names[slot] - 1].name;
+
+		if (strlen(n) == len && !memcmp(n, name, len))
+			return b->names[slot] - 1;
+	}
+	r = rule_add(b, name, len);
+	if (r >= 0)
+		b->names[slot] = (uint32_t)r + 1;
+	return r;
 }
 
 /* Adds an alternative to rule `ri` (a copy of `s`). */
@@ -519,12 +537,17 @@ static int parse_primary(struct builder *b, struct bseq *prim)
 		return r < 0 ? (int)r : seq_push(b, prim, GE_CHARS, (uint32_t)r);
 	}
 	case '(':
+		if (b->nest >= GRAMMAR_MAX_NEST)
+			return fail(b, "groups nested too deeply");
 		b->p++;
 		r = rule_add(b, NULL, 0);
 		if (r < 0)
 			return (int)r;
 		b->r[r].defined = 1;
-		if ((rc = parse_alternates(b, (uint32_t)r, 1)) != 0)
+		b->nest++;
+		rc = parse_alternates(b, (uint32_t)r, 1);
+		b->nest--;
+		if (rc != 0)
 			return rc;
 		if (b->p >= b->end || *b->p != ')')
 			return fail(b, "expected )");
@@ -735,6 +758,7 @@ static void builder_free(struct builder *b)
 		free(b->r[i].name);
 	}
 	free(b->r);
+	free(b->names);
 	free(b->ranges);
 	free(b->cls);
 }

@@ -49,6 +49,7 @@ struct grammar_matcher {
 	struct centry *cache; /* (ccap) open addressing on key; key 0 = free */
 	uint32_t n_cache, ccap;
 	uint32_t n_expand;
+	uint32_t depth;       /* gm_expand's recursion, bounded */
 	int fault;            /* EMBER_E* set deep inside an expansion */
 };
 

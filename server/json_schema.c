@@ -329,6 +329,7 @@ struct rx {
 	struct ctx *c;
 	const char *p, *end, *where;
 	struct jsonw *w;
+	int nest; /* open groups: parsing recurses on them */
 };
 
 static int rx_alt(struct rx *r);
@@ -450,6 +451,8 @@ static int rx_atom(struct rx *r)
 	char ch = *r->p;
 
 	if (ch == '(') {
+		if (++r->nest > 64)
+			return fail(r->c, r->where, "pattern: groups nested too deeply");
 		r->p++;
 		if (r->p < r->end && *r->p == '?') {
 			if (r->end - r->p < 2 || r->p[1] != ':')
@@ -462,6 +465,7 @@ static int rx_atom(struct rx *r)
 		if (r->p >= r->end || *r->p != ')')
 			return fail(r->c, r->where, "pattern: missing )");
 		r->p++;
+		r->nest--;
 		jsonw_raw(r->w, ") ");
 		return 0;
 	}

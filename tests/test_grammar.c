@@ -1,5 +1,6 @@
 /* test_grammar.c - GBNF compilation, matching and the token mask. */
 #include <check.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -73,6 +74,41 @@ START_TEST(gbnf_errors_name_the_problem)
 		ck_assert(g == NULL);
 		ck_assert_msg(strlen(err) > 8, "no message for %s", bad[i]);
 	}
+}
+END_TEST
+
+/* Untrusted GBNF must not exhaust the stack: deep groups are refused and
+ * a long chain of rules fails with a message when opened. */
+START_TEST(deep_nesting_is_an_error_not_a_crash)
+{
+	size_t n = 100000, i, len = 0;
+	char *text = malloc(2 * n + 64), err[EMBER_ERR_MAX] = "";
+	struct grammar *g = NULL;
+	struct grammar_matcher *m = NULL;
+
+	len += (size_t)sprintf(text, "root ::= ");
+	for (i = 0; i < n; i++)
+		text[len++] = '(';
+	text[len++] = '"';
+	text[len++] = 'a';
+	text[len++] = '"';
+	for (i = 0; i < n; i++)
+		text[len++] = ')';
+	ck_assert_int_eq(grammar_parse_gbnf(&g, text, len, err), EMBER_EINVAL);
+	ck_assert(strstr(err, "nested") != NULL);
+	/* r0 ::= r1 "x" | "y", r1 ::= r2 "x" | "y", ...: opening r0 recurses
+	 * through every rule. */
+	free(text);
+	text = malloc(16384 * 48);
+	len = (size_t)sprintf(text, "root ::= r0\n");
+	for (i = 0; i + 1 < 16000; i++)
+		len += (size_t)sprintf(text + len, "r%zu ::= r%zu \"x\" | \"y\"\n", i, i + 1);
+	len += (size_t)sprintf(text + len, "r%zu ::= \"z\"\n", i);
+	ck_assert_msg(grammar_parse_gbnf(&g, text, len, err) == 0, "%s", err);
+	ck_assert_int_eq(grammar_matcher_new(&m, g, NULL, err), EMBER_ERANGE);
+	ck_assert(m == NULL);
+	grammar_free(g);
+	free(text);
 }
 END_TEST
 
@@ -246,6 +282,7 @@ Suite *suite_grammar(void)
 
 	tcase_add_test(tc, gbnf_accepts_and_rejects_by_the_rules);
 	tcase_add_test(tc, gbnf_errors_name_the_problem);
+	tcase_add_test(tc, deep_nesting_is_an_error_not_a_crash);
 	tcase_add_loop_test(tc, mask_equals_a_token_by_token_check, 0,
 			    (int)(sizeof(MASK_GRAMMARS) / sizeof(MASK_GRAMMARS[0])));
 	tcase_add_test(tc, end_of_generation_only_when_complete_and_done_when_nothing_follows);
