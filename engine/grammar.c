@@ -18,6 +18,7 @@
 #include "grammar_vocab.h"
 
 #define MAX_EXPAND 100000 /* expansions per code point before giving up */
+#define CACHE_MAX 512 /* cached keys per matcher (at 128k: up to 8 MiB) */
 #define MAX_EXPAND_DEPTH 2000 /* nested alternatives opened at once (stack) */
 
 /* ---- small vectors and the node table -------------------------------------- */
@@ -355,6 +356,17 @@ static struct centry *cache_get(struct grammar_matcher *m, uint32_t key)
 	struct walk_sink sink = {.acc = &acc, .dep = &dep};
 	uint32_t words = ((uint32_t)m->v->n_vocab + 31) / 32, n_acc = 0, *accbits = NULL;
 
+	if (m->n_cache >= CACHE_MAX) {
+		/* Bounded repetitions make a key per position, each up to
+		 * n_vocab / 8 bytes: a long generation starts afresh rather
+		 * than grow without bound. */
+		for (i = 0; i < m->ccap; i++) {
+			free(m->cache[i].acc);
+			free(m->cache[i].dep);
+		}
+		memset(m->cache, 0, m->ccap * sizeof(*m->cache));
+		m->n_cache = 0;
+	}
 	if (2 * (m->n_cache + 1) > m->ccap) {
 		uint32_t nc = m->ccap ? m->ccap * 2 : 256;
 		struct centry *nt = calloc(nc, sizeof(*nt));

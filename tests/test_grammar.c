@@ -275,6 +275,33 @@ START_TEST(prefixes_of_invalid_utf8_are_never_allowed)
 }
 END_TEST
 
+START_TEST(a_long_bounded_repetition_outlives_the_cache)
+{
+	/* Every position of X{0,700} is its own cache key: more than the
+	 * matcher keeps, so the cache is emptied on the way. */
+	struct grammar *g = compile("root ::= [^\"]{0,700} \"\\\"\"");
+	struct grammar_vocab *v = small_vocab();
+	struct grammar_matcher *m;
+	uint32_t mask[(NV + 31) / 32];
+	int i;
+
+	ck_assert_int_eq(grammar_matcher_new(&m, g, v, NULL), 0);
+	for (i = 0; i < 700; i++) {
+		ck_assert(grammar_matcher_fill_mask(m, mask, NULL) > 0);
+		ck_assert(mask[0] >> 3 & 1);      /* "a" */
+		ck_assert(mask[0] >> 2 & 1);      /* the closing quote */
+		ck_assert_int_eq(grammar_matcher_accept(m, 3, NULL), 0);
+	}
+	ck_assert(grammar_matcher_fill_mask(m, mask, NULL) > 0);
+	ck_assert(!(mask[0] >> 3 & 1));           /* the 701st "a" */
+	ck_assert_int_eq(grammar_matcher_accept(m, 2, NULL), 0);
+	ck_assert(grammar_matcher_done(m));
+	grammar_matcher_free(m);
+	grammar_vocab_free(v);
+	grammar_free(g);
+}
+END_TEST
+
 Suite *suite_grammar(void)
 {
 	Suite *s = suite_create("grammar");
@@ -283,6 +310,7 @@ Suite *suite_grammar(void)
 	tcase_add_test(tc, gbnf_accepts_and_rejects_by_the_rules);
 	tcase_add_test(tc, gbnf_errors_name_the_problem);
 	tcase_add_test(tc, deep_nesting_is_an_error_not_a_crash);
+	tcase_add_test(tc, a_long_bounded_repetition_outlives_the_cache);
 	tcase_add_loop_test(tc, mask_equals_a_token_by_token_check, 0,
 			    (int)(sizeof(MASK_GRAMMARS) / sizeof(MASK_GRAMMARS[0])));
 	tcase_add_test(tc, end_of_generation_only_when_complete_and_done_when_nothing_follows);
