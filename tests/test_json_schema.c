@@ -152,11 +152,12 @@ START_TEST(a_fifty_property_schema_compiles_in_well_under_50_ms)
 				      i % 2 ? "integer" : "string", i % 2 ? "maximum" : "maxLength",
 				      10 + i);
 	n += (size_t)snprintf(buf + n, sizeof(buf) - n, "},\"required\":[\"p0\",\"p7\",\"p49\"]}");
-	clock_gettime(CLOCK_MONOTONIC, &t0);
+	/* Thread CPU time: the machine may be shared. */
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t0);
 	grammar_free(compile_schema(buf));
-	clock_gettime(CLOCK_MONOTONIC, &t1);
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t1);
 	ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
-	printf("json_schema: 50-property schema to a compiled grammar in %.2f ms\n", ms);
+	printf("json_schema: 50-property schema to a compiled grammar in %.2f ms CPU\n", ms);
 	/* The target is 50 ms; the bound here is loose for a loaded machine. */
 	ck_assert_msg(ms < 500.0, "took %.1f ms", ms);
 }
