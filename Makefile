@@ -81,6 +81,7 @@ LOADGEN  := $(BUILD)/loadgen
 FWDSTEP  := $(BUILD)/forward_step
 FCCMP    := $(BUILD)/fc_compare
 GEMMQ    := $(BUILD)/gemm_q
+GMASK    := $(BUILD)/grammar_mask
 # Fuzz targets: tests/fuzz/fuzz_<name>.c. replay_<name> runs the kept
 # corpus through the same code in every build (make test); fuzz_<name> is
 # the libFuzzer binary (make fuzz).
@@ -98,7 +99,7 @@ say = @printf '  %-6s %s\n' $(1) $(2);
 endif
 
 .PHONY: all bench run test unit integration asan fuzz install clean deps
-all: $(LIBEMBER) $(EMBERD) $(EMBER) $(LOADGEN) $(FWDSTEP) $(GEMMQ) $(REPLAY_BIN)
+all: $(LIBEMBER) $(EMBERD) $(EMBER) $(LOADGEN) $(FWDSTEP) $(GEMMQ) $(GMASK) $(REPLAY_BIN)
 
 # The benchmarks that need more than the build's own libraries: fc_compare
 # links XNNPACK, which nothing else uses (README, Kernels).
@@ -141,6 +142,10 @@ $(FCCMP): $(BUILD)/bench/fc_compare.o $(LIBEMBER)
 # Times the quantized GEMM on a TinyLlama layer's shapes (kernel tuning).
 $(GEMMQ): $(BUILD)/bench/gemm_q.o $(LIBEMBER)
 	$(call say,LD,$@)$(CC) $(LDFLAGS) -pthread $^ $(LIBS_ENGINE) -o $@
+
+# The grammar mask's cost per token on real vocabularies (issue 20).
+$(GMASK): $(BUILD)/bench/grammar_mask.o $(BUILD)/server/json_schema.o $(BUILD)/server/jsonw.o $(LIBEMBER)
+	$(call say,LD,$@)$(CC) $(LDFLAGS) -pthread $^ $(LIBS_TOOLS) $(LIBS_ENGINE) -o $@
 
 $(BUILD)/replay_%: $(BUILD)/tests/fuzz/fuzz_%.o $(BUILD)/tests/fuzz/replay.o $(SERVER_LIB_OBJ) $(LIBEMBER)
 	$(call say,LD,$@)$(CC) $(LDFLAGS) -pthread $^ $(LIBS_SERVER) $(LIBS_ENGINE) -o $@

@@ -23,6 +23,7 @@ void engine_job_free(struct job *j)
 	if (!j)
 		return;
 	free(j->prompt);
+	grammar_free(j->grammar);
 	for (i = 0; i < j->n_stop; i++)
 		free(j->stop[i]);
 	for (i = 0; j->msgs && i < j->n_msgs; i++) {
@@ -333,8 +334,8 @@ static int validate(const struct engine *e, const struct engine_request *req, ch
 }
 
 /* Queues a job built from `req` under the lock. */
-static int submit_locked(struct engine *e, const struct engine_request *req, uint64_t *id,
-			 char *err)
+static int submit_locked(struct engine *e, const struct engine_request *req,
+			 struct grammar **grammar, uint64_t *id, char *err)
 {
 	struct sampler_config greedy;
 	struct session *s = NULL;
@@ -356,6 +357,10 @@ static int submit_locked(struct engine *e, const struct engine_request *req, uin
 	if ((rc = job_new(e, &j, req, s ? &s->sampling : &greedy, err)) < 0)
 		return rc;
 	j->id = ++e->next_id;
+	if (grammar != NULL) {
+		j->grammar = *grammar; /* the job owns it now */
+		*grammar = NULL;
+	}
 	if (s) {
 		j->session = s;
 		s->n_jobs++;
@@ -368,15 +373,22 @@ static int submit_locked(struct engine *e, const struct engine_request *req, uin
 
 int engine_submit(struct engine *e, const struct engine_request *req, uint64_t *id, char *err)
 {
+	struct grammar *g = NULL;
 	int rc;
 
 	*id = 0;
 	if ((rc = validate(e, req, err)) < 0)
 		return rc;
+	/* Compiled here, off the lock, so that a bad grammar is an error of
+	 * the submit call (a 400 before any header is sent). */
+	if (req->grammar != NULL &&
+	    (rc = grammar_parse_gbnf(&g, req->grammar, req->grammar_len, err)) < 0)
+		return rc;
 	pthread_mutex_lock(&e->lock);
 	sessions_expire(e);
-	rc = submit_locked(e, req, id, err);
+	rc = submit_locked(e, req, &g, id, err);
 	pthread_mutex_unlock(&e->lock);
+	grammar_free(g); /* NULL unless the submit failed */
 	return rc;
 }
 
@@ -418,6 +430,18 @@ void engine_stats(struct engine *e, struct engine_stats *st)
 	pthread_mutex_unlock(&e->lock);
 }
 
+const struct grammar_vocab *engine_grammar_vocab(struct engine *e, char *err)
+{
+	struct grammar_vocab *v;
+
+	pthread_mutex_lock(&e->gvocab_lock);
+	if (e->gvocab == NULL && grammar_vocab_from_tokenizer(&e->gvocab, e->tok, err) < 0)
+		e->gvocab = NULL;
+	v = e->gvocab;
+	pthread_mutex_unlock(&e->gvocab_lock);
+	return v;
+}
+
 uint32_t engine_n_ctx(const struct engine *e)
 {
 	return e->cfg.n_ctx;
@@ -457,7 +481,7 @@ int engine_session_new(struct engine *e, const struct engine_session_opts *o, ui
 					     .add_special = o->add_special,
 					     .parse_special = o->parse_special, .session = s->id};
 
-		if ((rc = submit_locked(e, &req, &job_id, err)) < 0) {
+		if ((rc = submit_locked(e, &req, NULL, &job_id, err)) < 0) {
 			session_drop(e, s);
 			goto out;
 		}
@@ -641,6 +665,7 @@ int engine_new(struct engine **out, const struct model *m, const struct tokenize
 	e->tok = tok;
 	e->cfg = cfg ? *cfg : def;
 	pthread_mutex_init(&e->lock, NULL);
+	pthread_mutex_init(&e->gvocab_lock, NULL);
 	pthread_cond_init(&e->wake, NULL);
 	if ((rc = config_apply(&e->cfg, m, err)) < 0)
 		goto fail;
@@ -727,5 +752,7 @@ void engine_free(struct engine *e)
 	pthread_cond_destroy(&e->wake);
 	pthread_mutex_destroy(&e->lock);
 	engine_model_free(e->owned);
+	pthread_mutex_destroy(&e->gvocab_lock);
+	grammar_vocab_free(e->gvocab);
 	free(e);
 }

@@ -146,6 +146,13 @@ struct engine_request {
 	const char *const *stop;   /* [n_stop] non-empty UTF-8 strings; copied */
 	size_t n_stop;             /* <= ENGINE_MAX_STOP */
 	uint64_t session;          /* 0: none; else generate into that session */
+	/* Constrained decoding: GBNF text (grammar.h; json_schema.h compiles a
+	 * schema to it), or NULL. Compiled by engine_submit (a bad grammar is
+	 * EMBER_EINVAL with the reason in err); the output then always
+	 * matches it, ending when it is complete and the model or the grammar
+	 * stops; a dead end finishes with ENGINE_FINISH_ERROR. */
+	const char *grammar;
+	size_t grammar_len;
 	engine_text_cb on_text;    /* may be NULL */
 	engine_done_cb on_done;    /* may be NULL */
 	void *data;                /* passed to both callbacks */

@@ -21,6 +21,7 @@
 #include "detok.h"
 #include "engine.h"
 #include "compute.h"
+#include "grammar.h"
 #include "kv_pool.h"
 
 /* One submitted request, from engine_submit to on_done. Owned by the
@@ -48,6 +49,7 @@ struct job {
 	struct sampler_config sampling;
 	int32_t max_tokens;
 	struct session *session;   /* NULL, or the session it runs in */
+	struct grammar *grammar;   /* owned; NULL: unconstrained */
 	engine_text_cb on_text;
 	engine_done_cb on_done;
 	void *data;
@@ -90,6 +92,8 @@ struct seq {
 	uint32_t n_gen;
 	uint64_t admitted;         /* admission order: the oldest prefills first */
 	struct sampler *sampler;
+	struct grammar_matcher *gm; /* with a job's grammar, else NULL */
+	uint32_t *mask;            /* [(n_vocab + 31) / 32] allowed tokens, with gm */
 	struct detok detok;
 	int pending_tokens;        /* generated tokens whose text is held back */
 	double t_prefill0, t_first, t_last;
@@ -137,7 +141,15 @@ struct engine {
 	uint64_t next_id;
 	uint64_t requests_done;
 	struct worker *workers;    /* [cfg.workers] */
+	/* The vocabulary trie for grammars, built by the first worker that
+	 * needs it (engine_grammar_vocab), then read only. */
+	pthread_mutex_t gvocab_lock;
+	struct grammar_vocab *gvocab;
 };
+
+/* The engine's grammar vocabulary, built on first use (any worker). NULL
+ * on failure, with the reason in err. */
+const struct grammar_vocab *engine_grammar_vocab(struct engine *e, char *err);
 
 /* Ends a job: calls on_done with `res` (finish and counts filled in by the
  * caller), then frees it. Called without the lock. */

@@ -498,7 +498,24 @@ static int32_t draw(struct sampler *s, const struct cand *cand, int32_t n)
 	return cand[last].id;
 }
 
+/* Step 0: tokens outside the allowed set become -inf, so no later step
+ * can pick them and top_p / min_p renormalize over what is allowed. */
+static void apply_mask(struct cand *cand, int32_t n, const uint32_t *allow)
+{
+	int32_t i;
+
+	for (i = 0; i < n; i++)
+		if (!((allow[i >> 5] >> (i & 31)) & 1))
+			cand[i].v = -INFINITY;
+}
+
 int32_t sampler_sample(struct sampler *s, const float *logits, int32_t n_vocab)
+{
+	return sampler_sample_masked(s, logits, n_vocab, NULL);
+}
+
+int32_t sampler_sample_masked(struct sampler *s, const float *logits, int32_t n_vocab,
+			      const uint32_t *allow)
 {
 	const struct sampler_config *c = &s->cfg;
 	struct cand *cand = s->cand;
@@ -507,11 +524,13 @@ int32_t sampler_sample(struct sampler *s, const float *logits, int32_t n_vocab)
 
 	if (n_vocab != s->n_vocab)
 		return EMBER_EINVAL;
-	if ((c->temperature == 0.0f || c->top_k == 1) && !penalties_active(c)) {
+	if ((c->temperature == 0.0f || c->top_k == 1) && !penalties_active(c) && allow == NULL) {
 		best = argmax_logits(logits, n);
 		return best < 0 ? EMBER_ERANGE : best;
 	}
 	load_logits(cand, logits, n);
+	if (allow != NULL)
+		apply_mask(cand, n, allow);
 	if (penalties_active(c))
 		apply_penalties(s, cand);
 	if (c->temperature == 0.0f || c->top_k == 1) {

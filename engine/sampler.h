@@ -9,6 +9,7 @@
  * nothing.
  *
  * The chain, in this order (that of llama.cpp's default chain, with the
+ * optional allowed-token mask of a grammar applied first, as step 0, and
  * temperature placed before the probability cuts, as Hugging Face does, so
  * that top_p and min_p see the distribution actually sampled from):
  *   1. penalties  over the last `penalty_last_n` accepted tokens:
@@ -91,5 +92,14 @@ int sampler_accept(struct sampler *s, int32_t token);
  * (every logit is NaN or -inf after the penalties).
  */
 int32_t sampler_sample(struct sampler *s, const float *logits, int32_t n_vocab);
+
+/*
+ * The same with an allowed set applied before step 1 (a grammar's mask,
+ * grammar.h): bit (i & 31) of allow[i >> 5] set = token i may be chosen;
+ * the others count as -inf. NULL allows every token. EMBER_ERANGE if no
+ * allowed token has a finite logit.
+ */
+int32_t sampler_sample_masked(struct sampler *s, const float *logits, int32_t n_vocab,
+			      const uint32_t *allow);
 
 #endif

@@ -209,6 +209,10 @@ static void finish_seq(struct worker *w, struct seq *s, enum engine_finish finis
 
 	sampler_free(s->sampler);
 	s->sampler = NULL;
+	grammar_matcher_free(s->gm);
+	s->gm = NULL;
+	free(s->mask);
+	s->mask = NULL;
 	engine_job_finish(e, j, &res);
 }
 
@@ -286,6 +290,26 @@ static void finish_unstarted(struct worker *w, struct job *j)
 	engine_job_finish(e, j, &res);
 }
 
+/* Gives slot `s` a matcher for its job's grammar and a mask as wide as
+ * the larger of the model's and the tokenizer's vocabularies (bits past
+ * the tokenizer's stay 0: those logits can never be chosen). */
+static int start_grammar(struct engine *e, struct seq *s, char *err)
+{
+	const struct grammar_vocab *v = engine_grammar_vocab(e, err);
+	size_t n = (size_t)e->m->hp.n_vocab;
+	int rc;
+
+	if (v == NULL)
+		return EMBER_ENOMEM;
+	if ((size_t)grammar_vocab_n(v) > n)
+		n = (size_t)grammar_vocab_n(v);
+	s->mask = calloc((n + 31) / 32, sizeof(uint32_t));
+	if (s->mask == NULL)
+		return ember_seterr(err, EMBER_ENOMEM, "grammar mask: out of memory");
+	rc = grammar_matcher_new(&s->gm, s->job->grammar, v, err);
+	return rc;
+}
+
 /* Fills a just-admitted job's slot: the session's tokens, then the
  * prompt's (tokenized by the preparation thread). Without the lock: a
  * session with a job is only touched by the worker running it. On failure
@@ -334,6 +358,8 @@ static void start_seq(struct worker *w, struct seq *s)
 	rc = sampler_new(&s->sampler, &j->sampling, (int32_t)e->m->hp.n_vocab, err);
 	if (rc == 0)
 		rc = detok_init(&s->detok, (const char *const *)j->stop, j->n_stop, err);
+	if (rc == 0 && j->grammar != NULL)
+		rc = start_grammar(e, s, err);
 	if (rc < 0) {
 		finish_seq(w, s, ENGINE_FINISH_ERROR, rc, err);
 		return;
@@ -422,10 +448,28 @@ static void emit(struct worker *w, struct seq *s, const float *logits)
 		finish_seq(w, s, ENGINE_FINISH_LENGTH, 0, NULL);
 		return;
 	}
-	tok = sampler_sample(s->sampler, logits, (int32_t)e->m->hp.n_vocab);
+	if (s->gm != NULL) {
+		char err[EMBER_ERR_MAX];
+		int64_t allowed = grammar_matcher_fill_mask(s->gm, s->mask, err);
+
+		if (allowed < 0) {
+			finish_seq(w, s, ENGINE_FINISH_ERROR, (int)allowed, err);
+			return;
+		}
+	}
+	tok = sampler_sample_masked(s->sampler, logits, (int32_t)e->m->hp.n_vocab, s->mask);
 	if (tok < 0) {
 		finish_seq(w, s, ENGINE_FINISH_ERROR, tok, "no token can be sampled");
 		return;
+	}
+	if (s->gm != NULL) {
+		char err[EMBER_ERR_MAX];
+		int rc = grammar_matcher_accept(s->gm, tok, err);
+
+		if (rc < 0) {
+			finish_seq(w, s, ENGINE_FINISH_ERROR, rc, err);
+			return;
+		}
 	}
 	sampler_accept(s->sampler, tok);
 	s->t_last = clock_now_s();
@@ -464,7 +508,9 @@ static void emit(struct worker *w, struct seq *s, const float *logits)
 	}
 	st = detok_push(&s->detok, w->piece, (size_t)n, w->text, w->text_cap, &len);
 	send_text(s, w->text, len);
-	if (st == DETOK_STOP)
+	/* A grammar that cannot continue ends the output without waiting for
+	 * the model's end token. */
+	if (st == DETOK_STOP || (s->gm != NULL && grammar_matcher_done(s->gm)))
 		finish_seq(w, s, ENGINE_FINISH_STOP, 0, NULL);
 	else if (s->job->max_tokens > 0 && s->n_gen >= (uint32_t)s->job->max_tokens)
 		finish_seq(w, s, ENGINE_FINISH_LENGTH, 0, NULL);

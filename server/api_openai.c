@@ -10,6 +10,8 @@
 #include <strings.h>
 
 #include "ember.h"
+#include "grammar.h"
+#include "json_schema.h"
 
 int api_openai_check_content_type(const char *ct, struct api_error *e)
 {
@@ -178,6 +180,137 @@ static int read_stop(json_t *obj, struct gen_request *r, struct api_error *e)
 		if ((rc = dup_string(s, &r->stop[r->n_stop], e)) != 0)
 			return rc;
 		r->n_stop++;
+	}
+	return 0;
+}
+
+/* ---- structured output ------------------------------------------------ */
+
+static int structured_error(struct api_error *e, const char *param, const char *msg)
+{
+	api_error_set(e, 400, API_ERR_INVALID_REQUEST, param, "invalid_value",
+		      "'%s': %s", param, msg);
+	return -1;
+}
+
+/* A schema into r->grammar; errors name `param`. */
+static int use_schema(json_t *schema, const char *param, struct gen_request *r,
+		      struct api_error *e)
+{
+	char err[JSON_SCHEMA_ERR_MAX];
+
+	if (!json_is_object(schema) && !json_is_boolean(schema))
+		return wrong_type(e, param, "a JSON Schema object");
+	if (json_schema_to_gbnf(schema, &r->grammar, err) != 0)
+		return structured_error(e, param, err);
+	return 0;
+}
+
+static int read_response_format(json_t *rf, struct gen_request *r,
+				struct api_error *e)
+{
+	json_t *t, *js, *v;
+	const char *type;
+
+	if (!json_is_object(rf))
+		return wrong_type(e, "response_format", "an object");
+	t = json_object_get(rf, "type");
+	if (!json_is_string(t))
+		return wrong_type(e, "response_format.type", "a string");
+	type = json_string_value(t);
+	if (!strcmp(type, "text"))
+		return 0;
+	if (!strcmp(type, "json_object")) {
+		r->grammar = json_schema_any_object();
+		return r->grammar ? 0 : oom(e);
+	}
+	if (strcmp(type, "json_schema") != 0) {
+		api_error_set(e, 400, API_ERR_INVALID_REQUEST, "response_format.type",
+			      "invalid_value",
+			      "response_format type '%.64s' is not supported (text, "
+			      "json_object, json_schema are).", type);
+		return -1;
+	}
+	js = json_object_get(rf, "json_schema");
+	if (!json_is_object(js))
+		return wrong_type(e, "response_format.json_schema", "an object");
+	v = json_object_get(js, "name");
+	if (v != NULL && !json_is_string(v))
+		return wrong_type(e, "response_format.json_schema.name", "a string");
+	v = json_object_get(js, "strict");
+	if (v != NULL && !json_is_null(v) && !json_is_boolean(v))
+		return wrong_type(e, "response_format.json_schema.strict", "a boolean");
+	v = json_object_get(js, "schema");
+	if (v == NULL) {
+		api_error_set(e, 400, API_ERR_INVALID_REQUEST,
+			      "response_format.json_schema.schema",
+			      "missing_required_parameter",
+			      "Missing required parameter: "
+			      "'response_format.json_schema.schema'.");
+		return -1;
+	}
+	/* strict or not, the output is constrained: a schema is never only a
+	 * hint here. */
+	return use_schema(v, "response_format.json_schema.schema", r, e);
+}
+
+/*
+ * response_format (OpenAI), json_schema and grammar (llama.cpp's server):
+ * at most one, compiled to r->grammar. Tool calling is not implemented, so
+ * its fields are refused rather than ignored.
+ */
+static int read_structured(json_t *root, struct gen_request *r,
+			   struct api_error *e)
+{
+	static const char *const fields[] = {"response_format", "json_schema",
+					     "grammar"};
+	json_t *v, *tc;
+	const char *given = NULL;
+	size_t i;
+
+	if (field(root, "tools") || field(root, "functions") ||
+	    field(root, "function_call") ||
+	    ((tc = field(root, "tool_choice")) &&
+	     !(json_is_string(tc) && !strcmp(json_string_value(tc), "none")))) {
+		const char *f = field(root, "tools") ? "tools"
+				: field(root, "functions") ? "functions"
+				: field(root, "function_call") ? "function_call"
+				: "tool_choice";
+
+		api_error_set(e, 400, API_ERR_INVALID_REQUEST, f, "unsupported_parameter",
+			      "'%s' is not supported: this server does not implement "
+			      "tool calling.", f);
+		return -1;
+	}
+	for (i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
+		if (field(root, fields[i]) == NULL)
+			continue;
+		if (given != NULL) {
+			api_error_set(e, 400, API_ERR_INVALID_REQUEST, fields[i],
+				      "invalid_value",
+				      "'%s' and '%s' cannot be used together.", given,
+				      fields[i]);
+			return -1;
+		}
+		given = fields[i];
+	}
+	if ((v = field(root, "response_format")) != NULL)
+		return read_response_format(v, r, e);
+	if ((v = field(root, "json_schema")) != NULL)
+		return use_schema(v, "json_schema", r, e);
+	if ((v = field(root, "grammar")) != NULL) {
+		struct grammar *g = NULL;
+		char err[EMBER_ERR_MAX];
+
+		if (!json_is_string(v))
+			return wrong_type(e, "grammar", "a string (GBNF)");
+		if (json_string_length(v) == 0)
+			return 0; /* llama.cpp's clients send "" for none */
+		if (grammar_parse_gbnf(&g, json_string_value(v), json_string_length(v),
+				       err) != 0)
+			return structured_error(e, "grammar", err);
+		grammar_free(g);
+		return dup_string(v, &r->grammar, e);
 	}
 	return 0;
 }
@@ -414,7 +547,9 @@ static int parse(const char *body, size_t len, const struct api_limits *lim,
 	if ((rc = kind == GEN_CHAT ? read_messages(root, req, e)
 				   : read_prompt(root, req, e)) != 0)
 		goto fail;
-	rc = read_common(root, lim, req, e);
+	if ((rc = read_common(root, lim, req, e)) == 0 &&
+	    read_structured(root, req, e) != 0)
+		rc = EMBER_EINVAL;
 fail:
 	json_decref(root);
 	if (rc != 0)

@@ -244,6 +244,8 @@ int backend_submit(struct backend *b, const struct gen_request *req,
 	er.n_stop = req->n_stop;
 	er.stop = (const char *const *)req->stop;
 	er.session = req->session;
+	er.grammar = req->grammar;
+	er.grammar_len = req->grammar ? strlen(req->grammar) : 0;
 	er.on_text = sink->text_cb;
 	er.on_done = sink->done_cb;
 	er.data = sink->data;

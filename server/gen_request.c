@@ -25,6 +25,7 @@ void gen_request_free(struct gen_request *r)
 		free(r->messages[i].content);
 	free(r->messages);
 	free(r->prompt);
+	free(r->grammar);
 	for (i = 0; i < r->n_stop; i++)
 		free(r->stop[i]);
 	memset(r, 0, sizeof(*r));

@@ -60,6 +60,10 @@ struct gen_request {
 	size_t n_stop;
 
 	uint64_t session;             /* 0, or the backend session to extend */
+	char *grammar;                /* GBNF the output must match (from
+				       * response_format, json_schema or
+				       * grammar; checked to compile); NULL:
+				       * free text */
 
 	bool stream;                  /* answer as SSE */
 	bool include_usage;           /* stream_options.include_usage */

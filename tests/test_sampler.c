@@ -586,6 +586,40 @@ START_TEST(misuse_is_an_error_not_a_crash)
 }
 END_TEST
 
+
+START_TEST(a_mask_forbids_tokens_before_any_other_step)
+{
+	struct sampler_config c;
+	struct sampler *s;
+	float logits[70];
+	uint32_t allow[3] = {0, 0, 0};
+	int i;
+
+	for (i = 0; i < 70; i++)
+		logits[i] = (float)(70 - i); /* token 0 is the best */
+	allow[1] = 1u << 3;                 /* token 35 */
+	allow[2] = 1u << 1;                 /* token 65 */
+	sampler_config_default(&c);
+	c.temperature = 0.0f;
+	ck_assert_int_eq(sampler_new(&s, &c, 70, NULL), 0);
+	ck_assert_int_eq(sampler_sample_masked(s, logits, 70, allow), 35);
+	sampler_free(s);
+	c.temperature = 5.0f;
+	c.top_k = 40; /* would keep only tokens 0..39 without the mask */
+	ck_assert_int_eq(sampler_new(&s, &c, 70, NULL), 0);
+	for (i = 0; i < 200; i++) {
+		int32_t t = sampler_sample_masked(s, logits, 70, allow);
+
+		ck_assert(t == 35 || t == 65);
+	}
+	allow[1] = allow[2] = 0;
+	logits[0] = -INFINITY;
+	allow[0] = 1;
+	ck_assert_int_eq(sampler_sample_masked(s, logits, 70, allow), EMBER_ERANGE);
+	sampler_free(s);
+}
+END_TEST
+
 Suite *suite_sampler(void)
 {
 	Suite *s = suite_create("sampler");
@@ -607,6 +641,7 @@ Suite *suite_sampler(void)
 	tcase_add_test(tc, nan_and_minus_inf_are_never_chosen);
 	tcase_add_test(tc, validation_rejects_each_bad_value);
 	tcase_add_test(tc, misuse_is_an_error_not_a_crash);
+	tcase_add_test(tc, a_mask_forbids_tokens_before_any_other_step);
 	suite_add_tcase(s, tc);
 	return s;
 }

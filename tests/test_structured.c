@@ -1,0 +1,226 @@
+/*
+ * test_structured.c - constrained generation end to end: a JSON Schema
+ * compiled to a grammar drives the engine on the golden llama model (a
+ * random model with a real 32k SentencePiece vocabulary), sampled with
+ * many seeds at temperature 1; every output must parse and satisfy the
+ * schema. Also: a grammar that can only end finishes on its own, and a bad
+ * grammar is refused at submit.
+ */
+#include <check.h>
+#include <jansson.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "ember.h"
+#include "engine.h"
+#include "grammar.h"
+#include "json_schema.h"
+#include "kernels.h"
+#include "model.h"
+#include "tokenizer.h"
+
+#define GOLDEN "../shared/golden/llama/model-f32.gguf"
+#define N_SEEDS 300
+#define TEXT_MAX 4096
+
+static const char SCHEMA[] =
+	"{\"type\":\"object\",\"properties\":{"
+	"\"name\":{\"type\":\"string\",\"maxLength\":12},"
+	"\"age\":{\"type\":\"integer\",\"minimum\":0,\"maximum\":150},"
+	"\"tags\":{\"type\":\"array\",\"items\":{\"enum\":[\"a\",\"b\",\"c\"]},\"maxItems\":3},"
+	"\"ok\":{\"type\":\"boolean\"},"
+	"\"kind\":{\"anyOf\":[{\"const\":\"x\"},{\"type\":\"null\"}]},"
+	"\"when\":{\"type\":\"string\",\"format\":\"date\"}},"
+	"\"required\":[\"name\",\"age\",\"tags\",\"when\"]}";
+
+struct out {
+	char text[TEXT_MAX];
+	size_t len;
+	struct engine_result res;
+	int done;
+};
+
+static pthread_mutex_t LOCK = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t COND = PTHREAD_COND_INITIALIZER;
+
+static void on_text(void *data, const char *text, size_t len, int n_tokens)
+{
+	struct out *o = data;
+
+	(void)n_tokens;
+	if (o->len + len < TEXT_MAX) {
+		memcpy(o->text + o->len, text, len);
+		o->len += len;
+	}
+}
+
+static void on_done(void *data, const struct engine_result *res)
+{
+	struct out *o = data;
+
+	pthread_mutex_lock(&LOCK);
+	o->res = *res;
+	o->done = 1;
+	pthread_cond_broadcast(&COND);
+	pthread_mutex_unlock(&LOCK);
+}
+
+static void wait_all(struct out *o, int n)
+{
+	struct timespec until;
+	int i;
+
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 240;
+	pthread_mutex_lock(&LOCK);
+	for (i = 0; i < n; i++)
+		while (!o[i].done)
+			ck_assert_msg(pthread_cond_timedwait(&COND, &LOCK, &until) == 0,
+				      "generation %d never finished", i);
+	pthread_mutex_unlock(&LOCK);
+}
+
+/* The schema's rules, checked on the parsed document. */
+static void check_document(const char *text)
+{
+	json_error_t jerr;
+	json_t *d = json_loads(text, 0, &jerr), *v, *x;
+	const char *key;
+	size_t i;
+
+	ck_assert_msg(d != NULL, "does not parse: %s (%s)", text, jerr.text);
+	ck_assert(json_is_object(d));
+	json_object_foreach(d, key, v) {
+		if (!strcmp(key, "name")) {
+			ck_assert(json_is_string(v));
+			ck_assert_msg(json_string_length(v) <= 12 ||
+					      /* maxLength counts code points */
+					      strlen(json_string_value(v)) <= 48,
+				      "%s", text);
+		} else if (!strcmp(key, "age")) {
+			ck_assert_msg(json_is_integer(v) && json_integer_value(v) >= 0 &&
+					      json_integer_value(v) <= 150, "%s", text);
+		} else if (!strcmp(key, "tags")) {
+			ck_assert_msg(json_is_array(v) && json_array_size(v) <= 3, "%s", text);
+			json_array_foreach(v, i, x)
+				ck_assert_msg(json_is_string(x) && strlen(json_string_value(x)) == 1 &&
+						      strchr("abc", json_string_value(x)[0]), "%s", text);
+		} else if (!strcmp(key, "ok")) {
+			ck_assert(json_is_boolean(v));
+		} else if (!strcmp(key, "kind")) {
+			ck_assert(json_is_null(v) || (json_is_string(v) && !strcmp(json_string_value(v), "x")));
+		} else if (!strcmp(key, "when")) {
+			const char *s = json_string_value(v);
+
+			ck_assert_msg(s && strlen(s) == 10 && s[4] == '-' && s[7] == '-', "%s", text);
+		} else {
+			ck_abort_msg("extra key %s in %s", key, text);
+		}
+	}
+	ck_assert_msg(json_object_get(d, "name") && json_object_get(d, "age") &&
+			      json_object_get(d, "tags") && json_object_get(d, "when"),
+		      "a required key is missing: %s", text);
+	json_decref(d);
+}
+
+START_TEST(every_sampled_output_parses_and_fits_the_schema)
+{
+	struct model m;
+	struct tokenizer *tok = NULL;
+	struct engine *e = NULL;
+	struct engine_config cfg = {.slots = 8, .n_ctx = 512, .kv_f32 = true, .queue_max = N_SEEDS};
+	struct sampler_config sc;
+	struct grammar *g = NULL;
+	json_t *schema = json_loads(SCHEMA, 0, NULL);
+	char err[EMBER_ERR_MAX] = "", serr[JSON_SCHEMA_ERR_MAX], *gbnf = NULL;
+	struct out *o = calloc(N_SEEDS, sizeof(*o));
+	int i, stopped = 0;
+
+	kern_init();
+	ck_assert_msg(model_open(&m, GOLDEN, err) == 0, "%s", err);
+	ck_assert_msg(tokenizer_new(&tok, m.gguf, err) == 0, "%s", err);
+	ck_assert_msg(engine_new(&e, &m, tok, &cfg, err) == 0, "%s", err);
+	ck_assert_msg(json_schema_to_gbnf(schema, &gbnf, serr) == 0, "%s", serr);
+	ck_assert_int_eq(grammar_parse_gbnf(&g, gbnf, strlen(gbnf), err), 0);
+	sampler_config_default(&sc);
+	for (i = 0; i < N_SEEDS; i++) {
+		struct engine_request r = {.prompt = "Describe a person as JSON:",
+					   .prompt_len = 26, .add_special = true,
+					   .max_tokens = 400, .sampling = &sc,
+					   .grammar = gbnf, .grammar_len = strlen(gbnf),
+					   .on_text = on_text, .on_done = on_done, .data = &o[i]};
+		uint64_t id;
+
+		sc.seed = (uint64_t)i * 7919u + 1;
+		ck_assert_msg(engine_submit(e, &r, &id, err) == 0, "%s", err);
+	}
+	wait_all(o, N_SEEDS);
+	for (i = 0; i < N_SEEDS; i++) {
+		o[i].text[o[i].len] = '\0';
+		ck_assert_msg(o[i].res.finish == ENGINE_FINISH_STOP, "seed %d: finish %d (%s) after '%s'",
+			      i, (int)o[i].res.finish, o[i].res.message, o[i].text);
+		ck_assert_msg(grammar_matches(g, o[i].text, o[i].len), "seed %d: '%s'", i, o[i].text);
+		check_document(o[i].text);
+		stopped++;
+	}
+	ck_assert_int_eq(stopped, N_SEEDS);
+	engine_free(e);
+	grammar_free(g);
+	free(gbnf);
+	free(o);
+	json_decref(schema);
+	tokenizer_free(tok);
+	model_free(&m);
+}
+END_TEST
+
+START_TEST(a_finished_grammar_stops_the_output_and_a_bad_one_is_refused)
+{
+	struct model m;
+	struct tokenizer *tok = NULL;
+	struct engine *e = NULL;
+	struct engine_config cfg = {.slots = 1, .n_ctx = 256, .kv_f32 = true};
+	const char *gbnf = "root ::= \"yes\" | \"no\"";
+	struct out o = {0};
+	char err[EMBER_ERR_MAX] = "";
+	uint64_t id;
+
+	kern_init();
+	ck_assert_msg(model_open(&m, GOLDEN, err) == 0, "%s", err);
+	ck_assert_msg(tokenizer_new(&tok, m.gguf, err) == 0, "%s", err);
+	ck_assert_msg(engine_new(&e, &m, tok, &cfg, err) == 0, "%s", err);
+	{
+		struct engine_request r = {.prompt = "Answer:", .prompt_len = 7, .add_special = true,
+					   .max_tokens = 50, .grammar = gbnf,
+					   .grammar_len = strlen(gbnf), .on_text = on_text,
+					   .on_done = on_done, .data = &o};
+
+		ck_assert_msg(engine_submit(e, &r, &id, err) == 0, "%s", err);
+		wait_all(&o, 1);
+		o.text[o.len] = '\0';
+		ck_assert_int_eq(o.res.finish, ENGINE_FINISH_STOP);
+		ck_assert_msg(!strcmp(o.text, "yes") || !strcmp(o.text, "no"), "'%s'", o.text);
+		r.grammar = "root ::= undefined";
+		r.grammar_len = strlen(r.grammar);
+		ck_assert_int_eq(engine_submit(e, &r, &id, err), EMBER_EINVAL);
+		ck_assert(strstr(err, "undefined") != NULL);
+	}
+	engine_free(e);
+	tokenizer_free(tok);
+	model_free(&m);
+}
+END_TEST
+
+Suite *suite_structured(void)
+{
+	Suite *s = suite_create("structured");
+	TCase *tc = tcase_create("structured");
+
+	tcase_set_timeout(tc, 300);
+	tcase_add_test(tc, every_sampled_output_parses_and_fits_the_schema);
+	tcase_add_test(tc, a_finished_grammar_stops_the_output_and_a_bad_one_is_refused);
+	suite_add_tcase(s, tc);
+	return s;
+}
