@@ -180,6 +180,11 @@ const char *backend_model_id(const struct backend *b)
 	return b->model_id[0] ? b->model_id : NULL;
 }
 
+const char *backend_replica_id(const struct backend *b)
+{
+	return b->cfg->replica_id;
+}
+
 int64_t backend_context(const struct backend *b)
 {
 	return ready(b) ? (int64_t)engine_n_ctx(b->engine) : 0;

@@ -19,6 +19,9 @@
 #include <stdint.h>
 #include <stdio.h>
 
+/* The longest replica_id (session ids must fit the server's buffers). */
+#define CONFIG_REPLICA_ID_MAX 16
+
 enum log_level { LOG_ERROR, LOG_WARN, LOG_INFO, LOG_DEBUG };
 
 struct config {
@@ -42,6 +45,7 @@ struct config {
 	int64_t kv_cache_mb;  /* KV budget per worker, 0 = context * slots */
 	int64_t max_sessions; /* live sessions */
 	int64_t session_idle; /* seconds before an unused session is deleted */
+	char *replica_id;     /* this replica's name in session ids; NULL = none */
 	bool no_model;        /* hidden test mode: serve without a model */
 };
 
