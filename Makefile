@@ -215,7 +215,8 @@ IMAGE      ?= ember:latest
 IMAGE_BASE := debian:12-slim
 IMAGE_DIR  := $(BUILD)/image
 IMAGE_PKGS := podman runc mmdebstrap
-PODMAN      = CONTAINERS_CONF=$(abspath $(IMAGE_DIR))/containers.conf podman --runtime runc
+PODMAN_CONF = $(abspath $(IMAGE_DIR))/containers.conf
+PODMAN      = CONTAINERS_CONF=$(PODMAN_CONF) podman --runtime runc
 
 image-deps:
 	@$(MAKE) --no-print-directory deps DEB_PKGS="$(IMAGE_PKGS)"
@@ -230,10 +231,10 @@ image: image-deps
 	fi
 	$(PODMAN) build --pull=never --network=host --format docker -t $(IMAGE) .
 
-# Runs the image with a synthetic model: tests/container/test_image.sh.
+# Runs the image with a synthetic model: tests/container/test_image.py.
 image-test: image $(EMBER)
-	PODMAN="$(PODMAN)" IMAGE=$(IMAGE) EMBER=$(EMBER) IMAGE_DIR=$(IMAGE_DIR) \
-	  tests/container/test_image.sh
+	CONTAINERS_CONF=$(PODMAN_CONF) PODMAN="podman --runtime runc" IMAGE=$(IMAGE) EMBER=$(EMBER) IMAGE_DIR=$(IMAGE_DIR) \
+	  /usr/bin/python3 tests/container/test_image.py
 
 # ---- Debian packages -------------------------------------------------------
 # What the build and the tests need; installed only when missing.
