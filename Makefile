@@ -237,10 +237,11 @@ image-test: image $(EMBER)
 	  /usr/bin/python3 tests/container/test_image.py
 
 # ---- Debian packages -------------------------------------------------------
-# What the build and the tests need; installed only when missing.
+# What the build and the tests need; installed only when missing (haproxy:
+# tests/integration/test_scaleout.py runs docker/haproxy.cfg on loopback).
 DEB_PKGS := gcc g++ make pkg-config libmicrohttpd-dev libjansson-dev libuv1-dev \
 	libxnnpack-dev libpthreadpool-dev libsentencepiece-dev libpcre2-dev check \
-	libsubunit-dev curl python3 python3-numpy
+	libsubunit-dev curl python3 python3-numpy haproxy
 # The OpenAI SDK test needs node and npm: whatever is on PATH serves (e.g.
 # NodeSource's build, which bundles npm); Debian's are installed only when
 # there is none, since Debian's npm conflicts with NodeSource's nodejs.

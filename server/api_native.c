@@ -264,7 +264,8 @@ static void respond_backend_error(struct backend *b, struct http_req *req,
 				      ? "session_not_found" : "not_found",
 			      "No such %s.", param ? param : "object");
 	} else if (rc == EMBER_EFULL) {
-		api_error_set(&e, 429, API_ERR_RATE_LIMIT, NULL, "full", "%s",
+		api_error_set(&e, backend_full_status(b), API_ERR_RATE_LIMIT,
+			      NULL, "full", "%s",
 			      detail);
 		e.retry_after = 1;
 	} else if (rc == EMBER_ERANGE || rc == EMBER_EINVAL) {

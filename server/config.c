@@ -73,6 +73,10 @@ static const struct config_key keys[] = {
 	 "This replica's name behind a load balancer (letters, digits, _; up to "
 	 "16): session ids become sess-<replica_id>-N so the balancer can route "
 	 "a session to the replica that holds it; empty = sess-N."},
+	{"full_status", CFG_ENUM, "429", 0, 0, OFF(full_status), "429|503", 0,
+	 "Status when the queue or the session table is full: 429, or 503 for "
+	 "a replica behind a balancer that retries 503 on another (HAProxy "
+	 "2.6 cannot retry 429)."},
 	{"no_model", CFG_BOOL, "false", 0, 0, OFF(no_model), NULL, CFG_HIDDEN,
 	 "Test mode: serve without a model; generation answers 503."},
 };

@@ -59,7 +59,8 @@ static void error_for(struct generation *g, int code, const char *detail,
 
 	switch (code) {
 	case EMBER_EFULL:
-		api_error_set(e, 429, API_ERR_RATE_LIMIT, NULL, "queue_full",
+		api_error_set(e, backend_full_status(g->backend),
+			      API_ERR_RATE_LIMIT, NULL, "queue_full",
 			      "The server is busy: %s. Retry later.", detail);
 		e->retry_after = 1;
 		break;

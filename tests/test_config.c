@@ -210,6 +210,22 @@ START_TEST(replica_id_is_validated)
 }
 END_TEST
 
+START_TEST(full_status_is_429_or_503)
+{
+	char err[EMBER_ERR_MAX] = "";
+	struct config c;
+
+	config_init(&c);
+	ck_assert_int_eq(c.full_status, CONFIG_FULL_429);
+	ck_assert_int_eq(config_set(&c, "full_status", "503", err), 0);
+	ck_assert_int_eq(c.full_status, CONFIG_FULL_503);
+	ck_assert_int_eq(config_set(&c, "full_status", "500", err),
+			 EMBER_EINVAL);
+	ck_assert_int_eq(c.full_status, CONFIG_FULL_503);
+	config_free(&c);
+}
+END_TEST
+
 START_TEST(missing_config_file_is_an_error)
 {
 	char err[EMBER_ERR_MAX] = "";
@@ -288,6 +304,7 @@ Suite *suite_config(void)
 	tcase_add_test(tc, unknown_flags_and_bad_env_are_errors);
 	tcase_add_test(tc, a_model_is_required_unless_no_model);
 	tcase_add_test(tc, replica_id_is_validated);
+	tcase_add_test(tc, full_status_is_429_or_503);
 	tcase_add_test(tc, missing_config_file_is_an_error);
 	tcase_add_test(tc, shipped_conf_equals_generated);
 	tcase_add_test(tc, generated_conf_parses_back_to_defaults);
