@@ -223,7 +223,7 @@ image-deps:
 
 image: image-deps
 	@mkdir -p $(IMAGE_DIR)
-	@printf '[containers]\ndefault_ulimits = []\n' > $(IMAGE_DIR)/containers.conf
+	@printf '[containers]\ndefault_ulimits = []\n[engine]\nruntime = "runc"\n' > $(IMAGE_DIR)/containers.conf
 	@if ! $(PODMAN) image exists $(IMAGE_BASE); then \
 	  echo "making $(IMAGE_BASE) with mmdebstrap (once)"; \
 	  mmdebstrap --quiet --variant=minbase --format=tar bookworm $(IMAGE_DIR)/base.tar && \

@@ -201,6 +201,13 @@ def run(r1, r2, lb):
     res = [completion(lb) for _ in range(8)]
     hold.close()
     wait.close()
+    # The two streams are cancelled when their connections close; wait for
+    # that, so the sessions below find ember1 idle.
+    deadline = time.monotonic() + 10
+    while (r1.metric("ember_slots_busy"), r1.metric("ember_queue_depth")) != (0, 0) \
+            and time.monotonic() < deadline:
+        time.sleep(0.05)
+    check(r1.metric("ember_slots_busy") == 0, "ember1 idle again")
     refused = r1.statuses("/v1/completions").count(503) - before
     check(all(st == 200 and who == "ember2" for st, who, _ in res),
           f"8 completions while ember1 is full: all 200 from ember2 "
