@@ -5,6 +5,8 @@
 #   make test       install missing Debian packages, build, run every test
 #   make asan       the same tests under AddressSanitizer + UBSan (build/asan/)
 #   make install    PREFIX=/usr/local DESTDIR=
+#   make image      build the container image ember:latest (podman, as root)
+#   make image-test build it, then run it with a model and check it
 #   make clean
 #   V=1             show the full commands
 
@@ -98,7 +100,7 @@ Q := @
 say = @printf '  %-6s %s\n' $(1) $(2);
 endif
 
-.PHONY: all bench run test unit integration asan fuzz install clean deps
+.PHONY: all bench run test unit integration asan fuzz install clean deps image image-test image-deps
 all: $(LIBEMBER) $(EMBERD) $(EMBER) $(LOADGEN) $(FWDSTEP) $(GEMMQ) $(GMASK) $(REPLAY_BIN)
 
 # The benchmarks that need more than the build's own libraries: fc_compare
@@ -213,11 +215,48 @@ fuzz: deps
 	    -artifact_prefix=build/fuzz/crash-$$n- build/fuzz/corpus/$$n tests/fuzz/corpus/$$n \
 	    || exit 1; done
 
+# ---- container image -------------------------------------------------------
+# The Dockerfile built and run with Debian's podman, as root, on this kind of
+# machine: runc (crun fails on the hybrid cgroup layout here), no default
+# rlimits (podman's are refused here: containers.conf default_ulimits = []),
+# no registry: the debian:12-slim base is made with mmdebstrap and imported
+# once, then reused (a second `make image` rebuilds from podman's layer
+# cache). --format docker keeps the HEALTHCHECK (OCI images drop it).
+# podman, runc and mmdebstrap are their own list (image-deps), not part of
+# DEB_PKGS: `make test` and every CI job that does not build images stay
+# without a container stack (and the Dockerfile's build stage, which mirrors
+# DEB_PKGS, without it too).
+IMAGE      ?= ember:latest
+IMAGE_BASE := debian:12-slim
+IMAGE_DIR  := $(BUILD)/image
+IMAGE_PKGS := podman runc mmdebstrap
+PODMAN_CONF = $(abspath $(IMAGE_DIR))/containers.conf
+PODMAN      = CONTAINERS_CONF=$(PODMAN_CONF) podman --runtime runc
+
+image-deps:
+	@$(MAKE) --no-print-directory deps DEB_PKGS="$(IMAGE_PKGS)"
+
+image: image-deps
+	@mkdir -p $(IMAGE_DIR)
+	@printf '[containers]\ndefault_ulimits = []\n[engine]\nruntime = "runc"\n' > $(IMAGE_DIR)/containers.conf
+	@if ! $(PODMAN) image exists $(IMAGE_BASE); then \
+	  echo "making $(IMAGE_BASE) with mmdebstrap (once)"; \
+	  mmdebstrap --quiet --variant=minbase --format=tar bookworm $(IMAGE_DIR)/base.tar && \
+	  $(PODMAN) import $(IMAGE_DIR)/base.tar $(IMAGE_BASE) && rm -f $(IMAGE_DIR)/base.tar; \
+	fi
+	$(PODMAN) build --pull=never --network=host --format docker -t $(IMAGE) .
+
+# Runs the image with a synthetic model: tests/container/test_image.py.
+image-test: image $(EMBER)
+	CONTAINERS_CONF=$(PODMAN_CONF) PODMAN="podman --runtime runc" IMAGE=$(IMAGE) EMBER=$(EMBER) IMAGE_DIR=$(IMAGE_DIR) \
+	  /usr/bin/python3 tests/container/test_image.py
+
 # ---- Debian packages -------------------------------------------------------
-# What the build and the tests need; installed only when missing.
+# What the build and the tests need; installed only when missing (haproxy:
+# tests/integration/test_scaleout.py runs docker/haproxy.cfg on loopback).
 DEB_PKGS := gcc g++ make pkg-config libmicrohttpd-dev libjansson-dev libuv1-dev \
 	libxnnpack-dev libpthreadpool-dev libsentencepiece-dev libpcre2-dev check \
-	libsubunit-dev curl python3 python3-numpy
+	libsubunit-dev curl python3 python3-numpy haproxy
 # The OpenAI SDK test needs node and npm: whatever is on PATH serves (e.g.
 # NodeSource's build, which bundles npm); Debian's are installed only when
 # there is none, since Debian's npm conflicts with NodeSource's nodejs.

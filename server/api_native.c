@@ -2,6 +2,7 @@
  * api_native.h. */
 #include "api_native.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -117,18 +118,79 @@ out:
 	return rc;
 }
 
-int api_native_parse_session_id(const char *s, uint64_t *id)
+/* The replica part of a well-formed "sess-<replica>-N": *name and *len,
+ * or false for "sess-N" and anything malformed. */
+static bool session_replica(const char *s, const char **name, size_t *len)
+{
+	const char *dash;
+
+	if (strncmp(s, "sess-", 5) != 0)
+		return false;
+	dash = strrchr(s + 5, '-');
+	if (dash == NULL || dash == s + 5 ||
+	    (size_t)(dash - (s + 5)) > CONFIG_REPLICA_ID_MAX)
+		return false;
+	*name = s + 5;
+	*len = (size_t)(dash - (s + 5));
+	return true;
+}
+
+int api_native_parse_session_id(const char *s, const char *replica,
+				uint64_t *id)
 {
 	unsigned long long v;
+	const char *num, *name;
+	size_t len, rlen = replica ? strlen(replica) : 0;
 	char *end;
 
-	if (strncmp(s, "sess-", 5) != 0 || s[5] < '0' || s[5] > '9')
+	if (strncmp(s, "sess-", 5) != 0)
 		return EMBER_EINVAL;
-	v = strtoull(s + 5, &end, 10);
-	if (*end != '\0' || v == 0)
+	num = s + 5;
+	if (rlen > 0) {
+		if (!session_replica(s, &name, &len) || len != rlen ||
+		    memcmp(name, replica, len) != 0)
+			return EMBER_EINVAL;
+		num = name + len + 1;
+	}
+	if (*num < '0' || *num > '9')
+		return EMBER_EINVAL;
+	errno = 0;
+	v = strtoull(num, &end, 10);
+	if (*end != '\0' || v == 0 || errno == ERANGE)
 		return EMBER_EINVAL;
 	*id = (uint64_t)v;
 	return 0;
+}
+
+void api_native_session_name(const char *replica, uint64_t id, char *buf)
+{
+	if (replica != NULL && replica[0] != '\0')
+		snprintf(buf, API_SESSION_ID_MAX, "sess-%s-%" PRIu64, replica,
+			 id);
+	else
+		snprintf(buf, API_SESSION_ID_MAX, "sess-%" PRIu64, id);
+}
+
+void api_native_respond_session_not_found(struct backend *b,
+					  struct http_req *req, const char *s)
+{
+	const char *mine = backend_replica_id(b), *name;
+	struct api_error e;
+	size_t len;
+
+	if (session_replica(s, &name, &len) &&
+	    (mine == NULL || strlen(mine) != len ||
+	     memcmp(mine, name, len) != 0))
+		api_error_set(&e, 404, API_ERR_NOT_FOUND, "session",
+			      "session_not_found",
+			      "Session %s was made by replica '%.*s', not this "
+			      "one ('%s'): that replica is gone (its sessions "
+			      "with it) or the request was misrouted.",
+			      s, (int)len, name, mine ? mine : "");
+	else
+		api_error_set(&e, 404, API_ERR_NOT_FOUND, "session",
+			      "session_not_found", "No such session.");
+	http_respond_error(req, &e);
 }
 
 /* ---- tokenizer work on the thread pool --------------------------------- */
@@ -198,6 +260,10 @@ static void respond_backend_error(struct backend *b, struct http_req *req,
 				    param ? param : "object");
 	else
 		api_error_from_code(&e, rc, param, "%s", detail);
+	if (rc == EMBER_EFULL) /* full_status: HAProxy retries a 503 elsewhere */
+		e.status = backend_full_status(b);
+	if (rc == EMBER_ENOTFOUND && param != NULL && !strcmp(param, "session"))
+		snprintf(e.code, sizeof(e.code), "session_not_found");
 	http_respond_error(req, &e);
 }
 
@@ -310,7 +376,7 @@ static void respond_session(struct backend *b, struct http_req *req,
 {
 	struct engine_session_info info;
 	struct jsonw jw;
-	char name[32];
+	char name[API_SESSION_ID_MAX];
 	int rc;
 
 	rc = backend_session_info(b, id, &info);
@@ -318,7 +384,7 @@ static void respond_session(struct backend *b, struct http_req *req,
 		respond_backend_error(b, req, rc, "", "session");
 		return;
 	}
-	snprintf(name, sizeof(name), "sess-%" PRIu64, id);
+	api_native_session_name(backend_replica_id(b), id, name);
 	jsonw_init(&jw);
 	jsonw_raw(&jw, "{\"id\":");
 	jsonw_str(&jw, name);
@@ -339,9 +405,9 @@ static void respond_session(struct backend *b, struct http_req *req,
 static int session_id(struct backend *b, struct http_req *req, const char *s,
 		      uint64_t *id)
 {
-	if (api_native_parse_session_id(s, id) == 0)
+	if (api_native_parse_session_id(s, backend_replica_id(b), id) == 0)
 		return 0;
-	respond_backend_error(b, req, EMBER_ENOTFOUND, "", "session");
+	api_native_respond_session_not_found(b, req, s);
 	return EMBER_EINVAL;
 }
 

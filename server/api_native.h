@@ -45,8 +45,25 @@ int api_native_parse_tokenize(const char *body, size_t len, char **content,
 int api_native_parse_detokenize(const char *body, size_t len, int32_t **ids,
 				size_t *n, struct api_error *e);
 
-/* "sess-17" -> 17. Returns 0, or EMBER_EINVAL for anything else. */
-int api_native_parse_session_id(const char *s, uint64_t *id);
+/* Session ids name the replica that holds the session when the config
+ * sets replica_id ("sess-r1-17"), so a load balancer can route by the id
+ * with no shared store; without one they are "sess-17". `replica` is
+ * backend_replica_id() (NULL = none). */
+#define API_SESSION_ID_MAX 48 /* bytes, with the NUL */
+
+/* Parses an id of this replica: 0 and *id, or EMBER_EINVAL for anything else (an
+ * id of another replica included). */
+int api_native_parse_session_id(const char *s, const char *replica,
+				uint64_t *id);
+
+/* Writes session `id`'s name into buf[API_SESSION_ID_MAX]. */
+void api_native_session_name(const char *replica, uint64_t id, char *buf);
+
+/* 404 session_not_found for the path's id `s`; when `s` is another
+ * replica's, the message says which (that replica is gone, or the
+ * balancer misrouted it), so a client does not mistake it for expiry. */
+void api_native_respond_session_not_found(struct backend *b,
+					  struct http_req *req, const char *s);
 
 /* Answers /tokenize or /detokenize for `req` (the body is parsed here;
  * the tokenizer runs on the loop's thread pool). */

@@ -158,6 +158,16 @@ const char *backend_model_id(const struct backend *b)
 	return b->model_id[0] ? b->model_id : NULL;
 }
 
+const char *backend_replica_id(const struct backend *b)
+{
+	return b->cfg->replica_id;
+}
+
+int backend_full_status(const struct backend *b)
+{
+	return b->cfg->full_status == CONFIG_FULL_503 ? 503 : 429;
+}
+
 int64_t backend_context(const struct backend *b)
 {
 	return ready(b) ? (int64_t)engine_n_ctx(b->engine) : 0;

@@ -80,6 +80,12 @@ enum backend_status backend_status(const struct backend *b, const char **msg);
  * when none is configured. Valid as long as the backend. */
 const char *backend_model_id(const struct backend *b);
 
+/* The config's replica_id (session ids name it), or NULL when unset. */
+const char *backend_replica_id(const struct backend *b);
+
+/* The status a full queue or session table answers (config full_status). */
+int backend_full_status(const struct backend *b);
+
 /* Queues `req` for generation; on success *id names it for cancel. `req`
  * and `sink` are borrowed until sink->done_cb. Errors above. */
 int backend_submit(struct backend *b, const struct gen_request *req,

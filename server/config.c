@@ -69,6 +69,14 @@ static const struct config_key keys[] = {
 	 "Sessions (/v1/sessions) alive at once; more are refused with 429."},
 	{"session_idle", CFG_INT, "600", 1, 604800, OFF(session_idle), NULL, 0,
 	 "Seconds an unused session is kept before it is deleted."},
+	{"replica_id", CFG_STR, "", 0, 0, OFF(replica_id), NULL, 0,
+	 "This replica's name behind a load balancer (letters, digits, _; up to "
+	 "16): session ids become sess-<replica_id>-N so the balancer can route "
+	 "a session to the replica that holds it; empty = sess-N."},
+	{"full_status", CFG_ENUM, "429", 0, 0, OFF(full_status), "429|503", 0,
+	 "Status when the queue or the session table is full: 429, or 503 for "
+	 "a replica behind a balancer that retries 503 on another (HAProxy "
+	 "2.6 cannot retry 429)."},
 	{"no_model", CFG_BOOL, "false", 0, 0, OFF(no_model), NULL, CFG_HIDDEN,
 	 "Test mode: serve without a model; generation answers 503."},
 };
@@ -402,6 +410,21 @@ int config_validate(const struct config *c, char *err)
 				    "file");
 	if (c->host == NULL)
 		return ember_seterr(err, EMBER_EINVAL, "host: must not be empty");
+	if (c->replica_id != NULL) {
+		size_t i, n = strlen(c->replica_id);
+
+		/* No '-': the id's last '-' then ends the replica name. */
+		for (i = 0; i < n; i++)
+			if (!isalnum((unsigned char)c->replica_id[i]) &&
+			    c->replica_id[i] != '_')
+				break;
+		if (i < n || n > CONFIG_REPLICA_ID_MAX)
+			return ember_seterr(err, EMBER_EINVAL,
+					    "replica_id: '%s' must be 1 to %d "
+					    "letters, digits or _",
+					    c->replica_id,
+					    CONFIG_REPLICA_ID_MAX);
+	}
 	if (c->context != 0 && c->prefill_chunk > c->context)
 		return ember_seterr(err, EMBER_ERANGE,
 				    "prefill_chunk (%lld) exceeds context (%lld)",

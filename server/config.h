@@ -19,6 +19,11 @@
 #include <stdint.h>
 #include <stdio.h>
 
+/* The longest replica_id (session ids must fit the server's buffers). */
+#define CONFIG_REPLICA_ID_MAX 16
+
+enum config_full_status { CONFIG_FULL_429, CONFIG_FULL_503 };
+
 enum log_level { LOG_ERROR, LOG_WARN, LOG_INFO, LOG_DEBUG };
 
 struct config {
@@ -42,6 +47,8 @@ struct config {
 	int64_t kv_cache_mb;  /* KV budget per worker, 0 = context * slots */
 	int64_t max_sessions; /* live sessions */
 	int64_t session_idle; /* seconds before an unused session is deleted */
+	char *replica_id;     /* this replica's name in session ids; NULL = none */
+	int64_t full_status;  /* 0: 429 when full, 1: 503 (CONFIG_FULL_*) */
 	bool no_model;        /* hidden test mode: serve without a model */
 };
 

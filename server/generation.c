@@ -63,10 +63,11 @@ static void error_for(struct generation *g, int code, const char *detail,
 
 	if (code == EMBER_EBUSY)
 		api_error_not_loaded(e, st == BACKEND_LOADING);
-	else if (code == EMBER_EFULL)
+	else if (code == EMBER_EFULL) {
 		api_error_from_code(e, code, NULL,
 				    "The server is busy: %s. Retry later.", detail);
-	else if (code == EMBER_ECANCELED)
+		e->status = backend_full_status(g->backend);
+	} else if (code == EMBER_ECANCELED)
 		api_error_from_code(e, code, NULL, "The generation was cancelled "
 				    "(server shutting down).");
 	else

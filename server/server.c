@@ -205,7 +205,7 @@ static void handle_session_new(struct server *srv, struct http_req *req,
 static void handle_session_get(struct server *srv, struct http_req *req,
 			       const struct route_match *m)
 {
-	char id[32];
+	char id[API_SESSION_ID_MAX];
 
 	session_param(m, id, sizeof(id));
 	api_native_session_get(srv->backend, req, id);
@@ -214,7 +214,7 @@ static void handle_session_get(struct server *srv, struct http_req *req,
 static void handle_session_delete(struct server *srv, struct http_req *req,
 				  const struct route_match *m)
 {
-	char id[32];
+	char id[API_SESSION_ID_MAX];
 
 	session_param(m, id, sizeof(id));
 	api_native_session_delete(srv->backend, req, id);
@@ -223,7 +223,7 @@ static void handle_session_delete(struct server *srv, struct http_req *req,
 static void handle_session_clone(struct server *srv, struct http_req *req,
 				 const struct route_match *m)
 {
-	char id[32];
+	char id[API_SESSION_ID_MAX];
 
 	session_param(m, id, sizeof(id));
 	api_native_session_clone(srv->backend, req, id);
@@ -232,15 +232,13 @@ static void handle_session_clone(struct server *srv, struct http_req *req,
 static void handle_session_generate(struct server *srv, struct http_req *req,
 				    const struct route_match *m)
 {
-	struct api_error e;
 	uint64_t sid;
-	char id[32];
+	char id[API_SESSION_ID_MAX];
 
 	session_param(m, id, sizeof(id));
-	if (api_native_parse_session_id(id, &sid) != 0) {
-		api_error_set(&e, 404, API_ERR_NOT_FOUND, "session",
-			      "not_found", "No such session.");
-		http_respond_error(req, &e);
+	if (api_native_parse_session_id(id, backend_replica_id(srv->backend),
+					&sid) != 0) {
+		api_native_respond_session_not_found(srv->backend, req, id);
 		return;
 	}
 	start_generation(srv, req, GEN_COMPLETION, API_FMT_NATIVE, sid);

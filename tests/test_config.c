@@ -179,6 +179,53 @@ START_TEST(a_model_is_required_unless_no_model)
 }
 END_TEST
 
+START_TEST(replica_id_is_validated)
+{
+	char err[EMBER_ERR_MAX] = "";
+	char *envp[] = {NULL};
+	char *good[] = {"emberd", "--no-model", "--replica_id=r_2", NULL};
+	char *dash[] = {"emberd", "--no-model", "--replica_id=r-2", NULL};
+	char *slash[] = {"emberd", "--no-model", "--replica_id=a/b", NULL};
+	char *lng[] = {"emberd", "--no-model",
+		       "--replica_id=abcdefghijklmnopq", NULL};
+	struct config c;
+
+	config_init(&c);
+	ck_assert_ptr_null(c.replica_id);
+	ck_assert_int_eq(config_load(&c, 3, good, envp, err), 0);
+	ck_assert_str_eq(c.replica_id, "r_2");
+	config_free(&c);
+	/* '-' would make "sess-<replica>-N" ambiguous; '/' would break the
+	 * balancer's path match; 17 characters do not fit the id buffers. */
+	config_init(&c);
+	ck_assert_int_eq(config_load(&c, 3, dash, envp, err), EMBER_EINVAL);
+	ck_assert_msg(strstr(err, "replica_id") != NULL, "%s", err);
+	config_free(&c);
+	config_init(&c);
+	ck_assert_int_eq(config_load(&c, 3, slash, envp, err), EMBER_EINVAL);
+	config_free(&c);
+	config_init(&c);
+	ck_assert_int_eq(config_load(&c, 3, lng, envp, err), EMBER_EINVAL);
+	config_free(&c);
+}
+END_TEST
+
+START_TEST(full_status_is_429_or_503)
+{
+	char err[EMBER_ERR_MAX] = "";
+	struct config c;
+
+	config_init(&c);
+	ck_assert_int_eq(c.full_status, CONFIG_FULL_429);
+	ck_assert_int_eq(config_set(&c, "full_status", "503", err), 0);
+	ck_assert_int_eq(c.full_status, CONFIG_FULL_503);
+	ck_assert_int_eq(config_set(&c, "full_status", "500", err),
+			 EMBER_EINVAL);
+	ck_assert_int_eq(c.full_status, CONFIG_FULL_503);
+	config_free(&c);
+}
+END_TEST
+
 START_TEST(missing_config_file_is_an_error)
 {
 	char err[EMBER_ERR_MAX] = "";
@@ -256,6 +303,8 @@ Suite *suite_config(void)
 	tcase_add_test(tc, precedence_is_defaults_file_env_flags);
 	tcase_add_test(tc, unknown_flags_and_bad_env_are_errors);
 	tcase_add_test(tc, a_model_is_required_unless_no_model);
+	tcase_add_test(tc, replica_id_is_validated);
+	tcase_add_test(tc, full_status_is_429_or_503);
 	tcase_add_test(tc, missing_config_file_is_an_error);
 	tcase_add_test(tc, shipped_conf_equals_generated);
 	tcase_add_test(tc, generated_conf_parses_back_to_defaults);
