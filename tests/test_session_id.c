@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "api_native.h"
+#include "ember.h"
 
 START_TEST(plain_ids_without_a_replica)
 {
@@ -18,15 +19,15 @@ START_TEST(plain_ids_without_a_replica)
 	api_native_session_name("", 3, buf);
 	ck_assert_str_eq(buf, "sess-3");
 	/* Malformed, zero, overflowing, or another replica's. */
-	ck_assert_int_eq(api_native_parse_session_id("sess-0", NULL, &id), -1);
-	ck_assert_int_eq(api_native_parse_session_id("sess-", NULL, &id), -1);
-	ck_assert_int_eq(api_native_parse_session_id("sess-1x", NULL, &id), -1);
-	ck_assert_int_eq(api_native_parse_session_id("sess--1", NULL, &id), -1);
-	ck_assert_int_eq(api_native_parse_session_id("ses-1", NULL, &id), -1);
+	ck_assert_int_eq(api_native_parse_session_id("sess-0", NULL, &id), EMBER_EINVAL);
+	ck_assert_int_eq(api_native_parse_session_id("sess-", NULL, &id), EMBER_EINVAL);
+	ck_assert_int_eq(api_native_parse_session_id("sess-1x", NULL, &id), EMBER_EINVAL);
+	ck_assert_int_eq(api_native_parse_session_id("sess--1", NULL, &id), EMBER_EINVAL);
+	ck_assert_int_eq(api_native_parse_session_id("ses-1", NULL, &id), EMBER_EINVAL);
 	ck_assert_int_eq(api_native_parse_session_id(
-				 "sess-99999999999999999999999", NULL, &id), -1);
+				 "sess-99999999999999999999999", NULL, &id), EMBER_EINVAL);
 	ck_assert_int_eq(api_native_parse_session_id("sess-r1-4", NULL, &id),
-			 -1);
+			 EMBER_EINVAL);
 }
 END_TEST
 
@@ -40,13 +41,13 @@ START_TEST(replica_ids_name_their_replica)
 	ck_assert_int_eq(api_native_parse_session_id(buf, "r1", &id), 0);
 	ck_assert_uint_eq(id, 42);
 	/* Another replica's id, a prefix of ours, or one without a name. */
-	ck_assert_int_eq(api_native_parse_session_id(buf, "r2", &id), -1);
-	ck_assert_int_eq(api_native_parse_session_id(buf, "r", &id), -1);
-	ck_assert_int_eq(api_native_parse_session_id(buf, "r11", &id), -1);
-	ck_assert_int_eq(api_native_parse_session_id("sess-42", "r1", &id), -1);
-	ck_assert_int_eq(api_native_parse_session_id("sess-r1-", "r1", &id), -1);
+	ck_assert_int_eq(api_native_parse_session_id(buf, "r2", &id), EMBER_EINVAL);
+	ck_assert_int_eq(api_native_parse_session_id(buf, "r", &id), EMBER_EINVAL);
+	ck_assert_int_eq(api_native_parse_session_id(buf, "r11", &id), EMBER_EINVAL);
+	ck_assert_int_eq(api_native_parse_session_id("sess-42", "r1", &id), EMBER_EINVAL);
+	ck_assert_int_eq(api_native_parse_session_id("sess-r1-", "r1", &id), EMBER_EINVAL);
 	ck_assert_int_eq(api_native_parse_session_id("sess-r1-0", "r1", &id),
-			 -1);
+			 EMBER_EINVAL);
 	/* The longest name and the largest id fit the buffer. */
 	api_native_session_name("abcdefghijklmnop", UINT64_MAX, buf);
 	ck_assert_int_eq(api_native_parse_session_id(buf, "abcdefghijklmnop",
