@@ -73,6 +73,39 @@ struct jnode {
 	int line;
 };
 
+/* ---- lexer and parser (jinja_lex.c, jinja_parse.c) ---- */
+
+enum jtok {
+	TK_END, TK_TEXT, TK_COMMENT, TK_OSTMT, TK_CSTMT, TK_OEXPR, TK_CEXPR,
+	TK_NAME, TK_STR, TK_INT, TK_FLOAT, TK_OP,
+};
+
+struct tok {
+	uint8_t type;
+	const char *s; /* TEXT, NAME, STR: the text; OP: the operator */
+	size_t n;
+	int64_t i;
+	double f;
+	int line;
+};
+
+struct parser {
+	struct jarena *ar;
+	struct tok *t;
+	size_t nt, cap, pos;
+	int depth;
+	char *err;
+	int failed;
+};
+
+/* Records "line N: <fmt with %.*s of arg, n>" in p->err (first error only)
+ * and marks the parse failed. Returns EMBER_EFORMAT. */
+int jparse_fail(struct parser *p, int line, const char *fmt, const char *arg, size_t n);
+/* The template text after Hugging Face's whitespace rules, in p's arena. */
+char *jlex_preprocess(struct jarena *ar, const char *src, size_t len, size_t *out_len);
+/* Tokens of `s` into p->t, ending with TK_END. 0 or a negative error. */
+int jlex_run(struct parser *p, const char *s, size_t len);
+
 /* Parses `src` into a statement list in `ar`. Returns the list head (NULL
  * for an empty template) and 0, or EMBER_EFORMAT with "line N: ..." in err. */
 int jinja_parse_tree(struct jarena *ar, const char *src, size_t len, struct jnode **out, char *err);

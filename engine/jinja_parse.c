@@ -1,9 +1,7 @@
 /*
- * jinja_parse.c - Jinja template text to a tree (jinja_impl.h).
+ * jinja_parse.c - Jinja tokens (jinja_lex.c) to a tree (jinja_impl.h).
  *
- * Three passes: the whitespace rules Hugging Face applies (one trailing
- * newline dropped, lstrip_blocks, trim_blocks), a lexer to tokens, and a
- * recursive-descent parser whose precedence follows Jinja's own (filters and
+ * A recursive-descent parser whose precedence follows Jinja's own (filters and
  * `is` tests bind tighter than arithmetic: `x|length - 1` is `(x|length) - 1`).
  * Recursion is bounded by JINJA_DEPTH_MAX so a hostile template cannot
  * exhaust the stack.
@@ -14,266 +12,6 @@
 
 #include "ember.h"
 #include "jinja_impl.h"
-
-enum jtok {
-	TK_END, TK_TEXT, TK_COMMENT, TK_OSTMT, TK_CSTMT, TK_OEXPR, TK_CEXPR,
-	TK_NAME, TK_STR, TK_INT, TK_FLOAT, TK_OP,
-};
-
-struct tok {
-	uint8_t type;
-	const char *s; /* TEXT, NAME, STR: the text; OP: the operator */
-	size_t n;
-	int64_t i;
-	double f;
-	int line;
-};
-
-struct parser {
-	struct jarena *ar;
-	struct tok *t;
-	size_t nt, cap, pos;
-	int depth;
-	char *err;
-	int failed;
-};
-
-static int is_space(char c)
-{
-	return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
-}
-
-static int p_fail(struct parser *p, int line, const char *fmt, const char *arg, size_t n)
-{
-	if (!p->failed && p->err) {
-		char what[96];
-		snprintf(what, sizeof(what), fmt, (int)(n > 40 ? 40 : n), arg ? arg : "");
-		snprintf(p->err, EMBER_ERR_MAX, "line %d: %s", line, what);
-	}
-	p->failed = 1;
-	return EMBER_EFORMAT;
-}
-
-/* ---- preprocessing: the reference's lstrip_blocks and trim_blocks ---- */
-
-static char *preprocess(struct jarena *ar, const char *src, size_t len, size_t *out_len)
-{
-	char *a = jarena_alloc(ar, len + 1), *b = jarena_alloc(ar, len + 1);
-	size_t n = 0, m = 0;
-
-	if (!a || !b)
-		return NULL;
-	if (len && src[len - 1] == '\n')
-		len--;
-	/* lstrip_blocks: spaces and tabs from a line's start to "{%" or "{#". */
-	for (size_t i = 0; i < len;) {
-		if (i == 0 || src[i - 1] == '\n') {
-			size_t j = i;
-			while (j < len && (src[j] == ' ' || src[j] == '\t'))
-				j++;
-			if (j + 1 < len && src[j] == '{' && (src[j + 1] == '%' || src[j + 1] == '#' || src[j + 1] == '-'))
-				i = j;
-		}
-		a[n++] = src[i++];
-	}
-	/* trim_blocks: the newline right after "%}", "#}" (and "-}"). */
-	for (size_t i = 0; i < n; i++) {
-		b[m++] = a[i];
-		if (a[i] == '}' && i > 0 && (a[i - 1] == '%' || a[i - 1] == '#' || a[i - 1] == '-') && i + 1 < n &&
-		    a[i + 1] == '\n')
-			i++;
-	}
-	b[m] = '\0';
-	*out_len = m;
-	return b;
-}
-
-/* ---- lexer ---- */
-
-static int lx_push(struct parser *p, struct tok t)
-{
-	if (p->nt == p->cap) {
-		size_t cap = p->cap ? p->cap * 2 : 256;
-		struct tok *nt = jarena_alloc(p->ar, cap * sizeof(*nt));
-		if (!nt)
-			return EMBER_ENOMEM;
-		if (p->nt)
-			memcpy(nt, p->t, p->nt * sizeof(*nt));
-		p->t = nt;
-		p->cap = cap;
-	}
-	p->t[p->nt++] = t;
-	return 0;
-}
-
-/* "{%-" / "{{-" / "{#-": the text before loses its trailing whitespace. */
-static void lx_strip_prev(struct parser *p)
-{
-	if (p->nt && p->t[p->nt - 1].type == TK_TEXT) {
-		struct tok *t = &p->t[p->nt - 1];
-		while (t->n && is_space(t->s[t->n - 1]))
-			t->n--;
-		if (t->n == 0)
-			p->nt--;
-	}
-}
-
-static int lx_string(struct parser *p, const char *s, size_t len, size_t *i, int line)
-{
-	char q = s[(*i)++];
-	char *out = jarena_alloc(p->ar, len - *i + 1);
-	size_t n = 0;
-
-	if (!out)
-		return EMBER_ENOMEM;
-	while (*i < len && s[*i] != q) {
-		char c = s[(*i)++];
-		if (c == '\\') {
-			if (*i >= len)
-				break;
-			char e = s[(*i)++];
-			const char *from = "ntrbf\\'\"", *to = "\n\t\r\b\f\\'\"";
-			const char *hit = strchr(from, e);
-			if (!e || !hit)
-				return p_fail(p, line, "unknown escape \\%.*s in a string", &s[*i - 1], 1);
-			c = to[hit - from];
-		}
-		out[n++] = c;
-	}
-	if (*i >= len)
-		return p_fail(p, line, "unterminated string%.*s", "", 0);
-	(*i)++;
-	return lx_push(p, (struct tok){.type = TK_STR, .s = out, .n = n, .line = line});
-}
-
-static const char *const lx_ops[] = {"//", "**", "==", "!=", "<=", ">=", "(", ")", "[", "]", "{", "}", ",",
-				     ".", ":", "|", "~", "+", "-", "*", "/", "%", "<", ">", "=", NULL};
-
-/* One tag's inside, from after its opener to its closer. */
-static int lx_tag(struct parser *p, const char *s, size_t len, size_t *ip, int *line, int is_expr)
-{
-	size_t i = *ip;
-	int braces = 0, rc;
-
-	for (;;) {
-		while (i < len && is_space(s[i]))
-			*line += s[i++] == '\n';
-		if (i >= len)
-			return p_fail(p, *line, "unclosed tag%.*s", "", 0);
-		char c = s[i];
-		int strip = c == '-' && i + 2 < len && s[i + 2] == '}' && (s[i + 1] == '%' || s[i + 1] == '}');
-		if (strip || ((c == '%' || (c == '}' && braces == 0 && is_expr)) && i + 1 < len && s[i + 1] == '}')) {
-			if (strip)
-				i++;
-			if ((s[i] == '%') != !is_expr)
-				return p_fail(p, *line, "mismatched tag closer%.*s", "", 0);
-			i += 2;
-			if (strip)
-				while (i < len && is_space(s[i]))
-					*line += s[i++] == '\n';
-			*ip = i;
-			return lx_push(p, (struct tok){.type = is_expr ? TK_CEXPR : TK_CSTMT, .line = *line});
-		}
-		if (c == '\'' || c == '"') {
-			if ((rc = lx_string(p, s, len, &i, *line)) < 0)
-				return rc;
-			continue;
-		}
-		if (c >= '0' && c <= '9') {
-			struct tok t = {.type = TK_INT, .line = *line};
-			size_t j = i;
-			while (j < len && s[j] >= '0' && s[j] <= '9')
-				j++;
-			int after_dot = p->nt && p->t[p->nt - 1].type == TK_OP && p->t[p->nt - 1].s[0] == '.';
-			if (!after_dot && j + 1 < len && s[j] == '.' && s[j + 1] >= '0' && s[j + 1] <= '9') {
-				j++;
-				while (j < len && s[j] >= '0' && s[j] <= '9')
-					j++;
-				t.type = TK_FLOAT;
-			}
-			char num[64];
-			if (j - i >= sizeof(num))
-				return p_fail(p, *line, "number too long%.*s", "", 0);
-			memcpy(num, s + i, j - i);
-			num[j - i] = '\0';
-			if (t.type == TK_FLOAT)
-				t.f = strtod(num, NULL);
-			else
-				t.i = strtoll(num, NULL, 10);
-			i = j;
-			if ((rc = lx_push(p, t)) < 0)
-				return rc;
-			continue;
-		}
-		if (c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')) {
-			size_t j = i;
-			while (j < len && (s[j] == '_' || (s[j] >= 'a' && s[j] <= 'z') || (s[j] >= 'A' && s[j] <= 'Z') ||
-					   (s[j] >= '0' && s[j] <= '9')))
-				j++;
-			if ((rc = lx_push(p, (struct tok){.type = TK_NAME, .s = s + i, .n = j - i, .line = *line})) < 0)
-				return rc;
-			i = j;
-			continue;
-		}
-		size_t k;
-		for (k = 0; lx_ops[k]; k++) {
-			size_t on = strlen(lx_ops[k]);
-			if (i + on <= len && memcmp(s + i, lx_ops[k], on) == 0)
-				break;
-		}
-		if (!lx_ops[k])
-			return p_fail(p, *line, "unexpected character '%.*s'", s + i, 1);
-		braces += lx_ops[k][0] == '{';
-		braces -= lx_ops[k][0] == '}';
-		if ((rc = lx_push(p, (struct tok){.type = TK_OP, .s = lx_ops[k], .n = strlen(lx_ops[k]),
-						  .line = *line})) < 0)
-			return rc;
-		i += strlen(lx_ops[k]);
-	}
-}
-
-static int lx_run(struct parser *p, const char *s, size_t len)
-{
-	size_t i = 0;
-	int line = 1, rc;
-
-	while (i < len) {
-		size_t j = i;
-		while (j < len && !(s[j] == '{' && j + 1 < len && (s[j + 1] == '%' || s[j + 1] == '{' || s[j + 1] == '#')))
-			j++;
-		if (j > i) {
-			if ((rc = lx_push(p, (struct tok){.type = TK_TEXT, .s = s + i, .n = j - i, .line = line})) < 0)
-				return rc;
-			for (; i < j; i++)
-				line += s[i] == '\n';
-			continue;
-		}
-		char kind = s[i + 1];
-		int strip = i + 2 < len && s[i + 2] == '-';
-		i += 2 + (size_t)strip;
-		if (strip)
-			lx_strip_prev(p);
-		if (kind == '#') {
-			size_t k = i;
-			while (k + 1 < len && !(s[k] == '#' && s[k + 1] == '}'))
-				line += s[k++] == '\n';
-			if (k + 1 >= len)
-				return p_fail(p, line, "unclosed comment%.*s", "", 0);
-			i = k + 2;
-			if (k > 0 && s[k - 1] == '-')
-				while (i < len && is_space(s[i]))
-					line += s[i++] == '\n';
-			if ((rc = lx_push(p, (struct tok){.type = TK_COMMENT, .line = line})) < 0)
-				return rc;
-			continue;
-		}
-		if ((rc = lx_push(p, (struct tok){.type = kind == '%' ? TK_OSTMT : TK_OEXPR, .line = line})) < 0)
-			return rc;
-		if ((rc = lx_tag(p, s, len, &i, &line, kind == '{')) < 0)
-			return rc;
-	}
-	return lx_push(p, (struct tok){.type = TK_END, .line = line});
-}
 
 /* ---- parser helpers ---- */
 
@@ -314,7 +52,7 @@ static int expect_op(struct parser *p, const char *op)
 {
 	if (accept_op(p, op))
 		return 0;
-	return p_fail(p, pk(p)->line, "expected '%.*s'", op, strlen(op));
+	return jparse_fail(p, pk(p)->line, "expected '%.*s'", op, strlen(op));
 }
 
 static struct jnode *mk(struct parser *p, int kind)
@@ -379,7 +117,7 @@ static struct jnode *p_primary(struct parser *p)
 		while (pk(p)->type == TK_STR) {
 			char *cat = jarena_alloc(p->ar, n->n + pk(p)->n + 1);
 			if (!cat) {
-				p_fail(p, t->line, "template too large%.*s", "", 0);
+				jparse_fail(p, t->line, "template too large%.*s", "", 0);
 				return NULL;
 			}
 			memcpy(cat, n->s, n->n);
@@ -458,7 +196,7 @@ static struct jnode *p_primary(struct parser *p)
 		}
 		return n;
 	}
-	p_fail(p, t->line, "unexpected %.*s", t->type == TK_OP ? t->s : "token", t->type == TK_OP ? t->n : 5);
+	jparse_fail(p, t->line, "unexpected %.*s", t->type == TK_OP ? t->s : "token", t->type == TK_OP ? t->n : 5);
 	return NULL;
 }
 
@@ -495,7 +233,7 @@ static struct jnode *p_postfix(struct parser *p, struct jnode *n)
 		struct jnode *m;
 		if (accept_op(p, ".")) {
 			if (pk(p)->type != TK_NAME && pk(p)->type != TK_INT) {
-				p_fail(p, pk(p)->line, "expected a name after '.'%.*s", "", 0);
+				jparse_fail(p, pk(p)->line, "expected a name after '.'%.*s", "", 0);
 				return NULL;
 			}
 			if (!(m = mk(p, pk(p)->type == TK_NAME ? JN_ATTR : JN_INDEX)))
@@ -552,7 +290,7 @@ static struct jnode *p_filters(struct parser *p, struct jnode *n)
 		if (!is_filter)
 			m->neg = (uint8_t)accept_word(p, "not");
 		if (pk(p)->type != TK_NAME) {
-			p_fail(p, pk(p)->line, "expected a filter or test name%.*s", "", 0);
+			jparse_fail(p, pk(p)->line, "expected a filter or test name%.*s", "", 0);
 			return NULL;
 		}
 		m->a = n;
@@ -579,7 +317,7 @@ static struct jnode *p_unary(struct parser *p)
 		n->op = is_op(p, "-") ? JOP_NEG : JOP_POS;
 		p->pos++;
 		if (++p->depth > JINJA_DEPTH_MAX) {
-			p_fail(p, pk(p)->line, "expression nested too deeply%.*s", "", 0);
+			jparse_fail(p, pk(p)->line, "expression nested too deeply%.*s", "", 0);
 			return NULL;
 		}
 		n->a = p_unary(p);
@@ -645,7 +383,7 @@ static struct jnode *p_not(struct parser *p)
 		n->op = JOP_NOT;
 		p->pos++;
 		if (++p->depth > JINJA_DEPTH_MAX) {
-			p_fail(p, pk(p)->line, "expression nested too deeply%.*s", "", 0);
+			jparse_fail(p, pk(p)->line, "expression nested too deeply%.*s", "", 0);
 			return NULL;
 		}
 		n->a = p_not(p);
@@ -677,7 +415,7 @@ static struct jnode *p_expr(struct parser *p, int no_cond)
 	struct jnode *n;
 
 	if (++p->depth > JINJA_DEPTH_MAX) {
-		p_fail(p, pk(p)->line, "expression nested too deeply%.*s", "", 0);
+		jparse_fail(p, pk(p)->line, "expression nested too deeply%.*s", "", 0);
 		return NULL;
 	}
 	n = p_logic(p, 1);
@@ -705,7 +443,7 @@ static int expect_close(struct parser *p)
 		p->pos++;
 		return 0;
 	}
-	return p_fail(p, pk(p)->line, "expected '%%}'%.*s", "", 0);
+	return jparse_fail(p, pk(p)->line, "expected '%%}'%.*s", "", 0);
 }
 
 static struct jnode *p_body(struct parser *p, const char *const *ends, const char **which);
@@ -714,7 +452,7 @@ static struct jnode *p_name(struct parser *p, int kind)
 {
 	struct jnode *n;
 	if (pk(p)->type != TK_NAME) {
-		p_fail(p, pk(p)->line, "expected a name%.*s", "", 0);
+		jparse_fail(p, pk(p)->line, "expected a name%.*s", "", 0);
 		return NULL;
 	}
 	if (!(n = mk(p, kind)))
@@ -765,7 +503,7 @@ static struct jnode *p_for(struct parser *p)
 		tail = &(*tail)->next;
 	} while (accept_op(p, ","));
 	if (!accept_word(p, "in")) {
-		p_fail(p, pk(p)->line, "expected 'in'%.*s", "", 0);
+		jparse_fail(p, pk(p)->line, "expected 'in'%.*s", "", 0);
 		return NULL;
 	}
 	if (!(n->a = p_expr(p, 1)))
@@ -832,7 +570,7 @@ static struct jnode *p_macro(struct parser *p)
 	n->list = p_args(p, ")");
 	for (struct jnode *a = n->list; a && !p->failed; a = a->next)
 		if (a->kind != JN_NAME && a->kind != JN_KWARG)
-			p_fail(p, a->line, "bad macro parameter%.*s", "", 0);
+			jparse_fail(p, a->line, "bad macro parameter%.*s", "", 0);
 	if (p->failed || expect_close(p) < 0)
 		return NULL;
 	n->b = p_body(p, ends, &which);
@@ -880,7 +618,7 @@ static struct jnode *p_statement(struct parser *p, const struct tok *name)
 		return n && expect_close(p) == 0 ? n : NULL;
 	}
 #undef IS
-	p_fail(p, name->line, "unknown or unexpected tag '%.*s'", name->s, name->n);
+	jparse_fail(p, name->line, "unknown or unexpected tag '%.*s'", name->s, name->n);
 	return NULL;
 }
 
@@ -889,7 +627,7 @@ static struct jnode *p_body(struct parser *p, const char *const *ends, const cha
 	struct jnode *head = NULL, **tail = &head, *n;
 
 	if (++p->depth > JINJA_DEPTH_MAX) {
-		p_fail(p, pk(p)->line, "blocks nested too deeply%.*s", "", 0);
+		jparse_fail(p, pk(p)->line, "blocks nested too deeply%.*s", "", 0);
 		return NULL;
 	}
 	while (!p->failed) {
@@ -897,7 +635,7 @@ static struct jnode *p_body(struct parser *p, const char *const *ends, const cha
 		n = NULL;
 		if (t->type == TK_END) {
 			if (ends)
-				p_fail(p, t->line, "missing {%% %.*s %%}", ends[0], strlen(ends[0]));
+				jparse_fail(p, t->line, "missing {%% %.*s %%}", ends[0], strlen(ends[0]));
 			break;
 		}
 		p->pos++;
@@ -910,7 +648,7 @@ static struct jnode *p_body(struct parser *p, const char *const *ends, const cha
 			}
 		} else if (t->type == TK_OEXPR) {
 			if ((n = mk(p, JS_OUTPUT)) && (n->a = p_expr(p, 0)) && pk(p)->type != TK_CEXPR)
-				p_fail(p, pk(p)->line, "expected '}}'%.*s", "", 0);
+				jparse_fail(p, pk(p)->line, "expected '}}'%.*s", "", 0);
 			p->pos++;
 		} else if (t->type == TK_OSTMT && pk(p)->type == TK_NAME) {
 			struct tok *name = pk(p);
@@ -924,7 +662,7 @@ static struct jnode *p_body(struct parser *p, const char *const *ends, const cha
 			p->pos++;
 			n = p_statement(p, name);
 		} else {
-			p_fail(p, t->line, "unexpected token%.*s", "", 0);
+			jparse_fail(p, t->line, "unexpected token%.*s", "", 0);
 		}
 		if (!n)
 			break;
@@ -939,7 +677,7 @@ int jinja_parse_tree(struct jarena *ar, const char *src, size_t len, struct jnod
 {
 	struct parser p = {.ar = ar, .err = err};
 	size_t n;
-	const char *s = preprocess(ar, src, len, &n);
+	const char *s = jlex_preprocess(ar, src, len, &n);
 	int rc;
 
 	*out = NULL;
@@ -948,7 +686,7 @@ int jinja_parse_tree(struct jarena *ar, const char *src, size_t len, struct jnod
 			snprintf(err, EMBER_ERR_MAX, "template too large");
 		return EMBER_ENOMEM;
 	}
-	if ((rc = lx_run(&p, s, n)) < 0) {
+	if ((rc = jlex_run(&p, s, n)) < 0) {
 		if (rc == EMBER_ENOMEM && err)
 			snprintf(err, EMBER_ERR_MAX, "template too large");
 		return rc == EMBER_ENOMEM ? rc : EMBER_EFORMAT;
