@@ -295,11 +295,64 @@ static int read_role(json_t *v, const char *param, enum gen_role *role,
 		*role = GEN_ROLE_USER;
 	else if (!strcmp(s, "assistant"))
 		*role = GEN_ROLE_ASSISTANT;
+	else if (!strcmp(s, "tool"))
+		*role = GEN_ROLE_TOOL;
 	else
 		return bad(e, param,
-			   "'%s' must be system, developer, user or assistant%s.",
-			   "");
+			   "'%s' must be system, developer, user, assistant "
+			   "or tool%s.", "");
 	return 0;
+}
+
+/* A JSON value as compact text the chat template reads (tools, tool calls). */
+static int dump_json(json_t *v, char **out, struct api_error *e)
+{
+	*out = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+	return *out == NULL ? oom(e) : 0;
+}
+
+/* An assistant's tool_calls (an array, kept as JSON text) and a tool
+ * message's tool_call_id. */
+static int read_tool_fields(json_t *m, size_t i, struct gen_message *msg,
+			    struct api_error *e)
+{
+	json_t *calls = json_object_get(m, "tool_calls");
+	json_t *id = json_object_get(m, "tool_call_id");
+	char param[64];
+
+	if (calls != NULL && !json_is_null(calls)) {
+		snprintf(param, sizeof(param), "messages[%zu].tool_calls", i);
+		if (!json_is_array(calls))
+			return wrong_type(e, param, "an array");
+		if (msg->role != GEN_ROLE_ASSISTANT)
+			return bad(e, param, "'%s' is allowed on assistant "
+				   "messages only%s.", "");
+		if (dump_json(calls, &msg->tool_calls, e) != 0)
+			return -1;
+	}
+	if (id != NULL && !json_is_null(id)) {
+		snprintf(param, sizeof(param), "messages[%zu].tool_call_id", i);
+		if (!json_is_string(id))
+			return wrong_type(e, param, "a string");
+		if (dup_string(id, &msg->tool_call_id, e) != 0)
+			return -1;
+	}
+	return 0;
+}
+
+/* "tools": an array of tool definitions, handed to the chat template. */
+static int read_tools(json_t *root, struct gen_request *r,
+		      struct api_error *e)
+{
+	json_t *v = field(root, "tools");
+
+	if (v == NULL || json_is_null(v))
+		return 0;
+	if (!json_is_array(v))
+		return wrong_type(e, "tools", "an array");
+	if (json_array_size(v) == 0)
+		return 0;
+	return dump_json(v, &r->tools, e);
 }
 
 static int read_messages(json_t *root, struct gen_request *r,
@@ -331,14 +384,19 @@ static int read_messages(json_t *root, struct gen_request *r,
 		snprintf(param, sizeof(param), "messages[%zu].role", i);
 		if (read_role(json_object_get(m, "role"), param, &msg->role, e))
 			return -1;
+		r->n_messages++; /* from here gen_request_free frees it */
+		if (read_tool_fields(m, i, msg, e) != 0)
+			return -1;
 		snprintf(param, sizeof(param), "messages[%zu].content", i);
 		c = json_object_get(m, "content");
+		/* null content is an assistant turn that only calls tools */
+		if ((c == NULL || json_is_null(c)) && msg->tool_calls != NULL)
+			continue;
 		if (c == NULL || json_is_null(c))
 			return wrong_type(e, param,
 					  "a string or an array of text parts");
 		if (read_content(c, param, &msg->content, e) != 0)
 			return -1;
-		r->n_messages++;
 	}
 	return 0;
 }
@@ -403,7 +461,7 @@ static int parse(const char *body, size_t len, const struct api_limits *lim,
 	root = api_openai_decode_object(body, len, e);
 	if (root == NULL)
 		goto fail;
-	if (kind == GEN_CHAT ? read_messages(root, req, e)
+	if (kind == GEN_CHAT ? read_messages(root, req, e) || read_tools(root, req, e)
 			     : read_prompt(root, req, e))
 		goto fail;
 	if (read_common(root, lim, req, e) != 0)

@@ -30,6 +30,7 @@
 #include "chat.h"
 #include "detok.h"
 #include "engine.h"
+#include "jinja.h"
 #include "kernels.h"
 #include "model.h"
 #include "tokenizer.h"
@@ -48,6 +49,8 @@ struct backend {
 	struct tokenizer *tok;
 	struct engine *engine;
 	struct chat_style chat;      /* what chat requests render with */
+	char *template_src;          /* --chat-template-file's text, or NULL */
+	size_t template_len;
 };
 
 /* "/models/TinyLlama-Q8_0.gguf" -> "TinyLlama-Q8_0" */
@@ -92,6 +95,11 @@ static void *loader_main(void *arg)
 	    tokenizer_new(&b->tok, b->model.gguf, err) != 0)
 		goto fail;
 	chat_style_init(&b->chat, b->template_choice, b->model.gguf, b->tok);
+	if (b->chat.warning[0])
+		fprintf(stderr, "emberd: warning: %s\n", b->chat.warning);
+	if (b->template_src != NULL &&
+	    chat_style_set_template(&b->chat, b->template_src, b->template_len, err) != 0)
+		goto fail;
 	if (engine_new(&b->engine, &b->model, b->tok, &ec, err) != 0)
 		goto fail;
 	atomic_store(&b->status, BACKEND_READY);
@@ -100,6 +108,42 @@ fail:
 	snprintf(b->message, sizeof(b->message), "%s", err);
 	atomic_store(&b->status, BACKEND_FAILED);
 	return NULL;
+}
+
+/* Reads and test-parses --chat-template-file at start-up, so a bad file is
+ * an error now rather than a surprise at the first request. */
+static int backend_read_template(struct backend *b, const char *path, char *err)
+{
+	FILE *f = fopen(path, "rb");
+	struct jinja_template *t;
+	char why[EMBER_ERR_MAX] = "";
+	long size;
+
+	if (f == NULL)
+		return ember_seterr(err, EMBER_EIO, "chat_template_file %s: %s", path, strerror(errno));
+	if (fseek(f, 0, SEEK_END) != 0 || (size = ftell(f)) < 0 || size > (16L << 20) ||
+	    fseek(f, 0, SEEK_SET) != 0) {
+		fclose(f);
+		return ember_seterr(err, EMBER_EIO, "chat_template_file %s: unreadable or over 16 MiB", path);
+	}
+	b->template_src = malloc((size_t)size + 1);
+	if (b->template_src == NULL || fread(b->template_src, 1, (size_t)size, f) != (size_t)size) {
+		fclose(f);
+		free(b->template_src);
+		b->template_src = NULL;
+		return ember_seterr(err, EMBER_EIO, "chat_template_file %s: read failed", path);
+	}
+	fclose(f);
+	b->template_src[size] = '\0';
+	b->template_len = (size_t)size;
+	t = jinja_parse(b->template_src, b->template_len, why);
+	if (t == NULL) {
+		free(b->template_src);
+		b->template_src = NULL;
+		return ember_seterr(err, EMBER_EINVAL, "chat_template_file %s: %s", path, why);
+	}
+	jinja_free(t);
+	return 0;
 }
 
 int backend_new(const struct config *cfg, struct metrics *metrics,
@@ -123,6 +167,7 @@ int backend_new(const struct config *cfg, struct metrics *metrics,
 	t = tname == NULL || tname[0] == '\0' ? CHAT_TEMPLATE_AUTO
 					      : chat_template_from_name(tname);
 	if (t < 0) {
+		free(b->template_src);
 		free(b);
 		return ember_seterr(err, EMBER_EINVAL,
 				    "chat_template '%s': not auto, chatml, "
@@ -130,11 +175,18 @@ int backend_new(const struct config *cfg, struct metrics *metrics,
 				    "or falcon", tname);
 	}
 	b->template_choice = (enum chat_template)t;
+	if (cfg->chat_template_file != NULL && cfg->chat_template_file[0] != '\0' &&
+	    backend_read_template(b, cfg->chat_template_file, err) != 0) {
+		free(b->template_src);
+		free(b);
+		return EMBER_EINVAL;
+	}
 	/* A missing file is worth failing at start-up for, not a 503 later. */
 	f = fopen(cfg->model, "rb");
 	if (f == NULL) {
 		int e = errno;
 
+		free(b->template_src);
 		free(b);
 		return ember_seterr(err, EMBER_EIO, "model %s: %s", cfg->model,
 				    strerror(e));
@@ -143,6 +195,7 @@ int backend_new(const struct config *cfg, struct metrics *metrics,
 	model_id_from_path(cfg->model, b->model_id, sizeof(b->model_id));
 	atomic_store(&b->status, BACKEND_LOADING);
 	if (pthread_create(&b->loader, NULL, loader_main, b) != 0) {
+		free(b->template_src);
 		free(b);
 		return ember_seterr(err, EMBER_ENOMEM, "cannot start the loader");
 	}
@@ -158,6 +211,8 @@ void backend_free(struct backend *b)
 	if (b->loader_started)
 		pthread_join(b->loader, NULL);
 	engine_free(b->engine);
+	chat_style_free(&b->chat);
+	free(b->template_src);
 	tokenizer_free(b->tok);
 	model_free(&b->model);
 	free(b);
@@ -242,6 +297,12 @@ static void on_done(void *data, const struct engine_result *er)
 static int render_chat(const struct backend *b, const struct gen_request *req,
 		       char **out, size_t *len, char *err)
 {
+	return backend_apply_template(b, req, out, len, err);
+}
+
+int backend_apply_template(const struct backend *b, const struct gen_request *req,
+			   char **out, size_t *len, char *err)
+{
 	struct chat_msg stackmsgs[8] = {{0}}, *msgs = stackmsgs;
 	size_t i;
 	int rc;
@@ -254,8 +315,15 @@ static int render_chat(const struct backend *b, const struct gen_request *req,
 	for (i = 0; i < req->n_messages; i++) {
 		msgs[i].role = gen_role_name(req->messages[i].role);
 		msgs[i].content = req->messages[i].content;
+		msgs[i].tool_calls = req->messages[i].tool_calls;
+		msgs[i].tool_call_id = req->messages[i].tool_call_id;
 	}
-	rc = chat_style_render(&b->chat, msgs, req->n_messages, out, len, err);
+	if (!ready(b)) {
+		rc = ember_seterr(err, EMBER_EBUSY, "model not loaded");
+		goto done;
+	}
+	rc = chat_render(&b->chat, msgs, req->n_messages, req->tools, 1, out, len, err);
+done:
 	if (msgs != stackmsgs)
 		free(msgs);
 	return rc;

@@ -30,11 +30,15 @@ enum gen_role {
 	GEN_ROLE_SYSTEM,     /* also OpenAI's "developer" */
 	GEN_ROLE_USER,
 	GEN_ROLE_ASSISTANT,
+	GEN_ROLE_TOOL,       /* a tool's result (needs the model's own template) */
 };
 
 struct gen_message {
 	enum gen_role role;
-	char *content;  /* text parts joined with "\n"; may be "" */
+	char *content;      /* text parts joined with "\n"; may be ""; NULL only
+	                     * for an assistant turn with tool_calls */
+	char *tool_calls;   /* NULL, or the assistant's tool_calls array as JSON text */
+	char *tool_call_id; /* NULL, or the call a tool message answers */
 };
 
 struct gen_request {
@@ -44,6 +48,7 @@ struct gen_request {
 	struct gen_message *messages; /* GEN_CHAT: [n_messages], n_messages >= 1 */
 	size_t n_messages;
 	char *prompt;                 /* GEN_COMPLETION: non-NULL, may be "" */
+	char *tools;                  /* GEN_CHAT: NULL, or the tools array as JSON text */
 
 	int32_t max_tokens;           /* 1 .. config max_tokens (default: that) */
 	float temperature;            /* [0, 2], default 1; 0 = greedy */

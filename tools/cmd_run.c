@@ -143,15 +143,18 @@ static int run_render_chat(struct run_args *a, const struct model *m, const stru
 	int rc;
 
 	chat_style_init(&a->style, CHAT_TEMPLATE_AUTO, m->gguf, tok);
+	if (a->style.warning[0])
+		fprintf(stderr, "warning: %s\n", a->style.warning);
 	if (a->system)
-		msgs[n++] = (struct chat_msg){"system", a->system};
-	msgs[n++] = (struct chat_msg){"user", a->prompt};
+		msgs[n++] = (struct chat_msg){.role = "system", .content = a->system};
+	msgs[n++] = (struct chat_msg){.role = "user", .content = a->prompt};
 	rc = chat_style_render(&a->style, msgs, n, out, &len, err);
 	if (rc < 0)
 		return rc;
 	for (i = 0; i < a->style.n_stops && a->n_stops < DETOK_MAX_STOPS; i++)
 		a->stops[a->n_stops++] = a->style.stops[i];
-	fprintf(stderr, "[chat template: %s]\n", chat_template_name(a->style.family));
+	fprintf(stderr, "[chat template: %s]\n",
+		a->style.jinja ? "the model's own (Jinja)" : chat_template_name(a->style.family));
 	return 0;
 }
 
@@ -265,6 +268,7 @@ fail:
 	if (rc != 0)
 		fprintf(stderr, "ember run: %s\n", err[0] ? err : "failed");
 	free(chat_text);
+	chat_style_free(&a.style);
 	free(ids);
 	free(logits);
 	sampler_free(s);
