@@ -284,7 +284,7 @@ int tokenizer_new(struct tokenizer **out, const struct gguf *g, char *err)
 		goto fail;
 	if (gguf_str_eq(model, "llama")) {
 		rc = tokenizer_spm_init(t, g, err);
-	} else if (gguf_str_eq(model, "gpt2")) {
+	} else if (gguf_str_eq(model, "gpt2") || gguf_str_eq(model, "gemma4")) {
 		rc = tokenizer_bpe_init(t, g, err);
 	} else {
 		rc = ember_seterr(err, EMBER_EUNSUPPORTED, "tokenizer.ggml.model \"%.*s\" not supported",

@@ -90,6 +90,26 @@ START_TEST(bpe_falcon_vectors_exact_through_front)
 }
 END_TEST
 
+START_TEST(bpe_llama3_vectors_exact_through_front)
+{
+	check_vectors("ggml-vocab-llama-bpe.gguf");
+}
+END_TEST
+
+START_TEST(bpe_qwen2_vectors_exact_through_front)
+{
+	check_vectors("ggml-vocab-qwen2.gguf");
+}
+END_TEST
+
+/* "gemma4": SentencePiece-style BPE (spaces as U+2581, raw UTF-8 merges,
+ * <0xAB> byte fallback); refused as unsupported before. */
+START_TEST(bpe_gemma4_vectors_exact_through_front)
+{
+	check_vectors("ggml-vocab-gemma-4.gguf");
+}
+END_TEST
+
 START_TEST(bpe_adds_no_bos_and_parses_specials_when_asked)
 {
 	char err[EMBER_ERR_MAX] = "";
@@ -123,6 +143,9 @@ Suite *suite_tokenizer(void)
 	tcase_add_test(tc, spm_phi3_vectors_exact_through_front);
 	tcase_add_test(tc, bpe_gpt2_vectors_exact_through_front);
 	tcase_add_test(tc, bpe_falcon_vectors_exact_through_front);
+	tcase_add_test(tc, bpe_llama3_vectors_exact_through_front);
+	tcase_add_test(tc, bpe_qwen2_vectors_exact_through_front);
+	tcase_add_test(tc, bpe_gemma4_vectors_exact_through_front);
 	tcase_add_test(tc, bpe_adds_no_bos_and_parses_specials_when_asked);
 	suite_add_tcase(s, tc);
 	return s;
