@@ -110,6 +110,34 @@ START_TEST(bpe_gemma4_vectors_exact_through_front)
 }
 END_TEST
 
+/* A single piece with the leading SentencePiece space, decoded into a
+ * buffer of exactly the size asked for (as /detokenize does): the space is
+ * dropped without cutting the piece ("Helll" before). */
+START_TEST(decode_of_one_leading_space_piece_fits_its_size)
+{
+	char err[EMBER_ERR_MAX] = "", buf[16];
+	struct gguf g = {0};
+	struct tokenizer *t = NULL;
+	int32_t ids[4];
+	int64_t n, need;
+
+	ck_assert_msg(gguf_open(&g, VEC_DIR "ggml-vocab-llama-spm.gguf", err) == 0, "%s", err);
+	ck_assert_msg(tokenizer_new(&t, &g, err) == 0, "%s", err);
+	n = tokenizer_encode(t, "Hello", 5, 0, 0, ids, 4);
+	ck_assert_int_eq(n, 1); /* "▁Hello" */
+	need = tokenizer_decode(t, ids, 1, 0, NULL, 0);
+	ck_assert_int_eq(need, 5);
+	memset(buf, 'x', sizeof(buf));
+	ck_assert_int_eq(tokenizer_decode(t, ids, 1, 0, buf, (size_t)need), 5);
+	ck_assert_int_eq(memcmp(buf, "Hellox", 6), 0);
+	memset(buf, 'x', sizeof(buf));
+	ck_assert_int_eq(tokenizer_decode(t, ids, 1, 0, buf, 3), 5);
+	ck_assert_int_eq(memcmp(buf, "Helx", 4), 0);
+	tokenizer_free(t);
+	gguf_close(&g);
+}
+END_TEST
+
 START_TEST(bpe_adds_no_bos_and_parses_specials_when_asked)
 {
 	char err[EMBER_ERR_MAX] = "";
@@ -146,6 +174,7 @@ Suite *suite_tokenizer(void)
 	tcase_add_test(tc, bpe_llama3_vectors_exact_through_front);
 	tcase_add_test(tc, bpe_qwen2_vectors_exact_through_front);
 	tcase_add_test(tc, bpe_gemma4_vectors_exact_through_front);
+	tcase_add_test(tc, decode_of_one_leading_space_piece_fits_its_size);
 	tcase_add_test(tc, bpe_adds_no_bos_and_parses_specials_when_asked);
 	suite_add_tcase(s, tc);
 	return s;
