@@ -40,14 +40,20 @@ static int convert_dir(const char *dir, const char *out, char *err)
 	return convert_run(&o, err);
 }
 
-static void link_file(const char *dir, const char *name)
+static void link_from(const char *arch, const char *dir, const char *name)
 {
-	char base[PATH_MAX], src[PATH_MAX + 256], dst[PATH_MAX];
+	char base[PATH_MAX], src[PATH_MAX + 256], dst[PATH_MAX], from[64];
 
-	ck_assert_ptr_nonnull(realpath(GOLDEN "/llama/hf", base));
+	snprintf(from, sizeof(from), GOLDEN "/%s/hf", arch);
+	ck_assert_ptr_nonnull(realpath(from, base));
 	snprintf(src, sizeof(src), "%s/%s", base, name);
 	snprintf(dst, sizeof(dst), "%s/%s", dir, name);
 	ck_assert_int_eq(symlink(src, dst), 0);
+}
+
+static void link_file(const char *dir, const char *name)
+{
+	link_from("llama", dir, name);
 }
 
 struct merge {
@@ -200,6 +206,56 @@ START_TEST(llama2_tokenizer_json_alone_tokenizes_like_tokenizer_model)
 }
 END_TEST
 
+/* An added token marked "special": false is user-defined text, matched in
+ * plain text even without special parsing (Hugging Face's rule), not a
+ * control token; "<|...|>" names made it control before. */
+START_TEST(non_special_added_tokens_stay_text)
+{
+	char err[EMBER_ERR_MAX] = "", dir[128], out[128], path[256];
+	static const char *const links[] = {"config.json", "model.safetensors", "tokenizer_config.json",
+					    "generation_config.json"};
+	const char *text = "x<|fim_prefix|>y";
+	struct gguf g = {0};
+	struct tokenizer *t = NULL;
+	const struct gguf_kv *types;
+	json_error_t je;
+	json_t *tj;
+	double ty;
+	int32_t ids[16];
+	int64_t n, i, found = 0;
+
+	strcpy(tmp, "/tmp/ember-hftok-XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(tmp));
+	snprintf(dir, sizeof(dir), "%s/hf", tmp);
+	ck_assert_int_eq(mkdir(dir, 0755), 0);
+	for (size_t k = 0; k < sizeof(links) / sizeof(links[0]); k++)
+		link_from("qwen2", dir, links[k]);
+	tj = json_load_file(GOLDEN "/qwen2/hf/tokenizer.json", 0, &je);
+	ck_assert_ptr_nonnull(tj);
+	json_array_append_new(json_object_get(tj, "added_tokens"),
+			      json_pack("{s:i,s:s,s:b}", "id", 1000, "content", "<|fim_prefix|>", "special", 0));
+	snprintf(path, sizeof(path), "%s/tokenizer.json", dir);
+	ck_assert_int_eq(json_dump_file(tj, path, 0), 0);
+	json_decref(tj);
+	snprintf(out, sizeof(out), "%s/q.gguf", tmp);
+	ck_assert_msg(convert_dir(dir, out, err) == 0, "%s", err);
+	ck_assert_int_eq(gguf_open(&g, out, err), 0);
+	types = gguf_find_kv(&g, "tokenizer.ggml.token_type");
+	ck_assert_ptr_nonnull(types);
+	ck_assert_int_eq(gguf_arr_num(types, 1000, &ty), 0);
+	ck_assert_msg(ty == 4, "type %g, want 4 (user-defined)", ty);
+	ck_assert_msg(tokenizer_new(&t, &g, err) == 0, "%s", err);
+	n = tokenizer_encode(t, text, strlen(text), 0, 0, ids, 16);
+	for (i = 0; i < n; i++)
+		found |= ids[i] == 1000;
+	ck_assert_msg(found, "the non-special added token is matched in plain text");
+	tokenizer_free(t);
+	gguf_close(&g);
+	snprintf(path, sizeof(path), "rm -rf '%s'", tmp);
+	ck_assert_int_eq(system(path), 0);
+}
+END_TEST
+
 Suite *suite_hf_tokenizer(void)
 {
 	Suite *s = suite_create("hf_tokenizer");
@@ -207,6 +263,7 @@ Suite *suite_hf_tokenizer(void)
 
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, llama2_tokenizer_json_alone_tokenizes_like_tokenizer_model);
+	tcase_add_test(tc, non_special_added_tokens_stay_text);
 	suite_add_tcase(s, tc);
 	return s;
 }

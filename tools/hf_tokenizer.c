@@ -144,21 +144,6 @@ static int pad_vocab(struct hf_tokenizer *tk, int32_t type, float score)
 	return 0;
 }
 
-/* Tokens llama.cpp treats as control even when not marked special. */
-static int looks_special(const char *s)
-{
-	size_t n = strlen(s);
-
-	if (strcmp(s, "<pad>") == 0 || strcmp(s, "<mask>") == 0 || strcmp(s, "<2mass>") == 0 ||
-	    strcmp(s, "[@BOS@]") == 0)
-		return 1;
-	if (n >= 4 && strncmp(s, "<|", 2) == 0 && strcmp(s + n - 2, "|>") == 0)
-		return 1;
-	if (n >= 8 && strncmp(s, "<\xef\xbd\x9c", 4) == 0 && strcmp(s + n - 4, "\xef\xbd\x9c>") == 0)
-		return 1; /* <｜...｜> */
-	return strncmp(s, "<unused", 7) == 0 && n > 7 && s[n - 1] == '>';
-}
-
 /* Text of a non-special added token with SentencePiece's "▁" as a space
  * (llama.cpp pre-normalises user-defined tokens). */
 static int set_user_token(struct hf_tokenizer *tk, uint32_t id, const char *s)
@@ -519,7 +504,7 @@ static int load_bpe(struct hf_tokenizer *tk, json_t *tj, uint32_t n_vocab, const
 
 		if (content == NULL || id < 0 || (uint64_t)id >= n_vocab)
 			continue;
-		if (json_is_true(json_object_get(v, "special")) || looks_special(content)) {
+		if (json_is_true(json_object_get(v, "special"))) { /* the flag decides, as above */
 			rc = set_token(tk, (uint32_t)id, content, strlen(content));
 			tk->types[id] = TT_CONTROL;
 		} else {
