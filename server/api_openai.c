@@ -141,8 +141,16 @@ static int oom(struct api_error *e)
 	return -1;
 }
 
+/* A JSON string as a C string. "\u0000" is valid JSON but would silently
+ * cut a C string short: refused here, where the length is not carried
+ * (the prompt carries it; see read_prompt). */
 static int dup_string(json_t *v, char **out, struct api_error *e)
 {
+	if (strlen(json_string_value(v)) != json_string_length(v)) {
+		api_error_set(e, 400, API_ERR_INVALID_REQUEST, NULL, "invalid_value",
+			      "A NUL character (\\u0000) is supported in 'prompt' only.");
+		return -1;
+	}
 	*out = strdup(json_string_value(v));
 	return *out ? 0 : oom(e);
 }
@@ -418,7 +426,13 @@ static int read_prompt(json_t *root, struct gen_request *r,
 	if (!json_is_string(v))
 		return wrong_type(e, "prompt",
 				  "a string or an array of one string");
-	return dup_string(v, &r->prompt, e);
+	/* may hold NUL ("\u0000" is an ordinary character): copied by length */
+	r->prompt_len = json_string_length(v);
+	r->prompt = malloc(r->prompt_len + 1);
+	if (r->prompt == NULL)
+		return oom(e);
+	memcpy(r->prompt, json_string_value(v), r->prompt_len + 1);
+	return 0;
 }
 
 json_t *api_openai_decode_object(const char *body, size_t len, struct api_error *e)
@@ -432,7 +446,7 @@ json_t *api_openai_decode_object(const char *body, size_t len, struct api_error 
 			      "JSON nests deeper than %d levels.", API_MAX_DEPTH);
 		return NULL;
 	}
-	root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);
+	root = json_loadb(body, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &jerr);
 	if (root == NULL) {
 		api_error_set(e, 400, API_ERR_INVALID_REQUEST, NULL,
 			      "invalid_json",

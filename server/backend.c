@@ -380,7 +380,7 @@ int backend_submit(struct backend *b, const struct gen_request *req,
 		er.prompt = prompt;
 	} else {
 		er.prompt = req->prompt;
-		len = strlen(req->prompt);
+		len = req->prompt_len;
 	}
 	sampler_config_default(&sc);
 	sc.temperature = req->temperature;
@@ -429,19 +429,34 @@ int backend_tokenize(struct backend *b, const char *text, size_t len,
 	*n = 0;
 	if (!ready(b))
 		return ember_seterr(err, EMBER_EBUSY, "model not loaded");
-	need = tokenizer_encode(b->tok, text, len, add_special, parse_special,
-				NULL, 0);
-	if (need < 0)
-		return ember_seterr(err, (int)need, "tokenize: %s",
-				    ember_strerror((int)need));
-	buf = malloc(((size_t)need + 1) * sizeof(*buf));
+	/* One pass: a token covers at least one byte but for the few the
+	 * tokenizer adds (BOS, EOS, a space prefix), so len + 16 ids almost
+	 * always suffice; a second pass only when they do not. */
+	if (len > SIZE_MAX / sizeof(*buf) - 16)
+		return ember_seterr(err, EMBER_ERANGE, "tokenize: text too long");
+	buf = malloc((len + 16) * sizeof(*buf));
 	if (buf == NULL)
 		return ember_seterr(err, EMBER_ENOMEM, "tokens");
-	got = tokenizer_encode(b->tok, text, len, add_special, parse_special,
-			       buf, (size_t)need);
-	if (got != need) {
+	need = tokenizer_encode(b->tok, text, len, add_special, parse_special,
+				buf, len + 16);
+	if (need < 0) {
 		free(buf);
-		return ember_seterr(err, EMBER_EIO, "tokenize: unstable count");
+		return ember_seterr(err, (int)need, "tokenize: %s",
+				    ember_strerror((int)need));
+	}
+	if ((size_t)need > len + 16) {
+		int32_t *nb = realloc(buf, (size_t)need * sizeof(*buf));
+		if (nb == NULL) {
+			free(buf);
+			return ember_seterr(err, EMBER_ENOMEM, "tokens");
+		}
+		buf = nb;
+		got = tokenizer_encode(b->tok, text, len, add_special, parse_special,
+				       buf, (size_t)need);
+		if (got != need) {
+			free(buf);
+			return ember_seterr(err, EMBER_EIO, "tokenize: unstable count");
+		}
 	}
 	*ids = buf;
 	*n = (size_t)need;

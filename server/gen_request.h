@@ -5,7 +5,8 @@
  * libmicrohttpd types appear here, so engine code can consume it.
  *
  * Every field is validated before the engine sees it: ranges hold as
- * documented below, strings are valid UTF-8 without NUL bytes, n_stop <= 4.
+ * documented below, strings are valid UTF-8 without NUL bytes (but the prompt, which
+ * carries its length), n_stop <= 4.
  *
  * Ownership: the struct owns every string and the messages array;
  * gen_request_free() releases them. Threads: built on the loop thread;
@@ -48,6 +49,7 @@ struct gen_request {
 	struct gen_message *messages; /* GEN_CHAT: [n_messages], n_messages >= 1 */
 	size_t n_messages;
 	char *prompt;                 /* GEN_COMPLETION: non-NULL, may be "" */
+	size_t prompt_len;            /* its bytes: it may hold NUL ("\u0000") */
 	char *tools;                  /* GEN_CHAT: NULL, or the tools array as JSON text */
 
 	int32_t max_tokens;           /* 1 .. config max_tokens (default: that) */
