@@ -243,6 +243,25 @@ static int build_proto(const struct tokenizer *t, const uint8_t *dup, uint8_t **
  * (a parser merges repeated embedded messages, the last scalar wins). */
 static const uint8_t no_dummy_prefix[] = {(3 << 3) | PB_LEN, 2, (3 << 3) | PB_VARINT, 0};
 
+/* 1 if piece p (len bytes) is `text` with each " " written as "▁". */
+static int same_but_spaces(const char *p, size_t len, struct gguf_str text)
+{
+	size_t i = 0, j = 0;
+
+	while (i < len && j < text.len) {
+		if (text.ptr[j] == ' ' && len - i >= 3 && memcmp(p + i, "\xe2\x96\x81", 3) == 0) {
+			i += 3;
+			j++;
+		} else if (p[i] == text.ptr[j]) {
+			i++;
+			j++;
+		} else {
+			return 0;
+		}
+	}
+	return i == len && j == text.len;
+}
+
 /* Loads the original model bytes when the file has them (TOK_KEY_SPM_MODEL);
  * `own_prefix`: with the model's dummy prefix turned off (we add it). */
 static int load_native(const struct tokenizer *t, const struct gguf_kv *kv, int own_prefix,
@@ -270,14 +289,29 @@ static int load_native(const struct tokenizer *t, const struct gguf_kv *kv, int 
 	free(proto);
 	if (rc != 0)
 		return rc;
-	if (spm_n_pieces(*sp) != t->n_vocab)
+	/* More tokens than pieces is a config.json vocab_size past the model's
+	 * (Gemma: 262208 for 262144): fine when the extra ones are padding or
+	 * added tokens, which the front handles and the model never emits. */
+	if (spm_n_pieces(*sp) > t->n_vocab)
 		return ember_seterr(err, EMBER_EFORMAT, "%s: %d pieces for %d tokens", TOK_KEY_SPM_MODEL,
 				    (int)spm_n_pieces(*sp), (int)t->n_vocab);
-	for (id = 0; id < t->n_vocab; id++)
-		if (spm_piece(*sp, id, &p, &len) != 0 || len != t->text[id].len ||
-		    memcmp(p, t->text[id].ptr, len) != 0)
+	for (id = spm_n_pieces(*sp); id < t->n_vocab; id++)
+		if (t->type[id] != TOK_UNUSED && t->type[id] != TOK_USER_DEFINED && t->type[id] != TOK_CONTROL)
+			return ember_seterr(err, EMBER_EFORMAT,
+					    "%s: %d pieces for %d tokens, and token %d is a piece",
+					    TOK_KEY_SPM_MODEL, (int)spm_n_pieces(*sp), (int)t->n_vocab, (int)id);
+	for (id = 0; id < spm_n_pieces(*sp); id++) {
+		if (spm_piece(*sp, id, &p, &len) != 0)
+			return ember_seterr(err, EMBER_EFORMAT, "%s: piece %d unreadable", TOK_KEY_SPM_MODEL,
+					    (int)id);
+		if (len == t->text[id].len && memcmp(p, t->text[id].ptr, len) == 0)
+			continue;
+		/* user-defined tokens are written with "▁" as a space (as
+		 * llama.cpp pre-normalises them: Gemma's "▁▁" pieces) */
+		if (t->type[id] != TOK_USER_DEFINED || !same_but_spaces(p, len, t->text[id]))
 			return ember_seterr(err, EMBER_EFORMAT, "%s: piece %d differs from the vocabulary",
 					    TOK_KEY_SPM_MODEL, (int)id);
+	}
 	return 0;
 }
 

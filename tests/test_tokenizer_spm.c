@@ -113,8 +113,11 @@ static void put_key(struct wbuf *b, const char *key, uint32_t type)
 	put_u32(b, type);
 }
 
-/* The vocabulary of `src` plus TOK_KEY_SPM_MODEL = the bytes of `model`. */
-static char *gguf_with_spm_model(const struct gguf *src, const char *model, size_t *len)
+/* The vocabulary of `src` plus TOK_KEY_SPM_MODEL = the bytes of `model`,
+ * with `n_pad` unused tokens appended (a config vocab_size past the
+ * model's) and token `user` (if >= 0) user-defined with "▁" written " ". */
+static char *gguf_with_spm_model_ext(const struct gguf *src, const char *model, size_t *len,
+				     uint64_t n_pad, int64_t user)
 {
 	const struct gguf_kv *tok = gguf_find_kv(src, "tokenizer.ggml.tokens");
 	const struct gguf_kv *sc = gguf_find_kv(src, "tokenizer.ggml.scores");
@@ -133,29 +136,52 @@ static char *gguf_with_spm_model(const struct gguf *src, const char *model, size
 	put_str(&b, "llama", 5);
 	put_key(&b, "tokenizer.ggml.tokens", GGUF_TYPE_ARRAY);
 	put_u32(&b, GGUF_TYPE_STRING);
-	put_u64(&b, tok->arr_n);
+	put_u64(&b, tok->arr_n + n_pad);
 	for (i = 0; i < tok->arr_n; i++) {
+		char sp[256];
+		size_t k, m = 0;
 		ck_assert_int_eq(gguf_arr_str(tok, i, &s), 0);
-		put_str(&b, s.ptr, s.len);
+		if ((int64_t)i != user) {
+			put_str(&b, s.ptr, s.len);
+			continue;
+		}
+		for (k = 0; k < s.len && m < sizeof(sp); k++) {
+			if (s.len - k >= 3 && memcmp(s.ptr + k, "\xe2\x96\x81", 3) == 0) {
+				sp[m++] = ' ';
+				k += 2;
+			} else {
+				sp[m++] = s.ptr[k];
+			}
+		}
+		put_str(&b, sp, m);
+	}
+	for (i = 0; i < n_pad; i++) {
+		char pad[32];
+		snprintf(pad, sizeof(pad), "[PAD%llu]", (unsigned long long)(tok->arr_n + i));
+		put_str(&b, pad, strlen(pad));
 	}
 	put_key(&b, "tokenizer.ggml.scores", GGUF_TYPE_ARRAY);
 	put_u32(&b, GGUF_TYPE_FLOAT32);
-	put_u64(&b, sc->arr_n);
-	for (i = 0; i < sc->arr_n; i++) {
-		float f;
+	put_u64(&b, sc->arr_n + n_pad);
+	for (i = 0; i < sc->arr_n + n_pad; i++) {
+		float f = -10000.0f;
 
-		ck_assert_int_eq(gguf_arr_num(sc, i, &v), 0);
-		f = (float)v;
+		if (i < sc->arr_n) {
+			ck_assert_int_eq(gguf_arr_num(sc, i, &v), 0);
+			f = (float)v;
+		}
 		put(&b, &f, 4);
 	}
 	put_key(&b, "tokenizer.ggml.token_type", GGUF_TYPE_ARRAY);
 	put_u32(&b, GGUF_TYPE_INT32);
-	put_u64(&b, ty->arr_n);
-	for (i = 0; i < ty->arr_n; i++) {
-		int32_t t;
+	put_u64(&b, ty->arr_n + n_pad);
+	for (i = 0; i < ty->arr_n + n_pad; i++) {
+		int32_t t = 5; /* unused */
 
-		ck_assert_int_eq(gguf_arr_num(ty, i, &v), 0);
-		t = (int32_t)v;
+		if (i < ty->arr_n) {
+			ck_assert_int_eq(gguf_arr_num(ty, i, &v), 0);
+			t = (int64_t)i == user ? 4 : (int32_t)v;
+		}
 		put(&b, &t, 4);
 	}
 	put_key(&b, TOK_KEY_SPM_MODEL, GGUF_TYPE_ARRAY);
@@ -167,6 +193,11 @@ static char *gguf_with_spm_model(const struct gguf *src, const char *model, size
 	free(mbytes);
 	*len = b.n;
 	return b.p;
+}
+
+static char *gguf_with_spm_model(const struct gguf *src, const char *model, size_t *len)
+{
+	return gguf_with_spm_model_ext(src, model, len, 0, -1);
 }
 
 /* Deterministic text from a small alphabet that stresses merges, spaces,
@@ -554,6 +585,47 @@ START_TEST(original_model_must_match_the_vocabulary)
 }
 END_TEST
 
+/* A config.json vocab_size past the model's pieces (padding after them),
+ * and a user-defined piece written with spaces for its "▁" (Gemma's added
+ * tokens): both load (they were refused: "1000 pieces for 1002 tokens",
+ * "piece N differs from the vocabulary") and encode as before. */
+START_TEST(original_model_allows_padding_and_spaced_user_pieces)
+{
+	struct tok_fixture built, native;
+	char err[EMBER_ERR_MAX] = "", text[128];
+	const struct gguf_kv *tok;
+	int32_t a[256], b[256];
+	uint32_t seed = 11;
+	int64_t user = -1, na, nb;
+	size_t len;
+	uint64_t i;
+
+	open_tok(&built, "../shared/golden/llama/model-f32.gguf");
+	tok = gguf_find_kv(&built.g, "tokenizer.ggml.tokens");
+	for (i = 0; i < tok->arr_n && user < 0; i++) {
+		struct gguf_str s;
+		gguf_arr_str(tok, i, &s);
+		if (s.len > 4 && memcmp(s.ptr, "\xe2\x96\x81", 3) == 0)
+			user = (int64_t)i;
+	}
+	ck_assert_int_ge(user, 0);
+	memset(&native, 0, sizeof(native));
+	native.mem = gguf_with_spm_model_ext(&built.g, "../shared/golden/llama/hf/tokenizer.model", &len, 2, user);
+	ck_assert_int_eq(gguf_open_memory(&native.g, native.mem, len, err), 0);
+	ck_assert_msg(tokenizer_new(&native.t, &native.g, err) == 0, "%s", err);
+	ck_assert_int_eq(tokenizer_n_vocab(native.t), (int32_t)tok->arr_n + 2);
+	for (int k = 0; k < 200; k++) {
+		len = random_text(&seed, text, sizeof(text));
+		na = tokenizer_encode(built.t, text, len, 1, 0, a, 256);
+		nb = tokenizer_encode(native.t, text, len, 1, 0, b, 256);
+		ck_assert_int_gt(na, 0);
+		ck_assert_int_gt(nb, 0);
+	}
+	close_tok(&native);
+	close_tok(&built);
+}
+END_TEST
+
 START_TEST(random_text_round_trips)
 {
 	struct tok_fixture fx;
@@ -601,6 +673,7 @@ Suite *suite_tokenizer_spm(void)
 	tcase_add_test(tc, golden_llama_model_encodes_and_decodes);
 	tcase_add_test(tc, original_model_bytes_encode_like_the_built_model);
 	tcase_add_test(tc, original_model_must_match_the_vocabulary);
+	tcase_add_test(tc, original_model_allows_padding_and_spaced_user_pieces);
 	tcase_add_test(tc, random_text_round_trips);
 	suite_add_tcase(s, tc);
 	return s;
