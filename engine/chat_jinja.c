@@ -23,8 +23,8 @@ void chat_style_load_jinja(struct chat_style *s, const char *src, size_t len)
 	s->jinja = jinja_parse(src, len, err);
 	if (s->jinja == NULL)
 		snprintf(s->warning, sizeof(s->warning),
-			 "the model's chat template does not parse (%s); rendering with the '%s' family instead",
-			 err, chat_template_name(s->family));
+			 "the model's chat template does not parse (%.150s); rendering with the '%s' family "
+			 "instead", err, chat_template_name(s->family));
 }
 
 int chat_style_set_template(struct chat_style *s, const char *src, size_t len, char *err)
