@@ -8,6 +8,7 @@
  * Message contents are copied verbatim, never expanded.
  */
 #include "chat.h"
+#include "chat_impl.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -388,7 +389,9 @@ void chat_style_init(struct chat_style *s, enum chat_template choice, const stru
 		     const struct tokenizer *t)
 {
 	struct gguf_str jinja = {0, NULL};
+	int32_t ids[2];
 
+	memset(s, 0, sizeof(*s));
 	if (gguf_get_str(g, "tokenizer.chat_template", &jinja) != 0)
 		memset(&jinja, 0, sizeof(jinja));
 	s->family = chat_template_select(choice, jinja.ptr, (size_t)jinja.len);
@@ -396,12 +399,26 @@ void chat_style_init(struct chat_style *s, enum chat_template choice, const stru
 	chat_token_text(t, tokenizer_eos(t), s->eos_text, sizeof(s->eos_text));
 	s->n_stops = chat_template_stops(s->family, s->eos_text[0] ? s->eos_text : NULL, s->stops,
 					 CHAT_STOPS_MAX);
+	/* Does encoding add BOS by itself? Then a template's own leading
+	 * bos_token would make two. */
+	s->strip_bos = tokenizer_bos(t) >= 0 && tokenizer_encode(t, "", 0, 1, 0, ids, 2) >= 1 &&
+		       ids[0] == tokenizer_bos(t);
+	if (choice == CHAT_TEMPLATE_AUTO && jinja.ptr != NULL && jinja.len > 0)
+		chat_style_load_jinja(s, jinja.ptr, (size_t)jinja.len);
 }
 
 int chat_style_render(const struct chat_style *s, const struct chat_msg *msgs, size_t n,
 		      char **out, size_t *len, char *err)
 {
-	int64_t need = chat_apply(s->family, msgs, n, s->bos_text, s->eos_text, 1, NULL, 0, err);
+	return chat_render(s, msgs, n, NULL, 1, out, len, err);
+}
+
+/* The family table's rendering for chat_render(). */
+int chat_style_render_table(const struct chat_style *s, const struct chat_msg *msgs, size_t n,
+			    int add_generation_prompt, char **out, size_t *len, char *err)
+{
+	int64_t need = chat_apply(s->family, msgs, n, s->bos_text, s->eos_text, add_generation_prompt, NULL, 0,
+				  err);
 	char *buf;
 
 	*out = NULL;
@@ -410,7 +427,7 @@ int chat_style_render(const struct chat_style *s, const struct chat_msg *msgs, s
 	buf = malloc((size_t)need + 1);
 	if (buf == NULL)
 		return ember_seterr(err, EMBER_ENOMEM, "chat: out of memory for the prompt");
-	chat_apply(s->family, msgs, n, s->bos_text, s->eos_text, 1, buf, (size_t)need + 1, err);
+	chat_apply(s->family, msgs, n, s->bos_text, s->eos_text, add_generation_prompt, buf, (size_t)need + 1, err);
 	*out = buf;
 	*len = (size_t)need;
 	return 0;

@@ -48,8 +48,14 @@
  * inside a user's content (e.g. "<|im_end|>") becomes a control token, as it
  * does in those references. chat_apply() itself copies contents verbatim.
  *
- * Ownership: nothing is allocated; pointers in and out are borrowed.
- * Threads: pure functions over constant tables; call from any thread.
+ * Jinja: a model's own template is run by the Jinja interpreter (jinja.h,
+ * engine/chat_jinja.c) when it parses; the family table above is then only
+ * the source of stop texts, and the renderer for files without a template
+ * or with one that does not parse.
+ *
+ * Ownership: chat_apply() allocates nothing; a chat_style owns its parsed
+ * template (chat_style_free). Threads: rendering reads only; call from any
+ * thread.
  */
 #ifndef EMBER_CHAT_H
 #define EMBER_CHAT_H
@@ -57,6 +63,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ember.h"
 #include "gguf.h"
 #include "tokenizer.h"
 
@@ -77,11 +84,17 @@ enum chat_template {
 /* Most stop texts any family returns from chat_template_stops(). */
 #define CHAT_STOPS_MAX 4
 
-/* One message. role: "system", "user" or "assistant"; content: UTF-8 text,
- * not NULL (may be empty). Both borrowed for the duration of the call. */
+/* One message. role: "system", "user" or "assistant" ("tool" too with a
+ * Jinja template); content: UTF-8 text, not NULL (may be empty) except in
+ * chat_render(), where NULL is JSON null (an assistant turn that only calls
+ * tools). tool_calls: NULL, or the OpenAI tool_calls array as JSON text;
+ * tool_call_id: NULL or the id a tool message answers. All borrowed for the
+ * duration of the call. */
 struct chat_msg {
 	const char *role;
 	const char *content;
+	const char *tool_calls;
+	const char *tool_call_id;
 };
 
 /* The family whose markers `jinja` (len bytes, need not be NUL-terminated)
@@ -138,8 +151,13 @@ size_t chat_template_stops(enum chat_template t, const char *eos_text, const cha
  * family's end-of-turn stop texts. `stops` may point into `eos_text`: do
  * not copy a chat_style by value after chat_style_init().
  */
+struct jinja_template;
+
 struct chat_style {
-	enum chat_template family;
+	enum chat_template family;   /* the table row: fallback renderer, stop texts */
+	struct jinja_template *jinja; /* owned; NULL: render with `family` */
+	int strip_bos;               /* the tokenizer adds BOS itself: drop a leading bos_text */
+	char warning[EMBER_ERR_MAX]; /* "" or why the model's template is not used */
 	char bos_text[64]; /* "" when the vocabulary has none (or it is longer) */
 	char eos_text[64];
 	const char *stops[CHAT_STOPS_MAX];
@@ -147,13 +165,40 @@ struct chat_style {
 };
 
 /* Fills `s` for the model file `g` and its tokenizer; `choice` is an
- * override (CHAT_TEMPLATE_AUTO: the file's own, else the fallback). */
+ * override (CHAT_TEMPLATE_AUTO: the file's own, else the fallback). With
+ * CHAT_TEMPLATE_AUTO the file's tokenizer.chat_template is parsed as Jinja
+ * and renders from then on; one that fails to parse leaves the family table
+ * in charge and says why in s->warning (for the caller to log once).
+ * Release with chat_style_free(). */
 void chat_style_init(struct chat_style *s, enum chat_template choice, const struct gguf *g,
 		     const struct tokenizer *t);
 
-/* Renders `msgs` with the generation prompt into a malloc'd, NUL-terminated
- * string *out (the caller frees it) of *len bytes. Returns 0, or
- * chat_apply()'s errors / EMBER_ENOMEM with a message in `err`. */
+/* Renders with the Jinja template `src` (len bytes; e.g. the file given by
+ * --chat-template-file) from now on instead of the model's own. Returns 0,
+ * or EMBER_EFORMAT with the parse error in err (s unchanged). */
+int chat_style_set_template(struct chat_style *s, const char *src, size_t len, char *err);
+
+/* Releases what chat_style_init() and chat_style_set_template() took; NULL
+ * allowed. */
+void chat_style_free(struct chat_style *s);
+
+/*
+ * The one rendering entry point: `n` messages (n >= 1) and the tools
+ * (`tools_json`: NULL or an OpenAI tools array as JSON text) to the prompt
+ * text, with the assistant's opening when add_generation_prompt is set. With
+ * a Jinja template the context is messages, tools, add_generation_prompt,
+ * bos_token and eos_token; without one the family table renders (tools, tool
+ * messages and tool calls are then refused). A leading BOS text is dropped
+ * when the tokenizer adds BOS itself (see BOS above). Output: a malloc'd,
+ * NUL-terminated *out of *len bytes (the caller frees it). Errors:
+ * EMBER_EINVAL with the template's raise_exception() message as is, or
+ * "chat template: ..." for any other way the messages do not fit it;
+ * EMBER_ENOMEM. Threads: any; `s` is read-only.
+ */
+int chat_render(const struct chat_style *s, const struct chat_msg *msgs, size_t n, const char *tools_json,
+		int add_generation_prompt, char **out, size_t *len, char *err);
+
+/* chat_render() without tools, with the generation prompt. */
 int chat_style_render(const struct chat_style *s, const struct chat_msg *msgs, size_t n,
 		      char **out, size_t *len, char *err);
 

@@ -29,8 +29,11 @@ void engine_job_free(struct job *j)
 	for (i = 0; j->msgs && i < j->n_msgs; i++) {
 		free((char *)j->msgs[i].role);
 		free((char *)j->msgs[i].content);
+		free((char *)j->msgs[i].tool_calls);
+		free((char *)j->msgs[i].tool_call_id);
 	}
 	free(j->msgs);
+	free(j->tools);
 	free(j->tokens);
 	free(j->prep_err);
 	free(j);
@@ -76,10 +79,20 @@ static int job_copy_messages(struct job *j, const struct engine_request *req)
 		const struct engine_message *m = &req->messages[i];
 
 		j->msgs[i].role = dup_bytes(m->role, strlen(m->role));
-		j->msgs[i].content = dup_bytes(m->content, strlen(m->content));
-		if (!j->msgs[i].role || !j->msgs[i].content)
+		if (!j->msgs[i].role)
+			return EMBER_ENOMEM;
+		/* NULL stays NULL: JSON null content, no tool calls, no id */
+		if (m->content && !(j->msgs[i].content = dup_bytes(m->content, strlen(m->content))))
+			return EMBER_ENOMEM;
+		if (m->tool_calls &&
+		    !(j->msgs[i].tool_calls = dup_bytes(m->tool_calls, strlen(m->tool_calls))))
+			return EMBER_ENOMEM;
+		if (m->tool_call_id &&
+		    !(j->msgs[i].tool_call_id = dup_bytes(m->tool_call_id, strlen(m->tool_call_id))))
 			return EMBER_ENOMEM;
 	}
+	if (req->tools && !(j->tools = dup_bytes(req->tools, strlen(req->tools))))
+		return EMBER_ENOMEM;
 	return 0;
 }
 
@@ -327,7 +340,9 @@ static int validate(const struct engine *e, const struct engine_request *req, ch
 	if (req->n_messages && (req->prompt || !req->messages))
 		return ember_seterr(err, EMBER_EINVAL, "a request has a prompt or messages, not both");
 	for (i = 0; i < req->n_messages; i++)
-		if (!req->messages[i].role || !req->messages[i].content)
+		/* content may be NULL only in a turn that only calls tools */
+		if (!req->messages[i].role ||
+		    (!req->messages[i].content && !req->messages[i].tool_calls))
 			return ember_seterr(err, EMBER_EINVAL, "message %zu has no role or content", i);
 	(void)e;
 	return 0;
@@ -677,7 +692,12 @@ int engine_new(struct engine **out, const struct model *m, const struct tokenize
 	chat_style_init(&e->chat, e->cfg.chat_template && e->cfg.chat_template[0]
 			? (enum chat_template)chat_template_from_name(e->cfg.chat_template)
 			: CHAT_TEMPLATE_AUTO, m->gguf, tok);
+	if (e->cfg.chat_template_src &&
+	    (rc = chat_style_set_template(&e->chat, e->cfg.chat_template_src,
+					  e->cfg.chat_template_len, err)) < 0)
+		goto fail;
 	e->cfg.chat_template = NULL; /* borrowed for this call only */
+	e->cfg.chat_template_src = NULL;
 	e->workers = calloc(e->cfg.workers, sizeof(*e->workers));
 	if (!e->workers) {
 		rc = ember_seterr(err, EMBER_ENOMEM, "engine: workers");
@@ -749,6 +769,7 @@ void engine_free(struct engine *e)
 		engine_session_destroy(s);
 	}
 	free(e->workers);
+	chat_style_free(&e->chat);
 	pthread_cond_destroy(&e->wake);
 	pthread_mutex_destroy(&e->lock);
 	engine_model_free(e->owned);

@@ -87,6 +87,10 @@ struct engine_config {
 	uint32_t max_sessions;   /* live sessions; 0: 64 */
 	uint32_t session_idle_s; /* a session unused this long is deleted; 0: 600 */
 	const char *chat_template; /* a chat.h family name; NULL or "": auto */
+	/* A Jinja chat template that replaces the model's own (the server's
+	 * --chat-template-file), or NULL; borrowed for engine_open only. */
+	const char *chat_template_src;
+	size_t chat_template_len;
 };
 
 enum engine_finish {
@@ -123,8 +127,11 @@ typedef void (*engine_done_cb)(void *data, const struct engine_result *res);
 
 /* One chat message; both strings copied on submit. */
 struct engine_message {
-	const char *role;          /* "system", "user" or "assistant" */
-	const char *content;       /* UTF-8 */
+	const char *role;          /* "system", "user", "assistant" or "tool" */
+	const char *content;       /* UTF-8; NULL only for an assistant turn
+				    * that only calls tools (JSON null) */
+	const char *tool_calls;    /* NULL or the OpenAI tool_calls array as JSON */
+	const char *tool_call_id;  /* NULL or the call a "tool" message answers */
 };
 
 struct engine_request {
@@ -135,6 +142,8 @@ struct engine_request {
 	 * join the stop strings after the caller's, as many as fit. */
 	const struct engine_message *messages;
 	size_t n_messages;
+	const char *tools;         /* NULL or an OpenAI tools array as JSON, for
+				    * the template (chat.h chat_render); copied */
 	bool add_special;          /* BOS/EOS as the model says (tokenizer_encode);
 				    * into a session: only if it holds no tokens yet */
 	bool parse_special;        /* control-token text becomes those tokens */
@@ -253,13 +262,23 @@ int engine_detokenize(const struct engine *e, const int32_t *ids, size_t n, char
 		      size_t *len, char *err);
 
 /*
- * Any thread: renders msgs[0..n) with the engine's chat template and the
- * generation prompt into a malloc'd NUL-terminated *out of *len bytes (the
- * text a request with these messages is tokenized from). Returns 0,
- * EMBER_EINVAL (messages the template cannot express), EMBER_ENOMEM.
+ * Any thread: renders msgs[0..n) (and `tools_json`, NULL or an OpenAI tools
+ * array as JSON) with the engine's chat template and the generation prompt
+ * into a malloc'd NUL-terminated *out of *len bytes (the text a request
+ * with these messages is tokenized from). Returns 0, EMBER_EINVAL
+ * (messages the template cannot express; a template's raise_exception()
+ * message as is), EMBER_ENOMEM.
  */
 int engine_render(const struct engine *e, const struct engine_message *msgs, size_t n,
-		  char **out, size_t *len, char *err);
+		  const char *tools_json, char **out, size_t *len, char *err);
+
+/* Parses a Jinja chat template (len bytes) as engine_open would use it:
+ * 0, or EMBER_EINVAL with the parse error in err. Any thread. */
+int engine_template_check(const char *src, size_t len, char *err);
+
+/* "" or why the model's own chat template is not used (it failed to parse
+ * and the family table renders instead): for the caller to log once. */
+const char *engine_template_warning(const struct engine *e);
 
 /*
  * Cancels every request (each still gets on_done, ENGINE_FINISH_CANCELLED,

@@ -34,6 +34,7 @@ struct job {
 	size_t prompt_len;
 	struct chat_msg *msgs;     /* [n_msgs] owned copies until rendered */
 	size_t n_msgs;
+	char *tools;               /* owned copy of engine_request.tools, or NULL */
 	/* Set by job_prepare (prep thread, or the worker when the session's
 	 * BOS decision changed): */
 	bool prepared;

@@ -3,6 +3,7 @@
  * (kernels, GGUF, tokenizer, chat template), engine_open, and the text
  * helpers every front end shares (tokenize, detokenize, render).
  */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -10,6 +11,7 @@
 #include "compute.h"
 #include "engine.h"
 #include "engine_impl.h"
+#include "jinja.h"
 
 struct engine_model {
 	struct model model;
@@ -86,7 +88,7 @@ const struct model *engine_model(const struct engine *e)
 
 const char *engine_chat_template(const struct engine *e)
 {
-	return chat_template_name(e->chat.family);
+	return e->chat.jinja ? "the model's own (Jinja)" : chat_template_name(e->chat.family);
 }
 
 /* ---- text ------------------------------------------------------------------- */
@@ -99,16 +101,33 @@ int engine_tokenize(const struct engine *e, const char *text, size_t len, bool a
 
 	*ids = NULL;
 	*n = 0;
-	need = tokenizer_encode(e->tok, text, len, add_special, parse_special, NULL, 0);
-	if (need < 0)
-		return ember_seterr(err, (int)need, "tokenize: %s", ember_strerror((int)need));
-	buf = malloc(((size_t)need + 1) * sizeof(*buf));
+	/* One pass: a token covers at least one byte but for the few the
+	 * tokenizer adds (BOS, EOS, a space prefix), so len + 16 ids almost
+	 * always suffice; a second pass only when they do not. */
+	if (len > SIZE_MAX / sizeof(*buf) - 16)
+		return ember_seterr(err, EMBER_ERANGE, "tokenize: text too long");
+	buf = malloc((len + 16) * sizeof(*buf));
 	if (!buf)
 		return ember_seterr(err, EMBER_ENOMEM, "tokens");
-	got = tokenizer_encode(e->tok, text, len, add_special, parse_special, buf, (size_t)need);
-	if (got != need) {
+	need = tokenizer_encode(e->tok, text, len, add_special, parse_special, buf, len + 16);
+	if (need < 0) {
 		free(buf);
-		return ember_seterr(err, EMBER_EIO, "tokenize: unstable count");
+		return ember_seterr(err, (int)need, "tokenize: %s", ember_strerror((int)need));
+	}
+	if ((size_t)need > len + 16) {
+		int32_t *nb = realloc(buf, (size_t)need * sizeof(*buf));
+
+		if (!nb) {
+			free(buf);
+			return ember_seterr(err, EMBER_ENOMEM, "tokens");
+		}
+		buf = nb;
+		got = tokenizer_encode(e->tok, text, len, add_special, parse_special, buf,
+				       (size_t)need);
+		if (got != need) {
+			free(buf);
+			return ember_seterr(err, EMBER_EIO, "tokenize: unstable count");
+		}
 	}
 	*ids = buf;
 	*n = (size_t)need;
@@ -163,7 +182,7 @@ int engine_detokenize(const struct engine *e, const int32_t *ids, size_t n, char
 }
 
 int engine_render(const struct engine *e, const struct engine_message *msgs, size_t n,
-		  char **out, size_t *len, char *err)
+		  const char *tools_json, char **out, size_t *len, char *err)
 {
 	struct chat_msg stackmsgs[8] = {{0}}, *cm = stackmsgs;
 	size_t i;
@@ -174,9 +193,27 @@ int engine_render(const struct engine *e, const struct engine_message *msgs, siz
 	if (n > 8 && !(cm = malloc(n * sizeof(*cm))))
 		return ember_seterr(err, EMBER_ENOMEM, "messages");
 	for (i = 0; i < n; i++)
-		cm[i] = (struct chat_msg){msgs[i].role, msgs[i].content};
-	rc = chat_style_render(&e->chat, cm, n, out, len, err);
+		cm[i] = (struct chat_msg){.role = msgs[i].role, .content = msgs[i].content,
+					  .tool_calls = msgs[i].tool_calls,
+					  .tool_call_id = msgs[i].tool_call_id};
+	rc = chat_render(&e->chat, cm, n, tools_json, 1, out, len, err);
 	if (cm != stackmsgs)
 		free(cm);
 	return rc;
+}
+
+int engine_template_check(const char *src, size_t len, char *err)
+{
+	char why[EMBER_ERR_MAX] = "";
+	struct jinja_template *t = jinja_parse(src, len, why);
+
+	if (!t)
+		return ember_seterr(err, EMBER_EINVAL, "%s", why);
+	jinja_free(t);
+	return 0;
+}
+
+const char *engine_template_warning(const struct engine *e)
+{
+	return e->chat.warning;
 }

@@ -49,7 +49,7 @@ static void job_prepare(struct engine *e, struct job *j, bool special)
 
 	j->prepared = true;
 	if (j->n_msgs) {
-		rc = chat_style_render(&e->chat, j->msgs, j->n_msgs, &text, &len, err);
+		rc = chat_render(&e->chat, j->msgs, j->n_msgs, j->tools, 1, &text, &len, err);
 		if (rc < 0) {
 			prep_fail(j, rc, err);
 			return;

@@ -284,7 +284,7 @@ int tokenizer_new(struct tokenizer **out, const struct gguf *g, char *err)
 		goto fail;
 	if (gguf_str_eq(model, "llama")) {
 		rc = tokenizer_spm_init(t, g, err);
-	} else if (gguf_str_eq(model, "gpt2")) {
+	} else if (gguf_str_eq(model, "gpt2") || gguf_str_eq(model, "gemma4")) {
 		rc = tokenizer_bpe_init(t, g, err);
 	} else {
 		rc = ember_seterr(err, EMBER_EUNSUPPORTED, "tokenizer.ggml.model \"%.*s\" not supported",
@@ -507,13 +507,24 @@ int64_t tokenizer_decode(const struct tokenizer *t, const int32_t *ids, size_t n
 				continue;
 			strip = 0;
 			if (first == ' ') {
-				/* Render in place, then drop the space. */
+				/* Render aside, then copy all but the space: rendering
+				 * in place would cut the piece at `avail` bytes and
+				 * leave its last byte twice. */
+				char local[256], *tmp = local;
+				m = tokenizer_piece(t, ids[i], special, NULL, 0);
+				if (m < 0)
+					return m;
 				if (avail > 0) {
-					m = tokenizer_piece(t, ids[i], special, buf + total, avail);
+					if ((size_t)m > sizeof(local) && (tmp = malloc((size_t)m)) == NULL)
+						return EMBER_ENOMEM;
+					m = tokenizer_piece(t, ids[i], special, tmp, (size_t)m);
+					w = (size_t)m - 1 < avail ? (size_t)m - 1 : avail;
+					if (m > 0)
+						memcpy(buf + total, tmp + 1, w);
+					if (tmp != local)
+						free(tmp);
 					if (m < 0)
 						return m;
-					w = (size_t)m < avail ? (size_t)m : avail;
-					memmove(buf + total, buf + total + 1, w - 1);
 				}
 				total += (uint64_t)m - 1;
 				continue;

@@ -4,6 +4,7 @@
 
 #include "tokenizer_bpe.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -74,6 +75,12 @@ static const struct bpe_pre bpe_pres[] = {
 	{"gpt3-finnish", 0, 1, {RE_PORO}},
 };
 
+/* "gemma4" vocabularies (tokenizer.ggml.model): SentencePiece-style BPE.
+ * Spaces become U+2581 first, merges run on raw UTF-8 (no bytes-to-unicode
+ * mapping) over whole lines, and a symbol missing from the vocabulary falls
+ * back to <0xAB> byte tokens; as llama.cpp's "gemma4" pre-tokenizer. */
+static const struct bpe_pre bpe_pre_spm = {"gemma4", 0, 1, {"[^\\n]+|[\\n]+"}};
+
 /* Unicode White_Space, written for use inside a character class. */
 static const char bpe_ws_class[] = "\\t\\n\\x0B\\f\\r \\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}"
 				   "\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}";
@@ -86,6 +93,8 @@ struct bpe_span {
 
 struct bpe {
 	const struct bpe_pre *pre;
+	int spm;                 /* "gemma4": SentencePiece-style, see bpe_pre_spm */
+	int32_t byte_tok[256];   /* spm: the <0xAB> token of each byte, -1 = none */
 	int32_t n_vocab;
 	struct bpe_span *toks;   /* (n_vocab) text as stored, in the map */
 	uint32_t *tok_index;     /* (tok_mask + 1) open addressing: id + 1, 0 = empty */
@@ -382,16 +391,24 @@ int bpe_new(struct bpe **out, const struct gguf *g, char *err)
 	*out = NULL;
 	if (gguf_get_str(g, "tokenizer.ggml.model", &model) != 0)
 		return ember_seterr(err, EMBER_EFORMAT, "tokenizer.ggml.model: missing or not a string");
-	if (!gguf_str_eq(model, "gpt2"))
-		return ember_seterr(err, EMBER_EUNSUPPORTED, "tokenizer: model \"%.*s\" is not byte-level BPE",
+	if (!gguf_str_eq(model, "gpt2") && !gguf_str_eq(model, "gemma4"))
+		return ember_seterr(err, EMBER_EUNSUPPORTED, "tokenizer: model \"%.*s\" is not BPE",
 				    (int)(model.len > 64 ? 64 : model.len), model.ptr);
 	b = calloc(1, sizeof(*b));
 	if (b == NULL)
 		return ember_seterr(err, EMBER_ENOMEM, "tokenizer: out of memory");
 	init_byte_map(b);
-	rc = select_pre(b, g, err);
+	b->spm = gguf_str_eq(model, "gemma4");
+	if (b->spm)
+		b->pre = &bpe_pre_spm; /* the model implies it, whatever .pre says */
+	rc = b->spm ? 0 : select_pre(b, g, err);
 	if (rc == 0)
 		rc = load_tokens(b, g, err);
+	for (int c = 0; rc == 0 && c < 256; c++) {
+		char hex[7];
+		snprintf(hex, sizeof(hex), "<0x%02X>", c);
+		b->byte_tok[c] = b->spm ? bpe_find_token(b, hex, 6) : -1;
+	}
 	if (rc == 0)
 		rc = load_merges(b, g, err);
 	if (rc == 0)
@@ -622,10 +639,31 @@ static void emit_symbol(struct bpe_work *w, const char *text, size_t len)
 		return;
 	}
 	for (i = 0; i < len; i++) {
-		id = bpe_find_token(w->b, text + i, 1);
+		id = w->b->spm ? w->b->byte_tok[(uint8_t)text[i]] : bpe_find_token(w->b, text + i, 1);
 		if (id >= 0)
 			emit(w, id);
 	}
+}
+
+/* spm: one symbol per UTF-8 character of the raw word (valid: canonical). */
+static int32_t spm_symbols(struct bpe_work *w, const uint8_t *s, uint32_t len, uint32_t *off)
+{
+	int32_t n = 0;
+	uint32_t i = 0;
+
+	memcpy(w->mapped, s, len);
+	while (i < len) {
+		uint32_t k = s[i] < 0x80 ? 1 : s[i] < 0xE0 ? 2 : s[i] < 0xF0 ? 3 : 4;
+		if (k > len - i)
+			k = len - i;
+		w->syms[n] = (struct bpe_sym){n - 1, -1, i, k};
+		if (n > 0)
+			w->syms[n - 1].next = n;
+		n++;
+		i += k;
+	}
+	*off = len;
+	return n;
 }
 
 static void encode_word(struct bpe_work *w, const struct bpe_frag *word)
@@ -634,7 +672,18 @@ static void encode_word(struct bpe_work *w, const struct bpe_frag *word)
 	uint32_t off = 0;
 	int32_t i, n = (int32_t)word->len;
 
-	for (i = 0; i < n; i++) {
+	if (w->b->spm) {
+		n = spm_symbols(w, s, word->len, &off);
+		/* a run of newlines that is a token is that token (llama.cpp) */
+		if (s[0] == '\n') {
+			int32_t id = bpe_find_token(w->b, (const char *)s, word->len);
+			if (id >= 0) {
+				emit(w, id);
+				return;
+			}
+		}
+	}
+	for (i = 0; i < n && !w->b->spm; i++) {
 		uint8_t k = w->b->byte_utf8_len[s[i]];
 
 		memcpy(w->mapped + off, w->b->byte_utf8[s[i]], k);
@@ -674,7 +723,7 @@ static void encode_word(struct bpe_work *w, const struct bpe_frag *word)
 int64_t bpe_encode(const struct bpe *b, const char *text, size_t len, int32_t *ids, size_t cap)
 {
 	struct bpe_work w = {.b = b, .ids = ids, .cap = cap};
-	char *canon_buf = NULL;
+	char *canon_buf = NULL, *escaped = NULL;
 	const char *subject = text;
 	struct bpe_frag *frags[2] = {NULL, NULL};
 	pcre2_match_data *md = NULL;
@@ -683,8 +732,25 @@ int64_t bpe_encode(const struct bpe *b, const char *text, size_t len, int32_t *i
 
 	if (len == 0)
 		return 0;
-	if (len > SIZE_MAX / 6)
+	if (len > SIZE_MAX / 18)
 		return EMBER_ERANGE;
+	if (b->spm && memchr(text, ' ', len)) {
+		/* SentencePiece's normalizer: every space is U+2581 "▁" */
+		size_t k = 0;
+		if ((escaped = malloc(3 * len)) == NULL)
+			return EMBER_ENOMEM;
+		for (i = 0; i < len; i++) {
+			if (text[i] == ' ') {
+				memcpy(escaped + k, "\xe2\x96\x81", 3);
+				k += 3;
+			} else {
+				escaped[k++] = text[i];
+			}
+		}
+		text = escaped;
+		len = k;
+	}
+	subject = text;
 	w.canon = text;
 	n = len;
 	if (!utf8_is_canonical((const uint8_t *)text, len)) {
@@ -731,6 +797,7 @@ fail:
 	free(frags[1]);
 	free(frags[0]);
 	free(canon_buf);
+	free(escaped);
 	return rc != 0 ? rc : w.n_ids;
 }
 
@@ -744,6 +811,22 @@ int bpe_piece(const struct bpe *b, int32_t id, char *buf, size_t cap)
 	if (id < 0 || id >= b->n_vocab || b->toks[id].len > INT32_MAX)
 		return EMBER_ERANGE;
 	t = &b->toks[id];
+	if (b->spm) { /* raw UTF-8, "▁" is a space, <0xAB> is that byte */
+		int byte = tok_parse_byte_piece((struct gguf_str){.len = t->len, .ptr = t->ptr});
+		if (byte >= 0) {
+			if (cap > 0)
+				buf[0] = (char)byte;
+			return 1;
+		}
+		while (i < t->len) {
+			int sp = t->len - i >= 3 && memcmp(t->ptr + i, "\xe2\x96\x81", 3) == 0;
+			if (n < cap)
+				buf[n] = sp ? ' ' : t->ptr[i];
+			n++;
+			i += sp ? 3 : 1;
+		}
+		return (int)n;
+	}
 	while (i < t->len) {
 		uint32_t cp = utf8_decode_lenient((const uint8_t *)t->ptr + i, t->len - i, &adv);
 
@@ -803,9 +886,9 @@ int tokenizer_bpe_init(struct tokenizer *t, const struct gguf *g, char *err)
 	if (rc < 0)
 		return rc;
 	/* As llama.cpp: byte-level BPE adds neither BOS/EOS nor a space prefix
-	 * unless the file says so. */
-	if (t->add_bos < 0)
-		t->add_bos = 0;
+	 * unless the file says so; "gemma4" always adds BOS. */
+	if (t->add_bos < 0 || b->spm)
+		t->add_bos = b->spm ? 1 : 0;
 	if (t->add_eos < 0)
 		t->add_eos = 0;
 	t->add_space_prefix = 0;

@@ -14,6 +14,10 @@
  *      are merged pairwise, lowest merge rank first (leftmost on ties);
  *   4. each resulting symbol is looked up in the vocabulary; one that is
  *      missing falls back to its single bytes that are tokens.
+ * A "gemma4" vocabulary is SentencePiece-style BPE instead: spaces become
+ * U+2581 before step 2, whose only split is into lines and runs of
+ * newlines; step 3 merges raw UTF-8 characters (no byte mapping; a word of
+ * newlines that is a token stays whole); step 4 falls back to <0xAB> tokens.
  * No special-token text is recognised and no BOS/EOS is added: that is the
  * front's job (tokenizer.c).
  *

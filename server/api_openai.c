@@ -145,8 +145,16 @@ static int oom(struct api_error *e)
 	return EMBER_ENOMEM;
 }
 
+/* A JSON string as a C string. "\u0000" is valid JSON but would silently
+ * cut a C string short: refused here, where the length is not carried
+ * (the prompt carries it; see read_prompt). */
 static int dup_string(json_t *v, char **out, struct api_error *e)
 {
+	if (strlen(json_string_value(v)) != json_string_length(v)) {
+		api_error_set(e, 400, API_ERR_INVALID_REQUEST, NULL, "invalid_value",
+			      "A NUL character (\\u0000) is supported in 'prompt' only.");
+		return EMBER_EINVAL;
+	}
 	*out = strdup(json_string_value(v));
 	return *out ? 0 : oom(e);
 }
@@ -190,7 +198,7 @@ static int structured_error(struct api_error *e, const char *param, const char *
 {
 	api_error_set(e, 400, API_ERR_INVALID_REQUEST, param, "invalid_value",
 		      "'%s': %s", param, msg);
-	return -1;
+	return EMBER_EINVAL;
 }
 
 /* A schema into r->grammar; errors name `param`. */
@@ -229,7 +237,7 @@ static int read_response_format(json_t *rf, struct gen_request *r,
 			      "invalid_value",
 			      "response_format type '%.64s' is not supported (text, "
 			      "json_object, json_schema are).", type);
-		return -1;
+		return EMBER_EINVAL;
 	}
 	js = json_object_get(rf, "json_schema");
 	if (!json_is_object(js))
@@ -247,7 +255,7 @@ static int read_response_format(json_t *rf, struct gen_request *r,
 			      "missing_required_parameter",
 			      "Missing required parameter: "
 			      "'response_format.json_schema.schema'.");
-		return -1;
+		return EMBER_EINVAL;
 	}
 	/* strict or not, the output is constrained: a schema is never only a
 	 * hint here. */
@@ -280,7 +288,7 @@ static int read_structured(json_t *root, struct gen_request *r,
 		api_error_set(e, 400, API_ERR_INVALID_REQUEST, f, "unsupported_parameter",
 			      "'%s' is not supported: this server does not implement "
 			      "tool calling.", f);
-		return -1;
+		return EMBER_EINVAL;
 	}
 	for (i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
 		if (field(root, fields[i]) == NULL)
@@ -290,7 +298,7 @@ static int read_structured(json_t *root, struct gen_request *r,
 				      "invalid_value",
 				      "'%s' and '%s' cannot be used together.", given,
 				      fields[i]);
-			return -1;
+			return EMBER_EINVAL;
 		}
 		given = fields[i];
 	}
@@ -435,11 +443,65 @@ static int read_role(json_t *v, const char *param, enum gen_role *role,
 		*role = GEN_ROLE_USER;
 	else if (!strcmp(s, "assistant"))
 		*role = GEN_ROLE_ASSISTANT;
+	else if (!strcmp(s, "tool"))
+		*role = GEN_ROLE_TOOL;
 	else
 		return bad(e, param,
-			   "'%s' must be system, developer, user or assistant%s.",
-			   "");
+			   "'%s' must be system, developer, user, assistant "
+			   "or tool%s.", "");
 	return 0;
+}
+
+/* A JSON value as compact text the chat template reads (tools, tool calls). */
+static int dump_json(json_t *v, char **out, struct api_error *e)
+{
+	*out = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+	return *out == NULL ? oom(e) : 0;
+}
+
+/* An assistant's tool_calls (an array, kept as JSON text) and a tool
+ * message's tool_call_id. */
+static int read_tool_fields(json_t *m, size_t i, struct gen_message *msg,
+			    struct api_error *e)
+{
+	json_t *calls = json_object_get(m, "tool_calls");
+	json_t *id = json_object_get(m, "tool_call_id");
+	char param[64];
+	int rc;
+
+	if (calls != NULL && !json_is_null(calls)) {
+		snprintf(param, sizeof(param), "messages[%zu].tool_calls", i);
+		if (!json_is_array(calls))
+			return wrong_type(e, param, "an array");
+		if (msg->role != GEN_ROLE_ASSISTANT)
+			return bad(e, param, "'%s' is allowed on assistant "
+				   "messages only%s.", "");
+		if ((rc = dump_json(calls, &msg->tool_calls, e)) != 0)
+			return rc;
+	}
+	if (id != NULL && !json_is_null(id)) {
+		snprintf(param, sizeof(param), "messages[%zu].tool_call_id", i);
+		if (!json_is_string(id))
+			return wrong_type(e, param, "a string");
+		if ((rc = dup_string(id, &msg->tool_call_id, e)) != 0)
+			return rc;
+	}
+	return 0;
+}
+
+/* "tools": an array of tool definitions, handed to the chat template. */
+static int read_tools(json_t *root, struct gen_request *r,
+		      struct api_error *e)
+{
+	json_t *v = field(root, "tools");
+
+	if (v == NULL || json_is_null(v))
+		return 0;
+	if (!json_is_array(v))
+		return wrong_type(e, "tools", "an array");
+	if (json_array_size(v) == 0)
+		return 0;
+	return dump_json(v, &r->tools, e);
 }
 
 static int read_messages(json_t *root, struct gen_request *r,
@@ -472,14 +534,19 @@ static int read_messages(json_t *root, struct gen_request *r,
 		snprintf(param, sizeof(param), "messages[%zu].role", i);
 		if ((rc = read_role(json_object_get(m, "role"), param, &msg->role, e)))
 			return rc;
+		r->n_messages++; /* from here gen_request_free frees it */
+		if ((rc = read_tool_fields(m, i, msg, e)) != 0)
+			return rc;
 		snprintf(param, sizeof(param), "messages[%zu].content", i);
 		c = json_object_get(m, "content");
+		/* null content is an assistant turn that only calls tools */
+		if ((c == NULL || json_is_null(c)) && msg->tool_calls != NULL)
+			continue;
 		if (c == NULL || json_is_null(c))
 			return wrong_type(e, param,
 					  "a string or an array of text parts");
 		if ((rc = read_content(c, param, &msg->content, e)) != 0)
 			return rc;
-		r->n_messages++;
 	}
 	return 0;
 }
@@ -501,7 +568,13 @@ static int read_prompt(json_t *root, struct gen_request *r,
 	if (!json_is_string(v))
 		return wrong_type(e, "prompt",
 				  "a string or an array of one string");
-	return dup_string(v, &r->prompt, e);
+	/* may hold NUL ("\u0000" is an ordinary character): copied by length */
+	r->prompt_len = json_string_length(v);
+	r->prompt = malloc(r->prompt_len + 1);
+	if (r->prompt == NULL)
+		return oom(e);
+	memcpy(r->prompt, json_string_value(v), r->prompt_len + 1);
+	return 0;
 }
 
 json_t *api_openai_decode_object(const char *body, size_t len, struct api_error *e)
@@ -515,7 +588,7 @@ json_t *api_openai_decode_object(const char *body, size_t len, struct api_error 
 			      "JSON nests deeper than %d levels.", API_MAX_DEPTH);
 		return NULL;
 	}
-	root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);
+	root = json_loadb(body, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &jerr);
 	if (root == NULL) {
 		api_error_set(e, 400, API_ERR_INVALID_REQUEST, NULL,
 			      "invalid_json",
@@ -545,7 +618,8 @@ static int parse(const char *body, size_t len, const struct api_limits *lim,
 	if (root == NULL)
 		goto fail;
 	if ((rc = kind == GEN_CHAT ? read_messages(root, req, e)
-				   : read_prompt(root, req, e)) != 0)
+				   : read_prompt(root, req, e)) != 0 ||
+	    (kind == GEN_CHAT && (rc = read_tools(root, req, e)) != 0))
 		goto fail;
 	if ((rc = read_common(root, lim, req, e)) == 0 &&
 	    read_structured(root, req, e) != 0)

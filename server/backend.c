@@ -37,6 +37,8 @@ struct backend {
 	pthread_t loader;
 	bool loader_started;
 	struct engine *engine;       /* the loader's until READY */
+	char *template_src;          /* --chat-template-file's text, or NULL */
+	size_t template_len;
 };
 
 /* "/models/TinyLlama-Q8_0.gguf" -> "TinyLlama-Q8_0" */
@@ -72,6 +74,8 @@ static void *loader_main(void *arg)
 		 * wait, which the engine spells as 0 = default, so keep 1. */
 		.queue_max = c->queue > 0 ? (uint32_t)c->queue : 1,
 		.chat_template = c->chat_template,
+		.chat_template_src = b->template_src,
+		.chat_template_len = b->template_len,
 	};
 	char err[EMBER_ERR_MAX] = "";
 
@@ -82,8 +86,38 @@ static void *loader_main(void *arg)
 		atomic_store(&b->status, BACKEND_FAILED);
 		return NULL;
 	}
+	if (engine_template_warning(b->engine)[0])
+		fprintf(stderr, "emberd: warning: %s\n", engine_template_warning(b->engine));
 	atomic_store(&b->status, BACKEND_READY);
 	return NULL;
+}
+
+/* Reads and test-parses --chat-template-file at start-up, so a bad file is
+ * an error now rather than a surprise at the first request. */
+static int backend_read_template(struct backend *b, const char *path, char *err)
+{
+	FILE *f = fopen(path, "rb");
+	char why[EMBER_ERR_MAX] = "";
+	long size;
+
+	if (f == NULL)
+		return ember_seterr(err, EMBER_EIO, "chat_template_file %s: %s", path, strerror(errno));
+	if (fseek(f, 0, SEEK_END) != 0 || (size = ftell(f)) < 0 || size > (16L << 20) ||
+	    fseek(f, 0, SEEK_SET) != 0) {
+		fclose(f);
+		return ember_seterr(err, EMBER_EIO, "chat_template_file %s: unreadable or over 16 MiB", path);
+	}
+	b->template_src = malloc((size_t)size + 1);
+	if (b->template_src == NULL || fread(b->template_src, 1, (size_t)size, f) != (size_t)size) {
+		fclose(f);
+		return ember_seterr(err, EMBER_EIO, "chat_template_file %s: read failed", path);
+	}
+	fclose(f);
+	b->template_src[size] = '\0';
+	b->template_len = (size_t)size;
+	if (engine_template_check(b->template_src, b->template_len, why) != 0)
+		return ember_seterr(err, EMBER_EINVAL, "chat_template_file %s: %s", path, why);
+	return 0;
 }
 
 int backend_new(const struct config *cfg, struct metrics *metrics,
@@ -110,11 +144,18 @@ int backend_new(const struct config *cfg, struct metrics *metrics,
 				    "llama3, gemma, phi3, zephyr, llama2, phi2 "
 				    "or falcon", tname);
 	}
+	if (cfg->chat_template_file != NULL && cfg->chat_template_file[0] != '\0' &&
+	    backend_read_template(b, cfg->chat_template_file, err) != 0) {
+		free(b->template_src);
+		free(b);
+		return EMBER_EINVAL;
+	}
 	/* A missing file is worth failing at start-up for, not a 503 later. */
 	f = fopen(cfg->model, "rb");
 	if (f == NULL) {
 		int e = errno;
 
+		free(b->template_src);
 		free(b);
 		return ember_seterr(err, EMBER_EIO, "model %s: %s", cfg->model,
 				    strerror(e));
@@ -123,6 +164,7 @@ int backend_new(const struct config *cfg, struct metrics *metrics,
 	model_id_from_path(cfg->model, b->model_id, sizeof(b->model_id));
 	atomic_store(&b->status, BACKEND_LOADING);
 	if (pthread_create(&b->loader, NULL, loader_main, b) != 0) {
+		free(b->template_src);
 		free(b);
 		return ember_seterr(err, EMBER_ENOMEM, "cannot start the loader");
 	}
@@ -138,6 +180,7 @@ void backend_free(struct backend *b)
 	if (b->loader_started)
 		pthread_join(b->loader, NULL);
 	engine_free(b->engine);
+	free(b->template_src);
 	free(b);
 }
 
@@ -212,6 +255,8 @@ static int messages(const struct gen_request *req, struct engine_message *stack,
 	for (i = 0; i < req->n_messages; i++) {
 		(*out)[i].role = gen_role_name(req->messages[i].role);
 		(*out)[i].content = req->messages[i].content;
+		(*out)[i].tool_calls = req->messages[i].tool_calls;
+		(*out)[i].tool_call_id = req->messages[i].tool_call_id;
 	}
 	return 0;
 }
@@ -232,9 +277,10 @@ int backend_submit(struct backend *b, const struct gen_request *req,
 			return rc;
 		er.messages = msgs;
 		er.n_messages = req->n_messages;
+		er.tools = req->tools;
 	} else {
 		er.prompt = req->prompt;
-		er.prompt_len = strlen(req->prompt);
+		er.prompt_len = req->prompt_len;
 	}
 	sampler_config_default(&sc);
 	sc.temperature = req->temperature;
@@ -263,6 +309,24 @@ int backend_submit(struct backend *b, const struct gen_request *req,
 	if (msgs != stack)
 		free(msgs);
 	backend_refresh_metrics(b);
+	return rc;
+}
+
+int backend_apply_template(const struct backend *b, const struct gen_request *req,
+			   char **out, size_t *len, char *err)
+{
+	struct engine_message stack[8], *msgs = stack;
+	int rc;
+
+	*out = NULL;
+	*len = 0;
+	if (!ready(b))
+		return ember_seterr(err, EMBER_EBUSY, "model not loaded");
+	if ((rc = messages(req, stack, 8, &msgs, err)) != 0)
+		return rc;
+	rc = engine_render(b->engine, msgs, req->n_messages, req->tools, out, len, err);
+	if (msgs != stack)
+		free(msgs);
 	return rc;
 }
 

@@ -121,6 +121,14 @@ int backend_session_info(struct backend *b, uint64_t id,
 /* Deletes a session (a request on it is cancelled). */
 int backend_session_delete(struct backend *b, uint64_t id);
 
+/* Any thread, once READY: the prompt text chat request `req` renders to
+ * (the model's own Jinja template, --chat-template-file, or the family
+ * table), as a malloc'd *out of *len bytes the caller frees. Returns 0,
+ * EMBER_EBUSY when not READY, EMBER_EINVAL when the messages do not fit the
+ * template (a raise_exception() message as is), EMBER_ENOMEM. */
+int backend_apply_template(const struct backend *b, const struct gen_request *req,
+			   char **out, size_t *len, char *err);
+
 /* Any thread, once READY: encodes text[0..len) with the model's tokenizer
  * (add_special: BOS/EOS as the model says; parse_special: control-token
  * text becomes those tokens). On success *ids is a malloc'd array of *n

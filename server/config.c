@@ -57,6 +57,8 @@ static const struct config_key keys[] = {
 	 "Log verbosity: error, warn, info (one line per request) or debug."},
 	{"chat_template", CFG_STR, "", 0, 0, OFF(chat_template), NULL, 0,
 	 "Chat template name overriding the model's own; empty = the model's."},
+	{"chat_template_file", CFG_STR, "", 0, 0, OFF(chat_template_file), NULL, 0,
+	 "Jinja chat template file overriding the model's own; empty = the model's."},
 	{"drain_timeout", CFG_INT, "30", 0, 3600, OFF(drain_timeout), NULL, 0,
 	 "Seconds to finish running requests after SIGTERM before exiting."},
 	{"timeout", CFG_INT, "60", 1, 86400, OFF(timeout), NULL, 0,

@@ -41,6 +41,7 @@ struct config {
 	char *cors_origins;   /* comma-separated origins, "*" = any */
 	int64_t log_level;    /* enum log_level */
 	char *chat_template;  /* NULL = the model's own */
+	char *chat_template_file; /* NULL/"" = none; a Jinja file overriding the model's */
 	int64_t drain_timeout; /* seconds */
 	int64_t timeout;      /* idle connection timeout, seconds */
 	int64_t prefill_chunk; /* prompt tokens per batch step */

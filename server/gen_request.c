@@ -21,11 +21,15 @@ void gen_request_free(struct gen_request *r)
 	if (r == NULL)
 		return;
 	free(r->model);
-	for (i = 0; i < r->n_messages; i++)
+	for (i = 0; i < r->n_messages; i++) {
 		free(r->messages[i].content);
+		free(r->messages[i].tool_calls);
+		free(r->messages[i].tool_call_id);
+	}
 	free(r->messages);
 	free(r->prompt);
 	free(r->grammar);
+	free(r->tools);
 	for (i = 0; i < r->n_stop; i++)
 		free(r->stop[i]);
 	memset(r, 0, sizeof(*r));
@@ -37,6 +41,7 @@ const char *gen_role_name(enum gen_role role)
 	case GEN_ROLE_SYSTEM: return "system";
 	case GEN_ROLE_USER: return "user";
 	case GEN_ROLE_ASSISTANT: return "assistant";
+	case GEN_ROLE_TOOL: return "tool";
 	}
 	return "user";
 }

@@ -5,7 +5,8 @@
  * libmicrohttpd types appear here, so engine code can consume it.
  *
  * Every field is validated before the engine sees it: ranges hold as
- * documented below, strings are valid UTF-8 without NUL bytes, n_stop <= 4.
+ * documented below, strings are valid UTF-8 without NUL bytes (but the prompt, which
+ * carries its length), n_stop <= 4.
  *
  * Ownership: the struct owns every string and the messages array;
  * gen_request_free() releases them. Threads: built on the loop thread;
@@ -32,11 +33,15 @@ enum gen_role {
 	GEN_ROLE_SYSTEM,     /* also OpenAI's "developer" */
 	GEN_ROLE_USER,
 	GEN_ROLE_ASSISTANT,
+	GEN_ROLE_TOOL,       /* a tool's result (needs the model's own template) */
 };
 
 struct gen_message {
 	enum gen_role role;
-	char *content;  /* text parts joined with "\n"; may be "" */
+	char *content;      /* text parts joined with "\n"; may be ""; NULL only
+	                     * for an assistant turn with tool_calls */
+	char *tool_calls;   /* NULL, or the assistant's tool_calls array as JSON text */
+	char *tool_call_id; /* NULL, or the call a tool message answers */
 };
 
 struct gen_request {
@@ -46,6 +51,8 @@ struct gen_request {
 	struct gen_message *messages; /* GEN_CHAT: [n_messages], n_messages >= 1 */
 	size_t n_messages;
 	char *prompt;                 /* GEN_COMPLETION: non-NULL, may be "" */
+	size_t prompt_len;            /* its bytes: it may hold NUL ("\u0000") */
+	char *tools;                  /* GEN_CHAT: NULL, or the tools array as JSON text */
 
 	int32_t max_tokens;           /* 1 .. config max_tokens (default: that) */
 	float temperature;            /* [0, 2], default 1; 0 = greedy */

@@ -174,6 +174,43 @@ static void handle_generate(struct server *srv, struct http_req *req,
 	start_generation(srv, req, GEN_COMPLETION, API_FMT_NATIVE, 0);
 }
 
+/* POST /apply-template: {"messages": [...], "tools": [...]} -> {"prompt":
+ * "..."}, the text a chat request with those messages would feed the model
+ * (as llama-server's endpoint). */
+static void handle_apply_template(struct server *srv, struct http_req *req,
+				  const struct route_match *m)
+{
+	struct api_limits lim = {.max_tokens = (int32_t)srv->cfg->max_tokens};
+	struct gen_request gr;
+	struct api_error e;
+	char err[EMBER_ERR_MAX] = "", *prompt = NULL;
+	size_t len = 0;
+	json_t *o;
+
+	(void)m;
+	if (api_openai_check_content_type(http_req_header(req, "Content-Type"), &e) != 0 ||
+	    api_openai_parse_chat(req->body, req->body_len, &lim, &gr, &e) != 0) {
+		http_respond_error(req, &e);
+		return;
+	}
+	int rc = backend_apply_template(srv->backend, &gr, &prompt, &len, err);
+	gen_request_free(&gr);
+	if (rc != 0) {
+		if (rc == EMBER_EBUSY)
+			api_error_set(&e, 503, API_ERR_SERVER, NULL, "model_not_ready", "%s", err);
+		else if (rc == EMBER_EINVAL)
+			api_error_set(&e, 400, API_ERR_INVALID_REQUEST, "messages", "invalid_value", "%s", err);
+		else
+			api_error_set(&e, 500, API_ERR_SERVER, NULL, NULL, "%s", err);
+		http_respond_error(req, &e);
+		return;
+	}
+	o = json_pack("{s:s%}", "prompt", prompt, len);
+	free(prompt);
+	http_respond_json(req, 200, o ? json_dumps(o, JSON_COMPACT) : NULL);
+	json_decref(o);
+}
+
 static void handle_tokenize(struct server *srv, struct http_req *req,
 			    const struct route_match *m)
 {
@@ -252,6 +289,7 @@ static const struct route routes[] = {
 	{"POST", "/v1/completions", handle_completions, "completions"},
 	{"POST", "/v1/generate", handle_generate, "generate"},
 	{"POST", "/tokenize", handle_tokenize, "tokenize"},
+	{"POST", "/apply-template", handle_apply_template, "apply_template"},
 	{"POST", "/detokenize", handle_detokenize, "detokenize"},
 	{"POST", "/v1/sessions", handle_session_new, "sessions"},
 	{"GET", "/v1/sessions/{id}", handle_session_get, "session"},

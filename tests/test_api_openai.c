@@ -24,7 +24,7 @@ static const struct {
 	{1, "{} x", 400, "invalid_request_error", NULL},
 	{1, "{\"a\":1,\"a\":2," MSG "}", 400, "invalid_request_error", NULL},
 	{1, "{" MSG ",\"x\":\"\xff\"}", 400, "invalid_request_error", NULL},
-	{1, "{" MSG ",\"x\":\"\\u0000\"}", 400, "invalid_request_error", NULL},
+	{1, "{\"messages\":[{\"role\":\"user\",\"content\":\"\\u0000\"}]}", 400, "invalid_request_error", NULL},
 	{1, "{" MSG ",\"max_tokens\":99999999999999999999999}", 400,
 	 "invalid_request_error", NULL},
 	{1, "{}", 400, "invalid_request_error", "messages"},
@@ -34,8 +34,12 @@ static const struct {
 	{1, "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"},"
 	    "{\"role\":\"robot\",\"content\":\"b\"}]}",
 	 400, "invalid_request_error", "messages[1].role"},
-	{1, "{\"messages\":[{\"role\":\"tool\",\"content\":\"b\"}]}", 400,
-	 "invalid_request_error", "messages[0].role"},
+	{1, "{\"messages\":[{\"role\":\"user\",\"content\":\"b\",\"tool_calls\":[]}]}", 400,
+	 "invalid_request_error", "messages[0].tool_calls"},
+	{1, "{\"messages\":[{\"role\":\"assistant\",\"content\":null,\"tool_calls\":{}}]}", 400,
+	 "invalid_request_error", "messages[0].tool_calls"},
+	{1, "{\"messages\":[{\"role\":\"user\",\"content\":\"b\"}],\"tools\":{}}", 400,
+	 "invalid_request_error", "tools"},
 	{1, "{\"messages\":[{\"content\":\"b\"}]}", 400, "invalid_request_error",
 	 "messages[0].role"},
 	{1, "{\"messages\":[{\"role\":\"user\"}]}", 400, "invalid_request_error",
@@ -236,6 +240,26 @@ START_TEST(completion_prompt_is_string_or_one_string_array)
 }
 END_TEST
 
+/* "\u0000" is valid JSON and an ordinary character of a prompt (it was
+ * refused as invalid JSON); where a string cannot carry it, it is refused
+ * by name, never cut short. */
+START_TEST(nul_escape_is_a_character_of_the_prompt)
+{
+	struct gen_request r;
+	struct api_error e;
+	const char *b1 = "{\"prompt\":\"a\\u0000b\"}";
+	const char *b2 = "{\"messages\":[{\"role\":\"user\",\"content\":\"a\\u0000b\"}]}";
+
+	ck_assert_int_eq(api_openai_parse_completion(b1, strlen(b1), &lim, &r, &e), 0);
+	ck_assert_uint_eq(r.prompt_len, 3);
+	ck_assert_int_eq(memcmp(r.prompt, "a\0b", 4), 0);
+	gen_request_free(&r);
+	ck_assert_int_eq(api_openai_parse_chat(b2, strlen(b2), &lim, &r, &e), -1);
+	ck_assert_int_eq(e.status, 400);
+	ck_assert_ptr_nonnull(strstr(e.message, "NUL"));
+}
+END_TEST
+
 START_TEST(content_type_must_be_json)
 {
 	struct api_error e;
@@ -283,6 +307,7 @@ Suite *suite_api_openai(void)
 	tcase_add_test(tc, defaults_and_nulls_leave_defaults);
 	tcase_add_test(tc, max_tokens_above_the_cap_is_clamped);
 	tcase_add_test(tc, completion_prompt_is_string_or_one_string_array);
+	tcase_add_test(tc, nul_escape_is_a_character_of_the_prompt);
 	tcase_add_test(tc, content_type_must_be_json);
 	tcase_add_test(tc, error_json_has_the_openai_shape);
 	suite_add_tcase(s, tc);

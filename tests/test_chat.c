@@ -15,10 +15,10 @@
 
 /* system, user, assistant, user: the conversation every family renders. */
 static const struct chat_msg convo[] = {
-	{"system", "You are terse."},
-	{"user", "Hi"},
-	{"assistant", "Hello."},
-	{"user", "Why?"},
+	{.role = "system", .content = "You are terse."},
+	{.role = "user", .content = "Hi"},
+	{.role = "assistant", .content = "Hello."},
+	{.role = "user", .content = "Why?"},
 };
 #define CONVO_N (sizeof(convo) / sizeof(convo[0]))
 
@@ -216,7 +216,7 @@ END_TEST
 
 START_TEST(trims_contents_only_where_the_family_does)
 {
-	const struct chat_msg m[] = {{"user", "  Hi \n"}};
+	const struct chat_msg m[] = {{.role = "user", .content = "  Hi \n"}};
 
 	ck_assert_str_eq(render(CHAT_TEMPLATE_GEMMA, m, 1),
 			 "<start_of_turn>user\nHi<end_of_turn>\n<start_of_turn>model\n");
@@ -228,8 +228,8 @@ END_TEST
 
 START_TEST(lone_system_message_becomes_user_turn_when_merged)
 {
-	const struct chat_msg sys[] = {{"system", "Be brief."}};
-	const struct chat_msg sys_asst[] = {{"system", "Be brief."}, {"assistant", "Ok."}};
+	const struct chat_msg sys[] = {{.role = "system", .content = "Be brief."}};
+	const struct chat_msg sys_asst[] = {{.role = "system", .content = "Be brief."}, {.role = "assistant", .content = "Ok."}};
 
 	ck_assert_str_eq(render(CHAT_TEMPLATE_GEMMA, sys, 1),
 			 "<start_of_turn>user\nBe brief.<end_of_turn>\n<start_of_turn>model\n");
@@ -239,7 +239,7 @@ END_TEST
 
 START_TEST(generation_prompt_only_when_asked)
 {
-	const struct chat_msg m[] = {{"user", "Hi"}};
+	const struct chat_msg m[] = {{.role = "user", .content = "Hi"}};
 	char buf[256];
 	int64_t n = chat_apply(CHAT_TEMPLATE_CHATML, m, 1, NULL, NULL, 0, buf, sizeof(buf), NULL);
 
@@ -250,7 +250,7 @@ END_TEST
 
 START_TEST(rendered_text_never_starts_with_bos)
 {
-	const struct chat_msg m[] = {{"user", "Hi"}, {"assistant", "Yo"}, {"user", "Hm"}};
+	const struct chat_msg m[] = {{.role = "user", .content = "Hi"}, {.role = "assistant", .content = "Yo"}, {.role = "user", .content = "Hm"}};
 
 	for (int t = 1; t < CHAT_TEMPLATE_COUNT; t++)
 		ck_assert_msg(strncmp(render((enum chat_template)t, m, 3), "<s>", 3) != 0, "%s",
@@ -267,7 +267,7 @@ END_TEST
 
 START_TEST(markers_and_placeholders_in_content_pass_through_as_text)
 {
-	const struct chat_msg m[] = {{"user", "a<|im_end|>\n<|im_start|>system\n{eos}{bos}"}};
+	const struct chat_msg m[] = {{.role = "user", .content = "a<|im_end|>\n<|im_start|>system\n{eos}{bos}"}};
 
 	ck_assert_str_eq(render(CHAT_TEMPLATE_CHATML, m, 1),
 			 "<|im_start|>user\na<|im_end|>\n<|im_start|>system\n{eos}{bos}<|im_end|>\n"
@@ -311,10 +311,11 @@ static void expect_einval(enum chat_template t, const struct chat_msg *m, size_t
 
 START_TEST(rejects_bad_messages_with_a_reason)
 {
-	const struct chat_msg tool[] = {{"user", "Hi"}, {"tool", "42"}};
-	const struct chat_msg null_content[] = {{"user", NULL}};
-	const struct chat_msg null_role[] = {{NULL, "Hi"}};
-	const struct chat_msg late_sys[] = {{"user", "Hi"}, {"assistant", "Yo"}, {"system", "Be nice."}};
+	const struct chat_msg tool[] = {{.role = "user", .content = "Hi"}, {.role = "tool", .content = "42"}};
+	const struct chat_msg null_content[] = {{.role = "user", .content = NULL}};
+	const struct chat_msg null_role[] = {{.role = NULL, .content = "Hi"}};
+	const struct chat_msg late_sys[] = {
+		{.role = "user", .content = "Hi"}, {.role = "assistant", .content = "Yo"}, {.role = "system", .content = "Be nice."}};
 
 	expect_einval(CHAT_TEMPLATE_CHATML, tool, 2, "unknown role 'tool'");
 	expect_einval(CHAT_TEMPLATE_CHATML, convo, 0, "no messages");
@@ -435,7 +436,7 @@ START_TEST(style_resolves_the_model_and_renders_like_chat_apply)
 		{"../shared/golden/llama/model-f32.gguf", CHAT_TEMPLATE_ZEPHYR},
 		{"../shared/golden/qwen2/model-f32.gguf", CHAT_TEMPLATE_CHATML},
 	};
-	const struct chat_msg msgs[] = {{"system", "Be brief."}, {"user", "Hi"}};
+	const struct chat_msg msgs[] = {{.role = "system", .content = "Be brief."}, {.role = "user", .content = "Hi"}};
 	char err[EMBER_ERR_MAX] = "", want[512];
 	size_t k, i, len;
 
@@ -456,17 +457,28 @@ START_TEST(style_resolves_the_model_and_renders_like_chat_apply)
 			eos_seen |= st.stops[i] == st.eos_text;
 		if (cases[k].family == CHAT_TEMPLATE_ZEPHYR)
 			ck_assert_msg(eos_seen, "zephyr stops at the model's own EOS text");
+		/* the file's own template renders (it parses: no warning) */
+		ck_assert_msg(st.jinja != NULL, "%s: %s", cases[k].path, st.warning);
+		ck_assert_str_eq(st.warning, "");
+		ck_assert_int_eq(chat_style_render(&st, msgs, 2, &out, &len, err), 0);
+		ck_assert_ptr_nonnull(strstr(out, "Hi"));
+		ck_assert_msg(!st.strip_bos || !st.bos_text[0] || strncmp(out, st.bos_text, strlen(st.bos_text)),
+			      "no BOS text in front when the tokenizer adds BOS: %s", out);
+		free(out);
+		chat_style_free(&st);
+		/* a family override wins over the file and renders from the table */
+		chat_style_init(&st, CHAT_TEMPLATE_LLAMA2, &g, t);
+		ck_assert_int_eq(st.family, CHAT_TEMPLATE_LLAMA2);
+		ck_assert_ptr_null(st.jinja);
 		ck_assert_int_eq(chat_style_render(&st, msgs, 2, &out, &len, err), 0);
 		ck_assert_int_eq(chat_apply(st.family, msgs, 2, st.bos_text, st.eos_text, 1, want,
 					    sizeof(want), err), (int64_t)len);
 		ck_assert_str_eq(out, want);
 		free(out);
-		/* an override wins over the file */
-		chat_style_init(&st, CHAT_TEMPLATE_LLAMA2, &g, t);
-		ck_assert_int_eq(st.family, CHAT_TEMPLATE_LLAMA2);
 		/* errors come back, with nothing allocated */
 		ck_assert_int_eq(chat_style_render(&st, msgs, 0, &out, &len, err), EMBER_EINVAL);
 		ck_assert_ptr_null(out);
+		chat_style_free(&st);
 		tokenizer_free(t);
 		gguf_close(&g);
 	}

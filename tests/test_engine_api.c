@@ -132,7 +132,7 @@ END_TEST
 
 START_TEST(messages_give_what_their_rendered_prompt_gives)
 {
-	const struct engine_message msgs[] = {{"system", "Be brief."}, {"user", "Name a color."}};
+	const struct engine_message msgs[] = {{.role = "system", .content = "Be brief."}, {.role = "user", .content = "Name a color."}};
 	struct engine *e = open_engine(2, 256);
 	char err[EMBER_ERR_MAX] = "", *prompt = NULL;
 	struct engine_request a = {.messages = msgs, .n_messages = 2, .add_special = true,
@@ -141,7 +141,7 @@ START_TEST(messages_give_what_their_rendered_prompt_gives)
 	struct sink sa, sb;
 	size_t len = 0;
 
-	ck_assert_int_eq(engine_render(e, msgs, 2, &prompt, &len, err), 0);
+	ck_assert_int_eq(engine_render(e, msgs, 2, NULL, &prompt, &len, err), 0);
 	ck_assert_ptr_nonnull(strstr(prompt, "Name a color."));
 	b.messages = NULL;
 	b.n_messages = 0;
@@ -166,14 +166,14 @@ END_TEST
 
 START_TEST(bad_messages_are_refused_on_submit)
 {
-	const struct engine_message msgs[] = {{"user", NULL}};
+	const struct engine_message msgs[] = {{.role = "user", .content = NULL}};
 	struct engine *e = open_engine(1, 128);
 	struct engine_request r = {.messages = msgs, .n_messages = 1, .max_tokens = 4};
 	char err[EMBER_ERR_MAX] = "";
 	uint64_t id;
 
 	ck_assert_int_eq(engine_submit(e, &r, &id, err), EMBER_EINVAL);
-	r.messages = (const struct engine_message[]){{"user", "hi"}};
+	r.messages = (const struct engine_message[]){{.role = "user", .content = "hi"}};
 	r.prompt = "hi";
 	r.prompt_len = 2;
 	ck_assert_int_eq(engine_submit(e, &r, &id, err), EMBER_EINVAL);

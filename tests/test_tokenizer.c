@@ -90,6 +90,54 @@ START_TEST(bpe_falcon_vectors_exact_through_front)
 }
 END_TEST
 
+START_TEST(bpe_llama3_vectors_exact_through_front)
+{
+	check_vectors("ggml-vocab-llama-bpe.gguf");
+}
+END_TEST
+
+START_TEST(bpe_qwen2_vectors_exact_through_front)
+{
+	check_vectors("ggml-vocab-qwen2.gguf");
+}
+END_TEST
+
+/* "gemma4": SentencePiece-style BPE (spaces as U+2581, raw UTF-8 merges,
+ * <0xAB> byte fallback); refused as unsupported before. */
+START_TEST(bpe_gemma4_vectors_exact_through_front)
+{
+	check_vectors("ggml-vocab-gemma-4.gguf");
+}
+END_TEST
+
+/* A single piece with the leading SentencePiece space, decoded into a
+ * buffer of exactly the size asked for (as /detokenize does): the space is
+ * dropped without cutting the piece ("Helll" before). */
+START_TEST(decode_of_one_leading_space_piece_fits_its_size)
+{
+	char err[EMBER_ERR_MAX] = "", buf[16];
+	struct gguf g = {0};
+	struct tokenizer *t = NULL;
+	int32_t ids[4];
+	int64_t n, need;
+
+	ck_assert_msg(gguf_open(&g, VEC_DIR "ggml-vocab-llama-spm.gguf", err) == 0, "%s", err);
+	ck_assert_msg(tokenizer_new(&t, &g, err) == 0, "%s", err);
+	n = tokenizer_encode(t, "Hello", 5, 0, 0, ids, 4);
+	ck_assert_int_eq(n, 1); /* "▁Hello" */
+	need = tokenizer_decode(t, ids, 1, 0, NULL, 0);
+	ck_assert_int_eq(need, 5);
+	memset(buf, 'x', sizeof(buf));
+	ck_assert_int_eq(tokenizer_decode(t, ids, 1, 0, buf, (size_t)need), 5);
+	ck_assert_int_eq(memcmp(buf, "Hellox", 6), 0);
+	memset(buf, 'x', sizeof(buf));
+	ck_assert_int_eq(tokenizer_decode(t, ids, 1, 0, buf, 3), 5);
+	ck_assert_int_eq(memcmp(buf, "Helx", 4), 0);
+	tokenizer_free(t);
+	gguf_close(&g);
+}
+END_TEST
+
 START_TEST(bpe_adds_no_bos_and_parses_specials_when_asked)
 {
 	char err[EMBER_ERR_MAX] = "";
@@ -123,6 +171,10 @@ Suite *suite_tokenizer(void)
 	tcase_add_test(tc, spm_phi3_vectors_exact_through_front);
 	tcase_add_test(tc, bpe_gpt2_vectors_exact_through_front);
 	tcase_add_test(tc, bpe_falcon_vectors_exact_through_front);
+	tcase_add_test(tc, bpe_llama3_vectors_exact_through_front);
+	tcase_add_test(tc, bpe_qwen2_vectors_exact_through_front);
+	tcase_add_test(tc, bpe_gemma4_vectors_exact_through_front);
+	tcase_add_test(tc, decode_of_one_leading_space_piece_fits_its_size);
 	tcase_add_test(tc, bpe_adds_no_bos_and_parses_specials_when_asked);
 	suite_add_tcase(s, tc);
 	return s;

@@ -167,8 +167,8 @@ static int run_generate(struct engine *e, const struct run_args *a, struct engin
 
 	if (a->chat) {
 		if (a->system)
-			msgs[n++] = (struct engine_message){"system", a->system};
-		msgs[n++] = (struct engine_message){"user", a->prompt};
+			msgs[n++] = (struct engine_message){.role = "system", .content = a->system};
+		msgs[n++] = (struct engine_message){.role = "user", .content = a->prompt};
 		r.messages = msgs;
 		r.n_messages = n;
 		/* Chat markup is tokenized with its special tokens (chat.h). */
@@ -219,6 +219,8 @@ int cmd_run(int argc, char **argv)
 	ec.n_ctx = (uint32_t)a.ctx;
 	if (sampler_config_validate(&a.sc, err) < 0 || engine_open(&e, a.model, &ec, err) < 0)
 		goto fail;
+	if (a.chat && engine_template_warning(e)[0])
+		fprintf(stderr, "warning: %s\n", engine_template_warning(e));
 	if (a.chat)
 		fprintf(stderr, "[chat template: %s]\n", engine_chat_template(e));
 	if (run_generate(e, &a, &res, err) < 0)

@@ -17,5 +17,6 @@ int cmd_inspect(int argc, char **argv);
 int cmd_convert(int argc, char **argv);
 int cmd_quantize(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
+int cmd_template(int argc, char **argv);
 
 #endif

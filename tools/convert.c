@@ -330,7 +330,7 @@ static int set_keys(struct gguf_writer *w, const struct conv *c)
 	eot = c->arch->eot_token ? hf_tokenizer_find(&c->tok, c->arch->eot_token) : -1;
 	if (rc == 0 && eot >= 0)
 		rc = gguf_writer_set_u32(w, "tokenizer.ggml.eot_token_id", (uint32_t)eot);
-	if (rc == 0 && c->arch->no_space_prefix)
+	if (rc == 0 && (c->arch->no_space_prefix || c->tok.no_space_prefix))
 		rc = gguf_writer_set_bool(w, "tokenizer.ggml.add_space_prefix", 0);
 	rc = rc ? rc : gguf_writer_set_str(w, "ember.recipe", recipe);
 	rc = rc ? rc : hf_tokenizer_write_ember(&c->tok, w);

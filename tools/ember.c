@@ -21,6 +21,7 @@ static const struct command commands[] = {
 	{"convert", cmd_convert, "convert a Hugging Face checkpoint to GGUF (-q recipe)"},
 	{"quantize", cmd_quantize, "re-quantize an f32/f16/bf16 GGUF file (-q recipe)"},
 	{"bench", cmd_bench, "prefill and decode speed of a model (tokens/s, like llama-bench)"},
+	{"template", cmd_template, "render a Jinja chat template with a JSON context"},
 	{"synth", cmd_synth, "write a model with seeded random weights (tests, benchmarks, demo)"},
 };
 

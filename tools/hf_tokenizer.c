@@ -144,21 +144,6 @@ static int pad_vocab(struct hf_tokenizer *tk, int32_t type, float score)
 	return 0;
 }
 
-/* Tokens llama.cpp treats as control even when not marked special. */
-static int looks_special(const char *s)
-{
-	size_t n = strlen(s);
-
-	if (strcmp(s, "<pad>") == 0 || strcmp(s, "<mask>") == 0 || strcmp(s, "<2mass>") == 0 ||
-	    strcmp(s, "[@BOS@]") == 0)
-		return 1;
-	if (n >= 4 && strncmp(s, "<|", 2) == 0 && strcmp(s + n - 2, "|>") == 0)
-		return 1;
-	if (n >= 8 && strncmp(s, "<\xef\xbd\x9c", 4) == 0 && strcmp(s + n - 4, "\xef\xbd\x9c>") == 0)
-		return 1; /* <｜...｜> */
-	return strncmp(s, "<unused", 7) == 0 && n > 7 && s[n - 1] == '>';
-}
-
 /* Text of a non-special added token with SentencePiece's "▁" as a space
  * (llama.cpp pre-normalises user-defined tokens). */
 static int set_user_token(struct hf_tokenizer *tk, uint32_t id, const char *s)
@@ -327,7 +312,9 @@ static int spm_added(struct hf_tokenizer *tk, json_t *tcfg)
 
 		if (content == NULL || *endp != '\0' || id >= tk->n_vocab)
 			continue;
-		if (json_is_true(json_object_get(v, "special")) || looks_special(content)) {
+		/* the file's special flag decides: a non-special added token is
+		 * matched as text (Qwen's <|fim_*|>), as Hugging Face does */
+		if (json_is_true(json_object_get(v, "special"))) {
 			tk->types[id] = TT_CONTROL;
 			rc = set_token(tk, (uint32_t)id, content, strlen(content));
 		} else {
@@ -392,6 +379,98 @@ static int bpe_merges(struct hf_tokenizer *tk, json_t *merges, char *err)
 	return 0;
 }
 
+/* 1 if tokenizer.json holds SentencePiece-style BPE: byte fallback and
+ * spaces written as U+2581 "▁" (Llama 2, Mistral, Gemma exported from a
+ * SentencePiece model), not GPT-2's byte-level BPE. */
+static int bpe_is_spm_style(json_t *tj)
+{
+	json_t *model = json_object_get(tj, "model");
+	char *norm = json_dumps(json_object_get(tj, "normalizer"), JSON_ENCODE_ANY | JSON_COMPACT);
+	char *pre = json_dumps(json_object_get(tj, "pre_tokenizer"), JSON_ENCODE_ANY | JSON_COMPACT);
+	int spm = json_is_true(json_object_get(model, "byte_fallback")) &&
+		  ((norm && strstr(norm, "\xe2\x96\x81")) || (pre && strstr(pre, "Metaspace")));
+
+	free(norm);
+	free(pre);
+	return spm;
+}
+
+/* 1 if the SentencePiece-style normalizer puts "▁" in front of the text
+ * (Llama 2's Prepend, a Metaspace that prepends), 0 if not (Gemma). */
+static int bpe_spm_prepends(json_t *tj)
+{
+	char *norm = json_dumps(json_object_get(tj, "normalizer"), JSON_ENCODE_ANY | JSON_COMPACT);
+	char *pre = json_dumps(json_object_get(tj, "pre_tokenizer"), JSON_ENCODE_ANY | JSON_COMPACT);
+	int prepend = (norm && strstr(norm, "\"Prepend\"")) ||
+		      (pre && strstr(pre, "Metaspace") && !strstr(pre, "\"prepend_scheme\":\"never\"") &&
+		       !strstr(pre, "\"add_prefix_space\":false"));
+
+	free(norm);
+	free(pre);
+	return prepend;
+}
+
+/*
+ * SentencePiece-style BPE as the SentencePiece vocabulary it came from
+ * ("llama": pieces, scores, types), which is what llama.cpp's tokenizer for
+ * these models expects. SentencePiece merges the adjacent pair whose joined
+ * piece scores highest; BPE merges the pair of lowest rank. So a piece
+ * scores minus the rank of the first merge that makes it, and the two agree;
+ * pieces no merge makes (single characters, bytes, specials) never win a
+ * merge (-1e9). "<0xAB>" pieces are byte tokens, the model's unk_token the
+ * unknown one.
+ */
+static int bpe_to_spm(struct hf_tokenizer *tk, json_t *tj, char *err)
+{
+	json_t *model = json_object_get(tj, "model"), *vocab = json_object_get(model, "vocab"), *v;
+	const char *unk = json_string_value(json_object_get(model, "unk_token"));
+	uint32_t i;
+	uint64_t r;
+
+	tk->scores = malloc(tk->n_vocab * sizeof(*tk->scores));
+	if (tk->scores == NULL)
+		return ember_seterr(err, EMBER_ENOMEM, "tokenizer.json");
+	for (i = 0; i < tk->n_vocab; i++) {
+		const char *s = tk->tokens[i];
+		tk->scores[i] = -1e9f;
+		if (s == NULL || tk->types[i] != TT_NORMAL)
+			continue;
+		if (tk->lens[i] == 6 && s[0] == '<' && s[1] == '0' && s[2] == 'x' && s[5] == '>')
+			tk->types[i] = TT_BYTE;
+		else if (unk && strcmp(s, unk) == 0)
+			tk->types[i] = TT_UNKNOWN;
+	}
+	for (r = 0; r < tk->n_merges; r++) {
+		/* "a b" -> the piece "ab" */
+		char *m = tk->merges[r], *sp = strchr(m + 1, ' ');
+		size_t la, lb;
+		char joined[512];
+		int64_t id;
+
+		if (sp == NULL)
+			continue;
+		la = (size_t)(sp - m);
+		lb = strlen(sp + 1);
+		if (la + lb >= sizeof(joined))
+			continue;
+		memcpy(joined, m, la);
+		memcpy(joined + la, sp + 1, lb + 1);
+		v = json_object_get(vocab, joined);
+		id = json_is_integer(v) ? json_integer_value(v) : -1;
+		if (id >= 0 && (uint64_t)id < tk->n_vocab && tk->scores[id] == -1e9f)
+			tk->scores[id] = -(float)r;
+	}
+	for (r = 0; r < tk->n_merges; r++)
+		free(tk->merges[r]);
+	free(tk->merges);
+	tk->merges = NULL;
+	tk->n_merges = 0;
+	tk->is_spm = 1;
+	tk->no_space_prefix = !bpe_spm_prepends(tj);
+	snprintf(tk->pre, sizeof(tk->pre), "default");
+	return 0;
+}
+
 static int load_bpe(struct hf_tokenizer *tk, json_t *tj, uint32_t n_vocab, const char *bpe_pre,
 		    char *err)
 {
@@ -425,7 +504,7 @@ static int load_bpe(struct hf_tokenizer *tk, json_t *tj, uint32_t n_vocab, const
 
 		if (content == NULL || id < 0 || (uint64_t)id >= n_vocab)
 			continue;
-		if (json_is_true(json_object_get(v, "special")) || looks_special(content)) {
+		if (json_is_true(json_object_get(v, "special"))) { /* the flag decides, as above */
 			rc = set_token(tk, (uint32_t)id, content, strlen(content));
 			tk->types[id] = TT_CONTROL;
 		} else {
@@ -435,7 +514,10 @@ static int load_bpe(struct hf_tokenizer *tk, json_t *tj, uint32_t n_vocab, const
 		if (rc < 0)
 			return ember_seterr(err, EMBER_ENOMEM, "tokenizer.json");
 	}
-	return bpe_merges(tk, json_object_get(model, "merges"), err);
+	rc = bpe_merges(tk, json_object_get(model, "merges"), err);
+	if (rc == 0 && bpe_is_spm_style(tj))
+		rc = bpe_to_spm(tk, tj, err);
+	return rc;
 }
 
 /* ---- special tokens -------------------------------------------------------- */
@@ -610,7 +692,7 @@ int hf_tokenizer_write_ember(const struct hf_tokenizer *tk, struct gguf_writer *
 	if (tk->n_eos_ids > 0)
 		rc = gguf_writer_set_arr(w, "ember.tokenizer.eos_token_ids", GGUF_TYPE_UINT32,
 					 tk->eos_ids, tk->n_eos_ids);
-	if (rc == 0 && tk->is_spm)
+	if (rc == 0 && tk->is_spm && tk->spm_bytes != NULL)
 		rc = gguf_writer_set_arr(w, "ember.tokenizer.spm_model", GGUF_TYPE_UINT8,
 					 tk->spm_bytes, tk->spm_len);
 	return rc;

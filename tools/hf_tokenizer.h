@@ -40,7 +40,8 @@
 #define HF_TOK_MAX_EOS 16
 
 struct hf_tokenizer {
-	int is_spm;       /* 1: tokenizer.model, 0: tokenizer.json BPE */
+	int is_spm;       /* 1: tokenizer.model or SentencePiece-style tokenizer.json, 0: BPE */
+	int no_space_prefix; /* 1: write add_space_prefix = false (a tokenizer.json without Prepend) */
 	char pre[32];     /* tokenizer.ggml.pre */
 	uint32_t n_vocab; /* entries in tokens/lens/types (= config vocab_size) */
 	char **tokens;    /* [n_vocab] owned, NUL-terminated, lens[i] bytes */

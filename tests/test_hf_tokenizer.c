@@ -1,0 +1,269 @@
+/*
+ * test_hf_tokenizer.c - tokenizers converted from Hugging Face files
+ * (tools/hf_tokenizer.c). A Llama-2-style checkpoint that ships only
+ * tokenizer.json (SentencePiece-style BPE: byte fallback, spaces as "▁")
+ * must tokenize exactly as the same vocabulary from tokenizer.model; the
+ * tokenizer.json is derived here from the golden llama tokenizer.model the
+ * way Hugging Face's converter derives it (merges ordered by the merged
+ * piece's score).
+ */
+#include <check.h>
+#include <jansson.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "convert.h"
+#include "ember.h"
+#include "gguf.h"
+#include "recipe.h"
+#include "testutil.h"
+#include "tokenizer.h"
+
+#define GOLDEN "../shared/golden"
+#define VEC "../shared/tokenizer-vectors/"
+#define SEP "\n__ggml_vocab_test__\n"
+
+static char tmp[64];
+
+static int convert_dir(const char *dir, const char *out, char *err)
+{
+	struct convert_opts o;
+
+	memset(&o, 0, sizeof(o));
+	o.in = dir;
+	o.out = out;
+	ck_assert_int_eq(recipe_parse(&o.recipe, "f32", err), 0);
+	return convert_run(&o, err);
+}
+
+static void link_from(const char *arch, const char *dir, const char *name)
+{
+	char base[PATH_MAX], src[PATH_MAX + 256], dst[PATH_MAX], from[64];
+
+	snprintf(from, sizeof(from), GOLDEN "/%s/hf", arch);
+	ck_assert_ptr_nonnull(realpath(from, base));
+	snprintf(src, sizeof(src), "%s/%s", base, name);
+	snprintf(dst, sizeof(dst), "%s/%s", dir, name);
+	ck_assert_int_eq(symlink(src, dst), 0);
+}
+
+static void link_file(const char *dir, const char *name)
+{
+	link_from("llama", dir, name);
+}
+
+struct merge {
+	double score;
+	int64_t l, r;
+	char *text;
+};
+
+static int merge_cmp(const void *a, const void *b)
+{
+	const struct merge *x = a, *y = b;
+	if (x->score != y->score)
+		return x->score > y->score ? -1 : 1;
+	if (x->l != y->l)
+		return x->l < y->l ? -1 : 1;
+	return (x->r > y->r) - (x->r < y->r);
+}
+
+/* tokenizer.json for the SentencePiece vocabulary in `g`. */
+static json_t *spm_as_tokenizer_json(const struct gguf *g)
+{
+	const struct gguf_kv *toks = gguf_find_kv(g, "tokenizer.ggml.tokens");
+	const struct gguf_kv *scores = gguf_find_kv(g, "tokenizer.ggml.scores");
+	const struct gguf_kv *types = gguf_find_kv(g, "tokenizer.ggml.token_type");
+	json_t *vocab = json_object(), *merges = json_array(), *added = json_array(), *root;
+	struct merge *m = NULL;
+	size_t nm = 0, cap = 0;
+	uint64_t i;
+
+	ck_assert(toks && scores && types);
+	for (i = 0; i < toks->arr_n; i++) {
+		struct gguf_str s;
+		double ty;
+		char buf[256];
+		ck_assert_int_eq(gguf_arr_str(toks, i, &s), 0);
+		ck_assert_uint_lt(s.len, sizeof(buf));
+		memcpy(buf, s.ptr, s.len);
+		buf[s.len] = '\0';
+		json_object_set_new(vocab, buf, json_integer((json_int_t)i));
+		gguf_arr_num(types, i, &ty);
+		if (ty == 2 || ty == 3)
+			json_array_append_new(added, json_pack("{s:I,s:s,s:b}", "id", (json_int_t)i, "content",
+							       buf, "special", 1));
+	}
+	for (i = 0; i < toks->arr_n; i++) {
+		struct gguf_str s;
+		double ty, sc;
+		gguf_arr_str(toks, i, &s);
+		gguf_arr_num(types, i, &ty);
+		gguf_arr_num(scores, i, &sc);
+		if (ty != 1)
+			continue;
+		for (size_t k = 1; k < s.len; k++) {
+			char l[256], r[256];
+			json_t *lv, *rv;
+			if (((unsigned char)s.ptr[k] & 0xC0) == 0x80)
+				continue; /* split between characters only */
+			memcpy(l, s.ptr, k);
+			l[k] = '\0';
+			memcpy(r, s.ptr + k, s.len - k);
+			r[s.len - k] = '\0';
+			lv = json_object_get(vocab, l);
+			rv = json_object_get(vocab, r);
+			if (!lv || !rv)
+				continue;
+			if (nm == cap) {
+				cap = cap ? 2 * cap : 1024;
+				m = realloc(m, cap * sizeof(*m));
+				ck_assert_ptr_nonnull(m);
+			}
+			m[nm].score = sc;
+			m[nm].l = json_integer_value(lv);
+			m[nm].r = json_integer_value(rv);
+			m[nm].text = malloc(s.len + 2);
+			snprintf(m[nm].text, s.len + 2, "%s %s", l, r);
+			nm++;
+		}
+	}
+	qsort(m, nm, sizeof(*m), merge_cmp);
+	for (i = 0; i < nm; i++) {
+		json_array_append_new(merges, json_string(m[i].text));
+		free(m[i].text);
+	}
+	free(m);
+	root = json_pack("{s:o,s:o,s:o,s:o}", "normalizer",
+			 json_pack("{s:s,s:[{s:s,s:s},{s:s,s:{s:s},s:s}]}", "type", "Sequence", "normalizers",
+				   "type", "Prepend", "prepend", "\xe2\x96\x81", "type", "Replace", "pattern",
+				   "String", " ", "content", "\xe2\x96\x81"),
+			 "pre_tokenizer", json_null(), "added_tokens", added, "model",
+			 json_pack("{s:s,s:b,s:s,s:o,s:o}", "type", "BPE", "byte_fallback", 1, "unk_token", "<unk>",
+				   "vocab", vocab, "merges", merges));
+	ck_assert_ptr_nonnull(root);
+	return root;
+}
+
+START_TEST(llama2_tokenizer_json_alone_tokenizes_like_tokenizer_model)
+{
+	char err[EMBER_ERR_MAX] = "", dir[128], ref[128], out[128], path[256];
+	struct gguf gr = {0}, go = {0};
+	struct tokenizer *tr = NULL, *to = NULL;
+	static const char *const links[] = {"config.json", "model.safetensors", "tokenizer_config.json",
+					    "generation_config.json", "special_tokens_map.json"};
+	char *in, *text;
+	size_t in_len, cases = 0;
+	json_t *tj;
+
+	strcpy(tmp, "/tmp/ember-hftok-XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(tmp));
+	snprintf(ref, sizeof(ref), "%s/ref.gguf", tmp);
+	ck_assert_msg(convert_dir(GOLDEN "/llama/hf", ref, err) == 0, "%s", err);
+	ck_assert_int_eq(gguf_open(&gr, ref, err), 0);
+	snprintf(dir, sizeof(dir), "%s/hf", tmp);
+	ck_assert_int_eq(mkdir(dir, 0755), 0);
+	for (size_t i = 0; i < sizeof(links) / sizeof(links[0]); i++)
+		link_file(dir, links[i]);
+	tj = spm_as_tokenizer_json(&gr);
+	snprintf(path, sizeof(path), "%s/tokenizer.json", dir);
+	ck_assert_int_eq(json_dump_file(tj, path, 0), 0);
+	json_decref(tj);
+	snprintf(out, sizeof(out), "%s/json.gguf", tmp);
+	ck_assert_msg(convert_dir(dir, out, err) == 0, "%s", err);
+	ck_assert_int_eq(gguf_open(&go, out, err), 0);
+	ck_assert_msg(tokenizer_new(&tr, &gr, err) == 0, "%s", err);
+	ck_assert_msg(tokenizer_new(&to, &go, err) == 0, "%s", err);
+
+	in = test_read_file(VEC "ggml-vocab-llama-spm.gguf.inp", &in_len);
+	ck_assert_ptr_nonnull(in);
+	for (text = in;; cases++) {
+		char *sep = strstr(text, SEP);
+		int32_t a[2048], b[2048];
+		int64_t na, nb;
+		if (sep == NULL)
+			break;
+		na = tokenizer_encode(tr, text, (size_t)(sep - text), 1, 0, a, 2048);
+		nb = tokenizer_encode(to, text, (size_t)(sep - text), 1, 0, b, 2048);
+		ck_assert_int_ge(na, 0);
+		ck_assert_msg(na == nb && memcmp(a, b, (size_t)na * sizeof(*a)) == 0,
+			      "case %zu (%.*s): %lld ids vs %lld, or different ids", cases, (int)(sep - text), text,
+			      (long long)na, (long long)nb);
+		text = sep + strlen(SEP);
+	}
+	ck_assert_uint_ge(cases, 40);
+	free(in);
+	tokenizer_free(to);
+	tokenizer_free(tr);
+	gguf_close(&go);
+	gguf_close(&gr);
+	snprintf(path, sizeof(path), "rm -rf '%s'", tmp);
+	ck_assert_int_eq(system(path), 0);
+}
+END_TEST
+
+/* An added token marked "special": false is user-defined text, matched in
+ * plain text even without special parsing (Hugging Face's rule), not a
+ * control token; "<|...|>" names made it control before. */
+START_TEST(non_special_added_tokens_stay_text)
+{
+	char err[EMBER_ERR_MAX] = "", dir[128], out[128], path[256];
+	static const char *const links[] = {"config.json", "model.safetensors", "tokenizer_config.json",
+					    "generation_config.json"};
+	const char *text = "x<|fim_prefix|>y";
+	struct gguf g = {0};
+	struct tokenizer *t = NULL;
+	const struct gguf_kv *types;
+	json_error_t je;
+	json_t *tj;
+	double ty;
+	int32_t ids[16];
+	int64_t n, i, found = 0;
+
+	strcpy(tmp, "/tmp/ember-hftok-XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(tmp));
+	snprintf(dir, sizeof(dir), "%s/hf", tmp);
+	ck_assert_int_eq(mkdir(dir, 0755), 0);
+	for (size_t k = 0; k < sizeof(links) / sizeof(links[0]); k++)
+		link_from("qwen2", dir, links[k]);
+	tj = json_load_file(GOLDEN "/qwen2/hf/tokenizer.json", 0, &je);
+	ck_assert_ptr_nonnull(tj);
+	json_array_append_new(json_object_get(tj, "added_tokens"),
+			      json_pack("{s:i,s:s,s:b}", "id", 1000, "content", "<|fim_prefix|>", "special", 0));
+	snprintf(path, sizeof(path), "%s/tokenizer.json", dir);
+	ck_assert_int_eq(json_dump_file(tj, path, 0), 0);
+	json_decref(tj);
+	snprintf(out, sizeof(out), "%s/q.gguf", tmp);
+	ck_assert_msg(convert_dir(dir, out, err) == 0, "%s", err);
+	ck_assert_int_eq(gguf_open(&g, out, err), 0);
+	types = gguf_find_kv(&g, "tokenizer.ggml.token_type");
+	ck_assert_ptr_nonnull(types);
+	ck_assert_int_eq(gguf_arr_num(types, 1000, &ty), 0);
+	ck_assert_msg(ty == 4, "type %g, want 4 (user-defined)", ty);
+	ck_assert_msg(tokenizer_new(&t, &g, err) == 0, "%s", err);
+	n = tokenizer_encode(t, text, strlen(text), 0, 0, ids, 16);
+	for (i = 0; i < n; i++)
+		found |= ids[i] == 1000;
+	ck_assert_msg(found, "the non-special added token is matched in plain text");
+	tokenizer_free(t);
+	gguf_close(&g);
+	snprintf(path, sizeof(path), "rm -rf '%s'", tmp);
+	ck_assert_int_eq(system(path), 0);
+}
+END_TEST
+
+Suite *suite_hf_tokenizer(void)
+{
+	Suite *s = suite_create("hf_tokenizer");
+	TCase *tc = tcase_create("hf_tokenizer");
+
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, llama2_tokenizer_json_alone_tokenizes_like_tokenizer_model);
+	tcase_add_test(tc, non_special_added_tokens_stay_text);
+	suite_add_tcase(s, tc);
+	return s;
+}
