@@ -254,7 +254,7 @@ START_TEST(nul_escape_is_a_character_of_the_prompt)
 	ck_assert_uint_eq(r.prompt_len, 3);
 	ck_assert_int_eq(memcmp(r.prompt, "a\0b", 4), 0);
 	gen_request_free(&r);
-	ck_assert_int_eq(api_openai_parse_chat(b2, strlen(b2), &lim, &r, &e), -1);
+	ck_assert_int_eq(api_openai_parse_chat(b2, strlen(b2), &lim, &r, &e), EMBER_EINVAL);
 	ck_assert_int_eq(e.status, 400);
 	ck_assert_ptr_nonnull(strstr(e.message, "NUL"));
 }
