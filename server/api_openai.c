@@ -267,7 +267,7 @@ static int read_response_format(json_t *rf, struct gen_request *r,
  * at most one, compiled to r->grammar. Tool calling is not implemented, so
  * its fields are refused rather than ignored.
  */
-static int read_structured(json_t *root, struct gen_request *r,
+static int read_structured(json_t *root, bool render_only, struct gen_request *r,
 			   struct api_error *e)
 {
 	static const char *const fields[] = {"response_format", "json_schema",
@@ -276,10 +276,10 @@ static int read_structured(json_t *root, struct gen_request *r,
 	const char *given = NULL;
 	size_t i;
 
-	if (field(root, "tools") || field(root, "functions") ||
+	if (!render_only && (field(root, "tools") || field(root, "functions") ||
 	    field(root, "function_call") ||
 	    ((tc = field(root, "tool_choice")) &&
-	     !(json_is_string(tc) && !strcmp(json_string_value(tc), "none")))) {
+	     !(json_is_string(tc) && !strcmp(json_string_value(tc), "none"))))) {
 		const char *f = field(root, "tools") ? "tools"
 				: field(root, "functions") ? "functions"
 				: field(root, "function_call") ? "function_call"
@@ -622,7 +622,7 @@ static int parse(const char *body, size_t len, const struct api_limits *lim,
 	    (kind == GEN_CHAT && (rc = read_tools(root, req, e)) != 0))
 		goto fail;
 	if ((rc = read_common(root, lim, req, e)) == 0 &&
-	    read_structured(root, req, e) != 0)
+	    read_structured(root, lim->render_only, req, e) != 0)
 		rc = EMBER_EINVAL;
 fail:
 	json_decref(root);

@@ -17,6 +17,7 @@
 #define EMBER_API_OPENAI_H
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "api_error.h"
@@ -28,6 +29,9 @@
 struct api_limits {
 	int32_t max_tokens;  /* config max_tokens: the default, and the cap
 			      * larger requests are clamped to */
+	/* Only rendered (/apply-template), never generated: tools are then
+	 * template input, not a request to call them. */
+	bool render_only;
 };
 
 /* Checks a Content-Type header value: absent (NULL) or application/json

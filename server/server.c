@@ -180,7 +180,8 @@ static void handle_generate(struct server *srv, struct http_req *req,
 static void handle_apply_template(struct server *srv, struct http_req *req,
 				  const struct route_match *m)
 {
-	struct api_limits lim = {.max_tokens = (int32_t)srv->cfg->max_tokens};
+	struct api_limits lim = {.max_tokens = (int32_t)srv->cfg->max_tokens,
+				 .render_only = true};
 	struct gen_request gr;
 	struct api_error e;
 	char err[EMBER_ERR_MAX] = "", *prompt = NULL;
