@@ -3,8 +3,9 @@
  *
  * Repetitions and groups become generated rules, as in any BNF-to-pushdown
  * compiler: X* is R ::= X R | (empty), X? is R ::= X | (empty), X{m,n} is
- * m copies of X then a chain of n-m nested optionals. Left recursion would
- * loop the stack expansion, so it is refused here with the rule named.
+ * m copies of X then a chain of n-m nested optionals. The checks (left
+ * recursion is refused with the rule named) and the flattening into
+ * struct grammar are in grammar_rules.c.
  */
 #include <stdlib.h>
 #include <string.h>
