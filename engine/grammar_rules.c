@@ -92,6 +92,12 @@ int gbnf_flatten(struct builder *b, struct grammar *g)
 		for (a = 0; a < b->r[ri].n_alt; a++)
 			n_el += b->r[ri].alt[a].n + 1;
 	}
+	/* Never NULL, even without ranges or classes: the matcher indexes
+	 * into them. */
+	if (b->ranges == NULL && (b->ranges = calloc(2, sizeof(*b->ranges))) == NULL)
+		return gbnf_nomem(b);
+	if (b->cls == NULL && (b->cls = calloc(1, sizeof(*b->cls))) == NULL)
+		return gbnf_nomem(b);
 	g->el = malloc((size_t)(n_el + 1) * sizeof(*g->el));
 	g->alts = malloc((size_t)(n_alts + 1) * sizeof(*g->alts));
 	g->rule = malloc((size_t)(b->n_r + 1) * sizeof(*g->rule));
@@ -104,7 +110,8 @@ int gbnf_flatten(struct builder *b, struct grammar *g)
 			const struct bseq *s = &b->r[ri].alt[a];
 
 			g->alts[k++] = pos;
-			memcpy(g->el + pos, s->e, (size_t)s->n * sizeof(*s->e));
+			if (s->n > 0) /* an empty alternative has no array */
+				memcpy(g->el + pos, s->e, (size_t)s->n * sizeof(*s->e));
 			pos += s->n;
 			g->el[pos].type = GE_END;
 			g->el[pos++].val = 0;
