@@ -146,7 +146,8 @@ $(GEMMQ): $(BUILD)/bench/gemm_q.o $(LIBEMBER)
 	$(call say,LD,$@)$(CC) $(LDFLAGS) -pthread $^ $(LIBS_ENGINE) -o $@
 
 # The grammar mask's cost per token on real vocabularies (issue 20).
-$(GMASK): $(BUILD)/bench/grammar_mask.o $(BUILD)/server/json_schema.o $(BUILD)/server/jsonw.o $(LIBEMBER)
+$(GMASK): $(BUILD)/bench/grammar_mask.o $(BUILD)/server/json_schema.o \
+	  $(BUILD)/server/json_schema_scalar.o $(BUILD)/server/jsonw.o $(LIBEMBER)
 	$(call say,LD,$@)$(CC) $(LDFLAGS) -pthread $^ $(LIBS_TOOLS) $(LIBS_ENGINE) -o $@
 
 $(BUILD)/replay_%: $(BUILD)/tests/fuzz/fuzz_%.o $(BUILD)/tests/fuzz/replay.o $(SERVER_LIB_OBJ) $(LIBEMBER)

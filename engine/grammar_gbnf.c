@@ -3,43 +3,19 @@
  *
  * Repetitions and groups become generated rules, as in any BNF-to-pushdown
  * compiler: X* is R ::= X R | (empty), X? is R ::= X | (empty), X{m,n} is
- * m copies of X then a chain of n-m nested optionals. Left recursion would
- * loop the stack expansion, so it is refused here with the rule named.
+ * m copies of X then a chain of n-m nested optionals. The checks (left
+ * recursion is refused with the rule named) and the flattening into
+ * struct grammar are in grammar_rules.c.
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "ember.h"
+#include "grammar_build.h"
 #include "grammar_impl.h"
 
 #define MAX_REPEAT 1000 /* X{m,n}: m and n at most this */
 #define NAME_SLOTS (2 * GRAMMAR_MAX_RULES) /* a power of two, never full */
-
-struct bseq {
-	struct gelem *e;
-	uint32_t n, cap;
-};
-
-struct brule {
-	char *name; /* owned; NULL for generated rules */
-	struct bseq *alt;
-	uint32_t n_alt, cap_alt;
-	int defined;
-};
-
-struct builder {
-	struct brule *r;
-	uint32_t n_r, cap_r;
-	uint32_t *ranges; /* lo, hi pairs */
-	uint32_t n_ranges, cap_ranges;
-	struct gclass *cls;
-	uint32_t n_cls, cap_cls;
-	const char *p, *end;
-	int line;
-	int nest; /* open ( groups: parsing recurses on them */
-	uint32_t *names; /* (NAME_SLOTS) rule index + 1 by name hash; 0 free */
-	char *err;
-};
 
 /* Grows *buf (of *cap elements of `size`) to hold `need`; 0 or -1. */
 static int grow(void **buf, uint32_t *cap, uint32_t need, size_t size)
@@ -64,7 +40,7 @@ static int fail(struct builder *b, const char *what)
 	return ember_seterr(b->err, EMBER_EINVAL, "grammar line %d: %s", b->line, what);
 }
 
-static int nomem(struct builder *b)
+int gbnf_nomem(struct builder *b)
 {
 	return ember_seterr(b->err, EMBER_ENOMEM, "grammar: out of memory");
 }
@@ -72,7 +48,7 @@ static int nomem(struct builder *b)
 static int seq_push(struct builder *b, struct bseq *s, uint32_t type, uint32_t val)
 {
 	if (grow((void **)&s->e, &s->cap, s->n + 1, sizeof(*s->e)) != 0)
-		return nomem(b);
+		return gbnf_nomem(b);
 	s->e[s->n].type = type;
 	s->e[s->n].val = val;
 	s->n++;
@@ -97,14 +73,14 @@ static int64_t rule_add(struct builder *b, const char *name, size_t len)
 	if (b->n_r >= GRAMMAR_MAX_RULES)
 		return fail(b, "too many rules");
 	if (grow((void **)&b->r, &b->cap_r, b->n_r + 1, sizeof(*b->r)) != 0)
-		return nomem(b);
+		return gbnf_nomem(b);
 	r = &b->r[b->n_r];
 	memset(r, 0, sizeof(*r));
 	r->defined = name == NULL; /* generated rules get their alternatives at once */
 	if (name != NULL) {
 		r->name = strndup(name, len);
 		if (r->name == NULL)
-			return nomem(b);
+			return gbnf_nomem(b);
 	}
 	return b->n_r++;
 }
@@ -119,7 +95,7 @@ static int64_t rule_find(struct builder *b, const char *name, size_t len)
 	int64_t r;
 
 	if (b->names == NULL && (b->names = calloc(NAME_SLOTS, sizeof(*b->names))) == NULL)
-		return nomem(b);
+		return gbnf_nomem(b);
 	for (i = 0; i < len; i++)
 		h = (h ^ (unsigned char)name[i]) * 16777619u;
 	for (slot = h & (NAME_SLOTS - 1); b->names[slot]; slot = (slot + 1) & (NAME_SLOTS - 1)) {
@@ -141,7 +117,7 @@ static int rule_add_alt(struct builder *b, uint32_t ri, const struct bseq *s)
 	struct bseq *a;
 
 	if (grow((void **)&r->alt, &r->cap_alt, r->n_alt + 1, sizeof(*r->alt)) != 0)
-		return nomem(b);
+		return gbnf_nomem(b);
 	a = &r->alt[r->n_alt++];
 	memset(a, 0, sizeof(*a));
 	return seq_append(b, a, s);
@@ -177,7 +153,7 @@ static int64_t class_finish(struct builder *b, uint32_t first, int neg)
 	}
 	b->n_ranges = first + m;
 	if (grow((void **)&b->cls, &b->cap_cls, b->n_cls + 1, sizeof(*b->cls)) != 0)
-		return nomem(b);
+		return gbnf_nomem(b);
 	c = &b->cls[b->n_cls];
 	memset(c, 0, sizeof(*c));
 	c->off = first;
@@ -200,7 +176,7 @@ static int range_push(struct builder *b, uint32_t lo, uint32_t hi)
 	if (lo > hi)
 		return fail(b, "a class range runs backwards");
 	if (grow((void **)&b->ranges, &b->cap_ranges, 2 * (b->n_ranges + 1), sizeof(uint32_t)) != 0)
-		return nomem(b);
+		return gbnf_nomem(b);
 	b->ranges[2 * b->n_ranges] = lo;
 	b->ranges[2 * b->n_ranges + 1] = hi;
 	b->n_ranges++;
@@ -635,134 +611,6 @@ static int parse_rules(struct builder *b)
 	}
 }
 
-/* ---- checks and flattening ---------------------------------------------------- */
-
-/* Left recursion: a rule reaching itself before consuming a character
- * (through nullable prefixes). Colour DFS over "may start with" edges. */
-static int left_rec_visit(struct builder *b, uint32_t ri, uint8_t *colour, const uint8_t *nullable)
-{
-	struct brule *r = &b->r[ri];
-	uint32_t a, i;
-
-	colour[ri] = 1;
-	for (a = 0; a < r->n_alt; a++) {
-		for (i = 0; i < r->alt[a].n; i++) {
-			const struct gelem *e = &r->alt[a].e[i];
-
-			if (e->type != GE_REF)
-				break;
-			if (colour[e->val] == 1) {
-				const char *nm = b->r[e->val].name;
-
-				return ember_seterr(b->err, EMBER_EINVAL, "grammar: rule %s is left-recursive",
-						    nm ? nm : "(a group)");
-			}
-			if (colour[e->val] == 0 && left_rec_visit(b, e->val, colour, nullable) != 0)
-				return EMBER_EINVAL;
-			if (!nullable[e->val])
-				break;
-		}
-	}
-	colour[ri] = 2;
-	return 0;
-}
-
-static int check_rules(struct builder *b)
-{
-	uint8_t *nullable = calloc(b->n_r + 1, 1), *colour = calloc(b->n_r + 1, 1);
-	uint32_t ri, a, i;
-	int changed = 1, rc = 0;
-
-	if (nullable == NULL || colour == NULL) {
-		rc = nomem(b);
-		goto out;
-	}
-	for (ri = 0; ri < b->n_r; ri++) {
-		if (!b->r[ri].defined) {
-			rc = ember_seterr(b->err, EMBER_EINVAL, "grammar: rule %s is used but not defined",
-					  b->r[ri].name);
-			goto out;
-		}
-	}
-	while (changed) {
-		changed = 0;
-		for (ri = 0; ri < b->n_r; ri++) {
-			for (a = 0; !nullable[ri] && a < b->r[ri].n_alt; a++) {
-				for (i = 0; i < b->r[ri].alt[a].n; i++) {
-					const struct gelem *e = &b->r[ri].alt[a].e[i];
-
-					if (e->type != GE_REF || !nullable[e->val])
-						break;
-				}
-				if (i == b->r[ri].alt[a].n)
-					nullable[ri] = changed = 1;
-			}
-		}
-	}
-	for (ri = 0; ri < b->n_r && rc == 0; ri++)
-		if (colour[ri] == 0)
-			rc = left_rec_visit(b, ri, colour, nullable);
-out:
-	free(nullable);
-	free(colour);
-	return rc;
-}
-
-static int flatten(struct builder *b, struct grammar *g)
-{
-	uint32_t ri, a, n_el = 0, n_alts = 0, pos = 0, k = 0;
-
-	for (ri = 0; ri < b->n_r; ri++) {
-		n_alts += b->r[ri].n_alt;
-		for (a = 0; a < b->r[ri].n_alt; a++)
-			n_el += b->r[ri].alt[a].n + 1;
-	}
-	g->el = malloc((size_t)(n_el + 1) * sizeof(*g->el));
-	g->alts = malloc((size_t)(n_alts + 1) * sizeof(*g->alts));
-	g->rule = malloc((size_t)(b->n_r + 1) * sizeof(*g->rule));
-	if (!g->el || !g->alts || !g->rule)
-		return nomem(b);
-	for (ri = 0; ri < b->n_r; ri++) {
-		g->rule[ri].first_alt = k;
-		g->rule[ri].n_alt = b->r[ri].n_alt;
-		for (a = 0; a < b->r[ri].n_alt; a++) {
-			const struct bseq *s = &b->r[ri].alt[a];
-
-			g->alts[k++] = pos;
-			memcpy(g->el + pos, s->e, (size_t)s->n * sizeof(*s->e));
-			pos += s->n;
-			g->el[pos].type = GE_END;
-			g->el[pos++].val = 0;
-		}
-	}
-	g->n_el = n_el;
-	g->n_alts = n_alts;
-	g->n_rule = b->n_r;
-	g->ranges = b->ranges;
-	g->n_ranges = b->n_ranges;
-	g->cls = b->cls;
-	g->n_cls = b->n_cls;
-	b->ranges = NULL;
-	b->cls = NULL;
-	return 0;
-}
-
-static void builder_free(struct builder *b)
-{
-	uint32_t i, a;
-
-	for (i = 0; i < b->n_r; i++) {
-		for (a = 0; a < b->r[i].n_alt; a++)
-			free(b->r[i].alt[a].e);
-		free(b->r[i].alt);
-		free(b->r[i].name);
-	}
-	free(b->r);
-	free(b->names);
-	free(b->ranges);
-	free(b->cls);
-}
-
 int grammar_parse_gbnf(struct grammar **out, const char *text, size_t len, char *err)
 {
 	struct builder b = {.p = text, .end = text + len, .line = 1, .err = err};
@@ -777,12 +625,12 @@ int grammar_parse_gbnf(struct grammar **out, const char *text, size_t len, char 
 		return ember_seterr(err, EMBER_EINVAL, "grammar: contains a NUL byte");
 	rc = parse_rules(&b);
 	if (rc == 0)
-		rc = check_rules(&b);
+		rc = gbnf_check_rules(&b);
 	if (rc != 0)
 		goto out;
 	g = calloc(1, sizeof(*g));
 	if (g == NULL) {
-		rc = nomem(&b);
+		rc = gbnf_nomem(&b);
 		goto out;
 	}
 	g->root = UINT32_MAX;
@@ -793,30 +641,13 @@ int grammar_parse_gbnf(struct grammar **out, const char *text, size_t len, char 
 		rc = ember_seterr(err, EMBER_EINVAL, "grammar: no rule named root");
 		goto out;
 	}
-	rc = flatten(&b, g);
+	rc = gbnf_flatten(&b, g);
 out:
-	builder_free(&b);
+	gbnf_builder_free(&b);
 	if (rc != 0) {
 		grammar_free(g);
 		return rc;
 	}
 	*out = g;
 	return 0;
-}
-
-void grammar_free(struct grammar *g)
-{
-	if (g == NULL)
-		return;
-	free(g->el);
-	free(g->alts);
-	free(g->rule);
-	free(g->ranges);
-	free(g->cls);
-	free(g);
-}
-
-uint32_t grammar_n_rules(const struct grammar *g)
-{
-	return g->n_rule;
 }

@@ -210,7 +210,7 @@ int gm_split_by_class(struct grammar_matcher *m, uint32_t key, uint32_t *accbits
 			  uint32_t *n_acc, struct uvec *dep)
 {
 	const struct grammar *g = m->g;
-	uint32_t cr[2 * RANGES_MAX], *off = NULL, i, len_chain = 0;
+	uint32_t cr[2 * RANGES_MAX], *off = NULL, i, c, alive, len_chain = 0;
 	uint8_t *live = NULL, *seen = NULL;
 	const struct gclass_table *t;
 	struct uvec chain = {0};
@@ -256,15 +256,32 @@ int gm_split_by_class(struct grammar_matcher *m, uint32_t key, uint32_t *accbits
 			goto out;
 	}
 	len_chain = i + 1; /* states 0 .. i exist; beyond: empty */
-	for (i = 0; i < t->n_run; i++) {
-		uint32_t k = t->run_cp[i], id = (uint32_t)t->run[i];
-		int s = k < len_chain ? seen[k] : seen[len_chain - 1];
+	/* Run tokens: those of 1 .. alive code points at once from a ready
+	 * bit set, then the rest by length, skipping rejected lengths. */
+	for (alive = 0; alive < GVOCAB_CUM && alive + 1 < len_chain && live[alive + 1]; alive++)
+		;
+	if (alive > 0) {
+		const uint32_t *bits = t->cum + (size_t)(alive - 1) * t->words;
 
-		if (k < len_chain && live[k]) {
-			accbits[id >> 5] |= 1u << (id & 31);
-			(*n_acc)++;
-		} else if (s) {
-			gm_uvec_push(m, dep, id);
+		for (i = 0; i < t->words; i++)
+			accbits[i] |= bits[i];
+		*n_acc += t->bucket[alive + 1] - t->bucket[1];
+	}
+	for (c = alive + 1; c <= GVOCAB_RUN_MAX; c++) {
+		int s = c < len_chain ? seen[c] : seen[len_chain - 1];
+		int acc = c < len_chain && live[c];
+
+		if (!acc && !s)
+			continue;
+		for (i = t->bucket[c]; i < t->bucket[c + 1]; i++) {
+			uint32_t id = (uint32_t)t->run[i];
+
+			if (acc) {
+				accbits[id >> 5] |= 1u << (id & 31);
+				(*n_acc)++;
+			} else {
+				gm_uvec_push(m, dep, id);
+			}
 		}
 	}
 	judge_others(m, t, &chain, off, seen, len_chain, accbits, n_acc, dep);

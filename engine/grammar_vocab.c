@@ -185,6 +185,7 @@ void grammar_vocab_free(struct grammar_vocab *v)
 		free(t->ranges);
 		free(t->run);
 		free(t->run_cp);
+		free(t->cum);
 		free(t->other);
 		free(t->other_cp);
 		free(t->other_off);
@@ -334,6 +335,44 @@ out:
 	return rc;
 }
 
+/* Orders the run tokens by code points (a counting sort) and makes the
+ * cumulative bit sets. */
+static int bucket_runs(const struct grammar_vocab *v, struct gclass_table *t)
+{
+	int32_t *run = malloc((t->n_run + 1) * sizeof(*run));
+	uint32_t pos[GVOCAB_RUN_MAX + 2] = {0}, i, c, k;
+
+	t->words = ((uint32_t)v->n_vocab + 31) / 32;
+	t->cum = calloc((size_t)GVOCAB_CUM * t->words, sizeof(*t->cum));
+	if (run == NULL || t->cum == NULL) {
+		free(run);
+		return -1;
+	}
+	for (i = 0; i < t->n_run; i++)
+		t->bucket[t->run_cp[i] + 1]++;
+	for (c = 1; c <= GVOCAB_RUN_MAX + 1; c++)
+		t->bucket[c] += t->bucket[c - 1];
+	memcpy(pos, t->bucket, sizeof(pos));
+	for (i = 0; i < t->n_run; i++)
+		run[pos[t->run_cp[i]]++] = t->run[i];
+	memcpy(t->run, run, t->n_run * sizeof(*run));
+	for (i = 0; i < t->n_run; i++)
+		t->run_cp[i] = 0;
+	for (c = 0; c <= GVOCAB_RUN_MAX; c++)
+		for (i = t->bucket[c]; i < t->bucket[c + 1]; i++)
+			t->run_cp[i] = (uint8_t)c;
+	for (k = 1; k <= GVOCAB_CUM; k++) {
+		uint32_t *bits = t->cum + (size_t)(k - 1) * t->words;
+
+		if (k > 1)
+			memcpy(bits, bits - t->words, t->words * sizeof(*bits));
+		for (i = t->bucket[k]; i < t->bucket[k + 1]; i++)
+			bits[t->run[i] >> 5] |= 1u << (t->run[i] & 31);
+	}
+	free(run);
+	return 0;
+}
+
 static struct gclass_table *table_build(const struct grammar_vocab *v, const uint32_t *ranges,
 					uint32_t n)
 {
@@ -373,13 +412,14 @@ static struct gclass_table *table_build(const struct grammar_vocab *v, const uin
 			t->other_off[t->n_other++] = (uint16_t)off;
 		}
 	}
-	if (sort_others(v, t) != 0)
+	if (sort_others(v, t) != 0 || bucket_runs(v, t) != 0)
 		goto fail;
 	return t;
 fail:
 	free(t->ranges);
 	free(t->run);
 	free(t->run_cp);
+	free(t->cum);
 	free(t->other);
 	free(t->other_cp);
 	free(t->other_off);

@@ -20,6 +20,7 @@ struct gtnode {
 };
 
 #define GVOCAB_RUN_MAX 255 /* code points a class table counts per token */
+#define GVOCAB_CUM 16      /* run lengths with a ready bit set (see cum) */
 
 /*
  * The vocabulary split by one code point class C (a matcher's fast path
@@ -30,9 +31,14 @@ struct gtnode {
 struct gclass_table {
 	uint32_t *ranges;   /* (2 * n_ranges) C's positive ranges, the key */
 	uint32_t n_ranges;
-	int32_t *run;       /* (n_run) run tokens */
+	int32_t *run;       /* (n_run) run tokens, by code points (ascending) */
 	uint8_t *run_cp;    /* (n_run) their code points */
 	uint32_t n_run;
+	uint32_t bucket[GVOCAB_RUN_MAX + 2]; /* run[bucket[c] .. bucket[c + 1]):
+				 * the run tokens of c code points */
+	uint32_t *cum;      /* (GVOCAB_CUM, words) bit set k - 1: the run tokens of
+			     * 1 .. k code points, for a chain alive that far */
+	uint32_t words;     /* (n_vocab + 31) / 32 */
 	int32_t *other;     /* (n_other) the rest */
 	uint8_t *other_cp;  /* (n_other) code points of the all-C prefix */
 	uint16_t *other_off; /* (n_other) its bytes */

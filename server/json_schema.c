@@ -18,10 +18,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "json_schema_impl.h"
 #include "jsonw.h"
 
 #define MAX_DEPTH 64
-#define INT_LIMIT 1000000000000000LL /* |bounds| the digit ranges handle */
 
 static const char BASE_RULES[] =
 	"ws ::= \" \"?\n"
@@ -36,16 +36,7 @@ static const char BASE_RULES[] =
 	"boolean ::= \"true\" | \"false\"\n"
 	"null ::= \"null\"\n";
 
-struct ctx {
-	struct jsonw out; /* the rules made so far */
-	json_t *root;
-	json_t *refs;     /* ref string -> rule number */
-	int n_rules;
-	int depth;
-	char *err;
-};
-
-static int fail(struct ctx *c, const char *where, const char *fmt, ...)
+int js_fail(struct ctx *c, const char *where, const char *fmt, ...)
 {
 	char msg[JSON_SCHEMA_ERR_MAX];
 	va_list ap;
@@ -57,7 +48,7 @@ static int fail(struct ctx *c, const char *where, const char *fmt, ...)
 	return -1;
 }
 
-static void putf(struct jsonw *w, const char *fmt, ...)
+void js_putf(struct jsonw *w, const char *fmt, ...)
 {
 	char buf[256];
 	va_list ap;
@@ -69,7 +60,7 @@ static void putf(struct jsonw *w, const char *fmt, ...)
 }
 
 /* Bytes as one GBNF string literal. */
-static void put_literal(struct jsonw *w, const char *s, size_t n)
+void js_put_literal(struct jsonw *w, const char *s, size_t n)
 {
 	size_t i;
 
@@ -82,7 +73,7 @@ static void put_literal(struct jsonw *w, const char *s, size_t n)
 
 			jsonw_raw(w, e);
 		} else if (ch < 0x20 || ch == 0x7f) {
-			putf(w, "\\x%02x", ch);
+			js_putf(w, "\\x%02x", ch);
 		} else {
 			char one[2] = {(char)ch, 0};
 
@@ -98,8 +89,8 @@ static int put_json_literal(struct ctx *c, struct jsonw *w, json_t *v, const cha
 	char *text = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
 
 	if (text == NULL)
-		return fail(c, where, "out of memory");
-	put_literal(w, text, strlen(text));
+		return js_fail(c, where, "out of memory");
+	js_put_literal(w, text, strlen(text));
 	free(text);
 	return 0;
 }
@@ -107,7 +98,7 @@ static int put_json_literal(struct ctx *c, struct jsonw *w, json_t *v, const cha
 /* Appends `name ::= body` and frees the body. */
 static void add_rule(struct ctx *c, int n, struct jsonw *body)
 {
-	putf(&c->out, "s%d ::= ", n);
+	js_putf(&c->out, "s%d ::= ", n);
 	jsonw_raw(&c->out, body->data ? body->data : "");
 	jsonw_raw(&c->out, "\n");
 	jsonw_free(body);
@@ -135,453 +126,21 @@ static int check_keywords(struct ctx *c, json_t *s, const char *where)
 		for (i = 0; KNOWN[i] && strcmp(KNOWN[i], k); i++)
 			;
 		if (KNOWN[i] == NULL)
-			return fail(c, where, "unsupported JSON Schema keyword '%s'", k);
+			return js_fail(c, where, "unsupported JSON Schema keyword '%s'", k);
 	}
 	return 0;
 }
 
-static int get_count(struct ctx *c, json_t *s, const char *key, long long *out, const char *where)
+int js_get_count(struct ctx *c, json_t *s, const char *key, long long *out, const char *where)
 {
 	json_t *v = json_object_get(s, key);
 
 	if (v == NULL)
 		return 0;
 	if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > 1000)
-		return fail(c, where, "'%s' must be an integer in [0, 1000]", key);
+		return js_fail(c, where, "'%s' must be an integer in [0, 1000]", key);
 	*out = json_integer_value(v);
 	return 1;
-}
-
-/* ---- integers by digit ranges ------------------------------------------------- */
-
-/* Digit strings of a's length between a and b (same length) from i on. */
-static void digits_between(struct jsonw *w, const char *a, const char *b, size_t i)
-{
-	size_t n = strlen(a), k;
-
-	if (i == n)
-		return;
-	if (a[i] == b[i]) {
-		putf(w, "\"%c\" ", a[i]);
-		digits_between(w, a, b, i + 1);
-		return;
-	}
-	char lo_rest[24], hi_rest[24];
-
-	for (k = i + 1; k < n; k++) {
-		lo_rest[k - i - 1] = '9';
-		hi_rest[k - i - 1] = '0';
-	}
-	lo_rest[n - i - 1] = hi_rest[n - i - 1] = '\0';
-	putf(w, "( \"%c\" ", a[i]);
-	digits_between(w, a + i + 1, lo_rest, 0);
-	if (a[i] + 1 <= b[i] - 1)
-		putf(w, "| [%c-%c] [0-9]{%zu} ", a[i] + 1, b[i] - 1, n - i - 1);
-	putf(w, "| \"%c\" ", b[i]);
-	digits_between(w, hi_rest, b + i + 1, 0);
-	jsonw_raw(w, ") ");
-}
-
-/* Non-negative integers in [lo, hi] (hi < 0: unbounded), no leading zeros. */
-static void nonneg_range(struct jsonw *w, long long lo, long long hi)
-{
-	char a[24], b[24];
-	int la, lb, L, first = 1;
-
-	snprintf(a, sizeof(a), "%lld", lo);
-	la = (int)strlen(a);
-	lb = hi < 0 ? la : (int)snprintf(b, sizeof(b), "%lld", hi);
-	jsonw_raw(w, "( ");
-	for (L = la; L <= lb; L++) {
-		char x[24], y[24];
-		int k;
-
-		if (L == la)
-			snprintf(x, sizeof(x), "%s", a);
-		else
-			for (k = 0; k <= L; k++)
-				x[k] = k == L ? '\0' : k == 0 ? '1' : '0';
-		if (hi >= 0 && L == lb)
-			snprintf(y, sizeof(y), "%s", b);
-		else
-			for (k = 0; k <= L; k++)
-				y[k] = k == L ? '\0' : '9';
-		jsonw_raw(w, first ? "" : "| ");
-		first = 0;
-		digits_between(w, x, y, 0);
-	}
-	if (hi < 0)
-		putf(w, "| [1-9] [0-9]{%d,} ", la);
-	jsonw_raw(w, ") ");
-}
-
-/* Integers in [lo, hi]; has_* = 0: unbounded that side. */
-static void int_range(struct jsonw *w, int has_lo, long long lo, int has_hi, long long hi)
-{
-	int neg = !has_lo || lo < 0, pos = !has_hi || hi >= 0;
-
-	jsonw_raw(w, "( ");
-	if (neg)
-		jsonw_raw(w, "\"-\" "), nonneg_range(w, has_hi && hi < 0 ? -hi : 1, has_lo ? -lo : -1);
-	if (pos) {
-		jsonw_raw(w, neg ? "| " : "");
-		nonneg_range(w, has_lo && lo > 0 ? lo : 0, has_hi ? hi : -1);
-	}
-	jsonw_raw(w, ") ");
-}
-
-/* Reads minimum/maximum (exclusive ones shift by one for integers). */
-static int read_bounds(struct ctx *c, json_t *s, int integer, int *has_lo, double *lo, int *has_hi,
-		       double *hi, const char *where)
-{
-	static const char *const keys[] = {"minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"};
-	int i;
-
-	*has_lo = *has_hi = 0;
-	for (i = 0; i < 4; i++) {
-		json_t *v = json_object_get(s, keys[i]);
-		double x;
-
-		if (v == NULL)
-			continue;
-		if (!json_is_number(v))
-			return fail(c, where, "'%s' must be a number", keys[i]);
-		x = json_number_value(v);
-		if (i % 2 == 1 && !integer)
-			return fail(c, where, "'%s' on a non-integer number is not supported", keys[i]);
-		if (integer)
-			x = i < 2 ? ceil(x + (i == 1 ? 0.5 : 0)) : floor(x - (i == 3 ? 0.5 : 0));
-		if (i < 2 && (!*has_lo || x > *lo))
-			*lo = x, *has_lo = 1;
-		if (i >= 2 && (!*has_hi || x < *hi))
-			*hi = x, *has_hi = 1;
-	}
-	if ((*has_lo && fabs(*lo) > INT_LIMIT) || (*has_hi && fabs(*hi) > INT_LIMIT))
-		return fail(c, where, "bounds beyond 1e15 are not supported");
-	if (*has_lo && *has_hi && *lo > *hi)
-		return fail(c, where, "minimum above maximum: no number is allowed");
-	return 0;
-}
-
-static int gen_integer(struct ctx *c, json_t *s, struct jsonw *w, const char *where)
-{
-	int has_lo, has_hi;
-	double lo = 0, hi = 0;
-
-	if (read_bounds(c, s, 1, &has_lo, &lo, &has_hi, &hi, where) != 0)
-		return -1;
-	if (!has_lo && !has_hi)
-		jsonw_raw(w, "integer ");
-	else
-		int_range(w, has_lo, (long long)lo, has_hi, (long long)hi);
-	return 0;
-}
-
-static int gen_number(struct ctx *c, json_t *s, struct jsonw *w, const char *where)
-{
-	int has_lo, has_hi;
-	double lo = 0, hi = 0;
-
-	if (read_bounds(c, s, 0, &has_lo, &lo, &has_hi, &hi, where) != 0)
-		return -1;
-	if (!has_lo && !has_hi) {
-		jsonw_raw(w, "number ");
-		return 0;
-	}
-	if (!has_lo || lo < 0 || lo != floor(lo) || (has_hi && hi != floor(hi)))
-		return fail(c, where, "number bounds other than integer ends with minimum >= 0 "
-			    "are not supported (use type integer, or drop the bounds)");
-	/* An integer part in [lo, hi - 1] with any fraction, or hi itself
-	 * with a fraction of zeros. */
-	jsonw_raw(w, "( ");
-	if (!has_hi || hi > lo) {
-		nonneg_range(w, (long long)lo, has_hi ? (long long)hi - 1 : -1);
-		jsonw_raw(w, "( \".\" [0-9]+ )? ");
-	}
-	if (has_hi) {
-		jsonw_raw(w, !has_hi || hi > lo ? "| " : "");
-		putf(w, "\"%lld\" ( \".\" \"0\"+ )? ", (long long)hi);
-	}
-	jsonw_raw(w, ") ");
-	return 0;
-}
-
-/* ---- strings -------------------------------------------------------------------- */
-
-static const struct {
-	const char *name, *gbnf;
-} FORMATS[] = {
-	{"date", "[0-9]{4} \"-\" ( \"0\" [1-9] | \"1\" [0-2] ) \"-\" ( \"0\" [1-9] | [12] [0-9] | \"3\" [01] )"},
-	{"time", "( [01] [0-9] | \"2\" [0-3] ) \":\" [0-5] [0-9] \":\" ( [0-5] [0-9] | \"60\" ) ( \".\" [0-9]{1,9} )? "
-		 "( \"Z\" | [+-] ( [01] [0-9] | \"2\" [0-3] ) \":\" [0-5] [0-9] )"},
-	{"date-time", "[0-9]{4} \"-\" ( \"0\" [1-9] | \"1\" [0-2] ) \"-\" ( \"0\" [1-9] | [12] [0-9] | \"3\" [01] ) "
-		      "\"T\" ( [01] [0-9] | \"2\" [0-3] ) \":\" [0-5] [0-9] \":\" ( [0-5] [0-9] | \"60\" ) ( \".\" [0-9]{1,9} )? "
-		      "( \"Z\" | [+-] ( [01] [0-9] | \"2\" [0-3] ) \":\" [0-5] [0-9] )"},
-	{"uuid", "[0-9a-fA-F]{8} \"-\" [0-9a-fA-F]{4} \"-\" [0-9a-fA-F]{4} \"-\" [0-9a-fA-F]{4} \"-\" "
-		 "[0-9a-fA-F]{12}"},
-	{"email", "[a-zA-Z0-9._%+-]{1,64} \"@\" [a-zA-Z0-9-]{1,63} ( \".\" [a-zA-Z0-9-]{1,63} ){1,4}"},
-	{"ipv4", "( \"25\" [0-5] | \"2\" [0-4] [0-9] | \"1\" [0-9] [0-9] | [1-9]? [0-9] ) "
-		 "( \".\" ( \"25\" [0-5] | \"2\" [0-4] [0-9] | \"1\" [0-9] [0-9] | [1-9]? [0-9] ) ){3}"},
-};
-
-/* The regex subset into GBNF over a JSON string's content. */
-struct rx {
-	struct ctx *c;
-	const char *p, *end, *where;
-	struct jsonw *w;
-	int nest; /* open groups: parsing recurses on them */
-};
-
-static int rx_alt(struct rx *r);
-
-/* A class escape (\d ...) into class ranges; 0 if `e` is not one. */
-static const char *class_escape(char e, int *negated)
-{
-	*negated = e == 'D' || e == 'W' || e == 'S';
-	switch (e) {
-	case 'd': case 'D': return "0-9";
-	case 'w': case 'W': return "a-zA-Z0-9_";
-	case 's': case 'S': return " ";
-	default: return NULL;
-	}
-}
-
-/* One literal code point (possibly multi-byte UTF-8) as JSON text. */
-static int rx_literal(struct rx *r, const char *s, size_t n)
-{
-	if (n == 1 && (unsigned char)s[0] < 0x20)
-		return fail(r->c, r->where, "pattern: control characters are not supported");
-	if (n == 1 && (s[0] == '"' || s[0] == '\\')) {
-		char esc[2] = {'\\', s[0]};
-
-		put_literal(r->w, esc, 2); /* JSON writes it escaped */
-	} else {
-		put_literal(r->w, s, n);
-	}
-	jsonw_raw(r->w, " ");
-	return 0;
-}
-
-static int rx_class(struct rx *r)
-{
-	int neg = 0, en;
-	const char *ce;
-
-	r->p++;
-	if (r->p < r->end && *r->p == '^')
-		neg = 1, r->p++;
-	jsonw_raw(r->w, neg ? "[^\"\\\\\\x00-\\x1f" : "[");
-	while (r->p < r->end && *r->p != ']') {
-		char ch = *r->p++;
-
-		if (ch == '\\') {
-			if (r->p >= r->end)
-				break;
-			ch = *r->p++;
-			if ((ce = class_escape(ch, &en)) != NULL && !en) {
-				jsonw_raw(r->w, ce);
-				continue;
-			}
-			if (ce != NULL)
-				return fail(r->c, r->where, "pattern: \\%c inside a class is not supported", ch);
-			if (ch == 'n' || ch == 't' || ch == 'r')
-				return fail(r->c, r->where, "pattern: control characters are not supported");
-		}
-		if (ch == '"' || ch == '\\')
-			return fail(r->c, r->where, "pattern: '%c' in a class is not supported", ch);
-		if ((unsigned char)ch < 0x20)
-			return fail(r->c, r->where, "pattern: control characters are not supported");
-		if (ch == ']' || ch == '[' || ch == '^')
-			jsonw_raw(r->w, "\\");
-		{
-			char one[2] = {ch, 0};
-
-			jsonw_raw(r->w, one);
-		}
-	}
-	if (r->p >= r->end)
-		return fail(r->c, r->where, "pattern: unterminated class");
-	r->p++;
-	jsonw_raw(r->w, "] ");
-	return 0;
-}
-
-static int rx_quant(struct rx *r)
-{
-	const char *q = r->p;
-
-	if (r->p >= r->end)
-		return 0;
-	if (*r->p == '*' || *r->p == '+' || *r->p == '?') {
-		char one[3] = {*r->p++, ' ', 0};
-
-		jsonw_raw(r->w, one);
-	} else if (*r->p == '{') {
-		while (r->p < r->end && *r->p != '}') {
-			if (!(*r->p == '{' || *r->p == ',' || (*r->p >= '0' && *r->p <= '9')))
-				return fail(r->c, r->where, "pattern: bad {m,n}");
-			r->p++;
-		}
-		if (r->p >= r->end)
-			return fail(r->c, r->where, "pattern: unterminated {m,n}");
-		r->p++;
-		{
-			char buf[32];
-			size_t n = (size_t)(r->p - q);
-
-			if (n >= sizeof(buf))
-				return fail(r->c, r->where, "pattern: bad {m,n}");
-			memcpy(buf, q, n);
-			buf[n] = '\0';
-			jsonw_raw(r->w, buf);
-			jsonw_raw(r->w, " ");
-		}
-	} else {
-		return 0;
-	}
-	if (r->p < r->end && (*r->p == '?' || *r->p == '+'))
-		return fail(r->c, r->where, "pattern: lazy or possessive quantifiers are not supported");
-	return 0;
-}
-
-static int rx_atom(struct rx *r)
-{
-	const char *ce;
-	int en;
-	char ch = *r->p;
-
-	if (ch == '(') {
-		if (++r->nest > 64)
-			return fail(r->c, r->where, "pattern: groups nested too deeply");
-		r->p++;
-		if (r->p < r->end && *r->p == '?') {
-			if (r->end - r->p < 2 || r->p[1] != ':')
-				return fail(r->c, r->where, "pattern: lookaround and named groups are not supported");
-			r->p += 2;
-		}
-		jsonw_raw(r->w, "( ");
-		if (rx_alt(r) != 0)
-			return -1;
-		if (r->p >= r->end || *r->p != ')')
-			return fail(r->c, r->where, "pattern: missing )");
-		r->p++;
-		r->nest--;
-		jsonw_raw(r->w, ") ");
-		return 0;
-	}
-	if (ch == '[')
-		return rx_class(r);
-	if (ch == '.') {
-		r->p++;
-		jsonw_raw(r->w, "jchar ");
-		return 0;
-	}
-	if (ch == '^' || ch == '$')
-		return fail(r->c, r->where, "pattern: ^ and $ are supported only at the ends");
-	if (ch == '*' || ch == '+' || ch == '?' || ch == '{')
-		return fail(r->c, r->where, "pattern: a quantifier with nothing before it");
-	if (ch == '\\') {
-		if (r->end - r->p < 2)
-			return fail(r->c, r->where, "pattern: a trailing backslash");
-		ch = r->p[1];
-		r->p += 2;
-		if ((ce = class_escape(ch, &en)) != NULL) {
-			putf(r->w, en ? "[^\"\\\\\\x00-\\x1f%s] " : "[%s] ", ce);
-			return 0;
-		}
-		if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9'))
-			return fail(r->c, r->where, "pattern: escape \\%c is not supported", ch);
-		return rx_literal(r, &ch, 1);
-	}
-	{
-		size_t n = 1;
-		unsigned char u = (unsigned char)ch;
-
-		if (u >= 0xc0)
-			n = u >= 0xf0 ? 4 : u >= 0xe0 ? 3 : 2;
-		if ((size_t)(r->end - r->p) < n)
-			return fail(r->c, r->where, "pattern: invalid UTF-8");
-		r->p += n;
-		return rx_literal(r, r->p - n, n);
-	}
-}
-
-static int rx_alt(struct rx *r)
-{
-	for (;;) {
-		while (r->p < r->end && *r->p != '|' && *r->p != ')') {
-			if (rx_atom(r) != 0 || rx_quant(r) != 0)
-				return -1;
-		}
-		if (r->p >= r->end || *r->p != '|')
-			return 0;
-		r->p++;
-		jsonw_raw(r->w, "| ");
-	}
-}
-
-static int gen_pattern(struct ctx *c, const char *pat, struct jsonw *w, const char *where)
-{
-	size_t n = strlen(pat);
-	int head = n > 0 && pat[0] == '^';
-	int tail = n > (size_t)head && pat[n - 1] == '$' && (n < 2 || pat[n - 2] != '\\');
-	struct rx r = {.c = c, .p = pat + head, .end = pat + n - tail, .where = where, .w = w};
-
-	/* JSON Schema patterns are not anchored: unanchored ends may hold
-	 * any further text. */
-	jsonw_raw(w, head ? "( " : "jchar* ( ");
-	if (rx_alt(&r) != 0)
-		return -1;
-	if (r.p != r.end)
-		return fail(c, where, "pattern: unmatched )");
-	jsonw_raw(w, tail ? ") " : ") jchar* ");
-	return 0;
-}
-
-static int gen_string(struct ctx *c, json_t *s, struct jsonw *w, const char *where)
-{
-	json_t *fmt = json_object_get(s, "format"), *pat = json_object_get(s, "pattern");
-	long long lo = 0, hi = -1;
-	int has_lo, has_hi;
-	size_t i;
-
-	if ((has_lo = get_count(c, s, "minLength", &lo, where)) < 0 ||
-	    (has_hi = get_count(c, s, "maxLength", &hi, where)) < 0)
-		return -1;
-	if ((fmt || pat) && (has_lo || has_hi))
-		return fail(c, where, "minLength/maxLength together with %s are not supported",
-			    fmt ? "format" : "pattern");
-	if (fmt && pat)
-		return fail(c, where, "format together with pattern is not supported");
-	jsonw_raw(w, "\"\\\"\" ");
-	if (fmt) {
-		if (!json_is_string(fmt))
-			return fail(c, where, "'format' must be a string");
-		for (i = 0; i < sizeof(FORMATS) / sizeof(FORMATS[0]); i++)
-			if (!strcmp(FORMATS[i].name, json_string_value(fmt)))
-				break;
-		if (i == sizeof(FORMATS) / sizeof(FORMATS[0]))
-			return fail(c, where, "unsupported string format '%s'", json_string_value(fmt));
-		jsonw_raw(w, "( ");
-		jsonw_raw(w, FORMATS[i].gbnf);
-		jsonw_raw(w, " ) ");
-	} else if (pat) {
-		if (!json_is_string(pat))
-			return fail(c, where, "'pattern' must be a string");
-		if (gen_pattern(c, json_string_value(pat), w, where) != 0)
-			return -1;
-	} else if (has_lo || has_hi) {
-		if (has_hi && hi < lo)
-			return fail(c, where, "maxLength below minLength");
-		if (has_hi)
-			putf(w, "char{%lld,%lld} ", lo, hi);
-		else
-			putf(w, "char{%lld,} ", lo);
-	} else {
-		jsonw_raw(w, "char* ");
-	}
-	jsonw_raw(w, "\"\\\"\" ");
-	return 0;
 }
 
 /* ---- objects and arrays ------------------------------------------------------ */
@@ -630,13 +189,13 @@ static int other_key_node(struct ctx *c, json_t *props, const char *prefix, size
 				jsonw_free(&body);
 				return -1;
 			}
-			put_literal(&body, key + plen, 1);
-			putf(&body, " s%d | ", sub);
+			js_put_literal(&body, key + plen, 1);
+			js_putf(&body, " s%d | ", sub);
 		}
 	}
 	edges[ne] = '\0';
 	/* Any other character (names are ASCII: gen_other_key checks). */
-	putf(&body, "[^\"\\\\\\x00-\\x1f%s] jchar* \"\\\"\"", edges);
+	js_putf(&body, "[^\"\\\\\\x00-\\x1f%s] jchar* \"\\\"\"", edges);
 	if (!is_key)
 		jsonw_raw(&body, " | \"\\\"\"");
 	add_rule(c, r, &body);
@@ -655,14 +214,14 @@ static int gen_other_key(struct ctx *c, json_t *props, const char *where)
 
 		for (; *k; k++)
 			if (*k < 0x20 || *k == '"' || *k == '\\' || *k >= 0x80)
-				return fail(c, where, "additionalProperties with a property name holding "
+				return js_fail(c, where, "additionalProperties with a property name holding "
 					    "escapes or non-ASCII characters is not supported");
 	}
 	r = c->n_rules++;
 	if ((sub = other_key_node(c, props, "", 0)) < 0)
 		return -1;
 	jsonw_init(&body);
-	putf(&body, "\"\\\"\" s%d", sub);
+	js_putf(&body, "\"\\\"\" s%d", sub);
 	add_rule(c, r, &body);
 	return r;
 }
@@ -677,18 +236,18 @@ static int gen_object(struct ctx *c, json_t *s, struct jsonw *w, const char *whe
 	char sub[256];
 
 	if (props != NULL && !json_is_object(props))
-		return fail(c, where, "'properties' must be an object");
+		return js_fail(c, where, "'properties' must be an object");
 	if (req != NULL && !json_is_array(req))
-		return fail(c, where, "'required' must be an array");
+		return js_fail(c, where, "'required' must be an array");
 	json_array_foreach(req, i, v) {
 		if (!json_is_string(v) || !json_object_get(props, json_string_value(v)))
-			return fail(c, where, "'required' names '%s', which is not in 'properties'",
+			return js_fail(c, where, "'required' names '%s', which is not in 'properties'",
 				    json_is_string(v) ? json_string_value(v) : "(not a string)");
 	}
 	n = props ? json_object_size(props) : 0;
 	kv = calloc(n + 1, sizeof(*kv));
 	if (kv == NULL)
-		return fail(c, where, "out of memory");
+		return js_fail(c, where, "out of memory");
 	i = 0;
 	json_object_foreach(props, key, v) {
 		struct jsonw body;
@@ -708,10 +267,10 @@ static int gen_object(struct ctx *c, json_t *s, struct jsonw *w, const char *whe
 				jsonw_free(&body);
 				goto oom;
 			}
-			put_literal(&body, quoted, strlen(quoted));
+			js_put_literal(&body, quoted, strlen(quoted));
 			free(quoted);
 		}
-		putf(&body, " ws \":\" ws s%d ws", r);
+		js_putf(&body, " ws \":\" ws s%d ws", r);
 		kv[i++] = c->n_rules;
 		add_rule(c, c->n_rules++, &body);
 	}
@@ -728,9 +287,9 @@ static int gen_object(struct ctx *c, json_t *s, struct jsonw *w, const char *whe
 		}
 		jsonw_init(&body);
 		if (r < 0)
-			putf(&body, "s%d ws \":\" ws value ws", other);
+			js_putf(&body, "s%d ws \":\" ws value ws", other);
 		else
-			putf(&body, "s%d ws \":\" ws s%d ws", other, r);
+			js_putf(&body, "s%d ws \":\" ws s%d ws", other, r);
 		extra_rule = c->n_rules;
 		add_rule(c, c->n_rules++, &body);
 	}
@@ -745,8 +304,8 @@ static int gen_object(struct ctx *c, json_t *s, struct jsonw *w, const char *whe
 		jsonw_init(&cb);
 		if (i == n) {
 			if (extra_rule >= 0) {
-				putf(&sb, "( s%d ( \",\" ws s%d )* )?", extra_rule, extra_rule);
-				putf(&cb, "( \",\" ws s%d )*", extra_rule);
+				js_putf(&sb, "( s%d ( \",\" ws s%d )* )?", extra_rule, extra_rule);
+				js_putf(&cb, "( \",\" ws s%d )*", extra_rule);
 			}
 		} else {
 			key = NULL;
@@ -758,21 +317,21 @@ static int gen_object(struct ctx *c, json_t *s, struct jsonw *w, const char *whe
 			json_array_foreach(req, j, v)
 				if (!strcmp(json_string_value(v), key))
 					required = 1;
-			putf(&sb, "s%d s%d", kv[i], base + 2 * (int)i + 3);
-			putf(&cb, "\",\" ws s%d s%d", kv[i], base + 2 * (int)i + 3);
+			js_putf(&sb, "s%d s%d", kv[i], base + 2 * (int)i + 3);
+			js_putf(&cb, "\",\" ws s%d s%d", kv[i], base + 2 * (int)i + 3);
 			if (!required) {
-				putf(&sb, " | s%d", base + 2 * (int)i + 2);
-				putf(&cb, " | s%d", base + 2 * (int)i + 3);
+				js_putf(&sb, " | s%d", base + 2 * (int)i + 2);
+				js_putf(&cb, " | s%d", base + 2 * (int)i + 3);
 			}
 		}
 		add_rule(c, base + 2 * (int)i, &sb);
 		add_rule(c, base + 2 * (int)i + 1, &cb);
 	}
-	putf(w, "\"{\" ws s%d \"}\" ", base);
+	js_putf(w, "\"{\" ws s%d \"}\" ", base);
 	rc = 0;
 	goto out;
 oom:
-	rc = fail(c, where, "out of memory");
+	rc = js_fail(c, where, "out of memory");
 out:
 	free(kv);
 	return rc;
@@ -785,16 +344,16 @@ static int gen_array(struct ctx *c, json_t *s, struct jsonw *w, const char *wher
 	int has_hi, item;
 	char sub[256];
 
-	if (get_count(c, s, "minItems", &lo, where) < 0 ||
-	    (has_hi = get_count(c, s, "maxItems", &hi, where)) < 0)
+	if (js_get_count(c, s, "minItems", &lo, where) < 0 ||
+	    (has_hi = js_get_count(c, s, "maxItems", &hi, where)) < 0)
 		return -1;
 	if (has_hi && hi < lo)
-		return fail(c, where, "maxItems below minItems");
+		return js_fail(c, where, "maxItems below minItems");
 	if (items == NULL || json_is_true(items)) {
 		item = -1;
 	} else {
 		if (json_is_array(items))
-			return fail(c, where, "'items' as an array (tuples) is not supported");
+			return js_fail(c, where, "'items' as an array (tuples) is not supported");
 		snprintf(sub, sizeof(sub), "%s/items", where);
 		if ((item = gen(c, items, sub)) < 0)
 			return -1;
@@ -810,13 +369,13 @@ static int gen_array(struct ctx *c, json_t *s, struct jsonw *w, const char *wher
 		/* nothing inside */
 	} else if (lo == 0) {
 		if (has_hi)
-			putf(w, "( %s ws ( \",\" ws %s ws ){0,%lld} )? ", it, it, hi - 1);
+			js_putf(w, "( %s ws ( \",\" ws %s ws ){0,%lld} )? ", it, it, hi - 1);
 		else
-			putf(w, "( %s ws ( \",\" ws %s ws )* )? ", it, it);
+			js_putf(w, "( %s ws ( \",\" ws %s ws )* )? ", it, it);
 	} else if (has_hi) {
-		putf(w, "%s ws ( \",\" ws %s ws ){%lld,%lld} ", it, it, lo - 1, hi - 1);
+		js_putf(w, "%s ws ( \",\" ws %s ws ){%lld,%lld} ", it, it, lo - 1, hi - 1);
 	} else {
-		putf(w, "%s ws ( \",\" ws %s ws ){%lld,} ", it, it, lo - 1);
+		js_putf(w, "%s ws ( \",\" ws %s ws ){%lld,} ", it, it, lo - 1);
 	}
 	jsonw_raw(w, "\"]\" ");
 	return 0;
@@ -827,20 +386,20 @@ static int gen_array(struct ctx *c, json_t *s, struct jsonw *w, const char *wher
 static int gen_type(struct ctx *c, json_t *s, const char *type, struct jsonw *w, const char *where)
 {
 	if (!strcmp(type, "string"))
-		return gen_string(c, s, w, where);
+		return js_gen_string(c, s, w, where);
 	if (!strcmp(type, "integer"))
-		return gen_integer(c, s, w, where);
+		return js_gen_integer(c, s, w, where);
 	if (!strcmp(type, "number"))
-		return gen_number(c, s, w, where);
+		return js_gen_number(c, s, w, where);
 	if (!strcmp(type, "object"))
 		return gen_object(c, s, w, where);
 	if (!strcmp(type, "array"))
 		return gen_array(c, s, w, where);
 	if (!strcmp(type, "boolean") || !strcmp(type, "null")) {
-		putf(w, "%s ", type);
+		js_putf(w, "%s ", type);
 		return 0;
 	}
-	return fail(c, where, "unknown type '%s'", type);
+	return js_fail(c, where, "unknown type '%s'", type);
 }
 
 /* The rule for "$ref": made once per reference, named before its body so
@@ -860,16 +419,16 @@ static int gen_ref(struct ctx *c, const char *ref, const char *where)
 	else if (!strncmp(ref, "#/definitions/", 14))
 		target = json_object_get(json_object_get(c->root, "definitions"), ref + 14);
 	else
-		return fail(c, where, "$ref '%s': only #, #/$defs/... and #/definitions/... are supported",
+		return js_fail(c, where, "$ref '%s': only #, #/$defs/... and #/definitions/... are supported",
 			    ref);
 	if (target == NULL)
-		return fail(c, where, "$ref '%s' names nothing in the schema", ref);
+		return js_fail(c, where, "$ref '%s' names nothing in the schema", ref);
 	r = c->n_rules++;
 	json_object_set_new(c->refs, ref, json_integer(r));
 	if ((sub = gen(c, target, ref)) < 0)
 		return -1;
 	jsonw_init(&body);
-	putf(&body, "s%d", sub);
+	js_putf(&body, "s%d", sub);
 	add_rule(c, r, &body);
 	return r;
 }
@@ -886,17 +445,17 @@ static int gen_body(struct ctx *c, json_t *s, struct jsonw *w, const char *where
 		int r;
 
 		if (!json_is_string(v))
-			return fail(c, where, "'$ref' must be a string");
+			return js_fail(c, where, "'$ref' must be a string");
 		if ((r = gen_ref(c, json_string_value(v), where)) < 0)
 			return -1;
-		putf(w, "s%d ", r);
+		js_putf(w, "s%d ", r);
 		return 0;
 	}
 	if ((v = json_object_get(s, "const")) != NULL)
 		return put_json_literal(c, w, v, where);
 	if ((v = json_object_get(s, "enum")) != NULL) {
 		if (!json_is_array(v) || json_array_size(v) == 0)
-			return fail(c, where, "'enum' must be a non-empty array");
+			return js_fail(c, where, "'enum' must be a non-empty array");
 		jsonw_raw(w, "( ");
 		json_array_foreach(v, i, x) {
 			jsonw_raw(w, i ? "| " : "");
@@ -909,7 +468,7 @@ static int gen_body(struct ctx *c, json_t *s, struct jsonw *w, const char *where
 	}
 	if ((v = json_object_get(s, alts)) != NULL) {
 		if (!json_is_array(v) || json_array_size(v) == 0)
-			return fail(c, where, "'%s' must be a non-empty array", alts);
+			return js_fail(c, where, "'%s' must be a non-empty array", alts);
 		jsonw_raw(w, "( ");
 		json_array_foreach(v, i, x) {
 			int r;
@@ -917,7 +476,7 @@ static int gen_body(struct ctx *c, json_t *s, struct jsonw *w, const char *where
 			snprintf(sub, sizeof(sub), "%s/%s/%zu", where, alts, i);
 			if ((r = gen(c, x, sub)) < 0)
 				return -1;
-			putf(w, "%ss%d ", i ? "| " : "", r);
+			js_putf(w, "%ss%d ", i ? "| " : "", r);
 		}
 		if (nullable)
 			jsonw_raw(w, "| null ");
@@ -934,7 +493,7 @@ static int gen_body(struct ctx *c, json_t *s, struct jsonw *w, const char *where
 		return 0;
 	}
 	if (!json_is_string(t) && !json_is_array(t))
-		return fail(c, where, "'type' must be a string or an array of strings");
+		return js_fail(c, where, "'type' must be a string or an array of strings");
 	jsonw_raw(w, "( ");
 	if (json_is_string(t)) {
 		if (gen_type(c, s, json_string_value(t), w, where) != 0)
@@ -943,7 +502,7 @@ static int gen_body(struct ctx *c, json_t *s, struct jsonw *w, const char *where
 	}
 	json_array_foreach(t, i, x) {
 		if (!json_is_string(x))
-			return fail(c, where, "'type' must be a string or an array of strings");
+			return js_fail(c, where, "'type' must be a string or an array of strings");
 		jsonw_raw(w, first ? "" : "| ");
 		first = 0;
 		if (gen_type(c, s, json_string_value(x), w, where) != 0)
@@ -964,15 +523,15 @@ static int gen(struct ctx *c, json_t *s, const char *where)
 	if (json_is_true(s) || (json_is_object(s) && json_object_size(s) == 0)) {
 		s = NULL;
 	} else if (json_is_false(s)) {
-		return fail(c, where, "the schema false accepts nothing");
+		return js_fail(c, where, "the schema false accepts nothing");
 	} else if (!json_is_object(s)) {
-		return fail(c, where, "a schema must be an object or a boolean");
+		return js_fail(c, where, "a schema must be an object or a boolean");
 	} else if (check_keywords(c, s, where) != 0) {
 		return -1;
 	}
 	if (++c->depth > MAX_DEPTH) {
 		c->depth--;
-		return fail(c, where, "schema nested deeper than %d levels", MAX_DEPTH);
+		return js_fail(c, where, "schema nested deeper than %d levels", MAX_DEPTH);
 	}
 	r = c->n_rules++;
 	jsonw_init(&body);
@@ -1005,7 +564,7 @@ int json_schema_to_gbnf(json_t *schema, char **gbnf, char *err)
 	r = gen(&c, schema, "");
 	json_decref(c.refs);
 	if (r >= 0)
-		putf(&c.out, "root ::= s%d\n", r);
+		js_putf(&c.out, "root ::= s%d\n", r);
 	if (r < 0 || !jsonw_ok(&c.out)) {
 		if (r >= 0)
 			snprintf(err, JSON_SCHEMA_ERR_MAX, "out of memory");
