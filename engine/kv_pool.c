@@ -24,6 +24,7 @@ int kv_pool_init(struct kv_pool *p, const struct model *m, uint32_t n_ctx, uint3
 	p->n_ctx = n_ctx;
 	p->type = type;
 	p->entry_bytes = kv_pool_entry_bytes(m, n_ctx, type);
+	p->budget = budget;
 	if (p->entry_bytes == 0 || budget / p->entry_bytes == 0)
 		return ember_seterr(err, EMBER_EINVAL, "kv cache budget of %zu bytes is below one "
 				    "context of %u positions (%zu bytes)", budget, n_ctx,
@@ -36,6 +37,29 @@ int kv_pool_init(struct kv_pool *p, const struct model *m, uint32_t n_ctx, uint3
 	p->e = calloc(p->n_max, sizeof(*p->e));
 	if (!p->e)
 		return ember_seterr(err, EMBER_ENOMEM, "kv pool: %u entries", p->n_max);
+	return 0;
+}
+
+int kv_pool_set_ring(struct kv_pool *p, uint32_t max_step, char *err)
+{
+	size_t bytes = kv_cache_bytes_for(&p->m->hp, p->n_ctx, p->type, p->m->arch, max_step);
+	uint64_t n = bytes ? p->budget / bytes : 0;
+	struct kv_entry *e;
+
+	if (bytes == 0 || bytes >= p->entry_bytes || p->n_alloc > 0)
+		return 0; /* no ring layers, or too late to change the entries */
+	p->ring_step = max_step;
+	p->entry_bytes = bytes;
+	if (n > 4096)
+		n = 4096;
+	if (n <= p->n_max)
+		return 0;
+	e = calloc((size_t)n, sizeof(*e));
+	if (!e)
+		return ember_seterr(err, EMBER_ENOMEM, "kv pool: %llu entries", (unsigned long long)n);
+	free(p->e);
+	p->e = e;
+	p->n_max = (uint32_t)n;
 	return 0;
 }
 
@@ -88,7 +112,8 @@ static struct kv_entry *entry_fresh(struct kv_pool *p, const struct kv_entry *ke
 
 		if (en->allocated)
 			continue;
-		if ((*rc = kv_cache_init(&en->kv, &p->m->hp, p->n_ctx, p->type, err)) < 0)
+		if ((*rc = kv_cache_init_ring(&en->kv, &p->m->hp, p->n_ctx, p->type, p->m->arch,
+					      p->ring_step, err)) < 0)
 			return NULL;
 		en->tokens = malloc((size_t)p->n_ctx * sizeof(*en->tokens));
 		if (!en->tokens) {
@@ -116,7 +141,7 @@ static struct kv_entry *entry_fresh(struct kv_pool *p, const struct kv_entry *ke
 	if (lru->owner)
 		*lru->owner = NULL;
 	lru->owner = NULL;
-	lru->kv.n_pos = 0;
+	kv_cache_truncate(&lru->kv, 0);
 	return lru;
 }
 
@@ -144,6 +169,8 @@ int kv_pool_acquire(struct kv_pool *p, const int32_t *tokens, uint32_t n, struct
 		if (!en->allocated || en->busy)
 			continue;
 		len = common_prefix(en->tokens, en->kv.n_pos, tokens, n - 1);
+		if (!kv_cache_holds(&en->kv, len))
+			len = 0; /* a ring that no longer has the window before it */
 		/* Ties go to the least recently used, which eviction would pick. */
 		if (len > best_len || (len == best_len && best && len > 0 &&
 				       en->last_used < best->last_used)) {
