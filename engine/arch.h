@@ -18,8 +18,16 @@
  *         + m_h j) / sqrt(d)), the bias added before the scaling as HF's
  *         Falcon does), kv heads shared by
  *         n_head / n_head_kv query heads (MHA, GQA, MQA follow from counts)
- *   mlp:  gated:      down(act(gate(h)) * up(h))
+ *   mlp:  gated:      down(act(gate(h)) * up(h))   (Phi-3: gate and up
+ *                     fused in ffn_up's [gate | up] rows)
  *         non-gated:  down(act(up(h)))
+ *
+ * Variants of today's models, each present only where the file has it:
+ * per-head RMSNorm of q and k before RoPE (attn_q_norm / attn_k_norm),
+ * norms of the attention and MLP outputs before the residual add
+ * (post_attention_norm / post_ffw_norm), sliding-window layers (swa),
+ * soft-capped scores and logits (softcap), and the rope tables of
+ * model.h (Llama 3's rope_freqs, Phi-3's longrope factors, linear).
  *
  * Norms as GGUF stores them: Gemma's RMSNorm multiplies by (1 + w), but
  * llama.cpp's converter folds the 1 into the stored weight, so Gemma is a

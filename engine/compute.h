@@ -21,6 +21,7 @@
 #ifndef EMBER_COMPUTE_H
 #define EMBER_COMPUTE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -39,10 +40,21 @@ void compute_init(void);
  * (DTYPE_F16 or DTYPE_F32) takes: what budgets are computed from. */
 size_t compute_kv_bytes(const struct model *m, uint32_t n_ctx, uint32_t type);
 
-/* A cache for n_ctx positions, empty. Returns 0, EMBER_EINVAL (n_ctx 0, a
- * type not F16/F32), EMBER_ENOMEM; detail in err. */
+/* Bytes of a cache whose sliding-window layers keep only a ring of their
+ * window plus steps of at most max_step tokens (compute_kv_new with that
+ * max_step); 0 when the model has no sliding-window layer. */
+size_t compute_kv_ring_bytes(const struct model *m, uint32_t n_ctx, uint32_t type,
+			     uint32_t max_step);
+
+/* A cache for n_ctx positions, empty; ring_step > 0: sliding-window layers
+ * keep rings for steps of at most ring_step tokens. Returns 0, EMBER_EINVAL
+ * (n_ctx 0, a type not F16/F32), EMBER_ENOMEM; detail in err. */
 int compute_kv_new(struct compute_kv **out, const struct model *m, uint32_t n_ctx,
-		   uint32_t type, char *err);
+		   uint32_t type, uint32_t ring_step, char *err);
+
+/* Whether a query at position n_pos still finds every key it sees (false
+ * when a ring has overwritten keys of its window: rewound too far). */
+bool compute_kv_holds(const struct compute_kv *kv, uint32_t n_pos);
 
 /* NULL-safe. */
 void compute_kv_free(struct compute_kv *kv);

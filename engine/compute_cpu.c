@@ -39,8 +39,19 @@ size_t compute_kv_bytes(const struct model *m, uint32_t n_ctx, uint32_t type)
 	       elt;
 }
 
+size_t compute_kv_ring_bytes(const struct model *m, uint32_t n_ctx, uint32_t type,
+			     uint32_t max_step)
+{
+	return kv_cache_bytes_for(&m->hp, n_ctx, type, m->arch, max_step);
+}
+
+bool compute_kv_holds(const struct compute_kv *kv, uint32_t n_pos)
+{
+	return kv_cache_holds(&kv->c, n_pos) != 0;
+}
+
 int compute_kv_new(struct compute_kv **out, const struct model *m, uint32_t n_ctx,
-		   uint32_t type, char *err)
+		   uint32_t type, uint32_t ring_step, char *err)
 {
 	struct compute_kv *kv = calloc(1, sizeof(*kv));
 	int rc;
@@ -48,7 +59,8 @@ int compute_kv_new(struct compute_kv **out, const struct model *m, uint32_t n_ct
 	*out = NULL;
 	if (!kv)
 		return ember_seterr(err, EMBER_ENOMEM, "kv cache");
-	if ((rc = kv_cache_init(&kv->c, &m->hp, n_ctx, type, err)) < 0) {
+	if ((rc = ring_step ? kv_cache_init_ring(&kv->c, &m->hp, n_ctx, type, m->arch, ring_step, err)
+			    : kv_cache_init(&kv->c, &m->hp, n_ctx, type, err)) < 0) {
 		free(kv);
 		return rc;
 	}

@@ -640,7 +640,8 @@ static int worker_init(struct engine *e, struct worker *w, uint32_t index, char 
 	if ((rc = compute_pass_new(&w->fp, e->m, &co, err)) < 0)
 		return rc;
 	if ((rc = kv_pool_init(&w->kv, e->m, c->n_ctx, c->kv_f32 ? DTYPE_F32 : DTYPE_F16, budget,
-			       err)) < 0)
+			       err)) < 0 ||
+	    (rc = kv_pool_set_ring(&w->kv, compute_pass_max_batch(w->fp), err)) < 0)
 		return rc;
 	w->seqs = calloc(c->slots, sizeof(*w->seqs));
 	w->batch = calloc(c->slots, sizeof(*w->batch));

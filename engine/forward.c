@@ -21,6 +21,7 @@
 #include "dtype.h"
 #include "ember.h"
 #include "kernels.h"
+#include "rope.h"
 
 /* The step being run: its sequences and where their rows start. */
 struct step_plan {
@@ -168,40 +169,6 @@ static void norm(const struct forward_pass *f, const struct model_weight *w,
 
 /* ---- attention ------------------------------------------------------------ */
 
-/* Divisor of frequency i for a sequence with context n_ctx: Llama 3's
- * rope_freqs, Phi-3's long factors once the context exceeds the original
- * one (llama.cpp's rule; Hugging Face decides by the sequence's length),
- * else its short ones; 1 without tables. */
-static const float *rope_divisors(const struct model *m, uint32_t n_ctx)
-{
-	if (m->w[ARCH_T_ROPE_FREQS].data)
-		return m->w[ARCH_T_ROPE_FREQS].data;
-	if (m->w[ARCH_T_ROPE_LONG].data)
-		return n_ctx > m->hp.rope_orig_ctx ? m->w[ARCH_T_ROPE_LONG].data
-						   : m->w[ARCH_T_ROPE_SHORT].data;
-	return NULL;
-}
-
-/* Fills `table` for rows r0 .. r0+n-1: cos and sin of theta_i = pos *
- * base^(-2i/n_rot) * scale / div_i, times mscale (computed in double, as
- * the reference does). */
-static void rope_fill(const struct forward_pass *f, float *table, uint32_t r0, uint32_t n,
-		      double base, double scale, const float *div, double mscale)
-{
-	const uint32_t half = f->m->hp.n_rot / 2;
-	uint32_t t, i;
-
-	for (t = r0; t < r0 + n; t++)
-		for (i = 0; i < half; i++) {
-			double freq = pow(base, -2.0 * i / f->m->hp.n_rot) * scale / (div ? div[i] : 1.0);
-			double theta = (double)f->pos[t] * freq;
-			float *cs = table + ((size_t)t * half + i) * 2;
-
-			cs[0] = (float)(cos(theta) * mscale);
-			cs[1] = (float)(sin(theta) * mscale);
-		}
-}
-
 /* Fills the rotary tables of the step's rows: the model's rope (with its
  * scaling), and for Gemma 3's sliding layers their own base, unscaled. */
 static void rope_table(struct forward_pass *f, uint32_t n)
@@ -215,39 +182,12 @@ static void rope_table(struct forward_pass *f, uint32_t n)
 	for (s = 0; s < f->plan.n_seq; s++) {
 		const struct forward_seq *sq = &f->plan.seqs[s];
 
-		rope_fill(f, f->rope, f->plan.row0[s], sq->n_tok, hp->rope_base, hp->rope_freq_scale,
-			  rope_divisors(f->m, sq->kv->n_ctx), hp->rope_attn_factor);
+		rope_fill(hp, f->pos, f->rope, f->plan.row0[s], sq->n_tok, hp->rope_base,
+			  hp->rope_freq_scale, rope_divisors(f->m, sq->kv->n_ctx), hp->rope_attn_factor);
 		if (f->rope_swa)
-			rope_fill(f, f->rope_swa, f->plan.row0[s], sq->n_tok, hp->rope_base_swa, 1.0,
-				  NULL, 1.0);
+			rope_fill(hp, f->pos, f->rope_swa, f->plan.row0[s], sq->n_tok, hp->rope_base_swa,
+				  1.0, NULL, 1.0);
 	}
-}
-
-/* Rotates the first n_rot dims of each head of x[n][n_heads][head_dim]:
- * NORM pairs (x[2i], x[2i+1]), NEOX pairs (x[i], x[i + n_rot/2]). */
-static void rope_apply(const struct forward_pass *f, const float *table, float *x, uint32_t n,
-		       uint32_t n_heads)
-{
-	const uint32_t hd = f->m->hp.head_dim_k, half = f->m->hp.n_rot / 2;
-	const int neox = f->m->arch->rope == ARCH_ROPE_NEOX;
-	uint32_t t, h, i;
-
-	if (f->m->arch->rope == ARCH_ROPE_NONE)
-		return;
-	for (t = 0; t < n; t++)
-		for (h = 0; h < n_heads; h++) {
-			float *xh = x + ((size_t)t * n_heads + h) * hd;
-			const float *cs = table + (size_t)t * half * 2;
-
-			for (i = 0; i < half; i++) {
-				float *a = neox ? &xh[i] : &xh[2 * i];
-				float *b = neox ? &xh[i + half] : &xh[2 * i + 1];
-				float c = cs[2 * i], s = cs[2 * i + 1], x0 = *a, x1 = *b;
-
-				*a = x0 * c - x1 * s;
-				*b = x0 * s + x1 * c;
-			}
-		}
 }
 
 /* RMSNorm of every head of x[n][n_heads][head_dim_k] with weight w
@@ -348,8 +288,8 @@ static void attention(struct forward_pass *f, uint32_t il, uint32_t n)
 	project_qkv(f, L, n);
 	head_norm(f, &L->w[ARCH_T_ATTN_Q_NORM], f->q, n, f->m->hp.n_head);
 	head_norm(f, &L->w[ARCH_T_ATTN_K_NORM], f->k, n, f->m->hp.n_head_kv);
-	rope_apply(f, table, f->q, n, f->m->hp.n_head);
-	rope_apply(f, table, f->k, n, f->m->hp.n_head_kv);
+	rope_apply(f->m, table, f->q, n, f->m->hp.n_head);
+	rope_apply(f->m, table, f->k, n, f->m->hp.n_head_kv);
 	for (s = 0; s < f->plan.n_seq; s++) {
 		const struct forward_seq *sq = &f->plan.seqs[s];
 

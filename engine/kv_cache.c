@@ -80,17 +80,39 @@ static int ring_holds(const struct kv_cache *c, uint32_t n_pos)
 	return c->n_hi <= c->ring_rows || need >= c->n_hi - c->ring_rows;
 }
 
+int kv_cache_holds(const struct kv_cache *c, uint32_t n_pos)
+{
+	return !c->ring_rows || n_pos == 0 || (!c->lost && ring_holds(c, n_pos));
+}
+
+size_t kv_cache_bytes_for(const struct model_hparams *hp, uint32_t n_ctx, uint32_t type,
+			  const struct arch_desc *arch, uint32_t max_step)
+{
+	const size_t elt = type == DTYPE_F16 ? 2 : 4;
+	int ring = arch && arch->swa != ARCH_SWA_NONE && hp->n_swa > 0 && max_step > 0 &&
+		   (uint64_t)hp->n_swa - 1 + max_step < n_ctx;
+	size_t rows = 0;
+	uint32_t il;
+
+	for (il = 0; il < hp->n_layer; il++)
+		rows += (size_t)hp->n_head_kv *
+			(ring && arch_layer_is_swa(arch, il) ? hp->n_swa - 1 + max_step : n_ctx);
+	return rows * (hp->head_dim_k + hp->head_dim_v) * elt;
+}
+
 void kv_cache_truncate(struct kv_cache *c, uint32_t n_pos)
 {
+	if (n_pos == 0) { /* nothing to keep: a ring starts over */
+		c->n_pos = 0;
+		c->n_hi = 0;
+		c->lost = 0;
+		return;
+	}
 	if (n_pos >= c->n_pos)
 		return;
 	c->n_pos = n_pos;
 	if (c->ring_rows && !ring_holds(c, n_pos))
 		c->lost = 1;
-	if (n_pos == 0) { /* nothing to keep: the ring starts over */
-		c->n_hi = 0;
-		c->lost = 0;
-	}
 }
 
 int kv_cache_copy_prefix(struct kv_cache *dst, const struct kv_cache *src, uint32_t n)

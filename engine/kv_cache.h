@@ -64,6 +64,14 @@ int kv_cache_init(struct kv_cache *c, const struct model_hparams *hp, uint32_t n
 int kv_cache_init_ring(struct kv_cache *c, const struct model_hparams *hp, uint32_t n_ctx,
 		       uint32_t type, const struct arch_desc *arch, uint32_t max_step, char *err);
 
+/* Whether a query at position n_pos would still find every key its window
+ * sees after a rewind to n_pos (always 1 without a ring, and for n_pos 0). */
+int kv_cache_holds(const struct kv_cache *c, uint32_t n_pos);
+
+/* Bytes kv_cache_init_ring() would allocate. */
+size_t kv_cache_bytes_for(const struct model_hparams *hp, uint32_t n_ctx, uint32_t type,
+			  const struct arch_desc *arch, uint32_t max_step);
+
 /* Whether layer il's rows are a ring. */
 static inline int kv_cache_is_ring(const struct kv_cache *c, uint32_t il)
 {
@@ -81,7 +89,8 @@ void kv_cache_free(struct kv_cache *c);
 
 /* Forgets positions >= n_pos (rewinding a session); no-op when n_pos is
  * not below the current fill. Contents need not be cleared: attention only
- * reads positions below n_pos. */
+ * reads positions below n_pos. A ring rewound past its slack is marked
+ * lost; n_pos 0 always starts over (and clears that mark). */
 void kv_cache_truncate(struct kv_cache *c, uint32_t n_pos);
 
 /* Copies the first `n` filled positions of `src` into `dst` and sets

@@ -14,6 +14,7 @@ int kv_pool_init(struct kv_pool *p, const struct model *m, uint32_t n_ctx, uint3
 	p->n_ctx = n_ctx;
 	p->type = type;
 	p->entry_bytes = compute_kv_bytes(m, n_ctx, type);
+	p->budget = budget;
 	if (p->entry_bytes == 0 || budget / p->entry_bytes == 0)
 		return ember_seterr(err, EMBER_EINVAL, "kv cache budget of %zu bytes is below one "
 				    "context of %u positions (%zu bytes)", budget, n_ctx,
@@ -26,6 +27,29 @@ int kv_pool_init(struct kv_pool *p, const struct model *m, uint32_t n_ctx, uint3
 	p->e = calloc(p->n_max, sizeof(*p->e));
 	if (!p->e)
 		return ember_seterr(err, EMBER_ENOMEM, "kv pool: %u entries", p->n_max);
+	return 0;
+}
+
+int kv_pool_set_ring(struct kv_pool *p, uint32_t max_step, char *err)
+{
+	size_t bytes = compute_kv_ring_bytes(p->m, p->n_ctx, p->type, max_step);
+	uint64_t n = bytes ? p->budget / bytes : 0;
+	struct kv_entry *e;
+
+	if (bytes == 0 || bytes >= p->entry_bytes || p->n_alloc > 0)
+		return 0; /* no ring layers, or too late to change the entries */
+	p->ring_step = max_step;
+	p->entry_bytes = bytes;
+	if (n > 4096)
+		n = 4096;
+	if (n <= p->n_max)
+		return 0;
+	e = calloc((size_t)n, sizeof(*e));
+	if (!e)
+		return ember_seterr(err, EMBER_ENOMEM, "kv pool: %llu entries", (unsigned long long)n);
+	free(p->e);
+	p->e = e;
+	p->n_max = (uint32_t)n;
 	return 0;
 }
 
@@ -79,7 +103,7 @@ static struct kv_entry *entry_fresh(struct kv_pool *p, const struct kv_entry *ke
 
 		if (en->allocated)
 			continue;
-		if ((*rc = compute_kv_new(&en->kv, p->m, p->n_ctx, p->type, err)) < 0)
+		if ((*rc = compute_kv_new(&en->kv, p->m, p->n_ctx, p->type, p->ring_step, err)) < 0)
 			return NULL;
 		en->tokens = malloc((size_t)p->n_ctx * sizeof(*en->tokens));
 		if (!en->tokens) {
@@ -136,6 +160,8 @@ int kv_pool_acquire(struct kv_pool *p, const int32_t *tokens, uint32_t n, struct
 		if (!en->allocated || en->busy)
 			continue;
 		len = common_prefix(en->tokens, compute_kv_n_pos(en->kv), tokens, n - 1);
+		if (!compute_kv_holds(en->kv, len))
+			len = 0; /* a ring that no longer has the window before it */
 		/* Ties go to the least recently used, which eviction would pick. */
 		if (len > best_len || (len == best_len && best && len > 0 &&
 				       en->last_used < best->last_used)) {

@@ -44,6 +44,8 @@ struct kv_pool {
 	uint32_t n_max;
 	uint32_t n_alloc;
 	size_t entry_bytes;        /* cache memory of one entry */
+	size_t budget;             /* bytes the entries may take */
+	uint32_t ring_step;        /* > 0: sliding-window layers keep rings for steps this long */
 	uint64_t tick;
 };
 
@@ -55,6 +57,12 @@ struct kv_claim {
 	struct kv_entry *copy_from;
 	uint32_t n_reuse;
 };
+
+/* Makes the pool's caches keep only the window of sliding-window layers
+ * (kv_cache_init_ring, steps of at most max_step tokens), so more entries
+ * fit the budget; a prefix the ring no longer holds is not reused. Call
+ * before the first acquire. 0 or EMBER_ENOMEM. */
+int kv_pool_set_ring(struct kv_pool *p, uint32_t max_step, char *err);
 
 /* Prepares a pool of floor(budget / entry size) entries (none allocated
  * yet). Returns 0, EMBER_EINVAL when not even one fits (detail in err),

@@ -412,6 +412,10 @@ static void acquire_caches(struct worker *w, struct kv_claim *claims, struct seq
 			kv_pool_take(ss->kv);
 			/* At least one token is evaluated, for the logits. */
 			compute_kv_truncate(c->entry->kv, s->n_tok - 1);
+			/* A sliding-window ring rewound past what it holds
+			 * starts over rather than attend to lost keys. */
+			if (!compute_kv_holds(c->entry->kv, compute_kv_n_pos(c->entry->kv)))
+				compute_kv_truncate(c->entry->kv, 0);
 			c->n_reuse = compute_kv_n_pos(c->entry->kv);
 		} else {
 			rc = kv_pool_acquire(&w->kv, s->tokens, s->n_tok, c, err);

@@ -22,7 +22,9 @@
 #include "ember.h"
 #include "forward.h"
 #include "gguf.h"
+#include "compute.h"
 #include "kv_cache.h"
+#include "kv_pool.h"
 #include "model.h"
 #include "testutil.h"
 
@@ -178,6 +180,59 @@ START_TEST(sliding_window_decode_and_chunks_equal_one_shot)
 }
 END_TEST
 
+/* The daemon's pool: ring entries are smaller, so more fit one budget;
+ * a cached sequence whose ring no longer holds the window before a shorter
+ * common prefix is not reused for it (the prompt is computed again). */
+START_TEST(pool_entries_use_rings_and_reuse_only_what_they_hold)
+{
+	const uint32_t n_ctx = 160, step = 16;
+	char err[EMBER_ERR_MAX] = "";
+	struct compute_opts o = {.max_batch = step};
+	struct compute_pass *f;
+	struct kv_claim c;
+	struct kv_pool p;
+	int32_t ids[N_TOK];
+	struct model m;
+	size_t full;
+	uint32_t n_full, done;
+
+	open_golden(&m, "gemma3");
+	some_tokens(ids, m.hp.n_vocab);
+	full = compute_kv_bytes(&m, n_ctx, DTYPE_F16);
+	ck_assert_int_eq(kv_pool_init(&p, &m, n_ctx, DTYPE_F16, 4 * full, err), 0);
+	n_full = p.n_max;
+	ck_assert_int_eq(kv_pool_set_ring(&p, step, err), 0);
+	ck_assert_uint_lt(p.entry_bytes, full);
+	ck_assert_uint_gt(p.n_max, n_full);
+	printf("models: pool entry %zu bytes with rings, %zu without: %u entries instead of %u\n",
+	       p.entry_bytes, full, p.n_max, n_full);
+	ck_assert_uint_eq(p.entry_bytes, compute_kv_ring_bytes(&m, n_ctx, DTYPE_F16, step));
+	ck_assert_int_eq(compute_pass_new(&f, &m, &o, err), 0);
+	ck_assert_int_eq(kv_pool_acquire(&p, ids, N_TOK, &c, err), 0);
+	ck_assert_uint_eq(c.n_reuse, 0);
+	for (done = 0; done < N_TOK; done += step) {
+		struct compute_seq sq = {c.entry->kv, ids + done,
+					 N_TOK - done < step ? N_TOK - done : step, COMPUTE_LOGITS_NONE};
+
+		ck_assert_msg(compute_pass_run(f, &sq, 1, NULL, err) == 0, "%s", err);
+	}
+	memcpy(c.entry->tokens, ids, sizeof(ids));
+	kv_pool_release(&p, c.entry, NULL);
+	/* The whole sequence plus one: reused in full. */
+	ck_assert_int_eq(kv_pool_acquire(&p, ids, N_TOK, &c, err), 0);
+	ck_assert_uint_eq(c.n_reuse, N_TOK - 1);
+	kv_pool_release(&p, c.entry, NULL);
+	/* Half of it: the ring has overwritten that window; nothing reused. */
+	ck_assert_int_eq(kv_pool_acquire(&p, ids, N_TOK / 2, &c, err), 0);
+	ck_assert_uint_eq(c.n_reuse, 0);
+	ck_assert(compute_kv_holds(c.entry->kv, compute_kv_n_pos(c.entry->kv)));
+	kv_pool_release(&p, c.entry, NULL);
+	compute_pass_free(f);
+	kv_pool_free(&p);
+	model_free(&m);
+}
+END_TEST
+
 /* ---- what a file asks for ------------------------------------------------------ */
 
 /* Writes `src` plus key `key` (a string when str, else a u32 or f32) to
@@ -303,6 +358,7 @@ Suite *suite_models(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_loop_test(tc, ring_cache_equals_full_cache_masked_the_same_way, 0, 2);
 	tcase_add_loop_test(tc, sliding_window_decode_and_chunks_equal_one_shot, 0, 2);
+	tcase_add_test(tc, pool_entries_use_rings_and_reuse_only_what_they_hold);
 	tcase_add_test(tc, unimplemented_features_are_refused_at_load);
 	tcase_add_test(tc, rope_freqs_in_an_architecture_without_it_is_refused);
 	tcase_add_test(tc, linear_scaling_and_attention_scale_are_read);
