@@ -184,9 +184,11 @@ void api_native_respond_session_not_found(struct backend *b,
 		api_error_set(&e, 404, API_ERR_NOT_FOUND, "session",
 			      "session_not_found",
 			      "Session %s was made by replica '%.*s', not this "
-			      "one ('%s'): that replica is gone (its sessions "
+			      "one (%s%s%s): that replica is gone (its sessions "
 			      "with it) or the request was misrouted.",
-			      s, (int)len, name, mine ? mine : "");
+			      s, (int)len, name, mine ? "'" : "",
+			      mine ? mine : "which has no replica_id",
+			      mine ? "'" : "");
 	else
 		api_error_set(&e, 404, API_ERR_NOT_FOUND, "session",
 			      "session_not_found", "No such session.");
