@@ -399,6 +399,8 @@ START_TEST(keep_overrides_the_recipe_last_match_wins)
 	ck_assert_int_eq(recipe_pick(&r, "x.weight", 2, odd, &t, err), EMBER_EINVAL);
 	ck_assert_int_eq(recipe_add_keep(&r, "nonsense", err), EMBER_EINVAL);
 	ck_assert_int_eq(recipe_add_keep(&r, "a=q7_k", err), EMBER_EINVAL);
+	ck_assert_int_eq(recipe_add_keep(&r, "a=q8_k", err), EMBER_EINVAL); /* not written */
+	ck_assert_int_eq(recipe_add_keep(&r, "a=q5_k", err), 0); /* a preset's block type */
 	ck_assert_int_eq(recipe_parse(&r, "int3", err), EMBER_EINVAL);
 }
 END_TEST

@@ -22,6 +22,7 @@
 #include "gguf.h"
 #include "kernels.h"
 #include "model.h"
+#include "recipe.h"
 #include "testutil.h"
 
 #define QDIR "../shared/golden/quants/"
@@ -336,6 +337,66 @@ START_TEST(quantized_tensors_are_byte_identical_to_llama_quantize)
 }
 END_TEST
 
+/* ---- the presets' per-tensor policy on a TinyLlama-shaped model ---------- */
+
+/* 22 layers, 32 query / 4 KV heads. llama-quantize's Q4_K_M of such a file
+ * (made from `ember synth --preset tinyllama-1.1b --type f16`, compared
+ * tensor for tensor) has Q6_K on output.weight and on attn_v / ffn_down of
+ * layers 0, 1, 4, 7, 10, 13, 16, 19, 20, 21: 21 tensors. */
+START_TEST(q4_k_m_policy_matches_llama_quantize_on_22_layers)
+{
+	static const int q6_layers[] = {0, 1, 4, 7, 10, 13, 16, 19, 20, 21};
+	static const char *const roles[] = {"attn_q", "attn_k", "attn_v", "attn_output",
+					    "ffn_gate", "ffn_up", "ffn_down"};
+	char err[EMBER_ERR_MAX] = "", name[64];
+	uint64_t ne[2] = {2048, 2048};
+	struct recipe r;
+	uint32_t t;
+	int n_q6 = 0;
+
+	ck_assert_int_eq(recipe_parse(&r, "q4_k_m", err), 0);
+	recipe_count(&r, "token_embd.weight");
+	recipe_count(&r, "output.weight");
+	for (int l = 0; l < 22; l++)
+		for (size_t k = 0; k < sizeof(roles) / sizeof(roles[0]); k++) {
+			snprintf(name, sizeof(name), "blk.%d.%s.weight", l, roles[k]);
+			recipe_count(&r, name);
+		}
+	recipe_set_heads(&r, 32, 4);
+	ck_assert_int_eq(recipe_pick(&r, "output.weight", 2, ne, &t, err), 0);
+	ck_assert_uint_eq(t, DTYPE_Q6_K);
+	n_q6++;
+	ck_assert_int_eq(recipe_pick(&r, "token_embd.weight", 2, ne, &t, err), 0);
+	ck_assert_uint_eq(t, DTYPE_Q4_K);
+	for (int l = 0; l < 22; l++) {
+		int more = 0;
+		for (size_t k = 0; k < sizeof(q6_layers) / sizeof(q6_layers[0]); k++)
+			more |= q6_layers[k] == l;
+		for (size_t k = 0; k < sizeof(roles) / sizeof(roles[0]); k++) {
+			int grows = strcmp(roles[k], "attn_v") == 0 || strcmp(roles[k], "ffn_down") == 0;
+			snprintf(name, sizeof(name), "blk.%d.%s.weight", l, roles[k]);
+			ck_assert_int_eq(recipe_pick(&r, name, 2, ne, &t, err), 0);
+			ck_assert_msg(t == (more && grows ? DTYPE_Q6_K : DTYPE_Q4_K), "%s: %s", name,
+				      dtype_name(t));
+			n_q6 += t == DTYPE_Q6_K;
+		}
+	}
+	ck_assert_int_eq(n_q6, 21);
+	/* rows that do not fit 256: llama.cpp's fallback */
+	ne[0] = 2080;
+	ck_assert_int_eq(recipe_pick(&r, "blk.3.ffn_up.weight", 2, ne, &t, err), 0);
+	ck_assert_uint_eq(t, DTYPE_Q5_0);
+	ck_assert_int_eq(recipe_pick(&r, "blk.4.ffn_down.weight", 2, ne, &t, err), 0);
+	ck_assert_uint_eq(t, DTYPE_Q8_0);
+	/* tied embeddings: token_embd.weight takes the output head's type */
+	ck_assert_int_eq(recipe_parse(&r, "q4_k_m", err), 0);
+	recipe_count(&r, "token_embd.weight");
+	ne[0] = 2048;
+	ck_assert_int_eq(recipe_pick(&r, "token_embd.weight", 2, ne, &t, err), 0);
+	ck_assert_uint_eq(t, DTYPE_Q6_K);
+}
+END_TEST
+
 Suite *suite_quants(void)
 {
 	Suite *s = suite_create("quants");
@@ -343,6 +404,7 @@ Suite *suite_quants(void)
 
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, sha256_of_abc_is_the_standard_vector);
+	tcase_add_test(tc, q4_k_m_policy_matches_llama_quantize_on_22_layers);
 	tcase_add_loop_test(tc, every_tensor_dequantizes_bit_for_bit_as_ggml, 0, N_DIRS * N_TYPES);
 	tcase_add_loop_test(tc, logits_within_the_llamacpp_distance_of_the_exact_dequant, 0,
 			    N_DIRS * N_TYPES);
