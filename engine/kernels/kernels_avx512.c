@@ -187,6 +187,8 @@ const struct kern_ops kern_ops_avx512 = {
 			[DTYPE_F32] = avx512__gemm_f32,
 			[DTYPE_F16] = avx512__gemm_f16,
 			[DTYPE_BF16] = avx512__gemm_bf16,
+			[DTYPE_Q8_0] = kern_avx512_gemm_q8_0,
+			[DTYPE_Q4_0] = kern_avx512_gemm_q4_0,
 		},
 };
 #endif
