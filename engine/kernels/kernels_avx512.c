@@ -198,6 +198,8 @@ const struct kern_ops kern_ops_avx512 = {
 			[DTYPE_Q5_0] = kern_avx512_gemm_q5_0,
 			[DTYPE_Q4_1] = kern_avx512_gemm_q4_1,
 			[DTYPE_Q5_1] = kern_avx512_gemm_q5_1,
+			[DTYPE_Q8_0] = kern_avx512_gemm_q8_0,
+			[DTYPE_Q4_0] = kern_avx512_gemm_q4_0,
 		},
 };
 #endif

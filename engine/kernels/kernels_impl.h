@@ -160,6 +160,10 @@ void kern_avx2_silu_mul(float *y, const float *g, size_t n);
 /* The AVX2 quantized prefill GEMM (kernels_qgemm_avx2.c), n_tok >= 2. */
 void kern_avx2_qgemm_q8_0(const struct kern_gemm_args *a, size_t o0, size_t o1);
 void kern_avx2_qgemm_q4_0(const struct kern_gemm_args *a, size_t o0, size_t o1);
+/* The AVX-512 VNNI quantized GEMV / small-batch GEMM
+ * (kernels_qvnni_avx512.c): bit-identical to the AVX2 level's. */
+void kern_avx512_gemm_q8_0(const struct kern_gemm_args *a, size_t o0, size_t o1);
+void kern_avx512_gemm_q4_0(const struct kern_gemm_args *a, size_t o0, size_t o1);
 #endif
 
 extern const struct kern_ops kern_ops_ref;
