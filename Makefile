@@ -18,7 +18,13 @@ DESTDIR  ?=
 OPT      ?= -O2
 
 WARN     := -Wall -Wextra -Werror
-CPPFLAGS := -Iengine -Iengine/kernels -Iserver -Itools -D_GNU_SOURCE
+# The engine's layers (README, Architecture): base <- format <- model <-
+# compute (the device contract; cpu/ is one device) <- text <- runtime.
+# Headers are included by name; tests/integration/test_layering.sh checks
+# which layer may include which.
+ENGINE_DIRS := engine/base engine/format engine/model engine/compute \
+	       engine/compute/cpu engine/compute/cpu/kernels engine/text engine/runtime
+CPPFLAGS := $(addprefix -I,$(ENGINE_DIRS)) -Iserver -Itools -Itools/convert -D_GNU_SOURCE
 CFLAGS   := -std=c11 $(OPT) -g $(WARN) -fno-strict-aliasing -pthread
 CXXFLAGS := -std=c++17 $(OPT) -g $(WARN) -pthread
 DEPFLAGS  = -MMD -MP
@@ -57,10 +63,10 @@ LIBS_SERVER  = $(shell pkg-config --libs $(PKGS_SERVER) 2>/dev/null)
 LIBS_TOOLS   = $(shell pkg-config --libs jansson 2>/dev/null)
 LIBS_TEST    = $(shell pkg-config --libs $(PKGS_TEST) 2>/dev/null) $(LIBS_TOOLS)
 
-ENGINE_SRC := $(wildcard engine/*.c engine/kernels/*.c)
-ENGINE_CXX := $(wildcard engine/*.cc)
+ENGINE_SRC := $(foreach d,$(ENGINE_DIRS),$(wildcard $(d)/*.c))
+ENGINE_CXX := $(foreach d,$(ENGINE_DIRS),$(wildcard $(d)/*.cc))
 SERVER_SRC := $(wildcard server/*.c)
-TOOLS_SRC  := $(wildcard tools/*.c)
+TOOLS_SRC  := $(wildcard tools/*.c tools/convert/*.c)
 TEST_SRC   := $(wildcard tests/test_*.c)
 # Tools' sub-commands are linked into the unit tests too (all but main).
 TOOLS_LIB_SRC := $(filter-out tools/ember.c,$(TOOLS_SRC))
@@ -115,8 +121,8 @@ $(BUILD)/%.o: %.cc
 	@mkdir -p $(@D)
 	$(call say,CXX,$<)$(CXX) $(CPPFLAGS) $(CXXFLAGS) $(DEPFLAGS) -c $< -o $@
 
-$(BUILD)/engine/kernels/%_avx2.o: ISAFLAGS = $(ISA_avx2)
-$(BUILD)/engine/kernels/%_avx512.o: ISAFLAGS = $(ISA_avx512)
+$(BUILD)/engine/compute/cpu/kernels/%_avx2.o: ISAFLAGS = $(ISA_avx2)
+$(BUILD)/engine/compute/cpu/kernels/%_avx512.o: ISAFLAGS = $(ISA_avx512)
 
 $(LIBEMBER): $(ENGINE_OBJ)
 	$(call say,AR,$@)rm -f $@ && ar rcs $@ $^
@@ -129,7 +135,7 @@ $(EMBER): $(TOOLS_OBJ) $(LIBEMBER)
 
 # The load generator for the daemon (bench/): plain sockets; of libember
 # only the clock and the buffer rule.
-$(LOADGEN): $(call obj,bench/loadgen.c bench/response.c engine/buf.c engine/clock.c)
+$(LOADGEN): $(call obj,bench/loadgen.c bench/response.c engine/base/buf.c engine/base/clock.c)
 	$(call say,LD,$@)$(CC) $(LDFLAGS) $^ -lm -o $@
 
 # Times one batched forward step over 1..8 sequences (bench/SERVE_RESULTS.md).
