@@ -1,6 +1,6 @@
 /*
  * grammar_mask.c - the cost of the constrained-decoding mask per token
- * (engine/grammar.h) for a nested JSON Schema, on real vocabularies.
+ * (engine/runtime/grammar.h) for a nested JSON Schema, on real vocabularies.
  *
  *   build/grammar_mask [VOCAB.gguf ...]   (default: the Llama 3 128k BPE
  *                                          and the Llama 2 32k SPM vocabularies

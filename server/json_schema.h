@@ -1,5 +1,5 @@
 /*
- * json_schema.h - JSON Schema into GBNF (engine/grammar.h), so that the
+ * json_schema.h - JSON Schema into GBNF (engine/runtime/grammar.h), so that the
  * engine's constrained decoding produces only documents the schema
  * accepts. Lives in server/ because it reads the schema as a jansson tree
  * (engine/ has no JSON parser); its output is plain GBNF text.

@@ -1,6 +1,6 @@
 /*
  * test_hf_tokenizer.c - tokenizers converted from Hugging Face files
- * (tools/hf_tokenizer.c). A Llama-2-style checkpoint that ships only
+ * (tools/convert/hf_tokenizer.c). A Llama-2-style checkpoint that ships only
  * tokenizer.json (SentencePiece-style BPE: byte fallback, spaces as "▁")
  * must tokenize exactly as the same vocabulary from tokenizer.model; the
  * tokenizer.json is derived here from the golden llama tokenizer.model the

@@ -1,5 +1,5 @@
 /*
- * test_quants.c - the community block formats (engine/kernels/quants.h)
+ * test_quants.c - the community block formats (engine/compute/cpu/kernels/quants.h)
  * against llama.cpp's files in ../shared/golden/quants (see its README):
  *   - every quantized tensor of every file dequantizes bit for bit as
  *     ggml does (sha256 of the float32 values, from dequant-sha256.json);

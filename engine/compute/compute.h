@@ -34,6 +34,13 @@ struct compute_pass;
  * CPU's: picks the kernels for this CPU). Idempotent, any thread. */
 void compute_init(void);
 
+/* 0 if this backend has kernels for every weight matrix of `m`, else
+ * EMBER_EUNSUPPORTED naming the first tensor without ("tensor blk.0.ffn_up
+ * .weight: no kernels for type q8_k"). The model layer reads any type the
+ * format knows; which ones run is the backend's business, asked here when
+ * a pass is made. */
+int compute_check_model(const struct model *m, char *err);
+
 /* ---- KV caches --------------------------------------------------------------- */
 
 /* Bytes one cache of n_ctx positions of `m` with elements of `type`

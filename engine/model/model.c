@@ -8,7 +8,6 @@
 
 #include "dtype.h"
 #include "ember.h"
-#include "kernels.h"
 
 /* Sanity bounds: far above any real model, low enough that products of
  * them (buffer sizes in forward.c) cannot overflow size_t. */
@@ -346,9 +345,6 @@ static int bind_tensor(struct model *m, enum arch_tensor role, uint32_t layer, e
 	if (spec->ne1 == D_ONE && t->type != DTYPE_F32)
 		return ember_seterr(err, EMBER_EUNSUPPORTED, "tensor %s: type %s, vectors must be f32",
 				    name, dtype_name(t->type));
-	if (spec->ne1 != D_ONE && !kern_supports(t->type))
-		return ember_seterr(err, EMBER_EUNSUPPORTED, "tensor %s: no kernels for type %s", name,
-				    dtype_name(t->type));
 	out->data = t->data;
 	out->type = t->type;
 	out->n_in = (uint32_t)want[0];
@@ -503,7 +499,6 @@ int model_load(struct model *m, const struct gguf *g, char *err)
 
 	memset(m, 0, sizeof(*m));
 	m->gguf = g;
-	kern_init();
 	if (gguf_get_str(g, "general.architecture", &arch_name) < 0)
 		return ember_seterr(err, EMBER_EFORMAT, "missing key general.architecture");
 	if (arch_name.len == 0 || arch_name.len >= sizeof(arch))

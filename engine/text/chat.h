@@ -49,7 +49,7 @@
  * does in those references. chat_apply() itself copies contents verbatim.
  *
  * Jinja: a model's own template is run by the Jinja interpreter (jinja.h,
- * engine/chat_jinja.c) when it parses; the family table above is then only
+ * engine/text/chat_jinja.c) when it parses; the family table above is then only
  * the source of stop texts, and the renderer for files without a template
  * or with one that does not parse.
  *

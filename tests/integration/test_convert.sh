@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `ember convert` on every golden checkpoint: with -q f32 the result equals
 # llama.cpp's model-f32.gguf (tensors bit for bit, every key; Gemma's
-# eot_token_id is a deliberate difference, see tools/convert.c), `ember
+# eot_token_id is a deliberate difference, see tools/convert/convert.c), `ember
 # quantize` of that file equals a direct quantized conversion byte for byte,
 # and bad invocations / inputs exit non-zero leaving no file.
 set -eu

@@ -41,7 +41,7 @@ for arch in llama3 qwen3 phi3 phi3-longrope gemma2 gemma3; do
 	ours=$TMPDIR/$arch.gguf
 	"$BUILD/ember" convert "$G/hf" "$ours" -q f32
 	# Tokenizer keys are another part of the issue (add_bos/add_sep for
-	# Llama 3; Gemma's eot id is ours on purpose, see tools/convert.c).
+	# Llama 3; Gemma's eot id is ours on purpose, see tools/convert/convert.c).
 	"$PYTHON" "$cmp_py" "$ours" "$G/model-f32.gguf" --extra ember. \
 		--ignore tokenizer.ggml.eot_token_id --ignore tokenizer.ggml.add_bos_token \
 		--ignore tokenizer.ggml.add_sep_token

@@ -1,7 +1,7 @@
 /*
  * compute_cpu.c - the CPU backend behind compute.h: a compute_kv is a
  * kv_cache in host memory, a compute_pass is forward.c's pass (its kernels
- * chosen per ISA level in engine/kernels/, its threads a pthreadpool). A
+ * chosen per ISA level in kernels/, its threads a pthreadpool). A
  * step's sequences are translated once into forward_seq; nothing is
  * copied.
  */
@@ -28,6 +28,34 @@ struct compute_pass {
 void compute_init(void)
 {
 	kern_init();
+}
+
+static int compute__check_weight(const struct model_weight *w, enum arch_tensor role,
+				 uint32_t layer, char *err)
+{
+	char name[96];
+
+	/* Vectors are f32 (the model checks); matrices need a gemm. */
+	if (!w->data || w->type == DTYPE_F32 || kern_supports(w->type))
+		return 0;
+	return ember_seterr(err, EMBER_EUNSUPPORTED, "tensor %s: no kernels for type %s",
+			    model_tensor_name(role, layer, name, sizeof(name)), dtype_name(w->type));
+}
+
+int compute_check_model(const struct model *m, char *err)
+{
+	int rc;
+
+	kern_init();
+	for (int r = 0; r < ARCH_T_FIRST_LAYER; r++)
+		if ((rc = compute__check_weight(&m->w[r], (enum arch_tensor)r, 0, err)) < 0)
+			return rc;
+	for (uint32_t l = 0; l < m->hp.n_layer; l++)
+		for (int r = ARCH_T_FIRST_LAYER; r < ARCH_T_COUNT; r++)
+			if ((rc = compute__check_weight(&m->layers[l].w[r], (enum arch_tensor)r, l,
+							err)) < 0)
+				return rc;
+	return 0;
 }
 
 size_t compute_kv_bytes(const struct model *m, uint32_t n_ctx, uint32_t type)

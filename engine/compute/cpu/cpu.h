@@ -1,7 +1,7 @@
 /*
  * cpu.h - what the processor can do, detected once at start-up.
  *
- * Kernels are compiled per ISA in their own files (engine/kernels/NAME_avx2.c,
+ * Kernels are compiled per ISA in their own files (engine/compute/cpu/kernels/NAME_avx2.c,
  * NAME_avx512.c, ...) and one of them is chosen from these features
  * (STYLE.md rule 8). Each CPU architecture has its own list of levels,
  * lowest first (cpu_levels(): x86-64 scalar, avx2, avx512, amx; AArch64

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "attention.h"
+#include "compute.h"
 #include "dtype.h"
 #include "ember.h"
 #include "kernels.h"
@@ -695,6 +696,8 @@ int forward_pass_new(struct forward_pass **out, const struct model *m,
 	*out = NULL;
 	if (!o)
 		o = &def;
+	if ((rc = compute_check_model(m, err)) < 0)
+		return rc;
 	f = calloc(1, sizeof(*f));
 	if (!f)
 		return ember_seterr(err, EMBER_ENOMEM, "forward: pass");

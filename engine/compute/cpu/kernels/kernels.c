@@ -29,7 +29,7 @@
  * re-measures both on the machine at hand).
  *
  * Attention blocks (kern_attn_scores, kern_attn_accum, kern_max,
- * kern_exp_sum, kern_fp16_to_fp32_row; engine/attention.c drives them) run
+ * kern_exp_sum, kern_fp16_to_fp32_row; engine/compute/cpu/attention.c drives them) run
  * on the caller's thread: scalar is the reference (expf); avx2
  * (attention_avx2.c) has score
  * tiles of 2 queries x 4 keys, value tiles of 4 queries x 16 columns (one

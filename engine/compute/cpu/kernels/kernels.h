@@ -36,7 +36,7 @@ enum cpu_level kern_init(void);
 enum cpu_level kern_level(void);
 
 /* Which level's code runs each operation (kern_init() chooses per
- * operation: engine/kernels/LEVELS.md): lines "op NAME: LEVEL\n" for
+ * operation: engine/compute/cpu/kernels/LEVELS.md): lines "op NAME: LEVEL\n" for
  * the matrix products per weight type, activation quantization, the
  * attention blocks and the activation, NUL-terminated, truncated to
  * `len`. Returns `buf`. */
@@ -91,7 +91,7 @@ void kern_matmul_n(pthreadpool_t pool, uint32_t wtype, size_t n_in, const struct
 		   size_t n, const float *x, size_t n_tok, void *scratch);
 
 /*
- * Flash-style attention blocks (engine/attention.c): the scores of a tile
+ * Flash-style attention blocks (engine/compute/cpu/attention.c): the scores of a tile
  * of queries against a block of keys, each score row's softmax against a
  * running maximum, and the probability-weighted sum of the block's values.
  * Every row is computed by the same instruction sequence whatever nq is,

@@ -179,7 +179,7 @@ static void avx512__quantize_act(const float *x, struct kern_block_q8a *y, size_
 }
 
 /* Only what beats the AVX2 level on an AVX-512 CPU (measured on a Zen 5,
- * engine/kernels/LEVELS.md); NULL entries are the AVX2 level's. */
+ * engine/compute/cpu/kernels/LEVELS.md); NULL entries are the AVX2 level's. */
 const struct kern_ops kern_ops_avx512 = {
 	.name = "avx512",
 	.quantize_act = avx512__quantize_act,
