@@ -87,6 +87,10 @@ enum compute_logits {
 	COMPUTE_LOGITS_NONE, /* this sequence produces no logits */
 	COMPUTE_LOGITS_LAST, /* [n_vocab] for its last token */
 	COMPUTE_LOGITS_ALL,  /* [n_tok][n_vocab] */
+	/* [n_tok][n_embd]: the final hidden states (after the output norm,
+	 * before the head), for embeddings. A step that asks for them asks
+	 * for no logits (mixing is EMBER_EINVAL). */
+	COMPUTE_HIDDEN_ALL,
 };
 
 /* One sequence's part of a step: n_tok tokens at positions n_pos ..
@@ -112,7 +116,8 @@ uint32_t compute_pass_max_batch(const struct compute_pass *p);
  * One step over seqs[0..n_seq) (sum of n_tok <= max_batch, distinct
  * caches with room): appends each sequence's keys and values and advances
  * its n_pos; logits rows in sequence order into `logits` (host memory, may
- * be NULL when none is asked for). Returns 0, EMBER_EINVAL, EMBER_ERANGE
+ * be NULL when none is asked for), or hidden-state rows of n_embd floats
+ * for COMPUTE_HIDDEN_ALL sequences. Returns 0, EMBER_EINVAL, EMBER_ERANGE
  * (a token outside the vocabulary), EMBER_ECONTEXT (a cache would
  * overflow), with detail in err; on error no cache changes.
  */

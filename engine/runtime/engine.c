@@ -153,6 +153,17 @@ static int job_new(struct engine *e, struct job **out, const struct engine_reque
 		engine_job_free(j);
 		return rc;
 	}
+	if (req->embed_n_tokens) {
+		/* Already tokens: nothing for the preparation thread to do. */
+		j->tokens = malloc(req->embed_n_tokens * sizeof(int32_t));
+		if (!j->tokens)
+			goto nomem;
+		memcpy(j->tokens, req->embed_tokens, req->embed_n_tokens * sizeof(int32_t));
+		j->n_tokens = (int64_t)req->embed_n_tokens;
+		j->prepared = true;
+		j->tok_special = j->add_special = false;
+	}
+	j->on_embed = req->on_embed;
 	j->on_text = req->on_text;
 	j->on_done = req->on_done;
 	j->data = req->data;
@@ -344,7 +355,14 @@ static int validate(const struct engine *e, const struct engine_request *req, ch
 		if (!req->messages[i].role ||
 		    (!req->messages[i].content && !req->messages[i].tool_calls))
 			return ember_seterr(err, EMBER_EINVAL, "message %zu has no role or content", i);
-	(void)e;
+	if (req->on_embed && (req->n_messages || req->session || req->grammar || req->n_stop))
+		return ember_seterr(err, EMBER_EINVAL, "an embedding takes a prompt or tokens only");
+	if (req->on_embed && engine_pooling(e) == ENGINE_POOLING_UNSUPPORTED)
+		return ember_seterr(err, EMBER_EUNSUPPORTED, "this model's pooling_type gives no "
+				    "embeddings");
+	if (req->embed_n_tokens && (!req->on_embed || !req->embed_tokens || req->prompt_len))
+		return ember_seterr(err, EMBER_EINVAL, "embed_tokens without on_embed, or with a "
+				    "prompt");
 	return 0;
 }
 

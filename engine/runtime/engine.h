@@ -125,6 +125,20 @@ typedef void (*engine_text_cb)(void *data, const char *text, size_t len, int n_t
 /* Worker thread, exactly once per submitted request, after its last text. */
 typedef void (*engine_done_cb)(void *data, const struct engine_result *res);
 
+/* Worker thread, before on_done, for an embedding request: the pooled,
+ * L2-normalized vector of n (= n_embd) floats, valid during the call. */
+typedef void (*engine_embed_cb)(void *data, const float *vec, size_t n);
+
+/* How an embedding pools the hidden states of its tokens: what the GGUF
+ * file declares in <arch>.pooling_type (llama.cpp's numbers: 1 mean,
+ * 2 cls, 3 last), mean when it declares none (or 0, "none"). */
+enum engine_pooling {
+	ENGINE_POOLING_MEAN,
+	ENGINE_POOLING_CLS,   /* the first token's */
+	ENGINE_POOLING_LAST,  /* the last token's */
+	ENGINE_POOLING_UNSUPPORTED, /* another value (rank): embeddings refused */
+};
+
 /* One chat message; both strings copied on submit. */
 struct engine_message {
 	const char *role;          /* "system", "user", "assistant" or "tool" */
@@ -162,9 +176,18 @@ struct engine_request {
 	 * stops; a dead end finishes with ENGINE_FINISH_ERROR. */
 	const char *grammar;
 	size_t grammar_len;
+	/* Non-NULL: an embedding instead of a generation. The prompt (or
+	 * embed_tokens) is evaluated once on a temporary cache (no KV kept,
+	 * no prefix reuse, no decode); the final hidden states (after the
+	 * output norm) are pooled as engine_pooling() says, L2-normalized and
+	 * passed to on_embed, then on_done (finish STOP, prompt_tokens).
+	 * messages, sampling, stop, session and grammar must be unset. */
+	engine_embed_cb on_embed;
+	const int32_t *embed_tokens; /* token ids instead of the prompt, or NULL; copied */
+	size_t embed_n_tokens;
 	engine_text_cb on_text;    /* may be NULL */
 	engine_done_cb on_done;    /* may be NULL */
-	void *data;                /* passed to both callbacks */
+	void *data;                /* passed to all callbacks */
 };
 
 struct engine_stats {
@@ -307,6 +330,10 @@ void engine_cancel(struct engine *e, uint64_t id);
 
 /* Gauges for metrics, a consistent snapshot. */
 void engine_stats(struct engine *e, struct engine_stats *st);
+
+/* How embeddings pool (see enum engine_pooling) and its name ("mean"). */
+enum engine_pooling engine_pooling(const struct engine *e);
+const char *engine_pooling_name(enum engine_pooling p);
 
 /* The context size sequences get. */
 uint32_t engine_n_ctx(const struct engine *e);

@@ -19,6 +19,7 @@
 
 #include "clock.h"
 #include "dtype.h"
+#include "embed.h"
 #include "engine_impl.h"
 #include "sampler.h"
 #include "tokenizer.h"
@@ -120,7 +121,7 @@ void *scheduler_prep_main(void *arg)
 		special = j->add_special &&
 			  (!j->session || (j->session->n_tok == 0 && !session_busy(e, j->session)));
 		pthread_mutex_unlock(&e->lock);
-		if (!atomic_load(&j->cancelled))
+		if (!atomic_load(&j->cancelled) && !j->prepared)
 			job_prepare(e, j, special);
 		pthread_mutex_lock(&e->lock);
 		e->prep_current = NULL;
@@ -310,6 +311,27 @@ static int start_grammar(struct engine *e, struct seq *s, char *err)
 	return rc;
 }
 
+/* An embedding job runs whole here (embed.h) and frees its slot. */
+static void run_embed(struct worker *w, struct seq *s)
+{
+	char err[EMBER_ERR_MAX];
+	float *vec = malloc((size_t)w->e->m->hp.n_embd * sizeof(float));
+	int rc;
+
+	s->t_prefill0 = clock_now_s();
+	rc = vec ? embed_run(w, s->tokens, s->n_tok, vec, err)
+		 : ember_seterr(err, EMBER_ENOMEM, "embedding vector");
+	if (rc == 0) {
+		s->n_prefilled = s->n_tok;
+		s->job->on_embed(s->job->data, vec, w->e->m->hp.n_embd);
+	}
+	free(vec);
+	if (rc < 0)
+		finish_seq(w, s, ENGINE_FINISH_ERROR, rc, err);
+	else
+		finish_seq(w, s, ENGINE_FINISH_STOP, 0, NULL);
+}
+
 /* Fills a just-admitted job's slot: the session's tokens, then the
  * prompt's (tokenized by the preparation thread). Without the lock: a
  * session with a job is only touched by the worker running it. On failure
@@ -353,6 +375,10 @@ static void start_seq(struct worker *w, struct seq *s)
 	s->n_tok = s->n_before + (uint32_t)n;
 	if (s->n_tok == 0) {
 		finish_seq(w, s, ENGINE_FINISH_ERROR, EMBER_EINVAL, "the prompt has no tokens");
+		return;
+	}
+	if (j->on_embed) {
+		run_embed(w, s);
 		return;
 	}
 	rc = sampler_new(&s->sampler, &j->sampling, (int32_t)e->m->hp.n_vocab, err);

@@ -164,6 +164,7 @@ int compute_pass_run(struct compute_pass *p, const struct compute_seq *seqs, uin
 		[COMPUTE_LOGITS_NONE] = FORWARD_LOGITS_NONE,
 		[COMPUTE_LOGITS_LAST] = FORWARD_LOGITS_LAST,
 		[COMPUTE_LOGITS_ALL] = FORWARD_LOGITS_ALL,
+		[COMPUTE_HIDDEN_ALL] = FORWARD_HIDDEN_ALL,
 	};
 	uint32_t i;
 
@@ -171,7 +172,7 @@ int compute_pass_run(struct compute_pass *p, const struct compute_seq *seqs, uin
 		return ember_seterr(err, EMBER_EINVAL, "compute: %u sequences in a step of %u rows",
 				    n_seq, p->max_batch);
 	for (i = 0; i < n_seq; i++) {
-		if ((unsigned)seqs[i].logits > COMPUTE_LOGITS_ALL || !seqs[i].kv)
+		if ((unsigned)seqs[i].logits > COMPUTE_HIDDEN_ALL || !seqs[i].kv)
 			return ember_seterr(err, EMBER_EINVAL, "compute: sequence %u is malformed", i);
 		p->fs[i] = (struct forward_seq){&seqs[i].kv->c, seqs[i].tokens, seqs[i].n_tok,
 						want[seqs[i].logits]};

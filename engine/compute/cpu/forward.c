@@ -466,7 +466,7 @@ static void head(struct forward_pass *f, float *logits)
 		const struct forward_seq *sq = &f->plan.seqs[s];
 		const float *x = f->x + (size_t)f->plan.row0[s] * d;
 
-		if (sq->logits == FORWARD_LOGITS_ALL) {
+		if (sq->logits == FORWARD_LOGITS_ALL || sq->logits == FORWARD_HIDDEN_ALL) {
 			memcpy(f->y_attn + rows * d, x, sq->n_tok * d * sizeof(float));
 			rows += sq->n_tok;
 		} else if (sq->logits == FORWARD_LOGITS_LAST) {
@@ -477,6 +477,10 @@ static void head(struct forward_pass *f, float *logits)
 	if (rows == 0)
 		return;
 	norm(f, &m->w[ARCH_T_OUTPUT_NORM], &m->w[ARCH_T_OUTPUT_NORM_B], f->y_attn, f->xn, rows);
+	if (f->plan.seqs[0].logits == FORWARD_HIDDEN_ALL) { /* the whole step is (checked) */
+		memcpy(logits, f->xn, (size_t)rows * d * sizeof(float));
+		return;
+	}
 	linear(f, &m->w[ARCH_T_OUTPUT], &m->w[ARCH_T_OUTPUT_B], f->xn, logits, rows);
 	if (m->hp.final_softcap > 0.0f)
 		softcap_rows(logits, (size_t)rows * m->hp.n_vocab, m->hp.final_softcap);
@@ -549,6 +553,10 @@ int forward_pass_run(struct forward_pass *f, const struct forward_seq *seqs, uin
 		return ember_seterr(err, EMBER_EINVAL, "forward: no sequences");
 	for (s = 0; s < n_seq; s++) {
 		const struct forward_seq *sq = &seqs[s];
+
+		if ((sq->logits == FORWARD_HIDDEN_ALL) != (seqs[0].logits == FORWARD_HIDDEN_ALL))
+			return ember_seterr(err, EMBER_EINVAL, "forward: hidden states and logits "
+					    "in one step");
 
 		if (sq->n_tok == 0)
 			return ember_seterr(err, EMBER_EINVAL, "forward: sequence %u has no tokens", s);

@@ -53,6 +53,8 @@ enum forward_logits {
 	FORWARD_LOGITS_NONE, /* this sequence's rows produce no logits */
 	FORWARD_LOGITS_LAST, /* [n_vocab] for its last token */
 	FORWARD_LOGITS_ALL,  /* [n_tok][n_vocab], one row per token */
+	FORWARD_HIDDEN_ALL,  /* [n_tok][n_embd] after the output norm (no head);
+			      * not in the same step as logits */
 };
 
 /* One sequence's part of a step: n_tok tokens evaluated at positions
