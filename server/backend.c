@@ -23,9 +23,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "dtype.h"
 #include "engine.h"
 
 struct backend {
@@ -289,6 +291,8 @@ int backend_submit(struct backend *b, const struct gen_request *req,
 	sc.min_p = req->min_p;
 	sc.presence_penalty = req->presence_penalty;
 	sc.frequency_penalty = req->frequency_penalty;
+	sc.repetition_penalty = req->repeat_penalty;
+	sc.penalty_last_n = req->repeat_last_n;
 	sc.seed = req->has_seed ? req->seed : random_seed();
 	er.add_special = true;
 	/* Templated text needs its markers as control tokens; raw completion
@@ -308,6 +312,82 @@ int backend_submit(struct backend *b, const struct gen_request *req,
 	rc = engine_submit(b->engine, &er, id, err);
 	if (msgs != stack)
 		free(msgs);
+	backend_refresh_metrics(b);
+	return rc;
+}
+
+int backend_model_info(const struct backend *b, struct backend_model_info *info)
+{
+	const struct model *m;
+	const struct gguf *g;
+	uint64_t count[64] = {0}, i, best = 0;
+	struct gguf_str s;
+	struct stat st;
+	uint32_t d;
+
+	memset(info, 0, sizeof(*info));
+	if (!ready(b))
+		return EMBER_EBUSY;
+	m = engine_model(b->engine);
+	g = m->gguf;
+	info->chat_template = "";
+	snprintf(info->arch, sizeof(info->arch), "unknown");
+	if (gguf_get_str(g, "general.architecture", &s) == 0 && s.len < sizeof(info->arch))
+		snprintf(info->arch, sizeof(info->arch), "%.*s", (int)s.len, s.ptr);
+	if (gguf_get_str(g, "tokenizer.chat_template", &s) == 0) {
+		info->chat_template = s.ptr; /* not NUL-terminated: use the length */
+		info->chat_template_len = (size_t)s.len;
+	}
+	for (i = 0; i < g->n_tensors; i++) {
+		const struct gguf_tensor *t = &g->tensors[i];
+		uint64_t n = 1;
+
+		for (d = 0; d < t->n_dims; d++)
+			n *= t->ne[d];
+		info->n_params += n;
+		if (t->n_dims >= 2 && t->type < 64)
+			count[t->type]++;
+	}
+	for (d = 0; d < 64; d++)
+		if (count[d] > count[best])
+			best = d;
+	info->weight_type = dtype_name((uint32_t)best);
+	info->pooling = engine_pooling_name(engine_pooling(b->engine));
+	info->file_size = g->size;
+	if (stat(b->cfg->model, &st) == 0)
+		info->mtime = (int64_t)st.st_mtime;
+	info->n_ctx_train = m->hp.n_ctx_train;
+	info->n_ctx = engine_n_ctx(b->engine);
+	info->n_embd = m->hp.n_embd;
+	info->n_layer = m->hp.n_layer;
+	info->n_head = m->hp.n_head;
+	info->n_vocab = m->hp.n_vocab;
+	return 0;
+}
+
+int backend_embed(struct backend *b, const char *text, size_t len, const int32_t *ids,
+		  size_t n_ids, bool truncate, engine_embed_cb on_embed, engine_done_cb on_done,
+		  void *data, uint64_t *id, char *err)
+{
+	struct engine_request er = {0};
+	int rc;
+
+	*id = 0;
+	if (!ready(b))
+		return ember_seterr(err, EMBER_EBUSY, "model not loaded");
+	if (ids) {
+		er.embed_tokens = ids;
+		er.embed_n_tokens = n_ids;
+	} else {
+		er.prompt = text;
+		er.prompt_len = len;
+		er.add_special = true;
+	}
+	er.embed_truncate = truncate;
+	er.on_embed = on_embed;
+	er.on_done = on_done;
+	er.data = data;
+	rc = engine_submit(b->engine, &er, id, err);
 	backend_refresh_metrics(b);
 	return rc;
 }

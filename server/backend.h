@@ -101,6 +101,32 @@ int64_t backend_context(const struct backend *b);
  * the engine's current stats (queue depth, busy slots, KV bytes). */
 void backend_refresh_metrics(struct backend *b);
 
+/* What /api/tags, /api/show and /api/ps tell about the served model.
+ * Strings are borrowed from the backend (valid while it lives). */
+struct backend_model_info {
+	char arch[64];             /* general.architecture ("llama") */
+	const char *weight_type;   /* the type most weight tensors have ("q8_0") */
+	const char *pooling;       /* how embeddings pool ("mean") */
+	const char *chat_template; /* the file's tokenizer.chat_template, or "" */
+	size_t chat_template_len;
+	uint64_t n_params;         /* elements of every tensor */
+	uint64_t file_size;        /* bytes */
+	int64_t mtime;             /* the file's, seconds since the epoch */
+	uint32_t n_ctx_train, n_ctx, n_embd, n_layer, n_head, n_vocab;
+};
+
+/* Fills *info once READY: 0, or EMBER_EBUSY. */
+int backend_model_info(const struct backend *b, struct backend_model_info *info);
+
+/* Queues an embedding (engine.h on_embed) of text[0..len) (tokenized with
+ * BOS/EOS as the model says) or of ids[0..n_ids) when ids is non-NULL;
+ * `truncate` cuts an input longer than the context instead of failing it
+ * (EMBER_ECONTEXT). on_embed then on_done come on a worker thread; `data`
+ * is passed to both. Errors as backend_submit's. */
+int backend_embed(struct backend *b, const char *text, size_t len, const int32_t *ids,
+		  size_t n_ids, bool truncate, engine_embed_cb on_embed, engine_done_cb on_done,
+		  void *data, uint64_t *id, char *err);
+
 /* ---- sessions: a conversation whose KV cache persists between requests.
  * Generate into one with gen_request.session = its id. All return 0 or
  * EMBER_EBUSY (not READY / the session has a request running),

@@ -61,6 +61,8 @@ struct gen_request {
 	float min_p;                  /* [0, 1], default 0 = off */
 	float presence_penalty;       /* [-2, 2], default 0 */
 	float frequency_penalty;      /* [-2, 2], default 0 */
+	float repeat_penalty;         /* > 0, default 1 = off (Ollama's option) */
+	int32_t repeat_last_n;        /* penalty window, default 64 (Ollama's) */
 	bool has_seed;
 	uint64_t seed;                /* when has_seed (a JSON int64, cast) */
 	char *stop[GEN_MAX_STOP];     /* [n_stop] non-empty strings */

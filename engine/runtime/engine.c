@@ -164,6 +164,7 @@ static int job_new(struct engine *e, struct job **out, const struct engine_reque
 		j->tok_special = j->add_special = false;
 	}
 	j->on_embed = req->on_embed;
+	j->embed_truncate = req->embed_truncate;
 	j->on_text = req->on_text;
 	j->on_done = req->on_done;
 	j->data = req->data;

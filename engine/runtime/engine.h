@@ -185,6 +185,8 @@ struct engine_request {
 	engine_embed_cb on_embed;
 	const int32_t *embed_tokens; /* token ids instead of the prompt, or NULL; copied */
 	size_t embed_n_tokens;
+	bool embed_truncate;       /* an input longer than the context is cut to
+				    * it (else EMBER_ECONTEXT, as a prompt) */
 	engine_text_cb on_text;    /* may be NULL */
 	engine_done_cb on_done;    /* may be NULL */
 	void *data;                /* passed to all callbacks */

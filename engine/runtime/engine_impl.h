@@ -52,6 +52,7 @@ struct job {
 	struct session *session;   /* NULL, or the session it runs in */
 	struct grammar *grammar;   /* owned; NULL: unconstrained */
 	engine_embed_cb on_embed;  /* non-NULL: an embedding job (embed.h) */
+	bool embed_truncate;
 	engine_text_cb on_text;
 	engine_done_cb on_done;
 	void *data;

@@ -359,6 +359,8 @@ static void start_seq(struct worker *w, struct seq *s)
 		return;
 	}
 	n = j->n_tokens;
+	if (j->on_embed && j->embed_truncate && n > n_ctx)
+		n = n_ctx; /* the first n_ctx tokens are those job_prepare kept */
 	if (n > 0 && (uint64_t)n + s->n_before <= n_ctx)
 		memcpy(s->tokens + s->n_before, j->tokens, (size_t)n * sizeof(int32_t));
 	s->n_prompt = (uint32_t)(n > UINT32_MAX ? UINT32_MAX : n);
