@@ -11,8 +11,10 @@
 #include <time.h>
 #include <uv.h>
 
+#include "api_embed.h"
 #include "api_error.h"
 #include "api_native.h"
+#include "api_ollama.h"
 #include "api_openai.h"
 #include "auth.h"
 #include "backend.h"
@@ -282,6 +284,73 @@ static void handle_session_generate(struct server *srv, struct http_req *req,
 	start_generation(srv, req, GEN_COMPLETION, API_FMT_NATIVE, sid);
 }
 
+/* ---- embeddings and Ollama's API (api_embed.h, api_ollama.h) ---------- */
+
+static void handle_embeddings(struct server *srv, struct http_req *req,
+			      const struct route_match *m)
+{
+	(void)m;
+	api_embed_handle(&srv->loop, srv->backend, req, API_EMBED_OPENAI,
+			 backend_model_id(srv->backend));
+}
+
+static void handle_embedding_llama(struct server *srv, struct http_req *req,
+				   const struct route_match *m)
+{
+	(void)m;
+	api_embed_handle(&srv->loop, srv->backend, req, API_EMBED_LLAMA,
+			 backend_model_id(srv->backend));
+}
+
+static void handle_ollama_embed(struct server *srv, struct http_req *req,
+				const struct route_match *m)
+{
+	(void)m;
+	api_embed_handle(&srv->loop, srv->backend, req,
+			 strcmp(req->path, "/api/embed") == 0 ? API_EMBED_OLLAMA
+							     : API_EMBED_OLLAMA_LEGACY,
+			 backend_model_id(srv->backend));
+}
+
+static void handle_ollama_root(struct server *srv, struct http_req *req,
+			       const struct route_match *m)
+{
+	(void)srv;
+	(void)m;
+	api_ollama_root(req);
+}
+
+static void handle_ollama_version(struct server *srv, struct http_req *req,
+				  const struct route_match *m)
+{
+	(void)srv;
+	(void)m;
+	api_ollama_version(req);
+}
+
+static void handle_ollama_tags(struct server *srv, struct http_req *req,
+			       const struct route_match *m)
+{
+	(void)m;
+	api_ollama_tags(srv->backend, req, strcmp(req->path, "/api/ps") == 0);
+}
+
+static void handle_ollama_show(struct server *srv, struct http_req *req,
+			       const struct route_match *m)
+{
+	(void)m;
+	api_ollama_show(srv->backend, req);
+}
+
+static void handle_ollama_generate(struct server *srv, struct http_req *req,
+				   const struct route_match *m)
+{
+	(void)m;
+	api_ollama_generate(&srv->loop, srv->backend, req,
+			    strcmp(req->path, "/api/chat") == 0,
+			    (int32_t)srv->cfg->max_tokens);
+}
+
 static const struct route routes[] = {
 	{"GET", "/health", handle_health, "health"},
 	{"GET", "/metrics", handle_metrics, "metrics"},
@@ -299,6 +368,18 @@ static const struct route routes[] = {
 	 "session_generate"},
 	{"POST", "/v1/sessions/{id}/clone", handle_session_clone,
 	 "session_clone"},
+	{"POST", "/v1/embeddings", handle_embeddings, "embeddings"},
+	{"POST", "/embeddings", handle_embeddings, "embeddings"},
+	{"POST", "/embedding", handle_embedding_llama, "embedding"},
+	{"GET", "/", handle_ollama_root, "ollama_root"},
+	{"GET", "/api/version", handle_ollama_version, "ollama_version"},
+	{"GET", "/api/tags", handle_ollama_tags, "ollama_tags"},
+	{"GET", "/api/ps", handle_ollama_tags, "ollama_ps"},
+	{"POST", "/api/show", handle_ollama_show, "ollama_show"},
+	{"POST", "/api/generate", handle_ollama_generate, "ollama_generate"},
+	{"POST", "/api/chat", handle_ollama_generate, "ollama_chat"},
+	{"POST", "/api/embed", handle_ollama_embed, "ollama_embed"},
+	{"POST", "/api/embeddings", handle_ollama_embed, "ollama_embeddings"},
 };
 
 #define NROUTES (sizeof(routes) / sizeof(routes[0]))
@@ -312,7 +393,11 @@ static void respond_status(struct http_req *req, int status,
 	struct api_error e;
 
 	api_error_set(&e, status, type, NULL, code, "%s", msg);
-	http_respond_error(req, &e);
+	/* Ollama's clients read {"error": "..."} only */
+	if (strncmp(req->path, "/api/", 5) == 0)
+		api_ollama_respond_error(req, &e);
+	else
+		http_respond_error(req, &e);
 }
 
 /* OPTIONS: a CORS preflight when the browser sent one, else just Allow. */

@@ -45,6 +45,15 @@ static void put(struct sse_buf *b, const char *s, size_t n)
 	b->len += n;
 }
 
+int sse_buf_push_line(struct sse_buf *b, const char *line, size_t len)
+{
+	if (reserve(b, len + 1) != 0)
+		return EMBER_ENOMEM;
+	put(b, line, len);
+	put(b, "\n", 1);
+	return 0;
+}
+
 int sse_buf_push_event(struct sse_buf *b, const char *payload, size_t len)
 {
 	size_t lines = 1, i, start = 0;

@@ -33,6 +33,10 @@ void sse_buf_free(struct sse_buf *b);
  * EMBER_ENOMEM (the queue is then unchanged). */
 int sse_buf_push_event(struct sse_buf *b, const char *payload, size_t len);
 
+/* Appends line[0..len) and a "\n" as they are (NDJSON streams: the
+ * caller's JSON has no raw line break). Returns 0 or EMBER_ENOMEM. */
+int sse_buf_push_line(struct sse_buf *b, const char *line, size_t len);
+
 /* Appends `data: [DONE]\n\n`. Returns 0 or EMBER_ENOMEM. */
 int sse_buf_push_done(struct sse_buf *b);
 
