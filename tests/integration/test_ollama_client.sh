@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# emberd against the official `ollama` JavaScript client (tests/clients,
+# pinned in package.json): npm installs it from the registry, then
+# ollama_client.mjs drives a real emberd on the golden llama model (a real
+# tokenizer and chat template). No node/npm, or a failed install, is a
+# FAILURE, not a skip: the client is the compatibility claim.
+set -eu
+: "${BUILD:?}" "${ROOT:?}" "${TMPDIR:?}" "${SHARED:?}"
+command -v node >/dev/null || { echo "FAIL: node not on PATH (make deps installs it)"; exit 1; }
+command -v npm >/dev/null || { echo "FAIL: npm not on PATH (make deps installs it)"; exit 1; }
+
+clients=$TMPDIR/clients
+mkdir -p "$clients"
+cp "$ROOT/tests/clients/package.json" "$ROOT/tests/clients/ollama_client.mjs" "$clients/"
+(cd "$clients" && timeout 240 npm install --no-audit --no-fund --loglevel=error) ||
+	{ echo "FAIL: npm install failed"; exit 1; }
+
+cp "$SHARED/golden/llama/model-f32.gguf" "$TMPDIR/golden-llama.gguf"
+port=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+"$BUILD/emberd" --model="$TMPDIR/golden-llama.gguf" --port="$port" --threads=1 2>"$TMPDIR/emberd.log" &
+pid=$!
+trap 'kill $pid 2>/dev/null || true' EXIT
+for _ in $(seq 1 600); do
+	curl -sf "http://127.0.0.1:$port/health" >/dev/null 2>&1 && break
+	kill -0 $pid 2>/dev/null || { cat "$TMPDIR/emberd.log"; exit 1; }
+	sleep 0.1
+done
+curl -sf "http://127.0.0.1:$port/health" >/dev/null || { echo "emberd not ready"; exit 1; }
+
+(cd "$clients" && timeout 120 node ollama_client.mjs "http://127.0.0.1:$port" golden-llama)
+
+kill -TERM $pid
+wait $pid
+trap - EXIT
+echo "emberd exited 0"
