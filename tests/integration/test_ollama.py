@@ -203,6 +203,31 @@ def generation(d):
     check(st == 200 and body["eval_count"] == 1, "any Content-Type is read as JSON")
 
 
+def metric(d, name):
+    _, _, raw = d.request("GET", "/metrics")
+    for line in raw.decode().split("\n"):
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    return None
+
+
+def disconnect(d):
+    """A client that leaves mid-stream: its generation is cancelled and its
+    slot freed."""
+    c = http.client.HTTPConnection(HOST, d.port, timeout=60)
+    c.request("POST", "/api/generate", body=json.dumps(
+        {"model": ID, "prompt": "Tell me a long story.", "options": {"num_predict": 100000}}))
+    r = c.getresponse()
+    first = json.loads(r.readline())
+    check(first["done"] is False, "a streamed line arrives")
+    check(metric(d, "ember_slots_busy") == 1, "one slot busy while streaming")
+    c.close()
+    deadline = time.monotonic() + 20
+    while metric(d, "ember_slots_busy") != 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    check(metric(d, "ember_slots_busy") == 0, "the client left: its slot is freed")
+
+
 def errors(d):
     for path, body, status, text in [
             ("/api/generate", {"model": "llama3.2", "prompt": "x"}, 404, "model 'llama3.2' not found"),
@@ -302,6 +327,7 @@ def main():
     try:
         info_endpoints(d)
         generation(d)
+        disconnect(d)
         errors(d)
         embeddings(d)
     finally:
