@@ -12,6 +12,7 @@
 #include <check.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -26,7 +27,10 @@
 #define GOLDEN TEST_GOLDEN_DIR "llama/model-f32.gguf"
 #define N_EMBD_MAX 4096
 
+static atomic_int DONE_COUNT;
+
 struct vec_sink {
+	int done_order;            /* 1 + the done calls before this one */
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	float v[N_EMBD_MAX];
@@ -51,6 +55,7 @@ static void on_done(void *data, const struct engine_result *res)
 	pthread_mutex_lock(&s->lock);
 	s->res = *res;
 	s->done = 1;
+	s->done_order = atomic_fetch_add(&DONE_COUNT, 1) + 1;
 	pthread_cond_broadcast(&s->cond);
 	pthread_mutex_unlock(&s->lock);
 }
@@ -270,6 +275,34 @@ START_TEST(too_long_is_refused_or_truncated)
 }
 END_TEST
 
+/* An embedding advances a chunk per worker step: a stream admitted after
+ * a long one still finishes first (counted in steps, not timed). */
+START_TEST(a_long_embedding_does_not_stall_a_stream)
+{
+	struct engine *e = open_engine(512);
+	struct vec_sink *emb = sink_new(), *gen = sink_new();
+	struct engine_request r = {.prompt = "Hello", .prompt_len = 5, .add_special = true,
+				   .max_tokens = 4, .on_done = on_done, .data = gen};
+	static int32_t ids[480];
+	char err[EMBER_ERR_MAX] = "";
+	uint64_t id;
+	size_t k;
+
+	for (k = 0; k < 480; k++)
+		ids[k] = (int32_t)(3 + k % 900);
+	submit(e, ids, 480, NULL, false, emb); /* 30 chunks of 16 */
+	ck_assert_msg(engine_submit(e, &r, &id, err) == 0, "%s", err);
+	sink_wait(emb);
+	sink_wait(gen);
+	ck_assert_int_eq(emb->res.finish, ENGINE_FINISH_STOP);
+	ck_assert_int_eq(gen->res.finish, ENGINE_FINISH_LENGTH);
+	ck_assert_msg(gen->done_order < emb->done_order, "the stream waited for the embedding");
+	sink_free(emb);
+	sink_free(gen);
+	engine_free(e);
+}
+END_TEST
+
 Suite *suite_embed(void)
 {
 	Suite *s = suite_create("embed");
@@ -280,6 +313,7 @@ Suite *suite_embed(void)
 	tcase_add_test(tc, normalized_deterministic_and_text_equals_ids);
 	tcase_add_test(tc, two_at_once_equal_each_alone);
 	tcase_add_test(tc, too_long_is_refused_or_truncated);
+	tcase_add_test(tc, a_long_embedding_does_not_stall_a_stream);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -1,11 +1,11 @@
 /*
  * embed.c - embedding jobs (engine.h, engine_request.on_embed): the final
- * hidden states of a token sequence, pooled and L2-normalized. A worker
- * runs one when it admits it, whole, on a cache of its own that is freed
- * at once: no KV is kept or reused (a cached prefix would skip the rows
- * mean pooling needs) and no token is decoded. It runs in chunks of
- * prefill_chunk tokens, like a prompt's prefill, so it delays the
- * worker's other streams by about the time of that prefill.
+ * hidden states of a token sequence, pooled and L2-normalized. A job runs
+ * in a worker's slot on a cache of its own that is freed when it ends: no
+ * KV is kept or reused (a cached prefix would skip the rows mean pooling
+ * needs) and no token is decoded. It advances one chunk of prefill_chunk
+ * tokens per worker step, beside the step's batch, so like a prompt's
+ * prefill it delays running streams by at most a chunk per step.
  *
  * Pooling is accumulated chunk by chunk in double precision (mean: the
  * sum of every row; cls: row 0; last: the last row) so the memory is one
@@ -58,64 +58,99 @@ const char *engine_pooling_name(enum engine_pooling p)
 	}
 }
 
-int embed_run(struct worker *w, const int32_t *tokens, uint32_t n_tok, float *out, char *err)
+/* One embedding in a slot: its own cache, the pooled sums, a chunk of rows. */
+struct embed_state {
+	struct compute_kv *kv;
+	double *acc;               /* [n_embd] */
+	float *hidden;             /* [chunk][n_embd] */
+	float *out;                /* [n_embd] the result, once done */
+	uint32_t chunk, done;
+	enum engine_pooling pool;
+};
+
+void embed_end(struct seq *s)
+{
+	struct embed_state *st = s->emb;
+
+	if (!st)
+		return;
+	compute_kv_free(st->kv);
+	free(st->acc);
+	free(st->hidden);
+	free(st->out);
+	free(st);
+	s->emb = NULL;
+}
+
+int embed_begin(struct worker *w, struct seq *s, char *err)
 {
 	struct engine *e = w->e;
 	const size_t d = e->m->hp.n_embd;
-	const enum engine_pooling pool = engine_pooling(e);
-	uint32_t chunk = e->cfg.prefill_chunk, done = 0, i;
-	struct compute_kv *kv = NULL;
-	double *acc = NULL, norm = 0.0;
-	float *hidden = NULL;
+	struct embed_state *st;
+	int rc;
+
+	if (s->n_tok == 0)
+		return ember_seterr(err, EMBER_EINVAL, "the input has no tokens");
+	if (!(st = calloc(1, sizeof(*st))))
+		return ember_seterr(err, EMBER_ENOMEM, "embedding state");
+	s->emb = st;
+	st->pool = engine_pooling(e);
+	if (st->pool == ENGINE_POOLING_UNSUPPORTED)
+		return ember_seterr(err, EMBER_EUNSUPPORTED, "this model's pooling_type gives no "
+				    "embeddings");
+	st->chunk = e->cfg.prefill_chunk;
+	if (st->chunk == 0 || st->chunk > compute_pass_max_batch(w->fp))
+		st->chunk = compute_pass_max_batch(w->fp);
+	st->acc = calloc(d, sizeof(*st->acc));
+	st->hidden = malloc((size_t)st->chunk * d * sizeof(*st->hidden));
+	st->out = malloc(d * sizeof(*st->out));
+	if (!st->acc || !st->hidden || !st->out)
+		return ember_seterr(err, EMBER_ENOMEM, "embedding buffers");
+	rc = compute_kv_new(&st->kv, e->m, s->n_tok, e->cfg.kv_f32 ? DTYPE_F32 : DTYPE_F16,
+			    st->chunk, err);
+	return rc < 0 ? rc : 0;
+}
+
+int embed_step(struct worker *w, struct seq *s, bool *finished, char *err)
+{
+	struct embed_state *st = s->emb;
+	const size_t d = w->e->m->hp.n_embd;
+	const uint32_t n_tok = s->n_tok;
+	uint32_t n = n_tok - st->done < st->chunk ? n_tok - st->done : st->chunk, i;
+	struct compute_seq sq = {st->kv, s->tokens + st->done, n, COMPUTE_HIDDEN_ALL};
+	double norm = 0.0;
 	size_t k;
 	int rc;
 
-	if (pool == ENGINE_POOLING_UNSUPPORTED)
-		return ember_seterr(err, EMBER_EUNSUPPORTED, "this model's pooling_type (rank?) "
-				    "gives no embeddings");
-	if (n_tok == 0)
-		return ember_seterr(err, EMBER_EINVAL, "the input has no tokens");
-	if (chunk == 0 || chunk > compute_pass_max_batch(w->fp))
-		chunk = compute_pass_max_batch(w->fp);
-	acc = calloc(d, sizeof(*acc));
-	hidden = malloc((size_t)chunk * d * sizeof(*hidden));
-	if (!acc || !hidden) {
-		rc = ember_seterr(err, EMBER_ENOMEM, "embedding buffers");
-		goto out;
-	}
-	if ((rc = compute_kv_new(&kv, e->m, n_tok, e->cfg.kv_f32 ? DTYPE_F32 : DTYPE_F16, chunk,
-				 err)) < 0)
-		goto out;
-	while (done < n_tok) {
-		uint32_t n = n_tok - done < chunk ? n_tok - done : chunk;
-		struct compute_seq sq = {kv, tokens + done, n, COMPUTE_HIDDEN_ALL};
+	*finished = false;
+	if ((rc = compute_pass_run(w->fp, &sq, 1, st->hidden, err)) < 0)
+		return rc;
+	for (i = 0; i < n; i++) {
+		const float *row = st->hidden + (size_t)i * d;
+		uint32_t pos = st->done + i;
 
-		if ((rc = compute_pass_run(w->fp, &sq, 1, hidden, err)) < 0)
-			goto out;
-		for (i = 0; i < n; i++) {
-			const float *row = hidden + (size_t)i * d;
-			uint32_t pos = done + i;
-
-			if (pool == ENGINE_POOLING_MEAN || (pool == ENGINE_POOLING_CLS && pos == 0) ||
-			    (pool == ENGINE_POOLING_LAST && pos == n_tok - 1))
-				for (k = 0; k < d; k++)
-					acc[k] += row[k];
-		}
-		done += n;
+		if (st->pool == ENGINE_POOLING_MEAN || (st->pool == ENGINE_POOLING_CLS && pos == 0) ||
+		    (st->pool == ENGINE_POOLING_LAST && pos == n_tok - 1))
+			for (k = 0; k < d; k++)
+				st->acc[k] += row[k];
 	}
-	if (pool == ENGINE_POOLING_MEAN)
+	st->done += n;
+	if (st->done < n_tok)
+		return 0;
+	if (st->pool == ENGINE_POOLING_MEAN)
 		for (k = 0; k < d; k++)
-			acc[k] /= n_tok;
+			st->acc[k] /= n_tok;
 	for (k = 0; k < d; k++)
-		norm += acc[k] * acc[k];
+		norm += st->acc[k] * st->acc[k];
 	norm = sqrt(norm);
 	/* A zero vector stays zero rather than becoming NaN. */
 	for (k = 0; k < d; k++)
-		out[k] = (float)(norm > 0 ? acc[k] / norm : 0.0);
-	rc = 0;
-out:
-	compute_kv_free(kv);
-	free(hidden);
-	free(acc);
-	return rc;
+		st->out[k] = (float)(norm > 0 ? st->acc[k] / norm : 0.0);
+	*finished = true;
+	return 0;
+}
+
+const float *embed_result(const struct seq *s)
+{
+	return s->emb->out;
 }

@@ -3,17 +3,26 @@
  * engine_pooling() and engine_pooling_name() are engine.h's. Not a public
  * header.
  *
- * Threads: embed_run runs on the worker that owns `w`, without the lock.
+ * Threads: the worker that owns `w`, without the lock.
  */
 #ifndef EMBER_EMBED_H
 #define EMBER_EMBED_H
 
 #include "engine_impl.h"
 
-/* Evaluates tokens[0..n_tok) on a temporary cache with w's pass and
- * writes the pooled, L2-normalized final hidden state into out[n_embd].
- * Returns 0, EMBER_EINVAL (no tokens), EMBER_EUNSUPPORTED (the model's
- * pooling), EMBER_ENOMEM, or the pass's error, with detail in err. */
-int embed_run(struct worker *w, const int32_t *tokens, uint32_t n_tok, float *out, char *err);
+/* Sets up slot `s` (its tokens in place, n_tok > 0) for an embedding:
+ * a temporary cache of n_tok positions and the pooling sums. Returns 0,
+ * EMBER_EINVAL, EMBER_EUNSUPPORTED (the model's pooling), EMBER_ENOMEM,
+ * with detail in err; embed_end frees what was made in any case. */
+int embed_begin(struct worker *w, struct seq *s, char *err);
+
+/* Evaluates the next chunk; *finished when the last one is in, the
+ * pooled, L2-normalized vector then at embed_result(s) [n_embd]. Returns
+ * 0 or the pass's error. */
+int embed_step(struct worker *w, struct seq *s, bool *finished, char *err);
+const float *embed_result(const struct seq *s);
+
+/* Frees the slot's embedding state (NULL-safe: no-op without one). */
+void embed_end(struct seq *s);
 
 #endif

@@ -80,6 +80,7 @@ enum seq_phase {
 	SEQ_STARTING,  /* taken from the queue, being tokenized */
 	SEQ_WAIT_KV,   /* tokenized, waiting for a cache */
 	SEQ_RUN,       /* prefilling or decoding */
+	SEQ_EMBED,     /* an embedding job (embed.h), a chunk per step */
 };
 
 /* One slot of a worker: a running sequence. */
@@ -102,6 +103,7 @@ struct seq {
 	double t_prefill0, t_first, t_last;
 	uint32_t n_prefilled;
 	float *logits;             /* into the worker's logits rows, this step */
+	struct embed_state *emb;   /* SEQ_EMBED's (embed.h), else NULL */
 	bool batched;              /* has rows in this step */
 };
 

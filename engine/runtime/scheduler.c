@@ -210,6 +210,7 @@ static void finish_seq(struct worker *w, struct seq *s, enum engine_finish finis
 
 	sampler_free(s->sampler);
 	s->sampler = NULL;
+	embed_end(s);
 	grammar_matcher_free(s->gm);
 	s->gm = NULL;
 	free(s->mask);
@@ -311,27 +312,6 @@ static int start_grammar(struct engine *e, struct seq *s, char *err)
 	return rc;
 }
 
-/* An embedding job runs whole here (embed.h) and frees its slot. */
-static void run_embed(struct worker *w, struct seq *s)
-{
-	char err[EMBER_ERR_MAX];
-	float *vec = malloc((size_t)w->e->m->hp.n_embd * sizeof(float));
-	int rc;
-
-	s->t_prefill0 = clock_now_s();
-	rc = vec ? embed_run(w, s->tokens, s->n_tok, vec, err)
-		 : ember_seterr(err, EMBER_ENOMEM, "embedding vector");
-	if (rc == 0) {
-		s->n_prefilled = s->n_tok;
-		s->job->on_embed(s->job->data, vec, w->e->m->hp.n_embd);
-	}
-	free(vec);
-	if (rc < 0)
-		finish_seq(w, s, ENGINE_FINISH_ERROR, rc, err);
-	else
-		finish_seq(w, s, ENGINE_FINISH_STOP, 0, NULL);
-}
-
 /* Fills a just-admitted job's slot: the session's tokens, then the
  * prompt's (tokenized by the preparation thread). Without the lock: a
  * session with a job is only touched by the worker running it. On failure
@@ -380,7 +360,14 @@ static void start_seq(struct worker *w, struct seq *s)
 		return;
 	}
 	if (j->on_embed) {
-		run_embed(w, s);
+		if ((rc = embed_begin(w, s, err)) < 0) {
+			finish_seq(w, s, ENGINE_FINISH_ERROR, rc, err);
+			return;
+		}
+		s->t_prefill0 = clock_now_s();
+		pthread_mutex_lock(&e->lock); /* engine_cancel reads phases */
+		s->phase = SEQ_EMBED;
+		pthread_mutex_unlock(&e->lock);
 		return;
 	}
 	rc = sampler_new(&s->sampler, &j->sampling, (int32_t)e->m->hp.n_vocab, err);
@@ -615,6 +602,27 @@ static void run_step(struct worker *w)
 	}
 }
 
+/* The next chunk of the oldest embedding, beside the step's batch: one
+ * per step, so a step grows by one chunk at most. */
+static void run_embed(struct worker *w)
+{
+	struct seq *s = oldest(w, SEQ_EMBED, NULL);
+	char err[EMBER_ERR_MAX];
+	bool finished;
+	int rc;
+
+	if (!s)
+		return;
+	rc = embed_step(w, s, &finished, err);
+	if (rc < 0) {
+		finish_seq(w, s, ENGINE_FINISH_ERROR, rc, err);
+	} else if (finished) {
+		s->n_prefilled = s->n_tok;
+		s->job->on_embed(s->job->data, embed_result(s), w->e->m->hp.n_embd);
+		finish_seq(w, s, ENGINE_FINISH_STOP, 0, NULL);
+	}
+}
+
 /* ---- the loop --------------------------------------------------------------- */
 
 static void cancel_all(struct worker *w)
@@ -662,6 +670,7 @@ void *scheduler_main(void *arg)
 		for (i = 0; i < n_claims; i++)
 			kv_pool_copy(&claims[i]);
 		run_step(w);
+		run_embed(w);
 		pthread_mutex_lock(&e->lock);
 	}
 	pthread_mutex_unlock(&e->lock);
