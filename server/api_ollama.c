@@ -182,7 +182,7 @@ int api_ollama_read_options(json_t *o, const struct api_ollama_limits *lim,
 				r->seed = (uint64_t)n;
 			}
 		} else if (!strcmp(k, "num_predict")) {
-			/* -1 (no limit) and -2 (fill the context): the server's cap */
+			/* 0, -1 (no limit) and -2 (fill the context): the server's cap */
 			if (!(rc = integer(v, k, &n, e)) && n > 0 && n < lim->max_tokens)
 				r->max_tokens = (int32_t)n;
 		} else if (!strcmp(k, "stop")) {

@@ -3,7 +3,8 @@
 # pinned in package.json): npm installs it from the registry, then
 # ollama_client.mjs drives a real emberd on the golden llama model (a real
 # tokenizer and chat template). No node/npm, or a failed install, is a
-# FAILURE, not a skip: the client is the compatibility claim.
+# FAILURE, not a skip: the client is the compatibility claim. The OpenAI
+# SDK's embeddings.create runs here too (openai_embeddings.mjs).
 set -eu
 : "${BUILD:?}" "${ROOT:?}" "${TMPDIR:?}" "${SHARED:?}"
 command -v node >/dev/null || { echo "FAIL: node not on PATH (make deps installs it)"; exit 1; }
@@ -11,7 +12,8 @@ command -v npm >/dev/null || { echo "FAIL: npm not on PATH (make deps installs i
 
 clients=$TMPDIR/clients
 mkdir -p "$clients"
-cp "$ROOT/tests/clients/package.json" "$ROOT/tests/clients/ollama_client.mjs" "$clients/"
+cp "$ROOT/tests/clients/package.json" "$ROOT/tests/clients/ollama_client.mjs" \
+	"$ROOT/tests/clients/openai_embeddings.mjs" "$clients/"
 (cd "$clients" && timeout 240 npm install --no-audit --no-fund --loglevel=error) ||
 	{ echo "FAIL: npm install failed"; exit 1; }
 
@@ -28,6 +30,8 @@ done
 curl -sf "http://127.0.0.1:$port/health" >/dev/null || { echo "emberd not ready"; exit 1; }
 
 (cd "$clients" && timeout 120 node ollama_client.mjs "http://127.0.0.1:$port" golden-llama)
+# The same daemon's /v1/embeddings through the OpenAI SDK.
+(cd "$clients" && timeout 60 node openai_embeddings.mjs "http://127.0.0.1:$port/v1" golden-llama)
 
 kill -TERM $pid
 wait $pid
