@@ -29,6 +29,11 @@
  * numbers in prompt_tokens / n_ctx, or EMBER_EINVAL and a message), before
  * any on_text(), so a server can still answer 400 before it sends headers.
  *
+ * Embeddings. A request with on_embed is an embedding job: its tokens
+ * run in a slot on a temporary cache, a chunk per worker step beside the
+ * batch, and the pooled, normalized final hidden state comes back through
+ * on_embed (embed.c).
+ *
  * Batching. Each worker step is one forward pass over one decode token of
  * every running sequence plus up to `prefill_chunk` prompt tokens of the
  * oldest sequence still prefilling, so the weights are read once per step
