@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "engine.h"
+#include "gguf.h"
 
 struct backend {
 	const struct config *cfg;
@@ -39,6 +40,10 @@ struct backend {
 	struct engine *engine;       /* the loader's until READY */
 	char *template_src;          /* --chat-template-file's text, or NULL */
 	size_t template_len;
+	/* backend_model_info's, filled on first use (loop thread) */
+	uint64_t n_params;
+	char arch[32];
+	char vocab_type[32];
 };
 
 /* "/models/TinyLlama-Q8_0.gguf" -> "TinyLlama-Q8_0" */
@@ -216,6 +221,75 @@ int64_t backend_context(const struct backend *b)
 	return ready(b) ? (int64_t)engine_n_ctx(b->engine) : 0;
 }
 
+static const char *kv_str(const struct gguf *g, const char *key, char *buf, size_t size)
+{
+	struct gguf_str v;
+
+	if (gguf_get_str(g, key, &v) != 0)
+		return "";
+	snprintf(buf, size, "%.*s", (int)(v.len < size ? v.len : size - 1), v.ptr);
+	return buf;
+}
+
+int backend_model_info(struct backend *b, struct backend_model_info *info)
+{
+	const struct model *m;
+	struct engine_stats st;
+	uint64_t i, n = 0;
+
+	memset(info, 0, sizeof(*info));
+	if (!ready(b))
+		return EMBER_EBUSY;
+	m = engine_model(b->engine);
+	/* Computed once: the file does not change while it is served. */
+	if (b->n_params == 0) {
+		for (i = 0; i < m->gguf->n_tensors; i++) {
+			const struct gguf_tensor *t = &m->gguf->tensors[i];
+			uint64_t e = 1;
+			uint32_t d;
+
+			for (d = 0; d < t->n_dims; d++)
+				e *= t->ne[d];
+			n += e;
+		}
+		b->n_params = n;
+		kv_str(m->gguf, "general.architecture", b->arch, sizeof(b->arch));
+		kv_str(m->gguf, "tokenizer.ggml.model", b->vocab_type, sizeof(b->vocab_type));
+	}
+	engine_stats(b->engine, &st);
+	info->arch = b->arch;
+	info->vocab_type = b->vocab_type;
+	info->n_vocab = m->hp.n_vocab;
+	info->n_ctx_train = m->hp.n_ctx_train;
+	info->n_ctx = engine_n_ctx(b->engine);
+	info->n_embd = m->hp.n_embd;
+	info->n_layer = m->hp.n_layer;
+	info->n_params = b->n_params;
+	info->size = m->gguf->size;
+	info->slots_total = st.slots_total;
+	info->slots_busy = st.slots_busy;
+	return 0;
+}
+
+int backend_fim_prompt(struct backend *b, const char *prefix, size_t prefix_len,
+		       const char *suffix, size_t suffix_len, char **out,
+		       size_t *len, char *err)
+{
+	*out = NULL;
+	*len = 0;
+	if (!ready(b))
+		return ember_seterr(err, EMBER_EBUSY, "model not loaded");
+	return engine_fim_prompt(b->engine, prefix, prefix_len, suffix, suffix_len,
+				 out, len, err);
+}
+
+int backend_token_piece(struct backend *b, int32_t id, char *buf, size_t cap)
+{
+	if (!ready(b))
+		return EMBER_EBUSY;
+	return engine_token_piece(b->engine, id, buf, cap);
+}
+
 void backend_refresh_metrics(struct backend *b)
 {
 	struct engine_stats st;
@@ -289,6 +363,8 @@ int backend_submit(struct backend *b, const struct gen_request *req,
 	sc.min_p = req->min_p;
 	sc.presence_penalty = req->presence_penalty;
 	sc.frequency_penalty = req->frequency_penalty;
+	sc.repetition_penalty = req->repeat_penalty;
+	sc.penalty_last_n = req->repeat_last_n;
 	sc.seed = req->has_seed ? req->seed : random_seed();
 	er.add_special = true;
 	/* Templated text needs its markers as control tokens; raw completion
@@ -304,6 +380,10 @@ int backend_submit(struct backend *b, const struct gen_request *req,
 	er.grammar_len = req->grammar ? strlen(req->grammar) : 0;
 	er.on_text = sink->text_cb;
 	er.on_done = sink->done_cb;
+	if (req->logprobs) {
+		er.on_logprobs = sink->logprobs_cb;
+		er.top_logprobs = req->top_logprobs;
+	}
 	er.data = sink->data;
 	rc = engine_submit(b->engine, &er, id, err);
 	if (msgs != stack)

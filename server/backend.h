@@ -58,7 +58,25 @@ struct gen_sink {
 	engine_text_cb text_cb;
 	/* Worker thread, exactly once, after the last text_cb. */
 	engine_done_cb done_cb;
+	/* Worker thread: one token's log-probabilities (engine.h), for
+	 * requests with logprobs; may be NULL when none are asked for. */
+	engine_logprobs_cb logprobs_cb;
 	void *data;
+};
+
+/* What GET /v1/models and /props say about the model (llama.cpp's `meta`). */
+struct backend_model_info {
+	const char *arch;        /* general.architecture */
+	const char *vocab_type;  /* tokenizer.ggml.model: "llama", "gpt2", ... */
+	uint32_t n_vocab;
+	uint32_t n_ctx_train;
+	uint32_t n_ctx;          /* what sequences get here */
+	uint32_t n_embd;
+	uint32_t n_layer;
+	uint64_t n_params;       /* elements of all tensors */
+	uint64_t size;           /* bytes of the GGUF file */
+	uint32_t slots_total;
+	uint32_t slots_busy;
 };
 
 struct backend;
@@ -93,6 +111,22 @@ int backend_submit(struct backend *b, const struct gen_request *req,
 
 /* Asks the engine to stop request `id` (unknown ids are ignored). */
 void backend_cancel(struct backend *b, uint64_t id);
+
+/* Fills `info` (strings valid as long as the backend). Returns 0, or
+ * EMBER_EBUSY when not READY. Loop thread. */
+int backend_model_info(struct backend *b, struct backend_model_info *info);
+
+/* Any thread, once READY: the fill-in-the-middle prompt for `prefix` and
+ * `suffix` (engine_fim_prompt), malloc'd into *out (*len bytes). Returns 0,
+ * EMBER_EBUSY, EMBER_EUNSUPPORTED (no FIM tokens), EMBER_ENOMEM. */
+int backend_fim_prompt(struct backend *b, const char *prefix, size_t prefix_len,
+		       const char *suffix, size_t suffix_len, char **out,
+		       size_t *len, char *err);
+
+/* Any thread, once READY: the bytes token `id` generates, as
+ * engine_token_piece (the length; more than cap: call again). EMBER_EBUSY,
+ * EMBER_ERANGE. */
+int backend_token_piece(struct backend *b, int32_t id, char *buf, size_t cap);
 
 /* Context length of one sequence in tokens (0 until READY). */
 int64_t backend_context(const struct backend *b);

@@ -72,6 +72,15 @@ struct gen_request {
 				       * grammar; checked to compile); NULL:
 				       * free text */
 
+	float repeat_penalty;         /* > 0, default 1 = off (llama.cpp's) */
+	int32_t repeat_last_n;        /* [0, 65536] penalty window, default 64 */
+
+	bool logprobs;                /* report each token's log-probability */
+	int32_t top_logprobs;         /* [0, 20] alternatives with each (logprobs) */
+	bool echo;                    /* GEN_COMPLETION: the prompt leads the text */
+	char *suffix;                 /* GEN_COMPLETION: fill in the middle before
+				       * this text (FIM tokens), or NULL */
+
 	bool stream;                  /* answer as SSE */
 	bool include_usage;           /* stream_options.include_usage */
 };

@@ -53,6 +53,8 @@ struct job {
 	struct grammar *grammar;   /* owned; NULL: unconstrained */
 	engine_text_cb on_text;
 	engine_done_cb on_done;
+	engine_logprobs_cb on_logprobs; /* NULL: no logprobs */
+	int32_t top_logprobs;
 	void *data;
 	atomic_int cancelled;
 	double t_submit;           /* clock_now_s() */
@@ -119,6 +121,7 @@ struct worker {
 	size_t text_cap;
 	char *piece;               /* token piece bytes */
 	size_t piece_cap;
+	struct engine_logprobs logprobs; /* scratch for on_logprobs */
 	uint64_t admit_tick;
 };
 

@@ -551,3 +551,46 @@ int32_t sampler_sample_masked(struct sampler *s, const float *logits, int32_t n_
 	}
 	return draw(s, cand, n);
 }
+
+int sampler_logprobs(struct sampler *s, const float *logits, int32_t n_vocab,
+		     const uint32_t *allow, int32_t token, float *token_logprob,
+		     struct sampler_logprob *top, int32_t n_top)
+{
+	const struct sampler_config *c = &s->cfg;
+	float t = c->temperature > 0.0f ? c->temperature : 1.0f;
+	struct cand *cand = s->cand;
+	float max = -INFINITY, lse;
+	double z = 0.0;
+	int32_t i, n;
+
+	if (n_vocab != s->n_vocab || token < 0 || token >= n_vocab || n_top < 0 ||
+	    n_top > SAMPLER_MAX_TOP_LOGPROBS)
+		return EMBER_EINVAL;
+	load_logits(cand, logits, n_vocab);
+	if (allow != NULL)
+		apply_mask(cand, n_vocab, allow);
+	if (penalties_active(c))
+		apply_penalties(s, cand);
+	for (i = 0; i < n_vocab; i++)
+		if (cand[i].v > max)
+			max = cand[i].v;
+	if (max == -INFINITY) {
+		*token_logprob = -INFINITY;
+		return 0;
+	}
+	/* log-sum-exp of logit / t, shifted by the max so nothing overflows */
+	for (i = 0; i < n_vocab; i++)
+		z += exp((double)(cand[i].v - max) / t);
+	lse = (float)((double)max / t + log(z));
+	*token_logprob = cand[token].v == -INFINITY ? -INFINITY : cand[token].v / t - lse;
+	n = drop_impossible(cand, n_vocab);
+	if (n_top > n)
+		n_top = n;
+	if (n_top > 0)
+		select_best(cand, n, n_top);
+	for (i = 0; i < n_top; i++) {
+		top[i].id = cand[i].id;
+		top[i].logprob = cand[i].v / t - lse;
+	}
+	return n_top;
+}

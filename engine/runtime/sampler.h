@@ -102,4 +102,31 @@ int32_t sampler_sample(struct sampler *s, const float *logits, int32_t n_vocab);
 int32_t sampler_sample_masked(struct sampler *s, const float *logits, int32_t n_vocab,
 			      const uint32_t *allow);
 
+/* One entry of sampler_logprobs' answer. */
+struct sampler_logprob {
+	int32_t id;
+	float logprob; /* natural log; -INFINITY for an impossible token */
+};
+
+#define SAMPLER_MAX_TOP_LOGPROBS 20 /* OpenAI's top_logprobs limit */
+
+/*
+ * The log-probabilities behind a sampled token, for an API's `logprobs`.
+ * Call it after sampler_sample[_masked] and before sampler_accept(), with
+ * the same logits and mask, so the penalties see the same history. The
+ * distribution is that of steps 0, 1 and 3: the mask (disallowed tokens
+ * -inf), the penalties, then softmax(logit / temperature) over the whole
+ * vocabulary, temperature 0 (greedy) counting as 1; top_k, top_p and
+ * min_p are not applied (so a token they cut still has its probability,
+ * as OpenAI reports it). Writes the log-probability of `token` to
+ * *token_logprob and the `n_top` (<= SAMPLER_MAX_TOP_LOGPROBS) most likely
+ * tokens, best first (ties: lower id first), to top[]. Returns how many
+ * entries it wrote (fewer when fewer tokens are possible), or EMBER_EINVAL
+ * for a wrong n_vocab, token or n_top. Uses the sampler's scratch, so it
+ * allocates nothing; costs one pass and n_vocab expf.
+ */
+int sampler_logprobs(struct sampler *s, const float *logits, int32_t n_vocab,
+		     const uint32_t *allow, int32_t token, float *token_logprob,
+		     struct sampler_logprob *top, int32_t n_top);
+
 #endif
