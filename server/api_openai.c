@@ -614,18 +614,14 @@ json_t *api_openai_decode_object(const char *body, size_t len, struct api_error 
 	return root;
 }
 
-static int parse(const char *body, size_t len, const struct api_limits *lim,
-		 enum gen_kind kind, struct gen_request *req,
-		 struct api_error *e)
+int api_openai_parse_root(json_t *root, const struct api_limits *lim,
+			  enum gen_kind kind, struct gen_request *req,
+			  struct api_error *e)
 {
-	json_t *root;
-	int rc = EMBER_EINVAL;
+	int rc;
 
 	gen_request_init(req, kind, lim->max_tokens);
 	memset(e, 0, sizeof(*e));
-	root = api_openai_decode_object(body, len, e);
-	if (root == NULL)
-		goto fail;
 	if ((rc = kind == GEN_CHAT ? read_messages(root, req, e)
 				   : read_prompt(root, req, e)) != 0 ||
 	    (kind == GEN_CHAT && (rc = read_tools(root, req, e)) != 0))
@@ -636,9 +632,25 @@ static int parse(const char *body, size_t len, const struct api_limits *lim,
 	if (rc == 0 && !lim->render_only)
 		rc = api_fields_read(root, req, e);
 fail:
-	json_decref(root);
 	if (rc != 0)
 		gen_request_free(req);
+	return rc;
+}
+
+static int parse(const char *body, size_t len, const struct api_limits *lim,
+		 enum gen_kind kind, struct gen_request *req,
+		 struct api_error *e)
+{
+	json_t *root;
+	int rc;
+
+	gen_request_init(req, kind, lim->max_tokens);
+	memset(e, 0, sizeof(*e));
+	root = api_openai_decode_object(body, len, e);
+	if (root == NULL)
+		return EMBER_EINVAL;
+	rc = api_openai_parse_root(root, lim, kind, req, e);
+	json_decref(root);
 	return rc;
 }
 

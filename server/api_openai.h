@@ -59,6 +59,12 @@ int api_openai_parse_chat(const char *body, size_t len,
 			  const struct api_limits *lim, struct gen_request *req,
 			  struct api_error *e);
 
+/* The same from a decoded body `root` (borrowed), for API layers that
+ * translate another API's names into OpenAI's first (api_llamacpp.c). */
+int api_openai_parse_root(json_t *root, const struct api_limits *lim,
+			  enum gen_kind kind, struct gen_request *req,
+			  struct api_error *e);
+
 /* The same for a (legacy) completions body: `prompt` is a string or an
  * array of exactly one string. */
 int api_openai_parse_completion(const char *body, size_t len,

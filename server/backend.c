@@ -216,6 +216,11 @@ int backend_full_status(const struct backend *b)
 	return b->cfg->full_status == CONFIG_FULL_503 ? 503 : 429;
 }
 
+const char *backend_chat_template(const struct backend *b)
+{
+	return ready(b) ? engine_chat_template(b->engine) : "";
+}
+
 int64_t backend_context(const struct backend *b)
 {
 	return ready(b) ? (int64_t)engine_n_ctx(b->engine) : 0;

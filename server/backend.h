@@ -128,6 +128,9 @@ int backend_fim_prompt(struct backend *b, const char *prefix, size_t prefix_len,
  * EMBER_ERANGE. */
 int backend_token_piece(struct backend *b, int32_t id, char *buf, size_t cap);
 
+/* The chat template family requests are rendered with ("" until READY). */
+const char *backend_chat_template(const struct backend *b);
+
 /* Context length of one sequence in tokens (0 until READY). */
 int64_t backend_context(const struct backend *b);
 
