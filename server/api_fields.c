@@ -1,6 +1,7 @@
 /* api_fields.c - the OpenAI field audit. See api_fields.h. */
 #include "api_fields.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -112,17 +113,49 @@ static int read_completion_fields(json_t *root, struct gen_request *r,
 	return 0;
 }
 
-/* "logit_bias": {} is accepted; a bias is refused (the sampler has none). */
-static int read_logit_bias(json_t *root, struct api_error *e)
+/* "logit_bias": {"token id": bias in [-100, 100], ...}. Ids beyond the
+ * vocabulary are found by the server, which knows its size. */
+static int read_logit_bias(json_t *root, struct gen_request *r, struct api_error *e)
 {
-	json_t *v = field(root, "logit_bias");
+	json_t *v = field(root, "logit_bias"), *b;
+	const char *key;
+	size_t n = 0;
 
 	if (v == NULL)
 		return 0;
 	if (!json_is_object(v))
 		return wrong_type(e, "logit_bias", "an object");
-	if (json_object_size(v) > 0)
-		return unsupported(e, "logit_bias", "token biases are not implemented.");
+	if (json_object_size(v) == 0)
+		return 0;
+	if (json_object_size(v) > SAMPLER_MAX_BIAS) {
+		api_error_set(e, 400, API_ERR_INVALID_REQUEST, "logit_bias", "invalid_value",
+			      "'logit_bias' holds at most %d tokens.", SAMPLER_MAX_BIAS);
+		return EMBER_EINVAL;
+	}
+	r->logit_bias = malloc(json_object_size(v) * sizeof(*r->logit_bias));
+	if (r->logit_bias == NULL) {
+		api_error_set(e, 500, API_ERR_SERVER, NULL, NULL, "out of memory");
+		return EMBER_ENOMEM;
+	}
+	json_object_foreach(v, key, b) {
+		char *end;
+		long id = strtol(key, &end, 10);
+
+		if (*key == '\0' || *end != '\0' || id < 0 || id > INT32_MAX) {
+			api_error_set(e, 400, API_ERR_INVALID_REQUEST, "logit_bias", "invalid_value",
+				      "'logit_bias' keys are token ids (got '%.32s').", key);
+			return EMBER_EINVAL;
+		}
+		if (!json_is_number(b) || !(json_number_value(b) >= -100 &&
+					    json_number_value(b) <= 100)) {
+			api_error_set(e, 400, API_ERR_INVALID_REQUEST, "logit_bias", "invalid_value",
+				      "'logit_bias' values must be numbers in [-100, 100].");
+			return EMBER_EINVAL;
+		}
+		r->logit_bias[n].id = (int32_t)id;
+		r->logit_bias[n].bias = (float)json_number_value(b);
+		r->n_logit_bias = ++n;
+	}
 	return 0;
 }
 
@@ -204,7 +237,7 @@ int api_fields_read(json_t *root, struct gen_request *r, struct api_error *e)
 {
 	int rc;
 
-	if ((rc = label(root, "user", e)) != 0 || (rc = read_logit_bias(root, e)) != 0)
+	if ((rc = label(root, "user", e)) != 0 || (rc = read_logit_bias(root, r, e)) != 0)
 		return rc;
 	if (r->kind == GEN_CHAT) {
 		if ((rc = read_chat_logprobs(root, r, e)) != 0 ||
@@ -213,4 +246,23 @@ int api_fields_read(json_t *root, struct gen_request *r, struct api_error *e)
 		return 0;
 	}
 	return read_completion_fields(root, r, e);
+}
+
+int api_fields_check_vocab(struct backend *b, const struct gen_request *r,
+			   struct api_error *e)
+{
+	struct backend_model_info mi;
+	size_t i;
+
+	if (r->n_logit_bias == 0 || backend_model_info(b, &mi) != 0)
+		return 0;
+	for (i = 0; i < r->n_logit_bias; i++) {
+		if ((uint32_t)r->logit_bias[i].id < mi.n_vocab)
+			continue;
+		api_error_set(e, 400, API_ERR_INVALID_REQUEST, "logit_bias", "invalid_value",
+			      "'logit_bias': token %d is outside the vocabulary (%u tokens).",
+			      (int)r->logit_bias[i].id, mi.n_vocab);
+		return EMBER_EINVAL;
+	}
+	return 0;
 }

@@ -15,6 +15,7 @@
 #include <jansson.h>
 
 #include "api_error.h"
+#include "backend.h"
 #include "gen_request.h"
 
 #define API_MAX_TOP_LOGPROBS 20 /* OpenAI's limit (sampler.h's too) */
@@ -23,5 +24,11 @@
  * Returns 0, or EMBER_EINVAL / EMBER_ENOMEM with `e` filled (param names
  * the field). */
 int api_fields_read(json_t *root, struct gen_request *r, struct api_error *e);
+
+/* Checks what only the loaded model can: logit_bias ids inside its
+ * vocabulary. Returns 0 (also while the model is not loaded: the submit
+ * answers that), or EMBER_EINVAL with a 400 naming logit_bias. */
+int api_fields_check_vocab(struct backend *b, const struct gen_request *r,
+			   struct api_error *e);
 
 #endif

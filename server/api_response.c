@@ -105,6 +105,15 @@ static void finish_field(struct jsonw *w, const struct api_meta *m,
 	jsonw_raw(w, "}");
 }
 
+/* Native bodies carry "logprobs" (chat's shape) only when asked for. */
+static void native_logprobs(struct jsonw *w, const struct api_meta *m)
+{
+	if (m->logprobs == NULL)
+		return;
+	jsonw_raw(w, ",\"logprobs\":");
+	jsonw_raw(w, m->logprobs);
+}
+
 /* llama-server's timings, from the engine's rates. */
 static void llama_timings(struct jsonw *w, const struct engine_result *r)
 {
@@ -176,6 +185,7 @@ void api_response_body(struct jsonw *w, const struct api_meta *m,
 		jsonw_reset(w);
 		jsonw_raw(w, "{\"text\":");
 		jsonw_strn(w, text, len);
+		native_logprobs(w, m);
 		jsonw_raw(w, ",\"finish_reason\":");
 		jsonw_str(w, reason);
 		jsonw_raw(w, ",\"usage\":");
@@ -239,6 +249,7 @@ void api_response_chunk_text(struct jsonw *w, const struct api_meta *m,
 		jsonw_reset(w);
 		jsonw_raw(w, "{\"text\":");
 		jsonw_strn(w, text, len);
+		native_logprobs(w, m);
 		jsonw_raw(w, "}");
 		break;
 	case API_FMT_LLAMACPP:

@@ -28,6 +28,7 @@
  * API_FMT_NATIVE (POST /v1/generate), MediaPipe-style:
  *   {"text":TEXT,"finish_reason":...,"usage":USAGE,
  *    "timings":{"ttft_ms":X,"prefill_tokens_per_s":X,"decode_tokens_per_s":X}}
+ *   (with logprobs: "logprobs" after "text", in the chat shape)
  *   streamed as {"text":PIECE} events, then one final event with
  *   "text":"" and finish_reason, usage and timings, then [DONE].
  *

@@ -385,6 +385,8 @@ int backend_submit(struct backend *b, const struct gen_request *req,
 	er.grammar_len = req->grammar ? strlen(req->grammar) : 0;
 	er.on_text = sink->text_cb;
 	er.on_done = sink->done_cb;
+	er.logit_bias = req->logit_bias;
+	er.n_logit_bias = req->n_logit_bias;
 	if (req->logprobs) {
 		er.on_logprobs = sink->logprobs_cb;
 		er.top_logprobs = req->top_logprobs;

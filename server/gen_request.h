@@ -75,6 +75,10 @@ struct gen_request {
 	float repeat_penalty;         /* > 0, default 1 = off (llama.cpp's) */
 	int32_t repeat_last_n;        /* [0, 65536] penalty window, default 64 */
 
+	struct sampler_bias *logit_bias; /* [n_logit_bias] OpenAI's logit_bias
+					  * (ids >= 0, biases in [-100, 100]) */
+	size_t n_logit_bias;
+
 	bool logprobs;                /* report each token's log-probability */
 	int32_t top_logprobs;         /* [0, 20] alternatives with each (logprobs) */
 	bool echo;                    /* GEN_COMPLETION: the prompt leads the text */

@@ -12,6 +12,7 @@
 #include <uv.h>
 
 #include "api_error.h"
+#include "api_fields.h"
 #include "api_llamacpp.h"
 #include "api_models.h"
 #include "api_native.h"
@@ -146,6 +147,11 @@ static void start_generation(struct server *srv, struct http_req *req,
 		api_error_set(&e, 400, API_ERR_INVALID_REQUEST, "model", "model_not_found",
 			      "The model '%.64s' is not served here; this server serves '%s' "
 			      "(GET /v1/models).", gr.model, id);
+		gen_request_free(&gr);
+		http_respond_error(req, &e);
+		return;
+	}
+	if (api_fields_check_vocab(srv->backend, &gr, &e) != 0) {
 		gen_request_free(&gr);
 		http_respond_error(req, &e);
 		return;

@@ -22,7 +22,10 @@ static const struct {
 	{1, "{" MSG ",\"top_logprobs\":3}", "top_logprobs"},
 	{1, "{" MSG ",\"logprobs\":true,\"top_logprobs\":21}", "top_logprobs"},
 	{1, "{" MSG ",\"logprobs\":true,\"top_logprobs\":-1}", "top_logprobs"},
-	{1, "{" MSG ",\"logit_bias\":{\"5\":10}}", "logit_bias"},
+	{1, "{" MSG ",\"logit_bias\":{\"5\":101}}", "logit_bias"},
+	{1, "{" MSG ",\"logit_bias\":{\"x\":1}}", "logit_bias"},
+	{1, "{" MSG ",\"logit_bias\":{\"-1\":1}}", "logit_bias"},
+	{1, "{" MSG ",\"logit_bias\":{\"5\":\"a\"}}", "logit_bias"},
 	{1, "{" MSG ",\"logit_bias\":[1]}", "logit_bias"},
 	{1, "{" MSG ",\"store\":true}", "store"},
 	{1, "{" MSG ",\"metadata\":\"x\"}", "metadata"},
@@ -45,7 +48,7 @@ static const struct {
 	{0, "{" PR ",\"suffix\":3}", "suffix"},
 	{0, "{" PR ",\"suffix\":\"x\",\"echo\":true}", "suffix"},
 	{0, "{" PR ",\"best_of\":2}", "best_of"},
-	{0, "{" PR ",\"logit_bias\":{\"1\":-100}}", "logit_bias"},
+	{0, "{" PR ",\"logit_bias\":{\"1\":-100.5}}", "logit_bias"},
 };
 
 START_TEST(each_unsupported_field_is_refused_by_name)
@@ -93,7 +96,8 @@ START_TEST(logprobs_echo_and_suffix_reach_the_request)
 	const char *c1 = "{" MSG ",\"logprobs\":true,\"top_logprobs\":5}";
 	const char *c2 = "{" MSG ",\"logprobs\":false}";
 	const char *p1 = "{" PR ",\"logprobs\":0,\"suffix\":\"tail\"}";
-	const char *p2 = "{" PR ",\"echo\":true,\"logprobs\":null}";
+	const char *p2 = "{" PR ",\"echo\":true,\"logprobs\":null,"
+			 "\"logit_bias\":{\"7\":-100,\"42\":2.5}}";
 
 	ck_assert_int_eq(api_openai_parse_chat(c1, strlen(c1), &lim, &r, &e), 0);
 	ck_assert(r.logprobs);
@@ -111,6 +115,11 @@ START_TEST(logprobs_echo_and_suffix_reach_the_request)
 	ck_assert_int_eq(api_openai_parse_completion(p2, strlen(p2), &lim, &r, &e), 0);
 	ck_assert(r.echo);
 	ck_assert(!r.logprobs);
+	ck_assert_uint_eq(r.n_logit_bias, 2);
+	ck_assert_int_eq(r.logit_bias[0].id, 7);
+	ck_assert(r.logit_bias[0].bias == -100.0f);
+	ck_assert_int_eq(r.logit_bias[1].id, 42);
+	ck_assert(r.logit_bias[1].bias == 2.5f);
 	ck_assert_ptr_null(r.suffix);
 	gen_request_free(&r);
 }

@@ -671,6 +671,40 @@ START_TEST(logprobs_are_the_log_softmax_actually_sampled_from)
 }
 END_TEST
 
+/* logit_bias: -100 bans the greedy choice, +100 forces a token; the
+ * logprobs see the biased distribution; bad entries are refused. */
+START_TEST(logit_bias_moves_the_choice_and_the_logprobs)
+{
+	struct sampler_config c;
+	struct sampler_bias ban, force = {17, 100.0f}, bad = {40, 1.0f};
+	struct sampler_logprob top[1];
+	char err[EMBER_ERR_MAX];
+	float logits[40], lp;
+	struct sampler *s;
+	int32_t best;
+
+	fill_logits(logits, 40, 3);
+	sampler_config_default(&c);
+	c.temperature = 0.0f;
+	s = make(&c, 40);
+	best = sampler_sample(s, logits, 40);
+	ban.id = best;
+	ban.bias = -100.0f;
+	ck_assert_int_eq(sampler_set_bias(s, &ban, 1, err), 0);
+	ck_assert_int_ne(sampler_sample(s, logits, 40), best);
+	ck_assert_int_eq(sampler_logprobs(s, logits, 40, NULL, best, &lp, top, 1), 1);
+	ck_assert(lp < -90.0f);
+	ck_assert_int_ne(top[0].id, best);
+	ck_assert_int_eq(sampler_set_bias(s, &force, 1, err), 0);
+	ck_assert_int_eq(sampler_sample(s, logits, 40), 17);
+	ck_assert_int_eq(sampler_set_bias(s, &bad, 1, err), EMBER_EINVAL);
+	ck_assert_int_eq(sampler_sample(s, logits, 40), 17); /* unchanged */
+	ck_assert_int_eq(sampler_set_bias(s, NULL, 0, err), 0);
+	ck_assert_int_eq(sampler_sample(s, logits, 40), best);
+	sampler_free(s);
+}
+END_TEST
+
 Suite *suite_sampler(void)
 {
 	Suite *s = suite_create("sampler");
@@ -694,6 +728,7 @@ Suite *suite_sampler(void)
 	tcase_add_test(tc, misuse_is_an_error_not_a_crash);
 	tcase_add_test(tc, a_mask_forbids_tokens_before_any_other_step);
 	tcase_add_test(tc, logprobs_are_the_log_softmax_actually_sampled_from);
+	tcase_add_test(tc, logit_bias_moves_the_choice_and_the_logprobs);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -23,6 +23,7 @@ void engine_job_free(struct job *j)
 	if (!j)
 		return;
 	free(j->prompt);
+	free(j->logit_bias);
 	grammar_free(j->grammar);
 	for (i = 0; i < j->n_stop; i++)
 		free(j->stop[i]);
@@ -157,6 +158,18 @@ static int job_new(struct engine *e, struct job **out, const struct engine_reque
 	j->on_done = req->on_done;
 	j->on_logprobs = req->on_logprobs;
 	j->top_logprobs = req->top_logprobs;
+	if (req->n_logit_bias > 0) {
+		if (req->n_logit_bias > SAMPLER_MAX_BIAS) {
+			engine_job_free(j);
+			return ember_seterr(err, EMBER_EINVAL, "at most %d logit biases",
+					    SAMPLER_MAX_BIAS);
+		}
+		j->logit_bias = malloc(req->n_logit_bias * sizeof(*j->logit_bias));
+		if (j->logit_bias == NULL)
+			goto nomem;
+		memcpy(j->logit_bias, req->logit_bias, req->n_logit_bias * sizeof(*j->logit_bias));
+		j->n_logit_bias = req->n_logit_bias;
+	}
 	j->data = req->data;
 	atomic_init(&j->cancelled, 0);
 	j->t_submit = clock_now_s();

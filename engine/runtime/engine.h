@@ -187,6 +187,11 @@ struct engine_request {
 	 * best alternatives. Costs one extra pass over the vocabulary per token. */
 	engine_logprobs_cb on_logprobs;
 	int32_t top_logprobs;
+	/* Logit biases (sampler.h sampler_set_bias), copied; checked against
+	 * the vocabulary when the request starts (a bad id ends it with
+	 * ENGINE_FINISH_ERROR, EMBER_EINVAL, before any text). */
+	const struct sampler_bias *logit_bias;
+	size_t n_logit_bias;
 	void *data;                /* passed to the callbacks */
 };
 

@@ -54,6 +54,8 @@ struct job {
 	engine_text_cb on_text;
 	engine_done_cb on_done;
 	engine_logprobs_cb on_logprobs; /* NULL: no logprobs */
+	struct sampler_bias *logit_bias; /* [n_logit_bias] owned copy, or NULL */
+	size_t n_logit_bias;
 	int32_t top_logprobs;
 	void *data;
 	atomic_int cancelled;

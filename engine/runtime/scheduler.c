@@ -356,6 +356,8 @@ static void start_seq(struct worker *w, struct seq *s)
 		return;
 	}
 	rc = sampler_new(&s->sampler, &j->sampling, (int32_t)e->m->hp.n_vocab, err);
+	if (rc == 0 && j->n_logit_bias > 0)
+		rc = sampler_set_bias(s->sampler, j->logit_bias, j->n_logit_bias, err);
 	if (rc == 0)
 		rc = detok_init(&s->detok, (const char *const *)j->stop, j->n_stop, err);
 	if (rc == 0 && j->grammar != NULL)

@@ -122,8 +122,8 @@ REFUSED = [
     ("store", True, 1), ("audio", {"voice": "alloy", "format": "wav"}, 1),
     ("modalities", ["text", "audio"], 1), ("reasoning_effort", "low", 1),
     ("verbosity", "high", 1), ("service_tier", "priority", 1),
-    ("web_search_options", {}, 1), ("logit_bias", {"50": 5}, 1),
-    ("top_logprobs", 2, 1), ("best_of", 3, 0), ("logit_bias", {"1": 1}, 0),
+    ("web_search_options", {}, 1), ("logit_bias", {"99999": 5}, 1),
+    ("top_logprobs", 2, 1), ("best_of", 3, 0), ("logit_bias", {"1": 101}, 0),
     ("suffix", "tail", 0),
 ]
 ACCEPTED = {"user": "u1", "store": False, "metadata": {"k": "v"}, "service_tier": "auto",
@@ -143,6 +143,24 @@ def test_field_audit(d):
     body.update(ACCEPTED)
     st, _, r = d.post("/v1/chat/completions", body)
     check(st == 200, "labels, no-op fields and unknown fields accepted: %s" % r)
+
+
+def test_logit_bias(d):
+    st, _, t = d.post("/tokenize", {"content": "e", "add_special": False})
+    e = t["tokens"][-1]
+    st, _, r = d.post("/v1/completions", {"prompt": "Once", "max_tokens": 4, "temperature": 0,
+                                          "logit_bias": {str(e): 100}})
+    check(st == 200 and r["choices"][0]["text"] == "eeee", "logit_bias +100 forces a token")
+    # the token the model likes best after "Once" (its id from /completion), banned
+    st, _, r = d.post("/completion", {"prompt": "Once", "n_predict": 1, "temperature": 0,
+                                      "n_probs": 1})
+    banned = r["completion_probabilities"][0]["id"]
+    first = r["completion_probabilities"][0]["token"]
+    st, _, r = d.post("/v1/completions", {"prompt": "Once", "max_tokens": 3, "temperature": 0,
+                                          "logprobs": 1, "logit_bias": {str(banned): -100}})
+    lp = r["choices"][0]["logprobs"]
+    check(st == 200 and lp["tokens"][0] != first and lp["token_logprobs"][0] > -50,
+          "logit_bias -100 bans the greedy choice")
 
 
 def test_models_and_aliases(d):
@@ -306,6 +324,7 @@ def main():
         test_chat_logprobs(d)
         test_completion_logprobs_and_echo(d)
         test_field_audit(d)
+        test_logit_bias(d)
         test_models_and_aliases(d)
         test_content_type_and_cors(d, d2)
         test_llamacpp(d)
