@@ -704,6 +704,7 @@ int engine_new(struct engine **out, const struct model *m, const struct tokenize
 		return ember_seterr(err, EMBER_ENOMEM, "engine");
 	e->m = m;
 	e->tok = tok;
+	engine_fim_init(e);
 	e->cfg = cfg ? *cfg : def;
 	pthread_mutex_init(&e->lock, NULL);
 	pthread_mutex_init(&e->gvocab_lock, NULL);

@@ -351,7 +351,7 @@ int engine_token_piece(const struct engine *e, int32_t id, char *buf, size_t cap
  * caller frees and submits with parse_special. The model's FIM tokens are
  * those its GGUF names (tokenizer.ggml.fim_pre_token_id, fim_suf_token_id,
  * fim_mid_token_id), else control tokens named as Qwen, StarCoder,
- * CodeLlama or DeepSeek name them. Returns 0, EMBER_EUNSUPPORTED (the model
+ * CodeLlama or DeepSeek name them (found once, when the engine starts). Returns 0, EMBER_EUNSUPPORTED (the model
  * has no FIM tokens; err says so), EMBER_ENOMEM.
  */
 int engine_fim_prompt(const struct engine *e, const char *prefix, size_t prefix_len,

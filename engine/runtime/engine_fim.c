@@ -41,7 +41,8 @@ static int32_t find_token(const struct tokenizer *tok, const char *name)
 	return -1;
 }
 
-/* ids[3]: prefix, suffix, middle. Returns 0 or EMBER_EUNSUPPORTED. */
+/* ids[3]: prefix, suffix, middle. Returns 0 or EMBER_EUNSUPPORTED. A
+ * scan of the vocabulary per family: done once, at engine start. */
 static int fim_ids(const struct engine *e, int32_t ids[3])
 {
 	int32_t n = tokenizer_n_vocab(e->tok);
@@ -51,7 +52,8 @@ static int fim_ids(const struct engine *e, int32_t ids[3])
 	for (i = 0; i < 3; i++) {
 		uint32_t v;
 
-		if (gguf_get_u32(e->m->gguf, fim_keys[i], &v) != 0 || v >= (uint32_t)n)
+		if (e->m->gguf == NULL || gguf_get_u32(e->m->gguf, fim_keys[i], &v) != 0 ||
+		    v >= (uint32_t)n)
 			break;
 		ids[i] = (int32_t)v;
 	}
@@ -67,18 +69,24 @@ static int fim_ids(const struct engine *e, int32_t ids[3])
 	return EMBER_EUNSUPPORTED;
 }
 
+void engine_fim_init(struct engine *e)
+{
+	if (fim_ids(e, e->fim) != 0)
+		e->fim[0] = e->fim[1] = e->fim[2] = -1;
+}
+
 int engine_fim_prompt(const struct engine *e, const char *prefix, size_t prefix_len,
 		      const char *suffix, size_t suffix_len, char **out, size_t *len, char *err)
 {
 	const char *t[3];
 	size_t tl[3], n = 0;
-	int32_t ids[3];
+	const int32_t *ids = e->fim;
 	char *p;
 	int i;
 
 	*out = NULL;
 	*len = 0;
-	if (fim_ids(e, ids) != 0)
+	if (ids[0] < 0)
 		return ember_seterr(err, EMBER_EUNSUPPORTED,
 				    "this model has no fill-in-the-middle tokens");
 	for (i = 0; i < 3; i++) {

@@ -151,7 +151,13 @@ struct engine {
 	 * needs it (engine_grammar_vocab), then read only. */
 	pthread_mutex_t gvocab_lock;
 	struct grammar_vocab *gvocab;
+	/* The FIM tokens (prefix, suffix, middle), found once at start
+	 * (engine_fim.c); fim[0] < 0: the model has none. */
+	int32_t fim[3];
 };
+
+/* Finds the model's FIM tokens into e->fim (engine_fim.c). */
+void engine_fim_init(struct engine *e);
 
 /* The engine's grammar vocabulary, built on first use (any worker). NULL
  * on failure, with the reason in err. */
