@@ -113,6 +113,10 @@ def test_completion_logprobs_and_echo(d):
         "stream": True})
     text = "".join(e["choices"][0]["text"] for e in ev[:-1] if e["choices"])
     check(text == r["choices"][0]["text"], "streamed echo: the same text")
+    st, _, r = d.post("/v1/generate", {"prompt": "Once upon", "max_tokens": 6,
+                                       "temperature": 0, "logprobs": 2})
+    check(st == 200 and len(r["logprobs"]["content"]) == len(lp["tokens"]),
+          "/v1/generate carries logprobs when asked")
     st, _, r = d.post("/v1/completions", {"prompt": "x", "echo": True, "logprobs": 1})
     check(st == 400 and r["error"]["param"] == "echo", "echo + logprobs: 400 naming echo")
 
@@ -242,6 +246,16 @@ def test_llamacpp(d):
     check(ev and ev[-1] != "[DONE]" and ev[-1]["stop"] is True and
           all(e["stop"] is False for e in ev[:-1]), "streamed: stop false ... true, no [DONE]")
     check("".join(e["content"] for e in ev) == r["content"], "streamed content equals")
+    c = d.conn()
+    try:
+        c.request("POST", "/completion", body=json.dumps(
+            {"prompt": "Once upon", "n_predict": 4, "temperature": 0, "stream": True,
+             "n_probs": 2}), headers={"Content-Type": "application/json"})
+        ev = sse_events(c.getresponse())
+    finally:
+        c.close()
+    got = [p["id"] for e in ev for p in e.get("completion_probabilities", [])]
+    check(got == [p["id"] for p in probs], "streamed completion_probabilities equal")
     st, _, r2 = d.post("/completion", {"prompt": "Once upon", "n_predict": 4,
                                        "temperature": 0, "stop": [r["content"][1:3]]}
                        ) if len(r["content"]) >= 3 else (200, None, None)
