@@ -604,7 +604,7 @@ int sampler_logprobs(struct sampler *s, const float *logits, int32_t n_vocab,
 		     struct sampler_logprob *top, int32_t n_top)
 {
 	const struct sampler_config *c = &s->cfg;
-	float t = c->temperature > 0.0f ? c->temperature : 1.0f;
+	float t = c->temperature > 0.0f ? c->temperature : 1.0f, inv_t = 1.0f / t;
 	struct cand *cand = s->cand;
 	float max = -INFINITY, lse;
 	double z = 0.0;
@@ -626,9 +626,11 @@ int sampler_logprobs(struct sampler *s, const float *logits, int32_t n_vocab,
 		*token_logprob = -INFINITY;
 		return 0;
 	}
-	/* log-sum-exp of logit / t, shifted by the max so nothing overflows */
+	/* log-sum-exp of logit / t, shifted by the max so nothing overflows;
+	 * expf per token (a float's precision is plenty for terms <= 1),
+	 * summed in double */
 	for (i = 0; i < n_vocab; i++)
-		z += exp((double)(cand[i].v - max) / t);
+		z += (double)expf((cand[i].v - max) * inv_t);
 	lse = (float)((double)max / t + log(z));
 	*token_logprob = cand[token].v == -INFINITY ? -INFINITY : cand[token].v / t - lse;
 	n = drop_impossible(cand, n_vocab);
