@@ -199,6 +199,13 @@ static int infill_fields(json_t *root, char **suffix, char **middle, struct api_
 		json_decref(pre);
 		return wrong_type(e, "prompt", "a string");
 	}
+	if ((json_is_string(suf) && strlen(json_string_value(suf)) != json_string_length(suf)) ||
+	    (json_is_string(mid) && strlen(json_string_value(mid)) != json_string_length(mid))) {
+		json_decref(pre);
+		return unsupported(e, json_is_string(suf) && strlen(json_string_value(suf)) !=
+				   json_string_length(suf) ? "input_suffix" : "prompt",
+				   "a NUL character (\\u0000) is supported in input_prefix only.");
+	}
 	*suffix = strdup(json_is_string(suf) ? json_string_value(suf) : "");
 	*middle = strdup(json_is_string(mid) ? json_string_value(mid) : "");
 	if (pre == NULL || *suffix == NULL || *middle == NULL ||

@@ -26,9 +26,9 @@ struct generation {
 	char *text;                /* non-streamed: all text so far */
 	size_t len, cap;
 	bool oom;                  /* text was dropped */
-	/* logprobs: every generated token's record, in order; the first
+	/* logprobs: the generated tokens' records, in order; the first
 	 * n_delivered tokens' text has arrived (engine.h), lp_sent of them
-	 * went out in a stream. */
+	 * are written. A stream drops the records it sent. */
 	struct engine_logprobs *lp;
 	size_t n_lp, lp_cap, lp_sent;
 	int64_t n_delivered;
@@ -153,6 +153,13 @@ static void logprobs_ready(struct generation *g)
 	api_logprobs_write(&g->lpw, g->meta.fmt, g->backend, g->lp + g->lp_sent,
 			   ready - g->lp_sent, &g->text_offset);
 	g->lp_sent = ready;
+	/* A stream keeps only the records not sent yet. */
+	if (g->gr.stream) {
+		memmove(g->lp, g->lp + ready, (g->n_lp - ready) * sizeof(*g->lp));
+		g->n_lp -= ready;
+		g->n_delivered -= (int64_t)ready;
+		g->lp_sent = 0;
+	}
 	if (!jsonw_ok(&g->lpw))
 		g->oom = true;
 	else

@@ -280,6 +280,8 @@ def test_llamacpp(d):
     check(st == 200 and len(s) == p["total_slots"] and "is_processing" in s[0], "/slots")
     st, _, raw = d.request("POST", "/slots/0?action=erase", "{}")
     check(st == 403, "slot actions without an API key: 403")
+    st, _, r = d.post("/infill", {"input_prefix": "a", "input_suffix": "b\u0000c"})
+    check(st == 400 and r["error"]["param"] == "input_suffix", "/infill: NUL in the suffix 400")
     st, _, r = d.post("/infill", {"input_prefix": "def f(", "input_suffix": ")\n"})
     check(st == 400 and r["error"]["param"] == "input_suffix",
           "/infill without FIM tokens: 400 naming input_suffix")
