@@ -9,21 +9,30 @@
 #include <string.h>
 #include <strings.h>
 
+#include "api_fields.h"
 #include "ember.h"
 #include "grammar.h"
 #include "json_schema.h"
 
+/* Whether `ct` names media type `want` (then the end or parameters). */
+static bool media_is(const char *ct, const char *want)
+{
+	size_t n = strlen(want);
+
+	return strncasecmp(ct, want, n) == 0 &&
+	       (ct[n] == '\0' || ct[n] == ';' || ct[n] == ' ' || ct[n] == '\t');
+}
+
 int api_openai_check_content_type(const char *ct, struct api_error *e)
 {
-	static const char want[] = "application/json";
-	size_t n = sizeof(want) - 1;
-
 	if (ct == NULL)
 		return 0;
 	while (*ct == ' ' || *ct == '\t')
 		ct++;
-	if (strncasecmp(ct, want, n) == 0 &&
-	    (ct[n] == '\0' || ct[n] == ';' || ct[n] == ' ' || ct[n] == '\t'))
+	/* Form encoding is what curl -d sends without -H; the body is
+	 * parsed as JSON all the same (a form body fails as invalid JSON). */
+	if (media_is(ct, "application/json") ||
+	    media_is(ct, "application/x-www-form-urlencoded"))
 		return 0;
 	api_error_set(e, 415, API_ERR_INVALID_REQUEST, NULL,
 		      "unsupported_media_type",
@@ -605,18 +614,14 @@ json_t *api_openai_decode_object(const char *body, size_t len, struct api_error 
 	return root;
 }
 
-static int parse(const char *body, size_t len, const struct api_limits *lim,
-		 enum gen_kind kind, struct gen_request *req,
-		 struct api_error *e)
+int api_openai_parse_root(json_t *root, const struct api_limits *lim,
+			  enum gen_kind kind, struct gen_request *req,
+			  struct api_error *e)
 {
-	json_t *root;
-	int rc = EMBER_EINVAL;
+	int rc;
 
 	gen_request_init(req, kind, lim->max_tokens);
 	memset(e, 0, sizeof(*e));
-	root = api_openai_decode_object(body, len, e);
-	if (root == NULL)
-		goto fail;
 	if ((rc = kind == GEN_CHAT ? read_messages(root, req, e)
 				   : read_prompt(root, req, e)) != 0 ||
 	    (kind == GEN_CHAT && (rc = read_tools(root, req, e)) != 0))
@@ -624,10 +629,28 @@ static int parse(const char *body, size_t len, const struct api_limits *lim,
 	if ((rc = read_common(root, lim, req, e)) == 0 &&
 	    read_structured(root, lim->render_only, req, e) != 0)
 		rc = EMBER_EINVAL;
+	if (rc == 0 && !lim->render_only)
+		rc = api_fields_read(root, req, e);
 fail:
-	json_decref(root);
 	if (rc != 0)
 		gen_request_free(req);
+	return rc;
+}
+
+static int parse(const char *body, size_t len, const struct api_limits *lim,
+		 enum gen_kind kind, struct gen_request *req,
+		 struct api_error *e)
+{
+	json_t *root;
+	int rc;
+
+	gen_request_init(req, kind, lim->max_tokens);
+	memset(e, 0, sizeof(*e));
+	root = api_openai_decode_object(body, len, e);
+	if (root == NULL)
+		return EMBER_EINVAL;
+	rc = api_openai_parse_root(root, lim, kind, req, e);
+	json_decref(root);
 	return rc;
 }
 

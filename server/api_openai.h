@@ -6,8 +6,9 @@
  * offending field in `param` ("messages[1].role", "temperature"), so
  * clients see exactly what to fix.
  *
- * Choices (see also README): unknown fields are ignored (clients send
- * `user`, `logit_bias` ...); JSON null counts as absent; `model` is
+ * Choices (see also README): every field OpenAI documents is honoured or
+ * refused with a 400 naming it (api_fields.h); fields it does not document
+ * are ignored, as OpenAI ignores them; JSON null counts as absent; `model` is
  * optional; nesting deeper than API_MAX_DEPTH, duplicate keys, invalid
  * UTF-8, NUL bytes and integers beyond int64 are rejected as malformed.
  *
@@ -34,9 +35,11 @@ struct api_limits {
 	bool render_only;
 };
 
-/* Checks a Content-Type header value: absent (NULL) or application/json
- * (any case, optional parameters such as charset=utf-8) passes; anything
- * else fills `e` with 415 and returns EMBER_EINVAL. */
+/* Checks a Content-Type header value: absent (NULL), application/json or
+ * application/x-www-form-urlencoded (what `curl -d` sends without a
+ * header; the body is still parsed as JSON, as llama-server does), any
+ * case, optional parameters such as charset=utf-8, passes; anything else
+ * fills `e` with 415 and returns EMBER_EINVAL. */
 int api_openai_check_content_type(const char *content_type, struct api_error *e);
 
 /* Returns 0 if `body[0..len)` nests objects/arrays at most `max_depth`
@@ -54,6 +57,12 @@ json_t *api_openai_decode_object(const char *body, size_t len, struct api_error 
 
 int api_openai_parse_chat(const char *body, size_t len,
 			  const struct api_limits *lim, struct gen_request *req,
+			  struct api_error *e);
+
+/* The same from a decoded body `root` (borrowed), for API layers that
+ * translate another API's names into OpenAI's first (api_llamacpp.c). */
+int api_openai_parse_root(json_t *root, const struct api_limits *lim,
+			  enum gen_kind kind, struct gen_request *req,
 			  struct api_error *e);
 
 /* The same for a (legacy) completions body: `prompt` is a string or an

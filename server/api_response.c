@@ -10,6 +10,7 @@ static const char *const id_prefix[] = {
 	[API_FMT_CHAT] = "chatcmpl-",
 	[API_FMT_COMPLETION] = "cmpl-",
 	[API_FMT_NATIVE] = "gen-",
+	[API_FMT_LLAMACPP] = "cmpl-",
 };
 
 void api_meta_init(struct api_meta *m, enum api_format fmt, const char *model,
@@ -91,13 +92,83 @@ static void chunk_tail(struct jsonw *w, const struct api_meta *m)
 	jsonw_raw(w, m->include_usage ? "],\"usage\":null}" : "]}");
 }
 
-static void finish_field(struct jsonw *w, const char *reason)
+static void finish_field(struct jsonw *w, const struct api_meta *m,
+			 const char *reason)
 {
-	jsonw_raw(w, ",\"logprobs\":null,\"finish_reason\":");
+	jsonw_raw(w, ",\"logprobs\":");
+	jsonw_raw(w, m->logprobs ? m->logprobs : "null");
+	jsonw_raw(w, ",\"finish_reason\":");
 	if (reason == NULL)
 		jsonw_raw(w, "null");
 	else
 		jsonw_str(w, reason);
+	jsonw_raw(w, "}");
+}
+
+/* Native bodies carry "logprobs" (chat's shape) only when asked for. */
+static void native_logprobs(struct jsonw *w, const struct api_meta *m)
+{
+	if (m->logprobs == NULL)
+		return;
+	jsonw_raw(w, ",\"logprobs\":");
+	jsonw_raw(w, m->logprobs);
+}
+
+/* llama-server's timings, from the engine's rates. */
+static void llama_timings(struct jsonw *w, const struct engine_result *r)
+{
+	int64_t p = r->prompt_tokens - r->cached_tokens;
+	double pms = r->prefill_tps > 0 ? (double)p / r->prefill_tps * 1e3 : 0;
+	double dms = r->decode_tps > 0 ? (double)(r->completion_tokens - 1) /
+					 r->decode_tps * 1e3 : 0;
+
+	jsonw_raw(w, "{\"prompt_n\":");
+	jsonw_int(w, p);
+	jsonw_raw(w, ",\"prompt_ms\":");
+	jsonw_num(w, pms);
+	jsonw_raw(w, ",\"prompt_per_second\":");
+	jsonw_num(w, r->prefill_tps);
+	jsonw_raw(w, ",\"predicted_n\":");
+	jsonw_int(w, r->completion_tokens);
+	jsonw_raw(w, ",\"predicted_ms\":");
+	jsonw_num(w, dms);
+	jsonw_raw(w, ",\"predicted_per_second\":");
+	jsonw_num(w, r->decode_tps);
+	jsonw_raw(w, "}");
+}
+
+/* llama-server's /completion object; `r` NULL: a streamed piece. */
+static void llama_body(struct jsonw *w, const struct api_meta *m,
+		       const char *text, size_t len, const struct engine_result *r)
+{
+	jsonw_reset(w);
+	jsonw_raw(w, "{\"index\":0,\"content\":");
+	jsonw_strn(w, text, len);
+	jsonw_raw(w, ",\"tokens\":[],\"stop\":");
+	jsonw_raw(w, r ? "true" : "false");
+	if (m->logprobs) {
+		jsonw_raw(w, ",\"completion_probabilities\":");
+		jsonw_raw(w, m->logprobs);
+	}
+	if (r == NULL) {
+		jsonw_raw(w, "}");
+		return;
+	}
+	jsonw_raw(w, ",\"id_slot\":0,\"model\":");
+	jsonw_str(w, m->model ? m->model : "");
+	jsonw_raw(w, ",\"tokens_predicted\":");
+	jsonw_int(w, r->completion_tokens);
+	jsonw_raw(w, ",\"tokens_evaluated\":");
+	jsonw_int(w, r->prompt_tokens);
+	jsonw_raw(w, ",\"tokens_cached\":");
+	jsonw_int(w, r->cached_tokens);
+	jsonw_raw(w, ",\"truncated\":false,\"stop_type\":");
+	jsonw_str(w, r->finish == ENGINE_FINISH_LENGTH ? "limit"
+		     : m->stopping_word ? "word" : "eos");
+	jsonw_raw(w, ",\"stopping_word\":");
+	jsonw_str(w, m->stopping_word ? m->stopping_word : "");
+	jsonw_raw(w, ",\"timings\":");
+	llama_timings(w, r);
 	jsonw_raw(w, "}");
 }
 
@@ -106,10 +177,15 @@ void api_response_body(struct jsonw *w, const struct api_meta *m,
 {
 	const char *reason = api_finish_reason(r->finish);
 
+	if (m->fmt == API_FMT_LLAMACPP) {
+		llama_body(w, m, text, len, r);
+		return;
+	}
 	if (m->fmt == API_FMT_NATIVE) {
 		jsonw_reset(w);
 		jsonw_raw(w, "{\"text\":");
 		jsonw_strn(w, text, len);
+		native_logprobs(w, m);
 		jsonw_raw(w, ",\"finish_reason\":");
 		jsonw_str(w, reason);
 		jsonw_raw(w, ",\"usage\":");
@@ -131,7 +207,7 @@ void api_response_body(struct jsonw *w, const struct api_meta *m,
 		jsonw_strn(w, text, len);
 		jsonw_raw(w, ",\"index\":0");
 	}
-	finish_field(w, reason);
+	finish_field(w, m, reason);
 	jsonw_raw(w, "],\"usage\":");
 	usage(w, r);
 	jsonw_raw(w, "}");
@@ -144,7 +220,7 @@ bool api_response_chunk_start(struct jsonw *w, const struct api_meta *m)
 	head(w, m, "chat.completion.chunk");
 	jsonw_raw(w, "\"choices\":[{\"index\":0,\"delta\":{\"role\":"
 		     "\"assistant\",\"content\":\"\"}");
-	finish_field(w, NULL);
+	finish_field(w, m, NULL);
 	chunk_tail(w, m);
 	return true;
 }
@@ -158,7 +234,7 @@ void api_response_chunk_text(struct jsonw *w, const struct api_meta *m,
 		jsonw_raw(w, "\"choices\":[{\"index\":0,\"delta\":{\"content\":");
 		jsonw_strn(w, text, len);
 		jsonw_raw(w, "}");
-		finish_field(w, NULL);
+		finish_field(w, m, NULL);
 		chunk_tail(w, m);
 		break;
 	case API_FMT_COMPLETION:
@@ -166,14 +242,18 @@ void api_response_chunk_text(struct jsonw *w, const struct api_meta *m,
 		jsonw_raw(w, "\"choices\":[{\"text\":");
 		jsonw_strn(w, text, len);
 		jsonw_raw(w, ",\"index\":0");
-		finish_field(w, NULL);
+		finish_field(w, m, NULL);
 		chunk_tail(w, m);
 		break;
 	case API_FMT_NATIVE:
 		jsonw_reset(w);
 		jsonw_raw(w, "{\"text\":");
 		jsonw_strn(w, text, len);
+		native_logprobs(w, m);
 		jsonw_raw(w, "}");
+		break;
+	case API_FMT_LLAMACPP:
+		llama_body(w, m, text, len, NULL);
 		break;
 	}
 }
@@ -187,16 +267,17 @@ void api_response_chunk_finish(struct jsonw *w, const struct api_meta *m,
 	case API_FMT_CHAT:
 		head(w, m, "chat.completion.chunk");
 		jsonw_raw(w, "\"choices\":[{\"index\":0,\"delta\":{}");
-		finish_field(w, reason);
+		finish_field(w, m, reason);
 		chunk_tail(w, m);
 		break;
 	case API_FMT_COMPLETION:
 		head(w, m, "text_completion");
 		jsonw_raw(w, "\"choices\":[{\"text\":\"\",\"index\":0");
-		finish_field(w, reason);
+		finish_field(w, m, reason);
 		chunk_tail(w, m);
 		break;
 	case API_FMT_NATIVE:
+	case API_FMT_LLAMACPP:
 		api_response_body(w, m, "", 0, r);
 		break;
 	}
@@ -205,7 +286,7 @@ void api_response_chunk_finish(struct jsonw *w, const struct api_meta *m,
 bool api_response_chunk_usage(struct jsonw *w, const struct api_meta *m,
 			      const struct engine_result *r)
 {
-	if (m->fmt == API_FMT_NATIVE || !m->include_usage)
+	if (m->fmt == API_FMT_NATIVE || m->fmt == API_FMT_LLAMACPP || !m->include_usage)
 		return false;
 	head(w, m, m->fmt == API_FMT_CHAT ? "chat.completion.chunk"
 					  : "text_completion");

@@ -28,8 +28,25 @@
  * API_FMT_NATIVE (POST /v1/generate), MediaPipe-style:
  *   {"text":TEXT,"finish_reason":...,"usage":USAGE,
  *    "timings":{"ttft_ms":X,"prefill_tokens_per_s":X,"decode_tokens_per_s":X}}
+ *   (with logprobs: "logprobs" after "text", in the chat shape)
  *   streamed as {"text":PIECE} events, then one final event with
  *   "text":"" and finish_reason, usage and timings, then [DONE].
+ *
+ * API_FMT_LLAMACPP (POST /completion, /infill), llama-server's shape:
+ *   {"index":0,"content":TEXT,"tokens":[],"id_slot":0,"stop":true,
+ *    "model":M,"tokens_predicted":C,"tokens_evaluated":P,"tokens_cached":K,
+ *    "truncated":false,"stop_type":"eos"|"limit"|"word","stopping_word":W,
+ *    "timings":{"prompt_n","prompt_ms","prompt_per_second","predicted_n",
+ *               "predicted_ms","predicted_per_second"}
+ *    [,"completion_probabilities":LOGPROBS]}
+ *   streamed as {"index":0,"content":PIECE,"tokens":[],"stop":false
+ *   [,"completion_probabilities":...]} events, then the whole object above
+ *   with "content":"" as the last event; no [DONE] (llama-server sends none).
+ *
+ * Logprobs: m->logprobs, when not NULL, is the JSON (api_logprobs.h) the
+ * next body or text chunk carries as the choice's "logprobs"
+ * (completion_probabilities for llama.cpp); NULL writes null (omitted for
+ * llama.cpp).
  *
  * USAGE = {"prompt_tokens":P,"completion_tokens":C,"total_tokens":P+C,
  *          "prompt_tokens_details":{"cached_tokens":K}}
@@ -51,6 +68,7 @@ enum api_format {
 	API_FMT_CHAT,
 	API_FMT_COMPLETION,
 	API_FMT_NATIVE,
+	API_FMT_LLAMACPP,
 };
 
 /* What every object of one response repeats. */
@@ -60,6 +78,8 @@ struct api_meta {
 	const char *model;    /* borrowed; NULL writes "" */
 	int64_t created;      /* Unix seconds */
 	bool include_usage;   /* stream_options.include_usage */
+	const char *logprobs; /* borrowed JSON for the next write, or NULL */
+	const char *stopping_word; /* llama.cpp: the stop string that ended it */
 };
 
 /* Fills `m` for a new response: a fresh random id with the format's prefix

@@ -29,6 +29,7 @@
 
 #include "dtype.h"
 #include "engine.h"
+#include "gguf.h"
 
 struct backend {
 	const struct config *cfg;
@@ -41,6 +42,7 @@ struct backend {
 	struct engine *engine;       /* the loader's until READY */
 	char *template_src;          /* --chat-template-file's text, or NULL */
 	size_t template_len;
+	char vocab_type[32];         /* backend_model_info's, filled on first use (loop thread) */
 };
 
 /* "/models/TinyLlama-Q8_0.gguf" -> "TinyLlama-Q8_0" */
@@ -213,9 +215,43 @@ int backend_full_status(const struct backend *b)
 	return b->cfg->full_status == CONFIG_FULL_503 ? 503 : 429;
 }
 
+const char *backend_chat_template(const struct backend *b)
+{
+	return ready(b) ? engine_chat_template(b->engine) : "";
+}
+
 int64_t backend_context(const struct backend *b)
 {
 	return ready(b) ? (int64_t)engine_n_ctx(b->engine) : 0;
+}
+
+static const char *kv_str(const struct gguf *g, const char *key, char *buf, size_t size)
+{
+	struct gguf_str v;
+
+	if (gguf_get_str(g, key, &v) != 0)
+		return "";
+	snprintf(buf, size, "%.*s", (int)(v.len < size ? v.len : size - 1), v.ptr);
+	return buf;
+}
+
+int backend_fim_prompt(struct backend *b, const char *prefix, size_t prefix_len,
+		       const char *suffix, size_t suffix_len, char **out,
+		       size_t *len, char *err)
+{
+	*out = NULL;
+	*len = 0;
+	if (!ready(b))
+		return ember_seterr(err, EMBER_EBUSY, "model not loaded");
+	return engine_fim_prompt(b->engine, prefix, prefix_len, suffix, suffix_len,
+				 out, len, err);
+}
+
+int backend_token_piece(struct backend *b, int32_t id, char *buf, size_t cap)
+{
+	if (!ready(b))
+		return EMBER_EBUSY;
+	return engine_token_piece(b->engine, id, buf, cap);
 }
 
 void backend_refresh_metrics(struct backend *b)
@@ -308,6 +344,12 @@ int backend_submit(struct backend *b, const struct gen_request *req,
 	er.grammar_len = req->grammar ? strlen(req->grammar) : 0;
 	er.on_text = sink->text_cb;
 	er.on_done = sink->done_cb;
+	er.logit_bias = req->logit_bias;
+	er.n_logit_bias = req->n_logit_bias;
+	if (req->logprobs) {
+		er.on_logprobs = sink->logprobs_cb;
+		er.top_logprobs = req->top_logprobs;
+	}
 	er.data = sink->data;
 	rc = engine_submit(b->engine, &er, id, err);
 	if (msgs != stack)
@@ -316,8 +358,9 @@ int backend_submit(struct backend *b, const struct gen_request *req,
 	return rc;
 }
 
-int backend_model_info(const struct backend *b, struct backend_model_info *info)
+int backend_model_info(struct backend *b, struct backend_model_info *info)
 {
+	struct engine_stats es;
 	const struct model *m;
 	const struct gguf *g;
 	uint64_t count[64] = {0}, i, best = 0;
@@ -362,6 +405,12 @@ int backend_model_info(const struct backend *b, struct backend_model_info *info)
 	info->n_layer = m->hp.n_layer;
 	info->n_head = m->hp.n_head;
 	info->n_vocab = m->hp.n_vocab;
+	if (b->vocab_type[0] == '\0')
+		kv_str(g, "tokenizer.ggml.model", b->vocab_type, sizeof(b->vocab_type));
+	info->vocab_type = b->vocab_type;
+	engine_stats(b->engine, &es);
+	info->slots_total = es.slots_total;
+	info->slots_busy = es.slots_busy;
 	return 0;
 }
 

@@ -58,8 +58,13 @@ struct gen_sink {
 	engine_text_cb text_cb;
 	/* Worker thread, exactly once, after the last text_cb. */
 	engine_done_cb done_cb;
+	/* Worker thread: one token's log-probabilities (engine.h), for
+	 * requests with logprobs; may be NULL when none are asked for. */
+	engine_logprobs_cb logprobs_cb;
 	void *data;
 };
+
+/* What GET /v1/models and /props say about the model (llama.cpp's `meta`). */
 
 struct backend;
 
@@ -94,6 +99,22 @@ int backend_submit(struct backend *b, const struct gen_request *req,
 /* Asks the engine to stop request `id` (unknown ids are ignored). */
 void backend_cancel(struct backend *b, uint64_t id);
 
+
+/* Any thread, once READY: the fill-in-the-middle prompt for `prefix` and
+ * `suffix` (engine_fim_prompt), malloc'd into *out (*len bytes). Returns 0,
+ * EMBER_EBUSY, EMBER_EUNSUPPORTED (no FIM tokens), EMBER_ENOMEM. */
+int backend_fim_prompt(struct backend *b, const char *prefix, size_t prefix_len,
+		       const char *suffix, size_t suffix_len, char **out,
+		       size_t *len, char *err);
+
+/* Any thread, once READY: the bytes token `id` generates, as
+ * engine_token_piece (the length; more than cap: call again). EMBER_EBUSY,
+ * EMBER_ERANGE. */
+int backend_token_piece(struct backend *b, int32_t id, char *buf, size_t cap);
+
+/* The chat template family requests are rendered with ("" until READY). */
+const char *backend_chat_template(const struct backend *b);
+
 /* Context length of one sequence in tokens (0 until READY). */
 int64_t backend_context(const struct backend *b);
 
@@ -112,11 +133,13 @@ struct backend_model_info {
 	uint64_t n_params;         /* elements of every tensor */
 	uint64_t file_size;        /* bytes */
 	int64_t mtime;             /* the file's, seconds since the epoch */
+	const char *vocab_type;    /* tokenizer.ggml.model: "llama", "gpt2", ... */
 	uint32_t n_ctx_train, n_ctx, n_embd, n_layer, n_head, n_vocab;
+	uint32_t slots_total, slots_busy;
 };
 
 /* Fills *info once READY: 0, or EMBER_EBUSY. */
-int backend_model_info(const struct backend *b, struct backend_model_info *info);
+int backend_model_info(struct backend *b, struct backend_model_info *info);
 
 /* Queues an embedding (engine.h on_embed) of text[0..len) (tokenized with
  * BOS/EOS as the model says) or of ids[0..n_ids) when ids is non-NULL;

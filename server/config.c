@@ -52,6 +52,8 @@ static const struct config_key keys[] = {
 	 "Comma-separated API keys for 'Authorization: Bearer'; empty = no auth."},
 	{"cors_origins", CFG_STR, "", 0, 0, OFF(cors_origins), NULL, 0,
 	 "Comma-separated browser origins allowed by CORS; * = any; empty = none."},
+	{"cors_headers", CFG_STR, "", 0, 0, OFF(cors_headers), NULL, 0,
+	 "Request headers a CORS preflight allows (comma-separated); empty = those it asks for."},
 	{"log_level", CFG_ENUM, "info", 0, 0, OFF(log_level),
 	 "error|warn|info|debug", 0,
 	 "Log verbosity: error, warn, info (one line per request) or debug."},

@@ -39,6 +39,7 @@ struct config {
 	int64_t queue;        /* requests waiting for a slot before 429 */
 	char *api_key;        /* comma-separated keys; NULL/"" = no auth */
 	char *cors_origins;   /* comma-separated origins, "*" = any */
+	char *cors_headers;   /* preflight's allowed headers; ""/NULL = echo the request's */
 	int64_t log_level;    /* enum log_level */
 	char *chat_template;  /* NULL = the model's own */
 	char *chat_template_file; /* NULL/"" = none; a Jinja file overriding the model's */

@@ -32,6 +32,8 @@ void gen_request_free(struct gen_request *r)
 	free(r->prompt);
 	free(r->grammar);
 	free(r->tools);
+	free(r->suffix);
+	free(r->logit_bias);
 	for (i = 0; i < r->n_stop; i++)
 		free(r->stop[i]);
 	memset(r, 0, sizeof(*r));

@@ -61,7 +61,7 @@ struct gen_request {
 	float min_p;                  /* [0, 1], default 0 = off */
 	float presence_penalty;       /* [-2, 2], default 0 */
 	float frequency_penalty;      /* [-2, 2], default 0 */
-	float repeat_penalty;         /* > 0, default 1 = off (Ollama's option) */
+	float repeat_penalty;         /* > 0, default 1 = off (Ollama's and llama.cpp's) */
 	int32_t repeat_last_n;        /* penalty window, default 64 (Ollama's) */
 	bool has_seed;
 	uint64_t seed;                /* when has_seed (a JSON int64, cast) */
@@ -73,6 +73,16 @@ struct gen_request {
 				       * response_format, json_schema or
 				       * grammar; checked to compile); NULL:
 				       * free text */
+
+	struct sampler_bias *logit_bias; /* [n_logit_bias] OpenAI's logit_bias
+					  * (ids >= 0, biases in [-100, 100]) */
+	size_t n_logit_bias;
+
+	bool logprobs;                /* report each token's log-probability */
+	int32_t top_logprobs;         /* [0, 20] alternatives with each (logprobs) */
+	bool echo;                    /* GEN_COMPLETION: the prompt leads the text */
+	char *suffix;                 /* GEN_COMPLETION: fill in the middle before
+				       * this text (FIM tokens), or NULL */
 
 	bool stream;                  /* answer as SSE */
 	bool include_usage;           /* stream_options.include_usage */

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "api_error.h"
+#include "api_logprobs.h"
 #include "buf.h"
 #include "clock.h"
 #include "jsonw.h"
@@ -25,6 +26,14 @@ struct generation {
 	char *text;                /* non-streamed: all text so far */
 	size_t len, cap;
 	bool oom;                  /* text was dropped */
+	/* logprobs: the generated tokens' records, in order; the first
+	 * n_delivered tokens' text has arrived (engine.h), lp_sent of them
+	 * are written. A stream drops the records it sent. */
+	struct engine_logprobs *lp;
+	size_t n_lp, lp_cap, lp_sent;
+	int64_t n_delivered;
+	size_t text_offset;        /* completions: where the next token starts */
+	struct jsonw lpw;          /* the logprobs JSON of the next write */
 	bool started;              /* streamed: the status line is out */
 	bool done;                 /* the worker's done_cb reached the loop */
 	bool ended;                /* streamed: last event queued */
@@ -35,6 +44,8 @@ static void generation_free(struct generation *g)
 	stream_release(g->stream);
 	gen_request_free(&g->gr);
 	jsonw_free(&g->jw);
+	jsonw_free(&g->lpw);
+	free(g->lp);
 	sse_buf_free(&g->out);
 	free(g->text);
 	free(g);
@@ -115,6 +126,53 @@ static void append_text(struct generation *g, const char *text, size_t len)
 	g->len += len;
 }
 
+/* Keeps the chunk's token records; false when out of memory. */
+static bool keep_logprobs(struct generation *g, const struct stream_chunk *c)
+{
+	g->n_delivered += c->n_tokens;
+	if (c->n_lp == 0)
+		return true;
+	if (buf_grow(&g->lp, &g->lp_cap, (g->n_lp + c->n_lp) * sizeof(*g->lp),
+		     64 * sizeof(*g->lp), 0) != 0)
+		return false;
+	memcpy(g->lp + g->n_lp, c->lp, c->n_lp * sizeof(*g->lp));
+	g->n_lp += c->n_lp;
+	return true;
+}
+
+/* Points meta.logprobs at the JSON of the delivered tokens not sent yet
+ * (NULL without logprobs). A final end-of-generation token has no record,
+ * and tokens a stop string swallowed are never delivered. */
+static void logprobs_ready(struct generation *g)
+{
+	size_t ready = g->n_delivered < (int64_t)g->n_lp ? (size_t)g->n_delivered : g->n_lp;
+
+	g->meta.logprobs = NULL;
+	if (!g->gr.logprobs)
+		return;
+	api_logprobs_write(&g->lpw, g->meta.fmt, g->backend, g->lp + g->lp_sent,
+			   ready - g->lp_sent, &g->text_offset);
+	g->lp_sent = ready;
+	/* A stream keeps only the records not sent yet. */
+	if (g->gr.stream) {
+		memmove(g->lp, g->lp + ready, (g->n_lp - ready) * sizeof(*g->lp));
+		g->n_lp -= ready;
+		g->n_delivered -= (int64_t)ready;
+		g->lp_sent = 0;
+	}
+	if (!jsonw_ok(&g->lpw))
+		g->oom = true;
+	else
+		g->meta.logprobs = g->lpw.data;
+}
+
+/* llama.cpp's stopping_word: the client's stop string that ended it. */
+static void note_stop(struct generation *g, const struct engine_result *r)
+{
+	if (r->stop_index >= 0 && (size_t)r->stop_index < g->gr.n_stop)
+		g->meta.stopping_word = g->gr.stop[r->stop_index];
+}
+
 /* Non-streamed: collect text, answer once at the end. */
 static void body_update(struct generation *g, const struct stream_chunk *c)
 {
@@ -130,6 +188,8 @@ static void body_update(struct generation *g, const struct stream_chunk *c)
 		http_respond_error(g->req, &e);
 		return;
 	}
+	logprobs_ready(g);
+	note_stop(g, &c->result);
 	if (g->oom) {
 		http_respond_json(g->req, 500, NULL);
 		return;
@@ -171,12 +231,14 @@ static void stream_finish(struct generation *g, const struct engine_result *r)
 			g->oom = true;
 		free(json);
 	} else {
+		note_stop(g, r);
 		api_response_chunk_finish(&g->jw, &g->meta, r);
 		push_json(g);
 		if (api_response_chunk_usage(&g->jw, &g->meta, r))
 			push_json(g);
 	}
-	if (sse_buf_push_done(&g->out) != 0)
+	/* llama-server ends its streams without [DONE]. */
+	if (g->meta.fmt != API_FMT_LLAMACPP && sse_buf_push_done(&g->out) != 0)
 		g->oom = true;
 	g->ended = true;
 }
@@ -204,9 +266,16 @@ static void stream_update(struct generation *g, const struct stream_chunk *c)
 			return;
 		if (api_response_chunk_start(&g->jw, &g->meta))
 			push_json(g);
+		if (g->gr.echo) {
+			api_response_chunk_text(&g->jw, &g->meta, g->gr.prompt,
+						g->gr.prompt_len);
+			push_json(g);
+		}
 	}
 	if (c->len > 0) {
+		logprobs_ready(g);
 		api_response_chunk_text(&g->jw, &g->meta, c->text, c->len);
+		g->meta.logprobs = NULL;
 		push_json(g);
 	}
 	if (c->done) {
@@ -224,6 +293,8 @@ static void on_update(void *data, struct gen_stream *s)
 	stream_take(s, &c);
 	if (c.done)
 		g->done = true;
+	if (!keep_logprobs(g, &c))
+		g->oom = true;
 	if (g->req == NULL) {
 		if (c.done)
 			generation_free(g);
@@ -265,6 +336,14 @@ void generation_start(uv_loop_t *loop, struct backend *b, struct http_req *req,
 	jsonw_init(&g->jw);
 	sse_buf_init(&g->out);
 	api_meta_init(&g->meta, fmt, model, g->gr.include_usage);
+	jsonw_init(&g->lpw);
+	/* echo: the prompt leads the text (completions only; the parser
+	 * refuses it elsewhere) */
+	if (g->gr.echo) {
+		g->text_offset = g->gr.prompt_len;
+		if (!g->gr.stream)
+			append_text(g, g->gr.prompt, g->gr.prompt_len);
+	}
 	if (stream_new(loop, on_update, g, &g->stream) != 0) {
 		generation_free(g);
 		http_respond_json(req, 500, NULL);

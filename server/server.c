@@ -13,6 +13,9 @@
 
 #include "api_embed.h"
 #include "api_error.h"
+#include "api_fields.h"
+#include "api_llamacpp.h"
+#include "api_models.h"
 #include "api_native.h"
 #include "api_ollama.h"
 #include "api_openai.h"
@@ -98,19 +101,18 @@ static void handle_metrics(struct server *srv, struct http_req *req,
 static void handle_models(struct server *srv, struct http_req *req,
 			  const struct route_match *m)
 {
-	const char *id = backend_model_id(srv->backend);
-	json_t *o, *data = json_array();
-
 	(void)m;
-	if (data != NULL && id != NULL)
-		json_array_append_new(data,
-				      json_pack("{s:s,s:s,s:I,s:s}", "id", id,
-						"object", "model", "created",
-						(json_int_t)srv->started,
-						"owned_by", "ember"));
-	o = json_pack("{s:s,s:o}", "object", "list", "data", data);
-	http_respond_json(req, 200, o ? json_dumps(o, JSON_COMPACT) : NULL);
-	json_decref(o);
+	api_models_list(srv->backend, req, srv->started);
+}
+
+static void handle_model(struct server *srv, struct http_req *req,
+			 const struct route_match *m)
+{
+	char id[256];
+
+	if (router_param(m, "id", id, sizeof(id)) < 0)
+		id[0] = '\0';
+	api_models_get(srv->backend, req, srv->started, id);
 }
 
 /* Parses an OpenAI-style body of `kind` and hands it to a generation
@@ -147,6 +149,19 @@ static void start_generation(struct server *srv, struct http_req *req,
 		api_error_set(&e, 400, API_ERR_INVALID_REQUEST, "model", "model_not_found",
 			      "The model '%.64s' is not served here; this server serves '%s' "
 			      "(GET /v1/models).", gr.model, id);
+		gen_request_free(&gr);
+		http_respond_error(req, &e);
+		return;
+	}
+	if (api_fields_check_vocab(srv->backend, &gr, &e) != 0) {
+		gen_request_free(&gr);
+		http_respond_error(req, &e);
+		return;
+	}
+	/* suffix: fill in the middle, with the model's FIM tokens */
+	if (gr.suffix != NULL &&
+	    api_llamacpp_fim(srv->backend, &gr, gr.suffix, NULL, "suffix",
+			     &e) != 0) {
 		gen_request_free(&gr);
 		http_respond_error(req, &e);
 		return;
@@ -212,6 +227,68 @@ static void handle_apply_template(struct server *srv, struct http_req *req,
 	free(prompt);
 	http_respond_json(req, 200, o ? json_dumps(o, JSON_COMPACT) : NULL);
 	json_decref(o);
+}
+
+/* llama-server's POST /completion (infill false) and POST /infill. */
+static void start_llamacpp(struct server *srv, struct http_req *req, bool infill)
+{
+	struct gen_request gr;
+	struct api_error e;
+	char *middle = NULL;
+
+	if (api_openai_check_content_type(http_req_header(req, "Content-Type"), &e) != 0 ||
+	    api_llamacpp_parse(req->body, req->body_len, (int32_t)srv->cfg->max_tokens,
+			       infill, &gr, &middle, &e) != 0) {
+		http_respond_error(req, &e);
+		return;
+	}
+	if (infill && api_llamacpp_fim(srv->backend, &gr, gr.suffix, middle,
+				       "input_suffix", &e) != 0) {
+		free(middle);
+		gen_request_free(&gr);
+		http_respond_error(req, &e);
+		return;
+	}
+	free(middle);
+	free(gr.suffix);
+	gr.suffix = NULL;
+	generation_start(&srv->loop, srv->backend, req, &gr, API_FMT_LLAMACPP,
+			 backend_model_id(srv->backend));
+}
+
+static void handle_llama_completion(struct server *srv, struct http_req *req,
+				    const struct route_match *m)
+{
+	(void)m;
+	start_llamacpp(srv, req, false);
+}
+
+static void handle_infill(struct server *srv, struct http_req *req,
+			  const struct route_match *m)
+{
+	(void)m;
+	start_llamacpp(srv, req, true);
+}
+
+static void handle_props(struct server *srv, struct http_req *req,
+			 const struct route_match *m)
+{
+	(void)m;
+	api_llamacpp_props(srv->backend, srv->cfg, req);
+}
+
+static void handle_slots(struct server *srv, struct http_req *req,
+			 const struct route_match *m)
+{
+	(void)m;
+	api_llamacpp_slots(srv->backend, srv->cfg, req);
+}
+
+static void handle_slot_action(struct server *srv, struct http_req *req,
+			       const struct route_match *m)
+{
+	(void)m;
+	api_llamacpp_slot_action(srv->cfg, req);
 }
 
 static void handle_tokenize(struct server *srv, struct http_req *req,
@@ -355,11 +432,21 @@ static const struct route routes[] = {
 	{"GET", "/health", handle_health, "health"},
 	{"GET", "/metrics", handle_metrics, "metrics"},
 	{"GET", "/v1/models", handle_models, "models"},
+	{"GET", "/v1/models/{id}", handle_model, "model"},
+	{"GET", "/models", handle_models, "models"},
+	{"GET", "/models/{id}", handle_model, "model"},
+	{"POST", "/chat/completions", handle_chat, "chat_completions"},
+	{"POST", "/completions", handle_completions, "completions"},
 	{"POST", "/v1/chat/completions", handle_chat, "chat_completions"},
 	{"POST", "/v1/completions", handle_completions, "completions"},
 	{"POST", "/v1/generate", handle_generate, "generate"},
 	{"POST", "/tokenize", handle_tokenize, "tokenize"},
 	{"POST", "/apply-template", handle_apply_template, "apply_template"},
+	{"POST", "/completion", handle_llama_completion, "llama_completion"},
+	{"POST", "/infill", handle_infill, "infill"},
+	{"GET", "/props", handle_props, "props"},
+	{"GET", "/slots", handle_slots, "slots"},
+	{"POST", "/slots/{id}", handle_slot_action, "slots"},
 	{"POST", "/detokenize", handle_detokenize, "detokenize"},
 	{"POST", "/v1/sessions", handle_session_new, "sessions"},
 	{"GET", "/v1/sessions/{id}", handle_session_get, "session"},
@@ -404,7 +491,7 @@ static void respond_status(struct http_req *req, int status,
 static void handle_options(struct server *srv, struct http_req *req,
 			   const struct route_match *m, const char *acao)
 {
-	char allow[80];
+	char allow[80], hdrs[1024];
 
 	(void)srv;
 	if (m->status == 404) {
@@ -423,7 +510,9 @@ static void handle_options(struct server *srv, struct http_req *req,
 		}
 		http_req_add_header(req, "Access-Control-Allow-Methods", allow);
 		http_req_add_header(req, "Access-Control-Allow-Headers",
-				    CORS_ALLOW_HEADERS);
+				    cors_allow_headers(srv->cfg->cors_headers,
+						       http_req_header(req, "Access-Control-Request-Headers"),
+						       hdrs, sizeof(hdrs)));
 		http_req_add_header(req, "Access-Control-Max-Age",
 				    CORS_MAX_AGE);
 	}

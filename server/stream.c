@@ -16,6 +16,8 @@ struct gen_stream {
 	char *pending;            /* [pending_cap], pending_len bytes queued */
 	size_t pending_len, pending_cap;
 	int pending_tokens;
+	struct engine_logprobs *pending_lp; /* [pending_lp_cap bytes], n_pending_lp */
+	size_t n_pending_lp, pending_lp_cap;
 	bool worker_done;
 	bool loop_released;
 	bool closing;             /* uv_close issued */
@@ -24,6 +26,8 @@ struct gen_stream {
 	/* loop only */
 	char *taken;              /* the buffer handed out by stream_take */
 	size_t taken_cap;
+	struct engine_logprobs *taken_lp;
+	size_t taken_lp_cap;
 	stream_update_cb update_cb;
 	void *data;
 };
@@ -35,6 +39,8 @@ static void close_cb(uv_handle_t *h)
 	pthread_mutex_destroy(&s->lock);
 	free(s->pending);
 	free(s->taken);
+	free(s->pending_lp);
+	free(s->taken_lp);
 	free(s);
 }
 
@@ -74,6 +80,20 @@ static void text_cb(void *data, const char *text, size_t len, int n_tokens)
 	s->pending_tokens += n_tokens;
 out:
 	uv_async_send(&s->async);
+	pthread_mutex_unlock(&s->lock);
+}
+
+static void logprobs_cb(void *data, const struct engine_logprobs *lp)
+{
+	struct gen_stream *s = data;
+	size_t need = (s->n_pending_lp + 1) * sizeof(*lp);
+
+	pthread_mutex_lock(&s->lock);
+	if (buf_grow(&s->pending_lp, &s->pending_lp_cap, need, 16 * sizeof(*lp), 0) != 0)
+		s->oom = true;
+	else
+		s->pending_lp[s->n_pending_lp++] = *lp;
+	/* No wake-up: the text callback that covers this token sends one. */
 	pthread_mutex_unlock(&s->lock);
 }
 
@@ -120,7 +140,7 @@ int stream_new(uv_loop_t *loop, stream_update_cb update_cb, void *data,
 
 struct gen_sink stream_sink(struct gen_stream *s)
 {
-	struct gen_sink sink = {text_cb, done_cb, s};
+	struct gen_sink sink = {text_cb, done_cb, logprobs_cb, s};
 
 	return sink;
 }
@@ -144,11 +164,20 @@ void stream_take(struct gen_stream *s, struct stream_chunk *c)
 	s->pending_cap = cap;
 	s->pending_len = 0;
 	s->pending_tokens = 0;
+	tmp = (char *)s->taken_lp;
+	cap = s->taken_lp_cap;
+	s->taken_lp = s->pending_lp;
+	s->taken_lp_cap = s->pending_lp_cap;
+	c->n_lp = s->n_pending_lp;
+	s->pending_lp = (struct engine_logprobs *)(void *)tmp;
+	s->pending_lp_cap = cap;
+	s->n_pending_lp = 0;
 	c->done = s->worker_done;
 	if (c->done)
 		c->result = s->result;
 	pthread_mutex_unlock(&s->lock);
 	c->text = s->taken ? s->taken : "";
+	c->lp = s->taken_lp;
 }
 
 void stream_release(struct gen_stream *s)

@@ -38,6 +38,11 @@ struct stream_chunk {
 	const char *text;
 	size_t len;
 	int n_tokens;              /* tokens behind `text` */
+	/* Log-probabilities of the tokens generated since the last take, in
+	 * order (requests with logprobs; engine.h says how they line up
+	 * with n_tokens). Valid like `text`. */
+	const struct engine_logprobs *lp;
+	size_t n_lp;
 	bool done;                 /* the worker called done_cb */
 	struct engine_result result;  /* when done */
 };

@@ -271,8 +271,11 @@ START_TEST(content_type_must_be_json)
 	ck_assert_int_eq(api_openai_check_content_type("text/plain", &e), EMBER_EINVAL);
 	ck_assert_int_eq(e.status, 415);
 	ck_assert_int_eq(api_openai_check_content_type("application/jsonx", &e), EMBER_EINVAL);
+	/* curl -d without -H: the body is JSON all the same */
 	ck_assert_int_eq(api_openai_check_content_type(
-				 "application/x-www-form-urlencoded", &e), EMBER_EINVAL);
+				 "application/x-www-form-urlencoded", &e), 0);
+	ck_assert_int_eq(api_openai_check_content_type(
+				 "multipart/form-data; boundary=x", &e), EMBER_EINVAL);
 }
 END_TEST
 

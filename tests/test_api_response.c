@@ -169,6 +169,77 @@ START_TEST(native_body_has_text_usage_and_timings)
 }
 END_TEST
 
+/* llama-server's /completion: a piece, then the final object with its
+ * stop_type and stopping word; logprobs ride as completion_probabilities. */
+START_TEST(llamacpp_has_llama_servers_shape)
+{
+	struct engine_result r = result;
+	struct api_meta m;
+	struct jsonw w;
+	json_t *v;
+
+	api_meta_init(&m, API_FMT_LLAMACPP, "demo", true);
+	jsonw_init(&w);
+	m.logprobs = "[{\"id\":1}]";
+	api_response_chunk_text(&w, &m, "ab", 2);
+	v = parse(&w);
+	ck_assert_str_eq(json_string_value(json_object_get(v, "content")), "ab");
+	ck_assert(json_is_false(json_object_get(v, "stop")));
+	ck_assert_uint_eq(json_array_size(json_object_get(v, "completion_probabilities")), 1);
+	json_decref(v);
+	m.logprobs = NULL;
+	ck_assert(!api_response_chunk_usage(&w, &m, &r)); /* no usage event */
+	api_response_chunk_finish(&w, &m, &r);
+	v = parse(&w);
+	ck_assert(json_is_true(json_object_get(v, "stop")));
+	ck_assert_str_eq(json_string_value(json_object_get(v, "stop_type")), "limit");
+	ck_assert_int_eq(json_integer_value(json_object_get(v, "tokens_predicted")), 5);
+	ck_assert_int_eq(json_integer_value(json_object_get(v, "tokens_evaluated")), 7);
+	ck_assert_ptr_null(json_object_get(v, "completion_probabilities"));
+	ck_assert(json_is_object(json_object_get(v, "timings")));
+	json_decref(v);
+	r.finish = ENGINE_FINISH_STOP;
+	m.stopping_word = "END";
+	api_response_body(&w, &m, "x", 1, &r);
+	v = parse(&w);
+	ck_assert_str_eq(json_string_value(json_object_get(v, "stop_type")), "word");
+	ck_assert_str_eq(json_string_value(json_object_get(v, "stopping_word")), "END");
+	json_decref(v);
+	m.stopping_word = NULL;
+	api_response_body(&w, &m, "x", 1, &r);
+	v = parse(&w);
+	ck_assert_str_eq(json_string_value(json_object_get(v, "stop_type")), "eos");
+	json_decref(v);
+	jsonw_free(&w);
+}
+END_TEST
+
+/* m.logprobs becomes the choice's "logprobs" (null without). */
+START_TEST(logprobs_json_lands_in_the_choice)
+{
+	struct api_meta m;
+	struct jsonw w;
+	json_t *v, *c;
+
+	api_meta_init(&m, API_FMT_COMPLETION, "demo", false);
+	jsonw_init(&w);
+	m.logprobs = "{\"tokens\":[\"a\"]}";
+	api_response_body(&w, &m, "a", 1, &result);
+	v = parse(&w);
+	c = json_array_get(json_object_get(v, "choices"), 0);
+	ck_assert_uint_eq(json_array_size(json_object_get(json_object_get(c, "logprobs"),
+							  "tokens")), 1);
+	json_decref(v);
+	api_meta_init(&m, API_FMT_NATIVE, "demo", false);
+	m.logprobs = "{\"content\":[]}";
+	api_response_chunk_text(&w, &m, "a", 1);
+	v = parse(&w);
+	ck_assert(json_is_object(json_object_get(v, "logprobs")));
+	json_decref(v);
+	jsonw_free(&w);
+}
+END_TEST
+
 Suite *suite_api_response(void)
 {
 	Suite *s = suite_create("api_response");
@@ -178,6 +249,8 @@ Suite *suite_api_response(void)
 	tcase_add_test(tc, chat_chunks_come_role_text_finish_usage);
 	tcase_add_test(tc, completion_has_the_text_completion_shape);
 	tcase_add_test(tc, native_body_has_text_usage_and_timings);
+	tcase_add_test(tc, llamacpp_has_llama_servers_shape);
+	tcase_add_test(tc, logprobs_json_lands_in_the_choice);
 	suite_add_tcase(s, tc);
 	return s;
 }

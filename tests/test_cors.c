@@ -26,6 +26,28 @@ START_TEST(star_allows_any_origin)
 }
 END_TEST
 
+START_TEST(preflight_headers_echo_the_request_unless_configured)
+{
+	char buf[256];
+	const char *req = "authorization, content-type, x-stainless-os, x-stainless-lang";
+
+	/* default: echo, so browser SDKs' own headers pass */
+	ck_assert_str_eq(cors_allow_headers("", req, buf, sizeof(buf)), req);
+	ck_assert_str_eq(cors_allow_headers(NULL, req, buf, sizeof(buf)), req);
+	/* nothing asked: the basic pair */
+	ck_assert_str_eq(cors_allow_headers(NULL, NULL, buf, sizeof(buf)), CORS_ALLOW_HEADERS);
+	ck_assert_str_eq(cors_allow_headers(NULL, "", buf, sizeof(buf)), CORS_ALLOW_HEADERS);
+	/* a configured list wins */
+	ck_assert_str_eq(cors_allow_headers("Authorization, X-Mine", req, buf, sizeof(buf)),
+			 "Authorization, X-Mine");
+	/* never echoed: anything but header names (no CR/LF, no quotes), too long */
+	ck_assert_str_eq(cors_allow_headers(NULL, "x-a\r\nSet-Cookie: a=b", buf, sizeof(buf)),
+			 CORS_ALLOW_HEADERS);
+	ck_assert_str_eq(cors_allow_headers(NULL, "x-a;b", buf, sizeof(buf)), CORS_ALLOW_HEADERS);
+	ck_assert_str_eq(cors_allow_headers(NULL, req, buf, 8), CORS_ALLOW_HEADERS);
+}
+END_TEST
+
 Suite *suite_cors(void)
 {
 	Suite *s = suite_create("cors");
@@ -33,6 +55,7 @@ Suite *suite_cors(void)
 
 	tcase_add_test(tc, listed_origins_are_echoed_others_refused);
 	tcase_add_test(tc, star_allows_any_origin);
+	tcase_add_test(tc, preflight_headers_echo_the_request_unless_configured);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -620,6 +620,91 @@ START_TEST(a_mask_forbids_tokens_before_any_other_step)
 }
 END_TEST
 
+/* logprobs: log-softmax of (masked, penalized) logits / temperature over
+ * the whole vocabulary, checked against a direct computation; the top list
+ * is best first; greedy counts as temperature 1; a masked token is -inf. */
+START_TEST(logprobs_are_the_log_softmax_actually_sampled_from)
+{
+	struct sampler_config c;
+	struct sampler_logprob top[SAMPLER_MAX_TOP_LOGPROBS];
+	float logits[40], lp;
+	double z = 0.0;
+	uint32_t allow[2] = {0xffffffffu, 0xffu};
+	struct sampler *s;
+	int32_t i, n, best = 0;
+
+	fill_logits(logits, 40, 7);
+	sampler_config_default(&c);
+	c.temperature = 0.5f;
+	c.top_k = 3; /* not applied to logprobs */
+	s = make(&c, 40);
+	for (i = 0; i < 40; i++) {
+		z += exp((double)logits[i] / 0.5);
+		if (logits[i] > logits[best])
+			best = i;
+	}
+	n = sampler_logprobs(s, logits, 40, NULL, 5, &lp, top, 4);
+	ck_assert_int_eq(n, 4);
+	ck_assert_double_eq_tol(lp, logits[5] / 0.5 - log(z), 1e-4);
+	ck_assert_int_eq(top[0].id, best);
+	ck_assert_double_eq_tol(top[0].logprob, logits[best] / 0.5 - log(z), 1e-4);
+	for (i = 1; i < 4; i++)
+		ck_assert(top[i].logprob <= top[i - 1].logprob);
+	/* a mask: token 39 impossible, and the rest renormalized */
+	allow[1] = 0x7fu;
+	n = sampler_logprobs(s, logits, 40, allow, 39, &lp, top, 0);
+	ck_assert_int_eq(n, 0);
+	ck_assert(lp == -INFINITY);
+	sampler_free(s);
+	/* greedy: temperature 1 */
+	c.temperature = 0.0f;
+	s = make(&c, 40);
+	z = 0.0;
+	for (i = 0; i < 40; i++)
+		z += exp((double)logits[i]);
+	ck_assert_int_eq(sampler_logprobs(s, logits, 40, NULL, 3, &lp, top, 1), 1);
+	ck_assert_double_eq_tol(lp, logits[3] - log(z), 1e-4);
+	ck_assert_int_eq(sampler_logprobs(s, logits, 39, NULL, 3, &lp, top, 1), EMBER_EINVAL);
+	ck_assert_int_eq(sampler_logprobs(s, logits, 40, NULL, 40, &lp, top, 1), EMBER_EINVAL);
+	ck_assert_int_eq(sampler_logprobs(s, logits, 40, NULL, 0, &lp, top, 21), EMBER_EINVAL);
+	sampler_free(s);
+}
+END_TEST
+
+/* logit_bias: -100 bans the greedy choice, +100 forces a token; the
+ * logprobs see the biased distribution; bad entries are refused. */
+START_TEST(logit_bias_moves_the_choice_and_the_logprobs)
+{
+	struct sampler_config c;
+	struct sampler_bias ban, force = {17, 100.0f}, bad = {40, 1.0f};
+	struct sampler_logprob top[1];
+	char err[EMBER_ERR_MAX];
+	float logits[40], lp;
+	struct sampler *s;
+	int32_t best;
+
+	fill_logits(logits, 40, 3);
+	sampler_config_default(&c);
+	c.temperature = 0.0f;
+	s = make(&c, 40);
+	best = sampler_sample(s, logits, 40);
+	ban.id = best;
+	ban.bias = -100.0f;
+	ck_assert_int_eq(sampler_set_bias(s, &ban, 1, err), 0);
+	ck_assert_int_ne(sampler_sample(s, logits, 40), best);
+	ck_assert_int_eq(sampler_logprobs(s, logits, 40, NULL, best, &lp, top, 1), 1);
+	ck_assert(lp < -90.0f);
+	ck_assert_int_ne(top[0].id, best);
+	ck_assert_int_eq(sampler_set_bias(s, &force, 1, err), 0);
+	ck_assert_int_eq(sampler_sample(s, logits, 40), 17);
+	ck_assert_int_eq(sampler_set_bias(s, &bad, 1, err), EMBER_EINVAL);
+	ck_assert_int_eq(sampler_sample(s, logits, 40), 17); /* unchanged */
+	ck_assert_int_eq(sampler_set_bias(s, NULL, 0, err), 0);
+	ck_assert_int_eq(sampler_sample(s, logits, 40), best);
+	sampler_free(s);
+}
+END_TEST
+
 Suite *suite_sampler(void)
 {
 	Suite *s = suite_create("sampler");
@@ -642,6 +727,8 @@ Suite *suite_sampler(void)
 	tcase_add_test(tc, validation_rejects_each_bad_value);
 	tcase_add_test(tc, misuse_is_an_error_not_a_crash);
 	tcase_add_test(tc, a_mask_forbids_tokens_before_any_other_step);
+	tcase_add_test(tc, logprobs_are_the_log_softmax_actually_sampled_from);
+	tcase_add_test(tc, logit_bias_moves_the_choice_and_the_logprobs);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -222,7 +222,30 @@ struct synth_opts {
 	uint32_t wtype; /* type of 2-D weights */
 	uint64_t seed;
 	const char *out;
+	int fim; /* --fim: the last three tokens are Qwen-style FIM control tokens */
 };
+
+static const char *const synth_fim[3] = {"<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>"};
+
+/* --fim: replaces the last three (filler) tokens with FIM control tokens
+ * and names them in the GGUF, as converted code models do. */
+static int synth_add_fim(struct gguf_writer *w, struct synth_vocab *v)
+{
+	int rc = 0, i;
+
+	for (i = 0; i < 3; i++) {
+		uint32_t id = v->n - 3 + (uint32_t)i;
+
+		free(v->text[id]);
+		if ((v->text[id] = strdup(synth_fim[i])) == NULL)
+			return EMBER_ENOMEM;
+		v->types[id] = 3;
+	}
+	rc |= gguf_writer_set_u32(w, "tokenizer.ggml.fim_pre_token_id", v->n - 3);
+	rc |= gguf_writer_set_u32(w, "tokenizer.ggml.fim_suf_token_id", v->n - 2);
+	rc |= gguf_writer_set_u32(w, "tokenizer.ggml.fim_mid_token_id", v->n - 1);
+	return rc ? EMBER_ENOMEM : 0;
+}
 
 static void synth_hparams(const struct synth_opts *o, struct model_hparams *hp)
 {
@@ -448,7 +471,9 @@ static int synth_write_model(const struct synth_opts *o, char *err)
 	rc = gguf_writer_new(&w, o->out, err);
 	if (rc < 0)
 		goto out;
-	rc = synth_set_keys(w, o, &v);
+	rc = o->fim ? synth_add_fim(w, &v) : 0;
+	if (rc == 0)
+		rc = synth_set_keys(w, o, &v);
 	for (i = 0; rc == 0 && i < n; i++) {
 		uint64_t ne[2] = {t[i].n_in, t[i].n_out};
 		rc = gguf_writer_add_tensor(w, t[i].name, t[i].type, t[i].n_out > 1 ? 2 : 1, ne);
@@ -475,6 +500,7 @@ static void synth_usage(FILE *f)
 
 	fprintf(f, "usage: ember synth [--arch NAME] [--preset NAME] [--type TYPE] [--seed N] -o FILE\n"
 		   "                   [--hidden N --layers N --heads N --kv-heads N --ffn N --vocab N --ctx N]\n"
+		   "                   [--fim (FIM control tokens, as code models have)]\n"
 		   "  types: f32 f16 bf16 q8_0 q4_0 (2-D weights; norms stay f32)\n  presets:");
 	for (i = 0; i < N_PRESETS; i++)
 		fprintf(f, " %s", presets[i].name);
@@ -514,6 +540,7 @@ int cmd_synth(int argc, char **argv)
 		{"layers", required_argument, 0, 'L'}, {"heads", required_argument, 0, 'N'},
 		{"kv-heads", required_argument, 0, 'K'}, {"ffn", required_argument, 0, 'F'},
 		{"vocab", required_argument, 0, 'V'},  {"ctx", required_argument, 0, 'C'},
+		{"fim", no_argument, 0, 'I'},
 		{"help", no_argument, 0, 'h'},         {0, 0, 0, 0},
 	};
 	struct synth_opts o = {.shape = presets[2], .sa = &synth_archs[0], .wtype = DTYPE_F32,
@@ -557,6 +584,9 @@ int cmd_synth(int argc, char **argv)
 			break;
 		case 's':
 			o.seed = strtoull(optarg, NULL, 0);
+			break;
+		case 'I':
+			o.fim = 1;
 			break;
 		case 'o':
 			o.out = optarg;

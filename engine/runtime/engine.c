@@ -23,6 +23,7 @@ void engine_job_free(struct job *j)
 	if (!j)
 		return;
 	free(j->prompt);
+	free(j->logit_bias);
 	grammar_free(j->grammar);
 	for (i = 0; i < j->n_stop; i++)
 		free(j->stop[i]);
@@ -167,6 +168,20 @@ static int job_new(struct engine *e, struct job **out, const struct engine_reque
 	j->embed_truncate = req->embed_truncate;
 	j->on_text = req->on_text;
 	j->on_done = req->on_done;
+	j->on_logprobs = req->on_logprobs;
+	j->top_logprobs = req->top_logprobs;
+	if (req->n_logit_bias > 0) {
+		if (req->n_logit_bias > SAMPLER_MAX_BIAS) {
+			engine_job_free(j);
+			return ember_seterr(err, EMBER_EINVAL, "at most %d logit biases",
+					    SAMPLER_MAX_BIAS);
+		}
+		j->logit_bias = malloc(req->n_logit_bias * sizeof(*j->logit_bias));
+		if (j->logit_bias == NULL)
+			goto nomem;
+		memcpy(j->logit_bias, req->logit_bias, req->n_logit_bias * sizeof(*j->logit_bias));
+		j->n_logit_bias = req->n_logit_bias;
+	}
 	j->data = req->data;
 	atomic_init(&j->cancelled, 0);
 	j->t_submit = clock_now_s();
@@ -341,6 +356,9 @@ static int validate(const struct engine *e, const struct engine_request *req, ch
 
 	if (req->max_tokens < 0)
 		return ember_seterr(err, EMBER_EINVAL, "max_tokens %d is negative", req->max_tokens);
+	if (req->top_logprobs < 0 || req->top_logprobs > SAMPLER_MAX_TOP_LOGPROBS)
+		return ember_seterr(err, EMBER_EINVAL, "top_logprobs %d is outside [0, %d]",
+				    req->top_logprobs, SAMPLER_MAX_TOP_LOGPROBS);
 	if (req->n_stop > ENGINE_MAX_STOP || (req->n_stop && !req->stop))
 		return ember_seterr(err, EMBER_EINVAL, "at most %d stop strings", ENGINE_MAX_STOP);
 	for (i = 0; i < req->n_stop; i++)
@@ -474,6 +492,13 @@ const struct grammar_vocab *engine_grammar_vocab(struct engine *e, char *err)
 	v = e->gvocab;
 	pthread_mutex_unlock(&e->gvocab_lock);
 	return v;
+}
+
+int engine_token_piece(const struct engine *e, int32_t id, char *buf, size_t cap)
+{
+	if (id < 0 || id >= tokenizer_n_vocab(e->tok))
+		return EMBER_ERANGE;
+	return tokenizer_piece(e->tok, id, 0, buf, cap);
 }
 
 uint32_t engine_n_ctx(const struct engine *e)
@@ -698,6 +723,7 @@ int engine_new(struct engine **out, const struct model *m, const struct tokenize
 		return ember_seterr(err, EMBER_ENOMEM, "engine");
 	e->m = m;
 	e->tok = tok;
+	engine_fim_init(e);
 	e->cfg = cfg ? *cfg : def;
 	pthread_mutex_init(&e->lock, NULL);
 	pthread_mutex_init(&e->gvocab_lock, NULL);

@@ -144,6 +144,24 @@ enum engine_pooling {
 	ENGINE_POOLING_UNSUPPORTED, /* another value (rank): embeddings refused */
 };
 
+/* The log-probabilities behind one generated token (sampler.h
+ * sampler_logprobs: after the grammar mask, the penalties and the
+ * temperature, before top_k / top_p / min_p). */
+struct engine_logprobs {
+	int32_t token;
+	float logprob;             /* natural log; -INFINITY if impossible */
+	int32_t n_top;             /* entries in top[], <= the request's top_logprobs */
+	struct sampler_logprob top[SAMPLER_MAX_TOP_LOGPROBS]; /* best first */
+};
+
+/* Worker thread: one generated token's log-probabilities (requests with
+ * logprobs), called before the text callback that covers its text, for
+ * every generated token except a final end-of-generation token. A text
+ * callback's n_tokens counts tokens in this same order, so a caller knows
+ * which tokens' text has been delivered; tokens whose text a stop string
+ * swallowed get no text callback. */
+typedef void (*engine_logprobs_cb)(void *data, const struct engine_logprobs *lp);
+
 /* One chat message; both strings copied on submit. */
 struct engine_message {
 	const char *role;          /* "system", "user", "assistant" or "tool" */
@@ -194,7 +212,17 @@ struct engine_request {
 				    * it (else EMBER_ECONTEXT, as a prompt) */
 	engine_text_cb on_text;    /* may be NULL */
 	engine_done_cb on_done;    /* may be NULL */
-	void *data;                /* passed to all callbacks */
+	/* Log-probabilities: on_logprobs (NULL: none computed) gets each
+	 * generated token with its top_logprobs (0 .. SAMPLER_MAX_TOP_LOGPROBS)
+	 * best alternatives. Costs one extra pass over the vocabulary per token. */
+	engine_logprobs_cb on_logprobs;
+	int32_t top_logprobs;
+	/* Logit biases (sampler.h sampler_set_bias), copied; checked against
+	 * the vocabulary when the request starts (a bad id ends it with
+	 * ENGINE_FINISH_ERROR, EMBER_EINVAL, before any text). */
+	const struct sampler_bias *logit_bias;
+	size_t n_logit_bias;
+	void *data;                /* passed to the callbacks */
 };
 
 struct engine_stats {
@@ -341,6 +369,26 @@ void engine_stats(struct engine *e, struct engine_stats *st);
 /* How embeddings pool (see enum engine_pooling) and its name ("mean"). */
 enum engine_pooling engine_pooling(const struct engine *e);
 const char *engine_pooling_name(enum engine_pooling p);
+/*
+ * Any thread: the bytes of token `id` as generation emits them (no
+ * special-token text), into buf[0..cap). Returns the length (more than
+ * cap: nothing written, call again with that much room), or EMBER_ERANGE
+ * for an id outside the vocabulary.
+ */
+int engine_token_piece(const struct engine *e, int32_t id, char *buf, size_t cap);
+
+/*
+ * Any thread: the prompt text for fill-in-the-middle, in the prefix-suffix-
+ * middle order: <FIM prefix token> prefix <FIM suffix token> suffix <FIM
+ * middle token>, as a malloc'd *out of *len bytes (NUL-terminated) the
+ * caller frees and submits with parse_special. The model's FIM tokens are
+ * those its GGUF names (tokenizer.ggml.fim_pre_token_id, fim_suf_token_id,
+ * fim_mid_token_id), else control tokens named as Qwen, StarCoder,
+ * CodeLlama or DeepSeek name them (found once, when the engine starts). Returns 0, EMBER_EUNSUPPORTED (the model
+ * has no FIM tokens; err says so), EMBER_ENOMEM.
+ */
+int engine_fim_prompt(const struct engine *e, const char *prefix, size_t prefix_len,
+		      const char *suffix, size_t suffix_len, char **out, size_t *len, char *err);
 
 /* The context size sequences get. */
 uint32_t engine_n_ctx(const struct engine *e);

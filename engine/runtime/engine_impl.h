@@ -55,6 +55,10 @@ struct job {
 	bool embed_truncate;
 	engine_text_cb on_text;
 	engine_done_cb on_done;
+	engine_logprobs_cb on_logprobs; /* NULL: no logprobs */
+	struct sampler_bias *logit_bias; /* [n_logit_bias] owned copy, or NULL */
+	size_t n_logit_bias;
+	int32_t top_logprobs;
 	void *data;
 	atomic_int cancelled;
 	double t_submit;           /* clock_now_s() */
@@ -123,6 +127,7 @@ struct worker {
 	size_t text_cap;
 	char *piece;               /* token piece bytes */
 	size_t piece_cap;
+	struct engine_logprobs logprobs; /* scratch for on_logprobs */
 	uint64_t admit_tick;
 };
 
@@ -150,7 +155,13 @@ struct engine {
 	 * needs it (engine_grammar_vocab), then read only. */
 	pthread_mutex_t gvocab_lock;
 	struct grammar_vocab *gvocab;
+	/* The FIM tokens (prefix, suffix, middle), found once at start
+	 * (engine_fim.c); fim[0] < 0: the model has none. */
+	int32_t fim[3];
 };
+
+/* Finds the model's FIM tokens into e->fim (engine_fim.c). */
+void engine_fim_init(struct engine *e);
 
 /* The engine's grammar vocabulary, built on first use (any worker). NULL
  * on failure, with the reason in err. */

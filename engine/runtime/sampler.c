@@ -4,6 +4,7 @@
 #include <float.h>
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "ember.h"
 
@@ -23,6 +24,8 @@ struct sampler {
 	int32_t *window;     /* (penalty_last_n) ring of the latest accepted tokens */
 	int32_t window_len;  /* tokens in the ring */
 	int32_t window_next; /* where the next token goes */
+	struct sampler_bias *bias; /* [n_bias] logit biases, or NULL */
+	size_t n_bias;
 };
 
 /* ---- random numbers --------------------------------------------------- */
@@ -157,6 +160,7 @@ void sampler_free(struct sampler *s)
 {
 	if (s == NULL)
 		return;
+	free(s->bias);
 	free(s->window);
 	free(s->count);
 	free(s->cand);
@@ -191,6 +195,47 @@ int sampler_accept(struct sampler *s, int32_t token)
 	s->count[token]++;
 	s->window_next = (s->window_next + 1) % cap;
 	return 0;
+}
+
+int sampler_set_bias(struct sampler *s, const struct sampler_bias *b, size_t n, char *err)
+{
+	struct sampler_bias *copy = NULL;
+	size_t i;
+
+	if (n > SAMPLER_MAX_BIAS)
+		return ember_seterr(err, EMBER_EINVAL, "at most %d logit biases (got %zu)",
+				    SAMPLER_MAX_BIAS, n);
+	for (i = 0; i < n; i++) {
+		if (b[i].id < 0 || b[i].id >= s->n_vocab)
+			return ember_seterr(err, EMBER_EINVAL, "logit_bias: token %d is outside the "
+					    "vocabulary (%d tokens)", (int)b[i].id, (int)s->n_vocab);
+		if (!isfinite(b[i].bias))
+			return ember_seterr(err, EMBER_EINVAL, "logit_bias: token %d: the bias is "
+					    "not a finite number", (int)b[i].id);
+	}
+	if (n > 0) {
+		copy = malloc(n * sizeof(*copy));
+		if (copy == NULL)
+			return ember_seterr(err, EMBER_ENOMEM, "logit biases: out of memory");
+		memcpy(copy, b, n * sizeof(*copy));
+	}
+	free(s->bias);
+	s->bias = copy;
+	s->n_bias = n;
+	return 0;
+}
+
+/* After the mask: the biases added (a masked token stays -inf). */
+static void apply_bias(const struct sampler *s, struct cand *cand)
+{
+	size_t i;
+
+	for (i = 0; i < s->n_bias; i++) {
+		struct cand *c = &cand[s->bias[i].id];
+
+		if (c->v != -INFINITY)
+			c->v = fminf(c->v + s->bias[i].bias, FLT_MAX);
+	}
 }
 
 /* ---- the chain ------------------------------------------------------------ */
@@ -524,13 +569,15 @@ int32_t sampler_sample_masked(struct sampler *s, const float *logits, int32_t n_
 
 	if (n_vocab != s->n_vocab)
 		return EMBER_EINVAL;
-	if ((c->temperature == 0.0f || c->top_k == 1) && !penalties_active(c) && allow == NULL) {
+	if ((c->temperature == 0.0f || c->top_k == 1) && !penalties_active(c) && allow == NULL &&
+	    s->n_bias == 0) {
 		best = argmax_logits(logits, n);
 		return best < 0 ? EMBER_ERANGE : best;
 	}
 	load_logits(cand, logits, n);
 	if (allow != NULL)
 		apply_mask(cand, n, allow);
+	apply_bias(s, cand);
 	if (penalties_active(c))
 		apply_penalties(s, cand);
 	if (c->temperature == 0.0f || c->top_k == 1) {
@@ -550,4 +597,50 @@ int32_t sampler_sample_masked(struct sampler *s, const float *logits, int32_t n_
 		n = cut_unsorted(cand, n, z, c->top_p, c->min_p);
 	}
 	return draw(s, cand, n);
+}
+
+int sampler_logprobs(struct sampler *s, const float *logits, int32_t n_vocab,
+		     const uint32_t *allow, int32_t token, float *token_logprob,
+		     struct sampler_logprob *top, int32_t n_top)
+{
+	const struct sampler_config *c = &s->cfg;
+	float t = c->temperature > 0.0f ? c->temperature : 1.0f, inv_t = 1.0f / t;
+	struct cand *cand = s->cand;
+	float max = -INFINITY, lse;
+	double z = 0.0;
+	int32_t i, n;
+
+	if (n_vocab != s->n_vocab || token < 0 || token >= n_vocab || n_top < 0 ||
+	    n_top > SAMPLER_MAX_TOP_LOGPROBS)
+		return EMBER_EINVAL;
+	load_logits(cand, logits, n_vocab);
+	if (allow != NULL)
+		apply_mask(cand, n_vocab, allow);
+	apply_bias(s, cand);
+	if (penalties_active(c))
+		apply_penalties(s, cand);
+	for (i = 0; i < n_vocab; i++)
+		if (cand[i].v > max)
+			max = cand[i].v;
+	if (max == -INFINITY) {
+		*token_logprob = -INFINITY;
+		return 0;
+	}
+	/* log-sum-exp of logit / t, shifted by the max so nothing overflows;
+	 * expf per token (a float's precision is plenty for terms <= 1),
+	 * summed in double */
+	for (i = 0; i < n_vocab; i++)
+		z += (double)expf((cand[i].v - max) * inv_t);
+	lse = (float)((double)max / t + log(z));
+	*token_logprob = cand[token].v == -INFINITY ? -INFINITY : cand[token].v / t - lse;
+	n = drop_impossible(cand, n_vocab);
+	if (n_top > n)
+		n_top = n;
+	if (n_top > 0)
+		select_best(cand, n, n_top);
+	for (i = 0; i < n_top; i++) {
+		top[i].id = cand[i].id;
+		top[i].logprob = cand[i].v / t - lse;
+	}
+	return n_top;
 }

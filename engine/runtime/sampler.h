@@ -9,7 +9,8 @@
  * nothing.
  *
  * The chain, in this order (that of llama.cpp's default chain, with the
- * optional allowed-token mask of a grammar applied first, as step 0, and
+ * optional allowed-token mask of a grammar applied first, as step 0, then
+ * the request's logit biases (OpenAI's logit_bias, added to the logits), and
  * temperature placed before the probability cuts, as Hugging Face does, so
  * that top_p and min_p see the distribution actually sampled from):
  *   1. penalties  over the last `penalty_last_n` accepted tokens:
@@ -39,6 +40,7 @@
 #ifndef EMBER_SAMPLER_H
 #define EMBER_SAMPLER_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #define SAMPLER_PENALTY_LAST_N_MAX 65536
@@ -101,5 +103,50 @@ int32_t sampler_sample(struct sampler *s, const float *logits, int32_t n_vocab);
  */
 int32_t sampler_sample_masked(struct sampler *s, const float *logits, int32_t n_vocab,
 			      const uint32_t *allow);
+
+/* One logit bias (OpenAI's logit_bias): `bias` is added to token `id`'s
+ * logit before the penalties; -100 in practice bans a token, +100 forces
+ * it. */
+struct sampler_bias {
+	int32_t id;
+	float bias;
+};
+
+#define SAMPLER_MAX_BIAS 1024
+
+/*
+ * Sets the biases (copied; n <= SAMPLER_MAX_BIAS, replacing earlier ones;
+ * n 0 clears them). Returns 0, EMBER_EINVAL (an id outside the vocabulary
+ * or a non-finite bias, named in err) or EMBER_ENOMEM. Allocates here,
+ * never while sampling.
+ */
+int sampler_set_bias(struct sampler *s, const struct sampler_bias *b, size_t n, char *err);
+
+/* One entry of sampler_logprobs' answer. */
+struct sampler_logprob {
+	int32_t id;
+	float logprob; /* natural log; -INFINITY for an impossible token */
+};
+
+#define SAMPLER_MAX_TOP_LOGPROBS 20 /* OpenAI's top_logprobs limit */
+
+/*
+ * The log-probabilities behind a sampled token, for an API's `logprobs`.
+ * Call it after sampler_sample[_masked] and before sampler_accept(), with
+ * the same logits and mask, so the penalties see the same history. The
+ * distribution is that of steps 0, 1 and 3: the mask (disallowed tokens
+ * -inf), the logit biases, the penalties, then softmax(logit / temperature) over the whole
+ * vocabulary, temperature 0 (greedy) counting as 1; top_k, top_p and
+ * min_p are not applied (so a token they cut still has its probability,
+ * as OpenAI reports it). Writes the log-probability of `token` to
+ * *token_logprob and the `n_top` (<= SAMPLER_MAX_TOP_LOGPROBS) most likely
+ * tokens, best first (ties: lower id first), to top[]. Returns how many
+ * entries it wrote (fewer when fewer tokens are possible), or EMBER_EINVAL
+ * for a wrong n_vocab, token or n_top. Uses the sampler's scratch, so it
+ * allocates nothing; costs one pass and n_vocab expf.
+ */
+int sampler_logprobs(struct sampler *s, const float *logits, int32_t n_vocab,
+		     const uint32_t *allow, int32_t token, float *token_logprob,
+		     struct sampler_logprob *top, int32_t n_top);
 
 #endif

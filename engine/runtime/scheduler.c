@@ -371,6 +371,8 @@ static void start_seq(struct worker *w, struct seq *s)
 		return;
 	}
 	rc = sampler_new(&s->sampler, &j->sampling, (int32_t)e->m->hp.n_vocab, err);
+	if (rc == 0 && j->n_logit_bias > 0)
+		rc = sampler_set_bias(s->sampler, j->logit_bias, j->n_logit_bias, err);
 	if (rc == 0)
 		rc = detok_init(&s->detok, (const char *const *)j->stop, j->n_stop, err);
 	if (rc == 0 && j->grammar != NULL)
@@ -454,6 +456,19 @@ static void acquire_caches(struct worker *w, struct kv_claim *claims, struct seq
 
 /* ---- one token out -------------------------------------------------------- */
 
+/* The log-probabilities behind `tok`, before sampler_accept changes the
+ * penalty window. Into the worker's one scratch struct: no allocation. */
+static void report_logprobs(struct worker *w, struct seq *s, const float *logits, int32_t tok)
+{
+	struct engine_logprobs *lp = &w->logprobs;
+	int n = sampler_logprobs(s->sampler, logits, (int32_t)w->e->m->hp.n_vocab, s->mask, tok,
+				 &lp->logprob, lp->top, s->job->top_logprobs);
+
+	lp->token = tok;
+	lp->n_top = n < 0 ? 0 : n;
+	s->job->on_logprobs(s->job->data, lp);
+}
+
 /* Samples the next token of `s` from `logits` and streams its text; may
  * finish the sequence. */
 static void emit(struct worker *w, struct seq *s, const float *logits)
@@ -481,6 +496,8 @@ static void emit(struct worker *w, struct seq *s, const float *logits)
 		finish_seq(w, s, ENGINE_FINISH_ERROR, tok, "no token can be sampled");
 		return;
 	}
+	if (s->job->on_logprobs != NULL && !tokenizer_is_eog(e->tok, tok))
+		report_logprobs(w, s, logits, tok);
 	if (s->gm != NULL) {
 		char err[EMBER_ERR_MAX];
 		int rc = grammar_matcher_accept(s->gm, tok, err);

@@ -56,4 +56,55 @@ await assert.rejects(
   (e) => e instanceof OpenAI.BadRequestError && e.status === 400 && e.param === "temperature",
 );
 ok("a bad request is a BadRequestError with param");
+// issue 19: logprobs, echo, models.retrieve, the routes without /v1
+const lchat = await client.chat.completions.create({
+  model, messages, max_tokens: 6, temperature: 0, logprobs: true, top_logprobs: 3,
+});
+const entries = lchat.choices[0].logprobs.content;
+assert.ok(entries.length >= 1);
+for (const e of entries) {
+  assert.equal(typeof e.token, "string");
+  assert.ok(e.logprob <= 0 && Array.isArray(e.bytes));
+  assert.equal(e.top_logprobs.length, 3);
+  assert.ok(Math.abs(e.logprob - e.top_logprobs[0].logprob) < 1e-4, "greedy: the top one");
+}
+const lstream = await client.chat.completions.create({
+  model, messages, max_tokens: 6, temperature: 0, logprobs: true, top_logprobs: 3, stream: true,
+});
+const sentries = [];
+for await (const c of lstream) if (c.choices.length && c.choices[0].logprobs) sentries.push(...c.choices[0].logprobs.content);
+assert.deepEqual(sentries.map((e) => e.bytes), entries.map((e) => e.bytes));
+ok(`chat logprobs, streamed and not: ${entries.length} tokens`);
+
+const lc = await client.completions.create({ model, prompt: "Once upon a time", max_tokens: 5, temperature: 0, logprobs: 2 });
+const l = lc.choices[0].logprobs;
+assert.equal(l.tokens.length, l.token_logprobs.length);
+assert.equal(l.tokens.length, l.text_offset.length);
+assert.equal(l.tokens.length, l.top_logprobs.length);
+ok("completions logprobs: tokens, token_logprobs, top_logprobs, text_offset");
+
+const echo = await client.completions.create({ model, prompt: "Once upon a time", max_tokens: 5, temperature: 0, echo: true });
+const plain = await client.completions.create({ model, prompt: "Once upon a time", max_tokens: 5, temperature: 0 });
+assert.equal(echo.choices[0].text, "Once upon a time" + plain.choices[0].text);
+ok("echo");
+
+const m = await client.models.retrieve(model);
+assert.equal(m.id, model);
+assert.ok(m.meta.n_ctx_train > 0 && m.meta.n_vocab > 0 && m.meta.n_params > 0 && m.meta.size > 0);
+await assert.rejects(client.models.retrieve("gpt-4o"), (e) => e instanceof OpenAI.NotFoundError && e.status === 404);
+ok("models.retrieve with meta; an unknown model is NotFoundError");
+
+const bare = new OpenAI({ baseURL: process.argv[2].replace(/\/v1$/, ""), apiKey: "unused", maxRetries: 0 });
+assert.equal((await bare.models.list()).data[0].id, model);
+const bchat = await bare.chat.completions.create({ model, messages, max_tokens: 4, temperature: 0 });
+assert.equal(bchat.object, "chat.completion");
+const bcmpl = await bare.completions.create({ model, prompt: "Once", max_tokens: 4, temperature: 0 });
+assert.equal(bcmpl.object, "text_completion");
+ok("routes without /v1: models, chat, completions");
+
+await assert.rejects(
+  client.chat.completions.create({ model, messages, store: true }),
+  (e) => e instanceof OpenAI.BadRequestError && e.param === "store",
+);
+ok("an unsupported field is a BadRequestError naming it");
 console.log("openai sdk: all checks passed");

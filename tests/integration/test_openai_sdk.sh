@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# emberd against the official OpenAI JavaScript SDK (tests/clients): npm
-# installs `openai` from the registry, then openai_sdk.mjs drives a real
-# emberd on a synthesized model. No node/npm, or a failed install, is a
+# emberd against the official OpenAI JavaScript SDK, the Vercel AI SDK
+# (`ai` + `@ai-sdk/openai-compatible`) and LangChain JS (`@langchain/openai`)
+# (tests/clients): npm installs them from the registry (versions pinned in
+# package.json; npm's cache keeps later installs offline-fast), then
+# openai_sdk.mjs, vercel_ai.mjs and langchain.mjs drive a real emberd on a
+# synthesized model. No node/npm, or a failed install, is a
 # FAILURE, not a skip: the SDK is the compatibility claim.
 set -eu
 : "${BUILD:?}" "${ROOT:?}" "${TMPDIR:?}"
@@ -11,9 +14,10 @@ echo "node $(node --version), npm $(npm --version 2>/dev/null)"
 
 clients=$TMPDIR/clients
 mkdir -p "$clients"
-cp "$ROOT/tests/clients/package.json" "$ROOT/tests/clients/openai_sdk.mjs" "$clients/"
+cp "$ROOT/tests/clients/package.json" "$ROOT/tests/clients/openai_sdk.mjs" \
+	"$ROOT/tests/clients/vercel_ai.mjs" "$ROOT/tests/clients/langchain.mjs" "$clients/"
 (cd "$clients" && timeout 240 npm install --no-audit --no-fund --loglevel=error) ||
-	{ echo "FAIL: npm install openai failed"; exit 1; }
+	{ echo "FAIL: npm install of the client libraries failed"; exit 1; }
 
 "$BUILD/ember" synth --preset tiny --type q8_0 -o "$TMPDIR/m.gguf" >/dev/null
 port=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
@@ -27,7 +31,9 @@ for _ in $(seq 1 600); do
 done
 curl -sf "http://127.0.0.1:$port/health" >/dev/null || { echo "emberd not ready"; exit 1; }
 
-(cd "$clients" && timeout 120 node openai_sdk.mjs "http://127.0.0.1:$port/v1")
+for script in openai_sdk vercel_ai langchain; do
+	(cd "$clients" && timeout 120 node $script.mjs "http://127.0.0.1:$port/v1")
+done
 
 kill -TERM $pid
 wait $pid
