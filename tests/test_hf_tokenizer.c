@@ -22,6 +22,7 @@
 #include "recipe.h"
 #include "testutil.h"
 #include "tokenizer.h"
+#include "utf8.h"
 
 #define GOLDEN "../shared/golden"
 #define VEC "../shared/tokenizer-vectors/"
@@ -51,11 +52,6 @@ static void link_from(const char *arch, const char *dir, const char *name)
 	ck_assert_int_eq(symlink(src, dst), 0);
 }
 
-static void link_file(const char *dir, const char *name)
-{
-	link_from("llama", dir, name);
-}
-
 struct merge {
 	double score;
 	int64_t l, r;
@@ -72,8 +68,10 @@ static int merge_cmp(const void *a, const void *b)
 	return (x->r > y->r) - (x->r < y->r);
 }
 
-/* tokenizer.json for the SentencePiece vocabulary in `g`. */
-static json_t *spm_as_tokenizer_json(const struct gguf *g)
+/* tokenizer.json for the SentencePiece vocabulary in `g`: its normalizer
+ * is Llama 2's (Prepend "▁", then spaces to "▁") or, without `prepend`,
+ * Gemma's (only the Replace). */
+static json_t *spm_as_tokenizer_json(const struct gguf *g, int prepend)
 {
 	const struct gguf_kv *toks = gguf_find_kv(g, "tokenizer.ggml.tokens");
 	const struct gguf_kv *scores = gguf_find_kv(g, "tokenizer.ggml.scores");
@@ -139,9 +137,11 @@ static json_t *spm_as_tokenizer_json(const struct gguf *g)
 	}
 	free(m);
 	root = json_pack("{s:o,s:o,s:o,s:o}", "normalizer",
-			 json_pack("{s:s,s:[{s:s,s:s},{s:s,s:{s:s},s:s}]}", "type", "Sequence", "normalizers",
-				   "type", "Prepend", "prepend", "\xe2\x96\x81", "type", "Replace", "pattern",
-				   "String", " ", "content", "\xe2\x96\x81"),
+			 prepend ? json_pack("{s:s,s:[{s:s,s:s},{s:s,s:{s:s},s:s}]}", "type", "Sequence",
+					     "normalizers", "type", "Prepend", "prepend", "\xe2\x96\x81", "type",
+					     "Replace", "pattern", "String", " ", "content", "\xe2\x96\x81")
+				 : json_pack("{s:s,s:{s:s},s:s}", "type", "Replace", "pattern", "String", " ",
+					     "content", "\xe2\x96\x81"),
 			 "pre_tokenizer", json_null(), "added_tokens", added, "model",
 			 json_pack("{s:s,s:b,s:s,s:o,s:o}", "type", "BPE", "byte_fallback", 1, "unk_token", "<unk>",
 				   "vocab", vocab, "merges", merges));
@@ -149,9 +149,16 @@ static json_t *spm_as_tokenizer_json(const struct gguf *g)
 	return root;
 }
 
-START_TEST(llama2_tokenizer_json_alone_tokenizes_like_tokenizer_model)
+/*
+ * The golden `arch` checkpoint converted from its tokenizer.model, and again
+ * with only a tokenizer.json derived from it (normalizer with or without
+ * Prepend): both tokenize every vector text alike, and the tokenizer.json
+ * one decodes each back to the text (Gemma's lost text on decode when it
+ * was taken for byte-level BPE).
+ */
+static void json_alone_like_tokenizer_model(const char *arch, int prepend)
 {
-	char err[EMBER_ERR_MAX] = "", dir[128], ref[128], out[128], path[256];
+	char err[EMBER_ERR_MAX] = "", dir[128], ref[128], out[128], path[256], from[128];
 	struct gguf gr = {0}, go = {0};
 	struct tokenizer *tr = NULL, *to = NULL;
 	static const char *const links[] = {"config.json", "model.safetensors", "tokenizer_config.json",
@@ -163,13 +170,14 @@ START_TEST(llama2_tokenizer_json_alone_tokenizes_like_tokenizer_model)
 	strcpy(tmp, "/tmp/ember-hftok-XXXXXX");
 	ck_assert_ptr_nonnull(mkdtemp(tmp));
 	snprintf(ref, sizeof(ref), "%s/ref.gguf", tmp);
-	ck_assert_msg(convert_dir(GOLDEN "/llama/hf", ref, err) == 0, "%s", err);
+	snprintf(from, sizeof(from), GOLDEN "/%s/hf", arch);
+	ck_assert_msg(convert_dir(from, ref, err) == 0, "%s", err);
 	ck_assert_int_eq(gguf_open(&gr, ref, err), 0);
 	snprintf(dir, sizeof(dir), "%s/hf", tmp);
 	ck_assert_int_eq(mkdir(dir, 0755), 0);
 	for (size_t i = 0; i < sizeof(links) / sizeof(links[0]); i++)
-		link_file(dir, links[i]);
-	tj = spm_as_tokenizer_json(&gr);
+		link_from(arch, dir, links[i]);
+	tj = spm_as_tokenizer_json(&gr, prepend);
 	snprintf(path, sizeof(path), "%s/tokenizer.json", dir);
 	ck_assert_int_eq(json_dump_file(tj, path, 0), 0);
 	json_decref(tj);
@@ -191,8 +199,15 @@ START_TEST(llama2_tokenizer_json_alone_tokenizes_like_tokenizer_model)
 		nb = tokenizer_encode(to, text, (size_t)(sep - text), 1, 0, b, 2048);
 		ck_assert_int_ge(na, 0);
 		ck_assert_msg(na == nb && memcmp(a, b, (size_t)na * sizeof(*a)) == 0,
-			      "case %zu (%.*s): %lld ids vs %lld, or different ids", cases, (int)(sep - text), text,
-			      (long long)na, (long long)nb);
+			      "%s case %zu (%.*s): %lld ids vs %lld, or different ids", arch, cases,
+			      (int)(sep - text), text, (long long)na, (long long)nb);
+		if (utf8_valid(text, (size_t)(sep - text))) {
+			char back[8192];
+			int64_t m = tokenizer_decode(to, b, (size_t)nb, 0, back, sizeof(back));
+			ck_assert_msg(m == sep - text && memcmp(back, text, (size_t)m) == 0,
+				      "%s case %zu (%.*s) decodes to (%.*s)", arch, cases, (int)(sep - text),
+				      text, (int)(m > 0 ? m : 0), back);
+		}
 		text = sep + strlen(SEP);
 	}
 	ck_assert_uint_ge(cases, 40);
@@ -203,6 +218,18 @@ START_TEST(llama2_tokenizer_json_alone_tokenizes_like_tokenizer_model)
 	gguf_close(&gr);
 	snprintf(path, sizeof(path), "rm -rf '%s'", tmp);
 	ck_assert_int_eq(system(path), 0);
+}
+
+START_TEST(llama2_tokenizer_json_alone_tokenizes_like_tokenizer_model)
+{
+	json_alone_like_tokenizer_model("llama", 1);
+}
+END_TEST
+
+/* Gemma's tokenizer.json: spaces become "▁" but none is put in front. */
+START_TEST(gemma_tokenizer_json_alone_tokenizes_like_tokenizer_model)
+{
+	json_alone_like_tokenizer_model("gemma3", 0);
 }
 END_TEST
 
@@ -403,6 +430,7 @@ Suite *suite_hf_tokenizer(void)
 
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, llama2_tokenizer_json_alone_tokenizes_like_tokenizer_model);
+	tcase_add_test(tc, gemma_tokenizer_json_alone_tokenizes_like_tokenizer_model);
 	tcase_add_test(tc, non_special_added_tokens_stay_text);
 	tcase_add_test(tc, nfc_normalizer_is_recorded_and_applied);
 	tcase_add_test(tc, unsupported_normalizers_are_refused_by_name);
