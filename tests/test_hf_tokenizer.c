@@ -323,7 +323,8 @@ static void rm_tmp(void)
  * not implement is refused at load. */
 START_TEST(nfc_normalizer_is_recorded_and_applied)
 {
-	static const char nfd[] = "<|im_start|>cafe\xcc\x81 \xe1\x84\x80\xe1\x85\xa1\xe1\x86\xa8 A\xcc\x8a";
+	static const char nfd[] = "<|im_start|>cafe\xcc\x81 "
+				  "\xe1\x84\x80\xe1\x85\xa1\xe1\x86\xa8 A\xcc\x8a";
 	static const char nfc[] = "<|im_start|>caf\xc3\xa9 \xea\xb0\x81 \xc3\x85";
 	char err[EMBER_ERR_MAX] = "", dir[128], out[128];
 	struct gguf g = {0};
@@ -388,8 +389,8 @@ START_TEST(unsupported_normalizers_are_refused_by_name)
 		{"{\"type\":\"Precompiled\",\"precompiled_charsmap\":\"\"}", "Precompiled"},
 		/* the SentencePiece space rule, but this vocabulary is byte-level */
 		{"{\"type\":\"Replace\",\"pattern\":{\"String\":\" \"},\"content\":\"\xe2\x96\x81\"}", "Replace"},
-		{"{\"type\":\"Sequence\",\"normalizers\":[{\"type\":\"Sequence\",\"normalizers\":[{\"type\":\"NFC\"}]}]}",
-		 NULL},
+		{"{\"type\":\"Sequence\",\"normalizers\":"
+		 "[{\"type\":\"Sequence\",\"normalizers\":[{\"type\":\"NFC\"}]}]}", NULL},
 	};
 	char err[EMBER_ERR_MAX], dir[128], out[128];
 	struct gguf g = {0};

@@ -132,8 +132,9 @@ END_TEST
 
 START_TEST(quick_check_leaves_normal_text_alone)
 {
-	static const char *const normal[] = {"", "plain ASCII\n\t", "caf\xc3\xa9", "\xe4\xb8\xad\xe6\x96\x87",
-					     "\xea\xb0\x80", "\xf0\x9f\x98\x80"};
+	static const char *const normal[] = {"", "plain ASCII\n\t", "caf\xc3\xa9",
+					     "\xe4\xb8\xad\xe6\x96\x87", "\xea\xb0\x80",
+					     "\xf0\x9f\x98\x80", "\xd0\x9f\xd1\x80\xd0\xb8"};
 	char *out = (char *)1;
 	size_t i, n;
 

@@ -21,6 +21,9 @@ Writes four sorted arrays, searched by binary search:
   unicode_nfc_comp[]    (first, second) -> primary composite: the two-code-
                         point decompositions not excluded
   unicode_nfc_qc[]      ranges whose NFC_QC is No or Maybe
+  unicode_nfc_busy[]    one bit per block of 256 code points: set if any of
+                        them has a non-zero class or is not NFC_QC=Yes (so
+                        the quick check skips CJK, Hangul syllables... fast)
 Hangul syllables are algorithmic (unicode_nfc.c) and in none of them.
 Only the standard library; the output is deterministic (a diff shows a
 Unicode update).
@@ -114,7 +117,13 @@ def main():
     w("const struct unicode_nfc_range unicode_nfc_qc[] = {\n")
     rows([f"{{0x{lo:04X}, 0x{hi:04X}}}" for lo, hi, _ in qc_ranges], 5)
     w("};\n")
-    w("const size_t unicode_nfc_n_qc = sizeof(unicode_nfc_qc) / sizeof(unicode_nfc_qc[0]);\n")
+    w("const size_t unicode_nfc_n_qc = sizeof(unicode_nfc_qc) / sizeof(unicode_nfc_qc[0]);\n\n")
+    busy = bytearray(0x110000 // 256 // 8)
+    for cp in list(ccc) + list(qc):
+        busy[cp >> 11] |= 1 << ((cp >> 8) & 7)
+    w("const uint8_t unicode_nfc_busy[0x110000 / 256 / 8] = {\n")
+    rows([f"0x{b:02X}" for b in busy], 16)
+    w("};\n")
 
 
 if __name__ == "__main__":

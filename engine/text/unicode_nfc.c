@@ -40,7 +40,7 @@ uint8_t unicode_nfc_class(uint32_t cp)
 {
 	size_t lo = 0, hi = unicode_nfc_n_ccc;
 
-	if (cp < FIRST_NON_TRIVIAL)
+	if (cp < FIRST_NON_TRIVIAL || cp >= RAW_BYTE || !UNICODE_NFC_BUSY(cp))
 		return 0;
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
@@ -59,7 +59,7 @@ static int qc_not_yes(uint32_t cp)
 {
 	size_t lo = 0, hi = unicode_nfc_n_qc;
 
-	if (cp < FIRST_NON_TRIVIAL)
+	if (cp < FIRST_NON_TRIVIAL || cp >= RAW_BYTE || !UNICODE_NFC_BUSY(cp))
 		return 0;
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
@@ -113,6 +113,23 @@ static uint32_t compose_pair(uint32_t a, uint32_t b)
 	return 0;
 }
 
+/* The code point of the well-formed n-byte sequence at p (utf8_seq_len
+ * said so): inline, since every non-ASCII character of a prompt passes. */
+static inline uint32_t decode_valid(const unsigned char *p, size_t n)
+{
+	switch (n) {
+	case 1:
+		return p[0];
+	case 2:
+		return (uint32_t)(p[0] & 0x1F) << 6 | (p[1] & 0x3F);
+	case 3:
+		return (uint32_t)(p[0] & 0x0F) << 12 | (uint32_t)(p[1] & 0x3F) << 6 | (p[2] & 0x3F);
+	default:
+		return (uint32_t)(p[0] & 0x07) << 18 | (uint32_t)(p[1] & 0x3F) << 12 |
+		       (uint32_t)(p[2] & 0x3F) << 6 | (p[3] & 0x3F);
+	}
+}
+
 int unicode_nfc_quick(const char *s, size_t len)
 {
 	const unsigned char *p = (const unsigned char *)s;
@@ -122,8 +139,24 @@ int unicode_nfc_quick(const char *s, size_t len)
 
 	while (i < len) {
 		if (p[i] < 0x80) {
+			uint64_t w;
+
+			/* The usual text: 8 ASCII bytes at a time. */
+			while (i + 8 <= len && (memcpy(&w, p + i, 8), (w & 0x8080808080808080ull) == 0))
+				i += 8;
+			while (i < len && p[i] < 0x80)
+				i++;
 			last = 0;
-			i++;
+			continue;
+		}
+		/* Three-byte characters (CJK, Hangul syllables, most scripts)
+		 * in a block NFC leaves alone: only the form to check (E0 and
+		 * ED restrict their second byte: left to utf8_seq_len). */
+		if (i + 3 <= len && p[i] >= 0xE1 && p[i] <= 0xEF && p[i] != 0xED &&
+		    (p[i + 1] & 0xC0) == 0x80 && (p[i + 2] & 0xC0) == 0x80 &&
+		    !UNICODE_NFC_BUSY((uint32_t)(p[i] & 0x0F) << 12 | (uint32_t)(p[i + 1] & 0x3F) << 6)) {
+			last = 0;
+			i += 3;
 			continue;
 		}
 		n = utf8_seq_len(p + i, len - i);
@@ -132,7 +165,7 @@ int unicode_nfc_quick(const char *s, size_t len)
 			i++;
 			continue;
 		}
-		cp = utf8_decode_lenient(p + i, n, &n);
+		cp = decode_valid(p + i, n);
 		i += n;
 		cc = unicode_nfc_class(cp);
 		if ((cc != 0 && last > cc) || qc_not_yes(cp))
@@ -315,7 +348,7 @@ int unicode_nfc(const char *s, size_t len, char **out, size_t *out_len)
 			i++;
 			continue;
 		}
-		cp = n == 1 ? p[i] : utf8_decode_lenient(p + i, n, &n);
+		cp = decode_valid(p + i, n);
 		i += n;
 		rc = decompose(&c, cp);
 	}

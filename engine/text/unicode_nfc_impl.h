@@ -39,6 +39,12 @@ struct unicode_nfc_range {
 	uint32_t lo, hi;
 };
 
+/* Bit (cp >> 8) set: the block of 256 code points holding `cp` has one of
+ * non-zero class or NFC_QC not Yes; clear: every code point there is a
+ * starter NFC keeps as is (unless a later one composes with it). */
+#define UNICODE_NFC_BUSY(cp) ((unicode_nfc_busy[(cp) >> 11] >> (((cp) >> 8) & 7)) & 1)
+
+extern const uint8_t unicode_nfc_busy[0x110000 / 256 / 8];
 extern const struct unicode_nfc_ccc unicode_nfc_ccc[];
 extern const size_t unicode_nfc_n_ccc;
 extern const struct unicode_nfc_decomp unicode_nfc_decomp[];
