@@ -260,10 +260,14 @@ image-test: image $(EMBER)
 
 # ---- Debian packages -------------------------------------------------------
 # What the build and the tests need; installed only when missing (haproxy:
-# tests/integration/test_scaleout.py runs docker/haproxy.cfg on loopback).
-DEB_PKGS := gcc g++ make pkg-config libmicrohttpd-dev libjansson-dev libuv1-dev \
-	libxnnpack-dev libpthreadpool-dev libsentencepiece-dev libpcre2-dev check \
-	libsubunit-dev curl python3 python3-numpy haproxy
+# tests/integration/test_scaleout.py runs docker/haproxy.cfg on loopback;
+# unicode-data and bzip2: tests/test_unicode_nfc.c reads the Unicode
+# conformance file NormalizationTest.txt.bz2). The Dockerfile's build stage
+# installs DEB_PKGS_BUILD (tests/integration/test_deploy.sh checks it).
+DEB_PKGS_BUILD := gcc g++ make pkg-config libmicrohttpd-dev libjansson-dev libuv1-dev \
+	libxnnpack-dev libpthreadpool-dev libsentencepiece-dev libpcre2-dev
+DEB_PKGS_TEST := check libsubunit-dev curl python3 python3-numpy haproxy unicode-data bzip2
+DEB_PKGS := $(DEB_PKGS_BUILD) $(DEB_PKGS_TEST)
 # The OpenAI SDK test needs node and npm: whatever is on PATH serves (e.g.
 # NodeSource's build, which bundles npm); Debian's are installed only when
 # there is none, since Debian's npm conflicts with NodeSource's nodejs.

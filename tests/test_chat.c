@@ -5,10 +5,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "chat.h"
 #include "ember.h"
 #include "gguf.h"
+#include "testutil.h"
 #include "tokenizer.h"
 
 #define GOLDEN "../shared/golden/"
@@ -485,6 +487,48 @@ START_TEST(style_resolves_the_model_and_renders_like_chat_apply)
 }
 END_TEST
 
+/* A model whose own template does not parse still chats: the family table
+ * (chosen from the template's markers) renders, and the reason is left in
+ * `warning` for the loader to print once. */
+START_TEST(unparsable_model_template_falls_back_with_a_warning)
+{
+	const struct chat_msg msgs[] = {{.role = "user", .content = "Hi"}};
+	char err[EMBER_ERR_MAX] = "", path[] = "/tmp/ember-chat-XXXXXX", *bytes, *hit, *rendered = NULL;
+	struct gguf g = {0};
+	struct tokenizer *t = NULL;
+	struct chat_style st;
+	size_t len, n;
+	FILE *f;
+	int fd;
+
+	bytes = test_read_file("../shared/golden/qwen2/model-f32.gguf", &len);
+	ck_assert_ptr_nonnull(bytes);
+	hit = memmem(bytes, len, "{% endfor %}", 12);
+	ck_assert_ptr_nonnull(hit);
+	memcpy(hit, "{% endfxr %}", 12); /* same length: the file stays well-formed */
+	fd = mkstemp(path);
+	ck_assert_int_ge(fd, 0);
+	f = fdopen(fd, "wb");
+	ck_assert_ptr_nonnull(f);
+	ck_assert_uint_eq(fwrite(bytes, 1, len, f), len);
+	fclose(f);
+	free(bytes);
+	ck_assert_msg(gguf_open(&g, path, err) == 0, "%s", err);
+	ck_assert_msg(tokenizer_new(&t, &g, err) == 0, "%s", err);
+	chat_style_init(&st, CHAT_TEMPLATE_AUTO, &g, t);
+	ck_assert_ptr_null(st.jinja);
+	ck_assert_int_eq(st.family, CHAT_TEMPLATE_CHATML);
+	ck_assert_msg(strstr(st.warning, "does not parse") && strstr(st.warning, "endfxr"), "%s", st.warning);
+	ck_assert_int_eq(chat_style_render(&st, msgs, 1, &rendered, &n, err), 0);
+	ck_assert_str_eq(rendered, "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+	free(rendered);
+	chat_style_free(&st);
+	tokenizer_free(t);
+	gguf_close(&g);
+	unlink(path);
+}
+END_TEST
+
 Suite *suite_chat(void)
 {
 	Suite *s = suite_create("chat");
@@ -513,6 +557,7 @@ Suite *suite_chat(void)
 	tcase_add_test(tc, gemma_prompt_tokenizes_with_one_bos);
 	tcase_add_test(tc, phi3_prompt_markers_become_control_tokens);
 	tcase_add_test(tc, style_resolves_the_model_and_renders_like_chat_apply);
+	tcase_add_test(tc, unparsable_model_template_falls_back_with_a_warning);
 	suite_add_tcase(s, tc);
 	return s;
 }

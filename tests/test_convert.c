@@ -621,7 +621,8 @@ static void bad_heads(json_t *h, json_t *c, uint64_t n)
 static const struct bad_case bad_cases[] = {
 	{"missing config", drop_config, 0, 0, 0, EMBER_ENOTFOUND, "config.json"},
 	{"unknown architecture", unknown_arch, 0, 0, 0, EMBER_EUNSUPPORTED,
-	 "supported: LlamaForCausalLM, GemmaForCausalLM"},
+	 "supported: Llama, Gemma, Phi, Falcon, StableLm, Qwen2, Qwen3, Phi3, Gemma2, Gemma3, each "
+	 "ForCausalLM)"},
 	{"missing tensor", drop_tensor, 0, 0, 0, EMBER_EFORMAT, "missing tensor for blk.1.attn_q"},
 	{"wrong shape", wrong_shape, 0, 0, 0, EMBER_EFORMAT, "shape [64, 128], expected [128, 128]"},
 	{"truncated", no_edit, 0, 1000, 0, EMBER_EFORMAT, "outside the data"},

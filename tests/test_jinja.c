@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "ember.h"
 #include "jinja.h"
@@ -191,6 +192,31 @@ START_TEST(context_strings_keep_nul_and_unicode_escapes)
 }
 END_TEST
 
+/* strftime_now is defined, as Hugging Face and llama.cpp define it (Llama
+ * 3.x templates test for it, then print today's date): local time. */
+static void today(char *buf, size_t cap)
+{
+	time_t now = time(NULL);
+	struct tm tm;
+
+	localtime_r(&now, &tm);
+	strftime(buf, cap, "%d %b %Y", &tm);
+}
+
+START_TEST(strftime_now_gives_the_local_date)
+{
+	char before[32], after[32], *out;
+
+	expect("{% if strftime_now is defined %}yes{% endif %}", "{}", "yes");
+	today(before, sizeof(before));
+	ck_assert_int_eq(render("{{ strftime_now('%d %b %Y') }}", "{}", &out), 0);
+	today(after, sizeof(after));
+	ck_assert_msg(strcmp(out, before) == 0 || strcmp(out, after) == 0, "got \"%s\", want \"%s\"", out,
+		      after);
+	free(out);
+}
+END_TEST
+
 Suite *suite_jinja(void)
 {
 	Suite *s = suite_create("jinja");
@@ -206,6 +232,7 @@ Suite *suite_jinja(void)
 	tcase_add_test(tc, runtime_errors_name_what_is_wrong);
 	tcase_add_test(tc, hostile_templates_hit_limits_not_the_stack_or_the_heap);
 	tcase_add_test(tc, context_strings_keep_nul_and_unicode_escapes);
+	tcase_add_test(tc, strftime_now_gives_the_local_date);
 	suite_add_tcase(s, tc);
 	return s;
 }

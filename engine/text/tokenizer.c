@@ -11,6 +11,7 @@
 
 #include "ember.h"
 #include "tokenizer_impl.h"
+#include "unicode_nfc.h"
 
 
 /* Texts that end generation when they are a control or user-defined token
@@ -138,6 +139,24 @@ static int load_special_keys(struct tokenizer *t, const struct gguf *g, char *er
 			return ember_seterr(err, EMBER_EFORMAT, "%s: not a bool", flag_keys[i].key);
 		*FLAG_FIELD(t, &flag_keys[i]) = b;
 	}
+	return 0;
+}
+
+/* TOK_KEY_NORMALIZER: absent is none; a value we do not implement is
+ * refused, since tokenizing without it would give other ids silently. */
+static int load_normalizer(struct tokenizer *t, const struct gguf *g, char *err)
+{
+	struct gguf_str v;
+	int rc = gguf_get_str(g, TOK_KEY_NORMALIZER, &v);
+
+	if (rc == EMBER_ENOTFOUND)
+		return 0;
+	if (rc != 0)
+		return ember_seterr(err, EMBER_EFORMAT, TOK_KEY_NORMALIZER ": not a string");
+	if (!gguf_str_eq(v, "nfc"))
+		return ember_seterr(err, EMBER_EUNSUPPORTED, TOK_KEY_NORMALIZER " \"%.*s\" not supported",
+				    (int)(v.len > 64 ? 64 : v.len), v.ptr);
+	t->nfc = 1;
 	return 0;
 }
 
@@ -280,6 +299,8 @@ int tokenizer_new(struct tokenizer **out, const struct gguf *g, char *err)
 	if (rc != 0)
 		goto fail;
 	rc = load_special_keys(t, g, err);
+	if (rc == 0)
+		rc = load_normalizer(t, g, err);
 	if (rc != 0)
 		goto fail;
 	if (gguf_str_eq(model, "llama")) {
@@ -420,6 +441,21 @@ static int partition(const struct tokenizer *t, const char *text, size_t len, in
 	return rc;
 }
 
+/* One fragment of plain text, normalized first when the model says so
+ * (special tokens are cut out before: their text is never normalized). */
+static int encode_raw(const struct tokenizer *t, const char *text, size_t len, struct tok_out *out)
+{
+	char *norm = NULL;
+	size_t n = len;
+	int rc;
+
+	if (t->nfc && (rc = unicode_nfc(text, len, &norm, &n)) != 0)
+		return rc;
+	rc = t->ops->encode(t, norm != NULL ? norm : text, n, out);
+	free(norm);
+	return rc;
+}
+
 int64_t tokenizer_encode(const struct tokenizer *t, const char *text, size_t len, int add_special,
 			 int parse_special, int32_t *ids, size_t cap)
 {
@@ -438,7 +474,7 @@ int64_t tokenizer_encode(const struct tokenizer *t, const char *text, size_t len
 			if (a.v[i].id >= 0)
 				tok_out_push(&out, a.v[i].id);
 			else
-				rc = t->ops->encode(t, text + a.v[i].off, a.v[i].len, &out);
+				rc = encode_raw(t, text + a.v[i].off, a.v[i].len, &out);
 		}
 	}
 	if (add_special && t->add_eos && t->eos >= 0)

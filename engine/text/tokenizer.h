@@ -1,7 +1,9 @@
 /*
  * tokenizer.h - text to token ids and back, for the vocabularies GGUF files
  * carry: SentencePiece (`tokenizer.ggml.model` = "llama", through
- * libsentencepiece) and byte-level BPE ("gpt2", implemented here).
+ * libsentencepiece) and byte-level BPE ("gpt2", implemented here). Text is
+ * normalized to NFC first when the file says the original tokenizer does
+ * (`ember.tokenizer.normalizer`, tokenizer_impl.h).
  *
  * Ownership: a tokenizer borrows the gguf it was built from (piece strings
  * point into the map): close the gguf only after tokenizer_free().

@@ -83,6 +83,14 @@ enum tok_type {
  */
 #define TOK_KEY_SPM_MODEL "ember.tokenizer.spm_model"
 
+/*
+ * Optional key naming the normalizer the original tokenizer applies to text
+ * before tokenizing it (`ember convert` writes it from tokenizer.json). The
+ * only value is "nfc" (unicode_nfc.h): the front normalizes each raw text
+ * fragment, never special-token text. Any other value is refused at load.
+ */
+#define TOK_KEY_NORMALIZER "ember.tokenizer.normalizer"
+
 /* Where encoded ids go: writes while n < cap, counts always. */
 struct tok_out {
 	int32_t *ids;
@@ -122,6 +130,7 @@ struct tokenizer {
 	int32_t bos, eos, eot, eom, pad, unk; /* -1 if none (after init) */
 	int add_bos, add_eos;                  /* add_special adds these */
 	int add_space_prefix;                  /* SPM: " " before each text fragment */
+	int nfc;                               /* TOK_KEY_NORMALIZER "nfc": fragments to NFC */
 
 	/* CONTROL, USER_DEFINED and UNKNOWN tokens, longest text first (ties:
 	 * lower id first), as llama.cpp partitions text. Owned. */

@@ -10,6 +10,8 @@
  *                                            tokenizer.model bytes
  *   ember.tokenizer.eos_token_ids  arr[u32]  when generation_config.json
  *                                            lists several eos ids
+ *   ember.tokenizer.normalizer     str       "nfc" when tokenizer.json's
+ *                                            normalizer is NFC
  * Falcon-RW's form is described in convert_arch.c.
  *
  * Memory: tensors are streamed one at a time, row by row, and each one's

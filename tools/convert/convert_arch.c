@@ -362,7 +362,8 @@ const struct conv_arch *convert_arch_find(json_t *config, char *err)
 {
 	const char *name = json_string_value(json_array_get(json_object_get(config, "architectures"), 0));
 	char list[EMBER_ERR_MAX / 2] = "";
-	size_t i, n = 0;
+	const char *suffix;
+	size_t i, n = 0, len;
 
 	for (i = 0; name && i < N(arch_table); i++) {
 		const struct conv_arch *a = &arch_table[i];
@@ -371,11 +372,17 @@ const struct conv_arch *convert_arch_find(json_t *config, char *err)
 		    (a->when_true == NULL || json_is_true(json_object_get(config, a->when_true))))
 			return a;
 	}
-	for (i = 0; i < N(arch_table); i++)
-		if (i == 0 || strcmp(arch_table[i].hf_arch, arch_table[i - 1].hf_arch) != 0)
-			n += (size_t)snprintf(list + n, n < sizeof(list) ? sizeof(list) - n : 0, "%s%s",
-					      i ? ", " : "", arch_table[i].hf_arch);
-	ember_seterr(err, EMBER_EUNSUPPORTED, "architecture '%s' not supported (supported: %s)",
+	/* The list without the common "ForCausalLM", so every name fits. */
+	for (i = 0; i < N(arch_table) && n < sizeof(list); i++) {
+		if (i > 0 && strcmp(arch_table[i].hf_arch, arch_table[i - 1].hf_arch) == 0)
+			continue;
+		suffix = strstr(arch_table[i].hf_arch, "ForCausalLM");
+		len = suffix ? (size_t)(suffix - arch_table[i].hf_arch) : strlen(arch_table[i].hf_arch);
+		n += (size_t)snprintf(list + n, sizeof(list) - n, "%s%.*s", n ? ", " : "", (int)len,
+				      arch_table[i].hf_arch);
+	}
+	ember_seterr(err, EMBER_EUNSUPPORTED,
+		     "architecture '%.64s' not supported (supported: %s, each ForCausalLM)",
 		     name ? name : "(config.json has no architectures)", list);
 	return NULL;
 }

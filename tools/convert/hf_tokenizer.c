@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 
 #include "ember.h"
+#include "hf_normalizer.h"
 
 #define TOK_MAX_FILE (1u << 30) /* a tokenizer.model beyond 1 GiB is not one */
 
@@ -514,7 +515,10 @@ static int load_bpe(struct hf_tokenizer *tk, json_t *tj, uint32_t n_vocab, const
 		if (rc < 0)
 			return ember_seterr(err, EMBER_ENOMEM, "tokenizer.json");
 	}
-	rc = bpe_merges(tk, json_object_get(model, "merges"), err);
+	rc = hf_normalizer_check(json_object_get(tj, "normalizer"), bpe_is_spm_style(tj), &tk->nfc,
+				 err);
+	if (rc == 0)
+		rc = bpe_merges(tk, json_object_get(model, "merges"), err);
 	if (rc == 0 && bpe_is_spm_style(tj))
 		rc = bpe_to_spm(tk, tj, err);
 	return rc;
@@ -692,6 +696,8 @@ int hf_tokenizer_write_ember(const struct hf_tokenizer *tk, struct gguf_writer *
 	if (tk->n_eos_ids > 0)
 		rc = gguf_writer_set_arr(w, "ember.tokenizer.eos_token_ids", GGUF_TYPE_UINT32,
 					 tk->eos_ids, tk->n_eos_ids);
+	if (rc == 0 && tk->nfc)
+		rc = gguf_writer_set_str(w, "ember.tokenizer.normalizer", "nfc");
 	if (rc == 0 && tk->is_spm && tk->spm_bytes != NULL)
 		rc = gguf_writer_set_arr(w, "ember.tokenizer.spm_model", GGUF_TYPE_UINT8,
 					 tk->spm_bytes, tk->spm_len);

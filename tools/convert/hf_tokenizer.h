@@ -9,7 +9,9 @@
  *                          `ember.tokenizer.spm_model` (u8 array) so the
  *                          engine can load the exact original model
  *   tokenizer.json         else: byte-level BPE (model.vocab, model.merges,
- *                          added_tokens, pre_tokenizer) -> "gpt2"
+ *                          added_tokens, pre_tokenizer) -> "gpt2"; its
+ *                          normalizer: NFC -> ember.tokenizer.normalizer
+ *                          "nfc", others refused (hf_normalizer.h)
  *   tokenizer_config.json  chat_template, add_bos_token/add_eos_token,
  *                          <typ>_token (resolved through tokenizer.json's
  *                          added_tokens), added_tokens_decoder (types)
@@ -42,6 +44,7 @@
 struct hf_tokenizer {
 	int is_spm;       /* 1: tokenizer.model or SentencePiece-style tokenizer.json, 0: BPE */
 	int no_space_prefix; /* 1: write add_space_prefix = false (a tokenizer.json without Prepend) */
+	int nfc;          /* 1: tokenizer.json normalizes to NFC (hf_normalizer.h) */
 	char pre[32];     /* tokenizer.ggml.pre */
 	uint32_t n_vocab; /* entries in tokens/lens/types (= config vocab_size) */
 	char **tokens;    /* [n_vocab] owned, NUL-terminated, lens[i] bytes */
