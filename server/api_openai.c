@@ -12,6 +12,7 @@
 #include "ember.h"
 #include "grammar.h"
 #include "json_schema.h"
+#include "tool_call.h"
 
 int api_openai_check_content_type(const char *ct, struct api_error *e)
 {
@@ -264,8 +265,8 @@ static int read_response_format(json_t *rf, struct gen_request *r,
 
 /*
  * response_format (OpenAI), json_schema and grammar (llama.cpp's server):
- * at most one, compiled to r->grammar. Tool calling is not implemented, so
- * its fields are refused rather than ignored.
+ * at most one, compiled to r->grammar. Tool fields outside chat are refused
+ * rather than ignored (chat's: tool_call.c).
  */
 static int read_structured(json_t *root, bool render_only, struct gen_request *r,
 			   struct api_error *e)
@@ -276,7 +277,7 @@ static int read_structured(json_t *root, bool render_only, struct gen_request *r
 	const char *given = NULL;
 	size_t i;
 
-	if (!render_only && (field(root, "tools") || field(root, "functions") ||
+	if (!render_only && r->kind != GEN_CHAT && (field(root, "tools") || field(root, "functions") ||
 	    field(root, "function_call") ||
 	    ((tc = field(root, "tool_choice")) &&
 	     !(json_is_string(tc) && !strcmp(json_string_value(tc), "none"))))) {
@@ -286,8 +287,8 @@ static int read_structured(json_t *root, bool render_only, struct gen_request *r
 				: "tool_choice";
 
 		api_error_set(e, 400, API_ERR_INVALID_REQUEST, f, "unsupported_parameter",
-			      "'%s' is not supported: this server does not implement "
-			      "tool calling.", f);
+			      "'%s' is not supported here: tool calling needs "
+			      "/v1/chat/completions.", f);
 		return EMBER_EINVAL;
 	}
 	for (i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
@@ -624,6 +625,8 @@ static int parse(const char *body, size_t len, const struct api_limits *lim,
 	if ((rc = read_common(root, lim, req, e)) == 0 &&
 	    read_structured(root, lim->render_only, req, e) != 0)
 		rc = EMBER_EINVAL;
+	if (rc == 0 && kind == GEN_CHAT && !lim->render_only)
+		rc = tool_call_read_request(root, req, e);
 fail:
 	json_decref(root);
 	if (rc != 0)

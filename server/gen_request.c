@@ -12,6 +12,7 @@ void gen_request_init(struct gen_request *r, enum gen_kind kind,
 	r->max_tokens = max_tokens;
 	r->temperature = 1.0f;
 	r->top_p = 1.0f;
+	r->parallel_tool_calls = true;
 }
 
 void gen_request_free(struct gen_request *r)
@@ -30,6 +31,7 @@ void gen_request_free(struct gen_request *r)
 	free(r->prompt);
 	free(r->grammar);
 	free(r->tools);
+	free(r->tool_name);
 	for (i = 0; i < r->n_stop; i++)
 		free(r->stop[i]);
 	memset(r, 0, sizeof(*r));

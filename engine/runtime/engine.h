@@ -280,6 +280,12 @@ int engine_template_check(const char *src, size_t len, char *err);
  * and the family table renders instead): for the caller to log once. */
 const char *engine_template_warning(const struct engine *e);
 
+/* The Jinja chat template requests render with (the model's own or
+ * --chat-template-file's; NULL when the family table renders), its length
+ * in *len, and in *family the family table's name ("chatml"): for callers
+ * that read the template's markers (the tool-call syntax, tool_call.h). */
+const char *engine_chat_template_source(const struct engine *e, size_t *len, const char **family);
+
 /*
  * Cancels every request (each still gets on_done, ENGINE_FINISH_CANCELLED,
  * unless it already had it), joins the workers and frees everything,
