@@ -96,6 +96,9 @@ static int read_choice(json_t *tc, json_t *tools, struct gen_request *r, struct 
 	r->tool_mode = tools ? GEN_TOOLS_AUTO : GEN_TOOLS_OFF;
 	if (tc == NULL)
 		return 0;
+	if (tools == NULL && !(json_is_string(tc) && strcmp(json_string_value(tc), "none") == 0))
+		return refuse(e, "tool_choice", "invalid_value",
+			      "'tool_choice' is only allowed when 'tools' are specified.");
 	if (json_is_string(tc)) {
 		const char *s = json_string_value(tc);
 
@@ -115,10 +118,10 @@ static int read_choice(json_t *tc, json_t *tools, struct gen_request *r, struct 
 			return refuse(e, "tool_choice", "invalid_value",
 				      "A named 'tool_choice' is {\"type\":\"function\",\"function\":"
 				      "{\"name\":...}}.");
-		for (i = 0; tools != NULL && i < json_array_size(tools); i++)
+		for (i = 0; i < json_array_size(tools); i++)
 			if (strcmp(tool_name(tools, i), json_string_value(name)) == 0)
 				break;
-		if (tools == NULL || i == json_array_size(tools))
+		if (i == json_array_size(tools))
 			return refuse(e, "tool_choice.function.name", "invalid_value",
 				      "'tool_choice' names a function that is not in 'tools'.");
 		r->tool_mode = GEN_TOOLS_NAMED;
@@ -127,9 +130,6 @@ static int read_choice(json_t *tc, json_t *tools, struct gen_request *r, struct 
 	} else {
 		return refuse(e, "tool_choice", "invalid_type", "Expected a string or an object.");
 	}
-	if (r->tool_mode != GEN_TOOLS_OFF && tools == NULL)
-		return refuse(e, "tool_choice", "invalid_value",
-			      "'tool_choice' is only allowed when 'tools' are specified.");
 	return 0;
 }
 
