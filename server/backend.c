@@ -267,7 +267,7 @@ int backend_submit(struct backend *b, const struct gen_request *req,
 	struct engine_message stack[8], *msgs = stack;
 	struct sampler_config sc;
 	struct engine_request er = {0};
-	char *tool_gbnf = NULL;
+	char *tool_gbnf = NULL, lazy_err[EMBER_ERR_MAX];
 	int rc;
 
 	*id = 0;
@@ -308,6 +308,13 @@ int backend_submit(struct backend *b, const struct gen_request *req,
 					    req->parallel_tool_calls, &tool_gbnf, err)) != 0)
 			goto out;
 		er.grammar = tool_gbnf;
+	} else if (req->tool_mode == GEN_TOOLS_AUTO && req->grammar == NULL &&
+		   tool_call_grammar(backend_tool_family(b), req->tools, NULL, req->parallel_tool_calls,
+				     &tool_gbnf, lazy_err) == 0) {
+		/* free text; a call, once begun, follows its schema. A schema the
+		 * compiler does not cover leaves the call unconstrained. */
+		er.grammar = tool_gbnf;
+		er.grammar_trigger = tool_call_trigger(backend_tool_family(b), &er.grammar_trigger_at_start);
 	}
 	er.grammar_len = er.grammar ? strlen(er.grammar) : 0;
 	er.on_text = sink->text_cb;

@@ -21,15 +21,15 @@ static int parse_gemma(const char *s, size_t len, struct tool_parse *p);
 static const struct tool_family_row families[TOOL_FAMILY_COUNT] = {
 	[TOOL_FAMILY_LLAMA3] = {"llama3", {"<|python_tag|>", "<|start_header_id|>"},
 				{"<|python_tag|>"}, "{", parse_llama3,
-				"parameters", "", "; ", "", "", ""},
+				"parameters", "", "; ", "", "", "", "{\"name\"", true},
 	[TOOL_FAMILY_HERMES] = {"hermes", {"<tool_call>"}, {"<tool_call>"}, "", parse_hermes,
-				"arguments", "", "\\n", "", "<tool_call>\\n", "\\n</tool_call>"},
+				"arguments", "", "\\n", "", "<tool_call>\\n", "\\n</tool_call>", "<tool_call>", false},
 	[TOOL_FAMILY_MISTRAL] = {"mistral", {"[TOOL_CALLS]"}, {"[TOOL_CALLS]"}, "[", parse_mistral,
-				 "arguments", "[", ", ", "]", "", ""},
+				 "arguments", "[", ", ", "]", "", "", "[{\"name\"", true},
 	[TOOL_FAMILY_PHI] = {"phi", {"<|tool_call|>", "functools"}, {"<|tool_call|>", "functools["},
-			     "[", parse_phi, "arguments", "[", ", ", "]", "", ""},
+			     "[", parse_phi, "arguments", "[", ", ", "]", "", "", "[{\"name\"", true},
 	[TOOL_FAMILY_GEMMA] = {"gemma", {"tool_code"}, {"```tool_code"}, "{", parse_gemma,
-			       "parameters", "", "\\n", "", "", ""},
+			       "parameters", "", "\\n", "", "", "", "{\"name\"", true},
 };
 
 /* Markers are checked in this order: a template that shows several (a
@@ -41,6 +41,12 @@ static const enum tool_family detect_order[] = {
 const struct tool_family_row *tool_family_row(enum tool_family f)
 {
 	return (unsigned)f < TOOL_FAMILY_COUNT ? &families[f] : &families[TOOL_FAMILY_LLAMA3];
+}
+
+const char *tool_call_trigger(enum tool_family f, bool *at_start)
+{
+	*at_start = tool_family_row(f)->lazy_at_start;
+	return tool_family_row(f)->lazy_trigger;
 }
 
 const char *tool_family_name(enum tool_family f)

@@ -92,6 +92,12 @@ int tool_call_read_request(json_t *root, struct gen_request *r, struct api_error
 int tool_call_grammar(enum tool_family f, const char *tools_json, const char *name, bool parallel,
 		      char **gbnf, char *err);
 
+/* The text that starts a call in family f's grammar above: with "auto",
+ * the grammar is lazy (engine.h grammar_trigger), so the model writes
+ * freely until it begins a call, whose arguments the schema then holds.
+ * *at_start: only as the output's first text. */
+const char *tool_call_trigger(enum tool_family f, bool *at_start);
+
 /* ---- output ------------------------------------------------------------- */
 
 struct tool_call {

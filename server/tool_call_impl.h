@@ -25,6 +25,10 @@ struct tool_family_row {
 	 * fn = {"name": "N", "<args_key>": ARGS}. */
 	const char *args_key;
 	const char *g_open, *g_sep, *g_close, *g_call_open, *g_call_close;
+	/* "auto": the grammar's first text, which starts it lazily (anywhere,
+	 * or only as the output's start) */
+	const char *lazy_trigger;
+	bool lazy_at_start;
 };
 
 const struct tool_family_row *tool_family_row(enum tool_family f);

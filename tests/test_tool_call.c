@@ -270,6 +270,14 @@ START_TEST(the_forcing_grammar_accepts_exactly_valid_calls)
 	struct tool_parse p;
 
 	ck_assert_msg(grammar_matches(any, good, strlen(good)), "%s", good);
+	{
+		/* "auto" starts the same grammar lazily at this text: its first bytes */
+		bool at_start;
+		const char *trig = tool_call_trigger(f, &at_start);
+
+		ck_assert_msg(strncmp(good, trig, strlen(trig)) == 0, "%s does not start %s", trig, good);
+		ck_assert(at_start == (f != TOOL_FAMILY_HERMES));
+	}
 	ck_assert(!grammar_matches(named, good, strlen(good)));
 	/* the call the grammar writes is the call the parser reads */
 	ck_assert_int_eq(tool_call_parse(f, good, strlen(good), &p), 0);

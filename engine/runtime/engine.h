@@ -162,6 +162,15 @@ struct engine_request {
 	 * stops; a dead end finishes with ENGINE_FINISH_ERROR. */
 	const char *grammar;
 	size_t grammar_len;
+	/* Lazy grammar: with a trigger (NUL-terminated; copied), the output is
+	 * free until it contains the trigger's text, and the grammar applies
+	 * from there, the trigger being its first bytes (a tool call that
+	 * starts in the middle of an answer). With grammar_trigger_at_start,
+	 * only an output whose first non-whitespace text is the trigger starts
+	 * it. When the bytes after the trigger (in the same token) do not fit
+	 * the grammar, it is dropped and the output stays free. */
+	const char *grammar_trigger;
+	bool grammar_trigger_at_start;
 	engine_text_cb on_text;    /* may be NULL */
 	engine_done_cb on_done;    /* may be NULL */
 	void *data;                /* passed to both callbacks */

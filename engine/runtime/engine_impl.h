@@ -51,6 +51,8 @@ struct job {
 	int32_t max_tokens;
 	struct session *session;   /* NULL, or the session it runs in */
 	struct grammar *grammar;   /* owned; NULL: unconstrained */
+	char *trigger;             /* owned; NULL, or the lazy grammar's trigger */
+	bool trigger_at_start;
 	engine_text_cb on_text;
 	engine_done_cb on_done;
 	void *data;
@@ -95,6 +97,10 @@ struct seq {
 	struct sampler *sampler;
 	struct grammar_matcher *gm; /* with a job's grammar, else NULL */
 	uint32_t *mask;            /* [(n_vocab + 31) / 32] allowed tokens, with gm */
+	bool lazy;                 /* waiting for the job's trigger to start gm */
+	char *lazy_tail;           /* the output's last bytes (or, at start, all of
+				    * it after leading whitespace) being matched */
+	size_t lazy_len;
 	struct detok detok;
 	int pending_tokens;        /* generated tokens whose text is held back */
 	double t_prefill0, t_first, t_last;
