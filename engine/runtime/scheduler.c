@@ -60,6 +60,8 @@ static void job_prepare(struct engine *e, struct job *j, bool special)
 		for (i = 0; i < j->n_msgs; i++) {
 			free((char *)j->msgs[i].role);
 			free((char *)j->msgs[i].content);
+			free((char *)j->msgs[i].tool_calls);
+			free((char *)j->msgs[i].tool_call_id);
 		}
 		free(j->msgs);
 		j->msgs = NULL;
