@@ -107,6 +107,12 @@ def family_checks(d, name):
         check(st == 200 and same_message(msg, got) and
               got[2] == o["choices"][0]["finish_reason"],
               "%s: auto seed %d streamed == body (%s)" % (name, seed, o["choices"][0]["finish_reason"]))
+    # "none": the tools are shown, the answer is text, never parsed into calls
+    st, _, o = d.post("/v1/chat/completions", {"messages": ASK, "tools": TOOLS, "tool_choice": "none",
+                                               "max_tokens": 8, "seed": 2})
+    check(st == 200 and "tool_calls" not in o["choices"][0]["message"]
+          and o["choices"][0]["finish_reason"] in ("stop", "length"),
+          "%s: tool_choice none answers text" % name)
     # an agent loop's second turn: the call and its result go back in
     st, _, o = d.post("/v1/chat/completions", {
         "messages": ASK + [
