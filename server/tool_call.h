@@ -41,6 +41,13 @@
  * non-streamed parse gives (the calls arrive as deltas at the end, not
  * token by token).
  *
+ * Grammars. "required" and a named function force a call from the first
+ * token (tool_call_grammar: the family's call syntax around each
+ * function's parameters schema, compiled by json_schema.h; the control-token
+ * markers are left out, as the grammar's vocabulary has no control tokens).
+ * "auto" uses the same grammar lazily (tool_call_trigger): free text until
+ * the call's first text, then held to the schema.
+ *
  * Threads: pure functions; a tool_stream has one owner (the loop thread).
  */
 #ifndef EMBER_TOOL_CALL_H
