@@ -13,6 +13,7 @@
 #include "ember.h"
 #include "grammar.h"
 #include "json_schema.h"
+#include "tool_call.h"
 
 /* Whether `ct` names media type `want` (then the end or parameters). */
 static bool media_is(const char *ct, const char *want)
@@ -273,8 +274,8 @@ static int read_response_format(json_t *rf, struct gen_request *r,
 
 /*
  * response_format (OpenAI), json_schema and grammar (llama.cpp's server):
- * at most one, compiled to r->grammar. Tool calling is not implemented, so
- * its fields are refused rather than ignored.
+ * at most one, compiled to r->grammar. Tool fields outside chat are refused
+ * rather than ignored (chat's: tool_call.c).
  */
 static int read_structured(json_t *root, bool render_only, struct gen_request *r,
 			   struct api_error *e)
@@ -285,7 +286,7 @@ static int read_structured(json_t *root, bool render_only, struct gen_request *r
 	const char *given = NULL;
 	size_t i;
 
-	if (!render_only && (field(root, "tools") || field(root, "functions") ||
+	if (!render_only && r->kind != GEN_CHAT && (field(root, "tools") || field(root, "functions") ||
 	    field(root, "function_call") ||
 	    ((tc = field(root, "tool_choice")) &&
 	     !(json_is_string(tc) && !strcmp(json_string_value(tc), "none"))))) {
@@ -295,8 +296,8 @@ static int read_structured(json_t *root, bool render_only, struct gen_request *r
 				: "tool_choice";
 
 		api_error_set(e, 400, API_ERR_INVALID_REQUEST, f, "unsupported_parameter",
-			      "'%s' is not supported: this server does not implement "
-			      "tool calling.", f);
+			      "'%s' is not supported here: tool calling needs "
+			      "/v1/chat/completions.", f);
 		return EMBER_EINVAL;
 	}
 	for (i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
@@ -631,6 +632,15 @@ int api_openai_parse_root(json_t *root, const struct api_limits *lim,
 		rc = EMBER_EINVAL;
 	if (rc == 0 && !lim->render_only)
 		rc = api_fields_read(root, req, e);
+	if (rc == 0 && kind == GEN_CHAT && !lim->render_only)
+		rc = tool_call_read_request(root, req, e);
+	/* A tool call's text is parsed out of the answer after generation,
+	 * so per-token records would not line up with what is returned. */
+	if (rc == 0 && req->logprobs && req->tool_mode != GEN_TOOLS_OFF) {
+		api_error_set(e, 400, API_ERR_INVALID_REQUEST, "logprobs", "unsupported_value",
+			      "logprobs with tools is not supported");
+		rc = EMBER_EINVAL;
+	}
 fail:
 	if (rc != 0)
 		gen_request_free(req);

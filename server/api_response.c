@@ -295,3 +295,70 @@ bool api_response_chunk_usage(struct jsonw *w, const struct api_meta *m,
 	jsonw_raw(w, "}");
 	return true;
 }
+
+/* ---- tool calls (tool_call.h) ------------------------------------------- */
+
+static void tool_call_head(struct jsonw *w, size_t index, const struct tool_call *c)
+{
+	jsonw_raw(w, "{\"index\":");
+	jsonw_int(w, (int64_t)index);
+	jsonw_raw(w, ",\"id\":");
+	jsonw_str(w, c->id);
+	jsonw_raw(w, ",\"type\":\"function\",\"function\":{\"name\":");
+	jsonw_str(w, c->name);
+	jsonw_raw(w, ",\"arguments\":");
+}
+
+void api_response_body_tools(struct jsonw *w, const struct api_meta *m, const char *text,
+			     const struct tool_parse *p, const struct engine_result *r)
+{
+	head(w, m, "chat.completion");
+	jsonw_raw(w, "\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\",\"content\":");
+	if (p->has_content)
+		jsonw_strn(w, text, p->content_len);
+	else
+		jsonw_raw(w, "null");
+	jsonw_raw(w, ",\"tool_calls\":[");
+	for (size_t i = 0; i < p->n_calls; i++) {
+		jsonw_raw(w, i ? ",{\"id\":" : "{\"id\":");
+		jsonw_str(w, p->calls[i].id);
+		jsonw_raw(w, ",\"type\":\"function\",\"function\":{\"name\":");
+		jsonw_str(w, p->calls[i].name);
+		jsonw_raw(w, ",\"arguments\":");
+		jsonw_str(w, p->calls[i].arguments);
+		jsonw_raw(w, "}}");
+	}
+	jsonw_raw(w, "]}");
+	finish_field(w, m, "tool_calls");
+	jsonw_raw(w, "],\"usage\":");
+	usage(w, r);
+	jsonw_raw(w, "}");
+}
+
+void api_response_chunk_tool_call(struct jsonw *w, const struct api_meta *m, size_t index,
+				  const struct tool_call *c, bool first)
+{
+	head(w, m, "chat.completion.chunk");
+	jsonw_raw(w, "\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[");
+	if (first) {
+		tool_call_head(w, index, c);
+		jsonw_raw(w, "\"\"}}");
+	} else {
+		jsonw_raw(w, "{\"index\":");
+		jsonw_int(w, (int64_t)index);
+		jsonw_raw(w, ",\"function\":{\"arguments\":");
+		jsonw_str(w, c->arguments);
+		jsonw_raw(w, "}}");
+	}
+	jsonw_raw(w, "]}");
+	finish_field(w, m, NULL);
+	chunk_tail(w, m);
+}
+
+void api_response_chunk_finish_tools(struct jsonw *w, const struct api_meta *m)
+{
+	head(w, m, "chat.completion.chunk");
+	jsonw_raw(w, "\"choices\":[{\"index\":0,\"delta\":{}");
+	finish_field(w, m, "tool_calls");
+	chunk_tail(w, m);
+}

@@ -63,6 +63,7 @@
 
 #include "backend.h"
 #include "jsonw.h"
+#include "tool_call.h"
 
 enum api_format {
 	API_FMT_CHAT,
@@ -110,5 +111,19 @@ void api_response_chunk_finish(struct jsonw *w, const struct api_meta *m,
  * the format has one and m->include_usage. */
 bool api_response_chunk_usage(struct jsonw *w, const struct api_meta *m,
 			      const struct engine_result *r);
+
+/* Tool calls (chat only; tool_call.h). The body: message.content is
+ * text[0..p->content_len) or null, message.tool_calls p's calls,
+ * finish_reason "tool_calls". */
+void api_response_body_tools(struct jsonw *w, const struct api_meta *m, const char *text,
+			     const struct tool_parse *p, const struct engine_result *r);
+
+/* A streamed delta of call `index`: with `first` its id, type, name and
+ * "arguments":"", else {"index","function":{"arguments":...}}. */
+void api_response_chunk_tool_call(struct jsonw *w, const struct api_meta *m, size_t index,
+				  const struct tool_call *c, bool first);
+
+/* The finish chunk after streamed calls: finish_reason "tool_calls". */
+void api_response_chunk_finish_tools(struct jsonw *w, const struct api_meta *m);
 
 #endif

@@ -305,6 +305,7 @@ int backend_submit(struct backend *b, const struct gen_request *req,
 	struct engine_message stack[8], *msgs = stack;
 	struct sampler_config sc;
 	struct engine_request er = {0};
+	char *tool_gbnf = NULL, lazy_err[EMBER_ERR_MAX];
 	int rc;
 
 	*id = 0;
@@ -341,7 +342,21 @@ int backend_submit(struct backend *b, const struct gen_request *req,
 	er.stop = (const char *const *)req->stop;
 	er.session = req->session;
 	er.grammar = req->grammar;
-	er.grammar_len = req->grammar ? strlen(req->grammar) : 0;
+	if (req->tool_mode == GEN_TOOLS_REQUIRED || req->tool_mode == GEN_TOOLS_NAMED) {
+		/* a call forced in the model's own syntax (tool_call.h) */
+		if ((rc = tool_call_grammar(backend_tool_family(b), req->tools, req->tool_name,
+					    req->parallel_tool_calls, &tool_gbnf, err)) != 0)
+			goto out;
+		er.grammar = tool_gbnf;
+	} else if (req->tool_mode == GEN_TOOLS_AUTO && req->grammar == NULL &&
+		   tool_call_grammar(backend_tool_family(b), req->tools, NULL, req->parallel_tool_calls,
+				     &tool_gbnf, lazy_err) == 0) {
+		/* free text; a call, once begun, follows its schema. A schema the
+		 * compiler does not cover leaves the call unconstrained. */
+		er.grammar = tool_gbnf;
+		er.grammar_trigger = tool_call_trigger(backend_tool_family(b), &er.grammar_trigger_at_start);
+	}
+	er.grammar_len = er.grammar ? strlen(er.grammar) : 0;
 	er.on_text = sink->text_cb;
 	er.on_done = sink->done_cb;
 	er.logit_bias = req->logit_bias;
@@ -352,6 +367,8 @@ int backend_submit(struct backend *b, const struct gen_request *req,
 	}
 	er.data = sink->data;
 	rc = engine_submit(b->engine, &er, id, err);
+out:
+	free(tool_gbnf);
 	if (msgs != stack)
 		free(msgs);
 	backend_refresh_metrics(b);
@@ -439,6 +456,27 @@ int backend_embed(struct backend *b, const char *text, size_t len, const int32_t
 	rc = engine_submit(b->engine, &er, id, err);
 	backend_refresh_metrics(b);
 	return rc;
+}
+
+bool backend_renders_tools(const struct backend *b)
+{
+	const char *family, *src = NULL;
+	size_t len = 0;
+
+	if (ready(b))
+		src = engine_chat_template_source(b->engine, &len, &family);
+	/* the same test chat_render() applies */
+	return src != NULL && memmem(src, len, "tools", 5) != NULL;
+}
+
+enum tool_family backend_tool_family(const struct backend *b)
+{
+	const char *family = NULL, *src = NULL;
+	size_t len = 0;
+
+	if (ready(b))
+		src = engine_chat_template_source(b->engine, &len, &family);
+	return tool_family_detect(src, len, family);
 }
 
 int backend_apply_template(const struct backend *b, const struct gen_request *req,

@@ -44,6 +44,7 @@
 #include "engine.h"
 #include "gen_request.h"
 #include "metrics.h"
+#include "tool_call.h"
 
 enum backend_status {
 	BACKEND_LOADING,   /* health 503 {"status":"loading"} */
@@ -169,6 +170,13 @@ int backend_session_info(struct backend *b, uint64_t id,
 
 /* Deletes a session (a request on it is cancelled). */
 int backend_session_delete(struct backend *b, uint64_t id);
+
+/* The tool-call syntax of the served model's chat template (tool_call.h);
+ * llama3's bare JSON until a model is loaded. */
+enum tool_family backend_tool_family(const struct backend *b);
+/* Whether that template shows `tools` to the model (false before loading:
+ * a request then gets 503 anyway). */
+bool backend_renders_tools(const struct backend *b);
 
 /* Any thread, once READY: the prompt text chat request `req` renders to
  * (the model's own Jinja template, --chat-template-file, or the family

@@ -14,6 +14,7 @@ void gen_request_init(struct gen_request *r, enum gen_kind kind,
 	r->top_p = 1.0f;
 	r->repeat_penalty = 1.0f;
 	r->repeat_last_n = 64;
+	r->parallel_tool_calls = true;
 }
 
 void gen_request_free(struct gen_request *r)
@@ -34,6 +35,7 @@ void gen_request_free(struct gen_request *r)
 	free(r->tools);
 	free(r->suffix);
 	free(r->logit_bias);
+	free(r->tool_name);
 	for (i = 0; i < r->n_stop; i++)
 		free(r->stop[i]);
 	memset(r, 0, sizeof(*r));

@@ -29,6 +29,14 @@ enum gen_kind {
 	GEN_COMPLETION,  /* prompt as given */
 };
 
+/* What the model may do with `tools` (tool_call.h). */
+enum gen_tool_mode {
+	GEN_TOOLS_OFF,       /* no tools, or tool_choice "none": plain text */
+	GEN_TOOLS_AUTO,      /* free text; calls parsed when the model writes one */
+	GEN_TOOLS_REQUIRED,  /* a grammar forces a call of some tool */
+	GEN_TOOLS_NAMED,     /* a grammar forces a call of tool_name */
+};
+
 enum gen_role {
 	GEN_ROLE_SYSTEM,     /* also OpenAI's "developer" */
 	GEN_ROLE_USER,
@@ -53,6 +61,9 @@ struct gen_request {
 	char *prompt;                 /* GEN_COMPLETION: non-NULL, may be "" */
 	size_t prompt_len;            /* its bytes: it may hold NUL ("\u0000") */
 	char *tools;                  /* GEN_CHAT: NULL, or the tools array as JSON text */
+	enum gen_tool_mode tool_mode; /* GEN_TOOLS_OFF unless tools were given */
+	char *tool_name;              /* GEN_TOOLS_NAMED: the function; else NULL */
+	bool parallel_tool_calls;     /* several calls allowed (default true) */
 
 	int32_t max_tokens;           /* 1 .. config max_tokens (default: that) */
 	float temperature;            /* [0, 2], default 1; 0 = greedy */

@@ -37,6 +37,8 @@ struct generation {
 	bool started;              /* streamed: the status line is out */
 	bool done;                 /* the worker's done_cb reached the loop */
 	bool ended;                /* streamed: last event queued */
+	bool tools_on;             /* chat with tools: the output may hold calls */
+	struct tool_stream tools;  /* its splitter (tool_call.h) */
 };
 
 static void generation_free(struct generation *g)
@@ -48,6 +50,7 @@ static void generation_free(struct generation *g)
 	free(g->lp);
 	sse_buf_free(&g->out);
 	free(g->text);
+	tool_stream_free(&g->tools);
 	free(g);
 }
 
@@ -173,6 +176,24 @@ static void note_stop(struct generation *g, const struct engine_result *r)
 		g->meta.stopping_word = g->gr.stop[r->stop_index];
 }
 
+/* Non-streamed with tools: answers with the calls and returns true, or
+ * returns false when the text holds none. */
+static bool body_tools(struct generation *g, const struct engine_result *r)
+{
+	struct tool_parse p;
+
+	if (tool_call_parse(g->tools.family, g->text ? g->text : "", g->len, &p) != 0) {
+		http_respond_json(g->req, 500, NULL);
+		return true;
+	}
+	if (p.n_calls == 0)
+		return false;
+	api_response_body_tools(&g->jw, &g->meta, g->text, &p, r);
+	tool_parse_free(&p);
+	http_respond_json(g->req, 200, jsonw_take(&g->jw));
+	return true;
+}
+
 /* Non-streamed: collect text, answer once at the end. */
 static void body_update(struct generation *g, const struct stream_chunk *c)
 {
@@ -194,6 +215,8 @@ static void body_update(struct generation *g, const struct stream_chunk *c)
 		http_respond_json(g->req, 500, NULL);
 		return;
 	}
+	if (g->tools_on && body_tools(g, &c->result))
+		return;
 	api_response_body(&g->jw, &g->meta, g->text ? g->text : "", g->len,
 			  &c->result);
 	http_respond_json(g->req, 200, jsonw_take(&g->jw));
@@ -218,6 +241,44 @@ static ssize_t stream_read(void *data, char *buf, size_t max)
 	return g->ended || g->oom ? -1 : 0;
 }
 
+static void push_text(struct generation *g, const char *text, size_t len)
+{
+	if (len == 0)
+		return;
+	api_response_chunk_text(&g->jw, &g->meta, text, len);
+	push_json(g);
+}
+
+/* The end of a streamed chat with tools: held-back content, then each
+ * call as two deltas (id and name, then the arguments) and the
+ * "tool_calls" finish. Returns false when there were no calls (the caller
+ * sends the usual finish). */
+static bool stream_tools(struct generation *g)
+{
+	struct tool_parse p;
+	const char *rest;
+	size_t n, calls;
+
+	if (tool_stream_finish(&g->tools, &rest, &n, &p) != 0) {
+		g->oom = true;
+		return false;
+	}
+	push_text(g, rest, n);
+	for (size_t i = 0; i < p.n_calls; i++) {
+		api_response_chunk_tool_call(&g->jw, &g->meta, i, &p.calls[i], true);
+		push_json(g);
+		api_response_chunk_tool_call(&g->jw, &g->meta, i, &p.calls[i], false);
+		push_json(g);
+	}
+	calls = p.n_calls;
+	if (calls > 0) {
+		api_response_chunk_finish_tools(&g->jw, &g->meta);
+		push_json(g);
+	}
+	tool_parse_free(&p);
+	return calls > 0;
+}
+
 static void stream_finish(struct generation *g, const struct engine_result *r)
 {
 	struct api_error e;
@@ -230,6 +291,9 @@ static void stream_finish(struct generation *g, const struct engine_result *r)
 		    sse_buf_push_event(&g->out, json, strlen(json)) != 0)
 			g->oom = true;
 		free(json);
+	} else if (g->tools_on && stream_tools(g)) {
+		if (api_response_chunk_usage(&g->jw, &g->meta, r))
+			push_json(g);
 	} else {
 		note_stop(g, r);
 		api_response_chunk_finish(&g->jw, &g->meta, r);
@@ -272,7 +336,16 @@ static void stream_update(struct generation *g, const struct stream_chunk *c)
 			push_json(g);
 		}
 	}
-	if (c->len > 0) {
+	if (c->len > 0 && g->tools_on) {
+		const char *out;
+		size_t n;
+
+		logprobs_ready(g);
+		if (tool_stream_feed(&g->tools, c->text, c->len, &out, &n) != 0)
+			g->oom = true;
+		push_text(g, out, n);
+		g->meta.logprobs = NULL;
+	} else if (c->len > 0) {
 		logprobs_ready(g);
 		api_response_chunk_text(&g->jw, &g->meta, c->text, c->len);
 		g->meta.logprobs = NULL;
@@ -344,12 +417,25 @@ void generation_start(uv_loop_t *loop, struct backend *b, struct http_req *req,
 		if (!g->gr.stream)
 			append_text(g, g->gr.prompt, g->gr.prompt_len);
 	}
+	g->tools_on = fmt == API_FMT_CHAT && g->gr.tool_mode != GEN_TOOLS_OFF;
+	tool_stream_init(&g->tools, backend_tool_family(b));
 	if (stream_new(loop, on_update, g, &g->stream) != 0) {
 		generation_free(g);
 		http_respond_json(req, 500, NULL);
 		return;
 	}
 	g->sink = stream_sink(g->stream);
+	if (g->gr.tools != NULL && backend_status(b, NULL) == BACKEND_READY &&
+	    !backend_renders_tools(b)) {
+		api_error_set(&e, 400, API_ERR_INVALID_REQUEST, "tools", "unsupported_parameter",
+			      "'tools' needs a chat template that shows tool definitions to the "
+			      "model, and this model's does not (serve it with "
+			      "--chat-template-file=T.jinja).");
+		stream_abandon_worker(g->stream);
+		generation_free(g);
+		http_respond_error(req, &e);
+		return;
+	}
 	rc = backend_submit(b, &g->gr, &g->sink, &g->id, detail);
 	if (rc != 0) {
 		stream_abandon_worker(g->stream);

@@ -11,6 +11,7 @@
 static const struct api_limits lim = {.max_tokens = 64};
 
 #define MSG "\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]"
+#define TOOL "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}]"
 
 /* Parses a chat body that must succeed; returns its grammar (owned by
  * the request, which the caller frees). */
@@ -81,9 +82,18 @@ START_TEST(refusals_name_the_field)
 		{"\"grammar\":5", "grammar", "string"},
 		{"\"grammar\":\"root ::= \\\"a\\\"\",\"response_format\":{\"type\":\"json_object\"}",
 		 "grammar", "together"},
-		{"\"tools\":[]", "tools", "tool calling"},
-		{"\"functions\":[]", "functions", "tool calling"},
-		{"\"tool_choice\":\"auto\"", "tool_choice", "tool calling"},
+		{"\"tools\":[]", "tools", "non-empty"},
+		{"\"functions\":[]", "functions", "deprecated"},
+		{"\"tool_choice\":\"auto\"", "tool_choice", "only allowed"},
+		{TOOL ",\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"g\"}}",
+		 "tool_choice.function.name", "not in"},
+		{TOOL ",\"tool_choice\":\"required\",\"grammar\":\"root ::= \\\"a\\\"\"", "tools",
+		 "combined"},
+		{"\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":"
+		 "{\"allOf\":[]}}}],\"tool_choice\":\"required\"", "tools[0].function.parameters", "allOf"},
+		{"\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":5}}]",
+		 "tools[0].function.parameters", "Schema"},
+		{TOOL ",\"parallel_tool_calls\":1", "parallel_tool_calls", "boolean"},
 	};
 	size_t i;
 
@@ -103,6 +113,27 @@ START_TEST(refusals_name_the_field)
 }
 END_TEST
 
+/* tools, tool_choice and parallel_tool_calls into the request's mode. */
+START_TEST(tool_fields_set_the_mode)
+{
+	struct gen_request r;
+
+	parse_ok("{" MSG "," TOOL "}", &r);
+	ck_assert(r.tool_mode == GEN_TOOLS_AUTO && r.parallel_tool_calls && r.tools != NULL);
+	gen_request_free(&r);
+	parse_ok("{" MSG "," TOOL ",\"tool_choice\":\"none\"}", &r);
+	ck_assert(r.tool_mode == GEN_TOOLS_OFF && r.tools != NULL);
+	gen_request_free(&r);
+	parse_ok("{" MSG "," TOOL ",\"tool_choice\":\"required\",\"parallel_tool_calls\":false}", &r);
+	ck_assert(r.tool_mode == GEN_TOOLS_REQUIRED && !r.parallel_tool_calls && r.grammar == NULL);
+	gen_request_free(&r);
+	parse_ok("{" MSG "," TOOL ",\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"f\"}}}",
+		 &r);
+	ck_assert(r.tool_mode == GEN_TOOLS_NAMED && !strcmp(r.tool_name, "f"));
+	gen_request_free(&r);
+}
+END_TEST
+
 Suite *suite_api_structured(void)
 {
 	Suite *s = suite_create("api_structured");
@@ -110,6 +141,7 @@ Suite *suite_api_structured(void)
 
 	tcase_add_test(tc, each_field_becomes_the_right_grammar);
 	tcase_add_test(tc, refusals_name_the_field);
+	tcase_add_test(tc, tool_fields_set_the_mode);
 	suite_add_tcase(s, tc);
 	return s;
 }

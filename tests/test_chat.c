@@ -529,6 +529,38 @@ START_TEST(unparsable_model_template_falls_back_with_a_warning)
 }
 END_TEST
 
+/* Tools go to the model only through a template that shows them: without
+ * a template, or with one that never reads `tools`, they are refused by
+ * name instead of silently dropped. */
+START_TEST(tools_need_a_template_that_shows_them)
+{
+	static const char shows[] = "{% for t in tools %}{{ t.function.name }};{% endfor %}"
+				    "{{ messages[0].content }}";
+	static const char hides[] = "{{ messages[0].content }}";
+	static const char tools[] = "[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}]";
+	const struct chat_msg m[] = {{.role = "user", .content = "Hi"}};
+	struct chat_style st;
+	char err[EMBER_ERR_MAX] = "", *out = NULL;
+	size_t len;
+
+	memset(&st, 0, sizeof(st));
+	st.family = CHAT_TEMPLATE_CHATML;
+	ck_assert_int_eq(chat_render(&st, m, 1, tools, 1, &out, &len, err), EMBER_EINVAL);
+	ck_assert_msg(strstr(err, "tools") != NULL, "%s", err);
+	ck_assert_int_eq(chat_style_set_template(&st, hides, strlen(hides), err), 0);
+	ck_assert_int_eq(chat_render(&st, m, 1, tools, 1, &out, &len, err), EMBER_EINVAL);
+	ck_assert_msg(strstr(err, "tools") != NULL, "%s", err);
+	ck_assert_int_eq(chat_render(&st, m, 1, NULL, 1, &out, &len, err), 0);
+	ck_assert_str_eq(out, "Hi");
+	free(out);
+	ck_assert_int_eq(chat_style_set_template(&st, shows, strlen(shows), err), 0);
+	ck_assert_msg(chat_render(&st, m, 1, tools, 1, &out, &len, err) == 0, "%s", err);
+	ck_assert_str_eq(out, "f;Hi");
+	free(out);
+	chat_style_free(&st);
+}
+END_TEST
+
 Suite *suite_chat(void)
 {
 	Suite *s = suite_create("chat");
@@ -558,6 +590,7 @@ Suite *suite_chat(void)
 	tcase_add_test(tc, phi3_prompt_markers_become_control_tokens);
 	tcase_add_test(tc, style_resolves_the_model_and_renders_like_chat_apply);
 	tcase_add_test(tc, unparsable_model_template_falls_back_with_a_warning);
+	tcase_add_test(tc, tools_need_a_template_that_shows_them);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -25,6 +25,7 @@ void engine_job_free(struct job *j)
 	free(j->prompt);
 	free(j->logit_bias);
 	grammar_free(j->grammar);
+	free(j->trigger);
 	for (i = 0; i < j->n_stop; i++)
 		free(j->stop[i]);
 	for (i = 0; j->msgs && i < j->n_msgs; i++) {
@@ -130,6 +131,10 @@ static int job_new(struct engine *e, struct job **out, const struct engine_reque
 	j->prompt_len = req->prompt ? req->prompt_len : 0;
 	if (!j->prompt)
 		goto nomem;
+	if (req->grammar_trigger && req->grammar_trigger[0] &&
+	    !(j->trigger = dup_bytes(req->grammar_trigger, strlen(req->grammar_trigger))))
+		goto nomem;
+	j->trigger_at_start = req->grammar_trigger_at_start;
 	for (i = 0; i < req->n_stop; i++) {
 		j->stop[i] = dup_bytes(req->stop[i], strlen(req->stop[i]));
 		if (!j->stop[i])

@@ -210,6 +210,15 @@ struct engine_request {
 	size_t embed_n_tokens;
 	bool embed_truncate;       /* an input longer than the context is cut to
 				    * it (else EMBER_ECONTEXT, as a prompt) */
+	/* Lazy grammar: with a trigger (NUL-terminated; copied), the output is
+	 * free until it contains the trigger's text, and the grammar applies
+	 * from there, the trigger being its first bytes (a tool call that
+	 * starts in the middle of an answer). With grammar_trigger_at_start,
+	 * only an output whose first non-whitespace text is the trigger starts
+	 * it. When the bytes after the trigger (in the same token) do not fit
+	 * the grammar, it is dropped and the output stays free. */
+	const char *grammar_trigger;
+	bool grammar_trigger_at_start;
 	engine_text_cb on_text;    /* may be NULL */
 	engine_done_cb on_done;    /* may be NULL */
 	/* Log-probabilities: on_logprobs (NULL: none computed) gets each
@@ -337,6 +346,12 @@ int engine_template_check(const char *src, size_t len, char *err);
 /* "" or why the model's own chat template is not used (it failed to parse
  * and the family table renders instead): for the caller to log once. */
 const char *engine_template_warning(const struct engine *e);
+
+/* The Jinja chat template requests render with (the model's own or
+ * --chat-template-file's; NULL when the family table renders), its length
+ * in *len, and in *family the family table's name ("chatml"): for callers
+ * that read the template's markers (the tool-call syntax, tool_call.h). */
+const char *engine_chat_template_source(const struct engine *e, size_t *len, const char **family);
 
 /*
  * Cancels every request (each still gets on_done, ENGINE_FINISH_CANCELLED,

@@ -53,6 +53,8 @@ struct job {
 	struct grammar *grammar;   /* owned; NULL: unconstrained */
 	engine_embed_cb on_embed;  /* non-NULL: an embedding job (embed.h) */
 	bool embed_truncate;
+	char *trigger;             /* owned; NULL, or the lazy grammar's trigger */
+	bool trigger_at_start;
 	engine_text_cb on_text;
 	engine_done_cb on_done;
 	engine_logprobs_cb on_logprobs; /* NULL: no logprobs */
@@ -102,6 +104,10 @@ struct seq {
 	struct sampler *sampler;
 	struct grammar_matcher *gm; /* with a job's grammar, else NULL */
 	uint32_t *mask;            /* [(n_vocab + 31) / 32] allowed tokens, with gm */
+	bool lazy;                 /* waiting for the job's trigger to start gm */
+	char *lazy_tail;           /* the output's last bytes (or, at start, all of
+				    * it after leading whitespace) being matched */
+	size_t lazy_len;
 	struct detok detok;
 	int pending_tokens;        /* generated tokens whose text is held back */
 	double t_prefill0, t_first, t_last;

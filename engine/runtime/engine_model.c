@@ -217,3 +217,10 @@ const char *engine_template_warning(const struct engine *e)
 {
 	return e->chat.warning;
 }
+
+const char *engine_chat_template_source(const struct engine *e, size_t *len, const char **family)
+{
+	*len = e->chat.jinja ? e->chat.jinja_len : 0;
+	*family = chat_template_name(e->chat.family);
+	return e->chat.jinja ? e->chat.jinja_src : NULL;
+}

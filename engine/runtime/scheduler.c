@@ -61,6 +61,8 @@ static void job_prepare(struct engine *e, struct job *j, bool special)
 		for (i = 0; i < j->n_msgs; i++) {
 			free((char *)j->msgs[i].role);
 			free((char *)j->msgs[i].content);
+			free((char *)j->msgs[i].tool_calls);
+			free((char *)j->msgs[i].tool_call_id);
 		}
 		free(j->msgs);
 		j->msgs = NULL;
@@ -215,6 +217,10 @@ static void finish_seq(struct worker *w, struct seq *s, enum engine_finish finis
 	s->gm = NULL;
 	free(s->mask);
 	s->mask = NULL;
+	free(s->lazy_tail);
+	s->lazy_tail = NULL;
+	s->lazy_len = 0;
+	s->lazy = false;
 	engine_job_finish(e, j, &res);
 }
 
@@ -312,6 +318,63 @@ static int start_grammar(struct engine *e, struct seq *s, char *err)
 	return rc;
 }
 
+/*
+ * A lazy grammar waiting for its trigger: `piece` (n bytes) is the newest
+ * token's text. Once the output holds the trigger, the matcher starts
+ * there and takes the bytes from the trigger on; if they do not fit, or
+ * an at-start trigger did not begin the output, the output stays free.
+ * Returns 0 or EMBER_ENOMEM.
+ */
+static int lazy_scan(struct engine *e, struct seq *s, const char *piece, size_t n, char *err)
+{
+	const char *t = s->job->trigger;
+	size_t tl = strlen(t), from = 0, keep;
+	const char *at = NULL;
+	char *grown;
+	int rc;
+
+	if (s->job->trigger_at_start && s->lazy_len == 0)
+		while (from < n && (piece[from] == ' ' || piece[from] == '\n' || piece[from] == '\t' ||
+				    piece[from] == '\r'))
+			from++;
+	if (from == n)
+		return 0;
+	grown = realloc(s->lazy_tail, s->lazy_len + n - from);
+	if (grown == NULL)
+		return ember_seterr(err, EMBER_ENOMEM, "lazy grammar: out of memory");
+	s->lazy_tail = grown;
+	memcpy(s->lazy_tail + s->lazy_len, piece + from, n - from);
+	s->lazy_len += n - from;
+	if (s->job->trigger_at_start) {
+		keep = s->lazy_len < tl ? s->lazy_len : tl;
+		if (memcmp(s->lazy_tail, t, keep) != 0) {
+			s->lazy = false; /* the output began otherwise */
+			return 0;
+		}
+		at = s->lazy_len >= tl ? s->lazy_tail : NULL;
+	} else {
+		at = memmem(s->lazy_tail, s->lazy_len, t, tl);
+	}
+	if (at == NULL) {
+		if (!s->job->trigger_at_start && s->lazy_len >= tl) {
+			/* only a tail shorter than the trigger can still begin it */
+			memmove(s->lazy_tail, s->lazy_tail + s->lazy_len - (tl - 1), tl - 1);
+			s->lazy_len = tl - 1;
+		}
+		return 0;
+	}
+	s->lazy = false;
+	if ((rc = start_grammar(e, s, err)) == 0 &&
+	    (rc = grammar_matcher_accept_bytes(s->gm, at, (size_t)(s->lazy_tail + s->lazy_len - at),
+						err)) == 0)
+		return 0;
+	grammar_matcher_free(s->gm); /* the text after the trigger does not fit: stay free */
+	s->gm = NULL;
+	free(s->mask);
+	s->mask = NULL;
+	return rc == EMBER_ENOMEM ? rc : 0;
+}
+
 /* Fills a just-admitted job's slot: the session's tokens, then the
  * prompt's (tokenized by the preparation thread). Without the lock: a
  * session with a job is only touched by the worker running it. On failure
@@ -375,8 +438,9 @@ static void start_seq(struct worker *w, struct seq *s)
 		rc = sampler_set_bias(s->sampler, j->logit_bias, j->n_logit_bias, err);
 	if (rc == 0)
 		rc = detok_init(&s->detok, (const char *const *)j->stop, j->n_stop, err);
-	if (rc == 0 && j->grammar != NULL)
+	if (rc == 0 && j->grammar != NULL && j->trigger == NULL)
 		rc = start_grammar(e, s, err);
+	s->lazy = j->grammar != NULL && j->trigger != NULL;
 	if (rc < 0) {
 		finish_seq(w, s, ENGINE_FINISH_ERROR, rc, err);
 		return;
@@ -532,6 +596,14 @@ static void emit(struct worker *w, struct seq *s, const float *logits)
 	}
 	if (n < 0)
 		n = 0;
+	if (s->lazy) {
+		char err[EMBER_ERR_MAX];
+
+		if (lazy_scan(e, s, w->piece, (size_t)n, err) != 0) {
+			finish_seq(w, s, ENGINE_FINISH_ERROR, EMBER_ENOMEM, err);
+			return;
+		}
+	}
 	if (DETOK_OUT_MAX(n) > w->text_cap) {
 		char *t = realloc(w->text, DETOK_OUT_MAX(n));
 

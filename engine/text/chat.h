@@ -156,6 +156,9 @@ struct jinja_template;
 struct chat_style {
 	enum chat_template family;   /* the table row: fallback renderer, stop texts */
 	struct jinja_template *jinja; /* owned; NULL: render with `family` */
+	char *jinja_src;             /* owned copy of its source (NULL with no jinja):
+				      * what it renders, e.g. whether it shows tools */
+	size_t jinja_len;
 	int strip_bos;               /* the tokenizer adds BOS itself: drop a leading bos_text */
 	char warning[EMBER_ERR_MAX]; /* "" or why the model's template is not used */
 	char bos_text[64]; /* "" when the vocabulary has none (or it is longer) */
@@ -188,7 +191,8 @@ void chat_style_free(struct chat_style *s);
  * text, with the assistant's opening when add_generation_prompt is set. With
  * a Jinja template the context is messages, tools, add_generation_prompt,
  * bos_token and eos_token; without one the family table renders (tools, tool
- * messages and tool calls are then refused). A leading BOS text is dropped
+ * messages and tool calls are then refused). A Jinja template that never
+ * mentions `tools` refuses them too, rather than dropping them silently. A leading BOS text is dropped
  * when the tokenizer adds BOS itself (see BOS above). Output: a malloc'd,
  * NUL-terminated *out of *len bytes (the caller frees it). Errors:
  * EMBER_EINVAL with the template's raise_exception() message as is, or

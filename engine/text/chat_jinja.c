@@ -16,11 +16,32 @@
 #include "ember.h"
 #include "jinja.h"
 
+/* The template's text, for what it renders (tools) and callers that read
+ * its markers (engine_chat_template_source). */
+static int keep_source(struct chat_style *s, const char *src, size_t len)
+{
+	char *copy = malloc(len + 1);
+
+	if (copy == NULL)
+		return EMBER_ENOMEM;
+	memcpy(copy, src, len);
+	copy[len] = '\0';
+	free(s->jinja_src);
+	s->jinja_src = copy;
+	s->jinja_len = len;
+	return 0;
+}
+
 void chat_style_load_jinja(struct chat_style *s, const char *src, size_t len)
 {
 	char err[EMBER_ERR_MAX] = "";
 
 	s->jinja = jinja_parse(src, len, err);
+	if (s->jinja != NULL && keep_source(s, src, len) != 0) {
+		jinja_free(s->jinja);
+		s->jinja = NULL;
+		snprintf(err, sizeof(err), "out of memory");
+	}
 	if (s->jinja == NULL)
 		snprintf(s->warning, sizeof(s->warning),
 			 "the model's chat template does not parse (%.150s); rendering with the '%s' family "
@@ -34,6 +55,10 @@ int chat_style_set_template(struct chat_style *s, const char *src, size_t len, c
 
 	if (t == NULL)
 		return ember_seterr(err, EMBER_EFORMAT, "chat template: %s", why);
+	if (keep_source(s, src, len) != 0) {
+		jinja_free(t);
+		return ember_seterr(err, EMBER_ENOMEM, "chat template: out of memory");
+	}
 	jinja_free(s->jinja);
 	s->jinja = t;
 	s->warning[0] = '\0';
@@ -46,6 +71,9 @@ void chat_style_free(struct chat_style *s)
 		return;
 	jinja_free(s->jinja);
 	s->jinja = NULL;
+	free(s->jinja_src);
+	s->jinja_src = NULL;
+	s->jinja_len = 0;
 }
 
 /* A growing string for the context JSON. */
@@ -185,6 +213,10 @@ int chat_render(const struct chat_style *s, const struct chat_msg *msgs, size_t 
 		free(copy);
 		return rc;
 	}
+	if (tools_json != NULL && s->jinja_src != NULL && memmem(s->jinja_src, s->jinja_len, "tools", 5) == NULL)
+		return ember_seterr(err, EMBER_EINVAL,
+				    "tools: this model's chat template does not show tool definitions to the "
+				    "model, so it cannot call them");
 	if ((rc = build_context(s, msgs, n, tools_json, add_generation_prompt, &ctx)) != 0) {
 		free(ctx.p);
 		return ember_seterr(err, rc, "chat: out of memory");

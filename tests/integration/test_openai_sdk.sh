@@ -39,3 +39,20 @@ kill -TERM $pid
 wait $pid
 trap - EXIT
 echo "emberd exited 0"
+
+# Tool calls need a template that shows tools: Qwen2.5's, on a larger context.
+cp "$ROOT/tests/clients/openai_sdk_tools.mjs" "$clients/"
+"$BUILD/ember" synth --preset tiny --ctx 2048 --type q8_0 -o "$TMPDIR/t.gguf" >/dev/null
+"$BUILD/emberd" --model="$TMPDIR/t.gguf" --port="$port" --threads=1 \
+	--chat-template-file="$ROOT/../shared/chat-templates/Qwen-Qwen2.5-7B-Instruct.jinja" 2>"$TMPDIR/emberd2.log" &
+pid=$!
+trap 'kill $pid 2>/dev/null || true' EXIT
+for _ in $(seq 1 600); do
+	curl -sf "http://127.0.0.1:$port/health" >/dev/null 2>&1 && break
+	kill -0 $pid 2>/dev/null || { cat "$TMPDIR/emberd2.log"; exit 1; }
+	sleep 0.1
+done
+(cd "$clients" && timeout 120 node openai_sdk_tools.mjs "http://127.0.0.1:$port/v1")
+kill -TERM $pid
+wait $pid
+trap - EXIT

@@ -7,7 +7,8 @@ grammar (GBNF) on /v1/generate, json_object mode: every output must parse
 and satisfy its schema (checked here by a small validator of the keywords
 used, since no JSON Schema package is among the Debian ones). Refusals: an
 unknown response_format type, an unsupported schema keyword, a bad
-grammar, two constraints at once and tool calling are 400s naming the
+grammar, two constraints at once and tools on a model whose template shows
+none are 400s naming the
 field or keyword. The model is random, so only validity is checked.
 """
 import json
