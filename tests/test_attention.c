@@ -46,7 +46,8 @@ static void at_fill(float *x, size_t n, float scale)
 		x[i] = at_uniform(scale);
 }
 
-static const enum cpu_level at_levels[] = {CPU_LEVEL_SCALAR, CPU_LEVEL_AVX2, CPU_LEVEL_AVX512};
+static const enum cpu_level at_levels[] = {CPU_LEVEL_SCALAR, CPU_LEVEL_AVX2, CPU_LEVEL_AVX512,
+					   CPU_LEVEL_NEON};
 #define AT_N_LEVELS (sizeof(at_levels) / sizeof(at_levels[0]))
 
 /* ---- kernels ------------------------------------------------------------------ */
