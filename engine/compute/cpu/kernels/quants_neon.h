@@ -29,6 +29,8 @@
 #include "quants.h"
 
 #define NQ_INLINE static inline __attribute__((always_inline))
+/* The 4-row loops must unroll so each row's vectors live in registers. */
+#define NQ_UNROLL _Pragma("GCC unroll 4")
 
 /* Lane r = the total of p[r]'s four lanes. */
 NQ_INLINE int32x4_t nq__reduce4(const int32x4_t p[4])
@@ -90,6 +92,7 @@ NQ_INLINE void nq__gemm_q80(const struct kern_gemm_args *a, size_t o0, size_t o1
 				const int8x16_t x0 = vld1q_s8(x[b].qs), x1 = vld1q_s8(x[b].qs + 16);
 				int32x4_t p[4];
 
+				NQ_UNROLL
 				for (int r = 0; r < 4; r++) {
 					const uint8_t *q = w[r] + b * bs + 2;
 					int8x16_t q0, q1;
@@ -379,6 +382,7 @@ NQ_INLINE void nq__gemm_k(const struct kern_gemm_args *a, size_t o0, size_t o1,
 				float d[4], dmin[4];
 				int32x4_t p0[4], p1[4];
 
+				NQ_UNROLL
 				for (int r = 0; r < 4; r++) {
 					struct nq__blk u;
 					unpack(w[r], b, &u);
@@ -404,6 +408,95 @@ NQ_INLINE void nq__gemm_k(const struct kern_gemm_args *a, size_t o0, size_t o1,
 	}
 }
 
+/* Q4_K, the common K-quant, without the generic unpack: per super-block
+ * and 4 rows, the 6-bit scales and minima of all 8 blocks are unpacked at
+ * once in vector lanes (lane = row), and each 32 bytes of nibbles are
+ * loaded once for the two blocks that share them. Same arithmetic as the
+ * generic form (sc0 = sc1, m0 = m1: the minimum term is m * (s0 + s1), and
+ * s0 + s1 is the xs8 row's 8 * sum over 8). */
+NQ_INLINE uint32x4_t nq__lanes_u32(const uint8_t *const w[4], size_t off)
+{
+	uint32_t v[4];
+
+	for (int r = 0; r < 4; r++)
+		memcpy(&v[r], w[r] + off, 4);
+	return vld1q_u32(v);
+}
+
+NQ_INLINE int32x4_t nq__byte(uint32x4_t v, int k)
+{
+	return vreinterpretq_s32_u32(
+		vandq_u32(vshlq_u32(v, vdupq_n_s32(-8 * k)), vdupq_n_u32(0xff)));
+}
+
+void NQ_FN(q4_k)(const struct kern_gemm_args *a, size_t o0, size_t o1)
+{
+	const size_t nsb = a->n_in / KERN_QKK, bs = sizeof(struct kern_block_q4_k);
+	const uint8x16_t m4 = vdupq_n_u8(15);
+	const uint32x4_t k3f = vdupq_n_u32(0x3f3f3f3f), k0f = vdupq_n_u32(0x0f0f0f0f),
+			 k30 = vdupq_n_u32(0x30303030);
+
+	for (size_t t = 0; t < a->n_tok; t++) {
+		const struct kern_block_q8a *x =
+			(const struct kern_block_q8a *)((const char *)a->x + t * a->x_stride);
+		const int32_t *xs8 = a->xs8 + t * a->xd_stride;
+
+		for (size_t o = o0; o < o1; o += 4) {
+			const uint8_t *w[4];
+			float32x4_t acc = vdupq_n_f32(0.0f);
+
+			nq__rows(a, o, o1, w);
+			for (size_t sb = 0; sb < nsb; sb++) {
+				const uint8_t *ws[4] = {w[0] + sb * bs, w[1] + sb * bs, w[2] + sb * bs,
+							w[3] + sb * bs};
+				const float32x4_t d = nq__scales4(ws, 0), dmin = nq__scales4(ws, 2);
+				const uint32x4_t w0 = nq__lanes_u32(ws, 4), w1 = nq__lanes_u32(ws, 8),
+						 w2 = nq__lanes_u32(ws, 12);
+				/* bytes 0..3 and 4..7 of each row's scales and minima */
+				const uint32x4_t sc[2] = {
+					vandq_u32(w0, k3f),
+					vorrq_u32(vandq_u32(w2, k0f), vandq_u32(vshrq_n_u32(w0, 2), k30))};
+				const uint32x4_t mn[2] = {
+					vandq_u32(w1, k3f),
+					vorrq_u32(vandq_u32(vshrq_n_u32(w2, 4), k0f),
+						  vandq_u32(vshrq_n_u32(w1, 2), k30))};
+
+				_Pragma("GCC unroll 4")
+				for (int jp = 0; jp < 4; jp++) {
+					uint8x16_t v[4][2];
+
+					NQ_UNROLL
+					for (int r = 0; r < 4; r++) {
+						v[r][0] = vld1q_u8(ws[r] + 16 + 32 * jp);
+						v[r][1] = vld1q_u8(ws[r] + 32 + 32 * jp);
+					}
+					_Pragma("GCC unroll 2")
+					for (int odd = 0; odd < 2; odd++) {
+						const int j = 2 * jp + odd;
+						const size_t b = sb * 8 + (size_t)j;
+						const int8x16_t x0 = vld1q_s8(x[b].qs), x1 = vld1q_s8(x[b].qs + 16);
+						int32x4_t p[4];
+
+						NQ_UNROLL
+						for (int r = 0; r < 4; r++) {
+							uint8x16_t q0 = odd ? vshrq_n_u8(v[r][0], 4) : vandq_u8(v[r][0], m4);
+							uint8x16_t q1 = odd ? vshrq_n_u8(v[r][1], 4) : vandq_u8(v[r][1], m4);
+							p[r] = NQ_DOT(NQ_DOT(vdupq_n_s32(0), vreinterpretq_s8_u8(q0), x0),
+								      vreinterpretq_s8_u8(q1), x1);
+						}
+						int32x4_t ia = vmulq_s32(nq__byte(sc[j / 4], j % 4), nq__reduce4(p));
+						int32x4_t ib = vmulq_n_s32(nq__byte(mn[j / 4], j % 4), xs8[b] / 8);
+						float32x4_t r = vsubq_f32(vmulq_f32(d, vcvtq_f32_s32(ia)),
+									  vmulq_f32(dmin, vcvtq_f32_s32(ib)));
+						acc = vaddq_f32(acc, vmulq_n_f32(r, x[b].d));
+					}
+				}
+			}
+			nq__store(a->y + t * a->y_stride + o, acc, o1 - o < 4 ? o1 - o : 4);
+		}
+	}
+}
+
 #define NQ__GEMM_K(type)                                                               \
 	void NQ_FN(type)(const struct kern_gemm_args *a, size_t o0, size_t o1)         \
 	{                                                                              \
@@ -416,7 +509,6 @@ NQ__GEMM_K(q5_1)
 NQ__GEMM_K(iq4_nl)
 NQ__GEMM_K(q2_k)
 NQ__GEMM_K(q3_k)
-NQ__GEMM_K(q4_k)
 NQ__GEMM_K(q5_k)
 NQ__GEMM_K(q6_k)
 NQ__GEMM_K(iq4_xs)
