@@ -34,7 +34,7 @@ q() { # q MODEL LEVEL CMD...
 	local model=$1 level=$2
 	shift 2
 	timeout "$SUITE_TIMEOUT" qemu-aarch64 -cpu "$model" -E LD_LIBRARY_PATH="$LIBS" \
-		-E CK_FORK=no ${level:+-E EMBER_CPU=$level} "$@"
+		-E CK_FORK=no -E EMBER_TEST_NO_FORK=1 ${level:+-E EMBER_CPU=$level} "$@"
 }
 
 passed=0 failed=0

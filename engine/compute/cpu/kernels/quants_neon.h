@@ -423,10 +423,20 @@ NQ_INLINE uint32x4_t nq__lanes_u32(const uint8_t *const w[4], size_t off)
 	return vld1q_u32(v);
 }
 
-NQ_INLINE int32x4_t nq__byte(uint32x4_t v, int k)
+/* Lane r = byte k of v's lane r, zero-extended: one TBL (index 255 gives
+ * 0). `idx` holds 4r + k in byte 4r of each lane and 255 elsewhere. */
+NQ_INLINE int32x4_t nq__byte(uint32x4_t v, uint8x16_t idx)
 {
-	return vreinterpretq_s32_u32(
-		vandq_u32(vshlq_u32(v, vdupq_n_s32(-8 * k)), vdupq_n_u32(0xff)));
+	return vreinterpretq_s32_u8(vqtbl1q_u8(vreinterpretq_u8_u32(v), idx));
+}
+
+NQ_INLINE uint8x16_t nq__byte_index(int k)
+{
+	uint8_t idx[16];
+
+	for (int i = 0; i < 16; i++)
+		idx[i] = i % 4 ? 255 : (uint8_t)(i + k);
+	return vld1q_u8(idx);
 }
 
 void NQ_FN(q4_k)(const struct kern_gemm_args *a, size_t o0, size_t o1)
@@ -435,6 +445,8 @@ void NQ_FN(q4_k)(const struct kern_gemm_args *a, size_t o0, size_t o1)
 	const uint8x16_t m4 = vdupq_n_u8(15);
 	const uint32x4_t k3f = vdupq_n_u32(0x3f3f3f3f), k0f = vdupq_n_u32(0x0f0f0f0f),
 			 k30 = vdupq_n_u32(0x30303030);
+	const uint8x16_t bidx[4] = {nq__byte_index(0), nq__byte_index(1), nq__byte_index(2),
+				    nq__byte_index(3)};
 
 	for (size_t t = 0; t < a->n_tok; t++) {
 		const struct kern_block_q8a *x =
@@ -461,6 +473,15 @@ void NQ_FN(q4_k)(const struct kern_gemm_args *a, size_t o0, size_t o1)
 					vorrq_u32(vandq_u32(vshrq_n_u32(w2, 4), k0f),
 						  vandq_u32(vshrq_n_u32(w1, 2), k30))};
 
+				/* Row sums run on across the super-block's blocks (no zeroed
+				 * accumulator per block); a block's sums are the
+				 * difference of two running totals (exact: at most
+				 * 256 x 15 x 127 in magnitude). */
+				int32x4_t p[4], prev = vdupq_n_s32(0);
+
+				NQ_UNROLL
+				for (int r = 0; r < 4; r++)
+					p[r] = vdupq_n_s32(0);
 				_Pragma("GCC unroll 4")
 				for (int jp = 0; jp < 4; jp++) {
 					uint8x16_t v[4][2];
@@ -475,17 +496,19 @@ void NQ_FN(q4_k)(const struct kern_gemm_args *a, size_t o0, size_t o1)
 						const int j = 2 * jp + odd;
 						const size_t b = sb * 8 + (size_t)j;
 						const int8x16_t x0 = vld1q_s8(x[b].qs), x1 = vld1q_s8(x[b].qs + 16);
-						int32x4_t p[4];
 
 						NQ_UNROLL
 						for (int r = 0; r < 4; r++) {
 							uint8x16_t q0 = odd ? vshrq_n_u8(v[r][0], 4) : vandq_u8(v[r][0], m4);
 							uint8x16_t q1 = odd ? vshrq_n_u8(v[r][1], 4) : vandq_u8(v[r][1], m4);
-							p[r] = NQ_DOT(NQ_DOT(vdupq_n_s32(0), vreinterpretq_s8_u8(q0), x0),
+							p[r] = NQ_DOT(NQ_DOT(p[r], vreinterpretq_s8_u8(q0), x0),
 								      vreinterpretq_s8_u8(q1), x1);
 						}
-						int32x4_t ia = vmulq_s32(nq__byte(sc[j / 4], j % 4), nq__reduce4(p));
-						int32x4_t ib = vmulq_n_s32(nq__byte(mn[j / 4], j % 4), xs8[b] / 8);
+						int32x4_t cum = nq__reduce4(p), i = vsubq_s32(cum, prev);
+						prev = cum;
+						/* xs8 is 8 x the sum: >> 3 is exact */
+						int32x4_t ia = vmulq_s32(nq__byte(sc[j / 4], bidx[j % 4]), i);
+						int32x4_t ib = vmulq_n_s32(nq__byte(mn[j / 4], bidx[j % 4]), xs8[b] >> 3);
 						float32x4_t r = vsubq_f32(vmulq_f32(d, vcvtq_f32_s32(ia)),
 									  vmulq_f32(dmin, vcvtq_f32_s32(ib)));
 						acc = vaddq_f32(acc, vmulq_n_f32(r, x[b].d));
