@@ -439,83 +439,114 @@ NQ_INLINE uint8x16_t nq__byte_index(int k)
 	return vld1q_u8(idx);
 }
 
-void NQ_FN(q4_k)(const struct kern_gemm_args *a, size_t o0, size_t o1)
+/* Rows w[0..3] against nt (1 or 2, a constant after inlining) tokens x[k]:
+ * each 32 bytes of nibbles are decoded once for the tokens of the call
+ * (prefill), each token keeps its own sums and accumulator. */
+NQ_INLINE void nq__q4k_tile(const uint8_t *const w[4], size_t nsb,
+			    const struct kern_block_q8a *const x[2], const int32_t *const xs8[2],
+			    float32x4_t acc[2], const int nt)
 {
-	const size_t nsb = a->n_in / KERN_QKK, bs = sizeof(struct kern_block_q4_k);
+	const size_t bs = sizeof(struct kern_block_q4_k);
 	const uint8x16_t m4 = vdupq_n_u8(15);
 	const uint32x4_t k3f = vdupq_n_u32(0x3f3f3f3f), k0f = vdupq_n_u32(0x0f0f0f0f),
 			 k30 = vdupq_n_u32(0x30303030);
 	const uint8x16_t bidx[4] = {nq__byte_index(0), nq__byte_index(1), nq__byte_index(2),
 				    nq__byte_index(3)};
 
-	for (size_t t = 0; t < a->n_tok; t++) {
-		const struct kern_block_q8a *x =
-			(const struct kern_block_q8a *)((const char *)a->x + t * a->x_stride);
-		const int32_t *xs8 = a->xs8 + t * a->xd_stride;
+	for (int k = 0; k < nt; k++)
+		acc[k] = vdupq_n_f32(0.0f);
+	for (size_t sb = 0; sb < nsb; sb++) {
+		const uint8_t *ws[4] = {w[0] + sb * bs, w[1] + sb * bs, w[2] + sb * bs,
+					w[3] + sb * bs};
+		const float32x4_t d = nq__scales4(ws, 0), dmin = nq__scales4(ws, 2);
+		const uint32x4_t w0 = nq__lanes_u32(ws, 4), w1 = nq__lanes_u32(ws, 8),
+				 w2 = nq__lanes_u32(ws, 12);
+		/* bytes 0..3 and 4..7 of each row's scales and minima */
+		const uint32x4_t sc[2] = {
+			vandq_u32(w0, k3f),
+			vorrq_u32(vandq_u32(w2, k0f), vandq_u32(vshrq_n_u32(w0, 2), k30))};
+		const uint32x4_t mn[2] = {
+			vandq_u32(w1, k3f),
+			vorrq_u32(vandq_u32(vshrq_n_u32(w2, 4), k0f), vandq_u32(vshrq_n_u32(w1, 2), k30))};
+		/* Row sums run on across the super-block's blocks (no zeroed
+		 * accumulator per block); a block's sums are the difference of
+		 * two running totals (exact: at most 256 x 15 x 127 in
+		 * magnitude). */
+		int32x4_t p[2][4], prev[2];
 
-		for (size_t o = o0; o < o1; o += 4) {
-			const uint8_t *w[4];
-			float32x4_t acc = vdupq_n_f32(0.0f);
+		for (int k = 0; k < nt; k++) {
+			prev[k] = vdupq_n_s32(0);
+			NQ_UNROLL
+			for (int r = 0; r < 4; r++)
+				p[k][r] = vdupq_n_s32(0);
+		}
+		_Pragma("GCC unroll 4")
+		for (int jp = 0; jp < 4; jp++) {
+			uint8x16_t v[4][2];
 
-			nq__rows(a, o, o1, w);
-			for (size_t sb = 0; sb < nsb; sb++) {
-				const uint8_t *ws[4] = {w[0] + sb * bs, w[1] + sb * bs, w[2] + sb * bs,
-							w[3] + sb * bs};
-				const float32x4_t d = nq__scales4(ws, 0), dmin = nq__scales4(ws, 2);
-				const uint32x4_t w0 = nq__lanes_u32(ws, 4), w1 = nq__lanes_u32(ws, 8),
-						 w2 = nq__lanes_u32(ws, 12);
-				/* bytes 0..3 and 4..7 of each row's scales and minima */
-				const uint32x4_t sc[2] = {
-					vandq_u32(w0, k3f),
-					vorrq_u32(vandq_u32(w2, k0f), vandq_u32(vshrq_n_u32(w0, 2), k30))};
-				const uint32x4_t mn[2] = {
-					vandq_u32(w1, k3f),
-					vorrq_u32(vandq_u32(vshrq_n_u32(w2, 4), k0f),
-						  vandq_u32(vshrq_n_u32(w1, 2), k30))};
-
-				/* Row sums run on across the super-block's blocks (no zeroed
-				 * accumulator per block); a block's sums are the
-				 * difference of two running totals (exact: at most
-				 * 256 x 15 x 127 in magnitude). */
-				int32x4_t p[4], prev = vdupq_n_s32(0);
+			NQ_UNROLL
+			for (int r = 0; r < 4; r++) {
+				v[r][0] = vld1q_u8(ws[r] + 16 + 32 * jp);
+				v[r][1] = vld1q_u8(ws[r] + 32 + 32 * jp);
+			}
+			_Pragma("GCC unroll 2")
+			for (int odd = 0; odd < 2; odd++) {
+				const int j = 2 * jp + odd;
+				const size_t b = sb * 8 + (size_t)j;
+				const int32x4_t scj = nq__byte(sc[j / 4], bidx[j % 4]);
+				const int32x4_t mnj = nq__byte(mn[j / 4], bidx[j % 4]);
 
 				NQ_UNROLL
-				for (int r = 0; r < 4; r++)
-					p[r] = vdupq_n_s32(0);
-				_Pragma("GCC unroll 4")
-				for (int jp = 0; jp < 4; jp++) {
-					uint8x16_t v[4][2];
-
-					NQ_UNROLL
-					for (int r = 0; r < 4; r++) {
-						v[r][0] = vld1q_u8(ws[r] + 16 + 32 * jp);
-						v[r][1] = vld1q_u8(ws[r] + 32 + 32 * jp);
-					}
-					_Pragma("GCC unroll 2")
-					for (int odd = 0; odd < 2; odd++) {
-						const int j = 2 * jp + odd;
-						const size_t b = sb * 8 + (size_t)j;
-						const int8x16_t x0 = vld1q_s8(x[b].qs), x1 = vld1q_s8(x[b].qs + 16);
-
-						NQ_UNROLL
-						for (int r = 0; r < 4; r++) {
-							uint8x16_t q0 = odd ? vshrq_n_u8(v[r][0], 4) : vandq_u8(v[r][0], m4);
-							uint8x16_t q1 = odd ? vshrq_n_u8(v[r][1], 4) : vandq_u8(v[r][1], m4);
-							p[r] = NQ_DOT(NQ_DOT(p[r], vreinterpretq_s8_u8(q0), x0),
-								      vreinterpretq_s8_u8(q1), x1);
-						}
-						int32x4_t cum = nq__reduce4(p), i = vsubq_s32(cum, prev);
-						prev = cum;
-						/* xs8 is 8 x the sum: >> 3 is exact */
-						int32x4_t ia = vmulq_s32(nq__byte(sc[j / 4], bidx[j % 4]), i);
-						int32x4_t ib = vmulq_n_s32(nq__byte(mn[j / 4], bidx[j % 4]), xs8[b] >> 3);
-						float32x4_t r = vsubq_f32(vmulq_f32(d, vcvtq_f32_s32(ia)),
-									  vmulq_f32(dmin, vcvtq_f32_s32(ib)));
-						acc = vaddq_f32(acc, vmulq_n_f32(r, x[b].d));
-					}
+				for (int r = 0; r < 4; r++) {
+					int8x16_t q0 = vreinterpretq_s8_u8(odd ? vshrq_n_u8(v[r][0], 4)
+									       : vandq_u8(v[r][0], m4));
+					int8x16_t q1 = vreinterpretq_s8_u8(odd ? vshrq_n_u8(v[r][1], 4)
+									       : vandq_u8(v[r][1], m4));
+					for (int k = 0; k < nt; k++)
+						p[k][r] = NQ_DOT(NQ_DOT(p[k][r], q0, vld1q_s8(x[k][b].qs)), q1,
+								 vld1q_s8(x[k][b].qs + 16));
+				}
+				for (int k = 0; k < nt; k++) {
+					int32x4_t cum = nq__reduce4(p[k]), i = vsubq_s32(cum, prev[k]);
+					prev[k] = cum;
+					/* xs8 is 8 x the sum: >> 3 is exact */
+					int32x4_t ia = vmulq_s32(scj, i);
+					int32x4_t ib = vmulq_n_s32(mnj, xs8[k][b] >> 3);
+					float32x4_t rv = vsubq_f32(vmulq_f32(d, vcvtq_f32_s32(ia)),
+								   vmulq_f32(dmin, vcvtq_f32_s32(ib)));
+					acc[k] = vaddq_f32(acc[k], vmulq_n_f32(rv, x[k][b].d));
 				}
 			}
-			nq__store(a->y + t * a->y_stride + o, acc, o1 - o < 4 ? o1 - o : 4);
+		}
+	}
+}
+
+void NQ_FN(q4_k)(const struct kern_gemm_args *a, size_t o0, size_t o1)
+{
+	const size_t nsb = a->n_in / KERN_QKK;
+
+	for (size_t o = o0; o < o1; o += 4) {
+		const uint8_t *w[4];
+		const size_t nr = o1 - o < 4 ? o1 - o : 4;
+
+		nq__rows(a, o, o1, w);
+		for (size_t t = 0; t < a->n_tok; t += 2) {
+			const size_t nt = a->n_tok - t < 2 ? 1 : 2;
+			const struct kern_block_q8a *x[2];
+			const int32_t *xs8[2];
+			float32x4_t acc[2];
+
+			for (size_t k = 0; k < 2; k++) {
+				size_t tk = t + (k < nt ? k : 0);
+				x[k] = (const struct kern_block_q8a *)((const char *)a->x + tk * a->x_stride);
+				xs8[k] = a->xs8 + tk * a->xd_stride;
+			}
+			if (nt == 2)
+				nq__q4k_tile(w, nsb, x, xs8, acc, 2);
+			else
+				nq__q4k_tile(w, nsb, x, xs8, acc, 1);
+			for (size_t k = 0; k < nt; k++)
+				nq__store(a->y + (t + k) * a->y_stride + o, acc[k], nr);
 		}
 	}
 }
