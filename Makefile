@@ -7,6 +7,8 @@
 #   make install    PREFIX=/usr/local DESTDIR=
 #   make image      build the container image ember:latest (podman, as root)
 #   make image-test build it, then run it with a model and check it
+#   make ARCH=arm64 the same, cross-built for AArch64 into build/arm64/
+#   make test-arm64 that build's kernel and golden tests under qemu-aarch64
 #   make clean
 #   V=1             show the full commands
 
