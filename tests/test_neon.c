@@ -303,6 +303,38 @@ START_TEST(neon_float_matmul_matches_reference)
 		}
 }
 END_TEST
+
+/* The gated SiLU on NEON (the kernels suite checks it too, but runs too
+ * long under qemu): within 1e-6 of double math, tails, extremes, NaN. */
+START_TEST(neon_silu_matches_double_math)
+{
+	const struct kern_ops *ops = kern_ops_for(CPU_LEVEL_NEON);
+	float g[37], y[37], y0[37];
+
+	if (tn_skip(CPU_LEVEL_NEON))
+		return;
+	for (size_t n = 1; n <= 37; n += 6) {
+		for (size_t i = 0; i < n; i++) {
+			g[i] = ((float)(tn_rand() & 0xffff) / 32768.0f - 1.0f) * 12.0f;
+			y0[i] = y[i] = ((float)(tn_rand() & 0xffff) / 32768.0f - 1.0f) * 3.0f;
+		}
+		g[0] = -200.0f; /* exp(200) is +inf: silu is -0 */
+		if (n > 1)
+			g[n - 1] = 95.0f;
+		y[0] = y0[0];
+		ops->silu_mul(y, g, n);
+		for (size_t i = 0; i < n; i++) {
+			double want = (double)y0[i] * g[i] / (1.0 + exp(-(double)g[i]));
+			ck_assert_msg(fabs(y[i] - want) <= 1e-6 * fabs(want) + 1e-30,
+				      "silu_mul n=%zu [%zu]: %.9g vs %.9g", n, i, y[i], want);
+		}
+	}
+	g[0] = NAN;
+	y[0] = 1.0f;
+	ops->silu_mul(y, g, 1);
+	ck_assert(isnan(y[0]));
+}
+END_TEST
 #endif
 
 Suite *suite_neon(void)
@@ -319,6 +351,7 @@ Suite *suite_neon(void)
 	tcase_add_test(tc, dotprod_quantized_equals_reference);
 	tcase_add_test(tc, i8mm_quantized_equals_reference);
 	tcase_add_test(tc, neon_float_matmul_matches_reference);
+	tcase_add_test(tc, neon_silu_matches_double_math);
 #endif
 	suite_add_tcase(s, tc);
 	return s;
