@@ -7,6 +7,8 @@
 #   make install    PREFIX=/usr/local DESTDIR=
 #   make image      build the container image ember:latest (podman, as root)
 #   make image-test build it, then run it with a model and check it
+#   make ARCH=arm64 the same, cross-built for AArch64 into build/arm64/
+#   make test-arm64 that build's kernel and golden tests under qemu-aarch64
 #   make clean
 #   V=1             show the full commands
 
@@ -17,6 +19,23 @@ PREFIX   ?= /usr/local
 DESTDIR  ?=
 OPT      ?= -O2
 
+# ARCH=arm64: cross-build for AArch64 with Debian's gcc-aarch64-linux-gnu
+# and the :arm64 libraries (multiarch; `make deps-arm64` installs them),
+# into build/arm64/ so the host's build stays. README, ARM64.
+ifeq ($(ARCH),arm64)
+CROSS    ?= aarch64-linux-gnu-
+CC       := $(CROSS)gcc
+CXX      := $(CROSS)g++
+BUILD    := build/arm64
+PKG_CONFIG_PATH_ARM64 := /usr/lib/aarch64-linux-gnu/pkgconfig:/usr/share/pkgconfig
+# libpthreadpool and libsentencepiece are not Multi-Arch: same in Debian 12
+# (their :arm64 packages would remove the host's), so deps-arm64 unpacks
+# them here instead of installing them.
+ARM64_SYSROOT := $(BUILD)/sysroot
+CPPFLAGS_ARCH := -I$(ARM64_SYSROOT)/usr/include
+LDFLAGS  += -L$(ARM64_SYSROOT)/usr/lib/aarch64-linux-gnu
+endif
+
 WARN     := -Wall -Wextra -Werror
 # The engine's layers (README, Architecture): base <- format <- model <-
 # compute (the device contract; cpu/ is one device) <- text <- runtime.
@@ -24,7 +43,7 @@ WARN     := -Wall -Wextra -Werror
 # which layer may include which.
 ENGINE_DIRS := engine/base engine/format engine/model engine/compute \
 	       engine/compute/cpu engine/compute/cpu/kernels engine/text engine/runtime
-CPPFLAGS := $(addprefix -I,$(ENGINE_DIRS)) -Iserver -Itools -Itools/convert -D_GNU_SOURCE
+CPPFLAGS := $(addprefix -I,$(ENGINE_DIRS)) -Iserver -Itools -Itools/convert -D_GNU_SOURCE $(CPPFLAGS_ARCH)
 CFLAGS   := -std=c11 $(OPT) -g $(WARN) -fno-strict-aliasing -pthread
 CXXFLAGS := -std=c++17 $(OPT) -g $(WARN) -pthread
 DEPFLAGS  = -MMD -MP
@@ -54,14 +73,24 @@ ifeq ($(TARGET_ARCH),x86_64)
 ISA_avx2   := -mavx2 -mfma -mf16c
 ISA_avx512 := -mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx512bf16
 endif
+# AArch64: NEON is the baseline (*_neon.c need no flag); the dot-product
+# and int8 matrix-multiply kernels are in *_dotprod_neon.c / *_i8mm_neon.c.
+ifeq ($(TARGET_ARCH),aarch64)
+ISA_dotprod := -march=armv8.2-a+dotprod
+ISA_i8mm    := -march=armv8.2-a+dotprod+i8mm
+endif
 
+PKG_CONFIG  ?= pkg-config
+ifeq ($(ARCH),arm64)
+PKG_CONFIG  := PKG_CONFIG_LIBDIR=$(PKG_CONFIG_PATH_ARM64) pkg-config
+endif
 PKGS_ENGINE := libpcre2-8
 PKGS_SERVER := libmicrohttpd jansson libuv
 PKGS_TEST   := check
-LIBS_ENGINE  = $(shell pkg-config --libs $(PKGS_ENGINE) 2>/dev/null) -lsentencepiece -lpthreadpool -lstdc++ -lm
-LIBS_SERVER  = $(shell pkg-config --libs $(PKGS_SERVER) 2>/dev/null)
-LIBS_TOOLS   = $(shell pkg-config --libs jansson 2>/dev/null)
-LIBS_TEST    = $(shell pkg-config --libs $(PKGS_TEST) 2>/dev/null) $(LIBS_TOOLS)
+LIBS_ENGINE  = $(shell $(PKG_CONFIG) --libs $(PKGS_ENGINE) 2>/dev/null) -lsentencepiece -lpthreadpool -lstdc++ -lm
+LIBS_SERVER  = $(shell $(PKG_CONFIG) --libs $(PKGS_SERVER) 2>/dev/null)
+LIBS_TOOLS   = $(shell $(PKG_CONFIG) --libs jansson 2>/dev/null)
+LIBS_TEST    = $(shell $(PKG_CONFIG) --libs $(PKGS_TEST) 2>/dev/null) $(LIBS_TOOLS)
 
 ENGINE_SRC := $(foreach d,$(ENGINE_DIRS),$(wildcard $(d)/*.c))
 ENGINE_CXX := $(foreach d,$(ENGINE_DIRS),$(wildcard $(d)/*.cc))
@@ -123,6 +152,13 @@ $(BUILD)/%.o: %.cc
 
 $(BUILD)/engine/compute/cpu/kernels/%_avx2.o: ISAFLAGS = $(ISA_avx2)
 $(BUILD)/engine/compute/cpu/kernels/%_avx512.o: ISAFLAGS = $(ISA_avx512)
+$(BUILD)/engine/compute/cpu/kernels/%_dotprod_neon.o: ISAFLAGS = $(ISA_dotprod)
+$(BUILD)/engine/compute/cpu/kernels/%_i8mm_neon.o: ISAFLAGS = $(ISA_i8mm)
+# Debian 12's aarch64 GCC 12 stops with an internal compiler error
+# vectorizing the tests' fmax(double) reductions (test_forward.c, ...).
+ifeq ($(TARGET_ARCH),aarch64)
+$(BUILD)/tests/%.o: CFLAGS += -fno-tree-vectorize
+endif
 
 $(LIBEMBER): $(ENGINE_OBJ)
 	$(call say,AR,$@)rm -f $@ && ar rcs $@ $^
@@ -281,6 +317,36 @@ deps:
 	  if [ "$$(id -u)" != 0 ]; then echo "run as root (or: apt-get install" $$missing")"; exit 1; fi; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
 	fi
+
+# ---- ARM64: cross-build, tests under qemu -----------------------------------
+# `make ARCH=arm64` cross-builds everything into build/arm64/ (README,
+# ARM64); `make test-arm64` builds the unit tests for AArch64 and runs the
+# kernel and golden suites under qemu-aarch64 at every ARM level
+# (tests/arm64/run_qemu.sh). deps-arm64 installs the cross compiler, qemu
+# and the :arm64 libraries (multiarch), and unpacks the two that cannot be
+# installed beside the host's (see ARM64_SYSROOT above).
+ARM64_DEB_PKGS := gcc-aarch64-linux-gnu g++-aarch64-linux-gnu qemu-user libc6-dev:arm64 \
+	libmicrohttpd-dev:arm64 libjansson-dev:arm64 libuv1-dev:arm64 libpcre2-dev:arm64 \
+	check:arm64 libsubunit-dev:arm64 libstdc++6:arm64
+ARM64_UNPACK   := libpthreadpool0 libpthreadpool-dev libsentencepiece0 libsentencepiece-dev
+ARM64_ROOT     := build/arm64/sysroot
+
+.PHONY: deps-arm64 test-arm64
+deps-arm64:
+	@if ! dpkg --print-foreign-architectures | grep -qx arm64; then \
+	  echo "dpkg --add-architecture arm64"; dpkg --add-architecture arm64 && apt-get update -qq; fi
+	@$(MAKE) --no-print-directory deps DEB_PKGS="$(ARM64_DEB_PKGS)"
+	@if [ ! -f $(ARM64_ROOT)/.unpacked ]; then \
+	  echo "unpacking $(ARM64_UNPACK) (arm64) into $(ARM64_ROOT)"; \
+	  rm -rf $(ARM64_ROOT) && mkdir -p $(ARM64_ROOT)/debs && \
+	  (cd $(ARM64_ROOT)/debs && apt-get download -q $(addsuffix :arm64,$(ARM64_UNPACK)) 2>&1 | grep -v '^W: Download is performed unsandboxed' ; true) && \
+	  for d in $(ARM64_ROOT)/debs/*.deb; do dpkg-deb -x $$d $(ARM64_ROOT) || exit 1; done && \
+	  test -e $(ARM64_ROOT)/usr/lib/aarch64-linux-gnu/libpthreadpool.so && touch $(ARM64_ROOT)/.unpacked; \
+	fi
+
+test-arm64: deps-arm64
+	$(MAKE) --no-print-directory ARCH=arm64 all build/arm64/check_unit
+	ROOT=$(ARM64_ROOT) BUILD=build/arm64 tests/arm64/run_qemu.sh
 
 # ---- install -----------------------------------------------------------------
 

@@ -46,7 +46,8 @@ static void at_fill(float *x, size_t n, float scale)
 		x[i] = at_uniform(scale);
 }
 
-static const enum cpu_level at_levels[] = {CPU_LEVEL_SCALAR, CPU_LEVEL_AVX2, CPU_LEVEL_AVX512};
+static const enum cpu_level at_levels[] = {CPU_LEVEL_SCALAR, CPU_LEVEL_AVX2, CPU_LEVEL_AVX512,
+					   CPU_LEVEL_NEON};
 #define AT_N_LEVELS (sizeof(at_levels) / sizeof(at_levels[0]))
 
 /* ---- kernels ------------------------------------------------------------------ */
@@ -545,6 +546,11 @@ static void at_check_level(enum cpu_level level)
 			cpu_level_name(level));
 		return;
 	}
+	if (getenv("EMBER_TEST_NO_FORK")) { /* qemu-user: tests/arm64/run_qemu.sh */
+		fprintf(stderr, "attention: %s level end to end skipped: no fork here\n",
+			cpu_level_name(level));
+		return;
+	}
 	fflush(stdout);
 	fflush(stderr);
 	pid = fork();
@@ -572,6 +578,12 @@ END_TEST
 START_TEST(attention_matches_float64_softmax_at_avx512_level)
 {
 	at_check_level(CPU_LEVEL_AVX512);
+}
+END_TEST
+
+START_TEST(attention_matches_float64_softmax_at_neon_level)
+{
+	at_check_level(CPU_LEVEL_NEON);
 }
 END_TEST
 
@@ -629,6 +641,7 @@ Suite *suite_attention(void)
 	tcase_add_test(tc, attention_matches_float64_softmax_at_scalar_level);
 	tcase_add_test(tc, attention_matches_float64_softmax_at_avx2_level);
 	tcase_add_test(tc, attention_matches_float64_softmax_at_avx512_level);
+	tcase_add_test(tc, attention_matches_float64_softmax_at_neon_level);
 	tcase_add_test(tc, init_rejects_too_wide_heads_and_ragged_groups);
 	tcase_add_test(tc, plan_cuts_tiles_of_at_most_attention_tile);
 	suite_add_tcase(s, tc);

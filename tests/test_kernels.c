@@ -393,6 +393,15 @@ START_TEST(avx512_level_matches_reference)
 }
 END_TEST
 
+/* The AArch64 levels (skipped elsewhere; tests/arm64/run_qemu.sh). */
+START_TEST(arm_levels_match_reference)
+{
+	kt_check_level_all(CPU_LEVEL_NEON);
+	kt_check_level_all(CPU_LEVEL_DOTPROD);
+	kt_check_level_all(CPU_LEVEL_I8MM);
+}
+END_TEST
+
 /* ---- vector helpers (attention) ------------------------------------------------ */
 
 /* The gated SiLU against double math: the SIMD exp is within
@@ -436,6 +445,7 @@ START_TEST(silu_matches_double_math_on_every_level)
 	kt_check_silu_level(CPU_LEVEL_SCALAR);
 	kt_check_silu_level(CPU_LEVEL_AVX2);
 	kt_check_silu_level(CPU_LEVEL_AVX512);
+	kt_check_silu_level(CPU_LEVEL_NEON);
 }
 END_TEST
 
@@ -771,6 +781,7 @@ Suite *suite_kernels(void)
 	tcase_add_test(tc, scalar_level_is_the_reference);
 	tcase_add_test(tc, avx2_level_matches_reference);
 	tcase_add_test(tc, avx512_level_matches_reference);
+	tcase_add_test(tc, arm_levels_match_reference);
 	tcase_add_test(tc, silu_matches_double_math_on_every_level);
 	tcase_add_test(tc, threaded_matmul_equals_single_thread_bit_for_bit);
 	tcase_add_test(tc, fused_matmul_equals_separate_matmuls_bit_for_bit);

@@ -152,7 +152,8 @@ static double kg_worst_ratio(const float *a, const float *exact)
 START_TEST(q8_0_golden_llama_keeps_greedy_and_logits_on_every_level)
 {
 	static const enum cpu_level levels[] = {CPU_LEVEL_SCALAR, CPU_LEVEL_AVX2,
-						CPU_LEVEL_AVX512};
+						CPU_LEVEL_AVX512, CPU_LEVEL_NEON,
+						CPU_LEVEL_DOTPROD, CPU_LEVEL_I8MM};
 	char ember[PATH_MAX + 8], model[128], out[128];
 	struct test_golden g;
 	float *logits = malloc(sizeof(float) * KG_N_IN * KG_N_VOCAB);

@@ -199,6 +199,15 @@ START_TEST(avx512_matches_the_reference_on_random_blocks)
 }
 END_TEST
 
+/* The AArch64 levels (skipped elsewhere; test_neon.c also checks them
+ * bit for bit). */
+START_TEST(arm_levels_match_the_reference_on_random_blocks)
+{
+	qs_check_level(CPU_LEVEL_NEON);
+	qs_check_level(CPU_LEVEL_DOTPROD);
+}
+END_TEST
+
 Suite *suite_quants_simd(void)
 {
 	Suite *s = suite_create("quants_simd");
@@ -207,6 +216,7 @@ Suite *suite_quants_simd(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, avx2_matches_the_reference_on_random_blocks);
 	tcase_add_test(tc, avx512_matches_the_reference_on_random_blocks);
+	tcase_add_test(tc, arm_levels_match_the_reference_on_random_blocks);
 	suite_add_tcase(s, tc);
 	return s;
 }

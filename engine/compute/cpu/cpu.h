@@ -39,7 +39,9 @@ enum cpu_level {
 	CPU_LEVEL_AVX2 = 1,
 	CPU_LEVEL_AVX512 = 2, /* AVX-512 F/BW/VL/DQ + VNNI */
 	CPU_LEVEL_AMX = 3,    /* no kernels yet: the list leaves it room */
-	CPU_LEVEL_NEON = 4,   /* AArch64 levels: no kernels yet */
+	CPU_LEVEL_NEON = 4,   /* AArch64: baseline Advanced SIMD */
+	/* NEON + dot product (HWCAP asimddp), then + int8 matrix multiply
+	 * (HWCAP2 i8mm): README, ARM64. */
 	CPU_LEVEL_DOTPROD = 5,
 	CPU_LEVEL_I8MM = 6,
 	CPU_LEVEL_COUNT
@@ -55,6 +57,12 @@ int cpu_level_usable(const struct cpu_features *f, enum cpu_level level);
 
 /* Fills `f` from CPUID/XGETBV (x86) or the auxiliary vector (ARM). */
 void cpu_detect(struct cpu_features *f);
+
+/* Fills `f` from Linux's AArch64 auxiliary-vector masks (AT_HWCAP: asimd
+ * bit 1, asimddp bit 20; AT_HWCAP2: i8mm bit 13). cpu_detect() calls it
+ * with getauxval()'s on AArch64; tests call it with made-up masks on any
+ * host. */
+void cpu_features_from_hwcap(struct cpu_features *f, unsigned long hwcap, unsigned long hwcap2);
 
 /* Returns the best level `f` supports, lowered by EMBER_CPU when set. An
  * unknown EMBER_CPU value is ignored (the caller may warn with

@@ -80,6 +80,14 @@ const struct kern_ops *kern_ops_own(enum cpu_level level)
 	case CPU_LEVEL_AVX512:
 		return &kern_ops_avx512;
 #endif
+#if defined(__aarch64__)
+	case CPU_LEVEL_NEON:
+		return &kern_ops_neon;
+	case CPU_LEVEL_DOTPROD:
+		return &kern_ops_dotprod;
+	case CPU_LEVEL_I8MM:
+		return &kern_ops_i8mm;
+#endif
 	default:
 		return NULL;
 	}

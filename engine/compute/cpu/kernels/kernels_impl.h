@@ -166,10 +166,32 @@ void kern_avx512_gemm_q8_0(const struct kern_gemm_args *a, size_t o0, size_t o1)
 void kern_avx512_gemm_q4_0(const struct kern_gemm_args *a, size_t o0, size_t o1);
 #endif
 
+#if defined(__aarch64__)
+/* The quantized GEMV/GEMM of the NEON levels (quants_neon.h's body, built
+ * once per level: kquants_neon.c, kernels_dotprod_neon.c), bit-exact with
+ * the scalar reference. */
+#define KERN_NEON_DECL(level, type)                                                \
+	void kern_##level##_gemm_##type(const struct kern_gemm_args *a, size_t o0, size_t o1);
+#define KERN_NEON_DECL_ALL(level)                                                  \
+	KERN_NEON_DECL(level, q8_0) KERN_NEON_DECL(level, q4_0)                    \
+	KERN_NEON_DECL(level, q4_1) KERN_NEON_DECL(level, q5_0)                    \
+	KERN_NEON_DECL(level, q5_1) KERN_NEON_DECL(level, iq4_nl)                  \
+	KERN_NEON_DECL(level, q2_k) KERN_NEON_DECL(level, q3_k)                    \
+	KERN_NEON_DECL(level, q4_k) KERN_NEON_DECL(level, q5_k)                    \
+	KERN_NEON_DECL(level, q6_k) KERN_NEON_DECL(level, iq4_xs)
+KERN_NEON_DECL_ALL(neon)
+KERN_NEON_DECL_ALL(dotprod)
+#endif
+
 extern const struct kern_ops kern_ops_ref;
 #if defined(__x86_64__)
 extern const struct kern_ops kern_ops_avx2;
 extern const struct kern_ops kern_ops_avx512;
+#endif
+#if defined(__aarch64__)
+extern const struct kern_ops kern_ops_neon;    /* kernels_neon.c */
+extern const struct kern_ops kern_ops_dotprod; /* kernels_dotprod_neon.c */
+extern const struct kern_ops kern_ops_i8mm;    /* kernels_i8mm_neon.c */
 #endif
 
 /* The table `level` itself provides (NULL entries included), whether or
