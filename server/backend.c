@@ -293,6 +293,7 @@ static int messages(const struct gen_request *req, struct engine_message *stack,
 	for (i = 0; i < req->n_messages; i++) {
 		(*out)[i].role = gen_role_name(req->messages[i].role);
 		(*out)[i].content = req->messages[i].content;
+		(*out)[i].content_len = req->messages[i].content_len;
 		(*out)[i].tool_calls = req->messages[i].tool_calls;
 		(*out)[i].tool_call_id = req->messages[i].tool_call_id;
 	}
