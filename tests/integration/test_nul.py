@@ -1,0 +1,56 @@
+#!/usr/bin/python3
+"""The JSON escape "\\u0000" is an ordinary character of a chat message's
+content (issue 15), on the golden llama model (real tokenizer, its own Jinja
+template): /apply-template shows the NUL in place; a chat request with it
+answers 200 with the prompt tokens of the /v1/completions prompt that is its
+rendering, NUL included (which /tokenize counts, so it is not dropped);
+Ollama's /api/chat takes it too. Strings that cannot carry it (stop) are
+refused naming the field."""
+import os
+import shutil
+
+from test_api import TMP, Daemon, check, tokens
+
+SHARED = os.environ.get("SHARED", os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared"))
+MODEL = os.path.join(TMP, "golden-llama.gguf")
+ID = "golden-llama"
+MSGS = [{"role": "system", "content": "Be\u0000brief."},
+        {"role": "user", "content": "Name a\u0000 color."}]
+
+
+def main():
+    shutil.copy(os.path.join(SHARED, "golden", "llama", "model-f32.gguf"), MODEL)
+    d = Daemon(MODEL)
+    try:
+        st, _, body = d.post("/apply-template", {"messages": MSGS})
+        check(st == 200, "/apply-template with a NUL in contents: 200 (%r)" % (body,))
+        p = body["prompt"]
+        check("Be\u0000brief." in p and "Name a\u0000 color." in p,
+              "the rendered prompt holds the NULs in place: %r" % p)
+        ids = tokens(d, p)
+        check(len(ids) > len(tokens(d, p.replace("\u0000", ""))), "the NUL is tokenized, not dropped")
+        st, _, chat = d.post("/v1/chat/completions", {"messages": MSGS, "max_tokens": 3,
+                                                      "temperature": 0})
+        check(st == 200, "chat with a NUL in contents: 200 (%r)" % (chat,))
+        st, _, comp = d.post("/v1/completions", {"prompt": p, "max_tokens": 3, "temperature": 0})
+        check(st == 200 and chat["usage"]["prompt_tokens"] == comp["usage"]["prompt_tokens"] == len(ids),
+              "the chat's prompt tokens are its rendering's as a completion prompt: %r %r %d"
+              % (chat["usage"], comp["usage"], len(ids)))
+        check(comp["choices"][0]["text"].startswith(chat["choices"][0]["message"]["content"]),
+              "and the same text (the chat's stop strings may only cut it shorter)")
+        st, _, parts = d.post("/v1/chat/completions", {"messages": [
+            {"role": "user", "content": [{"type": "text", "text": "a\u0000b"}]}], "max_tokens": 1})
+        check(st == 200, "text parts carry a NUL too")
+        st, _, ol = d.post("/api/chat", {"model": ID, "stream": False, "messages": MSGS,
+                                         "options": {"num_predict": 3, "temperature": 0}})
+        check(st == 200 and ol["prompt_eval_count"] == len(ids),
+              "Ollama /api/chat with a NUL in contents: 200, same prompt (%r)" % (ol,))
+        st, _, err = d.post("/v1/chat/completions", {"messages": MSGS, "stop": ["x\u0000"]})
+        check(st == 400 and err["error"]["param"] == "stop" and "NUL" in err["error"]["message"],
+              "a NUL in a stop string is refused naming stop: %r" % (err,))
+    finally:
+        check(d.stop() == 0, "emberd exits 0")
+
+
+if __name__ == "__main__":
+    main()
