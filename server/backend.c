@@ -530,12 +530,12 @@ int backend_detokenize(struct backend *b, const int32_t *ids, size_t n,
 
 /* ---- sessions ----------------------------------------------------------- */
 
-int backend_session_new(struct backend *b, const char *system, uint64_t *id,
-			char *err)
+int backend_session_new(struct backend *b, const char *system, size_t system_len,
+			uint64_t *id, char *err)
 {
 	struct engine_session_opts o = {
 		.system = system,
-		.system_len = system ? strlen(system) : 0,
+		.system_len = system ? system_len : 0,
 		.add_special = true,
 		.parse_special = true,
 	};

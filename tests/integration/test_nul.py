@@ -4,10 +4,12 @@ content (issue 15), on the golden llama model (real tokenizer, its own Jinja
 template): /apply-template shows the NUL in place; a chat request with it
 answers 200 with the prompt tokens of the /v1/completions prompt that is its
 rendering, NUL included (which /tokenize counts, so it is not dropped);
-Ollama's /api/chat takes it too. Strings that cannot carry it (stop) are
+Ollama's /api/chat and a session's system text take it too. Strings that cannot carry it (stop) are
 refused naming the field."""
+import json
 import os
 import shutil
+import time
 
 from test_api import TMP, Daemon, check, tokens
 
@@ -45,6 +47,15 @@ def main():
                                          "options": {"num_predict": 3, "temperature": 0}})
         check(st == 200 and ol["prompt_eval_count"] == len(ids),
               "Ollama /api/chat with a NUL in contents: 200, same prompt (%r)" % (ol,))
+        sys_text = "You\u0000 are a cat."
+        st, _, sess = d.post("/v1/sessions", {"system": sys_text})
+        check(st == 201, "a session's system text with a NUL: 201")
+        want, deadline = len(tokens(d, sys_text)), time.monotonic() + 30
+        while sess["n_tokens"] != want and time.monotonic() < deadline:
+            time.sleep(0.05)
+            sess = json.loads(d.request("GET", "/v1/sessions/" + sess["id"])[2])
+        check(sess["n_tokens"] == want, "the whole system text is prefilled, NUL included: %r, want %d"
+              % (sess, want))
         st, _, err = d.post("/v1/chat/completions", {"messages": MSGS, "stop": ["x\u0000"]})
         check(st == 400 and err["error"]["param"] == "stop" and "NUL" in err["error"]["message"],
               "a NUL in a stop string is refused naming stop: %r" % (err,))
