@@ -114,6 +114,13 @@ static int integer(json_t *v, const char *k, json_int_t *out, struct api_error *
 	return 0;
 }
 
+/* Stop strings stay C strings (detok matches them as such): a NUL is
+ * refused by name rather than cutting one short. */
+static int stop_has_nul(json_t *s)
+{
+	return strlen(json_string_value(s)) != json_string_length(s);
+}
+
 static int read_stop(json_t *v, struct gen_request *r, struct api_error *e)
 {
 	json_t *s;
@@ -122,6 +129,8 @@ static int read_stop(json_t *v, struct gen_request *r, struct api_error *e)
 	if (json_is_string(v)) {
 		if (json_string_length(v) == 0)
 			return 0;
+		if (stop_has_nul(v))
+			return bad(e, "stop", "option 'stop' cannot hold a NUL character (\\u0000)");
 		r->stop[0] = strdup(json_string_value(v));
 		r->n_stop = r->stop[0] ? 1 : 0;
 		return r->stop[0] ? 0 : oom(e);
@@ -132,9 +141,10 @@ static int read_stop(json_t *v, struct gen_request *r, struct api_error *e)
 		return bad(e, "stop", "option 'stop' holds %zu strings; at most %d are supported",
 			   json_array_size(v), GEN_MAX_STOP);
 	json_array_foreach(v, i, s) {
-		if (!json_is_string(s) || json_string_length(s) == 0 ||
-		    strlen(json_string_value(s)) != json_string_length(s))
+		if (!json_is_string(s) || json_string_length(s) == 0)
 			return bad(e, "stop", "option 'stop' must hold non-empty strings");
+		if (stop_has_nul(s))
+			return bad(e, "stop", "option 'stop' cannot hold a NUL character (\\u0000)");
 		if (!(r->stop[r->n_stop] = strdup(json_string_value(s))))
 			return oom(e);
 		r->n_stop++;
@@ -316,7 +326,8 @@ static int read_messages(json_t *v, struct gen_request *r, struct api_error *e)
 		if (!json_is_object(m))
 			return bad(e, "messages", "messages[%zu] must be an object", i);
 		role = json_object_get(m, "role");
-		rs = json_is_string(role) ? json_string_value(role) : "";
+		rs = json_is_string(role) && strlen(json_string_value(role)) == json_string_length(role)
+			     ? json_string_value(role) : "";
 		if (!strcmp(rs, "system"))
 			gr = GEN_ROLE_SYSTEM;
 		else if (!strcmp(rs, "user"))

@@ -456,7 +456,8 @@ static int read_role(json_t *v, const char *param, enum gen_role *role,
 
 	if (!json_is_string(v))
 		return wrong_type(e, param, "a string");
-	s = json_string_value(v);
+	/* "user\u0000x" must not read as "user": a NUL fails every name */
+	s = strlen(json_string_value(v)) == json_string_length(v) ? json_string_value(v) : "";
 	if (!strcmp(s, "system") || !strcmp(s, "developer"))
 		*role = GEN_ROLE_SYSTEM;
 	else if (!strcmp(s, "user"))

@@ -25,6 +25,8 @@ static const struct {
 	{1, "{\"a\":1,\"a\":2," MSG "}", 400, "invalid_request_error", NULL},
 	{1, "{" MSG ",\"x\":\"\xff\"}", 400, "invalid_request_error", NULL},
 	{1, "{" MSG ",\"stop\":\"a\\u0000\"}", 400, "invalid_request_error", "stop"},
+	{1, "{\"messages\":[{\"role\":\"user\\u0000x\",\"content\":\"a\"}]}", 400, "invalid_request_error",
+	 "messages[0].role"},
 	{1, "{" MSG ",\"max_tokens\":99999999999999999999999}", 400,
 	 "invalid_request_error", NULL},
 	{1, "{}", 400, "invalid_request_error", "messages"},

@@ -59,6 +59,11 @@ def main():
         st, _, err = d.post("/v1/chat/completions", {"messages": MSGS, "stop": ["x\u0000"]})
         check(st == 400 and err["error"]["param"] == "stop" and "NUL" in err["error"]["message"],
               "a NUL in a stop string is refused naming stop: %r" % (err,))
+        st, _, err = d.post("/api/chat", {"model": ID, "stream": False, "messages": MSGS,
+                                          "options": {"stop": "x\u0000"}})
+        check(st == 400 and "NUL" in err["error"], "Ollama: a NUL in a stop string is refused: %r" % (err,))
+        st, _, err = d.post("/v1/chat/completions", {"messages": [{"role": "user\u0000x", "content": "a"}]})
+        check(st == 400 and err["error"]["param"] == "messages[0].role", "a role with a NUL is no role: %r" % (err,))
     finally:
         check(d.stop() == 0, "emberd exits 0")
 
