@@ -89,7 +89,8 @@ enum chat_template {
  * chat_render(), where NULL is JSON null (an assistant turn that only calls
  * tools). content_len: its bytes, for a content that holds NUL (JSON
  * "\u0000" is an ordinary character, rendered in place); 0 means
- * strlen(content), so a zero-initialized length reads a C string. tool_calls: NULL, or the OpenAI tool_calls array as JSON text;
+ * strlen(content), so a zero-initialized length reads a C string.
+ * tool_calls: NULL, or the OpenAI tool_calls array as JSON text;
  * tool_call_id: NULL or the id a tool message answers. All borrowed for the
  * duration of the call. */
 struct chat_msg {

@@ -155,12 +155,13 @@ static int build_context(const struct chat_style *s, const struct chat_msg *msgs
 {
 	cb_put(b, "{\"messages\":[", 13);
 	for (size_t i = 0; i < n; i++) {
+		const char *c = msgs[i].content;
+
 		cb_put(b, i ? ",{\"role\":" : "{\"role\":", i ? 9 : 8);
 		cb_str(b, msgs[i].role);
 		cb_put(b, ",\"content\":", 11);
 		/* content_len 0: a C string (chat.h) */
-		cb_strn(b, msgs[i].content,
-			msgs[i].content_len || !msgs[i].content ? msgs[i].content_len : strlen(msgs[i].content));
+		cb_strn(b, c, c && !msgs[i].content_len ? strlen(c) : msgs[i].content_len);
 		if (msgs[i].tool_calls)
 			cb_field(b, "tool_calls", msgs[i].tool_calls, 1);
 		if (msgs[i].tool_call_id)
