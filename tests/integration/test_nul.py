@@ -31,6 +31,8 @@ def main():
               "the rendered prompt holds the NULs in place: %r" % p)
         ids = tokens(d, p)
         check(len(ids) > len(tokens(d, p.replace("\u0000", ""))), "the NUL is tokenized, not dropped")
+        st, _, de = d.post("/detokenize", {"tokens": tokens(d, "a\u0000b", add_special=False)})
+        check(st == 200 and de["content"] == "a\u0000b", "/detokenize gives the NUL back: %r" % (de,))
         st, _, chat = d.post("/v1/chat/completions", {"messages": MSGS, "max_tokens": 3,
                                                       "temperature": 0})
         check(st == 200, "chat with a NUL in contents: 200 (%r)" % (chat,))
