@@ -433,8 +433,9 @@ void api_native_session_new(struct backend *b, struct http_req *req)
 		http_respond_error(req, &e);
 		return;
 	}
-	rc = backend_session_new(b, json_is_string(v) ? json_string_value(v)
-						      : NULL, &id, err);
+	/* by length: "\u0000" is an ordinary character of the text */
+	rc = backend_session_new(b, json_is_string(v) ? json_string_value(v) : NULL,
+				 json_is_string(v) ? json_string_length(v) : 0, &id, err);
 	json_decref(root);
 	if (rc != 0) {
 		respond_backend_error(b, req, rc, err, NULL);

@@ -114,6 +114,13 @@ static int integer(json_t *v, const char *k, json_int_t *out, struct api_error *
 	return 0;
 }
 
+/* Stop strings stay C strings (detok matches them as such): a NUL is
+ * refused by name rather than cutting one short. */
+static int stop_has_nul(json_t *s)
+{
+	return strlen(json_string_value(s)) != json_string_length(s);
+}
+
 static int read_stop(json_t *v, struct gen_request *r, struct api_error *e)
 {
 	json_t *s;
@@ -122,6 +129,8 @@ static int read_stop(json_t *v, struct gen_request *r, struct api_error *e)
 	if (json_is_string(v)) {
 		if (json_string_length(v) == 0)
 			return 0;
+		if (stop_has_nul(v))
+			return bad(e, "stop", "option 'stop' cannot hold a NUL character (\\u0000)");
 		r->stop[0] = strdup(json_string_value(v));
 		r->n_stop = r->stop[0] ? 1 : 0;
 		return r->stop[0] ? 0 : oom(e);
@@ -132,9 +141,10 @@ static int read_stop(json_t *v, struct gen_request *r, struct api_error *e)
 		return bad(e, "stop", "option 'stop' holds %zu strings; at most %d are supported",
 			   json_array_size(v), GEN_MAX_STOP);
 	json_array_foreach(v, i, s) {
-		if (!json_is_string(s) || json_string_length(s) == 0 ||
-		    strlen(json_string_value(s)) != json_string_length(s))
+		if (!json_is_string(s) || json_string_length(s) == 0)
 			return bad(e, "stop", "option 'stop' must hold non-empty strings");
+		if (stop_has_nul(s))
+			return bad(e, "stop", "option 'stop' cannot hold a NUL character (\\u0000)");
 		if (!(r->stop[r->n_stop] = strdup(json_string_value(s))))
 			return oom(e);
 		r->n_stop++;
@@ -225,12 +235,14 @@ int api_ollama_read_options(json_t *o, const struct api_ollama_limits *lim,
 
 /* ---- generate / chat bodies ----------------------------------------------------- */
 
-static int str_field(json_t *root, const char *k, json_t **out, struct api_error *e)
+/* A string field; `nul_ok`: it may hold NUL ("\u0000", an ordinary
+ * character of the texts that are copied by length). */
+static int str_field(json_t *root, const char *k, bool nul_ok, json_t **out, struct api_error *e)
 {
 	*out = field(root, k);
 	if (*out && !json_is_string(*out))
 		return bad(e, k, "'%s' must be a string", k);
-	if (*out && strlen(json_string_value(*out)) != json_string_length(*out))
+	if (*out && !nul_ok && strlen(json_string_value(*out)) != json_string_length(*out))
 		return bad(e, k, "'%s' must not hold NUL characters", k);
 	return 0;
 }
@@ -280,14 +292,18 @@ static int read_format(json_t *root, struct gen_request *r, struct api_error *e)
 	return 0;
 }
 
-static int add_message(struct gen_request *r, enum gen_role role, const char *text,
+/* A message of the JSON string `text` (NULL: ""), copied by length. */
+static int add_message(struct gen_request *r, enum gen_role role, json_t *text,
 		       struct api_error *e)
 {
 	struct gen_message *m = &r->messages[r->n_messages];
+	size_t n = text ? json_string_length(text) : 0;
 
 	m->role = role;
-	if (!(m->content = strdup(text)))
+	if (!(m->content = malloc(n + 1)))
 		return oom(e);
+	memcpy(m->content, text ? json_string_value(text) : "", n + 1);
+	m->content_len = n;
 	r->n_messages++;
 	return 0;
 }
@@ -310,7 +326,8 @@ static int read_messages(json_t *v, struct gen_request *r, struct api_error *e)
 		if (!json_is_object(m))
 			return bad(e, "messages", "messages[%zu] must be an object", i);
 		role = json_object_get(m, "role");
-		rs = json_is_string(role) ? json_string_value(role) : "";
+		rs = json_is_string(role) && strlen(json_string_value(role)) == json_string_length(role)
+			     ? json_string_value(role) : "";
 		if (!strcmp(rs, "system"))
 			gr = GEN_ROLE_SYSTEM;
 		else if (!strcmp(rs, "user"))
@@ -335,10 +352,9 @@ static int read_messages(json_t *v, struct gen_request *r, struct api_error *e)
 		if (x && !(json_is_string(x) && json_string_length(x) == 0))
 			return bad(e, "thinking", "%s.thinking is not supported by this server", p);
 		c = field(m, "content");
-		if (c && (!json_is_string(c) ||
-			  strlen(json_string_value(c)) != json_string_length(c)))
+		if (c && !json_is_string(c))
 			return bad(e, "content", "%s.content must be a string", p);
-		if (add_message(r, gr, c ? json_string_value(c) : "", e))
+		if (add_message(r, gr, c, e))
 			return EMBER_ENOMEM;
 	}
 	return 0;
@@ -352,7 +368,8 @@ static int read_generate(json_t *root, struct gen_request *r, struct api_ollama_
 	json_t *prompt, *system, *raw = field(root, "raw");
 	int rc;
 
-	if ((rc = str_field(root, "prompt", &prompt, e)) || (rc = str_field(root, "system", &system, e)))
+	if ((rc = str_field(root, "prompt", true, &prompt, e)) ||
+	    (rc = str_field(root, "system", true, &system, e)))
 		return rc;
 	if (raw && !json_is_boolean(raw))
 		return bad(e, "raw", "'raw' must be a boolean");
@@ -366,16 +383,17 @@ static int read_generate(json_t *root, struct gen_request *r, struct api_ollama_
 				   "is sent as is");
 		r->kind = GEN_COMPLETION;
 		r->prompt_len = json_string_length(prompt);
-		if (!(r->prompt = strdup(json_string_value(prompt))))
+		if (!(r->prompt = malloc(r->prompt_len + 1)))
 			return oom(e);
+		memcpy(r->prompt, json_string_value(prompt), r->prompt_len + 1);
 		return 0;
 	}
 	if (!(r->messages = calloc(2, sizeof(*r->messages))))
 		return oom(e);
 	if (system && json_string_length(system) &&
-	    add_message(r, GEN_ROLE_SYSTEM, json_string_value(system), e))
+	    add_message(r, GEN_ROLE_SYSTEM, system, e))
 		return EMBER_ENOMEM;
-	return add_message(r, GEN_ROLE_USER, json_string_value(prompt), e);
+	return add_message(r, GEN_ROLE_USER, prompt, e);
 }
 
 int api_ollama_parse(const char *body, size_t len, const struct api_ollama_limits *lim,
@@ -390,7 +408,7 @@ int api_ollama_parse(const char *body, size_t len, const struct api_ollama_limit
 	memset(e, 0, sizeof(*e));
 	if (!(root = api_openai_decode_object(body, len, e)))
 		return EMBER_EINVAL;
-	if ((rc = str_field(root, "model", &v, e)))
+	if ((rc = str_field(root, "model", false, &v, e)))
 		goto out;
 	if (!v || json_string_length(v) == 0) {
 		rc = bad(e, "model", "model is required");

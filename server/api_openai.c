@@ -156,13 +156,15 @@ static int oom(struct api_error *e)
 }
 
 /* A JSON string as a C string. "\u0000" is valid JSON but would silently
- * cut a C string short: refused here, where the length is not carried
- * (the prompt carries it; see read_prompt). */
-static int dup_string(json_t *v, char **out, struct api_error *e)
+ * cut a C string short: refused here, by the field's name `param`, where
+ * the length is not carried (the prompt and message contents carry it; see
+ * read_prompt, read_content). */
+static int dup_string(json_t *v, char **out, const char *param, struct api_error *e)
 {
 	if (strlen(json_string_value(v)) != json_string_length(v)) {
-		api_error_set(e, 400, API_ERR_INVALID_REQUEST, NULL, "invalid_value",
-			      "A NUL character (\\u0000) is supported in 'prompt' only.");
+		api_error_set(e, 400, API_ERR_INVALID_REQUEST, param, "invalid_value",
+			      "'%s' cannot hold a NUL character (\\u0000); it is supported "
+			      "in 'prompt' and message contents only.", param);
 		return EMBER_EINVAL;
 	}
 	*out = strdup(json_string_value(v));
@@ -182,7 +184,7 @@ static int read_stop(json_t *obj, struct gen_request *r, struct api_error *e)
 		if (json_string_length(v) == 0)
 			return bad(e, "stop", "'%s' must not be empty%s.", "");
 		r->n_stop = 1;
-		return dup_string(v, &r->stop[0], e);
+		return dup_string(v, &r->stop[0], "stop", e);
 	}
 	if (!json_is_array(v))
 		return wrong_type(e, "stop", "a string or an array of strings");
@@ -195,7 +197,7 @@ static int read_stop(json_t *obj, struct gen_request *r, struct api_error *e)
 		if (json_string_length(s) == 0)
 			return bad(e, "stop", "'%s' must not hold empty strings%s.",
 				   "");
-		if ((rc = dup_string(s, &r->stop[r->n_stop], e)) != 0)
+		if ((rc = dup_string(s, &r->stop[r->n_stop], "stop", e)) != 0)
 			return rc;
 		r->n_stop++;
 	}
@@ -328,7 +330,7 @@ static int read_structured(json_t *root, bool render_only, struct gen_request *r
 				       err) != 0)
 			return structured_error(e, "grammar", err);
 		grammar_free(g);
-		return dup_string(v, &r->grammar, e);
+		return dup_string(v, &r->grammar, "grammar", e);
 	}
 	return 0;
 }
@@ -344,7 +346,7 @@ static int read_common(json_t *root, const struct api_limits *lim,
 	if ((v = field(root, "model")) != NULL) {
 		if (!json_is_string(v))
 			return wrong_type(e, "model", "a string");
-		if ((rc = dup_string(v, &r->model, e)) != 0)
+		if ((rc = dup_string(v, &r->model, "model", e)) != 0)
 			return rc;
 	}
 	if ((rc = read_int(root, "max_tokens", 1, INT64_MAX, &mt, e)) != 0 ||
@@ -402,16 +404,23 @@ static int read_common(json_t *root, const struct api_limits *lim,
 }
 
 /* Content: a string, or an array of {"type":"text","text":...} parts,
- * joined with "\n". */
-static int read_content(json_t *v, const char *param, char **out,
+ * joined with "\n"; *out_len bytes, NUL included ("\u0000" is an
+ * ordinary character): copied by length. */
+static int read_content(json_t *v, const char *param, char **out, size_t *out_len,
 			struct api_error *e)
 {
 	size_t i, total = 0, n = 0;
 	json_t *part, *t;
 	char *buf;
 
-	if (json_is_string(v))
-		return dup_string(v, out, e);
+	if (json_is_string(v)) {
+		n = json_string_length(v);
+		if ((*out = malloc(n + 1)) == NULL)
+			return oom(e);
+		memcpy(*out, json_string_value(v), n + 1);
+		*out_len = n;
+		return 0;
+	}
 	if (!json_is_array(v))
 		return wrong_type(e, param, "a string or an array of text parts");
 	json_array_foreach(v, i, part) {
@@ -436,6 +445,7 @@ static int read_content(json_t *v, const char *param, char **out,
 	}
 	buf[n] = '\0';
 	*out = buf;
+	*out_len = n;
 	return 0;
 }
 
@@ -446,7 +456,8 @@ static int read_role(json_t *v, const char *param, enum gen_role *role,
 
 	if (!json_is_string(v))
 		return wrong_type(e, param, "a string");
-	s = json_string_value(v);
+	/* "user\u0000x" must not read as "user": a NUL fails every name */
+	s = strlen(json_string_value(v)) == json_string_length(v) ? json_string_value(v) : "";
 	if (!strcmp(s, "system") || !strcmp(s, "developer"))
 		*role = GEN_ROLE_SYSTEM;
 	else if (!strcmp(s, "user"))
@@ -493,7 +504,7 @@ static int read_tool_fields(json_t *m, size_t i, struct gen_message *msg,
 		snprintf(param, sizeof(param), "messages[%zu].tool_call_id", i);
 		if (!json_is_string(id))
 			return wrong_type(e, param, "a string");
-		if ((rc = dup_string(id, &msg->tool_call_id, e)) != 0)
+		if ((rc = dup_string(id, &msg->tool_call_id, param, e)) != 0)
 			return rc;
 	}
 	return 0;
@@ -555,7 +566,7 @@ static int read_messages(json_t *root, struct gen_request *r,
 		if (c == NULL || json_is_null(c))
 			return wrong_type(e, param,
 					  "a string or an array of text parts");
-		if ((rc = read_content(c, param, &msg->content, e)) != 0)
+		if ((rc = read_content(c, param, &msg->content, &msg->content_len, e)) != 0)
 			return rc;
 	}
 	return 0;

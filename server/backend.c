@@ -293,6 +293,7 @@ static int messages(const struct gen_request *req, struct engine_message *stack,
 	for (i = 0; i < req->n_messages; i++) {
 		(*out)[i].role = gen_role_name(req->messages[i].role);
 		(*out)[i].content = req->messages[i].content;
+		(*out)[i].content_len = req->messages[i].content_len;
 		(*out)[i].tool_calls = req->messages[i].tool_calls;
 		(*out)[i].tool_call_id = req->messages[i].tool_call_id;
 	}
@@ -529,12 +530,12 @@ int backend_detokenize(struct backend *b, const int32_t *ids, size_t n,
 
 /* ---- sessions ----------------------------------------------------------- */
 
-int backend_session_new(struct backend *b, const char *system, uint64_t *id,
-			char *err)
+int backend_session_new(struct backend *b, const char *system, size_t system_len,
+			uint64_t *id, char *err)
 {
 	struct engine_session_opts o = {
 		.system = system,
-		.system_len = system ? strlen(system) : 0,
+		.system_len = system ? system_len : 0,
 		.add_special = true,
 		.parse_special = true,
 	};

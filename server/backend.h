@@ -157,9 +157,10 @@ int backend_embed(struct backend *b, const char *text, size_t len, const int32_t
  * EMBER_ENOTFOUND (no such session), EMBER_EFULL (too many), EMBER_ENOMEM,
  * with detail in `err` where there is one. */
 
-/* A new session; `system` (may be NULL) is prefilled at once. */
-int backend_session_new(struct backend *b, const char *system, uint64_t *id,
-			char *err);
+/* A new session; `system` (may be NULL; `system_len` bytes, which may
+ * hold NUL) is prefilled at once. */
+int backend_session_new(struct backend *b, const char *system, size_t system_len,
+			uint64_t *id, char *err);
 
 /* A copy of session `id` that continues independently. */
 int backend_session_clone(struct backend *b, uint64_t id, uint64_t *clone_id,

@@ -5,8 +5,8 @@
  * libmicrohttpd types appear here, so engine code can consume it.
  *
  * Every field is validated before the engine sees it: ranges hold as
- * documented below, strings are valid UTF-8 without NUL bytes (but the prompt, which
- * carries its length), n_stop <= 4.
+ * documented below, strings are valid UTF-8 without NUL bytes (but the prompt
+ * and message contents, which carry their lengths), n_stop <= 4.
  *
  * Ownership: the struct owns every string and the messages array;
  * gen_request_free() releases them. Threads: built on the loop thread;
@@ -48,6 +48,7 @@ struct gen_message {
 	enum gen_role role;
 	char *content;      /* text parts joined with "\n"; may be ""; NULL only
 	                     * for an assistant turn with tool_calls */
+	size_t content_len; /* its bytes: it may hold NUL ("\u0000") */
 	char *tool_calls;   /* NULL, or the assistant's tool_calls array as JSON text */
 	char *tool_call_id; /* NULL, or the call a tool message answers */
 };

@@ -24,7 +24,9 @@ static const struct {
 	{1, "{} x", 400, "invalid_request_error", NULL},
 	{1, "{\"a\":1,\"a\":2," MSG "}", 400, "invalid_request_error", NULL},
 	{1, "{" MSG ",\"x\":\"\xff\"}", 400, "invalid_request_error", NULL},
-	{1, "{\"messages\":[{\"role\":\"user\",\"content\":\"\\u0000\"}]}", 400, "invalid_request_error", NULL},
+	{1, "{" MSG ",\"stop\":\"a\\u0000\"}", 400, "invalid_request_error", "stop"},
+	{1, "{\"messages\":[{\"role\":\"user\\u0000x\",\"content\":\"a\"}]}", 400, "invalid_request_error",
+	 "messages[0].role"},
 	{1, "{" MSG ",\"max_tokens\":99999999999999999999999}", 400,
 	 "invalid_request_error", NULL},
 	{1, "{}", 400, "invalid_request_error", "messages"},
@@ -240,22 +242,34 @@ START_TEST(completion_prompt_is_string_or_one_string_array)
 }
 END_TEST
 
-/* "\u0000" is valid JSON and an ordinary character of a prompt (it was
- * refused as invalid JSON); where a string cannot carry it, it is refused
- * by name, never cut short. */
+/* "\u0000" is valid JSON and an ordinary character of a prompt and of a
+ * message's content (it was refused as invalid JSON); where a string cannot
+ * carry it (stop), it is refused by name, never cut short. */
 START_TEST(nul_escape_is_a_character_of_the_prompt)
 {
 	struct gen_request r;
 	struct api_error e;
 	const char *b1 = "{\"prompt\":\"a\\u0000b\"}";
 	const char *b2 = "{\"messages\":[{\"role\":\"user\",\"content\":\"a\\u0000b\"}]}";
+	const char *b3 = "{\"messages\":[{\"role\":\"user\",\"content\":"
+			 "[{\"type\":\"text\",\"text\":\"a\\u0000b\"},{\"type\":\"text\",\"text\":\"\\u0000\"}]}]}";
+	const char *b4 = "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"stop\":[\"x\\u0000\"]}";
 
 	ck_assert_int_eq(api_openai_parse_completion(b1, strlen(b1), &lim, &r, &e), 0);
 	ck_assert_uint_eq(r.prompt_len, 3);
 	ck_assert_int_eq(memcmp(r.prompt, "a\0b", 4), 0);
 	gen_request_free(&r);
-	ck_assert_int_eq(api_openai_parse_chat(b2, strlen(b2), &lim, &r, &e), EMBER_EINVAL);
+	ck_assert_int_eq(api_openai_parse_chat(b2, strlen(b2), &lim, &r, &e), 0);
+	ck_assert_uint_eq(r.messages[0].content_len, 3);
+	ck_assert_int_eq(memcmp(r.messages[0].content, "a\0b", 4), 0);
+	gen_request_free(&r);
+	ck_assert_int_eq(api_openai_parse_chat(b3, strlen(b3), &lim, &r, &e), 0);
+	ck_assert_uint_eq(r.messages[0].content_len, 5);
+	ck_assert_int_eq(memcmp(r.messages[0].content, "a\0b\n\0", 6), 0);
+	gen_request_free(&r);
+	ck_assert_int_eq(api_openai_parse_chat(b4, strlen(b4), &lim, &r, &e), EMBER_EINVAL);
 	ck_assert_int_eq(e.status, 400);
+	ck_assert_str_eq(e.param, "stop");
 	ck_assert_ptr_nonnull(strstr(e.message, "NUL"));
 }
 END_TEST

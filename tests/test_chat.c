@@ -561,6 +561,69 @@ START_TEST(tools_need_a_template_that_shows_them)
 }
 END_TEST
 
+/* "\u0000" is an ordinary character of a content: the family table and the
+ * model's Jinja template both render it in place (content_len carries it),
+ * the rendering differs from one with another byte there by that byte only,
+ * and the tokenizer keeps it (the ids differ from the text without it). */
+static void assert_nul_in_place(const char *with_nul, size_t n_nul, const char *with_x, size_t n_x)
+{
+	size_t diff = 0, at = 0;
+
+	ck_assert_uint_eq(n_nul, n_x);
+	for (size_t i = 0; i < n_x; i++)
+		if (with_nul[i] != with_x[i]) {
+			diff++;
+			at = i;
+		}
+	ck_assert_uint_eq(diff, 1);
+	ck_assert_int_eq(with_nul[at], '\0');
+	ck_assert_int_eq(with_x[at], '_');
+	ck_assert_ptr_nonnull(memmem(with_nul, n_nul, "Hi\0there", 8));
+}
+
+START_TEST(nul_in_content_renders_in_place)
+{
+	const struct chat_msg nul[] = {{.role = "system", .content = "S\0s", .content_len = 3},
+				       {.role = "user", .content = "Hi\0there", .content_len = 8}};
+	const struct chat_msg x[] = {{.role = "system", .content = "S\0s", .content_len = 3},
+				     {.role = "user", .content = "Hi_there"}};
+	char err[EMBER_ERR_MAX] = "", *a = NULL, *b = NULL, table[512];
+	struct gguf g = {0};
+	struct tokenizer *t = NULL;
+	struct chat_style st;
+	int32_t ida[256], idb[256];
+	int64_t la, lb, na, nb;
+	size_t ja, jb;
+
+	/* family table (gemma: merged system, trimmed contents) */
+	la = chat_apply(CHAT_TEMPLATE_GEMMA, nul, 2, "<bos>", "<eos>", 1, out, sizeof(out), err);
+	lb = chat_apply(CHAT_TEMPLATE_GEMMA, x, 2, "<bos>", "<eos>", 1, table, sizeof(table), err);
+	ck_assert_int_gt(la, 0);
+	assert_nul_in_place(out, (size_t)la, table, (size_t)lb);
+	ck_assert_ptr_nonnull(memmem(out, (size_t)la, "S\0s\n\nHi", 7));
+	/* the model's own Jinja template (the golden Qwen2's) */
+	ck_assert_msg(gguf_open(&g, GOLDEN "qwen2/model-f32.gguf", err) == 0, "%s", err);
+	ck_assert_msg(tokenizer_new(&t, &g, err) == 0, "%s", err);
+	chat_style_init(&st, CHAT_TEMPLATE_AUTO, &g, t);
+	ck_assert_ptr_nonnull(st.jinja);
+	ck_assert_msg(chat_style_render(&st, nul, 2, &a, &ja, err) == 0, "%s", err);
+	ck_assert_msg(chat_style_render(&st, x, 2, &b, &jb, err) == 0, "%s", err);
+	assert_nul_in_place(a, ja, b, jb);
+	ck_assert_ptr_nonnull(memmem(a, ja, "S\0s", 3));
+	/* the NUL is a character to the tokenizer, not an end */
+	na = tokenizer_encode(t, "Hi\0there", 8, 0, 1, ida, 256);
+	nb = tokenizer_encode(t, "Hithere", 7, 0, 1, idb, 256);
+	ck_assert_int_gt(na, 0);
+	ck_assert_int_gt(nb, 0);
+	ck_assert(na != nb || memcmp(ida, idb, (size_t)na * sizeof(*ida)) != 0);
+	free(a);
+	free(b);
+	chat_style_free(&st);
+	tokenizer_free(t);
+	gguf_close(&g);
+}
+END_TEST
+
 Suite *suite_chat(void)
 {
 	Suite *s = suite_create("chat");
@@ -591,6 +654,7 @@ Suite *suite_chat(void)
 	tcase_add_test(tc, style_resolves_the_model_and_renders_like_chat_apply);
 	tcase_add_test(tc, unparsable_model_template_falls_back_with_a_warning);
 	tcase_add_test(tc, tools_need_a_template_that_shows_them);
+	tcase_add_test(tc, nul_in_content_renders_in_place);
 	suite_add_tcase(s, tc);
 	return s;
 }

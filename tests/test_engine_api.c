@@ -164,6 +164,56 @@ START_TEST(messages_give_what_their_rendered_prompt_gives)
 }
 END_TEST
 
+/* "\u0000" is an ordinary character of a message's content: it is
+ * rendered in place, and the messages give the same prompt tokens as the
+ * completion prompt that is their rendering (NUL included), which tokenizes
+ * to more ids than the same text without the NUL. */
+START_TEST(a_nul_in_content_is_an_ordinary_character)
+{
+	const struct engine_message msgs[] = {{.role = "user", .content = "Name a\0 color.", .content_len = 14}};
+	struct engine *e = open_engine(2, 256);
+	char err[EMBER_ERR_MAX] = "", *prompt = NULL, *hit, *bare = NULL;
+	struct engine_request a = {.messages = msgs, .n_messages = 1, .add_special = true,
+				   .parse_special = true, .max_tokens = 4};
+	struct engine_request b = a;
+	int32_t *ids = NULL, *ids2 = NULL;
+	size_t len = 0, n = 0, n2 = 0;
+	struct sink sa, sb;
+
+	ck_assert_int_eq(engine_render(e, msgs, 1, NULL, &prompt, &len, err), 0);
+	hit = memmem(prompt, len, "Name a\0 color.", 14);
+	ck_assert_ptr_nonnull(hit);
+	ck_assert_int_eq(engine_tokenize(e, prompt, len, true, true, &ids, &n, err), 0);
+	/* the same text with the NUL dropped */
+	ck_assert_ptr_nonnull(bare = malloc(len));
+	memcpy(bare, prompt, (size_t)(hit - prompt) + 6);
+	memcpy(bare + (hit - prompt) + 6, hit + 7, len - (size_t)(hit - prompt) - 7);
+	ck_assert_int_eq(engine_tokenize(e, bare, len - 1, true, true, &ids2, &n2, err), 0);
+	ck_assert_uint_gt(n, n2);
+	b.messages = NULL;
+	b.n_messages = 0;
+	b.prompt = prompt;
+	b.prompt_len = len;
+	sink_init(&sa);
+	sink_init(&sb);
+	submit(e, &a, &sa);
+	submit(e, &b, &sb);
+	sink_wait(&sa, 0);
+	sink_wait(&sb, 0);
+	ck_assert_int_ne(sa.res.finish, ENGINE_FINISH_ERROR);
+	ck_assert_int_eq(sa.res.prompt_tokens, (int)n);
+	ck_assert_int_eq(sb.res.prompt_tokens, (int)n);
+	ck_assert_int_eq(strncmp(sa.text, sb.text, sa.len), 0);
+	free(ids);
+	free(ids2);
+	free(bare);
+	free(prompt);
+	sink_destroy(&sa);
+	sink_destroy(&sb);
+	engine_free(e);
+}
+END_TEST
+
 START_TEST(bad_messages_are_refused_on_submit)
 {
 	const struct engine_message msgs[] = {{.role = "user", .content = NULL}};
@@ -285,6 +335,7 @@ Suite *suite_engine_api(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, tokenize_and_detokenize_round_trip);
 	tcase_add_test(tc, messages_give_what_their_rendered_prompt_gives);
+	tcase_add_test(tc, a_nul_in_content_is_an_ordinary_character);
 	tcase_add_test(tc, bad_messages_are_refused_on_submit);
 	tcase_add_test(tc, a_long_prompt_does_not_stall_a_running_stream);
 	tcase_add_test(tc, a_session_gets_bos_from_the_request_that_opens_it);

@@ -161,6 +161,35 @@ START_TEST(bpe_adds_no_bos_and_parses_specials_when_asked)
 }
 END_TEST
 
+/* "\u0000" is an ordinary character (issue 15): on SentencePiece (byte
+ * fallback <0x00>) and byte-level BPE vocabularies alike, a NUL is one token
+ * of the one byte, between the text around it, and decodes back in place. */
+START_TEST(nul_is_an_ordinary_byte_to_every_tokenizer)
+{
+	static const char *const vocabs[] = {"llama-spm", "phi-3", "llama-bpe", "qwen2", "gemma-4"};
+	char err[EMBER_ERR_MAX] = "", path[128], buf[16];
+
+	for (size_t k = 0; k < sizeof(vocabs) / sizeof(vocabs[0]); k++) {
+		struct gguf g = {0};
+		struct tokenizer *t = NULL;
+		int32_t ids[8];
+		int64_t n;
+
+		snprintf(path, sizeof(path), VEC_DIR "ggml-vocab-%s.gguf", vocabs[k]);
+		ck_assert_msg(gguf_open(&g, path, err) == 0, "%s", err);
+		ck_assert_msg(tokenizer_new(&t, &g, err) == 0, "%s", err);
+		n = tokenizer_encode(t, "a\0b", 3, 0, 1, ids, 8);
+		ck_assert_msg(n == 3, "%s: %lld ids", vocabs[k], (long long)n);
+		ck_assert_int_eq(tokenizer_piece(t, ids[1], 0, buf, sizeof(buf)), 1);
+		ck_assert_int_eq(buf[0], '\0');
+		ck_assert_int_eq(tokenizer_decode(t, ids, 3, 0, buf, sizeof(buf)), 3);
+		ck_assert_msg(memcmp(buf, "a\0b", 3) == 0, "%s decodes the NUL in place", vocabs[k]);
+		tokenizer_free(t);
+		gguf_close(&g);
+	}
+}
+END_TEST
+
 Suite *suite_tokenizer(void)
 {
 	Suite *s = suite_create("tokenizer");
@@ -176,6 +205,7 @@ Suite *suite_tokenizer(void)
 	tcase_add_test(tc, bpe_gemma4_vectors_exact_through_front);
 	tcase_add_test(tc, decode_of_one_leading_space_piece_fits_its_size);
 	tcase_add_test(tc, bpe_adds_no_bos_and_parses_specials_when_asked);
+	tcase_add_test(tc, nul_is_an_ordinary_byte_to_every_tokenizer);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -84,8 +84,14 @@ static int job_copy_messages(struct job *j, const struct engine_request *req)
 		if (!j->msgs[i].role)
 			return EMBER_ENOMEM;
 		/* NULL stays NULL: JSON null content, no tool calls, no id */
-		if (m->content && !(j->msgs[i].content = dup_bytes(m->content, strlen(m->content))))
-			return EMBER_ENOMEM;
+		if (m->content) {
+			/* by length: it may hold NUL; 0 reads a C string */
+			size_t n = m->content_len ? m->content_len : strlen(m->content);
+
+			if (!(j->msgs[i].content = dup_bytes(m->content, n)))
+				return EMBER_ENOMEM;
+			j->msgs[i].content_len = n;
+		}
 		if (m->tool_calls &&
 		    !(j->msgs[i].tool_calls = dup_bytes(m->tool_calls, strlen(m->tool_calls))))
 			return EMBER_ENOMEM;

@@ -167,6 +167,8 @@ struct engine_message {
 	const char *role;          /* "system", "user", "assistant" or "tool" */
 	const char *content;       /* UTF-8; NULL only for an assistant turn
 				    * that only calls tools (JSON null) */
+	size_t content_len;        /* its bytes: it may hold NUL ("\u0000");
+				    * 0 = strlen(content) */
 	const char *tool_calls;    /* NULL or the OpenAI tool_calls array as JSON */
 	const char *tool_call_id;  /* NULL or the call a "tool" message answers */
 };

@@ -194,6 +194,7 @@ int engine_render(const struct engine *e, const struct engine_message *msgs, siz
 		return ember_seterr(err, EMBER_ENOMEM, "messages");
 	for (i = 0; i < n; i++)
 		cm[i] = (struct chat_msg){.role = msgs[i].role, .content = msgs[i].content,
+					  .content_len = msgs[i].content_len,
 					  .tool_calls = msgs[i].tool_calls,
 					  .tool_call_id = msgs[i].tool_call_id};
 	rc = chat_render(&e->chat, cm, n, tools_json, 1, out, len, err);

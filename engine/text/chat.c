@@ -183,10 +183,9 @@ static int is_space(char c)
 	return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
 }
 
-static void sink_put_content(struct sink *s, const char *p, int trim)
+/* A content's n bytes, NUL included. */
+static void sink_put_content(struct sink *s, const char *p, size_t n, int trim)
 {
-	size_t n = strlen(p);
-
 	if (trim) {
 		while (n > 0 && is_space(*p)) {
 			p++;
@@ -290,18 +289,24 @@ static int check_msgs(const struct family *f, const struct chat_msg *msgs, size_
 	return 0;
 }
 
-/* Renders one message; `merged` is the system message to fold into it
- * (SYS_MERGE families, first user turn) or NULL. */
-static void render_msg(struct sink *s, const struct family *f, int role, const char *content,
-		       const char *merged, const struct texts *tx)
+/* The bytes of a message's content (see struct chat_msg). */
+static size_t content_len(const struct chat_msg *m)
+{
+	return m->content_len ? m->content_len : strlen(m->content);
+}
+
+/* Renders one message as `role`; `merged` is the system message to fold
+ * into it (SYS_MERGE families, first user turn) or NULL. */
+static void render_msg(struct sink *s, const struct family *f, int role, const struct chat_msg *m,
+		       const struct chat_msg *merged, const struct texts *tx)
 {
 	sink_put_table(s, f->open[role], tx);
 	if (merged != NULL) {
 		sink_put_table(s, f->sys_open, tx);
-		sink_put_content(s, merged, f->trim);
+		sink_put_content(s, merged->content, content_len(merged), f->trim);
 		sink_put_table(s, f->sys_close, tx);
 	}
-	sink_put_content(s, content, f->trim);
+	sink_put_content(s, m->content, content_len(m), f->trim);
 	sink_put_table(s, f->close[role], tx);
 }
 
@@ -311,7 +316,7 @@ int64_t chat_apply(enum chat_template t, const struct chat_msg *msgs, size_t n, 
 	struct texts tx = {bos_text ? bos_text : "", eos_text ? eos_text : ""};
 	struct sink s = {buf, cap, 0};
 	const struct family *f;
-	const char *pending_sys = NULL;
+	const struct chat_msg *pending_sys = NULL;
 	int rc;
 
 	if ((int)t < 0 || t >= CHAT_TEMPLATE_COUNT)
@@ -330,7 +335,7 @@ int64_t chat_apply(enum chat_template t, const struct chat_msg *msgs, size_t n, 
 		int role = role_parse(msgs[i].role);
 
 		if (role == ROLE_SYSTEM && f->sys == SYS_MERGE) {
-			pending_sys = msgs[i].content;
+			pending_sys = &msgs[i];
 			continue;
 		}
 		if (pending_sys != NULL && role != ROLE_USER) {
@@ -338,7 +343,7 @@ int64_t chat_apply(enum chat_template t, const struct chat_msg *msgs, size_t n, 
 			render_msg(&s, f, ROLE_USER, pending_sys, NULL, &tx);
 			pending_sys = NULL;
 		}
-		render_msg(&s, f, role, msgs[i].content, pending_sys, &tx);
+		render_msg(&s, f, role, &msgs[i], pending_sys, &tx);
 		pending_sys = NULL;
 	}
 	if (pending_sys != NULL)

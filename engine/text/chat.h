@@ -87,12 +87,16 @@ enum chat_template {
 /* One message. role: "system", "user" or "assistant" ("tool" too with a
  * Jinja template); content: UTF-8 text, not NULL (may be empty) except in
  * chat_render(), where NULL is JSON null (an assistant turn that only calls
- * tools). tool_calls: NULL, or the OpenAI tool_calls array as JSON text;
+ * tools). content_len: its bytes, for a content that holds NUL (JSON
+ * "\u0000" is an ordinary character, rendered in place); 0 means
+ * strlen(content), so a zero-initialized length reads a C string.
+ * tool_calls: NULL, or the OpenAI tool_calls array as JSON text;
  * tool_call_id: NULL or the id a tool message answers. All borrowed for the
  * duration of the call. */
 struct chat_msg {
 	const char *role;
 	const char *content;
+	size_t content_len;
 	const char *tool_calls;
 	const char *tool_call_id;
 };

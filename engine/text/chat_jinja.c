@@ -104,7 +104,9 @@ static void cb_put(struct ctxbuf *b, const char *s, size_t n)
 	b->p[b->n] = '\0';
 }
 
-static void cb_str(struct ctxbuf *b, const char *s)
+/* The n bytes at s as a JSON string (NUL as \u0000: an ordinary
+ * character, which the interpreter's strings carry by length); NULL: null. */
+static void cb_strn(struct ctxbuf *b, const char *s, size_t n)
 {
 	static const char hex[] = "0123456789abcdef";
 	size_t start = 0, i;
@@ -114,7 +116,7 @@ static void cb_str(struct ctxbuf *b, const char *s)
 		return;
 	}
 	cb_put(b, "\"", 1);
-	for (i = 0; s[i]; i++) {
+	for (i = 0; i < n; i++) {
 		unsigned char c = (unsigned char)s[i];
 		char esc[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
 		if (c >= 0x20 && c != '"' && c != '\\')
@@ -130,6 +132,11 @@ static void cb_str(struct ctxbuf *b, const char *s)
 	}
 	cb_put(b, s + start, i - start);
 	cb_put(b, "\"", 1);
+}
+
+static void cb_str(struct ctxbuf *b, const char *s)
+{
+	cb_strn(b, s, s ? strlen(s) : 0);
 }
 
 static void cb_field(struct ctxbuf *b, const char *name, const char *text, int is_json)
@@ -148,10 +155,13 @@ static int build_context(const struct chat_style *s, const struct chat_msg *msgs
 {
 	cb_put(b, "{\"messages\":[", 13);
 	for (size_t i = 0; i < n; i++) {
+		const char *c = msgs[i].content;
+
 		cb_put(b, i ? ",{\"role\":" : "{\"role\":", i ? 9 : 8);
 		cb_str(b, msgs[i].role);
 		cb_put(b, ",\"content\":", 11);
-		cb_str(b, msgs[i].content);
+		/* content_len 0: a C string (chat.h) */
+		cb_strn(b, c, c && !msgs[i].content_len ? strlen(c) : msgs[i].content_len);
 		if (msgs[i].tool_calls)
 			cb_field(b, "tool_calls", msgs[i].tool_calls, 1);
 		if (msgs[i].tool_call_id)
