@@ -193,6 +193,7 @@ build, runtime = st[0], st[-1]
 
 # Build stage: the Makefile's DEB_PKGS minus what only the tests need.
 test_only = {"check", "libsubunit-dev", "curl", "python3", "python3-numpy",
+             "libvulkan-dev", "glslc", "mesa-vulkan-drivers", "vulkan-tools",
              "haproxy"}
 want = set(os.environ["MAKE_DEB_PKGS"].split()) - test_only
 have = set(apt_installs(build))
