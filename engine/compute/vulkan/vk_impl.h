@@ -48,6 +48,7 @@ enum vk_shader {
 	VK_SH_ATTENTION,
 	VK_SH_ACT,
 	VK_SH_ADD,
+	VK_SH_COPY,
 	VK_SH_COUNT
 };
 

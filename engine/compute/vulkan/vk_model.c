@@ -3,8 +3,7 @@
  * device memory.
  *
  * vk_check_model() refuses, naming it, every architecture feature the
- * shaders do not implement (ALiBi, a fused QKV or gate|up projection,
- * heads wider than 512 or of odd width) and every weight type without an
+ * shaders do not implement (heads wider than 512 or of odd width) and every weight type without an
  * in-shader dequantization (today: F32, F16, BF16, Q8_0, Q4_0): such a
  * model is never run approximately; the CPU device still runs it.
  *
@@ -53,19 +52,14 @@ int vk_check_model(const struct model *m, char *err)
 	uint32_t l;
 	int r, rc;
 
-	if (a->alibi != ARCH_ALIBI_NONE)
-		what = "ALiBi attention";
-	else if (a->ffn_gate_up_fused)
-		what = "a fused gate|up projection";
-	else if (hp->head_dim_k > VK_MAX_HEAD || hp->head_dim_v > VK_MAX_HEAD)
+	(void)a;
+
+	if (hp->head_dim_k > VK_MAX_HEAD || hp->head_dim_v > VK_MAX_HEAD)
 		what = "heads wider than 512";
 	else if (hp->head_dim_k % 2 || hp->head_dim_v % 2 || hp->n_rot > hp->head_dim_k)
 		what = "odd head widths";
 	else if (hp->n_head_kv == 0 || hp->n_head % hp->n_head_kv)
 		what = "query heads not a multiple of kv heads";
-	for (l = 0; !what && l < hp->n_layer; l++)
-		if (m->layers[l].w[ARCH_T_ATTN_QKV].data)
-			what = "a fused QKV projection";
 	if (what)
 		return ember_seterr(err, EMBER_EUNSUPPORTED, "vulkan: architecture %s: %s is not "
 				    "implemented on Vulkan (the CPU device runs it: --device=cpu)",

@@ -53,9 +53,13 @@ struct pc_kv_store {
 	uint32_t r0, pos0, n, heads, dk, dv, n_ctx, f16;
 };
 struct pc_attention {
-	uint64_t q, out, kc, vc;
-	uint32_t row0, pos0, heads, heads_kv, dk, dv, n_ctx, f16, window;
+	uint64_t q, out, kc, vc, slopes;
+	uint32_t row0, pos0, heads, heads_kv, dk, dv, n_ctx, f16, window, alibi;
 	float scale, cap;
+};
+struct pc_copy {
+	uint64_t src, dst;
+	uint32_t n, width, src_stride, off;
 };
 
 #define MM_BIAS 1u
@@ -72,9 +76,10 @@ struct vk_pass {
 	struct vk_buf scratch, in, out;
 	uint32_t out_rows; /* logits rows `out` holds */
 	VkDeviceAddress x, xn, y, q, k, v, att, gate, up;
+	VkDeviceAddress wide; /* a fused projection's rows before the split */
 	uint32_t *tokens, *map; /* in: [B] each */
 	float *rope, *rope_swa; /* in: [B][n_rot/2][2] */
-	VkDeviceAddress a_tokens, a_map, a_rope, a_rope_swa;
+	VkDeviceAddress a_tokens, a_map, a_rope, a_rope_swa, a_slopes;
 	uint32_t *row0;         /* [B] first row of each sequence */
 	VkCommandPool pool;
 	VkCommandBuffer cb;
@@ -95,8 +100,12 @@ int vk_pass_new(struct vk_pass **out, const struct model *m, uint32_t max_batch,
 	const uint64_t lens[] = {B * hp->n_embd, B * hp->n_embd, B * hp->n_embd,
 				 B * hp->n_head * hp->head_dim_k, B * hp->n_head_kv * hp->head_dim_k,
 				 B * hp->n_head_kv * hp->head_dim_v, B * hp->n_head * hp->head_dim_v,
-				 B * hp->n_ff, B * hp->n_ff};
-	VkDeviceAddress *addrs[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+				 B * hp->n_ff, B * hp->n_ff,
+				 B * (hp->n_head + 2 * hp->n_head_kv) * (hp->head_dim_k > hp->head_dim_v
+									   ? hp->head_dim_k
+									   : hp->head_dim_v) +
+					 B * 2 * hp->n_ff};
+	VkDeviceAddress *addrs[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 	VkCommandPoolCreateInfo pci = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
 				       .flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
 				       .queueFamilyIndex = c->qfam};
@@ -121,12 +130,13 @@ int vk_pass_new(struct vk_pass **out, const struct model *m, uint32_t max_batch,
 	p->scale = hp->attn_scale > 0.0f ? hp->attn_scale : 1.0f / sqrtf((float)hp->head_dim_k);
 	addrs[0] = &p->x, addrs[1] = &p->xn, addrs[2] = &p->y, addrs[3] = &p->q;
 	addrs[4] = &p->k, addrs[5] = &p->v, addrs[6] = &p->att, addrs[7] = &p->gate;
-	addrs[8] = &p->up;
+	addrs[8] = &p->up, addrs[9] = &p->wide;
 	for (i = 0; i < sizeof(lens) / sizeof(lens[0]); i++)
 		total += round256(lens[i] * 4);
 	if ((rc = vk_weights_get(&p->w, m, err)) < 0 ||
 	    (rc = vk_buf_new(&p->scratch, total, VK_MEM_DEVICE, err)) < 0 ||
-	    (rc = vk_buf_new(&p->in, round256(B * 4) * 2 + rope_bytes * 2, VK_MEM_HOST, err)) < 0)
+	    (rc = vk_buf_new(&p->in, round256(B * 4) * 2 + rope_bytes * 2 + hp->n_head * 4,
+			     VK_MEM_HOST, err)) < 0)
 		goto fail;
 	for (i = 0; i < sizeof(lens) / sizeof(lens[0]); i++) {
 		*addrs[i] = p->scratch.addr + off;
@@ -140,6 +150,19 @@ int vk_pass_new(struct vk_pass **out, const struct model *m, uint32_t max_batch,
 	p->a_rope = p->in.addr + round256(B * 4) * 2;
 	p->rope_swa = (float *)((char *)p->rope + rope_bytes);
 	p->a_rope_swa = p->a_rope + rope_bytes;
+	p->a_slopes = p->a_rope_swa + rope_bytes;
+	/* ALiBi slopes as attention_init() makes them (bf16-rounded for BF16). */
+	for (i = 0; m->arch->alibi && i < hp->n_head; i++) {
+		float sl = (float)arch_alibi_slope((uint32_t)i, hp->n_head, hp->alibi_max_bias);
+		uint32_t u;
+
+		if (m->arch->alibi == ARCH_ALIBI_BF16) {
+			memcpy(&u, &sl, 4);
+			u = (u + 0x7fff + ((u >> 16) & 1)) & 0xffff0000u;
+			memcpy(&sl, &u, 4);
+		}
+		((float *)((char *)p->rope_swa + rope_bytes))[i] = sl;
+	}
 	if (c->f.CreateCommandPool(c->dev, &pci, NULL, &p->pool) != VK_SUCCESS ||
 	    (cai.commandPool = p->pool,
 	     c->f.AllocateCommandBuffers(c->dev, &cai, &p->cb) != VK_SUCCESS) ||
@@ -212,6 +235,15 @@ static void add(struct vk_pass *p, VkDeviceAddress x, VkDeviceAddress y, uint64_
 	vk_barrier(p->cb);
 }
 
+/* dst[r][0..width) = src[r][off..off+width) for n rows of src_stride. */
+static void split(struct vk_pass *p, VkDeviceAddress src, VkDeviceAddress dst, uint32_t n,
+		  uint32_t width, uint32_t src_stride, uint32_t off)
+{
+	struct pc_copy pc = {src, dst, n, width, src_stride, off};
+
+	vk_dispatch_n(p->cb, VK_SH_COPY, &pc, sizeof(pc), (uint64_t)n * width);
+}
+
 static void rope(struct vk_pass *p, VkDeviceAddress x, VkDeviceAddress table, uint32_t n,
 		 uint32_t heads)
 {
@@ -235,9 +267,20 @@ static void attention(struct vk_pass *p, const struct compute_seq *seqs,
 	const int swa = m->arch->swa != ARCH_SWA_NONE && arch_layer_is_swa(m->arch, il);
 	uint32_t s;
 
-	mm(p, ARCH_T_ATTN_Q, ARCH_T_ATTN_Q_B, il, p->xn, p->q, n, 0, 0);
-	mm(p, ARCH_T_ATTN_K, ARCH_T_ATTN_K_B, il, p->xn, p->k, n, 0, 0);
-	mm(p, ARCH_T_ATTN_V, ARCH_T_ATTN_V_B, il, p->xn, p->v, n, 0, 0);
+	if (W(p, ARCH_T_ATTN_QKV, il)) {
+		const uint32_t dq = hp->n_head * hp->head_dim_k, dk = hp->n_head_kv * hp->head_dim_k;
+		const uint32_t dv = hp->n_head_kv * hp->head_dim_v;
+
+		mm(p, ARCH_T_ATTN_QKV, ARCH_T_ATTN_QKV_B, il, p->xn, p->wide, n, 0, 0);
+		split(p, p->wide, p->q, n, dq, dq + dk + dv, 0);
+		split(p, p->wide, p->k, n, dk, dq + dk + dv, dq);
+		split(p, p->wide, p->v, n, dv, dq + dk + dv, dq + dk);
+		vk_barrier(p->cb);
+	} else {
+		mm(p, ARCH_T_ATTN_Q, ARCH_T_ATTN_Q_B, il, p->xn, p->q, n, 0, 0);
+		mm(p, ARCH_T_ATTN_K, ARCH_T_ATTN_K_B, il, p->xn, p->k, n, 0, 0);
+		mm(p, ARCH_T_ATTN_V, ARCH_T_ATTN_V_B, il, p->xn, p->v, n, 0, 0);
+	}
 	if (W(p, ARCH_T_ATTN_Q_NORM, il))
 		nrm(p, W(p, ARCH_T_ATTN_Q_NORM, il), 0, p->q, p->q, n * hp->n_head, hp->head_dim_k, 0);
 	if (W(p, ARCH_T_ATTN_K_NORM, il))
@@ -263,10 +306,10 @@ static void attention(struct vk_pass *p, const struct compute_seq *seqs,
 	for (s = 0; s < n_seq; s++) {
 		const struct vk_kv *kv = kvs[s];
 		struct pc_attention pc = {p->q, p->att, vk_kv_k(kv, il), vk_kv_v(kv, il),
-					  p->row0[s], kv->n_pos, hp->n_head, hp->n_head_kv,
-					  hp->head_dim_k, hp->head_dim_v, kv->n_ctx,
-					  (uint32_t)kv->f16, swa ? hp->n_swa : 0, p->scale,
-					  hp->attn_softcap};
+					  p->a_slopes, p->row0[s], kv->n_pos, hp->n_head,
+					  hp->n_head_kv, hp->head_dim_k, hp->head_dim_v, kv->n_ctx,
+					  (uint32_t)kv->f16, swa ? hp->n_swa : 0,
+					  (uint32_t)m->arch->alibi, p->scale, hp->attn_softcap};
 
 		vk_dispatch(p->cb, VK_SH_ATTENTION, &pc, sizeof(pc), hp->n_head, seqs[s].n_tok, 1);
 	}
@@ -281,8 +324,15 @@ static void mlp(struct vk_pass *p, uint32_t il, uint32_t n, VkDeviceAddress dst,
 	struct pc_act pc = {p->gate, p->up, n * m->hp.n_ff, (uint32_t)m->arch->act,
 			    (uint32_t)(m->arch->mlp_gated != 0)};
 
-	mm(p, ARCH_T_FFN_UP, ARCH_T_FFN_UP_B, il, p->xn, p->up, n, 0, 0);
-	if (m->arch->mlp_gated)
+	if (m->arch->ffn_gate_up_fused) { /* Phi-3: ffn_up is [gate | up] */
+		mm(p, ARCH_T_FFN_UP, -1, il, p->xn, p->wide, n, 0, 0);
+		split(p, p->wide, p->gate, n, m->hp.n_ff, 2 * m->hp.n_ff, 0);
+		split(p, p->wide, p->up, n, m->hp.n_ff, 2 * m->hp.n_ff, m->hp.n_ff);
+		vk_barrier(p->cb);
+	} else {
+		mm(p, ARCH_T_FFN_UP, ARCH_T_FFN_UP_B, il, p->xn, p->up, n, 0, 0);
+	}
+	if (m->arch->mlp_gated && !m->arch->ffn_gate_up_fused)
 		mm(p, ARCH_T_FFN_GATE, ARCH_T_FFN_GATE_B, il, p->xn, p->gate, n, 0, 0);
 	vk_dispatch_n(p->cb, VK_SH_ACT, &pc, sizeof(pc), (uint64_t)n * m->hp.n_ff);
 	vk_barrier(p->cb);

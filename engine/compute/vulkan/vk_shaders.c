@@ -29,6 +29,9 @@ static const uint32_t sh_act[] =
 static const uint32_t sh_add[] =
 #include "add.spv.h"
 ;
+static const uint32_t sh_copy[] =
+#include "copy.spv.h"
+;
 
 static const struct {
 	const char *name;
@@ -43,6 +46,7 @@ static const struct {
 	[VK_SH_ATTENTION] = {"attention", sh_attention, sizeof(sh_attention)},
 	[VK_SH_ACT] = {"act", sh_act, sizeof(sh_act)},
 	[VK_SH_ADD] = {"add", sh_add, sizeof(sh_add)},
+	[VK_SH_COPY] = {"copy", sh_copy, sizeof(sh_copy)},
 };
 
 const uint32_t *vk_shader_code(enum vk_shader s, size_t *bytes)

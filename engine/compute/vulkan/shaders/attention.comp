@@ -5,7 +5,9 @@
 // score per thread, then per block m' = max(m, max S), r = exp(m - m'),
 // P = exp(S - m'), l = l r + sum P, out = out r + P V; at the end out / l.
 // Query at position p sees keys lo .. p (lo = p + 1 - window for sliding
-// layers, else 0). Scores: (q.k) * scale, then c tanh(s / c) when capped.
+// layers, else 0). Scores: (q.k + ALiBi bias) * scale, then c tanh(s / c)
+// when capped; the bias is slope_h * j (alibi 1) or, as HF Falcon rounds
+// it, bf16(bf16(slope_h) * bf16(j)) (alibi 2; the slope comes rounded).
 #include "common.glsl"
 
 #define WG 64u
@@ -17,7 +19,8 @@ layout(push_constant, scalar) uniform PC {
 	F32 out_;
 	U32 kc;
 	U32 vc;
-	uint row0, pos0, heads, heads_kv, dk, dv, n_ctx, f16, window;
+	F32 slopes;
+	uint row0, pos0, heads, heads_kv, dk, dv, n_ctx, f16, window, alibi;
 	float scale, cap;
 } pc;
 
@@ -31,6 +34,14 @@ float kv_at(U32 c, uint idx)
 		return (idx & 1u) != 0u ? two.y : two.x;
 	}
 	return uintBitsToFloat(c.v[idx]);
+}
+
+// Round to bfloat16, nearest even (as kern_fp32_to_bf16).
+float bf16r(float x)
+{
+	uint u = floatBitsToUint(x);
+	u += 0x7fffu + ((u >> 16) & 1u);
+	return uintBitsToFloat(u & 0xffff0000u);
 }
 
 void main()
@@ -57,6 +68,11 @@ void main()
 			float d = 0.0;
 			for (uint i = 0u; i < pc.dk; i++)
 				d += qs[i] * kv_at(pc.kc, ko + i);
+			float j = float(j0 + tid);
+			if (pc.alibi == 1u)
+				d += pc.slopes.v[h] * j;
+			else if (pc.alibi == 2u)
+				d += bf16r(pc.slopes.v[h] * bf16r(j));
 			s = d * pc.scale;
 			if (pc.cap > 0.0)
 				s = pc.cap * tanh(s / pc.cap);
