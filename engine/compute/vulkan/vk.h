@@ -61,4 +61,14 @@ void vk_pass_free(struct vk_pass *p);
 int vk_pass_run(struct vk_pass *p, const struct compute_seq *seqs, struct vk_kv *const *kvs,
 		uint32_t n_seq, float *logits, char *err);
 
+/* Test hook (tests/test_vulkan.c checks each shader against the CPU):
+ * runs shader `name` once on the open device. Each host buffer bufs[i]
+ * (bytes[i]) is copied into a device buffer whose address is written at
+ * byte addr_at[i] of the push constants `pc`; groups gx, gy, gz; then the
+ * buffers are copied back. Returns 0, EMBER_EINVAL (unknown shader),
+ * EMBER_EUNSUPPORTED (no device), EMBER_ENOMEM. */
+int vk_test_dispatch(const char *name, void *pc, size_t pc_bytes, void *const *bufs,
+		     const size_t *bytes, const size_t *addr_at, uint32_t n_bufs, uint32_t gx,
+		     uint32_t gy, uint32_t gz, char *err);
+
 #endif
