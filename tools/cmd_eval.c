@@ -20,7 +20,7 @@
 #include "clock.h"
 #include "commands.h"
 #include "compute.h"
-#include "dtype.h"
+#include "dev_session.h"
 #include "ember.h"
 #include "engine.h"
 #include "forward.h"
@@ -170,67 +170,8 @@ static int write_logits(const char *path, const float *logits, size_t n)
 	return ok ? 0 : -1;
 }
 
-/* One sequence: the CPU's forward session, or (on a Vulkan device) a
- * compute pass with one cache of its own, driven through compute.h. */
-struct eval_sess {
-	struct forward_ctx *fw;
-	struct compute_pass *cp;
-	struct compute_kv *kv;
-	uint32_t batch, n_vocab;
-};
-
-static int sess_eval(struct eval_sess *s, const int32_t *ids, size_t n, float *logits, int all,
-		     char *err)
-{
-	size_t done;
-	int rc;
-
-	if (s->fw)
-		return forward_eval(s->fw, ids, n, logits, all, err);
-	for (done = 0; done < n;) {
-		uint32_t k = (uint32_t)(n - done < s->batch ? n - done : s->batch);
-		int last = done + k == n;
-		struct compute_seq sq = {s->kv, ids + done, k,
-					 all ? COMPUTE_LOGITS_ALL
-					     : last ? COMPUTE_LOGITS_LAST : COMPUTE_LOGITS_NONE};
-
-		if ((rc = compute_pass_run(s->cp, &sq, 1,
-					   all ? logits + done * s->n_vocab : last ? logits : NULL,
-					   err)) < 0)
-			return rc;
-		done += k;
-	}
-	return 0;
-}
-
-static int sess_new(struct eval_sess *s, const struct model *m, const struct forward_opts *o,
-		    char *err)
-{
-	struct compute_opts co = {.max_batch = o->max_batch ? o->max_batch : FORWARD_DEFAULT_BATCH,
-				  .n_threads = o->n_threads};
-	int rc;
-
-	memset(s, 0, sizeof(*s));
-	s->n_vocab = m->hp.n_vocab;
-	if (!compute_device_vulkan())
-		return forward_new(&s->fw, m, o, err);
-	if (co.max_batch > o->n_ctx)
-		co.max_batch = o->n_ctx;
-	s->batch = co.max_batch;
-	if ((rc = compute_pass_new(&s->cp, m, &co, err)) < 0)
-		return rc;
-	return compute_kv_new(&s->kv, m, o->n_ctx, DTYPE_F32, 0, err);
-}
-
-static void sess_free(struct eval_sess *s)
-{
-	forward_free(s->fw);
-	compute_kv_free(s->kv);
-	compute_pass_free(s->cp);
-}
-
 /* Feeds argmax back `n` times after the input; prints the ids. */
-static int greedy(struct eval_sess *fw, float *last, uint32_t n_vocab, long n, char *err)
+static int greedy(struct dev_session *fw, float *last, uint32_t n_vocab, long n, char *err)
 {
 	double t0 = clock_now_s();
 	long i;
@@ -241,7 +182,7 @@ static int greedy(struct eval_sess *fw, float *last, uint32_t n_vocab, long n, c
 		int32_t id = (int32_t)argmax(last, n_vocab);
 
 		printf(" %d", id);
-		if (i + 1 < n && (rc = sess_eval(fw, &id, 1, last, 0, err)) < 0)
+		if (i + 1 < n && (rc = dev_session_eval(fw, &id, 1, last, 0, err)) < 0)
 			return rc;
 	}
 	printf("\n");
@@ -256,7 +197,7 @@ int cmd_eval(int argc, char **argv)
 	struct eval_args a;
 	struct engine_model *em = NULL;
 	const struct model *mp;
-	struct eval_sess fw = {0};
+	struct dev_session fw = {0};
 	struct forward_opts o = {0};
 	char err[EMBER_ERR_MAX] = "";
 	int32_t *ids = NULL;
@@ -287,7 +228,7 @@ int cmd_eval(int argc, char **argv)
 	o.n_ctx = (uint32_t)(a.ctx ? a.ctx : n_ids + a.greedy);
 	o.max_batch = (uint32_t)a.batch;
 	o.n_threads = (uint32_t)a.threads;
-	if (sess_new(&fw, mp, &o, err) < 0) {
+	if (dev_session_new(&fw, mp, &o, err) < 0) {
 		fprintf(stderr, "ember eval: %s\n", err);
 		goto done;
 	}
@@ -297,7 +238,7 @@ int cmd_eval(int argc, char **argv)
 		goto done;
 	}
 	t0 = clock_now_s();
-	if (sess_eval(&fw, ids, (size_t)n_ids, logits, 1, err) < 0) {
+	if (dev_session_eval(&fw, ids, (size_t)n_ids, logits, 1, err) < 0) {
 		fprintf(stderr, "ember eval: %s\n", err);
 		goto done;
 	}
@@ -322,7 +263,7 @@ int cmd_eval(int argc, char **argv)
 	rc = 0;
 done:
 	free(logits);
-	sess_free(&fw);
+	dev_session_free(&fw);
 	engine_model_free(em);
 	free(ids);
 	return rc;
