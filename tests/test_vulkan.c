@@ -35,6 +35,7 @@ struct pc_norm {
 	uint64_t x, out, gain, bias, map;
 	uint32_t dim, stride_in, stride_out, flags;
 	float eps;
+	uint32_t rows;
 };
 struct pc_rope {
 	uint64_t x, table;
@@ -172,8 +173,10 @@ END_TEST
 
 START_TEST(norms_match_forward_c)
 {
-	const int layer = _i; /* 0: RMSNorm, 1: LayerNorm with bias, through a row map */
-	const uint32_t d = 200, rows = 5;
+	/* 0: RMSNorm; 1: LayerNorm with bias, through a row map; 2: RMSNorm of
+	 * more rows than one dispatch dimension holds (heads of a long chunk). */
+	const int layer = _i == 1;
+	const uint32_t d = _i == 2 ? 8 : 200, rows = _i == 2 ? 40000 : 5;
 	float *x = frands((size_t)rows * d, 2.0f), *gain = frands(d, 1.0f), *b = frands(d, 1.0f);
 	float *out = calloc((size_t)rows * d, sizeof(float));
 	double *want = calloc((size_t)rows * d, sizeof(double));
@@ -182,7 +185,7 @@ START_TEST(norms_match_forward_c)
 	if (no_device())
 		goto done;
 	for (r = 0; r < rows; r++) {
-		const float *xr = x + (layer ? map[r] : r) * d;
+		const float *xr = x + (size_t)(layer ? map[r] : r) * d;
 		double mean = 0.0, var = 0.0;
 
 		for (i = 0; layer && i < d; i++)
@@ -190,18 +193,20 @@ START_TEST(norms_match_forward_c)
 		for (i = 0; i < d; i++)
 			var += (xr[i] - mean) * (xr[i] - mean);
 		for (i = 0; i < d; i++)
-			want[r * d + i] = (xr[i] - mean) / sqrt(var / d + 1e-5) * gain[i] +
-					  (layer ? b[i] : 0.0);
+			want[(size_t)r * d + i] = (xr[i] - mean) / sqrt(var / d + 1e-5) * gain[i] +
+						  (layer ? b[i] : 0.0);
 	}
 	{
-		struct pc_norm pc = {0, 0, 0, 0, 0, d, d, d, layer ? 1 | 2 | 4 : 0, 1e-5f};
+		struct pc_norm pc = {0, 0, 0, 0, 0, d, d, d, layer ? 1 | 2 | 4 : 0, 1e-5f, rows};
 		void *bufs[] = {x, out, gain, b, map};
-		size_t bytes[] = {rows * d * 4, rows * d * 4, d * 4, d * 4, sizeof(map)};
+		size_t bytes[] = {(size_t)rows * d * 4, (size_t)rows * d * 4, d * 4, d * 4, sizeof(map)};
 		size_t at[] = {0, 8, 16, 24, 32};
 
-		run("norm", &pc, sizeof(pc), bufs, bytes, at, 5, rows, 1, 1);
+		run("norm", &pc, sizeof(pc), bufs, bytes, at, 5, rows < 32768 ? rows : 32768,
+		    (rows + 32767) / 32768, 1);
 	}
-	close_enough(out, want, (size_t)rows * d, 1e-5, layer ? "layernorm" : "rmsnorm");
+	close_enough(out, want, (size_t)rows * d, 1e-5,
+		     _i == 0 ? "rmsnorm" : _i == 1 ? "layernorm" : "rmsnorm 40000 rows");
 done:
 	free(x), free(gain), free(b), free(out), free(want);
 }
@@ -587,7 +592,7 @@ Suite *suite_vulkan(void)
 	tcase_set_timeout(tc, 120);
 	tcase_set_timeout(te, 120);
 	tcase_add_loop_test(tc, matmul_matches_dequantized_reference, 0, 5);
-	tcase_add_loop_test(tc, norms_match_forward_c, 0, 2);
+	tcase_add_loop_test(tc, norms_match_forward_c, 0, 3);
 	tcase_add_loop_test(tc, rope_matches_rope_c, 0, 2);
 	tcase_add_loop_test(tc, activations_match_forward_c, 0, 6);
 	tcase_add_loop_test(tc, embed_matches_dequantize_row, 0, 5);

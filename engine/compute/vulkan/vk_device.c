@@ -153,8 +153,9 @@ char *vk_describe(char *buf, size_t cap)
 			     VK_API_VERSION_MINOR(p.apiVersion), VK_API_VERSION_PATCH(p.apiVersion),
 			     (unsigned long long)(heap >> 20),
 			     is_uma(&mp) ? "unified memory" : "dedicated memory",
-			     why ? "unusable: " : "usable; shaders: norm rope attention "
-			     "matmul (f32 f16 bf16 q8_0 q4_0) act", why ? why : "");
+			     why ? "unusable: " : "usable; shaders: embed norm rope matmul "
+			     "(f32 f16 bf16 q8_0 q4_0) kv_store attention act add copy",
+			     why ? why : "");
 		len += w > 0 ? (size_t)w : 0;
 	}
 	f.DestroyInstance(inst, NULL);
@@ -316,7 +317,7 @@ int vk_buf_new(struct vk_buf *b, VkDeviceSize size, enum vk_mem where, char *err
 		return ember_seterr(err, EMBER_ENOMEM, "vulkan: buffer of %llu bytes",
 				    (unsigned long long)size);
 	c->f.GetBufferMemoryRequirements(c->dev, b->b, &req);
-	if (where == VK_MEM_DEVICE)
+	if (where != VK_MEM_HOST)
 		t = find_type(req.memoryTypeBits, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT | host);
 	if (t < 0 && where == VK_MEM_DEVICE)
 		t = find_type(req.memoryTypeBits, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT);

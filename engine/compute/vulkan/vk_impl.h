@@ -91,6 +91,10 @@ struct vk_buf {
 enum vk_mem {
 	VK_MEM_DEVICE, /* device-local; mapped too when the device is UMA */
 	VK_MEM_HOST,   /* host-visible, coherent (inputs, logits) */
+	/* written once by the host: device-local and host-visible where the
+	 * device has such memory (UMA, resizable BAR), else host memory the
+	 * device reads (the weights) */
+	VK_MEM_UPLOAD,
 };
 
 int vk_buf_new(struct vk_buf *b, VkDeviceSize size, enum vk_mem where, char *err);

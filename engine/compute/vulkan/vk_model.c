@@ -12,7 +12,8 @@
  * limit, each tensor 256-byte aligned) and shared by all passes of the
  * process through a counted registry keyed by the model. On unified-memory
  * devices the buffers are device-local and host-visible, written through
- * the map: the only copy besides the file's page cache. (Importing the
+ * the map: the only copy besides the file's page cache; elsewhere they go
+ * to host memory the GPU reads (no staging upload yet). (Importing the
  * mmapped file itself, VK_EXT_external_memory_host, would drop that copy
  * too; not done yet.)
  */
@@ -52,7 +53,6 @@ int vk_check_model(const struct model *m, char *err)
 	uint32_t l;
 	int r, rc;
 
-	(void)a;
 
 	if (hp->head_dim_k > VK_MAX_HEAD || hp->head_dim_v > VK_MAX_HEAD)
 		what = "heads wider than 512";
@@ -159,7 +159,7 @@ static int upload(struct vk_weights *w, char *err)
 	start[c++] = used;
 	w->n_chunks = c;
 	for (s = 0; s < c && rc == 0; s++)
-		rc = vk_buf_new(&w->chunks[s], start[s], VK_MEM_DEVICE, err);
+		rc = vk_buf_new(&w->chunks[s], start[s], VK_MEM_UPLOAD, err);
 	free(start);
 	if (rc < 0)
 		return rc;
@@ -178,8 +178,8 @@ static int upload(struct vk_weights *w, char *err)
 			used = 0;
 		}
 		if (!w->chunks[c].map)
-			return ember_seterr(err, EMBER_EUNSUPPORTED, "vulkan: no host-visible memory "
-					    "for the weights (staging upload not implemented)");
+			return ember_seterr(err, EMBER_ENOMEM, "vulkan: no host-visible memory "
+					    "for the weights");
 		memcpy((char *)w->chunks[c].map + used, x->data, weight_bytes(x));
 		w->addr[s] = w->chunks[c].addr + used;
 		used += b;

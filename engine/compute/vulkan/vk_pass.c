@@ -30,6 +30,7 @@ struct pc_norm {
 	uint64_t x, out, gain, bias, map;
 	uint32_t dim, stride_in, stride_out, flags;
 	float eps;
+	uint32_t rows;
 };
 struct pc_rope {
 	uint64_t x, table;
@@ -221,9 +222,10 @@ static void nrm(struct vk_pass *p, VkDeviceAddress gain, VkDeviceAddress bias, V
 		VkDeviceAddress out, uint32_t rows, uint32_t dim, uint32_t flags)
 {
 	struct pc_norm pc = {x, out, gain, bias, p->a_map, dim, dim, dim,
-			     flags | (bias ? NORM_BIAS : 0), p->m->hp.norm_eps};
+			     flags | (bias ? NORM_BIAS : 0), p->m->hp.norm_eps, rows};
 
-	vk_dispatch(p->cb, VK_SH_NORM, &pc, sizeof(pc), rows, 1, 1);
+	vk_dispatch(p->cb, VK_SH_NORM, &pc, sizeof(pc), rows < 32768 ? rows : 32768,
+		    (rows + 32767) / 32768, 1);
 	vk_barrier(p->cb);
 }
 

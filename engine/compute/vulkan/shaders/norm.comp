@@ -1,7 +1,8 @@
 #version 450
 // norm.comp - out[r] = norm(x[src(r)]) * gain (+ bias): RMSNorm, or
 // LayerNorm when flags & 1. One workgroup per row; src(r) = map[r] when
-// flags & 4 (the head's rows that want logits), else r. Strides in floats
+// flags & 4 (the head's rows that want logits), else r. Rows past
+// 32768 come in the y dimension (workgroup counts are limited). Strides in floats
 // let it normalise heads in place (Qwen3's q/k norms).
 #include "common.glsl"
 
@@ -16,6 +17,7 @@ layout(push_constant, scalar) uniform PC {
 	U32 map;
 	uint dim, stride_in, stride_out, flags;
 	float eps;
+	uint rows;
 } pc;
 
 shared float red[WG];
@@ -37,7 +39,9 @@ float sum_all(float v)
 
 void main()
 {
-	uint r = gl_WorkGroupID.x, tid = gl_LocalInvocationID.x;
+	uint r = gl_WorkGroupID.x + gl_WorkGroupID.y * 32768u, tid = gl_LocalInvocationID.x;
+	if (r >= pc.rows)
+		return; /* the whole workgroup: no barrier is left waiting */
 	uint src = (pc.flags & 4u) != 0u ? pc.map.v[r] : r;
 	uint xi = src * pc.stride_in, oi = r * pc.stride_out;
 	float mean = 0.0;
