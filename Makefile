@@ -93,6 +93,20 @@ LIBS_TOOLS   = $(shell $(PKG_CONFIG) --libs jansson 2>/dev/null)
 LIBS_TEST    = $(shell $(PKG_CONFIG) --libs $(PKGS_TEST) 2>/dev/null) $(LIBS_TOOLS)
 
 ENGINE_SRC := $(foreach d,$(ENGINE_DIRS),$(wildcard $(d)/*.c))
+# The Vulkan device (README, Vulkan): VULKAN=1 builds engine/compute/vulkan/
+# and its shaders (glslc -> SPIR-V as C arrays under $(BUILD)/vkspv/,
+# embedded by vk_shaders.c); libvulkan is loaded with dlopen at run time, so
+# nothing more is linked. Otherwise a stub answers "not built in". `make
+# test` sets VULKAN=1 where glslc and the headers are installed (make deps).
+VULKAN ?= 0
+VK_DIR := engine/compute/vulkan
+VK_AUTO = $(if $(and $(shell command -v glslc),$(wildcard /usr/include/vulkan/vulkan.h)),1,0)
+CPPFLAGS += -I$(VK_DIR)
+ifeq ($(VULKAN),1)
+ENGINE_SRC += $(wildcard $(VK_DIR)/*.c)
+else
+ENGINE_SRC += $(VK_DIR)/stub/vk_stub.c
+endif
 ENGINE_CXX := $(foreach d,$(ENGINE_DIRS),$(wildcard $(d)/*.cc))
 SERVER_SRC := $(wildcard server/*.c)
 TOOLS_SRC  := $(wildcard tools/*.c tools/convert/*.c)
@@ -160,8 +174,21 @@ ifeq ($(TARGET_ARCH),aarch64)
 $(BUILD)/tests/%.o: CFLAGS += -fno-tree-vectorize
 endif
 
-$(LIBEMBER): $(ENGINE_OBJ)
-	$(call say,AR,$@)rm -f $@ && ar rcs $@ $^
+$(LIBEMBER): $(ENGINE_OBJ) $(BUILD)/vulkan.flag
+	$(call say,AR,$@)rm -f $@ && ar rcs $@ $(filter %.o,$^)
+
+# Rewritten when VULKAN changes, so the library is remade with the other
+# device's objects.
+$(BUILD)/vulkan.flag: FORCE
+	@mkdir -p $(@D); echo $(VULKAN) > $@.tmp; cmp -s $@.tmp $@ || mv $@.tmp $@; rm -f $@.tmp
+FORCE:
+
+VK_SPV := $(patsubst $(VK_DIR)/shaders/%.comp,$(BUILD)/vkspv/%.spv.h,$(wildcard $(VK_DIR)/shaders/*.comp))
+$(BUILD)/vkspv/%.spv.h: $(VK_DIR)/shaders/%.comp $(VK_DIR)/shaders/common.glsl
+	@mkdir -p $(@D)
+	$(call say,GLSLC,$<)glslc --target-env=vulkan1.2 -O -mfmt=c -o $@ $<
+$(BUILD)/$(VK_DIR)/vk_shaders.o: $(VK_SPV)
+$(BUILD)/$(VK_DIR)/vk_shaders.o: CPPFLAGS += -I$(BUILD)/vkspv
 
 $(EMBERD): $(SERVER_OBJ) $(LIBEMBER)
 	$(call say,LD,$@)$(CC) $(LDFLAGS) -pthread $(SERVER_OBJ) $(LIBEMBER) $(LIBS_SERVER) $(LIBS_ENGINE) -o $@
@@ -236,9 +263,9 @@ integration: all
 	BUILD=$(BUILD) tests/integration/run.sh
 
 test: deps
-	$(MAKE) --no-print-directory all $(UNIT)
-	$(MAKE) --no-print-directory unit
-	$(MAKE) --no-print-directory integration
+	$(MAKE) --no-print-directory VULKAN=$(VK_AUTO) all $(UNIT)
+	$(MAKE) --no-print-directory VULKAN=$(VK_AUTO) unit
+	$(MAKE) --no-print-directory VULKAN=$(VK_AUTO) integration
 
 asan: deps
 	$(MAKE) --no-print-directory BUILD=build/asan SANITIZE=1 OPT=-O1 all build/asan/check_unit
@@ -298,11 +325,14 @@ image-test: image $(EMBER)
 # What the build and the tests need; installed only when missing (haproxy:
 # tests/integration/test_scaleout.py runs docker/haproxy.cfg on loopback;
 # unicode-data and bzip2: tests/test_unicode_nfc.c reads the Unicode
-# conformance file NormalizationTest.txt.bz2). The Dockerfile's build stage
+# conformance file NormalizationTest.txt.bz2; the Vulkan packages: the
+# Vulkan device's build (headers, glslc) and its tests on Mesa's lavapipe,
+# README, Vulkan). The Dockerfile's build stage
 # installs DEB_PKGS_BUILD (tests/integration/test_deploy.sh checks it).
 DEB_PKGS_BUILD := gcc g++ make pkg-config libmicrohttpd-dev libjansson-dev libuv1-dev \
 	libxnnpack-dev libpthreadpool-dev libsentencepiece-dev libpcre2-dev
-DEB_PKGS_TEST := check libsubunit-dev curl python3 python3-numpy haproxy unicode-data bzip2
+DEB_PKGS_TEST := check libsubunit-dev curl python3 python3-numpy haproxy unicode-data bzip2 \
+	libvulkan-dev glslc mesa-vulkan-drivers vulkan-tools
 DEB_PKGS := $(DEB_PKGS_BUILD) $(DEB_PKGS_TEST)
 # The OpenAI SDK test needs node and npm: whatever is on PATH serves (e.g.
 # NodeSource's build, which bundles npm); Debian's are installed only when

@@ -36,6 +36,9 @@ static const struct config_key keys[] = {
 	 "TCP port to listen on."},
 	{"threads", CFG_INT, "0", 0, 1024, OFF(threads), NULL, 0,
 	 "Compute threads per worker; 0 = one per CPU core."},
+	{"device", CFG_STR, "", 0, 0, OFF(device), NULL, 0,
+	 "Device running the model: cpu, vulkan (the first usable) or vulkan:N; "
+	 "empty = cpu. A build without Vulkan refuses vulkan."},
 	{"workers", CFG_INT, "1", 1, 64, OFF(workers), NULL, 0,
 	 "Engine workers, each with its own slots and KV caches."},
 	{"slots", CFG_INT, "4", 1, 256, OFF(slots), NULL, 0,

@@ -31,6 +31,7 @@ struct config {
 	char *host;           /* listen address (numeric IPv4/IPv6) */
 	int64_t port;
 	int64_t threads;      /* compute threads per worker; 0 = one per core */
+	char *device;         /* "cpu", "vulkan", "vulkan:N"; NULL/"" = cpu (compute.h) */
 	int64_t workers;
 	int64_t slots;        /* concurrent sequences per worker */
 	int64_t context;      /* tokens per slot; 0 = the model's own */

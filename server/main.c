@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "config.h"
+#include "compute.h"
 #include "cpu.h"
 #include "kernels.h"
 #include "ember.h"
@@ -27,6 +28,7 @@ static void print_version(void)
 	printf("cpu: %s\n", cpu_describe(&f, buf, sizeof(buf)));
 	printf("kernels: %s\n", cpu_level_name(kern_init()));
 	fputs(kern_describe(ops, sizeof(ops)), stdout);
+	fputs(compute_devices_describe(ops, sizeof(ops)), stdout);
 }
 
 /* Informational flags win over everything else on the line. */
@@ -62,6 +64,12 @@ int main(int argc, char **argv)
 		return 0;
 	config_init(&cfg);
 	if (config_load(&cfg, argc, argv, environ, err) != 0) {
+		fprintf(stderr, "emberd: %s\n", err);
+		config_free(&cfg);
+		return 2;
+	}
+	/* The device is chosen before the model loads (compute.h, devices). */
+	if (compute_device_select(cfg.device, err) != 0) {
 		fprintf(stderr, "emberd: %s\n", err);
 		config_free(&cfg);
 		return 2;

@@ -2,8 +2,10 @@
  * cmd_bench.c - `ember bench`: prefill and decode speed of a model, in the
  * manner of llama-bench.
  *
- *   ember bench -m FILE [-p 512] [-n 128] [-t 2] [-r 3]
+ *   ember bench -m FILE [-p 512] [-n 128] [-t 2] [-r 3] [--device=cpu|vulkan[:N]]
  *
+ * With --device=vulkan the Vulkan devices and their features are listed
+ * first, and the kernels column names the device.
  * Tests (each after one untimed warm-up run):
  *   pp<p>: one forward_eval() of p random tokens from an empty cache (one
  *          step: max_batch = p), logits of the last token only;
@@ -24,6 +26,8 @@
 
 #include "clock.h"
 #include "commands.h"
+#include "compute.h"
+#include "dev_session.h"
 #include "dtype.h"
 #include "ember.h"
 #include "engine.h"
@@ -34,7 +38,7 @@
 #define BENCH_MAX_REPS 100
 
 struct bench_args {
-	const char *model;
+	const char *model, *device;
 	long p, n, threads, reps;
 };
 
@@ -45,7 +49,8 @@ static void bench_usage(FILE *f)
 		   "  -p N     prompt tokens for the prefill test (default 512, 0: skip)\n"
 		   "  -n N     generated tokens for the decode test (default 128, 0: skip)\n"
 		   "  -t N     compute threads (default 2)\n"
-		   "  -r N     repetitions of each test (default 3)\n");
+		   "  -r N     repetitions of each test (default 3)\n"
+		   "  --device D  cpu (default: EMBER_DEVICE or cpu), vulkan, vulkan:N\n");
 }
 
 /* Returns 0 to run, 1 after --help, -1 on a usage error. */
@@ -54,6 +59,7 @@ static int parse_args(int argc, char **argv, struct bench_args *a)
 	int i;
 
 	a->model = NULL;
+	a->device = NULL;
 	a->p = 512;
 	a->n = 128;
 	a->threads = 2;
@@ -67,6 +73,10 @@ static int parse_args(int argc, char **argv, struct bench_args *a)
 			bench_usage(stdout);
 			return 1;
 		}
+		if (strncmp(opt, "--device=", 9) == 0) {
+			a->device = opt + 9;
+			continue;
+		}
 		if (!val) {
 			fprintf(stderr, "ember bench: %s needs a value\n", opt);
 			return -1;
@@ -79,6 +89,8 @@ static int parse_args(int argc, char **argv, struct bench_args *a)
 			num = &a->n;
 		} else if (strcmp(opt, "-t") == 0 || strcmp(opt, "--threads") == 0) {
 			num = &a->threads, lo = 1, hi = 1024;
+		} else if (strcmp(opt, "--device") == 0) {
+			a->device = val;
 		} else if (strcmp(opt, "-r") == 0) {
 			num = &a->reps, lo = 1, hi = BENCH_MAX_REPS;
 		} else {
@@ -147,27 +159,27 @@ static uint64_t decode_bytes(const struct model *m)
 }
 
 /* Seconds for one run of the test: p > 0 prefill, else n decode steps. */
-static int run_once(struct forward_ctx *fw, const int32_t *ids, long p, long n, float *logits,
+static int run_once(struct dev_session *fw, const int32_t *ids, long p, long n, float *logits,
 		    double *secs, char *err)
 {
 	double t0;
 	long i;
 	int rc;
 
-	forward_rewind(fw, 0);
+	dev_session_rewind(fw, 0);
 	t0 = clock_now_s();
 	if (p > 0) {
-		rc = forward_eval(fw, ids, (size_t)p, logits, 0, err);
+		rc = dev_session_eval(fw, ids, (size_t)p, logits, 0, err);
 	} else {
 		for (i = 0, rc = 0; i < n && rc == 0; i++)
-			rc = forward_eval(fw, &ids[i], 1, logits, 0, err);
+			rc = dev_session_eval(fw, &ids[i], 1, logits, 0, err);
 	}
 	*secs = clock_now_s() - t0;
 	return rc;
 }
 
 /* One markdown row for a test of `tokens` tokens (prefill when p > 0). */
-static int bench_test(struct forward_ctx *fw, const struct bench_args *a, const char *name,
+static int bench_test(struct dev_session *fw, const struct bench_args *a, const char *name,
 		      const int32_t *ids, long p, long n, float *logits, uint64_t dbytes,
 		      double fsize, char *err)
 {
@@ -184,7 +196,7 @@ static int bench_test(struct forward_ctx *fw, const struct bench_args *a, const 
 	}
 	stats(tps, (size_t)a->reps, &mean, &sd, &median);
 	printf("| %.2f MiB | %s | %ld | %s%ld | %.2f ± %.2f | %.2f |", fsize / (1 << 20),
-	       cpu_level_name(kern_level()),
+	       compute_device_vulkan() ? "vulkan" : cpu_level_name(kern_level()),
 	       a->threads, name, tokens, mean, sd, median);
 	if (p > 0)
 		printf(" - | - |\n");
@@ -199,7 +211,7 @@ int cmd_bench(int argc, char **argv)
 	struct bench_args a;
 	struct engine_model *em = NULL;
 	const struct model *mp;
-	struct forward_ctx *fw = NULL;
+	struct dev_session fw = {0};
 	struct forward_opts o = {0};
 	char err[EMBER_ERR_MAX] = "";
 	int32_t *ids = NULL;
@@ -212,6 +224,16 @@ int cmd_bench(int argc, char **argv)
 	if (rc != 0)
 		return rc < 0 ? 2 : 0;
 	rc = 1;
+	if (compute_device_select(a.device, err) < 0) {
+		fprintf(stderr, "ember bench: %s\n", err);
+		goto done;
+	}
+	if (compute_device_vulkan()) {
+		char list[2048], name[256];
+
+		fputs(compute_devices_describe(list, sizeof(list)), stdout);
+		printf("device: %s\n", compute_device_name(name, sizeof(name)));
+	}
 	if (stat(a.model, &st) < 0 || engine_model_open(&em, a.model, NULL, err) < 0) {
 		fprintf(stderr, "ember bench: %s: %s\n", a.model, err[0] ? err : strerror(errno));
 		goto done;
@@ -225,7 +247,7 @@ int cmd_bench(int argc, char **argv)
 	o.n_ctx = (uint32_t)n_ids;
 	o.max_batch = (uint32_t)(a.p > 0 ? a.p : 1);
 	o.n_threads = (uint32_t)a.threads;
-	if (forward_new(&fw, mp, &o, err) < 0) {
+	if (dev_session_new(&fw, mp, &o, err) < 0) {
 		fprintf(stderr, "ember bench: %s\n", err);
 		goto done;
 	}
@@ -242,10 +264,10 @@ int cmd_bench(int argc, char **argv)
 	printf("| model size | kernels | threads | test | t/s (mean ± sd) | t/s median | "
 	       "weights/token | decode GB/s |\n");
 	printf("| ---: | --- | ---: | --- | ---: | ---: | ---: | ---: |\n");
-	if (a.p > 0 && bench_test(fw, &a, "pp", ids, a.p, 0, logits, 0, (double)st.st_size, err) < 0)
+	if (a.p > 0 && bench_test(&fw, &a, "pp", ids, a.p, 0, logits, 0, (double)st.st_size, err) < 0)
 		goto fail_eval;
 	if (a.n > 0 &&
-	    bench_test(fw, &a, "tg", ids, 0, a.n, logits, decode_bytes(mp), (double)st.st_size, err) < 0)
+	    bench_test(&fw, &a, "tg", ids, 0, a.n, logits, decode_bytes(mp), (double)st.st_size, err) < 0)
 		goto fail_eval;
 	rc = 0;
 	goto done;
@@ -254,7 +276,7 @@ fail_eval:
 done:
 	free(logits);
 	free(ids);
-	forward_free(fw);
+	dev_session_free(&fw);
 	engine_model_free(em);
 	return rc;
 }

@@ -3,7 +3,7 @@
  * check of a model.
  *
  *   ember eval -m FILE --tokens 1,2,3 [-o out.f32] [-t THREADS]
- *              [--greedy N] [--batch N] [--ctx N]
+ *              [--greedy N] [--batch N] [--ctx N] [--device=cpu|vulkan[:N]]
  *
  * Evaluates the ids in one forward pass with logits for every position.
  * With -o, writes them as float32 little-endian [position][vocab];
@@ -19,13 +19,15 @@
 
 #include "clock.h"
 #include "commands.h"
+#include "compute.h"
+#include "dev_session.h"
 #include "ember.h"
 #include "engine.h"
 #include "forward.h"
 #include "model.h"
 
 struct eval_args {
-	const char *model, *tokens, *out;
+	const char *model, *tokens, *out, *device;
 	long threads, greedy, batch, ctx;
 };
 
@@ -39,7 +41,8 @@ static void eval_usage(FILE *f)
 		   "  -t N          compute threads (default 1)\n"
 		   "  --greedy N    print N greedy continuation ids after the input\n"
 		   "  --batch N     tokens per forward step (default %d)\n"
-		   "  --ctx N       context size (default: input + greedy)\n",
+		   "  --ctx N       context size (default: input + greedy)\n"
+		   "  --device D    cpu (default: EMBER_DEVICE or cpu), vulkan, vulkan:N\n",
 		FORWARD_DEFAULT_BATCH);
 }
 
@@ -71,6 +74,10 @@ static int parse_args(int argc, char **argv, struct eval_args *a)
 			eval_usage(stdout);
 			return 1;
 		}
+		if (strncmp(opt, "--device=", 9) == 0) {
+			a->device = opt + 9;
+			continue;
+		}
 		if (!val) {
 			fprintf(stderr, "ember eval: %s needs a value\n", opt);
 			return -1;
@@ -89,6 +96,8 @@ static int parse_args(int argc, char **argv, struct eval_args *a)
 			num = &a->batch;
 		else if (strcmp(opt, "--ctx") == 0)
 			num = &a->ctx;
+		else if (strcmp(opt, "--device") == 0)
+			a->device = val;
 		else {
 			fprintf(stderr, "ember eval: unknown option %s\n", opt);
 			return -1;
@@ -162,7 +171,7 @@ static int write_logits(const char *path, const float *logits, size_t n)
 }
 
 /* Feeds argmax back `n` times after the input; prints the ids. */
-static int greedy(struct forward_ctx *fw, float *last, uint32_t n_vocab, long n, char *err)
+static int greedy(struct dev_session *fw, float *last, uint32_t n_vocab, long n, char *err)
 {
 	double t0 = clock_now_s();
 	long i;
@@ -173,7 +182,7 @@ static int greedy(struct forward_ctx *fw, float *last, uint32_t n_vocab, long n,
 		int32_t id = (int32_t)argmax(last, n_vocab);
 
 		printf(" %d", id);
-		if (i + 1 < n && (rc = forward_eval(fw, &id, 1, last, 0, err)) < 0)
+		if (i + 1 < n && (rc = dev_session_eval(fw, &id, 1, last, 0, err)) < 0)
 			return rc;
 	}
 	printf("\n");
@@ -188,7 +197,7 @@ int cmd_eval(int argc, char **argv)
 	struct eval_args a;
 	struct engine_model *em = NULL;
 	const struct model *mp;
-	struct forward_ctx *fw = NULL;
+	struct dev_session fw = {0};
 	struct forward_opts o = {0};
 	char err[EMBER_ERR_MAX] = "";
 	int32_t *ids = NULL;
@@ -206,6 +215,10 @@ int cmd_eval(int argc, char **argv)
 		fprintf(stderr, "ember eval: bad --tokens list: %s\n", a.tokens);
 		return 2;
 	}
+	if (compute_device_select(a.device, err) < 0) {
+		fprintf(stderr, "ember eval: %s\n", err);
+		goto done;
+	}
 	if (engine_model_open(&em, a.model, NULL, err) < 0) {
 		fprintf(stderr, "ember eval: %s: %s\n", a.model, err);
 		goto done;
@@ -215,7 +228,7 @@ int cmd_eval(int argc, char **argv)
 	o.n_ctx = (uint32_t)(a.ctx ? a.ctx : n_ids + a.greedy);
 	o.max_batch = (uint32_t)a.batch;
 	o.n_threads = (uint32_t)a.threads;
-	if (forward_new(&fw, mp, &o, err) < 0) {
+	if (dev_session_new(&fw, mp, &o, err) < 0) {
 		fprintf(stderr, "ember eval: %s\n", err);
 		goto done;
 	}
@@ -225,7 +238,7 @@ int cmd_eval(int argc, char **argv)
 		goto done;
 	}
 	t0 = clock_now_s();
-	if (forward_eval(fw, ids, (size_t)n_ids, logits, 1, err) < 0) {
+	if (dev_session_eval(&fw, ids, (size_t)n_ids, logits, 1, err) < 0) {
 		fprintf(stderr, "ember eval: %s\n", err);
 		goto done;
 	}
@@ -243,14 +256,14 @@ int cmd_eval(int argc, char **argv)
 		printf("\n");
 	}
 	if (a.greedy > 0 &&
-	    greedy(fw, logits + (size_t)(n_ids - 1) * n_vocab, n_vocab, a.greedy, err) < 0) {
+	    greedy(&fw, logits + (size_t)(n_ids - 1) * n_vocab, n_vocab, a.greedy, err) < 0) {
 		fprintf(stderr, "ember eval: %s\n", err);
 		goto done;
 	}
 	rc = 0;
 done:
 	free(logits);
-	forward_free(fw);
+	dev_session_free(&fw);
 	engine_model_free(em);
 	free(ids);
 	return rc;

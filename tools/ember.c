@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "commands.h"
+#include "compute.h"
 #include "cpu.h"
 #include "kernels.h"
 #include "ember.h"
@@ -48,6 +49,7 @@ int cmd_version(int argc, char **argv)
 	printf("cpu: %s\n", cpu_describe(&f, buf, sizeof(buf)));
 	printf("kernels: %s\n", cpu_level_name(kern_init()));
 	fputs(kern_describe(ops, sizeof(ops)), stdout);
+	fputs(compute_devices_describe(ops, sizeof(ops)), stdout);
 	return 0;
 }
 

@@ -14,6 +14,12 @@
  * it with device memory. Today's implementation is the CPU one
  * (compute_cpu.c over forward.c and kv_cache.c).
  *
+ * Devices (README, Vulkan): the process runs on one device, chosen once at
+ * start-up (compute_device_select; device.c). The seam is a device switch:
+ * compute_cpu.c's objects are made by the active device and remember it, so
+ * a Vulkan cache or pass (compute/vulkan/, vk.h) sits behind the same
+ * opaque types and every call below goes to the device that made it.
+ *
  * Ownership: each object is owned by its creator and freed with its _free.
  * Threads: one pass and its caches are driven by one thread at a time (a
  * worker); a pass may use compute threads of its own inside a call.
@@ -40,6 +46,25 @@ void compute_init(void);
  * format knows; which ones run is the backend's business, asked here when
  * a pass is made. */
 int compute_check_model(const struct model *m, char *err);
+
+/* ---- devices ------------------------------------------------------------------ */
+
+/* Chooses the device for the process: "cpu", "vulkan" (the first usable)
+ * or "vulkan:N"; NULL or "": EMBER_DEVICE, else "cpu". Call before any
+ * cache or pass is made. A Vulkan build that finds no usable device says
+ * so on stderr and uses the CPU (returns 0). Returns EMBER_EINVAL (bad
+ * name), EMBER_EUNSUPPORTED (vulkan in a build without it); detail in err.
+ * Without a call, the first use selects from EMBER_DEVICE. */
+int compute_device_select(const char *spec, char *err);
+
+/* 1 when the process runs on a Vulkan device, 0 on the CPU. */
+int compute_device_vulkan(void);
+
+/* "cpu" or "vulkan (<device name>)" into buf. Returns buf. */
+const char *compute_device_name(char *buf, size_t cap);
+
+/* One line per Vulkan device with its features, or why there are none. */
+char *compute_devices_describe(char *buf, size_t cap);
 
 /* ---- KV caches --------------------------------------------------------------- */
 

@@ -4,6 +4,10 @@
  * chosen per ISA level in kernels/, its threads a pthreadpool). A
  * step's sequences are translated once into forward_seq; nothing is
  * copied.
+ *
+ * Device switch (compute.h, devices): when the process runs on Vulkan,
+ * objects are made by compute/vulkan/ (vk.h) and carry its handle (vk),
+ * and each call below goes there first.
  */
 #include "compute.h"
 
@@ -14,15 +18,19 @@
 #include "forward.h"
 #include "kernels.h"
 #include "kv_cache.h"
+#include "vk.h"
 
 struct compute_kv {
 	struct kv_cache c;
+	struct vk_kv *vk; /* on the Vulkan device instead of c */
 };
 
 struct compute_pass {
 	struct forward_pass *fp;
 	struct forward_seq *fs; /* [max_batch]: a step has at most one row per token */
 	uint32_t max_batch;
+	struct vk_pass *vk;   /* on the Vulkan device instead of fp */
+	struct vk_kv **vkv;   /* [max_batch] the step's device caches */
 };
 
 void compute_init(void)
@@ -47,6 +55,8 @@ int compute_check_model(const struct model *m, char *err)
 	int rc;
 
 	kern_init();
+	if (compute_device_vulkan() && (rc = vk_check_model(m, err)) < 0)
+		return rc;
 	for (int r = 0; r < ARCH_T_FIRST_LAYER; r++)
 		if ((rc = compute__check_weight(&m->w[r], (enum arch_tensor)r, 0, err)) < 0)
 			return rc;
@@ -70,11 +80,15 @@ size_t compute_kv_bytes(const struct model *m, uint32_t n_ctx, uint32_t type)
 size_t compute_kv_ring_bytes(const struct model *m, uint32_t n_ctx, uint32_t type,
 			     uint32_t max_step)
 {
+	if (compute_device_vulkan())
+		return 0; /* device caches keep every position: no rings */
 	return kv_cache_bytes_for(&m->hp, n_ctx, type, m->arch, max_step);
 }
 
 bool compute_kv_holds(const struct compute_kv *kv, uint32_t n_pos)
 {
+	if (kv->vk)
+		return true;
 	return kv_cache_holds(&kv->c, n_pos) != 0;
 }
 
@@ -87,6 +101,14 @@ int compute_kv_new(struct compute_kv **out, const struct model *m, uint32_t n_ct
 	*out = NULL;
 	if (!kv)
 		return ember_seterr(err, EMBER_ENOMEM, "kv cache");
+	if (compute_device_vulkan()) {
+		if ((rc = vk_kv_new(&kv->vk, m, n_ctx, type, err)) < 0) {
+			free(kv);
+			return rc;
+		}
+		*out = kv;
+		return 0;
+	}
 	if ((rc = ring_step ? kv_cache_init_ring(&kv->c, &m->hp, n_ctx, type, m->arch, ring_step, err)
 			    : kv_cache_init(&kv->c, &m->hp, n_ctx, type, err)) < 0) {
 		free(kv);
@@ -100,22 +122,29 @@ void compute_kv_free(struct compute_kv *kv)
 {
 	if (!kv)
 		return;
+	vk_kv_free(kv->vk);
 	kv_cache_free(&kv->c);
 	free(kv);
 }
 
 uint32_t compute_kv_n_pos(const struct compute_kv *kv)
 {
-	return kv->c.n_pos;
+	return kv->vk ? vk_kv_n_pos(kv->vk) : kv->c.n_pos;
 }
 
 void compute_kv_truncate(struct compute_kv *kv, uint32_t n_pos)
 {
-	kv_cache_truncate(&kv->c, n_pos);
+	if (kv->vk)
+		vk_kv_truncate(kv->vk, n_pos);
+	else
+		kv_cache_truncate(&kv->c, n_pos);
 }
 
 int compute_kv_copy_prefix(struct compute_kv *dst, const struct compute_kv *src, uint32_t n)
 {
+	if (dst->vk || src->vk)
+		return dst->vk && src->vk ? vk_kv_copy_prefix(dst->vk, src->vk, n, NULL)
+					  : EMBER_EINVAL;
 	return kv_cache_copy_prefix(&dst->c, &src->c, n);
 }
 
@@ -129,6 +158,20 @@ int compute_pass_new(struct compute_pass **out, const struct model *m,
 	*out = NULL;
 	if (!p)
 		return ember_seterr(err, EMBER_ENOMEM, "compute pass");
+	if (compute_device_vulkan()) {
+		p->max_batch = o->max_batch ? o->max_batch : FORWARD_DEFAULT_BATCH;
+		p->vkv = calloc(p->max_batch, sizeof(*p->vkv));
+		if (!p->vkv) {
+			free(p);
+			return ember_seterr(err, EMBER_ENOMEM, "compute pass: batch");
+		}
+		if ((rc = vk_pass_new(&p->vk, m, p->max_batch, err)) < 0) {
+			compute_pass_free(p);
+			return rc;
+		}
+		*out = p;
+		return 0;
+	}
 	if ((rc = forward_pass_new(&p->fp, m, &fo, err)) < 0) {
 		free(p);
 		return rc;
@@ -148,6 +191,8 @@ void compute_pass_free(struct compute_pass *p)
 	if (!p)
 		return;
 	forward_pass_free(p->fp);
+	vk_pass_free(p->vk);
+	free(p->vkv);
 	free(p->fs);
 	free(p);
 }
@@ -174,8 +219,26 @@ int compute_pass_run(struct compute_pass *p, const struct compute_seq *seqs, uin
 	for (i = 0; i < n_seq; i++) {
 		if ((unsigned)seqs[i].logits > COMPUTE_HIDDEN_ALL || !seqs[i].kv)
 			return ember_seterr(err, EMBER_EINVAL, "compute: sequence %u is malformed", i);
+		if (p->vk) {
+			/* vk_pass_run writes logits rows only: an embedding would
+			 * get none (never a silent wrong answer) */
+			if (seqs[i].logits == COMPUTE_HIDDEN_ALL)
+				return ember_seterr(err, EMBER_EUNSUPPORTED, "embeddings (hidden "
+						    "states) are not implemented on the Vulkan "
+						    "device; use --device=cpu");
+			if (!seqs[i].kv->vk)
+				return ember_seterr(err, EMBER_EINVAL, "compute: sequence %u's cache "
+						    "is not on the pass's device", i);
+			p->vkv[i] = seqs[i].kv->vk;
+			continue;
+		}
+		if (seqs[i].kv->vk)
+			return ember_seterr(err, EMBER_EINVAL, "compute: sequence %u's cache is on "
+					    "the Vulkan device, the pass on the CPU", i);
 		p->fs[i] = (struct forward_seq){&seqs[i].kv->c, seqs[i].tokens, seqs[i].n_tok,
 						want[seqs[i].logits]};
 	}
+	if (p->vk)
+		return vk_pass_run(p->vk, seqs, p->vkv, n_seq, logits, err);
 	return forward_pass_run(p->fp, p->fs, n_seq, logits, err);
 }

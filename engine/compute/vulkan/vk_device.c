@@ -1,0 +1,403 @@
+/*
+ * vk_device.c - the process's Vulkan device (vk_impl.h): libvulkan loaded
+ * with dlopen, the first (or the chosen) device with a compute queue and
+ * the features the shaders need (Vulkan 1.2 buffer device addresses,
+ * 64-bit and scalar-layout pointers in push constants), one pipeline per
+ * shader, buffers, submission and dispatch helpers.
+ *
+ * Memory (why): on unified-memory devices (integrated GPUs, lavapipe) a
+ * memory type is both device-local and host-visible; weights go there and
+ * are written through the map, so no staging copy exists. A discrete GPU
+ * without such a type gets host-visible system memory for the weights
+ * (correct, slower; a staging upload is future work, README Vulkan).
+ */
+#include "vk_impl.h"
+
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ember.h"
+
+struct vk_ctx vk__ctx;
+static pthread_mutex_t open_lock = PTHREAD_MUTEX_INITIALIZER;
+static int open_rc = 1; /* 1: not tried; else vk_open's result */
+static char open_err[EMBER_ERR_MAX];
+
+static PFN_vkGetInstanceProcAddr get_proc;
+static PFN_vkCreateInstance create_instance;
+
+static int load_lib(char *err)
+{
+	if (vk__ctx.lib)
+		return 0;
+	vk__ctx.lib = dlopen("libvulkan.so.1", RTLD_NOW | RTLD_LOCAL);
+	if (!vk__ctx.lib)
+		return ember_seterr(err, EMBER_EUNSUPPORTED, "vulkan: no libvulkan.so.1 (%s)",
+				    dlerror());
+	get_proc = (PFN_vkGetInstanceProcAddr)dlsym(vk__ctx.lib, "vkGetInstanceProcAddr");
+	create_instance = get_proc ? (PFN_vkCreateInstance)get_proc(NULL, "vkCreateInstance") : NULL;
+	if (!create_instance)
+		return ember_seterr(err, EMBER_EUNSUPPORTED, "vulkan: libvulkan has no loader entry");
+	return 0;
+}
+
+static int make_instance(VkInstance *inst, struct vk_fns *f, char *err)
+{
+	VkApplicationInfo app = {.sType = VK_STRUCTURE_TYPE_APPLICATION_INFO,
+				 .pApplicationName = "ember", .apiVersion = VK_API_VERSION_1_2};
+	VkInstanceCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO,
+				   .pApplicationInfo = &app};
+	VkResult r;
+
+	if (load_lib(err) < 0)
+		return EMBER_EUNSUPPORTED;
+	if ((r = create_instance(&ci, NULL, inst)) != VK_SUCCESS)
+		return ember_seterr(err, EMBER_EUNSUPPORTED, "vulkan: no instance (VkResult %d: "
+				    "no Vulkan driver?)", (int)r);
+#define VK__LOAD(n) f->n = (PFN_vk##n)get_proc(*inst, "vk" #n);
+	VK_FNS(VK__LOAD)
+#undef VK__LOAD
+	return 0;
+}
+
+/* Why device d cannot run the shaders, or NULL. */
+static const char *unfit(const struct vk_fns *f, VkPhysicalDevice d, uint32_t *qfam)
+{
+	VkPhysicalDeviceProperties p;
+	VkPhysicalDeviceVulkan12Features f12 = {
+		.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
+	VkPhysicalDeviceFeatures2 f2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2,
+					.pNext = &f12};
+	VkQueueFamilyProperties qf[16];
+	uint32_t n = 16, i;
+
+	f->GetPhysicalDeviceProperties(d, &p);
+	if (p.apiVersion < VK_API_VERSION_1_2)
+		return "Vulkan 1.2 needed";
+	f->GetPhysicalDeviceFeatures2(d, &f2);
+	if (!f12.bufferDeviceAddress)
+		return "no bufferDeviceAddress";
+	if (!f12.scalarBlockLayout)
+		return "no scalarBlockLayout";
+	if (!f2.features.shaderInt64)
+		return "no shaderInt64";
+	if (p.limits.maxPushConstantsSize < VK_PUSH_MAX)
+		return "push constants under 128 bytes";
+	f->GetPhysicalDeviceQueueFamilyProperties(d, &n, qf);
+	for (i = 0; i < n; i++)
+		if (qf[i].queueFlags & VK_QUEUE_COMPUTE_BIT) {
+			*qfam = i;
+			return NULL;
+		}
+	return "no compute queue";
+}
+
+static const char *type_name(VkPhysicalDeviceType t)
+{
+	switch (t) {
+	case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: return "integrated GPU";
+	case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: return "discrete GPU";
+	case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: return "virtual GPU";
+	case VK_PHYSICAL_DEVICE_TYPE_CPU: return "CPU";
+	default: return "other";
+	}
+}
+
+static int is_uma(const VkPhysicalDeviceMemoryProperties *mp)
+{
+	const VkMemoryPropertyFlags want =
+		VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT | VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT;
+	uint32_t i;
+
+	for (i = 0; i < mp->memoryTypeCount; i++)
+		if ((mp->memoryTypes[i].propertyFlags & want) == want)
+			return 1;
+	return 0;
+}
+
+char *vk_describe(char *buf, size_t cap)
+{
+	struct vk_fns f;
+	VkInstance inst;
+	VkPhysicalDevice devs[16];
+	uint32_t n = 16, i, q;
+	char err[EMBER_ERR_MAX];
+	size_t len = 0;
+
+	buf[0] = '\0';
+	if (make_instance(&inst, &f, err) < 0) {
+		snprintf(buf, cap, "%s\n", err);
+		return buf;
+	}
+	if (f.EnumeratePhysicalDevices(inst, &n, devs) < 0 || n == 0)
+		snprintf(buf, cap, "vulkan: no devices\n");
+	for (i = 0; i < n && len < cap; i++) {
+		VkPhysicalDeviceProperties p;
+		VkPhysicalDeviceMemoryProperties mp;
+		const char *why = unfit(&f, devs[i], &q);
+		uint64_t heap = 0;
+		uint32_t h;
+		int w;
+
+		f.GetPhysicalDeviceProperties(devs[i], &p);
+		f.GetPhysicalDeviceMemoryProperties(devs[i], &mp);
+		for (h = 0; h < mp.memoryHeapCount; h++)
+			if (mp.memoryHeaps[h].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT &&
+			    mp.memoryHeaps[h].size > heap)
+				heap = mp.memoryHeaps[h].size;
+		w = snprintf(buf + len, cap - len,
+			     "vulkan:%u: %s (%s, Vulkan %u.%u.%u, %llu MiB, %s): %s%s\n", i,
+			     p.deviceName, type_name(p.deviceType), VK_API_VERSION_MAJOR(p.apiVersion),
+			     VK_API_VERSION_MINOR(p.apiVersion), VK_API_VERSION_PATCH(p.apiVersion),
+			     (unsigned long long)(heap >> 20),
+			     is_uma(&mp) ? "unified memory" : "dedicated memory",
+			     why ? "unusable: " : "usable; shaders: embed norm rope matmul "
+			     "(f32 f16 bf16 q8_0 q4_0) kv_store attention act add copy",
+			     why ? why : "");
+		len += w > 0 ? (size_t)w : 0;
+	}
+	f.DestroyInstance(inst, NULL);
+	return buf;
+}
+
+static int make_pipelines(char *err)
+{
+	struct vk_ctx *c = &vk__ctx;
+	VkPushConstantRange pr = {VK_SHADER_STAGE_COMPUTE_BIT, 0, VK_PUSH_MAX};
+	VkPipelineLayoutCreateInfo lci = {.sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO,
+					  .pushConstantRangeCount = 1, .pPushConstantRanges = &pr};
+	int s;
+
+	if (c->f.CreatePipelineLayout(c->dev, &lci, NULL, &c->layout) != VK_SUCCESS)
+		return ember_seterr(err, EMBER_EUNSUPPORTED, "vulkan: pipeline layout");
+	for (s = 0; s < VK_SH_COUNT; s++) {
+		size_t bytes;
+		const uint32_t *code = vk_shader_code((enum vk_shader)s, &bytes);
+		VkShaderModuleCreateInfo mci = {.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
+						.codeSize = bytes, .pCode = code};
+		VkShaderModule mod;
+		VkComputePipelineCreateInfo pci = {
+			.sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
+			.stage = {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
+				  .stage = VK_SHADER_STAGE_COMPUTE_BIT, .pName = "main"},
+			.layout = c->layout};
+		VkResult r;
+
+		if (c->f.CreateShaderModule(c->dev, &mci, NULL, &mod) != VK_SUCCESS)
+			return ember_seterr(err, EMBER_EUNSUPPORTED, "vulkan: shader %s refused",
+					    vk_shader_name((enum vk_shader)s));
+		pci.stage.module = mod;
+		r = c->f.CreateComputePipelines(c->dev, VK_NULL_HANDLE, 1, &pci, NULL, &c->pipe[s]);
+		c->f.DestroyShaderModule(c->dev, mod, NULL);
+		if (r != VK_SUCCESS)
+			return ember_seterr(err, EMBER_EUNSUPPORTED, "vulkan: pipeline %s (VkResult %d)",
+					    vk_shader_name((enum vk_shader)s), (int)r);
+	}
+	return 0;
+}
+
+static int open_device(int index, char *err)
+{
+	struct vk_ctx *c = &vk__ctx;
+	VkPhysicalDevice devs[16];
+	uint32_t n = 16, i;
+	const char *why = NULL;
+	float prio = 1.0f;
+	VkPhysicalDeviceVulkan12Features f12 = {
+		.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
+		.bufferDeviceAddress = VK_TRUE, .scalarBlockLayout = VK_TRUE};
+	VkPhysicalDeviceFeatures2 f2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2,
+					.pNext = &f12, .features = {.shaderInt64 = VK_TRUE}};
+	VkDeviceQueueCreateInfo qci = {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
+				       .queueCount = 1, .pQueuePriorities = &prio};
+	VkDeviceCreateInfo dci = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, .pNext = &f2,
+				  .queueCreateInfoCount = 1, .pQueueCreateInfos = &qci};
+	VkCommandPoolCreateInfo pci = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
+				       .flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT};
+	VkCommandBufferAllocateInfo cai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
+					   .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
+					   .commandBufferCount = 1};
+	VkFenceCreateInfo fci = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+	int rc;
+
+	if ((rc = make_instance(&c->inst, &c->f, err)) < 0)
+		return rc;
+	if (c->f.EnumeratePhysicalDevices(c->inst, &n, devs) < 0 || n == 0)
+		return ember_seterr(err, EMBER_EUNSUPPORTED, "vulkan: no devices");
+	for (i = 0; i < n; i++) {
+		if (index >= 0 && (uint32_t)index != i)
+			continue;
+		if ((why = unfit(&c->f, devs[i], &c->qfam)) == NULL)
+			break;
+	}
+	if (index >= 0 && (uint32_t)index >= n)
+		return ember_seterr(err, EMBER_EUNSUPPORTED, "vulkan: no device %d (%u found)",
+				    index, n);
+	if (i == n)
+		return ember_seterr(err, EMBER_EUNSUPPORTED, "vulkan: no usable device (%s)", why);
+	c->index = (int)i;
+	c->phys = devs[i];
+	c->f.GetPhysicalDeviceProperties(c->phys, &c->props);
+	c->f.GetPhysicalDeviceMemoryProperties(c->phys, &c->mem);
+	c->uma = is_uma(&c->mem);
+	qci.queueFamilyIndex = c->qfam;
+	if (c->f.CreateDevice(c->phys, &dci, NULL, &c->dev) != VK_SUCCESS)
+		return ember_seterr(err, EMBER_EUNSUPPORTED, "vulkan: device %s refused",
+				    c->props.deviceName);
+	c->f.GetDeviceQueue(c->dev, c->qfam, 0, &c->queue);
+	pthread_mutex_init(&c->qlock, NULL);
+	pci.queueFamilyIndex = c->qfam;
+	if (c->f.CreateCommandPool(c->dev, &pci, NULL, &c->pool) != VK_SUCCESS ||
+	    (cai.commandPool = c->pool,
+	     c->f.AllocateCommandBuffers(c->dev, &cai, &c->cb) != VK_SUCCESS) ||
+	    c->f.CreateFence(c->dev, &fci, NULL, &c->fence) != VK_SUCCESS)
+		return ember_seterr(err, EMBER_EUNSUPPORTED, "vulkan: command pool");
+	return make_pipelines(err);
+}
+
+int vk_built(void)
+{
+	return 1;
+}
+
+int vk_open(int index, char *err)
+{
+	pthread_mutex_lock(&open_lock);
+	if (open_rc == 1) {
+		open_rc = open_device(index, open_err);
+		/* A failed open leaves what it made: the process goes on on the
+		 * CPU, and the driver's objects go with it at exit. */
+	}
+	pthread_mutex_unlock(&open_lock);
+	if (open_rc < 0)
+		return ember_seterr(err, open_rc, "%s", open_err);
+	if (index >= 0 && index != vk__ctx.index)
+		return ember_seterr(err, EMBER_EINVAL, "vulkan: device %d is open, not %d",
+				    vk__ctx.index, index);
+	return 0;
+}
+
+const char *vk_device_name(void)
+{
+	return open_rc == 0 ? vk__ctx.props.deviceName : NULL;
+}
+
+static int find_type(uint32_t bits, VkMemoryPropertyFlags want)
+{
+	uint32_t i;
+
+	for (i = 0; i < vk__ctx.mem.memoryTypeCount; i++)
+		if ((bits & (1u << i)) && (vk__ctx.mem.memoryTypes[i].propertyFlags & want) == want)
+			return (int)i;
+	return -1;
+}
+
+int vk_buf_new(struct vk_buf *b, VkDeviceSize size, enum vk_mem where, char *err)
+{
+	struct vk_ctx *c = &vk__ctx;
+	VkBufferCreateInfo bci = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
+				  .size = size ? size : 16,
+				  .usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT |
+					   VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT |
+					   VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
+					   VK_BUFFER_USAGE_TRANSFER_DST_BIT};
+	VkMemoryAllocateFlagsInfo afi = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_FLAGS_INFO,
+					 .flags = VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT};
+	VkMemoryAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO, .pNext = &afi};
+	VkBufferDeviceAddressInfo dai = {.sType = VK_STRUCTURE_TYPE_BUFFER_DEVICE_ADDRESS_INFO};
+	VkMemoryRequirements req;
+	const VkMemoryPropertyFlags host =
+		VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+	int t = -1;
+
+	memset(b, 0, sizeof(*b));
+	if (c->f.CreateBuffer(c->dev, &bci, NULL, &b->b) != VK_SUCCESS)
+		return ember_seterr(err, EMBER_ENOMEM, "vulkan: buffer of %llu bytes",
+				    (unsigned long long)size);
+	c->f.GetBufferMemoryRequirements(c->dev, b->b, &req);
+	if (where != VK_MEM_HOST)
+		t = find_type(req.memoryTypeBits, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT | host);
+	if (t < 0 && where == VK_MEM_DEVICE)
+		t = find_type(req.memoryTypeBits, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT);
+	if (t < 0)
+		t = find_type(req.memoryTypeBits, host);
+	ai.allocationSize = req.size;
+	ai.memoryTypeIndex = (uint32_t)t;
+	if (t < 0 || c->f.AllocateMemory(c->dev, &ai, NULL, &b->m) != VK_SUCCESS) {
+		vk_buf_free(b);
+		return ember_seterr(err, EMBER_ENOMEM, "vulkan: %llu bytes of device memory",
+				    (unsigned long long)size);
+	}
+	c->f.BindBufferMemory(c->dev, b->b, b->m, 0);
+	if ((c->mem.memoryTypes[t].propertyFlags & host) == host &&
+	    c->f.MapMemory(c->dev, b->m, 0, VK_WHOLE_SIZE, 0, &b->map) != VK_SUCCESS)
+		b->map = NULL;
+	dai.buffer = b->b;
+	b->addr = c->f.GetBufferDeviceAddress(c->dev, &dai);
+	b->size = size;
+	return 0;
+}
+
+void vk_buf_free(struct vk_buf *b)
+{
+	if (b->b)
+		vk__ctx.f.DestroyBuffer(vk__ctx.dev, b->b, NULL);
+	if (b->m)
+		vk__ctx.f.FreeMemory(vk__ctx.dev, b->m, NULL); /* unmaps */
+	memset(b, 0, sizeof(*b));
+}
+
+int vk_submit_wait(VkCommandBuffer cb, VkFence fence, char *err)
+{
+	struct vk_ctx *c = &vk__ctx;
+	VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1,
+			   .pCommandBuffers = &cb};
+	VkResult r;
+
+	c->f.ResetFences(c->dev, 1, &fence);
+	pthread_mutex_lock(&c->qlock);
+	r = c->f.QueueSubmit(c->queue, 1, &si, fence);
+	pthread_mutex_unlock(&c->qlock);
+	if (r == VK_SUCCESS)
+		r = c->f.WaitForFences(c->dev, 1, &fence, VK_TRUE, UINT64_MAX);
+	if (r != VK_SUCCESS)
+		return ember_seterr(err, EMBER_EIO, "vulkan: submission failed (VkResult %d)", (int)r);
+	return 0;
+}
+
+void vk_barrier(VkCommandBuffer cb)
+{
+	VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+			      .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
+			      .dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT |
+					       VK_ACCESS_TRANSFER_READ_BIT |
+					       VK_ACCESS_TRANSFER_WRITE_BIT};
+
+	vk__ctx.f.CmdPipelineBarrier(cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT |
+					     VK_PIPELINE_STAGE_TRANSFER_BIT,
+				     VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT |
+					     VK_PIPELINE_STAGE_TRANSFER_BIT,
+				     0, 1, &mb, 0, NULL, 0, NULL);
+}
+
+void vk_dispatch(VkCommandBuffer cb, enum vk_shader s, const void *pc, size_t size, uint32_t gx,
+		 uint32_t gy, uint32_t gz)
+{
+	struct vk_ctx *c = &vk__ctx;
+
+	c->f.CmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, c->pipe[s]);
+	c->f.CmdPushConstants(cb, c->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, (uint32_t)size, pc);
+	c->f.CmdDispatch(cb, gx, gy, gz);
+}
+
+void vk_dispatch_n(VkCommandBuffer cb, enum vk_shader s, const void *pc, size_t size, uint64_t n)
+{
+	uint64_t groups = (n + 63) / 64;
+
+	if (groups == 0)
+		return;
+	vk_dispatch(cb, s, pc, size, groups < 1024 ? (uint32_t)groups : 1024,
+		    (uint32_t)((groups + 1023) / 1024), 1);
+}

@@ -1,0 +1,132 @@
+/*
+ * vk_impl.h - what the Vulkan backend's files share: the process-wide
+ * device (struct vk_ctx, one per process, opened by vk_open and never
+ * closed before exit), the Vulkan entry points loaded with dlopen (so the
+ * binary needs no libvulkan to start), buffers with device addresses, and
+ * the shader table (vk_shaders.c, SPIR-V embedded at build time).
+ *
+ * Threads: the context is written once under vk__open_lock; afterwards it
+ * is read-only except the queue, which is used under ctx.qlock.
+ */
+#ifndef EMBER_VK_IMPL_H
+#define EMBER_VK_IMPL_H
+
+#define VK_NO_PROTOTYPES
+#include <pthread.h>
+#include <vulkan/vulkan.h>
+
+#include "vk.h"
+
+#define VK_FNS(X)                                                                    \
+	X(DestroyInstance) X(EnumeratePhysicalDevices) X(GetPhysicalDeviceProperties)   \
+	X(GetPhysicalDeviceFeatures2) X(GetPhysicalDeviceQueueFamilyProperties)        \
+	X(GetPhysicalDeviceMemoryProperties) X(EnumerateDeviceExtensionProperties)     \
+	X(CreateDevice) X(GetDeviceProcAddr) X(DestroyDevice) X(GetDeviceQueue)        \
+	X(CreateBuffer) X(DestroyBuffer) X(GetBufferMemoryRequirements)                \
+	X(AllocateMemory) X(FreeMemory) X(BindBufferMemory) X(MapMemory)               \
+	X(GetBufferDeviceAddress) X(CreateShaderModule) X(DestroyShaderModule)         \
+	X(CreatePipelineLayout) X(DestroyPipelineLayout) X(CreateComputePipelines)     \
+	X(DestroyPipeline) X(CreateCommandPool) X(DestroyCommandPool)                  \
+	X(AllocateCommandBuffers) X(ResetCommandBuffer) X(BeginCommandBuffer)          \
+	X(EndCommandBuffer) X(CmdBindPipeline) X(CmdPushConstants) X(CmdDispatch)      \
+	X(CmdPipelineBarrier) X(CmdCopyBuffer) X(CmdFillBuffer) X(CreateFence)         \
+	X(DestroyFence) X(ResetFences) X(WaitForFences) X(QueueSubmit)
+
+struct vk_fns {
+#define VK__FN(n) PFN_vk##n n;
+	VK_FNS(VK__FN)
+#undef VK__FN
+};
+
+/* The shaders (shaders/<name>.comp). */
+enum vk_shader {
+	VK_SH_EMBED,
+	VK_SH_NORM,
+	VK_SH_MATMUL,
+	VK_SH_ROPE,
+	VK_SH_KV_STORE,
+	VK_SH_ATTENTION,
+	VK_SH_ACT,
+	VK_SH_ADD,
+	VK_SH_COPY,
+	VK_SH_COUNT
+};
+
+/* Push constants are at most this many bytes (the minimum every device
+ * offers); each shader's block is a prefix of it. */
+#define VK_PUSH_MAX 128
+
+struct vk_ctx {
+	void *lib;
+	struct vk_fns f;
+	VkInstance inst;
+	VkPhysicalDevice phys;
+	VkDevice dev;
+	VkQueue queue;
+	uint32_t qfam;
+	int index;
+	VkPhysicalDeviceProperties props;
+	VkPhysicalDeviceMemoryProperties mem;
+	int uma; /* a memory type is both device-local and host-visible */
+	pthread_mutex_t qlock;
+	VkPipelineLayout layout;
+	VkPipeline pipe[VK_SH_COUNT];
+	/* Cache copies (vk_kv_copy_prefix), under qlock. */
+	VkCommandPool pool;
+	VkCommandBuffer cb;
+	VkFence fence;
+};
+
+extern struct vk_ctx vk__ctx;
+
+/* A buffer with its memory, device address and (host-visible ones) map. */
+struct vk_buf {
+	VkBuffer b;
+	VkDeviceMemory m;
+	VkDeviceSize size;
+	VkDeviceAddress addr;
+	void *map;
+};
+
+enum vk_mem {
+	VK_MEM_DEVICE, /* device-local; mapped too when the device is UMA */
+	VK_MEM_HOST,   /* host-visible, coherent (inputs, logits) */
+	/* written once by the host: device-local and host-visible where the
+	 * device has such memory (UMA, resizable BAR), else host memory the
+	 * device reads (the weights) */
+	VK_MEM_UPLOAD,
+};
+
+int vk_buf_new(struct vk_buf *b, VkDeviceSize size, enum vk_mem where, char *err);
+void vk_buf_free(struct vk_buf *b);
+
+/* SPIR-V of each shader (vk_shaders.c). */
+const uint32_t *vk_shader_code(enum vk_shader s, size_t *bytes);
+const char *vk_shader_name(enum vk_shader s);
+
+/* Submits cb and waits for it (fence reset first); under ctx.qlock. */
+int vk_submit_wait(VkCommandBuffer cb, VkFence fence, char *err);
+
+/* Records a compute-to-compute (and transfer) memory barrier. */
+void vk_barrier(VkCommandBuffer cb);
+
+/* Binds shader s, pushes `pc` (size bytes) and dispatches gx, gy, gz. */
+void vk_dispatch(VkCommandBuffer cb, enum vk_shader s, const void *pc, size_t size, uint32_t gx,
+		 uint32_t gy, uint32_t gz);
+
+/* Dispatches s over n invocations of 64 (x up to 1024 groups, then y). */
+void vk_dispatch_n(VkCommandBuffer cb, enum vk_shader s, const void *pc, size_t size, uint64_t n);
+
+/* ---- the model's weights on the device (vk_model.c) ---- */
+
+struct vk_weights;
+
+/* The device copy of m's weights, uploaded on first use, shared (counted). */
+int vk_weights_get(struct vk_weights **out, const struct model *m, char *err);
+void vk_weights_put(struct vk_weights *w);
+
+/* Device address of a weight (0: absent). layer is ignored for model-wide
+ * roles. */
+VkDeviceAddress vk_weights_addr(const struct vk_weights *w, int role, uint32_t layer);
+
+#endif

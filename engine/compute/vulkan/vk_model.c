@@ -1,0 +1,241 @@
+/*
+ * vk_model.c - which models the Vulkan path runs, and their weights in
+ * device memory.
+ *
+ * vk_check_model() refuses, naming it, every architecture feature the
+ * shaders do not implement (heads wider than 512 or of odd width) and every weight type without an
+ * in-shader dequantization (today: F32, F16, BF16, Q8_0, Q4_0): such a
+ * model is never run approximately; the CPU device still runs it.
+ *
+ * Weights: every tensor the model binds is copied once, in its GGUF
+ * layout, into device buffers (chunks under the device's allocation
+ * limit, each tensor 256-byte aligned) and shared by all passes of the
+ * process through a counted registry keyed by the model. On unified-memory
+ * devices the buffers are device-local and host-visible, written through
+ * the map: the only copy besides the file's page cache; elsewhere they go
+ * to host memory the GPU reads (no staging upload yet). (Importing the
+ * mmapped file itself, VK_EXT_external_memory_host, would drop that copy
+ * too; not done yet.)
+ */
+#include "vk_impl.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "dtype.h"
+#include "ember.h"
+
+#define VK_MAX_HEAD 512 /* attention.comp's MAXD */
+
+static int weight_type_ok(uint32_t t)
+{
+	return t == DTYPE_F32 || t == DTYPE_F16 || t == DTYPE_BF16 || t == DTYPE_Q8_0 ||
+	       t == DTYPE_Q4_0;
+}
+
+static int check_weight(const struct model_weight *w, int role, uint32_t layer, char *err)
+{
+	char name[96];
+
+	if (!w->data || weight_type_ok(w->type))
+		return 0;
+	return ember_seterr(err, EMBER_EUNSUPPORTED, "vulkan: tensor %s: no shader for type %s "
+			    "(the CPU device runs it: --device=cpu)",
+			    model_tensor_name((enum arch_tensor)role, layer, name, sizeof(name)),
+			    dtype_name(w->type));
+}
+
+int vk_check_model(const struct model *m, char *err)
+{
+	const struct arch_desc *a = m->arch;
+	const struct model_hparams *hp = &m->hp;
+	const char *what = NULL;
+	uint32_t l;
+	int r, rc;
+
+
+	if (hp->head_dim_k > VK_MAX_HEAD || hp->head_dim_v > VK_MAX_HEAD)
+		what = "heads wider than 512";
+	else if (hp->head_dim_k % 2 || hp->head_dim_v % 2 || hp->n_rot > hp->head_dim_k)
+		what = "odd head widths";
+	else if (hp->n_head_kv == 0 || hp->n_head % hp->n_head_kv)
+		what = "query heads not a multiple of kv heads";
+	if (what)
+		return ember_seterr(err, EMBER_EUNSUPPORTED, "vulkan: architecture %s: %s is not "
+				    "implemented on Vulkan (the CPU device runs it: --device=cpu)",
+				    a->name, what);
+	for (r = 0; r < ARCH_T_FIRST_LAYER; r++)
+		if ((rc = check_weight(&m->w[r], r, 0, err)) < 0)
+			return rc;
+	for (l = 0; l < hp->n_layer; l++)
+		for (r = ARCH_T_FIRST_LAYER; r < ARCH_T_COUNT; r++)
+			if ((rc = check_weight(&m->layers[l].w[r], r, l, err)) < 0)
+				return rc;
+	return 0;
+}
+
+/* ---- the weights ---------------------------------------------------------- */
+
+struct vk_weights {
+	const struct model *m;
+	int refs;
+	struct vk_weights *next;
+	struct vk_buf *chunks;
+	uint32_t n_chunks;
+	VkDeviceAddress *addr; /* [ARCH_T_FIRST_LAYER + n_layer * ARCH_T_COUNT] */
+};
+
+static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct vk_weights *reg;
+
+static const struct model_weight *weight_at(const struct model *m, uint32_t slot)
+{
+	if (slot < ARCH_T_FIRST_LAYER)
+		return &m->w[slot];
+	slot -= ARCH_T_FIRST_LAYER;
+	return &m->layers[slot / ARCH_T_COUNT].w[slot % ARCH_T_COUNT];
+}
+
+/* Tied heads: output is token_embd's own data, uploaded once. */
+static int is_dup(const struct model *m, uint32_t slot)
+{
+	return slot == ARCH_T_OUTPUT && m->w[ARCH_T_OUTPUT].data == m->w[ARCH_T_TOKEN_EMBD].data;
+}
+
+static uint64_t weight_bytes(const struct model_weight *w)
+{
+	return dtype_row_size(w->type, w->n_in) * (uint64_t)w->n_out;
+}
+
+#define ALIGN 256u
+
+static void weights_free(struct vk_weights *w)
+{
+	uint32_t i;
+
+	for (i = 0; w->chunks && i < w->n_chunks; i++)
+		vk_buf_free(&w->chunks[i]);
+	free(w->chunks);
+	free(w->addr);
+	free(w);
+}
+
+/* Packs the tensors into chunks of at most `limit` bytes and copies them. */
+static int upload(struct vk_weights *w, char *err)
+{
+	const struct model *m = w->m;
+	const uint32_t n_slots = ARCH_T_FIRST_LAYER + m->hp.n_layer * ARCH_T_COUNT;
+	uint64_t limit = vk__ctx.props.limits.maxStorageBufferRange;
+	uint64_t used = 0, *start;
+	uint32_t s, c = 0;
+	int rc = 0;
+
+	/* Buffers are reached by address, but keep each under the limits. */
+	if (limit < (256u << 20))
+		limit = 256u << 20;
+	if (limit > (1u << 30))
+		limit = 1u << 30;
+	w->addr = calloc(n_slots, sizeof(*w->addr));
+	start = calloc(n_slots + 1, sizeof(*start));
+	w->chunks = calloc(n_slots + 1, sizeof(*w->chunks));
+	if (!w->addr || !start || !w->chunks) {
+		free(start);
+		return ember_seterr(err, EMBER_ENOMEM, "vulkan: weight table");
+	}
+	/* Pass 1: chunk sizes (a tensor larger than the limit gets its own). */
+	for (s = 0; s < n_slots; s++) {
+		const struct model_weight *x = weight_at(m, s);
+		uint64_t b;
+
+		if (!x->data || is_dup(m, s))
+			continue;
+		b = (weight_bytes(x) + ALIGN - 1) / ALIGN * ALIGN;
+		if (used && used + b > limit) {
+			start[c++] = used;
+			used = 0;
+		}
+		used += b;
+	}
+	start[c++] = used;
+	w->n_chunks = c;
+	for (s = 0; s < c && rc == 0; s++)
+		rc = vk_buf_new(&w->chunks[s], start[s], VK_MEM_UPLOAD, err);
+	free(start);
+	if (rc < 0)
+		return rc;
+	/* Pass 2: copy, in the same order. */
+	c = 0;
+	used = 0;
+	for (s = 0; s < n_slots; s++) {
+		const struct model_weight *x = weight_at(m, s);
+		uint64_t b;
+
+		if (!x->data || is_dup(m, s))
+			continue;
+		b = (weight_bytes(x) + ALIGN - 1) / ALIGN * ALIGN;
+		if (used && used + b > w->chunks[c].size) {
+			c++;
+			used = 0;
+		}
+		if (!w->chunks[c].map)
+			return ember_seterr(err, EMBER_ENOMEM, "vulkan: no host-visible memory "
+					    "for the weights");
+		memcpy((char *)w->chunks[c].map + used, x->data, weight_bytes(x));
+		w->addr[s] = w->chunks[c].addr + used;
+		used += b;
+	}
+	if (is_dup(m, ARCH_T_OUTPUT))
+		w->addr[ARCH_T_OUTPUT] = w->addr[ARCH_T_TOKEN_EMBD];
+	return 0;
+}
+
+int vk_weights_get(struct vk_weights **out, const struct model *m, char *err)
+{
+	struct vk_weights *w;
+	int rc = 0;
+
+	pthread_mutex_lock(&reg_lock);
+	for (w = reg; w && w->m != m; w = w->next)
+		;
+	if (w) {
+		w->refs++;
+	} else if (!(w = calloc(1, sizeof(*w)))) {
+		rc = ember_seterr(err, EMBER_ENOMEM, "vulkan: weights");
+	} else {
+		w->m = m;
+		w->refs = 1;
+		if ((rc = upload(w, err)) < 0) {
+			weights_free(w);
+			w = NULL;
+		} else {
+			w->next = reg;
+			reg = w;
+		}
+	}
+	pthread_mutex_unlock(&reg_lock);
+	*out = w;
+	return rc;
+}
+
+void vk_weights_put(struct vk_weights *w)
+{
+	struct vk_weights **p;
+
+	if (!w)
+		return;
+	pthread_mutex_lock(&reg_lock);
+	if (--w->refs == 0) {
+		for (p = &reg; *p != w; p = &(*p)->next)
+			;
+		*p = w->next;
+		weights_free(w);
+	}
+	pthread_mutex_unlock(&reg_lock);
+}
+
+VkDeviceAddress vk_weights_addr(const struct vk_weights *w, int role, uint32_t layer)
+{
+	if (role < ARCH_T_FIRST_LAYER)
+		return w->addr[role];
+	return w->addr[ARCH_T_FIRST_LAYER + layer * ARCH_T_COUNT + (role)];
+}

@@ -1,0 +1,606 @@
+/*
+ * test_vulkan.c - the Vulkan device (engine/compute/vulkan/) on whatever
+ * Vulkan device is present (Mesa's lavapipe in `make test`): every shader
+ * against the CPU's reference code on random data (dequantization through
+ * kern_dequantize_row, rotary through rope.c, norms, activations and
+ * attention as forward.c / attention.c define them, in double), and
+ * through compute.h a batched step equal to single steps, a copied prefix
+ * continuing like the original, and a weight type without a shader refused
+ * by name. Without a Vulkan device (or a build without it) each test says
+ * why it is skipped and passes.
+ */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "arch.h"
+#include "compute.h"
+#include "dtype.h"
+#include "ember.h"
+#include "kernels.h"
+#include "model.h"
+#include "rope.h"
+#include "testutil.h"
+#include "vk.h"
+
+/* Push-constant blocks as in the shaders (and vk_pass.c). */
+struct pc_matmul {
+	uint64_t w, x, y, bias;
+	uint32_t type, n_in, n_out, n_tok, flags;
+	float cap;
+};
+struct pc_norm {
+	uint64_t x, out, gain, bias, map;
+	uint32_t dim, stride_in, stride_out, flags;
+	float eps;
+	uint32_t rows;
+};
+struct pc_rope {
+	uint64_t x, table;
+	uint32_t n, heads, hd, half, neox;
+};
+struct pc_embed {
+	uint64_t w, x, tokens;
+	uint32_t type, dim, n;
+	float scale;
+};
+struct pc_act {
+	uint64_t gate, up;
+	uint32_t n, act, gated;
+};
+struct pc_kv_store {
+	uint64_t k, v, kc, vc;
+	uint32_t r0, pos0, n, heads, dk, dv, n_ctx, f16;
+};
+struct pc_attention {
+	uint64_t q, out, kc, vc, slopes;
+	uint32_t row0, pos0, heads, heads_kv, dk, dv, n_ctx, f16, window, alibi;
+	float scale, cap;
+};
+
+static uint64_t rng = 88172645463325252ull;
+
+static float frand(void) /* uniform in [-1, 1) */
+{
+	rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+	return (float)((rng >> 11) * (1.0 / 9007199254740992.0)) * 2.0f - 1.0f;
+}
+
+static int no_device(void)
+{
+	char err[EMBER_ERR_MAX] = "";
+
+	if (vk_open(-1, err) == 0)
+		return 0;
+	printf("skip vulkan test: %s\n", err);
+	return 1;
+}
+
+static float *frands(size_t n, float scale)
+{
+	float *x = malloc(n * sizeof(float));
+	size_t i;
+
+	ck_assert_ptr_nonnull(x);
+	for (i = 0; i < n; i++)
+		x[i] = frand() * scale;
+	return x;
+}
+
+static void run(const char *name, void *pc, size_t pcb, void *const *bufs, const size_t *bytes,
+		const size_t *at, uint32_t n, uint32_t gx, uint32_t gy, uint32_t gz)
+{
+	char err[EMBER_ERR_MAX] = "";
+	int rc = vk_test_dispatch(name, pc, pcb, bufs, bytes, at, n, gx, gy, gz, err);
+
+	ck_assert_msg(rc == 0, "%s: %s", name, err);
+}
+
+static void close_enough(const float *got, const double *want, size_t n, double tol,
+			 const char *what)
+{
+	double worst = 0.0, mx = 1e-30;
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		worst = fmax(worst, fabs(got[i] - want[i]));
+		mx = fmax(mx, fabs(want[i]));
+	}
+	printf("vulkan %s: max |diff| %.3g (max |ref| %.3g)\n", what, worst, mx);
+	ck_assert_msg(worst <= tol * mx, "%s: max |diff| %g > %g x %g", what, worst, tol, mx);
+}
+
+/* ---- matmul: every weight type, bias, accumulate, cap -------------------- */
+
+static const uint32_t mm_types[] = {DTYPE_F32, DTYPE_F16, DTYPE_BF16, DTYPE_Q8_0, DTYPE_Q4_0};
+
+START_TEST(matmul_matches_dequantized_reference)
+{
+	const uint32_t t = mm_types[_i], n_in = t == DTYPE_F32 || t == DTYPE_F16 ? 100 : 96;
+	const uint32_t n_out = 37, n_tok = 11;
+	const size_t row = dtype_row_size(t, n_in);
+	float *wf = frands((size_t)n_out * n_in, 1.0f), *x = frands((size_t)n_tok * n_in, 1.0f);
+	float *bias = frands(n_out, 1.0f), *y = frands((size_t)n_tok * n_out, 1.0f);
+	double *want = calloc((size_t)n_tok * n_out, sizeof(double));
+	uint8_t *w = calloc(n_out, row);
+	float deq[128];
+	uint32_t o, k, i;
+
+	if (no_device())
+		goto done;
+	for (o = 0; o < n_out; o++) {
+		uint8_t *r = w + o * row;
+
+		if (t == DTYPE_F32)
+			memcpy(r, wf + o * n_in, row);
+		else if (t == DTYPE_F16 || t == DTYPE_BF16)
+			for (i = 0; i < n_in; i++)
+				((uint16_t *)r)[i] = t == DTYPE_F16 ? kern_fp32_to_fp16(wf[o * n_in + i])
+								    : kern_fp32_to_bf16(wf[o * n_in + i]);
+		else
+			ck_assert_int_eq(kern_quantize_row(t, wf + o * n_in, r, n_in), 0);
+	}
+	/* y = W x + b (+ y, then capped: the flags the head and residual use) */
+	for (o = 0; o < n_out; o++) {
+		ck_assert_int_eq(kern_dequantize_row(t, w + o * row, deq, n_in), 0);
+		for (k = 0; k < n_tok; k++) {
+			double s = bias[o];
+
+			for (i = 0; i < n_in; i++)
+				s += (double)deq[i] * x[k * n_in + i];
+			s = 3.0 * tanh(s / 3.0);
+			want[k * n_out + o] = s + y[k * n_out + o];
+		}
+	}
+	{
+		struct pc_matmul pc = {0, 0, 0, 0, t, n_in, n_out, n_tok, 1 | 2 | 4, 3.0f};
+		void *bufs[] = {w, x, y, bias};
+		size_t bytes[] = {n_out * row, (size_t)n_tok * n_in * 4, (size_t)n_tok * n_out * 4,
+				  n_out * 4};
+		size_t at[] = {0, 8, 16, 24};
+
+		run("matmul", &pc, sizeof(pc), bufs, bytes, at, 4, n_out, (n_tok + 7) / 8, 1);
+	}
+	close_enough(y, want, (size_t)n_tok * n_out, 1e-5, dtype_name(t));
+done:
+	free(wf), free(x), free(bias), free(y), free(want), free(w);
+}
+END_TEST
+
+/* ---- norms ---------------------------------------------------------------- */
+
+START_TEST(norms_match_forward_c)
+{
+	/* 0: RMSNorm; 1: LayerNorm with bias, through a row map; 2: RMSNorm of
+	 * more rows than one dispatch dimension holds (heads of a long chunk). */
+	const int layer = _i == 1;
+	const uint32_t d = _i == 2 ? 8 : 200, rows = _i == 2 ? 40000 : 5;
+	float *x = frands((size_t)rows * d, 2.0f), *gain = frands(d, 1.0f), *b = frands(d, 1.0f);
+	float *out = calloc((size_t)rows * d, sizeof(float));
+	double *want = calloc((size_t)rows * d, sizeof(double));
+	uint32_t map[5] = {4, 0, 3, 1, 2}, r, i;
+
+	if (no_device())
+		goto done;
+	for (r = 0; r < rows; r++) {
+		const float *xr = x + (size_t)(layer ? map[r] : r) * d;
+		double mean = 0.0, var = 0.0;
+
+		for (i = 0; layer && i < d; i++)
+			mean += xr[i] / (double)d;
+		for (i = 0; i < d; i++)
+			var += (xr[i] - mean) * (xr[i] - mean);
+		for (i = 0; i < d; i++)
+			want[(size_t)r * d + i] = (xr[i] - mean) / sqrt(var / d + 1e-5) * gain[i] +
+						  (layer ? b[i] : 0.0);
+	}
+	{
+		struct pc_norm pc = {0, 0, 0, 0, 0, d, d, d, layer ? 1 | 2 | 4 : 0, 1e-5f, rows};
+		void *bufs[] = {x, out, gain, b, map};
+		size_t bytes[] = {(size_t)rows * d * 4, (size_t)rows * d * 4, d * 4, d * 4, sizeof(map)};
+		size_t at[] = {0, 8, 16, 24, 32};
+
+		run("norm", &pc, sizeof(pc), bufs, bytes, at, 5, rows < 32768 ? rows : 32768,
+		    (rows + 32767) / 32768, 1);
+	}
+	close_enough(out, want, (size_t)rows * d, 1e-5,
+		     _i == 0 ? "rmsnorm" : _i == 1 ? "layernorm" : "rmsnorm 40000 rows");
+done:
+	free(x), free(gain), free(b), free(out), free(want);
+}
+END_TEST
+
+/* ---- rotary: rope.c's table and rotation ----------------------------------- */
+
+START_TEST(rope_matches_rope_c)
+{
+	const uint32_t n = 6, heads = 3, hd = 32;
+	struct arch_desc a = *arch_find("llama", 5);
+	struct model m = {0};
+	uint32_t pos[6] = {0, 1, 2, 7, 100, 4000};
+	float *x = frands((size_t)n * heads * hd, 1.0f), *table, *y;
+	double *want;
+	size_t i;
+
+	if (no_device()) {
+		free(x);
+		return;
+	}
+	a.rope = _i ? ARCH_ROPE_NEOX : ARCH_ROPE_NORM;
+	m.arch = &a;
+	m.hp.head_dim_k = hd;
+	m.hp.n_rot = 24; /* partial rotary, as StableLM */
+	table = calloc((size_t)n * m.hp.n_rot, sizeof(float));
+	y = malloc((size_t)n * heads * hd * sizeof(float));
+	want = malloc((size_t)n * heads * hd * sizeof(double));
+	rope_fill(&m.hp, pos, table, 0, n, 10000.0, 0.5, NULL, 1.0);
+	memcpy(y, x, (size_t)n * heads * hd * sizeof(float));
+	rope_apply(&m, table, y, n, heads);
+	for (i = 0; i < (size_t)n * heads * hd; i++)
+		want[i] = y[i];
+	{
+		struct pc_rope pc = {0, 0, n, heads, hd, m.hp.n_rot / 2, _i};
+		void *bufs[] = {x, table};
+		size_t bytes[] = {(size_t)n * heads * hd * 4, (size_t)n * m.hp.n_rot * 4};
+		size_t at[] = {0, 8};
+
+		run("rope", &pc, sizeof(pc), bufs, bytes, at, 2, (n * heads * 12 + 63) / 64, 1, 1);
+	}
+	close_enough(x, want, (size_t)n * heads * hd, 1e-6, _i ? "rope neox" : "rope norm");
+	free(x), free(table), free(y), free(want);
+}
+END_TEST
+
+/* ---- activations: forward.c's activate() ------------------------------------ */
+
+START_TEST(activations_match_forward_c)
+{
+	const uint32_t act = (uint32_t)_i / 2, gated = (uint32_t)_i % 2, n = 1000;
+	float *g = frands(n, 6.0f), *u = frands(n, 2.0f);
+	double *want = malloc(n * sizeof(double));
+	uint32_t i;
+	char what[32];
+
+	if (no_device())
+		goto done;
+	for (i = 0; i < n; i++) {
+		double v = gated ? g[i] : u[i], a;
+
+		a = act == 0 ? v / (1.0 + exp(-v))
+		    : act == 1 ? 0.5 * v * (1.0 + tanh(0.7978845608028654 * (v + 0.044715 * v * v * v)))
+			       : 0.5 * v * (1.0 + erf(v * 0.7071067811865476));
+		want[i] = gated ? a * u[i] : a;
+	}
+	{
+		struct pc_act pc = {0, 0, n, act, gated};
+		void *bufs[] = {g, u};
+		size_t bytes[] = {n * 4, n * 4};
+		size_t at[] = {0, 8};
+
+		run("act", &pc, sizeof(pc), bufs, bytes, at, 2, (n + 63) / 64, 1, 1);
+	}
+	snprintf(what, sizeof(what), "act %s%s", arch_act_name((enum arch_act)act),
+		 gated ? " gated" : "");
+	close_enough(u, want, n, 1e-6, what);
+done:
+	free(g), free(u), free(want);
+}
+END_TEST
+
+/* ---- embedding rows ----------------------------------------------------------- */
+
+START_TEST(embed_matches_dequantize_row)
+{
+	const uint32_t t = mm_types[_i], d = 64, vocab = 9, n = 4;
+	const size_t row = dtype_row_size(t, d);
+	float *src = frands((size_t)vocab * d, 1.0f), *x = calloc((size_t)n * d, sizeof(float));
+	uint8_t *w = calloc(vocab, row);
+	uint32_t tokens[4] = {8, 0, 3, 3}, r, i;
+	double *want = malloc((size_t)n * d * sizeof(double));
+	float deq[64];
+
+	if (no_device())
+		goto done;
+	for (r = 0; r < vocab; r++) {
+		if (t == DTYPE_F32)
+			memcpy(w + r * row, src + r * d, row);
+		else if (t == DTYPE_F16 || t == DTYPE_BF16)
+			for (i = 0; i < d; i++)
+				((uint16_t *)(w + r * row))[i] = t == DTYPE_F16
+					? kern_fp32_to_fp16(src[r * d + i]) : kern_fp32_to_bf16(src[r * d + i]);
+		else
+			kern_quantize_row(t, src + r * d, w + r * row, d);
+	}
+	for (r = 0; r < n; r++) {
+		kern_dequantize_row(t, w + tokens[r] * row, deq, d);
+		for (i = 0; i < d; i++)
+			want[r * d + i] = deq[i] * 8.0;
+	}
+	{
+		struct pc_embed pc = {0, 0, 0, t, d, n, 8.0f};
+		void *bufs[] = {w, x, tokens};
+		size_t bytes[] = {vocab * row, (size_t)n * d * 4, sizeof(tokens)};
+		size_t at[] = {0, 8, 16};
+
+		run("embed", &pc, sizeof(pc), bufs, bytes, at, 3, (n * d + 63) / 64, 1, 1);
+	}
+	close_enough(x, want, (size_t)n * d, 0.0, "embed");
+done:
+	free(src), free(x), free(w), free(want);
+}
+END_TEST
+
+/* ---- keys and values into a cache, then attention ------------------------------ */
+
+/* Cache element (head h, position j, dim i), F32 or F16 as stored. */
+static double cache_at(const void *c, int f16, uint32_t n_ctx, uint32_t d, uint32_t h,
+		       uint32_t j, uint32_t i)
+{
+	size_t e = ((size_t)h * n_ctx + j) * d + i;
+
+	return f16 ? kern_fp16_to_fp32(((const uint16_t *)c)[e]) : ((const float *)c)[e];
+}
+
+/* Variants: 0 plain F32, 1 F16 cache + window + soft-cap, 2 ALiBi (bf16). */
+START_TEST(kv_store_and_attention_match_the_reference)
+{
+	const int f16 = _i == 1;
+	const uint32_t heads = 4, kvh = 2, dk = 32, dv = 48, n_ctx = 80, pos0 = 70, n = 9;
+	const uint32_t window = _i == 1 ? 20 : 0, alibi = _i == 2 ? 2 : 0;
+	const float scale = 0.2f, cap = _i == 1 ? 5.0f : 0.0f;
+	const size_t elt = f16 ? 2 : 4, kb = (size_t)kvh * n_ctx * dk * elt;
+	const size_t vb = (size_t)kvh * n_ctx * dv * elt;
+	float *q = frands((size_t)n * heads * dk, 1.0f), *k = frands((size_t)n * kvh * dk, 1.0f);
+	float *v = frands((size_t)n * kvh * dv, 1.0f), *out = calloc((size_t)n * heads * dv, 4);
+	float *pre = frands((size_t)kvh * n_ctx * (dk > dv ? dk : dv), 1.0f);
+	float slopes[4];
+	uint8_t *kc = calloc(1, kb), *vc = calloc(1, vb);
+	double *want = calloc((size_t)n * heads * dv, sizeof(double));
+	uint32_t t, h, j, i;
+
+	if (no_device())
+		goto done;
+	for (h = 0; h < heads; h++)
+		slopes[h] = kern_bf16_to_fp32(kern_fp32_to_bf16(
+			(float)arch_alibi_slope(h, heads, 8.0)));
+	/* Earlier positions, as a previous step left them. */
+	for (i = 0; i < (size_t)kvh * n_ctx * dk; i++)
+		f16 ? (void)(((uint16_t *)kc)[i] = kern_fp32_to_fp16(pre[i]))
+		    : (void)(((float *)kc)[i] = pre[i]);
+	for (i = 0; i < (size_t)kvh * n_ctx * dv; i++)
+		f16 ? (void)(((uint16_t *)vc)[i] = kern_fp32_to_fp16(pre[i] * 0.5f))
+		    : (void)(((float *)vc)[i] = pre[i] * 0.5f);
+	{
+		struct pc_kv_store pc = {0, 0, 0, 0, 0, pos0, n, kvh, dk, dv, n_ctx, (uint32_t)f16};
+		void *bufs[] = {k, v, kc, vc};
+		size_t bytes[] = {(size_t)n * kvh * dk * 4, (size_t)n * kvh * dv * 4, kb, vb};
+		size_t at[] = {0, 8, 16, 24};
+
+		run("kv_store", &pc, sizeof(pc), bufs, bytes, at, 4,
+		    (uint32_t)((n * kvh * (dk + dv) + 63) / 64), 1, 1);
+	}
+	/* The new rows landed where kv_cache.h would put them. */
+	for (t = 0; t < n; t++)
+		for (h = 0; h < kvh; h++)
+			for (i = 0; i < dk; i++) {
+				double got = cache_at(kc, f16, n_ctx, dk, h, pos0 + t, i);
+				double w = f16 ? kern_fp16_to_fp32(kern_fp32_to_fp16(
+							 k[(t * kvh + h) * dk + i]))
+					       : k[(t * kvh + h) * dk + i];
+
+				ck_assert_msg(got == w, "kv_store key %u %u %u: %g != %g", t, h, i,
+					      got, w);
+			}
+	/* softmax((q.k + bias) scale, capped) v over the causal (windowed) range */
+	for (t = 0; t < n; t++)
+		for (h = 0; h < heads; h++) {
+			const uint32_t g = h / (heads / kvh), p = pos0 + t;
+			const uint32_t lo = window && p + 1 > window ? p + 1 - window : 0;
+			double s[80], mx = -INFINITY, l = 0.0;
+
+			for (j = lo; j <= p; j++) {
+				double d = 0.0;
+
+				for (i = 0; i < dk; i++)
+					d += q[(t * heads + h) * dk + i] *
+					     cache_at(kc, f16, n_ctx, dk, g, j, i);
+				if (alibi)
+					d += kern_bf16_to_fp32(kern_fp32_to_bf16(
+						slopes[h] * kern_bf16_to_fp32(kern_fp32_to_bf16((float)j))));
+				s[j] = d * scale;
+				if (cap > 0)
+					s[j] = cap * tanh(s[j] / cap);
+				mx = fmax(mx, s[j]);
+			}
+			for (j = lo; j <= p; j++)
+				l += exp(s[j] - mx);
+			for (i = 0; i < dv; i++) {
+				double acc = 0.0;
+
+				for (j = lo; j <= p; j++)
+					acc += exp(s[j] - mx) * cache_at(vc, f16, n_ctx, dv, g, j, i);
+				want[(t * heads + h) * dv + i] = acc / l;
+			}
+		}
+	{
+		struct pc_attention pc = {0, 0, 0, 0, 0, 0, pos0, heads, kvh, dk, dv, n_ctx,
+					  (uint32_t)f16, window, alibi, scale, cap};
+		void *bufs[] = {q, out, kc, vc, slopes};
+		size_t bytes[] = {(size_t)n * heads * dk * 4, (size_t)n * heads * dv * 4, kb, vb,
+				  sizeof(slopes)};
+		size_t at[] = {0, 8, 16, 24, 32};
+
+		run("attention", &pc, sizeof(pc), bufs, bytes, at, 5, heads, n, 1);
+	}
+	close_enough(out, want, (size_t)n * heads * dv, 1e-5,
+		     _i == 0 ? "attention f32" : _i == 1 ? "attention f16 window cap"
+							   : "attention alibi");
+done:
+	free(q), free(k), free(v), free(out), free(pre), free(kc), free(vc), free(want);
+}
+END_TEST
+
+/* ---- through compute.h --------------------------------------------------------- */
+
+#define LLAMA TEST_GOLDEN_DIR "llama/model-f32.gguf"
+
+static int open_vulkan(struct model *m, const char *path)
+{
+	char err[EMBER_ERR_MAX] = "";
+
+	if (no_device())
+		return -1;
+	ck_assert_msg(compute_device_select("vulkan", err) == 0, "%s", err);
+	ck_assert_int_eq(compute_device_vulkan(), 1);
+	ck_assert_msg(model_open(m, path, err) == 0, "%s: %s", path, err);
+	return 0;
+}
+
+/* Three sequences in one step (a prompt, a decode, another prompt) give
+ * the logits each gives alone, bit for bit: a token's arithmetic does not
+ * depend on its neighbours (matmul.comp tiles tokens, attention runs per
+ * sequence). */
+START_TEST(batched_step_equals_single_steps)
+{
+	struct test_golden g;
+	struct model m;
+	struct compute_pass *p;
+	struct compute_opts o = {.max_batch = 32};
+	struct compute_kv *kv[3], *solo;
+	const uint32_t len[3] = {7, 1, 12}, V = 1000;
+	float *batched = malloc((size_t)(7 + 1 + 1) * V * sizeof(float)), *one = malloc(7 * V * 4);
+	char err[EMBER_ERR_MAX] = "";
+	uint32_t s, off;
+
+	if (open_vulkan(&m, LLAMA) < 0)
+		goto out;
+	test_golden_load(&g, "llama", V);
+	ck_assert_msg(compute_pass_new(&p, &m, &o, err) == 0, "%s", err);
+	for (s = 0; s < 3; s++)
+		ck_assert_int_eq(compute_kv_new(&kv[s], &m, 64, DTYPE_F16, 0, err), 0);
+	/* Sequence 1 decodes after a 5-token prefix. */
+	{
+		struct compute_seq pre = {kv[1], g.input, 5, COMPUTE_LOGITS_NONE};
+
+		ck_assert_int_eq(compute_pass_run(p, &pre, 1, NULL, err), 0);
+	}
+	{
+		struct compute_seq seqs[3] = {{kv[0], g.input, len[0], COMPUTE_LOGITS_ALL},
+					      {kv[1], g.input + 5, len[1], COMPUTE_LOGITS_LAST},
+					      {kv[2], g.input + 3, len[2], COMPUTE_LOGITS_LAST}};
+
+		ck_assert_msg(compute_pass_run(p, seqs, 3, batched, err) == 0, "%s", err);
+	}
+	for (s = 0, off = 0; s < 3; s++) {
+		const int32_t *tok = s == 0 ? g.input : s == 1 ? g.input : g.input + 3;
+		const uint32_t pre = s == 1 ? 5 : 0, rows = s == 0 ? len[0] : 1;
+		struct compute_seq a = {NULL, tok, pre, COMPUTE_LOGITS_NONE};
+		struct compute_seq b = {NULL, tok + pre, len[s], s == 0 ? COMPUTE_LOGITS_ALL
+									 : COMPUTE_LOGITS_LAST};
+
+		ck_assert_int_eq(compute_kv_new(&solo, &m, 64, DTYPE_F16, 0, err), 0);
+		a.kv = b.kv = solo;
+		if (pre)
+			ck_assert_int_eq(compute_pass_run(p, &a, 1, NULL, err), 0);
+		ck_assert_int_eq(compute_pass_run(p, &b, 1, one, err), 0);
+		ck_assert_msg(memcmp(one, batched + (size_t)off * V, (size_t)rows * V * 4) == 0,
+			      "sequence %u: batched logits differ from its own step", s);
+		ck_assert_uint_eq(compute_kv_n_pos(solo), compute_kv_n_pos(kv[s]));
+		compute_kv_free(solo);
+		off += rows;
+	}
+	printf("vulkan batched step: 3 sequences equal their single steps bit for bit\n");
+	for (s = 0; s < 3; s++)
+		compute_kv_free(kv[s]);
+	compute_pass_free(p);
+	test_golden_free(&g);
+	model_free(&m);
+out:
+	free(batched), free(one);
+}
+END_TEST
+
+/* A prefix copied into another cache continues exactly as the original;
+ * a truncated cache recomputes the same logits. */
+START_TEST(copied_prefix_and_rewind_continue_the_same)
+{
+	struct test_golden g;
+	struct model m;
+	struct compute_pass *p;
+	struct compute_opts o = {.max_batch = 24};
+	struct compute_kv *a, *b;
+	float *la = malloc(1000 * 4), *lb = malloc(1000 * 4);
+	char err[EMBER_ERR_MAX] = "";
+
+	if (open_vulkan(&m, LLAMA) < 0)
+		goto out;
+	test_golden_load(&g, "llama", 1000);
+	ck_assert_int_eq(compute_pass_new(&p, &m, &o, err), 0);
+	ck_assert_int_eq(compute_kv_new(&a, &m, 32, DTYPE_F32, 0, err), 0);
+	ck_assert_int_eq(compute_kv_new(&b, &m, 32, DTYPE_F32, 0, err), 0);
+	{
+		struct compute_seq s1 = {a, g.input, 10, COMPUTE_LOGITS_NONE};
+		struct compute_seq s2 = {a, g.input + 10, 1, COMPUTE_LOGITS_LAST};
+		struct compute_seq s3 = {b, g.input + 10, 1, COMPUTE_LOGITS_LAST};
+
+		ck_assert_int_eq(compute_pass_run(p, &s1, 1, NULL, err), 0);
+		ck_assert_int_eq(compute_kv_copy_prefix(b, a, 10), 0);
+		ck_assert_int_eq(compute_pass_run(p, &s2, 1, la, err), 0);
+		ck_assert_int_eq(compute_pass_run(p, &s3, 1, lb, err), 0);
+		ck_assert_msg(memcmp(la, lb, 4000) == 0, "copied prefix continues differently");
+		compute_kv_truncate(a, 10);
+		ck_assert_uint_eq(compute_kv_n_pos(a), 10);
+		ck_assert_int_eq(compute_pass_run(p, &s2, 1, lb, err), 0);
+		ck_assert_msg(memcmp(la, lb, 4000) == 0, "rewound cache recomputes differently");
+	}
+	compute_kv_free(a);
+	compute_kv_free(b);
+	compute_pass_free(p);
+	test_golden_free(&g);
+	model_free(&m);
+out:
+	free(la), free(lb);
+}
+END_TEST
+
+/* K-quants have no shader yet: refused by tensor and type, never run. */
+START_TEST(weight_type_without_shader_is_refused_by_name)
+{
+	struct model m;
+	struct compute_pass *p = NULL;
+	struct compute_opts o = {.max_batch = 8};
+	char err[EMBER_ERR_MAX] = "";
+
+	if (open_vulkan(&m, TEST_GOLDEN_DIR "quants/llama-256/Q4_K_M.gguf") < 0)
+		return;
+	ck_assert_int_eq(compute_pass_new(&p, &m, &o, err), EMBER_EUNSUPPORTED);
+	ck_assert_ptr_null(p);
+	ck_assert_msg(strstr(err, "no shader for type q4_k") != NULL, "%s", err);
+	printf("vulkan refuses: %s\n", err);
+	model_free(&m);
+}
+END_TEST
+
+Suite *suite_vulkan(void)
+{
+	Suite *s = suite_create("vulkan");
+	TCase *tc = tcase_create("shaders");
+	TCase *te = tcase_create("engine");
+
+	tcase_set_timeout(tc, 120);
+	tcase_set_timeout(te, 120);
+	tcase_add_loop_test(tc, matmul_matches_dequantized_reference, 0, 5);
+	tcase_add_loop_test(tc, norms_match_forward_c, 0, 3);
+	tcase_add_loop_test(tc, rope_matches_rope_c, 0, 2);
+	tcase_add_loop_test(tc, activations_match_forward_c, 0, 6);
+	tcase_add_loop_test(tc, embed_matches_dequantize_row, 0, 5);
+	tcase_add_loop_test(tc, kv_store_and_attention_match_the_reference, 0, 3);
+	suite_add_tcase(s, tc);
+	tcase_add_test(te, batched_step_equals_single_steps);
+	tcase_add_test(te, copied_prefix_and_rewind_continue_the_same);
+	tcase_add_test(te, weight_type_without_shader_is_refused_by_name);
+	suite_add_tcase(s, te);
+	return s;
+}
