@@ -77,6 +77,15 @@ QV_INLINE __m512i qv__load4(const char *wb, size_t st, int i)
 				  3);
 }
 
+/* acc + dot of u's bytes with the 4 bytes at p broadcast, the broadcast
+ * embedded in the VPDPBUSD (GCC emits a separate VPBROADCASTD for the
+ * intrinsic, one more vector op per four multiplies). */
+QV_INLINE __m512i qv__dpbusd_bcst(__m512i acc, __m512i u, const int8_t *p)
+{
+	__asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(u), "m"(*(const int32_t *)p));
+	return acc;
+}
+
 /* One 32-bit word of activation bytes, for an embedded broadcast. */
 QV_INLINE __m512i qv__xword(const int8_t *qs, int c)
 {
@@ -149,10 +158,14 @@ QV_INLINE void qv__tile(uint32_t wt, const struct kern_gemm_args *a, size_t o, s
 		QV_UNROLL
 		for (int k = 0; k < T; k++) {
 			const int8_t *q = x[k][b].qs;
-			__m512i s = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u[0], qv__xword(q, 0));
+			/* two chains: half the latency of eight dependent VPDPBUSD */
+			__m512i s = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
 			QV_UNROLL
-			for (int c = 1; c < 8; c++)
-				s = _mm512_dpbusd_epi32(s, u[c], qv__xword(q, c));
+			for (int c = 0; c < 4; c++) {
+				s = qv__dpbusd_bcst(s, u[c], q + 4 * c);
+				s1 = qv__dpbusd_bcst(s1, u[c + 4], q + 4 * c + 16);
+			}
+			s = _mm512_add_epi32(s, s1);
 			/* Q4_0: nibble - 8; Q8_0: byte + 128 - 128 (xs8 = 8 sum x) */
 			s = _mm512_sub_epi32(s, _mm512_set1_epi32(wt == DTYPE_Q8_0 ? 16 * xs[k][b]
 										: xs[k][b]));
