@@ -53,6 +53,7 @@ TARGET_ARCH := $(firstword $(subst -, ,$(shell $(CC) -dumpmachine)))
 ifeq ($(TARGET_ARCH),x86_64)
 ISA_avx2   := -mavx2 -mfma -mf16c
 ISA_avx512 := -mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx512bf16
+ISA_amx    := $(ISA_avx512) -mamx-tile -mamx-int8
 endif
 
 PKGS_ENGINE := libpcre2-8
@@ -123,6 +124,7 @@ $(BUILD)/%.o: %.cc
 
 $(BUILD)/engine/compute/cpu/kernels/%_avx2.o: ISAFLAGS = $(ISA_avx2)
 $(BUILD)/engine/compute/cpu/kernels/%_avx512.o: ISAFLAGS = $(ISA_avx512)
+$(BUILD)/engine/compute/cpu/kernels/%_amx.o: ISAFLAGS = $(ISA_amx)
 
 $(LIBEMBER): $(ENGINE_OBJ)
 	$(call say,AR,$@)rm -f $@ && ar rcs $@ $^

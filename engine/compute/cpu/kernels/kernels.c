@@ -79,10 +79,38 @@ const struct kern_ops *kern_ops_own(enum cpu_level level)
 		return &kern_ops_avx2;
 	case CPU_LEVEL_AVX512:
 		return &kern_ops_avx512;
+	case CPU_LEVEL_AMX:
+		return &kern_ops_amx;
 #endif
 	default:
 		return NULL;
 	}
+}
+
+/* AMX needs the kernel's permission and a passing self-test on top of
+ * the CPU's features: asked once (kern_amx_enable()). */
+static pthread_once_t kern__amx_once = PTHREAD_ONCE_INIT;
+static int kern__amx_ok;
+static char kern__amx_why[128] = "not tried";
+
+static void kern__amx_try(void)
+{
+#if defined(__x86_64__)
+	struct cpu_features f;
+
+	cpu_detect(&f);
+	if (!cpu_level_usable(&f, CPU_LEVEL_AMX)) {
+		snprintf(kern__amx_why, sizeof(kern__amx_why), "this CPU has no AMX");
+		return;
+	}
+	kern__amx_ok = kern_amx_enable(kern__amx_why, sizeof(kern__amx_why)) == 0;
+#endif
+}
+
+static int kern__amx_usable(void)
+{
+	pthread_once(&kern__amx_once, kern__amx_try);
+	return kern__amx_ok;
 }
 
 int kern_level_runs(enum cpu_level level)
@@ -90,7 +118,9 @@ int kern_level_runs(enum cpu_level level)
 	struct cpu_features f;
 
 	cpu_detect(&f);
-	return cpu_level_usable(&f, level) && kern_ops_own(level) != NULL;
+	if (!cpu_level_usable(&f, level) || kern_ops_own(level) == NULL)
+		return 0;
+	return level != CPU_LEVEL_AMX || kern__amx_usable();
 }
 
 /* Every level's resolved table, as if the CPU had every feature (tests
@@ -176,12 +206,23 @@ static void kern__choose(void)
 {
 	struct cpu_features f;
 	const char *spin = getenv("EMBER_POOL_SPIN");
+	enum cpu_level cap;
 
 	if (spin && strcmp(spin, "1") == 0)
 		kern__pool_flags = 0;
 
 	cpu_detect(&f);
-	kern__level = kern_resolve(&f, cpu_select_level(&f), &kern__table, &kern__org);
+	cap = cpu_select_level(&f);
+	/* The AMX tiles have not run on AMX hardware yet (kernels_amx.c):
+	 * only when asked for by name, and only with the kernel's permission
+	 * and a passing self-test; otherwise avx512, said once. */
+	if (cap == CPU_LEVEL_AMX && cpu_level_from_env() != CPU_LEVEL_AMX)
+		cap = CPU_LEVEL_AVX512;
+	if (cap == CPU_LEVEL_AMX && !kern__amx_usable()) {
+		fprintf(stderr, "ember: EMBER_CPU=amx: %s; using avx512\n", kern__amx_why);
+		cap = CPU_LEVEL_AVX512;
+	}
+	kern__level = kern_resolve(&f, cap, &kern__table, &kern__org);
 	kern__ops = &kern__table;
 }
 

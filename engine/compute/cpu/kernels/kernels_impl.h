@@ -164,12 +164,22 @@ void kern_avx2_qgemm_q4_0(const struct kern_gemm_args *a, size_t o0, size_t o1);
  * (kernels_qvnni_avx512.c): bit-identical to the AVX2 level's. */
 void kern_avx512_gemm_q8_0(const struct kern_gemm_args *a, size_t o0, size_t o1);
 void kern_avx512_gemm_q4_0(const struct kern_gemm_args *a, size_t o0, size_t o1);
+/* The AMX int8 prefill GEMM (kernels_amx.c; 16+ tokens, the rest from
+ * the two above): bit-identical to them. Only where kern_amx_enable()
+ * succeeded. */
+void kern_amx_gemm_q8_0(const struct kern_gemm_args *a, size_t o0, size_t o1);
+void kern_amx_gemm_q4_0(const struct kern_gemm_args *a, size_t o0, size_t o1);
+/* Asks the kernel for the AMX tile state (arch_prctl) and self-tests the
+ * AMX GEMMs against the AVX-512 level's: 0, or -1 with the reason in
+ * `why`. Only on a CPU whose features allow the amx level. */
+int kern_amx_enable(char *why, size_t len);
 #endif
 
 extern const struct kern_ops kern_ops_ref;
 #if defined(__x86_64__)
 extern const struct kern_ops kern_ops_avx2;
 extern const struct kern_ops kern_ops_avx512;
+extern const struct kern_ops kern_ops_amx;
 #endif
 
 /* The table `level` itself provides (NULL entries included), whether or

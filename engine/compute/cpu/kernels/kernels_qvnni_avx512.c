@@ -23,77 +23,11 @@
  * All sums are exact in int32 (|S| <= 32 * 255 * 127).
  */
 #if defined(__x86_64__)
-#include <immintrin.h>
-#include <string.h>
-
 #include "kernels.h"
 #include "kernels_impl.h"
+#include "qvnni_avx512.h"
 
-#define QV_INLINE static inline __attribute__((always_inline))
-#define QV_UNROLL _Pragma("GCC unroll 16")
-#define QV_ROWS 16
 #define QV_TOK 8
-
-/* The 16 rows' fp16 scales of block b as floats in row lanes: scalar
- * loads packed in general registers (a VPGATHERDD was slower here). */
-QV_INLINE __m512 qv__scales(const char *w, size_t st, size_t b, size_t bs)
-{
-	uint64_t h[4] = {0, 0, 0, 0};
-
-	QV_UNROLL
-	for (size_t r = 0; r < QV_ROWS; r++) {
-		uint16_t d;
-		memcpy(&d, w + r * st + b * bs, sizeof(d));
-		h[r / 4] |= (uint64_t)d << (16 * (r % 4));
-		/* keeps GCC from moving the packing onto the vector ports */
-		__asm__("" : "+r"(h[r / 4]));
-	}
-	return _mm512_cvtph_ps(_mm256_setr_epi64x((long long)h[0], (long long)h[1],
-						  (long long)h[2], (long long)h[3]));
-}
-
-/* 4x4 transpose of dwords inside each 128-bit lane: v[i] lane j holds
- * dwords 0..3 of row i + 4j; afterwards v[c] holds dword c of rows
- * 0..15 in dword lanes 0..15 (lane 4j + i is row i + 4j). */
-QV_INLINE void qv__transpose4(__m512i v[4])
-{
-	__m512i t0 = _mm512_unpacklo_epi32(v[0], v[1]), t1 = _mm512_unpackhi_epi32(v[0], v[1]);
-	__m512i t2 = _mm512_unpacklo_epi32(v[2], v[3]), t3 = _mm512_unpackhi_epi32(v[2], v[3]);
-
-	v[0] = _mm512_unpacklo_epi64(t0, t2);
-	v[1] = _mm512_unpackhi_epi64(t0, t2);
-	v[2] = _mm512_unpacklo_epi64(t1, t3);
-	v[3] = _mm512_unpackhi_epi64(t1, t3);
-}
-
-/* 16 bytes at offset `off` of block b's qs of rows i, i+4, i+8, i+12. */
-QV_INLINE __m512i qv__load4(const char *wb, size_t st, int i)
-{
-	__m512i v = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(wb + (size_t)i * st)));
-
-	v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(wb + (size_t)(i + 4) * st)), 1);
-	v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(wb + (size_t)(i + 8) * st)), 2);
-	return _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(wb + (size_t)(i + 12) * st)),
-				  3);
-}
-
-/* acc + dot of u's bytes with the 4 bytes at p broadcast, the broadcast
- * embedded in the VPDPBUSD (GCC emits a separate VPBROADCASTD for the
- * intrinsic, one more vector op per four multiplies). */
-QV_INLINE __m512i qv__dpbusd_bcst(__m512i acc, __m512i u, const int8_t *p)
-{
-	__asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(u), "m"(*(const int32_t *)p));
-	return acc;
-}
-
-/* One 32-bit word of activation bytes, for an embedded broadcast. */
-QV_INLINE __m512i qv__xword(const int8_t *qs, int c)
-{
-	int32_t v;
-
-	memcpy(&v, qs + 4 * c, sizeof(v));
-	return _mm512_set1_epi32(v);
-}
 
 /*
  * Rows [o, o + 16) for tokens [t, t + T). Per block, the 16 rows' bytes
@@ -111,7 +45,6 @@ QV_INLINE void qv__tile(uint32_t wt, const struct kern_gemm_args *a, size_t o, s
 	const size_t nb = a->n_in / KERN_QK, st = a->w_stride;
 	const char *w = (const char *)a->w + o * st;
 	const char *next = w + QV_ROWS * st;
-	const __m512i m4 = _mm512_set1_epi8(0x0f), x80 = _mm512_set1_epi8((char)0x80);
 	const struct kern_block_q8a *x[QV_TOK];
 	const float *xd[QV_TOK];
 	const int32_t *xs[QV_TOK];
@@ -125,36 +58,13 @@ QV_INLINE void qv__tile(uint32_t wt, const struct kern_gemm_args *a, size_t o, s
 		acc[k] = _mm512_setzero_ps();
 	}
 	for (size_t b = 0; b < nb; b++) {
-		const char *wb = w + b * bs + 2; /* the block's qs */
 		__m512 dw = qv__scales(w, st, b, bs);
 		__m512i u[8];
 
 		QV_UNROLL
 		for (size_t off = 0; off < QV_ROWS * bs; off += 64)
 			_mm_prefetch(next + b * QV_ROWS * bs + off, _MM_HINT_T0);
-		if (wt == DTYPE_Q4_0) {
-			/* byte j holds element j (low nibble) and j + 16 (high) */
-			QV_UNROLL
-			for (int i = 0; i < 4; i++)
-				u[i] = qv__load4(wb, st, i);
-			qv__transpose4(u);
-			QV_UNROLL
-			for (int c = 0; c < 4; c++) {
-				u[c + 4] = _mm512_and_si512(_mm512_srli_epi16(u[c], 4), m4);
-				u[c] = _mm512_and_si512(u[c], m4);
-			}
-		} else {
-			QV_UNROLL
-			for (int h = 0; h < 2; h++) {
-				QV_UNROLL
-				for (int i = 0; i < 4; i++)
-					u[4 * h + i] = qv__load4(wb + 16 * h, st, i);
-				qv__transpose4(u + 4 * h);
-			}
-			QV_UNROLL
-			for (int c = 0; c < 8; c++)
-				u[c] = _mm512_xor_si512(u[c], x80);
-		}
+		qv__unpack(wt, w, st, b, 0, u);
 		QV_UNROLL
 		for (int k = 0; k < T; k++) {
 			const int8_t *q = x[k][b].qs;
