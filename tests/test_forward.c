@@ -38,7 +38,7 @@ static void open_model(struct model *m, const char *path)
 	ck_assert_uint_eq(m->hp.n_vocab, N_VOCAB);
 }
 
-static struct forward_ctx *session(const struct model *m, uint32_t max_batch, pthreadpool_t pool)
+static struct forward_ctx *session(const struct model *m, uint32_t max_batch, tpool_t pool)
 {
 	struct forward_opts o = {.n_ctx = 64, .max_batch = max_batch, .pool = pool};
 	char err[EMBER_ERR_MAX] = "";
@@ -112,7 +112,7 @@ static int32_t argmax(const float *x)
 }
 
 /* All-position logits of the input in one call. */
-static float *prefill_all(const struct model *m, const int32_t *ids, pthreadpool_t pool)
+static float *prefill_all(const struct model *m, const int32_t *ids, tpool_t pool)
 {
 	struct forward_ctx *f = session(m, 0, pool);
 	float *logits = malloc(sizeof(float) * N_IN * N_VOCAB);
@@ -314,7 +314,7 @@ START_TEST(two_threads_equal_one)
 {
 	struct test_golden g;
 	struct model m;
-	pthreadpool_t pool = pthreadpool_create(2);
+	tpool_t pool = tpool_create(2);
 	float *one, *two;
 
 	ck_assert_ptr_nonnull(pool);
@@ -325,7 +325,7 @@ START_TEST(two_threads_equal_one)
 	assert_close(two, one, N_IN, TOL_THREADS, "2 threads vs 1");
 	free(one);
 	free(two);
-	pthreadpool_destroy(pool);
+	tpool_destroy(pool);
 	model_free(&m);
 	test_golden_free(&g);
 }

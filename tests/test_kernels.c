@@ -448,7 +448,7 @@ END_TEST
 
 /* ---- the public driver -------------------------------------------------------- */
 
-static void kt_matmul(pthreadpool_t pool, uint32_t t, const void *w, size_t n_out, size_t n_in,
+static void kt_matmul(tpool_t pool, uint32_t t, const void *w, size_t n_out, size_t n_in,
 		      const float *x, size_t n_tok, float *y)
 {
 	size_t sz = kern_matmul_scratch(t, n_in, n_tok);
@@ -462,7 +462,7 @@ START_TEST(threaded_matmul_equals_single_thread_bit_for_bit)
 {
 	enum { OUT = 133, IN = 256 };
 	static const size_t toks[] = {1, 9};
-	pthreadpool_t pool = pthreadpool_create(2);
+	tpool_t pool = tpool_create(2);
 
 	ck_assert_ptr_nonnull(pool);
 	kern_init();
@@ -490,7 +490,7 @@ START_TEST(threaded_matmul_equals_single_thread_bit_for_bit)
 			free(y2);
 		}
 	}
-	pthreadpool_destroy(pool);
+	tpool_destroy(pool);
 }
 END_TEST
 
@@ -499,7 +499,7 @@ START_TEST(fused_matmul_equals_separate_matmuls_bit_for_bit)
 	enum { IN = 288 };
 	static const size_t outs[] = {133, 0, 8, 37};
 	static const size_t toks[] = {1, 9};
-	pthreadpool_t pool = pthreadpool_create(2);
+	tpool_t pool = tpool_create(2);
 
 	ck_assert_ptr_nonnull(pool);
 	kern_init();
@@ -535,7 +535,7 @@ START_TEST(fused_matmul_equals_separate_matmuls_bit_for_bit)
 			free(x);
 		}
 	}
-	pthreadpool_destroy(pool);
+	tpool_destroy(pool);
 }
 END_TEST
 

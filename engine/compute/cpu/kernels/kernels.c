@@ -40,7 +40,7 @@
  * avx2 version (act_avx2.c) on the same polynomial exp (math_avx2.h).
  *
  * Threads: output rows are cut into chunks (a multiple of 16 rows, about
- * four per thread for balance, sixteen for decode), one pthreadpool task
+ * four per thread for balance, sixteen for decode), one pool item
  * each; activation quantization is spread over tokens the same way.
  */
 #include <pthread.h>
@@ -194,22 +194,10 @@ enum cpu_level kern_resolve(const struct cpu_features *f, enum cpu_level cap,
 }
 #undef KERN__TAKE
 
-static uint32_t kern__pool_flags = PTHREADPOOL_FLAG_YIELD_WORKERS;
-
-uint32_t kern_pool_flags(void)
-{
-	kern_init();
-	return kern__pool_flags;
-}
-
 static void kern__choose(void)
 {
 	struct cpu_features f;
-	const char *spin = getenv("EMBER_POOL_SPIN");
 	enum cpu_level cap;
-
-	if (spin && strcmp(spin, "1") == 0)
-		kern__pool_flags = 0;
 
 	cpu_detect(&f);
 	cap = cpu_select_level(&f);
@@ -361,9 +349,9 @@ static void kern__rows_cb(void *data, size_t i)
 	job->gemm(&job->args[p], o0, o1);
 }
 
-static size_t kern__chunk_rows(pthreadpool_t pool, size_t n_out, size_t n_tok)
+static size_t kern__chunk_rows(tpool_t pool, size_t n_out, size_t n_tok)
 {
-	size_t threads = pool ? pthreadpool_get_threads_count(pool) : 1;
+	size_t threads = pool ? tpool_threads(pool) : 1;
 	size_t chunk;
 
 	if (threads <= 1)
@@ -407,7 +395,7 @@ void kern_silu_mul(float *y, const float *g, size_t n)
 	kern__ops->silu_mul(y, g, n);
 }
 
-void kern_matmul(pthreadpool_t pool, uint32_t wtype, const void *w, size_t n_out, size_t n_in,
+void kern_matmul(tpool_t pool, uint32_t wtype, const void *w, size_t n_out, size_t n_in,
 		 const float *x, size_t n_tok, float *y, void *scratch)
 {
 	const struct kern_mm_part part = { w, n_out, y };
@@ -415,7 +403,7 @@ void kern_matmul(pthreadpool_t pool, uint32_t wtype, const void *w, size_t n_out
 	kern_matmul_n(pool, wtype, n_in, &part, 1, x, n_tok, scratch);
 }
 
-void kern_matmul_n(pthreadpool_t pool, uint32_t wtype, size_t n_in, const struct kern_mm_part *parts,
+void kern_matmul_n(tpool_t pool, uint32_t wtype, size_t n_in, const struct kern_mm_part *parts,
 		   size_t n, const float *x, size_t n_tok, void *scratch)
 {
 	struct kern__job job = {0};
@@ -463,7 +451,6 @@ void kern_matmul_n(pthreadpool_t pool, uint32_t wtype, size_t n_in, const struct
 	if (job.n_part == 0)
 		return;
 	if (kern_wtype_quantized(wtype))
-		pthreadpool_parallelize_1d(pool, kern__quantize_cb, &job, n_tok, kern__pool_flags);
-	pthreadpool_parallelize_1d(pool, kern__rows_cb, &job, job.first[job.n_part],
-				   kern__pool_flags);
+		tpool_run_1d(pool, kern__quantize_cb, &job, n_tok);
+	tpool_run_1d(pool, kern__rows_cb, &job, job.first[job.n_part]);
 }

@@ -5,7 +5,7 @@
  *
  * kern_matmul() (kernels.c) prepares activations once per call, then hands
  * ranges of output rows to the level's gemm function for the weight type,
- * one range per pthreadpool task. Every level computes the same thing as
+ * one range per pool item. Every level computes the same thing as
  * the scalar reference (kernels_ref.c); only the order of float additions
  * differs. Within one level, each (row, token) result is computed by the
  * same instruction sequence whatever the tiling, so results do not depend
