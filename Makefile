@@ -91,6 +91,7 @@ FWDSTEP  := $(BUILD)/forward_step
 FCCMP    := $(BUILD)/fc_compare
 GEMMQ    := $(BUILD)/gemm_q
 GMASK    := $(BUILD)/grammar_mask
+MEMBW    := $(BUILD)/membw
 # Fuzz targets: tests/fuzz/fuzz_<name>.c. replay_<name> runs the kept
 # corpus through the same code in every build (make test); fuzz_<name> is
 # the libFuzzer binary (make fuzz).
@@ -112,7 +113,7 @@ all: $(LIBEMBER) $(EMBERD) $(EMBER) $(LOADGEN) $(FWDSTEP) $(GEMMQ) $(GMASK) $(RE
 
 # The benchmarks that need more than the build's own libraries: fc_compare
 # links XNNPACK, which nothing else uses (README, Kernels).
-bench: all $(FCCMP)
+bench: all $(FCCMP) $(MEMBW)
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(@D)
@@ -152,6 +153,10 @@ $(FCCMP): $(BUILD)/bench/fc_compare.o $(LIBEMBER)
 # Times the quantized GEMM on a TinyLlama layer's shapes (kernel tuning).
 $(GEMMQ): $(BUILD)/bench/gemm_q.o $(LIBEMBER)
 	$(call say,LD,$@)$(CC) $(LDFLAGS) -pthread $^ $(LIBS_ENGINE) -o $@
+
+# Streaming read bandwidth, to set decode rates against (bench/RESULTS.md).
+$(MEMBW): $(call obj,bench/membw.c engine/base/clock.c)
+	$(call say,LD,$@)$(CC) $(LDFLAGS) -pthread $^ -o $@
 
 # The grammar mask's cost per token on real vocabularies (issue 20).
 $(GMASK): $(BUILD)/bench/grammar_mask.o $(BUILD)/server/json_schema.o \
