@@ -141,7 +141,7 @@ $(EMBER): $(TOOLS_OBJ) $(LIBEMBER)
 $(LOADGEN): $(call obj,bench/loadgen.c bench/response.c engine/base/buf.c engine/base/clock.c)
 	$(call say,LD,$@)$(CC) $(LDFLAGS) $^ -lm -o $@
 
-# Times one batched forward step over 1..8 sequences (bench/SERVE_RESULTS.md).
+# Times one batched forward step over 1..16 sequences (bench/SERVE_RESULTS.md).
 $(FWDSTEP): $(BUILD)/bench/forward_step.o $(LIBEMBER)
 	$(call say,LD,$@)$(CC) $(LDFLAGS) -pthread $^ $(LIBS_ENGINE) -o $@
 

@@ -2,7 +2,7 @@
  *
  * Usage: forward_step MODEL [THREADS [PROMPT [STEPS]]]
  *
- * For B = 1, 2, 4, 8 sequences (each with its own F16 cache, as emberd's
+ * For B = 1, 2, 3, 4, 8, 16 sequences (each with its own F16 cache, as emberd's
  * workers keep them) it prefills PROMPT tokens per sequence, then times
  * STEPS decode steps that each evaluate one token of every sequence in one
  * forward_pass_run(), the way the scheduler batches them. Prints per step:
