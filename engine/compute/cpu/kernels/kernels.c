@@ -61,6 +61,9 @@
  * a GEMV chunk is pure streaming, so smaller ones cost nothing but
  * shorten that wait (~180 joins a token). */
 #define KERN_CHUNKS_PER_THREAD_GEMV 16
+/* Up to this many tokens (a batched decode step: weights streamed once
+ * for all of them) chunks are cut as finely as for one token. */
+#define KERN_SMALL_BATCH 16
 
 /* Chosen once by kern_init(); written only inside pthread_once. */
 static pthread_once_t kern__once = PTHREAD_ONCE_INIT;
@@ -356,7 +359,7 @@ static size_t kern__chunk_rows(tpool_t pool, size_t n_out, size_t n_tok)
 
 	if (threads <= 1)
 		return n_out;
-	chunk = n_out / (threads * (n_tok == 1 ? KERN_CHUNKS_PER_THREAD_GEMV
+	chunk = n_out / (threads * (n_tok <= KERN_SMALL_BATCH ? KERN_CHUNKS_PER_THREAD_GEMV
 					       : KERN_CHUNKS_PER_THREAD));
 	if (chunk < KERN_MIN_CHUNK_ROWS)
 		chunk = KERN_MIN_CHUNK_ROWS;
