@@ -2,6 +2,7 @@
  * 1-D and 2-D loops, for any pool size, over many back-to-back runs (the
  * decode pattern: workers catch jobs while spinning and after sleeping). */
 #include <check.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -112,6 +113,50 @@ START_TEST(back_to_back_runs_lose_nothing)
 }
 END_TEST
 
+struct tp_caller {
+	tpool_t p;
+	pthread_barrier_t *start; /* so the two callers overlap */
+	atomic_uint hits[64];
+};
+
+static void *tp_caller_main(void *arg)
+{
+	struct tp_caller *c = arg;
+	struct tp_count k = {c->hits, 0, 0};
+
+	pthread_barrier_wait(c->start);
+	for (int r = 0; r < 3000; r++)
+		tpool_run_1d(c->p, tp_item, &k, 64);
+	return NULL;
+}
+
+/* Two threads sharing one pool (forward passes borrowing it) take turns:
+ * each loop's items run once, none is lost to the other caller's job
+ * (without the turn-taking, this hung or lost items). */
+START_TEST(concurrent_callers_take_turns)
+{
+	struct tp_caller c[2];
+	pthread_t th[2];
+	tpool_t p = tpool_create(2);
+	pthread_barrier_t start;
+
+	memset(c, 0, sizeof(c));
+	pthread_barrier_init(&start, NULL, 2);
+	for (int i = 0; i < 2; i++) {
+		c[i].p = p;
+		c[i].start = &start;
+		ck_assert_int_eq(pthread_create(&th[i], NULL, tp_caller_main, &c[i]), 0);
+	}
+	for (int i = 0; i < 2; i++)
+		pthread_join(th[i], NULL);
+	for (int i = 0; i < 2; i++)
+		for (int j = 0; j < 64; j++)
+			ck_assert_uint_eq(atomic_load(&c[i].hits[j]), 3000);
+	pthread_barrier_destroy(&start);
+	tpool_destroy(p);
+}
+END_TEST
+
 Suite *suite_threadpool(void)
 {
 	Suite *s = suite_create("threadpool");
@@ -121,6 +166,7 @@ Suite *suite_threadpool(void)
 	tcase_add_test(tc, every_item_runs_once_for_any_pool_size);
 	tcase_add_test(tc, two_d_covers_the_grid_once);
 	tcase_add_test(tc, back_to_back_runs_lose_nothing);
+	tcase_add_test(tc, concurrent_callers_take_turns);
 	suite_add_tcase(s, tc);
 	return s;
 }

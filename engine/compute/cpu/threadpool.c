@@ -51,6 +51,7 @@ struct tpool_job {
 };
 
 struct tpool {
+	pthread_mutex_t run_lock; /* callers of one pool take turns */
 	pthread_t *threads;
 	uint32_t n_workers;
 	long spin_ns;
@@ -152,6 +153,7 @@ static void tpool__run(tpool_t p, tpool_fn_1d fn1, tpool_fn_2d fn2, void *ctx, s
 {
 	unsigned g, d;
 
+	pthread_mutex_lock(&p->run_lock);
 	atomic_store(&p->job.fn1, fn1);
 	atomic_store(&p->job.fn2, fn2);
 	atomic_store(&p->job.ctx, ctx);
@@ -174,6 +176,7 @@ static void tpool__run(tpool_t p, tpool_fn_1d fn1, tpool_fn_2d fn2, void *ctx, s
 			tpool__futex_wait(&p->done, d);
 		atomic_store(&p->waiting, 0);
 	}
+	pthread_mutex_unlock(&p->run_lock);
 }
 
 static void tpool__serial_1d(tpool_fn_1d fn, void *ctx, size_t n)
@@ -221,6 +224,7 @@ tpool_t tpool_create(uint32_t n_threads)
 	p = calloc(1, sizeof(*p));
 	if (p == NULL)
 		return NULL;
+	pthread_mutex_init(&p->run_lock, NULL);
 	p->spin_ns = TPOOL_SPIN_NS_DEFAULT;
 	if (spin && *spin) {
 		long us = strtol(spin, NULL, 10);
@@ -229,6 +233,7 @@ tpool_t tpool_create(uint32_t n_threads)
 	}
 	p->threads = calloc(n_threads, sizeof(*p->threads));
 	if (p->threads == NULL) {
+		pthread_mutex_destroy(&p->run_lock);
 		free(p);
 		return NULL;
 	}
@@ -252,5 +257,6 @@ void tpool_destroy(tpool_t p)
 	for (uint32_t i = 0; i < p->n_workers; i++)
 		pthread_join(p->threads[i], NULL);
 	free(p->threads);
+	pthread_mutex_destroy(&p->run_lock);
 	free(p);
 }

@@ -17,9 +17,10 @@
  * process for longer than that.
  *
  * Ownership: tpool_create() returns a pool the caller destroys.
- * Threads: tpool_run_*() may be called from one thread at a time per
- * pool (the forward pass's); it returns when every item has run. A NULL
- * pool runs every item on the calling thread.
+ * Threads: tpool_run_*() may be called from any thread; calls on one
+ * pool take turns (forward passes sharing a pool). Each returns when every
+ * item of its loop has run. An item must not call tpool_run_*() on its
+ * own pool. A NULL pool runs every item on the calling thread.
  */
 #ifndef EMBER_THREADPOOL_H
 #define EMBER_THREADPOOL_H
