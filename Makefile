@@ -72,6 +72,7 @@ TARGET_ARCH := $(firstword $(subst -, ,$(shell $(CC) -dumpmachine)))
 ifeq ($(TARGET_ARCH),x86_64)
 ISA_avx2   := -mavx2 -mfma -mf16c
 ISA_avx512 := -mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx512bf16
+ISA_amx    := $(ISA_avx512) -mamx-tile -mamx-int8
 endif
 # AArch64: NEON is the baseline (*_neon.c need no flag); the dot-product
 # and int8 matrix-multiply kernels are in *_dotprod_neon.c / *_i8mm_neon.c.
@@ -133,6 +134,7 @@ FWDSTEP  := $(BUILD)/forward_step
 FCCMP    := $(BUILD)/fc_compare
 GEMMQ    := $(BUILD)/gemm_q
 GMASK    := $(BUILD)/grammar_mask
+MEMBW    := $(BUILD)/membw
 # Fuzz targets: tests/fuzz/fuzz_<name>.c. replay_<name> runs the kept
 # corpus through the same code in every build (make test); fuzz_<name> is
 # the libFuzzer binary (make fuzz).
@@ -154,7 +156,7 @@ all: $(LIBEMBER) $(EMBERD) $(EMBER) $(LOADGEN) $(FWDSTEP) $(GEMMQ) $(GMASK) $(RE
 
 # The benchmarks that need more than the build's own libraries: fc_compare
 # links XNNPACK, which nothing else uses (README, Kernels).
-bench: all $(FCCMP)
+bench: all $(FCCMP) $(MEMBW)
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(@D)
@@ -173,6 +175,7 @@ $(BUILD)/engine/compute/cpu/kernels/%_i8mm_neon.o: ISAFLAGS = $(ISA_i8mm)
 ifeq ($(TARGET_ARCH),aarch64)
 $(BUILD)/tests/%.o: CFLAGS += -fno-tree-vectorize
 endif
+$(BUILD)/engine/compute/cpu/kernels/%_amx.o: ISAFLAGS = $(ISA_amx)
 
 $(LIBEMBER): $(ENGINE_OBJ) $(BUILD)/vulkan.flag
 	$(call say,AR,$@)rm -f $@ && ar rcs $@ $(filter %.o,$^)
@@ -201,7 +204,7 @@ $(EMBER): $(TOOLS_OBJ) $(LIBEMBER)
 $(LOADGEN): $(call obj,bench/loadgen.c bench/response.c engine/base/buf.c engine/base/clock.c)
 	$(call say,LD,$@)$(CC) $(LDFLAGS) $^ -lm -o $@
 
-# Times one batched forward step over 1..8 sequences (bench/SERVE_RESULTS.md).
+# Times one batched forward step over 1..16 sequences (bench/SERVE_RESULTS.md).
 $(FWDSTEP): $(BUILD)/bench/forward_step.o $(LIBEMBER)
 	$(call say,LD,$@)$(CC) $(LDFLAGS) -pthread $^ $(LIBS_ENGINE) -o $@
 
@@ -213,6 +216,10 @@ $(FCCMP): $(BUILD)/bench/fc_compare.o $(LIBEMBER)
 # Times the quantized GEMM on a TinyLlama layer's shapes (kernel tuning).
 $(GEMMQ): $(BUILD)/bench/gemm_q.o $(LIBEMBER)
 	$(call say,LD,$@)$(CC) $(LDFLAGS) -pthread $^ $(LIBS_ENGINE) -o $@
+
+# Streaming read bandwidth, to set decode rates against (bench/RESULTS.md).
+$(MEMBW): $(call obj,bench/membw.c engine/base/clock.c)
+	$(call say,LD,$@)$(CC) $(LDFLAGS) -pthread $^ -o $@
 
 # The grammar mask's cost per token on real vocabularies (issue 20).
 $(GMASK): $(BUILD)/bench/grammar_mask.o $(BUILD)/server/json_schema.o \

@@ -2,7 +2,7 @@
  * fc_compare.c - re-measures the choice recorded in kernels.c: for an F32
  * fully-connected layer (the prefill GEMM of an F32 model), our kernel
  * (kern_matmul) against XNNPACK's xnn_create_fully_connected_nc_f32 from
- * Debian's 2022 build, same shapes, same pthreadpool.
+ * Debian's 2022 build, same shapes, same thread count (XNNPACK on pthreadpool, Ember on its own pool).
  *
  *   build/fc_compare [N_TOK N_IN N_OUT THREADS REPS]   (512 2048 2048 2 5)
  *
@@ -38,12 +38,13 @@ int main(int argc, char **argv)
 	float *y0 = malloc(n_tok * n_out * sizeof(float)), *y1 = malloc(n_tok * n_out * sizeof(float));
 	size_t scratch_len = kern_matmul_scratch(DTYPE_F32, n_in, n_tok), i;
 	void *scratch = scratch_len ? aligned_alloc(64, scratch_len) : NULL;
-	pthreadpool_t pool = pthreadpool_create(threads);
+	pthreadpool_t pool = pthreadpool_create(threads); /* XNNPACK's */
+	tpool_t ours = tpool_create((uint32_t)threads);
 	xnn_operator_t op = NULL;
 	double t_ours[64], t_xnn[64], t0, pack, flop = 2.0 * n_tok * n_in * n_out, maxrel = 0;
 	uint64_t seed = 42;
 
-	if (!w || !x || !y0 || !y1 || (scratch_len && !scratch) || !pool || reps < 1 || reps > 64 ||
+	if (!w || !x || !y0 || !y1 || (scratch_len && !scratch) || !pool || !ours || reps < 1 || reps > 64 ||
 	    n_tok == 0 || n_in == 0 || n_out == 0) {
 		fprintf(stderr, "fc_compare: bad arguments or out of memory\n");
 		goto out;
@@ -67,7 +68,7 @@ int main(int argc, char **argv)
 	pack = clock_now_s() - t0;
 	for (r = 0; r < reps; r++) {
 		t0 = clock_now_s();
-		kern_matmul(pool, DTYPE_F32, w, n_out, n_in, x, n_tok, y0, scratch);
+		kern_matmul(ours, DTYPE_F32, w, n_out, n_in, x, n_tok, y0, scratch);
 		t_ours[r] = clock_now_s() - t0;
 		t0 = clock_now_s();
 		xnn_run_operator(op, pool);
@@ -91,6 +92,7 @@ out:
 	if (op)
 		xnn_delete_operator(op);
 	pthreadpool_destroy(pool);
+	tpool_destroy(ours);
 	free(w);
 	free(x);
 	free(y0);

@@ -11,7 +11,6 @@
  * machine), more in wall time. Prints the best and median GFLOP/s per
  * shape. Not a test: timings.
  */
-#include <pthreadpool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +18,7 @@
 
 #include "dtype.h"
 #include "kernels.h"
+#include "threadpool.h"
 
 static double now_s(clockid_t clk)
 {
@@ -54,7 +54,7 @@ int main(int argc, char **argv)
 		     : strcmp(tname, "f32") == 0  ? DTYPE_F32
 						  : DTYPE_Q4_0;
 	clockid_t clk = threads > 1 ? CLOCK_MONOTONIC : CLOCK_THREAD_CPUTIME_ID;
-	pthreadpool_t pool = threads > 1 ? pthreadpool_create(threads) : NULL;
+	tpool_t pool = threads > 1 ? tpool_create(threads) : NULL;
 	unsigned seed = 1;
 	int rc = 1;
 
@@ -102,6 +102,6 @@ next:
 		free(scratch);
 		free(dt);
 	}
-	pthreadpool_destroy(pool);
+	tpool_destroy(pool);
 	return rc;
 }

@@ -11,7 +11,6 @@
 #include <check.h>
 #include <float.h>
 #include <math.h>
-#include <pthreadpool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +22,7 @@
 #include "ember.h"
 #include "kernels.h"
 #include "kernels_impl.h"
+#include "threadpool.h"
 
 /* Attention output against the float64 reference: |out - ref| <= AT_TOL x
  * max |v| of the cache. Float scores and sums err by ~1e-6 relative; a
@@ -351,7 +351,7 @@ static float at_elt(const struct kv_cache *kv, const void *head, size_t i)
 
 /* Max |out - ref| / max|v| over the case's rows; writes the case's output
  * through attention_run() with `pool`. */
-static double at_run_case(const struct at_case *tc, pthreadpool_t pool, float **out_keep)
+static double at_run_case(const struct at_case *tc, tpool_t pool, float **out_keep)
 {
 	const uint32_t il = 1;
 	struct model_hparams hp = {0};
@@ -497,7 +497,7 @@ static int at_decode_equals_prefill(void)
  * one prompt token by token against the same prompt in one call. */
 static int at_child(enum cpu_level level)
 {
-	pthreadpool_t pool;
+	tpool_t pool;
 	int bad = 0;
 
 	setenv("EMBER_CPU", cpu_level_name(level), 1);
@@ -506,7 +506,7 @@ static int at_child(enum cpu_level level)
 			cpu_level_name(level));
 		return 3;
 	}
-	pool = pthreadpool_create(2);
+	pool = tpool_create(2);
 	for (size_t i = 0; i < sizeof(at_cases) / sizeof(at_cases[0]); i++) {
 		float *o1 = NULL, *o2 = NULL;
 		uint64_t seed = at_rng;
@@ -528,7 +528,7 @@ static int at_child(enum cpu_level level)
 		free(o1);
 		free(o2);
 	}
-	pthreadpool_destroy(pool);
+	tpool_destroy(pool);
 	if (!at_decode_equals_prefill()) {
 		fprintf(stderr, "attention %s: decode differs from prefill\n", cpu_level_name(level));
 		bad = 1;

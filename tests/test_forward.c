@@ -38,7 +38,7 @@ static void open_model(struct model *m, const char *path)
 	ck_assert_uint_eq(m->hp.n_vocab, N_VOCAB);
 }
 
-static struct forward_ctx *session(const struct model *m, uint32_t max_batch, pthreadpool_t pool)
+static struct forward_ctx *session(const struct model *m, uint32_t max_batch, tpool_t pool)
 {
 	struct forward_opts o = {.n_ctx = 64, .max_batch = max_batch, .pool = pool};
 	char err[EMBER_ERR_MAX] = "";
@@ -112,7 +112,7 @@ static int32_t argmax(const float *x)
 }
 
 /* All-position logits of the input in one call. */
-static float *prefill_all(const struct model *m, const int32_t *ids, pthreadpool_t pool)
+static float *prefill_all(const struct model *m, const int32_t *ids, tpool_t pool)
 {
 	struct forward_ctx *f = session(m, 0, pool);
 	float *logits = malloc(sizeof(float) * N_IN * N_VOCAB);
@@ -314,7 +314,7 @@ START_TEST(two_threads_equal_one)
 {
 	struct test_golden g;
 	struct model m;
-	pthreadpool_t pool = pthreadpool_create(2);
+	tpool_t pool = tpool_create(2);
 	float *one, *two;
 
 	ck_assert_ptr_nonnull(pool);
@@ -325,7 +325,7 @@ START_TEST(two_threads_equal_one)
 	assert_close(two, one, N_IN, TOL_THREADS, "2 threads vs 1");
 	free(one);
 	free(two);
-	pthreadpool_destroy(pool);
+	tpool_destroy(pool);
 	model_free(&m);
 	test_golden_free(&g);
 }
@@ -450,12 +450,16 @@ static void tmp_path(char *path, size_t size, const char *tag)
  * A decode step over k sequences (the server's batched step; at the
  * AVX-512 level the small-batch tiles read each weight once for all k)
  * gives each sequence the logits a step of its own gives, bit for bit,
- * for quantized weights (_i: 0 Q8_0, 1 Q4_0) and k = 2..5.
+ * for quantized and half-precision weights (_i: Q8_0, Q4_0, F16, BF16)
+ * and k = 2..5, 8, 9 and 16 (whole and partial groups of the 8-token
+ * tiles). Exact, not within a tolerance: every level computes each
+ * (row, token) result by one instruction sequence whatever the batch.
  */
 START_TEST(batched_step_equals_single_steps_bit_for_bit)
 {
-	static const uint32_t types[] = {DTYPE_Q8_0, DTYPE_Q4_0};
-	enum { K = 5 };
+	static const uint32_t types[] = {DTYPE_Q8_0, DTYPE_Q4_0, DTYPE_F16, DTYPE_BF16};
+	static const uint32_t ks[] = {2, 3, 4, 5, 8, 9, 16};
+	enum { K = 16 };
 	char path[128], err[EMBER_ERR_MAX] = "";
 	struct forward_opts o = {.max_batch = 16};
 	struct forward_pass *p = NULL;
@@ -464,23 +468,26 @@ START_TEST(batched_step_equals_single_steps_bit_for_bit)
 	struct kv_cache kv[K], alone[K];
 	float *batch = malloc(sizeof(float) * K * N_VOCAB), *one = malloc(sizeof(float) * N_VOCAB);
 
-	tmp_path(path, sizeof(path), types[_i] == DTYPE_Q8_0 ? "q8_0" : "q4_0");
+	tmp_path(path, sizeof(path), dtype_name(types[_i]));
 	write_variant(path, types[_i], 0);
 	test_golden_load(&g, "llama", N_VOCAB);
 	open_model(&m, path);
 	ck_assert_msg(forward_pass_new(&p, &m, &o, err) == 0, "pass: %s", err);
 	for (int s = 0; s < K; s++) {
 		/* Different prompt lengths, so the caches sit at different positions. */
-		struct forward_seq q = {kv + s, g.input + s, (uint32_t)(3 + 2 * s), FORWARD_LOGITS_NONE};
+		struct forward_seq q = {kv + s, g.input + s % 5, (uint32_t)(3 + 2 * (s % 5)),
+					FORWARD_LOGITS_NONE};
 		ck_assert_int_eq(kv_cache_init(kv + s, &m.hp, 32, DTYPE_F16, err), 0);
 		ck_assert_int_eq(kv_cache_init(alone + s, &m.hp, 32, DTYPE_F16, err), 0);
 		ck_assert_msg(forward_pass_run(p, &q, 1, NULL, err) == 0, "prefill: %s", err);
 	}
-	for (uint32_t k = 2; k <= K; k++) {
+	for (size_t ki = 0; ki < sizeof(ks) / sizeof(ks[0]); ki++) {
+		const uint32_t k = ks[ki];
 		struct forward_seq seqs[K];
 		for (uint32_t s = 0; s < k; s++) {
 			ck_assert_int_eq(kv_cache_copy(alone + s, kv + s), 0);
-			seqs[s] = (struct forward_seq){kv + s, g.input + 12 + s, 1, FORWARD_LOGITS_LAST};
+			seqs[s] = (struct forward_seq){kv + s, g.input + 12 + s % 5, 1,
+						       FORWARD_LOGITS_LAST};
 		}
 		ck_assert_msg(forward_pass_run(p, seqs, k, batch, err) == 0, "batch: %s", err);
 		for (uint32_t s = 0; s < k; s++) {
@@ -703,7 +710,7 @@ Suite *suite_forward(void)
 	tcase_add_test(tc, rewind_recomputes_the_same_logits);
 	tcase_add_test(tc, bad_tokens_and_overflow_are_errors_that_change_nothing);
 	tcase_add_loop_test(tc, half_precision_weights_match_f32_holding_the_same_values, 0, 2);
-	tcase_add_loop_test(tc, batched_step_equals_single_steps_bit_for_bit, 0, 2);
+	tcase_add_loop_test(tc, batched_step_equals_single_steps_bit_for_bit, 0, 4);
 	suite_add_tcase(s, tc);
 	tcase_add_test(te, missing_tensor_is_named);
 	tcase_add_test(te, wrong_shape_is_named);

@@ -355,7 +355,7 @@ static void kt_check_level(enum cpu_level level, uint32_t t, size_t n_out, size_
 static void kt_check_level_all(enum cpu_level level)
 {
 	static const size_t outs[] = {1, 3, 5, 13, 16, 37}; /* 16: one full prefill tile */
-	static const size_t toks[] = {1, 2, 3, 4, 5, 6, 7, 33, 64, 70};
+	static const size_t toks[] = {1, 2, 3, 4, 5, 6, 7, 8, 16, 33, 64, 70};
 	static const size_t ins_f[] = {1, 7, 37, 256};
 	static const size_t ins_q[] = {32, 96, 288, 544};
 
@@ -399,6 +399,13 @@ START_TEST(arm_levels_match_reference)
 	kt_check_level_all(CPU_LEVEL_NEON);
 	kt_check_level_all(CPU_LEVEL_DOTPROD);
 	kt_check_level_all(CPU_LEVEL_I8MM);
+}
+END_TEST
+
+/* Skipped, with the reason printed, where AMX is not usable. */
+START_TEST(amx_level_matches_reference)
+{
+	kt_check_level_all(CPU_LEVEL_AMX);
 }
 END_TEST
 
@@ -451,7 +458,7 @@ END_TEST
 
 /* ---- the public driver -------------------------------------------------------- */
 
-static void kt_matmul(pthreadpool_t pool, uint32_t t, const void *w, size_t n_out, size_t n_in,
+static void kt_matmul(tpool_t pool, uint32_t t, const void *w, size_t n_out, size_t n_in,
 		      const float *x, size_t n_tok, float *y)
 {
 	size_t sz = kern_matmul_scratch(t, n_in, n_tok);
@@ -465,7 +472,7 @@ START_TEST(threaded_matmul_equals_single_thread_bit_for_bit)
 {
 	enum { OUT = 133, IN = 256 };
 	static const size_t toks[] = {1, 9};
-	pthreadpool_t pool = pthreadpool_create(2);
+	tpool_t pool = tpool_create(2);
 
 	ck_assert_ptr_nonnull(pool);
 	kern_init();
@@ -493,7 +500,7 @@ START_TEST(threaded_matmul_equals_single_thread_bit_for_bit)
 			free(y2);
 		}
 	}
-	pthreadpool_destroy(pool);
+	tpool_destroy(pool);
 }
 END_TEST
 
@@ -502,7 +509,7 @@ START_TEST(fused_matmul_equals_separate_matmuls_bit_for_bit)
 	enum { IN = 288 };
 	static const size_t outs[] = {133, 0, 8, 37};
 	static const size_t toks[] = {1, 9};
-	pthreadpool_t pool = pthreadpool_create(2);
+	tpool_t pool = tpool_create(2);
 
 	ck_assert_ptr_nonnull(pool);
 	kern_init();
@@ -538,7 +545,7 @@ START_TEST(fused_matmul_equals_separate_matmuls_bit_for_bit)
 			free(x);
 		}
 	}
-	pthreadpool_destroy(pool);
+	tpool_destroy(pool);
 }
 END_TEST
 
@@ -699,13 +706,17 @@ START_TEST(avx512_quantized_equals_avx2_bit_for_bit)
 {
 	static const size_t outs[] = {16, 37, 64};
 	static const size_t ins[] = {32, 288, 2048};
-	static const size_t toks[] = {1, 2, 3, 4, 5, 8, 16, 17, 33};
+	static const size_t toks[] = {1, 2, 3, 4, 5, 8, 9, 15, 16, 17, 33};
 	static const uint32_t types[] = {DTYPE_Q8_0, DTYPE_Q4_0};
+	const int amx = kern_level_runs(CPU_LEVEL_AMX);
 
 	if (!kern_level_runs(CPU_LEVEL_AVX512)) {
 		fprintf(stderr, "kernels: skipping avx512 vs avx2: this CPU lacks avx512\n");
 		return;
 	}
+	if (!amx) /* the AMX tiles must equal these bit for bit too */
+		fprintf(stderr, "kernels: skipping amx vs avx512: no AMX usable here (CPUID, "
+				"XCR0 or arch_prctl)\n");
 	for (size_t ti = 0; ti < 2; ti++)
 		for (size_t oi = 0; oi < 3; oi++)
 			for (size_t ii = 0; ii < 3; ii++)
@@ -734,6 +745,12 @@ START_TEST(avx512_quantized_equals_avx2_bit_for_bit)
 		ck_assert_msg(memcmp(y2, y5, n_out * n_tok * sizeof(float)) == 0,
 			      "%s out=%zu in=%zu tok=%zu: avx512 differs from avx2", dtype_name(t),
 			      n_out, n_in, n_tok);
+		if (amx) {
+			kt_run_q(CPU_LEVEL_AMX, t, w, n_out, n_in, xa, xd, xs8, 0, n_tok, y2);
+			ck_assert_msg(memcmp(y2, y5, n_out * n_tok * sizeof(float)) == 0,
+				      "%s out=%zu in=%zu tok=%zu: amx differs from avx512",
+				      dtype_name(t), n_out, n_in, n_tok);
+		}
 		kt_run_q(CPU_LEVEL_AVX512, t, w, n_out, n_in, xa, xd, xs8, n_tok - 1, 1, y1);
 		ck_assert_msg(memcmp(y1, y5 + (n_tok - 1) * n_out, n_out * sizeof(float)) == 0,
 			      "%s out=%zu in=%zu tok=%zu: last token alone differs", dtype_name(t),
@@ -782,6 +799,7 @@ Suite *suite_kernels(void)
 	tcase_add_test(tc, avx2_level_matches_reference);
 	tcase_add_test(tc, avx512_level_matches_reference);
 	tcase_add_test(tc, arm_levels_match_reference);
+	tcase_add_test(tc, amx_level_matches_reference);
 	tcase_add_test(tc, silu_matches_double_math_on_every_level);
 	tcase_add_test(tc, threaded_matmul_equals_single_thread_bit_for_bit);
 	tcase_add_test(tc, fused_matmul_equals_separate_matmuls_bit_for_bit);

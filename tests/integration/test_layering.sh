@@ -62,7 +62,7 @@ while IFS= read -r f; do
 done < <(find . -name '*.c' -o -name '*.h' -o -name '*.cc' | sed 's|^\./||' | sort)
 
 # compute.h names no CPU type: it reaches no cpu-layer header.
-if grep -En '#include "(forward|kv_cache|attention|kernels|cpu)\.h"|<pthreadpool\.h>' \
+if grep -En '#include "(forward|kv_cache|attention|kernels|cpu|threadpool)\.h"|<pthreadpool\.h>' \
 	compute/compute.h; then
 	echo "compute.h includes a CPU header"; fail=1
 fi

@@ -256,13 +256,12 @@ static void attend_tile_cb(void *data, size_t head, size_t tile)
 	}
 }
 
-void attention_run(const struct attention *a, pthreadpool_t pool, uint32_t il,
+void attention_run(const struct attention *a, tpool_t pool, uint32_t il,
 		   const struct attention_tile *tiles, uint32_t n_tiles, const float *q, float *out)
 {
 	struct attn_job job = {a, il, tiles, q, out};
 
 	/* Tasks go by query head, not kv head, so decode with few kv heads
 	 * (MQA) still spreads over the threads. */
-	pthreadpool_parallelize_2d(pool, attend_tile_cb, &job, a->n_head, n_tiles,
-				   kern_pool_flags());
+	tpool_run_2d(pool, attend_tile_cb, &job, a->n_head, n_tiles);
 }

@@ -36,12 +36,12 @@
 #ifndef EMBER_ATTENTION_H
 #define EMBER_ATTENTION_H
 
-#include <pthreadpool.h>
 #include <stdint.h>
 
 #include "arch.h"
 #include "kv_cache.h"
 #include "model.h"
+#include "threadpool.h"
 
 /* Queries per tile: the keys of one kv head are streamed once per tile. */
 #define ATTENTION_TILE 64
@@ -101,7 +101,7 @@ uint32_t attention_plan(struct attention_tile *tiles, const struct kv_cache *kv,
  *   q:   [rows][n_head][head_dim_k] floats (rotary embedding applied)
  *   out: [rows][n_head][head_dim_v] floats, written (rows of the tiles only)
  */
-void attention_run(const struct attention *a, pthreadpool_t pool, uint32_t il,
+void attention_run(const struct attention *a, tpool_t pool, uint32_t il,
 		   const struct attention_tile *tiles, uint32_t n_tiles, const float *q, float *out);
 
 #endif

@@ -1,7 +1,7 @@
 /*
  * compute_cpu.c - the CPU backend behind compute.h: a compute_kv is a
  * kv_cache in host memory, a compute_pass is forward.c's pass (its kernels
- * chosen per ISA level in kernels/, its threads a pthreadpool). A
+ * chosen per ISA level in kernels/, its threads a threadpool.h pool). A
  * step's sequences are translated once into forward_seq; nothing is
  * copied.
  *

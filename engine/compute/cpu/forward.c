@@ -35,7 +35,7 @@ struct step_plan {
 
 struct forward_pass {
 	const struct model *m; /* borrowed, read-only */
-	pthreadpool_t pool;    /* borrowed or owned (owns_pool) */
+	tpool_t pool;    /* borrowed or owned (owns_pool) */
 	int owns_pool;
 	uint32_t max_batch;
 	struct step_plan plan;
@@ -165,7 +165,7 @@ static void norm(const struct forward_pass *f, const struct model_weight *w,
 {
 	struct norm_job job = {f, w->data, b ? b->data : NULL, x, out};
 
-	pthreadpool_parallelize_1d(f->pool, norm_row_cb, &job, n, kern_pool_flags());
+	tpool_run_1d(f->pool, norm_row_cb, &job, n);
 }
 
 /* ---- attention ------------------------------------------------------------ */
@@ -379,9 +379,8 @@ static void mlp(struct forward_pass *f, const struct model_layer *L, uint32_t n)
 	} else {
 		linear(f, &L->w[ARCH_T_FFN_UP], &L->w[ARCH_T_FFN_UP_B], f->xn, f->up, n);
 	}
-	pthreadpool_parallelize_1d(f->pool, act_cols_cb, &job,
-				   (job.len + FORWARD_ACT_CHUNK - 1) / FORWARD_ACT_CHUNK,
-				   kern_pool_flags());
+	tpool_run_1d(f->pool, act_cols_cb, &job,
+				   (job.len + FORWARD_ACT_CHUNK - 1) / FORWARD_ACT_CHUNK);
 	linear(f, &L->w[ARCH_T_FFN_DOWN], &L->w[ARCH_T_FFN_DOWN_B], f->up, f->y_mlp, n);
 }
 
@@ -716,7 +715,7 @@ int forward_pass_new(struct forward_pass **out, const struct model *m,
 	f->max_batch = o->max_batch ? o->max_batch : FORWARD_DEFAULT_BATCH;
 	f->pool = o->pool;
 	if (!f->pool && o->n_threads > 1) {
-		f->pool = pthreadpool_create(o->n_threads);
+		f->pool = tpool_create(o->n_threads);
 		if (!f->pool) {
 			rc = ember_seterr(err, EMBER_ENOMEM, "forward: thread pool of %u", o->n_threads);
 			goto fail;
@@ -741,7 +740,7 @@ void forward_pass_free(struct forward_pass *f)
 	free(f->arena);
 	attention_free(&f->attn);
 	if (f->owns_pool)
-		pthreadpool_destroy(f->pool);
+		tpool_destroy(f->pool);
 	free(f);
 }
 

@@ -19,7 +19,7 @@
  * rounding of the matrix kernels' GEMM and GEMV paths. Evaluating
  * allocates nothing.
  *
- * Threads: compute is spread over a pthreadpool: the caller's (borrowed),
+ * Threads: compute is spread over a thread pool (threadpool.h): the caller's (borrowed),
  * or one the pass creates and owns when n_threads > 1. A pass (and a
  * session) is used by one thread at a time; passes sharing a pool take
  * turns (the pool serialises parallel calls). Results do not depend on the
@@ -29,17 +29,17 @@
 #ifndef EMBER_FORWARD_H
 #define EMBER_FORWARD_H
 
-#include <pthreadpool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "kv_cache.h"
 #include "model.h"
+#include "threadpool.h"
 
 struct forward_opts {
 	uint32_t n_ctx;       /* KV capacity in positions; 0: the model's context_length */
 	uint32_t max_batch;   /* tokens per step (prefill chunk); 0: FORWARD_DEFAULT_BATCH */
-	pthreadpool_t pool;   /* borrowed compute threads, or NULL */
+	tpool_t pool;   /* borrowed compute threads, or NULL */
 	uint32_t n_threads;   /* without `pool`: > 1 creates an owned pool of that many */
 	uint32_t kv_type;     /* forward_new's cache: DTYPE_F32 (0, default) or DTYPE_F16 */
 };

@@ -40,7 +40,7 @@
  * avx2 version (act_avx2.c) on the same polynomial exp (math_avx2.h).
  *
  * Threads: output rows are cut into chunks (a multiple of 16 rows, about
- * four per thread for balance, sixteen for decode), one pthreadpool task
+ * four per thread for balance, sixteen for decode), one pool item
  * each; activation quantization is spread over tokens the same way.
  */
 #include <pthread.h>
@@ -61,6 +61,9 @@
  * a GEMV chunk is pure streaming, so smaller ones cost nothing but
  * shorten that wait (~180 joins a token). */
 #define KERN_CHUNKS_PER_THREAD_GEMV 16
+/* Up to this many tokens (a batched decode step: weights streamed once
+ * for all of them) chunks are cut as finely as for one token. */
+#define KERN_SMALL_BATCH 16
 
 /* Chosen once by kern_init(); written only inside pthread_once. */
 static pthread_once_t kern__once = PTHREAD_ONCE_INIT;
@@ -79,6 +82,8 @@ const struct kern_ops *kern_ops_own(enum cpu_level level)
 		return &kern_ops_avx2;
 	case CPU_LEVEL_AVX512:
 		return &kern_ops_avx512;
+	case CPU_LEVEL_AMX:
+		return &kern_ops_amx;
 #endif
 #if defined(__aarch64__)
 	case CPU_LEVEL_NEON:
@@ -93,12 +98,40 @@ const struct kern_ops *kern_ops_own(enum cpu_level level)
 	}
 }
 
+/* AMX needs the kernel's permission and a passing self-test on top of
+ * the CPU's features: asked once (kern_amx_enable()). */
+static pthread_once_t kern__amx_once = PTHREAD_ONCE_INIT;
+static int kern__amx_ok;
+static char kern__amx_why[128] = "not tried";
+
+static void kern__amx_try(void)
+{
+#if defined(__x86_64__)
+	struct cpu_features f;
+
+	cpu_detect(&f);
+	if (!cpu_level_usable(&f, CPU_LEVEL_AMX)) {
+		snprintf(kern__amx_why, sizeof(kern__amx_why), "this CPU has no AMX");
+		return;
+	}
+	kern__amx_ok = kern_amx_enable(kern__amx_why, sizeof(kern__amx_why)) == 0;
+#endif
+}
+
+static int kern__amx_usable(void)
+{
+	pthread_once(&kern__amx_once, kern__amx_try);
+	return kern__amx_ok;
+}
+
 int kern_level_runs(enum cpu_level level)
 {
 	struct cpu_features f;
 
 	cpu_detect(&f);
-	return cpu_level_usable(&f, level) && kern_ops_own(level) != NULL;
+	if (!cpu_level_usable(&f, level) || kern_ops_own(level) == NULL)
+		return 0;
+	return level != CPU_LEVEL_AMX || kern__amx_usable();
 }
 
 /* Every level's resolved table, as if the CPU had every feature (tests
@@ -172,24 +205,23 @@ enum cpu_level kern_resolve(const struct cpu_features *f, enum cpu_level cap,
 }
 #undef KERN__TAKE
 
-static uint32_t kern__pool_flags = PTHREADPOOL_FLAG_YIELD_WORKERS;
-
-uint32_t kern_pool_flags(void)
-{
-	kern_init();
-	return kern__pool_flags;
-}
-
 static void kern__choose(void)
 {
 	struct cpu_features f;
-	const char *spin = getenv("EMBER_POOL_SPIN");
-
-	if (spin && strcmp(spin, "1") == 0)
-		kern__pool_flags = 0;
+	enum cpu_level cap;
 
 	cpu_detect(&f);
-	kern__level = kern_resolve(&f, cpu_select_level(&f), &kern__table, &kern__org);
+	cap = cpu_select_level(&f);
+	/* The AMX tiles have not run on AMX hardware yet (kernels_amx.c):
+	 * only when asked for by name, and only with the kernel's permission
+	 * and a passing self-test; otherwise avx512, said once. */
+	if (cap == CPU_LEVEL_AMX && cpu_level_from_env() != CPU_LEVEL_AMX)
+		cap = CPU_LEVEL_AVX512;
+	if (cap == CPU_LEVEL_AMX && !kern__amx_usable()) {
+		fprintf(stderr, "ember: EMBER_CPU=amx: %s; using avx512\n", kern__amx_why);
+		cap = CPU_LEVEL_AVX512;
+	}
+	kern__level = kern_resolve(&f, cap, &kern__table, &kern__org);
 	kern__ops = &kern__table;
 }
 
@@ -328,14 +360,14 @@ static void kern__rows_cb(void *data, size_t i)
 	job->gemm(&job->args[p], o0, o1);
 }
 
-static size_t kern__chunk_rows(pthreadpool_t pool, size_t n_out, size_t n_tok)
+static size_t kern__chunk_rows(tpool_t pool, size_t n_out, size_t n_tok)
 {
-	size_t threads = pool ? pthreadpool_get_threads_count(pool) : 1;
+	size_t threads = pool ? tpool_threads(pool) : 1;
 	size_t chunk;
 
 	if (threads <= 1)
 		return n_out;
-	chunk = n_out / (threads * (n_tok == 1 ? KERN_CHUNKS_PER_THREAD_GEMV
+	chunk = n_out / (threads * (n_tok <= KERN_SMALL_BATCH ? KERN_CHUNKS_PER_THREAD_GEMV
 					       : KERN_CHUNKS_PER_THREAD));
 	if (chunk < KERN_MIN_CHUNK_ROWS)
 		chunk = KERN_MIN_CHUNK_ROWS;
@@ -374,7 +406,7 @@ void kern_silu_mul(float *y, const float *g, size_t n)
 	kern__ops->silu_mul(y, g, n);
 }
 
-void kern_matmul(pthreadpool_t pool, uint32_t wtype, const void *w, size_t n_out, size_t n_in,
+void kern_matmul(tpool_t pool, uint32_t wtype, const void *w, size_t n_out, size_t n_in,
 		 const float *x, size_t n_tok, float *y, void *scratch)
 {
 	const struct kern_mm_part part = { w, n_out, y };
@@ -382,7 +414,7 @@ void kern_matmul(pthreadpool_t pool, uint32_t wtype, const void *w, size_t n_out
 	kern_matmul_n(pool, wtype, n_in, &part, 1, x, n_tok, scratch);
 }
 
-void kern_matmul_n(pthreadpool_t pool, uint32_t wtype, size_t n_in, const struct kern_mm_part *parts,
+void kern_matmul_n(tpool_t pool, uint32_t wtype, size_t n_in, const struct kern_mm_part *parts,
 		   size_t n, const float *x, size_t n_tok, void *scratch)
 {
 	struct kern__job job = {0};
@@ -430,7 +462,6 @@ void kern_matmul_n(pthreadpool_t pool, uint32_t wtype, size_t n_in, const struct
 	if (job.n_part == 0)
 		return;
 	if (kern_wtype_quantized(wtype))
-		pthreadpool_parallelize_1d(pool, kern__quantize_cb, &job, n_tok, kern__pool_flags);
-	pthreadpool_parallelize_1d(pool, kern__rows_cb, &job, job.first[job.n_part],
-				   kern__pool_flags);
+		tpool_run_1d(pool, kern__quantize_cb, &job, n_tok);
+	tpool_run_1d(pool, kern__rows_cb, &job, job.first[job.n_part]);
 }

@@ -15,7 +15,7 @@
  * is chosen once, at the first kern_init(), from cpu_detect() and
  * EMBER_CPU (cpu.h).
  *
- * Threads: kern_matmul() splits output rows over `pool` (a pthreadpool;
+ * Threads: kern_matmul() splits output rows over `pool` (threadpool.h;
  * NULL runs on the calling thread). Nothing here allocates: callers pass
  * scratch memory sized by kern_matmul_scratch(). All functions may be called
  * from any thread once kern_init() has returned.
@@ -23,11 +23,11 @@
 #ifndef EMBER_KERNELS_H
 #define EMBER_KERNELS_H
 
-#include <pthreadpool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "cpu.h"
+#include "threadpool.h"
 
 /* Chooses the kernel level. Idempotent and thread-safe; returns it. */
 enum cpu_level kern_init(void);
@@ -41,14 +41,6 @@ enum cpu_level kern_level(void);
  * attention blocks and the activation, NUL-terminated, truncated to
  * `len`. Returns `buf`. */
 char *kern_describe(char *buf, size_t len);
-
-/* Flags for every pthreadpool_parallelize_*() of the forward pass:
- * PTHREADPOOL_FLAG_YIELD_WORKERS, so a worker sleeps on a futex once its
- * job is done instead of spinning (pthreadpool spins up to a million
- * pause instructions, milliseconds, after every job: with ~400 jobs a
- * token the workers never slept and held their cores from any other
- * process). EMBER_POOL_SPIN=1 restores the spinning, for comparison. */
-uint32_t kern_pool_flags(void);
 
 /* 1 if weights of dtype `t` can be multiplied, else 0. */
 int kern_supports(uint32_t t);
@@ -66,7 +58,7 @@ size_t kern_matmul_scratch(uint32_t wtype, size_t n_in, size_t n_tok);
  *   x: [n_tok][n_in] floats, y: [n_tok][n_out] floats (no aliasing)
  *   scratch: kern_matmul_scratch(wtype, n_in, n_tok) bytes, 64-byte aligned
  */
-void kern_matmul(pthreadpool_t pool, uint32_t wtype, const void *w, size_t n_out, size_t n_in,
+void kern_matmul(tpool_t pool, uint32_t wtype, const void *w, size_t n_out, size_t n_in,
 		 const float *x, size_t n_tok, float *y, void *scratch);
 
 /* One weight matrix of a kern_matmul_n() call: n_out rows at w, output
@@ -87,7 +79,7 @@ struct kern_mm_part {
  * ~180 joins a token). Each y is bit-identical to kern_matmul()'s.
  * scratch: kern_matmul_scratch(wtype, n_in, n_tok) bytes, 64-byte aligned.
  */
-void kern_matmul_n(pthreadpool_t pool, uint32_t wtype, size_t n_in, const struct kern_mm_part *parts,
+void kern_matmul_n(tpool_t pool, uint32_t wtype, size_t n_in, const struct kern_mm_part *parts,
 		   size_t n, const float *x, size_t n_tok, void *scratch);
 
 /*

@@ -5,7 +5,7 @@
  *
  * kern_matmul() (kernels.c) prepares activations once per call, then hands
  * ranges of output rows to the level's gemm function for the weight type,
- * one range per pthreadpool task. Every level computes the same thing as
+ * one range per pool item. Every level computes the same thing as
  * the scalar reference (kernels_ref.c); only the order of float additions
  * differs. Within one level, each (row, token) result is computed by the
  * same instruction sequence whatever the tiling, so results do not depend
@@ -164,6 +164,15 @@ void kern_avx2_qgemm_q4_0(const struct kern_gemm_args *a, size_t o0, size_t o1);
  * (kernels_qvnni_avx512.c): bit-identical to the AVX2 level's. */
 void kern_avx512_gemm_q8_0(const struct kern_gemm_args *a, size_t o0, size_t o1);
 void kern_avx512_gemm_q4_0(const struct kern_gemm_args *a, size_t o0, size_t o1);
+/* The AMX int8 prefill GEMM (kernels_amx.c; 16+ tokens, the rest from
+ * the two above): bit-identical to them. Only where kern_amx_enable()
+ * succeeded. */
+void kern_amx_gemm_q8_0(const struct kern_gemm_args *a, size_t o0, size_t o1);
+void kern_amx_gemm_q4_0(const struct kern_gemm_args *a, size_t o0, size_t o1);
+/* Asks the kernel for the AMX tile state (arch_prctl) and self-tests the
+ * AMX GEMMs against the AVX-512 level's: 0, or -1 with the reason in
+ * `why`. Only on a CPU whose features allow the amx level. */
+int kern_amx_enable(char *why, size_t len);
 #endif
 
 #if defined(__aarch64__)
@@ -187,6 +196,7 @@ extern const struct kern_ops kern_ops_ref;
 #if defined(__x86_64__)
 extern const struct kern_ops kern_ops_avx2;
 extern const struct kern_ops kern_ops_avx512;
+extern const struct kern_ops kern_ops_amx;
 #endif
 #if defined(__aarch64__)
 extern const struct kern_ops kern_ops_neon;    /* kernels_neon.c */

@@ -23,63 +23,21 @@
  * All sums are exact in int32 (|S| <= 32 * 255 * 127).
  */
 #if defined(__x86_64__)
-#include <immintrin.h>
-#include <string.h>
-
 #include "kernels.h"
 #include "kernels_impl.h"
+#include "qvnni_avx512.h"
 
-#define QV_INLINE static inline __attribute__((always_inline))
-#define QV_UNROLL _Pragma("GCC unroll 16")
-#define QV_ROWS 16
-#define QV_TOK 4
+#define QV_TOK 8
 
-/* The 16 rows' fp16 scales of block b as floats in row lanes: scalar
- * loads packed in general registers (a VPGATHERDD was slower here). */
-QV_INLINE __m512 qv__scales(const char *w, size_t st, size_t b, size_t bs)
-{
-	uint64_t h[4] = {0, 0, 0, 0};
-
-	QV_UNROLL
-	for (size_t r = 0; r < QV_ROWS; r++) {
-		uint16_t d;
-		memcpy(&d, w + r * st + b * bs, sizeof(d));
-		h[r / 4] |= (uint64_t)d << (16 * (r % 4));
-		/* keeps GCC from moving the packing onto the vector ports */
-		__asm__("" : "+r"(h[r / 4]));
-	}
-	return _mm512_cvtph_ps(_mm256_setr_epi64x((long long)h[0], (long long)h[1],
-						  (long long)h[2], (long long)h[3]));
-}
-
-/* Sums each row's partial sums into its lane (layouts: the top comment). */
-QV_INLINE __m512i qv__sum4x4(const __m512i p[4])
-{
-	__m512i a = _mm512_add_epi32(_mm512_unpacklo_epi32(p[0], p[1]),
-				     _mm512_unpackhi_epi32(p[0], p[1]));
-	__m512i c = _mm512_add_epi32(_mm512_unpacklo_epi32(p[2], p[3]),
-				     _mm512_unpackhi_epi32(p[2], p[3]));
-
-	return _mm512_add_epi32(_mm512_unpacklo_epi64(a, c), _mm512_unpackhi_epi64(a, c));
-}
-
-QV_INLINE __m512i qv__sum8x2(const __m512i q[8])
-{
-	__m512i a[4], b[2];
-
-	QV_UNROLL
-	for (int m = 0; m < 4; m++)
-		a[m] = _mm512_add_epi32(_mm512_unpacklo_epi32(q[2 * m], q[2 * m + 1]),
-					_mm512_unpackhi_epi32(q[2 * m], q[2 * m + 1]));
-	QV_UNROLL
-	for (int n = 0; n < 2; n++)
-		b[n] = _mm512_add_epi32(_mm512_unpacklo_epi64(a[2 * n], a[2 * n + 1]),
-					_mm512_unpackhi_epi64(a[2 * n], a[2 * n + 1]));
-	return _mm512_add_epi32(_mm512_shuffle_i32x4(b[0], b[1], 0x88),
-				_mm512_shuffle_i32x4(b[0], b[1], 0xdd));
-}
-
-/* Rows [o, o + 16) for tokens [t, t + T). */
+/*
+ * Rows [o, o + 16) for tokens [t, t + T). Per block, the 16 rows' bytes
+ * are transposed once into eight vectors u[c] whose lane r holds elements
+ * 4c..4c+3 of row r (unsigned: Q4_0's nibbles, Q8_0's bytes + 128), so a
+ * token's dot products for all 16 rows are eight VPDPBUSD against its
+ * words broadcast, with no reduction after: the unpacking is shared by
+ * the T tokens and each token costs 8 VPDPBUSD, a subtract, a convert and
+ * two float operations.
+ */
 QV_INLINE void qv__tile(uint32_t wt, const struct kern_gemm_args *a, size_t o, size_t t, int T)
 {
 	const size_t bs = wt == DTYPE_Q8_0 ? sizeof(struct kern_block_q8_0)
@@ -87,7 +45,6 @@ QV_INLINE void qv__tile(uint32_t wt, const struct kern_gemm_args *a, size_t o, s
 	const size_t nb = a->n_in / KERN_QK, st = a->w_stride;
 	const char *w = (const char *)a->w + o * st;
 	const char *next = w + QV_ROWS * st;
-	const __m512i m4 = _mm512_set1_epi8(0x0f), x80 = _mm512_set1_epi8((char)0x80);
 	const struct kern_block_q8a *x[QV_TOK];
 	const float *xd[QV_TOK];
 	const int32_t *xs[QV_TOK];
@@ -101,70 +58,29 @@ QV_INLINE void qv__tile(uint32_t wt, const struct kern_gemm_args *a, size_t o, s
 		acc[k] = _mm512_setzero_ps();
 	}
 	for (size_t b = 0; b < nb; b++) {
-		const char *wb = w + b * bs + 2; /* the block's qs */
 		__m512 dw = qv__scales(w, st, b, bs);
+		__m512i u[8];
 
 		QV_UNROLL
 		for (size_t off = 0; off < QV_ROWS * bs; off += 64)
 			_mm_prefetch(next + b * QV_ROWS * bs + off, _MM_HINT_T0);
-		if (wt == DTYPE_Q4_0) {
-			__m512i lo[4], hi[4];
+		qv__unpack(wt, w, st, b, 0, u);
+		QV_UNROLL
+		for (int k = 0; k < T; k++) {
+			const int8_t *q = x[k][b].qs;
+			/* two chains: half the latency of eight dependent VPDPBUSD */
+			__m512i s = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
 			QV_UNROLL
-			for (int i = 0; i < 4; i++) {
-				__m512i v = _mm512_castsi128_si512(
-					_mm_loadu_si128((const __m128i *)(wb + i * st)));
-				v = _mm512_inserti32x4(
-					v, _mm_loadu_si128((const __m128i *)(wb + (i + 4) * st)), 1);
-				v = _mm512_inserti32x4(
-					v, _mm_loadu_si128((const __m128i *)(wb + (i + 8) * st)), 2);
-				v = _mm512_inserti32x4(
-					v, _mm_loadu_si128((const __m128i *)(wb + (i + 12) * st)), 3);
-				lo[i] = _mm512_and_si512(v, m4);
-				hi[i] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+			for (int c = 0; c < 4; c++) {
+				s = qv__dpbusd_bcst(s, u[c], q + 4 * c);
+				s1 = qv__dpbusd_bcst(s1, u[c + 4], q + 4 * c + 16);
 			}
-			QV_UNROLL
-			for (int k = 0; k < T; k++) {
-				const __m512i xl = _mm512_broadcast_i32x4(
-					_mm_loadu_si128((const __m128i *)x[k][b].qs));
-				const __m512i xh = _mm512_broadcast_i32x4(
-					_mm_loadu_si128((const __m128i *)(x[k][b].qs + 16)));
-				__m512i p[4];
-				QV_UNROLL
-				for (int i = 0; i < 4; i++)
-					p[i] = _mm512_dpbusd_epi32(
-						_mm512_dpbusd_epi32(_mm512_setzero_si512(), lo[i], xl),
-						hi[i], xh);
-				__m512i s = _mm512_sub_epi32(qv__sum4x4(p), _mm512_set1_epi32(xs[k][b]));
-				acc[k] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s),
-							 _mm512_mul_ps(dw, _mm512_set1_ps(xd[k][b])),
-							 acc[k]);
-			}
-		} else {
-			__m512i u[8];
-			/* ZMM i: rows i and i + 4 (i < 4), i + 4 and i + 8 (i >= 4). */
-			QV_UNROLL
-			for (int i = 0; i < 8; i++) {
-				int r0 = i < 4 ? i : i + 4, r1 = i < 4 ? i + 4 : i + 8;
-				__m512i v = _mm512_castsi256_si512(
-					_mm256_loadu_si256((const __m256i *)(wb + (size_t)r0 * st)));
-				v = _mm512_inserti64x4(
-					v, _mm256_loadu_si256((const __m256i *)(wb + (size_t)r1 * st)), 1);
-				u[i] = _mm512_xor_si512(v, x80);
-			}
-			QV_UNROLL
-			for (int k = 0; k < T; k++) {
-				const __m512i xv = _mm512_broadcast_i64x4(
-					_mm256_loadu_si256((const __m256i *)x[k][b].qs));
-				__m512i q[8];
-				QV_UNROLL
-				for (int i = 0; i < 8; i++)
-					q[i] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u[i], xv);
-				__m512i s = _mm512_sub_epi32(qv__sum8x2(q),
-							     _mm512_set1_epi32(16 * xs[k][b]));
-				acc[k] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s),
-							 _mm512_mul_ps(dw, _mm512_set1_ps(xd[k][b])),
-							 acc[k]);
-			}
+			s = _mm512_add_epi32(s, s1);
+			/* Q4_0: nibble - 8; Q8_0: byte + 128 - 128 (xs8 = 8 sum x) */
+			s = _mm512_sub_epi32(s, _mm512_set1_epi32(wt == DTYPE_Q8_0 ? 16 * xs[k][b]
+										: xs[k][b]));
+			acc[k] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s),
+						 _mm512_mul_ps(dw, _mm512_set1_ps(xd[k][b])), acc[k]);
 		}
 	}
 	QV_UNROLL
@@ -184,15 +100,25 @@ QV_TILE_FN(qv__q8_1, DTYPE_Q8_0, 1)
 QV_TILE_FN(qv__q8_2, DTYPE_Q8_0, 2)
 QV_TILE_FN(qv__q8_3, DTYPE_Q8_0, 3)
 QV_TILE_FN(qv__q8_4, DTYPE_Q8_0, 4)
+QV_TILE_FN(qv__q8_5, DTYPE_Q8_0, 5)
+QV_TILE_FN(qv__q8_6, DTYPE_Q8_0, 6)
+QV_TILE_FN(qv__q8_7, DTYPE_Q8_0, 7)
+QV_TILE_FN(qv__q8_8, DTYPE_Q8_0, 8)
 QV_TILE_FN(qv__q4_1, DTYPE_Q4_0, 1)
 QV_TILE_FN(qv__q4_2, DTYPE_Q4_0, 2)
 QV_TILE_FN(qv__q4_3, DTYPE_Q4_0, 3)
 QV_TILE_FN(qv__q4_4, DTYPE_Q4_0, 4)
+QV_TILE_FN(qv__q4_5, DTYPE_Q4_0, 5)
+QV_TILE_FN(qv__q4_6, DTYPE_Q4_0, 6)
+QV_TILE_FN(qv__q4_7, DTYPE_Q4_0, 7)
+QV_TILE_FN(qv__q4_8, DTYPE_Q4_0, 8)
 
 typedef void (*qv_tile_fn)(const struct kern_gemm_args *a, size_t o, size_t t);
 
-static const qv_tile_fn qv__q8[QV_TOK + 1] = {NULL, qv__q8_1, qv__q8_2, qv__q8_3, qv__q8_4};
-static const qv_tile_fn qv__q4[QV_TOK + 1] = {NULL, qv__q4_1, qv__q4_2, qv__q4_3, qv__q4_4};
+static const qv_tile_fn qv__q8[QV_TOK + 1] = {NULL,     qv__q8_1, qv__q8_2, qv__q8_3, qv__q8_4,
+						 qv__q8_5, qv__q8_6, qv__q8_7, qv__q8_8};
+static const qv_tile_fn qv__q4[QV_TOK + 1] = {NULL,     qv__q4_1, qv__q4_2, qv__q4_3, qv__q4_4,
+						 qv__q4_5, qv__q4_6, qv__q4_7, qv__q4_8};
 
 static void qv__gemm(const qv_tile_fn *fn, kern_gemm_fn avx2, const struct kern_gemm_args *a,
 		     size_t o0, size_t o1)

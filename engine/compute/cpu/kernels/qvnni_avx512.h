@@ -1,0 +1,118 @@
+/*
+ * qvnni_avx512.h - the Q8_0 / Q4_0 weight-tile helpers shared by the
+ * AVX-512 VNNI small-batch tiles (kernels_qvnni_avx512.c) and the AMX
+ * tiles (kernels_amx.c): 16 rows' block scales in row lanes, and a block's
+ * bytes transposed so that vector c holds elements 4c..4c+3 of rows
+ * 0..15 in its dword lanes. Included only by files built with the
+ * AVX-512 flags. Pure functions.
+ */
+#ifndef EMBER_QVNNI_AVX512_H
+#define EMBER_QVNNI_AVX512_H
+
+#include <immintrin.h>
+#include <string.h>
+
+#include "kernels_impl.h"
+
+#define QV_INLINE static inline __attribute__((always_inline))
+#define QV_UNROLL _Pragma("GCC unroll 16")
+#define QV_ROWS 16
+
+/* The 16 rows' fp16 scales of block b as floats in row lanes: scalar
+ * loads packed in general registers (a VPGATHERDD was slower here). */
+QV_INLINE __m512 qv__scales(const char *w, size_t st, size_t b, size_t bs)
+{
+	uint64_t h[4] = {0, 0, 0, 0};
+
+	QV_UNROLL
+	for (size_t r = 0; r < QV_ROWS; r++) {
+		uint16_t d;
+		memcpy(&d, w + r * st + b * bs, sizeof(d));
+		h[r / 4] |= (uint64_t)d << (16 * (r % 4));
+		/* keeps GCC from moving the packing onto the vector ports */
+		__asm__("" : "+r"(h[r / 4]));
+	}
+	return _mm512_cvtph_ps(_mm256_setr_epi64x((long long)h[0], (long long)h[1],
+						  (long long)h[2], (long long)h[3]));
+}
+
+/* 4x4 transpose of dwords inside each 128-bit lane: v[i] lane j holds
+ * dwords 0..3 of row i + 4j; afterwards v[c] holds dword c of rows
+ * 0..15 in dword lanes 0..15 (lane 4j + i is row i + 4j). */
+QV_INLINE void qv__transpose4(__m512i v[4])
+{
+	__m512i t0 = _mm512_unpacklo_epi32(v[0], v[1]), t1 = _mm512_unpackhi_epi32(v[0], v[1]);
+	__m512i t2 = _mm512_unpacklo_epi32(v[2], v[3]), t3 = _mm512_unpackhi_epi32(v[2], v[3]);
+
+	v[0] = _mm512_unpacklo_epi64(t0, t2);
+	v[1] = _mm512_unpackhi_epi64(t0, t2);
+	v[2] = _mm512_unpacklo_epi64(t1, t3);
+	v[3] = _mm512_unpackhi_epi64(t1, t3);
+}
+
+/* 16 bytes at offset `off` of block b's qs of rows i, i+4, i+8, i+12. */
+QV_INLINE __m512i qv__load4(const char *wb, size_t st, int i)
+{
+	__m512i v = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(wb + (size_t)i * st)));
+
+	v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(wb + (size_t)(i + 4) * st)), 1);
+	v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(wb + (size_t)(i + 8) * st)), 2);
+	return _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(wb + (size_t)(i + 12) * st)),
+				  3);
+}
+
+/* acc + dot of u's bytes with the 4 bytes at p broadcast, the broadcast
+ * embedded in the VPDPBUSD (GCC emits a separate VPBROADCASTD for the
+ * intrinsic, one more vector op per four multiplies). */
+QV_INLINE __m512i qv__dpbusd_bcst(__m512i acc, __m512i u, const int8_t *p)
+{
+	__asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(u), "m"(*(const int32_t *)p));
+	return acc;
+}
+
+
+/* Block b of rows [0, 16) of w (row stride st) as eight vectors u[c],
+ * dword lane r = elements 4c..4c+3 of row r. Q4_0: the nibbles (0..15)
+ * unless `centred` (then minus 8: signed values); Q8_0: the bytes plus
+ * 128 (unsigned, for VPDPBUSD) unless `centred` (then as stored). */
+QV_INLINE void qv__unpack(uint32_t wt, const char *w, size_t st, size_t b, int centred,
+			  __m512i u[8])
+{
+	const size_t bs = wt == DTYPE_Q8_0 ? sizeof(struct kern_block_q8_0)
+					   : sizeof(struct kern_block_q4_0);
+	const char *wb = w + b * bs + 2; /* the block's qs */
+	const __m512i m4 = _mm512_set1_epi8(0x0f), x80 = _mm512_set1_epi8((char)0x80);
+	const __m512i m8 = _mm512_set1_epi8(8);
+
+	if (wt == DTYPE_Q4_0) {
+		/* byte j holds element j (low nibble) and j + 16 (high) */
+		QV_UNROLL
+		for (int i = 0; i < 4; i++)
+			u[i] = qv__load4(wb, st, i);
+		qv__transpose4(u);
+		QV_UNROLL
+		for (int c = 0; c < 4; c++) {
+			u[c + 4] = _mm512_and_si512(_mm512_srli_epi16(u[c], 4), m4);
+			u[c] = _mm512_and_si512(u[c], m4);
+			if (centred) {
+				u[c] = _mm512_sub_epi8(u[c], m8);
+				u[c + 4] = _mm512_sub_epi8(u[c + 4], m8);
+			}
+		}
+	} else {
+		QV_UNROLL
+		for (int h = 0; h < 2; h++) {
+			QV_UNROLL
+			for (int i = 0; i < 4; i++)
+				u[4 * h + i] = qv__load4(wb + 16 * h, st, i);
+			qv__transpose4(u + 4 * h);
+		}
+		if (!centred) {
+			QV_UNROLL
+			for (int c = 0; c < 8; c++)
+				u[c] = _mm512_xor_si512(u[c], x80);
+		}
+	}
+}
+
+#endif
