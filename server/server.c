@@ -648,6 +648,8 @@ static void ready_cb(uv_timer_t *t)
 	case BACKEND_FAILED:
 		/* Still READY: the daemon answers /health 503 with the reason,
 		 * which is easier to diagnose than a start-up timeout. */
+		log_printf(srv->log, LOG_ERROR, "model failed to load: %s",
+			   msg ? msg : "?");
 		sd_notify_send(&srv->notify, "READY=1");
 		sd_notify_status(&srv->notify, "model failed to load: %s", msg ? msg : "?");
 		break;
