@@ -231,25 +231,43 @@ def t_diskfull(a):
 
 
 def t_kvtiny(a):
-    model = synth("demo")
+    model = synth("demo")   # 4 MiB of KV cache per 2048-position context
     d = Daemon(model, "--slots=2", "--context=2048", "--kv-cache-mb=1",
-               "--max-tokens=64")
-    st, _, body = d.request("POST", "/v1/completions",
-                            {"prompt": "hi", "max_tokens": 4})
-    print("small request:", st, body[:200])
-    long_prompt = " ".join(["word"] * 1500)
-    sts = []
-    for _ in range(3):
-        st, h, body = d.request("POST", "/v1/completions",
-                                {"prompt": long_prompt, "max_tokens": 8})
-        sts.append(st)
-        if st != 200:
-            e = json.loads(body)["error"]
-            check(st in (429, 503, 400) and e["message"],
-                  "long prompt on a 1 MiB cache: %d %s" % (st, e["message"][:120]))
-    check(d.alive(), "daemon up after KV refusals")
-    st, _, _ = d.request("GET", "/health")
-    check(st == 200, "health 200 after KV refusals")
+               ready_status=503)
+    st, _, body = d.request("GET", "/health")
+    msg = json.loads(body).get("message", "")
+    check(st == 503 and "kv cache budget" in msg,
+          "kv_cache_mb below one context: /health 503: %s" % msg[:120])
+    check(d.stop() == 0, "exit 0")
+    # Room for one context, two slots, four clients with long prompts.
+    d = Daemon(model, "--slots=2", "--context=2048", "--kv-cache-mb=4",
+               "--queue=1", "--max-tokens=16")
+    long_prompt = " ".join(["word"] * 500)
+    res = [None] * 4
+
+    def one(i):
+        try:
+            res[i] = d.request("POST", "/v1/completions",
+                               {"prompt": long_prompt, "max_tokens": 16},
+                               timeout=240)
+        except OSError as e:
+            res[i] = (None, {}, repr(e).encode())
+    th = [threading.Thread(target=one, args=(i,)) for i in range(4)]
+    for t in th:
+        t.start()
+    for t in th:
+        t.join(timeout=300)
+    for st, _, body in res:
+        if st == 200:
+            continue
+        e = json.loads(body)["error"] if st else {"message": body}
+        check(st in (429, 503) and e["message"],
+              "refused with %s: %s" % (st, e["message"][:120]))
+    print("statuses:", [r[0] for r in res])
+    check(d.alive(), "daemon up after a full KV cache")
+    st, _, _ = d.request("POST", "/v1/completions",
+                         {"prompt": "hi", "max_tokens": 2})
+    check(st == 200, "a small request still served")
     check(d.stop() == 0, "exit 0")
 
 
