@@ -75,15 +75,17 @@ def t_sigterm(a):
     model = synth("demo")   # slower per token: streams are still running
     drain = 20
     d = Daemon(model, "--slots=4", "--drain-timeout=%d" % drain,
-               "--max-tokens=256", "--context=512")
+               "--max-tokens=400", "--context=512")
     out = [None] * a.streams
-    th = [threading.Thread(target=read_stream, args=(d.port, out, i, 96))
+    th = [threading.Thread(target=read_stream, args=(d.port, out, i, 400))
           for i in range(a.streams)]
     for t in th:
         t.start()
     deadline = time.monotonic() + 30
     while (d.gauge("ember_slots_busy") or 0) < 4 and time.monotonic() < deadline:
         time.sleep(0.05)
+    busy = d.gauge("ember_slots_busy")
+    check(busy == 4, "SIGTERM sent with %d streams decoding" % busy)
     t0 = time.monotonic()
     rc = d.stop(signal.SIGTERM, timeout=drain + 15)
     took = time.monotonic() - t0
