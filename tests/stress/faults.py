@@ -39,7 +39,9 @@ from stresslib import (HOST, JSON, Daemon, build_dir, check, free_port,  # noqa:
 
 def stream_body(n=64):
     return json.dumps({"messages": [{"role": "user", "content": "tell me"}],
-                       "max_tokens": n, "stream": True, "temperature": 0.8})
+                       "max_tokens": n, "stream": True, "temperature": 0.8,
+                       # no end of text: each stream runs to max_tokens
+                       "logit_bias": {"0": -100, "1": -100, "2": -100}})
 
 
 def read_stream(port, out, i, n=64):
@@ -105,6 +107,45 @@ def t_sigterm(a):
             errs += 1
     check(done + errs == a.streams, "%d streams finished, %d refused/ended "
           "with an error event, none cut" % (done, errs))
+
+
+def t_drain_timeout(a):
+    """Streams longer than drain_timeout: each still ends with a clean
+    final event (an error event naming the shutdown), not a cut
+    connection, and emberd exits 0 soon after drain_timeout."""
+    model = synth("demo")
+    drain = 1
+    d = Daemon(model, "--slots=4", "--drain-timeout=%d" % drain,
+               "--max-tokens=4000", "--context=4096")
+    out = [None] * a.streams
+    th = [threading.Thread(target=read_stream, args=(d.port, out, i, 4000))
+          for i in range(a.streams)]
+    for t in th:
+        t.start()
+    deadline = time.monotonic() + 30
+    while (d.gauge("ember_slots_busy") or 0) < 4 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    t0 = time.monotonic()
+    rc = d.stop(signal.SIGTERM, timeout=drain + 15)
+    took = time.monotonic() - t0
+    for t in th:
+        t.join(timeout=30)
+    check(rc == 0, "SIGTERM with drain_timeout %d s: exit 0 after %.1f s"
+          % (drain, took))
+    check(took <= drain + 3, "exited soon after drain_timeout")
+    for st, raw, exc in out:
+        check(exc is None, "response complete (status %s, %r)" % (st, exc))
+        if st != 200:
+            msg = json.loads(raw)["error"]["message"]
+            check(st == 503 and "shutting down" in msg,
+                  "a queued stream: %d %s" % (st, msg))
+            continue
+        ev = sse_events(raw)
+        complete_events_parse(raw)
+        check(len(ev) >= 2 and ev[-1] == b"[DONE]"
+              and b"shutting down" in ev[-2],
+              "a running stream ended with an error event then [DONE]: %r"
+              % ev[-2:])
 
 
 def t_sigkill(a):
@@ -273,7 +314,7 @@ def t_kvtiny(a):
     check(d.stop() == 0, "exit 0")
 
 
-TESTS = {"sigterm": t_sigterm, "sigkill": t_sigkill, "truncated": t_truncated,
+TESTS = {"sigterm": t_sigterm, "drain_timeout": t_drain_timeout, "sigkill": t_sigkill, "truncated": t_truncated,
          "diskfull": t_diskfull, "kvtiny": t_kvtiny}
 
 
