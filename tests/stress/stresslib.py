@@ -5,6 +5,7 @@ unless given), reads its /metrics, RSS and open file descriptors from
 /proc, and speaks HTTP with the standard library only. Every wait is
 bounded. Nothing here asserts timing; the drivers assert counts.
 """
+import atexit
 import http.client
 import json
 import os
@@ -54,6 +55,18 @@ def check(cond, what):
     print("ok -", what, flush=True)
 
 
+_STARTED = []
+
+
+@atexit.register
+def _kill_leftovers():
+    """A failed check must not leave an emberd running."""
+    for p in _STARTED:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+
 class Daemon:
     """One emberd process; `flags` are extra --key=value flags."""
 
@@ -67,6 +80,7 @@ class Daemon:
         args += ["--model=" + model] if model else ["--no-model"]
         self.proc = subprocess.Popen(args + list(flags), stderr=self.log,
                                      stdout=subprocess.DEVNULL)
+        _STARTED.append(self.proc)
         deadline = time.monotonic() + ready_s
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -79,6 +93,8 @@ class Daemon:
             except OSError:
                 pass
             time.sleep(0.05)
+        self.proc.kill()
+        self.proc.wait()
         raise AssertionError("emberd did not become ready")
 
     def log_text(self):
