@@ -132,7 +132,8 @@ def t_drain_timeout(a):
         t.join(timeout=30)
     check(rc == 0, "SIGTERM with drain_timeout %d s: exit 0 after %.1f s"
           % (drain, took))
-    check(took <= drain + 3, "exited soon after drain_timeout")
+    check(took <= drain + 2 + 10, "exited after drain_timeout + the 2 s "
+          "grace (+ slack for a loaded machine)")
     for st, raw, exc in out:
         check(exc is None, "response complete (status %s, %r)" % (st, exc))
         if st != 200:

@@ -33,7 +33,7 @@ TIMEOUT = 3   # emberd --timeout for these tests: idle connections close
 
 def served(d, what):
     t0 = time.monotonic()
-    st, _, _ = d.request("GET", "/health", timeout=TIMEOUT * 4)
+    st, _, _ = d.request("GET", "/health", timeout=TIMEOUT * 10)
     check(st == 200, "a real client is served %s (in %.2f s)"
           % (what, time.monotonic() - t0))
 
