@@ -21,6 +21,7 @@ import http.client
 import json
 import os
 import random
+import re
 import socket
 import sys
 import threading
@@ -136,7 +137,7 @@ class Client(threading.Thread):
 def run(args):
     model = args.model or synth("tiny")
     d = Daemon(model, "--slots=%d" % args.slots, "--queue=%d" % args.queue,
-               "--max-tokens=64", "--log-level=warn", "--context=512")
+               "--max-tokens=64", "--log-level=info", "--context=512")
     try:
         time.sleep(0.5)
         fds_idle = d.fds()
@@ -181,6 +182,12 @@ def run(args):
               "and well-formed body (%s)" % "; ".join(bad[:5]))
         check(client == server, "client counts %s == server counts %s"
               % (dict(sorted(client.items())), dict(sorted(server.items()))))
+        logged = {}
+        for st in re.findall(r"^[A-Z]+ (?!/metrics|/health)\S+ (\d+) ",
+                             d.log_text(), re.M):
+            logged[int(st)] = logged.get(int(st), 0) + 1
+        check(client == logged, "client counts == the log's request lines %s"
+              % dict(sorted(logged.items())))
         if args.expect_429:
             check(client.get(429, 0) > 0, "load above capacity gave 429s")
         if "ASAN_OPTIONS" in os.environ:
