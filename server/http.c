@@ -27,13 +27,33 @@ static void timer_cb(uv_timer_t *t);
 /* Runs MHD and re-arms the timer from MHD_get_timeout: MHD must run again
  * within that many ms even without socket activity (idle timeouts,
  * resumed connections). */
+static unsigned n_connections(struct http_server *hs)
+{
+	const union MHD_DaemonInfo *info = MHD_get_daemon_info(
+		hs->mhd, MHD_DAEMON_INFO_CURRENT_CONNECTIONS);
+
+	return info ? info->num_connections : 0;
+}
+
 static void run_mhd(struct http_server *hs)
 {
 	MHD_UNSIGNED_LONG_LONG ms;
+	unsigned before;
 
 	if (hs->mhd == NULL)
 		return;
+	before = n_connections(hs);
 	MHD_run(hs->mhd);
+	/* At the connection limit MHD takes the listening socket out of its
+	 * epoll set and puts it back at the start of a later MHD_run, once
+	 * below the limit. When this run closed connections (timeouts) that
+	 * later run may never come (no connection left: no timeout, and the
+	 * epoll fd never wakes), so the daemon stopped accepting for good:
+	 * run again now. */
+	if (n_connections(hs) < before) {
+		uv_timer_start(&hs->timer, timer_cb, 0, 0);
+		return;
+	}
 	if (MHD_get_timeout(hs->mhd, &ms) == MHD_YES)
 		uv_timer_start(&hs->timer, timer_cb, ms, 0);
 	else
