@@ -151,7 +151,7 @@ Q := @
 say = @printf '  %-6s %s\n' $(1) $(2);
 endif
 
-.PHONY: all bench run test unit integration asan fuzz install clean deps image image-test image-deps
+.PHONY: all bench run test unit integration asan fuzz stress install clean deps image image-test image-deps
 all: $(LIBEMBER) $(EMBERD) $(EMBER) $(LOADGEN) $(FWDSTEP) $(GEMMQ) $(GMASK) $(REPLAY_BIN)
 
 # The benchmarks that need more than the build's own libraries: fc_compare
@@ -268,6 +268,18 @@ unit: $(UNIT)
 
 integration: all
 	BUILD=$(BUILD) tests/integration/run.sh
+
+# Long reliability runs (tests/stress/, not part of make test; the short
+# versions run there through tests/integration/test_stress_*.sh).
+# STRESS_SECONDS/STRESS_CLIENTS/STRESS_SLOTS size the soak.
+STRESS_SECONDS ?= 1800
+STRESS_CLIENTS ?= 32
+STRESS_SLOTS ?= 8
+stress: all
+	BUILD=$(BUILD) SHARED=$(CURDIR)/../shared /usr/bin/python3 tests/stress/faults.py --streams 16
+	BUILD=$(BUILD) /usr/bin/python3 tests/stress/netabuse.py --slow 500 --idle 10000
+	BUILD=$(BUILD) /usr/bin/python3 tests/stress/soak.py --duration $(STRESS_SECONDS) \
+	  --clients $(STRESS_CLIENTS) --slots $(STRESS_SLOTS)
 
 test: deps
 	$(MAKE) --no-print-directory VULKAN=$(VK_AUTO) all $(UNIT)

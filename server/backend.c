@@ -504,6 +504,12 @@ void backend_cancel(struct backend *b, uint64_t id)
 		engine_cancel(b->engine, id);
 }
 
+void backend_cancel_all(struct backend *b)
+{
+	if (ready(b))
+		engine_cancel_all(b->engine);
+}
+
 /* ---- tokenizer ---------------------------------------------------------- */
 
 int backend_tokenize(struct backend *b, const char *text, size_t len,

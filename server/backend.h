@@ -100,6 +100,10 @@ int backend_submit(struct backend *b, const struct gen_request *req,
 /* Asks the engine to stop request `id` (unknown ids are ignored). */
 void backend_cancel(struct backend *b, uint64_t id);
 
+/* Cancels every generation queued or running; each ends through its
+ * done_cb (ENGINE_FINISH_CANCELLED). Used when the drain timeout expires. */
+void backend_cancel_all(struct backend *b);
+
 
 /* Any thread, once READY: the fill-in-the-middle prompt for `prefix` and
  * `suffix` (engine_fim_prompt), malloc'd into *out (*len bytes). Returns 0,

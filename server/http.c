@@ -30,10 +30,22 @@ static void timer_cb(uv_timer_t *t);
 static void run_mhd(struct http_server *hs)
 {
 	MHD_UNSIGNED_LONG_LONG ms;
+	uint64_t closed;
 
 	if (hs->mhd == NULL)
 		return;
+	closed = hs->n_closed;
 	MHD_run(hs->mhd);
+	/* At the connection limit MHD takes the listening socket out of its
+	 * epoll set and puts it back at the start of a later MHD_run, once
+	 * below the limit. When this run closed connections (timeouts) that
+	 * later run may never come (no connection left: no timeout, and the
+	 * epoll fd never wakes), so the daemon stopped accepting for good:
+	 * run again now. */
+	if (hs->n_closed != closed) {
+		uv_timer_start(&hs->timer, timer_cb, 0, 0);
+		return;
+	}
 	if (MHD_get_timeout(hs->mhd, &ms) == MHD_YES)
 		uv_timer_start(&hs->timer, timer_cb, ms, 0);
 	else
@@ -367,6 +379,18 @@ static int make_addr(const char *host, int port, struct sockaddr_storage *ss,
 	return -1;
 }
 
+static void on_connection(void *cls, struct MHD_Connection *c,
+			  void **socket_context,
+			  enum MHD_ConnectionNotificationCode toe)
+{
+	struct http_server *hs = cls;
+
+	(void)c;
+	(void)socket_context;
+	if (toe == MHD_CONNECTION_NOTIFY_CLOSED)
+		hs->n_closed++;
+}
+
 static void close_cb(uv_handle_t *h)
 {
 	struct http_server *hs = h->data;
@@ -398,6 +422,7 @@ int http_start(struct http_server *hs, uv_loop_t *loop,
 			? opt->listen_fd : MHD_INVALID_SOCKET),
 		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)opt->timeout_s,
 		MHD_OPTION_NOTIFY_COMPLETED, on_completed, hs,
+		MHD_OPTION_NOTIFY_CONNECTION, on_connection, hs,
 		MHD_OPTION_CONNECTION_LIMIT, (unsigned)1024,
 		MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1,
 		MHD_OPTION_END);

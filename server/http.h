@@ -65,6 +65,7 @@ struct http_server {
 	bool closing;            /* http_close in progress: no new suspends */
 	struct http_req *reqs;   /* every live request (to resume on close) */
 	int handles_open;        /* uv handles not yet closed */
+	uint64_t n_closed;       /* connections MHD closed (NOTIFY_CONNECTION) */
 };
 
 struct http_req {

@@ -45,6 +45,7 @@ struct server {
 	uv_timer_t ready_timer;  /* waits for the model, then READY=1 */
 	struct sd_notify notify; /* systemd's socket; sends are no-ops without */
 	uint64_t drain_deadline_ns;
+	bool drain_cancelled;    /* drain timeout hit: generations cancelled */
 	enum server_state state;
 	int exit_code;
 	time_t started;
@@ -648,12 +649,18 @@ static void ready_cb(uv_timer_t *t)
 	case BACKEND_FAILED:
 		/* Still READY: the daemon answers /health 503 with the reason,
 		 * which is easier to diagnose than a start-up timeout. */
+		log_printf(srv->log, LOG_ERROR, "model failed to load: %s",
+			   msg ? msg : "?");
 		sd_notify_send(&srv->notify, "READY=1");
 		sd_notify_status(&srv->notify, "model failed to load: %s", msg ? msg : "?");
 		break;
 	}
 	uv_timer_stop(t);
 }
+
+/* After the drain timeout cancels the generations, how long their final
+ * events get to reach clients (one that does not read is then cut). */
+#define DRAIN_CANCEL_GRACE_MS 2000
 
 static void drain_cb(uv_timer_t *t)
 {
@@ -662,6 +669,18 @@ static void drain_cb(uv_timer_t *t)
 	if (srv->http.in_flight == 0) {
 		log_printf(srv->log, LOG_INFO, "drained; exiting");
 		stop(srv);
+	} else if (clock_now_ns() >= srv->drain_deadline_ns &&
+		   !srv->drain_cancelled) {
+		/* Cancel rather than cut: each stream then ends with its
+		 * "cancelled (server shutting down)" error event, a queued
+		 * request with a 503, within a decode step. */
+		log_printf(srv->log, LOG_WARN,
+			   "drain timeout: cancelling %lld request(s)",
+			   (long long)srv->http.in_flight);
+		srv->drain_cancelled = true;
+		backend_cancel_all(srv->backend);
+		srv->drain_deadline_ns = clock_now_ns() +
+					 DRAIN_CANCEL_GRACE_MS * 1000000ull;
 	} else if (clock_now_ns() >= srv->drain_deadline_ns) {
 		log_printf(srv->log, LOG_WARN,
 			   "drain timeout: closing %lld request(s)",

@@ -565,6 +565,37 @@ START_TEST(engine_free_with_requests_in_flight_reports_each_once)
 }
 END_TEST
 
+/* The drain timeout's cancel: running and queued requests all end with
+ * ENGINE_FINISH_CANCELLED, once each, and the engine serves afterwards. */
+START_TEST(cancel_all_ends_running_and_queued_requests)
+{
+	struct engine *e = engine(2, 256, 0, 16);
+	struct sink s[5], after;
+	int i;
+
+	for (i = 0; i < 5; i++) {
+		sink_init(&s[i]);
+		s[i].block = i == 0; /* holds the worker inside on_text */
+		submit(e, &s[i], PROMPTS[i % 4], 200, 0);
+	}
+	engine_cancel_all(e);
+	sink_unblock(&s[0]);
+	for (i = 0; i < 5; i++) {
+		sink_wait(&s[i]);
+		ck_assert_int_eq(s[i].n_done, 1);
+		ck_assert_int_eq(s[i].res.finish, ENGINE_FINISH_CANCELLED);
+	}
+	sink_init(&after);
+	submit(e, &after, PROMPTS[0], 4, 0);
+	sink_wait(&after);
+	ck_assert_int_ne(after.res.finish, ENGINE_FINISH_CANCELLED);
+	engine_free(e);
+	for (i = 0; i < 5; i++)
+		sink_destroy(&s[i]);
+	sink_destroy(&after);
+}
+END_TEST
+
 Suite *suite_engine(void)
 {
 	Suite *s = suite_create("engine");
@@ -584,6 +615,7 @@ Suite *suite_engine(void)
 	tcase_add_test(tc, session_count_and_idle_limits_hold);
 	tcase_add_test(tc, two_workers_give_the_tokens_one_gives);
 	tcase_add_test(tc, engine_free_with_requests_in_flight_reports_each_once);
+	tcase_add_test(tc, cancel_all_ends_running_and_queued_requests);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -472,6 +472,30 @@ void engine_cancel(struct engine *e, uint64_t id)
 	pthread_mutex_unlock(&e->lock);
 }
 
+static bool job_any(const struct job *j, const void *unused)
+{
+	(void)j;
+	(void)unused;
+	return true;
+}
+
+void engine_cancel_all(struct engine *e)
+{
+	uint32_t w, i;
+
+	pthread_mutex_lock(&e->lock);
+	cancel_waiting(e, job_any, NULL);
+	for (w = 0; w < e->cfg.workers; w++)
+		for (i = 0; i < e->cfg.slots; i++) {
+			struct seq *s = &e->workers[w].seqs[i];
+
+			if (s->phase != SEQ_FREE)
+				atomic_store(&s->job->cancelled, 1);
+		}
+	pthread_cond_broadcast(&e->wake);
+	pthread_mutex_unlock(&e->lock);
+}
+
 void engine_stats(struct engine *e, struct engine_stats *st)
 {
 	uint32_t w;

@@ -380,6 +380,11 @@ int engine_submit(struct engine *e, const struct engine_request *req, uint64_t *
  */
 void engine_cancel(struct engine *e, uint64_t id);
 
+/* engine_cancel for every request queued or running (a server whose drain
+ * timeout expired: each still gets its on_done, so its client gets a final
+ * event instead of a cut connection). */
+void engine_cancel_all(struct engine *e);
+
 /* Gauges for metrics, a consistent snapshot. */
 void engine_stats(struct engine *e, struct engine_stats *st);
 
