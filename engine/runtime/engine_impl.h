@@ -43,6 +43,11 @@ struct job {
 	char *prep_err;            /* its message (owned) */
 	int32_t *tokens;           /* [min(n_tokens, n_ctx)] owned */
 	int64_t n_tokens;          /* the prompt's tokens (may exceed n_ctx) */
+	bool ids_given;            /* tokens came with the request: never tokenized */
+	/* Choices 1.. of a request with n > 1, linked by `next`, owned here
+	 * until admission gives each a slot (they share this job's id). */
+	struct job *followers;
+	uint32_t n_choices;        /* 1 + followers, for admission */
 	char *stop[ENGINE_MAX_STOP]; /* owned copies */
 	size_t n_stop;
 	bool add_special, parse_special;
@@ -78,6 +83,7 @@ enum seq_phase {
 	SEQ_STARTING,  /* taken from the queue, being tokenized */
 	SEQ_WAIT_KV,   /* tokenized, waiting for a cache */
 	SEQ_RUN,       /* prefilling or decoding */
+	SEQ_FORK,      /* a further choice, waiting for its leader's prefill */
 };
 
 /* One slot of a worker: a running sequence. */
@@ -101,6 +107,7 @@ struct seq {
 	uint32_t n_prefilled;
 	float *logits;             /* into the worker's logits rows, this step */
 	bool batched;              /* has rows in this step */
+	struct seq *fork_of;       /* SEQ_FORK: the slot prefilling the prompt */
 };
 
 struct worker {
@@ -120,6 +127,9 @@ struct worker {
 	char *piece;               /* token piece bytes */
 	size_t piece_cap;
 	uint64_t admit_tick;
+	/* engine_stats counters (lock held to write and read) */
+	uint64_t n_steps, n_prefill_tok, n_decode_tok;
+	uint32_t max_chunk;
 };
 
 struct engine {
