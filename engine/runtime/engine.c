@@ -548,6 +548,7 @@ void engine_stats(struct engine *e, struct engine_stats *st)
 		st->steps += wk->n_steps;
 		st->prefill_tokens += wk->n_prefill_tok;
 		st->decode_tokens += wk->n_decode_tok;
+		st->prefill_steps += wk->n_prefill_steps;
 		if (wk->max_chunk > st->max_chunk)
 			st->max_chunk = wk->max_chunk;
 	}

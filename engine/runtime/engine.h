@@ -200,7 +200,8 @@ struct engine_stats {
 	 * are added before its tokens are delivered): */
 	uint64_t steps;            /* forward passes */
 	uint64_t prefill_tokens;   /* prompt tokens evaluated (prefilled) */
-	uint64_t decode_tokens;    /* one-token decode entries evaluated */
+	uint64_t decode_tokens;    /* generated tokens evaluated (decoded) */
+	uint64_t prefill_steps;    /* steps that carried prompt tokens */
 	uint32_t max_chunk;        /* most prompt tokens in a step that also decoded */
 };
 

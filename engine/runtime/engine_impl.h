@@ -128,7 +128,7 @@ struct worker {
 	size_t piece_cap;
 	uint64_t admit_tick;
 	/* engine_stats counters (lock held to write and read) */
-	uint64_t n_steps, n_prefill_tok, n_decode_tok;
+	uint64_t n_steps, n_prefill_tok, n_decode_tok, n_prefill_steps;
 	uint32_t max_chunk;
 };
 

@@ -689,7 +689,7 @@ static void fork_choices(struct worker *w, struct seq *lead, const float *logits
 static void run_step(struct worker *w)
 {
 	struct engine *e = w->e;
-	uint32_t i, nb = 0, n_dec, chunk, budget, row = 0;
+	uint32_t i, nb = 0, n_dec, chunk, budget, row = 0, n_gen_tok = 0, n_prompt_tok;
 	char err[EMBER_ERR_MAX];
 	struct seq *s;
 	int rc;
@@ -702,6 +702,7 @@ static void run_step(struct worker *w)
 			w->batch[nb++] = (struct compute_seq){s->kv->kv, s->tokens + s->n_tok - 1, 1,
 							      COMPUTE_LOGITS_NONE};
 			s->batched = true;
+			n_gen_tok += s->n_gen > 0; /* else a prompt's last token */
 		}
 	}
 	n_dec = nb;
@@ -733,12 +734,14 @@ static void run_step(struct worker *w)
 	rc = compute_pass_run(w->fp, w->batch, nb, w->logits, err);
 	/* Counted before any token goes out, so a caller woken by one sees
 	 * the step that made it. */
+	n_prompt_tok = chunk - budget + (n_dec - n_gen_tok);
 	pthread_mutex_lock(&e->lock);
 	w->n_steps++;
-	w->n_decode_tok += n_dec;
-	w->n_prefill_tok += chunk - budget;
-	if (n_dec > 0 && chunk - budget > w->max_chunk)
-		w->max_chunk = chunk - budget;
+	w->n_decode_tok += n_gen_tok;
+	w->n_prefill_tok += n_prompt_tok;
+	w->n_prefill_steps += n_prompt_tok > 0;
+	if (n_gen_tok > 0 && n_prompt_tok > w->max_chunk)
+		w->max_chunk = n_prompt_tok;
 	pthread_mutex_unlock(&e->lock);
 	for (i = 0; i < nb; i++) {
 		s = &w->seqs[w->batch_seq[i]];
