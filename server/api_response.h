@@ -60,6 +60,15 @@ struct api_meta {
 	const char *model;    /* borrowed; NULL writes "" */
 	int64_t created;      /* Unix seconds */
 	bool include_usage;   /* stream_options.include_usage */
+	uint32_t index;       /* the choice streamed chunks name (n > 1 or
+			       * several prompts: prompt * n + choice); 0 */
+};
+
+/* One choice of a body. */
+struct api_choice {
+	const char *text;
+	size_t len;
+	enum engine_finish finish;
 };
 
 /* Fills `m` for a new response: a fresh random id with the format's prefix
@@ -73,6 +82,12 @@ const char *api_finish_reason(enum engine_finish f);
 /* The non-streamed body: `text[0..len)` is the whole generated text. */
 void api_response_body(struct jsonw *w, const struct api_meta *m,
 		       const char *text, size_t len, const struct engine_result *r);
+
+/* The body of several choices, indexes 0 .. n-1 in order (native: the
+ * first only); `r` gives the usage (summed by the caller). */
+void api_response_body_choices(struct jsonw *w, const struct api_meta *m,
+			       const struct api_choice *ch, size_t n,
+			       const struct engine_result *r);
 
 /* The first streamed event: chat's role chunk. Returns false (nothing
  * written) for formats without one. */

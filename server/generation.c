@@ -12,46 +12,74 @@
 #include "sse.h"
 #include "stream.h"
 
+/* One choice: a prompt's j-th generation, with its own stream from the
+ * worker. */
+struct choice {
+	struct generation *g;
+	uint32_t index;            /* OpenAI's: prompt * n + j */
+	struct gen_stream *stream; /* NULL when never created */
+	struct gen_sink sink;      /* borrowed by the backend until done */
+	char *text;                /* non-streamed: all text so far */
+	size_t len, cap;
+	bool role_sent;            /* streamed chat: its role chunk is out */
+	bool done;                 /* the worker's done_cb reached the loop */
+	struct engine_result res;  /* when done */
+};
+
 struct generation {
 	struct http_req *req;      /* NULL once the exchange ended */
 	struct backend *backend;
-	struct gen_stream *stream; /* NULL when never created */
 	struct gen_request gr;     /* owned; the worker reads it until done */
-	struct gen_sink sink;      /* borrowed by the backend until done */
-	uint64_t id;               /* the backend's, for cancel */
+	struct choice *ch;         /* [n_ch] = prompts * gr.n, in index order */
+	size_t n_ch;
+	size_t n_live;             /* choices submitted whose done has not come */
+	uint64_t *ids;             /* [prompts] the backend's, for cancel */
+	size_t n_ids;              /* prompts submitted */
 	struct api_meta meta;
 	struct jsonw jw;           /* formatting scratch, capacity kept */
 	struct sse_buf out;        /* streamed bytes waiting for MHD */
-	char *text;                /* non-streamed: all text so far */
-	size_t len, cap;
+	const struct choice *bad;  /* the first choice that failed, or NULL */
 	bool oom;                  /* text was dropped */
 	bool started;              /* streamed: the status line is out */
-	bool done;                 /* the worker's done_cb reached the loop */
 	bool ended;                /* streamed: last event queued */
 };
 
 static void generation_free(struct generation *g)
 {
-	stream_release(g->stream);
+	size_t i;
+
+	for (i = 0; g->ch && i < g->n_ch; i++) {
+		stream_release(g->ch[i].stream);
+		free(g->ch[i].text);
+	}
+	free(g->ch);
+	free(g->ids);
 	gen_request_free(&g->gr);
 	jsonw_free(&g->jw);
 	sse_buf_free(&g->out);
-	free(g->text);
 	free(g);
 }
 
-/* http.c's user_free: the exchange ended. A generation still running is
- * cancelled; its memory goes when the worker's done_cb arrives. */
+static void cancel_all(struct generation *g)
+{
+	size_t i;
+
+	for (i = 0; i < g->n_ids; i++)
+		backend_cancel(g->backend, g->ids[i]);
+}
+
+/* http.c's user_free: the exchange ended. Choices still running are
+ * cancelled; the memory goes when the last done_cb arrives. */
 static void on_exchange_end(void *user)
 {
 	struct generation *g = user;
 
 	g->req = NULL;
-	if (g->done || g->stream == NULL) {
+	if (g->n_live == 0) {
 		generation_free(g);
 		return;
 	}
-	backend_cancel(g->backend, g->id);
+	cancel_all(g);
 }
 
 /* The status and OpenAI error for a backend error code (api_error.c's
@@ -71,7 +99,8 @@ static void error_for(struct generation *g, int code, const char *detail,
 		api_error_from_code(e, code, NULL, "The generation was cancelled "
 				    "(server shutting down).");
 	else
-		api_error_from_code(e, code, code != EMBER_ECONTEXT ? NULL
+		api_error_from_code(e, code, code == EMBER_ERANGE ? "prompt"
+				    : code != EMBER_ECONTEXT ? NULL
 				    : g->gr.kind == GEN_CHAT ? "messages" : "prompt",
 				    "%s", detail);
 }
@@ -95,6 +124,29 @@ static void result_error(struct generation *g, const struct engine_result *r,
 	}
 }
 
+static bool failed(const struct engine_result *r)
+{
+	return r->finish == ENGINE_FINISH_ERROR || r->finish == ENGINE_FINISH_CANCELLED;
+}
+
+/* The usage of the whole response: each prompt counted once (its first
+ * choice's prompt and cached tokens: the choices share its prefill), the
+ * completions of every choice summed; the rest from choice 0. */
+static void usage_sum(const struct generation *g, struct engine_result *u)
+{
+	size_t i;
+
+	*u = g->ch[0].res;
+	u->prompt_tokens = u->cached_tokens = u->completion_tokens = 0;
+	for (i = 0; i < g->n_ch; i++) {
+		if (i % g->gr.n == 0) {
+			u->prompt_tokens += g->ch[i].res.prompt_tokens;
+			u->cached_tokens += g->ch[i].res.cached_tokens;
+		}
+		u->completion_tokens += g->ch[i].res.completion_tokens;
+	}
+}
+
 static void note_result(struct http_req *req, const struct engine_result *r)
 {
 	req->prompt_tokens = (long)r->prompt_tokens;
@@ -103,39 +155,51 @@ static void note_result(struct http_req *req, const struct engine_result *r)
 		req->ttft_ms = r->ttft_ms;
 }
 
-static void append_text(struct generation *g, const char *text, size_t len)
+static void append_text(struct generation *g, struct choice *c, const char *text, size_t len)
 {
 	if (len == 0 || g->oom)
 		return;
-	if (buf_grow(&g->text, &g->cap, g->len + len, 1024, 0) != 0) {
+	if (buf_grow(&c->text, &c->cap, c->len + len, 1024, 0) != 0) {
 		g->oom = true;
 		return;
 	}
-	memcpy(g->text + g->len, text, len);
-	g->len += len;
+	memcpy(c->text + c->len, text, len);
+	c->len += len;
 }
 
-/* Non-streamed: collect text, answer once at the end. */
-static void body_update(struct generation *g, const struct stream_chunk *c)
+/* Non-streamed: collect text, answer once every choice is done (an error
+ * of any choice answers for the whole request). */
+static void body_update(struct generation *g, struct choice *ch, const struct stream_chunk *c)
 {
+	struct api_choice stack[4], *out = stack;
+	struct engine_result u;
 	struct api_error e;
+	size_t i;
 
-	append_text(g, c->text, c->len);
-	if (!c->done)
+	append_text(g, ch, c->text, c->len);
+	if (c->done && failed(&c->result) && g->n_live > 0)
+		cancel_all(g); /* the answer is an error whatever the others give */
+	if (g->n_live > 0)
 		return;
-	note_result(g->req, &c->result);
-	if (c->result.finish == ENGINE_FINISH_ERROR ||
-	    c->result.finish == ENGINE_FINISH_CANCELLED) {
-		result_error(g, &c->result, &e);
+	usage_sum(g, &u);
+	note_result(g->req, &u);
+	if (g->bad != NULL) {
+		result_error(g, &g->bad->res, &e);
 		http_respond_error(g->req, &e);
 		return;
 	}
+	if (g->n_ch > 4 && !(out = malloc(g->n_ch * sizeof(*out))))
+		g->oom = true;
 	if (g->oom) {
 		http_respond_json(g->req, 500, NULL);
 		return;
 	}
-	api_response_body(&g->jw, &g->meta, g->text ? g->text : "", g->len,
-			  &c->result);
+	for (i = 0; i < g->n_ch; i++)
+		out[i] = (struct api_choice){g->ch[i].text ? g->ch[i].text : "", g->ch[i].len,
+					     g->ch[i].res.finish};
+	api_response_body_choices(&g->jw, &g->meta, out, g->n_ch, &u);
+	if (out != stack)
+		free(out);
 	http_respond_json(g->req, 200, jsonw_take(&g->jw));
 }
 
@@ -158,22 +222,28 @@ static ssize_t stream_read(void *data, char *buf, size_t max)
 	return g->ended || g->oom ? -1 : 0;
 }
 
+/* The stream's last events: an error event (and the other choices
+ * cancelled), or the usage once every choice is done; then [DONE]. */
 static void stream_finish(struct generation *g, const struct engine_result *r)
 {
+	struct engine_result u;
 	struct api_error e;
 	char *json;
 
-	if (r->finish == ENGINE_FINISH_ERROR || r->finish == ENGINE_FINISH_CANCELLED) {
+	if (failed(r)) {
 		result_error(g, r, &e);
 		json = api_error_json(&e);
 		if (json == NULL ||
 		    sse_buf_push_event(&g->out, json, strlen(json)) != 0)
 			g->oom = true;
 		free(json);
+		cancel_all(g);
 	} else {
-		api_response_chunk_finish(&g->jw, &g->meta, r);
-		push_json(g);
-		if (api_response_chunk_usage(&g->jw, &g->meta, r))
+		if (g->n_live > 0)
+			return;
+		usage_sum(g, &u);
+		note_result(g->req, &u);
+		if (api_response_chunk_usage(&g->jw, &g->meta, &u))
 			push_json(g);
 	}
 	if (sse_buf_push_done(&g->out) != 0)
@@ -182,17 +252,18 @@ static void stream_finish(struct generation *g, const struct engine_result *r)
 }
 
 /* Streamed: the status goes out with the first event, so an error found
- * before any text still gets its own status. */
-static void stream_update(struct generation *g, const struct stream_chunk *c)
+ * before any text still gets its own status. Choices' events interleave,
+ * each naming its index. */
+static void stream_update(struct generation *g, struct choice *ch, const struct stream_chunk *c)
 {
 	struct api_error e;
 
+	if (g->ended)
+		return;
 	if (!g->started) {
 		if (c->len == 0 && !c->done)
 			return;
-		if (c->len == 0 && c->done &&
-		    (c->result.finish == ENGINE_FINISH_ERROR ||
-		     c->result.finish == ENGINE_FINISH_CANCELLED)) {
+		if (c->len == 0 && c->done && failed(&c->result)) {
 			note_result(g->req, &c->result);
 			result_error(g, &c->result, &e);
 			http_respond_error(g->req, &e);
@@ -202,6 +273,10 @@ static void stream_update(struct generation *g, const struct stream_chunk *c)
 		if (http_respond_stream(g->req, 200, "text/event-stream",
 					stream_read, g) != 0)
 			return;
+	}
+	g->meta.index = ch->index;
+	if (!ch->role_sent && (c->len > 0 || (c->done && !failed(&c->result)))) {
+		ch->role_sent = true;
 		if (api_response_chunk_start(&g->jw, &g->meta))
 			push_json(g);
 	}
@@ -210,7 +285,12 @@ static void stream_update(struct generation *g, const struct stream_chunk *c)
 		push_json(g);
 	}
 	if (c->done) {
-		note_result(g->req, &c->result);
+		if (!failed(&c->result)) {
+			api_response_chunk_finish(&g->jw, &g->meta, &c->result);
+			push_json(g);
+		}
+		if (g->n_ch == 1)
+			note_result(g->req, &c->result);
 		stream_finish(g, &c->result);
 	}
 	http_req_resume(g->req);
@@ -218,14 +298,20 @@ static void stream_update(struct generation *g, const struct stream_chunk *c)
 
 static void on_update(void *data, struct gen_stream *s)
 {
-	struct generation *g = data;
+	struct choice *ch = data;
+	struct generation *g = ch->g;
 	struct stream_chunk c;
 
 	stream_take(s, &c);
-	if (c.done)
-		g->done = true;
+	if (c.done) {
+		ch->done = true;
+		ch->res = c.result;
+		g->n_live--;
+		if (failed(&c.result) && g->bad == NULL)
+			g->bad = ch;
+	}
 	if (g->req == NULL) {
-		if (c.done)
+		if (g->n_live == 0)
 			generation_free(g);
 		return;
 	}
@@ -239,9 +325,37 @@ static void on_update(void *data, struct gen_stream *s)
 		g->req->gen_tokens += c.n_tokens;
 	}
 	if (g->gr.stream)
-		stream_update(g, &c);
+		stream_update(g, ch, &c);
 	else
-		body_update(g, &c);
+		body_update(g, ch, &c);
+}
+
+/* Submits every prompt; on an error, those already submitted are
+ * cancelled and 0 is not returned (their done_cb still come). */
+static int submit_all(struct generation *g, size_t n_prompts, char *detail)
+{
+	struct gen_sink stack[8], *sinks = stack;
+	size_t p, j, n = g->gr.n;
+	int rc = 0;
+
+	if (n > 8 && !(sinks = malloc(n * sizeof(*sinks))))
+		return ember_seterr(detail, EMBER_ENOMEM, "choices");
+	for (p = 0; p < n_prompts && rc == 0; p++) {
+		for (j = 0; j < n; j++)
+			sinks[j] = g->ch[p * n + j].sink;
+		rc = backend_submit_prompt(g->backend, &g->gr, p, sinks, &g->ids[p], detail);
+		if (rc == 0) {
+			g->n_ids++;
+			g->n_live += n;
+		}
+	}
+	for (p = g->n_ids * n; p < g->n_ch; p++)
+		stream_abandon_worker(g->ch[p].stream);
+	if (rc != 0)
+		cancel_all(g);
+	if (sinks != stack)
+		free(sinks);
+	return rc;
 }
 
 void generation_start(uv_loop_t *loop, struct backend *b, struct http_req *req,
@@ -251,6 +365,7 @@ void generation_start(uv_loop_t *loop, struct backend *b, struct http_req *req,
 	struct generation *g = calloc(1, sizeof(*g));
 	char detail[EMBER_ERR_MAX] = "";
 	struct api_error e;
+	size_t i, n_prompts;
 	int rc;
 
 	if (g == NULL) {
@@ -265,17 +380,43 @@ void generation_start(uv_loop_t *loop, struct backend *b, struct http_req *req,
 	jsonw_init(&g->jw);
 	sse_buf_init(&g->out);
 	api_meta_init(&g->meta, fmt, model, g->gr.include_usage);
-	if (stream_new(loop, on_update, g, &g->stream) != 0) {
+	if (g->gr.n == 0)
+		g->gr.n = 1;
+	n_prompts = gen_request_n_prompts(&g->gr);
+	if (n_prompts * g->gr.n > 1024) {
+		api_error_from_code(&e, EMBER_EINVAL, "n", "%zu prompts with n = %u make more "
+				    "than 1024 choices.", n_prompts, g->gr.n);
+		generation_free(g);
+		http_respond_error(req, &e);
+		return;
+	}
+	g->n_ch = n_prompts * g->gr.n;
+	g->ch = calloc(g->n_ch, sizeof(*g->ch));
+	g->ids = calloc(n_prompts, sizeof(*g->ids));
+	if (g->ch == NULL || g->ids == NULL) {
 		generation_free(g);
 		http_respond_json(req, 500, NULL);
 		return;
 	}
-	g->sink = stream_sink(g->stream);
-	rc = backend_submit(b, &g->gr, &g->sink, &g->id, detail);
+	for (i = 0; i < g->n_ch; i++) {
+		g->ch[i].g = g;
+		g->ch[i].index = (uint32_t)i;
+		if (stream_new(loop, on_update, &g->ch[i], &g->ch[i].stream) != 0) {
+			while (i-- > 0)
+				stream_abandon_worker(g->ch[i].stream);
+			generation_free(g);
+			http_respond_json(req, 500, NULL);
+			return;
+		}
+		g->ch[i].sink = stream_sink(g->ch[i].stream);
+	}
+	rc = submit_all(g, n_prompts, detail);
 	if (rc != 0) {
-		stream_abandon_worker(g->stream);
 		error_for(g, rc, detail, &e);
-		generation_free(g);
+		if (g->n_live == 0)
+			generation_free(g);
+		else
+			g->req = NULL; /* freed when the submitted ones are done */
 		http_respond_error(req, &e);
 		return;
 	}

@@ -77,7 +77,8 @@ static const struct {
 	{1, "{" MSG ",\"frequency_penalty\":-2.5}", 400,
 	 "invalid_request_error", "frequency_penalty"},
 	{1, "{" MSG ",\"seed\":1.5}", 400, "invalid_request_error", "seed"},
-	{1, "{" MSG ",\"n\":2}", 400, "invalid_request_error", "n"},
+	{1, "{" MSG ",\"n\":0}", 400, "invalid_request_error", "n"},
+	{1, "{" MSG ",\"n\":129}", 400, "invalid_request_error", "n"},
 	{1, "{" MSG ",\"stop\":5}", 400, "invalid_request_error", "stop"},
 	{1, "{" MSG ",\"stop\":[\"a\",\"b\",\"c\",\"d\",\"e\"]}", 400,
 	 "invalid_request_error", "stop"},
@@ -90,8 +91,11 @@ static const struct {
 	{1, "{" MSG ",\"stream\":true,\"stream_options\":{\"include_usage\":1}}",
 	 400, "invalid_request_error", "stream_options.include_usage"},
 	{0, "{}", 400, "invalid_request_error", "prompt"},
-	{0, "{\"prompt\":[\"a\",\"b\"]}", 400, "invalid_request_error", "prompt"},
-	{0, "{\"prompt\":[1,2,3]}", 400, "invalid_request_error", "prompt"},
+	{0, "{\"prompt\":[]}", 400, "invalid_request_error", "prompt"},
+	{0, "{\"prompt\":[1,\"a\"]}", 400, "invalid_request_error", "prompt"},
+	{0, "{\"prompt\":[1,-2]}", 400, "invalid_request_error", "prompt"},
+	{0, "{\"prompt\":[\"a\",[]]}", 400, "invalid_request_error", "prompt[1]"},
+	{0, "{\"prompt\":[[1],[2.5]]}", 400, "invalid_request_error", "prompt[1]"},
 	{0, "{\"prompt\":7}", 400, "invalid_request_error", "prompt"},
 	{0, "{\"prompt\":\"x\",\"temperature\":3}", 400, "invalid_request_error",
 	 "temperature"},
@@ -240,6 +244,34 @@ START_TEST(completion_prompt_is_string_or_one_string_array)
 }
 END_TEST
 
+/* OpenAI's array prompts: token ids (one prompt), strings and token-id
+ * arrays (one prompt each); n choices per prompt. */
+START_TEST(completion_prompt_arrays_and_n)
+{
+	struct gen_request r;
+	struct api_error e;
+	const char *b1 = "{\"prompt\":[1,2,3],\"n\":3}";
+	const char *b2 = "{\"prompt\":[\"a\",[5,6],\"b c\"]}";
+
+	ck_assert_int_eq(api_openai_parse_completion(b1, strlen(b1), &lim, &r, &e), 0);
+	ck_assert_uint_eq(r.n, 3);
+	ck_assert_uint_eq(gen_request_n_prompts(&r), 1);
+	ck_assert_ptr_null(r.prompts[0].text);
+	ck_assert_uint_eq(r.prompts[0].n_ids, 3);
+	ck_assert_int_eq(r.prompts[0].ids[2], 3);
+	gen_request_free(&r);
+	ck_assert_int_eq(api_openai_parse_completion(b2, strlen(b2), &lim, &r, &e), 0);
+	ck_assert_uint_eq(r.n, 1);
+	ck_assert_uint_eq(gen_request_n_prompts(&r), 3);
+	ck_assert_str_eq(r.prompts[0].text, "a");
+	ck_assert_uint_eq(r.prompts[1].n_ids, 2);
+	ck_assert_int_eq(r.prompts[1].ids[0], 5);
+	ck_assert_str_eq(r.prompts[2].text, "b c");
+	ck_assert_uint_eq(r.prompts[2].len, 3);
+	gen_request_free(&r);
+}
+END_TEST
+
 /* "\u0000" is valid JSON and an ordinary character of a prompt (it was
  * refused as invalid JSON); where a string cannot carry it, it is refused
  * by name, never cut short. */
@@ -308,6 +340,7 @@ Suite *suite_api_openai(void)
 	tcase_add_test(tc, max_tokens_above_the_cap_is_clamped);
 	tcase_add_test(tc, completion_prompt_is_string_or_one_string_array);
 	tcase_add_test(tc, nul_escape_is_a_character_of_the_prompt);
+	tcase_add_test(tc, completion_prompt_arrays_and_n);
 	tcase_add_test(tc, content_type_must_be_json);
 	tcase_add_test(tc, error_json_has_the_openai_shape);
 	suite_add_tcase(s, tc);
