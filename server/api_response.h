@@ -31,6 +31,11 @@
  *   streamed as {"text":PIECE} events, then one final event with
  *   "text":"" and finish_reason, usage and timings, then [DONE].
  *
+ * Several choices (n > 1, several prompts): the bodies list them in index
+ * order; streamed, each choice's chunks (role chunk first, finish last)
+ * name its index (api_meta.index), interleaved as they come, and one usage
+ * chunk follows the last finish.
+ *
  * USAGE = {"prompt_tokens":P,"completion_tokens":C,"total_tokens":P+C,
  *          "prompt_tokens_details":{"cached_tokens":K}}
  *
