@@ -394,6 +394,34 @@ START_TEST(n_choices_are_refused_beyond_the_slots_and_end_together_on_cancel)
 }
 END_TEST
 
+/* 12 requests on 2 slots: the queue holds the rest, nothing is lost, and
+ * no request gets its first text in an earlier step than one that came
+ * before it. */
+START_TEST(queued_requests_start_in_arrival_order)
+{
+	struct engine *e = engine(2, 16);
+	struct sink s[12];
+	int i;
+
+	for (i = 0; i < 12; i++) {
+		sink_init(&s[i]);
+		s[i].e = e;
+		submit(e, &s[i], PROMPTS[i % N_PROMPTS], 6);
+	}
+	for (i = 0; i < 12; i++) {
+		sink_wait(&s[i]);
+		ck_assert(s[i].res.finish == ENGINE_FINISH_LENGTH ||
+			  s[i].res.finish == ENGINE_FINISH_STOP);
+		ck_assert(s[i].have_first);
+		if (i > 0)
+			ck_assert_uint_le(s[i - 1].first.steps, s[i].first.steps);
+	}
+	engine_free(e);
+	for (i = 0; i < 12; i++)
+		sink_destroy(&s[i]);
+}
+END_TEST
+
 Suite *suite_scheduler(void)
 {
 	Suite *s = suite_create("scheduler");
@@ -406,6 +434,7 @@ Suite *suite_scheduler(void)
 	tcase_add_test(tc, a_token_id_prompt_equals_its_text);
 	tcase_add_test(tc, n_choices_share_one_prefill_and_sample_with_their_own_seeds);
 	tcase_add_test(tc, n_choices_are_refused_beyond_the_slots_and_end_together_on_cancel);
+	tcase_add_test(tc, queued_requests_start_in_arrival_order);
 	suite_add_tcase(s, tc);
 	return s;
 }
