@@ -8,8 +8,9 @@
  * of the oldest prefilling ones. Sampled tokens go through detok to the
  * request's on_text.
  *
- * The step policy. Let B = prefill_chunk (the step's token budget, 256 by
- * default) and d = the sequences decoding now. A step holds
+ * The step policy. Let B = prefill_chunk (the step's token budget: 256 in
+ * the engine, 512 in emberd's config) and d = the sequences decoding now
+ * (a prompt's last token counts: it is a one-token entry). A step holds
  *
  *     d decode tokens  +  c = max(min(16, B), floor(B / (1 + d))) prompt tokens,
  *
