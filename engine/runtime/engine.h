@@ -234,7 +234,9 @@ struct engine_request {
 	const int32_t *tokens;
 	size_t n_tokens;
 	/* Choices: 0 or 1 = one; up to the worker's slots (else EMBER_EINVAL;
-	 * not with a session or max_tokens 0). Choice i samples with seed +
+	 * not with a session, max_tokens 0 or on_embed). Each choice has the
+	 * request's stops, grammar (and trigger), logit biases and logprobs.
+	 * Choice i samples with seed +
 	 * i and calls the callbacks with choice_data[i] (choice_data NULL:
 	 * `data` for every choice). Each choice gets its own on_done, all
 	 * with the prompt's prompt_tokens and cached_tokens (count them
