@@ -396,9 +396,36 @@ static double run(const struct opts *o, int nwords,
 struct stats {
 	int started, ok, errors, by_kind[RESP_N_ERR], http[6]; /* http: by hundreds */
 	long tokens, chunks;
-	double wall, agg_tps, stream_tps_p50, ttft_mean, ttft_p50, ttft_p99;
+	double wall, agg_tps, stream_tps_p50, ttft_mean, ttft_p50, ttft_p99, ttft_max;
 	double prompt_mean;
+	double inversions;         /* of request pairs started in order, the share
+				    * whose first tokens came in the other order */
 };
+
+/* Fairness: pairs (a, b) where a started first (or together, with the
+ * lower index) but b's first token came first. FIFO scheduling gives
+ * ~0; a server that lets late requests overtake gives more. */
+static double order_inversions(const struct result *res, int n)
+{
+	long pairs = 0, inv = 0;
+	int a, b;
+
+	for (a = 0; a < n; a++) {
+		if (res[a].status < 0 || res[a].err != RESP_E_OK || res[a].chunks == 0)
+			continue;
+		for (b = 0; b < n; b++) {
+			if (b == a || res[b].status < 0 || res[b].err != RESP_E_OK ||
+			    res[b].chunks == 0)
+				continue;
+			if (res[a].t_start < res[b].t_start ||
+			    (res[a].t_start == res[b].t_start && a < b)) {
+				pairs++;
+				inv += res[b].t_first < res[a].t_first;
+			}
+		}
+	}
+	return pairs ? (double)inv / (double)pairs : 0;
+}
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -464,6 +491,8 @@ static int stats_compute(const struct result *res, int n, double wall,
 		s->ttft_mean += ttft[i] / nt;
 	s->ttft_p50 = pct(ttft, nt, 50);
 	s->ttft_p99 = pct(ttft, nt, 99);
+	s->ttft_max = nt ? ttft[nt - 1] : 0;
+	s->inversions = order_inversions(res, n);
 	s->stream_tps_p50 = pct(tps, np, 50);
 	free(ttft);
 	free(tps);
@@ -482,12 +511,13 @@ static void print_json(const struct opts *o, const struct stats *s,
 	       "\"completion_tokens\":%ld,\"content_chunks\":%ld,"
 	       "\"wall_s\":%.4f,\"aggregate_tps\":%.3f,\"stream_tps_p50\":%.3f,"
 	       "\"ttft_mean_s\":%.4f,\"ttft_p50_s\":%.4f,\"ttft_p99_s\":%.4f,"
+	       "\"ttft_max_s\":%.4f,\"order_inversions\":%.4f,"
 	       "\"errors_by_kind\":{",
 	       o->clients, o->requests, o->chat ? "chat" : "completions",
 	       o->prompt_tokens, measured, s->prompt_mean, o->max_tokens,
 	       s->started, s->ok, s->errors, s->tokens, s->chunks, s->wall,
 	       s->agg_tps, s->stream_tps_p50, s->ttft_mean, s->ttft_p50,
-	       s->ttft_p99);
+	       s->ttft_p99, s->ttft_max, s->inversions);
 	for (k = 1; k < RESP_N_ERR; k++)
 		printf("%s\"%s\":%d", k > 1 ? "," : "", response_err_name(k), s->by_kind[k]);
 	printf("},\"http_errors\":{");
@@ -513,8 +543,10 @@ static void print_table(const struct opts *o, const struct stats *s,
 	printf("  %-22s %.2f tok/s\n", "aggregate", s->agg_tps);
 	printf("  %-22s %.2f tok/s (median, after first token)\n", "per stream",
 	       s->stream_tps_p50);
-	printf("  %-22s mean %.3f s, p50 %.3f s, p99 %.3f s\n", "time to first token",
-	       s->ttft_mean, s->ttft_p50, s->ttft_p99);
+	printf("  %-22s mean %.3f s, p50 %.3f s, p99 %.3f s, max %.3f s\n",
+	       "time to first token", s->ttft_mean, s->ttft_p50, s->ttft_p99, s->ttft_max);
+	printf("  %-22s %.1f%% of pairs (first tokens against start order)\n",
+	       "order inversions", 100 * s->inversions);
 	printf("  %-22s", "errors");
 	for (k = 1; k < RESP_N_ERR; k++)
 		printf(" %s %d%s", response_err_name(k), s->by_kind[k], k + 1 < RESP_N_ERR ? "," : "");

@@ -254,6 +254,11 @@ int api_llamacpp_parse(const char *body, size_t len, int32_t max_tokens, bool in
 	}
 	if ((rc = read_repeat(root, gr, e)) != 0)
 		goto out;
+	if (gr->n > 1) { /* llama-server's answer has one completion */
+		rc = unsupported(e, "n", "only one completion per request (n = 1) on "
+				 "/completion and /infill.");
+		goto out;
+	}
 	gr->suffix = suffix;
 	suffix = NULL;
 out:

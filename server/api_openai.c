@@ -379,11 +379,9 @@ static int read_common(json_t *root, const struct api_limits *lim,
 		r->seed = (uint64_t)x;
 	}
 	x = 1;
-	if (read_int(root, "n", 1, 1, &x, e) != 0) {
-		snprintf(e->message, sizeof(e->message),
-			 "Only n = 1 is supported.");
-		return EMBER_EINVAL;
-	}
+	if ((rc = read_int(root, "n", 1, 128, &x, e)) != 0)
+		return rc;
+	r->n = (uint32_t)x;
 	if ((rc = read_stop(root, r, e)) != 0 ||
 	    (rc = read_bool(root, "stream", &r->stream, e)) != 0)
 		return rc;
@@ -572,6 +570,64 @@ static int read_messages(json_t *root, struct gen_request *r,
 	return 0;
 }
 
+#define PROMPT_TYPES "a string, an array of strings, an array of token ids " \
+	"or an array of token-id arrays"
+
+/* One element of an array prompt: a string or an array of token ids. */
+static int read_prompt_item(json_t *v, struct gen_prompt *p, const char *param,
+			    struct api_error *e)
+{
+	json_t *t;
+	size_t i;
+
+	if (json_is_string(v)) {
+		p->len = json_string_length(v);
+		if ((p->text = malloc(p->len + 1)) == NULL)
+			return oom(e);
+		memcpy(p->text, json_string_value(v), p->len + 1);
+		return 0;
+	}
+	if (!json_is_array(v) || json_array_size(v) == 0)
+		return wrong_type(e, param, "a string or a non-empty array of token ids");
+	if ((p->ids = malloc(json_array_size(v) * sizeof(int32_t))) == NULL)
+		return oom(e);
+	json_array_foreach(v, i, t) {
+		if (!json_is_integer(t) || json_integer_value(t) < 0 ||
+		    json_integer_value(t) > INT32_MAX)
+			return bad(e, param, "'%s' must hold token ids (integers "
+				   "from 0)%s.", "");
+		p->ids[i] = (int32_t)json_integer_value(t);
+	}
+	p->n_ids = json_array_size(v);
+	return 0;
+}
+
+/* OpenAI's array prompts: token ids (one prompt), or strings and token-id
+ * arrays (one prompt each). */
+static int read_prompts(json_t *v, struct gen_request *r, struct api_error *e)
+{
+	bool ids = json_array_size(v) > 0 && json_is_integer(json_array_get(v, 0));
+	size_t i, n = ids ? 1 : json_array_size(v);
+	char param[48];
+	json_t *t;
+	int rc;
+
+	if (n == 0)
+		return bad(e, "prompt", "'%s' must not be empty%s.", "");
+	if ((r->prompt = calloc(1, 1)) == NULL ||
+	    (r->prompts = calloc(n, sizeof(*r->prompts))) == NULL)
+		return oom(e);
+	r->n_prompts = n;
+	if (ids)
+		return read_prompt_item(v, &r->prompts[0], "prompt", e);
+	json_array_foreach(v, i, t) {
+		snprintf(param, sizeof(param), "prompt[%zu]", i);
+		if ((rc = read_prompt_item(t, &r->prompts[i], param, e)) != 0)
+			return rc;
+	}
+	return 0;
+}
+
 static int read_prompt(json_t *root, struct gen_request *r,
 		       struct api_error *e)
 {
@@ -586,9 +642,10 @@ static int read_prompt(json_t *root, struct gen_request *r,
 	if (json_is_array(v) && json_array_size(v) == 1 &&
 	    json_is_string(json_array_get(v, 0)))
 		v = json_array_get(v, 0);
+	if (json_is_array(v))
+		return read_prompts(v, r, e);
 	if (!json_is_string(v))
-		return wrong_type(e, "prompt",
-				  "a string or an array of one string");
+		return wrong_type(e, "prompt", PROMPT_TYPES);
 	/* may hold NUL ("\u0000" is an ordinary character): copied by length */
 	r->prompt_len = json_string_length(v);
 	r->prompt = malloc(r->prompt_len + 1);
@@ -650,6 +707,26 @@ int api_openai_parse_root(json_t *root, const struct api_limits *lim,
 	if (rc == 0 && req->logprobs && req->tool_mode != GEN_TOOLS_OFF) {
 		api_error_set(e, 400, API_ERR_INVALID_REQUEST, "logprobs", "unsupported_value",
 			      "logprobs with tools is not supported");
+		rc = EMBER_EINVAL;
+	}
+	/* Combinations this server does not answer (never a wrong answer):
+	 * tool calls are parsed out of one choice's text; echo and suffix
+	 * shape one text prompt. */
+	if (rc == 0 && req->n > 1 && req->tool_mode != GEN_TOOLS_OFF) {
+		api_error_set(e, 400, API_ERR_INVALID_REQUEST, "n", "unsupported_value",
+			      "n > 1 with tools is not supported; ask for one choice.");
+		rc = EMBER_EINVAL;
+	}
+	if (rc == 0 && req->prompts != NULL && req->echo) {
+		api_error_set(e, 400, API_ERR_INVALID_REQUEST, "echo", "unsupported_value",
+			      "echo with an array prompt (token ids or several prompts) is not "
+			      "supported; echo needs one string prompt.");
+		rc = EMBER_EINVAL;
+	}
+	if (rc == 0 && req->prompts != NULL && req->suffix != NULL) {
+		api_error_set(e, 400, API_ERR_INVALID_REQUEST, "suffix", "unsupported_value",
+			      "suffix with an array prompt (token ids or several prompts) is not "
+			      "supported; suffix needs one string prompt.");
 		rc = EMBER_EINVAL;
 	}
 fail:

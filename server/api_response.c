@@ -92,11 +92,10 @@ static void chunk_tail(struct jsonw *w, const struct api_meta *m)
 	jsonw_raw(w, m->include_usage ? "],\"usage\":null}" : "]}");
 }
 
-static void finish_field(struct jsonw *w, const struct api_meta *m,
-			 const char *reason)
+static void finish_field(struct jsonw *w, const char *logprobs, const char *reason)
 {
 	jsonw_raw(w, ",\"logprobs\":");
-	jsonw_raw(w, m->logprobs ? m->logprobs : "null");
+	jsonw_raw(w, logprobs ? logprobs : "null");
 	jsonw_raw(w, ",\"finish_reason\":");
 	if (reason == NULL)
 		jsonw_raw(w, "null");
@@ -172,10 +171,37 @@ static void llama_body(struct jsonw *w, const struct api_meta *m,
 	jsonw_raw(w, "}");
 }
 
+/* "choices":[{"index":I, */
+static void choice_open(struct jsonw *w, uint32_t index)
+{
+	jsonw_raw(w, "\"choices\":[{\"index\":");
+	jsonw_int(w, index);
+	jsonw_raw(w, ",");
+}
+
+/* ,"index":I (a text completion's choice names its index after the text) */
+static void choice_index(struct jsonw *w, uint32_t index)
+{
+	jsonw_raw(w, ",\"index\":");
+	jsonw_int(w, index);
+}
+
 void api_response_body(struct jsonw *w, const struct api_meta *m,
 		       const char *text, size_t len, const struct engine_result *r)
 {
-	const char *reason = api_finish_reason(r->finish);
+	struct api_choice c = {.text = text, .len = len, .finish = r->finish,
+			       .logprobs = m->logprobs};
+
+	api_response_body_choices(w, m, &c, 1, r);
+}
+
+void api_response_body_choices(struct jsonw *w, const struct api_meta *m,
+			       const struct api_choice *ch, size_t n,
+			       const struct engine_result *r)
+{
+	const char *reason = api_finish_reason(ch[0].finish);
+	const char *text = ch[0].text;
+	size_t i, len = ch[0].len;
 
 	if (m->fmt == API_FMT_LLAMACPP) {
 		llama_body(w, m, text, len, r);
@@ -195,19 +221,24 @@ void api_response_body(struct jsonw *w, const struct api_meta *m,
 		jsonw_raw(w, "}");
 		return;
 	}
-	if (m->fmt == API_FMT_CHAT) {
-		head(w, m, "chat.completion");
-		jsonw_raw(w, "\"choices\":[{\"index\":0,\"message\":{\"role\":"
-			     "\"assistant\",\"content\":");
-		jsonw_strn(w, text, len);
-		jsonw_raw(w, "}");
-	} else {
-		head(w, m, "text_completion");
-		jsonw_raw(w, "\"choices\":[{\"text\":");
-		jsonw_strn(w, text, len);
-		jsonw_raw(w, ",\"index\":0");
+	head(w, m, m->fmt == API_FMT_CHAT ? "chat.completion" : "text_completion");
+	jsonw_raw(w, "\"choices\":[");
+	for (i = 0; i < n; i++) {
+		if (i > 0)
+			jsonw_raw(w, ",");
+		if (m->fmt == API_FMT_CHAT) {
+			jsonw_raw(w, "{\"index\":");
+			jsonw_int(w, (int64_t)i);
+			jsonw_raw(w, ",\"message\":{\"role\":\"assistant\",\"content\":");
+			jsonw_strn(w, ch[i].text, ch[i].len);
+			jsonw_raw(w, "}");
+		} else {
+			jsonw_raw(w, "{\"text\":");
+			jsonw_strn(w, ch[i].text, ch[i].len);
+			choice_index(w, (uint32_t)i);
+		}
+		finish_field(w, ch[i].logprobs, api_finish_reason(ch[i].finish));
 	}
-	finish_field(w, m, reason);
 	jsonw_raw(w, "],\"usage\":");
 	usage(w, r);
 	jsonw_raw(w, "}");
@@ -218,9 +249,9 @@ bool api_response_chunk_start(struct jsonw *w, const struct api_meta *m)
 	if (m->fmt != API_FMT_CHAT)
 		return false;
 	head(w, m, "chat.completion.chunk");
-	jsonw_raw(w, "\"choices\":[{\"index\":0,\"delta\":{\"role\":"
-		     "\"assistant\",\"content\":\"\"}");
-	finish_field(w, m, NULL);
+	choice_open(w, m->index);
+	jsonw_raw(w, "\"delta\":{\"role\":\"assistant\",\"content\":\"\"}");
+	finish_field(w, m->logprobs, NULL);
 	chunk_tail(w, m);
 	return true;
 }
@@ -231,18 +262,19 @@ void api_response_chunk_text(struct jsonw *w, const struct api_meta *m,
 	switch (m->fmt) {
 	case API_FMT_CHAT:
 		head(w, m, "chat.completion.chunk");
-		jsonw_raw(w, "\"choices\":[{\"index\":0,\"delta\":{\"content\":");
+		choice_open(w, m->index);
+		jsonw_raw(w, "\"delta\":{\"content\":");
 		jsonw_strn(w, text, len);
 		jsonw_raw(w, "}");
-		finish_field(w, m, NULL);
+		finish_field(w, m->logprobs, NULL);
 		chunk_tail(w, m);
 		break;
 	case API_FMT_COMPLETION:
 		head(w, m, "text_completion");
 		jsonw_raw(w, "\"choices\":[{\"text\":");
 		jsonw_strn(w, text, len);
-		jsonw_raw(w, ",\"index\":0");
-		finish_field(w, m, NULL);
+		choice_index(w, m->index);
+		finish_field(w, m->logprobs, NULL);
 		chunk_tail(w, m);
 		break;
 	case API_FMT_NATIVE:
@@ -266,14 +298,16 @@ void api_response_chunk_finish(struct jsonw *w, const struct api_meta *m,
 	switch (m->fmt) {
 	case API_FMT_CHAT:
 		head(w, m, "chat.completion.chunk");
-		jsonw_raw(w, "\"choices\":[{\"index\":0,\"delta\":{}");
-		finish_field(w, m, reason);
+		choice_open(w, m->index);
+		jsonw_raw(w, "\"delta\":{}");
+		finish_field(w, m->logprobs, reason);
 		chunk_tail(w, m);
 		break;
 	case API_FMT_COMPLETION:
 		head(w, m, "text_completion");
-		jsonw_raw(w, "\"choices\":[{\"text\":\"\",\"index\":0");
-		finish_field(w, m, reason);
+		jsonw_raw(w, "\"choices\":[{\"text\":\"\"");
+		choice_index(w, m->index);
+		finish_field(w, m->logprobs, reason);
 		chunk_tail(w, m);
 		break;
 	case API_FMT_NATIVE:
@@ -329,7 +363,7 @@ void api_response_body_tools(struct jsonw *w, const struct api_meta *m, const ch
 		jsonw_raw(w, "}}");
 	}
 	jsonw_raw(w, "]}");
-	finish_field(w, m, "tool_calls");
+	finish_field(w, m->logprobs, "tool_calls");
 	jsonw_raw(w, "],\"usage\":");
 	usage(w, r);
 	jsonw_raw(w, "}");
@@ -351,7 +385,7 @@ void api_response_chunk_tool_call(struct jsonw *w, const struct api_meta *m, siz
 		jsonw_raw(w, "}}");
 	}
 	jsonw_raw(w, "]}");
-	finish_field(w, m, NULL);
+	finish_field(w, m->logprobs, NULL);
 	chunk_tail(w, m);
 }
 
@@ -359,6 +393,6 @@ void api_response_chunk_finish_tools(struct jsonw *w, const struct api_meta *m)
 {
 	head(w, m, "chat.completion.chunk");
 	jsonw_raw(w, "\"choices\":[{\"index\":0,\"delta\":{}");
-	finish_field(w, m, "tool_calls");
+	finish_field(w, m->logprobs, "tool_calls");
 	chunk_tail(w, m);
 }

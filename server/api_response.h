@@ -48,6 +48,12 @@
  * (completion_probabilities for llama.cpp); NULL writes null (omitted for
  * llama.cpp).
  *
+ * Several choices (n > 1, several prompts): the bodies list them in index
+ * order; streamed, each choice's chunks (role chunk first, finish last)
+ * name its index (api_meta.index), interleaved as they come, and one usage
+ * chunk follows the last finish. A body takes each choice's logprobs from
+ * api_choice.logprobs (api_response_body: m->logprobs).
+ *
  * USAGE = {"prompt_tokens":P,"completion_tokens":C,"total_tokens":P+C,
  *          "prompt_tokens_details":{"cached_tokens":K}}
  *
@@ -81,6 +87,16 @@ struct api_meta {
 	bool include_usage;   /* stream_options.include_usage */
 	const char *logprobs; /* borrowed JSON for the next write, or NULL */
 	const char *stopping_word; /* llama.cpp: the stop string that ended it */
+	uint32_t index;       /* the choice streamed chunks name (n > 1 or
+			       * several prompts: prompt * n + choice); 0 */
+};
+
+/* One choice of a body. */
+struct api_choice {
+	const char *text;
+	size_t len;
+	enum engine_finish finish;
+	const char *logprobs; /* borrowed JSON of the choice's "logprobs", or NULL */
 };
 
 /* Fills `m` for a new response: a fresh random id with the format's prefix
@@ -94,6 +110,12 @@ const char *api_finish_reason(enum engine_finish f);
 /* The non-streamed body: `text[0..len)` is the whole generated text. */
 void api_response_body(struct jsonw *w, const struct api_meta *m,
 		       const char *text, size_t len, const struct engine_result *r);
+
+/* The body of several choices, indexes 0 .. n-1 in order (native: the
+ * first only); `r` gives the usage (summed by the caller). */
+void api_response_body_choices(struct jsonw *w, const struct api_meta *m,
+			       const struct api_choice *ch, size_t n,
+			       const struct engine_result *r);
 
 /* The first streamed event: chat's role chunk. Returns false (nothing
  * written) for formats without one. */

@@ -264,6 +264,7 @@ void backend_refresh_metrics(struct backend *b)
 	metrics_set_queue_depth(b->metrics, st.queue_depth);
 	metrics_set_slots_busy(b->metrics, st.slots_busy);
 	metrics_set_kv_cache_bytes(b->metrics, (int64_t)st.kv_bytes);
+	metrics_set_engine_counts(b->metrics, st.steps, st.prefill_tokens, st.decode_tokens);
 }
 
 /* ---- requests ------------------------------------------------------------ */
@@ -300,19 +301,37 @@ static int messages(const struct gen_request *req, struct engine_message *stack,
 	return 0;
 }
 
-int backend_submit(struct backend *b, const struct gen_request *req,
-		   const struct gen_sink *sink, uint64_t *id, char *err)
+/* Prompt `p` of `req` with `n` choices, choice j calling sinks[j] (all
+ * with the same callbacks); seeds are the request's (or a drawn one) plus
+ * the choice's OpenAI index p * n + j. */
+static int submit_prompt(struct backend *b, const struct gen_request *req, size_t p, uint32_t n,
+			 const struct gen_sink *sinks, uint64_t *id, char *err)
 {
 	struct engine_message stack[8], *msgs = stack;
+	void *data_stack[8], **data = data_stack;
 	struct sampler_config sc;
 	struct engine_request er = {0};
 	char *tool_gbnf = NULL, lazy_err[EMBER_ERR_MAX];
+	uint32_t j;
 	int rc;
 
 	*id = 0;
 	if (!ready(b))
 		return ember_seterr(err, EMBER_EBUSY, "model not loaded");
-	if (req->kind == GEN_CHAT) {
+	if (n > 8 && !(data = malloc(n * sizeof(*data))))
+		return ember_seterr(err, EMBER_ENOMEM, "choices");
+	for (j = 0; j < n; j++)
+		data[j] = sinks[j].data;
+	er.n = n;
+	er.choice_data = data;
+	if (req->prompts) {
+		const struct gen_prompt *gp = &req->prompts[p];
+
+		er.prompt = gp->text;
+		er.prompt_len = gp->text ? gp->len : 0;
+		er.tokens = gp->ids;
+		er.n_tokens = gp->n_ids;
+	} else if (req->kind == GEN_CHAT) {
 		if ((rc = messages(req, stack, 8, &msgs, err)) != 0)
 			return rc;
 		er.messages = msgs;
@@ -331,7 +350,7 @@ int backend_submit(struct backend *b, const struct gen_request *req,
 	sc.frequency_penalty = req->frequency_penalty;
 	sc.repetition_penalty = req->repeat_penalty;
 	sc.penalty_last_n = req->repeat_last_n;
-	sc.seed = req->has_seed ? req->seed : random_seed();
+	sc.seed = (req->has_seed ? req->seed : random_seed()) + p * n;
 	er.add_special = true;
 	/* Templated text needs its markers as control tokens; raw completion
 	 * prompts get the same, as llama.cpp's server does, so clients that
@@ -358,22 +377,36 @@ int backend_submit(struct backend *b, const struct gen_request *req,
 		er.grammar_trigger = tool_call_trigger(backend_tool_family(b), &er.grammar_trigger_at_start);
 	}
 	er.grammar_len = er.grammar ? strlen(er.grammar) : 0;
-	er.on_text = sink->text_cb;
-	er.on_done = sink->done_cb;
+	er.on_text = sinks[0].text_cb;
+	er.on_done = sinks[0].done_cb;
 	er.logit_bias = req->logit_bias;
 	er.n_logit_bias = req->n_logit_bias;
 	if (req->logprobs) {
-		er.on_logprobs = sink->logprobs_cb;
+		er.on_logprobs = sinks[0].logprobs_cb;
 		er.top_logprobs = req->top_logprobs;
 	}
-	er.data = sink->data;
+	er.data = sinks[0].data;
 	rc = engine_submit(b->engine, &er, id, err);
 out:
 	free(tool_gbnf);
 	if (msgs != stack)
 		free(msgs);
+	if (data != data_stack)
+		free(data);
 	backend_refresh_metrics(b);
 	return rc;
+}
+
+int backend_submit(struct backend *b, const struct gen_request *req,
+		   const struct gen_sink *sink, uint64_t *id, char *err)
+{
+	return submit_prompt(b, req, 0, 1, sink, id, err);
+}
+
+int backend_submit_prompt(struct backend *b, const struct gen_request *req, size_t p,
+			  const struct gen_sink *sinks, uint64_t *id, char *err)
+{
+	return submit_prompt(b, req, p, req->n, sinks, id, err);
 }
 
 int backend_model_info(struct backend *b, struct backend_model_info *info)

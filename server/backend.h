@@ -97,6 +97,14 @@ int backend_full_status(const struct backend *b);
 int backend_submit(struct backend *b, const struct gen_request *req,
 		   const struct gen_sink *sink, uint64_t *id, char *err);
 
+/* Queues prompt `p` (< gen_request_n_prompts(req)) of `req` with req->n
+ * choices that share its prefill: choice j reports to sinks[j] (all with
+ * the same callbacks), samples with the request's seed (or a drawn
+ * one) + p * n + j, and ends with its own done_cb; *id cancels them all.
+ * backend_submit is this for prompt 0 and one choice. */
+int backend_submit_prompt(struct backend *b, const struct gen_request *req, size_t p,
+			  const struct gen_sink *sinks, uint64_t *id, char *err);
+
 /* Asks the engine to stop request `id` (unknown ids are ignored). */
 void backend_cancel(struct backend *b, uint64_t id);
 

@@ -69,7 +69,7 @@ static const struct config_key keys[] = {
 	{"timeout", CFG_INT, "60", 1, 86400, OFF(timeout), NULL, 0,
 	 "Seconds an idle connection is kept open."},
 	{"prefill_chunk", CFG_INT, "512", 1, 65536, OFF(prefill_chunk), NULL, 0,
-	 "Prompt tokens processed per batch step, so decoding stays responsive."},
+	 "Prompt tokens per step while nothing decodes; with d streams decoding: max(16, this / (1 + d))."},
 	{"kv_cache_mb", CFG_INT, "0", 0, 1048576, OFF(kv_cache_mb), NULL, 0,
 	 "KV cache budget per worker in MiB; 0 = enough for context * slots."},
 	{"max_sessions", CFG_INT, "64", 1, 65536, OFF(max_sessions), NULL, 0,

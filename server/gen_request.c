@@ -15,6 +15,12 @@ void gen_request_init(struct gen_request *r, enum gen_kind kind,
 	r->repeat_penalty = 1.0f;
 	r->repeat_last_n = 64;
 	r->parallel_tool_calls = true;
+	r->n = 1;
+}
+
+size_t gen_request_n_prompts(const struct gen_request *r)
+{
+	return r->prompts ? r->n_prompts : 1;
 }
 
 void gen_request_free(struct gen_request *r)
@@ -31,6 +37,11 @@ void gen_request_free(struct gen_request *r)
 	}
 	free(r->messages);
 	free(r->prompt);
+	for (i = 0; r->prompts && i < r->n_prompts; i++) {
+		free(r->prompts[i].text);
+		free(r->prompts[i].ids);
+	}
+	free(r->prompts);
 	free(r->grammar);
 	free(r->tools);
 	free(r->suffix);

@@ -53,6 +53,15 @@ struct gen_message {
 	char *tool_call_id; /* NULL, or the call a tool message answers */
 };
 
+/* One prompt of OpenAI's array forms: text, or token ids when `ids`. */
+struct gen_prompt {
+	char *text;                   /* NULL with ids */
+	size_t len;
+	int32_t *ids;                 /* [n_ids] each in [0, INT32_MAX]; the
+				       * engine checks the vocabulary */
+	size_t n_ids;
+};
+
 struct gen_request {
 	enum gen_kind kind;
 	char *model;                  /* as the client named it; NULL = default */
@@ -61,6 +70,11 @@ struct gen_request {
 	size_t n_messages;
 	char *prompt;                 /* GEN_COMPLETION: non-NULL, may be "" */
 	size_t prompt_len;            /* its bytes: it may hold NUL ("\u0000") */
+	/* GEN_COMPLETION whose prompt is token ids or several prompts: [n_prompts]
+	 * (>= 1) and `prompt` is "" and unused; else NULL and 0. */
+	struct gen_prompt *prompts;
+	size_t n_prompts;
+	uint32_t n;                   /* choices per prompt, >= 1 (default 1) */
 	char *tools;                  /* GEN_CHAT: NULL, or the tools array as JSON text */
 	enum gen_tool_mode tool_mode; /* GEN_TOOLS_OFF unless tools were given */
 	char *tool_name;              /* GEN_TOOLS_NAMED: the function; else NULL */
@@ -107,6 +121,9 @@ void gen_request_init(struct gen_request *r, enum gen_kind kind,
 
 /* Releases everything `r` owns (NULL allowed) and leaves it re-init-able. */
 void gen_request_free(struct gen_request *r);
+
+/* Prompts the request holds: n_prompts, or 1. */
+size_t gen_request_n_prompts(const struct gen_request *r);
 
 /* The OpenAI name of a role ("system"). */
 const char *gen_role_name(enum gen_role role);

@@ -16,6 +16,9 @@ void metrics_init(struct metrics *m)
 	atomic_init(&m->queue_depth, 0);
 	atomic_init(&m->slots_busy, 0);
 	atomic_init(&m->kv_cache_bytes, 0);
+	atomic_init(&m->engine_steps, 0);
+	atomic_init(&m->engine_prefill_tokens, 0);
+	atomic_init(&m->engine_decode_tokens, 0);
 }
 
 static void observe(struct metrics_histogram *h, double v)
@@ -71,6 +74,14 @@ void metrics_set_queue_depth(struct metrics *m, int64_t n)
 void metrics_set_slots_busy(struct metrics *m, int64_t n)
 {
 	atomic_store_explicit(&m->slots_busy, n, memory_order_relaxed);
+}
+
+void metrics_set_engine_counts(struct metrics *m, uint64_t steps, uint64_t prefill,
+			       uint64_t decode)
+{
+	atomic_store_explicit(&m->engine_steps, steps, memory_order_relaxed);
+	atomic_store_explicit(&m->engine_prefill_tokens, prefill, memory_order_relaxed);
+	atomic_store_explicit(&m->engine_decode_tokens, decode, memory_order_relaxed);
 }
 
 void metrics_set_kv_cache_bytes(struct metrics *m, int64_t n)
@@ -138,6 +149,17 @@ char *metrics_render(struct metrics *m, size_t *len)
 		    (long long)atomic_load(&m->slots_busy));
 	write_gauge(f, "ember_kv_cache_bytes", "Bytes of KV cache in use.",
 		    (long long)atomic_load(&m->kv_cache_bytes));
+	fprintf(f, "# HELP ember_engine_steps_total Forward passes run.\n"
+		"# TYPE ember_engine_steps_total counter\nember_engine_steps_total %llu\n"
+		"# HELP ember_engine_prefill_tokens_total Prompt tokens evaluated.\n"
+		"# TYPE ember_engine_prefill_tokens_total counter\n"
+		"ember_engine_prefill_tokens_total %llu\n"
+		"# HELP ember_engine_decode_tokens_total Generated tokens evaluated.\n"
+		"# TYPE ember_engine_decode_tokens_total counter\n"
+		"ember_engine_decode_tokens_total %llu\n",
+		(unsigned long long)atomic_load(&m->engine_steps),
+		(unsigned long long)atomic_load(&m->engine_prefill_tokens),
+		(unsigned long long)atomic_load(&m->engine_decode_tokens));
 	if (fclose(f) != 0) {
 		free(out);
 		return NULL;

@@ -10,6 +10,11 @@
  *   ember_requests_in_flight                gauge (loop)
  *   ember_queue_depth, ember_slots_busy,
  *   ember_kv_cache_bytes                    gauges (set by the engine)
+ *   ember_engine_steps_total,
+ *   ember_engine_prefill_tokens_total,
+ *   ember_engine_decode_tokens_total        counters (the engine's own:
+ *                                           forward passes, prompt tokens
+ *                                           evaluated, tokens decoded)
  *
  * Threads: the loop thread owns the counters and histograms (it sees every
  * request finish); the engine-side gauges are atomics that any thread may
@@ -51,6 +56,7 @@ struct metrics {
 	_Atomic int64_t queue_depth;
 	_Atomic int64_t slots_busy;
 	_Atomic int64_t kv_cache_bytes;
+	_Atomic uint64_t engine_steps, engine_prefill_tokens, engine_decode_tokens;
 };
 
 /* Zeroes everything. */
@@ -71,6 +77,9 @@ void metrics_count_generation(struct metrics *m, uint64_t prompt_tokens,
 void metrics_set_queue_depth(struct metrics *m, int64_t n);
 void metrics_set_slots_busy(struct metrics *m, int64_t n);
 void metrics_set_kv_cache_bytes(struct metrics *m, int64_t n);
+/* The engine's counters (engine_stats): steps, prefill and decode tokens. */
+void metrics_set_engine_counts(struct metrics *m, uint64_t steps, uint64_t prefill,
+			       uint64_t decode);
 
 /* Renders the exposition text. Returns a malloc'd NUL-terminated string
  * (length in *len) the caller frees, or NULL when out of memory. */

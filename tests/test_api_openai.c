@@ -79,7 +79,8 @@ static const struct {
 	{1, "{" MSG ",\"frequency_penalty\":-2.5}", 400,
 	 "invalid_request_error", "frequency_penalty"},
 	{1, "{" MSG ",\"seed\":1.5}", 400, "invalid_request_error", "seed"},
-	{1, "{" MSG ",\"n\":2}", 400, "invalid_request_error", "n"},
+	{1, "{" MSG ",\"n\":0}", 400, "invalid_request_error", "n"},
+	{1, "{" MSG ",\"n\":129}", 400, "invalid_request_error", "n"},
 	{1, "{" MSG ",\"stop\":5}", 400, "invalid_request_error", "stop"},
 	{1, "{" MSG ",\"stop\":[\"a\",\"b\",\"c\",\"d\",\"e\"]}", 400,
 	 "invalid_request_error", "stop"},
@@ -92,8 +93,11 @@ static const struct {
 	{1, "{" MSG ",\"stream\":true,\"stream_options\":{\"include_usage\":1}}",
 	 400, "invalid_request_error", "stream_options.include_usage"},
 	{0, "{}", 400, "invalid_request_error", "prompt"},
-	{0, "{\"prompt\":[\"a\",\"b\"]}", 400, "invalid_request_error", "prompt"},
-	{0, "{\"prompt\":[1,2,3]}", 400, "invalid_request_error", "prompt"},
+	{0, "{\"prompt\":[]}", 400, "invalid_request_error", "prompt"},
+	{0, "{\"prompt\":[1,\"a\"]}", 400, "invalid_request_error", "prompt"},
+	{0, "{\"prompt\":[1,-2]}", 400, "invalid_request_error", "prompt"},
+	{0, "{\"prompt\":[\"a\",[]]}", 400, "invalid_request_error", "prompt[1]"},
+	{0, "{\"prompt\":[[1],[2.5]]}", 400, "invalid_request_error", "prompt[1]"},
 	{0, "{\"prompt\":7}", 400, "invalid_request_error", "prompt"},
 	{0, "{\"prompt\":\"x\",\"temperature\":3}", 400, "invalid_request_error",
 	 "temperature"},
@@ -242,6 +246,72 @@ START_TEST(completion_prompt_is_string_or_one_string_array)
 }
 END_TEST
 
+/* OpenAI's array prompts: token ids (one prompt), strings and token-id
+ * arrays (one prompt each); n choices per prompt. */
+START_TEST(completion_prompt_arrays_and_n)
+{
+	struct gen_request r;
+	struct api_error e;
+	const char *b1 = "{\"prompt\":[1,2,3],\"n\":3}";
+	const char *b2 = "{\"prompt\":[\"a\",[5,6],\"b c\"]}";
+
+	ck_assert_int_eq(api_openai_parse_completion(b1, strlen(b1), &lim, &r, &e), 0);
+	ck_assert_uint_eq(r.n, 3);
+	ck_assert_uint_eq(gen_request_n_prompts(&r), 1);
+	ck_assert_ptr_null(r.prompts[0].text);
+	ck_assert_uint_eq(r.prompts[0].n_ids, 3);
+	ck_assert_int_eq(r.prompts[0].ids[2], 3);
+	gen_request_free(&r);
+	ck_assert_int_eq(api_openai_parse_completion(b2, strlen(b2), &lim, &r, &e), 0);
+	ck_assert_uint_eq(r.n, 1);
+	ck_assert_uint_eq(gen_request_n_prompts(&r), 3);
+	ck_assert_str_eq(r.prompts[0].text, "a");
+	ck_assert_uint_eq(r.prompts[1].n_ids, 2);
+	ck_assert_int_eq(r.prompts[1].ids[0], 5);
+	ck_assert_str_eq(r.prompts[2].text, "b c");
+	ck_assert_uint_eq(r.prompts[2].len, 3);
+	gen_request_free(&r);
+}
+END_TEST
+
+/* Combinations with several choices or array prompts that have no
+ * faithful answer are refused by name (never a wrong answer). */
+START_TEST(choices_refuse_tools_echo_suffix)
+{
+	struct gen_request r;
+	struct api_error e;
+	const char *tools = "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"n\":2,"
+			    "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\","
+			    "\"parameters\":{\"type\":\"object\"}}}]}";
+	const char *echo = "{\"prompt\":[\"a\",\"b\"],\"echo\":true}";
+	const char *echo_ids = "{\"prompt\":[1,2],\"echo\":true}";
+	const char *suffix = "{\"prompt\":[\"a\",\"b\"],\"suffix\":\"x\"}";
+	const char *ok = "{\"prompt\":\"a\",\"echo\":true,\"n\":2,\"logprobs\":0}";
+
+	ck_assert_int_ne(api_openai_parse_chat(tools, strlen(tools), &lim, &r, &e), 0);
+	ck_assert_int_eq(e.status, 400);
+	ck_assert_str_eq(e.param, "n");
+	ck_assert_int_ne(api_openai_parse_completion(echo, strlen(echo), &lim, &r, &e), 0);
+	ck_assert_str_eq(e.param, "echo");
+	ck_assert_int_ne(api_openai_parse_completion(echo_ids, strlen(echo_ids), &lim, &r, &e), 0);
+	ck_assert_str_eq(e.param, "echo");
+	ck_assert_int_ne(api_openai_parse_completion(suffix, strlen(suffix), &lim, &r, &e), 0);
+	ck_assert_str_eq(e.param, "suffix");
+	/* echo with n choices of one string prompt is answered per choice;
+	 * (echo with logprobs stays refused on its own) */
+	ck_assert_int_ne(api_openai_parse_completion(ok, strlen(ok), &lim, &r, &e), 0);
+	ck_assert_str_eq(e.param, "echo");
+	ok = "{\"prompt\":\"a\",\"echo\":true,\"n\":2}";
+	ck_assert_int_eq(api_openai_parse_completion(ok, strlen(ok), &lim, &r, &e), 0);
+	ck_assert_uint_eq(r.n, 2);
+	gen_request_free(&r);
+	ok = "{\"prompt\":[\"a\",\"b\"],\"n\":2,\"logprobs\":1}";
+	ck_assert_int_eq(api_openai_parse_completion(ok, strlen(ok), &lim, &r, &e), 0);
+	ck_assert(r.logprobs);
+	gen_request_free(&r);
+}
+END_TEST
+
 /* "\u0000" is valid JSON and an ordinary character of a prompt and of a
  * message's content (it was refused as invalid JSON); where a string cannot
  * carry it (stop), it is refused by name, never cut short. */
@@ -325,6 +395,8 @@ Suite *suite_api_openai(void)
 	tcase_add_test(tc, max_tokens_above_the_cap_is_clamped);
 	tcase_add_test(tc, completion_prompt_is_string_or_one_string_array);
 	tcase_add_test(tc, nul_escape_is_a_character_of_the_prompt);
+	tcase_add_test(tc, completion_prompt_arrays_and_n);
+	tcase_add_test(tc, choices_refuse_tools_echo_suffix);
 	tcase_add_test(tc, content_type_must_be_json);
 	tcase_add_test(tc, error_json_has_the_openai_shape);
 	suite_add_tcase(s, tc);

@@ -303,6 +303,32 @@ START_TEST(a_long_embedding_does_not_stall_a_stream)
 }
 END_TEST
 
+/* An embedding's chunks are the step's prompt tokens (scheduler.c's
+ * budget): alone, 100 tokens at prefill_chunk 16 take 7 steps of at most
+ * 16, counted in engine_stats like a prompt's prefill. */
+START_TEST(embedding_chunks_count_in_the_step_budget)
+{
+	struct engine *e = open_engine(128);
+	struct vec_sink *s = sink_new();
+	struct engine_stats a, b;
+	int32_t ids[100];
+	size_t k;
+
+	for (k = 0; k < 100; k++)
+		ids[k] = (int32_t)(7 + k);
+	engine_stats(e, &a);
+	submit(e, ids, 100, NULL, false, s);
+	sink_wait(s);
+	engine_stats(e, &b);
+	ck_assert_int_eq(s->res.finish, ENGINE_FINISH_STOP);
+	ck_assert_uint_eq(b.prefill_tokens - a.prefill_tokens, 100);
+	ck_assert_uint_eq(b.steps - a.steps, 7);
+	ck_assert_uint_eq(b.prefill_steps - a.prefill_steps, 7);
+	sink_free(s);
+	engine_free(e);
+}
+END_TEST
+
 Suite *suite_embed(void)
 {
 	Suite *s = suite_create("embed");
@@ -314,6 +340,7 @@ Suite *suite_embed(void)
 	tcase_add_test(tc, two_at_once_equal_each_alone);
 	tcase_add_test(tc, too_long_is_refused_or_truncated);
 	tcase_add_test(tc, a_long_embedding_does_not_stall_a_stream);
+	tcase_add_test(tc, embedding_chunks_count_in_the_step_budget);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -3,9 +3,11 @@
  * hidden states of a token sequence, pooled and L2-normalized. A job runs
  * in a worker's slot on a cache of its own that is freed when it ends: no
  * KV is kept or reused (a cached prefix would skip the rows mean pooling
- * needs) and no token is decoded. It advances one chunk of prefill_chunk
- * tokens per worker step, beside the step's batch, so like a prompt's
- * prefill it delays running streams by at most a chunk per step.
+ * needs) and no token is decoded. It advances at most one chunk per
+ * worker step, beside the step's batch, its tokens taken from the step's
+ * prompt-token budget (scheduler.c: half of it while prompts wait), so
+ * like a prompt's prefill it delays running streams by at most a chunk
+ * per step.
  *
  * Pooling is accumulated chunk by chunk in double precision (mean: the
  * sum of every row; cls: row 0; last: the last row) so the memory is one
@@ -111,18 +113,30 @@ int embed_begin(struct worker *w, struct seq *s, char *err)
 	return rc < 0 ? rc : 0;
 }
 
-int embed_step(struct worker *w, struct seq *s, bool *finished, char *err)
+uint32_t embed_next_chunk(const struct seq *s)
+{
+	const struct embed_state *st = s->emb;
+
+	return s->n_tok - st->done < st->chunk ? s->n_tok - st->done : st->chunk;
+}
+
+int embed_step(struct worker *w, struct seq *s, uint32_t max_tok, bool *finished, char *err)
 {
 	struct embed_state *st = s->emb;
 	const size_t d = w->e->m->hp.n_embd;
 	const uint32_t n_tok = s->n_tok;
-	uint32_t n = n_tok - st->done < st->chunk ? n_tok - st->done : st->chunk, i;
-	struct compute_seq sq = {st->kv, s->tokens + st->done, n, COMPUTE_HIDDEN_ALL};
+	uint32_t n = embed_next_chunk(s), i;
+	struct compute_seq sq;
 	double norm = 0.0;
 	size_t k;
 	int rc;
 
 	*finished = false;
+	if (n > max_tok)
+		n = max_tok;
+	if (n == 0)
+		return 0;
+	sq = (struct compute_seq){st->kv, s->tokens + st->done, n, COMPUTE_HIDDEN_ALL};
 	if ((rc = compute_pass_run(w->fp, &sq, 1, st->hidden, err)) < 0)
 		return rc;
 	for (i = 0; i < n; i++) {

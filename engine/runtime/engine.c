@@ -22,6 +22,12 @@ void engine_job_free(struct job *j)
 
 	if (!j)
 		return;
+	while (j->followers) {
+		struct job *f = j->followers;
+
+		j->followers = f->next;
+		engine_job_free(f);
+	}
 	free(j->prompt);
 	free(j->logit_bias);
 	grammar_free(j->grammar);
@@ -43,6 +49,13 @@ void engine_job_free(struct job *j)
 
 void engine_job_finish(struct engine *e, struct job *j, struct engine_result *res)
 {
+	/* Choices never admitted end the way their leader did. */
+	while (j->followers) {
+		struct job *f = j->followers;
+
+		j->followers = f->next;
+		engine_job_finish(e, f, res);
+	}
 	if (j->on_done)
 		j->on_done(j->data, res);
 	pthread_mutex_lock(&e->lock);
@@ -141,6 +154,15 @@ static int job_new(struct engine *e, struct job **out, const struct engine_reque
 	    !(j->trigger = dup_bytes(req->grammar_trigger, strlen(req->grammar_trigger))))
 		goto nomem;
 	j->trigger_at_start = req->grammar_trigger_at_start;
+	if (req->tokens) {
+		j->tokens = malloc((req->n_tokens + 1) * sizeof(int32_t));
+		if (!j->tokens)
+			goto nomem;
+		memcpy(j->tokens, req->tokens, req->n_tokens * sizeof(int32_t));
+		j->n_tokens = (int64_t)req->n_tokens;
+		j->ids_given = true;
+	}
+	j->n_choices = 1;
 	for (i = 0; i < req->n_stop; i++) {
 		j->stop[i] = dup_bytes(req->stop[i], strlen(req->stop[i]));
 		if (!j->stop[i])
@@ -380,6 +402,19 @@ static int validate(const struct engine *e, const struct engine_request *req, ch
 		return ember_seterr(err, EMBER_EINVAL, "prompt is NULL");
 	if (req->n_messages && (req->prompt || !req->messages))
 		return ember_seterr(err, EMBER_EINVAL, "a request has a prompt or messages, not both");
+	if (req->tokens && (req->prompt || req->n_messages))
+		return ember_seterr(err, EMBER_EINVAL, "a request has prompt tokens or text, not both");
+	for (i = 0; req->tokens && i < req->n_tokens; i++)
+		if (req->tokens[i] < 0 || req->tokens[i] >= tokenizer_n_vocab(e->tok))
+			return ember_seterr(err, EMBER_ERANGE, "prompt token %zu (id %d) is outside the "
+					    "vocabulary of %d tokens", i, req->tokens[i],
+					    tokenizer_n_vocab(e->tok));
+	if (req->n > 1 && (req->session || req->max_tokens == 0))
+		return ember_seterr(err, EMBER_EINVAL, "several choices (n = %u) need max_tokens > 0 "
+				    "and no session", req->n);
+	if (req->n > e->cfg.slots)
+		return ember_seterr(err, EMBER_EINVAL, "n = %u choices exceed the %u slots of a worker",
+				    req->n, e->cfg.slots);
 	for (i = 0; i < req->n_messages; i++)
 		/* content may be NULL only in a turn that only calls tools */
 		if (!req->messages[i].role ||
@@ -393,12 +428,73 @@ static int validate(const struct engine *e, const struct engine_request *req, ch
 	if (req->embed_n_tokens && (!req->on_embed || !req->embed_tokens || req->prompt_len))
 		return ember_seterr(err, EMBER_EINVAL, "embed_tokens without on_embed, or with a "
 				    "prompt");
+	if (req->on_embed && (req->tokens || req->n > 1))
+		return ember_seterr(err, EMBER_EINVAL, "an embedding takes embed_tokens, not tokens, "
+				    "and one choice");
+	return 0;
+}
+
+/*
+ * Choices 1 .. n-1 of `req` as jobs linked by `next` into *out: no prompt
+ * (they take the leader's tokens when it forks), their own stop strings,
+ * grammar and seed (seed + i). Built off the lock. 0 or an error.
+ */
+static int followers_new(const struct engine_request *req, struct job **out, char *err)
+{
+	struct sampler_config greedy;
+	struct job **tail = out;
+	uint32_t i;
+	size_t k;
+	int rc;
+
+	*out = NULL;
+	greedy_config(&greedy);
+	for (i = 1; i < req->n; i++) {
+		struct job *f = calloc(1, sizeof(*f));
+
+		if (!f)
+			return ember_seterr(err, EMBER_ENOMEM, "engine: choices");
+		*tail = f;
+		tail = &f->next;
+		for (k = 0; k < req->n_stop; k++) {
+			if (!(f->stop[k] = dup_bytes(req->stop[k], strlen(req->stop[k]))))
+				return ember_seterr(err, EMBER_ENOMEM, "engine: choices");
+			f->n_stop = k + 1;
+		}
+		if (req->grammar &&
+		    (rc = grammar_parse_gbnf(&f->grammar, req->grammar, req->grammar_len, err)) < 0)
+			return rc;
+		f->max_tokens = req->max_tokens;
+		f->sampling = req->sampling ? *req->sampling : greedy;
+		f->sampling.seed += i;
+		f->n_choices = 1;
+		f->prepared = true;
+		f->on_text = req->on_text;
+		f->on_done = req->on_done;
+		f->on_logprobs = req->on_logprobs;
+		f->top_logprobs = req->top_logprobs;
+		if (req->grammar_trigger && req->grammar_trigger[0] &&
+		    !(f->trigger = dup_bytes(req->grammar_trigger, strlen(req->grammar_trigger))))
+			return ember_seterr(err, EMBER_ENOMEM, "engine: choices");
+		f->trigger_at_start = req->grammar_trigger_at_start;
+		if (req->n_logit_bias > 0 && req->n_logit_bias <= SAMPLER_MAX_BIAS) {
+			f->logit_bias = malloc(req->n_logit_bias * sizeof(*f->logit_bias));
+			if (f->logit_bias == NULL)
+				return ember_seterr(err, EMBER_ENOMEM, "engine: choices");
+			memcpy(f->logit_bias, req->logit_bias,
+			       req->n_logit_bias * sizeof(*f->logit_bias));
+			f->n_logit_bias = req->n_logit_bias;
+		}
+		f->data = req->choice_data ? req->choice_data[i] : req->data;
+		atomic_init(&f->cancelled, 0);
+		f->t_submit = clock_now_s();
+	}
 	return 0;
 }
 
 /* Queues a job built from `req` under the lock. */
 static int submit_locked(struct engine *e, const struct engine_request *req,
-			 struct grammar **grammar, uint64_t *id, char *err)
+			 struct grammar **grammar, struct job **followers, uint64_t *id, char *err)
 {
 	struct sampler_config greedy;
 	struct session *s = NULL;
@@ -420,6 +516,24 @@ static int submit_locked(struct engine *e, const struct engine_request *req,
 	if ((rc = job_new(e, &j, req, s ? &s->sampling : &greedy, err)) < 0)
 		return rc;
 	j->id = ++e->next_id;
+	if (req->choice_data)
+		j->data = req->choice_data[0];
+	if (followers != NULL) {
+		struct job *f;
+
+		j->followers = *followers; /* the job owns them now */
+		*followers = NULL;
+		for (f = j->followers; f; f = f->next) {
+			f->id = j->id;
+			j->n_choices++;
+			/* Their own stops go first; the template's follow. */
+			for (size_t i = 0; i < e->chat.n_stops && req->n_messages; i++)
+				if (job_add_stop(f, e->chat.stops[i]) < 0) {
+					engine_job_free(j);
+					return ember_seterr(err, EMBER_ENOMEM, "engine: choices");
+				}
+		}
+	}
 	if (grammar != NULL) {
 		j->grammar = *grammar; /* the job owns it now */
 		*grammar = NULL;
@@ -437,21 +551,31 @@ static int submit_locked(struct engine *e, const struct engine_request *req,
 int engine_submit(struct engine *e, const struct engine_request *req, uint64_t *id, char *err)
 {
 	struct grammar *g = NULL;
+	struct job *followers = NULL;
 	int rc;
 
 	*id = 0;
 	if ((rc = validate(e, req, err)) < 0)
 		return rc;
+	if (req->n > 1 && (rc = followers_new(req, &followers, err)) < 0)
+		goto out;
 	/* Compiled here, off the lock, so that a bad grammar is an error of
 	 * the submit call (a 400 before any header is sent). */
 	if (req->grammar != NULL &&
 	    (rc = grammar_parse_gbnf(&g, req->grammar, req->grammar_len, err)) < 0)
-		return rc;
+		goto out;
 	pthread_mutex_lock(&e->lock);
 	sessions_expire(e);
-	rc = submit_locked(e, req, &g, id, err);
+	rc = submit_locked(e, req, &g, &followers, id, err);
 	pthread_mutex_unlock(&e->lock);
+out:
 	grammar_free(g); /* NULL unless the submit failed */
+	while (followers) {
+		struct job *f = followers;
+
+		followers = f->next;
+		engine_job_free(f);
+	}
 	return rc;
 }
 
@@ -511,6 +635,12 @@ void engine_stats(struct engine *e, struct engine_stats *st)
 		st->kv_bytes += kv_pool_bytes(&wk->kv);
 		st->kv_bytes_max += (uint64_t)wk->kv.n_max * wk->kv.entry_bytes;
 		st->kv_cached += kv_pool_n_idle(&wk->kv);
+		st->steps += wk->n_steps;
+		st->prefill_tokens += wk->n_prefill_tok;
+		st->decode_tokens += wk->n_decode_tok;
+		st->prefill_steps += wk->n_prefill_steps;
+		if (wk->max_chunk > st->max_chunk)
+			st->max_chunk = wk->max_chunk;
 	}
 	st->sessions = e->n_sessions;
 	st->requests_done = e->requests_done;
@@ -575,7 +705,7 @@ int engine_session_new(struct engine *e, const struct engine_session_opts *o, ui
 					     .add_special = o->add_special,
 					     .parse_special = o->parse_special, .session = s->id};
 
-		if ((rc = submit_locked(e, &req, NULL, &job_id, err)) < 0) {
+		if ((rc = submit_locked(e, &req, NULL, NULL, &job_id, err)) < 0) {
 			session_drop(e, s);
 			goto out;
 		}

@@ -35,10 +35,17 @@
  * on_embed (embed.c).
  *
  * Batching. Each worker step is one forward pass over one decode token of
- * every running sequence plus up to `prefill_chunk` prompt tokens of the
- * oldest sequence still prefilling, so the weights are read once per step
- * for all streams, and a long prompt delays running streams by at most one
- * chunk per step.
+ * every running sequence plus a chunk of prompt tokens of the oldest
+ * sequences still prefilling, so the weights are read once per step for
+ * all streams, and a long prompt delays running streams by at most one
+ * chunk per step. The chunk shrinks as more streams decode
+ * (prefill_chunk / (1 + decoding), at least 16 tokens): scheduler.c says
+ * why.
+ *
+ * Several choices (engine_request.n > 1, OpenAI's `n`): the prompt is
+ * prefilled once; its last logits are kept and each further choice gets a
+ * copy of the prompt's KV cache and samples its own first token from them
+ * (seed + choice index), then decodes on its own.
  *
  * KV caches. A worker holds up to kv_cache_mb of caches, each for n_ctx
  * positions (F16 by default). After a request ends its cache stays, with
@@ -85,7 +92,8 @@ struct engine_config {
 	uint32_t threads;        /* compute threads per worker; 0: 1 */
 	uint32_t slots;          /* sequences a worker runs at once; 0: 4 */
 	uint32_t n_ctx;          /* positions per sequence; 0: the model's context_length */
-	uint32_t prefill_chunk;  /* prompt tokens per step; 0: 256 */
+	uint32_t prefill_chunk;  /* prompt tokens per step with nothing decoding
+				  * (the step's token budget); 0: 256 */
 	uint32_t kv_cache_mb;    /* KV budget per worker in MiB; 0: n_ctx * slots */
 	bool kv_f32;             /* F32 caches instead of F16 (exact, twice the size) */
 	uint32_t queue_max;      /* requests waiting for a slot; 0: 64 */
@@ -221,6 +229,20 @@ struct engine_request {
 	 * the grammar, it is dropped and the output stays free. */
 	const char *grammar_trigger;
 	bool grammar_trigger_at_start;
+	/* Or a prompt of token ids, used as given (no BOS added; each must be
+	 * inside the tokenizer's vocabulary, else EMBER_ERANGE); copied. */
+	const int32_t *tokens;
+	size_t n_tokens;
+	/* Choices: 0 or 1 = one; up to the worker's slots (else EMBER_EINVAL;
+	 * not with a session, max_tokens 0 or on_embed). Each choice has the
+	 * request's stops, grammar (and trigger), logit biases and logprobs.
+	 * Choice i samples with seed +
+	 * i and calls the callbacks with choice_data[i] (choice_data NULL:
+	 * `data` for every choice). Each choice gets its own on_done, all
+	 * with the prompt's prompt_tokens and cached_tokens (count them
+	 * once per prompt). */
+	uint32_t n;
+	void *const *choice_data;
 	engine_text_cb on_text;    /* may be NULL */
 	engine_done_cb on_done;    /* may be NULL */
 	/* Log-probabilities: on_logprobs (NULL: none computed) gets each
@@ -245,6 +267,13 @@ struct engine_stats {
 	uint32_t kv_cached;        /* idle caches kept for reuse */
 	uint32_t sessions;         /* live sessions */
 	uint64_t requests_done;    /* on_done calls so far */
+	/* Scheduler counters since engine_new, all workers (each step's
+	 * are added before its tokens are delivered): */
+	uint64_t steps;            /* forward passes */
+	uint64_t prefill_tokens;   /* prompt tokens evaluated (prefilled) */
+	uint64_t decode_tokens;    /* generated tokens evaluated (decoded) */
+	uint64_t prefill_steps;    /* steps that carried prompt tokens */
+	uint32_t max_chunk;        /* most prompt tokens in a step that also decoded */
 };
 
 struct engine_session_opts {

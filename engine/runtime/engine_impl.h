@@ -43,6 +43,11 @@ struct job {
 	char *prep_err;            /* its message (owned) */
 	int32_t *tokens;           /* [min(n_tokens, n_ctx)] owned */
 	int64_t n_tokens;          /* the prompt's tokens (may exceed n_ctx) */
+	bool ids_given;            /* tokens came with the request: never tokenized */
+	/* Choices 1.. of a request with n > 1, linked by `next`, owned here
+	 * until admission gives each a slot (they share this job's id). */
+	struct job *followers;
+	uint32_t n_choices;        /* 1 + followers, for admission */
 	char *stop[ENGINE_MAX_STOP]; /* owned copies */
 	size_t n_stop;
 	bool add_special, parse_special;
@@ -87,6 +92,7 @@ enum seq_phase {
 	SEQ_WAIT_KV,   /* tokenized, waiting for a cache */
 	SEQ_RUN,       /* prefilling or decoding */
 	SEQ_EMBED,     /* an embedding job (embed.h), a chunk per step */
+	SEQ_FORK,      /* a further choice, waiting for its leader's prefill */
 };
 
 /* One slot of a worker: a running sequence. */
@@ -115,6 +121,7 @@ struct seq {
 	float *logits;             /* into the worker's logits rows, this step */
 	struct embed_state *emb;   /* SEQ_EMBED's (embed.h), else NULL */
 	bool batched;              /* has rows in this step */
+	struct seq *fork_of;       /* SEQ_FORK: the slot prefilling the prompt */
 };
 
 struct worker {
@@ -135,6 +142,9 @@ struct worker {
 	size_t piece_cap;
 	struct engine_logprobs logprobs; /* scratch for on_logprobs */
 	uint64_t admit_tick;
+	/* engine_stats counters (lock held to write and read) */
+	uint64_t n_steps, n_prefill_tok, n_decode_tok, n_prefill_steps;
+	uint32_t max_chunk;
 };
 
 struct engine {

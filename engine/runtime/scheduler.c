@@ -4,14 +4,56 @@
  * a long prompt never delays a step. Each worker takes prepared requests
  * in arrival order, finds each a KV cache (reusing a cached prefix when it
  * can), and runs continuous batching: each step is one forward pass over
- * the next token of every decoding sequence plus up to prefill_chunk
- * prompt tokens of the oldest prefilling ones. Sampled tokens go through
- * detok to the request's on_text.
+ * the next token of every decoding sequence plus a chunk of prompt tokens
+ * of the oldest prefilling ones. Sampled tokens go through detok to the
+ * request's on_text.
+ *
+ * The step policy. Let B = prefill_chunk (the step's token budget: 256 in
+ * the engine, 512 in emberd's config) and d = the sequences decoding now
+ * (a prompt's last token counts: it is a one-token entry). A step holds
+ *
+ *     d decode tokens  +  c = max(min(16, B), floor(B / (1 + d))) prompt tokens,
+ *
+ * the prompt tokens going to prefilling sequences oldest first (a prompt
+ * may finish and the next start in the same step). An embedding job
+ * (embed.c) advances a chunk every step from the same c, in its own pass
+ * after the batch's: half of c while prompts wait, all of it otherwise.
+ * Why:
+ *
+ *  - Every decoding sequence is in every step, so a stream waits for its
+ *    next token one step at most, and a step holds one chunk at most: the
+ *    delay a newly arrived prompt adds to a running stream is the cost of
+ *    c prompt tokens per token it streams, never a whole prompt.
+ *  - Prefill is compute-bound: c tokens cost about c * t_p (t_p: one
+ *    token's share of a GEMM). Each of the d streams waits for them, so
+ *    the stream time spent waiting on one step's chunk is d * c * t_p <=
+ *    d / (1 + d) * B * t_p < B * t_p: however many streams run, one
+ *    step's prefill costs them together less than one full chunk. With a
+ *    fixed chunk it would grow with d (8 streams x 256 tokens: 2048 token
+ *    times of waiting per step). Example, B = 256: d = 0 -> 256, 1 -> 128,
+ *    4 -> 51, 8 -> 28, 16 -> 16 (the floor).
+ *  - Time to first token stays bounded under load: a prompt of P tokens
+ *    behind Q queued prompt tokens needs ceil((Q + P) / c) steps, and c
+ *    never drops below 16 tokens (prefill always advances) while each step
+ *    costs about t_w + (d + c) * t_p (t_w: reading the weights once, shared
+ *    by the whole step). With d = 8, B = 256 and 100-token prompts, a new
+ *    prompt is ready after 4 steps of 36 tokens each.
+ *  - The weights are read once per step for all d + c tokens, so the
+ *    aggregate decode rate grows with d as far as the small-batch kernels
+ *    allow; small chunks cost prefill little since t_w is shared.
+ *
+ * Several choices (n > 1): admission reserves n slots at once; the first
+ * prefills the prompt, the others wait (SEQ_FORK). When its prompt's
+ * logits come out, each waiting choice copies the prompt's KV cache
+ * (compute_kv_copy_prefix) and samples its own first token from those same
+ * logits with its own sampler (seed + i), then decodes on its own: one
+ * prefill for n choices. A choice that finds no cache free then prefills
+ * by itself (same result, more work).
  *
  * Reading order: scheduler_prep_main() and job_prepare() (submit to run
  * queue), scheduler_main() (the loop), admit() and start_seq() (queue to
- * slot), acquire_caches() (slot to cache), run_step() (the batch), emit()
- * (one token out), finish_seq() (slot back).
+ * slot), acquire_caches() (slot to cache), run_step() (the batch),
+ * fork_choices() (n > 1), emit() (one token out), finish_seq() (slot back).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,6 +91,11 @@ static void job_prepare(struct engine *e, struct job *j, bool special)
 	int rc;
 
 	j->prepared = true;
+	j->tok_special = special;
+	if (j->ids_given) { /* used as given */
+		j->prep_rc = 0;
+		return;
+	}
 	if (j->n_msgs) {
 		rc = chat_render(&e->chat, j->msgs, j->n_msgs, j->tools, 1, &text, &len, err);
 		if (rc < 0) {
@@ -144,6 +191,27 @@ static void send_text(struct seq *s, const char *text, size_t len)
 	s->pending_tokens = 0;
 }
 
+static void finish_seq(struct worker *w, struct seq *s, enum engine_finish finish, int code,
+		       const char *msg);
+
+/* Choices still waiting for leader `lead`, which ended before its prompt
+ * was prefilled, end the same way. */
+static void finish_forks(struct worker *w, struct seq *lead, enum engine_finish finish,
+			 int code, const char *msg)
+{
+	uint32_t i;
+
+	for (i = 0; i < w->e->cfg.slots; i++) {
+		struct seq *q = &w->seqs[i];
+
+		if (q->phase == SEQ_FORK && q->fork_of == lead) {
+			q->fork_of = NULL;
+			q->n_prompt = lead->n_prompt;
+			finish_seq(w, q, finish, code, msg);
+		}
+	}
+}
+
 /*
  * Frees slot `s` and reports: `finish`, with `code` and a message for
  * errors. Held-back text is flushed unless the sequence was cancelled or
@@ -222,6 +290,7 @@ static void finish_seq(struct worker *w, struct seq *s, enum engine_finish finis
 	s->lazy_len = 0;
 	s->lazy = false;
 	engine_job_finish(e, j, &res);
+	finish_forks(w, s, finish, code, msg);
 }
 
 /* ---- queue to slot ---------------------------------------------------------- */
@@ -232,29 +301,47 @@ static bool eligible(const struct worker *w, const struct job *j)
 	return !j->session || (j->session->worker == w->index && !j->session->running);
 }
 
+/* Lock held: a free slot (there must be one) set up for `j`. */
+static struct seq *slot_take(struct worker *w, struct job *j, enum seq_phase phase)
+{
+	struct seq *s = w->seqs;
+	int32_t *tokens;
+
+	while (s->phase != SEQ_FREE)
+		s++;
+	tokens = s->tokens;
+	memset(s, 0, sizeof(*s));
+	s->tokens = tokens;
+	s->phase = phase;
+	s->job = j;
+	s->admitted = ++w->admit_tick;
+	w->n_busy++;
+	return s;
+}
+
 /* Lock held: unlinks the queued jobs of this worker that were cancelled
- * onto *dead, and moves the oldest eligible jobs into free slots. */
+ * onto *dead, and moves the oldest eligible jobs into free slots (a job
+ * of n choices takes n slots at once). */
 static void admit(struct worker *w, struct job **dead)
 {
 	struct engine *e = w->e;
 	struct job **pp = &e->queue_head, *prev = NULL;
-	int32_t *tokens;
-	uint32_t i;
+	uint32_t i, n_free;
 
 	while (*pp) {
 		struct job *j = *pp;
-		struct seq *s = NULL;
+		struct seq *s;
+		bool cancelled = atomic_load(&j->cancelled);
 
 		if (!eligible(w, j)) {
 			prev = j;
 			pp = &j->next;
 			continue;
 		}
-		if (!atomic_load(&j->cancelled)) {
-			for (i = 0; i < e->cfg.slots && !s; i++)
-				if (w->seqs[i].phase == SEQ_FREE)
-					s = &w->seqs[i];
-			if (!s)
+		if (!cancelled) {
+			for (i = 0, n_free = 0; i < e->cfg.slots; i++)
+				n_free += w->seqs[i].phase == SEQ_FREE;
+			if (n_free < j->n_choices)
 				break;
 		}
 		*pp = j->next;
@@ -262,20 +349,21 @@ static void admit(struct worker *w, struct job **dead)
 			e->queue_tail = prev;
 		e->queue_len--;
 		j->next = NULL;
-		if (!s) {
+		if (cancelled) {
 			j->next = *dead;
 			*dead = j;
 			continue;
 		}
-		tokens = s->tokens;
-		memset(s, 0, sizeof(*s));
-		s->tokens = tokens;
-		s->phase = SEQ_STARTING;
-		s->job = j;
+		s = slot_take(w, j, SEQ_STARTING);
 		if (j->session)
 			j->session->running = true;
-		s->admitted = ++w->admit_tick;
-		w->n_busy++;
+		while (j->followers) {
+			struct job *f = j->followers;
+
+			j->followers = f->next;
+			f->next = NULL;
+			slot_take(w, f, SEQ_FORK)->fork_of = s;
+		}
 	}
 }
 
@@ -375,6 +463,23 @@ static int lazy_scan(struct engine *e, struct seq *s, const char *piece, size_t 
 	return rc == EMBER_ENOMEM ? rc : 0;
 }
 
+/* A sequence's sampler, stop-string detok and grammar matcher. */
+static int start_tools(struct engine *e, struct seq *s, char *err)
+{
+	const struct job *j = s->job;
+	int rc;
+
+	rc = sampler_new(&s->sampler, &j->sampling, (int32_t)e->m->hp.n_vocab, err);
+	if (rc == 0 && j->n_logit_bias > 0)
+		rc = sampler_set_bias(s->sampler, j->logit_bias, j->n_logit_bias, err);
+	if (rc == 0)
+		rc = detok_init(&s->detok, (const char *const *)j->stop, j->n_stop, err);
+	if (rc == 0 && j->grammar != NULL && j->trigger == NULL)
+		rc = start_grammar(e, s, err);
+	s->lazy = j->grammar != NULL && j->trigger != NULL;
+	return rc;
+}
+
 /* Fills a just-admitted job's slot: the session's tokens, then the
  * prompt's (tokenized by the preparation thread). Without the lock: a
  * session with a job is only touched by the worker running it. On failure
@@ -433,15 +538,7 @@ static void start_seq(struct worker *w, struct seq *s)
 		pthread_mutex_unlock(&e->lock);
 		return;
 	}
-	rc = sampler_new(&s->sampler, &j->sampling, (int32_t)e->m->hp.n_vocab, err);
-	if (rc == 0 && j->n_logit_bias > 0)
-		rc = sampler_set_bias(s->sampler, j->logit_bias, j->n_logit_bias, err);
-	if (rc == 0)
-		rc = detok_init(&s->detok, (const char *const *)j->stop, j->n_stop, err);
-	if (rc == 0 && j->grammar != NULL && j->trigger == NULL)
-		rc = start_grammar(e, s, err);
-	s->lazy = j->grammar != NULL && j->trigger != NULL;
-	if (rc < 0) {
+	if ((rc = start_tools(e, s, err)) < 0) {
 		finish_seq(w, s, ENGINE_FINISH_ERROR, rc, err);
 		return;
 	}
@@ -631,16 +728,78 @@ static bool prefilling(const struct seq *s)
 	return s->n_tok - compute_kv_n_pos(s->kv->kv) > 1 && !s->batched;
 }
 
+/* The prompt tokens of a step beside n_dec decode tokens (the header's
+ * policy). */
+static uint32_t step_chunk(uint32_t budget, uint32_t n_dec)
+{
+	uint32_t c = budget / (1 + n_dec), floor = budget < 16 ? budget : 16;
+
+	return c < floor ? floor : c;
+}
+
 /*
- * One forward pass: the pending token of every decoding sequence, then
- * prompt chunks of prefilling sequences, oldest first, up to prefill_chunk
- * tokens in all. A sequence whose pending tokens are all in the batch gets
- * logits (unless it only prefills).
+ * The prompt of `lead` is in its cache and `logits` are its last token's:
+ * each choice waiting on it copies the cache and samples its own first
+ * token from the same logits (before the leader samples, which may end it
+ * and release its cache). A choice for which no cache is free prefills by
+ * itself later.
  */
-static void run_step(struct worker *w)
+static void fork_choices(struct worker *w, struct seq *lead, const float *logits)
 {
 	struct engine *e = w->e;
-	uint32_t i, nb = 0, budget = e->cfg.prefill_chunk, row = 0;
+	char err[EMBER_ERR_MAX];
+	struct kv_claim c;
+	uint32_t i;
+	int rc;
+
+	for (i = 0; i < e->cfg.slots; i++) {
+		struct seq *q = &w->seqs[i];
+
+		if (q->phase != SEQ_FORK || q->fork_of != lead)
+			continue;
+		q->fork_of = NULL;
+		memcpy(q->tokens, lead->tokens, (size_t)lead->n_tok * sizeof(int32_t));
+		q->n_tok = lead->n_tok;
+		q->n_prompt = lead->n_prompt;
+		q->t_prefill0 = lead->t_prefill0;
+		if ((rc = start_tools(e, q, err)) < 0) {
+			finish_seq(w, q, ENGINE_FINISH_ERROR, rc, err);
+			continue;
+		}
+		pthread_mutex_lock(&e->lock);
+		rc = kv_pool_acquire(&w->kv, q->tokens, q->n_tok, &c, err);
+		if (rc == 0) {
+			q->kv = c.entry;
+			q->phase = SEQ_RUN;
+		} else if (rc == EMBER_EBUSY) {
+			q->phase = SEQ_WAIT_KV;
+		}
+		pthread_mutex_unlock(&e->lock);
+		if (rc == EMBER_EBUSY)
+			continue;
+		if (rc == 0) /* a pending copy from a session's cache is not needed */
+			rc = compute_kv_copy_prefix(q->kv->kv, lead->kv->kv, lead->n_tok);
+		if (rc < 0) {
+			finish_seq(w, q, ENGINE_FINISH_ERROR, rc, "engine: copying the prompt's cache");
+			continue;
+		}
+		q->n_cached = lead->n_cached;
+		emit(w, q, logits);
+	}
+}
+
+/*
+ * One forward pass: the pending token of every decoding sequence, then
+ * prompt chunks of prefilling sequences, oldest first, step_chunk() tokens
+ * in all. A sequence whose pending tokens are all in the batch gets logits
+ * (unless it only prefills). The oldest embedding's chunk shares that
+ * budget (*emb and *emb_n: its slot and tokens, run by run_embed after
+ * the pass; they count among the step's prompt tokens).
+ */
+static void run_step(struct worker *w, struct seq **emb, uint32_t *emb_n)
+{
+	struct engine *e = w->e;
+	uint32_t i, nb = 0, n_dec, chunk, budget, row = 0, n_gen_tok = 0, n_prompt_tok;
 	char err[EMBER_ERR_MAX];
 	struct seq *s;
 	int rc;
@@ -653,7 +812,23 @@ static void run_step(struct worker *w)
 			w->batch[nb++] = (struct compute_seq){s->kv->kv, s->tokens + s->n_tok - 1, 1,
 							      COMPUTE_LOGITS_NONE};
 			s->batched = true;
+			n_gen_tok += s->n_gen > 0; /* else a prompt's last token */
 		}
+	}
+	n_dec = nb;
+	budget = chunk = step_chunk(e->cfg.prefill_chunk, n_dec);
+	/* The oldest embedding advances every step, from the same budget:
+	 * half of it while prompts are waiting (they keep the other half),
+	 * all of it otherwise. */
+	*emb = oldest(w, SEQ_EMBED, NULL);
+	*emb_n = 0;
+	if (*emb) {
+		uint32_t share = oldest(w, SEQ_RUN, prefilling) ? (budget + 1) / 2 : budget;
+
+		*emb_n = embed_next_chunk(*emb);
+		if (*emb_n > share)
+			*emb_n = share;
+		budget -= *emb_n;
 	}
 	while (budget > 0 && (s = oldest(w, SEQ_RUN, prefilling))) {
 		uint32_t pos = compute_kv_n_pos(s->kv->kv), n = s->n_tok - pos;
@@ -667,7 +842,7 @@ static void run_step(struct worker *w)
 		s->batched = true;
 		s->n_prefilled += n;
 	}
-	if (nb == 0)
+	if (nb == 0 && *emb_n == 0)
 		return;
 	for (i = 0; i < nb; i++) {
 		s = &w->seqs[w->batch_seq[i]];
@@ -679,30 +854,45 @@ static void run_step(struct worker *w)
 			s->logits = NULL;
 		}
 	}
-	rc = compute_pass_run(w->fp, w->batch, nb, w->logits, err);
+	rc = nb ? compute_pass_run(w->fp, w->batch, nb, w->logits, err) : 0;
+	/* Counted before any token goes out, so a caller woken by one sees
+	 * the step that made it. */
+	n_prompt_tok = chunk - budget + (n_dec - n_gen_tok);
+	pthread_mutex_lock(&e->lock);
+	w->n_steps++;
+	w->n_decode_tok += n_gen_tok;
+	w->n_prefill_tok += n_prompt_tok;
+	w->n_prefill_steps += n_prompt_tok > 0;
+	if (n_gen_tok > 0 && n_prompt_tok > w->max_chunk)
+		w->max_chunk = n_prompt_tok;
+	pthread_mutex_unlock(&e->lock);
 	for (i = 0; i < nb; i++) {
 		s = &w->seqs[w->batch_seq[i]];
-		if (rc < 0)
+		if (rc < 0) {
 			finish_seq(w, s, ENGINE_FINISH_ERROR, rc, err);
-		else if (s->logits)
+			continue;
+		}
+		if (s->logits && s->n_gen == 0 && s->job->n_choices > 1)
+			fork_choices(w, s, s->logits);
+		if (s->logits)
 			emit(w, s, s->logits);
 		else if (s->job->prefill_only && compute_kv_n_pos(s->kv->kv) == s->n_tok)
 			finish_seq(w, s, ENGINE_FINISH_STOP, 0, NULL);
 	}
 }
 
-/* The next chunk of the oldest embedding, beside the step's batch: one
- * per step, so a step grows by one chunk at most. */
-static void run_embed(struct worker *w)
+/* The next chunk (n tokens, run_step's share of the budget) of the
+ * embedding in slot s, beside the step's batch: one per step, so a step
+ * holds one budget of prompt tokens at most. */
+static void run_embed(struct worker *w, struct seq *s, uint32_t n)
 {
-	struct seq *s = oldest(w, SEQ_EMBED, NULL);
 	char err[EMBER_ERR_MAX];
 	bool finished;
 	int rc;
 
-	if (!s)
+	if (!s || n == 0 || s->phase != SEQ_EMBED)
 		return;
-	rc = embed_step(w, s, &finished, err);
+	rc = embed_step(w, s, n, &finished, err);
 	if (rc < 0) {
 		finish_seq(w, s, ENGINE_FINISH_ERROR, rc, err);
 	} else if (finished) {
@@ -736,6 +926,8 @@ void *scheduler_main(void *arg)
 	pthread_mutex_lock(&e->lock);
 	while (!e->stopping && claims && claimed) {
 		struct job *dead = NULL;
+		struct seq *emb = NULL;
+		uint32_t emb_n = 0;
 
 		admit(w, &dead);
 		if (!dead && w->n_busy == 0) {
@@ -758,8 +950,8 @@ void *scheduler_main(void *arg)
 		acquire_caches(w, claims, claimed, &n_claims);
 		for (i = 0; i < n_claims; i++)
 			kv_pool_copy(&claims[i]);
-		run_step(w);
-		run_embed(w);
+		run_step(w, &emb, &emb_n);
+		run_embed(w, emb, emb_n);
 		pthread_mutex_lock(&e->lock);
 	}
 	pthread_mutex_unlock(&e->lock);

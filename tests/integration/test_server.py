@@ -93,12 +93,12 @@ BAD_ROWS = [  # (path, body, status, type, param)
      "temperature"),
     (CHAT, GOOD[:-1] + ',"max_tokens":-1}', 400, "invalid_request_error",
      "max_tokens"),
-    (CHAT, GOOD[:-1] + ',"n":3}', 400, "invalid_request_error", "n"),
+    (CHAT, GOOD[:-1] + ',"n":0}', 400, "invalid_request_error", "n"),
     (CHAT, GOOD[:-1] + ',"top_p":0}', 400, "invalid_request_error", "top_p"),
     (CHAT, '{"a":1,"a":1}', 400, "invalid_request_error", None),
     (CHAT, '{"x":' + "[" * 200 + "]" * 200 + "}", 400,
      "invalid_request_error", None),
-    ("/v1/completions", '{"prompt":[1,2]}', 400, "invalid_request_error",
+    ("/v1/completions", '{"prompt":[1,"a"]}', 400, "invalid_request_error",
      "prompt"),
 ]
 

@@ -1,0 +1,440 @@
+/*
+ * test_scheduler.c - the engine's step policy (scheduler.c) on the golden
+ * llama model: concurrent greedy generations equal sequential ones with
+ * every chunk size, a long prompt arriving during decoding costs running
+ * streams one chunk per step (asserted on the engine's step counters, not
+ * on time), token-id prompts, and n choices sharing one prefill. Waits are
+ * bounded only so that a hang fails instead of blocking the suite.
+ */
+#include <check.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "ember.h"
+#include "engine.h"
+#include "kernels.h"
+#include "model.h"
+#include "tokenizer.h"
+
+#define GOLDEN "../shared/golden/llama/model-f32.gguf"
+#define TEXT_MAX 8192
+
+static struct model M;
+static struct tokenizer *TOK;
+
+static void setup(void)
+{
+	char err[EMBER_ERR_MAX] = "";
+
+	kern_init();
+	ck_assert_msg(model_open(&M, GOLDEN, err) == 0, "model: %s", err);
+	ck_assert_msg(tokenizer_new(&TOK, M.gguf, err) == 0, "tokenizer: %s", err);
+}
+
+static void teardown(void)
+{
+	tokenizer_free(TOK);
+	model_free(&M);
+}
+
+struct sink {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	char text[TEXT_MAX];
+	size_t len;
+	int n_tokens, n_done;
+	struct engine_result res;
+	/* With `e`: the engine's counters at the first text. */
+	struct engine *e;
+	struct engine_stats first;
+	int first_tokens;          /* tokens behind that first text */
+	bool have_first;
+};
+
+static void sink_init(struct sink *s)
+{
+	memset(s, 0, sizeof(*s));
+	pthread_mutex_init(&s->lock, NULL);
+	pthread_cond_init(&s->cond, NULL);
+}
+
+static void sink_destroy(struct sink *s)
+{
+	pthread_mutex_destroy(&s->lock);
+	pthread_cond_destroy(&s->cond);
+}
+
+static void on_text(void *data, const char *text, size_t len, int n_tokens)
+{
+	struct sink *s = data;
+
+	pthread_mutex_lock(&s->lock);
+	if (s->len + len < TEXT_MAX) {
+		memcpy(s->text + s->len, text, len);
+		s->len += len;
+		s->text[s->len] = '\0';
+	}
+	s->n_tokens += n_tokens;
+	if (s->e && !s->have_first) {
+		engine_stats(s->e, &s->first);
+		s->first_tokens = n_tokens;
+		s->have_first = true;
+	}
+	pthread_mutex_unlock(&s->lock);
+}
+
+static void on_done(void *data, const struct engine_result *res)
+{
+	struct sink *s = data;
+
+	pthread_mutex_lock(&s->lock);
+	s->n_done++;
+	s->res = *res;
+	pthread_cond_broadcast(&s->cond);
+	pthread_mutex_unlock(&s->lock);
+}
+
+static void sink_wait(struct sink *s)
+{
+	struct timespec until;
+
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 60;
+	pthread_mutex_lock(&s->lock);
+	while (s->n_done == 0)
+		ck_assert_msg(pthread_cond_timedwait(&s->cond, &s->lock, &until) == 0,
+			      "request never finished");
+	pthread_mutex_unlock(&s->lock);
+}
+
+static struct engine *engine(uint32_t slots, uint32_t chunk)
+{
+	struct engine_config c = {.slots = slots, .n_ctx = 512, .kv_f32 = true,
+				  .prefill_chunk = chunk};
+	char err[EMBER_ERR_MAX] = "";
+	struct engine *e = NULL;
+
+	ck_assert_msg(engine_new(&e, &M, TOK, &c, err) == 0, "engine_new: %s", err);
+	return e;
+}
+
+static void submit_req(struct engine *e, struct engine_request *r)
+{
+	char err[EMBER_ERR_MAX] = "";
+	uint64_t id = 0;
+
+	r->on_text = on_text;
+	r->on_done = on_done;
+	ck_assert_msg(engine_submit(e, r, &id, err) == 0, "submit: %s", err);
+}
+
+static void submit(struct engine *e, struct sink *s, const char *prompt, int max_tokens)
+{
+	struct engine_request r = {.prompt = prompt, .prompt_len = strlen(prompt),
+				   .add_special = true, .max_tokens = max_tokens, .data = s};
+
+	submit_req(e, &r);
+}
+
+/* Prompts of 5 to ~120 tokens, so chunks split them in many ways. */
+static const char *const PROMPTS[] = {
+	"Once upon a time",
+	"The quick brown fox jumps over the lazy dog while the cat sleeps in the warm sun "
+	"of a quiet afternoon",
+	"In a land far away, there lived a king who had three daughters. The first was "
+	"wise, the second was brave, and the third was kind. One day the king called them "
+	"together and said that he would give his kingdom to the one who loved him most. "
+	"The first daughter said she loved him more than gold, the second more than "
+	"silver, and the third said she loved him as meat loves salt.",
+	"Hello world, this is a test of",
+};
+#define N_PROMPTS 4
+
+/* ---- tests ---------------------------------------------------------------- */
+
+START_TEST(concurrent_greedy_equals_sequential_with_every_chunk_size)
+{
+	static const uint32_t chunks[] = {1, 2, 3, 5, 16, 17, 64, 256};
+	struct sink alone[N_PROMPTS], together[N_PROMPTS];
+	struct engine *e;
+	size_t c;
+	int i;
+
+	/* The reference: one at a time, nothing else in the step. */
+	e = engine(1, 256);
+	for (i = 0; i < N_PROMPTS; i++) {
+		sink_init(&alone[i]);
+		submit(e, &alone[i], PROMPTS[i], 24);
+		sink_wait(&alone[i]);
+		ck_assert_uint_gt(alone[i].len, 0);
+	}
+	engine_free(e);
+	for (c = 0; c < sizeof(chunks) / sizeof(chunks[0]); c++) {
+		e = engine(4, chunks[c]);
+		/* Two at once, the others while those decode. */
+		for (i = 0; i < N_PROMPTS; i++) {
+			sink_init(&together[i]);
+			submit(e, &together[i], PROMPTS[i], 24);
+			if (i == 1)
+				sink_wait(&together[0]);
+		}
+		for (i = 0; i < N_PROMPTS; i++) {
+			sink_wait(&together[i]);
+			ck_assert_msg(strcmp(together[i].text, alone[i].text) == 0,
+				      "chunk %u, prompt %d: '%s' != '%s'", chunks[c], i,
+				      together[i].text, alone[i].text);
+			ck_assert_int_eq(together[i].res.completion_tokens,
+					 alone[i].res.completion_tokens);
+			ck_assert_int_eq(together[i].res.finish, alone[i].res.finish);
+			sink_destroy(&together[i]);
+		}
+		engine_free(e);
+	}
+	for (i = 0; i < N_PROMPTS; i++)
+		sink_destroy(&alone[i]);
+}
+END_TEST
+
+/* Waits until `s` has streamed text (its sequence is decoding). */
+static void wait_text(struct sink *s)
+{
+	struct timespec ts = {0, 1000000};
+	int i, n;
+
+	for (i = 0; i < 60000; i++) {
+		pthread_mutex_lock(&s->lock);
+		n = s->n_tokens;
+		pthread_mutex_unlock(&s->lock);
+		if (n > 0)
+			return;
+		nanosleep(&ts, NULL);
+	}
+	ck_abort_msg("the stream never decoded");
+}
+
+START_TEST(a_long_prompt_costs_running_streams_one_chunk_per_step)
+{
+	const uint32_t B = 64, chunk2 = B / 3; /* two streams decode: B / (1 + 2) */
+	struct sink a, b, l;
+	struct engine_stats st0;
+	struct engine *e = engine(4, B);
+	uint64_t steps, p;
+
+	sink_init(&a);
+	sink_init(&b);
+	sink_init(&l);
+	submit(e, &a, PROMPTS[0], 200);
+	submit(e, &b, PROMPTS[3], 200);
+	wait_text(&a);
+	wait_text(&b);
+	engine_stats(e, &st0);
+	l.e = e;
+	submit(e, &l, PROMPTS[2], 4);
+	sink_wait(&l);
+	ck_assert(l.have_first);
+	steps = l.first.steps - st0.steps;
+	p = (uint64_t)l.res.prompt_tokens;
+	ck_assert_uint_gt(p, 4 * chunk2);
+	/* The two streams were in every step until the long prompt's first
+	 * text: they never waited more than that one step's chunk. (When detok
+	 * held the first token's text back, the long prompt's own decode
+	 * steps until its first text count too.) */
+	ck_assert_uint_eq(l.first.decode_tokens - st0.decode_tokens,
+			  2 * steps + (uint64_t)(l.first_tokens - 1));
+	/* The prompt went in once, in chunks of the adapted size: its first
+	 * token came after ceil(p / chunk) prefill steps. */
+	ck_assert_uint_eq(l.first.prefill_tokens - st0.prefill_tokens, p);
+	ck_assert_uint_eq(l.first.prefill_steps - st0.prefill_steps, (p + chunk2 - 1) / chunk2);
+	ck_assert_uint_eq(l.first.max_chunk, chunk2);
+	sink_wait(&a);
+	sink_wait(&b);
+	ck_assert_int_eq(a.res.finish, ENGINE_FINISH_LENGTH);
+	ck_assert_int_eq(b.res.finish, ENGINE_FINISH_LENGTH);
+	engine_free(e);
+	sink_destroy(&a);
+	sink_destroy(&b);
+	sink_destroy(&l);
+}
+END_TEST
+
+START_TEST(a_token_id_prompt_equals_its_text)
+{
+	struct engine *e = engine(2, 16);
+	char err[EMBER_ERR_MAX] = "";
+	struct sink text, ids;
+	struct engine_request r = {0};
+	int32_t *tok = NULL, bad = 1 << 30;
+	uint64_t id;
+	size_t n = 0;
+
+	ck_assert_int_eq(engine_tokenize(e, PROMPTS[1], strlen(PROMPTS[1]), true, false, &tok,
+					 &n, err), 0);
+	sink_init(&text);
+	sink_init(&ids);
+	submit(e, &text, PROMPTS[1], 16);
+	sink_wait(&text);
+	r.tokens = tok;
+	r.n_tokens = n;
+	r.max_tokens = 16;
+	r.data = &ids;
+	submit_req(e, &r);
+	sink_wait(&ids);
+	ck_assert_str_eq(ids.text, text.text);
+	ck_assert_int_eq(ids.res.prompt_tokens, (int64_t)n);
+	ck_assert_int_eq(ids.res.completion_tokens, text.res.completion_tokens);
+	/* An id outside the vocabulary is refused at submit, named. */
+	r.tokens = &bad;
+	r.n_tokens = 1;
+	ck_assert_int_eq(engine_submit(e, &r, &id, err), EMBER_ERANGE);
+	ck_assert_ptr_nonnull(strstr(err, "1073741824"));
+	engine_free(e);
+	free(tok);
+	sink_destroy(&text);
+	sink_destroy(&ids);
+}
+END_TEST
+
+START_TEST(n_choices_share_one_prefill_and_sample_with_their_own_seeds)
+{
+	struct sampler_config sc;
+	struct sink alone[3], ch[3];
+	void *data[3] = {&ch[0], &ch[1], &ch[2]};
+	struct engine_request r = {.prompt = PROMPTS[1], .prompt_len = strlen(PROMPTS[1]),
+				   .add_special = true, .max_tokens = 12, .n = 3,
+				   .choice_data = data, .sampling = &sc};
+	struct engine_stats st;
+	struct engine *e;
+	int i;
+
+	sampler_config_default(&sc);
+	sc.temperature = 1.0f;
+	sc.seed = 1234;
+	/* Choice i alone: the same request with seed + i. */
+	e = engine(4, 8);
+	for (i = 0; i < 3; i++) {
+		struct sampler_config one = sc;
+		struct engine_request r1 = r;
+
+		one.seed = sc.seed + (uint64_t)i;
+		r1.n = 1;
+		r1.choice_data = NULL;
+		r1.sampling = &one;
+		r1.data = &alone[i];
+		sink_init(&alone[i]);
+		submit_req(e, &r1);
+		sink_wait(&alone[i]);
+	}
+	engine_free(e);
+	e = engine(4, 8);
+	for (i = 0; i < 3; i++)
+		sink_init(&ch[i]);
+	submit_req(e, &r);
+	for (i = 0; i < 3; i++) {
+		sink_wait(&ch[i]);
+		ck_assert_int_eq(ch[i].n_done, 1);
+		ck_assert_str_eq(ch[i].text, alone[i].text);
+		ck_assert_int_eq(ch[i].res.completion_tokens, alone[i].res.completion_tokens);
+		ck_assert_int_eq(ch[i].res.prompt_tokens, alone[i].res.prompt_tokens);
+	}
+	/* The prompt was prefilled once for the three (with chunks of 8). */
+	engine_stats(e, &st);
+	ck_assert_uint_eq(st.prefill_tokens, (uint64_t)alone[0].res.prompt_tokens);
+	engine_free(e);
+	for (i = 0; i < 3; i++) {
+		sink_destroy(&alone[i]);
+		sink_destroy(&ch[i]);
+	}
+}
+END_TEST
+
+START_TEST(n_choices_are_refused_beyond_the_slots_and_end_together_on_cancel)
+{
+	struct engine *e = engine(2, 16);
+	char err[EMBER_ERR_MAX] = "";
+	struct sink s[2], c[2];
+	void *data[2] = {&c[0], &c[1]};
+	struct engine_request r = {.prompt = "Hi", .prompt_len = 2, .max_tokens = 4, .n = 3};
+	uint64_t id;
+
+	ck_assert_int_eq(engine_submit(e, &r, &id, err), EMBER_EINVAL);
+	ck_assert_ptr_nonnull(strstr(err, "n = 3"));
+	r.n = 2;
+	r.max_tokens = 0;
+	ck_assert_int_eq(engine_submit(e, &r, &id, err), EMBER_EINVAL);
+	/* Queued behind two running requests, then cancelled: both choices
+	 * report once. */
+	sink_init(&s[0]);
+	sink_init(&s[1]);
+	sink_init(&c[0]);
+	sink_init(&c[1]);
+	submit(e, &s[0], PROMPTS[0], 100);
+	submit(e, &s[1], PROMPTS[3], 100);
+	r.max_tokens = 4;
+	r.choice_data = data;
+	r.on_text = on_text;
+	r.on_done = on_done;
+	ck_assert_int_eq(engine_submit(e, &r, &id, err), 0);
+	engine_cancel(e, id);
+	sink_wait(&c[0]);
+	sink_wait(&c[1]);
+	ck_assert_int_eq(c[0].res.finish, ENGINE_FINISH_CANCELLED);
+	ck_assert_int_eq(c[1].res.finish, ENGINE_FINISH_CANCELLED);
+	sink_wait(&s[0]);
+	sink_wait(&s[1]);
+	engine_free(e);
+	ck_assert_int_eq(c[0].n_done, 1);
+	ck_assert_int_eq(c[1].n_done, 1);
+	sink_destroy(&s[0]);
+	sink_destroy(&s[1]);
+	sink_destroy(&c[0]);
+	sink_destroy(&c[1]);
+}
+END_TEST
+
+/* 12 requests on 2 slots: the queue holds the rest, nothing is lost, and
+ * no request gets its first text in an earlier step than one that came
+ * before it. */
+START_TEST(queued_requests_start_in_arrival_order)
+{
+	struct engine *e = engine(2, 16);
+	struct sink s[12];
+	int i;
+
+	for (i = 0; i < 12; i++) {
+		sink_init(&s[i]);
+		s[i].e = e;
+		submit(e, &s[i], PROMPTS[i % N_PROMPTS], 6);
+	}
+	for (i = 0; i < 12; i++) {
+		sink_wait(&s[i]);
+		ck_assert(s[i].res.finish == ENGINE_FINISH_LENGTH ||
+			  s[i].res.finish == ENGINE_FINISH_STOP);
+		ck_assert(s[i].have_first);
+		if (i > 0)
+			ck_assert_uint_le(s[i - 1].first.steps, s[i].first.steps);
+	}
+	engine_free(e);
+	for (i = 0; i < 12; i++)
+		sink_destroy(&s[i]);
+}
+END_TEST
+
+Suite *suite_scheduler(void)
+{
+	Suite *s = suite_create("scheduler");
+	TCase *tc = tcase_create("scheduler");
+
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, concurrent_greedy_equals_sequential_with_every_chunk_size);
+	tcase_add_test(tc, a_long_prompt_costs_running_streams_one_chunk_per_step);
+	tcase_add_test(tc, a_token_id_prompt_equals_its_text);
+	tcase_add_test(tc, n_choices_share_one_prefill_and_sample_with_their_own_seeds);
+	tcase_add_test(tc, n_choices_are_refused_beyond_the_slots_and_end_together_on_cancel);
+	tcase_add_test(tc, queued_requests_start_in_arrival_order);
+	suite_add_tcase(s, tc);
+	return s;
+}
