@@ -135,12 +135,14 @@ def main():
         # make deps installs it (DEB_PKGS): missing means deps were skipped.
         raise AssertionError("haproxy is not installed (make deps installs it)")
     model = os.path.join(TMP, "demo.gguf")
+    # 8k context: the stream that holds ember1 below must outlast the
+    # requests sent meanwhile on any CPU (at 2k it once ended on its own).
     subprocess.run([os.path.join(BUILD, "ember"), "synth", "--preset", "demo",
-                    "--type", "q8_0", "-o", model], check=True,
+                    "--type", "q8_0", "--ctx", "8192", "-o", model], check=True,
                    capture_output=True, timeout=120)
     # ember1 holds one request and queues none, so it is often full;
     # ember2 has room.
-    r1 = Replica(model, "ember1", "--slots=1", "--queue=0")
+    r1 = Replica(model, "ember1", "--slots=1", "--queue=0", "--max_tokens=8000")
     r2 = Replica(model, "ember2", "--slots=4", "--queue=16")
     lb_port = free_port()
     cfg = open(os.path.join(ROOT, "docker/haproxy.cfg")).read()
@@ -192,8 +194,11 @@ def run(r1, r2, lb):
     # it idle) fill it: one holds its only slot, one its queue of one
     # (queue=0 still lets one wait). Requests HAProxy sends it get 503 and
     # are retried on ember2.
+    # The end-of-sequence token (2 in the demo vocabulary) is banned, so
+    # the stream runs until the context is full.
     long = json.dumps({"messages": [{"role": "user", "content": "go"}],
-                       "stream": True, "max_tokens": 100000, "seed": 1})
+                       "stream": True, "max_tokens": 100000, "seed": 1,
+                       "logit_bias": {"2": -100}})
     hold = http.client.HTTPConnection(HOST, r1.port, timeout=60)
     hold.request("POST", "/v1/chat/completions", headers=JSON, body=long)
     hr = hold.getresponse()
