@@ -476,7 +476,11 @@ START_TEST(threaded_matmul_equals_single_thread_bit_for_bit)
 {
 	enum { OUT = 133, IN = 256 };
 	static const size_t toks[] = {1, 9};
-	pthreadpool_t pool = pthreadpool_create(2);
+	pthreadpool_t pool;
+
+	if (test_no_threads("kernels: threaded_matmul_equals_single_thread_bit_for_bit"))
+		return;
+	pool = pthreadpool_create(2);
 
 	ck_assert_ptr_nonnull(pool);
 	kern_init();
@@ -513,7 +517,11 @@ START_TEST(fused_matmul_equals_separate_matmuls_bit_for_bit)
 	enum { IN = 288 };
 	static const size_t outs[] = {133, 0, 8, 37};
 	static const size_t toks[] = {1, 9};
-	pthreadpool_t pool = pthreadpool_create(2);
+	pthreadpool_t pool;
+
+	if (test_no_threads("kernels: fused_matmul_equals_separate_matmuls_bit_for_bit"))
+		return;
+	pool = pthreadpool_create(2);
 
 	ck_assert_ptr_nonnull(pool);
 	kern_init();

@@ -78,6 +78,14 @@ int test_quick(void)
 	return v != NULL && *v != '\0' && strcmp(v, "0") != 0;
 }
 
+int test_no_threads(const char *what)
+{
+	if (getenv("EMBER_TEST_NO_THREADS") == NULL)
+		return 0;
+	fprintf(stderr, "%s skipped: no threads here (EMBER_TEST_NO_THREADS)\n", what);
+	return 1;
+}
+
 static int remove_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
 {
 	(void)sb;

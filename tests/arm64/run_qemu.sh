@@ -15,7 +15,9 @@
 # Check runs without fork (CK_FORK=no): under Debian 12's qemu-user a
 # forking guest hangs here, so each suite runs in its own process, bounded
 # by timeout (a hang names its suite). Tests that must fork a child skip it
-# when EMBER_TEST_NO_FORK is set, saying so; kernels_golden runs `ember
+# when EMBER_TEST_NO_FORK is set, saying so; a guest's pthread_create
+# hangs too, so tests that start threads skip under EMBER_TEST_NO_THREADS
+# (the suites built on threads are in SKIP); kernels_golden runs `ember
 # eval` through EMBER_TEST_RUNNER (qemu-aarch64 -cpu MODEL). Suites that
 # cannot run under qemu-user are in SKIP, with the reason printed.
 set -euo pipefail
@@ -37,19 +39,40 @@ RUNS=(
 )
 
 # Suites left out under qemu-user, and why (printed with the results).
+THREADS="a guest's pthread_create never returns under this machine's qemu-user (Debian 12)"
 declare -A SKIP=(
+	[embed]="every test starts an engine (worker threads): $THREADS"
+	[engine]="every test starts an engine (worker threads): $THREADS"
+	[engine_api]="every test starts an engine (worker threads): $THREADS"
+	[structured]="starts an engine (worker threads): $THREADS"
+	[tool_golden]="starts an engine (worker threads): $THREADS"
+	[stream]="a producer thread feeds the uv loop: $THREADS"
 )
 
 q() { # q MODEL LEVEL CMD...
 	local model=$1 level=$2
 	shift 2
 	timeout "$SUITE_TIMEOUT" qemu-aarch64 -cpu "$model" -E LD_LIBRARY_PATH="$LIBS" \
-		-E CK_FORK=no -E EMBER_TEST_NO_FORK=1 -E EMBER_TEST_QUICK=1 \
+		-E CK_FORK=no -E EMBER_TEST_NO_FORK=1 -E EMBER_TEST_NO_THREADS=1 -E EMBER_TEST_QUICK=1 \
 		-E EMBER_TEST_RUNNER="qemu-aarch64 -cpu $model" ${level:+-E EMBER_CPU=$level} "$@"
 }
 
+# One task: a suite at a row, its log and exit status under $BUILD/qemu/.
+if [ "${1:-}" = --task ]; then
+	IFS='|' read -r model level suite <<<"$2"
+	out="$BUILD/qemu/$model-${level:-auto}-$suite"
+	t0=$(date +%s)
+	rc=0
+	q "$model" "$level" "$BUILD/check_unit" "$suite" >"$out.log" 2>&1 || rc=$?
+	echo "$rc $(( $(date +%s) - t0 ))" >"$out.rc"
+	exit 0
+fi
+
 passed=0 failed=0
 start=$(date +%s)
+rm -rf "$BUILD/qemu"
+mkdir -p "$BUILD/qemu"
+tasks=()
 for run in "${RUNS[@]}"; do
 	IFS='|' read -r model level want suites <<<"$run"
 	got=$(q "$model" "$level" "$BUILD/ember" --version | sed -n 's/^op gemm q4_0: //p')
@@ -58,35 +81,47 @@ for run in "${RUNS[@]}"; do
 		failed=$((failed + 1))
 		continue
 	fi
-	t0=$(date +%s)
 	[ "$suites" = all ] && suites=$(sed -n 's/^SUITE(\(.*\))$/\1/p' "$BUILD/tests/suites.h")
-	log="$BUILD/qemu-$model-${level:-auto}.log"
-	: >"$log"
-	bad="" checks=0 skipped=""
 	for suite in $suites; do
-		if [ -n "${SKIP[$suite]:-}" ]; then
-			skipped="$skipped $suite"
-			continue
-		fi
-		if q "$model" "$level" "$BUILD/check_unit" "$suite" >>"$log" 2>&1; then
-			checks=$((checks + $(sed -n 's/^100%: Checks: \([0-9]*\),.*/\1/p' "$log" | tail -1)))
+		[ -n "${SKIP[$suite]:-}" ] || tasks+=("$model|$level|$suite")
+	done
+done
+# The slow suites first, so the long ones do not start last.
+printf '%s\n' "${tasks[@]}" | grep -E '\|(forward|kernels|models|golden)$' >"$BUILD/qemu/tasks"
+printf '%s\n' "${tasks[@]}" | grep -vE '\|(forward|kernels|models|golden)$' >>"$BUILD/qemu/tasks"
+# Several qemu processes at once: each is one guest thread most of the time.
+xargs -d '\n' -P "${QEMU_JOBS:-3}" -n 1 "$PWD/tests/arm64/run_qemu.sh" --task <"$BUILD/qemu/tasks"
+
+for run in "${RUNS[@]}"; do
+	IFS='|' read -r model level want suites <<<"$run"
+	[ "$suites" = all ] && suites=$(sed -n 's/^SUITE(\(.*\))$/\1/p' "$BUILD/tests/suites.h")
+	bad="" checks=0 secs=0 n=0
+	for suite in $suites; do
+		[ -z "${SKIP[$suite]:-}" ] || continue
+		out="$BUILD/qemu/$model-${level:-auto}-$suite"
+		[ -f "$out.rc" ] || continue # the version check failed above
+		read -r rc t <"$out.rc"
+		n=$((n + 1)) secs=$((secs + t))
+		if [ "$rc" = 0 ]; then
+			checks=$((checks + $(sed -n 's/^100%: Checks: \([0-9]*\),.*/\1/p' "$out.log")))
 		else
 			bad="$bad $suite"
-			echo "$suite: exit $? (124: timed out after $SUITE_TIMEOUT s)" >>"$log"
+			echo "$suite at -cpu $model EMBER_CPU=${level:-unset}: exit $rc" \
+			     "(124: over $SUITE_TIMEOUT s)"
+			grep -E ':[FE]:' "$out.log" | head -10 || true
 		fi
 	done
+	[ "$n" -gt 0 ] || continue
 	if [ -z "$bad" ]; then
 		passed=$((passed + 1)); verdict=ok
 	else
 		failed=$((failed + 1)); verdict=FAIL
 	fi
-	echo "$verdict qemu -cpu $model EMBER_CPU=${level:-unset} (level $want):" \
-	     "$(echo $suites | wc -w) suites, $checks checks passed${bad:+, failed:$bad}," \
-	     "$(( $(date +%s) - t0 )) s"
-	for suite in $skipped; do
-		echo "  skipped $suite: ${SKIP[$suite]}"
-	done
-	[ $verdict = ok ] || grep -E ':[FE]:|^[a-z_]*: exit' "$log" | head -20 || true
+	echo "$verdict qemu -cpu $model EMBER_CPU=${level:-unset} (level $want): $n suites," \
+	     "$checks checks passed${bad:+, failed:$bad}, $secs s of qemu time"
+done
+for suite in "${!SKIP[@]}"; do
+	echo "skipped under qemu: $suite: ${SKIP[$suite]}"
 done
 echo "arm64 under qemu: $(( $(date +%s) - start )) s"
 echo "$passed passed, $failed failed"
