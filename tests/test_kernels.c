@@ -565,9 +565,13 @@ START_TEST(q8_0_matmul_tracks_float_math_on_dequantized_weights)
 {
 	enum { OUT = 64, IN = 512, TOK = 3 };
 	float *wf, *x = kt_alloc(IN * TOK * sizeof(float)), *y = kt_alloc(OUT * TOK * sizeof(float));
-	void *w = kt_weights(DTYPE_Q8_0, OUT, IN, &wf);
+	void *w;
 	double se = 0, sy = 0;
 
+	/* The RMS bound is statistical: a fixed draw, whatever ran before
+	 * (EMBER_TEST_QUICK changes how much the tests before draw). */
+	kt_rng = 0x9e3779b97f4a7c15ull;
+	w = kt_weights(DTYPE_Q8_0, OUT, IN, &wf);
 	kern_init();
 	kt_fill(x, IN * TOK, 1.0f);
 	kt_matmul(NULL, DTYPE_Q8_0, w, OUT, IN, x, TOK, y);
