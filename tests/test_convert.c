@@ -20,6 +20,7 @@
 #include "gguf.h"
 #include "kernels.h"
 #include "safetensors.h"
+#include "testutil.h"
 
 #define GOLDEN "../shared/golden"
 
@@ -33,10 +34,7 @@ static void make_tmpdir(void)
 
 static void remove_tmpdir(void)
 {
-	char cmd[128];
-
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
-	ck_assert_int_eq(system(cmd), 0);
+	ck_assert_int_eq(test_remove_tree(tmpdir), 0);
 }
 
 static int exists(const char *path)

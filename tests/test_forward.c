@@ -314,9 +314,12 @@ START_TEST(two_threads_equal_one)
 {
 	struct test_golden g;
 	struct model m;
-	tpool_t pool = tpool_create(2);
+	tpool_t pool;
 	float *one, *two;
 
+	if (test_no_threads("forward: two_threads_equal_one"))
+		return;
+	pool = tpool_create(2);
 	ck_assert_ptr_nonnull(pool);
 	test_golden_load(&g, "llama", N_VOCAB);
 	open_model(&m, GOLDEN "model-f32.gguf");

@@ -12,6 +12,7 @@
 
 #include "ember.h"
 #include "gguf.h"
+#include "testutil.h"
 
 #define GOLDEN "../shared/golden/llama/model-f32.gguf"
 
@@ -257,10 +258,7 @@ static void make_tmpdir(void)
 
 static void remove_tmpdir(void)
 {
-	char cmd[128];
-
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
-	ck_assert_int_eq(system(cmd), 0);
+	ck_assert_int_eq(test_remove_tree(tmpdir), 0);
 }
 
 static uint8_t *read_all(const char *path, size_t *len)

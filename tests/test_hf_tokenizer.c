@@ -216,8 +216,7 @@ static void json_alone_like_tokenizer_model(const char *arch, int prepend)
 	tokenizer_free(tr);
 	gguf_close(&go);
 	gguf_close(&gr);
-	snprintf(path, sizeof(path), "rm -rf '%s'", tmp);
-	ck_assert_int_eq(system(path), 0);
+	ck_assert_int_eq(test_remove_tree(tmp), 0);
 }
 
 START_TEST(llama2_tokenizer_json_alone_tokenizes_like_tokenizer_model)
@@ -278,8 +277,7 @@ START_TEST(non_special_added_tokens_stay_text)
 	ck_assert_msg(found, "the non-special added token is matched in plain text");
 	tokenizer_free(t);
 	gguf_close(&g);
-	snprintf(path, sizeof(path), "rm -rf '%s'", tmp);
-	ck_assert_int_eq(system(path), 0);
+	ck_assert_int_eq(test_remove_tree(tmp), 0);
 }
 END_TEST
 
@@ -310,10 +308,7 @@ static void qwen2_dir_with(json_t *normalizer, char *dir, size_t cap)
 
 static void rm_tmp(void)
 {
-	char cmd[128];
-
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmp);
-	ck_assert_int_eq(system(cmd), 0);
+	ck_assert_int_eq(test_remove_tree(tmp), 0);
 }
 
 /* Qwen2/Qwen3's tokenizer.json normalizes to NFC: the converter records it

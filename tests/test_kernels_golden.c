@@ -7,7 +7,8 @@
  *
  * The level is chosen once per process (EMBER_CPU), so each level runs in
  * a sub-process: `ember eval` from the build directory of this test binary
- * (make builds it before the unit tests), with EMBER_CPU set.
+ * (make builds it before the unit tests), with EMBER_CPU set, behind
+ * EMBER_TEST_RUNNER if that is set (an emulator for a cross build).
  */
 #include <check.h>
 #include <limits.h>
@@ -106,8 +107,13 @@ static void kg_eval(const char *ember, const char *level, const char *model,
 	FILE *f;
 	int n = 0;
 
-	len = (size_t)snprintf(cmd, sizeof(cmd), "EMBER_CPU=%s '%s' eval -m '%s' -o '%s' --greedy %d "
-				"--tokens ", level, ember, model, out, KG_N_GREEDY);
+	/* EMBER_TEST_RUNNER (a trusted command prefix, e.g. "qemu-aarch64 -cpu
+	 * max" from tests/arm64/run_qemu.sh) runs a cross-built `ember`. */
+	const char *runner = getenv("EMBER_TEST_RUNNER");
+
+	len = (size_t)snprintf(cmd, sizeof(cmd), "EMBER_CPU=%s %s '%s' eval -m '%s' -o '%s' "
+				"--greedy %d --tokens ", level, runner ? runner : "", ember, model,
+				out, KG_N_GREEDY);
 	for (int i = 0; i < KG_N_IN; i++)
 		len += (size_t)snprintf(cmd + len, sizeof(cmd) - len, "%s%d", i ? "," : "",
 					g->input[i]);

@@ -332,8 +332,16 @@ END_TEST
 static int in_activated_child(int fd, const char *count, int (*check)(void))
 {
 	int status;
-	pid_t pid = fork();
+	pid_t pid;
 
+	/* qemu-user (tests/arm64/run_qemu.sh): a forked guest hangs there, and
+	 * qemu keeps descriptors of its own that descriptor 3 may be. */
+	if (getenv("EMBER_TEST_NO_FORK")) {
+		fprintf(stderr, "sd_notify: activated child (LISTEN_FDS=%s) skipped: no fork here\n",
+			count);
+		return 0;
+	}
+	pid = fork();
 	ck_assert_int_ge(pid, 0);
 	if (pid == 0) {
 		char self[32];

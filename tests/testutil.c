@@ -2,9 +2,11 @@
 #include "testutil.h"
 
 #include <check.h>
+#include <ftw.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 char *test_read_file(const char *path, size_t *len)
 {
@@ -67,4 +69,34 @@ void test_golden_free(struct test_golden *g)
 {
 	free(g->exact);
 	g->exact = NULL;
+}
+
+int test_quick(void)
+{
+	const char *v = getenv("EMBER_TEST_QUICK");
+
+	return v != NULL && *v != '\0' && strcmp(v, "0") != 0;
+}
+
+int test_no_threads(const char *what)
+{
+	if (getenv("EMBER_TEST_NO_THREADS") == NULL)
+		return 0;
+	fprintf(stderr, "%s skipped: no threads here (EMBER_TEST_NO_THREADS)\n", what);
+	return 1;
+}
+
+static int remove_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+	(void)sb;
+	(void)flag;
+	(void)ftw;
+	return remove(path);
+}
+
+int test_remove_tree(const char *path)
+{
+	/* FTW_DEPTH: children before their folder; FTW_PHYS: links are removed,
+	 * never followed. */
+	return nftw(path, remove_one, 16, FTW_DEPTH | FTW_PHYS);
 }

@@ -30,4 +30,18 @@ void test_golden_free(struct test_golden *g);
  * its length in *len; NULL if it cannot be read. */
 char *test_read_file(const char *path, size_t *len);
 
+/* Nonzero when EMBER_TEST_QUICK is set to anything but "" or "0": the slow
+ * suites (kernels) then check fewer shapes, still every type and level and
+ * ragged sizes, so they fit under an emulator (tests/arm64/run_qemu.sh). */
+int test_quick(void);
+
+/* Nonzero, after printing "<what> skipped: ...", when EMBER_TEST_NO_THREADS
+ * is set: under this machine's qemu-user a guest's pthread_create never
+ * returns (tests/arm64/run_qemu.sh), so tests that start threads skip. */
+int test_no_threads(const char *what);
+
+/* Removes `path` and everything under it, in-process (no `rm -rf` child:
+ * forking guests hang under qemu-user); 0 on success. */
+int test_remove_tree(const char *path);
+
 #endif
