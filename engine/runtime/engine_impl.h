@@ -1,10 +1,10 @@
 /*
  * engine_impl.h - what engine.c (the public API: queue, sessions,
- * lifetime) and scheduler.c (the worker threads) share. Not a public
- * header.
+ * lifetime), engine_job.c (building jobs) and scheduler*.c (the worker
+ * and preparation threads) share. Not a public header.
  *
  * A job's path: engine_submit -> the preparation queue -> prep_main
- * (render, tokenize; scheduler.c) -> the run queue -> a worker's slot.
+ * (render, tokenize; scheduler_prep.c) -> the run queue -> a worker's slot.
  *
  * Locking: one mutex per engine guards both queues, the session table, job
  * states, each worker's slot table and kv_pool bookkeeping. Workers and
@@ -190,6 +190,26 @@ void engine_job_finish(struct engine *e, struct job *j, struct engine_result *re
 /* Frees a job that never reached a callback. NULL-safe. */
 void engine_job_free(struct job *j);
 
+/* Sets `c` to the default sampling with temperature 0 (greedy;
+ * engine_job.c). */
+void engine_greedy_config(struct sampler_config *c);
+
+/* Checks `req` against the engine before anything is copied (engine_job.c);
+ * 0 or an error with the reason in err. */
+int engine_request_validate(const struct engine *e, const struct engine_request *req, char *err);
+
+/* A job from `req` (validated), not yet queued (engine_job.c). */
+int engine_job_new(struct engine *e, struct job **out, const struct engine_request *req,
+		   const struct sampler_config *defaults, char *err);
+
+/* Adds `text` to the job's stop strings unless present or full; 0 or
+ * EMBER_ENOMEM (engine_job.c). */
+int engine_job_add_stop(struct job *j, const char *text);
+
+/* Choices 1 .. n-1 of `req` as jobs linked by `next` into *out, built
+ * off the lock (engine_job.c). 0 or an error. */
+int engine_followers_new(const struct engine_request *req, struct job **out, char *err);
+
 /* Frees a session and its token list (its cache entry must be unpinned). */
 void engine_session_destroy(struct session *s);
 
@@ -199,6 +219,21 @@ void *scheduler_main(void *arg);
 /* The preparation thread (arg: the engine): renders and tokenizes queued
  * jobs in submission order and moves them to the run queue. */
 void *scheduler_prep_main(void *arg);
+
+/* Renders the job's messages (once) and tokenizes its prompt, with
+ * add_special as `special` says, into j->tokens; failures land in
+ * j->prep_rc / j->prep_err (scheduler_prep.c). Off the lock. */
+void scheduler_job_prepare(struct engine *e, struct job *j, bool special);
+
+/* A sequence's sampler, stop-string detok and grammar matcher
+ * (scheduler_tools.c). 0 or an error with the reason in err. */
+int scheduler_start_tools(struct engine *e, struct seq *s, char *err);
+
+/* A lazy grammar waiting for its trigger sees the newest token's text
+ * `piece` (n bytes); starts the matcher once the trigger shows
+ * (scheduler_tools.c). 0 or EMBER_ENOMEM. */
+int scheduler_lazy_scan(struct engine *e, struct seq *s, const char *piece, size_t n,
+			char *err);
 
 /* Appends a prepared job to the run queue and wakes the workers (lock held). */
 void engine_queue_push(struct engine *e, struct job *j);

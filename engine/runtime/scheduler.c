@@ -50,10 +50,12 @@
  * prefill for n choices. A choice that finds no cache free then prefills
  * by itself (same result, more work).
  *
- * Reading order: scheduler_prep_main() and job_prepare() (submit to run
- * queue), scheduler_main() (the loop), admit() and start_seq() (queue to
- * slot), acquire_caches() (slot to cache), run_step() (the batch),
- * fork_choices() (n > 1), emit() (one token out), finish_seq() (slot back).
+ * Reading order: scheduler_prep_main() and scheduler_job_prepare()
+ * (scheduler_prep.c: submit to run queue), scheduler_main() (the loop),
+ * admit() and start_seq() (queue to slot; a sequence's sampler, detok and
+ * grammar are scheduler_tools.c's), acquire_caches() (slot to cache),
+ * run_step() (the batch), fork_choices() (n > 1), emit() (one token out),
+ * finish_seq() (slot back).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -65,120 +67,6 @@
 #include "engine_impl.h"
 #include "sampler.h"
 #include "tokenizer.h"
-
-/* ---- preparation ------------------------------------------------------------ */
-
-static void prep_fail(struct job *j, int rc, const char *msg)
-{
-	j->prep_rc = rc;
-	free(j->prep_err);
-	j->prep_err = strdup(msg);
-}
-
-/*
- * Renders the job's messages (once) and tokenizes its prompt, with
- * add_special as `special` says, into j->tokens. Reads only what the
- * engine never changes, so any thread may run it on a job it holds.
- */
-static void job_prepare(struct engine *e, struct job *j, bool special)
-{
-	const uint32_t n_ctx = e->cfg.n_ctx;
-	char err[EMBER_ERR_MAX] = "";
-	int32_t *shrunk;
-	int64_t n;
-	size_t i, len;
-	char *text;
-	int rc;
-
-	j->prepared = true;
-	j->tok_special = special;
-	if (j->ids_given) { /* used as given */
-		j->prep_rc = 0;
-		return;
-	}
-	if (j->n_msgs) {
-		rc = chat_render(&e->chat, j->msgs, j->n_msgs, j->tools, 1, &text, &len, err);
-		if (rc < 0) {
-			prep_fail(j, rc, err);
-			return;
-		}
-		free(j->prompt);
-		j->prompt = text;
-		j->prompt_len = len;
-		for (i = 0; i < j->n_msgs; i++) {
-			free((char *)j->msgs[i].role);
-			free((char *)j->msgs[i].content);
-			free((char *)j->msgs[i].tool_calls);
-			free((char *)j->msgs[i].tool_call_id);
-		}
-		free(j->msgs);
-		j->msgs = NULL;
-		j->n_msgs = 0;
-	}
-	free(j->tokens);
-	if (!(j->tokens = malloc((size_t)n_ctx * sizeof(int32_t)))) {
-		prep_fail(j, EMBER_ENOMEM, "engine: prompt tokens");
-		return;
-	}
-	n = tokenizer_encode(e->tok, j->prompt, j->prompt_len, special, j->parse_special,
-			     j->tokens, n_ctx);
-	if (n < 0) {
-		prep_fail(j, (int)n, "tokenizer failed on the prompt");
-		return;
-	}
-	/* Queued jobs keep only what they need. */
-	if (n < n_ctx && (shrunk = realloc(j->tokens, ((size_t)n + 1) * sizeof(int32_t))))
-		j->tokens = shrunk;
-	j->n_tokens = n;
-	j->tok_special = special;
-	j->prep_rc = 0;
-}
-
-/* Lock held: whether a request of `s` runs or waits for a worker (the
- * one being prepared is in neither place). */
-static bool session_busy(const struct engine *e, const struct session *s)
-{
-	const struct job *j;
-
-	if (s->running)
-		return true;
-	for (j = e->queue_head; j; j = j->next)
-		if (j->session == s)
-			return true;
-	return false;
-}
-
-void *scheduler_prep_main(void *arg)
-{
-	struct engine *e = arg;
-
-	pthread_mutex_lock(&e->lock);
-	while (!e->stopping) {
-		struct job *j = e->prep_head;
-		bool special;
-
-		if (!j) {
-			pthread_cond_wait(&e->wake, &e->lock);
-			continue;
-		}
-		e->prep_head = j->next;
-		if (!e->prep_head)
-			e->prep_tail = NULL;
-		e->prep_current = j;
-		/* BOS goes only into an empty session; if a request ahead of
-		 * this one changes that, the worker tokenizes again (start_seq). */
-		special = j->add_special &&
-			  (!j->session || (j->session->n_tok == 0 && !session_busy(e, j->session)));
-		pthread_mutex_unlock(&e->lock);
-		if (!atomic_load(&j->cancelled) && !j->prepared)
-			job_prepare(e, j, special);
-		pthread_mutex_lock(&e->lock);
-		e->prep_current = NULL;
-		engine_queue_push(e, j);
-	}
-	pthread_mutex_unlock(&e->lock);
-	return NULL;
-}
 
 /* ---- ending a sequence ---------------------------------------------------- */
 
@@ -386,100 +274,6 @@ static void finish_unstarted(struct worker *w, struct job *j)
 	engine_job_finish(e, j, &res);
 }
 
-/* Gives slot `s` a matcher for its job's grammar and a mask as wide as
- * the larger of the model's and the tokenizer's vocabularies (bits past
- * the tokenizer's stay 0: those logits can never be chosen). */
-static int start_grammar(struct engine *e, struct seq *s, char *err)
-{
-	const struct grammar_vocab *v = engine_grammar_vocab(e, err);
-	size_t n = (size_t)e->m->hp.n_vocab;
-	int rc;
-
-	if (v == NULL)
-		return EMBER_ENOMEM;
-	if ((size_t)grammar_vocab_n(v) > n)
-		n = (size_t)grammar_vocab_n(v);
-	s->mask = calloc((n + 31) / 32, sizeof(uint32_t));
-	if (s->mask == NULL)
-		return ember_seterr(err, EMBER_ENOMEM, "grammar mask: out of memory");
-	rc = grammar_matcher_new(&s->gm, s->job->grammar, v, err);
-	return rc;
-}
-
-/*
- * A lazy grammar waiting for its trigger: `piece` (n bytes) is the newest
- * token's text. Once the output holds the trigger, the matcher starts
- * there and takes the bytes from the trigger on; if they do not fit, or
- * an at-start trigger did not begin the output, the output stays free.
- * Returns 0 or EMBER_ENOMEM.
- */
-static int lazy_scan(struct engine *e, struct seq *s, const char *piece, size_t n, char *err)
-{
-	const char *t = s->job->trigger;
-	size_t tl = strlen(t), from = 0, keep;
-	const char *at = NULL;
-	char *grown;
-	int rc;
-
-	if (s->job->trigger_at_start && s->lazy_len == 0)
-		while (from < n && (piece[from] == ' ' || piece[from] == '\n' || piece[from] == '\t' ||
-				    piece[from] == '\r'))
-			from++;
-	if (from == n)
-		return 0;
-	grown = realloc(s->lazy_tail, s->lazy_len + n - from);
-	if (grown == NULL)
-		return ember_seterr(err, EMBER_ENOMEM, "lazy grammar: out of memory");
-	s->lazy_tail = grown;
-	memcpy(s->lazy_tail + s->lazy_len, piece + from, n - from);
-	s->lazy_len += n - from;
-	if (s->job->trigger_at_start) {
-		keep = s->lazy_len < tl ? s->lazy_len : tl;
-		if (memcmp(s->lazy_tail, t, keep) != 0) {
-			s->lazy = false; /* the output began otherwise */
-			return 0;
-		}
-		at = s->lazy_len >= tl ? s->lazy_tail : NULL;
-	} else {
-		at = memmem(s->lazy_tail, s->lazy_len, t, tl);
-	}
-	if (at == NULL) {
-		if (!s->job->trigger_at_start && s->lazy_len >= tl) {
-			/* only a tail shorter than the trigger can still begin it */
-			memmove(s->lazy_tail, s->lazy_tail + s->lazy_len - (tl - 1), tl - 1);
-			s->lazy_len = tl - 1;
-		}
-		return 0;
-	}
-	s->lazy = false;
-	if ((rc = start_grammar(e, s, err)) == 0 &&
-	    (rc = grammar_matcher_accept_bytes(s->gm, at, (size_t)(s->lazy_tail + s->lazy_len - at),
-						err)) == 0)
-		return 0;
-	grammar_matcher_free(s->gm); /* the text after the trigger does not fit: stay free */
-	s->gm = NULL;
-	free(s->mask);
-	s->mask = NULL;
-	return rc == EMBER_ENOMEM ? rc : 0;
-}
-
-/* A sequence's sampler, stop-string detok and grammar matcher. */
-static int start_tools(struct engine *e, struct seq *s, char *err)
-{
-	const struct job *j = s->job;
-	int rc;
-
-	rc = sampler_new(&s->sampler, &j->sampling, (int32_t)e->m->hp.n_vocab, err);
-	if (rc == 0 && j->n_logit_bias > 0)
-		rc = sampler_set_bias(s->sampler, j->logit_bias, j->n_logit_bias, err);
-	if (rc == 0)
-		rc = detok_init(&s->detok, (const char *const *)j->stop, j->n_stop, err);
-	if (rc == 0 && j->grammar != NULL && j->trigger == NULL)
-		rc = start_grammar(e, s, err);
-	s->lazy = j->grammar != NULL && j->trigger != NULL;
-	return rc;
-}
-
 /* Fills a just-admitted job's slot: the session's tokens, then the
  * prompt's (tokenized by the preparation thread). Without the lock: a
  * session with a job is only touched by the worker running it. On failure
@@ -500,7 +294,7 @@ static void start_seq(struct worker *w, struct seq *s)
 	}
 	special = j->add_special && s->n_before == 0;
 	if (!j->prepared || (j->prep_rc == 0 && j->tok_special != special))
-		job_prepare(e, j, special); /* rare: the session changed under it */
+		scheduler_job_prepare(e, j, special); /* rare: the session changed under it */
 	if (j->prep_rc < 0) {
 		finish_seq(w, s, ENGINE_FINISH_ERROR, j->prep_rc, j->prep_err ? j->prep_err
 						: "engine: preparing the prompt failed");
@@ -508,7 +302,7 @@ static void start_seq(struct worker *w, struct seq *s)
 	}
 	n = j->n_tokens;
 	if (j->on_embed && j->embed_truncate && n > n_ctx)
-		n = n_ctx; /* the first n_ctx tokens are those job_prepare kept */
+		n = n_ctx; /* the first n_ctx tokens are those scheduler_job_prepare kept */
 	if (n > 0 && (uint64_t)n + s->n_before <= n_ctx)
 		memcpy(s->tokens + s->n_before, j->tokens, (size_t)n * sizeof(int32_t));
 	s->n_prompt = (uint32_t)(n > UINT32_MAX ? UINT32_MAX : n);
@@ -538,7 +332,7 @@ static void start_seq(struct worker *w, struct seq *s)
 		pthread_mutex_unlock(&e->lock);
 		return;
 	}
-	if ((rc = start_tools(e, s, err)) < 0) {
+	if ((rc = scheduler_start_tools(e, s, err)) < 0) {
 		finish_seq(w, s, ENGINE_FINISH_ERROR, rc, err);
 		return;
 	}
@@ -696,7 +490,7 @@ static void emit(struct worker *w, struct seq *s, const float *logits)
 	if (s->lazy) {
 		char err[EMBER_ERR_MAX];
 
-		if (lazy_scan(e, s, w->piece, (size_t)n, err) != 0) {
+		if (scheduler_lazy_scan(e, s, w->piece, (size_t)n, err) != 0) {
 			finish_seq(w, s, ENGINE_FINISH_ERROR, EMBER_ENOMEM, err);
 			return;
 		}
@@ -762,7 +556,7 @@ static void fork_choices(struct worker *w, struct seq *lead, const float *logits
 		q->n_tok = lead->n_tok;
 		q->n_prompt = lead->n_prompt;
 		q->t_prefill0 = lead->t_prefill0;
-		if ((rc = start_tools(e, q, err)) < 0) {
+		if ((rc = scheduler_start_tools(e, q, err)) < 0) {
 			finish_seq(w, q, ENGINE_FINISH_ERROR, rc, err);
 			continue;
 		}
