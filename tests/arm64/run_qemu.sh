@@ -46,6 +46,8 @@ declare -A SKIP=(
 	[engine_api]="every test starts an engine (worker threads): $THREADS"
 	[structured]="starts an engine (worker threads): $THREADS"
 	[tool_golden]="starts an engine (worker threads): $THREADS"
+	[scheduler]="every test starts an engine (worker threads): $THREADS"
+	[threadpool]="the compute thread pool itself (worker threads): $THREADS"
 	[stream]="a producer thread feeds the uv loop: $THREADS"
 )
 
