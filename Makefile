@@ -350,7 +350,8 @@ image-test: image $(EMBER)
 # installs DEB_PKGS_BUILD (tests/integration/test_deploy.sh checks it).
 DEB_PKGS_BUILD := gcc g++ make pkg-config libmicrohttpd-dev libjansson-dev libuv1-dev \
 	libxnnpack-dev libpthreadpool-dev libsentencepiece-dev libpcre2-dev
-DEB_PKGS_TEST := check libsubunit-dev curl python3 python3-numpy haproxy unicode-data bzip2 \
+DEB_PKGS_TEST := check libsubunit-dev curl python3 python3-numpy python3-requests python3-httpx \
+	haproxy unicode-data bzip2 \
 	libvulkan-dev glslc mesa-vulkan-drivers vulkan-tools
 DEB_PKGS := $(DEB_PKGS_BUILD) $(DEB_PKGS_TEST)
 # The OpenAI SDK test needs node and npm: whatever is on PATH serves (e.g.
