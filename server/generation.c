@@ -161,7 +161,7 @@ static void usage_sum(const struct generation *g, struct engine_result *u)
 	}
 }
 
-static void note_result(struct http_req *req, const struct engine_result *r)
+void generation_note_result(struct http_req *req, const struct engine_result *r)
 {
 	req->prompt_tokens = (long)r->prompt_tokens;
 	req->gen_tokens = (long)r->completion_tokens;
@@ -264,7 +264,7 @@ static void body_update(struct generation *g, struct choice *ch, const struct st
 	if (g->n_live > 0)
 		return;
 	usage_sum(g, &u);
-	note_result(g->req, &u);
+	generation_note_result(g->req, &u);
 	if (g->bad != NULL) {
 		result_error(g, &g->bad->res, &e);
 		http_respond_error(g->req, &e);
@@ -375,7 +375,7 @@ static void stream_finish(struct generation *g, const struct engine_result *r)
 		if (g->n_live > 0)
 			return;
 		usage_sum(g, &u);
-		note_result(g->req, &u);
+		generation_note_result(g->req, &u);
 		if (api_response_chunk_usage(&g->jw, &g->meta, &u))
 			push_json(g);
 	}
@@ -398,7 +398,7 @@ static void stream_update(struct generation *g, struct choice *ch, const struct 
 		if (c->len == 0 && !c->done)
 			return;
 		if (c->len == 0 && c->done && failed(&c->result)) {
-			note_result(g->req, &c->result);
+			generation_note_result(g->req, &c->result);
 			result_error(g, &c->result, &e);
 			http_respond_error(g->req, &e);
 			return;
@@ -439,7 +439,7 @@ static void stream_update(struct generation *g, struct choice *ch, const struct 
 			push_json(g);
 		}
 		if (g->n_ch == 1)
-			note_result(g->req, &c->result);
+			generation_note_result(g->req, &c->result);
 		stream_finish(g, &c->result);
 	}
 	http_req_resume(g->req);

@@ -32,6 +32,11 @@
 /* Submits `gr` (taken over: freed here whatever happens) for `req` and
  * answers it in format `fmt` now (errors) or later. `model` names the model
  * in responses (borrowed; must outlive the request). */
+/* Loop thread: copies a finished generation's token counts and time to
+ * first token onto its request, for the access log (also used by the
+ * Ollama endpoints, ollama_gen.c). */
+void generation_note_result(struct http_req *req, const struct engine_result *r);
+
 void generation_start(uv_loop_t *loop, struct backend *b, struct http_req *req,
 		      struct gen_request *gr, enum api_format fmt,
 		      const char *model);

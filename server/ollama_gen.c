@@ -15,6 +15,7 @@
 #include "api_ollama.h"
 #include "buf.h"
 #include "clock.h"
+#include "generation.h"
 #include "jsonw.h"
 #include "sse.h"
 #include "stream.h"
@@ -168,14 +169,6 @@ static ssize_t stream_read(void *data, char *buf, size_t max)
 	return g->ended || g->oom ? -1 : 0;
 }
 
-static void note_result(struct http_req *req, const struct engine_result *r)
-{
-	req->prompt_tokens = (long)r->prompt_tokens;
-	req->gen_tokens = (long)r->completion_tokens;
-	if (r->ttft_ms >= 0)
-		req->ttft_ms = r->ttft_ms;
-}
-
 static bool failed(const struct engine_result *r)
 {
 	return r->finish == ENGINE_FINISH_ERROR || r->finish == ENGINE_FINISH_CANCELLED;
@@ -195,7 +188,7 @@ static void body_update(struct ollama_gen *g, const struct stream_chunk *c)
 	}
 	if (!c->done)
 		return;
-	note_result(g->req, &c->result);
+	generation_note_result(g->req, &c->result);
 	if (failed(&c->result)) {
 		result_error(g, &c->result, &e);
 		api_ollama_respond_error(g->req, &e);
@@ -217,7 +210,7 @@ static void stream_update(struct ollama_gen *g, const struct stream_chunk *c)
 		if (c->len == 0 && !c->done)
 			return;
 		if (c->len == 0 && c->done && failed(&c->result)) {
-			note_result(g->req, &c->result);
+			generation_note_result(g->req, &c->result);
 			result_error(g, &c->result, &e);
 			api_ollama_respond_error(g->req, &e);
 			return;
@@ -234,7 +227,7 @@ static void stream_update(struct ollama_gen *g, const struct stream_chunk *c)
 		push_json(g);
 	}
 	if (c->done) {
-		note_result(g->req, &c->result);
+		generation_note_result(g->req, &c->result);
 		if (failed(&c->result)) {
 			json_t *o;
 			char *s;
