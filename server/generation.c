@@ -53,6 +53,8 @@ struct generation {
 	bool started;              /* streamed: the status line is out */
 	bool ended;                /* streamed: last event queued */
 	bool tools_on;             /* chat with tools (one choice): calls may come */
+	bool unread;               /* streamed: cancelled, the client left
+				    * stream_buffer bytes unread */
 };
 
 static void generation_free(struct generation *g)
@@ -124,7 +126,11 @@ static void result_error(struct generation *g, const struct engine_result *r,
 {
 	char msg[EMBER_ERR_MAX];
 
-	if (r->finish == ENGINE_FINISH_CANCELLED) {
+	if (g->unread) {
+		api_error_from_code(e, EMBER_ECANCELED, NULL, "The generation was cancelled: "
+				    "the client left more than %zu KiB of the stream unread "
+				    "(stream_buffer_kb).", g->req->hs->opt.stream_buffer / 1024);
+	} else if (r->finish == ENGINE_FINISH_CANCELLED) {
 		error_for(g, EMBER_ECANCELED, "", e);
 	} else if (r->code == EMBER_ECONTEXT) {
 		/* OpenAI's wording, which clients match on. */
@@ -388,12 +394,37 @@ static void stream_finish(struct generation *g, const struct engine_result *r)
 /* Streamed: the status goes out with the first event, so an error found
  * before any text still gets its own status. Choices' events interleave,
  * each naming its index. */
+/* A client that stops reading must not hold a slot and grow our memory
+ * until max_tokens: past stream_buffer unread bytes the generation is
+ * cancelled; its text from then on is dropped and the stream ends with an
+ * error event once every choice is done. */
+static void check_unread(struct generation *g)
+{
+	size_t max = g->req->hs->opt.stream_buffer;
+
+	if (g->unread || g->ended || max == 0 || sse_buf_pending(&g->out) <= max)
+		return;
+	g->unread = true;
+	g->req->hs->n_stream_unread++;
+	cancel_all(g);
+}
+
 static void stream_update(struct generation *g, struct choice *ch, const struct stream_chunk *c)
 {
 	struct api_error e;
+	struct engine_result r;
 
 	if (g->ended)
 		return;
+	if (g->unread) {
+		if (c->done && g->n_live == 0) {
+			r = c->result;
+			r.finish = ENGINE_FINISH_CANCELLED;
+			stream_finish(g, &r);
+			http_req_resume(g->req);
+		}
+		return;
+	}
 	if (!g->started) {
 		if (c->len == 0 && !c->done)
 			return;
@@ -442,6 +473,7 @@ static void stream_update(struct generation *g, struct choice *ch, const struct 
 			generation_note_result(g->req, &c->result);
 		stream_finish(g, &c->result);
 	}
+	check_unread(g);
 	http_req_resume(g->req);
 }
 
