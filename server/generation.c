@@ -105,7 +105,11 @@ static void error_for(struct generation *g, int code, const char *detail,
 {
 	enum backend_status st = backend_status(g->backend, NULL);
 
-	if (code == EMBER_EBUSY)
+	const char *why = NULL;
+
+	if (code == EMBER_EBUSY && backend_status(g->backend, &why) == BACKEND_FAILED)
+		api_error_model_failed(e, why);
+	else if (code == EMBER_EBUSY)
 		api_error_not_loaded(e, st == BACKEND_LOADING);
 	else if (code == EMBER_EFULL) {
 		api_error_from_code(e, code, NULL,
@@ -271,6 +275,13 @@ static void body_update(struct generation *g, struct choice *ch, const struct st
 		return;
 	usage_sum(g, &u);
 	generation_note_result(g->req, &u);
+	/* The file changed while this ran: its text may come from the new
+	 * bytes under the old index. Never answer it. */
+	if (g->bad == NULL && backend_model_changed(g->backend)) {
+		error_for(g, EMBER_EBUSY, "", &e);
+		http_respond_error(g->req, &e);
+		return;
+	}
 	if (g->bad != NULL) {
 		result_error(g, &g->bad->res, &e);
 		http_respond_error(g->req, &e);
@@ -463,7 +474,15 @@ static void stream_update(struct generation *g, struct choice *ch, const struct 
 		g->meta.logprobs = NULL;
 		push_json(g);
 	}
-	if (c->done) {
+	if (c->done && !failed(&c->result) && backend_model_changed(g->backend)) {
+		/* as in body_update; the text already sent cannot be taken
+		 * back, but the stream ends with an error, not a finish */
+		struct engine_result r = c->result;
+
+		r.finish = ENGINE_FINISH_ERROR;
+		r.code = EMBER_EBUSY;
+		stream_finish(g, &r);
+	} else if (c->done) {
 		if (!failed(&c->result) && !(g->tools_on && stream_tools(g, ch))) {
 			note_stop(g, &c->result);
 			api_response_chunk_finish(&g->jw, &g->meta, &c->result);

@@ -57,10 +57,12 @@ static void handle_health(struct server *srv, struct http_req *req,
 			  const struct route_match *m)
 {
 	const char *msg = NULL;
-	enum backend_status st = backend_status(srv->backend, &msg);
+	enum backend_status st;
 	json_t *o;
 
 	(void)m;
+	backend_model_changed(srv->backend);
+	st = backend_status(srv->backend, &msg);
 	switch (st) {
 	case BACKEND_READY:
 		o = json_pack("{s:s}", "status", "ok");
