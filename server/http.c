@@ -414,8 +414,20 @@ int http_respond_stream(struct http_req *req, int status,
 {
 	struct MHD_Response *resp;
 
+	const union MHD_ConnectionInfo *ci;
+	int sndbuf = req->hs->opt.stream_buffer > (1u << 30) ? 1 << 30
+		     : (int)req->hs->opt.stream_buffer;
+
 	if (req->responded)
 		return -1;
+	/* The producers bound what they queue unread (stream_buffer); the
+	 * kernel's send buffer, autotuned, would take megabytes more from a
+	 * client that stops reading. Fixed, it disables that (Linux doubles
+	 * the value and caps it at net.core.wmem_max): a token stream needs
+	 * little. */
+	ci = MHD_get_connection_info(req->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+	if (sndbuf > 0 && ci != NULL)
+		setsockopt(ci->connect_fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf));
 	req->read_cb = read_cb;
 	req->read_data = data;
 	resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384,
