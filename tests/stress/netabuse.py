@@ -72,6 +72,14 @@ def t_slowloris(a, d):
         s = socket.create_connection((HOST, d.port))
         s.setblocking(False)
         conns.append(s)
+    # One more that gets an answer first: kept alive, its next header is
+    # due timeout + header_timeout after that answer.
+    ka = socket.create_connection((HOST, d.port), timeout=10)
+    ka.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+    check(ka.recv(4096).startswith(b"HTTP/1.1 200"), "kept-alive loris "
+          "answered once")
+    ka.setblocking(False)
+    conns.append(ka)
     line = b"GET /health HTTP/1.1\r\nHost: x\r\nX-Slow: " + b"a" * 100
     t0 = time.monotonic()
     for i in range(3 * TIMEOUT):
