@@ -103,11 +103,10 @@ static void on_exchange_end(void *user)
 static void error_for(struct generation *g, int code, const char *detail,
 		      struct api_error *e)
 {
-	enum backend_status st = backend_status(g->backend, NULL);
-
 	const char *why = NULL;
+	enum backend_status st = backend_status(g->backend, &why);
 
-	if (code == EMBER_EBUSY && backend_status(g->backend, &why) == BACKEND_FAILED)
+	if (code == EMBER_EBUSY && st == BACKEND_FAILED)
 		api_error_model_failed(e, why);
 	else if (code == EMBER_EBUSY)
 		api_error_not_loaded(e, st == BACKEND_LOADING);
@@ -402,9 +401,6 @@ static void stream_finish(struct generation *g, const struct engine_result *r)
 	g->ended = true;
 }
 
-/* Streamed: the status goes out with the first event, so an error found
- * before any text still gets its own status. Choices' events interleave,
- * each naming its index. */
 /* A client that stops reading must not hold a slot and grow our memory
  * until max_tokens: past stream_buffer unread bytes the generation is
  * cancelled; its text from then on is dropped and the stream ends with an
@@ -420,6 +416,9 @@ static void check_unread(struct generation *g)
 	cancel_all(g);
 }
 
+/* Streamed: the status goes out with the first event, so an error found
+ * before any text still gets its own status. Choices' events interleave,
+ * each naming its index. */
 static void stream_update(struct generation *g, struct choice *ch, const struct stream_chunk *c)
 {
 	struct api_error e;
@@ -477,8 +476,7 @@ static void stream_update(struct generation *g, struct choice *ch, const struct 
 	if (c->done && !failed(&c->result) && backend_model_changed(g->backend)) {
 		/* as in body_update; the text already sent cannot be taken
 		 * back, but the stream ends with an error, not a finish */
-		struct engine_result r = c->result;
-
+		r = c->result;
 		r.finish = ENGINE_FINISH_ERROR;
 		r.code = EMBER_EBUSY;
 		stream_finish(g, &r);
