@@ -65,6 +65,12 @@ void api_error_from_code(struct api_error *e, int code, const char *param,
 	va_end(ap);
 }
 
+void api_error_model_failed(struct api_error *e, const char *why)
+{
+	api_error_set(e, 503, API_ERR_SERVER, NULL, "model_not_loaded",
+		      "Model not loaded: %s.", why);
+}
+
 void api_error_not_loaded(struct api_error *e, bool loading)
 {
 	api_error_set(e, 503, API_ERR_SERVER, NULL, "model_not_loaded",

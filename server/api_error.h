@@ -46,6 +46,10 @@ void api_error_set(struct api_error *e, int status, enum api_error_type type,
 void api_error_from_code(struct api_error *e, int code, const char *param,
 			 const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 
+/* 503 model_not_loaded naming why: a failed load, or the model file
+ * changed since it was loaded (backend_model_changed). */
+void api_error_model_failed(struct api_error *e, const char *why);
+
 /* 503 model_not_loaded, with Retry-After while the model still loads. */
 void api_error_not_loaded(struct api_error *e, bool loading);
 

@@ -30,6 +30,7 @@
 #include "dtype.h"
 #include "engine.h"
 #include "gguf.h"
+#include "model_watch.h"
 
 struct backend {
 	const struct config *cfg;
@@ -43,6 +44,7 @@ struct backend {
 	char *template_src;          /* --chat-template-file's text, or NULL */
 	size_t template_len;
 	char vocab_type[32];         /* backend_model_info's, filled on first use (loop thread) */
+	struct model_watch watch;    /* the file as loaded (model_watch.h) */
 };
 
 /* "/models/TinyLlama-Q8_0.gguf" -> "TinyLlama-Q8_0" */
@@ -85,7 +87,13 @@ static void *loader_main(void *arg)
 
 	if (ec.threads == 0)
 		ec.threads = (uint32_t)sysconf(_SC_NPROCESSORS_ONLN);
-	if (engine_open(&b->engine, c->model, &ec, err) != 0) {
+	/* The watch opens the file before the engine does and checks after
+	 * that both saw the same, unchanged file. */
+	if (model_watch_open(&b->watch, c->model, err) != 0 ||
+	    engine_open(&b->engine, c->model, &ec, err) != 0 ||
+	    model_watch_check(&b->watch, true, err) != 0 ||
+	    model_watch_guard(engine_model(b->engine)->gguf->map,
+			      engine_model(b->engine)->gguf->size, c->model, err) != 0) {
 		snprintf(b->message, sizeof(b->message), "%s", err);
 		atomic_store(&b->status, BACKEND_FAILED);
 		return NULL;
@@ -136,6 +144,7 @@ int backend_new(const struct config *cfg, struct metrics *metrics,
 		return ember_seterr(err, EMBER_ENOMEM, "backend");
 	b->cfg = cfg;
 	b->metrics = metrics;
+	b->watch.fd = -1;
 	if (cfg->model == NULL) {
 		atomic_store(&b->status, BACKEND_NO_MODEL);
 		*out = b;
@@ -184,6 +193,7 @@ void backend_free(struct backend *b)
 	if (b->loader_started)
 		pthread_join(b->loader, NULL);
 	engine_free(b->engine);
+	model_watch_close(&b->watch);
 	free(b->template_src);
 	free(b);
 }
@@ -198,6 +208,21 @@ enum backend_status backend_status(const struct backend *b, const char **msg)
 static bool ready(const struct backend *b)
 {
 	return atomic_load(&b->status) == BACKEND_READY;
+}
+
+bool backend_model_changed(struct backend *b)
+{
+	char why[EMBER_ERR_MAX];
+
+	if (!ready(b))
+		return false;
+	if (model_watch_check(&b->watch, false, why) == 0)
+		return false;
+	/* Loop thread, after READY: the loader is done with `message`. */
+	snprintf(b->message, sizeof(b->message), "%s", why);
+	atomic_store(&b->status, BACKEND_FAILED);
+	fprintf(stderr, "emberd: error: %s\n", why);
+	return true;
 }
 
 const char *backend_model_id(const struct backend *b)
@@ -316,7 +341,7 @@ static int submit_prompt(struct backend *b, const struct gen_request *req, size_
 	int rc;
 
 	*id = 0;
-	if (!ready(b))
+	if (!ready(b) || backend_model_changed(b))
 		return ember_seterr(err, EMBER_EBUSY, "model not loaded");
 	if (n > 8 && !(data = malloc(n * sizeof(*data))))
 		return ember_seterr(err, EMBER_ENOMEM, "choices");
@@ -473,7 +498,7 @@ int backend_embed(struct backend *b, const char *text, size_t len, const int32_t
 	int rc;
 
 	*id = 0;
-	if (!ready(b))
+	if (!ready(b) || backend_model_changed(b))
 		return ember_seterr(err, EMBER_EBUSY, "model not loaded");
 	if (ids) {
 		er.embed_tokens = ids;
@@ -579,7 +604,7 @@ int backend_session_new(struct backend *b, const char *system, size_t system_len
 		.parse_special = true,
 	};
 
-	if (!ready(b))
+	if (!ready(b) || backend_model_changed(b))
 		return ember_seterr(err, EMBER_EBUSY, "model not loaded");
 	return engine_session_new(b->engine, &o, id, err);
 }

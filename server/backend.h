@@ -79,6 +79,12 @@ int backend_new(const struct config *cfg, struct metrics *metrics,
  * ENGINE_FINISH_CANCELLED first) and frees everything. NULL allowed. */
 void backend_free(struct backend *b);
 
+/* Loop thread: whether the model file changed on disk since it was
+ * loaded (model_watch.h). The first time it has, the backend turns FAILED
+ * with a message naming the change (logged), so every later request gets
+ * 503 and /health says why. */
+bool backend_model_changed(struct backend *b);
+
 /* Where loading stands; `msg` (may be NULL) gets a line for FAILED. */
 enum backend_status backend_status(const struct backend *b, const char **msg);
 

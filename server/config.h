@@ -46,6 +46,9 @@ struct config {
 	char *chat_template_file; /* NULL/"" = none; a Jinja file overriding the model's */
 	int64_t drain_timeout; /* seconds */
 	int64_t timeout;      /* idle connection timeout, seconds */
+	int64_t header_timeout; /* seconds to receive a request header (http.h) */
+	int64_t max_connections; /* open connections at most */
+	int64_t stream_buffer_kb; /* unread stream output before cancelling */
 	int64_t prefill_chunk; /* prompt tokens per batch step */
 	int64_t kv_cache_mb;  /* KV budget per worker, 0 = context * slots */
 	int64_t max_sessions; /* live sessions */

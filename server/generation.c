@@ -53,6 +53,8 @@ struct generation {
 	bool started;              /* streamed: the status line is out */
 	bool ended;                /* streamed: last event queued */
 	bool tools_on;             /* chat with tools (one choice): calls may come */
+	bool unread;               /* streamed: cancelled, the client left
+				    * stream_buffer bytes unread */
 };
 
 static void generation_free(struct generation *g)
@@ -101,9 +103,12 @@ static void on_exchange_end(void *user)
 static void error_for(struct generation *g, int code, const char *detail,
 		      struct api_error *e)
 {
-	enum backend_status st = backend_status(g->backend, NULL);
+	const char *why = NULL;
+	enum backend_status st = backend_status(g->backend, &why);
 
-	if (code == EMBER_EBUSY)
+	if (code == EMBER_EBUSY && st == BACKEND_FAILED)
+		api_error_model_failed(e, why);
+	else if (code == EMBER_EBUSY)
 		api_error_not_loaded(e, st == BACKEND_LOADING);
 	else if (code == EMBER_EFULL) {
 		api_error_from_code(e, code, NULL,
@@ -124,7 +129,11 @@ static void result_error(struct generation *g, const struct engine_result *r,
 {
 	char msg[EMBER_ERR_MAX];
 
-	if (r->finish == ENGINE_FINISH_CANCELLED) {
+	if (g->unread) {
+		api_error_from_code(e, EMBER_ECANCELED, NULL, "The generation was cancelled: "
+				    "the client left more than %zu KiB of the stream unread "
+				    "(stream_buffer_kb).", g->req->hs->opt.stream_buffer / 1024);
+	} else if (r->finish == ENGINE_FINISH_CANCELLED) {
 		error_for(g, EMBER_ECANCELED, "", e);
 	} else if (r->code == EMBER_ECONTEXT) {
 		/* OpenAI's wording, which clients match on. */
@@ -265,6 +274,13 @@ static void body_update(struct generation *g, struct choice *ch, const struct st
 		return;
 	usage_sum(g, &u);
 	generation_note_result(g->req, &u);
+	/* The file changed while this ran: its text may come from the new
+	 * bytes under the old index. Never answer it. */
+	if (g->bad == NULL && backend_model_changed(g->backend)) {
+		error_for(g, EMBER_EBUSY, "", &e);
+		http_respond_error(g->req, &e);
+		return;
+	}
 	if (g->bad != NULL) {
 		result_error(g, &g->bad->res, &e);
 		http_respond_error(g->req, &e);
@@ -385,15 +401,40 @@ static void stream_finish(struct generation *g, const struct engine_result *r)
 	g->ended = true;
 }
 
+/* A client that stops reading must not hold a slot and grow our memory
+ * until max_tokens: past stream_buffer unread bytes the generation is
+ * cancelled; its text from then on is dropped and the stream ends with an
+ * error event once every choice is done. */
+static void check_unread(struct generation *g)
+{
+	size_t max = g->req->hs->opt.stream_buffer;
+
+	if (g->unread || g->ended || max == 0 || sse_buf_pending(&g->out) <= max)
+		return;
+	g->unread = true;
+	g->req->hs->n_stream_unread++;
+	cancel_all(g);
+}
+
 /* Streamed: the status goes out with the first event, so an error found
  * before any text still gets its own status. Choices' events interleave,
  * each naming its index. */
 static void stream_update(struct generation *g, struct choice *ch, const struct stream_chunk *c)
 {
 	struct api_error e;
+	struct engine_result r;
 
 	if (g->ended)
 		return;
+	if (g->unread) {
+		if (c->done && g->n_live == 0) {
+			r = c->result;
+			r.finish = ENGINE_FINISH_CANCELLED;
+			stream_finish(g, &r);
+			http_req_resume(g->req);
+		}
+		return;
+	}
 	if (!g->started) {
 		if (c->len == 0 && !c->done)
 			return;
@@ -432,7 +473,14 @@ static void stream_update(struct generation *g, struct choice *ch, const struct 
 		g->meta.logprobs = NULL;
 		push_json(g);
 	}
-	if (c->done) {
+	if (c->done && !failed(&c->result) && backend_model_changed(g->backend)) {
+		/* as in body_update; the text already sent cannot be taken
+		 * back, but the stream ends with an error, not a finish */
+		r = c->result;
+		r.finish = ENGINE_FINISH_ERROR;
+		r.code = EMBER_EBUSY;
+		stream_finish(g, &r);
+	} else if (c->done) {
 		if (!failed(&c->result) && !(g->tools_on && stream_tools(g, ch))) {
 			note_stop(g, &c->result);
 			api_response_chunk_finish(&g->jw, &g->meta, &c->result);
@@ -442,6 +490,7 @@ static void stream_update(struct generation *g, struct choice *ch, const struct 
 			generation_note_result(g->req, &c->result);
 		stream_finish(g, &c->result);
 	}
+	check_unread(g);
 	http_req_resume(g->req);
 }
 

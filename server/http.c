@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -70,6 +72,83 @@ static void kick(struct http_server *hs)
 {
 	if (hs->mhd != NULL)
 		uv_timer_start(&hs->timer, timer_cb, 0, 0);
+}
+
+/* ---- header deadlines ----------------------------------------------------- */
+
+/* One connection (MHD's socket context), from accept to close. */
+struct http_conn {
+	struct http_conn *prev, *next; /* in hs->waiting while waiting */
+	int fd;
+	bool waiting;            /* for a request header */
+	bool cut;                /* shut down by the deadline */
+	uint64_t deadline_ns;
+};
+
+/* How often the deadlines are checked: a connection is cut at most this
+ * much after its deadline. */
+#define HEADER_TICK_MS 250
+
+static void conn_unwait(struct http_server *hs, struct http_conn *hc)
+{
+	if (hc == NULL || !hc->waiting)
+		return;
+	if (hc->prev != NULL)
+		hc->prev->next = hc->next;
+	else
+		hs->waiting = hc->next;
+	if (hc->next != NULL)
+		hc->next->prev = hc->prev;
+	hc->prev = hc->next = NULL;
+	hc->waiting = false;
+}
+
+/* The connection now waits for a request header, for `secs` at most. */
+static void conn_wait(struct http_server *hs, struct http_conn *hc,
+		      unsigned secs)
+{
+	if (hc == NULL || hc->cut || hs->opt.header_timeout_s == 0)
+		return;
+	conn_unwait(hs, hc);
+	hc->deadline_ns = clock_now_ns() + (uint64_t)secs * 1000000000ull;
+	hc->waiting = true;
+	hc->next = hs->waiting;
+	if (hs->waiting != NULL)
+		hs->waiting->prev = hc;
+	hs->waiting = hc;
+}
+
+/* Shuts down the sockets past their deadline: MHD then reads the end of
+ * the stream and closes the connection itself (it owns the fd, so no
+ * close here). A scan of every waiting connection: 10,000 take
+ * microseconds. */
+static void header_timer_cb(uv_timer_t *t)
+{
+	struct http_server *hs = t->data;
+	struct http_conn *hc, *next;
+	uint64_t now = clock_now_ns();
+	bool any = false;
+
+	for (hc = hs->waiting; hc != NULL; hc = next) {
+		next = hc->next;
+		if (hc->deadline_ns > now)
+			continue;
+		conn_unwait(hs, hc);
+		hc->cut = true;
+		shutdown(hc->fd, SHUT_RDWR);
+		hs->n_header_timeouts++;
+		any = true;
+	}
+	if (any)
+		kick(hs);
+}
+
+static struct http_conn *conn_of(struct MHD_Connection *conn)
+{
+	const union MHD_ConnectionInfo *ci;
+
+	ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+	return ci != NULL ? ci->socket_context : NULL;
 }
 
 /* ---- requests ----------------------------------------------------------- */
@@ -160,6 +239,8 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn,
 
 	(void)version;
 	if (req == NULL) {
+		/* The header is complete: no deadline until the response. */
+		conn_unwait(hs, conn_of(conn));
 		req = req_new(hs, conn, url, method);
 		if (req == NULL)
 			return MHD_NO;
@@ -194,11 +275,13 @@ static void on_completed(void *cls, struct MHD_Connection *conn,
 	struct http_server *hs = cls;
 	struct http_req *req = *con_cls;
 
-	(void)conn;
 	(void)toe;
 	if (req == NULL)
 		return;
 	*con_cls = NULL;
+	/* Kept alive, the connection may idle (timeout) and then must send
+	 * the next header in time. */
+	conn_wait(hs, conn_of(conn), hs->opt.timeout_s + hs->opt.header_timeout_s);
 	if (hs->opt.done != NULL)
 		hs->opt.done(hs->opt.data, req);
 	if (req->user_free != NULL)
@@ -331,8 +414,20 @@ int http_respond_stream(struct http_req *req, int status,
 {
 	struct MHD_Response *resp;
 
+	const union MHD_ConnectionInfo *ci;
+	int sndbuf = req->hs->opt.stream_buffer > (1u << 30) ? 1 << 30
+		     : (int)req->hs->opt.stream_buffer;
+
 	if (req->responded)
 		return -1;
+	/* The producers bound what they queue unread (stream_buffer); the
+	 * kernel's send buffer, autotuned, would take megabytes more from a
+	 * client that stops reading. Fixed, it disables that (Linux doubles
+	 * the value and caps it at net.core.wmem_max): a token stream needs
+	 * little. */
+	ci = MHD_get_connection_info(req->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+	if (sndbuf > 0 && ci != NULL)
+		setsockopt(ci->connect_fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf));
 	req->read_cb = read_cb;
 	req->read_data = data;
 	resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384,
@@ -384,11 +479,30 @@ static void on_connection(void *cls, struct MHD_Connection *c,
 			  enum MHD_ConnectionNotificationCode toe)
 {
 	struct http_server *hs = cls;
+	struct http_conn *hc = *socket_context;
+	const union MHD_ConnectionInfo *ci;
 
-	(void)c;
-	(void)socket_context;
-	if (toe == MHD_CONNECTION_NOTIFY_CLOSED)
-		hs->n_closed++;
+	if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+		hs->n_conns++;
+		ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+		/* Out of memory: the connection goes without a deadline (the
+		 * idle timeout still holds). */
+		if (ci == NULL || (hc = calloc(1, sizeof(*hc))) == NULL)
+			return;
+		hc->fd = ci->connect_fd;
+		*socket_context = hc;
+		conn_wait(hs, hc, hs->opt.header_timeout_s);
+		return;
+	}
+	if (toe != MHD_CONNECTION_NOTIFY_CLOSED)
+		return;
+	hs->n_closed++;
+	hs->n_conns--;
+	if (hc != NULL) {
+		conn_unwait(hs, hc);
+		free(hc);
+		*socket_context = NULL;
+	}
 }
 
 static void close_cb(uv_handle_t *h)
@@ -396,6 +510,33 @@ static void close_cb(uv_handle_t *h)
 	struct http_server *hs = h->data;
 
 	hs->handles_open--;
+}
+
+/* Descriptors kept for everything but connections: the listening socket,
+ * epoll, libuv, the log, the model, a GPU driver's. */
+#define FD_RESERVE 128
+
+/* Each connection holds a descriptor: raises the soft RLIMIT_NOFILE
+ * towards the hard one when the limit asks for more, and returns the
+ * connection limit that the descriptors allow. */
+static unsigned conn_limit(unsigned want)
+{
+	struct rlimit rl;
+	rlim_t need = (rlim_t)want + FD_RESERVE;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+		return want;
+	if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < need) {
+		rlim_t old = rl.rlim_cur;
+
+		rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > need
+			? need : rl.rlim_max;
+		if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
+			rl.rlim_cur = old;
+	}
+	if (rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur >= need)
+		return want;
+	return rl.rlim_cur > FD_RESERVE + 16 ? (unsigned)(rl.rlim_cur - FD_RESERVE) : 16;
 }
 
 int http_start(struct http_server *hs, uv_loop_t *loop,
@@ -409,6 +550,8 @@ int http_start(struct http_server *hs, uv_loop_t *loop,
 	memset(hs, 0, sizeof(*hs));
 	hs->loop = loop;
 	hs->opt = *opt;
+	hs->opt.max_connections = conn_limit(opt->max_connections > 0
+					     ? opt->max_connections : 1024u);
 	if (make_addr(opt->host, opt->port, &ss, &flags) != 0)
 		return ember_seterr(err, EMBER_EINVAL,
 				    "host '%s' is not a numeric IPv4/IPv6 address",
@@ -423,7 +566,7 @@ int http_start(struct http_server *hs, uv_loop_t *loop,
 		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)opt->timeout_s,
 		MHD_OPTION_NOTIFY_COMPLETED, on_completed, hs,
 		MHD_OPTION_NOTIFY_CONNECTION, on_connection, hs,
-		MHD_OPTION_CONNECTION_LIMIT, (unsigned)1024,
+		MHD_OPTION_CONNECTION_LIMIT, hs->opt.max_connections,
 		MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1,
 		MHD_OPTION_END);
 	if (hs->mhd == NULL)
@@ -437,10 +580,15 @@ int http_start(struct http_server *hs, uv_loop_t *loop,
 		return ember_seterr(err, EMBER_EIO, "cannot watch MHD's epoll fd");
 	}
 	uv_timer_init(loop, &hs->timer);
+	uv_timer_init(loop, &hs->header_timer);
 	hs->poll.data = hs;
 	hs->timer.data = hs;
-	hs->handles_open = 2;
+	hs->header_timer.data = hs;
+	hs->handles_open = 3;
 	uv_poll_start(&hs->poll, UV_READABLE, poll_cb);
+	if (opt->header_timeout_s > 0)
+		uv_timer_start(&hs->header_timer, header_timer_cb,
+			       HEADER_TICK_MS, HEADER_TICK_MS);
 	kick(hs);
 	return 0;
 }
@@ -478,4 +626,5 @@ void http_close(struct http_server *hs)
 	hs->mhd = NULL;
 	uv_close((uv_handle_t *)&hs->poll, close_cb);
 	uv_close((uv_handle_t *)&hs->timer, close_cb);
+	uv_close((uv_handle_t *)&hs->header_timer, close_cb);
 }

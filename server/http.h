@@ -44,7 +44,14 @@ struct http_options {
 	const char *host;        /* numeric IPv4 or IPv6 address */
 	int port;
 	unsigned timeout_s;      /* idle connection timeout */
+	unsigned header_timeout_s; /* a request header's deadline (below) */
+	unsigned max_connections; /* 0 = 1024; http_start lowers it to what
+				   * RLIMIT_NOFILE allows (after raising
+				   * the soft limit to the hard one) */
 	size_t max_body;
+	size_t stream_buffer;    /* bytes of a stream its producers may queue
+				  * unread before they cancel it
+				  * (generation.c, ollama_gen.c); 0 = no bound */
 	int listen_fd;           /* socket activation's listening socket (>= 3);
 				  * 0 = none: bind host:port */
 	http_handler_cb handler; /* the request is complete (or too large) */
@@ -66,6 +73,17 @@ struct http_server {
 	struct http_req *reqs;   /* every live request (to resume on close) */
 	int handles_open;        /* uv handles not yet closed */
 	uint64_t n_closed;       /* connections MHD closed (NOTIFY_CONNECTION) */
+	/* Header deadlines: MHD's timeout is an idle timeout, so a client
+	 * sending a header byte a second (slowloris) would keep its
+	 * connection for ever. Every connection waiting for a request header
+	 * is on `waiting`; a timer closes (shutdown) those past their
+	 * deadline: header_timeout_s after accept, timeout_s +
+	 * header_timeout_s after the previous response on a kept-alive one. */
+	uv_timer_t header_timer;
+	struct http_conn *waiting;
+	int64_t n_conns;         /* open connections */
+	uint64_t n_header_timeouts; /* connections closed by the deadline */
+	uint64_t n_stream_unread; /* streams cancelled: unread (generation.c) */
 };
 
 struct http_req {

@@ -143,6 +143,18 @@ char *metrics_render(struct metrics *m, size_t *len)
 			"Time from request to last byte queued.", &m->duration);
 	write_gauge(f, "ember_requests_in_flight", "Requests being served.",
 		    (long long)m->in_flight);
+	write_gauge(f, "ember_connections", "Open client connections.",
+		    (long long)m->connections);
+	fprintf(f, "# HELP ember_header_timeouts_total Connections closed for "
+		"not sending a request header within header_timeout.\n"
+		"# TYPE ember_header_timeouts_total counter\n"
+		"ember_header_timeouts_total %llu\n"
+		"# HELP ember_streams_unread_total Streams cancelled because "
+		"their client left stream_buffer_kb unread.\n"
+		"# TYPE ember_streams_unread_total counter\n"
+		"ember_streams_unread_total %llu\n",
+		(unsigned long long)m->header_timeouts,
+		(unsigned long long)m->streams_unread);
 	write_gauge(f, "ember_queue_depth", "Requests waiting for a slot.",
 		    (long long)atomic_load(&m->queue_depth));
 	write_gauge(f, "ember_slots_busy", "Slots running a sequence.",

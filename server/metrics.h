@@ -50,6 +50,9 @@ struct metrics {
 	uint64_t prompt_tokens;
 	uint64_t gen_tokens;
 	int64_t in_flight;
+	int64_t connections;       /* open (http.h) */
+	uint64_t header_timeouts;  /* connections cut by header_timeout */
+	uint64_t streams_unread;   /* streams cancelled: stream_buffer_kb unread */
 	struct metrics_histogram ttft;
 	struct metrics_histogram duration;
 	/* any thread */

@@ -33,6 +33,7 @@ struct ollama_gen {
 	char *text;                /* not streamed: all text so far */
 	size_t len, cap;
 	bool oom, started, done, ended;
+	bool unread;               /* cancelled: stream_buffer left unread */
 };
 
 static void gen_free(struct ollama_gen *g)
@@ -121,7 +122,11 @@ static void final_object(struct ollama_gen *g, const char *text, size_t len,
 
 static void result_error(struct ollama_gen *g, const struct engine_result *r, struct api_error *e)
 {
-	if (r->finish == ENGINE_FINISH_CANCELLED)
+	if (g->unread)
+		api_error_from_code(e, EMBER_ECANCELED, NULL, "the generation was cancelled: "
+				    "the client left more than %zu KiB of the stream unread "
+				    "(stream_buffer_kb)", g->req->hs->opt.stream_buffer / 1024);
+	else if (r->finish == ENGINE_FINISH_CANCELLED)
 		api_error_from_code(e, EMBER_ECANCELED, NULL, "the generation was cancelled "
 				    "(server shutting down)");
 	else if (r->code == EMBER_ECONTEXT)
@@ -130,7 +135,6 @@ static void result_error(struct ollama_gen *g, const struct engine_result *r, st
 				    (unsigned)r->n_ctx);
 	else
 		api_error_from_code(e, r->code ? r->code : EMBER_EIO, NULL, "%s", r->message);
-	(void)g;
 }
 
 static void submit_error(struct backend *b, int rc, const char *detail, struct api_error *e)
@@ -205,6 +209,7 @@ static void body_update(struct ollama_gen *g, const struct stream_chunk *c)
 static void stream_update(struct ollama_gen *g, const struct stream_chunk *c)
 {
 	struct api_error e;
+	size_t max = g->req->hs->opt.stream_buffer;
 
 	if (!g->started) {
 		if (c->len == 0 && !c->done)
@@ -219,7 +224,9 @@ static void stream_update(struct ollama_gen *g, const struct stream_chunk *c)
 		if (http_respond_stream(g->req, 200, "application/x-ndjson", stream_read, g) != 0)
 			return;
 	}
-	if (c->len > 0) {
+	/* generation.c's rule: a client that stops reading is cancelled,
+	 * its text from then on dropped. */
+	if (c->len > 0 && !g->unread) {
 		jsonw_reset(&g->jw);
 		head(&g->jw, g->gr.model);
 		text_field(&g->jw, g->chat, c->text, c->len);
@@ -228,7 +235,7 @@ static void stream_update(struct ollama_gen *g, const struct stream_chunk *c)
 	}
 	if (c->done) {
 		generation_note_result(g->req, &c->result);
-		if (failed(&c->result)) {
+		if (failed(&c->result) || g->unread) {
 			json_t *o;
 			char *s;
 
@@ -247,6 +254,11 @@ static void stream_update(struct ollama_gen *g, const struct stream_chunk *c)
 			push_json(g);
 		}
 		g->ended = true;
+	}
+	if (!g->ended && !g->unread && max > 0 && sse_buf_pending(&g->out) > max) {
+		g->unread = true;
+		g->req->hs->n_stream_unread++;
+		backend_cancel(g->backend, g->id);
 	}
 	http_req_resume(g->req);
 }

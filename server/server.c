@@ -57,10 +57,12 @@ static void handle_health(struct server *srv, struct http_req *req,
 			  const struct route_match *m)
 {
 	const char *msg = NULL;
-	enum backend_status st = backend_status(srv->backend, &msg);
+	enum backend_status st;
 	json_t *o;
 
 	(void)m;
+	backend_model_changed(srv->backend);
+	st = backend_status(srv->backend, &msg);
 	switch (st) {
 	case BACKEND_READY:
 		o = json_pack("{s:s}", "status", "ok");
@@ -88,6 +90,9 @@ static void handle_metrics(struct server *srv, struct http_req *req,
 
 	(void)m;
 	srv->metrics.in_flight = srv->http.in_flight;
+	srv->metrics.connections = srv->http.n_conns;
+	srv->metrics.header_timeouts = srv->http.n_header_timeouts;
+	srv->metrics.streams_unread = srv->http.n_stream_unread;
 	backend_refresh_metrics(srv->backend);
 	text = metrics_render(&srv->metrics, &len);
 	if (text == NULL) {
@@ -755,7 +760,10 @@ int server_run(const struct config *cfg, const struct logger *log)
 		.host = cfg->host,
 		.port = (int)cfg->port,
 		.timeout_s = (unsigned)cfg->timeout,
+		.header_timeout_s = (unsigned)cfg->header_timeout,
+		.max_connections = (unsigned)cfg->max_connections,
 		.max_body = (size_t)cfg->max_body,
+		.stream_buffer = (size_t)cfg->stream_buffer_kb * 1024,
 		.listen_fd = listen_fd > 0 ? listen_fd : 0,
 		.handler = on_request,
 		.done = on_done,
@@ -765,6 +773,10 @@ int server_run(const struct config *cfg, const struct logger *log)
 		log_printf(log, LOG_ERROR, "%s", err);
 		goto fail;
 	}
+	if (srv->http.opt.max_connections < (unsigned)cfg->max_connections)
+		log_printf(log, LOG_WARN, "max_connections %lld lowered to %u: "
+			   "the open-file limit (ulimit -n; LimitNOFILE=) allows no more",
+			   (long long)cfg->max_connections, srv->http.opt.max_connections);
 	uv_signal_init(&srv->loop, &srv->sigterm);
 	uv_signal_init(&srv->loop, &srv->sigint);
 	uv_timer_init(&srv->loop, &srv->drain_timer);

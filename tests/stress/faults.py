@@ -9,6 +9,9 @@
   restarted daemon serves.
 - truncated: the model file cut short (and cut to its header): emberd
   refuses to start with a message, never a crash.
+- changed: the model file truncated or rewritten in place while emberd
+  runs: 503 naming the change, or (under a running job) exit 74 with a
+  log line naming the file, never a wrong answer or a silent SIGBUS.
 - diskfull: `ember quantize` and `ember synth` (the GGUF writer convert
   uses too) and `ember convert` with the output limited (RLIMIT_FSIZE,
   and a tiny tmpfs for a real ENOSPC when running as root): a non-zero
@@ -232,6 +235,60 @@ def t_truncated(a):
               "the reason is in the log (%s)" % name)
 
 
+def t_changed(a):
+    """The model file changed while emberd runs (model_watch.h). Rewritten
+    in place or truncated between jobs: the next job and /health get 503
+    naming the change (before: answers from whatever bytes the mapping then
+    showed, or SIGBUS). Truncated under a running generation: SIGBUS on the
+    mapping is one log line naming the file and exit 74 (before: killed by
+    SIGBUS, no word in the log)."""
+    model = synth("tiny")
+    size = os.path.getsize(model)
+    p = os.path.join(tmp_dir(), "changed.gguf")
+    gen = {"prompt": "hi", "max_tokens": 4}
+    for how in ("truncated", "rewritten"):
+        shutil.copyfile(model, p)
+        d = Daemon(p)
+        st, _, _ = d.request("POST", "/v1/completions", gen)
+        check(st == 200, "served before the change (%s)" % how)
+        if how == "truncated":
+            os.truncate(p, size // 2)
+        else:
+            time.sleep(0.01)  # a distinct mtime, even on a coarse clock
+            with open(p, "r+b") as f:
+                f.write(open(model, "rb").read(16))
+        st, _, body = d.request("POST", "/v1/completions", gen)
+        msg = json.loads(body)["error"]["message"]
+        check(st == 503 and "changed on disk" in msg,
+              "model %s in place: generation 503: %s" % (how, msg[:100]))
+        st, _, body = d.request("GET", "/health")
+        check(st == 503 and "changed on disk" in json.loads(body)["message"],
+              "/health 503 names the change (%s)" % how)
+        check(d.stop() == 0, "exit 0 (%s)" % how)
+        check("changed on disk" in d.log_text(), "the change is logged (%s)" % how)
+    # Truncated under a running generation.
+    shutil.copyfile(model, p)
+    d = Daemon(p, "--max-tokens=100000", "--context=4096")
+    out = [None]
+    t = threading.Thread(target=read_stream, args=(d.port, out, 0, 4000))
+    t.start()
+    deadline = time.monotonic() + 30
+    while d.gauge("ember_slots_busy") != 1 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    os.truncate(p, 64)
+    try:
+        rc = d.proc.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        rc = None
+    t.join(60)
+    log = d.log_text()
+    if rc is None:
+        d.stop()
+    check(rc == 74, "truncated under a generation: emberd exits 74 (got %s)" % rc)
+    check("SIGBUS reading the model file %s at offset" % p in log,
+          "the log names the file: %s" % log.strip().splitlines()[-1][:160])
+
+
 def limited(limit):
     def pre():
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
@@ -327,6 +384,7 @@ def t_kvtiny(a):
 
 
 TESTS = {"sigterm": t_sigterm, "drain_timeout": t_drain_timeout, "sigkill": t_sigkill, "truncated": t_truncated,
+         "changed": t_changed,
          "diskfull": t_diskfull, "kvtiny": t_kvtiny}
 
 
