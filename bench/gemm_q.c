@@ -3,7 +3,7 @@
  * of a TinyLlama-sized layer (2048 -> 2048, 2048 -> 5632, 5632 -> 2048),
  * to tune the prefill GEMM (n_tok >= 2) and the decode GEMV (n_tok = 1).
  *
- *   build/gemm_q [TYPE N_TOK THREADS REPS]   (q4_0 64 1 20)
+ *   build/gemm_q [TYPE N_TOK THREADS REPS]   (q4_0 64 1 20; TYPE any with kernels)
  *
  * Weights are random, quantized once with kern_quantize_row(); the same
  * matrix is reused, so for one token this measures cache bandwidth, not
@@ -48,18 +48,15 @@ int main(int argc, char **argv)
 	size_t n_tok = argc > 2 ? strtoul(argv[2], NULL, 10) : 64;
 	size_t threads = argc > 3 ? strtoul(argv[3], NULL, 10) : 1;
 	int reps = argc > 4 ? atoi(argv[4]) : 20;
-	uint32_t t = strcmp(tname, "q8_0") == 0   ? DTYPE_Q8_0
-		     : strcmp(tname, "f16") == 0  ? DTYPE_F16
-		     : strcmp(tname, "bf16") == 0 ? DTYPE_BF16
-		     : strcmp(tname, "f32") == 0  ? DTYPE_F32
-						  : DTYPE_Q4_0;
+	int tn = dtype_from_name(tname); /* any type with kernels: q4_k, q6_k, ... */
+	uint32_t t = tn < 0 ? DTYPE_Q4_0 : (uint32_t)tn;
 	clockid_t clk = threads > 1 ? CLOCK_MONOTONIC : CLOCK_THREAD_CPUTIME_ID;
 	tpool_t pool = threads > 1 ? tpool_create(threads) : NULL;
 	unsigned seed = 1;
 	int rc = 1;
 
-	if (n_tok == 0 || reps <= 0 || (threads > 1 && !pool)) {
-		fprintf(stderr, "usage: gemm_q [q4_0|q8_0|f16|bf16|f32 N_TOK THREADS REPS]\n");
+	if (tn < 0 || !kern_supports(t) || n_tok == 0 || reps <= 0 || (threads > 1 && !pool)) {
+		fprintf(stderr, "usage: gemm_q [TYPE (q4_0, q8_0, q4_k, q6_k, f16...) N_TOK THREADS REPS]\n");
 		return 2;
 	}
 	kern_init();
