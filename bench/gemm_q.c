@@ -3,7 +3,8 @@
  * of a TinyLlama-sized layer (2048 -> 2048, 2048 -> 5632, 5632 -> 2048),
  * to tune the prefill GEMM (n_tok >= 2) and the decode GEMV (n_tok = 1).
  *
- *   build/gemm_q [TYPE N_TOK THREADS REPS]   (q4_0 64 1 20; TYPE any with kernels)
+ *   build/gemm_q [TYPE N_TOK THREADS REPS [N_OUT N_IN]]   (q4_0 64 1 20; TYPE any
+ *   with kernels; N_OUT N_IN: that one shape instead, e.g. 64 2048 to stay in L2)
  *
  * Weights are random, quantized once with kern_quantize_row(); the same
  * matrix is reused, so for one token this measures cache bandwidth, not
@@ -43,7 +44,8 @@ static float rnd(unsigned *s)
 
 int main(int argc, char **argv)
 {
-	static const size_t shapes[][2] = {{2048, 2048}, {5632, 2048}, {2048, 5632}}; /* out, in */
+	size_t shapes[][2] = {{2048, 2048}, {5632, 2048}, {2048, 5632}}; /* out, in */
+	size_t n_shapes = sizeof(shapes) / sizeof(shapes[0]);
 	const char *tname = argc > 1 ? argv[1] : "q4_0";
 	size_t n_tok = argc > 2 ? strtoul(argv[2], NULL, 10) : 64;
 	size_t threads = argc > 3 ? strtoul(argv[3], NULL, 10) : 1;
@@ -55,12 +57,18 @@ int main(int argc, char **argv)
 	unsigned seed = 1;
 	int rc = 1;
 
+	if (argc > 6) {
+		shapes[0][0] = strtoul(argv[5], NULL, 10);
+		shapes[0][1] = strtoul(argv[6], NULL, 10);
+		n_shapes = 1;
+	}
+
 	if (tn < 0 || !kern_supports(t) || n_tok == 0 || reps <= 0 || (threads > 1 && !pool)) {
 		fprintf(stderr, "usage: gemm_q [TYPE (q4_0, q8_0, q4_k, q6_k, f16...) N_TOK THREADS REPS]\n");
 		return 2;
 	}
 	kern_init();
-	for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++) {
+	for (size_t s = 0; s < n_shapes; s++) {
 		size_t n_out = shapes[s][0], n_in = shapes[s][1];
 		size_t row = dtype_row_size(t, n_in);
 		float *wf = malloc(n_in * sizeof(float));

@@ -22,10 +22,9 @@
  *     acc += (float(S_lo) d sc_lo + float(S_hi) d sc_hi) * dx_j
  * The integer sums are exact (|S| <= 32 * 63 * 127); only the order of
  * float additions differs from quants_ref.c (tests/test_quants_simd.c
- * bounds it). A matrix's rows past its last whole 16-row tile go through
- * the same tile with the missing rows pointing at the last row (their
- * lanes are computed and not stored), so every row and token takes the
- * same instruction sequence.
+ * bounds it). Every (row, token) takes the same instruction sequence in
+ * its lane whatever the token count and the tile (kv__gemm() for the
+ * rows past the last whole tile), so GEMV and GEMM agree bit for bit.
  */
 #if defined(__x86_64__)
 #include "kernels.h"
@@ -35,19 +34,26 @@
 
 #define KV_TOK 8
 
-/* Bytes `off` .. off + 15 of rows i, i + 4, i + 8, i + 12 (row pointers). */
-QV_INLINE __m512i kv__load4(const char *const *rp, size_t off, int i)
-{
-	__m512i v = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(rp[i] + off)));
+/* A tile's 16 rows: row r at w + r * st (st = 0: all the same row). */
+struct kv_rows {
+	const char *w;
+	size_t st;
+};
 
-	v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(rp[i + 4] + off)), 1);
-	v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(rp[i + 8] + off)), 2);
-	return _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(rp[i + 12] + off)), 3);
+/* Bytes `off` .. off + 15 of rows i, i + 4, i + 8, i + 12. */
+QV_INLINE __m512i kv__load4(struct kv_rows rp, size_t off, int i)
+{
+	const char *p = rp.w + off;
+	__m512i v = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(p + i * rp.st)));
+
+	v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(p + (i + 4) * rp.st)), 1);
+	v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(p + (i + 8) * rp.st)), 2);
+	return _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(p + (i + 12) * rp.st)), 3);
 }
 
 /* 16 bytes at `off` of the 16 rows, transposed: v[c] lane r = bytes
  * off + 4c .. off + 4c + 3 of row r. */
-QV_INLINE void kv__rows16(const char *const *rp, size_t off, __m512i v[4])
+QV_INLINE void kv__rows16(struct kv_rows rp, size_t off, __m512i v[4])
 {
 	QV_UNROLL
 	for (int i = 0; i < 4; i++)
@@ -98,36 +104,35 @@ struct kv_tok {
 	const int32_t *xs8;
 };
 
-/* Row pointers of the tile at o (rows past o1 repeat row o1 - 1). */
-QV_INLINE void kv__rows(const struct kern_gemm_args *a, size_t o, size_t o1, const char *rp[16])
+/* Where a tile goes: rows o .. o + 15 (stride st, or row o sixteen times
+ * when st = 0), results stored for the lanes in `keep`. */
+struct kv_at {
+	size_t o, st;
+	__mmask16 keep;
+};
+
+QV_INLINE struct kv_rows kv__rows(const struct kern_gemm_args *a, struct kv_at at)
 {
-	QV_UNROLL
-	for (size_t r = 0; r < QV_ROWS; r++)
-		rp[r] = (const char *)a->w + (o + r < o1 ? o + r : o1 - 1) * a->w_stride;
+	struct kv_rows r = {(const char *)a->w + at.o * a->w_stride, at.st};
+
+	return r;
 }
 
-QV_INLINE void kv__store(const struct kern_gemm_args *a, size_t o, size_t o1, size_t t, __m512 v)
+QV_INLINE void kv__store(const struct kern_gemm_args *a, struct kv_at at, size_t t, __m512 v)
 {
-	float *y = a->y + t * a->y_stride + o;
-
-	if (o + QV_ROWS <= o1)
-		_mm512_storeu_ps(y, v);
-	else
-		_mm512_mask_storeu_ps(y, (__mmask16)((1u << (o1 - o)) - 1), v);
+	_mm512_mask_storeu_ps(a->y + t * a->y_stride + at.o, at.keep, v);
 }
 
-QV_INLINE void kv__q4k_tile(const struct kern_gemm_args *a, size_t o, size_t o1, size_t t, int T)
+QV_INLINE void kv__q4k_tile(const struct kern_gemm_args *a, struct kv_at at, size_t t, int T)
 {
 	const size_t bs = sizeof(struct kern_block_q4_k), nsb = a->n_in / KERN_QKK;
 	const __m512i m4 = _mm512_set1_epi8(0x0f), m3f = _mm512_set1_epi32(0x3f3f3f3f);
 	const __m512i m0f = _mm512_set1_epi32(0x0f0f0f0f), m30 = _mm512_set1_epi32(0x30303030);
-	const char *next = (const char *)a->w + (o + QV_ROWS) * a->w_stride;
-	const int pf = o + 2 * QV_ROWS <= o1;
-	const char *rp[QV_ROWS];
+	const struct kv_rows rp = kv__rows(a, at);
+	const char *next = rp.w + QV_ROWS * at.st;
 	struct kv_tok k[KV_TOK];
 	__m512 acc[KV_TOK];
 
-	kv__rows(a, o, o1, rp);
 	QV_UNROLL
 	for (int i = 0; i < T; i++) {
 		k[i].x = (const struct kern_block_q8a *)((const char *)a->x + (t + i) * a->x_stride);
@@ -142,11 +147,9 @@ QV_INLINE void kv__q4k_tile(const struct kern_gemm_args *a, size_t o, size_t o1,
 		__m512i h[4];
 
 		/* the next tile streams in while this one computes */
-		if (pf) {
-			QV_UNROLL
-			for (size_t off = 0; off < QV_ROWS * bs; off += 64)
-				_mm_prefetch(next + QV_ROWS * sb + off, _MM_HINT_T0);
-		}
+		QV_UNROLL
+		for (size_t off = 0; off < QV_ROWS * bs; off += 64)
+			_mm_prefetch(next + QV_ROWS * sb + off, _MM_HINT_T0);
 		/* d, dmin, then the 12 scale bytes in h[1..3] (quants.h) */
 		kv__rows16(rp, sb, h);
 		{
@@ -207,7 +210,7 @@ QV_INLINE void kv__q4k_tile(const struct kern_gemm_args *a, size_t o, size_t o1,
 	}
 	QV_UNROLL
 	for (int i = 0; i < T; i++)
-		kv__store(a, o, o1, t + i, acc[i]);
+		kv__store(a, at, t + i, acc[i]);
 }
 
 /* 32 x the sums of the 16 halves of a token's 8 blocks of super-block s,
@@ -238,27 +241,23 @@ QV_INLINE void kv__half_sums(const struct kern_block_q8a *x, int32_t out[16])
 #define KV_HALF(h) (4 * ((h) % 4) + (h) / 4)
 
 /* Element values of one Q6_K 32-block: low four bits from l (shifted
- * down 4 if `lhi`), bits 4-5 from qh shifted so they sit at bits 4-5. */
-QV_INLINE __m512i kv__q6(__m512i l, int lhi, __m512i qh_shifted)
+ * down 4 if `lhi`), bits 4-5 from h, whose bits 6-7 are clear: one
+ * VPTERNLOGD, (l & 0x0f) | (h & ~0x0f). */
+QV_INLINE __m512i kv__q6(__m512i l, int lhi, __m512i h)
 {
-	const __m512i m0f = _mm512_set1_epi8(0x0f), m3f = _mm512_set1_epi8(0x3f);
-
 	if (lhi)
 		l = _mm512_srli_epi16(l, 4);
-	/* (l & 0x0f) | (qh & ~0x0f), then the top two bits cleared */
-	return _mm512_and_si512(_mm512_ternarylogic_epi32(l, qh_shifted, m0f, 0xE4), m3f);
+	return _mm512_ternarylogic_epi32(l, h, _mm512_set1_epi8(0x0f), 0xE4);
 }
 
-QV_INLINE void kv__q6k_tile(const struct kern_gemm_args *a, size_t o, size_t o1, size_t t, int T)
+QV_INLINE void kv__q6k_tile(const struct kern_gemm_args *a, struct kv_at at, size_t t, int T)
 {
 	const size_t bs = sizeof(struct kern_block_q6_k), nsb = a->n_in / KERN_QKK;
-	const char *next = (const char *)a->w + (o + QV_ROWS) * a->w_stride;
-	const int pf = o + 2 * QV_ROWS <= o1;
-	const char *rp[QV_ROWS];
+	const struct kv_rows rp = kv__rows(a, at);
+	const char *next = rp.w + QV_ROWS * at.st;
 	struct kv_tok k[KV_TOK];
 	__m512 acc[KV_TOK];
 
-	kv__rows(a, o, o1, rp);
 	QV_UNROLL
 	for (int i = 0; i < T; i++) {
 		k[i].x = (const struct kern_block_q8a *)((const char *)a->x + (t + i) * a->x_stride);
@@ -271,11 +270,9 @@ QV_INLINE void kv__q6k_tile(const struct kern_gemm_args *a, size_t o, size_t o1,
 		int32_t hs[KV_TOK][16] __attribute__((aligned(64)));
 		__m512i h[4], g[4];
 
-		if (pf) {
-			QV_UNROLL
-			for (size_t off = 0; off < QV_ROWS * bs; off += 64)
-				_mm_prefetch(next + QV_ROWS * sb + off, _MM_HINT_T0);
-		}
+		QV_UNROLL
+		for (size_t off = 0; off < QV_ROWS * bs; off += 64)
+			_mm_prefetch(next + QV_ROWS * sb + off, _MM_HINT_T0);
 		/* scales 0..15 (offset 192), d in the top of bytes 206..209 */
 		kv__rows16(rp, sb + 192, h);
 		kv__rows16(rp, sb + 194, g);
@@ -294,6 +291,15 @@ QV_INLINE void kv__q6k_tile(const struct kern_gemm_args *a, size_t o, size_t o1,
 
 			kv__rows16(rp, sb + 128 + 32 * n, qh);
 			kv__rows16(rp, sb + 128 + 32 * n + 16, qh + 4);
+			/* qa: qh bits 0-1 and 4-5 (blocks kk 0, 2), qb: bits 2-3
+			 * and 6-7 moved down two (kk 1, 3); the others clear */
+			__m512i qa[8], qb[8];
+			QV_UNROLL
+			for (int c = 0; c < 8; c++) {
+				qa[c] = _mm512_and_si512(qh[c], _mm512_set1_epi8(0x33));
+				qb[c] = _mm512_and_si512(_mm512_srli_epi16(qh[c], 2),
+							 _mm512_set1_epi8(0x33));
+			}
 			/* kk = 0, 2 from ql bytes 0..31, kk = 1, 3 from 32..63 */
 			QV_UNROLL
 			for (int half = 0; half < 2; half++) {
@@ -306,11 +312,12 @@ QV_INLINE void kv__q6k_tile(const struct kern_gemm_args *a, size_t o, size_t o1,
 
 					QV_UNROLL
 					for (int c = 0; c < 8; c++) {
-						/* qh bits 2kk, 2kk + 1 to bits 4, 5 */
-						__m512i q = kk == 0   ? _mm512_slli_epi16(qh[c], 4)
-							    : kk == 1 ? _mm512_slli_epi16(qh[c], 2)
-							    : kk == 2 ? qh[c]
-								      : _mm512_srli_epi16(qh[c], 2);
+						/* qh bits 2kk, 2kk + 1 to bits 4, 5 (what
+						 * lands in bits 0-3 is not taken) */
+						__m512i q = kk == 0   ? _mm512_slli_epi16(qa[c], 4)
+							    : kk == 1 ? _mm512_slli_epi16(qb[c], 4)
+							    : kk == 2 ? qa[c]
+								      : qb[c];
 						w[c] = kv__q6(ql[c], hi, q);
 					}
 					QV_UNROLL
@@ -333,17 +340,17 @@ QV_INLINE void kv__q6k_tile(const struct kern_gemm_args *a, size_t o, size_t o1,
 	}
 	QV_UNROLL
 	for (int i = 0; i < T; i++)
-		kv__store(a, o, o1, t + i, acc[i]);
+		kv__store(a, at, t + i, acc[i]);
 }
 
-typedef void (*kv_tile_fn)(const struct kern_gemm_args *a, size_t o, size_t o1, size_t t);
+typedef void (*kv_tile_fn)(const struct kern_gemm_args *a, struct kv_at at, size_t t);
 
 /* One function per (type, token count), accumulators in registers. */
 #define KV_TILE_FN(name, body, T)                                                          \
-	static __attribute__((noinline)) void name(const struct kern_gemm_args *a, size_t o,   \
-						   size_t o1, size_t t)                        \
+	static __attribute__((noinline)) void name(const struct kern_gemm_args *a,             \
+						   struct kv_at at, size_t t)                  \
 	{                                                                                  \
-		body(a, o, o1, t, T);                                                      \
+		body(a, at, t, T);                                                         \
 	}
 KV_TILE_FN(kv__q4k_1, kv__q4k_tile, 1)
 KV_TILE_FN(kv__q4k_2, kv__q4k_tile, 2)
@@ -367,15 +374,35 @@ static const kv_tile_fn kv__q4k[KV_TOK + 1] = {NULL,      kv__q4k_1, kv__q4k_2, 
 static const kv_tile_fn kv__q6k[KV_TOK + 1] = {NULL,      kv__q6k_1, kv__q6k_2, kv__q6k_3, kv__q6k_4,
 					       kv__q6k_5, kv__q6k_6, kv__q6k_7, kv__q6k_8};
 
+static void kv__tokens(const kv_tile_fn *fn, const struct kern_gemm_args *a, struct kv_at at)
+{
+	for (size_t t = 0; t < a->n_tok; t += KV_TOK) {
+		size_t n = a->n_tok - t < KV_TOK ? a->n_tok - t : KV_TOK;
+		fn[n](a, at, t);
+	}
+}
+
 /* Row tiles outside, token groups inside: a tile's weights come from
- * memory once and from L1/L2 for the next group of tokens. */
+ * memory once and from L1/L2 for the next group of tokens. Rows past the
+ * last whole tile: the tile ending at o1 (its first rows, computed again,
+ * are not stored); a matrix under 16 rows: each row alone (stride 0). The
+ * lanes never mix, so a row's result is the same in any tile position. */
 static void kv__gemm(const kv_tile_fn *fn, const struct kern_gemm_args *a, size_t o0, size_t o1)
 {
-	for (size_t o = o0; o < o1; o += QV_ROWS)
-		for (size_t t = 0; t < a->n_tok; t += KV_TOK) {
-			size_t n = a->n_tok - t < KV_TOK ? a->n_tok - t : KV_TOK;
-			fn[n](a, o, o1, t);
-		}
+	const size_t st = a->w_stride;
+	size_t o = o0;
+
+	for (; o + QV_ROWS <= o1; o += QV_ROWS)
+		kv__tokens(fn, a, (struct kv_at){o, st, 0xffff});
+	if (o == o1)
+		return;
+	if (o1 >= QV_ROWS) {
+		size_t b = o1 - QV_ROWS;
+		kv__tokens(fn, a, (struct kv_at){b, st, (__mmask16)(0xffffu << (o - b))});
+		return;
+	}
+	for (; o < o1; o++)
+		kv__tokens(fn, a, (struct kv_at){o, 0, 1});
 }
 
 void kern_avx512_vnni_gemm_q4_k(const struct kern_gemm_args *a, size_t o0, size_t o1)
