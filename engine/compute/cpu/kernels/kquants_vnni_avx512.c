@@ -1,5 +1,5 @@
 /*
- * kquants_vnni_avx512.c - Q4_K and Q6_K weights times quantized
+ * kquants_vnni_avx512.c - Q4_K, Q5_K and Q6_K weights times quantized
  * activations with AVX-512 VNNI (VPDPBUSD on ZMM), for every token count
  * (decode and prefill: one code path, so a token's result never depends
  * on its batch). The weights are read in their file layout, 16 rows x up
@@ -14,7 +14,8 @@
  * exact int32 sums in lanes with no reduction. All scale unpacking is per
  * 16 rows and super-block, shared by the tokens.
  *
- *   Q4_K: nibbles 0..15 unsigned; per 32-block j of super-block s
+ *   Q4_K (and Q5_K, its fifth bit or-ed in: 0..31): nibbles 0..15
+ *     unsigned; per 32-block j of super-block s
  *     acc += float(S_j) * (d sc_j) * dx_j  -  (dmin m_j) * dx_j * sum(x_j)
  *   Q6_K: q = 0..63 unsigned (value q - 32), scale per 16 elements, so the
  *     two halves of a 32-block keep separate sums, each minus 32 x the
@@ -123,9 +124,19 @@ QV_INLINE void kv__store(const struct kern_gemm_args *a, struct kv_at at, size_t
 	_mm512_mask_storeu_ps(a->y + t * a->y_stride + at.o, at.keep, v);
 }
 
-QV_INLINE void kv__q4k_tile(const struct kern_gemm_args *a, struct kv_at at, size_t t, int T)
+/* Bit `from` of each byte of v moved to bit 4 (other bits: anything). */
+QV_INLINE __m512i kv__bit_to4(__m512i v, int from)
 {
-	const size_t bs = sizeof(struct kern_block_q4_k), nsb = a->n_in / KERN_QKK;
+	return from <= 4 ? _mm512_slli_epi16(v, 4 - from) : _mm512_srli_epi16(v, from - 4);
+}
+
+/* Q4_K, and Q5_K when `five`: the same header and qs, offset by qh (32
+ * bytes: bit j of byte l is the fifth bit of element l of block j). */
+QV_INLINE void kv__k4_tile(const struct kern_gemm_args *a, struct kv_at at, size_t t, int T,
+			   int five)
+{
+	const size_t bs = five ? sizeof(struct kern_block_q5_k) : sizeof(struct kern_block_q4_k);
+	const size_t qs_off = five ? 48 : 16, nsb = a->n_in / KERN_QKK;
 	const __m512i m4 = _mm512_set1_epi8(0x0f), m3f = _mm512_set1_epi32(0x3f3f3f3f);
 	const __m512i m0f = _mm512_set1_epi32(0x0f0f0f0f), m30 = _mm512_set1_epi32(0x30303030);
 	const struct kv_rows rp = kv__rows(a, at);
@@ -144,7 +155,7 @@ QV_INLINE void kv__q4k_tile(const struct kern_gemm_args *a, struct kv_at at, siz
 		const size_t sb = s * bs;
 		__m512 dsc[8], mv[8];
 		float dxs[KV_TOK][8] __attribute__((aligned(32)));
-		__m512i h[4];
+		__m512i h[4], qh[8];
 
 		/* the next tile streams in while this one computes */
 		QV_UNROLL
@@ -179,18 +190,29 @@ QV_INLINE void kv__q4k_tile(const struct kern_gemm_args *a, struct kv_at at, siz
 			for (int j = 0; j < 8; j++)
 				acc[i] = _mm512_fnmadd_ps(mv[j], _mm512_set1_ps(dxs[i][j]), acc[i]);
 		}
+		if (five) {
+			kv__rows16(rp, sb + 16, qh);
+			kv__rows16(rp, sb + 32, qh + 4);
+		}
 		/* pairs of 32-blocks: 32 bytes of each row, low nibbles block
 		 * 2p, high nibbles block 2p + 1 */
 		QV_UNROLL
 		for (int p = 0; p < 4; p++) {
 			__m512i u[8], v[8];
 
-			kv__rows16(rp, sb + 16 + 32 * p, u);
-			kv__rows16(rp, sb + 32 + 32 * p, u + 4);
+			kv__rows16(rp, sb + qs_off + 32 * p, u);
+			kv__rows16(rp, sb + qs_off + 16 + 32 * p, u + 4);
 			QV_UNROLL
 			for (int c = 0; c < 8; c++) {
 				v[c] = _mm512_and_si512(_mm512_srli_epi16(u[c], 4), m4);
 				u[c] = _mm512_and_si512(u[c], m4);
+				if (five) { /* nibble | (bit 4 of the shifted qh) */
+					const __m512i b4 = _mm512_set1_epi8(0x10);
+					u[c] = _mm512_ternarylogic_epi32(
+						u[c], kv__bit_to4(qh[c], 2 * p), b4, 0xF8);
+					v[c] = _mm512_ternarylogic_epi32(
+						v[c], kv__bit_to4(qh[c], 2 * p + 1), b4, 0xF8);
+				}
 			}
 			QV_UNROLL
 			for (int i = 0; i < T; i++) {
@@ -343,6 +365,16 @@ QV_INLINE void kv__q6k_tile(const struct kern_gemm_args *a, struct kv_at at, siz
 		kv__store(a, at, t + i, acc[i]);
 }
 
+QV_INLINE void kv__q4k_tile(const struct kern_gemm_args *a, struct kv_at at, size_t t, int T)
+{
+	kv__k4_tile(a, at, t, T, 0);
+}
+
+QV_INLINE void kv__q5k_tile(const struct kern_gemm_args *a, struct kv_at at, size_t t, int T)
+{
+	kv__k4_tile(a, at, t, T, 1);
+}
+
 typedef void (*kv_tile_fn)(const struct kern_gemm_args *a, struct kv_at at, size_t t);
 
 /* One function per (type, token count), accumulators in registers. */
@@ -360,6 +392,14 @@ KV_TILE_FN(kv__q4k_5, kv__q4k_tile, 5)
 KV_TILE_FN(kv__q4k_6, kv__q4k_tile, 6)
 KV_TILE_FN(kv__q4k_7, kv__q4k_tile, 7)
 KV_TILE_FN(kv__q4k_8, kv__q4k_tile, 8)
+KV_TILE_FN(kv__q5k_1, kv__q5k_tile, 1)
+KV_TILE_FN(kv__q5k_2, kv__q5k_tile, 2)
+KV_TILE_FN(kv__q5k_3, kv__q5k_tile, 3)
+KV_TILE_FN(kv__q5k_4, kv__q5k_tile, 4)
+KV_TILE_FN(kv__q5k_5, kv__q5k_tile, 5)
+KV_TILE_FN(kv__q5k_6, kv__q5k_tile, 6)
+KV_TILE_FN(kv__q5k_7, kv__q5k_tile, 7)
+KV_TILE_FN(kv__q5k_8, kv__q5k_tile, 8)
 KV_TILE_FN(kv__q6k_1, kv__q6k_tile, 1)
 KV_TILE_FN(kv__q6k_2, kv__q6k_tile, 2)
 KV_TILE_FN(kv__q6k_3, kv__q6k_tile, 3)
@@ -371,6 +411,8 @@ KV_TILE_FN(kv__q6k_8, kv__q6k_tile, 8)
 
 static const kv_tile_fn kv__q4k[KV_TOK + 1] = {NULL,      kv__q4k_1, kv__q4k_2, kv__q4k_3, kv__q4k_4,
 					       kv__q4k_5, kv__q4k_6, kv__q4k_7, kv__q4k_8};
+static const kv_tile_fn kv__q5k[KV_TOK + 1] = {NULL,      kv__q5k_1, kv__q5k_2, kv__q5k_3, kv__q5k_4,
+					       kv__q5k_5, kv__q5k_6, kv__q5k_7, kv__q5k_8};
 static const kv_tile_fn kv__q6k[KV_TOK + 1] = {NULL,      kv__q6k_1, kv__q6k_2, kv__q6k_3, kv__q6k_4,
 					       kv__q6k_5, kv__q6k_6, kv__q6k_7, kv__q6k_8};
 
@@ -408,6 +450,11 @@ static void kv__gemm(const kv_tile_fn *fn, const struct kern_gemm_args *a, size_
 void kern_avx512_vnni_gemm_q4_k(const struct kern_gemm_args *a, size_t o0, size_t o1)
 {
 	kv__gemm(kv__q4k, a, o0, o1);
+}
+
+void kern_avx512_vnni_gemm_q5_k(const struct kern_gemm_args *a, size_t o0, size_t o1)
+{
+	kv__gemm(kv__q5k, a, o0, o1);
 }
 
 void kern_avx512_vnni_gemm_q6_k(const struct kern_gemm_args *a, size_t o0, size_t o1)
