@@ -3,7 +3,8 @@
  * of a TinyLlama-sized layer (2048 -> 2048, 2048 -> 5632, 5632 -> 2048),
  * to tune the prefill GEMM (n_tok >= 2) and the decode GEMV (n_tok = 1).
  *
- *   build/gemm_q [TYPE N_TOK THREADS REPS]   (q4_0 64 1 20)
+ *   build/gemm_q [TYPE N_TOK THREADS REPS [N_OUT N_IN]]   (q4_0 64 1 20; TYPE any
+ *   with kernels; N_OUT N_IN: that one shape instead, e.g. 64 2048 to stay in L2)
  *
  * Weights are random, quantized once with kern_quantize_row(); the same
  * matrix is reused, so for one token this measures cache bandwidth, not
@@ -43,27 +44,31 @@ static float rnd(unsigned *s)
 
 int main(int argc, char **argv)
 {
-	static const size_t shapes[][2] = {{2048, 2048}, {5632, 2048}, {2048, 5632}}; /* out, in */
+	size_t shapes[][2] = {{2048, 2048}, {5632, 2048}, {2048, 5632}}; /* out, in */
+	size_t n_shapes = sizeof(shapes) / sizeof(shapes[0]);
 	const char *tname = argc > 1 ? argv[1] : "q4_0";
 	size_t n_tok = argc > 2 ? strtoul(argv[2], NULL, 10) : 64;
 	size_t threads = argc > 3 ? strtoul(argv[3], NULL, 10) : 1;
 	int reps = argc > 4 ? atoi(argv[4]) : 20;
-	uint32_t t = strcmp(tname, "q8_0") == 0   ? DTYPE_Q8_0
-		     : strcmp(tname, "f16") == 0  ? DTYPE_F16
-		     : strcmp(tname, "bf16") == 0 ? DTYPE_BF16
-		     : strcmp(tname, "f32") == 0  ? DTYPE_F32
-						  : DTYPE_Q4_0;
+	int tn = dtype_from_name(tname); /* any type with kernels: q4_k, q6_k, ... */
+	uint32_t t = tn < 0 ? DTYPE_Q4_0 : (uint32_t)tn;
 	clockid_t clk = threads > 1 ? CLOCK_MONOTONIC : CLOCK_THREAD_CPUTIME_ID;
 	tpool_t pool = threads > 1 ? tpool_create(threads) : NULL;
 	unsigned seed = 1;
 	int rc = 1;
 
-	if (n_tok == 0 || reps <= 0 || (threads > 1 && !pool)) {
-		fprintf(stderr, "usage: gemm_q [q4_0|q8_0|f16|bf16|f32 N_TOK THREADS REPS]\n");
+	if (argc > 6) {
+		shapes[0][0] = strtoul(argv[5], NULL, 10);
+		shapes[0][1] = strtoul(argv[6], NULL, 10);
+		n_shapes = 1;
+	}
+
+	if (tn < 0 || !kern_supports(t) || n_tok == 0 || reps <= 0 || (threads > 1 && !pool)) {
+		fprintf(stderr, "usage: gemm_q [TYPE (q4_0, q8_0, q4_k, q6_k, f16...) N_TOK THREADS REPS]\n");
 		return 2;
 	}
 	kern_init();
-	for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++) {
+	for (size_t s = 0; s < n_shapes; s++) {
 		size_t n_out = shapes[s][0], n_in = shapes[s][1];
 		size_t row = dtype_row_size(t, n_in);
 		float *wf = malloc(n_in * sizeof(float));

@@ -8,7 +8,9 @@
  *   |y - y_ref| <= QS_TOL * sum_i (|w_i| + |min_i|) * |x_i|
  * with w the dequantized weights, min_i their minimum term (K-quants with
  * a dmin), x the Q8 activations as the kernels see them.
- * A level this CPU cannot run is skipped with a message.
+ * Each token alone (the level's GEMV) must equal its column of the batch
+ * (the GEMM) bit for bit. A level this CPU cannot run is skipped with a
+ * message.
  */
 #include <check.h>
 #include <math.h>
@@ -128,6 +130,25 @@ static void qs_check(enum cpu_level level, const struct qs_type *q, size_t n_out
 	kern_ops_ref.gemm[q->t](&a, 0, n_out);
 	a.y = y;
 	ops->gemm[q->t](&a, 0, n_out);
+	/* a token's result does not depend on its batch: each token alone
+	 * through the level's GEMV equals its column of the GEMM bit for bit */
+	for (size_t k = 0; k < n_tok && n_tok > 1; k++) {
+		struct kern_gemm_args one = a;
+		float *y1 = qs_alloc(n_out * sizeof(float));
+
+		one.x = xa + k * act_row;
+		one.xd = xd + k * a.xd_stride;
+		one.xs8 = xs8 + k * a.xd_stride;
+		one.n_tok = 1;
+		one.y = y1;
+		ops->gemv[q->t](&one, 0, n_out);
+		for (size_t o = 0; o < n_out; o++)
+			ck_assert_msg(memcmp(&y1[o], &y[k * n_out + o], sizeof(float)) == 0,
+				      "%s %s out=%zu in=%zu tok=%zu: token %zu alone %.9g, in batch %.9g",
+				      ops->name, dtype_name(q->t), n_out, n_in, n_tok, k, y1[o],
+				      y[k * n_out + o]);
+		free(y1);
+	}
 	for (size_t o = 0; o < n_out; o++) {
 		ck_assert_int_eq(kern_dequantize_row(q->t, w + o * row, wf, n_in), 0);
 		ck_assert_int_eq(kern_dequantize_row(q->t, wm + o * row, wmf, n_in), 0);

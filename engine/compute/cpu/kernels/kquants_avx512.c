@@ -1,7 +1,9 @@
 /*
- * kquants_avx512.c - Q4_K and Q6_K matmul on the AVX-512 VNNI level (the
- * body is kquants_simd.h): per 32 elements, one VPDPBUSD on a 256-bit
- * register (AVX512-VL encoding), u8 x s8 straight into int32.
+ * kquants_avx512.c - the community block types on the AVX-512 VNNI level
+ * (the body is kquants_simd.h): per 32 elements, one VPDPBUSD on a 256-bit
+ * register (AVX512-VL encoding), u8 x s8 straight into int32. The level's
+ * table takes Q4_K, Q5_K and Q6_K from kquants_vnni_avx512.c (16-row ZMM
+ * tiles) instead; this file's versions of those three are not used.
  */
 #if defined(__x86_64__)
 #include <immintrin.h>
