@@ -187,11 +187,12 @@ AVX2_INLINE __m256i avx2__rows_sum8(__m256i v[8])
  *   together (at most 4 * 7620 = 30480 in int16 before the widening).
  *   Q8_0: maddubs(|w|, sign(x, w)) and vpmaddwd per row, then
  *   avx2__rows_sum8.
- * The rows lie back to back, so the next 8 are prefetched at the pace
- * this tile consumes its own, into L2: 8 rows of Q8_0 are 17-48 KB on
- * TinyLlama's shapes, and into a 32 KB L1 they evicted the tile in use
- * (a Zen 4 decode step took 69 ms of CPU against 50 with L2; Q4_0 the
- * same either way).
+ * The rows lie back to back, so the 8 rows two tiles on are prefetched
+ * at the pace this tile consumes its own, into L2: one tile of Q8_0 is
+ * 17-48 KB on TinyLlama's shapes, and into a 32 KB L1 the next one
+ * evicted the tile in use. On a Zen 4, CPU ms of a decode step: Q8_0 69
+ * (next tile, L1) -> 50 (L2) -> 47 (two tiles ahead); Q4_0 33 -> 33 ->
+ * 28.
  */
 AVX2_INLINE void avx2__gemv_q(uint32_t wt, const struct kern_gemm_args *a, size_t o, size_t R)
 {
@@ -201,7 +202,7 @@ AVX2_INLINE void avx2__gemv_q(uint32_t wt, const struct kern_gemm_args *a, size_
 	const __m256i ones = _mm256_set1_epi16(1), m4 = _mm256_set1_epi8(0x0f);
 	const struct kern_block_q8a *x = a->x;
 	const char *w = (const char *)a->w + o * a->w_stride;
-	const char *next = w + AVX2_QR * a->w_stride;
+	const char *next = w + 2 * AVX2_QR * a->w_stride;
 	float out[AVX2_QR] __attribute__((aligned(32)));
 	__m256 acc = _mm256_setzero_ps();
 
@@ -290,7 +291,12 @@ static __attribute__((noinline)) void avx2__gemv_q4_0_full(const struct kern_gem
 AVX2_INLINE void avx2__gemm_q(uint32_t wt, const struct kern_gemm_args *a, size_t o0, size_t o1)
 {
 	if (a->n_tok == 1) {
-		size_t o = o0;
+		const char *w = (const char *)a->w + o0 * a->w_stride;
+		size_t o = o0, first = (o1 - o0 < 2 * AVX2_QR ? o1 - o0 : 2 * AVX2_QR) * a->w_stride;
+		/* The chunk's first two tiles: no earlier tile prefetched them
+		 * (the pool hands chunks out in any order). */
+		for (size_t off = 0; off < first; off += 64)
+			_mm_prefetch(w + off, _MM_HINT_T1);
 		for (; o + AVX2_QR <= o1; o += AVX2_QR) {
 			if (wt == DTYPE_Q8_0)
 				avx2__gemv_q8_0_full(a, o);
