@@ -131,6 +131,7 @@ EMBER    := $(BUILD)/ember
 UNIT     := $(BUILD)/check_unit
 LOADGEN  := $(BUILD)/loadgen
 FWDSTEP  := $(BUILD)/forward_step
+DECPROF  := $(BUILD)/decode_prof
 FCCMP    := $(BUILD)/fc_compare
 GEMMQ    := $(BUILD)/gemm_q
 GMASK    := $(BUILD)/grammar_mask
@@ -206,6 +207,12 @@ $(LOADGEN): $(call obj,bench/loadgen.c bench/response.c engine/base/buf.c engine
 
 # Times one batched forward step over 1..16 sequences (bench/SERVE_RESULTS.md).
 $(FWDSTEP): $(BUILD)/bench/forward_step.o $(LIBEMBER)
+	$(call say,LD,$@)$(CC) $(LDFLAGS) -pthread $^ $(LIBS_ENGINE) -o $@
+
+# Where a one-token decode step's time goes: the step against its matrix
+# products alone (issue 17).
+all: $(DECPROF)
+$(DECPROF): $(BUILD)/bench/decode_prof.o $(LIBEMBER)
 	$(call say,LD,$@)$(CC) $(LDFLAGS) -pthread $^ $(LIBS_ENGINE) -o $@
 
 # Our F32 GEMM against XNNPACK's fully-connected operator (kernels.c says

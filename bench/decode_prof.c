@@ -1,0 +1,194 @@
+/* decode_prof.c - where a one-token decode step's time goes.
+ *
+ * Usage: decode_prof MODEL [THREADS [STEPS]]
+ *
+ * Times, over STEPS alternated rounds (so both see the same machine load):
+ *   step    one whole decode step (forward_pass_run, one sequence, one
+ *           token, 32 tokens of context), as the server runs it;
+ *   matmul  only the step's matrix products, in the step's order and
+ *           grouping (q|k|v, o, up|gate, down per layer, then output),
+ *           one token, on a pool of the same size: the weight streaming.
+ * Prints wall and process CPU milliseconds (best, median) of each, the
+ * weight bytes per second, and the rest (step - matmul): norms, RoPE,
+ * attention, the activation, the joins they add. On a shared machine,
+ * CPU time with one thread is the steadier figure; compare with
+ * build/membw run in the same minutes. Not a test: a timing.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "clock.h"
+#include "dtype.h"
+#include "ember.h"
+#include "engine.h"
+#include "forward.h"
+#include "kernels.h"
+#include "kv_cache.h"
+#include "model.h"
+#include "threadpool.h"
+
+#define PROF_CTX 32
+
+static double cpu_now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+static double wbytes(const struct model_weight *w)
+{
+	return w->data ? (double)dtype_row_size(w->type, w->n_in) * w->n_out : 0.0;
+}
+
+/* One group of same-input matrices, as forward.c's linear_n() calls it. */
+static double group(tpool_t pool, const struct model_weight *const w[], size_t n, const float *x,
+		    float *y, void *scratch)
+{
+	struct kern_mm_part parts[KERN_MM_PARTS_MAX];
+	size_t k = 0, off = 0;
+	double bytes = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		if (!w[i]->data)
+			continue;
+		parts[k++] = (struct kern_mm_part){w[i]->data, w[i]->n_out, y + off};
+		off += w[i]->n_out;
+		bytes += wbytes(w[i]);
+	}
+	if (k)
+		kern_matmul_n(pool, w[0]->type, w[0]->n_in, parts, k, x, 1, scratch);
+	return bytes;
+}
+
+static double matmuls(const struct model *m, tpool_t pool, const float *x, float *y, void *scratch)
+{
+	double bytes = 0;
+
+	for (uint32_t l = 0; l < m->hp.n_layer; l++) {
+		const struct model_weight *W = m->layers[l].w;
+		const struct model_weight *qkv[] = {&W[ARCH_T_ATTN_Q], &W[ARCH_T_ATTN_K], &W[ARCH_T_ATTN_V]};
+		const struct model_weight *o[] = {&W[ARCH_T_ATTN_OUT]};
+		const struct model_weight *ug[] = {&W[ARCH_T_FFN_UP], &W[ARCH_T_FFN_GATE]};
+		const struct model_weight *d[] = {&W[ARCH_T_FFN_DOWN]};
+
+		bytes += group(pool, qkv, 3, x, y, scratch);
+		bytes += group(pool, o, 1, x, y, scratch);
+		bytes += group(pool, ug, 2, x, y, scratch);
+		bytes += group(pool, d, 1, x, y, scratch);
+	}
+	{
+		const struct model_weight *out[] = {&m->w[ARCH_T_OUTPUT]};
+		bytes += group(pool, out, 1, x, y, scratch);
+	}
+	return bytes;
+}
+
+int main(int argc, char **argv)
+{
+	struct engine_model *em = NULL;
+	const struct model *mp = NULL;
+	struct forward_pass *p = NULL;
+	struct kv_cache kv;
+	struct forward_opts fo = {0};
+	int32_t prompt[PROF_CTX], tok;
+	double *t[4] = {NULL, NULL, NULL, NULL}, bytes = 0;
+	char err[EMBER_ERR_MAX] = "";
+	float *logits = NULL, *x = NULL, *y = NULL;
+	void *scratch = NULL;
+	tpool_t pool = NULL;
+	int n_threads, steps, s, rc = 1;
+
+	memset(&kv, 0, sizeof(kv));
+	if (argc < 2) {
+		fprintf(stderr, "usage: decode_prof MODEL [THREADS [STEPS]]\n");
+		return 2;
+	}
+	n_threads = argc > 2 ? atoi(argv[2]) : 1;
+	steps = argc > 3 ? atoi(argv[3]) : 20;
+	if (n_threads < 1 || steps < 1 || steps > 100000) {
+		fprintf(stderr, "decode_prof: bad arguments\n");
+		return 2;
+	}
+	if (engine_model_open(&em, argv[1], NULL, err) != 0)
+		goto fail;
+	mp = engine_model_weights(em);
+	fo.n_threads = (uint32_t)n_threads;
+	fo.max_batch = PROF_CTX;
+	for (int i = 0; i < 4; i++)
+		if ((t[i] = malloc(sizeof(double) * (size_t)steps)) == NULL)
+			goto fail;
+	logits = malloc(sizeof(float) * mp->hp.n_vocab);
+	x = calloc(65536, sizeof(float));
+	y = calloc((size_t)mp->hp.n_vocab + 65536, sizeof(float));
+	scratch = aligned_alloc(64, 1 << 20);
+	pool = tpool_create((uint32_t)n_threads);
+	if (!logits || !x || !y || !scratch || !pool || forward_pass_new(&p, mp, &fo, err) != 0)
+		goto fail;
+	if (kv_cache_init(&kv, &mp->hp, PROF_CTX + (uint32_t)steps + 8, DTYPE_F16, err) != 0)
+		goto fail;
+	for (int i = 0; i < PROF_CTX; i++) {
+		prompt[i] = 1 + (i * 7919) % (int)(mp->hp.n_vocab - 1);
+		x[i] = 0.01f * (float)(i % 17);
+	}
+	{
+		struct forward_seq sq = {&kv, prompt, PROF_CTX, FORWARD_LOGITS_NONE};
+		if (forward_pass_run(p, &sq, 1, NULL, err) != 0)
+			goto fail;
+	}
+	for (s = 0; s < steps; s++) {
+		struct forward_seq sq = {&kv, &tok, 1, FORWARD_LOGITS_LAST};
+		double t0 = clock_now_s(), c0 = cpu_now_s();
+
+		tok = 1 + (s * 31) % (int)(mp->hp.n_vocab - 1);
+		if (forward_pass_run(p, &sq, 1, logits, err) != 0)
+			goto fail;
+		t[0][s] = clock_now_s() - t0;
+		t[1][s] = cpu_now_s() - c0;
+		kv_cache_truncate(&kv, PROF_CTX);
+		t0 = clock_now_s();
+		c0 = cpu_now_s();
+		bytes = matmuls(mp, pool, x, y, scratch);
+		t[2][s] = clock_now_s() - t0;
+		t[3][s] = cpu_now_s() - c0;
+	}
+	for (int i = 0; i < 4; i++)
+		qsort(t[i], (size_t)steps, sizeof(double), cmp_double);
+	printf("decode_prof: %d threads, %d steps, weights %.1f MB a token\n", n_threads, steps,
+	       bytes / 1e6);
+	printf("%-7s %9s %9s %9s %9s %12s\n", "", "wall best", "wall med", "cpu best", "cpu med",
+	       "GB/s (med)");
+	printf("%-7s %9.2f %9.2f %9.2f %9.2f %12.2f\n", "step", t[0][0] * 1e3, t[0][steps / 2] * 1e3,
+	       t[1][0] * 1e3, t[1][steps / 2] * 1e3, bytes / t[0][steps / 2] / 1e9);
+	printf("%-7s %9.2f %9.2f %9.2f %9.2f %12.2f\n", "matmul", t[2][0] * 1e3,
+	       t[2][steps / 2] * 1e3, t[3][0] * 1e3, t[3][steps / 2] * 1e3,
+	       bytes / t[2][steps / 2] / 1e9);
+	printf("%-7s %9.2f %9.2f %9.2f %9.2f\n", "rest", (t[0][0] - t[2][0]) * 1e3,
+	       (t[0][steps / 2] - t[2][steps / 2]) * 1e3, (t[1][0] - t[3][0]) * 1e3,
+	       (t[1][steps / 2] - t[3][steps / 2]) * 1e3);
+	rc = 0;
+fail:
+	if (rc != 0)
+		fprintf(stderr, "decode_prof: %s\n", err);
+	kv_cache_free(&kv);
+	forward_pass_free(p);
+	tpool_destroy(pool);
+	free(scratch);
+	free(x);
+	free(y);
+	free(logits);
+	for (int i = 0; i < 4; i++)
+		free(t[i]);
+	engine_model_free(em);
+	return rc;
+}
