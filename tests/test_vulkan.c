@@ -98,6 +98,22 @@ static void run(const char *name, void *pc, size_t pcb, void *const *bufs, const
 	ck_assert_msg(rc == 0, "%s: %s", name, err);
 }
 
+/* The shader that reads type t: the shared one for the float types, Q8_0
+ * and Q4_0, else its own (<base>_<type>). */
+static int shader_is_shared(uint32_t t)
+{
+	return t == DTYPE_F32 || t == DTYPE_F16 || t == DTYPE_BF16 || t == DTYPE_Q8_0 ||
+	       t == DTYPE_Q4_0;
+}
+
+static void shader_name(char *buf, size_t cap, const char *base, uint32_t t)
+{
+	if (shader_is_shared(t))
+		snprintf(buf, cap, "%s", base);
+	else
+		snprintf(buf, cap, "%s_%s", base, dtype_name(t));
+}
+
 static void close_enough(const float *got, const double *want, size_t n, double tol,
 			 const char *what)
 {
@@ -114,34 +130,66 @@ static void close_enough(const float *got, const double *want, size_t n, double 
 
 /* ---- matmul: every weight type, bias, accumulate, cap -------------------- */
 
-static const uint32_t mm_types[] = {DTYPE_F32, DTYPE_F16, DTYPE_BF16, DTYPE_Q8_0, DTYPE_Q4_0};
+static const uint32_t mm_types[] = {DTYPE_F32, DTYPE_F16, DTYPE_BF16, DTYPE_Q8_0, DTYPE_Q4_0,
+				   DTYPE_Q4_1, DTYPE_Q5_0, DTYPE_Q5_1, DTYPE_IQ4_NL, DTYPE_Q2_K,
+				   DTYPE_Q3_K, DTYPE_Q4_K, DTYPE_Q5_K, DTYPE_Q6_K, DTYPE_IQ4_XS};
+#define N_MM_TYPES (int)(sizeof(mm_types) / sizeof(mm_types[0]))
+
+/* Row width for type t: whole super-blocks for the 256-element types, a
+ * width that is not a multiple of 32 for F32/F16 (the tail path). */
+static uint32_t width_for(uint32_t t, uint32_t small)
+{
+	if (t == DTYPE_F32 || t == DTYPE_F16)
+		return small + 4;
+	if (t == DTYPE_Q2_K || t == DTYPE_Q3_K || t == DTYPE_Q4_K || t == DTYPE_Q5_K ||
+	    t == DTYPE_Q6_K || t == DTYPE_IQ4_XS)
+		return 768; /* 3 super-blocks, 24 blocks: threads of a row left idle */
+	return small;
+}
+
+/* One row of n elements of type t from src: converted or quantized by the
+ * CPU's own code; the IQ4 types (which it does not quantize) get random
+ * nibbles and a fixed scale. */
+static void make_row(uint32_t t, const float *src, uint8_t *dst, uint32_t n)
+{
+	size_t i, blk = t == DTYPE_IQ4_NL ? 18 : 136, per = t == DTYPE_IQ4_NL ? 32 : 256;
+
+	if (t == DTYPE_F32) {
+		memcpy(dst, src, (size_t)n * 4);
+	} else if (t == DTYPE_F16 || t == DTYPE_BF16) {
+		for (i = 0; i < n; i++)
+			((uint16_t *)dst)[i] = t == DTYPE_F16 ? kern_fp32_to_fp16(src[i])
+							      : kern_fp32_to_bf16(src[i]);
+	} else if (t == DTYPE_IQ4_NL || t == DTYPE_IQ4_XS) {
+		for (i = 0; i < dtype_row_size(t, n); i++)
+			dst[i] = (uint8_t)((frand() + 1.0f) * 127.9f);
+		for (i = 0; i < n / per; i++) {
+			uint16_t d = kern_fp32_to_fp16(0.01f);
+
+			memcpy(dst + i * blk, &d, 2);
+		}
+	} else {
+		ck_assert_int_eq(kern_quantize_row(t, src, dst, n), 0);
+	}
+}
 
 START_TEST(matmul_matches_dequantized_reference)
 {
-	const uint32_t t = mm_types[_i], n_in = t == DTYPE_F32 || t == DTYPE_F16 ? 100 : 96;
+	const uint32_t t = mm_types[_i], n_in = width_for(t, 96);
 	const uint32_t n_out = 37, n_tok = 11;
 	const size_t row = dtype_row_size(t, n_in);
 	float *wf = frands((size_t)n_out * n_in, 1.0f), *x = frands((size_t)n_tok * n_in, 1.0f);
 	float *bias = frands(n_out, 1.0f), *y = frands((size_t)n_tok * n_out, 1.0f);
 	double *want = calloc((size_t)n_tok * n_out, sizeof(double));
 	uint8_t *w = calloc(n_out, row);
-	float deq[128];
+	float deq[768];
+	char name[32];
 	uint32_t o, k, i;
 
 	if (no_device())
 		goto done;
-	for (o = 0; o < n_out; o++) {
-		uint8_t *r = w + o * row;
-
-		if (t == DTYPE_F32)
-			memcpy(r, wf + o * n_in, row);
-		else if (t == DTYPE_F16 || t == DTYPE_BF16)
-			for (i = 0; i < n_in; i++)
-				((uint16_t *)r)[i] = t == DTYPE_F16 ? kern_fp32_to_fp16(wf[o * n_in + i])
-								    : kern_fp32_to_bf16(wf[o * n_in + i]);
-		else
-			ck_assert_int_eq(kern_quantize_row(t, wf + o * n_in, r, n_in), 0);
-	}
+	for (o = 0; o < n_out; o++)
+		make_row(t, wf + o * n_in, w + o * row, n_in);
 	/* y = W x + b (+ y, then capped: the flags the head and residual use) */
 	for (o = 0; o < n_out; o++) {
 		ck_assert_int_eq(kern_dequantize_row(t, w + o * row, deq, n_in), 0);
@@ -161,7 +209,8 @@ START_TEST(matmul_matches_dequantized_reference)
 				  n_out * 4};
 		size_t at[] = {0, 8, 16, 24};
 
-		run("matmul", &pc, sizeof(pc), bufs, bytes, at, 4, n_out, (n_tok + 7) / 8, 1);
+		shader_name(name, sizeof(name), "matmul", t);
+		run(name, &pc, sizeof(pc), bufs, bytes, at, 4, n_out, (n_tok + 7) / 8, 1);
 	}
 	close_enough(y, want, (size_t)n_tok * n_out, 1e-5, dtype_name(t));
 done:
@@ -293,26 +342,23 @@ END_TEST
 
 START_TEST(embed_matches_dequantize_row)
 {
-	const uint32_t t = mm_types[_i], d = 64, vocab = 9, n = 4;
+	const uint32_t t = mm_types[_i], d = width_for(t, 64) == 68 ? 64 : width_for(t, 64);
+	/* (the shader may contract d * q - m into one FMA: 1e-6, not 0; the
+	 * per-type embeds write a 32-element block per invocation) */
+	const uint32_t per = shader_is_shared(t) ? 1 : 32;
+	const uint32_t vocab = 9, n = 4;
 	const size_t row = dtype_row_size(t, d);
 	float *src = frands((size_t)vocab * d, 1.0f), *x = calloc((size_t)n * d, sizeof(float));
 	uint8_t *w = calloc(vocab, row);
 	uint32_t tokens[4] = {8, 0, 3, 3}, r, i;
 	double *want = malloc((size_t)n * d * sizeof(double));
-	float deq[64];
+	float deq[768];
+	char name[32];
 
 	if (no_device())
 		goto done;
-	for (r = 0; r < vocab; r++) {
-		if (t == DTYPE_F32)
-			memcpy(w + r * row, src + r * d, row);
-		else if (t == DTYPE_F16 || t == DTYPE_BF16)
-			for (i = 0; i < d; i++)
-				((uint16_t *)(w + r * row))[i] = t == DTYPE_F16
-					? kern_fp32_to_fp16(src[r * d + i]) : kern_fp32_to_bf16(src[r * d + i]);
-		else
-			kern_quantize_row(t, src + r * d, w + r * row, d);
-	}
+	for (r = 0; r < vocab; r++)
+		make_row(t, src + r * d, w + r * row, d);
 	for (r = 0; r < n; r++) {
 		kern_dequantize_row(t, w + tokens[r] * row, deq, d);
 		for (i = 0; i < d; i++)
@@ -324,9 +370,10 @@ START_TEST(embed_matches_dequantize_row)
 		size_t bytes[] = {vocab * row, (size_t)n * d * 4, sizeof(tokens)};
 		size_t at[] = {0, 8, 16};
 
-		run("embed", &pc, sizeof(pc), bufs, bytes, at, 3, (n * d + 63) / 64, 1, 1);
+		shader_name(name, sizeof(name), "embed", t);
+		run(name, &pc, sizeof(pc), bufs, bytes, at, 3, (n * d / per + 63) / 64, 1, 1);
 	}
-	close_enough(x, want, (size_t)n * d, 0.0, "embed");
+	close_enough(x, want, (size_t)n * d, 1e-6, dtype_name(t));
 done:
 	free(src), free(x), free(w), free(want);
 }
@@ -565,7 +612,8 @@ out:
 }
 END_TEST
 
-/* K-quants have no shader yet: refused by tensor and type, never run. */
+/* A weight type without a shader (Q8_K here, set on one tensor of the
+ * loaded model) is refused by tensor and type before anything runs. */
 START_TEST(weight_type_without_shader_is_refused_by_name)
 {
 	struct model m;
@@ -573,11 +621,13 @@ START_TEST(weight_type_without_shader_is_refused_by_name)
 	struct compute_opts o = {.max_batch = 8};
 	char err[EMBER_ERR_MAX] = "";
 
-	if (open_vulkan(&m, TEST_GOLDEN_DIR "quants/llama-256/Q4_K_M.gguf") < 0)
+	if (open_vulkan(&m, LLAMA) < 0)
 		return;
+	m.layers[1].w[ARCH_T_FFN_DOWN].type = DTYPE_Q8_K;
 	ck_assert_int_eq(compute_pass_new(&p, &m, &o, err), EMBER_EUNSUPPORTED);
 	ck_assert_ptr_null(p);
-	ck_assert_msg(strstr(err, "no shader for type q4_k") != NULL, "%s", err);
+	ck_assert_msg(strstr(err, "tensor blk.1.ffn_down.weight: no shader for type q8_k") != NULL,
+		      "%s", err);
 	printf("vulkan refuses: %s\n", err);
 	model_free(&m);
 }
@@ -591,11 +641,11 @@ Suite *suite_vulkan(void)
 
 	tcase_set_timeout(tc, 120);
 	tcase_set_timeout(te, 120);
-	tcase_add_loop_test(tc, matmul_matches_dequantized_reference, 0, 5);
+	tcase_add_loop_test(tc, matmul_matches_dequantized_reference, 0, N_MM_TYPES);
 	tcase_add_loop_test(tc, norms_match_forward_c, 0, 3);
 	tcase_add_loop_test(tc, rope_matches_rope_c, 0, 2);
 	tcase_add_loop_test(tc, activations_match_forward_c, 0, 6);
-	tcase_add_loop_test(tc, embed_matches_dequantize_row, 0, 5);
+	tcase_add_loop_test(tc, embed_matches_dequantize_row, 0, N_MM_TYPES);
 	tcase_add_loop_test(tc, kv_store_and_attention_match_the_reference, 0, 3);
 	suite_add_tcase(s, tc);
 	tcase_add_test(te, batched_step_equals_single_steps);

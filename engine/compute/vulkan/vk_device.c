@@ -3,7 +3,8 @@
  * with dlopen, the first (or the chosen) device with a compute queue and
  * the features the shaders need (Vulkan 1.2 buffer device addresses,
  * 64-bit and scalar-layout pointers in push constants), one pipeline per
- * shader, buffers, submission and dispatch helpers.
+ * shader (the per-block-type ones made on first use), buffers, submission
+ * and dispatch helpers.
  *
  * Memory (why): on unified-memory devices (integrated GPUs, lavapipe) a
  * memory type is both device-local and host-visible; weights go there and
@@ -154,12 +155,43 @@ char *vk_describe(char *buf, size_t cap)
 			     (unsigned long long)(heap >> 20),
 			     is_uma(&mp) ? "unified memory" : "dedicated memory",
 			     why ? "unusable: " : "usable; shaders: embed norm rope matmul "
-			     "(f32 f16 bf16 q8_0 q4_0) kv_store attention act add copy",
+			     "(f32 f16 bf16 q8_0 q4_0; q4_1 q5_0 q5_1 q2_k q3_k q4_k q5_k q6_k "
+			     "iq4_nl iq4_xs: a pipeline each, on first use) kv_store attention "
+			     "act add copy",
 			     why ? why : "");
 		len += w > 0 ? (size_t)w : 0;
 	}
 	f.DestroyInstance(inst, NULL);
 	return buf;
+}
+
+static int make_pipeline(enum vk_shader s, char *err)
+{
+	struct vk_ctx *c = &vk__ctx;
+	size_t bytes;
+	const uint32_t *code = vk_shader_code(s, &bytes);
+	VkShaderModuleCreateInfo mci = {.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
+					.codeSize = bytes, .pCode = code};
+	VkShaderModule mod;
+	VkComputePipelineCreateInfo pci = {
+		.sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
+		.stage = {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
+			  .stage = VK_SHADER_STAGE_COMPUTE_BIT, .pName = "main"},
+		.layout = c->layout};
+	VkResult r;
+
+	if (c->f.CreateShaderModule(c->dev, &mci, NULL, &mod) != VK_SUCCESS)
+		return ember_seterr(err, EMBER_EUNSUPPORTED, "vulkan: shader %s refused",
+				    vk_shader_name(s));
+	pci.stage.module = mod;
+	r = c->f.CreateComputePipelines(c->dev, VK_NULL_HANDLE, 1, &pci, NULL, &c->pipe[s]);
+	c->f.DestroyShaderModule(c->dev, mod, NULL);
+	if (r != VK_SUCCESS) {
+		c->pipe[s] = VK_NULL_HANDLE;
+		return ember_seterr(err, EMBER_EUNSUPPORTED, "vulkan: pipeline %s (VkResult %d)",
+				    vk_shader_name(s), (int)r);
+	}
+	return 0;
 }
 
 static int make_pipelines(char *err)
@@ -168,34 +200,28 @@ static int make_pipelines(char *err)
 	VkPushConstantRange pr = {VK_SHADER_STAGE_COMPUTE_BIT, 0, VK_PUSH_MAX};
 	VkPipelineLayoutCreateInfo lci = {.sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO,
 					  .pushConstantRangeCount = 1, .pPushConstantRanges = &pr};
-	int s;
+	int s, rc;
 
 	if (c->f.CreatePipelineLayout(c->dev, &lci, NULL, &c->layout) != VK_SUCCESS)
 		return ember_seterr(err, EMBER_EUNSUPPORTED, "vulkan: pipeline layout");
-	for (s = 0; s < VK_SH_COUNT; s++) {
-		size_t bytes;
-		const uint32_t *code = vk_shader_code((enum vk_shader)s, &bytes);
-		VkShaderModuleCreateInfo mci = {.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
-						.codeSize = bytes, .pCode = code};
-		VkShaderModule mod;
-		VkComputePipelineCreateInfo pci = {
-			.sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
-			.stage = {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
-				  .stage = VK_SHADER_STAGE_COMPUTE_BIT, .pName = "main"},
-			.layout = c->layout};
-		VkResult r;
-
-		if (c->f.CreateShaderModule(c->dev, &mci, NULL, &mod) != VK_SUCCESS)
-			return ember_seterr(err, EMBER_EUNSUPPORTED, "vulkan: shader %s refused",
-					    vk_shader_name((enum vk_shader)s));
-		pci.stage.module = mod;
-		r = c->f.CreateComputePipelines(c->dev, VK_NULL_HANDLE, 1, &pci, NULL, &c->pipe[s]);
-		c->f.DestroyShaderModule(c->dev, mod, NULL);
-		if (r != VK_SUCCESS)
-			return ember_seterr(err, EMBER_EUNSUPPORTED, "vulkan: pipeline %s (VkResult %d)",
-					    vk_shader_name((enum vk_shader)s), (int)r);
-	}
+	for (s = 0; s < VK_SH_LAZY; s++)
+		if ((rc = make_pipeline((enum vk_shader)s, err)) < 0)
+			return rc;
 	return 0;
+}
+
+/* The per-type shaders: made by the first pass (or test) that needs one,
+ * then kept; a pass reads only pipelines made before it was. */
+int vk_shader_ready(enum vk_shader s, char *err)
+{
+	static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+	int rc = 0;
+
+	pthread_mutex_lock(&lock);
+	if (!vk__ctx.pipe[s])
+		rc = make_pipeline(s, err);
+	pthread_mutex_unlock(&lock);
+	return rc;
 }
 
 static int open_device(int index, char *err)

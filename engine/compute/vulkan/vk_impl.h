@@ -38,7 +38,15 @@ struct vk_fns {
 #undef VK__FN
 };
 
-/* The shaders (shaders/<name>.comp). */
+/* The block types read by a matmul and an embed of their own (shaders
+ * compiled with -DQTYPE, common.glsl): DTYPE_x, name. */
+#define VK_QTYPES(X)                                                                 \
+	X(Q4_1, q4_1) X(Q5_0, q5_0) X(Q5_1, q5_1) X(Q2_K, q2_k) X(Q3_K, q3_k)          \
+	X(Q4_K, q4_k) X(Q5_K, q5_k) X(Q6_K, q6_k) X(IQ4_NL, iq4_nl) X(IQ4_XS, iq4_xs)
+
+/* The shaders (shaders/<name>.comp). Those before VK_SH_LAZY get their
+ * pipelines when the device opens; the per-type ones when a model needs
+ * them (vk_shader_ready): each costs llvmpipe seconds to compile. */
 enum vk_shader {
 	VK_SH_EMBED,
 	VK_SH_NORM,
@@ -49,8 +57,12 @@ enum vk_shader {
 	VK_SH_ACT,
 	VK_SH_ADD,
 	VK_SH_COPY,
+#define VK__SH(U, l) VK_SH_MATMUL_##U, VK_SH_EMBED_##U,
+	VK_QTYPES(VK__SH)
+#undef VK__SH
 	VK_SH_COUNT
 };
+#define VK_SH_LAZY (VK_SH_COPY + 1)
 
 /* Push constants are at most this many bytes (the minimum every device
  * offers); each shader's block is a prefix of it. */
@@ -103,6 +115,13 @@ void vk_buf_free(struct vk_buf *b);
 /* SPIR-V of each shader (vk_shaders.c). */
 const uint32_t *vk_shader_code(enum vk_shader s, size_t *bytes);
 const char *vk_shader_name(enum vk_shader s);
+
+/* The matmul / embed shader that reads weight type t, or -1: none does. */
+int vk_shader_matmul(uint32_t t);
+int vk_shader_embed(uint32_t t);
+
+/* Makes shader s's pipeline unless it exists (thread-safe; vk_device.c). */
+int vk_shader_ready(enum vk_shader s, char *err);
 
 /* Submits cb and waits for it (fence reset first); under ctx.qlock. */
 int vk_submit_wait(VkCommandBuffer cb, VkFence fence, char *err);

@@ -3,9 +3,12 @@
  * device memory.
  *
  * vk_check_model() refuses, naming it, every architecture feature the
- * shaders do not implement (heads wider than 512 or of odd width) and every weight type without an
- * in-shader dequantization (today: F32, F16, BF16, Q8_0, Q4_0): such a
- * model is never run approximately; the CPU device still runs it.
+ * shaders do not implement (heads wider than 512 or of odd width) and every
+ * weight type without an in-shader dequantization (F32, F16, BF16, Q8_0,
+ * Q4_0, Q4_1, Q5_0, Q5_1, Q2_K..Q6_K, IQ4_NL and IQ4_XS are read; e.g. Q8_K
+ * and the other IQ types are not): such a model is never run
+ * approximately; the CPU device still runs it. vk_weights_get() makes the
+ * pipelines of the model's types (each type has its own, vk_impl.h).
  *
  * Weights: every tensor the model binds is copied once, in its GGUF
  * layout, into device buffers (chunks under the device's allocation
@@ -27,17 +30,11 @@
 
 #define VK_MAX_HEAD 512 /* attention.comp's MAXD */
 
-static int weight_type_ok(uint32_t t)
-{
-	return t == DTYPE_F32 || t == DTYPE_F16 || t == DTYPE_BF16 || t == DTYPE_Q8_0 ||
-	       t == DTYPE_Q4_0;
-}
-
 static int check_weight(const struct model_weight *w, int role, uint32_t layer, char *err)
 {
 	char name[96];
 
-	if (!w->data || weight_type_ok(w->type))
+	if (!w->data || vk_shader_matmul(w->type) >= 0)
 		return 0;
 	return ember_seterr(err, EMBER_EUNSUPPORTED, "vulkan: tensor %s: no shader for type %s "
 			    "(the CPU device runs it: --device=cpu)",
@@ -189,6 +186,24 @@ static int upload(struct vk_weights *w, char *err)
 	return 0;
 }
 
+/* The matmul pipeline of every weight type m has, and token_embd's embed. */
+static int ready_shaders(const struct model *m, char *err)
+{
+	const uint32_t n_slots = ARCH_T_FIRST_LAYER + m->hp.n_layer * ARCH_T_COUNT;
+	uint32_t s;
+	int rc, sh;
+
+	for (s = 0; s < n_slots; s++) {
+		const struct model_weight *x = weight_at(m, s);
+
+		if (x->data && (sh = vk_shader_matmul(x->type)) >= 0 &&
+		    (rc = vk_shader_ready((enum vk_shader)sh, err)) < 0)
+			return rc;
+	}
+	sh = vk_shader_embed(m->w[ARCH_T_TOKEN_EMBD].type);
+	return sh < 0 ? 0 : vk_shader_ready((enum vk_shader)sh, err);
+}
+
 int vk_weights_get(struct vk_weights **out, const struct model *m, char *err)
 {
 	struct vk_weights *w;
@@ -204,7 +219,7 @@ int vk_weights_get(struct vk_weights **out, const struct model *m, char *err)
 	} else {
 		w->m = m;
 		w->refs = 1;
-		if ((rc = upload(w, err)) < 0) {
+		if ((rc = ready_shaders(m, err)) < 0 || (rc = upload(w, err)) < 0) {
 			weights_free(w);
 			w = NULL;
 		} else {

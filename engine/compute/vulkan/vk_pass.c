@@ -213,8 +213,8 @@ static void mm(struct vk_pass *p, int role, int bias_role, uint32_t il, VkDevice
 			       flags | (b ? MM_BIAS : 0), cap};
 	uint32_t gx = w->n_out < 32768 ? w->n_out : 32768;
 
-	vk_dispatch(p->cb, VK_SH_MATMUL, &pc, sizeof(pc), gx, (n + 7) / 8,
-		    (w->n_out + 32767) / 32768);
+	vk_dispatch(p->cb, (enum vk_shader)vk_shader_matmul(w->type), &pc, sizeof(pc), gx,
+		    (n + 7) / 8, (w->n_out + 32767) / 32768);
 	vk_barrier(p->cb);
 }
 
@@ -500,7 +500,11 @@ int vk_pass_run(struct vk_pass *p, const struct compute_seq *seqs, struct vk_kv 
 				      m->arch->embd_scale_sqrt ? (float)sqrt((double)hp->n_embd)
 							       : 1.0f};
 
-		vk_dispatch_n(p->cb, VK_SH_EMBED, &pc, sizeof(pc), (uint64_t)n * hp->n_embd);
+		int sh = vk_shader_embed(pc.type);
+
+		/* the per-type embeds write a 32-element block per invocation */
+		vk_dispatch_n(p->cb, (enum vk_shader)sh, &pc, sizeof(pc),
+			      (uint64_t)n * hp->n_embd / (sh == VK_SH_EMBED ? 1 : 32));
 		vk_barrier(p->cb);
 	}
 	for (il = 0; il < hp->n_layer; il++)
