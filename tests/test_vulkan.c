@@ -569,6 +569,65 @@ out:
 }
 END_TEST
 
+/* Embeddings: the final hidden states (COMPUTE_HIDDEN_ALL) of two
+ * sequences in one step, on the device and on the CPU, within 1e-5 x max;
+ * a step mixing them with logits is refused. */
+START_TEST(hidden_states_match_the_cpu)
+{
+	struct test_golden g;
+	struct model m;
+	struct compute_pass *p[2];
+	struct compute_opts o = {.max_batch = 32};
+	struct compute_kv *kv[2][2];
+	const uint32_t D = 128, n0 = 9, n1 = 5;
+	float *h[2];
+	double *want = malloc((size_t)(n0 + n1) * D * sizeof(double));
+	char err[EMBER_ERR_MAX] = "";
+	const char *dev[2] = {"vulkan", "cpu"};
+	uint32_t d, s, i;
+
+	h[0] = calloc((size_t)(n0 + n1) * D, sizeof(float));
+	h[1] = calloc((size_t)(n0 + n1) * D, sizeof(float));
+	if (open_vulkan(&m, LLAMA) < 0)
+		goto out;
+	test_golden_load(&g, "llama", 1000);
+	ck_assert_uint_eq(m.hp.n_embd, D);
+	for (d = 0; d < 2; d++) {
+		struct compute_seq seqs[2] = {{NULL, g.input, n0, COMPUTE_HIDDEN_ALL},
+					      {NULL, g.input + 11, n1, COMPUTE_HIDDEN_ALL}};
+
+		ck_assert_msg(compute_device_select(dev[d], err) == 0, "%s", err);
+		ck_assert_msg(compute_pass_new(&p[d], &m, &o, err) == 0, "%s", err);
+		for (s = 0; s < 2; s++) {
+			ck_assert_int_eq(compute_kv_new(&kv[d][s], &m, 64, DTYPE_F32, 0, err), 0);
+			seqs[s].kv = kv[d][s];
+		}
+		ck_assert_msg(compute_pass_run(p[d], seqs, 2, h[d], err) == 0, "%s: %s", dev[d],
+			      err);
+	}
+	for (i = 0; i < (n0 + n1) * D; i++)
+		want[i] = h[1][i];
+	close_enough(h[0], want, (size_t)(n0 + n1) * D, 1e-5, "hidden states vs the CPU");
+	{
+		struct compute_seq mixed[2] = {{kv[0][0], g.input, 1, COMPUTE_HIDDEN_ALL},
+					       {kv[0][1], g.input, 1, COMPUTE_LOGITS_LAST}};
+
+		ck_assert_int_eq(compute_pass_run(p[0], mixed, 2, h[0], err), EMBER_EINVAL);
+		ck_assert_uint_eq(compute_kv_n_pos(kv[0][0]), n0);
+	}
+	ck_assert_msg(compute_device_select("vulkan", err) == 0, "%s", err);
+	for (d = 0; d < 2; d++) {
+		for (s = 0; s < 2; s++)
+			compute_kv_free(kv[d][s]);
+		compute_pass_free(p[d]);
+	}
+	test_golden_free(&g);
+	model_free(&m);
+out:
+	free(h[0]), free(h[1]), free(want);
+}
+END_TEST
+
 /* A prefix copied into another cache continues exactly as the original;
  * a truncated cache recomputes the same logits. */
 START_TEST(copied_prefix_and_rewind_continue_the_same)
@@ -649,6 +708,7 @@ Suite *suite_vulkan(void)
 	tcase_add_loop_test(tc, kv_store_and_attention_match_the_reference, 0, 3);
 	suite_add_tcase(s, tc);
 	tcase_add_test(te, batched_step_equals_single_steps);
+	tcase_add_test(te, hidden_states_match_the_cpu);
 	tcase_add_test(te, copied_prefix_and_rewind_continue_the_same);
 	tcase_add_test(te, weight_type_without_shader_is_refused_by_name);
 	suite_add_tcase(s, te);

@@ -4,7 +4,7 @@
 # files the CPU's logits, greedy identical to the CPU; K-quant, Q4_1, Q5_x
 # and IQ4 files match their exact dequantized reference; a bad device name is
 # refused; emberd --device=vulkan (and EMBER_DEVICE) answers a greedy
-# completion with the CPU's text; ember bench --device=vulkan lists the
+# completion with the CPU's text and embeddings within 1e-4 of the CPU's; ember bench --device=vulkan lists the
 # device. Skipped, with the reason, where there is no Vulkan device.
 set -eu
 E=$BUILD/ember
@@ -77,6 +77,8 @@ complete() { # DEVICE-ENV... -> the completion's text
 	curl -sf "http://127.0.0.1:$port/v1/completions" -H 'Content-Type: application/json' \
 		-d '{"prompt": "The quick brown fox", "max_tokens": 8, "temperature": 0}' |
 		"$PYTHON" -c 'import json,sys; print(ascii(json.load(sys.stdin)["choices"][0]["text"]))'
+	curl -sf "http://127.0.0.1:$port/v1/embeddings" -H 'Content-Type: application/json' \
+		-d '{"input": ["The quick brown fox", "jumps"]}' >"$TMPDIR/emb-$1.json"
 	kill $pid
 	wait $pid || true
 }
@@ -84,3 +86,11 @@ cpu=$(complete EMBER_DEVICE=cpu)
 vk=$(complete EMBER_DEVICE=vulkan)
 [ "$cpu" = "$vk" ] || { echo "emberd: cpu '$cpu', vulkan '$vk'"; exit 1; }
 echo "ok emberd EMBER_DEVICE=vulkan: '$vk' as on the CPU"
+"$PYTHON" - "$TMPDIR/emb-EMBER_DEVICE=cpu.json" "$TMPDIR/emb-EMBER_DEVICE=vulkan.json" <<'PY'
+import json, sys
+a, b = ([d["embedding"] for d in json.load(open(f))["data"]] for f in sys.argv[1:3])
+assert len(a) == len(b) == 2 and all(len(x) == len(y) > 0 for x, y in zip(a, b))
+worst = max(abs(p - q) for x, y in zip(a, b) for p, q in zip(x, y))
+print("ok emberd embeddings on vulkan: max |diff| vs the CPU %.3g" % worst)
+assert worst <= 1e-4
+PY

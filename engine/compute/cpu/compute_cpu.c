@@ -220,12 +220,6 @@ int compute_pass_run(struct compute_pass *p, const struct compute_seq *seqs, uin
 		if ((unsigned)seqs[i].logits > COMPUTE_HIDDEN_ALL || !seqs[i].kv)
 			return ember_seterr(err, EMBER_EINVAL, "compute: sequence %u is malformed", i);
 		if (p->vk) {
-			/* vk_pass_run writes logits rows only: an embedding would
-			 * get none (never a silent wrong answer) */
-			if (seqs[i].logits == COMPUTE_HIDDEN_ALL)
-				return ember_seterr(err, EMBER_EUNSUPPORTED, "embeddings (hidden "
-						    "states) are not implemented on the Vulkan "
-						    "device; use --device=cpu");
 			if (!seqs[i].kv->vk)
 				return ember_seterr(err, EMBER_EINVAL, "compute: sequence %u's cache "
 						    "is not on the pass's device", i);
