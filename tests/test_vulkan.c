@@ -628,6 +628,49 @@ out:
 }
 END_TEST
 
+/* Weights read in place from the file's map (VK_EXT_external_memory_host,
+ * where the device has it: lavapipe does) and weights copied into device
+ * memory give the same logits, bit for bit. */
+START_TEST(imported_and_copied_weights_give_identical_logits)
+{
+	struct test_golden g;
+	struct model m;
+	struct compute_opts o = {.max_batch = 32};
+	const uint32_t V = 1000, n = 24;
+	float *l[2] = {malloc((size_t)n * V * 4), malloc((size_t)n * V * 4)};
+	char err[EMBER_ERR_MAX] = "", list[4096];
+	int mode, has_ext;
+
+	if (open_vulkan(&m, LLAMA) < 0)
+		goto out;
+	has_ext = strstr(vk_describe(list, sizeof(list)), " VK_EXT_external_memory_host") != NULL;
+	test_golden_load(&g, "llama", V);
+	for (mode = 0; mode < 2; mode++) {
+		struct compute_pass *p;
+		struct compute_kv *kv;
+		struct compute_seq sq = {NULL, g.input, n, COMPUTE_LOGITS_ALL};
+
+		vk_test_import(mode == 0);
+		ck_assert_msg(compute_pass_new(&p, &m, &o, err) == 0, "%s", err);
+		ck_assert_int_eq(vk_test_n_imported(), mode == 0 && has_ext);
+		ck_assert_int_eq(compute_kv_new(&kv, &m, 64, DTYPE_F32, 0, err), 0);
+		sq.kv = kv;
+		ck_assert_msg(compute_pass_run(p, &sq, 1, l[mode], err) == 0, "%s", err);
+		compute_kv_free(kv);
+		compute_pass_free(p);
+	}
+	vk_test_import(1);
+	ck_assert_msg(memcmp(l[0], l[1], (size_t)n * V * 4) == 0, "imported and copied weights "
+		      "give different logits");
+	printf("vulkan weights: %s and copied give the same logits bit for bit\n",
+	       has_ext ? "imported from the file's map" : "(no host import on this device)");
+	test_golden_free(&g);
+	model_free(&m);
+out:
+	free(l[0]), free(l[1]);
+}
+END_TEST
+
 /* A prefix copied into another cache continues exactly as the original;
  * a truncated cache recomputes the same logits. */
 START_TEST(copied_prefix_and_rewind_continue_the_same)
@@ -709,6 +752,7 @@ Suite *suite_vulkan(void)
 	suite_add_tcase(s, tc);
 	tcase_add_test(te, batched_step_equals_single_steps);
 	tcase_add_test(te, hidden_states_match_the_cpu);
+	tcase_add_test(te, imported_and_copied_weights_give_identical_logits);
 	tcase_add_test(te, copied_prefix_and_rewind_continue_the_same);
 	tcase_add_test(te, weight_type_without_shader_is_refused_by_name);
 	suite_add_tcase(s, te);

@@ -71,4 +71,10 @@ int vk_test_dispatch(const char *name, void *pc, size_t pc_bytes, void *const *b
 		     const size_t *bytes, const size_t *addr_at, uint32_t n_bufs, uint32_t gx,
 		     uint32_t gy, uint32_t gz, char *err);
 
+/* Test hooks: vk_test_import(0) makes weights uploaded from now on be
+ * copied even where the file's map could be imported (1: import again);
+ * vk_test_n_imported() counts the weight sets now held as imported maps. */
+void vk_test_import(int on);
+int vk_test_n_imported(void);
+
 #endif

@@ -30,7 +30,8 @@
 	X(AllocateCommandBuffers) X(ResetCommandBuffer) X(BeginCommandBuffer)          \
 	X(EndCommandBuffer) X(CmdBindPipeline) X(CmdPushConstants) X(CmdDispatch)      \
 	X(CmdPipelineBarrier) X(CmdCopyBuffer) X(CmdFillBuffer) X(CreateFence)         \
-	X(DestroyFence) X(ResetFences) X(WaitForFences) X(QueueSubmit)
+	X(DestroyFence) X(ResetFences) X(WaitForFences) X(QueueSubmit)                 \
+	X(GetPhysicalDeviceProperties2)
 
 struct vk_fns {
 #define VK__FN(n) PFN_vk##n n;
@@ -80,6 +81,10 @@ struct vk_ctx {
 	VkPhysicalDeviceProperties props;
 	VkPhysicalDeviceMemoryProperties mem;
 	int uma; /* a memory type is both device-local and host-visible */
+	/* VK_EXT_external_memory_host: host memory (the weights' file map)
+	 * imported as device memory, in units of host_align bytes */
+	PFN_vkGetMemoryHostPointerPropertiesEXT host_ptr_props;
+	VkDeviceSize host_align;
 	pthread_mutex_t qlock;
 	VkPipelineLayout layout;
 	VkPipeline pipe[VK_SH_COUNT];
@@ -110,6 +115,11 @@ enum vk_mem {
 };
 
 int vk_buf_new(struct vk_buf *b, VkDeviceSize size, enum vk_mem where, char *err);
+
+/* A buffer over `size` bytes of host memory at `host` (both multiples of
+ * ctx.host_align), which must outlive it; no map. EMBER_EUNSUPPORTED when
+ * the device cannot import it (no extension, or the driver refuses). */
+int vk_buf_import(struct vk_buf *b, const void *host, VkDeviceSize size, char *err);
 void vk_buf_free(struct vk_buf *b);
 
 /* SPIR-V of each shader (vk_shaders.c). */

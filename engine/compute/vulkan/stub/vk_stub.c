@@ -93,3 +93,13 @@ int vk_test_dispatch(const char *name, void *pc, size_t pc_bytes, void *const *b
 	(void)n_bufs, (void)gx, (void)gy, (void)gz;
 	return vk_open(-1, err);
 }
+
+void vk_test_import(int on)
+{
+	(void)on;
+}
+
+int vk_test_n_imported(void)
+{
+	return 0;
+}
