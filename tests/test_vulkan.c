@@ -52,12 +52,13 @@ struct pc_act {
 };
 struct pc_kv_store {
 	uint64_t k, v, kc, vc;
-	uint32_t r0, pos0, n, heads, dk, dv, n_ctx, f16;
+	uint32_t r0, pos0, n, heads, dk, dv, n_ctx, f16, ring;
 };
 struct pc_attention {
 	uint64_t q, out, kc, vc, slopes;
 	uint32_t row0, pos0, heads, heads_kv, dk, dv, n_ctx, f16, window, alibi;
 	float scale, cap;
+	uint32_t ring;
 };
 
 static uint64_t rng = 88172645463325252ull;
@@ -420,7 +421,7 @@ START_TEST(kv_store_and_attention_match_the_reference)
 		f16 ? (void)(((uint16_t *)vc)[i] = kern_fp32_to_fp16(pre[i] * 0.5f))
 		    : (void)(((float *)vc)[i] = pre[i] * 0.5f);
 	{
-		struct pc_kv_store pc = {0, 0, 0, 0, 0, pos0, n, kvh, dk, dv, n_ctx, (uint32_t)f16};
+		struct pc_kv_store pc = {0, 0, 0, 0, 0, pos0, n, kvh, dk, dv, n_ctx, (uint32_t)f16, 0};
 		void *bufs[] = {k, v, kc, vc};
 		size_t bytes[] = {(size_t)n * kvh * dk * 4, (size_t)n * kvh * dv * 4, kb, vb};
 		size_t at[] = {0, 8, 16, 24};
@@ -473,7 +474,7 @@ START_TEST(kv_store_and_attention_match_the_reference)
 		}
 	{
 		struct pc_attention pc = {0, 0, 0, 0, 0, 0, pos0, heads, kvh, dk, dv, n_ctx,
-					  (uint32_t)f16, window, alibi, scale, cap};
+					  (uint32_t)f16, window, alibi, scale, cap, 0};
 		void *bufs[] = {q, out, kc, vc, slopes};
 		size_t bytes[] = {(size_t)n * heads * dk * 4, (size_t)n * heads * dv * 4, kb, vb,
 				  sizeof(slopes)};
@@ -671,6 +672,69 @@ out:
 }
 END_TEST
 
+/* Sliding-window layers in a ring (gemma2: window 8; steps of 3, so 10
+ * rows) give the logits of a full cache bit for bit over 24 positions,
+ * wrapping twice; a ring copied keeps going the same; a rewind past the
+ * ring's slack is refused as on the CPU. */
+START_TEST(ring_caches_equal_full_caches)
+{
+	struct test_golden g;
+	struct model m;
+	struct compute_pass *p;
+	struct compute_opts o = {.max_batch = 32};
+	struct compute_kv *full, *ring, *copy;
+	const uint32_t step = 3;
+	float *a = NULL, *b = NULL, *c = NULL;
+	char err[EMBER_ERR_MAX] = "";
+	uint32_t t, V;
+
+	if (open_vulkan(&m, TEST_GOLDEN_DIR "gemma2/model-f32.gguf") < 0)
+		goto out;
+	ck_assert_uint_eq(m.hp.n_swa, 8);
+	V = m.hp.n_vocab;
+	a = malloc(step * V * 4), b = malloc(step * V * 4), c = malloc(step * V * 4);
+	test_golden_load(&g, "gemma2", V);
+	ck_assert_msg(compute_pass_new(&p, &m, &o, err) == 0, "%s", err);
+	ck_assert_int_eq(compute_kv_new(&full, &m, 64, DTYPE_F16, 0, err), 0);
+	ck_assert_int_eq(compute_kv_new(&ring, &m, 64, DTYPE_F16, step, err), 0);
+	ck_assert_int_eq(compute_kv_new(&copy, &m, 64, DTYPE_F16, step, err), 0);
+	for (t = 0; t < 24; t += step) {
+		struct compute_seq sa = {full, g.input + t, step, COMPUTE_LOGITS_ALL};
+		struct compute_seq sb = {ring, g.input + t, step, COMPUTE_LOGITS_ALL};
+
+		ck_assert_msg(compute_pass_run(p, &sa, 1, a, err) == 0, "%s", err);
+		ck_assert_msg(compute_pass_run(p, &sb, 1, b, err) == 0, "%s", err);
+		ck_assert_msg(memcmp(a, b, step * V * 4) == 0, "ring differs at positions %u..", t);
+		if (t == 12) { /* a copy of the ring at 15 continues as the ring */
+			ck_assert_int_eq(compute_kv_copy_prefix(copy, ring, 15), 0);
+		} else if (t > 12) {
+			struct compute_seq sc = {copy, g.input + t, step, COMPUTE_LOGITS_ALL};
+
+			ck_assert_msg(compute_pass_run(p, &sc, 1, c, err) == 0, "%s", err);
+			ck_assert_msg(memcmp(a, c, step * V * 4) == 0, "copied ring differs at %u", t);
+		}
+	}
+	/* Slack is 2 rows: a rewind to 22 still holds its window, to 12 not. */
+	ck_assert(compute_kv_holds(ring, 22));
+	ck_assert(!compute_kv_holds(ring, 12));
+	compute_kv_truncate(ring, 12);
+	{
+		struct compute_seq sb = {ring, g.input + 12, 1, COMPUTE_LOGITS_LAST};
+
+		ck_assert_int_eq(compute_pass_run(p, &sb, 1, b, err), EMBER_EINVAL);
+		ck_assert_msg(strstr(err, "rewound past its ring") != NULL, "%s", err);
+	}
+	printf("vulkan ring caches: 24 positions through a 10-row ring equal a full cache bit "
+	       "for bit\n");
+	compute_kv_free(full), compute_kv_free(ring), compute_kv_free(copy);
+	compute_pass_free(p);
+	test_golden_free(&g);
+	model_free(&m);
+out:
+	free(a), free(b), free(c);
+}
+END_TEST
+
 /* A prefix copied into another cache continues exactly as the original;
  * a truncated cache recomputes the same logits. */
 START_TEST(copied_prefix_and_rewind_continue_the_same)
@@ -752,6 +816,7 @@ Suite *suite_vulkan(void)
 	suite_add_tcase(s, tc);
 	tcase_add_test(te, batched_step_equals_single_steps);
 	tcase_add_test(te, hidden_states_match_the_cpu);
+	tcase_add_test(te, ring_caches_equal_full_caches);
 	tcase_add_test(te, imported_and_copied_weights_give_identical_logits);
 	tcase_add_test(te, copied_prefix_and_rewind_continue_the_same);
 	tcase_add_test(te, weight_type_without_shader_is_refused_by_name);

@@ -47,10 +47,12 @@ char *vk_describe(char *buf, size_t cap);
 
 int vk_check_model(const struct model *m, char *err);
 
+/* ring_step > 0: sliding-window layers keep rings (compute_kv_new). */
 int vk_kv_new(struct vk_kv **out, const struct model *m, uint32_t n_ctx, uint32_t type,
-	      char *err);
+	      uint32_t ring_step, char *err);
 void vk_kv_free(struct vk_kv *kv);
 uint32_t vk_kv_n_pos(const struct vk_kv *kv);
+int vk_kv_holds(const struct vk_kv *kv, uint32_t n_pos);
 void vk_kv_truncate(struct vk_kv *kv, uint32_t n_pos);
 int vk_kv_copy_prefix(struct vk_kv *dst, const struct vk_kv *src, uint32_t n, char *err);
 

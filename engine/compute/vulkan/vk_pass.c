@@ -51,12 +51,13 @@ struct pc_add {
 };
 struct pc_kv_store {
 	uint64_t k, v, kc, vc;
-	uint32_t r0, pos0, n, heads, dk, dv, n_ctx, f16;
+	uint32_t r0, pos0, n, heads, dk, dv, n_ctx, f16, ring;
 };
 struct pc_attention {
 	uint64_t q, out, kc, vc, slopes;
 	uint32_t row0, pos0, heads, heads_kv, dk, dv, n_ctx, f16, window, alibi;
 	float scale, cap;
+	uint32_t ring;
 };
 struct pc_copy {
 	uint64_t src, dst;
@@ -298,7 +299,8 @@ static void attention(struct vk_pass *p, const struct compute_seq *seqs,
 		const struct vk_kv *kv = kvs[s];
 		struct pc_kv_store pc = {p->k, p->v, vk_kv_k(kv, il), vk_kv_v(kv, il), p->row0[s],
 					 kv->n_pos, seqs[s].n_tok, hp->n_head_kv, hp->head_dim_k,
-					 hp->head_dim_v, kv->n_ctx, (uint32_t)kv->f16};
+					 hp->head_dim_v, kv->rows[il], (uint32_t)kv->f16,
+					 (uint32_t)vk_kv_is_ring(kv, il)};
 
 		vk_dispatch_n(p->cb, VK_SH_KV_STORE, &pc, sizeof(pc),
 			      (uint64_t)seqs[s].n_tok * hp->n_head_kv *
@@ -309,9 +311,10 @@ static void attention(struct vk_pass *p, const struct compute_seq *seqs,
 		const struct vk_kv *kv = kvs[s];
 		struct pc_attention pc = {p->q, p->att, vk_kv_k(kv, il), vk_kv_v(kv, il),
 					  p->a_slopes, p->row0[s], kv->n_pos, hp->n_head,
-					  hp->n_head_kv, hp->head_dim_k, hp->head_dim_v, kv->n_ctx,
+					  hp->n_head_kv, hp->head_dim_k, hp->head_dim_v, kv->rows[il],
 					  (uint32_t)kv->f16, swa ? hp->n_swa : 0,
-					  (uint32_t)m->arch->alibi, p->scale, hp->attn_softcap};
+					  (uint32_t)m->arch->alibi, p->scale, hp->attn_softcap,
+					  (uint32_t)vk_kv_is_ring(kv, il)};
 
 		vk_dispatch(p->cb, VK_SH_ATTENTION, &pc, sizeof(pc), hp->n_head, seqs[s].n_tok, 1);
 	}
@@ -449,6 +452,14 @@ static int check(const struct vk_pass *p, const struct compute_seq *seqs,
 
 		if (sq->n_tok == 0)
 			return ember_seterr(err, EMBER_EINVAL, "vulkan: sequence %u has no tokens", s);
+		if (kvs[s]->lost)
+			return ember_seterr(err, EMBER_EINVAL, "vulkan: the sliding-window cache no "
+					    "longer holds the keys before position %u (rewound past "
+					    "its ring)", kvs[s]->n_pos);
+		if (kvs[s]->ring_rows && sq->n_tok > kvs[s]->max_step)
+			return ember_seterr(err, EMBER_EINVAL, "vulkan: %u tokens in one step exceed "
+					    "the sliding-window cache's %u", sq->n_tok,
+					    kvs[s]->max_step);
 		if ((sq->logits == COMPUTE_HIDDEN_ALL) != (seqs[0].logits == COMPUTE_HIDDEN_ALL))
 			return ember_seterr(err, EMBER_EINVAL, "vulkan: hidden states and logits in "
 					    "one step");
@@ -531,6 +542,6 @@ int vk_pass_run(struct vk_pass *p, const struct compute_seq *seqs, struct vk_kv 
 	if (rows)
 		memcpy(logits, p->out.map, (size_t)rows * width * sizeof(float));
 	for (s = 0; s < n_seq; s++)
-		kvs[s]->n_pos += seqs[s].n_tok;
+		vk_kv_advance(kvs[s], seqs[s].n_tok);
 	return 0;
 }
