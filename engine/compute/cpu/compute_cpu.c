@@ -80,15 +80,14 @@ size_t compute_kv_bytes(const struct model *m, uint32_t n_ctx, uint32_t type)
 size_t compute_kv_ring_bytes(const struct model *m, uint32_t n_ctx, uint32_t type,
 			     uint32_t max_step)
 {
-	if (compute_device_vulkan())
-		return 0; /* device caches keep every position: no rings */
+	/* the Vulkan device keeps rings by the same rule (vk_kv.c) */
 	return kv_cache_bytes_for(&m->hp, n_ctx, type, m->arch, max_step);
 }
 
 bool compute_kv_holds(const struct compute_kv *kv, uint32_t n_pos)
 {
 	if (kv->vk)
-		return true;
+		return vk_kv_holds(kv->vk, n_pos) != 0;
 	return kv_cache_holds(&kv->c, n_pos) != 0;
 }
 
@@ -102,7 +101,7 @@ int compute_kv_new(struct compute_kv **out, const struct model *m, uint32_t n_ct
 	if (!kv)
 		return ember_seterr(err, EMBER_ENOMEM, "kv cache");
 	if (compute_device_vulkan()) {
-		if ((rc = vk_kv_new(&kv->vk, m, n_ctx, type, err)) < 0) {
+		if ((rc = vk_kv_new(&kv->vk, m, n_ctx, type, ring_step, err)) < 0) {
 			free(kv);
 			return rc;
 		}
@@ -220,12 +219,6 @@ int compute_pass_run(struct compute_pass *p, const struct compute_seq *seqs, uin
 		if ((unsigned)seqs[i].logits > COMPUTE_HIDDEN_ALL || !seqs[i].kv)
 			return ember_seterr(err, EMBER_EINVAL, "compute: sequence %u is malformed", i);
 		if (p->vk) {
-			/* vk_pass_run writes logits rows only: an embedding would
-			 * get none (never a silent wrong answer) */
-			if (seqs[i].logits == COMPUTE_HIDDEN_ALL)
-				return ember_seterr(err, EMBER_EUNSUPPORTED, "embeddings (hidden "
-						    "states) are not implemented on the Vulkan "
-						    "device; use --device=cpu");
 			if (!seqs[i].kv->vk)
 				return ember_seterr(err, EMBER_EINVAL, "compute: sequence %u's cache "
 						    "is not on the pass's device", i);

@@ -47,10 +47,12 @@ char *vk_describe(char *buf, size_t cap);
 
 int vk_check_model(const struct model *m, char *err);
 
+/* ring_step > 0: sliding-window layers keep rings (compute_kv_new). */
 int vk_kv_new(struct vk_kv **out, const struct model *m, uint32_t n_ctx, uint32_t type,
-	      char *err);
+	      uint32_t ring_step, char *err);
 void vk_kv_free(struct vk_kv *kv);
 uint32_t vk_kv_n_pos(const struct vk_kv *kv);
+int vk_kv_holds(const struct vk_kv *kv, uint32_t n_pos);
 void vk_kv_truncate(struct vk_kv *kv, uint32_t n_pos);
 int vk_kv_copy_prefix(struct vk_kv *dst, const struct vk_kv *src, uint32_t n, char *err);
 
@@ -70,5 +72,11 @@ int vk_pass_run(struct vk_pass *p, const struct compute_seq *seqs, struct vk_kv 
 int vk_test_dispatch(const char *name, void *pc, size_t pc_bytes, void *const *bufs,
 		     const size_t *bytes, const size_t *addr_at, uint32_t n_bufs, uint32_t gx,
 		     uint32_t gy, uint32_t gz, char *err);
+
+/* Test hooks: vk_test_import(0) makes weights uploaded from now on be
+ * copied even where the file's map could be imported (1: import again);
+ * vk_test_n_imported() counts the weight sets now held as imported maps. */
+void vk_test_import(int on);
+int vk_test_n_imported(void);
 
 #endif

@@ -3,13 +3,16 @@
  * with dlopen, the first (or the chosen) device with a compute queue and
  * the features the shaders need (Vulkan 1.2 buffer device addresses,
  * 64-bit and scalar-layout pointers in push constants), one pipeline per
- * shader, buffers, submission and dispatch helpers.
+ * shader (the per-block-type ones made on first use), buffers, submission
+ * and dispatch helpers.
  *
  * Memory (why): on unified-memory devices (integrated GPUs, lavapipe) a
  * memory type is both device-local and host-visible; weights go there and
  * are written through the map, so no staging copy exists. A discrete GPU
  * without such a type gets host-visible system memory for the weights
- * (correct, slower; a staging upload is future work, README Vulkan).
+ * (correct, slower; a staging upload is future work, README Vulkan). With
+ * VK_EXT_external_memory_host (enabled where present) the weights are not
+ * copied at all: the file's map is imported (vk_buf_import, vk_model.c).
  */
 #include "vk_impl.h"
 
@@ -94,6 +97,22 @@ static const char *unfit(const struct vk_fns *f, VkPhysicalDevice d, uint32_t *q
 	return "no compute queue";
 }
 
+static int has_ext(const struct vk_fns *f, VkPhysicalDevice d, const char *name)
+{
+	VkExtensionProperties *e;
+	uint32_t n = 0, i;
+	int found = 0;
+
+	if (f->EnumerateDeviceExtensionProperties(d, NULL, &n, NULL) != VK_SUCCESS || n == 0 ||
+	    !(e = calloc(n, sizeof(*e))))
+		return 0;
+	if (f->EnumerateDeviceExtensionProperties(d, NULL, &n, e) >= 0)
+		for (i = 0; i < n && !found; i++)
+			found = strcmp(e[i].extensionName, name) == 0;
+	free(e);
+	return found;
+}
+
 static const char *type_name(VkPhysicalDeviceType t)
 {
 	switch (t) {
@@ -148,18 +167,55 @@ char *vk_describe(char *buf, size_t cap)
 			    mp.memoryHeaps[h].size > heap)
 				heap = mp.memoryHeaps[h].size;
 		w = snprintf(buf + len, cap - len,
-			     "vulkan:%u: %s (%s, Vulkan %u.%u.%u, %llu MiB, %s): %s%s\n", i,
+			     "vulkan:%u: %s (%s, Vulkan %u.%u.%u, %llu MiB, %s): %s%s%s%s\n", i,
 			     p.deviceName, type_name(p.deviceType), VK_API_VERSION_MAJOR(p.apiVersion),
 			     VK_API_VERSION_MINOR(p.apiVersion), VK_API_VERSION_PATCH(p.apiVersion),
 			     (unsigned long long)(heap >> 20),
 			     is_uma(&mp) ? "unified memory" : "dedicated memory",
-			     why ? "unusable: " : "usable; shaders: embed norm rope matmul "
-			     "(f32 f16 bf16 q8_0 q4_0) kv_store attention act add copy",
-			     why ? why : "");
+			     why ? "unusable: " : "usable; features used: bufferDeviceAddress "
+			     "scalarBlockLayout shaderInt64",
+			     why ? why : has_ext(&f, devs[i], VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME)
+			     ? " VK_EXT_external_memory_host (weights read in place from the file's map)"
+			     : " (no VK_EXT_external_memory_host: weights copied once)",
+			     why ? "" : has_ext(&f, devs[i], "VK_KHR_cooperative_matrix")
+			     ? "; VK_KHR_cooperative_matrix present but unused (Debian 12's glslc "
+			     "cannot compile it)" : "; no cooperative matrix",
+			     why ? "" : "; shaders: embed norm rope matmul (f32 f16 bf16 q8_0 q4_0; "
+			     "q4_1 q5_0 q5_1 q2_k q3_k q4_k q5_k q6_k iq4_nl iq4_xs: a pipeline each, "
+			     "on first use) kv_store attention act add copy");
 		len += w > 0 ? (size_t)w : 0;
 	}
 	f.DestroyInstance(inst, NULL);
 	return buf;
+}
+
+static int make_pipeline(enum vk_shader s, char *err)
+{
+	struct vk_ctx *c = &vk__ctx;
+	size_t bytes;
+	const uint32_t *code = vk_shader_code(s, &bytes);
+	VkShaderModuleCreateInfo mci = {.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
+					.codeSize = bytes, .pCode = code};
+	VkShaderModule mod;
+	VkComputePipelineCreateInfo pci = {
+		.sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
+		.stage = {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
+			  .stage = VK_SHADER_STAGE_COMPUTE_BIT, .pName = "main"},
+		.layout = c->layout};
+	VkResult r;
+
+	if (c->f.CreateShaderModule(c->dev, &mci, NULL, &mod) != VK_SUCCESS)
+		return ember_seterr(err, EMBER_EUNSUPPORTED, "vulkan: shader %s refused",
+				    vk_shader_name(s));
+	pci.stage.module = mod;
+	r = c->f.CreateComputePipelines(c->dev, VK_NULL_HANDLE, 1, &pci, NULL, &c->pipe[s]);
+	c->f.DestroyShaderModule(c->dev, mod, NULL);
+	if (r != VK_SUCCESS) {
+		c->pipe[s] = VK_NULL_HANDLE;
+		return ember_seterr(err, EMBER_EUNSUPPORTED, "vulkan: pipeline %s (VkResult %d)",
+				    vk_shader_name(s), (int)r);
+	}
+	return 0;
 }
 
 static int make_pipelines(char *err)
@@ -168,34 +224,28 @@ static int make_pipelines(char *err)
 	VkPushConstantRange pr = {VK_SHADER_STAGE_COMPUTE_BIT, 0, VK_PUSH_MAX};
 	VkPipelineLayoutCreateInfo lci = {.sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO,
 					  .pushConstantRangeCount = 1, .pPushConstantRanges = &pr};
-	int s;
+	int s, rc;
 
 	if (c->f.CreatePipelineLayout(c->dev, &lci, NULL, &c->layout) != VK_SUCCESS)
 		return ember_seterr(err, EMBER_EUNSUPPORTED, "vulkan: pipeline layout");
-	for (s = 0; s < VK_SH_COUNT; s++) {
-		size_t bytes;
-		const uint32_t *code = vk_shader_code((enum vk_shader)s, &bytes);
-		VkShaderModuleCreateInfo mci = {.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
-						.codeSize = bytes, .pCode = code};
-		VkShaderModule mod;
-		VkComputePipelineCreateInfo pci = {
-			.sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
-			.stage = {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
-				  .stage = VK_SHADER_STAGE_COMPUTE_BIT, .pName = "main"},
-			.layout = c->layout};
-		VkResult r;
-
-		if (c->f.CreateShaderModule(c->dev, &mci, NULL, &mod) != VK_SUCCESS)
-			return ember_seterr(err, EMBER_EUNSUPPORTED, "vulkan: shader %s refused",
-					    vk_shader_name((enum vk_shader)s));
-		pci.stage.module = mod;
-		r = c->f.CreateComputePipelines(c->dev, VK_NULL_HANDLE, 1, &pci, NULL, &c->pipe[s]);
-		c->f.DestroyShaderModule(c->dev, mod, NULL);
-		if (r != VK_SUCCESS)
-			return ember_seterr(err, EMBER_EUNSUPPORTED, "vulkan: pipeline %s (VkResult %d)",
-					    vk_shader_name((enum vk_shader)s), (int)r);
-	}
+	for (s = 0; s < VK_SH_LAZY; s++)
+		if ((rc = make_pipeline((enum vk_shader)s, err)) < 0)
+			return rc;
 	return 0;
+}
+
+/* The per-type shaders: made by the first pass (or test) that needs one,
+ * then kept; a pass reads only pipelines made before it was. */
+int vk_shader_ready(enum vk_shader s, char *err)
+{
+	static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+	int rc = 0;
+
+	pthread_mutex_lock(&lock);
+	if (!vk__ctx.pipe[s])
+		rc = make_pipeline(s, err);
+	pthread_mutex_unlock(&lock);
+	return rc;
 }
 
 static int open_device(int index, char *err)
@@ -220,6 +270,7 @@ static int open_device(int index, char *err)
 					   .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
 					   .commandBufferCount = 1};
 	VkFenceCreateInfo fci = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+	const char *ext_host = VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME;
 	int rc;
 
 	if ((rc = make_instance(&c->inst, &c->f, err)) < 0)
@@ -243,9 +294,23 @@ static int open_device(int index, char *err)
 	c->f.GetPhysicalDeviceMemoryProperties(c->phys, &c->mem);
 	c->uma = is_uma(&c->mem);
 	qci.queueFamilyIndex = c->qfam;
+	if (has_ext(&c->f, c->phys, VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME)) {
+		VkPhysicalDeviceExternalMemoryHostPropertiesEXT hp = {
+			.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_EXTERNAL_MEMORY_HOST_PROPERTIES_EXT};
+		VkPhysicalDeviceProperties2 p2 = {
+			.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, .pNext = &hp};
+
+		c->f.GetPhysicalDeviceProperties2(c->phys, &p2);
+		c->host_align = hp.minImportedHostPointerAlignment;
+		dci.enabledExtensionCount = 1;
+		dci.ppEnabledExtensionNames = &ext_host;
+	}
 	if (c->f.CreateDevice(c->phys, &dci, NULL, &c->dev) != VK_SUCCESS)
 		return ember_seterr(err, EMBER_EUNSUPPORTED, "vulkan: device %s refused",
 				    c->props.deviceName);
+	if (dci.enabledExtensionCount)
+		c->host_ptr_props = (PFN_vkGetMemoryHostPointerPropertiesEXT)c->f.GetDeviceProcAddr(
+			c->dev, "vkGetMemoryHostPointerPropertiesEXT");
 	c->f.GetDeviceQueue(c->dev, c->qfam, 0, &c->queue);
 	pthread_mutex_init(&c->qlock, NULL);
 	pci.queueFamilyIndex = c->qfam;
@@ -334,6 +399,59 @@ int vk_buf_new(struct vk_buf *b, VkDeviceSize size, enum vk_mem where, char *err
 	if ((c->mem.memoryTypes[t].propertyFlags & host) == host &&
 	    c->f.MapMemory(c->dev, b->m, 0, VK_WHOLE_SIZE, 0, &b->map) != VK_SUCCESS)
 		b->map = NULL;
+	dai.buffer = b->b;
+	b->addr = c->f.GetBufferDeviceAddress(c->dev, &dai);
+	b->size = size;
+	return 0;
+}
+
+int vk_buf_import(struct vk_buf *b, const void *host, VkDeviceSize size, char *err)
+{
+	struct vk_ctx *c = &vk__ctx;
+	const VkExternalMemoryHandleTypeFlagBits ht =
+		VK_EXTERNAL_MEMORY_HANDLE_TYPE_HOST_ALLOCATION_BIT_EXT;
+	VkExternalMemoryBufferCreateInfo ebi = {
+		.sType = VK_STRUCTURE_TYPE_EXTERNAL_MEMORY_BUFFER_CREATE_INFO, .handleTypes = ht};
+	VkBufferCreateInfo bci = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO, .pNext = &ebi,
+				  .size = size,
+				  .usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT |
+					   VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT |
+					   VK_BUFFER_USAGE_TRANSFER_SRC_BIT};
+	VkMemoryHostPointerPropertiesEXT hp = {
+		.sType = VK_STRUCTURE_TYPE_MEMORY_HOST_POINTER_PROPERTIES_EXT};
+	VkImportMemoryHostPointerInfoEXT imp = {
+		.sType = VK_STRUCTURE_TYPE_IMPORT_MEMORY_HOST_POINTER_INFO_EXT, .handleType = ht,
+		.pHostPointer = (void *)(uintptr_t)host};
+	VkMemoryAllocateFlagsInfo afi = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_FLAGS_INFO,
+					 .pNext = &imp, .flags = VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT};
+	VkMemoryAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO, .pNext = &afi,
+				   .allocationSize = size};
+	VkBufferDeviceAddressInfo dai = {.sType = VK_STRUCTURE_TYPE_BUFFER_DEVICE_ADDRESS_INFO};
+	VkMemoryRequirements req;
+	uint32_t bits;
+	int t;
+
+	memset(b, 0, sizeof(*b));
+	if (!c->host_ptr_props || !c->host_align || (uintptr_t)host % c->host_align ||
+	    size % c->host_align)
+		return ember_seterr(err, EMBER_EUNSUPPORTED, "vulkan: no host memory import");
+	if (c->host_ptr_props(c->dev, ht, host, &hp) != VK_SUCCESS)
+		return ember_seterr(err, EMBER_EUNSUPPORTED, "vulkan: host pointer refused");
+	if (c->f.CreateBuffer(c->dev, &bci, NULL, &b->b) != VK_SUCCESS)
+		return ember_seterr(err, EMBER_EUNSUPPORTED, "vulkan: import buffer refused");
+	c->f.GetBufferMemoryRequirements(c->dev, b->b, &req);
+	bits = req.memoryTypeBits & hp.memoryTypeBits;
+	t = find_type(bits, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT);
+	if (t < 0)
+		t = find_type(bits, 0);
+	ai.memoryTypeIndex = (uint32_t)t;
+	if (t < 0 || req.size > size ||
+	    c->f.AllocateMemory(c->dev, &ai, NULL, &b->m) != VK_SUCCESS ||
+	    c->f.BindBufferMemory(c->dev, b->b, b->m, 0) != VK_SUCCESS) {
+		vk_buf_free(b);
+		return ember_seterr(err, EMBER_EUNSUPPORTED, "vulkan: import of %llu bytes refused",
+				    (unsigned long long)size);
+	}
 	dai.buffer = b->b;
 	b->addr = c->f.GetBufferDeviceAddress(c->dev, &dai);
 	b->size = size;

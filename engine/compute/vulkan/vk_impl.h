@@ -30,7 +30,8 @@
 	X(AllocateCommandBuffers) X(ResetCommandBuffer) X(BeginCommandBuffer)          \
 	X(EndCommandBuffer) X(CmdBindPipeline) X(CmdPushConstants) X(CmdDispatch)      \
 	X(CmdPipelineBarrier) X(CmdCopyBuffer) X(CmdFillBuffer) X(CreateFence)         \
-	X(DestroyFence) X(ResetFences) X(WaitForFences) X(QueueSubmit)
+	X(DestroyFence) X(ResetFences) X(WaitForFences) X(QueueSubmit)                 \
+	X(GetPhysicalDeviceProperties2)
 
 struct vk_fns {
 #define VK__FN(n) PFN_vk##n n;
@@ -38,7 +39,15 @@ struct vk_fns {
 #undef VK__FN
 };
 
-/* The shaders (shaders/<name>.comp). */
+/* The block types read by a matmul and an embed of their own (shaders
+ * compiled with -DQTYPE, common.glsl): DTYPE_x, name. */
+#define VK_QTYPES(X)                                                                 \
+	X(Q4_1, q4_1) X(Q5_0, q5_0) X(Q5_1, q5_1) X(Q2_K, q2_k) X(Q3_K, q3_k)          \
+	X(Q4_K, q4_k) X(Q5_K, q5_k) X(Q6_K, q6_k) X(IQ4_NL, iq4_nl) X(IQ4_XS, iq4_xs)
+
+/* The shaders (shaders/<name>.comp). Those before VK_SH_LAZY get their
+ * pipelines when the device opens; the per-type ones when a model needs
+ * them (vk_shader_ready): each costs llvmpipe seconds to compile. */
 enum vk_shader {
 	VK_SH_EMBED,
 	VK_SH_NORM,
@@ -49,8 +58,12 @@ enum vk_shader {
 	VK_SH_ACT,
 	VK_SH_ADD,
 	VK_SH_COPY,
+#define VK__SH(U, l) VK_SH_MATMUL_##U, VK_SH_EMBED_##U,
+	VK_QTYPES(VK__SH)
+#undef VK__SH
 	VK_SH_COUNT
 };
+#define VK_SH_LAZY (VK_SH_COPY + 1)
 
 /* Push constants are at most this many bytes (the minimum every device
  * offers); each shader's block is a prefix of it. */
@@ -68,6 +81,10 @@ struct vk_ctx {
 	VkPhysicalDeviceProperties props;
 	VkPhysicalDeviceMemoryProperties mem;
 	int uma; /* a memory type is both device-local and host-visible */
+	/* VK_EXT_external_memory_host: host memory (the weights' file map)
+	 * imported as device memory, in units of host_align bytes */
+	PFN_vkGetMemoryHostPointerPropertiesEXT host_ptr_props;
+	VkDeviceSize host_align;
 	pthread_mutex_t qlock;
 	VkPipelineLayout layout;
 	VkPipeline pipe[VK_SH_COUNT];
@@ -98,11 +115,23 @@ enum vk_mem {
 };
 
 int vk_buf_new(struct vk_buf *b, VkDeviceSize size, enum vk_mem where, char *err);
+
+/* A buffer over `size` bytes of host memory at `host` (both multiples of
+ * ctx.host_align), which must outlive it; no map. EMBER_EUNSUPPORTED when
+ * the device cannot import it (no extension, or the driver refuses). */
+int vk_buf_import(struct vk_buf *b, const void *host, VkDeviceSize size, char *err);
 void vk_buf_free(struct vk_buf *b);
 
 /* SPIR-V of each shader (vk_shaders.c). */
 const uint32_t *vk_shader_code(enum vk_shader s, size_t *bytes);
 const char *vk_shader_name(enum vk_shader s);
+
+/* The matmul / embed shader that reads weight type t, or -1: none does. */
+int vk_shader_matmul(uint32_t t);
+int vk_shader_embed(uint32_t t);
+
+/* Makes shader s's pipeline unless it exists (thread-safe; vk_device.c). */
+int vk_shader_ready(enum vk_shader s, char *err);
 
 /* Submits cb and waits for it (fence reset first); under ctx.qlock. */
 int vk_submit_wait(VkCommandBuffer cb, VkFence fence, char *err);

@@ -3,9 +3,12 @@
  * device memory.
  *
  * vk_check_model() refuses, naming it, every architecture feature the
- * shaders do not implement (heads wider than 512 or of odd width) and every weight type without an
- * in-shader dequantization (today: F32, F16, BF16, Q8_0, Q4_0): such a
- * model is never run approximately; the CPU device still runs it.
+ * shaders do not implement (heads wider than 512 or of odd width) and every
+ * weight type without an in-shader dequantization (F32, F16, BF16, Q8_0,
+ * Q4_0, Q4_1, Q5_0, Q5_1, Q2_K..Q6_K, IQ4_NL and IQ4_XS are read; e.g. Q8_K
+ * and the other IQ types are not): such a model is never run
+ * approximately; the CPU device still runs it. vk_weights_get() makes the
+ * pipelines of the model's types (each type has its own, vk_impl.h).
  *
  * Weights: every tensor the model binds is copied once, in its GGUF
  * layout, into device buffers (chunks under the device's allocation
@@ -13,31 +16,29 @@
  * process through a counted registry keyed by the model. On unified-memory
  * devices the buffers are device-local and host-visible, written through
  * the map: the only copy besides the file's page cache; elsewhere they go
- * to host memory the GPU reads (no staging upload yet). (Importing the
- * mmapped file itself, VK_EXT_external_memory_host, would drop that copy
- * too; not done yet.)
+ * to host memory the GPU reads (no staging upload yet). Where the device
+ * has VK_EXT_external_memory_host (lavapipe, most integrated GPUs) the
+ * file's map itself is imported instead (import_map): no copy at all, the
+ * page cache is what the shaders read; a driver that refuses (e.g.
+ * read-only pages) gets the copy.
  */
 #include "vk_impl.h"
 
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "dtype.h"
 #include "ember.h"
+#include "gguf.h"
 
 #define VK_MAX_HEAD 512 /* attention.comp's MAXD */
-
-static int weight_type_ok(uint32_t t)
-{
-	return t == DTYPE_F32 || t == DTYPE_F16 || t == DTYPE_BF16 || t == DTYPE_Q8_0 ||
-	       t == DTYPE_Q4_0;
-}
 
 static int check_weight(const struct model_weight *w, int role, uint32_t layer, char *err)
 {
 	char name[96];
 
-	if (!w->data || weight_type_ok(w->type))
+	if (!w->data || vk_shader_matmul(w->type) >= 0)
 		return 0;
 	return ember_seterr(err, EMBER_EUNSUPPORTED, "vulkan: tensor %s: no shader for type %s "
 			    "(the CPU device runs it: --device=cpu)",
@@ -79,6 +80,7 @@ int vk_check_model(const struct model *m, char *err)
 struct vk_weights {
 	const struct model *m;
 	int refs;
+	int imported; /* chunks are windows of the file's map, not copies */
 	struct vk_weights *next;
 	struct vk_buf *chunks;
 	uint32_t n_chunks;
@@ -87,6 +89,7 @@ struct vk_weights {
 
 static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct vk_weights *reg;
+static int import_off; /* vk_test_import(0): always copy */
 
 static const struct model_weight *weight_at(const struct model *m, uint32_t slot)
 {
@@ -120,6 +123,8 @@ static void weights_free(struct vk_weights *w)
 	free(w);
 }
 
+static int import_map(struct vk_weights *w, uint64_t limit);
+
 /* Packs the tensors into chunks of at most `limit` bytes and copies them. */
 static int upload(struct vk_weights *w, char *err)
 {
@@ -141,6 +146,10 @@ static int upload(struct vk_weights *w, char *err)
 	if (!w->addr || !start || !w->chunks) {
 		free(start);
 		return ember_seterr(err, EMBER_ENOMEM, "vulkan: weight table");
+	}
+	if (import_map(w, limit) == 0) {
+		free(start);
+		goto done;
 	}
 	/* Pass 1: chunk sizes (a tensor larger than the limit gets its own). */
 	for (s = 0; s < n_slots; s++) {
@@ -184,9 +193,122 @@ static int upload(struct vk_weights *w, char *err)
 		w->addr[s] = w->chunks[c].addr + used;
 		used += b;
 	}
+done:
 	if (is_dup(m, ARCH_T_OUTPUT))
 		w->addr[ARCH_T_OUTPUT] = w->addr[ARCH_T_TOKEN_EMBD];
 	return 0;
+}
+
+/* The matmul pipeline of every weight type m has, and token_embd's embed. */
+static int ready_shaders(const struct model *m, char *err)
+{
+	const uint32_t n_slots = ARCH_T_FIRST_LAYER + m->hp.n_layer * ARCH_T_COUNT;
+	uint32_t s;
+	int rc, sh;
+
+	for (s = 0; s < n_slots; s++) {
+		const struct model_weight *x = weight_at(m, s);
+
+		if (x->data && (sh = vk_shader_matmul(x->type)) >= 0 &&
+		    (rc = vk_shader_ready((enum vk_shader)sh, err)) < 0)
+			return rc;
+	}
+	sh = vk_shader_embed(m->w[ARCH_T_TOKEN_EMBD].type);
+	return sh < 0 ? 0 : vk_shader_ready((enum vk_shader)sh, err);
+}
+
+/* ---- the file's map imported in place (VK_EXT_external_memory_host) ------ */
+
+struct span {
+	const uint8_t *p;
+	uint64_t n;
+	uint32_t slot;
+};
+
+static int span_cmp(const void *a, const void *b)
+{
+	const uint8_t *x = ((const struct span *)a)->p, *y = ((const struct span *)b)->p;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Windows of the file's map (aligned to what the device imports, each
+ * under the chunk limit unless one tensor is larger) over the tensors,
+ * imported as device memory: the page cache is then the only copy. 1 when
+ * this model or device cannot (no extension, a weight outside a file map,
+ * alignment past a page, the driver refusing, e.g. read-only pages):
+ * upload() copies then. */
+static int import_map(struct vk_weights *w, uint64_t limit)
+{
+	const struct model *m = w->m;
+	const struct gguf *g = m->gguf;
+	const uint32_t n_slots = ARCH_T_FIRST_LAYER + m->hp.n_layer * ARCH_T_COUNT;
+	const uint64_t A = vk__ctx.host_align, page = (uint64_t)sysconf(_SC_PAGESIZE);
+	struct span *sp;
+	uint32_t s, n = 0, i, c = 0;
+	uintptr_t lo, hi;
+	char err[EMBER_ERR_MAX];
+
+	if (import_off || !vk__ctx.host_ptr_props || !A || A > page || page % A || !g ||
+	    !g->owns_map || (uintptr_t)g->map % A)
+		return 1;
+	if (!(sp = calloc(n_slots, sizeof(*sp))))
+		return 1;
+	for (s = 0; s < n_slots; s++) {
+		const struct model_weight *x = weight_at(m, s);
+
+		if (!x->data || is_dup(m, s))
+			continue;
+		sp[n] = (struct span){x->data, weight_bytes(x), s};
+		if (sp[n].p < g->map || sp[n].p + sp[n].n > g->map + g->size)
+			goto refuse; /* made in memory at load, not the file's */
+		n++;
+	}
+	qsort(sp, n, sizeof(*sp), span_cmp);
+	/* The map covers whole pages, so rounding out to A <= page stays in it. */
+	for (i = 0; i < n; c++) {
+		uint32_t j = i;
+
+		lo = (uintptr_t)sp[i].p / A * A;
+		hi = ((uintptr_t)sp[i].p + sp[i].n + A - 1) / A * A;
+		while (j + 1 < n &&
+		       ((uintptr_t)sp[j + 1].p + sp[j + 1].n + A - 1) / A * A - lo <= limit) {
+			j++;
+			if (((uintptr_t)sp[j].p + sp[j].n + A - 1) / A * A > hi)
+				hi = ((uintptr_t)sp[j].p + sp[j].n + A - 1) / A * A;
+		}
+		if (vk_buf_import(&w->chunks[c], (const void *)lo, hi - lo, err) < 0)
+			goto refuse;
+		for (; i <= j; i++)
+			w->addr[sp[i].slot] = w->chunks[c].addr + ((uintptr_t)sp[i].p - lo);
+	}
+	free(sp);
+	w->n_chunks = c;
+	w->imported = 1;
+	return 0;
+refuse:
+	for (i = 0; i <= c && i < n_slots + 1; i++)
+		vk_buf_free(&w->chunks[i]);
+	memset(w->addr, 0, n_slots * sizeof(*w->addr));
+	free(sp);
+	return 1;
+}
+
+void vk_test_import(int on)
+{
+	import_off = !on;
+}
+
+int vk_test_n_imported(void)
+{
+	struct vk_weights *w;
+	int n = 0;
+
+	pthread_mutex_lock(&reg_lock);
+	for (w = reg; w; w = w->next)
+		n += w->imported;
+	pthread_mutex_unlock(&reg_lock);
+	return n;
 }
 
 int vk_weights_get(struct vk_weights **out, const struct model *m, char *err)
@@ -204,7 +326,7 @@ int vk_weights_get(struct vk_weights **out, const struct model *m, char *err)
 	} else {
 		w->m = m;
 		w->refs = 1;
-		if ((rc = upload(w, err)) < 0) {
+		if ((rc = ready_shaders(m, err)) < 0 || (rc = upload(w, err)) < 0) {
 			weights_free(w);
 			w = NULL;
 		} else {

@@ -51,12 +51,13 @@ struct pc_add {
 };
 struct pc_kv_store {
 	uint64_t k, v, kc, vc;
-	uint32_t r0, pos0, n, heads, dk, dv, n_ctx, f16;
+	uint32_t r0, pos0, n, heads, dk, dv, n_ctx, f16, ring;
 };
 struct pc_attention {
 	uint64_t q, out, kc, vc, slopes;
 	uint32_t row0, pos0, heads, heads_kv, dk, dv, n_ctx, f16, window, alibi;
 	float scale, cap;
+	uint32_t ring;
 };
 struct pc_copy {
 	uint64_t src, dst;
@@ -75,7 +76,7 @@ struct vk_pass {
 	struct vk_weights *w;
 	uint32_t B;
 	struct vk_buf scratch, in, out;
-	uint32_t out_rows; /* logits rows `out` holds */
+	uint64_t out_floats; /* logits (or hidden-state) floats `out` holds */
 	VkDeviceAddress x, xn, y, q, k, v, att, gate, up;
 	VkDeviceAddress wide; /* a fused projection's rows before the split */
 	uint32_t *tokens, *map; /* in: [B] each */
@@ -213,8 +214,8 @@ static void mm(struct vk_pass *p, int role, int bias_role, uint32_t il, VkDevice
 			       flags | (b ? MM_BIAS : 0), cap};
 	uint32_t gx = w->n_out < 32768 ? w->n_out : 32768;
 
-	vk_dispatch(p->cb, VK_SH_MATMUL, &pc, sizeof(pc), gx, (n + 7) / 8,
-		    (w->n_out + 32767) / 32768);
+	vk_dispatch(p->cb, (enum vk_shader)vk_shader_matmul(w->type), &pc, sizeof(pc), gx,
+		    (n + 7) / 8, (w->n_out + 32767) / 32768);
 	vk_barrier(p->cb);
 }
 
@@ -298,7 +299,8 @@ static void attention(struct vk_pass *p, const struct compute_seq *seqs,
 		const struct vk_kv *kv = kvs[s];
 		struct pc_kv_store pc = {p->k, p->v, vk_kv_k(kv, il), vk_kv_v(kv, il), p->row0[s],
 					 kv->n_pos, seqs[s].n_tok, hp->n_head_kv, hp->head_dim_k,
-					 hp->head_dim_v, kv->n_ctx, (uint32_t)kv->f16};
+					 hp->head_dim_v, kv->rows[il], (uint32_t)kv->f16,
+					 (uint32_t)vk_kv_is_ring(kv, il)};
 
 		vk_dispatch_n(p->cb, VK_SH_KV_STORE, &pc, sizeof(pc),
 			      (uint64_t)seqs[s].n_tok * hp->n_head_kv *
@@ -309,9 +311,10 @@ static void attention(struct vk_pass *p, const struct compute_seq *seqs,
 		const struct vk_kv *kv = kvs[s];
 		struct pc_attention pc = {p->q, p->att, vk_kv_k(kv, il), vk_kv_v(kv, il),
 					  p->a_slopes, p->row0[s], kv->n_pos, hp->n_head,
-					  hp->n_head_kv, hp->head_dim_k, hp->head_dim_v, kv->n_ctx,
+					  hp->n_head_kv, hp->head_dim_k, hp->head_dim_v, kv->rows[il],
 					  (uint32_t)kv->f16, swa ? hp->n_swa : 0,
-					  (uint32_t)m->arch->alibi, p->scale, hp->attn_softcap};
+					  (uint32_t)m->arch->alibi, p->scale, hp->attn_softcap,
+					  (uint32_t)vk_kv_is_ring(kv, il)};
 
 		vk_dispatch(p->cb, VK_SH_ATTENTION, &pc, sizeof(pc), hp->n_head, seqs[s].n_tok, 1);
 	}
@@ -404,7 +407,8 @@ static void fill_rope(const struct model_hparams *hp, float *table, uint32_t r0,
 		}
 }
 
-/* Host inputs of the step; returns the rows that want logits. */
+/* Host inputs of the step; returns the rows that want logits (or hidden
+ * states). */
 static uint32_t inputs(struct vk_pass *p, const struct compute_seq *seqs,
 		       struct vk_kv *const *kvs, uint32_t n_seq)
 {
@@ -425,7 +429,7 @@ static uint32_t inputs(struct vk_pass *p, const struct compute_seq *seqs,
 				fill_rope(hp, p->rope_swa, n, kvs[s]->n_pos, sq->n_tok,
 					  hp->rope_base_swa, 1.0, NULL, 1.0);
 		}
-		if (sq->logits == COMPUTE_LOGITS_ALL)
+		if (sq->logits == COMPUTE_LOGITS_ALL || sq->logits == COMPUTE_HIDDEN_ALL)
 			for (t = 0; t < sq->n_tok; t++)
 				p->map[rows++] = n + t;
 		else if (sq->logits == COMPUTE_LOGITS_LAST)
@@ -448,6 +452,17 @@ static int check(const struct vk_pass *p, const struct compute_seq *seqs,
 
 		if (sq->n_tok == 0)
 			return ember_seterr(err, EMBER_EINVAL, "vulkan: sequence %u has no tokens", s);
+		if (kvs[s]->lost)
+			return ember_seterr(err, EMBER_EINVAL, "vulkan: the sliding-window cache no "
+					    "longer holds the keys before position %u (rewound past "
+					    "its ring)", kvs[s]->n_pos);
+		if (kvs[s]->ring_rows && sq->n_tok > kvs[s]->max_step)
+			return ember_seterr(err, EMBER_EINVAL, "vulkan: %u tokens in one step exceed "
+					    "the sliding-window cache's %u", sq->n_tok,
+					    kvs[s]->max_step);
+		if ((sq->logits == COMPUTE_HIDDEN_ALL) != (seqs[0].logits == COMPUTE_HIDDEN_ALL))
+			return ember_seterr(err, EMBER_EINVAL, "vulkan: hidden states and logits in "
+					    "one step");
 		if (sq->n_tok > kvs[s]->n_ctx - kvs[s]->n_pos)
 			return ember_seterr(err, EMBER_ECONTEXT, "vulkan: %u tokens after %u exceed "
 					    "the context of %u", sq->n_tok, kvs[s]->n_pos,
@@ -477,20 +492,23 @@ int vk_pass_run(struct vk_pass *p, const struct compute_seq *seqs, struct vk_kv 
 	const struct model_hparams *hp = &m->hp;
 	VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
 				       .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
-	uint32_t n = 0, rows, s, il;
+	uint32_t n = 0, rows, s, il, width, hidden;
 	int rc;
 
 	if ((rc = check(p, seqs, kvs, n_seq, err)) < 0)
 		return rc;
+	/* Embeddings: the output-normed rows are the answer (no head). */
+	hidden = seqs[0].logits == COMPUTE_HIDDEN_ALL;
+	width = hidden ? hp->n_embd : hp->n_vocab;
 	rows = logits ? inputs(p, seqs, kvs, n_seq) : (inputs(p, seqs, kvs, n_seq), 0);
 	for (s = 0; s < n_seq; s++)
 		n += seqs[s].n_tok;
-	if (rows > p->out_rows) {
+	if ((uint64_t)rows * width > p->out_floats) {
 		vk_buf_free(&p->out);
-		p->out_rows = 0;
-		if ((rc = vk_buf_new(&p->out, (uint64_t)rows * hp->n_vocab * 4, VK_MEM_HOST, err)) < 0)
+		p->out_floats = 0;
+		if ((rc = vk_buf_new(&p->out, (uint64_t)rows * width * 4, VK_MEM_HOST, err)) < 0)
 			return rc;
-		p->out_rows = rows;
+		p->out_floats = (uint64_t)rows * width;
 	}
 	c->f.ResetCommandBuffer(p->cb, 0);
 	c->f.BeginCommandBuffer(p->cb, &bi);
@@ -500,14 +518,21 @@ int vk_pass_run(struct vk_pass *p, const struct compute_seq *seqs, struct vk_kv 
 				      m->arch->embd_scale_sqrt ? (float)sqrt((double)hp->n_embd)
 							       : 1.0f};
 
-		vk_dispatch_n(p->cb, VK_SH_EMBED, &pc, sizeof(pc), (uint64_t)n * hp->n_embd);
+		int sh = vk_shader_embed(pc.type);
+
+		/* the per-type embeds write a 32-element block per invocation */
+		vk_dispatch_n(p->cb, (enum vk_shader)sh, &pc, sizeof(pc),
+			      (uint64_t)n * hp->n_embd / (sh == VK_SH_EMBED ? 1 : 32));
 		vk_barrier(p->cb);
 	}
 	for (il = 0; il < hp->n_layer; il++)
 		block(p, seqs, kvs, n_seq, il, n);
 	if (rows) {
-		nrm(p, W(p, ARCH_T_OUTPUT_NORM, 0), W(p, ARCH_T_OUTPUT_NORM_B, 0), p->x, p->xn, rows,
-		    hp->n_embd, NORM_MAP | (m->arch->norm == ARCH_NORM_LAYER ? NORM_LAYER : 0));
+		nrm(p, W(p, ARCH_T_OUTPUT_NORM, 0), W(p, ARCH_T_OUTPUT_NORM_B, 0), p->x,
+		    hidden ? p->out.addr : p->xn, rows, hp->n_embd,
+		    NORM_MAP | (m->arch->norm == ARCH_NORM_LAYER ? NORM_LAYER : 0));
+	}
+	if (rows && !hidden) {
 		mm(p, ARCH_T_OUTPUT, ARCH_T_OUTPUT_B, 0, p->xn, p->out.addr, rows,
 		   hp->final_softcap > 0.0f ? MM_CAP : 0, hp->final_softcap);
 	}
@@ -515,8 +540,8 @@ int vk_pass_run(struct vk_pass *p, const struct compute_seq *seqs, struct vk_kv 
 	if ((rc = vk_submit_wait(p->cb, p->fence, err)) < 0)
 		return rc;
 	if (rows)
-		memcpy(logits, p->out.map, (size_t)rows * hp->n_vocab * sizeof(float));
+		memcpy(logits, p->out.map, (size_t)rows * width * sizeof(float));
 	for (s = 0; s < n_seq; s++)
-		kvs[s]->n_pos += seqs[s].n_tok;
+		vk_kv_advance(kvs[s], seqs[s].n_tok);
 	return 0;
 }

@@ -1,9 +1,12 @@
 /*
  * vk_shaders.c - the compute shaders' SPIR-V, compiled from shaders/<name>.comp
  * by glslc at build time (Makefile: <name>.spv.h, a C initializer list)
- * and embedded here, so the binary carries no separate shader files.
+ * and embedded here, so the binary carries no separate shader files;
+ * matmul and embed once more per block type of VK_QTYPES (-DQTYPE).
  */
 #include "vk_impl.h"
+
+#include "dtype.h"
 
 static const uint32_t sh_embed[] =
 #include "embed.spv.h"
@@ -32,6 +35,67 @@ static const uint32_t sh_add[] =
 static const uint32_t sh_copy[] =
 #include "copy.spv.h"
 ;
+/* Per block type (VK_QTYPES; Makefile VK_QTYPES compiles them). */
+static const uint32_t sh_matmul_q4_1[] =
+#include "matmul_q4_1.spv.h"
+;
+static const uint32_t sh_embed_q4_1[] =
+#include "embed_q4_1.spv.h"
+;
+static const uint32_t sh_matmul_q5_0[] =
+#include "matmul_q5_0.spv.h"
+;
+static const uint32_t sh_embed_q5_0[] =
+#include "embed_q5_0.spv.h"
+;
+static const uint32_t sh_matmul_q5_1[] =
+#include "matmul_q5_1.spv.h"
+;
+static const uint32_t sh_embed_q5_1[] =
+#include "embed_q5_1.spv.h"
+;
+static const uint32_t sh_matmul_q2_k[] =
+#include "matmul_q2_k.spv.h"
+;
+static const uint32_t sh_embed_q2_k[] =
+#include "embed_q2_k.spv.h"
+;
+static const uint32_t sh_matmul_q3_k[] =
+#include "matmul_q3_k.spv.h"
+;
+static const uint32_t sh_embed_q3_k[] =
+#include "embed_q3_k.spv.h"
+;
+static const uint32_t sh_matmul_q4_k[] =
+#include "matmul_q4_k.spv.h"
+;
+static const uint32_t sh_embed_q4_k[] =
+#include "embed_q4_k.spv.h"
+;
+static const uint32_t sh_matmul_q5_k[] =
+#include "matmul_q5_k.spv.h"
+;
+static const uint32_t sh_embed_q5_k[] =
+#include "embed_q5_k.spv.h"
+;
+static const uint32_t sh_matmul_q6_k[] =
+#include "matmul_q6_k.spv.h"
+;
+static const uint32_t sh_embed_q6_k[] =
+#include "embed_q6_k.spv.h"
+;
+static const uint32_t sh_matmul_iq4_nl[] =
+#include "matmul_iq4_nl.spv.h"
+;
+static const uint32_t sh_embed_iq4_nl[] =
+#include "embed_iq4_nl.spv.h"
+;
+static const uint32_t sh_matmul_iq4_xs[] =
+#include "matmul_iq4_xs.spv.h"
+;
+static const uint32_t sh_embed_iq4_xs[] =
+#include "embed_iq4_xs.spv.h"
+;
 
 static const struct {
 	const char *name;
@@ -47,6 +111,11 @@ static const struct {
 	[VK_SH_ACT] = {"act", sh_act, sizeof(sh_act)},
 	[VK_SH_ADD] = {"add", sh_add, sizeof(sh_add)},
 	[VK_SH_COPY] = {"copy", sh_copy, sizeof(sh_copy)},
+#define VK__ROW(U, l)                                                                \
+	[VK_SH_MATMUL_##U] = {"matmul_" #l, sh_matmul_##l, sizeof(sh_matmul_##l)},   \
+	[VK_SH_EMBED_##U] = {"embed_" #l, sh_embed_##l, sizeof(sh_embed_##l)},
+	VK_QTYPES(VK__ROW)
+#undef VK__ROW
 };
 
 const uint32_t *vk_shader_code(enum vk_shader s, size_t *bytes)
@@ -58,4 +127,24 @@ const uint32_t *vk_shader_code(enum vk_shader s, size_t *bytes)
 const char *vk_shader_name(enum vk_shader s)
 {
 	return shaders[s].name;
+}
+
+int vk_shader_matmul(uint32_t t)
+{
+	switch (t) {
+	case DTYPE_F32: case DTYPE_F16: case DTYPE_BF16: case DTYPE_Q8_0: case DTYPE_Q4_0:
+		return VK_SH_MATMUL;
+#define VK__CASE(U, l) case DTYPE_##U: return VK_SH_MATMUL_##U;
+	VK_QTYPES(VK__CASE)
+#undef VK__CASE
+	}
+	return -1;
+}
+
+int vk_shader_embed(uint32_t t)
+{
+	int s = vk_shader_matmul(t);
+
+	/* each type's embed follows its matmul in enum vk_shader */
+	return s == VK_SH_MATMUL ? VK_SH_EMBED : s < 0 ? -1 : s + 1;
 }

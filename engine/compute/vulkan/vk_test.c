@@ -34,6 +34,8 @@ int vk_test_dispatch(const char *name, void *pc, size_t pc_bytes, void *const *b
 		;
 	if (s == VK_SH_COUNT || pc_bytes > VK_PUSH_MAX)
 		return ember_seterr(err, EMBER_EINVAL, "vulkan: no shader %s", name);
+	if ((rc = vk_shader_ready((enum vk_shader)s, err)) < 0)
+		return rc;
 	if (!(b = calloc(n_bufs ? n_bufs : 1, sizeof(*b))))
 		return ember_seterr(err, EMBER_ENOMEM, "vulkan: test buffers");
 	for (i = 0; i < n_bufs; i++) {

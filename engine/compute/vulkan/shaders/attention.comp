@@ -22,6 +22,7 @@ layout(push_constant, scalar) uniform PC {
 	F32 slopes;
 	uint row0, pos0, heads, heads_kv, dk, dv, n_ctx, f16, window, alibi;
 	float scale, cap;
+	uint ring; // keys and values of position j in row j % n_ctx (a sliding-window ring)
 } pc;
 
 shared float qs[MAXD];
@@ -34,6 +35,12 @@ float kv_at(U32 c, uint idx)
 		return (idx & 1u) != 0u ? two.y : two.x;
 	}
 	return uintBitsToFloat(c.v[idx]);
+}
+
+// The cache row of position j (n_ctx is the rows per head).
+uint row_of(uint j)
+{
+	return pc.ring != 0u ? j % pc.n_ctx : j;
 }
 
 // Round to bfloat16, nearest even (as kern_fp32_to_bf16).
@@ -64,7 +71,7 @@ void main()
 		uint nb = min(WG, end - j0);
 		float s = -1.0 / 0.0;
 		if (tid < nb) {
-			uint ko = kbase + (j0 + tid) * pc.dk;
+			uint ko = kbase + row_of(j0 + tid) * pc.dk;
 			float d = 0.0;
 			for (uint i = 0u; i < pc.dk; i++)
 				d += qs[i] * kv_at(pc.kc, ko + i);
@@ -94,7 +101,7 @@ void main()
 				break;
 			float acc = o[c] * r;
 			for (uint j = 0u; j < nb; j++)
-				acc += exp(p[j] - mx) * kv_at(pc.vc, vbase + (j0 + j) * pc.dv + col);
+				acc += exp(p[j] - mx) * kv_at(pc.vc, vbase + row_of(j0 + j) * pc.dv + col);
 			o[c] = acc;
 		}
 		barrier();

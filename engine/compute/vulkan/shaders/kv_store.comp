@@ -13,6 +13,7 @@ layout(push_constant, scalar) uniform PC {
 	U32 kc;
 	U32 vc;
 	uint r0, pos0, n, heads, dk, dv, n_ctx, f16;
+	uint ring; // position p in row p % n_ctx (a sliding-window ring)
 } pc;
 
 void put(U32 c, F32 src, uint d, uint g)
@@ -21,7 +22,8 @@ void put(U32 c, F32 src, uint d, uint g)
 	uint per = pc.f16 != 0u ? d / 2u : d;
 	uint e = g % per, th = g / per, h = th % pc.heads, t = th / pc.heads;
 	uint s = ((pc.r0 + t) * pc.heads + h) * d;
-	uint dst = (h * pc.n_ctx + pc.pos0 + t) * d;
+	uint row = pc.ring != 0u ? (pc.pos0 + t) % pc.n_ctx : pc.pos0 + t;
+	uint dst = (h * pc.n_ctx + row) * d;
 	if (pc.f16 != 0u)
 		c.v[dst / 2u + e] = packHalf2x16(vec2(src.v[s + 2u * e], src.v[s + 2u * e + 1u]));
 	else

@@ -37,9 +37,9 @@ int vk_check_model(const struct model *m, char *err)
 }
 
 int vk_kv_new(struct vk_kv **out, const struct model *m, uint32_t n_ctx, uint32_t type,
-	      char *err)
+	      uint32_t ring_step, char *err)
 {
-	(void)m, (void)n_ctx, (void)type;
+	(void)m, (void)n_ctx, (void)type, (void)ring_step;
 	*out = NULL;
 	return vk_open(-1, err);
 }
@@ -53,6 +53,12 @@ uint32_t vk_kv_n_pos(const struct vk_kv *kv)
 {
 	(void)kv;
 	return 0;
+}
+
+int vk_kv_holds(const struct vk_kv *kv, uint32_t n_pos)
+{
+	(void)kv, (void)n_pos;
+	return 1;
 }
 
 void vk_kv_truncate(struct vk_kv *kv, uint32_t n_pos)
@@ -92,4 +98,14 @@ int vk_test_dispatch(const char *name, void *pc, size_t pc_bytes, void *const *b
 	(void)name, (void)pc, (void)pc_bytes, (void)bufs, (void)bytes, (void)addr_at;
 	(void)n_bufs, (void)gx, (void)gy, (void)gz;
 	return vk_open(-1, err);
+}
+
+void vk_test_import(int on)
+{
+	(void)on;
+}
+
+int vk_test_n_imported(void)
+{
+	return 0;
 }
