@@ -1,6 +1,6 @@
 /* forward_step.c - times one batched forward step, the unit of serving cost.
  *
- * Usage: forward_step MODEL [THREADS [PROMPT [STEPS]]]
+ * Usage: forward_step MODEL [THREADS [PROMPT [STEPS [SEQS]]]]
  *
  * For B = 1, 2, 3, 4, 8, 16 sequences (each with its own F16 cache, as emberd's
  * workers keep them) it prefills PROMPT tokens per sequence, then times
@@ -9,7 +9,8 @@
  * milliseconds, tokens/s (B per step), and the weight bytes read per second
  * (every weight matrix is read once per step whatever B is), so a decode
  * rate can be compared with the machine's memory bandwidth; and the
- * prefill rate of one PROMPT-token sequence. Best and median of STEPS.
+ * prefill rate of one PROMPT-token sequence. SEQS times only B = 1 and
+ * B = SEQS (to profile one batch size). Best and median of STEPS.
  * Token ids are arbitrary: cost does not depend on them, so the
  * synthesized model serve_bench.sh uses is as good as a real one.
  *
@@ -107,17 +108,19 @@ int main(int argc, char **argv)
 	char err[EMBER_ERR_MAX] = "";
 	float *logits = NULL;
 	uint32_t n_prompt, i;
-	int n_threads, steps, b, k, s, rc = 1;
+	int n_threads, steps, b, k, s, only, rc = 1;
 
 	memset(kv, 0, sizeof(kv));
 	if (argc < 2) {
-		fprintf(stderr, "usage: forward_step MODEL [THREADS [PROMPT [STEPS]]]\n");
+		fprintf(stderr, "usage: forward_step MODEL [THREADS [PROMPT [STEPS [SEQS]]]]\n");
 		return 2;
 	}
 	n_threads = argc > 2 ? atoi(argv[2]) : 2;
 	n_prompt = argc > 3 ? (uint32_t)atoi(argv[3]) : 100;
 	steps = argc > 4 ? atoi(argv[4]) : 16;
-	if (n_threads < 1 || n_prompt < 1 || n_prompt > 4000 || steps < 1 || steps > 10000) {
+	only = argc > 5 ? atoi(argv[5]) : 0;
+	if (n_threads < 1 || n_prompt < 1 || n_prompt > 4000 || steps < 1 || steps > 10000 ||
+	    only < 0 || only > MAX_SEQ) {
 		fprintf(stderr, "forward_step: bad arguments\n");
 		return 2;
 	}
@@ -143,6 +146,8 @@ int main(int argc, char **argv)
 	printf("%4s %10s %10s %10s %12s %10s %8s\n", "seqs", "best ms", "median ms", "tok/s",
 	       "weights GB/s", "cpu ms", "x 1-seq");
 	for (b = 1; b <= MAX_SEQ; b = b < 4 ? b + 1 : b * 2) {
+		if (only != 0 && b != 1 && b != only)
+			continue;
 		if (prefill(p, kv, b, prompt, n_prompt, &pre_s, err) != 0)
 			goto fail;
 		for (s = 0; s < steps; s++) {

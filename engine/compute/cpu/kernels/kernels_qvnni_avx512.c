@@ -29,14 +29,39 @@
 
 #define QV_TOK 8
 
+/* One block's dots for a token of the tile: eight VPDPBUSD against the
+ * token's words broadcast in NC independent chains (NC = 8 / T rounded:
+ * few tokens need several chains to hide VPDPBUSD's latency, many fill
+ * the pipes by themselves), the offset term, then
+ * acc = fma(float(S), dw * dx, acc) as the AVX2 level does. */
+QV_INLINE __m512 qv__dot(uint32_t wt, const __m512i u[8], __m512 dw, const int8_t *q, float xd,
+			 int32_t xs, __m512 acc, int NC)
+{
+	__m512i s[4];
+
+	QV_UNROLL
+	for (int c = 0; c < NC; c++)
+		s[c] = _mm512_setzero_si512();
+	QV_UNROLL
+	for (int c = 0; c < 8; c++)
+		s[c % NC] = qv__dpbusd_bcst(s[c % NC], u[c], q + 4 * c);
+	QV_UNROLL
+	for (int c = 1; c < NC; c++)
+		s[0] = _mm512_add_epi32(s[0], s[c]);
+	/* Q4_0: nibble - 8; Q8_0: byte + 128 - 128 (xs8 = 8 sum x) */
+	s[0] = _mm512_sub_epi32(s[0], _mm512_set1_epi32(wt == DTYPE_Q8_0 ? 16 * xs : xs));
+	return _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[0]), _mm512_mul_ps(dw, _mm512_set1_ps(xd)), acc);
+}
+
 /*
- * Rows [o, o + 16) for tokens [t, t + T). Per block, the 16 rows' bytes
- * are transposed once into eight vectors u[c] whose lane r holds elements
- * 4c..4c+3 of row r (unsigned: Q4_0's nibbles, Q8_0's bytes + 128), so a
- * token's dot products for all 16 rows are eight VPDPBUSD against its
- * words broadcast, with no reduction after: the unpacking is shared by
- * the T tokens and each token costs 8 VPDPBUSD, a subtract, a convert and
- * two float operations.
+ * Rows [o, o + 16) for tokens [t, t + T), weights straight from the file
+ * layout (up to 8 tokens: small decode batches). Per block, the 16 rows'
+ * bytes are transposed once into eight vectors u[c] whose lane r holds
+ * elements 4c..4c+3 of row r (unsigned: Q4_0's nibbles, Q8_0's bytes +
+ * 128), so a token's dot products for all 16 rows are eight VPDPBUSD with
+ * no reduction after. The next block is unpacked before this one's dots
+ * (software pipelining): unpacking is a chain of loads and shuffles that
+ * otherwise left the multiplier pipes idle at every block boundary.
  */
 QV_INLINE void qv__tile(uint32_t wt, const struct kern_gemm_args *a, size_t o, size_t t, int T)
 {
@@ -48,7 +73,8 @@ QV_INLINE void qv__tile(uint32_t wt, const struct kern_gemm_args *a, size_t o, s
 	const struct kern_block_q8a *x[QV_TOK];
 	const float *xd[QV_TOK];
 	const int32_t *xs[QV_TOK];
-	__m512 acc[QV_TOK];
+	__m512 acc[QV_TOK], dw;
+	__m512i u[8];
 
 	QV_UNROLL
 	for (int k = 0; k < T; k++) {
@@ -57,31 +83,26 @@ QV_INLINE void qv__tile(uint32_t wt, const struct kern_gemm_args *a, size_t o, s
 		xs[k] = a->xs8 + (t + k) * a->xd_stride;
 		acc[k] = _mm512_setzero_ps();
 	}
+	dw = qv__scales(w, st, 0, bs);
+	qv__unpack(wt, w, st, 0, 0, u);
 	for (size_t b = 0; b < nb; b++) {
-		__m512 dw = qv__scales(w, st, b, bs);
-		__m512i u[8];
+		/* the last block unpacks itself again rather than branch */
+		size_t bn = b + 1 < nb ? b + 1 : b;
+		__m512 dwn = qv__scales(w, st, bn, bs);
+		__m512i un[8];
 
 		QV_UNROLL
 		for (size_t off = 0; off < QV_ROWS * bs; off += 64)
 			_mm_prefetch(next + b * QV_ROWS * bs + off, _MM_HINT_T0);
-		qv__unpack(wt, w, st, b, 0, u);
+		qv__unpack(wt, w, st, bn, 0, un);
 		QV_UNROLL
-		for (int k = 0; k < T; k++) {
-			const int8_t *q = x[k][b].qs;
-			/* two chains: half the latency of eight dependent VPDPBUSD */
-			__m512i s = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
-			QV_UNROLL
-			for (int c = 0; c < 4; c++) {
-				s = qv__dpbusd_bcst(s, u[c], q + 4 * c);
-				s1 = qv__dpbusd_bcst(s1, u[c + 4], q + 4 * c + 16);
-			}
-			s = _mm512_add_epi32(s, s1);
-			/* Q4_0: nibble - 8; Q8_0: byte + 128 - 128 (xs8 = 8 sum x) */
-			s = _mm512_sub_epi32(s, _mm512_set1_epi32(wt == DTYPE_Q8_0 ? 16 * xs[k][b]
-										: xs[k][b]));
-			acc[k] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s),
-						 _mm512_mul_ps(dw, _mm512_set1_ps(xd[k][b])), acc[k]);
-		}
+		for (int k = 0; k < T; k++)
+			acc[k] = qv__dot(wt, u, dw, x[k][b].qs, xd[k][b], xs[k][b], acc[k],
+					 T <= 4 ? 2 : 1);
+		dw = dwn;
+		QV_UNROLL
+		for (int c = 0; c < 8; c++)
+			u[c] = un[c];
 	}
 	QV_UNROLL
 	for (int k = 0; k < T; k++)
