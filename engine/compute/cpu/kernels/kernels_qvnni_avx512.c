@@ -109,6 +109,75 @@ QV_INLINE void qv__tile(uint32_t wt, const struct kern_gemm_args *a, size_t o, s
 		_mm512_storeu_ps(a->y + (t + k) * a->y_stride + o, acc[k]);
 }
 
+/*
+ * Many tokens (prefill): a 16-row tile's blocks [b0, b0 + n) are unpacked
+ * once into a panel (u vectors and scales, 36 KiB: L1/L2), then every group
+ * of 8 tokens runs its dots from the panel with plain loads, instead of
+ * each group unpacking the same blocks again. K is cut into chunks of
+ * QV_KC blocks so the panel stays that size whatever the row length; a
+ * group's accumulators go through y between chunks (an exact store and
+ * reload), so each (row, token) still sees acc = fma(...) block after
+ * block in order: bit-identical to the streaming tile and to the AVX2 GEMV.
+ */
+#define QV_KC 64
+
+struct qv_panel {
+	__m512i u[QV_KC][8];
+	__m512 dw[QV_KC];
+};
+
+static void qv__pack(uint32_t wt, const struct kern_gemm_args *a, size_t o, size_t b0, size_t n,
+		     struct qv_panel *p)
+{
+	const size_t bs = wt == DTYPE_Q8_0 ? sizeof(struct kern_block_q8_0)
+					   : sizeof(struct kern_block_q4_0);
+	const size_t st = a->w_stride;
+	const char *w = (const char *)a->w + o * st;
+	const char *next = w + QV_ROWS * st;
+
+	for (size_t j = 0; j < n; j++) {
+		/* the next tile, a contiguous 16 rows, as this one is read */
+		QV_UNROLL
+		for (size_t off = 0; off < QV_ROWS * bs; off += 64)
+			_mm_prefetch(next + (b0 + j) * QV_ROWS * bs + off, _MM_HINT_T1);
+		p->dw[j] = qv__scales(w, st, b0 + j, bs);
+		qv__unpack(wt, w, st, b0 + j, 0, p->u[j]);
+	}
+}
+
+QV_INLINE void qv__tile_p(uint32_t wt, const struct kern_gemm_args *a, const struct qv_panel *p,
+			  size_t o, size_t t, size_t b0, size_t n, int T)
+{
+	const struct kern_block_q8a *x[QV_TOK];
+	const float *xd[QV_TOK];
+	const int32_t *xs[QV_TOK];
+	__m512 acc[QV_TOK];
+
+	QV_UNROLL
+	for (int k = 0; k < T; k++) {
+		x[k] = (const struct kern_block_q8a *)((const char *)a->x + (t + k) * a->x_stride) + b0;
+		xd[k] = a->xd + (t + k) * a->xd_stride + b0;
+		xs[k] = a->xs8 + (t + k) * a->xd_stride + b0;
+		acc[k] = b0 == 0 ? _mm512_setzero_ps()
+				 : _mm512_loadu_ps(a->y + (t + k) * a->y_stride + o);
+	}
+	for (size_t j = 0; j < n; j++) {
+		__m512i u[8];
+		__m512 dw = p->dw[j];
+
+		QV_UNROLL
+		for (int c = 0; c < 8; c++)
+			u[c] = _mm512_load_si512(&p->u[j][c]);
+		QV_UNROLL
+		for (int k = 0; k < T; k++)
+			acc[k] = qv__dot(wt, u, dw, x[k][j].qs, xd[k][j], xs[k][j], acc[k],
+					 T <= 4 ? 2 : 1);
+	}
+	QV_UNROLL
+	for (int k = 0; k < T; k++)
+		_mm512_storeu_ps(a->y + (t + k) * a->y_stride + o, acc[k]);
+}
+
 /* One function per (type, token count): each keeps its accumulators in
  * registers (inlined into one driver, GCC spilled them). */
 #define QV_TILE_FN(name, wt, T)                                                          \
@@ -116,6 +185,13 @@ QV_INLINE void qv__tile(uint32_t wt, const struct kern_gemm_args *a, size_t o, s
 						   size_t t)                                 \
 	{                                                                                \
 		qv__tile(wt, a, o, t, T);                                                \
+	}
+#define QV_PANEL_FN(name, wt, T)                                                         \
+	static __attribute__((noinline)) void name(const struct kern_gemm_args *a,        \
+						   const struct qv_panel *p, size_t o,    \
+						   size_t t, size_t b0, size_t n)         \
+	{                                                                                \
+		qv__tile_p(wt, a, p, o, t, b0, n, T);                                    \
 	}
 QV_TILE_FN(qv__q8_1, DTYPE_Q8_0, 1)
 QV_TILE_FN(qv__q8_2, DTYPE_Q8_0, 2)
@@ -133,17 +209,40 @@ QV_TILE_FN(qv__q4_5, DTYPE_Q4_0, 5)
 QV_TILE_FN(qv__q4_6, DTYPE_Q4_0, 6)
 QV_TILE_FN(qv__q4_7, DTYPE_Q4_0, 7)
 QV_TILE_FN(qv__q4_8, DTYPE_Q4_0, 8)
+QV_PANEL_FN(qv__p8_1, DTYPE_Q8_0, 1)
+QV_PANEL_FN(qv__p8_2, DTYPE_Q8_0, 2)
+QV_PANEL_FN(qv__p8_3, DTYPE_Q8_0, 3)
+QV_PANEL_FN(qv__p8_4, DTYPE_Q8_0, 4)
+QV_PANEL_FN(qv__p8_5, DTYPE_Q8_0, 5)
+QV_PANEL_FN(qv__p8_6, DTYPE_Q8_0, 6)
+QV_PANEL_FN(qv__p8_7, DTYPE_Q8_0, 7)
+QV_PANEL_FN(qv__p8_8, DTYPE_Q8_0, 8)
+QV_PANEL_FN(qv__p4_1, DTYPE_Q4_0, 1)
+QV_PANEL_FN(qv__p4_2, DTYPE_Q4_0, 2)
+QV_PANEL_FN(qv__p4_3, DTYPE_Q4_0, 3)
+QV_PANEL_FN(qv__p4_4, DTYPE_Q4_0, 4)
+QV_PANEL_FN(qv__p4_5, DTYPE_Q4_0, 5)
+QV_PANEL_FN(qv__p4_6, DTYPE_Q4_0, 6)
+QV_PANEL_FN(qv__p4_7, DTYPE_Q4_0, 7)
+QV_PANEL_FN(qv__p4_8, DTYPE_Q4_0, 8)
 
 typedef void (*qv_tile_fn)(const struct kern_gemm_args *a, size_t o, size_t t);
+typedef void (*qv_panel_fn)(const struct kern_gemm_args *a, const struct qv_panel *p, size_t o,
+			    size_t t, size_t b0, size_t n);
 
 static const qv_tile_fn qv__q8[QV_TOK + 1] = {NULL,     qv__q8_1, qv__q8_2, qv__q8_3, qv__q8_4,
 						 qv__q8_5, qv__q8_6, qv__q8_7, qv__q8_8};
 static const qv_tile_fn qv__q4[QV_TOK + 1] = {NULL,     qv__q4_1, qv__q4_2, qv__q4_3, qv__q4_4,
 						 qv__q4_5, qv__q4_6, qv__q4_7, qv__q4_8};
+static const qv_panel_fn qv__p8[QV_TOK + 1] = {NULL,     qv__p8_1, qv__p8_2, qv__p8_3, qv__p8_4,
+						  qv__p8_5, qv__p8_6, qv__p8_7, qv__p8_8};
+static const qv_panel_fn qv__p4[QV_TOK + 1] = {NULL,     qv__p4_1, qv__p4_2, qv__p4_3, qv__p4_4,
+						  qv__p4_5, qv__p4_6, qv__p4_7, qv__p4_8};
 
-static void qv__gemm(const qv_tile_fn *fn, kern_gemm_fn avx2, const struct kern_gemm_args *a,
-		     size_t o0, size_t o1)
+static void qv__gemm(uint32_t wt, const qv_tile_fn *fn, const qv_panel_fn *pfn,
+		     kern_gemm_fn avx2, const struct kern_gemm_args *a, size_t o0, size_t o1)
 {
+	const size_t nb = a->n_in / KERN_QK;
 	size_t o = o0;
 
 	/* One token: the AVX2 GEMV, 8 rows a tile, was ~10% faster in
@@ -153,24 +252,36 @@ static void qv__gemm(const qv_tile_fn *fn, kern_gemm_fn avx2, const struct kern_
 		avx2(a, o0, o1);
 		return;
 	}
-	/* Row tiles outside, token groups inside: a tile's weights come from
-	 * memory once and from L1/L2 for the next group of tokens. */
-	for (; o + QV_ROWS <= o1; o += QV_ROWS)
-		for (size_t t = 0; t < a->n_tok; t += QV_TOK) {
-			size_t n = a->n_tok - t < QV_TOK ? a->n_tok - t : QV_TOK;
-			fn[n](a, o, t);
-		}
+	if (a->n_tok <= QV_TOK) {
+		/* one group: stream the weights straight from their layout */
+		for (; o + QV_ROWS <= o1; o += QV_ROWS)
+			fn[a->n_tok](a, o, 0);
+	} else {
+		/* Row tiles outside, K chunks, token groups inside: a tile's
+		 * weights come from memory and are unpacked once for all. */
+		struct qv_panel p __attribute__((aligned(64)));
+
+		for (; o + QV_ROWS <= o1; o += QV_ROWS)
+			for (size_t b0 = 0; b0 < nb; b0 += QV_KC) {
+				size_t n = nb - b0 < QV_KC ? nb - b0 : QV_KC;
+				qv__pack(wt, a, o, b0, n, &p);
+				for (size_t t = 0; t < a->n_tok; t += QV_TOK) {
+					size_t g = a->n_tok - t < QV_TOK ? a->n_tok - t : QV_TOK;
+					pfn[g](a, &p, o, t, b0, n);
+				}
+			}
+	}
 	if (o < o1)
 		avx2(a, o, o1);
 }
 
 void kern_avx512_gemm_q8_0(const struct kern_gemm_args *a, size_t o0, size_t o1)
 {
-	qv__gemm(qv__q8, kern_ops_avx2.gemm[DTYPE_Q8_0], a, o0, o1);
+	qv__gemm(DTYPE_Q8_0, qv__q8, qv__p8, kern_ops_avx2.gemm[DTYPE_Q8_0], a, o0, o1);
 }
 
 void kern_avx512_gemm_q4_0(const struct kern_gemm_args *a, size_t o0, size_t o1)
 {
-	qv__gemm(qv__q4, kern_ops_avx2.gemm[DTYPE_Q4_0], a, o0, o1);
+	qv__gemm(DTYPE_Q4_0, qv__q4, qv__p4, kern_ops_avx2.gemm[DTYPE_Q4_0], a, o0, o1);
 }
 #endif
