@@ -249,13 +249,10 @@ static void qv__gemm(uint32_t wt, const qv_tile_fn *fn, const qv_panel_fn *pfn,
 	const size_t nb = a->n_in / KERN_QK;
 	size_t o = o0;
 
-	/* One token: the AVX2 GEMV, 8 rows a tile, was ~10% faster in
-	 * cache on a Zen 5 than a 16-row tile (the weights' unpacking is not
-	 * shared by several tokens there), and is the same bit for bit. */
-	if (a->n_tok == 1) {
-		avx2(a, o0, o1);
-		return;
-	}
+	/* One token too: with the next tile prefetched into L2, a 16-row
+	 * tile streamed the TinyLlama decode step in 24 ms of CPU where the
+	 * AVX2 GEMV took 33-35 (Zen 4, one thread; in cache on a Zen 5 the
+	 * GEMV had been ~10% faster). Same bits either way. */
 	if (a->n_tok <= QV_TOK) {
 		/* one group: stream the weights straight from their layout */
 		for (; o + QV_ROWS <= o1; o += QV_ROWS)
