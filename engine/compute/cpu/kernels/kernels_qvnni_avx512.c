@@ -1,18 +1,20 @@
 /*
  * kernels_qvnni_avx512.c - Q8_0 and Q4_0 weights times quantized
- * activations with AVX-512 VNNI (VPDPBUSD on ZMM), for batches of two or
- * more tokens (small decode batches and prefill): the weights are read in
- * their file layout (no packing), 16 rows x up to 4 tokens a tile, each
- * 16-row tile from memory once for all the tokens of the call (later
- * groups of 4 find it in L1/L2).
+ * activations with AVX-512 VNNI (VPDPBUSD on ZMM), for any number of
+ * tokens (decode of one or several sequences, prefill): 16-row tiles.
+ * Up to 8 tokens, a tile streams the weights in their file layout (no
+ * packing; the next tile is prefetched into L2), so a k-token decode
+ * step reads each weight once. 9 or more tokens (prefill), a tile's
+ * blocks are unpacked once into a 36 KiB panel per 64 blocks of K and
+ * every group of 8 tokens runs from it.
  *
  * Per block b, the 16 rows' exact int32 dots S (one per row lane) come
  * from VPDPBUSD and a transpose-add; then acc = fma(float(S), dw * dx, acc)
  * exactly as the AVX2 level (kernels_avx2.c, kernels_qgemm_avx2.c) does,
  * block after block, so every (row, token) result is bit-identical to the
- * AVX2 level's. That is what lets single tokens, and the rows of a matrix
- * past its last whole 16-row tile, go to the AVX2 code without a token's
- * result depending on its batch.
+ * AVX2 level's. That is what lets the rows of a matrix past its last
+ * whole 16-row tile go to the AVX2 code without a token's result
+ * depending on its batch.
  *
  *   Q4_0: VPDPBUSD multiplies unsigned by signed bytes; the nibbles are
  *   unsigned 0..15, so S = dot(q, x) - 8 sum(x) = dot - xs8[b]. A ZMM holds
