@@ -139,21 +139,24 @@ static void qv__pack(uint32_t wt, const struct kern_gemm_args *a, size_t o, size
 					   : sizeof(struct kern_block_q4_0);
 	const size_t st = a->w_stride;
 	const char *w = (const char *)a->w + o * st;
-	const char *next = w + QV_ROWS * st;
 
 	for (size_t j = 0; j < n; j++) {
-		/* the next tile, a contiguous 16 rows, as this one is read */
-		QV_UNROLL
-		for (size_t off = 0; off < QV_ROWS * bs; off += 64)
-			_mm_prefetch(next + (b0 + j) * QV_ROWS * bs + off, _MM_HINT_T1);
 		p->dw[j] = qv__scales(w, st, b0 + j, bs);
 		qv__unpack(wt, w, st, b0 + j, 0, p->u[j]);
 	}
 }
 
+/* Tokens [t, t + T) against the panel of rows [o, o + 16), blocks
+ * [b0, b0 + n). The first group (t = 0) prefetches the same blocks of the
+ * next tile into L2 as it goes, so the next pack finds them there: spread
+ * over the dots rather than bunched in the pack, where they overflowed
+ * the miss queue and the pack waited on DRAM. */
 QV_INLINE void qv__tile_p(uint32_t wt, const struct kern_gemm_args *a, const struct qv_panel *p,
 			  size_t o, size_t t, size_t b0, size_t n, int T)
 {
+	const size_t bs = wt == DTYPE_Q8_0 ? sizeof(struct kern_block_q8_0)
+					   : sizeof(struct kern_block_q4_0);
+	const char *next = (const char *)a->w + (o + QV_ROWS) * a->w_stride + b0 * QV_ROWS * bs;
 	const struct kern_block_q8a *x[QV_TOK];
 	const float *xd[QV_TOK];
 	const int32_t *xs[QV_TOK];
@@ -171,6 +174,11 @@ QV_INLINE void qv__tile_p(uint32_t wt, const struct kern_gemm_args *a, const str
 		__m512i u[8];
 		__m512 dw = p->dw[j];
 
+		if (t == 0) {
+			QV_UNROLL
+			for (size_t off = 0; off < QV_ROWS * bs; off += 64)
+				_mm_prefetch(next + j * QV_ROWS * bs + off, _MM_HINT_T1);
+		}
 		QV_UNROLL
 		for (int c = 0; c < 8; c++)
 			u[c] = _mm512_load_si512(&p->u[j][c]);
