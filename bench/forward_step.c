@@ -1,6 +1,6 @@
 /* forward_step.c - times one batched forward step, the unit of serving cost.
  *
- * Usage: forward_step MODEL [THREADS [PROMPT [STEPS]]]
+ * Usage: forward_step MODEL [THREADS [PROMPT [STEPS [SEQS]]]]
  *
  * For B = 1, 2, 3, 4, 8, 16 sequences (each with its own F16 cache, as emberd's
  * workers keep them) it prefills PROMPT tokens per sequence, then times
@@ -9,7 +9,8 @@
  * milliseconds, tokens/s (B per step), and the weight bytes read per second
  * (every weight matrix is read once per step whatever B is), so a decode
  * rate can be compared with the machine's memory bandwidth; and the
- * prefill rate of one PROMPT-token sequence. Best and median of STEPS.
+ * prefill rate of one PROMPT-token sequence. SEQS times only B = 1 and
+ * B = SEQS (to profile one batch size). Best and median of STEPS.
  * Token ids are arbitrary: cost does not depend on them, so the
  * synthesized model serve_bench.sh uses is as good as a real one.
  *
@@ -17,7 +18,9 @@
  * shared machine, wall time measures the other jobs as much as Ember, and
  * with one thread CPU time is the steadier figure. The last column is the
  * median step over the 1-sequence one, the cost of batching (issue 17's
- * target: at most 1 + 0.15 B).
+ * target: at most 1 + 0.15 B); "best cpu ms" and "cpu x 1" are the
+ * least CPU time of a step and its ratio to the 1-sequence one (the
+ * steadiest figures on a loaded machine).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -103,21 +106,23 @@ int main(int argc, char **argv)
 	struct forward_seq seqs[MAX_SEQ];
 	struct forward_opts fo = {0};
 	int32_t prompt[4096], tok[MAX_SEQ];
-	double *t = NULL, *c = NULL, wb, pre_s = 0, t0, c0, one = 0;
+	double *t = NULL, *c = NULL, wb, pre_s = 0, t0, c0, one = 0, one_c = 0;
 	char err[EMBER_ERR_MAX] = "";
 	float *logits = NULL;
 	uint32_t n_prompt, i;
-	int n_threads, steps, b, k, s, rc = 1;
+	int n_threads, steps, b, k, s, only, rc = 1;
 
 	memset(kv, 0, sizeof(kv));
 	if (argc < 2) {
-		fprintf(stderr, "usage: forward_step MODEL [THREADS [PROMPT [STEPS]]]\n");
+		fprintf(stderr, "usage: forward_step MODEL [THREADS [PROMPT [STEPS [SEQS]]]]\n");
 		return 2;
 	}
 	n_threads = argc > 2 ? atoi(argv[2]) : 2;
 	n_prompt = argc > 3 ? (uint32_t)atoi(argv[3]) : 100;
 	steps = argc > 4 ? atoi(argv[4]) : 16;
-	if (n_threads < 1 || n_prompt < 1 || n_prompt > 4000 || steps < 1 || steps > 10000) {
+	only = argc > 5 ? atoi(argv[5]) : 0;
+	if (n_threads < 1 || n_prompt < 1 || n_prompt > 4000 || steps < 1 || steps > 10000 ||
+	    only < 0 || only > MAX_SEQ) {
 		fprintf(stderr, "forward_step: bad arguments\n");
 		return 2;
 	}
@@ -140,9 +145,11 @@ int main(int argc, char **argv)
 	wb = weight_bytes(mp);
 	printf("weights read per decode step: %.1f MB; %d threads; prompt %u\n",
 	       wb / 1e6, n_threads, n_prompt);
-	printf("%4s %10s %10s %10s %12s %10s %8s\n", "seqs", "best ms", "median ms", "tok/s",
-	       "weights GB/s", "cpu ms", "x 1-seq");
+	printf("%4s %10s %10s %10s %12s %10s %8s %12s %8s\n", "seqs", "best ms", "median ms",
+	       "tok/s", "weights GB/s", "cpu ms", "x 1-seq", "best cpu ms", "cpu x 1");
 	for (b = 1; b <= MAX_SEQ; b = b < 4 ? b + 1 : b * 2) {
+		if (only != 0 && b != 1 && b != only)
+			continue;
 		if (prefill(p, kv, b, prompt, n_prompt, &pre_s, err) != 0)
 			goto fail;
 		for (s = 0; s < steps; s++) {
@@ -159,11 +166,13 @@ int main(int argc, char **argv)
 		}
 		qsort(t, (size_t)steps, sizeof(double), cmp_double);
 		qsort(c, (size_t)steps, sizeof(double), cmp_double);
-		if (b == 1)
+		if (b == 1) {
 			one = t[steps / 2];
-		printf("%4d %10.1f %10.1f %10.2f %12.2f %10.1f %8.2f\n", b, t[0] * 1e3,
+			one_c = c[0];
+		}
+		printf("%4d %10.1f %10.1f %10.2f %12.2f %10.1f %8.2f %12.1f %8.2f\n", b, t[0] * 1e3,
 		       t[steps / 2] * 1e3, b / t[steps / 2], wb / t[steps / 2] / 1e9, c[steps / 2] * 1e3,
-		       t[steps / 2] / one);
+		       t[steps / 2] / one, c[0] * 1e3, c[0] / one_c);
 	}
 	printf("prefill of one %u-token prompt (chunks of %u): %.3f s, %.1f tok/s\n", n_prompt,
 	       forward_pass_max_batch(p), pre_s, n_prompt / pre_s);

@@ -336,6 +336,10 @@ static const struct at_case at_cases[] = {
 	/* ^ MQA, decode; bf16(j) rounds past 256, slopes of 12 heads are not powers of 2 */
 	{4, 2, 40, 24, ARCH_ALIBI_NONE, DTYPE_F32, 1, {10}, {1}},         /* dk != dv */
 	{4, 4, 160, 136, ARCH_ALIBI_F32, DTYPE_F16, 1, {3}, {66}},        /* wide heads */
+	/* decode tiles sharing a kv head's converted blocks: wide heads (no
+	 * local copies), and a group of 12 taken as runs of 8 and 4 */
+	{4, 1, 160, 136, ARCH_ALIBI_F32, DTYPE_F16, 2, {40, 70}, {2, 1}},
+	{24, 2, 64, 64, ARCH_ALIBI_NONE, DTYPE_F16, 2, {65, 3}, {5, 1}},
 };
 
 static float at_bf16(float x)

@@ -729,7 +729,7 @@ static void kt_run_q(enum cpu_level level, uint32_t t, const void *w, size_t n_o
 START_TEST(avx512_quantized_equals_avx2_bit_for_bit)
 {
 	static const size_t outs[] = {16, 37, 64};
-	static const size_t ins[] = {32, 288, 2048};
+	static const size_t ins[] = {32, 288, 2048, 4128}; /* 4128: 129 blocks, past a K-chunk */
 	static const size_t toks[] = {1, 2, 3, 4, 5, 8, 9, 15, 16, 17, 33};
 	static const uint32_t types[] = {DTYPE_Q8_0, DTYPE_Q4_0};
 	const int amx = kern_level_runs(CPU_LEVEL_AMX);
@@ -743,7 +743,7 @@ START_TEST(avx512_quantized_equals_avx2_bit_for_bit)
 				"XCR0 or arch_prctl)\n");
 	for (size_t ti = 0; ti < 2; ti++)
 		for (size_t oi = 0; oi < 3; oi++)
-			for (size_t ii = 0; ii < 3; ii++)
+			for (size_t ii = 0; ii < 4; ii++)
 				for (size_t ki = 0; ki < sizeof(toks) / sizeof(toks[0]); ki++) {
 		uint32_t t = types[ti];
 		size_t n_out = outs[oi], n_in = ins[ii], n_tok = toks[ki];

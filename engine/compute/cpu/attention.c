@@ -193,20 +193,27 @@ static void softcap_block(float *S, size_t ld_s, uint32_t n, uint32_t nb, float 
 			S[i * ld_s + j] = (float)(c * tanh((double)S[i * ld_s + j] / c));
 }
 
-static void attend_tile_cb(void *data, size_t head, size_t tile)
+/* Query heads of one kv head that a decode-sized tile's task takes
+ * together (heads x queries <= ATTENTION_TILE): the key and value blocks
+ * are converted from F16 once for all of them instead of once per head
+ * (TinyLlama: 8 query heads per kv head, so decode did 8 conversions of
+ * every block, as much work as the dot products). */
+#define ATTN_SHARE_HEADS 8
+
+/* Heads [h0, h0 + nh) of one kv head, the queries of one tile. Per head,
+ * the same operations on the same values as a task of its own: the
+ * sharing changes no result. */
+static void attend_heads(const struct attn_job *job, const struct attention_tile *tl,
+			 uint32_t h0, uint32_t nh)
 {
-	const struct attn_job *job = data;
 	const struct attention *a = job->a;
-	const struct attention_tile *tl = &job->tiles[tile];
 	const struct kv_cache *kv = tl->kv;
-	const uint32_t h = (uint32_t)head, dk = a->head_dim_k, dv = a->head_dim_v;
-	const uint32_t g = h / (a->n_head / a->n_head_kv);
+	const uint32_t dk = a->head_dim_k, dv = a->head_dim_v;
+	const uint32_t g = h0 / (a->n_head / a->n_head_kv);
 	const uint32_t wide = dk > dv ? dk : dv;
 	const uint32_t kb = ATTN_KV_FLOATS / wide < ATTN_KEYS ? ATTN_KV_FLOATS / wide : ATTN_KEYS;
 	const uint32_t n = tl->n, pos = tl->pos, end = tl->pos + tl->n; /* keys [0, end) */
 	const size_t ld_qs = (size_t)a->n_head * dk, ld_os = (size_t)a->n_head * dv;
-	const float *qs = job->q + tl->row * ld_qs + (size_t)h * dk;
-	float *os = job->out + tl->row * ld_os + (size_t)h * dv;
 	const int local = dk <= ATTN_LOCAL_DIM && dv <= ATTN_LOCAL_DIM;
 	const size_t ld_q = local ? dk : ld_qs, ld_o = local ? dv : ld_os;
 	const void *kc = kv_cache_k(kv, job->il, g), *vc = kv_cache_v(kv, job->il, g);
@@ -216,16 +223,21 @@ static void attend_tile_cb(void *data, size_t head, size_t tile)
 	float qbuf[ATTENTION_TILE * ATTN_LOCAL_DIM], obuf[ATTENTION_TILE * ATTN_LOCAL_DIM];
 	float S[ATTENTION_TILE * ATTN_KEYS], bias[ATTN_KEYS];
 	float m[ATTENTION_TILE], l[ATTENTION_TILE], r[ATTENTION_TILE];
-	const float *q = local ? qbuf : qs;
-	float *out = local ? obuf : os;
-	uint32_t i, j0, c;
+	uint32_t i, j0, c, e;
 
-	for (i = 0; i < n; i++) {
-		m[i] = -INFINITY;
-		l[i] = 0.0f;
-		if (local)
-			memcpy(qbuf + i * ld_q, qs + i * ld_qs, dk * sizeof(float));
-		memset(out + i * ld_o, 0, dv * sizeof(float));
+	/* head e's rows are e * n .. e * n + n - 1 of the state and buffers */
+	for (e = 0; e < nh; e++) {
+		const float *qs = job->q + tl->row * ld_qs + (size_t)(h0 + e) * dk;
+		float *os = job->out + tl->row * ld_os + (size_t)(h0 + e) * dv;
+		float *out = local ? obuf + (size_t)e * n * ld_o : os;
+
+		for (i = 0; i < n; i++) {
+			m[e * n + i] = -INFINITY;
+			l[e * n + i] = 0.0f;
+			if (local)
+				memcpy(qbuf + (e * n + i) * ld_q, qs + i * ld_qs, dk * sizeof(float));
+			memset(out + i * ld_o, 0, dv * sizeof(float));
+		}
 	}
 	/* A window starts at the first key the tile's first query sees: no
 	 * more than n_swa - 1 + n keys are read, all of which a ring layer
@@ -238,22 +250,55 @@ static void attend_tile_cb(void *data, size_t head, size_t tile)
 		const float *kblk = kv_rows(kv, job->il, kc, j0, nb, dk, kbuf);
 		const float *vblk = kv_rows(kv, job->il, vc, j0, nb, dv, vbuf);
 
-		if (a->alibi)
-			alibi_biases(a->alibi, a->slopes[h], j0, nb, bias);
-		kern_attn_scores(q + first * ld_q, ld_q, kblk, dk, a->alibi ? bias : NULL, scale, S,
-				 ATTN_KEYS, n - first, nb);
-		if (a->softcap > 0.0f)
-			softcap_block(S, ATTN_KEYS, n - first, nb, a->softcap);
-		softmax_block(S, ATTN_KEYS, first, n, pos, j0, nb, w, m, l, r);
-		kern_attn_accum(out + first * ld_o, ld_o, r + first, S, ATTN_KEYS, vblk, dv,
-				n - first, nb);
-	}
-	for (i = 0; i < n; i++) {
-		const float inv = 1.0f / l[i];
+		for (e = 0; e < nh; e++) {
+			const float *q = local ? qbuf + (size_t)e * n * ld_q
+					       : job->q + tl->row * ld_qs + (size_t)(h0 + e) * dk;
+			float *out = local ? obuf + (size_t)e * n * ld_o
+					   : job->out + tl->row * ld_os + (size_t)(h0 + e) * dv;
 
-		for (c = 0; c < dv; c++)
-			os[i * ld_os + c] = out[i * ld_o + c] * inv;
+			if (a->alibi)
+				alibi_biases(a->alibi, a->slopes[h0 + e], j0, nb, bias);
+			kern_attn_scores(q + first * ld_q, ld_q, kblk, dk, a->alibi ? bias : NULL,
+					 scale, S, ATTN_KEYS, n - first, nb);
+			if (a->softcap > 0.0f)
+				softcap_block(S, ATTN_KEYS, n - first, nb, a->softcap);
+			softmax_block(S, ATTN_KEYS, first, n, pos, j0, nb, w, m + e * n, l + e * n,
+				      r + e * n);
+			kern_attn_accum(out + first * ld_o, ld_o, r + e * n + first, S, ATTN_KEYS,
+					vblk, dv, n - first, nb);
+		}
 	}
+	for (e = 0; e < nh; e++) {
+		float *os = job->out + tl->row * ld_os + (size_t)(h0 + e) * dv;
+		const float *out = local ? obuf + (size_t)e * n * ld_o : os;
+
+		for (i = 0; i < n; i++) {
+			const float inv = 1.0f / l[e * n + i];
+
+			for (c = 0; c < dv; c++)
+				os[i * ld_os + c] = out[i * ld_o + c] * inv;
+		}
+	}
+}
+
+/* Task (head, tile). A tile small enough takes the heads of its kv group
+ * in runs of up to ATTN_SHARE_HEADS, in the task of the run's first head
+ * (the others return at once); a prefill tile takes one head a task. */
+static void attend_tile_cb(void *data, size_t head, size_t tile)
+{
+	const struct attn_job *job = data;
+	const struct attention *a = job->a;
+	const struct attention_tile *tl = &job->tiles[tile];
+	const uint32_t h = (uint32_t)head, group = a->n_head / a->n_head_kv;
+	uint32_t run = group < ATTN_SHARE_HEADS ? group : ATTN_SHARE_HEADS;
+
+	if (run * tl->n > ATTENTION_TILE)
+		run = 1;
+	if (h % group % run != 0)
+		return;
+	if (h % group + run > group) /* a shorter last run */
+		run = group - h % group;
+	attend_heads(job, tl, h, run);
 }
 
 void attention_run(const struct attention *a, tpool_t pool, uint32_t il,

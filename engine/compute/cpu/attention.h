@@ -5,7 +5,9 @@
  * The forward pass projects q, k and v, stores this step's keys and values
  * in the caches, then calls attention_run() with the step cut into tiles
  * of at most ATTENTION_TILE queries of one sequence. Each task (one query
- * head, one tile) streams its kv head's keys and values once, in blocks,
+ * head, one tile; for a decode-sized tile, up to 8 query heads of one kv
+ * head, which share each block's F16 conversion) streams its kv head's
+ * keys and values once, in blocks,
  * flash-attention style: per block, the scores of the whole tile against
  * the block (SIMD dot products), each row's maximum, one rescale of the
  * running output when it grew, exp() of the block vectorised, and the

@@ -1,18 +1,20 @@
 /*
  * kernels_qvnni_avx512.c - Q8_0 and Q4_0 weights times quantized
- * activations with AVX-512 VNNI (VPDPBUSD on ZMM), for batches of two or
- * more tokens (small decode batches and prefill): the weights are read in
- * their file layout (no packing), 16 rows x up to 4 tokens a tile, each
- * 16-row tile from memory once for all the tokens of the call (later
- * groups of 4 find it in L1/L2).
+ * activations with AVX-512 VNNI (VPDPBUSD on ZMM), for any number of
+ * tokens (decode of one or several sequences, prefill): 16-row tiles.
+ * Up to 8 tokens, a tile streams the weights in their file layout (no
+ * packing; the next tile is prefetched into L2), so a k-token decode
+ * step reads each weight once. 9 or more tokens (prefill), a tile's
+ * blocks are unpacked once into a 36 KiB panel per 64 blocks of K and
+ * every group of 8 tokens runs from it.
  *
  * Per block b, the 16 rows' exact int32 dots S (one per row lane) come
  * from VPDPBUSD and a transpose-add; then acc = fma(float(S), dw * dx, acc)
  * exactly as the AVX2 level (kernels_avx2.c, kernels_qgemm_avx2.c) does,
  * block after block, so every (row, token) result is bit-identical to the
- * AVX2 level's. That is what lets single tokens, and the rows of a matrix
- * past its last whole 16-row tile, go to the AVX2 code without a token's
- * result depending on its batch.
+ * AVX2 level's. That is what lets the rows of a matrix past its last
+ * whole 16-row tile go to the AVX2 code without a token's result
+ * depending on its batch.
  *
  *   Q4_0: VPDPBUSD multiplies unsigned by signed bytes; the nibbles are
  *   unsigned 0..15, so S = dot(q, x) - 8 sum(x) = dot - xs8[b]. A ZMM holds
@@ -29,14 +31,39 @@
 
 #define QV_TOK 8
 
+/* One block's dots for a token of the tile: eight VPDPBUSD against the
+ * token's words broadcast in NC independent chains (NC = 8 / T rounded:
+ * few tokens need several chains to hide VPDPBUSD's latency, many fill
+ * the pipes by themselves), the offset term, then
+ * acc = fma(float(S), dw * dx, acc) as the AVX2 level does. */
+QV_INLINE __m512 qv__dot(uint32_t wt, const __m512i u[8], __m512 dw, const int8_t *q, float xd,
+			 int32_t xs, __m512 acc, int NC)
+{
+	__m512i s[4];
+
+	QV_UNROLL
+	for (int c = 0; c < NC; c++)
+		s[c] = _mm512_setzero_si512();
+	QV_UNROLL
+	for (int c = 0; c < 8; c++)
+		s[c % NC] = qv__dpbusd_bcst(s[c % NC], u[c], q + 4 * c);
+	QV_UNROLL
+	for (int c = 1; c < NC; c++)
+		s[0] = _mm512_add_epi32(s[0], s[c]);
+	/* Q4_0: nibble - 8; Q8_0: byte + 128 - 128 (xs8 = 8 sum x) */
+	s[0] = _mm512_sub_epi32(s[0], _mm512_set1_epi32(wt == DTYPE_Q8_0 ? 16 * xs : xs));
+	return _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[0]), _mm512_mul_ps(dw, _mm512_set1_ps(xd)), acc);
+}
+
 /*
- * Rows [o, o + 16) for tokens [t, t + T). Per block, the 16 rows' bytes
- * are transposed once into eight vectors u[c] whose lane r holds elements
- * 4c..4c+3 of row r (unsigned: Q4_0's nibbles, Q8_0's bytes + 128), so a
- * token's dot products for all 16 rows are eight VPDPBUSD against its
- * words broadcast, with no reduction after: the unpacking is shared by
- * the T tokens and each token costs 8 VPDPBUSD, a subtract, a convert and
- * two float operations.
+ * Rows [o, o + 16) for tokens [t, t + T), weights straight from the file
+ * layout (up to 8 tokens: small decode batches). Per block, the 16 rows'
+ * bytes are transposed once into eight vectors u[c] whose lane r holds
+ * elements 4c..4c+3 of row r (unsigned: Q4_0's nibbles, Q8_0's bytes +
+ * 128), so a token's dot products for all 16 rows are eight VPDPBUSD with
+ * no reduction after. The next block is unpacked before this one's dots
+ * (software pipelining): unpacking is a chain of loads and shuffles that
+ * otherwise left the multiplier pipes idle at every block boundary.
  */
 QV_INLINE void qv__tile(uint32_t wt, const struct kern_gemm_args *a, size_t o, size_t t, int T)
 {
@@ -48,7 +75,8 @@ QV_INLINE void qv__tile(uint32_t wt, const struct kern_gemm_args *a, size_t o, s
 	const struct kern_block_q8a *x[QV_TOK];
 	const float *xd[QV_TOK];
 	const int32_t *xs[QV_TOK];
-	__m512 acc[QV_TOK];
+	__m512 acc[QV_TOK], dw;
+	__m512i u[8];
 
 	QV_UNROLL
 	for (int k = 0; k < T; k++) {
@@ -57,31 +85,107 @@ QV_INLINE void qv__tile(uint32_t wt, const struct kern_gemm_args *a, size_t o, s
 		xs[k] = a->xs8 + (t + k) * a->xd_stride;
 		acc[k] = _mm512_setzero_ps();
 	}
+	dw = qv__scales(w, st, 0, bs);
+	qv__unpack(wt, w, st, 0, 0, u);
 	for (size_t b = 0; b < nb; b++) {
-		__m512 dw = qv__scales(w, st, b, bs);
-		__m512i u[8];
+		/* the last block unpacks itself again rather than branch */
+		size_t bn = b + 1 < nb ? b + 1 : b;
+		__m512 dwn = qv__scales(w, st, bn, bs);
+		__m512i un[8];
 
+		/* The next tile (16 rows, contiguous) into L2, not L1: a whole
+		 * tile ahead (18-50 KiB) into L1 evicted this tile's rows and
+		 * the activations; with T0 a 2-token decode step cost 1.7x a
+		 * 1-token one (forward_step, one thread), with T1 0.9x. */
 		QV_UNROLL
 		for (size_t off = 0; off < QV_ROWS * bs; off += 64)
-			_mm_prefetch(next + b * QV_ROWS * bs + off, _MM_HINT_T0);
-		qv__unpack(wt, w, st, b, 0, u);
+			_mm_prefetch(next + b * QV_ROWS * bs + off, _MM_HINT_T1);
+		qv__unpack(wt, w, st, bn, 0, un);
 		QV_UNROLL
-		for (int k = 0; k < T; k++) {
-			const int8_t *q = x[k][b].qs;
-			/* two chains: half the latency of eight dependent VPDPBUSD */
-			__m512i s = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
+		for (int k = 0; k < T; k++)
+			acc[k] = qv__dot(wt, u, dw, x[k][b].qs, xd[k][b], xs[k][b], acc[k],
+					 T <= 4 ? 2 : 1);
+		dw = dwn;
+		QV_UNROLL
+		for (int c = 0; c < 8; c++)
+			u[c] = un[c];
+	}
+	QV_UNROLL
+	for (int k = 0; k < T; k++)
+		_mm512_storeu_ps(a->y + (t + k) * a->y_stride + o, acc[k]);
+}
+
+/*
+ * Many tokens (prefill): a 16-row tile's blocks [b0, b0 + n) are unpacked
+ * once into a panel (u vectors and scales, 36 KiB: L1/L2), then every group
+ * of 8 tokens runs its dots from the panel with plain loads, instead of
+ * each group unpacking the same blocks again. K is cut into chunks of
+ * QV_KC blocks so the panel stays that size whatever the row length; a
+ * group's accumulators go through y between chunks (an exact store and
+ * reload), so each (row, token) still sees acc = fma(...) block after
+ * block in order: bit-identical to the streaming tile and to the AVX2 GEMV.
+ */
+#define QV_KC 64
+
+struct qv_panel {
+	__m512i u[QV_KC][8];
+	__m512 dw[QV_KC];
+};
+
+static void qv__pack(uint32_t wt, const struct kern_gemm_args *a, size_t o, size_t b0, size_t n,
+		     struct qv_panel *p)
+{
+	const size_t bs = wt == DTYPE_Q8_0 ? sizeof(struct kern_block_q8_0)
+					   : sizeof(struct kern_block_q4_0);
+	const size_t st = a->w_stride;
+	const char *w = (const char *)a->w + o * st;
+
+	for (size_t j = 0; j < n; j++) {
+		p->dw[j] = qv__scales(w, st, b0 + j, bs);
+		qv__unpack(wt, w, st, b0 + j, 0, p->u[j]);
+	}
+}
+
+/* Tokens [t, t + T) against the panel of rows [o, o + 16), blocks
+ * [b0, b0 + n). The first group (t = 0) prefetches the same blocks of the
+ * next tile into L2 as it goes, so the next pack finds them there: spread
+ * over the dots rather than bunched in the pack, where they overflowed
+ * the miss queue and the pack waited on DRAM. */
+QV_INLINE void qv__tile_p(uint32_t wt, const struct kern_gemm_args *a, const struct qv_panel *p,
+			  size_t o, size_t t, size_t b0, size_t n, int T)
+{
+	const size_t bs = wt == DTYPE_Q8_0 ? sizeof(struct kern_block_q8_0)
+					   : sizeof(struct kern_block_q4_0);
+	const char *next = (const char *)a->w + (o + QV_ROWS) * a->w_stride + b0 * QV_ROWS * bs;
+	const struct kern_block_q8a *x[QV_TOK];
+	const float *xd[QV_TOK];
+	const int32_t *xs[QV_TOK];
+	__m512 acc[QV_TOK];
+
+	QV_UNROLL
+	for (int k = 0; k < T; k++) {
+		x[k] = (const struct kern_block_q8a *)((const char *)a->x + (t + k) * a->x_stride) + b0;
+		xd[k] = a->xd + (t + k) * a->xd_stride + b0;
+		xs[k] = a->xs8 + (t + k) * a->xd_stride + b0;
+		acc[k] = b0 == 0 ? _mm512_setzero_ps()
+				 : _mm512_loadu_ps(a->y + (t + k) * a->y_stride + o);
+	}
+	for (size_t j = 0; j < n; j++) {
+		__m512i u[8];
+		__m512 dw = p->dw[j];
+
+		if (t == 0) {
 			QV_UNROLL
-			for (int c = 0; c < 4; c++) {
-				s = qv__dpbusd_bcst(s, u[c], q + 4 * c);
-				s1 = qv__dpbusd_bcst(s1, u[c + 4], q + 4 * c + 16);
-			}
-			s = _mm512_add_epi32(s, s1);
-			/* Q4_0: nibble - 8; Q8_0: byte + 128 - 128 (xs8 = 8 sum x) */
-			s = _mm512_sub_epi32(s, _mm512_set1_epi32(wt == DTYPE_Q8_0 ? 16 * xs[k][b]
-										: xs[k][b]));
-			acc[k] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s),
-						 _mm512_mul_ps(dw, _mm512_set1_ps(xd[k][b])), acc[k]);
+			for (size_t off = 0; off < QV_ROWS * bs; off += 64)
+				_mm_prefetch(next + j * QV_ROWS * bs + off, _MM_HINT_T1);
 		}
+		QV_UNROLL
+		for (int c = 0; c < 8; c++)
+			u[c] = _mm512_load_si512(&p->u[j][c]);
+		QV_UNROLL
+		for (int k = 0; k < T; k++)
+			acc[k] = qv__dot(wt, u, dw, x[k][j].qs, xd[k][j], xs[k][j], acc[k],
+					 T <= 4 ? 2 : 1);
 	}
 	QV_UNROLL
 	for (int k = 0; k < T; k++)
@@ -95,6 +199,13 @@ QV_INLINE void qv__tile(uint32_t wt, const struct kern_gemm_args *a, size_t o, s
 						   size_t t)                                 \
 	{                                                                                \
 		qv__tile(wt, a, o, t, T);                                                \
+	}
+#define QV_PANEL_FN(name, wt, T)                                                         \
+	static __attribute__((noinline)) void name(const struct kern_gemm_args *a,        \
+						   const struct qv_panel *p, size_t o,    \
+						   size_t t, size_t b0, size_t n)         \
+	{                                                                                \
+		qv__tile_p(wt, a, p, o, t, b0, n, T);                                    \
 	}
 QV_TILE_FN(qv__q8_1, DTYPE_Q8_0, 1)
 QV_TILE_FN(qv__q8_2, DTYPE_Q8_0, 2)
@@ -112,44 +223,76 @@ QV_TILE_FN(qv__q4_5, DTYPE_Q4_0, 5)
 QV_TILE_FN(qv__q4_6, DTYPE_Q4_0, 6)
 QV_TILE_FN(qv__q4_7, DTYPE_Q4_0, 7)
 QV_TILE_FN(qv__q4_8, DTYPE_Q4_0, 8)
+QV_PANEL_FN(qv__p8_1, DTYPE_Q8_0, 1)
+QV_PANEL_FN(qv__p8_2, DTYPE_Q8_0, 2)
+QV_PANEL_FN(qv__p8_3, DTYPE_Q8_0, 3)
+QV_PANEL_FN(qv__p8_4, DTYPE_Q8_0, 4)
+QV_PANEL_FN(qv__p8_5, DTYPE_Q8_0, 5)
+QV_PANEL_FN(qv__p8_6, DTYPE_Q8_0, 6)
+QV_PANEL_FN(qv__p8_7, DTYPE_Q8_0, 7)
+QV_PANEL_FN(qv__p8_8, DTYPE_Q8_0, 8)
+QV_PANEL_FN(qv__p4_1, DTYPE_Q4_0, 1)
+QV_PANEL_FN(qv__p4_2, DTYPE_Q4_0, 2)
+QV_PANEL_FN(qv__p4_3, DTYPE_Q4_0, 3)
+QV_PANEL_FN(qv__p4_4, DTYPE_Q4_0, 4)
+QV_PANEL_FN(qv__p4_5, DTYPE_Q4_0, 5)
+QV_PANEL_FN(qv__p4_6, DTYPE_Q4_0, 6)
+QV_PANEL_FN(qv__p4_7, DTYPE_Q4_0, 7)
+QV_PANEL_FN(qv__p4_8, DTYPE_Q4_0, 8)
 
 typedef void (*qv_tile_fn)(const struct kern_gemm_args *a, size_t o, size_t t);
+typedef void (*qv_panel_fn)(const struct kern_gemm_args *a, const struct qv_panel *p, size_t o,
+			    size_t t, size_t b0, size_t n);
 
 static const qv_tile_fn qv__q8[QV_TOK + 1] = {NULL,     qv__q8_1, qv__q8_2, qv__q8_3, qv__q8_4,
 						 qv__q8_5, qv__q8_6, qv__q8_7, qv__q8_8};
 static const qv_tile_fn qv__q4[QV_TOK + 1] = {NULL,     qv__q4_1, qv__q4_2, qv__q4_3, qv__q4_4,
 						 qv__q4_5, qv__q4_6, qv__q4_7, qv__q4_8};
+static const qv_panel_fn qv__p8[QV_TOK + 1] = {NULL,     qv__p8_1, qv__p8_2, qv__p8_3, qv__p8_4,
+						  qv__p8_5, qv__p8_6, qv__p8_7, qv__p8_8};
+static const qv_panel_fn qv__p4[QV_TOK + 1] = {NULL,     qv__p4_1, qv__p4_2, qv__p4_3, qv__p4_4,
+						  qv__p4_5, qv__p4_6, qv__p4_7, qv__p4_8};
 
-static void qv__gemm(const qv_tile_fn *fn, kern_gemm_fn avx2, const struct kern_gemm_args *a,
-		     size_t o0, size_t o1)
+static void qv__gemm(uint32_t wt, const qv_tile_fn *fn, const qv_panel_fn *pfn,
+		     kern_gemm_fn avx2, const struct kern_gemm_args *a, size_t o0, size_t o1)
 {
+	const size_t nb = a->n_in / KERN_QK;
 	size_t o = o0;
 
-	/* One token: the AVX2 GEMV, 8 rows a tile, was ~10% faster in
-	 * cache on a Zen 5 than a 16-row tile (the weights' unpacking is not
-	 * shared by several tokens there), and is the same bit for bit. */
-	if (a->n_tok == 1) {
-		avx2(a, o0, o1);
-		return;
+	/* One token too: with the next tile prefetched into L2, a 16-row
+	 * tile streamed the TinyLlama decode step in 24 ms of CPU where the
+	 * AVX2 GEMV took 33-35 (Zen 4, one thread; in cache on a Zen 5 the
+	 * GEMV had been ~10% faster). Same bits either way. */
+	if (a->n_tok <= QV_TOK) {
+		/* one group: stream the weights straight from their layout */
+		for (; o + QV_ROWS <= o1; o += QV_ROWS)
+			fn[a->n_tok](a, o, 0);
+	} else {
+		/* Row tiles outside, K chunks, token groups inside: a tile's
+		 * weights come from memory and are unpacked once for all. */
+		struct qv_panel p __attribute__((aligned(64)));
+
+		for (; o + QV_ROWS <= o1; o += QV_ROWS)
+			for (size_t b0 = 0; b0 < nb; b0 += QV_KC) {
+				size_t n = nb - b0 < QV_KC ? nb - b0 : QV_KC;
+				qv__pack(wt, a, o, b0, n, &p);
+				for (size_t t = 0; t < a->n_tok; t += QV_TOK) {
+					size_t g = a->n_tok - t < QV_TOK ? a->n_tok - t : QV_TOK;
+					pfn[g](a, &p, o, t, b0, n);
+				}
+			}
 	}
-	/* Row tiles outside, token groups inside: a tile's weights come from
-	 * memory once and from L1/L2 for the next group of tokens. */
-	for (; o + QV_ROWS <= o1; o += QV_ROWS)
-		for (size_t t = 0; t < a->n_tok; t += QV_TOK) {
-			size_t n = a->n_tok - t < QV_TOK ? a->n_tok - t : QV_TOK;
-			fn[n](a, o, t);
-		}
 	if (o < o1)
 		avx2(a, o, o1);
 }
 
 void kern_avx512_gemm_q8_0(const struct kern_gemm_args *a, size_t o0, size_t o1)
 {
-	qv__gemm(qv__q8, kern_ops_avx2.gemm[DTYPE_Q8_0], a, o0, o1);
+	qv__gemm(DTYPE_Q8_0, qv__q8, qv__p8, kern_ops_avx2.gemm[DTYPE_Q8_0], a, o0, o1);
 }
 
 void kern_avx512_gemm_q4_0(const struct kern_gemm_args *a, size_t o0, size_t o1)
 {
-	qv__gemm(qv__q4, kern_ops_avx2.gemm[DTYPE_Q4_0], a, o0, o1);
+	qv__gemm(DTYPE_Q4_0, qv__q4, qv__p4, kern_ops_avx2.gemm[DTYPE_Q4_0], a, o0, o1);
 }
 #endif
