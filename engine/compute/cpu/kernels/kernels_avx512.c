@@ -211,10 +211,5 @@ const struct kern_ops kern_ops_avx512 = {
 			[DTYPE_Q8_0] = kern_avx512_gemm_q8_0,
 			[DTYPE_Q4_0] = kern_avx512_gemm_q4_0,
 		},
-	.gemv =
-		{
-			[DTYPE_Q8_0] = kern_avx512_gemv_q8_0,
-			[DTYPE_Q4_0] = kern_avx512_gemv_q4_0,
-		},
 };
 #endif
