@@ -141,6 +141,20 @@ START_TEST(runtime_errors_name_what_is_wrong)
 }
 END_TEST
 
+/* Found by fuzz_jinja: a namespace (or list) that holds itself sent
+ * tojson and printing into unbounded recursion (a stack overflow). */
+START_TEST(values_that_hold_themselves_fail_instead_of_recursing)
+{
+	expect_fail("{% set ns = namespace(x=0) %}{% set ns.x = ns %}{{ ns | tojson }}", "{}",
+		    EMBER_ERANGE, "nested more than");
+	expect_fail("{% set ns = namespace(x=0) %}{% set ns.x = ns %}{{ ns }}", "{}", EMBER_ERANGE,
+		    "contains itself");
+	expect("{% set ns = namespace(x=[1, [2]]) %}{{ ns.x | tojson }}", "{}", "[1, [2]]");
+	/* an empty string concatenated (UBSan: memcpy from NULL) */
+	expect("{{ '' ~ '' }}|{{ '' + 'a' }}", "{}", "|a");
+}
+END_TEST
+
 START_TEST(hostile_templates_hit_limits_not_the_stack_or_the_heap)
 {
 	char *deep = malloc(100016);
@@ -231,6 +245,7 @@ Suite *suite_jinja(void)
 	tcase_add_test(tc, malformed_templates_are_refused_with_a_line);
 	tcase_add_test(tc, runtime_errors_name_what_is_wrong);
 	tcase_add_test(tc, hostile_templates_hit_limits_not_the_stack_or_the_heap);
+	tcase_add_test(tc, values_that_hold_themselves_fail_instead_of_recursing);
 	tcase_add_test(tc, context_strings_keep_nul_and_unicode_escapes);
 	tcase_add_test(tc, strftime_now_gives_the_local_date);
 	suite_add_tcase(s, tc);

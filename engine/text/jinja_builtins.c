@@ -156,7 +156,7 @@ static struct jval str_replace(struct jctx *c, struct jval s, struct jval from, 
 		jbuf_put(&b, p, (size_t)(end - p));
 	}
 	if (b.oom)
-		jalloc(c, (size_t)-1);
+		jbuf_fail(c, &b);
 	return jv_str(b.p, b.n);
 }
 
@@ -197,7 +197,7 @@ static struct jval str_format(struct jctx *c, struct jval s, struct jargs *a)
 		}
 	}
 	if (b.oom)
-		jalloc(c, (size_t)-1);
+		jbuf_fail(c, &b);
 	return jv_str(b.p, b.n);
 }
 
@@ -219,7 +219,7 @@ static struct jval join(struct jctx *c, struct jval l, struct jval sep, struct j
 		jv_to_text(&b, v);
 	}
 	if (b.oom)
-		jalloc(c, (size_t)-1);
+		jbuf_fail(c, &b);
 	return jv_str(b.p, b.n);
 }
 
@@ -467,7 +467,7 @@ struct jval jfilter_apply(struct jctx *c, struct jscope *s, const char *name, si
 		jbuf_put(&b, "", 0);
 		jv_to_json(&b, v, ind.t == JT_INT && ind.u.i > 0 && ind.u.i < 64 ? (int)ind.u.i : 0, 0);
 		if (b.oom)
-			jalloc(c, (size_t)-1);
+			jbuf_fail(c, &b);
 		return jv_str(b.p, b.n);
 	}
 	if (NAME_IS("join"))
@@ -618,7 +618,7 @@ struct jval jfilter_apply(struct jctx *c, struct jscope *s, const char *name, si
 			jbuf_putc(&b, v.u.s.p[i]);
 		}
 		if (b.oom)
-			jalloc(c, (size_t)-1);
+			jbuf_fail(c, &b);
 		return jv_str(b.p, b.n);
 	}
 	jfail(c, EMBER_EUNSUPPORTED, "unknown filter '%.*s'", (int)n, name);

@@ -42,6 +42,15 @@ void *jalloc(struct jctx *c, size_t n)
 	return p;
 }
 
+void jbuf_fail(struct jctx *c, const struct jbuf *b)
+{
+	if (b->deep)
+		jfail(c, EMBER_ERANGE, "a value nested more than %d levels deep (a list or namespace that contains itself?)",
+		      JINJA_DEPTH_MAX);
+	jalloc(c, (size_t)-1);
+	jfail(c, EMBER_ERANGE, "template render exceeds %u MiB", JINJA_MEM_MAX >> 20);
+}
+
 struct jval jv_strdup(struct jctx *c, const char *s, size_t n)
 {
 	char *p = jalloc(c, n + 1);
@@ -58,7 +67,7 @@ struct jval jv_stringify(struct jctx *c, struct jval v)
 		return v;
 	jv_to_text(&b, v);
 	if (b.oom)
-		jalloc(c, (size_t)-1);
+		jbuf_fail(c, &b);
 	return jv_str(b.p ? b.p : "", b.n);
 }
 
@@ -201,7 +210,7 @@ static struct jval eval_slice(struct jctx *c, struct jscope *s, const struct jno
 	for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step)
 		jbuf_putc(&b, obj.u.s.p[i]);
 	if (b.oom)
-		jalloc(c, (size_t)-1);
+		jbuf_fail(c, &b);
 	return jv_str(b.p ? b.p : "", b.n);
 }
 
@@ -239,8 +248,11 @@ static struct jval as_text(struct jctx *c, struct jval v, int line)
 static struct jval concat(struct jctx *c, struct jval x, struct jval y)
 {
 	char *p = jalloc(c, x.u.s.n + y.u.s.n + 1);
-	memcpy(p, x.u.s.p, x.u.s.n);
-	memcpy(p + x.u.s.n, y.u.s.p, y.u.s.n);
+	/* an empty string may have no bytes at all (p NULL) */
+	if (x.u.s.n)
+		memcpy(p, x.u.s.p, x.u.s.n);
+	if (y.u.s.n)
+		memcpy(p + x.u.s.n, y.u.s.p, y.u.s.n);
 	return jv_str(p, x.u.s.n + y.u.s.n);
 }
 
@@ -464,7 +476,7 @@ static struct jval render_block(struct jctx *c, struct jscope *s, const struct j
 	jbuf_put(&b, "", 0);
 	exec_list(c, s, body, &b);
 	if (b.oom)
-		jalloc(c, (size_t)-1);
+		jbuf_fail(c, &b);
 	return jv_str(b.p ? b.p : "", b.n);
 }
 
@@ -644,7 +656,7 @@ static int exec_list(struct jctx *c, struct jscope *s, const struct jnode *n, st
 			jfail(c, EMBER_ETYPE, "line %d: not a statement", n->line);
 		}
 		if (out->oom)
-			jalloc(c, (size_t)-1);
+			jbuf_fail(c, out);
 	}
 	c->depth--;
 	return flow;
@@ -717,7 +729,7 @@ int jinja_render(const struct jinja_template *t, const char *context_json, size_
 	 * macro bodies (whose scope's parent is the root) can see them. */
 	exec_list(c, c->root, t->body, &b);
 	if (b.oom)
-		jalloc(c, (size_t)-1);
+		jbuf_fail(c, &b);
 	if (!(*out = malloc(b.n + 1))) {
 		rc = EMBER_ENOMEM;
 		if (err)

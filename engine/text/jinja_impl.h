@@ -152,6 +152,7 @@ struct jbuf {
 	char *p;
 	size_t n, cap;
 	int oom;
+	int deep; /* jv_to_json met nesting past JINJA_DEPTH_MAX (a cycle); oom set too */
 };
 
 void jbuf_put(struct jbuf *b, const char *s, size_t n);
@@ -212,6 +213,9 @@ struct jctx {
 };
 
 _Noreturn void jfail(struct jctx *c, int rc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Fails the render for a buffer whose writes stopped (b->oom): too deep a
+ * value (a list or namespace holding itself) or the memory limit. */
+_Noreturn void jbuf_fail(struct jctx *c, const struct jbuf *b);
 /* Arena allocation that fails the render when out of memory. */
 void *jalloc(struct jctx *c, size_t n);
 /* Copies of s into the arena. */

@@ -571,6 +571,12 @@ static void jw_indent(struct jbuf *b, int indent, int depth)
 
 void jv_to_json(struct jbuf *b, struct jval v, int indent, int depth)
 {
+	/* Values can hold themselves ({% set ns.x = ns %}, list.append(list)):
+	 * stop at the nesting limit instead of recursing for ever. */
+	if (depth > JINJA_DEPTH_MAX) {
+		b->deep = b->oom = 1;
+		return;
+	}
 	char tmp[32];
 	const char *sep = indent > 0 ? "," : ", ";
 
