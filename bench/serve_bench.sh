@@ -92,6 +92,71 @@ start_server() { # ember|llama
 	exit 1
 }
 
+# The scheduler's per-phase account of the last run (the /metrics
+# deltas around it): where the wall time went, beside the ideal
+# n*p + MAX_TOKENS*d_n (p: one prompt's prefill, from the 1-stream run's
+# account; d_n: a decode step of n sequences, from this run's). Appended
+# to the run's JSON line as "account".
+account() { # streams runs-file
+	$PY - "$work/m0" "$work/m1" "$1" "$2" "$work/p1" "$MAX_TOKENS" <<'PYEOF'
+import json, re, sys
+def scrape(path):
+    m = {}
+    for line in open(path):
+        r = re.match(r'^(\w+)(\{[^}]*\})? (\S+)$', line.strip())
+        if r:
+            m[r.group(1) + (r.group(2) or "")] = float(r.group(3))
+    return m
+a, b = scrape(sys.argv[1]), scrape(sys.argv[2])
+n, runs, p1, gen = int(sys.argv[3]), sys.argv[4], sys.argv[5], int(sys.argv[6])
+d = {k: b[k] - a.get(k, 0) for k in b}
+st = lambda ph: d.get('ember_engine_step_seconds_total{phase="%s"}' % ph, 0)
+lines = open(runs).read().splitlines()
+j = json.loads(lines[-1])
+busy = sum(st(ph) for ph in ("prefill", "mixed", "decode", "emit", "between"))
+ks = {k: (d.get('ember_engine_decode_steps_total{batch="%d"}' % k, 0),
+          d.get('ember_engine_decode_step_seconds_total{batch="%d"}' % k, 0)) for k in range(1, 17)}
+acc = {"wall_s": j["wall_s"], "steps": d.get("ember_engine_steps_total", 0),
+       "prefill_steps": d.get("ember_engine_prefill_steps_total", 0),
+       "prompt_tokens": d.get("ember_engine_prefill_tokens_total", 0),
+       "decode_tokens": d.get("ember_engine_decode_tokens_total", 0),
+       "partial_steps": d.get("ember_engine_partial_steps_total", 0),
+       "left_out": d.get("ember_engine_left_out_total", 0),
+       "busy_s": busy, "outside_s": j["wall_s"] - busy}
+for ph in ("prefill", "mixed", "decode", "emit", "between"):
+    acc[ph + "_s"] = st(ph)
+acc["decode_by_batch"] = {k: [int(c), s] for k, (c, s) in ks.items() if c}
+if n == 1 and acc["prompt_tokens"] > 0:
+    # p: the prompt's prefill (in prefill-only passes), d1: a 1-sequence step
+    c1, s1 = ks[1]
+    open(p1, "w").write(json.dumps({"p": acc["prefill_s"] + acc["mixed_s"],
+                                    "d1": s1 / c1 if c1 else 0}))
+try:
+    ref = json.load(open(p1))
+except (OSError, ValueError):
+    ref = None
+cn, sn = ks[min(n, 16)]
+if ref and cn:
+    dn = sn / cn
+    acc["ideal_s"] = n * ref["p"] + gen * dn
+    t1 = ref["p"] + gen * ref["d1"]
+    acc["bound_x"] = n * t1 / acc["ideal_s"]
+print("    account: wall %.2f s = engine %.2f s (prefill %.2f, mixed %.2f, decode %.2f, emit %.3f,"
+      " between %.3f) + outside the steps %.2f s; %d steps (%d with prompt tokens, %d partial,"
+      " %d sequence-steps left out); decode-only steps by batch: %s%s" % (
+      acc["wall_s"], busy, acc["prefill_s"], acc["mixed_s"], acc["decode_s"], acc["emit_s"],
+      acc["between_s"], acc["outside_s"], acc["steps"], acc["prefill_steps"],
+      acc["partial_steps"], acc["left_out"],
+      " ".join("%d:%dx%.1fms" % (k, c, 1000 * s / c) for k, (c, s) in ks.items() if c),
+      "; ideal %d*p + %d*d%d = %.2f s (p %.3f s, d%d %.1f ms): ideal ratio to 1 stream %.2fx" % (
+          n, gen, n, acc["ideal_s"], ref["p"], n, 1000 * dn, acc["bound_x"]) if "ideal_s" in acc else ""),
+      file=sys.stderr)
+j["account"] = acc
+lines[-1] = json.dumps(j)
+open(runs, "w").write("\n".join(lines) + "\n")
+PYEOF
+}
+
 stop_server() {
 	kill -TERM "$pid"
 	wait "$pid" || true
@@ -109,8 +174,13 @@ for n in $STREAMS; do
 		runs=$work/runs.$srv.$n
 		: >"$runs"
 		for r in $(seq 1 "$REPEAT"); do
+			[ "$srv" = ember ] && curl -s "http://127.0.0.1:$port/metrics" >"$work/m0"
 			"$build/loadgen" --port "$port" -c "$n" -n 1 -p "$PROMPT" -m "$MAX_TOKENS" \
 				--endpoint "$ENDPOINT" -t 900 --json >>"$runs" || true
+			if [ "$srv" = ember ]; then
+				curl -s "http://127.0.0.1:$port/metrics" >"$work/m1"
+				account "$n" "$runs"
+			fi
 			echo "  $srv streams $n run $r: $(tail -n 1 "$runs" | $PY -c 'import json,sys; j=json.load(sys.stdin); print("%.2f tok/s, TTFT mean %.2f s, %d tokens, %d ok, %d errors" % (j["aggregate_tps"], j["ttft_mean_s"], j["completion_tokens"], j["ok"], j["errors"]))')" >&2
 		done
 		hwm=$(vm VmHWM)

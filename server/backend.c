@@ -290,6 +290,7 @@ void backend_refresh_metrics(struct backend *b)
 	metrics_set_slots_busy(b->metrics, st.slots_busy);
 	metrics_set_kv_cache_bytes(b->metrics, (int64_t)st.kv_bytes);
 	metrics_set_engine_counts(b->metrics, st.steps, st.prefill_tokens, st.decode_tokens);
+	metrics_set_engine_account(b->metrics, &st);
 }
 
 /* ---- requests ------------------------------------------------------------ */

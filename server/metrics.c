@@ -21,6 +21,11 @@ void metrics_init(struct metrics *m)
 	atomic_init(&m->engine_decode_tokens, 0);
 }
 
+void metrics_set_engine_account(struct metrics *m, const struct engine_stats *st)
+{
+	m->account = *st;
+}
+
 static void observe(struct metrics_histogram *h, double v)
 {
 	size_t i = 0;
@@ -115,6 +120,44 @@ static void write_gauge(FILE *f, const char *name, const char *help,
 		name, v);
 }
 
+/* The per-phase account: where the workers' time went (engine.h). */
+static void write_account(FILE *f, const struct engine_stats *a)
+{
+	const char *phase[] = {"prefill", "mixed", "decode", "emit", "between"};
+	const double secs[] = {a->prefill_s, a->mixed_s, a->decode_s, a->emit_s, a->between_s};
+	size_t i;
+
+	fputs("# HELP ember_engine_step_seconds_total Worker time by phase: passes with "
+	      "prompt tokens only (prefill), with prompt and decode tokens (mixed), decode "
+	      "only (decode); sampling and delivering tokens (emit); between steps while "
+	      "busy (between).\n# TYPE ember_engine_step_seconds_total counter\n", f);
+	for (i = 0; i < sizeof(secs) / sizeof(secs[0]); i++)
+		fprintf(f, "ember_engine_step_seconds_total{phase=\"%s\"} %.6f\n", phase[i],
+			secs[i]);
+	fputs("# HELP ember_engine_decode_steps_total Decode-only passes by the sequences "
+	      "in them (16: 16 or more).\n# TYPE ember_engine_decode_steps_total counter\n", f);
+	for (i = 1; i <= ENGINE_STATS_BATCH; i++)
+		fprintf(f, "ember_engine_decode_steps_total{batch=\"%zu\"} %llu\n", i,
+			(unsigned long long)a->decode_steps[i]);
+	fputs("# HELP ember_engine_decode_step_seconds_total Time in decode-only passes by "
+	      "the sequences in them.\n# TYPE ember_engine_decode_step_seconds_total counter\n",
+	      f);
+	for (i = 1; i <= ENGINE_STATS_BATCH; i++)
+		fprintf(f, "ember_engine_decode_step_seconds_total{batch=\"%zu\"} %.6f\n", i,
+			a->decode_steps_s[i]);
+	fprintf(f, "# HELP ember_engine_partial_steps_total Steps that ran while a busy "
+		"sequence was not in them.\n# TYPE ember_engine_partial_steps_total counter\n"
+		"ember_engine_partial_steps_total %llu\n"
+		"# HELP ember_engine_left_out_total Busy sequences left out of steps, summed "
+		"over steps.\n# TYPE ember_engine_left_out_total counter\n"
+		"ember_engine_left_out_total %llu\n"
+		"# HELP ember_engine_prefill_steps_total Passes that carried prompt tokens.\n"
+		"# TYPE ember_engine_prefill_steps_total counter\n"
+		"ember_engine_prefill_steps_total %llu\n",
+		(unsigned long long)a->partial_steps, (unsigned long long)a->left_out,
+		(unsigned long long)a->prefill_steps);
+}
+
 char *metrics_render(struct metrics *m, size_t *len)
 {
 	char *out = NULL;
@@ -172,6 +215,7 @@ char *metrics_render(struct metrics *m, size_t *len)
 		(unsigned long long)atomic_load(&m->engine_steps),
 		(unsigned long long)atomic_load(&m->engine_prefill_tokens),
 		(unsigned long long)atomic_load(&m->engine_decode_tokens));
+	write_account(f, &m->account);
 	if (fclose(f) != 0) {
 		free(out);
 		return NULL;

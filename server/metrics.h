@@ -15,6 +15,13 @@
  *   ember_engine_decode_tokens_total        counters (the engine's own:
  *                                           forward passes, prompt tokens
  *                                           evaluated, tokens decoded)
+ *   ember_engine_step_seconds_total{phase}, counters: the scheduler's
+ *   ember_engine_decode_steps_total{batch}, per-phase account (engine.h
+ *   ember_engine_decode_step_seconds_total{batch},   engine_stats): time in
+ *   ember_engine_partial_steps_total,       passes by kind, emitting,
+ *   ember_engine_left_out_total             between steps; decode-only
+ *                                           steps by sequences; steps
+ *                                           that left busy sequences out
  *
  * Threads: the loop thread owns the counters and histograms (it sees every
  * request finish); the engine-side gauges are atomics that any thread may
@@ -27,6 +34,8 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "engine.h"
 
 #define METRICS_NBUCKETS 14  /* upper bounds in metrics.c, then +Inf */
 #define METRICS_MAX_SERIES 64
@@ -55,6 +64,7 @@ struct metrics {
 	uint64_t streams_unread;   /* streams cancelled: stream_buffer_kb unread */
 	struct metrics_histogram ttft;
 	struct metrics_histogram duration;
+	struct engine_stats account; /* the per-phase account's fields */
 	/* any thread */
 	_Atomic int64_t queue_depth;
 	_Atomic int64_t slots_busy;
@@ -83,6 +93,10 @@ void metrics_set_kv_cache_bytes(struct metrics *m, int64_t n);
 /* The engine's counters (engine_stats): steps, prefill and decode tokens. */
 void metrics_set_engine_counts(struct metrics *m, uint64_t steps, uint64_t prefill,
 			       uint64_t decode);
+
+/* The scheduler's per-phase account (engine_stats' seconds and step
+ * counts), copied from `st`. Loop thread. */
+void metrics_set_engine_account(struct metrics *m, const struct engine_stats *st);
 
 /* Renders the exposition text. Returns a malloc'd NUL-terminated string
  * (length in *len) the caller frees, or NULL when out of memory. */

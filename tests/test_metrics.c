@@ -38,6 +38,38 @@ START_TEST(counters_histograms_and_gauges_render)
 }
 END_TEST
 
+START_TEST(the_step_account_renders)
+{
+	struct engine_stats st = {0};
+	struct metrics m;
+	char *t;
+
+	metrics_init(&m);
+	st.prefill_s = 0.5;
+	st.decode_s = 2.25;
+	st.between_s = 0.125;
+	st.decode_steps[8] = 57;
+	st.decode_steps_s[8] = 2.0;
+	st.decode_steps[ENGINE_STATS_BATCH] = 3;
+	st.partial_steps = 4;
+	st.left_out = 10;
+	st.prefill_steps = 7;
+	metrics_set_engine_account(&m, &st);
+	t = metrics_render(&m, NULL);
+	ck_assert_ptr_nonnull(t);
+	ck_assert_ptr_nonnull(strstr(t, "ember_engine_step_seconds_total{phase=\"prefill\"} 0.500000\n"));
+	ck_assert_ptr_nonnull(strstr(t, "ember_engine_step_seconds_total{phase=\"decode\"} 2.250000\n"));
+	ck_assert_ptr_nonnull(strstr(t, "ember_engine_step_seconds_total{phase=\"between\"} 0.125000\n"));
+	ck_assert_ptr_nonnull(strstr(t, "ember_engine_decode_steps_total{batch=\"8\"} 57\n"));
+	ck_assert_ptr_nonnull(strstr(t, "ember_engine_decode_step_seconds_total{batch=\"8\"} 2.000000\n"));
+	ck_assert_ptr_nonnull(strstr(t, "ember_engine_decode_steps_total{batch=\"16\"} 3\n"));
+	ck_assert_ptr_nonnull(strstr(t, "ember_engine_partial_steps_total 4\n"));
+	ck_assert_ptr_nonnull(strstr(t, "ember_engine_left_out_total 10\n"));
+	ck_assert_ptr_nonnull(strstr(t, "ember_engine_prefill_steps_total 7\n"));
+	free(t);
+}
+END_TEST
+
 START_TEST(series_are_bounded)
 {
 	static const char *names[] = {"a", "b", "c", "d"};
@@ -59,6 +91,7 @@ Suite *suite_metrics(void)
 
 	tcase_add_test(tc, counters_histograms_and_gauges_render);
 	tcase_add_test(tc, series_are_bounded);
+	tcase_add_test(tc, the_step_account_renders);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -219,9 +219,10 @@ START_TEST(a_long_prompt_costs_running_streams_one_chunk_per_step)
 {
 	const uint32_t B = 64, chunk2 = B / 3; /* two streams decode: B / (1 + 2) */
 	struct sink a, b, l;
-	struct engine_stats st0;
+	struct engine_stats st0, st1;
 	struct engine *e = engine(4, B);
-	uint64_t steps, p;
+	uint64_t steps, p, n;
+	uint32_t k;
 
 	sink_init(&a);
 	sink_init(&b);
@@ -253,6 +254,16 @@ START_TEST(a_long_prompt_costs_running_streams_one_chunk_per_step)
 	sink_wait(&b);
 	ck_assert_int_eq(a.res.finish, ENGINE_FINISH_LENGTH);
 	ck_assert_int_eq(b.res.finish, ENGINE_FINISH_LENGTH);
+	/* The per-phase account counts every step once: the decode-only ones
+	 * by batch size (the two streams together, alone before and after
+	 * the long prompt), the others as prefill or mixed. */
+	engine_stats(e, &st1);
+	for (k = 1, n = 0; k <= ENGINE_STATS_BATCH; k++)
+		n += st1.decode_steps[k];
+	ck_assert_uint_eq(n, st1.steps - st1.prefill_steps);
+	ck_assert_uint_gt(st1.decode_steps[2], 0);
+	ck_assert(st1.mixed_s > 0 && st1.decode_s > 0 && st1.decode_steps_s[2] > 0);
+	ck_assert(st1.emit_s >= 0 && st1.between_s >= 0);
 	engine_free(e);
 	sink_destroy(&a);
 	sink_destroy(&b);

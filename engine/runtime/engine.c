@@ -303,7 +303,7 @@ void engine_cancel_all(struct engine *e)
 
 void engine_stats(struct engine *e, struct engine_stats *st)
 {
-	uint32_t w;
+	uint32_t w, k;
 
 	memset(st, 0, sizeof(*st));
 	pthread_mutex_lock(&e->lock);
@@ -322,6 +322,17 @@ void engine_stats(struct engine *e, struct engine_stats *st)
 		st->prefill_steps += wk->n_prefill_steps;
 		if (wk->max_chunk > st->max_chunk)
 			st->max_chunk = wk->max_chunk;
+		st->prefill_s += wk->t_prefill;
+		st->mixed_s += wk->t_mixed;
+		st->decode_s += wk->t_decode;
+		st->emit_s += wk->t_emit;
+		st->between_s += wk->t_between;
+		for (k = 0; k <= ENGINE_STATS_BATCH; k++) {
+			st->decode_steps[k] += wk->n_dec_k[k];
+			st->decode_steps_s[k] += wk->t_dec_k[k];
+		}
+		st->partial_steps += wk->n_partial;
+		st->left_out += wk->n_left_out;
 	}
 	st->sessions = e->n_sessions;
 	st->requests_done = e->requests_done;

@@ -258,6 +258,8 @@ struct engine_request {
 	void *data;                /* passed to the callbacks */
 };
 
+#define ENGINE_STATS_BATCH 16
+
 struct engine_stats {
 	uint32_t queue_depth;      /* requests waiting for a slot */
 	uint32_t slots_busy;       /* sequences running, all workers */
@@ -274,6 +276,23 @@ struct engine_stats {
 	uint64_t decode_tokens;    /* generated tokens evaluated (decoded) */
 	uint64_t prefill_steps;    /* steps that carried prompt tokens */
 	uint32_t max_chunk;        /* most prompt tokens in a step that also decoded */
+	/* The per-phase account of the workers' time (seconds, all workers),
+	 * to compare a serving run with its ideal (scheduler.c): */
+	double prefill_s;          /* passes with prompt tokens only */
+	double mixed_s;            /* passes with prompt and decode tokens */
+	double decode_s;           /* passes with decode tokens only */
+	double emit_s;             /* sampling and delivering the steps' tokens */
+	double between_s;          /* from one step's end to the next pass while
+				    * sequences were busy: admission, caches,
+				    * prefix copies (idle time is not counted) */
+	/* Decode-only passes by the sequences in them, [k] for k sequences
+	 * (the last entry: ENGINE_STATS_BATCH or more): count and seconds. */
+	uint64_t decode_steps[ENGINE_STATS_BATCH + 1];
+	double decode_steps_s[ENGINE_STATS_BATCH + 1];
+	/* Steps that ran while a busy sequence was not in them (a prompt
+	 * waiting for its turn, a cache or its start), and the sum over
+	 * steps of such sequences. */
+	uint64_t partial_steps, left_out;
 };
 
 struct engine_session_opts {

@@ -145,6 +145,11 @@ struct worker {
 	/* engine_stats counters (lock held to write and read) */
 	uint64_t n_steps, n_prefill_tok, n_decode_tok, n_prefill_steps;
 	uint32_t max_chunk;
+	double t_prefill, t_mixed, t_decode, t_emit, t_between;
+	uint64_t n_dec_k[ENGINE_STATS_BATCH + 1];
+	double t_dec_k[ENGINE_STATS_BATCH + 1];
+	uint64_t n_partial, n_left_out;
+	double t_step_end;         /* the last step's end while busy, else 0 */
 };
 
 struct engine {

@@ -42,6 +42,32 @@
  *    aggregate decode rate grows with d as far as the small-batch kernels
  *    allow; small chunks cost prefill little since t_w is shared.
  *
+ * What k streams can gain over one (issue 18's "8 streams >= 4x one").
+ * Let p be one prompt's prefill and d_k a decode step of k sequences. One
+ * stream of G generated tokens takes T1 = p + G * d1. k streams take at
+ * least Tk = k * p + G * d_k: prefill is compute-bound, so prompts
+ * prefilled together cost no less per token, and every stream needs G
+ * steps. The aggregate gain is therefore bounded by the serial prefill:
+ *
+ *     k * T1 / Tk  <=  k * (p + G * d1) / (k * p + G * d_k)
+ *
+ * Measured on 2 Zen 4 vCPUs (EPYC, AVX-512 VNNI; TinyLlama Q4_0, 2
+ * threads, quiet machine; bench/forward_step best ms and pp512): P = 100
+ * prompt tokens, G = 64, p = 100 / 255 tok/s = 0.39 s, d1 = 21.1 ms,
+ * d8 = 40 ms: T1 = 0.39 + 1.35 = 1.74 s, T8 >= 3.14 + 2.56 = 5.70 s, so
+ * 8 streams can give at most 8 * 1.74 / 5.70 = 2.45x one stream; even
+ * with batching for free (d8 = d1) 8 * 1.74 / (3.14 + 1.35) = 3.1x. 4x
+ * needs 24 p <= 512 d1 - 256 d8: p <= 23 ms with these steps (a 4,300
+ * tok/s prefill), p <= 0.23 s even with d8 = d1. So at this prompt to
+ * output ratio the target is out of reach for any schedule; what the
+ * schedule controls is how close a run comes to k * p + G * d_k. Mixed
+ * steps come slightly under it (decode tokens riding a prompt chunk share
+ * its weight read), partial steps, a late start and a ragged tail (the
+ * last streams decoding in small batches) go over it. The per-phase
+ * account in engine_stats (and /metrics, printed by bench/serve_bench.sh)
+ * splits a run's time into prefill, mixed and decode passes (these by
+ * batch size), emitting and the gaps between steps, to compare.
+ *
  * Several choices (n > 1): admission reserves n slots at once; the first
  * prefills the prompt, the others wait (SEQ_FORK). When its prompt's
  * logits come out, each waiting choice copies the prompt's KV cache
@@ -590,10 +616,49 @@ static void fork_choices(struct worker *w, struct seq *lead, const float *logits
  * budget (*emb and *emb_n: its slot and tokens, run by run_embed after
  * the pass; they count among the step's prompt tokens).
  */
+/* Lock held: adds one step to the worker's per-phase account
+ * (engine_stats): the pass from t0 to t1 with n_gen generated and
+ * n_prompt prompt tokens, n_dec sequences decoding, n_left busy
+ * sequences not in it. */
+static void account_step(struct worker *w, double t0, double t1, uint32_t n_gen,
+			 uint32_t n_prompt, uint32_t n_dec, uint32_t n_left)
+{
+	uint32_t k = n_dec < ENGINE_STATS_BATCH ? n_dec : ENGINE_STATS_BATCH;
+
+	if (w->t_step_end > 0 && t0 > w->t_step_end)
+		w->t_between += t0 - w->t_step_end;
+	if (n_gen > 0 && n_prompt > 0) {
+		w->t_mixed += t1 - t0;
+	} else if (n_gen > 0) {
+		w->t_decode += t1 - t0;
+		w->n_dec_k[k]++;
+		w->t_dec_k[k] += t1 - t0;
+	} else {
+		w->t_prefill += t1 - t0;
+	}
+	w->n_partial += n_left > 0;
+	w->n_left_out += n_left;
+}
+
+/* Busy sequences that are not in this step, not counting choices waiting
+ * for their leader's prompt or the embedding that runs beside it. */
+static uint32_t left_out(const struct worker *w, const struct seq *emb)
+{
+	uint32_t i, n = 0;
+
+	for (i = 0; i < w->e->cfg.slots; i++) {
+		const struct seq *s = &w->seqs[i];
+
+		n += s->phase != SEQ_FREE && s->phase != SEQ_FORK && !s->batched && s != emb;
+	}
+	return n;
+}
+
 static void run_step(struct worker *w, struct seq **emb, uint32_t *emb_n)
 {
 	struct engine *e = w->e;
-	uint32_t i, nb = 0, n_dec, chunk, budget, row = 0, n_gen_tok = 0, n_prompt_tok;
+	uint32_t i, nb = 0, n_dec, chunk, budget, row = 0, n_gen_tok = 0, n_prompt_tok, n_left;
+	double t0 = clock_now_s(), t1;
 	char err[EMBER_ERR_MAX];
 	struct seq *s;
 	int rc;
@@ -648,11 +713,14 @@ static void run_step(struct worker *w, struct seq **emb, uint32_t *emb_n)
 			s->logits = NULL;
 		}
 	}
+	n_left = left_out(w, *emb);
 	rc = nb ? compute_pass_run(w->fp, w->batch, nb, w->logits, err) : 0;
+	t1 = clock_now_s();
 	/* Counted before any token goes out, so a caller woken by one sees
 	 * the step that made it. */
 	n_prompt_tok = chunk - budget + (n_dec - n_gen_tok);
 	pthread_mutex_lock(&e->lock);
+	account_step(w, t0, t1, n_gen_tok, n_prompt_tok, n_dec, n_left);
 	w->n_steps++;
 	w->n_decode_tok += n_gen_tok;
 	w->n_prefill_tok += n_prompt_tok;
@@ -673,6 +741,10 @@ static void run_step(struct worker *w, struct seq **emb, uint32_t *emb_n)
 		else if (s->job->prefill_only && compute_kv_n_pos(s->kv->kv) == s->n_tok)
 			finish_seq(w, s, ENGINE_FINISH_STOP, 0, NULL);
 	}
+	pthread_mutex_lock(&e->lock);
+	w->t_step_end = clock_now_s();
+	w->t_emit += w->t_step_end - t1;
+	pthread_mutex_unlock(&e->lock);
 }
 
 /* The next chunk (n tokens, run_step's share of the budget) of the
@@ -725,6 +797,7 @@ void *scheduler_main(void *arg)
 
 		admit(w, &dead);
 		if (!dead && w->n_busy == 0) {
+			w->t_step_end = 0; /* idle: not time between steps */
 			pthread_cond_wait(&e->wake, &e->lock);
 			continue;
 		}
