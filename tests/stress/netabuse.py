@@ -14,6 +14,7 @@
   its stream is unread the generation is cancelled (before: it ran to
   max_tokens, its text queued on the server), its slot frees, RSS stays
   bounded.
+- noread_ollama: the same for Ollama's /api/generate and /api/chat.
 
 Usage: netabuse.py [--only NAME,...] [--slow N] [--idle N]
 """
@@ -250,8 +251,69 @@ def t_noread(a, d):
     served(d, "after the never-reading stream")
 
 
+def t_noread_ollama(a, d):
+    """Ollama's streams (/api/generate, /api/chat: NDJSON) follow the same
+    rule: a client that never reads is cancelled once stream_buffer_kb is
+    unread, its slot freed, RSS bounded. Ollama has no logit_bias to
+    forbid the end token (the synthetic model meets it within a few
+    hundred tokens), so a format does: an array of 100 strings of 1000
+    characters or more cannot end within num_predict. Ollama's lines carry
+    no per-token record like logprobs and coalesce (~10 tokens a line), so
+    4000 tokens are ~40 KB, less than the socket buffers and
+    stream_buffer_kb hold: this daemon has the smallest buffer (16 KiB)
+    and a 32K context so the stream can outgrow them."""
+    d2 = Daemon(d.model, "--slots=1", "--stream-buffer-kb=16", "--context=32768",
+                "--max-tokens=32000")
+    model = os.path.splitext(os.path.basename(d.model))[0]
+    fmt = {"type": "array", "minItems": 100, "items": {"type": "string", "minLength": 1000}}
+    try:
+        for path, extra in (("/api/generate", {"prompt": "go"}),
+                            ("/api/chat", {"messages": [{"role": "user", "content": "go"}]})):
+            unread0 = d2.gauge("ember_streams_unread_total") or 0
+            rss0 = d2.rss_kb()
+            kv0 = d2.gauge("ember_kv_cache_bytes") or 0
+            s = socket.socket()
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            s.connect((HOST, d2.port))
+            body = json.dumps(dict(extra, model=model, format=fmt, options={
+                "num_predict": 32000, "temperature": 0})).encode()
+            s.sendall(b"POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                      b"Content-Length: %d\r\n\r\n%s" % (path.encode(), len(body), body))
+            t0 = time.monotonic()
+            time.sleep(1)
+            deadline = time.monotonic() + 90
+            busy, rss_max, kv = None, rss0, kv0
+            while time.monotonic() < deadline:
+                rss_max = max(rss_max, d2.rss_kb())
+                kv = max(kv, d2.gauge("ember_kv_cache_bytes") or 0)
+                busy = d2.gauge("ember_slots_busy")
+                if busy == 0:
+                    break
+                time.sleep(0.2)
+            check(busy == 0, "%s: a never-reading stream frees its slot %.1f s after it "
+                  "started" % (path, time.monotonic() - t0))
+            check(d2.gauge("ember_streams_unread_total") == unread0 + 1, "%s: it was "
+                  "cancelled as unread (ember_streams_unread_total %d)" % (path, unread0 + 1))
+            # The KV cache fills as the sequence grows: not the stream's.
+            grew = rss_max - rss0 - (kv - kv0) // 1024
+            check(grew < 16 * 1024, "%s: RSS grew %d KiB besides the KV cache (bounded)"
+                  % (path, grew))
+            s.close()
+            deadline = time.monotonic() + 10
+            gen = None
+            while gen is None and time.monotonic() < deadline:
+                m = re.findall(r"POST %s 200 .*gen=(\d+)" % path, d2.log_text())
+                gen = int(m[-1]) if m else None
+                time.sleep(0.1)
+            check(gen is not None and gen < 30000, "%s: the log shows it cut at %s of "
+                  "32000 tokens" % (path, gen))
+        served(d2, "after the never-reading Ollama streams")
+    finally:
+        check(d2.stop() == 0, "the 16 KiB-buffer daemon exits 0")
+
+
 TESTS = {"slowloris": t_slowloris, "idle": t_idle, "headers": t_headers,
-         "pipelined": t_pipelined, "noread": t_noread}
+         "pipelined": t_pipelined, "noread": t_noread, "noread_ollama": t_noread_ollama}
 
 
 def main():
