@@ -41,6 +41,14 @@
  *  - The weights are read once per step for all d + c tokens, so the
  *    aggregate decode rate grows with d as far as the small-batch kernels
  *    allow; small chunks cost prefill little since t_w is shared.
+ *  - While no sequence decodes (d = 0: no stream waits on a step), a step
+ *    waits for the prompts the preparation thread is tokenizing, so that
+ *    clients arriving together share the first B-token step instead of a
+ *    lone first prompt taking a step of its own and the rest following in
+ *    B / (1 + d) chunks (gather_prompts). Measured by step counts, 8
+ *    clients of 100-token prompts, B = 512: 5 steps with prompt tokens
+ *    instead of 7, 68 steps instead of 70, a ragged tail of 4 small
+ *    decode steps instead of 6.
  *
  * What k streams can gain over one (issue 18's "8 streams >= 4x one").
  * Let p be one prompt's prefill and d_k a decode step of k sequences. One
@@ -770,6 +778,31 @@ static void run_embed(struct worker *w, struct seq *s, uint32_t n)
 
 /* ---- the loop --------------------------------------------------------------- */
 
+/* Lock held: whether the next step should wait for the preparation
+ * thread. While no sequence of this worker decodes, nobody waits on a
+ * step, and prompts being tokenized now (clients that arrived together)
+ * can join the ones already here in one step rather than each start a
+ * step of its own behind a lone first prompt: fewer, larger prompt steps
+ * and streams that start (and end) together. Only with a slot free for
+ * them; a prompt alone waits for nothing. */
+static bool gather_prompts(const struct worker *w)
+{
+	const struct engine *e = w->e;
+	uint32_t i;
+
+	if (!e->prep_head && !e->prep_current)
+		return false;
+	if (w->n_busy >= e->cfg.slots)
+		return false;
+	for (i = 0; i < e->cfg.slots; i++) {
+		const struct seq *s = &w->seqs[i];
+
+		if (s->phase == SEQ_RUN && s->n_gen > 0)
+			return false;
+	}
+	return true;
+}
+
 static void cancel_all(struct worker *w)
 {
 	uint32_t i;
@@ -798,6 +831,10 @@ void *scheduler_main(void *arg)
 		admit(w, &dead);
 		if (!dead && w->n_busy == 0) {
 			w->t_step_end = 0; /* idle: not time between steps */
+			pthread_cond_wait(&e->wake, &e->lock);
+			continue;
+		}
+		if (!dead && gather_prompts(w)) {
 			pthread_cond_wait(&e->wake, &e->lock);
 			continue;
 		}
