@@ -243,4 +243,18 @@ int scheduler_lazy_scan(struct engine *e, struct seq *s, const char *piece, size
 /* Appends a prepared job to the run queue and wakes the workers (lock held). */
 void engine_queue_push(struct engine *e, struct job *j);
 
+/* Worker: hands `len` bytes of s's text to its job's on_text with the
+ * tokens behind them (scheduler_finish.c). */
+void scheduler_send_text(struct seq *s, const char *text, size_t len);
+
+/* Worker: frees slot `s` and reports `finish` (with `code` and `msg` for
+ * errors) to its job, and to the choices waiting on it
+ * (scheduler_finish.c). Takes the engine's lock: call without it. */
+void scheduler_finish_seq(struct worker *w, struct seq *s, enum engine_finish finish, int code,
+			  const char *msg);
+
+/* Worker: reports job `j`, cancelled in the queue, as never run
+ * (scheduler_finish.c). Without the lock. */
+void scheduler_finish_unstarted(struct worker *w, struct job *j);
+
 #endif

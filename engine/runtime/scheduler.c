@@ -89,7 +89,7 @@
  * admit() and start_seq() (queue to slot; a sequence's sampler, detok and
  * grammar are scheduler_tools.c's), acquire_caches() (slot to cache),
  * run_step() (the batch), fork_choices() (n > 1), emit() (one token out),
- * finish_seq() (slot back).
+ * scheduler_finish_seq() (slot back; scheduler_finish.c).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -101,119 +101,6 @@
 #include "engine_impl.h"
 #include "sampler.h"
 #include "tokenizer.h"
-
-/* ---- ending a sequence ---------------------------------------------------- */
-
-static void send_text(struct seq *s, const char *text, size_t len)
-{
-	if (len == 0)
-		return;
-	if (s->job->on_text)
-		s->job->on_text(s->job->data, text, len, s->pending_tokens);
-	s->pending_tokens = 0;
-}
-
-static void finish_seq(struct worker *w, struct seq *s, enum engine_finish finish, int code,
-		       const char *msg);
-
-/* Choices still waiting for leader `lead`, which ended before its prompt
- * was prefilled, end the same way. */
-static void finish_forks(struct worker *w, struct seq *lead, enum engine_finish finish,
-			 int code, const char *msg)
-{
-	uint32_t i;
-
-	for (i = 0; i < w->e->cfg.slots; i++) {
-		struct seq *q = &w->seqs[i];
-
-		if (q->phase == SEQ_FORK && q->fork_of == lead) {
-			q->fork_of = NULL;
-			q->n_prompt = lead->n_prompt;
-			finish_seq(w, q, finish, code, msg);
-		}
-	}
-}
-
-/*
- * Frees slot `s` and reports: `finish`, with `code` and a message for
- * errors. Held-back text is flushed unless the sequence was cancelled or
- * failed. A session keeps the tokens on success and rolls back to what it
- * held before otherwise; the cache goes back to the pool (pinned to the
- * session when there is one).
- */
-static void finish_seq(struct worker *w, struct seq *s, enum engine_finish finish, int code,
-		       const char *msg)
-{
-	struct engine *e = w->e;
-	struct job *j = s->job;
-	struct engine_result res = {0};
-	double now = clock_now_s();
-	size_t len = 0;
-
-	if (finish == ENGINE_FINISH_STOP || finish == ENGINE_FINISH_LENGTH) {
-		if (detok_flush(&s->detok, w->text, w->text_cap, &len) >= 0)
-			send_text(s, w->text, len);
-	}
-	res.finish = finish;
-	res.code = code;
-	res.prompt_tokens = s->n_prompt;
-	res.cached_tokens = s->n_cached;
-	res.completion_tokens = s->n_gen;
-	res.n_ctx = e->cfg.n_ctx;
-	res.ttft_ms = s->n_gen > 0 ? (s->t_first - j->t_submit) * 1000.0 : -1.0;
-	if (s->n_prefilled > 0 && s->t_prefill0 > 0) {
-		double t_end = s->n_gen > 0 ? s->t_first : now;
-
-		res.prefill_tps = t_end > s->t_prefill0 ? s->n_prefilled / (t_end - s->t_prefill0) : 0;
-	}
-	if (s->n_gen > 1 && s->t_last > s->t_first)
-		res.decode_tps = (s->n_gen - 1) / (s->t_last - s->t_first);
-	res.stop_index = finish == ENGINE_FINISH_STOP ? detok_stop_index(&s->detok) : -1;
-	if (msg)
-		snprintf(res.message, sizeof(res.message), "%s", msg);
-
-	pthread_mutex_lock(&e->lock);
-	if (s->kv) {
-		struct session *ss = j->session;
-		bool keep = ss && !ss->deleted;
-		bool ok = finish == ENGINE_FINISH_STOP || finish == ENGINE_FINISH_LENGTH;
-
-		if (keep && ok) {
-			memcpy(ss->tokens, s->tokens, (size_t)s->n_tok * sizeof(int32_t));
-			ss->n_tok = s->n_tok;
-		} else if (keep) {
-			compute_kv_truncate(s->kv->kv, ss->n_tok);
-		}
-		memcpy(s->kv->tokens, s->tokens, (size_t)compute_kv_n_pos(s->kv->kv) * sizeof(int32_t));
-		kv_pool_release(&w->kv, s->kv, keep ? &ss->kv : NULL);
-		s->kv = NULL;
-	}
-	if (j->session) {
-		j->session->running = false;
-		j->session->last_used = now;
-		if (--j->session->n_jobs == 0 && j->session->deleted)
-			engine_session_destroy(j->session);
-		j->session = NULL;
-	}
-	s->phase = SEQ_FREE;
-	s->job = NULL;
-	w->n_busy--;
-	pthread_mutex_unlock(&e->lock);
-
-	sampler_free(s->sampler);
-	s->sampler = NULL;
-	embed_end(s);
-	grammar_matcher_free(s->gm);
-	s->gm = NULL;
-	free(s->mask);
-	s->mask = NULL;
-	free(s->lazy_tail);
-	s->lazy_tail = NULL;
-	s->lazy_len = 0;
-	s->lazy = false;
-	engine_job_finish(e, j, &res);
-	finish_forks(w, s, finish, code, msg);
-}
 
 /* ---- queue to slot ---------------------------------------------------------- */
 
@@ -289,25 +176,6 @@ static void admit(struct worker *w, struct job **dead)
 	}
 }
 
-/* Reports a job that never ran (cancelled in the queue). The session, if
- * any, is released like a finished sequence's. */
-static void finish_unstarted(struct worker *w, struct job *j)
-{
-	struct engine *e = w->e;
-	struct engine_result res = {.finish = ENGINE_FINISH_CANCELLED, .ttft_ms = -1,
-				    .stop_index = -1};
-
-	res.n_ctx = e->cfg.n_ctx;
-	pthread_mutex_lock(&e->lock);
-	if (j->session) {
-		if (--j->session->n_jobs == 0 && j->session->deleted)
-			engine_session_destroy(j->session);
-		j->session = NULL;
-	}
-	pthread_mutex_unlock(&e->lock);
-	engine_job_finish(e, j, &res);
-}
-
 /* Fills a just-admitted job's slot: the session's tokens, then the
  * prompt's (tokenized by the preparation thread). Without the lock: a
  * session with a job is only touched by the worker running it. On failure
@@ -330,7 +198,7 @@ static void start_seq(struct worker *w, struct seq *s)
 	if (!j->prepared || (j->prep_rc == 0 && j->tok_special != special))
 		scheduler_job_prepare(e, j, special); /* rare: the session changed under it */
 	if (j->prep_rc < 0) {
-		finish_seq(w, s, ENGINE_FINISH_ERROR, j->prep_rc, j->prep_err ? j->prep_err
+		scheduler_finish_seq(w, s, ENGINE_FINISH_ERROR, j->prep_rc, j->prep_err ? j->prep_err
 						: "engine: preparing the prompt failed");
 		return;
 	}
@@ -347,17 +215,17 @@ static void start_seq(struct worker *w, struct seq *s)
 		else
 			snprintf(err, sizeof(err), "prompt of %lld tokens exceeds the context of %u "
 				 "tokens", (long long)n, n_ctx);
-		finish_seq(w, s, ENGINE_FINISH_ERROR, EMBER_ECONTEXT, err);
+		scheduler_finish_seq(w, s, ENGINE_FINISH_ERROR, EMBER_ECONTEXT, err);
 		return;
 	}
 	s->n_tok = s->n_before + (uint32_t)n;
 	if (s->n_tok == 0) {
-		finish_seq(w, s, ENGINE_FINISH_ERROR, EMBER_EINVAL, "the prompt has no tokens");
+		scheduler_finish_seq(w, s, ENGINE_FINISH_ERROR, EMBER_EINVAL, "the prompt has no tokens");
 		return;
 	}
 	if (j->on_embed) {
 		if ((rc = embed_begin(w, s, err)) < 0) {
-			finish_seq(w, s, ENGINE_FINISH_ERROR, rc, err);
+			scheduler_finish_seq(w, s, ENGINE_FINISH_ERROR, rc, err);
 			return;
 		}
 		s->t_prefill0 = clock_now_s();
@@ -367,7 +235,7 @@ static void start_seq(struct worker *w, struct seq *s)
 		return;
 	}
 	if ((rc = scheduler_start_tools(e, s, err)) < 0) {
-		finish_seq(w, s, ENGINE_FINISH_ERROR, rc, err);
+		scheduler_finish_seq(w, s, ENGINE_FINISH_ERROR, rc, err);
 		return;
 	}
 	pthread_mutex_lock(&e->lock); /* engine_cancel reads phases */
@@ -430,7 +298,7 @@ static void acquire_caches(struct worker *w, struct kv_claim *claims, struct seq
 			break;
 		if (rc < 0) {
 			pthread_mutex_unlock(&e->lock);
-			finish_seq(w, s, ENGINE_FINISH_ERROR, rc, err);
+			scheduler_finish_seq(w, s, ENGINE_FINISH_ERROR, rc, err);
 			pthread_mutex_lock(&e->lock);
 			continue;
 		}
@@ -468,7 +336,7 @@ static void emit(struct worker *w, struct seq *s, const float *logits)
 	int n, st;
 
 	if (s->n_tok >= e->cfg.n_ctx) {
-		finish_seq(w, s, ENGINE_FINISH_LENGTH, 0, NULL);
+		scheduler_finish_seq(w, s, ENGINE_FINISH_LENGTH, 0, NULL);
 		return;
 	}
 	if (s->gm != NULL) {
@@ -476,13 +344,13 @@ static void emit(struct worker *w, struct seq *s, const float *logits)
 		int64_t allowed = grammar_matcher_fill_mask(s->gm, s->mask, err);
 
 		if (allowed < 0) {
-			finish_seq(w, s, ENGINE_FINISH_ERROR, (int)allowed, err);
+			scheduler_finish_seq(w, s, ENGINE_FINISH_ERROR, (int)allowed, err);
 			return;
 		}
 	}
 	tok = sampler_sample_masked(s->sampler, logits, (int32_t)e->m->hp.n_vocab, s->mask);
 	if (tok < 0) {
-		finish_seq(w, s, ENGINE_FINISH_ERROR, tok, "no token can be sampled");
+		scheduler_finish_seq(w, s, ENGINE_FINISH_ERROR, tok, "no token can be sampled");
 		return;
 	}
 	if (s->job->on_logprobs != NULL && !tokenizer_is_eog(e->tok, tok))
@@ -492,7 +360,7 @@ static void emit(struct worker *w, struct seq *s, const float *logits)
 		int rc = grammar_matcher_accept(s->gm, tok, err);
 
 		if (rc < 0) {
-			finish_seq(w, s, ENGINE_FINISH_ERROR, rc, err);
+			scheduler_finish_seq(w, s, ENGINE_FINISH_ERROR, rc, err);
 			return;
 		}
 	}
@@ -503,7 +371,7 @@ static void emit(struct worker *w, struct seq *s, const float *logits)
 	s->tokens[s->n_tok++] = tok;
 	s->pending_tokens++;
 	if (tokenizer_is_eog(e->tok, tok)) {
-		finish_seq(w, s, ENGINE_FINISH_STOP, 0, NULL);
+		scheduler_finish_seq(w, s, ENGINE_FINISH_STOP, 0, NULL);
 		return;
 	}
 	n = tokenizer_piece(e->tok, tok, 0, w->piece, w->piece_cap);
@@ -512,7 +380,7 @@ static void emit(struct worker *w, struct seq *s, const float *logits)
 		char *p = realloc(w->piece, (size_t)n);
 
 		if (!p) {
-			finish_seq(w, s, ENGINE_FINISH_ERROR, EMBER_ENOMEM, "piece buffer");
+			scheduler_finish_seq(w, s, ENGINE_FINISH_ERROR, EMBER_ENOMEM, "piece buffer");
 			return;
 		}
 		w->piece = p;
@@ -525,7 +393,7 @@ static void emit(struct worker *w, struct seq *s, const float *logits)
 		char err[EMBER_ERR_MAX];
 
 		if (scheduler_lazy_scan(e, s, w->piece, (size_t)n, err) != 0) {
-			finish_seq(w, s, ENGINE_FINISH_ERROR, EMBER_ENOMEM, err);
+			scheduler_finish_seq(w, s, ENGINE_FINISH_ERROR, EMBER_ENOMEM, err);
 			return;
 		}
 	}
@@ -533,20 +401,20 @@ static void emit(struct worker *w, struct seq *s, const float *logits)
 		char *t = realloc(w->text, DETOK_OUT_MAX(n));
 
 		if (!t) {
-			finish_seq(w, s, ENGINE_FINISH_ERROR, EMBER_ENOMEM, "text buffer");
+			scheduler_finish_seq(w, s, ENGINE_FINISH_ERROR, EMBER_ENOMEM, "text buffer");
 			return;
 		}
 		w->text = t;
 		w->text_cap = DETOK_OUT_MAX(n);
 	}
 	st = detok_push(&s->detok, w->piece, (size_t)n, w->text, w->text_cap, &len);
-	send_text(s, w->text, len);
+	scheduler_send_text(s, w->text, len);
 	/* A grammar that cannot continue ends the output without waiting for
 	 * the model's end token. */
 	if (st == DETOK_STOP || (s->gm != NULL && grammar_matcher_done(s->gm)))
-		finish_seq(w, s, ENGINE_FINISH_STOP, 0, NULL);
+		scheduler_finish_seq(w, s, ENGINE_FINISH_STOP, 0, NULL);
 	else if (s->job->max_tokens > 0 && s->n_gen >= (uint32_t)s->job->max_tokens)
-		finish_seq(w, s, ENGINE_FINISH_LENGTH, 0, NULL);
+		scheduler_finish_seq(w, s, ENGINE_FINISH_LENGTH, 0, NULL);
 }
 
 /* ---- the batch ------------------------------------------------------------ */
@@ -591,7 +459,7 @@ static void fork_choices(struct worker *w, struct seq *lead, const float *logits
 		q->n_prompt = lead->n_prompt;
 		q->t_prefill0 = lead->t_prefill0;
 		if ((rc = scheduler_start_tools(e, q, err)) < 0) {
-			finish_seq(w, q, ENGINE_FINISH_ERROR, rc, err);
+			scheduler_finish_seq(w, q, ENGINE_FINISH_ERROR, rc, err);
 			continue;
 		}
 		pthread_mutex_lock(&e->lock);
@@ -608,7 +476,7 @@ static void fork_choices(struct worker *w, struct seq *lead, const float *logits
 		if (rc == 0) /* a pending copy from a session's cache is not needed */
 			rc = compute_kv_copy_prefix(q->kv->kv, lead->kv->kv, lead->n_tok);
 		if (rc < 0) {
-			finish_seq(w, q, ENGINE_FINISH_ERROR, rc, "engine: copying the prompt's cache");
+			scheduler_finish_seq(w, q, ENGINE_FINISH_ERROR, rc, "engine: copying the prompt's cache");
 			continue;
 		}
 		q->n_cached = lead->n_cached;
@@ -739,7 +607,7 @@ static void run_step(struct worker *w, struct seq **emb, uint32_t *emb_n)
 	for (i = 0; i < nb; i++) {
 		s = &w->seqs[w->batch_seq[i]];
 		if (rc < 0) {
-			finish_seq(w, s, ENGINE_FINISH_ERROR, rc, err);
+			scheduler_finish_seq(w, s, ENGINE_FINISH_ERROR, rc, err);
 			continue;
 		}
 		if (s->logits && s->n_gen == 0 && s->job->n_choices > 1)
@@ -747,7 +615,7 @@ static void run_step(struct worker *w, struct seq **emb, uint32_t *emb_n)
 		if (s->logits)
 			emit(w, s, s->logits);
 		else if (s->job->prefill_only && compute_kv_n_pos(s->kv->kv) == s->n_tok)
-			finish_seq(w, s, ENGINE_FINISH_STOP, 0, NULL);
+			scheduler_finish_seq(w, s, ENGINE_FINISH_STOP, 0, NULL);
 	}
 	pthread_mutex_lock(&e->lock);
 	w->t_step_end = clock_now_s();
@@ -768,11 +636,11 @@ static void run_embed(struct worker *w, struct seq *s, uint32_t n)
 		return;
 	rc = embed_step(w, s, n, &finished, err);
 	if (rc < 0) {
-		finish_seq(w, s, ENGINE_FINISH_ERROR, rc, err);
+		scheduler_finish_seq(w, s, ENGINE_FINISH_ERROR, rc, err);
 	} else if (finished) {
 		s->n_prefilled = s->n_tok;
 		s->job->on_embed(s->job->data, embed_result(s), w->e->m->hp.n_embd);
-		finish_seq(w, s, ENGINE_FINISH_STOP, 0, NULL);
+		scheduler_finish_seq(w, s, ENGINE_FINISH_STOP, 0, NULL);
 	}
 }
 
@@ -809,7 +677,7 @@ static void cancel_all(struct worker *w)
 
 	for (i = 0; i < w->e->cfg.slots; i++)
 		if (w->seqs[i].phase != SEQ_FREE)
-			finish_seq(w, &w->seqs[i], ENGINE_FINISH_CANCELLED, 0, NULL);
+			scheduler_finish_seq(w, &w->seqs[i], ENGINE_FINISH_CANCELLED, 0, NULL);
 }
 
 void *scheduler_main(void *arg)
@@ -843,14 +711,14 @@ void *scheduler_main(void *arg)
 			struct job *j = dead;
 
 			dead = j->next;
-			finish_unstarted(w, j);
+			scheduler_finish_unstarted(w, j);
 		}
 		for (i = 0; i < e->cfg.slots; i++)
 			if (w->seqs[i].phase == SEQ_STARTING)
 				start_seq(w, &w->seqs[i]);
 		for (i = 0; i < e->cfg.slots; i++)
 			if (w->seqs[i].phase != SEQ_FREE && atomic_load(&w->seqs[i].job->cancelled))
-				finish_seq(w, &w->seqs[i], ENGINE_FINISH_CANCELLED, 0, NULL);
+				scheduler_finish_seq(w, &w->seqs[i], ENGINE_FINISH_CANCELLED, 0, NULL);
 		acquire_caches(w, claims, claimed, &n_claims);
 		for (i = 0; i < n_claims; i++)
 			kv_pool_copy(&claims[i]);
