@@ -97,9 +97,19 @@ start_server() { # ember|llama
 # n*p + MAX_TOKENS*d_n (p: one prompt's prefill, from the 1-stream run's
 # account; d_n: a decode step of n sequences, from this run's). Appended
 # to the run's JSON line as "account".
-account() { # streams runs-file
-	$PY - "$work/m0" "$work/m1" "$1" "$2" "$work/p1" "$MAX_TOKENS" <<'PYEOF'
-import json, re, sys
+account() { # streams runs-file server-pid
+	$PY - "$work/m0" "$work/m1" "$1" "$2" "$work/p1" "$MAX_TOKENS" "$work/t0" "$work/t1" "$3" <<'PYEOF'
+import json, os, re, sys
+def cpu(path):
+    """{tid: CPU seconds} from /proc/PID/task/*/stat lines."""
+    out, hz = {}, os.sysconf("SC_CLK_TCK")
+    try:
+        for line in open(path):
+            f = line[line.rindex(")") + 2:].split()
+            out[int(line.split()[0])] = (int(f[11]) + int(f[12])) / hz
+    except (OSError, ValueError):
+        pass
+    return out
 def scrape(path):
     m = {}
     for line in open(path):
@@ -116,6 +126,7 @@ j = json.loads(lines[-1])
 busy = sum(st(ph) for ph in ("prefill", "mixed", "decode", "emit", "between"))
 ks = {k: (d.get('ember_engine_decode_steps_total{batch="%d"}' % k, 0),
           d.get('ember_engine_decode_step_seconds_total{batch="%d"}' % k, 0)) for k in range(1, 17)}
+kc = {k: d.get('ember_engine_decode_step_cpu_seconds_total{batch="%d"}' % k, 0) for k in range(1, 17)}
 acc = {"wall_s": j["wall_s"], "steps": d.get("ember_engine_steps_total", 0),
        "prefill_steps": d.get("ember_engine_prefill_steps_total", 0),
        "prompt_tokens": d.get("ember_engine_prefill_tokens_total", 0),
@@ -125,12 +136,22 @@ acc = {"wall_s": j["wall_s"], "steps": d.get("ember_engine_steps_total", 0),
        "busy_s": busy, "outside_s": j["wall_s"] - busy}
 for ph in ("prefill", "mixed", "decode", "emit", "between"):
     acc[ph + "_s"] = st(ph)
-acc["decode_by_batch"] = {k: [int(c), s] for k, (c, s) in ks.items() if c}
+for ph in ("prefill", "mixed", "decode"):
+    acc[ph + "_cpu_s"] = d.get('ember_engine_step_cpu_seconds_total{phase="%s"}' % ph, 0)
+acc["decode_by_batch"] = {k: [int(c), s, kc[k]] for k, (c, s) in ks.items() if c}
+# CPU seconds per server thread during the run: the loop thread (the
+# process's first) against the workers and compute threads, whose time
+# the loop's (HTTP, SSE) takes on a machine with as many cores as threads.
+c0, c1, spid = cpu(sys.argv[7]), cpu(sys.argv[8]), int(sys.argv[9])
+dc = {t: c1[t] - c0.get(t, 0) for t in c1}
+acc["cpu_loop_s"] = dc.get(spid, 0)
+acc["cpu_other_s"] = sorted((v for t, v in dc.items() if t != spid and v > 0.005), reverse=True)
 if n == 1 and acc["prompt_tokens"] > 0:
     # p: the prompt's prefill (in prefill-only passes), d1: a 1-sequence step
     c1, s1 = ks[1]
     open(p1, "w").write(json.dumps({"p": acc["prefill_s"] + acc["mixed_s"],
-                                    "d1": s1 / c1 if c1 else 0}))
+                                    "d1": s1 / c1 if c1 else 0,
+                                    "p_cpu": acc["prefill_cpu_s"] + acc["mixed_cpu_s"]}))
 try:
     ref = json.load(open(p1))
 except (OSError, ValueError):
@@ -141,15 +162,25 @@ if ref and cn:
     acc["ideal_s"] = n * ref["p"] + gen * dn
     t1 = ref["p"] + gen * ref["d1"]
     acc["bound_x"] = n * t1 / acc["ideal_s"]
+    # The same in CPU time, steadier on a shared machine: the passes'
+    # CPU against n prompts' and G steps' of n sequences.
+    acc["ideal_cpu_s"] = n * ref.get("p_cpu", 0) + gen * kc[min(n, 16)] / cn
+    acc["cpu_s"] = acc["prefill_cpu_s"] + acc["mixed_cpu_s"] + acc["decode_cpu_s"]
 print("    account: wall %.2f s = engine %.2f s (prefill %.2f, mixed %.2f, decode %.2f, emit %.3f,"
-      " between %.3f) + outside the steps %.2f s; %d steps (%d with prompt tokens, %d partial,"
-      " %d sequence-steps left out); decode-only steps by batch: %s%s" % (
+      " between %.3f; CPU in passes: prefill %.2f, mixed %.2f, decode %.2f) + outside the steps %.2f s; %d steps (%d with prompt tokens, %d partial,"
+      " %d sequence-steps left out); server CPU: loop thread %.2f s, others %s;"
+      " decode-only steps by batch: %s%s" % (
       acc["wall_s"], busy, acc["prefill_s"], acc["mixed_s"], acc["decode_s"], acc["emit_s"],
-      acc["between_s"], acc["outside_s"], acc["steps"], acc["prefill_steps"],
-      acc["partial_steps"], acc["left_out"],
-      " ".join("%d:%dx%.1fms" % (k, c, 1000 * s / c) for k, (c, s) in ks.items() if c),
-      "; ideal %d*p + %d*d%d = %.2f s (p %.3f s, d%d %.1f ms): ideal ratio to 1 stream %.2fx" % (
-          n, gen, n, acc["ideal_s"], ref["p"], n, 1000 * dn, acc["bound_x"]) if "ideal_s" in acc else ""),
+      acc["between_s"], acc["prefill_cpu_s"], acc["mixed_cpu_s"], acc["decode_cpu_s"],
+      acc["outside_s"], acc["steps"], acc["prefill_steps"],
+      acc["partial_steps"], acc["left_out"], acc["cpu_loop_s"],
+      "/".join("%.2f" % v for v in acc["cpu_other_s"]) or "-",
+      " ".join("%d:%dx%.1fms(cpu %.1f)" % (k, c, 1000 * s / c, 1000 * kc[k] / c)
+               for k, (c, s) in ks.items() if c),
+      "; ideal %d*p + %d*d%d = %.2f s (p %.3f s, d%d %.1f ms): ideal ratio to 1 stream %.2fx;"
+      " in CPU time the passes took %.2f s, the ideal %.2f s" % (
+          n, gen, n, acc["ideal_s"], ref["p"], n, 1000 * dn, acc["bound_x"], acc["cpu_s"],
+          acc["ideal_cpu_s"]) if "ideal_s" in acc else ""),
       file=sys.stderr)
 j["account"] = acc
 lines[-1] = json.dumps(j)
@@ -174,12 +205,16 @@ for n in $STREAMS; do
 		runs=$work/runs.$srv.$n
 		: >"$runs"
 		for r in $(seq 1 "$REPEAT"); do
-			[ "$srv" = ember ] && curl -s "http://127.0.0.1:$port/metrics" >"$work/m0"
+			if [ "$srv" = ember ]; then
+				curl -s "http://127.0.0.1:$port/metrics" >"$work/m0"
+				cat /proc/"$pid"/task/*/stat >"$work/t0" 2>/dev/null || true
+			fi
 			"$build/loadgen" --port "$port" -c "$n" -n 1 -p "$PROMPT" -m "$MAX_TOKENS" \
 				--endpoint "$ENDPOINT" -t 900 --json >>"$runs" || true
 			if [ "$srv" = ember ]; then
+				cat /proc/"$pid"/task/*/stat >"$work/t1" 2>/dev/null || true
 				curl -s "http://127.0.0.1:$port/metrics" >"$work/m1"
-				account "$n" "$runs"
+				account "$n" "$runs" "$pid"
 			fi
 			echo "  $srv streams $n run $r: $(tail -n 1 "$runs" | $PY -c 'import json,sys; j=json.load(sys.stdin); print("%.2f tok/s, TTFT mean %.2f s, %d tokens, %d ok, %d errors" % (j["aggregate_tps"], j["ttft_mean_s"], j["completion_tokens"], j["ok"], j["errors"]))')" >&2
 		done

@@ -134,6 +134,12 @@ static void write_account(FILE *f, const struct engine_stats *a)
 	for (i = 0; i < sizeof(secs) / sizeof(secs[0]); i++)
 		fprintf(f, "ember_engine_step_seconds_total{phase=\"%s\"} %.6f\n", phase[i],
 			secs[i]);
+	fprintf(f, "# HELP ember_engine_step_cpu_seconds_total Process CPU time (all threads) "
+		"in passes by phase.\n# TYPE ember_engine_step_cpu_seconds_total counter\n"
+		"ember_engine_step_cpu_seconds_total{phase=\"prefill\"} %.6f\n"
+		"ember_engine_step_cpu_seconds_total{phase=\"mixed\"} %.6f\n"
+		"ember_engine_step_cpu_seconds_total{phase=\"decode\"} %.6f\n",
+		a->prefill_cpu_s, a->mixed_cpu_s, a->decode_cpu_s);
 	fputs("# HELP ember_engine_decode_steps_total Decode-only passes by the sequences "
 	      "in them (16: 16 or more).\n# TYPE ember_engine_decode_steps_total counter\n", f);
 	for (i = 1; i <= ENGINE_STATS_BATCH; i++)
@@ -145,6 +151,12 @@ static void write_account(FILE *f, const struct engine_stats *a)
 	for (i = 1; i <= ENGINE_STATS_BATCH; i++)
 		fprintf(f, "ember_engine_decode_step_seconds_total{batch=\"%zu\"} %.6f\n", i,
 			a->decode_steps_s[i]);
+	fputs("# HELP ember_engine_decode_step_cpu_seconds_total Process CPU time in "
+	      "decode-only passes by the sequences in them.\n"
+	      "# TYPE ember_engine_decode_step_cpu_seconds_total counter\n", f);
+	for (i = 1; i <= ENGINE_STATS_BATCH; i++)
+		fprintf(f, "ember_engine_decode_step_cpu_seconds_total{batch=\"%zu\"} %.6f\n", i,
+			a->decode_steps_cpu_s[i]);
 	fprintf(f, "# HELP ember_engine_partial_steps_total Steps that ran while a busy "
 		"sequence was not in them.\n# TYPE ember_engine_partial_steps_total counter\n"
 		"ember_engine_partial_steps_total %llu\n"

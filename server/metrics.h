@@ -18,6 +18,8 @@
  *   ember_engine_step_seconds_total{phase}, counters: the scheduler's
  *   ember_engine_decode_steps_total{batch}, per-phase account (engine.h
  *   ember_engine_decode_step_seconds_total{batch},   engine_stats): time in
+ *   ember_engine_step_cpu_seconds_total{phase},  (and process CPU time in)
+ *   ember_engine_decode_step_cpu_seconds_total{batch},
  *   ember_engine_partial_steps_total,       passes by kind, emitting,
  *   ember_engine_left_out_total             between steps; decode-only
  *                                           steps by sequences; steps

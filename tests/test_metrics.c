@@ -50,6 +50,8 @@ START_TEST(the_step_account_renders)
 	st.between_s = 0.125;
 	st.decode_steps[8] = 57;
 	st.decode_steps_s[8] = 2.0;
+	st.decode_steps_cpu_s[8] = 4.0;
+	st.mixed_cpu_s = 1.5;
 	st.decode_steps[ENGINE_STATS_BATCH] = 3;
 	st.partial_steps = 4;
 	st.left_out = 10;
@@ -63,6 +65,8 @@ START_TEST(the_step_account_renders)
 	ck_assert_ptr_nonnull(strstr(t, "ember_engine_decode_steps_total{batch=\"8\"} 57\n"));
 	ck_assert_ptr_nonnull(strstr(t, "ember_engine_decode_step_seconds_total{batch=\"8\"} 2.000000\n"));
 	ck_assert_ptr_nonnull(strstr(t, "ember_engine_decode_steps_total{batch=\"16\"} 3\n"));
+	ck_assert_ptr_nonnull(strstr(t, "ember_engine_decode_step_cpu_seconds_total{batch=\"8\"} 4.000000\n"));
+	ck_assert_ptr_nonnull(strstr(t, "ember_engine_step_cpu_seconds_total{phase=\"mixed\"} 1.500000\n"));
 	ck_assert_ptr_nonnull(strstr(t, "ember_engine_partial_steps_total 4\n"));
 	ck_assert_ptr_nonnull(strstr(t, "ember_engine_left_out_total 10\n"));
 	ck_assert_ptr_nonnull(strstr(t, "ember_engine_prefill_steps_total 7\n"));

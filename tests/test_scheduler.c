@@ -264,6 +264,7 @@ START_TEST(a_long_prompt_costs_running_streams_one_chunk_per_step)
 	ck_assert_uint_gt(st1.decode_steps[2], 0);
 	ck_assert(st1.mixed_s > 0 && st1.decode_s > 0 && st1.decode_steps_s[2] > 0);
 	ck_assert(st1.emit_s >= 0 && st1.between_s >= 0);
+	ck_assert(st1.decode_cpu_s > 0 && st1.decode_steps_cpu_s[2] > 0);
 	engine_free(e);
 	sink_destroy(&a);
 	sink_destroy(&b);

@@ -14,4 +14,8 @@ double clock_now_s(void);
 /* The same clock in nanoseconds. */
 uint64_t clock_now_ns(void);
 
+/* CPU time of the whole process (all threads) in seconds: what a step
+ * cost in work, whatever else shares the machine. */
+double clock_cpu_s(void);
+
 #endif

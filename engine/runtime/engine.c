@@ -197,6 +197,7 @@ static int submit_locked(struct engine *e, const struct engine_request *req,
 	if ((rc = engine_job_new(e, &j, req, s ? &s->sampling : &greedy, err)) < 0)
 		return rc;
 	j->id = ++e->next_id;
+	e->t_last_submit = j->t_submit;
 	if (req->choice_data)
 		j->data = req->choice_data[0];
 	if (followers != NULL) {
@@ -327,9 +328,13 @@ void engine_stats(struct engine *e, struct engine_stats *st)
 		st->decode_s += wk->t_decode;
 		st->emit_s += wk->t_emit;
 		st->between_s += wk->t_between;
+		st->prefill_cpu_s += wk->c_prefill;
+		st->mixed_cpu_s += wk->c_mixed;
+		st->decode_cpu_s += wk->c_decode;
 		for (k = 0; k <= ENGINE_STATS_BATCH; k++) {
 			st->decode_steps[k] += wk->n_dec_k[k];
 			st->decode_steps_s[k] += wk->t_dec_k[k];
+			st->decode_steps_cpu_s[k] += wk->c_dec_k[k];
 		}
 		st->partial_steps += wk->n_partial;
 		st->left_out += wk->n_left_out;

@@ -289,6 +289,10 @@ struct engine_stats {
 	 * (the last entry: ENGINE_STATS_BATCH or more): count and seconds. */
 	uint64_t decode_steps[ENGINE_STATS_BATCH + 1];
 	double decode_steps_s[ENGINE_STATS_BATCH + 1];
+	/* The process's CPU seconds (all threads) during the passes above:
+	 * their cost in work, steadier than wall time on a shared machine. */
+	double prefill_cpu_s, mixed_cpu_s, decode_cpu_s;
+	double decode_steps_cpu_s[ENGINE_STATS_BATCH + 1];
 	/* Steps that ran while a busy sequence was not in them (a prompt
 	 * waiting for its turn, a cache or its start), and the sum over
 	 * steps of such sequences. */

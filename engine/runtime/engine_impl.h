@@ -148,6 +148,8 @@ struct worker {
 	double t_prefill, t_mixed, t_decode, t_emit, t_between;
 	uint64_t n_dec_k[ENGINE_STATS_BATCH + 1];
 	double t_dec_k[ENGINE_STATS_BATCH + 1];
+	double c_prefill, c_mixed, c_decode; /* process CPU seconds in passes */
+	double c_dec_k[ENGINE_STATS_BATCH + 1];
 	uint64_t n_partial, n_left_out;
 	double t_step_end;         /* the last step's end while busy, else 0 */
 };
@@ -170,6 +172,7 @@ struct engine {
 	struct session *sessions;
 	uint32_t n_sessions;
 	uint64_t next_id;
+	double t_last_submit;      /* the newest job's t_submit (gather_wait_s) */
 	uint64_t requests_done;
 	struct worker *workers;    /* [cfg.workers] */
 	/* The vocabulary trie for grammars, built by the first worker that
