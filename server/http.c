@@ -567,7 +567,11 @@ int http_start(struct http_server *hs, uv_loop_t *loop,
 		MHD_OPTION_NOTIFY_COMPLETED, on_completed, hs,
 		MHD_OPTION_NOTIFY_CONNECTION, on_connection, hs,
 		MHD_OPTION_CONNECTION_LIMIT, hs->opt.max_connections,
-		MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1,
+		/* No MHD_OPTION_LISTENING_ADDRESS_REUSE: it sets SO_REUSEPORT,
+		 * which let a second emberd bind a port one already listens on
+		 * and the kernel spread connections over both (clients silently
+		 * answered by either). MHD's default SO_REUSEADDR still allows a
+		 * restart while old connections sit in TIME_WAIT. */
 		MHD_OPTION_END);
 	if (hs->mhd == NULL)
 		return ember_seterr(err, EMBER_EIO,

@@ -5,8 +5,9 @@ Checks health, routing errors (404, 405 + Allow), body limits (413 for a
 declared and for a chunked body), request validation (400 with the OpenAI
 error shape and param, 415), 503 after validation without a model, API keys
 (401 / 200), CORS (preflight and simple requests), /metrics text, the idle
-connection timeout, and shutdown: SIGTERM drains an in-flight request and
-exits 0, a second SIGINT exits at once. Every wait is bounded.
+connection timeout, a second daemon refused on a taken port, and shutdown:
+SIGTERM drains an in-flight request and exits 0, a second SIGINT exits at
+once. Every wait is bounded.
 """
 import http.client
 import json
@@ -297,6 +298,24 @@ def test_second_sigint():
     d.proc.stderr.close()
 
 
+def test_port_in_use(d):
+    """A second emberd on a port another one listens on refuses to start
+    (before: SO_REUSEPORT let both bind, and the kernel spread connections
+    between them, so clients were silently answered by either daemon; a
+    test whose free port a concurrent test's daemon also took talked to
+    both). The first keeps serving its own clients, all of them."""
+    p = subprocess.Popen([EMBERD, "--no-model", "--port=%d" % d.port, "--timeout=2"],
+                         stderr=subprocess.PIPE, text=True)
+    rc = wait_exit(p, 10)
+    err = p.stderr.read()
+    p.stderr.close()
+    check(rc is not None and rc != 0 and "cannot listen" in err,
+          "a second emberd on a taken port exits with an error (%r): %s" % (rc, err.strip()))
+    for _ in range(8):
+        st, _, _ = d.request("GET", "/health")
+        check(st == 503, "the first still answers on its port")
+
+
 def main():
     if not os.path.exists(EMBERD):
         sys.exit("missing " + EMBERD)
@@ -312,6 +331,7 @@ def main():
         test_body_limit(d)
         test_metrics(d)
         test_idle_timeout(d, 2)
+        test_port_in_use(d)
         st, h, b = d.request("GET", "/health")
         check(st == 503, "still serving after all that")
     finally:
