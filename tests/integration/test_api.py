@@ -59,6 +59,11 @@ class Daemon:
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise AssertionError("emberd exited: %s" % self.log_text())
+            # Our own daemon must be listening before /health is asked:
+            # another test's daemon on the same free port would answer.
+            if "listening on" not in self.log_text():
+                time.sleep(0.05)
+                continue
             try:
                 st, _, _ = self.request("GET", "/health")
                 if st == 200:

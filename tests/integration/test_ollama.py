@@ -53,6 +53,13 @@ class Daemon:
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise AssertionError("emberd exited")
+            # Our own daemon must be listening before /health is asked:
+            # another test's daemon on the same free port would answer.
+            self.log.flush()
+            with open(self.log.name) as f:
+                if "listening on" not in f.read():
+                    time.sleep(0.05)
+                    continue
             try:
                 if self.request("GET", "/health")[0] == 200:
                     return
