@@ -9,10 +9,12 @@
  * Memory (why): on unified-memory devices (integrated GPUs, lavapipe) a
  * memory type is both device-local and host-visible; weights go there and
  * are written through the map, so no staging copy exists. A discrete GPU
- * without such a type gets host-visible system memory for the weights
- * (correct, slower; a staging upload is future work, README Vulkan). With
+ * without such a type gets its weights staged (below). With
  * VK_EXT_external_memory_host (enabled where present) the weights are not
  * copied at all: the file's map is imported (vk_buf_import, vk_model.c).
+ * A device whose largest device-local heap has no host-visible type (a
+ * discrete GPU without resizable BAR) gets its weights staged into
+ * device-local memory instead (vk_mem_needs_staging, vk_model.c).
  */
 #include "vk_impl.h"
 
@@ -124,6 +126,21 @@ static const char *type_name(VkPhysicalDeviceType t)
 	}
 }
 
+int vk_mem_needs_staging(const VkPhysicalDeviceMemoryProperties *mp)
+{
+	uint32_t i, heap = UINT32_MAX;
+
+	for (i = 0; i < mp->memoryHeapCount; i++)
+		if (mp->memoryHeaps[i].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT &&
+		    (heap == UINT32_MAX || mp->memoryHeaps[i].size > mp->memoryHeaps[heap].size))
+			heap = i;
+	for (i = 0; heap != UINT32_MAX && i < mp->memoryTypeCount; i++)
+		if (mp->memoryTypes[i].heapIndex == heap &&
+		    mp->memoryTypes[i].propertyFlags & VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT)
+			return 0;
+	return heap != UINT32_MAX;
+}
+
 static int is_uma(const VkPhysicalDeviceMemoryProperties *mp)
 {
 	const VkMemoryPropertyFlags want =
@@ -174,15 +191,17 @@ char *vk_describe(char *buf, size_t cap)
 			     is_uma(&mp) ? "unified memory" : "dedicated memory",
 			     why ? "unusable: " : "usable; features used: bufferDeviceAddress "
 			     "scalarBlockLayout shaderInt64",
-			     why ? why : has_ext(&f, devs[i], VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME)
+			     why ? why : vk_mem_needs_staging(&mp)
+			     ? " (device-local memory not host-visible: weights staged into it once)"
+			     : has_ext(&f, devs[i], VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME)
 			     ? " VK_EXT_external_memory_host (weights read in place from the file's map)"
 			     : " (no VK_EXT_external_memory_host: weights copied once)",
 			     why ? "" : has_ext(&f, devs[i], "VK_KHR_cooperative_matrix")
 			     ? "; VK_KHR_cooperative_matrix present but unused (Debian 12's glslc "
 			     "cannot compile it)" : "; no cooperative matrix",
-			     why ? "" : "; shaders: embed norm rope matmul (f32 f16 bf16 q8_0 q4_0; "
-			     "q4_1 q5_0 q5_1 q2_k q3_k q4_k q5_k q6_k iq4_nl iq4_xs: a pipeline each, "
-			     "on first use) kv_store attention act add copy");
+			     why ? "" : "; shaders: embed norm rope matmul and prefill gemm (f32 f16 "
+			     "bf16 q8_0 q4_0; q4_1 q5_0 q5_1 q2_k q3_k q4_k q5_k q6_k iq4_nl iq4_xs: a "
+			     "pipeline each, on first use) kv_store attention act add copy");
 		len += w > 0 ? (size_t)w : 0;
 	}
 	f.DestroyInstance(inst, NULL);
@@ -382,7 +401,9 @@ int vk_buf_new(struct vk_buf *b, VkDeviceSize size, enum vk_mem where, char *err
 		return ember_seterr(err, EMBER_ENOMEM, "vulkan: buffer of %llu bytes",
 				    (unsigned long long)size);
 	c->f.GetBufferMemoryRequirements(c->dev, b->b, &req);
-	if (where != VK_MEM_HOST)
+	if (where == VK_MEM_LOCAL)
+		t = find_type(req.memoryTypeBits, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT);
+	else if (where != VK_MEM_HOST)
 		t = find_type(req.memoryTypeBits, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT | host);
 	if (t < 0 && where == VK_MEM_DEVICE)
 		t = find_type(req.memoryTypeBits, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT);
