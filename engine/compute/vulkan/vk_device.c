@@ -115,6 +115,57 @@ static int has_ext(const struct vk_fns *f, VkPhysicalDevice d, const char *name)
 	return found;
 }
 
+/* 1 when device d can run coopmat.comp: VK_NV_cooperative_matrix with the
+ * feature, a 16x16x16 f16 x f16 -> f32 subgroup shape, subgroups of 32 and
+ * shaderFloat16. */
+static int coopmat_fits(const struct vk_fns *f, VkInstance inst, VkPhysicalDevice d)
+{
+	PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesNV props =
+		(PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesNV)get_proc(
+			inst, "vkGetPhysicalDeviceCooperativeMatrixPropertiesNV");
+	VkPhysicalDeviceCooperativeMatrixFeaturesNV cm = {
+		.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV};
+	VkPhysicalDeviceVulkan12Features f12 = {
+		.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES, .pNext = &cm};
+	VkPhysicalDeviceFeatures2 f2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2,
+					.pNext = &f12};
+	VkPhysicalDeviceSubgroupProperties sp = {
+		.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
+	VkPhysicalDeviceProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2,
+					  .pNext = &sp};
+	VkCooperativeMatrixPropertiesNV *cp;
+	uint32_t n = 0, i;
+	int ok = 0;
+
+	if (!props || !has_ext(f, d, VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME))
+		return 0;
+	f->GetPhysicalDeviceFeatures2(d, &f2);
+	f->GetPhysicalDeviceProperties2(d, &p2);
+	if (!cm.cooperativeMatrix || !f12.shaderFloat16 || sp.subgroupSize != 32 ||
+	    props(d, &n, NULL) != VK_SUCCESS || n == 0 || !(cp = calloc(n, sizeof(*cp))))
+		return 0;
+	for (i = 0; i < n; i++)
+		cp[i].sType = VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_NV;
+	if (props(d, &n, cp) >= 0)
+		for (i = 0; i < n && !ok; i++)
+			ok = cp[i].MSize == 16 && cp[i].NSize == 16 && cp[i].KSize == 16 &&
+			     cp[i].AType == VK_COMPONENT_TYPE_FLOAT16_NV &&
+			     cp[i].BType == VK_COMPONENT_TYPE_FLOAT16_NV &&
+			     cp[i].CType == VK_COMPONENT_TYPE_FLOAT32_NV &&
+			     cp[i].DType == VK_COMPONENT_TYPE_FLOAT32_NV &&
+			     cp[i].scope == VK_SCOPE_SUBGROUP_NV;
+	free(cp);
+	return ok;
+}
+
+/* EMBER_VK_COOPMAT=1: the cooperative-matrix GEMM is asked for. */
+static int coopmat_asked(void)
+{
+	const char *e = getenv("EMBER_VK_COOPMAT");
+
+	return e && strcmp(e, "1") == 0;
+}
+
 static const char *type_name(VkPhysicalDeviceType t)
 {
 	switch (t) {
@@ -196,7 +247,10 @@ char *vk_describe(char *buf, size_t cap)
 			     : has_ext(&f, devs[i], VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME)
 			     ? " VK_EXT_external_memory_host (weights read in place from the file's map)"
 			     : " (no VK_EXT_external_memory_host: weights copied once)",
-			     why ? "" : has_ext(&f, devs[i], "VK_KHR_cooperative_matrix")
+			     why ? "" : coopmat_fits(&f, inst, devs[i])
+			     ? "; VK_NV_cooperative_matrix: cooperative-matrix prefill GEMM available, "
+			     "opt-in (EMBER_VK_COOPMAT=1; unmeasured, self-checked at load)"
+			     : has_ext(&f, devs[i], "VK_KHR_cooperative_matrix")
 			     ? "; VK_KHR_cooperative_matrix present but unused (Debian 12's glslc "
 			     "cannot compile it)" : "; no cooperative matrix",
 			     why ? "" : "; shaders: embed norm rope matmul and prefill gemm (f32 f16 "
@@ -289,7 +343,10 @@ static int open_device(int index, char *err)
 					   .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
 					   .commandBufferCount = 1};
 	VkFenceCreateInfo fci = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
-	const char *ext_host = VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME;
+	VkPhysicalDeviceCooperativeMatrixFeaturesNV cm = {
+		.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV,
+		.cooperativeMatrix = VK_TRUE};
+	const char *exts[2];
 	int rc;
 
 	if ((rc = make_instance(&c->inst, &c->f, err)) < 0)
@@ -321,13 +378,19 @@ static int open_device(int index, char *err)
 
 		c->f.GetPhysicalDeviceProperties2(c->phys, &p2);
 		c->host_align = hp.minImportedHostPointerAlignment;
-		dci.enabledExtensionCount = 1;
-		dci.ppEnabledExtensionNames = &ext_host;
+		exts[dci.enabledExtensionCount++] = VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME;
 	}
+	if (coopmat_asked() && coopmat_fits(&c->f, c->inst, c->phys)) {
+		exts[dci.enabledExtensionCount++] = VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME;
+		f12.shaderFloat16 = VK_TRUE;
+		f12.pNext = &cm;
+		c->coopmat = 1;
+	}
+	dci.ppEnabledExtensionNames = exts;
 	if (c->f.CreateDevice(c->phys, &dci, NULL, &c->dev) != VK_SUCCESS)
 		return ember_seterr(err, EMBER_EUNSUPPORTED, "vulkan: device %s refused",
 				    c->props.deviceName);
-	if (dci.enabledExtensionCount)
+	if (c->host_align)
 		c->host_ptr_props = (PFN_vkGetMemoryHostPointerPropertiesEXT)c->f.GetDeviceProcAddr(
 			c->dev, "vkGetMemoryHostPointerPropertiesEXT");
 	c->f.GetDeviceQueue(c->dev, c->qfam, 0, &c->queue);

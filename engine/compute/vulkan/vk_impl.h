@@ -48,7 +48,8 @@ struct vk_fns {
 /* The shaders (shaders/<name>.comp). Those before VK_SH_LAZY get their
  * pipelines when the device opens; the per-type ones and the prefill GEMM
  * when a model needs them (vk_shader_ready): each costs llvmpipe seconds
- * to compile. Each type's matmul, embed and gemm follow one another. */
+ * to compile. Each type's matmul, embed, gemm and coopmat follow one
+ * another. */
 enum vk_shader {
 	VK_SH_EMBED,
 	VK_SH_NORM,
@@ -60,7 +61,8 @@ enum vk_shader {
 	VK_SH_ADD,
 	VK_SH_COPY,
 	VK_SH_GEMM,
-#define VK__SH(U, l) VK_SH_MATMUL_##U, VK_SH_EMBED_##U, VK_SH_GEMM_##U,
+	VK_SH_COOPMAT, /* only where the device has it and it is asked for */
+#define VK__SH(U, l) VK_SH_MATMUL_##U, VK_SH_EMBED_##U, VK_SH_GEMM_##U, VK_SH_COOPMAT_##U,
 	VK_QTYPES(VK__SH)
 #undef VK__SH
 	VK_SH_COUNT
@@ -83,6 +85,10 @@ struct vk_ctx {
 	VkPhysicalDeviceProperties props;
 	VkPhysicalDeviceMemoryProperties mem;
 	int uma; /* a memory type is both device-local and host-visible */
+	/* VK_NV_cooperative_matrix enabled (EMBER_VK_COOPMAT=1 and the device
+	 * multiplies 16x16x16 f16 -> f32 in subgroups of 32): coopmat.comp
+	 * may replace gemm.comp once it passed its self-check (vk_coop.c) */
+	int coopmat;
 	/* VK_EXT_external_memory_host: host memory (the weights' file map)
 	 * imported as device memory, in units of host_align bytes */
 	PFN_vkGetMemoryHostPointerPropertiesEXT host_ptr_props;
@@ -141,6 +147,7 @@ const char *vk_shader_name(enum vk_shader s);
 int vk_shader_matmul(uint32_t t);
 int vk_shader_embed(uint32_t t);
 int vk_shader_gemm(uint32_t t);
+int vk_shader_coopmat(uint32_t t);
 
 /* Makes shader s's pipeline unless it exists (thread-safe; vk_device.c). */
 int vk_shader_ready(enum vk_shader s, char *err);
@@ -177,6 +184,13 @@ int vk_stage_flush(struct vk_stage *s, char *err);
 /* How many submissions the stage has made. */
 uint64_t vk_stage_flushes(const struct vk_stage *s);
 
+/* ---- the cooperative-matrix GEMM's self-check (vk_coop.c) ---- */
+
+/* coopmat.comp beside gemm.comp on the first rows of weight w (type,
+ * n_in x n_out, on the device) and random activations: 0 when they agree
+ * within 1e-2 x max, else EMBER_EUNSUPPORTED saying by how much. */
+int vk_coopmat_check(uint32_t type, VkDeviceAddress w, uint32_t n_in, uint32_t n_out, char *err);
+
 /* ---- the model's weights on the device (vk_model.c) ---- */
 
 struct vk_weights;
@@ -188,5 +202,9 @@ void vk_weights_put(struct vk_weights *w);
 /* Device address of a weight (0: absent). layer is ignored for model-wide
  * roles. */
 VkDeviceAddress vk_weights_addr(const struct vk_weights *w, int role, uint32_t layer);
+
+/* 1 when this model's prefill GEMM runs on cooperative matrices (asked
+ * for, the device has them, the self-check passed for each of its types). */
+int vk_weights_coopmat(const struct vk_weights *w);
 
 #endif

@@ -28,6 +28,7 @@
  */
 #include "vk_impl.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -86,6 +87,7 @@ struct vk_weights {
 	int refs;
 	int imported; /* chunks are windows of the file's map, not copies */
 	int staged;   /* chunks are device-local, filled through staging */
+	int coopmat;  /* the prefill takes coopmat.comp (check_coopmat) */
 	struct vk_weights *next;
 	struct vk_buf *chunks;
 	uint32_t n_chunks;
@@ -341,6 +343,44 @@ void vk_test_import(int on)
 	import_off = !on;
 }
 
+/* EMBER_VK_COOPMAT=1 on a device with cooperative matrices: coopmat.comp
+ * checked against gemm.comp on the first tensor of each weight type; any
+ * disagreement (or a refused pipeline) keeps the model on gemm.comp, said
+ * once on stderr. */
+static void check_coopmat(struct vk_weights *w)
+{
+	const struct model *m = w->m;
+	const uint32_t n_slots = ARCH_T_FIRST_LAYER + m->hp.n_layer * ARCH_T_COUNT;
+	uint32_t seen[8], n_seen = 0, s, i;
+	char err[EMBER_ERR_MAX];
+
+	if (!vk__ctx.coopmat)
+		return;
+	for (s = 0; s < n_slots; s++) {
+		const struct model_weight *x = weight_at(m, s);
+
+		if (!x->data || !w->addr[s] || x->n_out < 2 || s == ARCH_T_TOKEN_EMBD)
+			continue;
+		for (i = 0; i < n_seen && seen[i] != x->type; i++)
+			;
+		if (i < n_seen)
+			continue;
+		if (n_seen == 8 || vk_coopmat_check(x->type, w->addr[s], x->n_in, x->n_out, err) < 0) {
+			if (n_seen == 8)
+				snprintf(err, sizeof(err), "vulkan: more than 8 weight types");
+			fprintf(stderr, "%s: the prefill keeps the tiled GEMM\n", err);
+			return;
+		}
+		seen[n_seen++] = x->type;
+	}
+	w->coopmat = 1;
+}
+
+int vk_weights_coopmat(const struct vk_weights *w)
+{
+	return w->coopmat;
+}
+
 void vk_test_staging(size_t bytes)
 {
 	stage_forced = bytes;
@@ -389,6 +429,7 @@ int vk_weights_get(struct vk_weights **out, const struct model *m, char *err)
 			weights_free(w);
 			w = NULL;
 		} else {
+			check_coopmat(w);
 			w->next = reg;
 			reg = w;
 		}

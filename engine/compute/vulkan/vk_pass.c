@@ -266,9 +266,12 @@ static void mm(struct vk_pass *p, int role, int bias_role, uint32_t il, VkDevice
 				       y + (uint64_t)r->row0 * w->n_out * 4, b, w->type, w->n_in,
 				       w->n_out, r->n, flags | (b ? MM_BIAS : 0), cap};
 
-		if (r->gemm)
-			vk_dispatch(p->cb, (enum vk_shader)vk_shader_gemm(w->type), &pc, sizeof(pc),
-				    (w->n_out + 63) / 64, (r->n + 31) / 32, 1);
+		if (r->gemm) /* the same tiles on cooperative matrices where checked */
+			vk_dispatch(p->cb,
+				    (enum vk_shader)(vk_weights_coopmat(p->w)
+							     ? vk_shader_coopmat(w->type)
+							     : vk_shader_gemm(w->type)),
+				    &pc, sizeof(pc), (w->n_out + 63) / 64, (r->n + 31) / 32, 1);
 		else
 			vk_dispatch(p->cb, (enum vk_shader)vk_shader_matmul(w->type), &pc,
 				    sizeof(pc), gx, (r->n + 7) / 8, (w->n_out + 32767) / 32768);
