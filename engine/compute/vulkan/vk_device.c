@@ -158,12 +158,15 @@ static int coopmat_fits(const struct vk_fns *f, VkInstance inst, VkPhysicalDevic
 	return ok;
 }
 
-/* EMBER_VK_COOPMAT=1: the cooperative-matrix GEMM is asked for. */
+/* EMBER_VK_COOPMAT=1: the cooperative-matrix GEMM is asked for (0 or
+ * unset: not; anything else is refused: -1). */
 static int coopmat_asked(void)
 {
 	const char *e = getenv("EMBER_VK_COOPMAT");
 
-	return e && strcmp(e, "1") == 0;
+	if (!e || !*e || strcmp(e, "0") == 0)
+		return 0;
+	return strcmp(e, "1") == 0 ? 1 : -1;
 }
 
 static const char *type_name(VkPhysicalDeviceType t)
@@ -349,6 +352,9 @@ static int open_device(int index, char *err)
 	const char *exts[2];
 	int rc;
 
+	if (coopmat_asked() < 0)
+		return ember_seterr(err, EMBER_EINVAL, "vulkan: EMBER_VK_COOPMAT=%.32s: 0 or 1",
+				    getenv("EMBER_VK_COOPMAT"));
 	if ((rc = make_instance(&c->inst, &c->f, err)) < 0)
 		return rc;
 	if (c->f.EnumeratePhysicalDevices(c->inst, &n, devs) < 0 || n == 0)
@@ -380,7 +386,7 @@ static int open_device(int index, char *err)
 		c->host_align = hp.minImportedHostPointerAlignment;
 		exts[dci.enabledExtensionCount++] = VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME;
 	}
-	if (coopmat_asked() && coopmat_fits(&c->f, c->inst, c->phys)) {
+	if (coopmat_asked() == 1 && coopmat_fits(&c->f, c->inst, c->phys)) {
 		exts[dci.enabledExtensionCount++] = VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME;
 		f12.shaderFloat16 = VK_TRUE;
 		f12.pNext = &cm;

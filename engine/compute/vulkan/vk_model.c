@@ -101,15 +101,20 @@ static size_t stage_forced; /* vk_test_staging(n): staging buffer bytes */
 
 #define STAGE_BYTES (16u << 20) /* the staging buffer: bounded, a few MiB */
 
-/* The staging buffer's size when the weights go through one, else 0. */
-static VkDeviceSize staging_bytes(void)
+/* The staging buffer's size when the weights go through one, else 0
+ * (EMBER_VK_STAGING=1 forces it, 0 or unset leaves it to the device;
+ * anything else is refused). */
+static int staging_bytes(VkDeviceSize *out, char *err)
 {
 	const char *e = getenv("EMBER_VK_STAGING");
 
+	*out = 0;
+	if (e && *e && strcmp(e, "0") != 0 && strcmp(e, "1") != 0)
+		return ember_seterr(err, EMBER_EINVAL, "vulkan: EMBER_VK_STAGING=%.32s: 0 or 1", e);
 	if (stage_forced)
-		return stage_forced;
-	if ((e && strcmp(e, "1") == 0) || vk_mem_needs_staging(&vk__ctx.mem))
-		return STAGE_BYTES;
+		*out = stage_forced;
+	else if ((e && strcmp(e, "1") == 0) || vk_mem_needs_staging(&vk__ctx.mem))
+		*out = STAGE_BYTES;
 	return 0;
 }
 
@@ -171,7 +176,10 @@ static int upload(struct vk_weights *w, char *err)
 		free(start);
 		return ember_seterr(err, EMBER_ENOMEM, "vulkan: weight table");
 	}
-	stage_n = staging_bytes();
+	if ((rc = staging_bytes(&stage_n, err)) < 0) {
+		free(start);
+		return rc;
+	}
 	if (!stage_n && import_map(w, limit) == 0) {
 		free(start);
 		goto done;
