@@ -191,15 +191,22 @@ VK_SPV := $(patsubst $(VK_DIR)/shaders/%.comp,$(BUILD)/vkspv/%.spv.h,$(wildcard 
 $(BUILD)/vkspv/%.spv.h: $(VK_DIR)/shaders/%.comp $(VK_DIR)/shaders/common.glsl
 	@mkdir -p $(@D)
 	$(call say,GLSLC,$<)glslc --target-env=vulkan1.2 -O -mfmt=c -o $@ $<
-# matmul and embed once more per other block type (name:dtype.h number),
-# each with only its own dequantization (common.glsl, QTYPE).
+# matmul, embed, gemm and coopmat once more per other block type
+# (name:dtype.h number), each with only its own dequantization (common.glsl,
+# QTYPE).
 VK_QTYPES := q4_1:3 q5_0:6 q5_1:7 q2_k:10 q3_k:11 q4_k:12 q5_k:13 q6_k:14 iq4_nl:20 iq4_xs:23
-VK_SPV += $(foreach q,$(VK_QTYPES),$(foreach s,matmul embed,$(BUILD)/vkspv/$(s)_$(firstword $(subst :, ,$(q))).spv.h))
+VK_SPV += $(foreach q,$(VK_QTYPES),$(foreach s,matmul embed gemm coopmat,$(BUILD)/vkspv/$(s)_$(firstword $(subst :, ,$(q))).spv.h))
 VK_QNUM = $(lastword $(subst :, ,$(filter $*:%,$(VK_QTYPES))))
 $(BUILD)/vkspv/matmul_%.spv.h: $(VK_DIR)/shaders/matmul.comp $(VK_DIR)/shaders/common.glsl
 	@mkdir -p $(@D)
 	$(call say,GLSLC,$@)glslc --target-env=vulkan1.2 -O -mfmt=c -DQTYPE=$(VK_QNUM) -o $@ $<
 $(BUILD)/vkspv/embed_%.spv.h: $(VK_DIR)/shaders/embed.comp $(VK_DIR)/shaders/common.glsl
+	@mkdir -p $(@D)
+	$(call say,GLSLC,$@)glslc --target-env=vulkan1.2 -O -mfmt=c -DQTYPE=$(VK_QNUM) -o $@ $<
+$(BUILD)/vkspv/gemm_%.spv.h: $(VK_DIR)/shaders/gemm.comp $(VK_DIR)/shaders/common.glsl
+	@mkdir -p $(@D)
+	$(call say,GLSLC,$@)glslc --target-env=vulkan1.2 -O -mfmt=c -DQTYPE=$(VK_QNUM) -o $@ $<
+$(BUILD)/vkspv/coopmat_%.spv.h: $(VK_DIR)/shaders/coopmat.comp $(VK_DIR)/shaders/common.glsl
 	@mkdir -p $(@D)
 	$(call say,GLSLC,$@)glslc --target-env=vulkan1.2 -O -mfmt=c -DQTYPE=$(VK_QNUM) -o $@ $<
 $(BUILD)/$(VK_DIR)/vk_shaders.o: $(VK_SPV)

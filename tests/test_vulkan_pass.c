@@ -59,10 +59,11 @@ static int open_vulkan(struct model *m, const char *path)
 	return 0;
 }
 
-/* Three sequences in one step (a prompt, a decode, another prompt) give
- * the logits each gives alone, bit for bit: a token's arithmetic does not
- * depend on its neighbours (matmul.comp tiles tokens, attention runs per
- * sequence). */
+/* Three sequences in one step (a prompt, a decode, another prompt long
+ * enough for the prefill GEMM) give the logits each gives alone, bit for
+ * bit: a token's arithmetic does not depend on its neighbours (matmul.comp
+ * and gemm.comp tile tokens, the GEMM is chosen per sequence, attention
+ * runs per sequence). */
 START_TEST(batched_step_equals_single_steps)
 {
 	struct test_golden g;
@@ -70,7 +71,7 @@ START_TEST(batched_step_equals_single_steps)
 	struct compute_pass *p;
 	struct compute_opts o = {.max_batch = 32};
 	struct compute_kv *kv[3], *solo;
-	const uint32_t len[3] = {7, 1, 12}, V = 1000;
+	const uint32_t len[3] = {7, 1, 20}, V = 1000;
 	float *batched = malloc((size_t)(7 + 1 + 1) * V * sizeof(float)), *one = malloc(7 * V * 4);
 	char err[EMBER_ERR_MAX] = "";
 	uint32_t s, off;
@@ -183,15 +184,19 @@ out:
 END_TEST
 
 /* Weights read in place from the file's map (VK_EXT_external_memory_host,
- * where the device has it: lavapipe does) and weights copied into device
- * memory give the same logits, bit for bit. */
-START_TEST(imported_and_copied_weights_give_identical_logits)
+ * where the device has it: lavapipe does), weights copied into device
+ * memory, and weights staged into device-local memory through a small
+ * staging buffer (as on a discrete GPU; 65532 bytes, so tensors are split
+ * across many submissions at unaligned offsets) give the same logits, bit
+ * for bit. */
+START_TEST(imported_copied_and_staged_weights_give_identical_logits)
 {
 	struct test_golden g;
 	struct model m;
 	struct compute_opts o = {.max_batch = 32};
 	const uint32_t V = 1000, n = 24;
-	float *l[2] = {malloc((size_t)n * V * 4), malloc((size_t)n * V * 4)};
+	float *l[3] = {malloc((size_t)n * V * 4), malloc((size_t)n * V * 4),
+		       malloc((size_t)n * V * 4)};
 	char err[EMBER_ERR_MAX] = "", list[4096];
 	int mode, has_ext;
 
@@ -199,14 +204,16 @@ START_TEST(imported_and_copied_weights_give_identical_logits)
 		goto out;
 	has_ext = strstr(vk_describe(list, sizeof(list)), " VK_EXT_external_memory_host") != NULL;
 	test_golden_load(&g, "llama", V);
-	for (mode = 0; mode < 2; mode++) {
+	for (mode = 0; mode < 3; mode++) {
 		struct compute_pass *p;
 		struct compute_kv *kv;
 		struct compute_seq sq = {NULL, g.input, n, COMPUTE_LOGITS_ALL};
 
 		vk_test_import(mode == 0);
+		vk_test_staging(mode == 2 ? 65532 : 0);
 		ck_assert_msg(compute_pass_new(&p, &m, &o, err) == 0, "%s", err);
 		ck_assert_int_eq(vk_test_n_imported(), mode == 0 && has_ext);
+		ck_assert_int_eq(vk_test_n_staged(), mode == 2);
 		ck_assert_int_eq(compute_kv_new(&kv, &m, 64, DTYPE_F32, 0, err), 0);
 		sq.kv = kv;
 		ck_assert_msg(compute_pass_run(p, &sq, 1, l[mode], err) == 0, "%s", err);
@@ -214,14 +221,77 @@ START_TEST(imported_and_copied_weights_give_identical_logits)
 		compute_pass_free(p);
 	}
 	vk_test_import(1);
+	vk_test_staging(0);
 	ck_assert_msg(memcmp(l[0], l[1], (size_t)n * V * 4) == 0, "imported and copied weights "
 		      "give different logits");
-	printf("vulkan weights: %s and copied give the same logits bit for bit\n",
+	ck_assert_msg(memcmp(l[2], l[1], (size_t)n * V * 4) == 0, "staged and copied weights "
+		      "give different logits");
+	printf("vulkan weights: %s, copied and staged (65532-byte staging buffer) give the same "
+	       "logits bit for bit\n",
 	       has_ext ? "imported from the file's map" : "(no host import on this device)");
 	test_golden_free(&g);
 	model_free(&m);
 out:
-	free(l[0]), free(l[1]);
+	free(l[0]), free(l[1]), free(l[2]);
+}
+END_TEST
+
+/* A 24-token prompt through the prefill GEMM (gemm.comp, the default from
+ * 16 tokens) and through the per-token matmul (EMBER_VK_GEMM=0): logits
+ * of every position within 1e-5 x max of each other (the sums run in
+ * another order); EMBER_VK_GEMM that is not a count is refused. The
+ * cooperative-matrix GEMM is asked for (EMBER_VK_COOPMAT=1): on a device
+ * without it (lavapipe) that changes nothing; on one with it the logits
+ * are held to 2e-2 x max (f16 operands). */
+START_TEST(prefill_gemm_matches_the_per_token_matmul)
+{
+	struct test_golden g;
+	struct model m;
+	struct compute_opts o = {.max_batch = 32};
+	const uint32_t V = 1000, n = 24;
+	float *l[2] = {malloc((size_t)n * V * 4), malloc((size_t)n * V * 4)};
+	double *want = malloc((size_t)n * V * sizeof(double));
+	char err[EMBER_ERR_MAX] = "";
+	struct compute_pass *p;
+	char list[4096];
+	size_t i;
+	int mode, coop;
+
+	/* read when the device opens (this test's process opens it here) */
+	setenv("EMBER_VK_COOPMAT", "1", 1);
+	if (open_vulkan(&m, LLAMA) < 0)
+		goto out;
+	unsetenv("EMBER_VK_COOPMAT");
+	coop = strstr(vk_describe(list, sizeof(list)), "VK_NV_cooperative_matrix:") != NULL;
+	test_golden_load(&g, "llama", V);
+	for (mode = 0; mode < 2; mode++) {
+		struct compute_kv *kv;
+		struct compute_seq sq = {NULL, g.input, n, COMPUTE_LOGITS_ALL};
+
+		if (mode == 0)
+			unsetenv("EMBER_VK_GEMM");
+		else
+			setenv("EMBER_VK_GEMM", "0", 1);
+		ck_assert_msg(compute_pass_new(&p, &m, &o, err) == 0, "%s", err);
+		ck_assert_int_eq(compute_kv_new(&kv, &m, 64, DTYPE_F32, 0, err), 0);
+		sq.kv = kv;
+		ck_assert_msg(compute_pass_run(p, &sq, 1, l[mode], err) == 0, "%s", err);
+		compute_kv_free(kv);
+		compute_pass_free(p);
+	}
+	setenv("EMBER_VK_GEMM", "16x", 1);
+	ck_assert_int_ne(compute_pass_new(&p, &m, &o, err), 0);
+	ck_assert_msg(strstr(err, "EMBER_VK_GEMM=16x") != NULL, "%s", err);
+	unsetenv("EMBER_VK_GEMM");
+	for (i = 0; i < (size_t)n * V; i++)
+		want[i] = l[1][i];
+	close_enough(l[0], want, (size_t)n * V, coop ? 2e-2 : 1e-5,
+		     coop ? "prefill coopmat vs per-token matmul" : "prefill gemm vs per-token matmul");
+	test_golden_free(&g);
+	model_free(&m);
+out:
+	unsetenv("EMBER_VK_COOPMAT");
+	free(l[0]), free(l[1]), free(want);
 }
 END_TEST
 
@@ -361,7 +431,8 @@ Suite *suite_vulkan_pass(void)
 	tcase_add_test(te, batched_step_equals_single_steps);
 	tcase_add_test(te, hidden_states_match_the_cpu);
 	tcase_add_test(te, ring_caches_equal_full_caches);
-	tcase_add_test(te, imported_and_copied_weights_give_identical_logits);
+	tcase_add_test(te, imported_copied_and_staged_weights_give_identical_logits);
+	tcase_add_test(te, prefill_gemm_matches_the_per_token_matmul);
 	tcase_add_test(te, copied_prefix_and_rewind_continue_the_same);
 	tcase_add_test(te, weight_type_without_shader_is_refused_by_name);
 	suite_add_tcase(s, te);

@@ -79,4 +79,12 @@ int vk_test_dispatch(const char *name, void *pc, size_t pc_bytes, void *const *b
 void vk_test_import(int on);
 int vk_test_n_imported(void);
 
+/* Test hooks: vk_test_staging(n > 0) makes weights uploaded from now on go
+ * through a staging buffer of n bytes into device-local memory, as on a
+ * device whose device-local memory is not host-visible (0: only where the
+ * device needs it, or EMBER_VK_STAGING=1 asks); vk_test_n_staged() counts
+ * the weight sets now held that were staged. */
+void vk_test_staging(size_t bytes);
+int vk_test_n_staged(void);
+
 #endif

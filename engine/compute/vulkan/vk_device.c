@@ -9,10 +9,12 @@
  * Memory (why): on unified-memory devices (integrated GPUs, lavapipe) a
  * memory type is both device-local and host-visible; weights go there and
  * are written through the map, so no staging copy exists. A discrete GPU
- * without such a type gets host-visible system memory for the weights
- * (correct, slower; a staging upload is future work, README Vulkan). With
+ * without such a type gets its weights staged (below). With
  * VK_EXT_external_memory_host (enabled where present) the weights are not
  * copied at all: the file's map is imported (vk_buf_import, vk_model.c).
+ * A device whose largest device-local heap has no host-visible type (a
+ * discrete GPU without resizable BAR) gets its weights staged into
+ * device-local memory instead (vk_mem_needs_staging, vk_model.c).
  */
 #include "vk_impl.h"
 
@@ -113,6 +115,60 @@ static int has_ext(const struct vk_fns *f, VkPhysicalDevice d, const char *name)
 	return found;
 }
 
+/* 1 when device d can run coopmat.comp: VK_NV_cooperative_matrix with the
+ * feature, a 16x16x16 f16 x f16 -> f32 subgroup shape, subgroups of 32 and
+ * shaderFloat16. */
+static int coopmat_fits(const struct vk_fns *f, VkInstance inst, VkPhysicalDevice d)
+{
+	PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesNV props =
+		(PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesNV)get_proc(
+			inst, "vkGetPhysicalDeviceCooperativeMatrixPropertiesNV");
+	VkPhysicalDeviceCooperativeMatrixFeaturesNV cm = {
+		.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV};
+	VkPhysicalDeviceVulkan12Features f12 = {
+		.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES, .pNext = &cm};
+	VkPhysicalDeviceFeatures2 f2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2,
+					.pNext = &f12};
+	VkPhysicalDeviceSubgroupProperties sp = {
+		.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
+	VkPhysicalDeviceProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2,
+					  .pNext = &sp};
+	VkCooperativeMatrixPropertiesNV *cp;
+	uint32_t n = 0, i;
+	int ok = 0;
+
+	if (!props || !has_ext(f, d, VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME))
+		return 0;
+	f->GetPhysicalDeviceFeatures2(d, &f2);
+	f->GetPhysicalDeviceProperties2(d, &p2);
+	if (!cm.cooperativeMatrix || !f12.shaderFloat16 || sp.subgroupSize != 32 ||
+	    props(d, &n, NULL) != VK_SUCCESS || n == 0 || !(cp = calloc(n, sizeof(*cp))))
+		return 0;
+	for (i = 0; i < n; i++)
+		cp[i].sType = VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_NV;
+	if (props(d, &n, cp) >= 0)
+		for (i = 0; i < n && !ok; i++)
+			ok = cp[i].MSize == 16 && cp[i].NSize == 16 && cp[i].KSize == 16 &&
+			     cp[i].AType == VK_COMPONENT_TYPE_FLOAT16_NV &&
+			     cp[i].BType == VK_COMPONENT_TYPE_FLOAT16_NV &&
+			     cp[i].CType == VK_COMPONENT_TYPE_FLOAT32_NV &&
+			     cp[i].DType == VK_COMPONENT_TYPE_FLOAT32_NV &&
+			     cp[i].scope == VK_SCOPE_SUBGROUP_NV;
+	free(cp);
+	return ok;
+}
+
+/* EMBER_VK_COOPMAT=1: the cooperative-matrix GEMM is asked for (0 or
+ * unset: not; anything else is refused: -1). */
+static int coopmat_asked(void)
+{
+	const char *e = getenv("EMBER_VK_COOPMAT");
+
+	if (!e || !*e || strcmp(e, "0") == 0)
+		return 0;
+	return strcmp(e, "1") == 0 ? 1 : -1;
+}
+
 static const char *type_name(VkPhysicalDeviceType t)
 {
 	switch (t) {
@@ -122,6 +178,21 @@ static const char *type_name(VkPhysicalDeviceType t)
 	case VK_PHYSICAL_DEVICE_TYPE_CPU: return "CPU";
 	default: return "other";
 	}
+}
+
+int vk_mem_needs_staging(const VkPhysicalDeviceMemoryProperties *mp)
+{
+	uint32_t i, heap = UINT32_MAX;
+
+	for (i = 0; i < mp->memoryHeapCount; i++)
+		if (mp->memoryHeaps[i].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT &&
+		    (heap == UINT32_MAX || mp->memoryHeaps[i].size > mp->memoryHeaps[heap].size))
+			heap = i;
+	for (i = 0; heap != UINT32_MAX && i < mp->memoryTypeCount; i++)
+		if (mp->memoryTypes[i].heapIndex == heap &&
+		    mp->memoryTypes[i].propertyFlags & VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT)
+			return 0;
+	return heap != UINT32_MAX;
 }
 
 static int is_uma(const VkPhysicalDeviceMemoryProperties *mp)
@@ -174,15 +245,20 @@ char *vk_describe(char *buf, size_t cap)
 			     is_uma(&mp) ? "unified memory" : "dedicated memory",
 			     why ? "unusable: " : "usable; features used: bufferDeviceAddress "
 			     "scalarBlockLayout shaderInt64",
-			     why ? why : has_ext(&f, devs[i], VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME)
+			     why ? why : vk_mem_needs_staging(&mp)
+			     ? " (device-local memory not host-visible: weights staged into it once)"
+			     : has_ext(&f, devs[i], VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME)
 			     ? " VK_EXT_external_memory_host (weights read in place from the file's map)"
 			     : " (no VK_EXT_external_memory_host: weights copied once)",
-			     why ? "" : has_ext(&f, devs[i], "VK_KHR_cooperative_matrix")
+			     why ? "" : coopmat_fits(&f, inst, devs[i])
+			     ? "; VK_NV_cooperative_matrix: cooperative-matrix prefill GEMM available, "
+			     "opt-in (EMBER_VK_COOPMAT=1; unmeasured, self-checked at load)"
+			     : has_ext(&f, devs[i], "VK_KHR_cooperative_matrix")
 			     ? "; VK_KHR_cooperative_matrix present but unused (Debian 12's glslc "
 			     "cannot compile it)" : "; no cooperative matrix",
-			     why ? "" : "; shaders: embed norm rope matmul (f32 f16 bf16 q8_0 q4_0; "
-			     "q4_1 q5_0 q5_1 q2_k q3_k q4_k q5_k q6_k iq4_nl iq4_xs: a pipeline each, "
-			     "on first use) kv_store attention act add copy");
+			     why ? "" : "; shaders: embed norm rope matmul and prefill gemm (f32 f16 "
+			     "bf16 q8_0 q4_0; q4_1 q5_0 q5_1 q2_k q3_k q4_k q5_k q6_k iq4_nl iq4_xs: a "
+			     "pipeline each, on first use) kv_store attention act add copy");
 		len += w > 0 ? (size_t)w : 0;
 	}
 	f.DestroyInstance(inst, NULL);
@@ -270,9 +346,15 @@ static int open_device(int index, char *err)
 					   .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
 					   .commandBufferCount = 1};
 	VkFenceCreateInfo fci = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
-	const char *ext_host = VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME;
+	VkPhysicalDeviceCooperativeMatrixFeaturesNV cm = {
+		.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV,
+		.cooperativeMatrix = VK_TRUE};
+	const char *exts[2];
 	int rc;
 
+	if (coopmat_asked() < 0)
+		return ember_seterr(err, EMBER_EINVAL, "vulkan: EMBER_VK_COOPMAT=%.32s: 0 or 1",
+				    getenv("EMBER_VK_COOPMAT"));
 	if ((rc = make_instance(&c->inst, &c->f, err)) < 0)
 		return rc;
 	if (c->f.EnumeratePhysicalDevices(c->inst, &n, devs) < 0 || n == 0)
@@ -302,13 +384,19 @@ static int open_device(int index, char *err)
 
 		c->f.GetPhysicalDeviceProperties2(c->phys, &p2);
 		c->host_align = hp.minImportedHostPointerAlignment;
-		dci.enabledExtensionCount = 1;
-		dci.ppEnabledExtensionNames = &ext_host;
+		exts[dci.enabledExtensionCount++] = VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME;
 	}
+	if (coopmat_asked() == 1 && coopmat_fits(&c->f, c->inst, c->phys)) {
+		exts[dci.enabledExtensionCount++] = VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME;
+		f12.shaderFloat16 = VK_TRUE;
+		f12.pNext = &cm;
+		c->coopmat = 1;
+	}
+	dci.ppEnabledExtensionNames = exts;
 	if (c->f.CreateDevice(c->phys, &dci, NULL, &c->dev) != VK_SUCCESS)
 		return ember_seterr(err, EMBER_EUNSUPPORTED, "vulkan: device %s refused",
 				    c->props.deviceName);
-	if (dci.enabledExtensionCount)
+	if (c->host_align)
 		c->host_ptr_props = (PFN_vkGetMemoryHostPointerPropertiesEXT)c->f.GetDeviceProcAddr(
 			c->dev, "vkGetMemoryHostPointerPropertiesEXT");
 	c->f.GetDeviceQueue(c->dev, c->qfam, 0, &c->queue);
@@ -382,7 +470,9 @@ int vk_buf_new(struct vk_buf *b, VkDeviceSize size, enum vk_mem where, char *err
 		return ember_seterr(err, EMBER_ENOMEM, "vulkan: buffer of %llu bytes",
 				    (unsigned long long)size);
 	c->f.GetBufferMemoryRequirements(c->dev, b->b, &req);
-	if (where != VK_MEM_HOST)
+	if (where == VK_MEM_LOCAL)
+		t = find_type(req.memoryTypeBits, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT);
+	else if (where != VK_MEM_HOST)
 		t = find_type(req.memoryTypeBits, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT | host);
 	if (t < 0 && where == VK_MEM_DEVICE)
 		t = find_type(req.memoryTypeBits, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT);

@@ -46,8 +46,10 @@ struct vk_fns {
 	X(Q4_K, q4_k) X(Q5_K, q5_k) X(Q6_K, q6_k) X(IQ4_NL, iq4_nl) X(IQ4_XS, iq4_xs)
 
 /* The shaders (shaders/<name>.comp). Those before VK_SH_LAZY get their
- * pipelines when the device opens; the per-type ones when a model needs
- * them (vk_shader_ready): each costs llvmpipe seconds to compile. */
+ * pipelines when the device opens; the per-type ones and the prefill GEMM
+ * when a model needs them (vk_shader_ready): each costs llvmpipe seconds
+ * to compile. Each type's matmul, embed, gemm and coopmat follow one
+ * another. */
 enum vk_shader {
 	VK_SH_EMBED,
 	VK_SH_NORM,
@@ -58,7 +60,9 @@ enum vk_shader {
 	VK_SH_ACT,
 	VK_SH_ADD,
 	VK_SH_COPY,
-#define VK__SH(U, l) VK_SH_MATMUL_##U, VK_SH_EMBED_##U,
+	VK_SH_GEMM,
+	VK_SH_COOPMAT, /* only where the device has it and it is asked for */
+#define VK__SH(U, l) VK_SH_MATMUL_##U, VK_SH_EMBED_##U, VK_SH_GEMM_##U, VK_SH_COOPMAT_##U,
 	VK_QTYPES(VK__SH)
 #undef VK__SH
 	VK_SH_COUNT
@@ -81,6 +85,10 @@ struct vk_ctx {
 	VkPhysicalDeviceProperties props;
 	VkPhysicalDeviceMemoryProperties mem;
 	int uma; /* a memory type is both device-local and host-visible */
+	/* VK_NV_cooperative_matrix enabled (EMBER_VK_COOPMAT=1 and the device
+	 * multiplies 16x16x16 f16 -> f32 in subgroups of 32): coopmat.comp
+	 * may replace gemm.comp once it passed its self-check (vk_coop.c) */
+	int coopmat;
 	/* VK_EXT_external_memory_host: host memory (the weights' file map)
 	 * imported as device memory, in units of host_align bytes */
 	PFN_vkGetMemoryHostPointerPropertiesEXT host_ptr_props;
@@ -112,7 +120,15 @@ enum vk_mem {
 	 * device has such memory (UMA, resizable BAR), else host memory the
 	 * device reads (the weights) */
 	VK_MEM_UPLOAD,
+	/* device-local, host-visible or not: the weights' chunks filled
+	 * through a staging buffer (vk_model.c) */
+	VK_MEM_LOCAL,
 };
+
+/* 1 when no host-visible memory type lives in the device's largest
+ * device-local heap (a discrete GPU without resizable BAR): the weights
+ * are then staged into it rather than written in place or imported. */
+int vk_mem_needs_staging(const VkPhysicalDeviceMemoryProperties *mp);
 
 int vk_buf_new(struct vk_buf *b, VkDeviceSize size, enum vk_mem where, char *err);
 
@@ -126,9 +142,12 @@ void vk_buf_free(struct vk_buf *b);
 const uint32_t *vk_shader_code(enum vk_shader s, size_t *bytes);
 const char *vk_shader_name(enum vk_shader s);
 
-/* The matmul / embed shader that reads weight type t, or -1: none does. */
+/* The matmul / embed / gemm shader that reads weight type t, or -1: none
+ * does. */
 int vk_shader_matmul(uint32_t t);
 int vk_shader_embed(uint32_t t);
+int vk_shader_gemm(uint32_t t);
+int vk_shader_coopmat(uint32_t t);
 
 /* Makes shader s's pipeline unless it exists (thread-safe; vk_device.c). */
 int vk_shader_ready(enum vk_shader s, char *err);
@@ -146,6 +165,32 @@ void vk_dispatch(VkCommandBuffer cb, enum vk_shader s, const void *pc, size_t si
 /* Dispatches s over n invocations of 64 (x up to 1024 groups, then y). */
 void vk_dispatch_n(VkCommandBuffer cb, enum vk_shader s, const void *pc, size_t size, uint64_t n);
 
+/* ---- uploads through a bounded staging buffer (vk_stage.c) ---- */
+
+struct vk_stage;
+
+/* A staging buffer of `bytes` host-visible bytes with its command buffer. */
+int vk_stage_new(struct vk_stage **out, VkDeviceSize bytes, char *err);
+void vk_stage_free(struct vk_stage *s);
+
+/* Copies n bytes of host memory at src to byte `off` of dst on the device,
+ * through the staging buffer (flushed whenever it fills). */
+int vk_stage_write(struct vk_stage *s, struct vk_buf *dst, VkDeviceSize off, const void *src,
+		   VkDeviceSize n, char *err);
+
+/* Submits the copies gathered so far and waits for them. */
+int vk_stage_flush(struct vk_stage *s, char *err);
+
+/* How many submissions the stage has made. */
+uint64_t vk_stage_flushes(const struct vk_stage *s);
+
+/* ---- the cooperative-matrix GEMM's self-check (vk_coop.c) ---- */
+
+/* coopmat.comp beside gemm.comp on the first rows of weight w (type,
+ * n_in x n_out, on the device) and random activations: 0 when they agree
+ * within 1e-2 x max, else EMBER_EUNSUPPORTED saying by how much. */
+int vk_coopmat_check(uint32_t type, VkDeviceAddress w, uint32_t n_in, uint32_t n_out, char *err);
+
 /* ---- the model's weights on the device (vk_model.c) ---- */
 
 struct vk_weights;
@@ -157,5 +202,9 @@ void vk_weights_put(struct vk_weights *w);
 /* Device address of a weight (0: absent). layer is ignored for model-wide
  * roles. */
 VkDeviceAddress vk_weights_addr(const struct vk_weights *w, int role, uint32_t layer);
+
+/* 1 when this model's prefill GEMM runs on cooperative matrices (asked
+ * for, the device has them, the self-check passed for each of its types). */
+int vk_weights_coopmat(const struct vk_weights *w);
 
 #endif

@@ -15,15 +15,20 @@
  * limit, each tensor 256-byte aligned) and shared by all passes of the
  * process through a counted registry keyed by the model. On unified-memory
  * devices the buffers are device-local and host-visible, written through
- * the map: the only copy besides the file's page cache; elsewhere they go
- * to host memory the GPU reads (no staging upload yet). Where the device
+ * the map: the only copy besides the file's page cache. Where the device
  * has VK_EXT_external_memory_host (lavapipe, most integrated GPUs) the
  * file's map itself is imported instead (import_map): no copy at all, the
  * page cache is what the shaders read; a driver that refuses (e.g.
- * read-only pages) gets the copy.
+ * read-only pages) gets the copy. Where the device-local memory is not
+ * host-visible (discrete GPUs without resizable BAR; or forced:
+ * EMBER_VK_STAGING=1, vk_test_staging) the chunks are device-local and
+ * filled through one bounded staging buffer (vk_stage.c): the GPU then
+ * reads its own memory, not the host's over the bus (so no import
+ * either).
  */
 #include "vk_impl.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -81,6 +86,8 @@ struct vk_weights {
 	const struct model *m;
 	int refs;
 	int imported; /* chunks are windows of the file's map, not copies */
+	int staged;   /* chunks are device-local, filled through staging */
+	int coopmat;  /* the prefill takes coopmat.comp (check_coopmat) */
 	struct vk_weights *next;
 	struct vk_buf *chunks;
 	uint32_t n_chunks;
@@ -90,6 +97,26 @@ struct vk_weights {
 static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct vk_weights *reg;
 static int import_off; /* vk_test_import(0): always copy */
+static size_t stage_forced; /* vk_test_staging(n): staging buffer bytes */
+
+#define STAGE_BYTES (16u << 20) /* the staging buffer: bounded, a few MiB */
+
+/* The staging buffer's size when the weights go through one, else 0
+ * (EMBER_VK_STAGING=1 forces it, 0 or unset leaves it to the device;
+ * anything else is refused). */
+static int staging_bytes(VkDeviceSize *out, char *err)
+{
+	const char *e = getenv("EMBER_VK_STAGING");
+
+	*out = 0;
+	if (e && *e && strcmp(e, "0") != 0 && strcmp(e, "1") != 0)
+		return ember_seterr(err, EMBER_EINVAL, "vulkan: EMBER_VK_STAGING=%.32s: 0 or 1", e);
+	if (stage_forced)
+		*out = stage_forced;
+	else if ((e && strcmp(e, "1") == 0) || vk_mem_needs_staging(&vk__ctx.mem))
+		*out = STAGE_BYTES;
+	return 0;
+}
 
 static const struct model_weight *weight_at(const struct model *m, uint32_t slot)
 {
@@ -133,6 +160,8 @@ static int upload(struct vk_weights *w, char *err)
 	uint64_t limit = vk__ctx.props.limits.maxStorageBufferRange;
 	uint64_t used = 0, *start;
 	uint32_t s, c = 0;
+	VkDeviceSize stage_n;
+	struct vk_stage *st = NULL;
 	int rc = 0;
 
 	/* Buffers are reached by address, but keep each under the limits. */
@@ -147,7 +176,11 @@ static int upload(struct vk_weights *w, char *err)
 		free(start);
 		return ember_seterr(err, EMBER_ENOMEM, "vulkan: weight table");
 	}
-	if (import_map(w, limit) == 0) {
+	if ((rc = staging_bytes(&stage_n, err)) < 0) {
+		free(start);
+		return rc;
+	}
+	if (!stage_n && import_map(w, limit) == 0) {
 		free(start);
 		goto done;
 	}
@@ -168,8 +201,10 @@ static int upload(struct vk_weights *w, char *err)
 	start[c++] = used;
 	w->n_chunks = c;
 	for (s = 0; s < c && rc == 0; s++)
-		rc = vk_buf_new(&w->chunks[s], start[s], VK_MEM_UPLOAD, err);
+		rc = vk_buf_new(&w->chunks[s], start[s], stage_n ? VK_MEM_LOCAL : VK_MEM_UPLOAD, err);
 	free(start);
+	if (rc == 0 && stage_n)
+		rc = vk_stage_new(&st, stage_n, err);
 	if (rc < 0)
 		return rc;
 	/* Pass 2: copy, in the same order. */
@@ -186,20 +221,36 @@ static int upload(struct vk_weights *w, char *err)
 			c++;
 			used = 0;
 		}
-		if (!w->chunks[c].map)
-			return ember_seterr(err, EMBER_ENOMEM, "vulkan: no host-visible memory "
-					    "for the weights");
-		memcpy((char *)w->chunks[c].map + used, x->data, weight_bytes(x));
+		if (st) {
+			if ((rc = vk_stage_write(st, &w->chunks[c], used, x->data, weight_bytes(x),
+						 err)) < 0)
+				break;
+		} else if (!w->chunks[c].map) {
+			rc = ember_seterr(err, EMBER_ENOMEM, "vulkan: no host-visible memory for the "
+					  "weights");
+			break;
+		} else {
+			memcpy((char *)w->chunks[c].map + used, x->data, weight_bytes(x));
+		}
 		w->addr[s] = w->chunks[c].addr + used;
 		used += b;
 	}
+	if (st) {
+		if (rc == 0)
+			rc = vk_stage_flush(st, err);
+		w->staged = rc == 0;
+		vk_stage_free(st);
+	}
+	if (rc < 0)
+		return rc;
 done:
 	if (is_dup(m, ARCH_T_OUTPUT))
 		w->addr[ARCH_T_OUTPUT] = w->addr[ARCH_T_TOKEN_EMBD];
 	return 0;
 }
 
-/* The matmul pipeline of every weight type m has, and token_embd's embed. */
+/* The matmul and gemm pipelines of every weight type m has, and
+ * token_embd's embed. */
 static int ready_shaders(const struct model *m, char *err)
 {
 	const uint32_t n_slots = ARCH_T_FIRST_LAYER + m->hp.n_layer * ARCH_T_COUNT;
@@ -210,7 +261,8 @@ static int ready_shaders(const struct model *m, char *err)
 		const struct model_weight *x = weight_at(m, s);
 
 		if (x->data && (sh = vk_shader_matmul(x->type)) >= 0 &&
-		    (rc = vk_shader_ready((enum vk_shader)sh, err)) < 0)
+		    ((rc = vk_shader_ready((enum vk_shader)sh, err)) < 0 ||
+		     (rc = vk_shader_ready((enum vk_shader)vk_shader_gemm(x->type), err)) < 0))
 			return rc;
 	}
 	sh = vk_shader_embed(m->w[ARCH_T_TOKEN_EMBD].type);
@@ -299,6 +351,61 @@ void vk_test_import(int on)
 	import_off = !on;
 }
 
+/* EMBER_VK_COOPMAT=1 on a device with cooperative matrices: coopmat.comp
+ * checked against gemm.comp on the first tensor of each weight type; any
+ * disagreement (or a refused pipeline) keeps the model on gemm.comp, said
+ * once on stderr. */
+static void check_coopmat(struct vk_weights *w)
+{
+	const struct model *m = w->m;
+	const uint32_t n_slots = ARCH_T_FIRST_LAYER + m->hp.n_layer * ARCH_T_COUNT;
+	uint32_t seen[8], n_seen = 0, s, i;
+	char err[EMBER_ERR_MAX];
+
+	if (!vk__ctx.coopmat)
+		return;
+	for (s = 0; s < n_slots; s++) {
+		const struct model_weight *x = weight_at(m, s);
+
+		if (!x->data || !w->addr[s] || x->n_out < 2 || s == ARCH_T_TOKEN_EMBD)
+			continue;
+		for (i = 0; i < n_seen && seen[i] != x->type; i++)
+			;
+		if (i < n_seen)
+			continue;
+		if (n_seen == 8 || vk_coopmat_check(x->type, w->addr[s], x->n_in, x->n_out, err) < 0) {
+			if (n_seen == 8)
+				snprintf(err, sizeof(err), "vulkan: more than 8 weight types");
+			fprintf(stderr, "%s: the prefill keeps the tiled GEMM\n", err);
+			return;
+		}
+		seen[n_seen++] = x->type;
+	}
+	w->coopmat = 1;
+}
+
+int vk_weights_coopmat(const struct vk_weights *w)
+{
+	return w->coopmat;
+}
+
+void vk_test_staging(size_t bytes)
+{
+	stage_forced = bytes;
+}
+
+int vk_test_n_staged(void)
+{
+	struct vk_weights *w;
+	int n = 0;
+
+	pthread_mutex_lock(&reg_lock);
+	for (w = reg; w; w = w->next)
+		n += w->staged;
+	pthread_mutex_unlock(&reg_lock);
+	return n;
+}
+
 int vk_test_n_imported(void)
 {
 	struct vk_weights *w;
@@ -330,6 +437,7 @@ int vk_weights_get(struct vk_weights **out, const struct model *m, char *err)
 			weights_free(w);
 			w = NULL;
 		} else {
+			check_coopmat(w);
 			w->next = reg;
 			reg = w;
 		}

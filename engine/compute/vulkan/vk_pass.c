@@ -10,6 +10,14 @@
  * per 8 tokens (matmul.comp); keys/values are stored and attention runs per
  * sequence against its own cache. Each dispatch is followed by a memory
  * barrier: the step is a chain of dependent kernels.
+ *
+ * Prefill GEMM (gemm.comp, tiles of 64 rows x 32 tokens through shared
+ * memory): the rows of a sequence with at least gemm_min tokens in the
+ * step (EMBER_VK_GEMM, default 16; 0: never) go through it, the others
+ * through matmul.comp; adjacent sequences of one kind share a dispatch.
+ * The choice is per sequence, not per step, and each shader sums a
+ * token's products in an order that does not depend on its neighbours, so
+ * a sequence's logits are the same batched or alone, bit for bit.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -70,6 +78,15 @@ struct pc_copy {
 #define NORM_LAYER 1u
 #define NORM_BIAS 2u
 #define NORM_MAP 4u
+#define GEMM_MIN 16u /* tokens of a sequence from which it takes gemm.comp */
+
+/* Consecutive rows of the step that take one shader: [row0, row0 + n). */
+struct runs {
+	uint32_t n;
+	struct run {
+		uint32_t row0, n, gemm;
+	} *r; /* [B] */
+};
 
 struct vk_pass {
 	const struct model *m;
@@ -83,6 +100,8 @@ struct vk_pass {
 	float *rope, *rope_swa; /* in: [B][n_rot/2][2] */
 	VkDeviceAddress a_tokens, a_map, a_rope, a_rope_swa, a_slopes;
 	uint32_t *row0;         /* [B] first row of each sequence */
+	uint32_t gemm_min;      /* 0: matmul.comp only */
+	struct runs body, head; /* the step's rows; the rows wanting logits */
 	VkCommandPool pool;
 	VkCommandBuffer cb;
 	VkFence fence;
@@ -92,6 +111,25 @@ struct vk_pass {
 static uint64_t round256(uint64_t n)
 {
 	return (n + 255) & ~(uint64_t)255;
+}
+
+/* EMBER_VK_GEMM: the fewest tokens of a sequence that take the GEMM
+ * (0: never); unset: GEMM_MIN. Anything but a number is refused. */
+static int gemm_min(uint32_t *out, char *err)
+{
+	const char *e = getenv("EMBER_VK_GEMM");
+	char *end;
+	unsigned long v;
+
+	*out = GEMM_MIN;
+	if (!e || !*e)
+		return 0;
+	v = strtoul(e, &end, 10);
+	if (*end || e[0] == '-' || e[0] == '+' || v > 1u << 20)
+		return ember_seterr(err, EMBER_EINVAL, "vulkan: EMBER_VK_GEMM=%.32s: not a token "
+				    "count (0 turns the prefill GEMM off)", e);
+	*out = (uint32_t)v;
+	return 0;
 }
 
 int vk_pass_new(struct vk_pass **out, const struct model *m, uint32_t max_batch, char *err)
@@ -123,10 +161,16 @@ int vk_pass_new(struct vk_pass **out, const struct model *m, uint32_t max_batch,
 	*out = NULL;
 	if ((rc = vk_check_model(m, err)) < 0)
 		return rc;
-	if (!(p = calloc(1, sizeof(*p))) || !(p->row0 = calloc(B, sizeof(*p->row0)))) {
+	if (!(p = calloc(1, sizeof(*p))) || !(p->row0 = calloc(B, sizeof(*p->row0))) ||
+	    !(p->body.r = calloc(B, sizeof(*p->body.r))) ||
+	    !(p->head.r = calloc(B, sizeof(*p->head.r)))) {
+		if (p)
+			free(p->row0), free(p->body.r);
 		free(p);
 		return ember_seterr(err, EMBER_ENOMEM, "vulkan: pass");
 	}
+	if ((rc = gemm_min(&p->gemm_min, err)) < 0)
+		goto fail;
 	p->m = m;
 	p->B = (uint32_t)B;
 	p->scale = hp->attn_scale > 0.0f ? hp->attn_scale : 1.0f / sqrtf((float)hp->head_dim_k);
@@ -194,6 +238,8 @@ void vk_pass_free(struct vk_pass *p)
 	vk_buf_free(&p->out);
 	vk_weights_put(p->w);
 	free(p->row0);
+	free(p->body.r);
+	free(p->head.r);
 	free(p);
 }
 
@@ -204,19 +250,47 @@ static VkDeviceAddress W(const struct vk_pass *p, int role, uint32_t il)
 	return vk_weights_addr(p->w, role, il);
 }
 
+/* y = W x (+ bias, flags) over the rows of `runs`, each run through
+ * gemm.comp or matmul.comp. */
 static void mm(struct vk_pass *p, int role, int bias_role, uint32_t il, VkDeviceAddress x,
-	       VkDeviceAddress y, uint32_t n, uint32_t flags, float cap)
+	       VkDeviceAddress y, const struct runs *runs, uint32_t flags, float cap)
 {
 	const struct model_weight *w = role < ARCH_T_FIRST_LAYER ? &p->m->w[role]
 								 : &p->m->layers[il].w[role];
 	VkDeviceAddress b = bias_role >= 0 ? W(p, bias_role, il) : 0;
-	struct pc_matmul pc = {W(p, role, il), x, y, b, w->type, w->n_in, w->n_out, n,
-			       flags | (b ? MM_BIAS : 0), cap};
-	uint32_t gx = w->n_out < 32768 ? w->n_out : 32768;
+	uint32_t gx = w->n_out < 32768 ? w->n_out : 32768, i;
 
-	vk_dispatch(p->cb, (enum vk_shader)vk_shader_matmul(w->type), &pc, sizeof(pc), gx,
-		    (n + 7) / 8, (w->n_out + 32767) / 32768);
+	for (i = 0; i < runs->n; i++) {
+		const struct run *r = &runs->r[i];
+		struct pc_matmul pc = {W(p, role, il), x + (uint64_t)r->row0 * w->n_in * 4,
+				       y + (uint64_t)r->row0 * w->n_out * 4, b, w->type, w->n_in,
+				       w->n_out, r->n, flags | (b ? MM_BIAS : 0), cap};
+
+		if (r->gemm) /* the same tiles on cooperative matrices where checked */
+			vk_dispatch(p->cb,
+				    (enum vk_shader)(vk_weights_coopmat(p->w)
+							     ? vk_shader_coopmat(w->type)
+							     : vk_shader_gemm(w->type)),
+				    &pc, sizeof(pc), (w->n_out + 63) / 64, (r->n + 31) / 32, 1);
+		else
+			vk_dispatch(p->cb, (enum vk_shader)vk_shader_matmul(w->type), &pc,
+				    sizeof(pc), gx, (r->n + 7) / 8, (w->n_out + 32767) / 32768);
+	}
 	vk_barrier(p->cb);
+}
+
+/* Appends rows [row0, row0 + n) to runs: to the last run when it takes
+ * the same shader. */
+static void runs_add(struct runs *runs, uint32_t row0, uint32_t n, uint32_t gemm)
+{
+	struct run *last = runs->n ? &runs->r[runs->n - 1] : NULL;
+
+	if (n == 0)
+		return;
+	if (last && last->gemm == gemm && last->row0 + last->n == row0)
+		last->n += n;
+	else
+		runs->r[runs->n++] = (struct run){row0, n, gemm};
 }
 
 static void nrm(struct vk_pass *p, VkDeviceAddress gain, VkDeviceAddress bias, VkDeviceAddress x,
@@ -274,15 +348,15 @@ static void attention(struct vk_pass *p, const struct compute_seq *seqs,
 		const uint32_t dq = hp->n_head * hp->head_dim_k, dk = hp->n_head_kv * hp->head_dim_k;
 		const uint32_t dv = hp->n_head_kv * hp->head_dim_v;
 
-		mm(p, ARCH_T_ATTN_QKV, ARCH_T_ATTN_QKV_B, il, p->xn, p->wide, n, 0, 0);
+		mm(p, ARCH_T_ATTN_QKV, ARCH_T_ATTN_QKV_B, il, p->xn, p->wide, &p->body, 0, 0);
 		split(p, p->wide, p->q, n, dq, dq + dk + dv, 0);
 		split(p, p->wide, p->k, n, dk, dq + dk + dv, dq);
 		split(p, p->wide, p->v, n, dv, dq + dk + dv, dq + dk);
 		vk_barrier(p->cb);
 	} else {
-		mm(p, ARCH_T_ATTN_Q, ARCH_T_ATTN_Q_B, il, p->xn, p->q, n, 0, 0);
-		mm(p, ARCH_T_ATTN_K, ARCH_T_ATTN_K_B, il, p->xn, p->k, n, 0, 0);
-		mm(p, ARCH_T_ATTN_V, ARCH_T_ATTN_V_B, il, p->xn, p->v, n, 0, 0);
+		mm(p, ARCH_T_ATTN_Q, ARCH_T_ATTN_Q_B, il, p->xn, p->q, &p->body, 0, 0);
+		mm(p, ARCH_T_ATTN_K, ARCH_T_ATTN_K_B, il, p->xn, p->k, &p->body, 0, 0);
+		mm(p, ARCH_T_ATTN_V, ARCH_T_ATTN_V_B, il, p->xn, p->v, &p->body, 0, 0);
 	}
 	if (W(p, ARCH_T_ATTN_Q_NORM, il))
 		nrm(p, W(p, ARCH_T_ATTN_Q_NORM, il), 0, p->q, p->q, n * hp->n_head, hp->head_dim_k, 0);
@@ -330,18 +404,18 @@ static void mlp(struct vk_pass *p, uint32_t il, uint32_t n, VkDeviceAddress dst,
 			    (uint32_t)(m->arch->mlp_gated != 0)};
 
 	if (m->arch->ffn_gate_up_fused) { /* Phi-3: ffn_up is [gate | up] */
-		mm(p, ARCH_T_FFN_UP, -1, il, p->xn, p->wide, n, 0, 0);
+		mm(p, ARCH_T_FFN_UP, -1, il, p->xn, p->wide, &p->body, 0, 0);
 		split(p, p->wide, p->gate, n, m->hp.n_ff, 2 * m->hp.n_ff, 0);
 		split(p, p->wide, p->up, n, m->hp.n_ff, 2 * m->hp.n_ff, m->hp.n_ff);
 		vk_barrier(p->cb);
 	} else {
-		mm(p, ARCH_T_FFN_UP, ARCH_T_FFN_UP_B, il, p->xn, p->up, n, 0, 0);
+		mm(p, ARCH_T_FFN_UP, ARCH_T_FFN_UP_B, il, p->xn, p->up, &p->body, 0, 0);
 	}
 	if (m->arch->mlp_gated && !m->arch->ffn_gate_up_fused)
-		mm(p, ARCH_T_FFN_GATE, ARCH_T_FFN_GATE_B, il, p->xn, p->gate, n, 0, 0);
+		mm(p, ARCH_T_FFN_GATE, ARCH_T_FFN_GATE_B, il, p->xn, p->gate, &p->body, 0, 0);
 	vk_dispatch_n(p->cb, VK_SH_ACT, &pc, sizeof(pc), (uint64_t)n * m->hp.n_ff);
 	vk_barrier(p->cb);
-	mm(p, ARCH_T_FFN_DOWN, ARCH_T_FFN_DOWN_B, il, p->up, dst, n, acc, 0);
+	mm(p, ARCH_T_FFN_DOWN, ARCH_T_FFN_DOWN_B, il, p->up, dst, &p->body, acc, 0);
 }
 
 static void block(struct vk_pass *p, const struct compute_seq *seqs, struct vk_kv *const *kvs,
@@ -353,7 +427,7 @@ static void block(struct vk_pass *p, const struct compute_seq *seqs, struct vk_k
 	nrm(p, W(p, ARCH_T_ATTN_NORM, il), W(p, ARCH_T_ATTN_NORM_B, il), p->x, p->xn, n, d, layer);
 	attention(p, seqs, kvs, n_seq, il, n);
 	if (m->arch->residual == ARCH_RESIDUAL_PARALLEL) {
-		mm(p, ARCH_T_ATTN_OUT, ARCH_T_ATTN_OUT_B, il, p->att, p->y, n, 0, 0);
+		mm(p, ARCH_T_ATTN_OUT, ARCH_T_ATTN_OUT_B, il, p->att, p->y, &p->body, 0, 0);
 		if (W(p, ARCH_T_FFN_NORM, il))
 			nrm(p, W(p, ARCH_T_FFN_NORM, il), W(p, ARCH_T_FFN_NORM_B, il), p->x, p->xn, n,
 			    d, layer);
@@ -362,11 +436,11 @@ static void block(struct vk_pass *p, const struct compute_seq *seqs, struct vk_k
 		return;
 	}
 	if (W(p, ARCH_T_ATTN_POST_NORM, il)) {
-		mm(p, ARCH_T_ATTN_OUT, ARCH_T_ATTN_OUT_B, il, p->att, p->y, n, 0, 0);
+		mm(p, ARCH_T_ATTN_OUT, ARCH_T_ATTN_OUT_B, il, p->att, p->y, &p->body, 0, 0);
 		nrm(p, W(p, ARCH_T_ATTN_POST_NORM, il), 0, p->y, p->y, n, d, layer);
 		add(p, p->x, p->y, (uint64_t)n * d);
 	} else {
-		mm(p, ARCH_T_ATTN_OUT, ARCH_T_ATTN_OUT_B, il, p->att, p->x, n, MM_ACC, 0);
+		mm(p, ARCH_T_ATTN_OUT, ARCH_T_ATTN_OUT_B, il, p->att, p->x, &p->body, MM_ACC, 0);
 	}
 	nrm(p, W(p, ARCH_T_FFN_NORM, il), W(p, ARCH_T_FFN_NORM_B, il), p->x, p->xn, n, d, layer);
 	if (W(p, ARCH_T_FFN_POST_NORM, il)) {
@@ -415,10 +489,13 @@ static uint32_t inputs(struct vk_pass *p, const struct compute_seq *seqs,
 	const struct model_hparams *hp = &p->m->hp;
 	uint32_t s, t, n = 0, rows = 0;
 
+	p->body.n = p->head.n = 0;
 	for (s = 0; s < n_seq; s++) {
 		const struct compute_seq *sq = &seqs[s];
+		const uint32_t r0 = rows, g = p->gemm_min;
 
 		p->row0[s] = n;
+		runs_add(&p->body, n, sq->n_tok, g && sq->n_tok >= g);
 		for (t = 0; t < sq->n_tok; t++)
 			p->tokens[n + t] = (uint32_t)sq->tokens[t];
 		if (p->m->arch->rope != ARCH_ROPE_NONE) {
@@ -434,6 +511,7 @@ static uint32_t inputs(struct vk_pass *p, const struct compute_seq *seqs,
 				p->map[rows++] = n + t;
 		else if (sq->logits == COMPUTE_LOGITS_LAST)
 			p->map[rows++] = n + sq->n_tok - 1;
+		runs_add(&p->head, r0, rows - r0, g && rows - r0 >= g);
 		n += sq->n_tok;
 	}
 	return rows;
@@ -533,7 +611,7 @@ int vk_pass_run(struct vk_pass *p, const struct compute_seq *seqs, struct vk_kv 
 		    NORM_MAP | (m->arch->norm == ARCH_NORM_LAYER ? NORM_LAYER : 0));
 	}
 	if (rows && !hidden) {
-		mm(p, ARCH_T_OUTPUT, ARCH_T_OUTPUT_B, 0, p->xn, p->out.addr, rows,
+		mm(p, ARCH_T_OUTPUT, ARCH_T_OUTPUT_B, 0, p->xn, p->out.addr, &p->head,
 		   hp->final_softcap > 0.0f ? MM_CAP : 0, hp->final_softcap);
 	}
 	c->f.EndCommandBuffer(p->cb);

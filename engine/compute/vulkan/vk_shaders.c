@@ -2,7 +2,8 @@
  * vk_shaders.c - the compute shaders' SPIR-V, compiled from shaders/<name>.comp
  * by glslc at build time (Makefile: <name>.spv.h, a C initializer list)
  * and embedded here, so the binary carries no separate shader files;
- * matmul and embed once more per block type of VK_QTYPES (-DQTYPE).
+ * matmul, embed, gemm and coopmat once more per block type of VK_QTYPES
+ * (-DQTYPE).
  */
 #include "vk_impl.h"
 
@@ -35,6 +36,12 @@ static const uint32_t sh_add[] =
 static const uint32_t sh_copy[] =
 #include "copy.spv.h"
 ;
+static const uint32_t sh_gemm[] =
+#include "gemm.spv.h"
+;
+static const uint32_t sh_coopmat[] =
+#include "coopmat.spv.h"
+;
 /* Per block type (VK_QTYPES; Makefile VK_QTYPES compiles them). */
 static const uint32_t sh_matmul_q4_1[] =
 #include "matmul_q4_1.spv.h"
@@ -42,11 +49,23 @@ static const uint32_t sh_matmul_q4_1[] =
 static const uint32_t sh_embed_q4_1[] =
 #include "embed_q4_1.spv.h"
 ;
+static const uint32_t sh_gemm_q4_1[] =
+#include "gemm_q4_1.spv.h"
+;
+static const uint32_t sh_coopmat_q4_1[] =
+#include "coopmat_q4_1.spv.h"
+;
 static const uint32_t sh_matmul_q5_0[] =
 #include "matmul_q5_0.spv.h"
 ;
 static const uint32_t sh_embed_q5_0[] =
 #include "embed_q5_0.spv.h"
+;
+static const uint32_t sh_gemm_q5_0[] =
+#include "gemm_q5_0.spv.h"
+;
+static const uint32_t sh_coopmat_q5_0[] =
+#include "coopmat_q5_0.spv.h"
 ;
 static const uint32_t sh_matmul_q5_1[] =
 #include "matmul_q5_1.spv.h"
@@ -54,11 +73,23 @@ static const uint32_t sh_matmul_q5_1[] =
 static const uint32_t sh_embed_q5_1[] =
 #include "embed_q5_1.spv.h"
 ;
+static const uint32_t sh_gemm_q5_1[] =
+#include "gemm_q5_1.spv.h"
+;
+static const uint32_t sh_coopmat_q5_1[] =
+#include "coopmat_q5_1.spv.h"
+;
 static const uint32_t sh_matmul_q2_k[] =
 #include "matmul_q2_k.spv.h"
 ;
 static const uint32_t sh_embed_q2_k[] =
 #include "embed_q2_k.spv.h"
+;
+static const uint32_t sh_gemm_q2_k[] =
+#include "gemm_q2_k.spv.h"
+;
+static const uint32_t sh_coopmat_q2_k[] =
+#include "coopmat_q2_k.spv.h"
 ;
 static const uint32_t sh_matmul_q3_k[] =
 #include "matmul_q3_k.spv.h"
@@ -66,11 +97,23 @@ static const uint32_t sh_matmul_q3_k[] =
 static const uint32_t sh_embed_q3_k[] =
 #include "embed_q3_k.spv.h"
 ;
+static const uint32_t sh_gemm_q3_k[] =
+#include "gemm_q3_k.spv.h"
+;
+static const uint32_t sh_coopmat_q3_k[] =
+#include "coopmat_q3_k.spv.h"
+;
 static const uint32_t sh_matmul_q4_k[] =
 #include "matmul_q4_k.spv.h"
 ;
 static const uint32_t sh_embed_q4_k[] =
 #include "embed_q4_k.spv.h"
+;
+static const uint32_t sh_gemm_q4_k[] =
+#include "gemm_q4_k.spv.h"
+;
+static const uint32_t sh_coopmat_q4_k[] =
+#include "coopmat_q4_k.spv.h"
 ;
 static const uint32_t sh_matmul_q5_k[] =
 #include "matmul_q5_k.spv.h"
@@ -78,11 +121,23 @@ static const uint32_t sh_matmul_q5_k[] =
 static const uint32_t sh_embed_q5_k[] =
 #include "embed_q5_k.spv.h"
 ;
+static const uint32_t sh_gemm_q5_k[] =
+#include "gemm_q5_k.spv.h"
+;
+static const uint32_t sh_coopmat_q5_k[] =
+#include "coopmat_q5_k.spv.h"
+;
 static const uint32_t sh_matmul_q6_k[] =
 #include "matmul_q6_k.spv.h"
 ;
 static const uint32_t sh_embed_q6_k[] =
 #include "embed_q6_k.spv.h"
+;
+static const uint32_t sh_gemm_q6_k[] =
+#include "gemm_q6_k.spv.h"
+;
+static const uint32_t sh_coopmat_q6_k[] =
+#include "coopmat_q6_k.spv.h"
 ;
 static const uint32_t sh_matmul_iq4_nl[] =
 #include "matmul_iq4_nl.spv.h"
@@ -90,11 +145,23 @@ static const uint32_t sh_matmul_iq4_nl[] =
 static const uint32_t sh_embed_iq4_nl[] =
 #include "embed_iq4_nl.spv.h"
 ;
+static const uint32_t sh_gemm_iq4_nl[] =
+#include "gemm_iq4_nl.spv.h"
+;
+static const uint32_t sh_coopmat_iq4_nl[] =
+#include "coopmat_iq4_nl.spv.h"
+;
 static const uint32_t sh_matmul_iq4_xs[] =
 #include "matmul_iq4_xs.spv.h"
 ;
 static const uint32_t sh_embed_iq4_xs[] =
 #include "embed_iq4_xs.spv.h"
+;
+static const uint32_t sh_gemm_iq4_xs[] =
+#include "gemm_iq4_xs.spv.h"
+;
+static const uint32_t sh_coopmat_iq4_xs[] =
+#include "coopmat_iq4_xs.spv.h"
 ;
 
 static const struct {
@@ -111,9 +178,13 @@ static const struct {
 	[VK_SH_ACT] = {"act", sh_act, sizeof(sh_act)},
 	[VK_SH_ADD] = {"add", sh_add, sizeof(sh_add)},
 	[VK_SH_COPY] = {"copy", sh_copy, sizeof(sh_copy)},
+	[VK_SH_GEMM] = {"gemm", sh_gemm, sizeof(sh_gemm)},
+	[VK_SH_COOPMAT] = {"coopmat", sh_coopmat, sizeof(sh_coopmat)},
 #define VK__ROW(U, l)                                                                \
 	[VK_SH_MATMUL_##U] = {"matmul_" #l, sh_matmul_##l, sizeof(sh_matmul_##l)},   \
-	[VK_SH_EMBED_##U] = {"embed_" #l, sh_embed_##l, sizeof(sh_embed_##l)},
+	[VK_SH_EMBED_##U] = {"embed_" #l, sh_embed_##l, sizeof(sh_embed_##l)},     \
+	[VK_SH_GEMM_##U] = {"gemm_" #l, sh_gemm_##l, sizeof(sh_gemm_##l)},         \
+	[VK_SH_COOPMAT_##U] = {"coopmat_" #l, sh_coopmat_##l, sizeof(sh_coopmat_##l)},
 	VK_QTYPES(VK__ROW)
 #undef VK__ROW
 };
@@ -147,4 +218,19 @@ int vk_shader_embed(uint32_t t)
 
 	/* each type's embed follows its matmul in enum vk_shader */
 	return s == VK_SH_MATMUL ? VK_SH_EMBED : s < 0 ? -1 : s + 1;
+}
+
+int vk_shader_gemm(uint32_t t)
+{
+	int s = vk_shader_matmul(t);
+
+	/* each type's gemm follows its embed */
+	return s == VK_SH_MATMUL ? VK_SH_GEMM : s < 0 ? -1 : s + 2;
+}
+
+int vk_shader_coopmat(uint32_t t)
+{
+	int s = vk_shader_matmul(t);
+
+	return s == VK_SH_MATMUL ? VK_SH_COOPMAT : s < 0 ? -1 : s + 3;
 }

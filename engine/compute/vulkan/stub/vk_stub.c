@@ -109,3 +109,13 @@ int vk_test_n_imported(void)
 {
 	return 0;
 }
+
+void vk_test_staging(size_t bytes)
+{
+	(void)bytes;
+}
+
+int vk_test_n_staged(void)
+{
+	return 0;
+}
