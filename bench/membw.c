@@ -32,8 +32,9 @@
  * Prints, per variant, the best and median GB/s over REPS passes (wall
  * time, all threads; in brackets the same bytes over the slowest thread's
  * CPU time, a rate while running that a loaded machine distorts less but
- * which cannot tell whether both threads ran at once), then the best variant's figures: that is the
- * machine's streaming bandwidth, the one decode is compared with.
+ * which cannot tell whether both threads ran at once), then the figures
+ * of the variant with the best median: that is the machine's streaming
+ * bandwidth, the one decode is compared with. Off x86-64 only u64 runs.
  * VARIANT runs only one of them. Not a test: a timing. On a shared
  * machine, run it in the same minutes as the benchmark it is compared
  * with; medians say more than bests there.
@@ -42,11 +43,11 @@
  * it times a compute-bound loop (dependent integer multiply-adds, no
  * memory) on 1 thread, then on 2 pinned to CPUs 0 and 1, per second of
  * each thread's CPU time (a loaded machine takes wall time away, not the
- * rate while running). Separate cores give the same per-thread rate; siblings of one core lose per-thread
- * rate when both run (the loop is latency bound, so SMT siblings lose
- * less than a throughput-bound loop would; compare with `perf stat`).
+ * rate while running). Four chains of a 3-cycle multiply and an add keep
+ * a core's one 64-bit multiplier busy every cycle: separate cores keep
+ * the per-thread rate at 2 threads, SMT siblings of one core lose about
+ * half of it whenever both run.
  */
-#include <immintrin.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdint.h>
@@ -56,6 +57,10 @@
 #include <time.h>
 
 #include "clock.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 #define MEMBW_MAX_THREADS 64
 #define MEMBW_MAX_REPS 64
@@ -77,6 +82,7 @@ static uint64_t membw_u64(const char *p, size_t n)
 	return s0 + s1 + s2 + s3;
 }
 
+#if defined(__x86_64__)
 __attribute__((target("avx2"))) static uint64_t membw_hsum256(__m256i a)
 {
 	__m128i s = _mm_add_epi64(_mm256_castsi256_si128(a), _mm256_extracti128_si256(a, 1));
@@ -211,6 +217,8 @@ __attribute__((target("avx2"))) static uint64_t membw_seg4(const char *p, size_t
 	return membw_hsum256(_mm256_add_epi64(_mm256_add_epi64(a0, a1), _mm256_add_epi64(a2, a3)));
 }
 
+#endif
+
 struct membw_variant {
 	const char *name;
 	membw_fn fn;
@@ -218,13 +226,33 @@ struct membw_variant {
 };
 
 static const struct membw_variant membw_variants[] = {
-	{"u64", membw_u64, 0},		     {"ymm", membw_ymm, 0},
-	{"zmm", membw_zmm, 1},		     {"ymm-pf1k", membw_ymm_pf1k, 0},
-	{"ymm-pf4k", membw_ymm_pf4k, 0},     {"rows4", membw_rows4, 0},
-	{"rows16", membw_rows16, 0},	     {"rows16-pf", membw_rows16_pf, 0},
-	{"rows16-pf2", membw_rows16_pf2, 0}, {"rows4-pf", membw_rows4_pf, 0},
+	{"u64", membw_u64, 0},
+#if defined(__x86_64__)
+	{"ymm", membw_ymm, 0},
+	{"zmm", membw_zmm, 1},
+	{"ymm-pf1k", membw_ymm_pf1k, 0},
+	{"ymm-pf4k", membw_ymm_pf4k, 0},
+	{"rows4", membw_rows4, 0},
+	{"rows16", membw_rows16, 0},
+	{"rows16-pf", membw_rows16_pf, 0},
+	{"rows16-pf2", membw_rows16_pf2, 0},
+	{"rows4-pf", membw_rows4_pf, 0},
 	{"seg4", membw_seg4, 0},
+#endif
 };
+/* 1 if this CPU can run the variant (u64 runs anywhere). */
+static int membw_runs(const struct membw_variant *mv)
+{
+	if (mv->fn == membw_u64)
+		return 1;
+#if defined(__x86_64__)
+	__builtin_cpu_init();
+	return __builtin_cpu_supports("avx2") && (!mv->avx512 || __builtin_cpu_supports("avx512f"));
+#else
+	return 0;
+#endif
+}
+
 #define MEMBW_NVAR (sizeof(membw_variants) / sizeof(membw_variants[0]))
 
 struct membw_part {
@@ -363,14 +391,10 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: membw [THREADS [MIB [REPS [VARIANT]]]] | membw --spin\n");
 		return 2;
 	}
-	__builtin_cpu_init();
 	for (size_t v = 0; v < MEMBW_NVAR; v++) {
 		const struct membw_variant *mv = &membw_variants[v];
 		run[v] = (strcmp(only, "all") == 0 || strcmp(only, mv->name) == 0) &&
-			 __builtin_cpu_supports("avx2") &&
-			 (!mv->avx512 || __builtin_cpu_supports("avx512f"));
-		if (v == 0 && strcmp(only, "u64") == 0)
-			run[v] = 1;
+			 membw_runs(mv);
 		any |= run[v];
 	}
 	if (!any) {
