@@ -24,7 +24,10 @@
 #define AVX512_UNROLL _Pragma("GCC unroll 4")
 #define AVX512_TOKEN_BLOCK 64
 /* Rows of a one-token (decode) float tile; LEVELS.md has the
- * measurements behind 8. */
+ * measurements behind 8. With AVX512_UNROLL at 4, GCC keeps this tile's
+ * 8 accumulators on the stack, and that loop streamed F16 faster (77 ms
+ * a decode step's matrix products, one thread, Zen 4) than a loop with
+ * them in registers (94-103): re-measure when either changes. */
 #define AVX512_GEMV_ROWS 8
 
 /* ---- float weights ------------------------------------------------------------ */
