@@ -1,46 +1,280 @@
 /* membw.c - the machine's streaming read bandwidth, to set decode rates
  * against (issue 17: decode >= 85% of it).
  *
- *   build/membw [THREADS [MIB [REPS]]]   (2 1024 5)
+ *   build/membw [THREADS [MIB [REPS [VARIANT]]]]   (2 1024 7 all)
+ *   build/membw --spin                             (SMT check, below)
  *
  * Each thread reads its own contiguous share of a MIB-mebibyte buffer
- * (far larger than the caches) with 32-byte loads, summed so nothing is
- * optimised away, the way decode streams weights; the buffer is touched
- * first so no page fault is timed. Prints the best and median GB/s over
- * REPS passes (wall time, all threads). Not a test: a timing. On a
- * shared machine, run it in the same minutes as the benchmark it is
- * compared with.
+ * (far larger than the caches), summed so nothing is optimised away; the
+ * buffer is touched first so no page fault is timed. One number cannot
+ * say what the machine streams: a single stream of 8-byte loads leaves
+ * bandwidth unused on some CPUs, while a GEMV reads 4-16 rows side by
+ * side with software prefetch. So several read patterns (variants) run,
+ * alternated pass by pass so all see the same machine load:
+ *
+ *   u64        one stream, 8-byte loads, 4 sums (the original figure)
+ *   ymm        one stream, 32-byte loads, 4 vector sums
+ *   zmm        one stream, 64-byte loads, 4 vector sums (AVX-512 CPUs)
+ *   ymm-pf1k   ymm + software prefetch into L2, 1 KiB ahead
+ *   ymm-pf4k   ymm + prefetch into L2, 4 KiB ahead
+ *   rows4      4 rows of 4 KiB side by side, 32 bytes of each in turn
+ *              (an F16 GEMV tile of width 2048)
+ *   rows16     16 rows of 1152 bytes side by side (a Q4_0 GEMV tile of
+ *              width 2048)
+ *   rows16-pf  rows16 + the next tile prefetched into L2 as this one
+ *              is read (what the Q4_0 tile does)
+ *   rows16-pf2 the same, two tiles ahead
+ *   rows4-pf   rows4 + the next tile prefetched into L2
+ *   seg4       rows of 4 KiB one after another, each read as 4 segments
+ *              of 1 KiB side by side (a one-row GEMV, one accumulator per
+ *              segment)
+ *
+ * Prints, per variant, the best and median GB/s over REPS passes (wall
+ * time, all threads; in brackets the same bytes over the slowest thread's
+ * CPU time, a rate while running that a loaded machine distorts less but
+ * which cannot tell whether both threads ran at once), then the figures
+ * of the variant with the best median: that is the machine's streaming
+ * bandwidth, the one decode is compared with. Off x86-64 only u64 runs.
+ * VARIANT runs only one of them. Not a test: a timing. On a shared
+ * machine, run it in the same minutes as the benchmark it is compared
+ * with; medians say more than bests there.
+ *
+ * --spin answers whether the vCPUs are separate cores or SMT siblings:
+ * it times a compute-bound loop (dependent integer multiply-adds, no
+ * memory) on 1 thread, then on 2 pinned to CPUs 0 and 1, per second of
+ * each thread's CPU time (a loaded machine takes wall time away, not the
+ * rate while running). Four chains of a 3-cycle multiply and an add keep
+ * a core's one 64-bit multiplier busy every cycle: separate cores keep
+ * the per-thread rate at 2 threads, SMT siblings of one core lose about
+ * half of it whenever both run.
  */
 #include <pthread.h>
+#include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "clock.h"
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 #define MEMBW_MAX_THREADS 64
+#define MEMBW_MAX_REPS 64
+
+typedef uint64_t (*membw_fn)(const char *p, size_t n);
+
+/* n: bytes, a multiple of 64 KiB (every variant's step divides it). */
+static uint64_t membw_u64(const char *p, size_t n)
+{
+	const uint64_t *q = (const uint64_t *)p;
+	uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+
+	for (size_t i = 0; i + 4 <= n / 8; i += 4) {
+		s0 += q[i];
+		s1 += q[i + 1];
+		s2 += q[i + 2];
+		s3 += q[i + 3];
+	}
+	return s0 + s1 + s2 + s3;
+}
+
+#if defined(__x86_64__)
+__attribute__((target("avx2"))) static uint64_t membw_hsum256(__m256i a)
+{
+	__m128i s = _mm_add_epi64(_mm256_castsi256_si128(a), _mm256_extracti128_si256(a, 1));
+
+	return (uint64_t)_mm_cvtsi128_si64(s) + (uint64_t)_mm_extract_epi64(s, 1);
+}
+
+/* Sum of one stream with 32-byte loads, prefetching PF bytes ahead into
+ * L2 (0: none). */
+__attribute__((target("avx2"), always_inline)) static inline uint64_t
+membw_ymm_pf(const char *p, size_t n, size_t pf)
+{
+	__m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
+
+	for (size_t i = 0; i < n; i += 128) {
+		if (pf) {
+			_mm_prefetch(p + i + pf, _MM_HINT_T1);
+			_mm_prefetch(p + i + pf + 64, _MM_HINT_T1);
+		}
+		a0 = _mm256_add_epi64(a0, _mm256_load_si256((const __m256i *)(p + i)));
+		a1 = _mm256_add_epi64(a1, _mm256_load_si256((const __m256i *)(p + i + 32)));
+		a2 = _mm256_add_epi64(a2, _mm256_load_si256((const __m256i *)(p + i + 64)));
+		a3 = _mm256_add_epi64(a3, _mm256_load_si256((const __m256i *)(p + i + 96)));
+	}
+	return membw_hsum256(_mm256_add_epi64(_mm256_add_epi64(a0, a1), _mm256_add_epi64(a2, a3)));
+}
+
+__attribute__((target("avx2"))) static uint64_t membw_ymm(const char *p, size_t n)
+{
+	return membw_ymm_pf(p, n, 0);
+}
+
+__attribute__((target("avx2"))) static uint64_t membw_ymm_pf1k(const char *p, size_t n)
+{
+	/* the prefetches past the end stay inside the buffer but for the
+	 * last share, where they are harmless hints */
+	return membw_ymm_pf(p, n, 1024);
+}
+
+__attribute__((target("avx2"))) static uint64_t membw_ymm_pf4k(const char *p, size_t n)
+{
+	return membw_ymm_pf(p, n, 4096);
+}
+
+__attribute__((target("avx512f"))) static uint64_t membw_zmm(const char *p, size_t n)
+{
+	__m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0;
+
+	for (size_t i = 0; i < n; i += 256) {
+		a0 = _mm512_add_epi64(a0, _mm512_load_si512(p + i));
+		a1 = _mm512_add_epi64(a1, _mm512_load_si512(p + i + 64));
+		a2 = _mm512_add_epi64(a2, _mm512_load_si512(p + i + 128));
+		a3 = _mm512_add_epi64(a3, _mm512_load_si512(p + i + 192));
+	}
+	return (uint64_t)_mm512_reduce_add_epi64(
+		_mm512_add_epi64(_mm512_add_epi64(a0, a1), _mm512_add_epi64(a2, a3)));
+}
+
+/* R rows of L bytes side by side (a GEMV tile), 32 bytes of each row in
+ * turn; tiles follow each other. With pf, the next tile (R * L bytes,
+ * contiguous) is prefetched into L2 at the pace this one is read. */
+__attribute__((target("avx2"), always_inline)) static inline uint64_t
+membw_rows(const char *p, size_t n, int R, size_t L, int pf)
+{
+	__m256i acc[16];
+	size_t tile = (size_t)R * L;
+
+	for (int r = 0; r < R; r++)
+		acc[r] = _mm256_setzero_si256();
+	for (size_t t = 0; t + tile <= n; t += tile) {
+		const char *w = p + t;
+		for (size_t i = 0; i < L; i += 64) {
+			if (pf) {
+				/* R lines of the next tile per 64 bytes of each row */
+				for (int r = 0; r < R; r++)
+					_mm_prefetch(w + (size_t)pf * tile + i * (size_t)R +
+							     (size_t)r * 64,
+						     _MM_HINT_T1);
+			}
+			for (int r = 0; r < R; r++) {
+				const char *q = w + (size_t)r * L + i;
+				acc[r] = _mm256_add_epi64(acc[r], _mm256_loadu_si256((const __m256i *)q));
+				if (i + 32 < L)
+					acc[r] = _mm256_add_epi64(
+						acc[r], _mm256_loadu_si256((const __m256i *)(q + 32)));
+			}
+		}
+	}
+	for (int r = 1; r < R; r++)
+		acc[0] = _mm256_add_epi64(acc[0], acc[r]);
+	return membw_hsum256(acc[0]);
+}
+
+__attribute__((target("avx2"))) static uint64_t membw_rows4(const char *p, size_t n)
+{
+	return membw_rows(p, n, 4, 4096, 0);
+}
+
+__attribute__((target("avx2"))) static uint64_t membw_rows16(const char *p, size_t n)
+{
+	return membw_rows(p, n, 16, 1152, 0);
+}
+
+__attribute__((target("avx2"))) static uint64_t membw_rows16_pf(const char *p, size_t n)
+{
+	return membw_rows(p, n, 16, 1152, 1);
+}
+
+__attribute__((target("avx2"))) static uint64_t membw_rows16_pf2(const char *p, size_t n)
+{
+	return membw_rows(p, n, 16, 1152, 2);
+}
+
+__attribute__((target("avx2"))) static uint64_t membw_rows4_pf(const char *p, size_t n)
+{
+	return membw_rows(p, n, 4, 4096, 1);
+}
+
+/* One row of 4 KiB at a time, read as 4 segments of 1 KiB side by side
+ * (a one-row GEMV with one accumulator per segment), rows in order. */
+__attribute__((target("avx2"))) static uint64_t membw_seg4(const char *p, size_t n)
+{
+	__m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
+
+	for (size_t t = 0; t < n; t += 4096)
+		for (size_t i = 0; i < 1024; i += 32) {
+			a0 = _mm256_add_epi64(a0, _mm256_load_si256((const __m256i *)(p + t + i)));
+			a1 = _mm256_add_epi64(a1, _mm256_load_si256((const __m256i *)(p + t + 1024 + i)));
+			a2 = _mm256_add_epi64(a2, _mm256_load_si256((const __m256i *)(p + t + 2048 + i)));
+			a3 = _mm256_add_epi64(a3, _mm256_load_si256((const __m256i *)(p + t + 3072 + i)));
+		}
+	return membw_hsum256(_mm256_add_epi64(_mm256_add_epi64(a0, a1), _mm256_add_epi64(a2, a3)));
+}
+
+#endif
+
+struct membw_variant {
+	const char *name;
+	membw_fn fn;
+	int avx512; /* needs AVX-512F */
+};
+
+static const struct membw_variant membw_variants[] = {
+	{"u64", membw_u64, 0},
+#if defined(__x86_64__)
+	{"ymm", membw_ymm, 0},
+	{"zmm", membw_zmm, 1},
+	{"ymm-pf1k", membw_ymm_pf1k, 0},
+	{"ymm-pf4k", membw_ymm_pf4k, 0},
+	{"rows4", membw_rows4, 0},
+	{"rows16", membw_rows16, 0},
+	{"rows16-pf", membw_rows16_pf, 0},
+	{"rows16-pf2", membw_rows16_pf2, 0},
+	{"rows4-pf", membw_rows4_pf, 0},
+	{"seg4", membw_seg4, 0},
+#endif
+};
+/* 1 if this CPU can run the variant (u64 runs anywhere). */
+static int membw_runs(const struct membw_variant *mv)
+{
+	if (mv->fn == membw_u64)
+		return 1;
+#if defined(__x86_64__)
+	__builtin_cpu_init();
+	return __builtin_cpu_supports("avx2") && (!mv->avx512 || __builtin_cpu_supports("avx512f"));
+#else
+	return 0;
+#endif
+}
+
+#define MEMBW_NVAR (sizeof(membw_variants) / sizeof(membw_variants[0]))
 
 struct membw_part {
-	const uint64_t *p;
-	size_t n; /* uint64_t words */
+	membw_fn fn;
+	const char *p;
+	size_t n; /* bytes */
 	pthread_barrier_t *start;
 	uint64_t sum;
+	double cpu_s; /* the thread's CPU time for its share */
 };
 
 static void *membw_read(void *arg)
 {
 	struct membw_part *m = arg;
-	uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+
+	struct timespec a, b;
 
 	pthread_barrier_wait(m->start);
-	for (size_t i = 0; i + 4 <= m->n; i += 4) {
-		s0 += m->p[i];
-		s1 += m->p[i + 1];
-		s2 += m->p[i + 2];
-		s3 += m->p[i + 3];
-	}
-	m->sum = s0 + s1 + s2 + s3;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &a);
+	m->sum = m->fn(m->p, m->n);
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &b);
+	m->cpu_s = (double)(b.tv_sec - a.tv_sec) + (b.tv_nsec - a.tv_nsec) * 1e-9;
 	return NULL;
 }
 
@@ -51,54 +285,160 @@ static int membw_cmp(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
+/* One pass of `fn` over the buffer on `threads` threads: wall seconds;
+ * *cpu gets the longest thread's CPU seconds. */
+static double membw_pass(membw_fn fn, const char *buf, size_t share, int threads, uint64_t *sum,
+			 double *cpu)
+{
+	pthread_t th[MEMBW_MAX_THREADS];
+	struct membw_part part[MEMBW_MAX_THREADS];
+	pthread_barrier_t start;
+	double t0;
+
+	pthread_barrier_init(&start, NULL, (unsigned)threads + 1);
+	for (int i = 0; i < threads; i++) {
+		part[i] = (struct membw_part){fn, buf + (size_t)i * share, share, &start, 0, 0};
+		pthread_create(&th[i], NULL, membw_read, &part[i]);
+	}
+	pthread_barrier_wait(&start);
+	t0 = clock_now_s();
+	*cpu = 0;
+	for (int i = 0; i < threads; i++) {
+		pthread_join(th[i], NULL);
+		*sum += part[i].sum;
+		if (part[i].cpu_s > *cpu)
+			*cpu = part[i].cpu_s;
+	}
+	pthread_barrier_destroy(&start);
+	return clock_now_s() - t0;
+}
+
+/* ---- SMT check ----------------------------------------------------------------- */
+
+struct membw_spin {
+	int cpu;
+	uint64_t iters, out;
+	double s;
+};
+
+static void *membw_spin_run(void *arg)
+{
+	struct membw_spin *m = arg;
+	cpu_set_t set;
+	uint64_t a = 1, b = 3, c = 5, d = 7;
+	struct timespec t0, t1;
+
+	CPU_ZERO(&set);
+	CPU_SET(m->cpu, &set);
+	pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t0);
+	/* four independent multiply-add chains: the integer multiplier of a
+	 * core is busy every cycle, so an SMT sibling would halve the rate */
+	for (uint64_t i = 0; i < m->iters; i++) {
+		a = a * 0x9E3779B97F4A7C15ull + i;
+		b = b * 0xC2B2AE3D27D4EB4Full + i;
+		c = c * 0x165667B19E3779F9ull + i;
+		d = d * 0x27D4EB2F165667C5ull + i;
+		__asm__ volatile("" : "+r"(a), "+r"(b), "+r"(c), "+r"(d));
+	}
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t1);
+	m->s = (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;
+	m->out = a ^ b ^ c ^ d;
+	return NULL;
+}
+
+static int membw_spin_check(void)
+{
+	const uint64_t iters = 400000000ull;
+
+	for (int n = 1; n <= 2; n++) {
+		pthread_t th[2];
+		struct membw_spin m[2];
+
+		for (int i = 0; i < n; i++) {
+			m[i] = (struct membw_spin){i, iters, 0, 0};
+			pthread_create(&th[i], NULL, membw_spin_run, &m[i]);
+		}
+		for (int i = 0; i < n; i++)
+			pthread_join(th[i], NULL);
+		for (int i = 0; i < n; i++)
+			printf("spin: %d thread(s), cpu %d: %.2f G mul-add chains per CPU second "
+			       "(%llu)\n",
+			       n, i,
+			       4.0 * iters / m[i].s / 1e9, (unsigned long long)(m[i].out & 0xff));
+	}
+	printf("spin: separate cores keep each thread's rate at 2 threads; SMT siblings of "
+	       "one core lose it\n");
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	int threads = argc > 1 ? atoi(argv[1]) : 2;
 	long mib = argc > 2 ? atol(argv[2]) : 1024;
-	int reps = argc > 3 ? atoi(argv[3]) : 5;
-	size_t bytes, words, share;
-	uint64_t *buf, total = 0;
-	double t[64];
+	int reps = argc > 3 ? atoi(argv[3]) : 7;
+	const char *only = argc > 4 ? argv[4] : "all";
+	int run[MEMBW_NVAR], best_v = -1, any = 0;
+	double t[MEMBW_NVAR][MEMBW_MAX_REPS], c[MEMBW_NVAR][MEMBW_MAX_REPS], best_gb = 0;
+	size_t bytes, share;
+	uint64_t sum = 0;
+	char *buf;
 
+	if (argc > 1 && strcmp(argv[1], "--spin") == 0)
+		return membw_spin_check();
 	if (threads < 1 || threads > MEMBW_MAX_THREADS || mib < 16 || mib > 65536 || reps < 1 ||
-	    reps > 64) {
-		fprintf(stderr, "usage: membw [THREADS [MIB [REPS]]]\n");
+	    reps > MEMBW_MAX_REPS) {
+		fprintf(stderr, "usage: membw [THREADS [MIB [REPS [VARIANT]]]] | membw --spin\n");
+		return 2;
+	}
+	for (size_t v = 0; v < MEMBW_NVAR; v++) {
+		const struct membw_variant *mv = &membw_variants[v];
+		run[v] = (strcmp(only, "all") == 0 || strcmp(only, mv->name) == 0) &&
+			 membw_runs(mv);
+		any |= run[v];
+	}
+	if (!any) {
+		fprintf(stderr, "membw: no variant '%s' runs on this CPU\n", only);
 		return 2;
 	}
 	bytes = (size_t)mib << 20;
-	words = bytes / sizeof(uint64_t);
-	share = words / (size_t)threads / 4 * 4;
+	/* a multiple of every variant's step (16 and 18 KiB tiles) */
+	share = bytes / (size_t)threads / (144 * 1024) * (144 * 1024);
 	buf = aligned_alloc(64, bytes);
 	if (buf == NULL) {
 		fprintf(stderr, "membw: out of memory\n");
 		return 1;
 	}
-	for (size_t i = 0; i < words; i++)
-		buf[i] = i;
-	for (int r = 0; r < reps; r++) {
-		pthread_t th[MEMBW_MAX_THREADS];
-		struct membw_part part[MEMBW_MAX_THREADS];
-		pthread_barrier_t start;
-		double t0;
-
-		pthread_barrier_init(&start, NULL, (unsigned)threads + 1);
-		for (int i = 0; i < threads; i++) {
-			part[i] = (struct membw_part){buf + (size_t)i * share, share, &start, 0};
-			pthread_create(&th[i], NULL, membw_read, &part[i]);
+	for (size_t i = 0; i < bytes / 8; i++)
+		((uint64_t *)buf)[i] = i;
+	/* variants alternate within each round, so a burst of load from
+	 * other processes hits all of them alike */
+	for (int r = 0; r < reps; r++)
+		for (size_t v = 0; v < MEMBW_NVAR; v++)
+			if (run[v])
+				t[v][r] = membw_pass(membw_variants[v].fn, buf, share, threads, &sum,
+						     &c[v][r]);
+	printf("membw: %d threads, %ld MiB, %d passes each (checksum %llu)\n", threads, mib, reps,
+	       (unsigned long long)(sum & 0xff));
+	for (size_t v = 0; v < MEMBW_NVAR; v++) {
+		double gb = (double)share * threads / 1e9, med;
+		if (!run[v])
+			continue;
+		qsort(t[v], (size_t)reps, sizeof(double), membw_cmp);
+		qsort(c[v], (size_t)reps, sizeof(double), membw_cmp);
+		med = gb / t[v][reps / 2];
+		printf("  %-10s best %6.1f GB/s  median %6.1f GB/s   (CPU time: best %6.1f, median "
+		       "%6.1f)\n",
+		       membw_variants[v].name, gb / t[v][0], med, gb / c[v][0], gb / c[v][reps / 2]);
+		if (med > best_gb) {
+			best_gb = med;
+			best_v = (int)v;
 		}
-		pthread_barrier_wait(&start);
-		t0 = clock_now_s();
-		for (int i = 0; i < threads; i++) {
-			pthread_join(th[i], NULL);
-			total += part[i].sum;
-		}
-		t[r] = clock_now_s() - t0;
-		pthread_barrier_destroy(&start);
 	}
-	qsort(t, (size_t)reps, sizeof(double), membw_cmp);
-	printf("membw: %d threads, %ld MiB: best %.1f GB/s, median %.1f GB/s (checksum %llu)\n",
-	       threads, mib, (double)share * threads * 8 / t[0] / 1e9,
-	       (double)share * threads * 8 / t[reps / 2] / 1e9, (unsigned long long)(total & 0xff));
+	printf("membw: %d threads, %ld MiB: best %.1f GB/s, median %.1f GB/s (variant %s, the "
+	       "best median)\n",
+	       threads, mib, (double)share * threads / 1e9 / t[best_v][0], best_gb,
+	       membw_variants[best_v].name);
 	free(buf);
 	return 0;
 }

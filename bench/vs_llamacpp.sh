@@ -8,7 +8,9 @@
 # Env: TYPES (default "q4_0 q8_0 f16"; also llama.cpp presets like q4_k_m),
 # MODELS_DIR (default /tmp; files tl-TYPE.gguf, made here by `ember synth`
 # (presets: synth f16, then `ember quantize -q`) when missing), EMBER_FIRST=1 to run
-# Ember before and after llama.cpp. llama.cpp is not part of Ember: build it
+# Ember before and after llama.cpp, PP and TG the prompt and generated
+# token counts (default 512 and 128; PP=0 times decode alone), REPS the
+# repetitions (default 3). llama.cpp is not part of Ember: build it
 # yourself (bench/RESULTS.md says which release and flags were used).
 set -eu
 : "${LLAMA_BENCH:?set LLAMA_BENCH to a llama-bench binary}"
@@ -16,10 +18,13 @@ set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
 ember=$root/build/ember
 dir=${MODELS_DIR:-/tmp}
+pp=${PP:-512}
+tg=${TG:-128}
+reps=${REPS:-3}
 [ -x "$ember" ] || make -C "$root" build/ember >&2
 
 ember_bench() {
-	"$ember" bench -m "$1" -p 512 -n 128 -t 2 -r 3 2>&1 | grep -E "pp512|tg128"
+	"$ember" bench -m "$1" -p "$pp" -n "$tg" -t 2 -r "$reps" 2>&1 | grep -E "pp$pp|tg$tg"
 }
 
 for t in ${TYPES:-q4_0 q8_0 f16}; do
@@ -36,6 +41,6 @@ for t in ${TYPES:-q4_0 q8_0 f16}; do
 	fi
 	echo "== $t $(date +%H:%M:%S)"
 	if [ -n "${EMBER_FIRST:-}" ]; then ember_bench "$m"; fi
-	"$LLAMA_BENCH" -m "$m" -t 2 -p 512 -n 128 -r 3 2>&1 | grep -E "pp512|tg128"
+	"$LLAMA_BENCH" -m "$m" -t 2 -p "$pp" -n "$tg" -r "$reps" 2>&1 | grep -E "pp$pp|tg$tg"
 	ember_bench "$m"
 done

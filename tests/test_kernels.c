@@ -520,6 +520,48 @@ START_TEST(threaded_matmul_equals_single_thread_bit_for_bit)
 }
 END_TEST
 
+/* Decode and small batches split the chunks into one region per thread
+ * with stealing (kernels.c, kern__region_cb): any thread count, more
+ * threads than chunks, rows past the last whole tile, every token count
+ * up to the small-batch bound, all bit-identical to one thread. */
+START_TEST(region_split_equals_single_thread_bit_for_bit)
+{
+	enum { OUT = 301, IN = 256 };
+	static const uint32_t threads[] = {2, 3, 7, 40};
+	static const size_t toks[] = {1, 3, 16};
+
+	if (test_no_threads("kernels: region_split_equals_single_thread_bit_for_bit"))
+		return;
+	kern_init();
+	for (size_t p = 0; p < sizeof(threads) / sizeof(threads[0]); p++) {
+		tpool_t pool = tpool_create(threads[p]);
+		ck_assert_ptr_nonnull(pool);
+		for (size_t ti = 0; ti < sizeof(kt_types) / sizeof(kt_types[0]); ti++)
+			for (size_t k = 0; k < sizeof(toks) / sizeof(toks[0]); k++) {
+				size_t n_tok = toks[k];
+				float *wf, *x = kt_alloc(IN * n_tok * sizeof(float));
+				float *y1 = kt_alloc(OUT * n_tok * sizeof(float));
+				float *y2 = kt_alloc(OUT * n_tok * sizeof(float));
+				void *w = kt_weights(kt_types[ti], OUT, IN, &wf);
+
+				kt_fill(x, IN * n_tok, 0.5f);
+				memset(y2, 0xff, OUT * n_tok * sizeof(float)); /* NaNs: unwritten */
+				kt_matmul(NULL, kt_types[ti], w, OUT, IN, x, n_tok, y1);
+				kt_matmul(pool, kt_types[ti], w, OUT, IN, x, n_tok, y2);
+				ck_assert_msg(memcmp(y1, y2, OUT * n_tok * sizeof(float)) == 0,
+					      "%s tok=%zu threads=%u", dtype_name(kt_types[ti]), n_tok,
+					      threads[p]);
+				free(w);
+				free(wf);
+				free(x);
+				free(y1);
+				free(y2);
+			}
+		tpool_destroy(pool);
+	}
+}
+END_TEST
+
 START_TEST(fused_matmul_equals_separate_matmuls_bit_for_bit)
 {
 	enum { IN = 288 };
@@ -827,6 +869,7 @@ Suite *suite_kernels(void)
 	tcase_add_test(tc, silu_matches_double_math_on_every_level);
 	tcase_add_test(tc, threaded_matmul_equals_single_thread_bit_for_bit);
 	tcase_add_test(tc, fused_matmul_equals_separate_matmuls_bit_for_bit);
+	tcase_add_test(tc, region_split_equals_single_thread_bit_for_bit);
 	tcase_add_test(tc, q8_0_matmul_tracks_float_math_on_dequantized_weights);
 	tcase_add_test(tc, init_picks_a_level_this_cpu_runs);
 	tcase_add_test(tc, resolve_never_picks_an_unavailable_level);

@@ -42,8 +42,12 @@
  * Threads: output rows are cut into chunks (a multiple of 16 rows, about
  * four per thread for balance, sixteen for decode), one pool item
  * each; activation quantization is spread over tokens the same way.
+ * Decode and small batches (<= 16 tokens) cut the chunks into one
+ * contiguous region per thread, each streamed in order by its thread,
+ * the last chunks balanced by stealing (kern__region_cb).
  */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,6 +71,10 @@
 
 /* Chosen once by kern_init(); written only inside pthread_once. */
 static pthread_once_t kern__once = PTHREAD_ONCE_INIT;
+/* Streaming jobs in per-thread regions (kern__region_cb); 0 when
+ * EMBER_GEMV_SPLIT=chunks asks for the former chunk-by-chunk claims, kept
+ * so the two can be measured against each other on a quiet machine. */
+static int kern__regions = 1;
 static enum cpu_level kern__level = CPU_LEVEL_SCALAR;
 static struct kern_ops kern__table;
 static struct kern_origin kern__org;
@@ -209,7 +217,9 @@ static void kern__choose(void)
 {
 	struct cpu_features f;
 	enum cpu_level cap;
+	const char *split = getenv("EMBER_GEMV_SPLIT");
 
+	kern__regions = !(split && strcmp(split, "chunks") == 0);
 	cpu_detect(&f);
 	cap = cpu_select_level(&f);
 	/* The AMX tiles have not run on AMX hardware yet (kernels_amx.c):
@@ -325,6 +335,10 @@ void kern_act_summarize(const struct kern_block_q8a *x, size_t nb, float *xd, in
 	}
 }
 
+/* Most regions a streaming job is cut into (one per thread, more threads
+ * share them). */
+#define KERN_REGIONS_MAX 64
+
 struct kern__job {
 	const struct kern_ops *ops;
 	kern_gemm_fn gemm;
@@ -333,6 +347,14 @@ struct kern__job {
 	size_t first[KERN_MM_PARTS_MAX + 1];           /* first task of each part */
 	size_t n_part;
 	const float *x; /* float activations, for quantization */
+	/* Streaming jobs (<= KERN_SMALL_BATCH tokens, 2+ threads): the chunks
+	 * [0, first[n_part]) are cut into n_region contiguous regions, one
+	 * pool item each; region r's chunks [rbeg[r], rend[r]) are claimed
+	 * in order through rnext[r], by its own item first, then by items
+	 * whose region is done (kern__region_cb). */
+	size_t n_region;
+	size_t rbeg[KERN_REGIONS_MAX], rend[KERN_REGIONS_MAX];
+	atomic_size_t rnext[KERN_REGIONS_MAX];
 };
 
 static void kern__quantize_cb(void *data, size_t t)
@@ -358,6 +380,33 @@ static void kern__rows_cb(void *data, size_t i)
 	size_t o1 = n_out - o0 > job->chunk[p] ? o0 + job->chunk[p] : n_out;
 
 	job->gemm(&job->args[p], o0, o1);
+}
+
+/*
+ * A streaming job's item: its own region's chunks in order, then the
+ * unclaimed chunks of the other regions. Why regions rather than one
+ * chunk per claim: with claims from one counter the two threads of a
+ * decode step took alternate chunks, so each chunk's last tile
+ * prefetched the next chunk's rows into its own core's L2 while the other
+ * core read them (DRAM reads or cross-core transfers wasted: up to a
+ * quarter of the traffic for 4-tile chunks, q and o of TinyLlama at 2
+ * threads), and each chunk's first tile started cold. In a region,
+ * a chunk follows the one its thread just streamed (its prefetch is
+ * used); only the tail of the step is balanced chunk by chunk.
+ */
+static void kern__region_cb(void *data, size_t r)
+{
+	struct kern__job *job = data;
+
+	for (size_t k = 0; k < job->n_region; k++) {
+		size_t q = (r + k) % job->n_region;
+		for (;;) {
+			size_t i = atomic_fetch_add_explicit(&job->rnext[q], 1, memory_order_relaxed);
+			if (i >= job->rend[q])
+				break;
+			kern__rows_cb(job, i);
+		}
+	}
 }
 
 static size_t kern__chunk_rows(tpool_t pool, size_t n_out, size_t n_tok)
@@ -463,5 +512,21 @@ void kern_matmul_n(tpool_t pool, uint32_t wtype, size_t n_in, const struct kern_
 		return;
 	if (kern_wtype_quantized(wtype))
 		tpool_run_1d(pool, kern__quantize_cb, &job, n_tok);
+	if (n_tok <= KERN_SMALL_BATCH && pool != NULL && tpool_threads(pool) > 1 &&
+	    kern__regions) {
+		size_t nc = job.first[job.n_part], nr = tpool_threads(pool);
+		if (nr > KERN_REGIONS_MAX)
+			nr = KERN_REGIONS_MAX;
+		if (nr > nc)
+			nr = nc;
+		job.n_region = nr;
+		for (size_t r = 0; r < nr; r++) {
+			job.rbeg[r] = nc * r / nr;
+			job.rend[r] = nc * (r + 1) / nr;
+			atomic_init(&job.rnext[r], job.rbeg[r]);
+		}
+		tpool_run_1d(pool, kern__region_cb, &job, nr);
+		return;
+	}
 	tpool_run_1d(pool, kern__rows_cb, &job, job.first[job.n_part]);
 }

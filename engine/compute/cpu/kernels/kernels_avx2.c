@@ -46,6 +46,8 @@
 /* Tokens per block: their activations stay in L2 while a thread's rows
  * pass over them. */
 #define AVX2_TOKEN_BLOCK 64
+/* Rows of a one-token (decode) float tile (LEVELS.md). */
+#define AVX2_GEMV_ROWS 8
 
 /* ---- float weights ------------------------------------------------------------ */
 
@@ -72,9 +74,9 @@ AVX2_INLINE float avx2__scalar_w(uint32_t wt, const void *row, size_t i)
 AVX2_INLINE void avx2__tile_f(uint32_t wt, const struct kern_gemm_args *a, size_t o, size_t t,
 			      int R, int T)
 {
-	const char *w[4];
+	const char *w[AVX2_GEMV_ROWS];
 	const float *x[4];
-	__m256 acc[4][4];
+	__m256 acc[AVX2_GEMV_ROWS][4];
 	size_t n8 = a->n_in & ~(size_t)7;
 
 	AVX2_UNROLL
@@ -96,11 +98,13 @@ AVX2_INLINE void avx2__tile_f(uint32_t wt, const struct kern_gemm_args *a, size_
 		 * L2: 16-32 KB ahead overflowed L1 (Zen 4, F16 decode step
 		 * 136-138 -> 94-102 ms CPU). */
 		if (T == 1 && (i * (wt == DTYPE_F32 ? 4 : 2)) % 64 == 0) {
+			/* the tile's R rows lie back to back: the next tile
+			 * as one linear stream, R lines per 64 bytes of a row */
+			const char *nx = w[0] + (size_t)R * a->w_stride;
+			size_t off = i * (wt == DTYPE_F32 ? 4 : 2) * (size_t)R;
 			AVX2_UNROLL
 			for (int r = 0; r < R; r++)
-				_mm_prefetch(w[r] + (size_t)R * a->w_stride +
-						     i * (wt == DTYPE_F32 ? 4 : 2),
-					     _MM_HINT_T1);
+				_mm_prefetch(nx + off + (size_t)r * 64, _MM_HINT_T1);
 		}
 		AVX2_UNROLL
 		for (int k = 0; k < T; k++)
@@ -341,7 +345,7 @@ AVX2_INLINE void avx2__drive(uint32_t wt, const struct kern_gemm_args *a, size_t
 	static void name(const struct kern_gemm_args *a, size_t o0, size_t o1) \
 	{                                                                       \
 		if (a->n_tok == 1)                                              \
-			avx2__drive(wt, a, o0, o1, 4, 1);                    \
+			avx2__drive(wt, a, o0, o1, AVX2_GEMV_ROWS, 1);       \
 		else                                                            \
 			avx2__drive(wt, a, o0, o1, 4, 2);                    \
 	}

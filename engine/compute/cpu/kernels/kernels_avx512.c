@@ -23,6 +23,12 @@
 /* Tile loops must unroll fully so accumulators live in registers. */
 #define AVX512_UNROLL _Pragma("GCC unroll 4")
 #define AVX512_TOKEN_BLOCK 64
+/* Rows of a one-token (decode) float tile; LEVELS.md has the
+ * measurements behind 8. With AVX512_UNROLL at 4, GCC keeps this tile's
+ * 8 accumulators on the stack, and that loop streamed F16 faster (77 ms
+ * a decode step's matrix products, one thread, Zen 4) than a loop with
+ * them in registers (94-103): re-measure when either changes. */
+#define AVX512_GEMV_ROWS 8
 
 /* ---- float weights ------------------------------------------------------------ */
 
@@ -68,9 +74,9 @@ AVX512_INLINE float avx512__hsum256(__m256 v)
 AVX512_INLINE void avx512__tile_f(uint32_t wt, const struct kern_gemm_args *a, size_t o,
 				  size_t t, int R, int T)
 {
-	const char *w[4];
+	const char *w[AVX512_GEMV_ROWS];
 	const float *x[4];
-	__m512 acc[4][4];
+	__m512 acc[AVX512_GEMV_ROWS][4];
 	size_t n16 = a->n_in & ~(size_t)15;
 
 	AVX512_UNROLL
@@ -87,14 +93,15 @@ AVX512_INLINE void avx512__tile_f(uint32_t wt, const struct kern_gemm_args *a, s
 	for (size_t i = 0; i < n16; i += 16) {
 		__m512 xv[4];
 		/* Decode (one token) streams rows that are a page or more each:
-		 * the next tile's rows go to L2 at the pace this one is read
-		 * (as the AVX2 level; L2 because the 4 rows ahead are 16-32 KB). */
+		 * the next tile (its R rows lie back to back) goes to L2 at the
+		 * pace this one is read, R lines per 64 bytes of a row, as one
+		 * linear stream (L2 because a tile ahead is 16-64 KB). */
 		if (T == 1 && (i * (wt == DTYPE_F32 ? 4 : 2)) % 64 == 0) {
+			const char *nx = w[0] + (size_t)R * a->w_stride;
+			size_t off = i * (wt == DTYPE_F32 ? 4 : 2) * (size_t)R;
 			AVX512_UNROLL
 			for (int r = 0; r < R; r++)
-				_mm_prefetch(w[r] + (size_t)R * a->w_stride +
-						     i * (wt == DTYPE_F32 ? 4 : 2),
-					     _MM_HINT_T1);
+				_mm_prefetch(nx + off + (size_t)r * 64, _MM_HINT_T1);
 		}
 		AVX512_UNROLL
 		for (int k = 0; k < T; k++)
@@ -145,7 +152,9 @@ AVX512_INLINE void avx512__drive(uint32_t wt, const struct kern_gemm_args *a,
 #define AVX512_GEMM(name, wt)                                                   \
 	static void name(const struct kern_gemm_args *a, size_t o0, size_t o1) \
 	{                                                                       \
-		if (a->n_tok < 4)                                               \
+		if (a->n_tok == 1)                                              \
+			avx512__drive(wt, a, o0, o1, AVX512_GEMV_ROWS, 1);      \
+		else if (a->n_tok < 4)                                          \
 			avx512__drive(wt, a, o0, o1, 4, 1);                     \
 		else                                                            \
 			avx512__drive(wt, a, o0, o1, 4, 4);                     \
