@@ -1,10 +1,13 @@
 /*
  * kquants_vnni_avx512.c - Q4_K, Q5_K and Q6_K weights times quantized
  * activations with AVX-512 VNNI (VPDPBUSD on ZMM), for every token count
- * (decode and prefill: one code path, so a token's result never depends
- * on its batch). The weights are read in their file layout, 16 rows x up
- * to 8 tokens a tile, each super-block of the 16 rows unpacked once for
- * all the tokens of the tile; the model is the Q8_0/Q4_0 tile of
+ * (decode and prefill). The weights are read in their file layout, 16 rows
+ * x up to 8 tokens a tile, each super-block of the 16 rows unpacked once for
+ * all the tokens of the tile; more than 8 tokens (prefill), a tile is
+ * unpacked once into a panel that every group of 8 tokens reads
+ * (kv__panels). Both paths give each (row, token) the same float
+ * operations in the same order, so a token's result never depends on its
+ * batch. The model is the Q8_0/Q4_0 tile of
  * kernels_qvnni_avx512.c (whose transpose and broadcast helpers,
  * qvnni_avx512.h, this file uses).
  *
