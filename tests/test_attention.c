@@ -284,6 +284,41 @@ START_TEST(score_and_value_blocks_match_reference_on_every_level)
 }
 END_TEST
 
+/* The avx512 level's 4 x 4 score tiles (attention_avx512.c) give the
+ * AVX2 level's scores bit for bit, ragged rows and keys included. */
+START_TEST(avx512_scores_equal_avx2_bit_for_bit)
+{
+	static const size_t nqs[] = {3, 4, 6, 9, 64}, nks[] = {1, 5, 8, 64}, ds[] = {64, 128};
+
+	if (!kern_level_runs(CPU_LEVEL_AVX512)) {
+		fprintf(stderr, "attention: skipping avx512 vs avx2: this CPU lacks avx512\n");
+		return;
+	}
+	for (size_t a = 0; a < sizeof(nqs) / sizeof(nqs[0]); a++)
+		for (size_t b = 0; b < sizeof(nks) / sizeof(nks[0]); b++)
+			for (size_t c = 0; c < sizeof(ds) / sizeof(ds[0]); c++) {
+				const size_t nq = nqs[a], nk = nks[b], d = ds[c], ld_q = d + 3;
+				float *q = malloc(nq * ld_q * 4), *k = malloc(nk * d * 4);
+				float *s2 = malloc(nq * nk * 4), *s5 = malloc(nq * nk * 4), bias[64];
+
+				at_fill(q, nq * ld_q, 1.0f);
+				at_fill(k, nk * d, 1.0f);
+				at_fill(bias, nk, 5.0f);
+				kern_ops_for(CPU_LEVEL_AVX2)->attn_scores(q, ld_q, k, d, b & 1 ? bias : NULL,
+									  0.125f, s2, nk, nq, nk);
+				kern_ops_for(CPU_LEVEL_AVX512)->attn_scores(q, ld_q, k, d,
+									    b & 1 ? bias : NULL, 0.125f,
+									    s5, nk, nq, nk);
+				ck_assert_msg(memcmp(s2, s5, nq * nk * 4) == 0,
+					      "avx512 scores %zux%zu d=%zu differ from avx2's", nq, nk, d);
+				free(q);
+				free(k);
+				free(s2);
+				free(s5);
+			}
+}
+END_TEST
+
 /* A lone query's value sum equals its row of a tile bit for bit, so
  * decode and prefill agree (scores: checked in at_check_blocks). */
 START_TEST(value_rows_do_not_depend_on_the_tile)
@@ -637,6 +672,7 @@ Suite *suite_attention(void)
 
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, exp_sum_is_within_its_bound_of_exp_over_the_float_range);
+	tcase_add_test(tc, avx512_scores_equal_avx2_bit_for_bit);
 	tcase_add_test(tc, exp_sum_subtracts_the_maximum_and_returns_the_sum);
 	tcase_add_test(tc, max_skips_nan_and_is_minus_infinity_when_empty);
 	tcase_add_test(tc, fp16_rows_convert_exactly);

@@ -145,6 +145,7 @@ struct attn_job {
 	const struct attention *a;
 	uint32_t il;
 	const struct attention_tile *tiles;
+	uint32_t n_tiles;
 	const float *q;
 	float *out;
 };
@@ -191,6 +192,33 @@ static void softcap_block(float *S, size_t ld_s, uint32_t n, uint32_t nb, float 
 	for (i = 0; i < n; i++)
 		for (j = 0; j < nb; j++)
 			S[i * ld_s + j] = (float)(c * tanh((double)S[i * ld_s + j] / c));
+}
+
+/* The diagonal block of a prompt: query i sees keys up to pos + i, so
+ * rows go by strips of ATTN_STRIP, each computing the keys its last row
+ * sees rather than the whole block (half the diagonal block's products
+ * were for masked keys). The keys a strip skips are masked for all its
+ * rows: their scores were never read (softmax_block) and their P was 0,
+ * so every computed value is as before (attention_avx2.c: a score or an
+ * output element does not depend on the rows computed with it). */
+#define ATTN_STRIP 8
+
+/* Keys [0, n) of the block (from position j0, nb keys) that rows before
+ * i1 see. */
+static uint32_t strip_keys(uint32_t pos, uint32_t j0, uint32_t nb, uint32_t i1)
+{
+	const uint32_t seen = pos + i1 - j0;
+
+	return seen < nb ? seen : nb;
+}
+
+/* End of the strip that starts at row i0 (rows before n): the rest of
+ * the rows once row i0 sees the whole block. */
+static uint32_t strip_end(uint32_t pos, uint32_t j0, uint32_t nb, uint32_t i0, uint32_t n)
+{
+	if (pos + i0 + 1 - j0 >= nb || n - i0 <= ATTN_STRIP)
+		return n;
+	return i0 + ATTN_STRIP;
 }
 
 /* Query heads of one kv head that a decode-sized tile's task takes
@@ -258,14 +286,23 @@ static void attend_heads(const struct attn_job *job, const struct attention_tile
 
 			if (a->alibi)
 				alibi_biases(a->alibi, a->slopes[h0 + e], j0, nb, bias);
-			kern_attn_scores(q + first * ld_q, ld_q, kblk, dk, a->alibi ? bias : NULL,
-					 scale, S, ATTN_KEYS, n - first, nb);
-			if (a->softcap > 0.0f)
-				softcap_block(S, ATTN_KEYS, n - first, nb, a->softcap);
+			for (i = first; i < n; i = strip_end(pos, j0, nb, i, n)) {
+				const uint32_t i1 = strip_end(pos, j0, nb, i, n);
+				float *Si = S + (size_t)(i - first) * ATTN_KEYS;
+				kern_attn_scores(q + i * ld_q, ld_q, kblk, dk, a->alibi ? bias : NULL,
+						 scale, Si, ATTN_KEYS, i1 - i,
+						 strip_keys(pos, j0, nb, i1));
+				if (a->softcap > 0.0f)
+					softcap_block(Si, ATTN_KEYS, i1 - i, strip_keys(pos, j0, nb, i1),
+						      a->softcap);
+			}
 			softmax_block(S, ATTN_KEYS, first, n, pos, j0, nb, w, m + e * n, l + e * n,
 				      r + e * n);
-			kern_attn_accum(out + first * ld_o, ld_o, r + e * n + first, S, ATTN_KEYS,
-					vblk, dv, n - first, nb);
+			for (i = first; i < n; i = strip_end(pos, j0, nb, i, n))
+				kern_attn_accum(out + i * ld_o, ld_o, r + e * n + i,
+						S + (size_t)(i - first) * ATTN_KEYS, ATTN_KEYS, vblk, dv,
+						strip_end(pos, j0, nb, i, n) - i,
+						strip_keys(pos, j0, nb, strip_end(pos, j0, nb, i, n)));
 		}
 	}
 	for (e = 0; e < nh; e++) {
@@ -281,14 +318,14 @@ static void attend_heads(const struct attn_job *job, const struct attention_tile
 	}
 }
 
-/* Task (head, tile). A tile small enough takes the heads of its kv group
+/* Task (tile counted from the last, head). A tile small enough takes the heads of its kv group
  * in runs of up to ATTN_SHARE_HEADS, in the task of the run's first head
  * (the others return at once); a prefill tile takes one head a task. */
-static void attend_tile_cb(void *data, size_t head, size_t tile)
+static void attend_tile_cb(void *data, size_t rtile, size_t head)
 {
 	const struct attn_job *job = data;
 	const struct attention *a = job->a;
-	const struct attention_tile *tl = &job->tiles[tile];
+	const struct attention_tile *tl = &job->tiles[job->n_tiles - 1 - rtile];
 	const uint32_t h = (uint32_t)head, group = a->n_head / a->n_head_kv;
 	uint32_t run = group < ATTN_SHARE_HEADS ? group : ATTN_SHARE_HEADS;
 
@@ -304,9 +341,12 @@ static void attend_tile_cb(void *data, size_t head, size_t tile)
 void attention_run(const struct attention *a, tpool_t pool, uint32_t il,
 		   const struct attention_tile *tiles, uint32_t n_tiles, const float *q, float *out)
 {
-	struct attn_job job = {a, il, tiles, q, out};
+	struct attn_job job = {a, il, tiles, n_tiles, q, out};
 
 	/* Tasks go by query head, not kv head, so decode with few kv heads
-	 * (MQA) still spreads over the threads. */
-	tpool_run_2d(pool, attend_tile_cb, &job, a->n_head, n_tiles);
+	 * (MQA) still spreads over the threads. The last tile of a prompt
+	 * (the most keys) goes first for every head, the first tile last: the
+	 * pool hands items out in order, so the join waits on a short task
+	 * rather than on a head's last tile (prefill: 8x a first tile's cost). */
+	tpool_run_2d(pool, attend_tile_cb, &job, n_tiles, a->n_head);
 }

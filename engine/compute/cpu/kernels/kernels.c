@@ -40,7 +40,7 @@
  * avx2 version (act_avx2.c) on the same polynomial exp (math_avx2.h).
  *
  * Threads: output rows are cut into chunks (a multiple of 16 rows, about
- * four per thread for balance, sixteen for decode), one pool item
+ * sixteen per thread, for balance at the joins), one pool item
  * each; activation quantization is spread over tokens the same way.
  * Decode and small batches (<= 16 tokens) cut the chunks into one
  * contiguous region per thread, each streamed in order by its thread,
@@ -60,7 +60,12 @@
 #define KERN_ROW_ALIGN 16
 /* Below this many rows a chunk is not worth a task hand-off. */
 #define KERN_MIN_CHUNK_ROWS 16
-#define KERN_CHUNKS_PER_THREAD 4
+/* Prefill: a join waits for the last chunk in flight while the other
+ * threads idle, about half a chunk each time; at 4 chunks a thread that
+ * was ~1/9 of a GEMM's time on 2 threads. At 16 it is ~1/33, and a chunk
+ * (64 rows of a 2048-row matrix x 512 tokens: ~0.5 ms) still dwarfs its
+ * claim and its first, unprefetched tile. */
+#define KERN_CHUNKS_PER_THREAD 16
 /* Decode chunks are finer: a join waits for the last chunk in flight, and
  * a GEMV chunk is pure streaming, so smaller ones cost nothing but
  * shorten that wait (~180 joins a token). */

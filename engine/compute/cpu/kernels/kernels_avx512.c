@@ -202,6 +202,7 @@ static void avx512__quantize_act(const float *x, struct kern_block_q8a *y, size_
 const struct kern_ops kern_ops_avx512 = {
 	.name = "avx512",
 	.quantize_act = avx512__quantize_act,
+	.attn_scores = kern_avx512_attn_scores,
 	.gemm =
 		{
 			[DTYPE_F32] = avx512__gemm_f32,

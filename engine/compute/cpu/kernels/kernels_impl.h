@@ -152,6 +152,10 @@ void kern_avx2_attn_scores(const float *q, size_t ld_q, const float *k, size_t d
 			   size_t nk);
 void kern_avx2_attn_accum(float *o, size_t ld_o, const float *r, const float *p, size_t ld_p,
 			  const float *v, size_t d, size_t nq, size_t nk);
+/* attention_avx512.c: the same scores on 4 x 4 tiles (32 YMM registers). */
+void kern_avx512_attn_scores(const float *q, size_t ld_q, const float *k, size_t d,
+			     const float *bias, float scale, float *s, size_t ld_s, size_t nq,
+			     size_t nk);
 void kern_avx2_fp16_row(const uint16_t *src, float *dst, size_t n);
 float kern_avx2_max(const float *x, size_t n);
 float kern_avx2_exp_sum(float *x, size_t n, float m);

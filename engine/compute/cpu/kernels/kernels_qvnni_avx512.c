@@ -153,7 +153,10 @@ static void qv__pack(uint32_t wt, const struct kern_gemm_args *a, size_t o, size
  * [b0, b0 + n). The first group (t = 0) prefetches the same blocks of the
  * next tile into L2 as it goes, so the next pack finds them there: spread
  * over the dots rather than bunched in the pack, where they overflowed
- * the miss queue and the pack waited on DRAM. */
+ * the miss queue and the pack waited on DRAM. Two VPDPBUSD chains a token
+ * whatever T (gemm_q q4_0 64, one thread: ~2% over one chain; staging
+ * the group's scales and negated offsets on the stack to start the
+ * chains and free the pointer registers gained nothing). */
 QV_INLINE void qv__tile_p(uint32_t wt, const struct kern_gemm_args *a, const struct qv_panel *p,
 			  size_t o, size_t t, size_t b0, size_t n, int T)
 {
@@ -188,7 +191,7 @@ QV_INLINE void qv__tile_p(uint32_t wt, const struct kern_gemm_args *a, const str
 		QV_UNROLL
 		for (int k = 0; k < T; k++)
 			acc[k] = qv__dot(wt, u, dw, x[k][j].qs, xd[k][j], xs[k][j], acc[k],
-					 T <= 4 ? 2 : 1);
+					 2);
 	}
 	QV_UNROLL
 	for (int k = 0; k < T; k++)

@@ -1,10 +1,13 @@
 /*
  * kquants_vnni_avx512.c - Q4_K, Q5_K and Q6_K weights times quantized
  * activations with AVX-512 VNNI (VPDPBUSD on ZMM), for every token count
- * (decode and prefill: one code path, so a token's result never depends
- * on its batch). The weights are read in their file layout, 16 rows x up
- * to 8 tokens a tile, each super-block of the 16 rows unpacked once for
- * all the tokens of the tile; the model is the Q8_0/Q4_0 tile of
+ * (decode and prefill). The weights are read in their file layout, 16 rows
+ * x up to 8 tokens a tile, each super-block of the 16 rows unpacked once for
+ * all the tokens of the tile; more than 8 tokens (prefill), a tile is
+ * unpacked once into a panel that every group of 8 tokens reads
+ * (kv__panels). Both paths give each (row, token) the same float
+ * operations in the same order, so a token's result never depends on its
+ * batch. The model is the Q8_0/Q4_0 tile of
  * kernels_qvnni_avx512.c (whose transpose and broadcast helpers,
  * qvnni_avx512.h, this file uses).
  *
@@ -130,6 +133,56 @@ QV_INLINE __m512i kv__bit_to4(__m512i v, int from)
 	return from <= 4 ? _mm512_slli_epi16(v, 4 - from) : _mm512_srli_epi16(v, from - 4);
 }
 
+/* Q4_K/Q5_K header of super-block `sb` (byte offset) of the 16 rows: d sc_j
+ * and dmin m_j of its eight 32-blocks, in row lanes (scales: quants.h). */
+QV_INLINE void kv__k4_scales(struct kv_rows rp, size_t sb, __m512 dsc[8], __m512 mv[8])
+{
+	const __m512i m3f = _mm512_set1_epi32(0x3f3f3f3f), m0f = _mm512_set1_epi32(0x0f0f0f0f);
+	const __m512i m30 = _mm512_set1_epi32(0x30303030);
+	__m512i h[4];
+
+	/* d, dmin, then the 12 scale bytes in h[1..3] */
+	kv__rows16(rp, sb, h);
+	const __m512 d = kv__half(h[0], 0), dmin = kv__half(h[0], 1);
+	const __m512i sc0 = _mm512_and_si512(h[1], m3f);
+	const __m512i mn0 = _mm512_and_si512(h[2], m3f);
+	const __m512i sc1 = _mm512_or_si512(_mm512_and_si512(h[3], m0f),
+					    _mm512_and_si512(_mm512_srli_epi32(h[1], 2), m30));
+	const __m512i mn1 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(h[3], 4), m0f),
+					    _mm512_and_si512(_mm512_srli_epi32(h[2], 2), m30));
+	QV_UNROLL
+	for (int j = 0; j < 4; j++) {
+		dsc[j] = _mm512_mul_ps(d, kv__byte_u(sc0, j));
+		dsc[j + 4] = _mm512_mul_ps(d, kv__byte_u(sc1, j));
+		mv[j] = _mm512_mul_ps(dmin, kv__byte_u(mn0, j));
+		mv[j + 4] = _mm512_mul_ps(dmin, kv__byte_u(mn1, j));
+	}
+}
+
+/* 32-blocks 2p (u) and 2p + 1 (v) of the 16 rows, values in row lanes:
+ * 32 bytes of each row at qs (byte offset of the super-block's qs), low
+ * nibbles block 2p, high nibbles block 2p + 1; Q5_K (`five`) ors in the
+ * fifth bit from qh (its 32 bytes transposed, kv__rows16). */
+QV_INLINE void kv__k4_pair(struct kv_rows rp, size_t qs, int p, const __m512i qh[8], int five,
+			   __m512i u[8], __m512i v[8])
+{
+	const __m512i m4 = _mm512_set1_epi8(0x0f);
+
+	kv__rows16(rp, qs + 32 * p, u);
+	kv__rows16(rp, qs + 16 + 32 * p, u + 4);
+	QV_UNROLL
+	for (int c = 0; c < 8; c++) {
+		v[c] = _mm512_and_si512(_mm512_srli_epi16(u[c], 4), m4);
+		u[c] = _mm512_and_si512(u[c], m4);
+		if (five) { /* nibble | (bit 4 of the shifted qh) */
+			const __m512i b4 = _mm512_set1_epi8(0x10);
+			u[c] = _mm512_ternarylogic_epi32(u[c], kv__bit_to4(qh[c], 2 * p), b4, 0xF8);
+			v[c] = _mm512_ternarylogic_epi32(v[c], kv__bit_to4(qh[c], 2 * p + 1), b4,
+							 0xF8);
+		}
+	}
+}
+
 /* Q4_K, and Q5_K when `five`: the same header and qs, offset by qh (32
  * bytes: bit j of byte l is the fifth bit of element l of block j). */
 QV_INLINE void kv__k4_tile(const struct kern_gemm_args *a, struct kv_at at, size_t t, int T,
@@ -137,8 +190,6 @@ QV_INLINE void kv__k4_tile(const struct kern_gemm_args *a, struct kv_at at, size
 {
 	const size_t bs = five ? sizeof(struct kern_block_q5_k) : sizeof(struct kern_block_q4_k);
 	const size_t qs_off = five ? 48 : 16, nsb = a->n_in / KERN_QKK;
-	const __m512i m4 = _mm512_set1_epi8(0x0f), m3f = _mm512_set1_epi32(0x3f3f3f3f);
-	const __m512i m0f = _mm512_set1_epi32(0x0f0f0f0f), m30 = _mm512_set1_epi32(0x30303030);
 	const struct kv_rows rp = kv__rows(a, at);
 	const char *next = rp.w + QV_ROWS * at.st;
 	struct kv_tok k[KV_TOK];
@@ -155,7 +206,7 @@ QV_INLINE void kv__k4_tile(const struct kern_gemm_args *a, struct kv_at at, size
 		const size_t sb = s * bs;
 		__m512 dsc[8], mv[8];
 		float dxs[KV_TOK][8] __attribute__((aligned(32)));
-		__m512i h[4], qh[8];
+		__m512i qh[8];
 
 		/* the next tile streams into L2 while this one computes (into L1,
 		 * T0, it evicted this tile: Q4_K_M decode 20.6 -> 32.4 tok/s, Q6_K
@@ -163,25 +214,7 @@ QV_INLINE void kv__k4_tile(const struct kern_gemm_args *a, struct kv_at at, size
 		QV_UNROLL
 		for (size_t off = 0; off < QV_ROWS * bs; off += 64)
 			_mm_prefetch(next + QV_ROWS * sb + off, _MM_HINT_T1);
-		/* d, dmin, then the 12 scale bytes in h[1..3] (quants.h) */
-		kv__rows16(rp, sb, h);
-		{
-			const __m512 d = kv__half(h[0], 0), dmin = kv__half(h[0], 1);
-			const __m512i sc0 = _mm512_and_si512(h[1], m3f);
-			const __m512i mn0 = _mm512_and_si512(h[2], m3f);
-			const __m512i sc1 = _mm512_or_si512(_mm512_and_si512(h[3], m0f),
-							    _mm512_and_si512(_mm512_srli_epi32(h[1], 2), m30));
-			const __m512i mn1 = _mm512_or_si512(
-				_mm512_and_si512(_mm512_srli_epi32(h[3], 4), m0f),
-				_mm512_and_si512(_mm512_srli_epi32(h[2], 2), m30));
-			QV_UNROLL
-			for (int j = 0; j < 4; j++) {
-				dsc[j] = _mm512_mul_ps(d, kv__byte_u(sc0, j));
-				dsc[j + 4] = _mm512_mul_ps(d, kv__byte_u(sc1, j));
-				mv[j] = _mm512_mul_ps(dmin, kv__byte_u(mn0, j));
-				mv[j + 4] = _mm512_mul_ps(dmin, kv__byte_u(mn1, j));
-			}
-		}
+		kv__k4_scales(rp, sb, dsc, mv);
 		/* minimum term: dmin m_j * dx_j * sum(x_j), sum = xs8 / 8 exactly */
 		QV_UNROLL
 		for (int i = 0; i < T; i++) {
@@ -202,20 +235,7 @@ QV_INLINE void kv__k4_tile(const struct kern_gemm_args *a, struct kv_at at, size
 		for (int p = 0; p < 4; p++) {
 			__m512i u[8], v[8];
 
-			kv__rows16(rp, sb + qs_off + 32 * p, u);
-			kv__rows16(rp, sb + qs_off + 16 + 32 * p, u + 4);
-			QV_UNROLL
-			for (int c = 0; c < 8; c++) {
-				v[c] = _mm512_and_si512(_mm512_srli_epi16(u[c], 4), m4);
-				u[c] = _mm512_and_si512(u[c], m4);
-				if (five) { /* nibble | (bit 4 of the shifted qh) */
-					const __m512i b4 = _mm512_set1_epi8(0x10);
-					u[c] = _mm512_ternarylogic_epi32(
-						u[c], kv__bit_to4(qh[c], 2 * p), b4, 0xF8);
-					v[c] = _mm512_ternarylogic_epi32(
-						v[c], kv__bit_to4(qh[c], 2 * p + 1), b4, 0xF8);
-				}
-			}
+			kv__k4_pair(rp, sb + qs_off, p, qh, five, u, v);
 			QV_UNROLL
 			for (int i = 0; i < T; i++) {
 				const struct kern_block_q8a *x = k[i].x + 8 * s + 2 * p;
@@ -240,8 +260,8 @@ QV_INLINE void kv__k4_tile(const struct kern_gemm_args *a, struct kv_at at, size
 /* 32 x the sums of the 16 halves of a token's 8 blocks of super-block s,
  * half h (block h / 2, elements 16 (h % 2) ..) at index 4 (h % 4) + h / 4:
  * bytes + 128 summed by VPSADBW per 8, pairs added, four vectors
- * interleaved. */
-QV_INLINE void kv__half_sums(const struct kern_block_q8a *x, int32_t out[16])
+ * interleaved; negated when `neg`. */
+QV_INLINE void kv__half_sums(const struct kern_block_q8a *x, int32_t out[16], int neg)
 {
 	const __m512i x80 = _mm512_set1_epi8((char)0x80);
 	__m512i v[4];
@@ -258,7 +278,9 @@ QV_INLINE void kv__half_sums(const struct kern_block_q8a *x, int32_t out[16])
 	__m512i ab = _mm512_unpacklo_epi32(v[0], v[1]), cd = _mm512_unpacklo_epi32(v[2], v[3]);
 	__m512i r = _mm512_unpacklo_epi64(ab, cd);
 
-	r = _mm512_slli_epi32(_mm512_sub_epi32(r, _mm512_set1_epi32(16 * 128)), 5);
+	r = neg ? _mm512_sub_epi32(_mm512_set1_epi32(16 * 128), r)
+		: _mm512_sub_epi32(r, _mm512_set1_epi32(16 * 128));
+	r = _mm512_slli_epi32(r, 5);
 	_mm512_storeu_si512(out, r);
 }
 
@@ -272,6 +294,21 @@ QV_INLINE __m512i kv__q6(__m512i l, int lhi, __m512i h)
 	if (lhi)
 		l = _mm512_srli_epi16(l, 4);
 	return _mm512_ternarylogic_epi32(l, h, _mm512_set1_epi8(0x0f), 0xE4);
+}
+
+/* Q6_K scales of super-block `sb` (byte offset) of the 16 rows: d sc_j of
+ * its sixteen 16-element halves, in row lanes. Scales at offset 192, d in
+ * the top of the dwords at 194 .. 209. */
+QV_INLINE void kv__q6_scales(struct kv_rows rp, size_t sb, __m512 sc[16])
+{
+	__m512i h[4], g[4];
+
+	kv__rows16(rp, sb + 192, h);
+	kv__rows16(rp, sb + 194, g);
+	const __m512 d = kv__half(g[3], 1);
+	QV_UNROLL
+	for (int j = 0; j < 16; j++)
+		sc[j] = _mm512_mul_ps(d, kv__byte_s(h[j / 4], j % 4));
 }
 
 QV_INLINE void kv__q6k_tile(const struct kern_gemm_args *a, struct kv_at at, size_t t, int T)
@@ -292,23 +329,14 @@ QV_INLINE void kv__q6k_tile(const struct kern_gemm_args *a, struct kv_at at, siz
 		const size_t sb = s * bs;
 		__m512 sc[16];
 		int32_t hs[KV_TOK][16] __attribute__((aligned(64)));
-		__m512i h[4], g[4];
 
 		QV_UNROLL
 		for (size_t off = 0; off < QV_ROWS * bs; off += 64)
 			_mm_prefetch(next + QV_ROWS * sb + off, _MM_HINT_T1);
-		/* scales 0..15 (offset 192), d in the top of bytes 206..209 */
-		kv__rows16(rp, sb + 192, h);
-		kv__rows16(rp, sb + 194, g);
-		{
-			const __m512 d = kv__half(g[3], 1);
-			QV_UNROLL
-			for (int j = 0; j < 16; j++)
-				sc[j] = _mm512_mul_ps(d, kv__byte_s(h[j / 4], j % 4));
-		}
+		kv__q6_scales(rp, sb, sc);
 		QV_UNROLL
 		for (int i = 0; i < T; i++)
-			kv__half_sums(k[i].x + 8 * s, hs[i]);
+			kv__half_sums(k[i].x + 8 * s, hs[i], 0);
 		QV_UNROLL
 		for (int n = 0; n < 2; n++) {
 			__m512i qh[8], ql[8];
@@ -377,6 +405,229 @@ QV_INLINE void kv__q5k_tile(const struct kern_gemm_args *a, struct kv_at at, siz
 	kv__k4_tile(a, at, t, T, 1);
 }
 
+/*
+ * Many tokens (prefill, more than KV_TOK): a 16-row tile's super-blocks
+ * [s0, s0 + n) are unpacked once into a panel (the values of each 32-block
+ * in row lanes, and the float scales: 40 KiB for KV_KC super-blocks, in
+ * L1/L2), then every group of 8 tokens runs its dots from the panel with
+ * plain loads, instead of each group transposing and unpacking the same
+ * bytes again (the streaming tile's unpacking is ~30% of its work at 8
+ * tokens). K goes by chunks of KV_KC super-blocks so the panel keeps its
+ * size whatever the row length; a group's accumulators go through y
+ * between chunks (an exact store and reload). Each (row, token) lane
+ * takes the same float operations in the same order as in the streaming
+ * tile above, so results are bit-identical to it (and to one token alone);
+ * only integer work differs (one VPDPBUSD chain per 32-block, the Q6_K
+ * offset as the chain's start), which is exact.
+ */
+#define KV_KC 8
+
+struct kv_panel {
+	__m512i w[KV_KC][8][8]; /* [super-block][32-block][c]: lane r = elements 4c.. of row r */
+	__m512 sc[KV_KC][16];   /* Q4_K/Q5_K: d sc_j, then dmin m_j; Q6_K: d sc per 16 */
+};
+
+/* acc - m * (*x) (one rounding: _mm512_fnmadd_ps(m, set1(*x), acc)), the
+ * scalar broadcast from memory: from a register GCC extracted each lane
+ * with two shuffles. */
+QV_INLINE __m512 kv__fnmadd_bcst(__m512 acc, __m512 m, const float *x)
+{
+	__asm__("vfnmadd231ps %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(m), "m"(*x));
+	return acc;
+}
+
+/* Q4_K (Q5_K when `five`): super-blocks [s0, s0 + n) of rows [o, o + 16). */
+static void kv__pack_k4(const struct kern_gemm_args *a, size_t o, size_t s0, size_t n, int five,
+			struct kv_panel *pn)
+{
+	const size_t bs = five ? sizeof(struct kern_block_q5_k) : sizeof(struct kern_block_q4_k);
+	const size_t qs_off = five ? 48 : 16;
+	const struct kv_rows rp = {(const char *)a->w + o * a->w_stride, a->w_stride};
+
+	for (size_t s = 0; s < n; s++) {
+		const size_t sb = (s0 + s) * bs;
+		__m512i qh[8];
+
+		kv__k4_scales(rp, sb, pn->sc[s], pn->sc[s] + 8);
+		if (five) {
+			kv__rows16(rp, sb + 16, qh);
+			kv__rows16(rp, sb + 32, qh + 4);
+		}
+		QV_UNROLL
+		for (int p = 0; p < 4; p++)
+			kv__k4_pair(rp, sb + qs_off, p, qh, five, pn->w[s][2 * p], pn->w[s][2 * p + 1]);
+	}
+}
+
+/* Q6_K: the streaming tile's unpacking, stored by 32-block. */
+static void kv__pack_q6(const struct kern_gemm_args *a, size_t o, size_t s0, size_t n,
+			struct kv_panel *pn)
+{
+	const struct kv_rows rp = {(const char *)a->w + o * a->w_stride, a->w_stride};
+
+	for (size_t s = 0; s < n; s++) {
+		const size_t sb = (s0 + s) * sizeof(struct kern_block_q6_k);
+
+		kv__q6_scales(rp, sb, pn->sc[s]);
+		for (int h = 0; h < 2; h++) {
+			__m512i qh[8], ql[8], qa[8], qb[8];
+
+			kv__rows16(rp, sb + 128 + 32 * h, qh);
+			kv__rows16(rp, sb + 128 + 32 * h + 16, qh + 4);
+			QV_UNROLL
+			for (int c = 0; c < 8; c++) {
+				qa[c] = _mm512_and_si512(qh[c], _mm512_set1_epi8(0x33));
+				qb[c] = _mm512_and_si512(_mm512_srli_epi16(qh[c], 2),
+							 _mm512_set1_epi8(0x33));
+			}
+			for (int half = 0; half < 2; half++) {
+				kv__rows16(rp, sb + 64 * h + 32 * half, ql);
+				kv__rows16(rp, sb + 64 * h + 32 * half + 16, ql + 4);
+				QV_UNROLL
+				for (int hi = 0; hi < 2; hi++) {
+					const int kk = half + 2 * hi;
+
+					QV_UNROLL
+					for (int c = 0; c < 8; c++) {
+						__m512i q = kk == 0   ? _mm512_slli_epi16(qa[c], 4)
+							    : kk == 1 ? _mm512_slli_epi16(qb[c], 4)
+							    : kk == 2 ? qa[c]
+								      : qb[c];
+						pn->w[s][4 * h + kk][c] = kv__q6(ql[c], hi, q);
+					}
+				}
+			}
+		}
+	}
+}
+
+/* Tokens [t, t + T) against the panel of rows [o, o + 16), super-blocks
+ * [s0, s0 + n). The first group (t = 0) prefetches the same super-blocks
+ * of the next tile into L2 as it goes, for the next pack. `q6` picks the
+ * body; bs is the block size. */
+QV_INLINE void kv__tile_p(const struct kern_gemm_args *a, const struct kv_panel *pn, size_t o,
+			  size_t t, size_t s0, size_t n, int T, int q6, size_t bs)
+{
+	/* Q6_K's order of blocks in the streaming tile (kk = 0, 2, 1, 3) */
+	static const int q6_order[8] = {0, 2, 1, 3, 4, 6, 5, 7};
+	const char *next = (const char *)a->w + (o + QV_ROWS) * a->w_stride;
+	struct kv_tok k[KV_TOK];
+	__m512 acc[KV_TOK];
+
+	QV_UNROLL
+	for (int i = 0; i < T; i++) {
+		k[i].x = (const struct kern_block_q8a *)((const char *)a->x + (t + i) * a->x_stride);
+		k[i].xd = a->xd + (t + i) * a->xd_stride;
+		k[i].xs8 = a->xs8 + (t + i) * a->xd_stride;
+		acc[i] = s0 == 0 ? _mm512_setzero_ps()
+				 : _mm512_loadu_ps(a->y + (t + i) * a->y_stride + o);
+	}
+	for (size_t j = 0; j < n; j++) {
+		const size_t s = s0 + j;
+
+		if (t == 0) {
+			QV_UNROLL
+			for (size_t off = 0; off < QV_ROWS * bs; off += 64)
+				_mm_prefetch(next + QV_ROWS * s * bs + off, _MM_HINT_T1);
+		}
+		if (!q6) {
+			float dxs[KV_TOK][8] __attribute__((aligned(32)));
+
+			/* minimum term first, as the streaming tile */
+			QV_UNROLL
+			for (int i = 0; i < T; i++) {
+				__m256 sx = _mm256_cvtepi32_ps(_mm256_srai_epi32(
+					_mm256_loadu_si256((const __m256i *)(k[i].xs8 + 8 * s)), 3));
+				_mm256_store_ps(dxs[i],
+						_mm256_mul_ps(sx, _mm256_loadu_ps(k[i].xd + 8 * s)));
+				QV_UNROLL
+				for (int b = 0; b < 8; b++)
+					acc[i] = kv__fnmadd_bcst(acc[i], pn->sc[j][8 + b], &dxs[i][b]);
+			}
+			for (int b = 0; b < 8; b++) {
+				__m512i w[8];
+
+				QV_UNROLL
+				for (int c = 0; c < 8; c++)
+					w[c] = _mm512_load_si512(&pn->w[j][b][c]);
+				const __m512 dsc = pn->sc[j][b];
+				QV_UNROLL
+				for (int i = 0; i < T; i++) {
+					const struct kern_block_q8a *x = k[i].x + 8 * s + b;
+					__m512i sum = _mm512_setzero_si512();
+
+					QV_UNROLL
+					for (int c = 0; c < 8; c++)
+						sum = qv__dpbusd_bcst(sum, w[c], x->qs + 4 * c);
+					acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum),
+								 _mm512_mul_ps(dsc, _mm512_set1_ps(x->d)),
+								 acc[i]);
+				}
+			}
+		} else {
+			int32_t hs[KV_TOK][16] __attribute__((aligned(64)));
+
+			QV_UNROLL
+			for (int i = 0; i < T; i++)
+				kv__half_sums(k[i].x + 8 * s, hs[i], 1);
+			QV_UNROLL
+			for (int bi = 0; bi < 8; bi++) {
+				const int b = q6_order[bi];
+				__m512i w[8];
+
+				QV_UNROLL
+				for (int c = 0; c < 8; c++)
+					w[c] = _mm512_load_si512(&pn->w[j][b][c]);
+				const __m512 sc0 = pn->sc[j][2 * b], sc1 = pn->sc[j][2 * b + 1];
+				QV_UNROLL
+				for (int i = 0; i < T; i++) {
+					const struct kern_block_q8a *x = k[i].x + 8 * s + b;
+					/* the -32 offset's sums start the chains */
+					__m512i s0v = _mm512_set1_epi32(hs[i][KV_HALF(2 * b)]);
+					__m512i s1v = _mm512_set1_epi32(hs[i][KV_HALF(2 * b + 1)]);
+
+					QV_UNROLL
+					for (int c = 0; c < 4; c++) {
+						s0v = qv__dpbusd_bcst(s0v, w[c], x->qs + 4 * c);
+						s1v = qv__dpbusd_bcst(s1v, w[c + 4], x->qs + 16 + 4 * c);
+					}
+					__m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(s0v), sc0);
+					f = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s1v), sc1, f);
+					acc[i] = _mm512_fmadd_ps(f, _mm512_set1_ps(x->d), acc[i]);
+				}
+			}
+		}
+	}
+	QV_UNROLL
+	for (int i = 0; i < T; i++)
+		_mm512_storeu_ps(a->y + (t + i) * a->y_stride + o, acc[i]);
+}
+
+typedef void (*kv_panel_fn)(const struct kern_gemm_args *a, const struct kv_panel *pn, size_t o,
+			    size_t t, size_t s0, size_t n);
+
+#define KV_PANEL_FN(name, T, q6, bs)                                                        \
+	static __attribute__((noinline)) void name(const struct kern_gemm_args *a,            \
+						   const struct kv_panel *pn, size_t o,       \
+						   size_t t, size_t s0, size_t n)             \
+	{                                                                                   \
+		kv__tile_p(a, pn, o, t, s0, n, T, q6, bs);                                  \
+	}
+#define KV_PANEL_FNS(pre, q6, bs)                                                           \
+	KV_PANEL_FN(pre##1, 1, q6, bs)                                                      \
+	KV_PANEL_FN(pre##2, 2, q6, bs)                                                      \
+	KV_PANEL_FN(pre##3, 3, q6, bs)                                                      \
+	KV_PANEL_FN(pre##4, 4, q6, bs)                                                      \
+	KV_PANEL_FN(pre##5, 5, q6, bs)                                                      \
+	KV_PANEL_FN(pre##6, 6, q6, bs)                                                      \
+	KV_PANEL_FN(pre##7, 7, q6, bs)                                                      \
+	KV_PANEL_FN(pre##8, 8, q6, bs)                                                      \
+	static const kv_panel_fn pre[KV_TOK + 1] = {NULL,    pre##1, pre##2, pre##3, pre##4, \
+						    pre##5, pre##6, pre##7, pre##8};
+KV_PANEL_FNS(kv__p4k_, 0, sizeof(struct kern_block_q4_k))
+KV_PANEL_FNS(kv__p5k_, 0, sizeof(struct kern_block_q5_k))
+KV_PANEL_FNS(kv__p6k_, 1, sizeof(struct kern_block_q6_k))
+
 typedef void (*kv_tile_fn)(const struct kern_gemm_args *a, struct kv_at at, size_t t);
 
 /* One function per (type, token count), accumulators in registers. */
@@ -426,16 +677,45 @@ static void kv__tokens(const kv_tile_fn *fn, const struct kern_gemm_args *a, str
 	}
 }
 
+/* Whole tiles of rows [o, o1) for more than KV_TOK tokens, from panels:
+ * row tiles outside, K chunks, token groups inside. Returns where the
+ * whole tiles end. kind: 0 Q4_K, 1 Q5_K, 2 Q6_K. */
+static size_t kv__panels(const kv_panel_fn *pfn, int kind, const struct kern_gemm_args *a,
+			 size_t o, size_t o1)
+{
+	const size_t nsb = a->n_in / KERN_QKK;
+	struct kv_panel pn __attribute__((aligned(64)));
+
+	for (; o + QV_ROWS <= o1; o += QV_ROWS)
+		for (size_t s0 = 0; s0 < nsb; s0 += KV_KC) {
+			size_t n = nsb - s0 < KV_KC ? nsb - s0 : KV_KC;
+
+			if (kind == 2)
+				kv__pack_q6(a, o, s0, n, &pn);
+			else
+				kv__pack_k4(a, o, s0, n, kind, &pn);
+			for (size_t t = 0; t < a->n_tok; t += KV_TOK) {
+				size_t g = a->n_tok - t < KV_TOK ? a->n_tok - t : KV_TOK;
+				pfn[g](a, &pn, o, t, s0, n);
+			}
+		}
+	return o;
+}
+
 /* Row tiles outside, token groups inside: a tile's weights come from
- * memory once and from L1/L2 for the next group of tokens. Rows past the
- * last whole tile: the tile ending at o1 (its first rows, computed again,
- * are not stored); a matrix under 16 rows: each row alone (stride 0). The
- * lanes never mix, so a row's result is the same in any tile position. */
-static void kv__gemm(const kv_tile_fn *fn, const struct kern_gemm_args *a, size_t o0, size_t o1)
+ * memory once and from L1/L2 for the next group of tokens (more than
+ * KV_TOK tokens: unpacked once, kv__panels). Rows past the last whole
+ * tile: the tile ending at o1 (its first rows, computed again, are not
+ * stored); a matrix under 16 rows: each row alone (stride 0). The lanes
+ * never mix, so a row's result is the same in any tile position. */
+static void kv__gemm(const kv_tile_fn *fn, const kv_panel_fn *pfn, int kind,
+		     const struct kern_gemm_args *a, size_t o0, size_t o1)
 {
 	const size_t st = a->w_stride;
 	size_t o = o0;
 
+	if (a->n_tok > KV_TOK)
+		o = kv__panels(pfn, kind, a, o, o1);
 	for (; o + QV_ROWS <= o1; o += QV_ROWS)
 		kv__tokens(fn, a, (struct kv_at){o, st, 0xffff});
 	if (o == o1)
@@ -451,16 +731,16 @@ static void kv__gemm(const kv_tile_fn *fn, const struct kern_gemm_args *a, size_
 
 void kern_avx512_vnni_gemm_q4_k(const struct kern_gemm_args *a, size_t o0, size_t o1)
 {
-	kv__gemm(kv__q4k, a, o0, o1);
+	kv__gemm(kv__q4k, kv__p4k_, 0, a, o0, o1);
 }
 
 void kern_avx512_vnni_gemm_q5_k(const struct kern_gemm_args *a, size_t o0, size_t o1)
 {
-	kv__gemm(kv__q5k, a, o0, o1);
+	kv__gemm(kv__q5k, kv__p5k_, 1, a, o0, o1);
 }
 
 void kern_avx512_vnni_gemm_q6_k(const struct kern_gemm_args *a, size_t o0, size_t o1)
 {
-	kv__gemm(kv__q6k, a, o0, o1);
+	kv__gemm(kv__q6k, kv__p6k_, 2, a, o0, o1);
 }
 #endif
