@@ -211,5 +211,13 @@ const struct kern_ops kern_ops_avx512 = {
 			[DTYPE_Q8_0] = kern_avx512_gemm_q8_0,
 			[DTYPE_Q4_0] = kern_avx512_gemm_q4_0,
 		},
+	/* one token: the row-order GEMVs on per-super-block activations
+	 * (kquants_gemv.h; LEVELS.md) */
+	.gemv =
+		{
+			[DTYPE_Q4_K] = kern_avx512_gemv_q4_k,
+			[DTYPE_Q5_K] = kern_avx512_gemv_q5_k,
+			[DTYPE_Q6_K] = kern_avx512_gemv_q6_k,
+		},
 };
 #endif

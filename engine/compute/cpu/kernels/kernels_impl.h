@@ -69,6 +69,11 @@ struct kern_gemm_args {
 	const float *xd;
 	const int32_t *xs8;
 	size_t xd_stride;
+	/* One token's activations per 256-element super-block (quants.h,
+	 * kern_block_q8_k), for the K-quant decode GEMVs (kquants_gemv.h);
+	 * NULL where the caller did not make them (those GEMVs then run the
+	 * level's gemm). */
+	const struct kern_block_q8_k *xk;
 };
 
 /* Blocks per group of the summarized activation rows. */
