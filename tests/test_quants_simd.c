@@ -232,6 +232,14 @@ static void qs_check_q8k(enum cpu_level level, const struct qs_type *q, kern_gem
 	for (size_t i = 0; i < n_in; i++)
 		x[i] = ((float)(qs_rand() & 0xffff) / 32768.0f - 1.0f) * ((qs_rand() & 31) ? 1 : 8);
 	kern_quantize_act_q8k(x, xk, n_in);
+	{ /* the level's quantizer writes the same bytes */
+		struct kern_block_q8_k *xl = qs_alloc(nsb * sizeof(*xl));
+		ops->quantize_act_q8k(x, xl, n_in);
+		ck_assert_msg(memcmp(xl, xk, nsb * sizeof(*xk)) == 0,
+			      "%s: q8k activation quantization differs from the reference",
+			      ops->name);
+		free(xl);
+	}
 	for (size_t i = 0; i < n_in; i++)
 		xf[i] = (float)xk[i / KERN_QKK].qs[i % KERN_QKK] * xk[i / KERN_QKK].d;
 	a.y = yr;

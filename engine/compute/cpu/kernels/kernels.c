@@ -190,6 +190,7 @@ enum cpu_level kern_resolve(const struct cpu_features *f, enum cpu_level cap,
 		KERN__TAKE(exp_sum);
 		KERN__TAKE(silu_mul);
 		KERN__TAKE(repack);
+		KERN__TAKE(quantize_act_q8k);
 		/* A type's GEMV and GEMM come from one level: a token's result
 		 * must not depend on the batch it shares (kernels_impl.h). */
 		for (size_t t = 0; t < DTYPE_COUNT; t++) {
@@ -353,7 +354,7 @@ static void kern__quantize_cb(void *data, size_t t)
 
 	job->ops->quantize_act(job->x + t * a->n_in, dst, a->n_in);
 	if (a->xk != NULL)
-		kern_quantize_act_q8k(job->x, (struct kern_block_q8_k *)a->xk, a->n_in);
+		job->ops->quantize_act_q8k(job->x, (struct kern_block_q8_k *)a->xk, a->n_in);
 	kern_act_summarize(dst, a->n_in / KERN_QK, (float *)a->xd + t * a->xd_stride,
 			   (int32_t *)a->xs8 + t * a->xd_stride);
 }

@@ -213,6 +213,7 @@ const struct kern_ops kern_ops_avx512 = {
 		},
 	/* one token: the row-order GEMVs on per-super-block activations
 	 * (kquants_gemv.h; LEVELS.md) */
+	.quantize_act_q8k = kern_avx512_quantize_act_q8k,
 	.gemv =
 		{
 			[DTYPE_Q4_K] = kern_avx512_gemv_q4_k,

@@ -132,6 +132,10 @@ struct kern_ops {
 	 * level's gemm[t] computes for one token. */
 	kern_gemm_fn gemv[DTYPE_COUNT];
 	kern_repack_fn repack; /* NULL: weights stay in file layout */
+	/* One token's activations per 256-element super-block for the
+	 * K-quant GEMVs (quants.h kern_quantize_act_q8k(); byte-identical at
+	 * every level). */
+	void (*quantize_act_q8k)(const float *x, struct kern_block_q8_k *dst, size_t n);
 };
 
 /* Which level supplied each entry of a resolved table (kern_resolve()). */
@@ -139,6 +143,7 @@ struct kern_origin {
 	enum cpu_level quantize_act, attn_scores, attn_accum, fp16_row, max, exp_sum, silu_mul,
 		repack;
 	enum cpu_level gemm[DTYPE_COUNT], gemv[DTYPE_COUNT];
+	enum cpu_level quantize_act_q8k;
 };
 
 /* Builds the table for the best level `f` can run, capped at `cap` (its

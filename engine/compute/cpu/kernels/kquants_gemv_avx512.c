@@ -12,6 +12,8 @@
 #include "quants.h"
 
 #define KG_FN(name) kern_avx512_##name
+#define KG_ZMM 1
+#define KG_CHAINS 2
 #define KG_MADD(acc, p, s) _mm256_dpwssd_epi32((acc), (p), (s))
 #define KG_GEMM_Q4_K kern_avx512_vnni_gemm_q4_k
 #define KG_GEMM_Q5_K kern_avx512_vnni_gemm_q5_k
