@@ -278,6 +278,7 @@ char *kern_describe(char *buf, size_t len)
 			kern__line(buf, len, &n, "gemm", dtype_name(t), o->gemm[t]);
 		}
 	kern__line(buf, len, &n, "quantize_act", NULL, o->quantize_act);
+	kern__line(buf, len, &n, "quantize_act_q8k", NULL, o->quantize_act_q8k);
 	kern__line(buf, len, &n, "attn_scores", NULL, o->attn_scores);
 	kern__line(buf, len, &n, "attn_accum", NULL, o->attn_accum);
 	kern__line(buf, len, &n, "fp16_row", NULL, o->fp16_row);

@@ -95,35 +95,9 @@ KG_INLINE void kg_prefetch(const char *p, size_t n)
 		_mm_prefetch(p + off, _MM_HINT_T1);
 }
 
-/* The integer sums of one Q4_K/Q5_K row's super-block at b: sum_j sc_j
- * S_j spread over eight int32 lanes; sc the eight scales as int16. Two
- * chains (VPDPWSSD's latency). */
-KG_INLINE __m256i kg_k4_row_y(const char *b, __m128i sc, const int8_t *xq, int five, size_t qs_off)
-{
-	const __m256i m4 = _mm256_set1_epi8(0x0f), b16 = _mm256_set1_epi8(16);
-	const __m256i scb = _mm256_broadcastsi128_si256(sc);
-	const __m256i qh = five ? kg_load(b + 16) : _mm256_setzero_si256();
-	__m256i isum = _mm256_setzero_si256(), isum2 = _mm256_setzero_si256();
-
-	KG_UNROLL
-	for (int p = 0; p < 4; p++) {
-		__m256i q = kg_load(b + qs_off + 32 * p);
-		__m256i lo = _mm256_and_si256(q, m4);
-		__m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
-		if (five) { /* bit 2p of qh -> 16 on lo, 2p + 1 on hi */
-			__m256i h = _mm256_srli_epi16(qh, 2 * p);
-			lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_slli_epi16(h, 4), b16));
-			hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_slli_epi16(h, 3), b16));
-		}
-		isum = KG_MADD(isum, _mm256_maddubs_epi16(lo, kg_load(xq + 64 * p)),
-			       _mm256_shuffle_epi8(scb, kg_idx_all(2 * p)));
-		isum2 = KG_MADD(isum2, _mm256_maddubs_epi16(hi, kg_load(xq + 64 * p + 32)),
-				_mm256_shuffle_epi8(scb, kg_idx_all(2 * p + 1)));
-	}
-	return _mm256_add_epi32(isum, isum2);
-}
-
-/* The same on Q6_K (sc8: the 16 int8 scales), without the -32 offset. */
+/* The integer sum of one Q6_K row's super-block at b, spread over eight
+ * int32 lanes, without the -32 offset: sum_k sc_k S_k (sc8: the 16 int8
+ * scales). Two chains. */
 KG_INLINE __m256i kg_q6_row_y(const char *b, __m128i sc8, const int8_t *xq)
 {
 	const __m256i m4 = _mm256_set1_epi8(0x0f), m03 = _mm256_set1_epi8(0x03);
@@ -172,43 +146,6 @@ KG_INLINE __m512i kg_join(__m256i lo, __m256i hi)
 	return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
 }
 
-/* kg_k4_row_y() on ZMM: 64 bytes of qs hold blocks [4p | 4p + 2] in
- * their low nibbles, [4p + 1 | 4p + 3] in their high ones. */
-KG_INLINE __m256i kg_k4_row_z(const char *b, __m128i sc, const int8_t *xq, int five, size_t qs_off)
-{
-	const __m512i m4 = _mm512_set1_epi8(0x0f), b16 = _mm512_set1_epi8(16);
-	const __m512i scb = _mm512_broadcast_i32x4(sc);
-	__m512i qh = _mm512_setzero_si512();
-	__m512i isum = _mm512_setzero_si512(), isum2 = _mm512_setzero_si512();
-
-	if (five) { /* [qh | qh >> 2]: the fifth bits of blocks 4p and 4p + 2 at bit 4p */
-		const __m256i h = kg_load(b + 16);
-		qh = kg_join(h, _mm256_srli_epi16(h, 2));
-	}
-	KG_UNROLL
-	for (int p = 0; p < 2; p++) {
-		const __m512i q = kg_load512(b + qs_off + 64 * p);
-		const __m512i xl = kg_join(kg_load(xq + 128 * p), kg_load(xq + 128 * p + 64));
-		const __m512i xh = kg_join(kg_load(xq + 128 * p + 32), kg_load(xq + 128 * p + 96));
-		/* int16 scale 4p (+1) in lanes 0-1, 4p + 2 (+1) in lanes 2-3 */
-		const __m512i il = kg_join(kg_idx_all(4 * p), kg_idx_all(4 * p + 2));
-		const __m512i ih = kg_join(kg_idx_all(4 * p + 1), kg_idx_all(4 * p + 3));
-		__m512i lo = _mm512_and_si512(q, m4);
-		__m512i hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
-		if (five) {
-			__m512i h = _mm512_srli_epi16(qh, 4 * p);
-			lo = _mm512_ternarylogic_epi32(lo, _mm512_slli_epi16(h, 4), b16, 0xF8);
-			hi = _mm512_ternarylogic_epi32(hi, _mm512_slli_epi16(h, 3), b16, 0xF8);
-		}
-		isum = _mm512_dpwssd_epi32(isum, _mm512_maddubs_epi16(lo, xl),
-					   _mm512_shuffle_epi8(scb, il));
-		isum2 = _mm512_dpwssd_epi32(isum2, _mm512_maddubs_epi16(hi, xh),
-					    _mm512_shuffle_epi8(scb, ih));
-	}
-	isum = _mm512_add_epi32(isum, isum2);
-	return _mm256_add_epi32(_mm512_castsi512_si256(isum), _mm512_extracti64x4_epi64(isum, 1));
-}
-
 /* kg_q6_row_y() on ZMM: ql bytes 64n .. 64n + 63 with [qh | qh >> 2]
  * make blocks [4n | 4n + 1] (low nibbles) and [4n + 2 | 4n + 3] (high),
  * whose activations are 64 contiguous bytes each; 128-bit lane L of
@@ -244,55 +181,8 @@ KG_INLINE __m256i kg_q6_row_z(const char *b, __m128i sc8, const int8_t *xq)
 	isum = _mm512_add_epi32(isum, isum2);
 	return _mm256_add_epi32(_mm512_castsi512_si256(isum), _mm512_extracti64x4_epi64(isum, 1));
 }
-/* Eight vectors' lanes summed: lane j of the result is the sum of v[j]
- * (exact int32). */
-KG_INLINE __m256i kg_sum8(const __m256i v[8])
-{
-	const __m256i g0 = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]),
-					     _mm256_hadd_epi32(v[2], v[3]));
-	const __m256i g1 = _mm256_hadd_epi32(_mm256_hadd_epi32(v[4], v[5]),
-					     _mm256_hadd_epi32(v[6], v[7]));
-
-	return _mm256_add_epi32(_mm256_permute2x128_si256(g0, g1, 0x20),
-				_mm256_permute2x128_si256(g0, g1, 0x31));
-}
-
-/* kg_k4_row_y() with one VPDPBUSD per block: the eight blocks' sums
- * S_j are summed across lanes into lane j (kg_sum8), then times sc_j in
- * int32. Q4_K's high nibbles are taken in place (q & 0xf0 = 16 x the
- * value: one shift saved per 32 bytes; their sums shifted back, exact). */
-KG_INLINE __m256i kg_k4_row_d(const char *b, __m128i sc, const int8_t *xq, int five, size_t qs_off)
-{
-	const __m256i m4 = _mm256_set1_epi8(0x0f), mf0 = _mm256_set1_epi8((char)0xf0);
-	const __m256i b16 = _mm256_set1_epi8(16);
-	const __m256i qh = five ? kg_load(b + 16) : _mm256_setzero_si256();
-	__m256i v[8];
-
-	KG_UNROLL
-	for (int p = 0; p < 4; p++) {
-		const __m256i q = kg_load(b + qs_off + 32 * p);
-		__m256i lo = _mm256_and_si256(q, m4), hi;
-		if (five) {
-			__m256i h = _mm256_srli_epi16(qh, 2 * p);
-			hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
-			lo = _mm256_ternarylogic_epi32(lo, _mm256_slli_epi16(h, 4), b16, 0xF8);
-			hi = _mm256_ternarylogic_epi32(hi, _mm256_slli_epi16(h, 3), b16, 0xF8);
-		} else {
-			hi = _mm256_and_si256(q, mf0);
-		}
-		v[2 * p] = _mm256_dpbusd_epi32(_mm256_setzero_si256(), lo, kg_load(xq + 64 * p));
-		v[2 * p + 1] = _mm256_dpbusd_epi32(_mm256_setzero_si256(), hi, kg_load(xq + 64 * p + 32));
-	}
-	__m256i S = kg_sum8(v);
-	if (!five)
-		S = _mm256_srav_epi32(S, _mm256_setr_epi32(0, 4, 0, 4, 0, 4, 0, 4));
-	return _mm256_mullo_epi32(S, _mm256_cvtepu16_epi32(sc));
-}
-
-#define KG_K4_ROW kg_k4_row_z
 #define KG_Q6_ROW kg_q6_row_z
 #else
-#define KG_K4_ROW kg_k4_row_y
 #define KG_Q6_ROW kg_q6_row_y
 #endif
 

@@ -211,8 +211,6 @@ void kern_avx512_gemm_q2_k(const struct kern_gemm_args *a, size_t o0, size_t o1)
 void kern_avx512_gemm_q3_k(const struct kern_gemm_args *a, size_t o0, size_t o1);
 void kern_avx2_gemm_q4_k(const struct kern_gemm_args *a, size_t o0, size_t o1);
 void kern_avx2_gemm_q6_k(const struct kern_gemm_args *a, size_t o0, size_t o1);
-void kern_avx512_gemm_q4_k(const struct kern_gemm_args *a, size_t o0, size_t o1);
-void kern_avx512_gemm_q6_k(const struct kern_gemm_args *a, size_t o0, size_t o1);
 /* kquants_vnni_avx512.c: 16 rows x 8 tokens VNNI tiles, decode and prefill. */
 void kern_avx512_vnni_gemm_q4_k(const struct kern_gemm_args *a, size_t o0, size_t o1);
 void kern_avx512_vnni_gemm_q5_k(const struct kern_gemm_args *a, size_t o0, size_t o1);
@@ -223,7 +221,6 @@ void kern_avx2_gemm_iq4_nl(const struct kern_gemm_args *a, size_t o0, size_t o1)
 void kern_avx2_gemm_q5_0(const struct kern_gemm_args *a, size_t o0, size_t o1);
 void kern_avx2_gemm_q4_1(const struct kern_gemm_args *a, size_t o0, size_t o1);
 void kern_avx2_gemm_q5_1(const struct kern_gemm_args *a, size_t o0, size_t o1);
-void kern_avx512_gemm_q5_k(const struct kern_gemm_args *a, size_t o0, size_t o1);
 void kern_avx512_gemm_iq4_xs(const struct kern_gemm_args *a, size_t o0, size_t o1);
 void kern_avx512_gemm_iq4_nl(const struct kern_gemm_args *a, size_t o0, size_t o1);
 void kern_avx512_gemm_q5_0(const struct kern_gemm_args *a, size_t o0, size_t o1);
