@@ -129,7 +129,10 @@ struct kern_ops {
 	 * with gemm[t] from the same level, never alone: each (row, token)
 	 * result must be the same instruction sequence whatever the batch
 	 * (see the top comment), so a GEMV here computes exactly what the
-	 * level's gemm[t] computes for one token. */
+	 * level's gemm[t] computes for one token. Except Q4_K/Q5_K/Q6_K's
+	 * (kquants_gemv.h): they read args.xk, the token quantized per
+	 * super-block, and differ from the batch's by that rounding
+	 * (LEVELS.md says why). */
 	kern_gemm_fn gemv[DTYPE_COUNT];
 	kern_repack_fn repack; /* NULL: weights stay in file layout */
 	/* One token's activations per 256-element super-block for the
