@@ -8,6 +8,8 @@
  *                         one VPDPWSSD)
  *   KG_GEMM_Q4_K .. _Q6_K the level's gemm, run when a call has no
  *                         kern_block_q8_k activations (args.xk NULL)
+ *   KG_CHAINS (optional)  2: two accumulators per row (VPDPWSSD latency)
+ *   KG_ZMM (optional)     Q6_K on 512-bit registers (AVX-512 BW)
  * Include only from a file compiled with at least AVX2 + FMA + F16C.
  *
  * What is computed: kquants_gemv_ref.c (the specification, equalled bit
