@@ -5,7 +5,9 @@
  *     ggml does (sha256 of the float32 values, from dequant-sha256.json);
  *   - Ember's logits on every file are no farther from the exact
  *     dequantized reference than 1.25x llama.cpp's own logits are (both
- *     distances printed per file).
+ *     distances printed per file), the prompt evaluated at once (the
+ *     prefill GEMMs) and one token a step (the decode GEMVs, which for
+ *     Q4_K/Q5_K/Q6_K quantize activations per super-block).
  * Both golden folders: llama/ (32-element fallback types, mixed per file)
  * and llama-256/ (every K-quant and IQ4_XS).
  */
@@ -237,9 +239,11 @@ static double rel_dist(const float *a, const float *b, uint32_t n_vocab)
 	return worst;
 }
 
-START_TEST(logits_within_the_llamacpp_distance_of_the_exact_dequant)
+/* File _i's logits over the golden prompt: evaluated at once, or one
+ * token a step (`steps`). */
+static void q_check_logits(int i, int steps)
 {
-	const char *dir = q_dirs[_i / N_TYPES], *type = q_types[_i % N_TYPES];
+	const char *dir = q_dirs[i / N_TYPES], *type = q_types[i % N_TYPES];
 	struct forward_opts fo = {.n_ctx = Q_N_IN};
 	char path[512], err[EMBER_ERR_MAX] = "";
 	struct forward_ctx *f = NULL;
@@ -267,11 +271,20 @@ START_TEST(logits_within_the_llamacpp_distance_of_the_exact_dequant)
 	lcpp = load_logits(path, n);
 	logits = malloc(sizeof(float) * n);
 	ck_assert_msg(forward_new(&f, &m, &fo, err) == 0, "%s", err);
-	ck_assert_msg(forward_eval(f, input, Q_N_IN, logits, 1, err) == 0, "%s", err);
+	if (steps) {
+		for (int t = 0; t < Q_N_IN; t++)
+			ck_assert_msg(forward_eval(f, input + t, 1, logits + (size_t)t * m.hp.n_vocab,
+						   1, err) == 0,
+				      "%s", err);
+	} else {
+		ck_assert_msg(forward_eval(f, input, Q_N_IN, logits, 1, err) == 0, "%s", err);
+	}
 	ours = rel_dist(logits, exact, m.hp.n_vocab);
 	theirs = rel_dist(lcpp, exact, m.hp.n_vocab);
-	printf("quants: %-9s %-6s vs exact dequant: ember %.3e, llama.cpp %.3e (bound %.3e, %s)\n",
-	       dir, type, ours, theirs, Q_LLAMACPP_FACTOR * theirs, cpu_level_name(kern_level()));
+	printf("quants: %-9s %-6s %s vs exact dequant: ember %.3e, llama.cpp %.3e (bound %.3e, "
+	       "%s)\n",
+	       dir, type, steps ? "decode " : "prefill", ours, theirs, Q_LLAMACPP_FACTOR * theirs,
+	       cpu_level_name(kern_level()));
 	ck_assert_msg(ours <= Q_LLAMACPP_FACTOR * theirs, "%s %s: %.3e > %.2f x llama.cpp's %.3e",
 		      dir, type, ours, Q_LLAMACPP_FACTOR, theirs);
 	forward_free(f);
@@ -279,6 +292,17 @@ START_TEST(logits_within_the_llamacpp_distance_of_the_exact_dequant)
 	free(exact);
 	free(lcpp);
 	model_free(&m);
+}
+
+START_TEST(logits_within_the_llamacpp_distance_of_the_exact_dequant)
+{
+	q_check_logits(_i, 0);
+}
+END_TEST
+
+START_TEST(decode_logits_within_the_llamacpp_distance_of_the_exact_dequant)
+{
+	q_check_logits(_i, 1);
 }
 END_TEST
 
@@ -406,6 +430,8 @@ Suite *suite_quants(void)
 	tcase_add_test(tc, sha256_of_abc_is_the_standard_vector);
 	tcase_add_test(tc, q4_k_m_policy_matches_llama_quantize_on_22_layers);
 	tcase_add_loop_test(tc, every_tensor_dequantizes_bit_for_bit_as_ggml, 0, N_DIRS * N_TYPES);
+	tcase_add_loop_test(tc, decode_logits_within_the_llamacpp_distance_of_the_exact_dequant, 0,
+			    N_DIRS * N_TYPES);
 	tcase_add_loop_test(tc, logits_within_the_llamacpp_distance_of_the_exact_dequant, 0,
 			    N_DIRS * N_TYPES);
 	tcase_add_loop_test(tc, quantized_tensors_are_byte_identical_to_llama_quantize, 0, N_TYPES);

@@ -11,6 +11,12 @@
  * Each token alone (the level's GEMV) must equal its column of the batch
  * (the GEMM) bit for bit. A level this CPU cannot run is skipped with a
  * message.
+ *
+ * The Q4_K/Q5_K/Q6_K decode GEMVs on per-super-block activations
+ * (kquants_gemv.h, args.xk) must equal their scalar reference
+ * (kquants_gemv_ref.c) bit for bit, at every level and row count, and be
+ * the product of the dequantized rows with those activations within
+ * QS_TOL.
  */
 #include <check.h>
 #include <math.h>
@@ -208,6 +214,109 @@ static void qs_check_level(enum cpu_level level)
 		ck_assert_int_gt(tested, 0);
 }
 
+/* One Q8_K-activation GEMV case: level `level`, type t, n_out x n_in. */
+static void qs_check_q8k(enum cpu_level level, const struct qs_type *q, kern_gemm_fn ref,
+			 size_t n_out, size_t n_in)
+{
+	const struct kern_ops *ops = kern_ops_for(level);
+	size_t row = (size_t)dtype_row_size(q->t, n_in), nsb = n_in / KERN_QKK;
+	uint8_t *w = qs_weights(q, n_out, n_in), *wm = qs_min_part(q, w, row * n_out);
+	float *x = qs_alloc(n_in * sizeof(float)), *xf = qs_alloc(n_in * sizeof(float));
+	float *wf = qs_alloc(n_in * sizeof(float)), *wmf = qs_alloc(n_in * sizeof(float));
+	float *y = qs_alloc(n_out * sizeof(float)), *yr = qs_alloc(n_out * sizeof(float));
+	struct kern_block_q8_k *xk = qs_alloc(nsb * sizeof(*xk));
+	struct kern_gemm_args a = {
+		.w = w, .w_stride = row, .n_in = n_in, .n_tok = 1, .y_stride = n_out, .xk = xk,
+	};
+
+	for (size_t i = 0; i < n_in; i++)
+		x[i] = ((float)(qs_rand() & 0xffff) / 32768.0f - 1.0f) * ((qs_rand() & 31) ? 1 : 8);
+	kern_quantize_act_q8k(x, xk, n_in);
+	{ /* the level's quantizer writes the same bytes */
+		struct kern_block_q8_k *xl = qs_alloc(nsb * sizeof(*xl));
+		ops->quantize_act_q8k(x, xl, n_in);
+		ck_assert_msg(memcmp(xl, xk, nsb * sizeof(*xk)) == 0,
+			      "%s: q8k activation quantization differs from the reference",
+			      ops->name);
+		free(xl);
+	}
+	for (size_t i = 0; i < n_in; i++)
+		xf[i] = (float)xk[i / KERN_QKK].qs[i % KERN_QKK] * xk[i / KERN_QKK].d;
+	a.y = yr;
+	ref(&a, 0, n_out);
+	for (size_t o = 0; o < n_out; o++)
+		y[o] = -1.0f;
+	a.y = y;
+	ops->gemv[q->t](&a, 0, n_out);
+	for (size_t o = 0; o < n_out; o++) {
+		ck_assert_msg(memcmp(&y[o], &yr[o], sizeof(float)) == 0,
+			      "%s %s q8k gemv out=%zu in=%zu row %zu: %.9g, reference %.9g",
+			      ops->name, dtype_name(q->t), n_out, n_in, o, y[o], yr[o]);
+		/* and the reference is the product it claims to be */
+		ck_assert_int_eq(kern_dequantize_row(q->t, w + o * row, wf, n_in), 0);
+		ck_assert_int_eq(kern_dequantize_row(q->t, wm + o * row, wmf, n_in), 0);
+		double exact = 0, scale = 0;
+		for (size_t i = 0; i < n_in; i++) {
+			exact += (double)wf[i] * xf[i];
+			scale += (fabs((double)wf[i]) + fabs((double)wmf[i])) * fabs((double)xf[i]);
+		}
+		ck_assert_msg(fabs(yr[o] - exact) <= QS_TOL * scale + 1e-30,
+			      "%s q8k reference out=%zu in=%zu row %zu: %.9g, exact %.9g",
+			      dtype_name(q->t), n_out, n_in, o, yr[o], exact);
+	}
+	free(w);
+	free(wm);
+	free(x);
+	free(xf);
+	free(wf);
+	free(wmf);
+	free(y);
+	free(yr);
+	free(xk);
+}
+
+static void qs_check_q8k_level(enum cpu_level level)
+{
+	static const size_t outs[] = {1, 3, 4, 5, 16, 37};
+	static const size_t ins[] = {256, 768, 2048};
+	static const struct {
+		uint32_t t;
+		kern_gemm_fn ref;
+	} types[] = {
+		{DTYPE_Q4_K, kern_ref_gemv_q8k_q4_k},
+		{DTYPE_Q5_K, kern_ref_gemv_q8k_q5_k},
+		{DTYPE_Q6_K, kern_ref_gemv_q8k_q6_k},
+	};
+	const struct kern_ops *ops = kern_ops_for(level);
+
+	if (!kern_level_runs(level)) {
+		fprintf(stderr, "quants_simd: skipping the %s level: this CPU lacks it\n",
+			cpu_level_name(level));
+		return;
+	}
+	for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++) {
+		const struct qs_type *q = NULL;
+		for (size_t k = 0; k < QS_N_TYPES; k++)
+			if (qs_types[k].t == types[i].t)
+				q = &qs_types[k];
+		ck_assert_ptr_nonnull(q);
+		ck_assert_ptr_nonnull(ops->gemv[q->t]);
+		ck_assert_ptr_ne(ops->gemv[q->t], ops->gemm[q->t]);
+		for (size_t b = 0; b < sizeof(ins) / sizeof(ins[0]); b++)
+			for (size_t c = 0; c < sizeof(outs) / sizeof(outs[0]); c++)
+				qs_check_q8k(level, q, types[i].ref, outs[c], ins[b]);
+		printf("quants_simd: %s %s q8k gemv equals its reference\n", ops->name,
+		       dtype_name(q->t));
+	}
+}
+
+START_TEST(q8k_gemvs_equal_their_reference_bit_for_bit)
+{
+	qs_check_q8k_level(CPU_LEVEL_AVX2);
+	qs_check_q8k_level(CPU_LEVEL_AVX512);
+}
+END_TEST
+
 START_TEST(avx2_matches_the_reference_on_random_blocks)
 {
 	qs_check_level(CPU_LEVEL_AVX2);
@@ -238,6 +347,9 @@ Suite *suite_quants_simd(void)
 	tcase_add_test(tc, avx2_matches_the_reference_on_random_blocks);
 	tcase_add_test(tc, avx512_matches_the_reference_on_random_blocks);
 	tcase_add_test(tc, arm_levels_match_the_reference_on_random_blocks);
+#if defined(__x86_64__)
+	tcase_add_test(tc, q8k_gemvs_equal_their_reference_bit_for_bit);
+#endif
 	suite_add_tcase(s, tc);
 	return s;
 }

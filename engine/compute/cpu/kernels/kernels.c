@@ -54,6 +54,7 @@
 
 #include "kernels.h"
 #include "kernels_impl.h"
+#include "quants.h"
 
 /* Rows per chunk are a multiple of this (the tallest tile, AVX2's
  * quantized prefill), so no chunk ends in a partly empty tile. */
@@ -202,6 +203,7 @@ enum cpu_level kern_resolve(const struct cpu_features *f, enum cpu_level cap,
 		KERN__TAKE(exp_sum);
 		KERN__TAKE(silu_mul);
 		KERN__TAKE(repack);
+		KERN__TAKE(quantize_act_q8k);
 		/* A type's GEMV and GEMM come from one level: a token's result
 		 * must not depend on the batch it shares (kernels_impl.h). */
 		for (size_t t = 0; t < DTYPE_COUNT; t++) {
@@ -291,6 +293,7 @@ char *kern_describe(char *buf, size_t len)
 			kern__line(buf, len, &n, "gemm", dtype_name(t), o->gemm[t]);
 		}
 	kern__line(buf, len, &n, "quantize_act", NULL, o->quantize_act);
+	kern__line(buf, len, &n, "quantize_act_q8k", NULL, o->quantize_act_q8k);
 	kern__line(buf, len, &n, "attn_scores", NULL, o->attn_scores);
 	kern__line(buf, len, &n, "attn_accum", NULL, o->attn_accum);
 	kern__line(buf, len, &n, "fp16_row", NULL, o->fp16_row);
@@ -315,11 +318,20 @@ static size_t kern__sum_row_bytes(size_t n_in)
 	return kern_act_groups_pad(n_in / KERN_QK) * (sizeof(float) + sizeof(int32_t));
 }
 
+/* Q4_K, Q5_K, Q6_K: one token also as kern_block_q8_k (the decode
+ * GEMVs of kquants_gemv.h). */
+static int kern__wants_q8k(uint32_t wtype)
+{
+	return wtype == DTYPE_Q4_K || wtype == DTYPE_Q5_K || wtype == DTYPE_Q6_K;
+}
+
 size_t kern_matmul_scratch(uint32_t wtype, size_t n_in, size_t n_tok)
 {
+	size_t q8k = kern__wants_q8k(wtype) ? n_in / KERN_QKK * sizeof(struct kern_block_q8_k) : 0;
+
 	if (!kern_wtype_quantized(wtype))
 		return 0;
-	return ((kern__act_row_bytes(n_in) + kern__sum_row_bytes(n_in)) * n_tok + 63) &
+	return ((kern__act_row_bytes(n_in) + kern__sum_row_bytes(n_in)) * n_tok + q8k + 63) &
 	       ~(size_t)63;
 }
 
@@ -369,6 +381,8 @@ static void kern__quantize_cb(void *data, size_t t)
 	struct kern_block_q8a *dst = (struct kern_block_q8a *)((char *)a->x + t * a->x_stride);
 
 	job->ops->quantize_act(job->x + t * a->n_in, dst, a->n_in);
+	if (a->xk != NULL)
+		job->ops->quantize_act_q8k(job->x, (struct kern_block_q8_k *)a->xk, a->n_in);
 	kern_act_summarize(dst, a->n_in / KERN_QK, (float *)a->xd + t * a->xd_stride,
 			   (int32_t *)a->xs8 + t * a->xd_stride);
 }
@@ -495,6 +509,10 @@ void kern_matmul_n(tpool_t pool, uint32_t wtype, size_t n_in, const struct kern_
 		a.xd_stride = kern_act_groups_pad(n_in / KERN_QK);
 		a.xd = (const float *)((char *)scratch + a.x_stride * n_tok);
 		a.xs8 = (const int32_t *)(a.xd + a.xd_stride * n_tok);
+		/* a level with its own K-quant GEMV reads the token per
+		 * super-block (kquants_gemv.h) */
+		if (n_tok == 1 && kern__wants_q8k(wtype) && job.gemm != kern__ops->gemm[wtype])
+			a.xk = (const struct kern_block_q8_k *)(a.xs8 + a.xd_stride);
 	} else {
 		a.x = x;
 		a.x_stride = n_in * sizeof(float);

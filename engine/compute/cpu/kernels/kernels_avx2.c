@@ -437,5 +437,14 @@ const struct kern_ops kern_ops_avx2 = {
 			[DTYPE_Q4_1] = kern_avx2_gemm_q4_1,
 			[DTYPE_Q5_1] = kern_avx2_gemm_q5_1,
 		},
+	/* one token: the row-order GEMVs on per-super-block activations
+	 * (kquants_gemv.h; LEVELS.md) */
+	.quantize_act_q8k = kern_avx2_quantize_act_q8k,
+	.gemv =
+		{
+			[DTYPE_Q4_K] = kern_avx2_gemv_q4_k,
+			[DTYPE_Q5_K] = kern_avx2_gemv_q5_k,
+			[DTYPE_Q6_K] = kern_avx2_gemv_q6_k,
+		},
 };
 #endif

@@ -221,5 +221,14 @@ const struct kern_ops kern_ops_avx512 = {
 			[DTYPE_Q8_0] = kern_avx512_gemm_q8_0,
 			[DTYPE_Q4_0] = kern_avx512_gemm_q4_0,
 		},
+	/* one token: the row-order GEMVs on per-super-block activations
+	 * (kquants_gemv.h; LEVELS.md) */
+	.quantize_act_q8k = kern_avx512_quantize_act_q8k,
+	.gemv =
+		{
+			[DTYPE_Q4_K] = kern_avx512_gemv_q4_k,
+			[DTYPE_Q5_K] = kern_avx512_gemv_q5_k,
+			[DTYPE_Q6_K] = kern_avx512_gemv_q6_k,
+		},
 };
 #endif

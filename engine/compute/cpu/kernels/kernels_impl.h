@@ -69,6 +69,11 @@ struct kern_gemm_args {
 	const float *xd;
 	const int32_t *xs8;
 	size_t xd_stride;
+	/* One token's activations per 256-element super-block (quants.h,
+	 * kern_block_q8_k), for the K-quant decode GEMVs (kquants_gemv.h);
+	 * NULL where the caller did not make them (those GEMVs then run the
+	 * level's gemm). */
+	const struct kern_block_q8_k *xk;
 };
 
 /* Blocks per group of the summarized activation rows. */
@@ -124,9 +129,16 @@ struct kern_ops {
 	 * with gemm[t] from the same level, never alone: each (row, token)
 	 * result must be the same instruction sequence whatever the batch
 	 * (see the top comment), so a GEMV here computes exactly what the
-	 * level's gemm[t] computes for one token. */
+	 * level's gemm[t] computes for one token. Except Q4_K/Q5_K/Q6_K's
+	 * (kquants_gemv.h): they read args.xk, the token quantized per
+	 * super-block, and differ from the batch's by that rounding
+	 * (LEVELS.md says why). */
 	kern_gemm_fn gemv[DTYPE_COUNT];
 	kern_repack_fn repack; /* NULL: weights stay in file layout */
+	/* One token's activations per 256-element super-block for the
+	 * K-quant GEMVs (quants.h kern_quantize_act_q8k(); byte-identical at
+	 * every level). */
+	void (*quantize_act_q8k)(const float *x, struct kern_block_q8_k *dst, size_t n);
 };
 
 /* Which level supplied each entry of a resolved table (kern_resolve()). */
@@ -134,6 +146,7 @@ struct kern_origin {
 	enum cpu_level quantize_act, attn_scores, attn_accum, fp16_row, max, exp_sum, silu_mul,
 		repack;
 	enum cpu_level gemm[DTYPE_COUNT], gemv[DTYPE_COUNT];
+	enum cpu_level quantize_act_q8k;
 };
 
 /* Builds the table for the best level `f` can run, capped at `cap` (its

@@ -398,6 +398,7 @@ const struct kern_ops kern_ops_ref = {
 	.exp_sum = ref__exp_sum,
 	.silu_mul = ref__silu_mul,
 	.quantize_act = ref__quantize_act,
+	.quantize_act_q8k = kern_quantize_act_q8k,
 	.gemm =
 		{
 			[DTYPE_F32] = ref__gemm_f32,

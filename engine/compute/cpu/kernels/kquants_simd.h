@@ -77,6 +77,7 @@ KQ_INLINE __m256i kq_u8x8(const uint32_t v[2])
 	return _mm256_cvtepu8_epi32(_mm_set_epi32(0, 0, (int)v[1], (int)v[0]));
 }
 
+#ifndef KQ_NO_K456 /* Q4_K, Q5_K, Q6_K: the AVX2 level only (avx512 has its own) */
 /* Q4_K and Q5_K (five: the fifth bit from qh, bit j of byte l for
  * element l of sub-block j). */
 KQ_INLINE void kq_k4_tile(const struct kern_gemm_args *a, const void *wv, int five,
@@ -216,6 +217,7 @@ static void KQ_FN(q6k_tile)(const struct kern_gemm_args *a, const void *wv,
 	for (size_t t = 0; t < nt; t++)
 		y[t * y_stride] = avx2__hsum(acc[t]);
 }
+#endif
 
 /* Q2_K and Q3_K share the 2-bit layout: the 32 values of block b of a
  * super-block are bits 2(b % 4) of the 32 bytes at qs + 32 (b / 4); each
@@ -468,9 +470,11 @@ KQ_B32(q5_1_tile, 3)
 		}                                                                             \
 	}
 
+#ifndef KQ_NO_K456
 KQ_GEMM(gemm_q4_k, char, KQ_FN(q4k_tile))
 KQ_GEMM(gemm_q5_k, char, KQ_FN(q5k_tile))
 KQ_GEMM(gemm_q6_k, char, KQ_FN(q6k_tile))
+#endif
 KQ_GEMM(gemm_q2_k, char, KQ_FN(q2k_tile))
 KQ_GEMM(gemm_q3_k, char, KQ_FN(q3k_tile))
 KQ_GEMM(gemm_iq4_xs, char, KQ_FN(iq4xs_tile))

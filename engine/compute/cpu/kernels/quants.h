@@ -106,8 +106,9 @@ struct kern_block_q6_k {
 static_assert(sizeof(struct kern_block_q6_k) == 210, "Q6_K block is 210 bytes");
 
 /* Q8_K: llama.cpp's activation format for K-quants (fp32 scale, sums of
- * each 16). Ember's kernels quantize activations to 32-blocks instead
- * (kern_block_q8a); the layout is here so files holding it are sized. */
+ * each 16). Ember's prefill kernels quantize activations to 32-blocks
+ * (kern_block_q8a); the Q4_K/Q5_K/Q6_K decode GEMVs take this form
+ * (kern_quantize_act_q8k(), Ember's rounding rule). */
 struct kern_block_q8_k {
 	float d;
 	int8_t qs[KERN_QKK];
@@ -182,7 +183,27 @@ void kern_ref_gemm_q5_k(const struct kern_gemm_args *a, size_t o0, size_t o1);
 void kern_ref_gemm_q6_k(const struct kern_gemm_args *a, size_t o0, size_t o1);
 void kern_ref_gemm_iq4_xs(const struct kern_gemm_args *a, size_t o0, size_t o1);
 
+/* kquants_gemv_ref.c: one token's activations per super-block (n a
+ * multiple of 256; d = amax / 127, kern_round_q8(), sums of each 16), and
+ * the scalar reference of the Q4_K/Q5_K/Q6_K decode GEMVs on them
+ * (kern_gemm_fn; n_tok 1, reads args.xk). */
+void kern_quantize_act_q8k(const float *x, struct kern_block_q8_k *y, size_t n);
+void kern_ref_gemv_q8k_q4_k(const struct kern_gemm_args *a, size_t o0, size_t o1);
+void kern_ref_gemv_q8k_q5_k(const struct kern_gemm_args *a, size_t o0, size_t o1);
+void kern_ref_gemv_q8k_q6_k(const struct kern_gemm_args *a, size_t o0, size_t o1);
+
 #if defined(__x86_64__)
+/* kquants_gemv_avx2.c / kquants_gemv_avx512.c (body kquants_gemv.h): the
+ * decode GEMVs on kern_block_q8_k activations, bit-identical to
+ * kern_ref_gemv_q8k_*; args.xk NULL or n_tok > 1: the level's gemm. */
+void kern_avx2_quantize_act_q8k(const float *x, struct kern_block_q8_k *y, size_t n);
+void kern_avx512_quantize_act_q8k(const float *x, struct kern_block_q8_k *y, size_t n);
+void kern_avx2_gemv_q4_k(const struct kern_gemm_args *a, size_t o0, size_t o1);
+void kern_avx2_gemv_q5_k(const struct kern_gemm_args *a, size_t o0, size_t o1);
+void kern_avx2_gemv_q6_k(const struct kern_gemm_args *a, size_t o0, size_t o1);
+void kern_avx512_gemv_q4_k(const struct kern_gemm_args *a, size_t o0, size_t o1);
+void kern_avx512_gemv_q5_k(const struct kern_gemm_args *a, size_t o0, size_t o1);
+void kern_avx512_gemv_q6_k(const struct kern_gemm_args *a, size_t o0, size_t o1);
 /* kquants_avx2.c / kquants_avx512.c (the shared body: kquants_simd.h). */
 void kern_avx2_gemm_q2_k(const struct kern_gemm_args *a, size_t o0, size_t o1);
 void kern_avx2_gemm_q3_k(const struct kern_gemm_args *a, size_t o0, size_t o1);
@@ -190,8 +211,6 @@ void kern_avx512_gemm_q2_k(const struct kern_gemm_args *a, size_t o0, size_t o1)
 void kern_avx512_gemm_q3_k(const struct kern_gemm_args *a, size_t o0, size_t o1);
 void kern_avx2_gemm_q4_k(const struct kern_gemm_args *a, size_t o0, size_t o1);
 void kern_avx2_gemm_q6_k(const struct kern_gemm_args *a, size_t o0, size_t o1);
-void kern_avx512_gemm_q4_k(const struct kern_gemm_args *a, size_t o0, size_t o1);
-void kern_avx512_gemm_q6_k(const struct kern_gemm_args *a, size_t o0, size_t o1);
 /* kquants_vnni_avx512.c: 16 rows x 8 tokens VNNI tiles, decode and prefill. */
 void kern_avx512_vnni_gemm_q4_k(const struct kern_gemm_args *a, size_t o0, size_t o1);
 void kern_avx512_vnni_gemm_q5_k(const struct kern_gemm_args *a, size_t o0, size_t o1);
@@ -202,7 +221,6 @@ void kern_avx2_gemm_iq4_nl(const struct kern_gemm_args *a, size_t o0, size_t o1)
 void kern_avx2_gemm_q5_0(const struct kern_gemm_args *a, size_t o0, size_t o1);
 void kern_avx2_gemm_q4_1(const struct kern_gemm_args *a, size_t o0, size_t o1);
 void kern_avx2_gemm_q5_1(const struct kern_gemm_args *a, size_t o0, size_t o1);
-void kern_avx512_gemm_q5_k(const struct kern_gemm_args *a, size_t o0, size_t o1);
 void kern_avx512_gemm_iq4_xs(const struct kern_gemm_args *a, size_t o0, size_t o1);
 void kern_avx512_gemm_iq4_nl(const struct kern_gemm_args *a, size_t o0, size_t o1);
 void kern_avx512_gemm_q5_0(const struct kern_gemm_args *a, size_t o0, size_t o1);

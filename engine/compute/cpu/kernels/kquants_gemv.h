@@ -1,0 +1,472 @@
+/*
+ * kquants_gemv.h - the body of the Q4_K, Q5_K and Q6_K one-token GEMVs on
+ * 256-bit vectors, shared by kquants_gemv_avx2.c and kquants_gemv_avx512.c.
+ * Each includes it once after defining
+ *   KG_FN(name)           its function name prefix
+ *   KG_MADD(acc, p, s)    acc + the int32 sums of adjacent int16 products
+ *                         p x s (AVX2: VPMADDWD + VPADDD; AVX-512 VNNI:
+ *                         one VPDPWSSD)
+ *   KG_GEMM_Q4_K .. _Q6_K the level's gemm, run when a call has no
+ *                         kern_block_q8_k activations (args.xk NULL)
+ *   KG_CHAINS (optional)  2: two accumulators per row (VPDPWSSD latency)
+ *   KG_ZMM (optional)     Q6_K on 512-bit registers (AVX-512 BW)
+ * Include only from a file compiled with at least AVX2 + FMA + F16C.
+ *
+ * What is computed: kquants_gemv_ref.c (the specification, equalled bit
+ * for bit). Rows are read in their file layout, a super-block at a time,
+ * four rows per step sharing the activation loads: per 32 values one
+ * VPMADDUBSW (unsigned weights x int8 activations into int16 pairs, no
+ * saturation: 2 x 63 x 127 < 32768) then the sub-block scale applied in
+ * int32 by KG_MADD, so a row's super-block is one int32 vector; the four
+ * rows' vectors are summed horizontally into one lane each (VPHADDD), and
+ * the float steps run in those four lanes. Why not the 16-row VNNI tile
+ * of kquants_vnni_avx512.c for one token: it transposes every
+ * super-block's bytes into row lanes (compute bound: LEVELS.md).
+ *
+ * Prefetch: the rows KG_AHEAD ahead, the same super-block, into L2 (T1):
+ * into L1 a whole step of rows evicts the rows in use (LEVELS.md).
+ */
+#include <immintrin.h>
+#include <string.h>
+
+#include "kernels.h"
+#include "quants.h"
+
+#define KG_R 4      /* rows per step */
+#ifndef KG_CHAINS
+#define KG_CHAINS 1 /* accumulators per row (2: for a long-latency KG_MADD) */
+#endif
+#define KG_AHEAD 16 /* rows ahead prefetched */
+#define KG_INLINE static inline __attribute__((always_inline))
+#define KG_UNROLL _Pragma("GCC unroll 8")
+
+KG_INLINE __m256i kg_load(const void *p)
+{
+	return _mm256_loadu_si256((const __m256i *)p);
+}
+
+/* VPSHUFB indices on a vector holding eight int16 scales in each 128-bit
+ * half: kg_bcast16[j] puts scale j in all 16 lanes; kg_pair16[j] puts
+ * scale 2j in the low half and 2j + 1 in the high half. */
+KG_INLINE __m256i kg_idx_all(int j)
+{
+	return _mm256_set1_epi16((short)(2 * j | (2 * j + 1) << 8));
+}
+
+KG_INLINE __m256i kg_idx_pair(int j)
+{
+	const short lo = (short)(4 * j | (4 * j + 1) << 8), hi = (short)((4 * j + 2) | (4 * j + 3) << 8);
+
+	return _mm256_setr_epi16(lo, lo, lo, lo, lo, lo, lo, lo, hi, hi, hi, hi, hi, hi, hi, hi);
+}
+
+/* Four rows' int32 vectors (r >= R: zero) summed into lanes 0..3. */
+KG_INLINE __m128i kg_hsum4(const __m256i v[KG_R])
+{
+	__m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
+
+	return _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+}
+
+KG_INLINE int32_t kg_word(const char *p)
+{
+	int32_t v;
+
+	memcpy(&v, p, 4);
+	return v;
+}
+
+/* The two fp16 in the 4 bytes at `off` of each row's super-block (rows
+ * past R repeat row 0: their lanes are never stored), as four floats
+ * each: lo the first of each row, hi the second. */
+KG_INLINE void kg_halves4(const char *const w[KG_R], size_t off, __m128 *lo, __m128 *hi)
+{
+	const __m128i v = _mm_setr_epi32(kg_word(w[0] + off), kg_word(w[1] + off), kg_word(w[2] + off),
+					 kg_word(w[3] + off));
+	const __m128i h = _mm_shuffle_epi8(
+		v, _mm_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15));
+
+	*lo = _mm_cvtph_ps(h);
+	*hi = _mm_cvtph_ps(_mm_unpackhi_epi64(h, h));
+}
+
+KG_INLINE void kg_prefetch(const char *p, size_t n)
+{
+	KG_UNROLL
+	for (size_t off = 0; off < n; off += 64)
+		_mm_prefetch(p + off, _MM_HINT_T1);
+}
+
+/* The integer sum of one Q6_K row's super-block at b, spread over eight
+ * int32 lanes, without the -32 offset: sum_k sc_k S_k (sc8: the 16 int8
+ * scales). Two chains. */
+KG_INLINE __m256i kg_q6_row_y(const char *b, __m128i sc8, const int8_t *xq)
+{
+	const __m256i m4 = _mm256_set1_epi8(0x0f), m03 = _mm256_set1_epi8(0x03);
+	const __m256i m0c = _mm256_set1_epi8(0x0c), m30 = _mm256_set1_epi8(0x30);
+	const __m256i sca = _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(sc8));
+	const __m256i scb = _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(_mm_srli_si128(sc8, 8)));
+	__m256i isum = _mm256_setzero_si256(), isum2 = _mm256_setzero_si256();
+
+	KG_UNROLL
+	for (int n = 0; n < 2; n++) {
+		const __m256i ql0 = kg_load(b + 64 * n), ql1 = kg_load(b + 64 * n + 32);
+		const __m256i qh = kg_load(b + 128 + 32 * n);
+		__m256i q[4];
+
+		q[0] = _mm256_or_si256(_mm256_and_si256(ql0, m4),
+				       _mm256_slli_epi16(_mm256_and_si256(qh, m03), 4));
+		q[1] = _mm256_or_si256(_mm256_and_si256(ql1, m4),
+				       _mm256_slli_epi16(_mm256_and_si256(qh, m0c), 2));
+		q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4),
+				       _mm256_and_si256(qh, m30));
+		q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
+				       _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30));
+		KG_UNROLL
+		for (int k = 0; k < 4; k++) {
+			const int blk = 4 * n + k; /* sub-blocks 2 blk, 2 blk + 1 */
+			const __m256i scv = _mm256_shuffle_epi8(n ? scb : sca, kg_idx_pair(k));
+			const __m256i pr = _mm256_maddubs_epi16(q[k], kg_load(xq + 32 * blk));
+			if (k % 2)
+				isum2 = KG_MADD(isum2, pr, scv);
+			else
+				isum = KG_MADD(isum, pr, scv);
+		}
+	}
+	return _mm256_add_epi32(isum, isum2);
+}
+
+#ifdef KG_ZMM
+KG_INLINE __m512i kg_load512(const void *p)
+{
+	return _mm512_loadu_si512(p);
+}
+
+/* Two 32-byte pieces as one ZMM. */
+KG_INLINE __m512i kg_join(__m256i lo, __m256i hi)
+{
+	return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+}
+
+/* kg_q6_row_y() on ZMM: ql bytes 64n .. 64n + 63 with [qh | qh >> 2]
+ * make blocks [4n | 4n + 1] (low nibbles) and [4n + 2 | 4n + 3] (high),
+ * whose activations are 64 contiguous bytes each; 128-bit lane L of
+ * those holds sub-block 8n + L (+ 4). */
+KG_INLINE __m256i kg_q6_row_z(const char *b, __m128i sc8, const int8_t *xq)
+{
+	const __m512i m4 = _mm512_set1_epi8(0x0f), m03 = _mm512_set1_epi8(0x03);
+	const __m512i m30 = _mm512_set1_epi8(0x30);
+	const __m512i sca = _mm512_broadcast_i32x4(_mm_cvtepi8_epi16(sc8));
+	const __m512i scb = _mm512_broadcast_i32x4(_mm_cvtepi8_epi16(_mm_srli_si128(sc8, 8)));
+	const __m512i i01 = kg_join(_mm256_setr_m128i(_mm_set1_epi16(0x0100), _mm_set1_epi16(0x0302)),
+				    _mm256_setr_m128i(_mm_set1_epi16(0x0504), _mm_set1_epi16(0x0706)));
+	const __m512i i23 = _mm512_add_epi8(i01, _mm512_set1_epi8(8));
+	__m512i isum = _mm512_setzero_si512(), isum2 = _mm512_setzero_si512();
+
+	KG_UNROLL
+	for (int n = 0; n < 2; n++) {
+		const __m512i ql = kg_load512(b + 64 * n);
+		const __m256i h = kg_load(b + 128 + 32 * n);
+		const __m512i qh = kg_join(h, _mm256_srli_epi16(h, 2));
+		const __m512i sc = n ? scb : sca;
+		/* (ql & 15) | (qh & 3) << 4;  (ql >> 4 & 15) | (qh & 0x30) */
+		const __m512i q01 = _mm512_ternarylogic_epi32(
+			_mm512_slli_epi16(_mm512_and_si512(qh, m03), 4), ql, m4, 0xF8);
+		const __m512i q23 = _mm512_ternarylogic_epi32(
+			_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4), qh, m30, 0xF8);
+		isum = _mm512_dpwssd_epi32(isum, _mm512_maddubs_epi16(q01, kg_load512(xq + 128 * n)),
+					   _mm512_shuffle_epi8(sc, i01));
+		isum2 = _mm512_dpwssd_epi32(isum2,
+					    _mm512_maddubs_epi16(q23, kg_load512(xq + 128 * n + 64)),
+					    _mm512_shuffle_epi8(sc, i23));
+	}
+	isum = _mm512_add_epi32(isum, isum2);
+	return _mm256_add_epi32(_mm512_castsi512_si256(isum), _mm512_extracti64x4_epi64(isum, 1));
+}
+#define KG_Q6_ROW kg_q6_row_z
+#else
+#define KG_Q6_ROW kg_q6_row_y
+#endif
+
+/* Q4_K/Q5_K scales and minimums of the super-block at b (quants.h
+ * kern_k4_scale_min()) as eight int16 each, in vector registers (no
+ * moves from general registers): bytes 4..15 as dwords a0, a1, a2;
+ * sc = [a0 & 0x3f.., (a2 & 0x0f..) | (a0 >> 2 & 0x30..)], mn the same on
+ * a1 and a2 >> 4. */
+KG_INLINE void kg_k4_scales(const char *b, __m128i *sc, __m128i *mn)
+{
+	const __m128i v = _mm_loadu_si128((const __m128i *)(b + 4)); /* a0 a1 a2 . */
+	const __m128i lo = _mm_and_si128(v, _mm_set1_epi8(0x3f));    /* sc_lo m_lo */
+	const __m128i a2 = _mm_srlv_epi32(_mm_shuffle_epi32(v, 0xAA), _mm_setr_epi32(0, 4, 0, 4));
+	const __m128i hi = _mm_or_si128(_mm_and_si128(a2, _mm_set1_epi8(0x0f)),
+					_mm_and_si128(_mm_srli_epi32(v, 2), _mm_set1_epi8(0x30)));
+	const __m128i all = _mm_unpacklo_epi32(lo, hi); /* sc_lo sc_hi m_lo m_hi */
+
+	*sc = _mm_cvtepu8_epi16(all);
+	*mn = _mm_cvtepu8_epi16(_mm_srli_si128(all, 8));
+}
+
+/* Rows o .. o + R - 1 of Q4_K (five = 0) or Q5_K. */
+KG_INLINE void kg_k4_rows(const struct kern_gemm_args *a, size_t o, int R, int five, size_t o1)
+{
+	const size_t bs = five ? sizeof(struct kern_block_q5_k) : sizeof(struct kern_block_q4_k);
+	const size_t qs_off = five ? 48 : 16, nsb = a->n_in / KERN_QKK, st = a->w_stride;
+	const __m256i ones = _mm256_set1_epi16(1);
+	const __m256i m4 = _mm256_set1_epi8(0x0f), b16 = _mm256_set1_epi8(16);
+	const struct kern_block_q8_k *x = a->xk;
+	const char *w[KG_R];
+	const int pf = o + KG_AHEAD + R <= o1;
+	__m128 acc = _mm_setzero_ps();
+
+	KG_UNROLL
+	for (int r = 0; r < KG_R; r++)
+		w[r] = (const char *)a->w + (o + (r < R ? r : 0)) * st;
+	for (size_t s = 0; s < nsb; s++) {
+		const size_t sb = s * bs;
+		const int8_t *xq = x[s].qs;
+		__m256i iv[KG_R];
+		__m128i mv[KG_R];
+
+		if (pf) {
+			KG_UNROLL
+			for (int r = 0; r < R; r++)
+				kg_prefetch(w[r] + KG_AHEAD * st + sb, bs);
+		}
+		/* activation sums per 32 values, as eight int16 */
+		const __m256i bp = _mm256_madd_epi16(kg_load(x[s].bsums), ones);
+		const __m128i bp16 = _mm_packs_epi32(_mm256_castsi256_si128(bp),
+						     _mm256_extracti128_si256(bp, 1));
+		__m256i scb[KG_R], qh[KG_R], sa[KG_R], sb2[KG_R];
+		KG_UNROLL
+		for (int r = 0; r < KG_R; r++) {
+			iv[r] = sa[r] = sb2[r] = _mm256_setzero_si256();
+			mv[r] = _mm_setzero_si128();
+			if (r >= R)
+				continue;
+			__m128i sc, mn;
+			kg_k4_scales(w[r] + sb, &sc, &mn);
+			mv[r] = _mm_madd_epi16(mn, bp16);
+			scb[r] = _mm256_broadcastsi128_si256(sc);
+			qh[r] = five ? kg_load(w[r] + sb + 16) : _mm256_setzero_si256();
+		}
+		/* block pairs outside, rows inside: each activation vector and
+		 * scale index loaded once for the rows */
+		KG_UNROLL
+		for (int p = 0; p < 4; p++) {
+			const __m256i xl = kg_load(xq + 64 * p), xh = kg_load(xq + 64 * p + 32);
+			const __m256i il = kg_idx_all(2 * p), ih = kg_idx_all(2 * p + 1);
+			KG_UNROLL
+			for (int r = 0; r < R; r++) {
+				const __m256i q = kg_load(w[r] + sb + qs_off + 32 * p);
+				__m256i lo = _mm256_and_si256(q, m4);
+				__m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+				if (five) { /* bit 2p of qh -> 16 on lo, 2p + 1 on hi */
+					__m256i h = _mm256_srli_epi16(qh[r], 2 * p);
+					lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_slli_epi16(h, 4), b16));
+					hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_slli_epi16(h, 3), b16));
+				}
+				sa[r] = KG_MADD(sa[r], _mm256_maddubs_epi16(lo, xl),
+						_mm256_shuffle_epi8(scb[r], il));
+#if KG_CHAINS == 2
+				sb2[r] = KG_MADD(sb2[r], _mm256_maddubs_epi16(hi, xh),
+						 _mm256_shuffle_epi8(scb[r], ih));
+#else
+				sa[r] = KG_MADD(sa[r], _mm256_maddubs_epi16(hi, xh),
+						_mm256_shuffle_epi8(scb[r], ih));
+#endif
+			}
+		}
+		KG_UNROLL
+		for (int r = 0; r < R; r++)
+			iv[r] = _mm256_add_epi32(sa[r], sb2[r]);
+		const __m128i i4 = kg_hsum4(iv);
+		const __m128i m4s = _mm_hadd_epi32(_mm_hadd_epi32(mv[0], mv[1]),
+						   _mm_hadd_epi32(mv[2], mv[3]));
+		const __m128 xd = _mm_set1_ps(x[s].d);
+		__m128 d4, dmin4;
+		kg_halves4(w, sb, &d4, &dmin4);
+		const __m128 dk = _mm_mul_ps(d4, xd);
+		const __m128 mk = _mm_mul_ps(dmin4, xd);
+		acc = _mm_add_ps(acc, _mm_mul_ps(dk, _mm_cvtepi32_ps(i4)));
+		acc = _mm_sub_ps(acc, _mm_mul_ps(mk, _mm_cvtepi32_ps(m4s)));
+	}
+	float out[KG_R];
+	_mm_storeu_ps(out, acc);
+	memcpy(a->y + o, out, (size_t)R * sizeof(float));
+}
+
+/* Rows o .. o + R - 1 of Q6_K: ql (128 bytes), qh (64), 16 int8 scales,
+ * d; element e: n = e / 128, k = (e % 128) / 32, l = e % 32 takes a
+ * nibble of ql[64n + 32(k & 1) + l] (k < 2 low) and bits 2k, 2k + 1 of
+ * qh[32n + l]. */
+KG_INLINE void kg_q6_rows(const struct kern_gemm_args *a, size_t o, int R, size_t o1)
+{
+	const size_t bs = sizeof(struct kern_block_q6_k), nsb = a->n_in / KERN_QKK;
+	const size_t st = a->w_stride;
+	const struct kern_block_q8_k *x = a->xk;
+	const char *w[KG_R];
+	const int pf = o + KG_AHEAD + R <= o1;
+	__m128 acc = _mm_setzero_ps();
+
+	KG_UNROLL
+	for (int r = 0; r < KG_R; r++)
+		w[r] = (const char *)a->w + (o + (r < R ? r : 0)) * st;
+	for (size_t s = 0; s < nsb; s++) {
+		const size_t sb = s * bs;
+		const int8_t *xq = x[s].qs;
+		const __m256i bsums = kg_load(x[s].bsums);
+		__m256i iv[KG_R];
+
+		if (pf) {
+			KG_UNROLL
+			for (int r = 0; r < R; r++)
+				kg_prefetch(w[r] + KG_AHEAD * st + sb, bs);
+		}
+		KG_UNROLL
+		for (int r = 0; r < KG_R; r++) {
+			if (r >= R) {
+				iv[r] = _mm256_setzero_si256();
+				continue;
+			}
+			const char *b = w[r] + sb;
+			const __m128i sc8 = _mm_loadu_si128((const __m128i *)(b + 192));
+			/* the -32 offset: 32 x sum_k sc_k x (sum of x_k) */
+			const __m256i off = _mm256_slli_epi32(
+				_mm256_madd_epi16(_mm256_cvtepi8_epi16(sc8), bsums), 5);
+
+			iv[r] = _mm256_sub_epi32(KG_Q6_ROW(b, sc8, xq), off);
+		}
+		const __m128i i4 = kg_hsum4(iv);
+		__m128 sc4, d4; /* bytes 206..209: scales 14, 15, then d */
+		kg_halves4(w, sb + 206, &sc4, &d4);
+		(void)sc4;
+		const __m128 dk = _mm_mul_ps(d4, _mm_set1_ps(x[s].d));
+		acc = _mm_add_ps(acc, _mm_mul_ps(dk, _mm_cvtepi32_ps(i4)));
+	}
+	float out[KG_R];
+	_mm_storeu_ps(out, acc);
+	memcpy(a->y + o, out, (size_t)R * sizeof(float));
+}
+
+/* kern_round_q8() on eight lanes (the rule of kernels_avx2.c's
+ * activation quantizer): NaN to 0, clamp to +-127, half away from zero. */
+KG_INLINE __m256i kg_round_q8(__m256 v)
+{
+	const __m256 lim = _mm256_set1_ps(127.0f), one = _mm256_set1_ps(1.0f);
+	__m256 t, f;
+
+	v = _mm256_and_ps(v, _mm256_cmp_ps(v, v, _CMP_ORD_Q));
+	v = _mm256_max_ps(_mm256_min_ps(v, lim), _mm256_sub_ps(_mm256_setzero_ps(), lim));
+	t = _mm256_round_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+	f = _mm256_sub_ps(v, t);
+	t = _mm256_add_ps(t, _mm256_and_ps(_mm256_cmp_ps(f, _mm256_set1_ps(0.5f), _CMP_GE_OQ), one));
+	t = _mm256_sub_ps(t, _mm256_and_ps(_mm256_cmp_ps(f, _mm256_set1_ps(-0.5f), _CMP_LE_OQ), one));
+	return _mm256_cvttps_epi32(t);
+}
+
+/* kern_quantize_act_q8k(), byte for byte: the same amax (max is order
+ * free), scale and rounding; the sums of each 16 from the int8 values. */
+void KG_FN(quantize_act_q8k)(const float *x, struct kern_block_q8_k *y, size_t n)
+{
+	const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+	const __m256i perm = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+
+	for (size_t b = 0; b < n / KERN_QKK; b++, x += KERN_QKK) {
+		__m256 m = _mm256_setzero_ps();
+		__m256i sums[8];
+
+		KG_UNROLL
+		for (int k = 0; k < KERN_QKK / 8; k++)
+			m = _mm256_max_ps(m, _mm256_and_ps(_mm256_loadu_ps(x + 8 * k), absmask));
+		__m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+		m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+		m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+		const float amax = _mm_cvtss_f32(m4);
+		const float d = amax / 127.0f;
+		const float id = d != 0.0f ? 1.0f / d : 0.0f;
+		const __m256 idv = _mm256_set1_ps(id);
+
+		y[b].d = d;
+		KG_UNROLL
+		for (int c = 0; c < 8; c++) {
+			const float *p = x + 32 * c;
+			__m256i q0 = kg_round_q8(_mm256_mul_ps(_mm256_loadu_ps(p), idv));
+			__m256i q1 = kg_round_q8(_mm256_mul_ps(_mm256_loadu_ps(p + 8), idv));
+			__m256i q2 = kg_round_q8(_mm256_mul_ps(_mm256_loadu_ps(p + 16), idv));
+			__m256i q3 = kg_round_q8(_mm256_mul_ps(_mm256_loadu_ps(p + 24), idv));
+			/* packs interleave 128-bit lanes; the permute restores order */
+			__m256i v = _mm256_packs_epi16(_mm256_packs_epi32(q0, q1),
+						       _mm256_packs_epi32(q2, q3));
+			v = _mm256_permutevar8x32_epi32(v, perm);
+			_mm256_storeu_si256((__m256i *)(y[b].qs + 32 * c), v);
+			/* sums of four values; lane half h holds values 16h.. */
+			sums[c] = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), v),
+						    _mm256_set1_epi16(1));
+		}
+		KG_UNROLL
+		for (int g = 0; g < 2; g++) {
+			const __m256i *s4 = sums + 4 * g;
+			/* lane half 0: the first 16 of blocks 4g..4g+3, half 1 the
+			 * second 16 */
+			__m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(s4[0], s4[1]),
+						      _mm256_hadd_epi32(s4[2], s4[3]));
+			__m128i lo = _mm256_castsi256_si128(h), hi = _mm256_extracti128_si256(h, 1);
+			__m128i w = _mm_packs_epi32(_mm_unpacklo_epi32(lo, hi), _mm_unpackhi_epi32(lo, hi));
+			_mm_storeu_si128((__m128i *)(y[b].bsums + 8 * g), w);
+		}
+	}
+}
+
+/* One function per (type, rows): constant R, the loops unrolled. */
+#define KG_ROWS_FN(name, call)                                                             \
+	static __attribute__((noinline)) void name(const struct kern_gemm_args *a, size_t o, \
+						   size_t o1)                                \
+	{                                                                                  \
+		call;                                                                      \
+	}
+KG_ROWS_FN(KG_FN(q4k_4), kg_k4_rows(a, o, 4, 0, o1))
+KG_ROWS_FN(KG_FN(q4k_1), kg_k4_rows(a, o, 1, 0, o1))
+KG_ROWS_FN(KG_FN(q5k_4), kg_k4_rows(a, o, 4, 1, o1))
+KG_ROWS_FN(KG_FN(q5k_1), kg_k4_rows(a, o, 1, 1, o1))
+KG_ROWS_FN(KG_FN(q6k_4), kg_q6_rows(a, o, 4, o1))
+KG_ROWS_FN(KG_FN(q6k_1), kg_q6_rows(a, o, 1, o1))
+
+typedef void (*kg_rows_fn)(const struct kern_gemm_args *a, size_t o, size_t o1);
+
+/* Four rows a step; the last one to three one at a time (each lane is
+ * the same instruction sequence, so a row's result does not depend on
+ * the step it falls in). */
+KG_INLINE void kg_gemv(kg_rows_fn four, kg_rows_fn one, const struct kern_gemm_args *a, size_t o0,
+		       size_t o1)
+{
+	size_t o = o0;
+
+	for (; o + KG_R <= o1; o += KG_R)
+		four(a, o, o1);
+	for (; o < o1; o++)
+		one(a, o, o1);
+}
+
+void KG_FN(gemv_q4_k)(const struct kern_gemm_args *a, size_t o0, size_t o1)
+{
+	if (a->xk == NULL || a->n_tok != 1)
+		KG_GEMM_Q4_K(a, o0, o1);
+	else
+		kg_gemv(KG_FN(q4k_4), KG_FN(q4k_1), a, o0, o1);
+}
+
+void KG_FN(gemv_q5_k)(const struct kern_gemm_args *a, size_t o0, size_t o1)
+{
+	if (a->xk == NULL || a->n_tok != 1)
+		KG_GEMM_Q5_K(a, o0, o1);
+	else
+		kg_gemv(KG_FN(q5k_4), KG_FN(q5k_1), a, o0, o1);
+}
+
+void KG_FN(gemv_q6_k)(const struct kern_gemm_args *a, size_t o0, size_t o1)
+{
+	if (a->xk == NULL || a->n_tok != 1)
+		KG_GEMM_Q6_K(a, o0, o1);
+	else
+		kg_gemv(KG_FN(q6k_4), KG_FN(q6k_1), a, o0, o1);
+}

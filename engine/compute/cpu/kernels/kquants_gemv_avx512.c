@@ -1,0 +1,24 @@
+/*
+ * kquants_gemv_avx512.c - the Q4_K, Q5_K and Q6_K one-token GEMVs on the
+ * AVX-512 VNNI level (the body is kquants_gemv.h): the scale applied to
+ * VPMADDUBSW's int16 pairs and added by one VPDPWSSD on a 256-bit register
+ * (AVX512-VL encoding; Zen 4 runs ZMM operations as two halves, so 256 bits
+ * lose nothing there).
+ */
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+#include "kernels_impl.h"
+#include "quants.h"
+
+#define KG_FN(name) kern_avx512_##name
+#define KG_ZMM 1
+#define KG_CHAINS 2
+#define KG_MADD(acc, p, s) _mm256_dpwssd_epi32((acc), (p), (s))
+#define KG_GEMM_Q4_K kern_avx512_vnni_gemm_q4_k
+#define KG_GEMM_Q5_K kern_avx512_vnni_gemm_q5_k
+#define KG_GEMM_Q6_K kern_avx512_vnni_gemm_q6_k
+
+#include "kquants_gemv.h"
+
+#endif
