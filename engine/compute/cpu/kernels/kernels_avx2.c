@@ -364,22 +364,6 @@ AVX2_GEMM_Q(avx2__gemm_q4_0, DTYPE_Q4_0)
 
 /* ---- activation quantization ----------------------------------------------------- */
 
-/* Rounds like kern_round_q8(): NaN to 0, clamp to +-127, then half away
- * from zero (trunc, and a step where the exact fraction is >= 0.5). */
-AVX2_INLINE __m256i avx2__round_q8(__m256 v)
-{
-	const __m256 lim = _mm256_set1_ps(127.0f), one = _mm256_set1_ps(1.0f);
-	__m256 t, f;
-
-	v = _mm256_and_ps(v, _mm256_cmp_ps(v, v, _CMP_ORD_Q));
-	v = _mm256_max_ps(_mm256_min_ps(v, lim), _mm256_sub_ps(_mm256_setzero_ps(), lim));
-	t = _mm256_round_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
-	f = _mm256_sub_ps(v, t);
-	t = _mm256_add_ps(t, _mm256_and_ps(_mm256_cmp_ps(f, _mm256_set1_ps(0.5f), _CMP_GE_OQ), one));
-	t = _mm256_sub_ps(t, _mm256_and_ps(_mm256_cmp_ps(f, _mm256_set1_ps(-0.5f), _CMP_LE_OQ), one));
-	return _mm256_cvttps_epi32(t);
-}
-
 static void avx2__quantize_act(const float *x, struct kern_block_q8a *y, size_t n)
 {
 	const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));

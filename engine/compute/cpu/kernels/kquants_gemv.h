@@ -31,6 +31,7 @@
 
 #include "kernels.h"
 #include "quants.h"
+#include "math_avx2.h"
 
 #define KG_R 4      /* rows per step */
 #ifndef KG_CHAINS
@@ -348,22 +349,6 @@ KG_INLINE void kg_q6_rows(const struct kern_gemm_args *a, size_t o, int R, size_
 	memcpy(a->y + o, out, (size_t)R * sizeof(float));
 }
 
-/* kern_round_q8() on eight lanes (the rule of kernels_avx2.c's
- * activation quantizer): NaN to 0, clamp to +-127, half away from zero. */
-KG_INLINE __m256i kg_round_q8(__m256 v)
-{
-	const __m256 lim = _mm256_set1_ps(127.0f), one = _mm256_set1_ps(1.0f);
-	__m256 t, f;
-
-	v = _mm256_and_ps(v, _mm256_cmp_ps(v, v, _CMP_ORD_Q));
-	v = _mm256_max_ps(_mm256_min_ps(v, lim), _mm256_sub_ps(_mm256_setzero_ps(), lim));
-	t = _mm256_round_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
-	f = _mm256_sub_ps(v, t);
-	t = _mm256_add_ps(t, _mm256_and_ps(_mm256_cmp_ps(f, _mm256_set1_ps(0.5f), _CMP_GE_OQ), one));
-	t = _mm256_sub_ps(t, _mm256_and_ps(_mm256_cmp_ps(f, _mm256_set1_ps(-0.5f), _CMP_LE_OQ), one));
-	return _mm256_cvttps_epi32(t);
-}
-
 /* kern_quantize_act_q8k(), byte for byte: the same amax (max is order
  * free), scale and rounding; the sums of each 16 from the int8 values. */
 void KG_FN(quantize_act_q8k)(const float *x, struct kern_block_q8_k *y, size_t n)
@@ -390,10 +375,10 @@ void KG_FN(quantize_act_q8k)(const float *x, struct kern_block_q8_k *y, size_t n
 		KG_UNROLL
 		for (int c = 0; c < 8; c++) {
 			const float *p = x + 32 * c;
-			__m256i q0 = kg_round_q8(_mm256_mul_ps(_mm256_loadu_ps(p), idv));
-			__m256i q1 = kg_round_q8(_mm256_mul_ps(_mm256_loadu_ps(p + 8), idv));
-			__m256i q2 = kg_round_q8(_mm256_mul_ps(_mm256_loadu_ps(p + 16), idv));
-			__m256i q3 = kg_round_q8(_mm256_mul_ps(_mm256_loadu_ps(p + 24), idv));
+			__m256i q0 = avx2__round_q8(_mm256_mul_ps(_mm256_loadu_ps(p), idv));
+			__m256i q1 = avx2__round_q8(_mm256_mul_ps(_mm256_loadu_ps(p + 8), idv));
+			__m256i q2 = avx2__round_q8(_mm256_mul_ps(_mm256_loadu_ps(p + 16), idv));
+			__m256i q3 = avx2__round_q8(_mm256_mul_ps(_mm256_loadu_ps(p + 24), idv));
 			/* packs interleave 128-bit lanes; the permute restores order */
 			__m256i v = _mm256_packs_epi16(_mm256_packs_epi32(q0, q1),
 						       _mm256_packs_epi32(q2, q3));

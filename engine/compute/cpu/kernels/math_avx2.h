@@ -1,6 +1,7 @@
 /*
  * math_avx2.h - float helpers on 8 lanes shared by the AVX2 kernel files:
- * the horizontal sum and exp() (attention's softmax, the gated SiLU).
+ * the horizontal sum, exp() (attention's softmax, the gated SiLU) and the
+ * int8 rounding of the activation quantizers.
  * Include only from files compiled with the AVX2 + FMA flags (*_avx2.c).
  */
 #ifndef EMBER_MATH_AVX2_H
@@ -52,6 +53,23 @@ static inline __attribute__((always_inline)) __m256 avx2__exp(__m256 x)
 	__m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n1, bias), 23));
 	__m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n2, bias), 23));
 	return _mm256_mul_ps(_mm256_mul_ps(e, s1), s2);
+}
+
+/* Rounds like kern_round_q8() (the activation quantizers of kernels_avx2.c
+ * and kquants_gemv.h share it, so their bytes equal the scalar ones): NaN to 0, clamp to +-127, then half away
+ * from zero (trunc, and a step where the exact fraction is >= 0.5). */
+static inline __attribute__((always_inline)) __m256i avx2__round_q8(__m256 v)
+{
+	const __m256 lim = _mm256_set1_ps(127.0f), one = _mm256_set1_ps(1.0f);
+	__m256 t, f;
+
+	v = _mm256_and_ps(v, _mm256_cmp_ps(v, v, _CMP_ORD_Q));
+	v = _mm256_max_ps(_mm256_min_ps(v, lim), _mm256_sub_ps(_mm256_setzero_ps(), lim));
+	t = _mm256_round_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+	f = _mm256_sub_ps(v, t);
+	t = _mm256_add_ps(t, _mm256_and_ps(_mm256_cmp_ps(f, _mm256_set1_ps(0.5f), _CMP_GE_OQ), one));
+	t = _mm256_sub_ps(t, _mm256_and_ps(_mm256_cmp_ps(f, _mm256_set1_ps(-0.5f), _CMP_LE_OQ), one));
+	return _mm256_cvttps_epi32(t);
 }
 
 #endif
