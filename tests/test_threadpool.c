@@ -157,6 +157,59 @@ START_TEST(concurrent_callers_take_turns)
 }
 END_TEST
 
+struct tp_alt {
+	tpool_t p;
+	unsigned rounds;
+	atomic_uint small[2], big[40];
+	atomic_int finished;
+};
+
+static void *tp_alt_main(void *arg)
+{
+	struct tp_alt *a = arg;
+	struct tp_count s = {a->small, 0, 0}, b = {a->big, 0, 0};
+
+	for (unsigned r = 0; r < a->rounds; r++) {
+		tpool_run_1d(a->p, tp_item, &s, 2);
+		tpool_run_1d(a->p, tp_item, &b, 40);
+	}
+	atomic_store(&a->finished, 1);
+	return NULL;
+}
+
+/* Jobs that grow from one run to the next (a norm of 2 items, then a
+ * GEMV of 40: the decode pattern). A worker that saw the small job late
+ * used to read the big job's n beside the small job's exhausted ticket
+ * and claim a phantom item: run with the big job's context, counted in
+ * its `done`, which then overshot n and the join waited forever (seen in
+ * `ember bench`). Run on a second thread so a hang fails in seconds. */
+START_TEST(growing_jobs_never_claim_a_stale_item)
+{
+	for (uint32_t threads = 2; threads <= 3; threads++) {
+		struct tp_alt *a = calloc(1, sizeof(*a));
+		pthread_t th;
+		int waited_ms = 0;
+
+		ck_assert_ptr_nonnull(a);
+		a->p = tpool_create(threads);
+		a->rounds = 200000;
+		ck_assert_int_eq(pthread_create(&th, NULL, tp_alt_main, a), 0);
+		while (!atomic_load(&a->finished) && waited_ms < 30000) {
+			usleep(10000);
+			waited_ms += 10;
+		}
+		ck_assert_msg(atomic_load(&a->finished), "%u threads: the pool hung", threads);
+		pthread_join(th, NULL);
+		for (int i = 0; i < 2; i++)
+			ck_assert_uint_eq(atomic_load(&a->small[i]), a->rounds);
+		for (int i = 0; i < 40; i++)
+			ck_assert_uint_eq(atomic_load(&a->big[i]), a->rounds);
+		tpool_destroy(a->p);
+		free(a);
+	}
+}
+END_TEST
+
 Suite *suite_threadpool(void)
 {
 	Suite *s = suite_create("threadpool");
@@ -167,6 +220,7 @@ Suite *suite_threadpool(void)
 	tcase_add_test(tc, two_d_covers_the_grid_once);
 	tcase_add_test(tc, back_to_back_runs_lose_nothing);
 	tcase_add_test(tc, concurrent_callers_take_turns);
+	tcase_add_test(tc, growing_jobs_never_claim_a_stale_item);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -154,6 +154,14 @@ static void tpool__run(tpool_t p, tpool_fn_1d fn1, tpool_fn_2d fn2, void *ctx, s
 	unsigned g, d;
 
 	pthread_mutex_lock(&p->run_lock);
+	/* Close the finished job's ticket before its fields change: a worker
+	 * that saw the old generation late may read the new n (larger than
+	 * the old one) beside the old ticket, and would claim a phantom item
+	 * under the old generation (run with the new ctx, counted in the new
+	 * done: done overshoots n and the join below never returns). With
+	 * the item part at its maximum no n admits a claim, and a CAS on a
+	 * ticket read before this store fails. */
+	atomic_store(&p->ticket, (uint64_t)atomic_load(&p->gen) << 32 | 0xffffffffu);
 	atomic_store(&p->job.fn1, fn1);
 	atomic_store(&p->job.fn2, fn2);
 	atomic_store(&p->job.ctx, ctx);
