@@ -52,6 +52,7 @@ struct sink {
 	struct engine_stats first;
 	int first_tokens;          /* tokens behind that first text */
 	bool have_first;
+	struct engine_stats last;  /* with `e`: the counters when it ended */
 };
 
 static void sink_init(struct sink *s)
@@ -91,6 +92,8 @@ static void on_done(void *data, const struct engine_result *res)
 	struct sink *s = data;
 
 	pthread_mutex_lock(&s->lock);
+	if (s->e)
+		engine_stats(s->e, &s->last);
 	s->n_done++;
 	s->res = *res;
 	pthread_cond_broadcast(&s->cond);
@@ -215,7 +218,11 @@ static void wait_text(struct sink *s)
 	ck_abort_msg("the stream never decoded");
 }
 
-START_TEST(a_long_prompt_costs_running_streams_one_chunk_per_step)
+/* One round of the test below on a fresh engine: two streams decode, a
+ * long prompt arrives. Returns 0 when a running stream ended before the
+ * long prompt's first text (a loaded machine can hold this thread back
+ * that long): the round showed nothing, the caller runs another. */
+static int long_prompt_round(void)
 {
 	const uint32_t B = 64, chunk2 = B / 3; /* two streams decode: B / (1 + 2) */
 	struct sink a, b, l;
@@ -223,37 +230,44 @@ START_TEST(a_long_prompt_costs_running_streams_one_chunk_per_step)
 	struct engine *e = engine(4, B);
 	uint64_t steps, p, n;
 	uint32_t k;
+	int valid;
 
 	sink_init(&a);
 	sink_init(&b);
 	sink_init(&l);
-	submit(e, &a, PROMPTS[0], 200);
-	submit(e, &b, PROMPTS[3], 200);
+	a.e = b.e = e;
+	submit(e, &a, PROMPTS[0], 400);
+	submit(e, &b, PROMPTS[3], 400);
 	wait_text(&a);
 	wait_text(&b);
 	engine_stats(e, &st0);
 	l.e = e;
 	submit(e, &l, PROMPTS[2], 4);
 	sink_wait(&l);
-	ck_assert(l.have_first);
-	steps = l.first.steps - st0.steps;
-	p = (uint64_t)l.res.prompt_tokens;
-	ck_assert_uint_gt(p, 4 * chunk2);
-	/* The two streams were in every step until the long prompt's first
-	 * text: they never waited more than that one step's chunk. (When detok
-	 * held the first token's text back, the long prompt's own decode
-	 * steps until its first text count too.) */
-	ck_assert_uint_eq(l.first.decode_tokens - st0.decode_tokens,
-			  2 * steps + (uint64_t)(l.first_tokens - 1));
-	/* The prompt went in once, in chunks of the adapted size: its first
-	 * token came after ceil(p / chunk) prefill steps. */
-	ck_assert_uint_eq(l.first.prefill_tokens - st0.prefill_tokens, p);
-	ck_assert_uint_eq(l.first.prefill_steps - st0.prefill_steps, (p + chunk2 - 1) / chunk2);
-	ck_assert_uint_eq(l.first.max_chunk, chunk2);
 	sink_wait(&a);
 	sink_wait(&b);
+	ck_assert(l.have_first);
 	ck_assert_int_eq(a.res.finish, ENGINE_FINISH_LENGTH);
 	ck_assert_int_eq(b.res.finish, ENGINE_FINISH_LENGTH);
+	valid = a.last.steps >= l.first.steps && b.last.steps >= l.first.steps;
+	if (valid) {
+		steps = l.first.steps - st0.steps;
+		p = (uint64_t)l.res.prompt_tokens;
+		ck_assert_uint_gt(p, 4 * chunk2);
+		/* The two streams were in every step until the long prompt's
+		 * first text: they never waited more than that one step's
+		 * chunk. (When detok held the first token's text back, the
+		 * long prompt's own decode steps until its first text count
+		 * too.) */
+		ck_assert_uint_eq(l.first.decode_tokens - st0.decode_tokens,
+				  2 * steps + (uint64_t)(l.first_tokens - 1));
+		/* The prompt went in once, in chunks of the adapted size: its
+		 * first token came after ceil(p / chunk) prefill steps. */
+		ck_assert_uint_eq(l.first.prefill_tokens - st0.prefill_tokens, p);
+		ck_assert_uint_eq(l.first.prefill_steps - st0.prefill_steps,
+				  (p + chunk2 - 1) / chunk2);
+		ck_assert_uint_eq(l.first.max_chunk, chunk2);
+	}
 	/* The per-phase account counts every step once: the decode-only ones
 	 * by batch size (the two streams together, alone before and after
 	 * the long prompt), the others as prefill or mixed. */
@@ -262,13 +276,31 @@ START_TEST(a_long_prompt_costs_running_streams_one_chunk_per_step)
 		n += st1.decode_steps[k];
 	ck_assert_uint_eq(n, st1.steps - st1.prefill_steps);
 	ck_assert_uint_gt(st1.decode_steps[2], 0);
-	ck_assert(st1.mixed_s > 0 && st1.decode_s > 0 && st1.decode_steps_s[2] > 0);
+	ck_assert(st1.decode_s > 0 && st1.decode_steps_s[2] > 0);
 	ck_assert(st1.emit_s >= 0 && st1.between_s >= 0);
 	ck_assert(st1.decode_cpu_s > 0 && st1.decode_steps_cpu_s[2] > 0);
+	if (valid)
+		ck_assert(st1.mixed_s > 0);
 	engine_free(e);
 	sink_destroy(&a);
 	sink_destroy(&b);
 	sink_destroy(&l);
+	return valid;
+}
+
+/* The assertions hold on a round where both streams were still running
+ * at the long prompt's first text; 5 rounds without one fail the test
+ * (on a quiet machine the first round is one: 400 tokens take far longer
+ * than the prompt's few chunks). */
+START_TEST(a_long_prompt_costs_running_streams_one_chunk_per_step)
+{
+	int round;
+
+	for (round = 0; round < 5; round++)
+		if (long_prompt_round())
+			return;
+	ck_abort_msg("in 5 rounds the running streams always ended before the long prompt's "
+		     "first text");
 }
 END_TEST
 
