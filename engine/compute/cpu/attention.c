@@ -130,25 +130,6 @@ static const float *kv_rows(const struct kv_cache *kv, uint32_t il, const void *
 	return buf;
 }
 
-/* Asks for the cache lines of positions j0 .. j0+n-1 of a head block
- * (the next key block) while the current one is computed. In a decode
- * step the blocks come from DRAM (the weights streamed since evicted
- * them) in runs of a few KiB, too short for the hardware prefetcher to
- * ramp up: converting them was a third of a k = 8 step's attention
- * (forward_step, 100-token contexts, one thread, Zen 4). A hint only: no
- * result depends on it. */
-static void kv_prefetch(const struct kv_cache *kv, uint32_t il, const void *head, uint32_t j0,
-			uint32_t n, uint32_t d)
-{
-	const uint32_t r0 = kv_cache_row(kv, il, j0);
-	const uint32_t n1 = kv_cache_is_ring(kv, il) && r0 + n > kv->rows[il] ? kv->rows[il] - r0 : n;
-	const char *p = (const char *)head + (size_t)r0 * d * kv->elt;
-	const size_t len = (size_t)n1 * d * kv->elt;
-
-	for (size_t off = 0; off < len; off += 64)
-		__builtin_prefetch(p + off, 0, 3);
-}
-
 /* ALiBi bias of key positions j0 .. j0+n-1 for a head of slope m (see
  * arch_alibi; for ARCH_ALIBI_BF16 m is already rounded). */
 static void alibi_biases(enum arch_alibi kind, float m, uint32_t j0, uint32_t n, float *bias)
@@ -297,12 +278,6 @@ static void attend_heads(const struct attn_job *job, const struct attention_tile
 		const float *kblk = kv_rows(kv, job->il, kc, j0, nb, dk, kbuf);
 		const float *vblk = kv_rows(kv, job->il, vc, j0, nb, dv, vbuf);
 
-		if (j0 + kb < end) {
-			const uint32_t nn = end - j0 - kb < kb ? end - j0 - kb : kb;
-
-			kv_prefetch(kv, job->il, kc, j0 + kb, nn, dk);
-			kv_prefetch(kv, job->il, vc, j0 + kb, nn, dv);
-		}
 		if (n == 1 && local && !a->alibi) {
 			/* Decode: the group's heads are the rows of one score
 			 * call and one value call (tiles of 4 queries share each
