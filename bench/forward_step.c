@@ -20,7 +20,9 @@
  * median step over the 1-sequence one, the cost of batching (issue 17's
  * target: at most 1 + 0.15 B); "best cpu ms" and "cpu x 1" are the
  * least CPU time of a step and its ratio to the 1-sequence one (the
- * steadiest figures on a loaded machine).
+ * steadiest figures on a loaded machine); "cpu ms/tok" is that least CPU
+ * time per sequence, to set beside the prefill's CPU time per prompt
+ * token (last line: the prefill of the last batch size's first prompt).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -75,11 +77,12 @@ static double weight_bytes(const struct model *m)
 
 /* Prefills every cache with n_prompt tokens; the seconds of the first. */
 static int prefill(struct forward_pass *p, struct kv_cache *kv, int n_seq,
-		   const int32_t *prompt, uint32_t n_prompt, double *first_s, char *err)
+		   const int32_t *prompt, uint32_t n_prompt, double *first_s, double *first_cpu_s,
+		   char *err)
 {
 	uint32_t chunk = forward_pass_max_batch(p), done;
 	struct forward_seq s;
-	double t0 = clock_now_s();
+	double t0 = clock_now_s(), c0 = cpu_now_s();
 	int i, rc;
 
 	for (i = 0; i < n_seq; i++) {
@@ -91,8 +94,10 @@ static int prefill(struct forward_pass *p, struct kv_cache *kv, int n_seq,
 			if ((rc = forward_pass_run(p, &s, 1, NULL, err)) != 0)
 				return rc;
 		}
-		if (i == 0)
+		if (i == 0) {
 			*first_s = clock_now_s() - t0;
+			*first_cpu_s = cpu_now_s() - c0;
+		}
 	}
 	return 0;
 }
@@ -106,7 +111,7 @@ int main(int argc, char **argv)
 	struct forward_seq seqs[MAX_SEQ];
 	struct forward_opts fo = {0};
 	int32_t prompt[4096], tok[MAX_SEQ];
-	double *t = NULL, *c = NULL, wb, pre_s = 0, t0, c0, one = 0, one_c = 0;
+	double *t = NULL, *c = NULL, wb, pre_s = 0, pre_c = 0, t0, c0, one = 0, one_c = 0;
 	char err[EMBER_ERR_MAX] = "";
 	float *logits = NULL;
 	uint32_t n_prompt, i;
@@ -145,12 +150,12 @@ int main(int argc, char **argv)
 	wb = weight_bytes(mp);
 	printf("weights read per decode step: %.1f MB; %d threads; prompt %u\n",
 	       wb / 1e6, n_threads, n_prompt);
-	printf("%4s %10s %10s %10s %12s %10s %8s %12s %8s\n", "seqs", "best ms", "median ms",
-	       "tok/s", "weights GB/s", "cpu ms", "x 1-seq", "best cpu ms", "cpu x 1");
+	printf("%4s %10s %10s %10s %12s %10s %8s %12s %8s %10s\n", "seqs", "best ms", "median ms",
+	       "tok/s", "weights GB/s", "cpu ms", "x 1-seq", "best cpu ms", "cpu x 1", "cpu ms/tok");
 	for (b = 1; b <= MAX_SEQ; b = b < 4 ? b + 1 : b * 2) {
 		if (only != 0 && b != 1 && b != only)
 			continue;
-		if (prefill(p, kv, b, prompt, n_prompt, &pre_s, err) != 0)
+		if (prefill(p, kv, b, prompt, n_prompt, &pre_s, &pre_c, err) != 0)
 			goto fail;
 		for (s = 0; s < steps; s++) {
 			for (k = 0; k < b; k++) {
@@ -170,12 +175,14 @@ int main(int argc, char **argv)
 			one = t[steps / 2];
 			one_c = c[0];
 		}
-		printf("%4d %10.1f %10.1f %10.2f %12.2f %10.1f %8.2f %12.1f %8.2f\n", b, t[0] * 1e3,
-		       t[steps / 2] * 1e3, b / t[steps / 2], wb / t[steps / 2] / 1e9, c[steps / 2] * 1e3,
-		       t[steps / 2] / one, c[0] * 1e3, c[0] / one_c);
+		printf("%4d %10.1f %10.1f %10.2f %12.2f %10.1f %8.2f %12.1f %8.2f %10.2f\n", b,
+		       t[0] * 1e3, t[steps / 2] * 1e3, b / t[steps / 2], wb / t[steps / 2] / 1e9,
+		       c[steps / 2] * 1e3, t[steps / 2] / one, c[0] * 1e3, c[0] / one_c,
+		       c[0] * 1e3 / b);
 	}
-	printf("prefill of one %u-token prompt (chunks of %u): %.3f s, %.1f tok/s\n", n_prompt,
-	       forward_pass_max_batch(p), pre_s, n_prompt / pre_s);
+	printf("prefill of one %u-token prompt (chunks of %u): %.3f s, %.1f tok/s, %.2f cpu ms/tok\n",
+	       n_prompt, forward_pass_max_batch(p), pre_s, n_prompt / pre_s,
+	       pre_c * 1e3 / n_prompt);
 	rc = 0;
 fail:
 	if (rc != 0)

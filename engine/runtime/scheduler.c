@@ -82,6 +82,18 @@
  * splits a run's time into prefill, mixed and decode passes (these by
  * batch size), emitting and the gaps between steps, to compare.
  *
+ * The same bound from the machine's limits (Zen 4, 2 cores: VPDPBUSD on
+ * ZMM retires 1 a cycle, ~463 G int8 ops/s a core, 926 for two; a 1-token
+ * step streams 582 MB in ~20.5 ms). A token costs 1.94 G ops in the
+ * layers plus 0.13 G in the output head. 8 streams: 800 prompt tokens =
+ * 1.55 T ops (1.67 s at peak) and 504 decode tokens in 63 steps = 1.04 T
+ * (1.13 s at peak, but 63 weight reads take ~1.3 s): a floor of ~2.8-3.0 s
+ * for 512 tokens, ~175 tok/s. One stream's floor: p = 0.21 s, so even at
+ * peak 4x needs 8 (p + G d1) >= 4 (8 p + G d8), i.e. p <= G d1 / 6 = 0.22 s
+ * with d8 = d1: prefill at >= 95% of the int8 peak with batching free.
+ * 2.5x llama-server (44.3 tok/s at 8 streams, quiet run) is 512 tokens in
+ * 4.62 s: ~62% of the floor's speed, e.g. d8 <= 28 ms at today's prefill.
+ *
  * Several choices (n > 1): admission reserves n slots at once; the first
  * prefills the prompt, the others wait (SEQ_FORK). When its prompt's
  * logits come out, each waiting choice copies the prompt's KV cache

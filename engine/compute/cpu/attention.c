@@ -278,6 +278,24 @@ static void attend_heads(const struct attn_job *job, const struct attention_tile
 		const float *kblk = kv_rows(kv, job->il, kc, j0, nb, dk, kbuf);
 		const float *vblk = kv_rows(kv, job->il, vc, j0, nb, dv, vbuf);
 
+		if (n == 1 && local && !a->alibi) {
+			/* Decode: the group's heads are the rows of one score
+			 * call and one value call (tiles of 4 queries share each
+			 * key and value load) rather than a lone-query call per
+			 * head. With one query, first = 0 and the block's nb keys
+			 * are all seen (j0 + nb <= pos + 1); head e's query, state
+			 * and output are rows e of qbuf, m, l, r, obuf, and each
+			 * score and output element sees the same operations in
+			 * either form (attention_avx2.c), so no result changes. */
+			kern_attn_scores(qbuf, ld_q, kblk, dk, NULL, scale, S, ATTN_KEYS, nh, nb);
+			if (a->softcap > 0.0f)
+				softcap_block(S, ATTN_KEYS, nh, nb, a->softcap);
+			for (e = 0; e < nh; e++)
+				softmax_block(S + (size_t)e * ATTN_KEYS, ATTN_KEYS, 0, 1, pos, j0, nb, w,
+					      m + e, l + e, r + e);
+			kern_attn_accum(obuf, ld_o, r, S, ATTN_KEYS, vblk, dv, nh, nb);
+			continue;
+		}
 		for (e = 0; e < nh; e++) {
 			const float *q = local ? qbuf + (size_t)e * n * ld_q
 					       : job->q + tl->row * ld_qs + (size_t)(h0 + e) * dk;

@@ -57,9 +57,14 @@ struct forward_pass {
 	float *rope;   /* [B][n_rot / 2][2] cos, sin of each position's angles */
 	float *rope_swa; /* the same for sliding-window layers with their own base, or NULL */
 	uint32_t *pos;  /* [B] position of each row in its sequence */
+	uint32_t *seq;  /* [B] sequence of each row (index into plan.seqs) */
 	uint32_t *row0; /* [B] first row of each sequence of the step */
 	struct attention_tile *tiles; /* [B] attention query tiles of the step */
 	void *mm_scratch; /* kern_matmul scratch for B tokens */
+	/* A residual not yet added to x (y_mlp of the last block), or NULL:
+	 * the next norm of x adds it row by row in its pool tasks rather
+	 * than the calling thread adding it alone while the others wait. */
+	const float *pending;
 };
 
 /* A single session: a pass of its own and a cache. */
@@ -70,7 +75,7 @@ struct forward_ctx {
 
 /* ---- small vector helpers ------------------------------------------------ */
 
-static void add_rows(float *x, const float *y, size_t n)
+static void add_rows(float *restrict x, const float *restrict y, size_t n)
 {
 	size_t i;
 
@@ -130,6 +135,8 @@ struct norm_job {
 	const float *gain, *bias;
 	const float *x;
 	float *out;
+	float *res;       /* x again, writable, when add is set */
+	const float *add; /* residual added into x first, or NULL */
 };
 
 /* One row (a pool task): prompts normalise hundreds of rows per layer,
@@ -143,6 +150,9 @@ static void norm_row_cb(void *data, size_t t)
 	float *o = job->out + t * d;
 	double mean = 0.0, var = 0.0, scale;
 	uint32_t i;
+
+	if (job->add)
+		add_rows(job->res + t * d, job->add + t * d, d);
 
 	if (job->f->m->arch->norm == ARCH_NORM_LAYER) {
 		for (i = 0; i < d; i++)
@@ -163,7 +173,17 @@ static void norm_row_cb(void *data, size_t t)
 static void norm(const struct forward_pass *f, const struct model_weight *w,
 		 const struct model_weight *b, const float *x, float *out, uint32_t n)
 {
-	struct norm_job job = {f, w->data, b ? b->data : NULL, x, out};
+	struct norm_job job = {f, w->data, b ? b->data : NULL, x, out, NULL, NULL};
+
+	tpool_run_1d(f->pool, norm_row_cb, &job, n);
+}
+
+/* x[n][d] += add[n][d] (a residual), then norm() of x, row by row in the
+ * pool: the same operations as add_rows() followed by norm(). */
+static void norm_add(const struct forward_pass *f, const struct model_weight *w,
+		     const struct model_weight *b, float *x, const float *add, float *out, uint32_t n)
+{
+	struct norm_job job = {f, w->data, b ? b->data : NULL, x, out, x, add};
 
 	tpool_run_1d(f->pool, norm_row_cb, &job, n);
 }
@@ -245,36 +265,63 @@ static void project_qkv(struct forward_pass *f, const struct model_layer *L, uin
 	}
 }
 
-/* Copies k[n][n_head_kv][hd_k], v[n][n_head_kv][hd_v] of rows r0 .. r0+n-1
- * into rows pos0 .. pos0+n-1 of layer il of `kv`, converting to its type. */
-static void store_kv(const struct forward_pass *f, struct kv_cache *kv, uint32_t il, uint32_t r0,
-		     uint32_t pos0, uint32_t n)
+/* Copies row r of k[][n_head_kv][hd_k], v[][n_head_kv][hd_v] into
+ * position pos of layer il of `kv`, converting to its type. */
+static void store_kv_row(const struct forward_pass *f, struct kv_cache *kv, uint32_t il,
+			 uint32_t r, uint32_t pos)
 {
 	const struct model_hparams *hp = &f->m->hp;
 	const uint32_t dk = hp->head_dim_k, dv = hp->head_dim_v;
-	uint32_t t, h, i;
+	/* Sliding-window layers may keep a ring (kv_cache.h). */
+	const size_t row = kv_cache_row(kv, il, pos);
+	uint32_t h, i;
 
 	for (h = 0; h < hp->n_head_kv; h++) {
-		char *kbase = kv_cache_k(kv, il, h), *vbase = kv_cache_v(kv, il, h);
+		const float *ks = f->k + ((size_t)r * hp->n_head_kv + h) * dk;
+		const float *vs = f->v + ((size_t)r * hp->n_head_kv + h) * dv;
+		char *kc = (char *)kv_cache_k(kv, il, h) + row * dk * kv->elt;
+		char *vc = (char *)kv_cache_v(kv, il, h) + row * dv * kv->elt;
 
-		for (t = 0; t < n; t++) {
-			const float *ks = f->k + ((size_t)(r0 + t) * hp->n_head_kv + h) * dk;
-			const float *vs = f->v + ((size_t)(r0 + t) * hp->n_head_kv + h) * dv;
-			/* Sliding-window layers may keep a ring (kv_cache.h). */
-			const size_t row = kv_cache_row(kv, il, pos0 + t);
-			char *kc = kbase + row * dk * kv->elt, *vc = vbase + row * dv * kv->elt;
-
-			if (kv->type == DTYPE_F32) {
-				memcpy(kc, ks, dk * sizeof(float));
-				memcpy(vc, vs, dv * sizeof(float));
-				continue;
-			}
-			for (i = 0; i < dk; i++)
-				((uint16_t *)kc)[i] = kern_fp32_to_fp16(ks[i]);
-			for (i = 0; i < dv; i++)
-				((uint16_t *)vc)[i] = kern_fp32_to_fp16(vs[i]);
+		if (kv->type == DTYPE_F32) {
+			memcpy(kc, ks, dk * sizeof(float));
+			memcpy(vc, vs, dv * sizeof(float));
+			continue;
 		}
+		for (i = 0; i < dk; i++)
+			((uint16_t *)kc)[i] = kern_fp32_to_fp16(ks[i]);
+		for (i = 0; i < dv; i++)
+			((uint16_t *)vc)[i] = kern_fp32_to_fp16(vs[i]);
 	}
+}
+
+struct qk_job {
+	struct forward_pass *f;
+	const struct model_layer *L;
+	uint32_t il;
+	const float *table;
+};
+
+/* Row t of a layer's q and k (a pool task): the heads' norms, RoPE, and
+ * the row's key and value into its sequence's cache. Row by row the same
+ * operations as on the whole batch at once; spread over the pool because
+ * on the calling thread alone they left the others spinning (a 16-row
+ * decode step: ~4% of its time on 2 threads, Zen 4). */
+static void qk_row_cb(void *data, size_t t)
+{
+	const struct qk_job *job = data;
+	struct forward_pass *f = job->f;
+	const struct model_hparams *hp = &f->m->hp;
+	const size_t dq = (size_t)hp->n_head * hp->head_dim_k;
+	const size_t dk = (size_t)hp->n_head_kv * hp->head_dim_k;
+	const size_t half = hp->n_rot / 2;
+	float *q = f->q + t * dq, *k = f->k + t * dk;
+	const float *cs = job->table ? job->table + t * half * 2 : NULL; /* NULL: no RoPE */
+
+	head_norm(f, &job->L->w[ARCH_T_ATTN_Q_NORM], q, 1, hp->n_head);
+	head_norm(f, &job->L->w[ARCH_T_ATTN_K_NORM], k, 1, hp->n_head_kv);
+	rope_apply(f->m, cs, q, 1, hp->n_head);
+	rope_apply(f->m, cs, k, 1, hp->n_head_kv);
+	store_kv_row(f, f->plan.seqs[f->seq[t]].kv, job->il, (uint32_t)t, f->pos[t]);
 }
 
 /* y_attn[n][n_embd] = attention of layer il over xn[n][n_embd], each
@@ -282,20 +329,11 @@ static void store_kv(const struct forward_pass *f, struct kv_cache *kv, uint32_t
 static void attention(struct forward_pass *f, uint32_t il, uint32_t n)
 {
 	const struct model_layer *L = &f->m->layers[il];
-	uint32_t s;
-
 	const float *table = f->rope_swa && arch_layer_is_swa(f->m->arch, il) ? f->rope_swa : f->rope;
+	struct qk_job job = {f, L, il, table};
 
 	project_qkv(f, L, n);
-	head_norm(f, &L->w[ARCH_T_ATTN_Q_NORM], f->q, n, f->m->hp.n_head);
-	head_norm(f, &L->w[ARCH_T_ATTN_K_NORM], f->k, n, f->m->hp.n_head_kv);
-	rope_apply(f->m, table, f->q, n, f->m->hp.n_head);
-	rope_apply(f->m, table, f->k, n, f->m->hp.n_head_kv);
-	for (s = 0; s < f->plan.n_seq; s++) {
-		const struct forward_seq *sq = &f->plan.seqs[s];
-
-		store_kv(f, sq->kv, il, f->plan.row0[s], sq->kv->n_pos, sq->n_tok);
-	}
+	tpool_run_1d(f->pool, qk_row_cb, &job, n);
 	attention_run(&f->attn, f->pool, il, f->plan.tiles, f->plan.n_tiles, f->q, f->attn_out);
 	linear(f, &L->w[ARCH_T_ATTN_OUT], &L->w[ARCH_T_ATTN_OUT_B], f->attn_out, f->y_attn, n);
 }
@@ -392,7 +430,8 @@ static void block(struct forward_pass *f, uint32_t il, uint32_t n)
 	const struct model_weight *ffn_norm = &L->w[ARCH_T_FFN_NORM];
 	const size_t len = (size_t)n * f->m->hp.n_embd;
 
-	norm(f, &L->w[ARCH_T_ATTN_NORM], &L->w[ARCH_T_ATTN_NORM_B], f->x, f->xn, n);
+	norm_add(f, &L->w[ARCH_T_ATTN_NORM], &L->w[ARCH_T_ATTN_NORM_B], f->x, f->pending, f->xn, n);
+	f->pending = NULL;
 	attention(f, il, n);
 	if (f->m->arch->residual == ARCH_RESIDUAL_PARALLEL) {
 		/* The MLP reads the same x as attention: its own norm of x when
@@ -406,12 +445,11 @@ static void block(struct forward_pass *f, uint32_t il, uint32_t n)
 	}
 	if (L->w[ARCH_T_ATTN_POST_NORM].data) /* Gemma 2 and 3, in place */
 		norm(f, &L->w[ARCH_T_ATTN_POST_NORM], NULL, f->y_attn, f->y_attn, n);
-	add_rows(f->x, f->y_attn, len);
-	norm(f, ffn_norm, &L->w[ARCH_T_FFN_NORM_B], f->x, f->xn, n);
+	norm_add(f, ffn_norm, &L->w[ARCH_T_FFN_NORM_B], f->x, f->y_attn, f->xn, n);
 	mlp(f, L, n);
 	if (L->w[ARCH_T_FFN_POST_NORM].data)
 		norm(f, &L->w[ARCH_T_FFN_POST_NORM], NULL, f->y_mlp, f->y_mlp, n);
-	add_rows(f->x, f->y_mlp, len);
+	f->pending = f->y_mlp; /* added by the next norm of x (or step()) */
 }
 
 /* ---- embedding and head ----------------------------------------------------- */
@@ -434,6 +472,7 @@ static void embed(struct forward_pass *f)
 			float *x = f->x + (size_t)r * d;
 
 			f->pos[r] = sq->kv->n_pos + t;
+			f->seq[r] = s;
 			kern_dequantize_row(e->type,
 					    (const uint8_t *)e->data + (size_t)sq->tokens[t] * row, x, d);
 			if (f->m->arch->embd_scale_sqrt)
@@ -513,8 +552,12 @@ static void step(struct forward_pass *f, const struct forward_seq *seqs, uint32_
 
 	embed(f);
 	rope_table(f, n);
+	f->pending = NULL;
 	for (il = 0; il < f->m->hp.n_layer; il++)
 		block(f, il, n);
+	if (f->pending && logits) /* else x is not read again this step */
+		add_rows(f->x, f->pending, (size_t)n * f->m->hp.n_embd);
+	f->pending = NULL;
 	if (logits)
 		head(f, logits);
 	for (s = 0; s < n_seq; s++) {
@@ -664,13 +707,13 @@ static int alloc_scratch(struct forward_pass *f)
 			 (void **)&f->y_mlp, (void **)&f->q, (void **)&f->k, (void **)&f->v,
 			 (void **)&f->qkv, (void **)&f->attn_out, (void **)&f->gate,
 			 (void **)&f->up, (void **)&f->rope, (void **)&f->pos, (void **)&f->row0,
-			 (void **)&f->tiles, (void **)&f->rope_swa};
+			 (void **)&f->tiles, (void **)&f->rope_swa, (void **)&f->seq};
 	size_t lens[] = {B * hp->n_embd, B * hp->n_embd, B * hp->n_embd, B * hp->n_embd,
 			       B * dq, B * dk, B * dv, 0,
 			       B * hp->n_head * hp->head_dim_v, B * hp->n_ff * gate_mul, B * hp->n_ff,
 			       B * (hp->n_rot / 2) * 2, B, B,
 			       (B * sizeof(struct attention_tile) + sizeof(float) - 1) / sizeof(float),
-			       hp->has_rope_base_swa ? B * (hp->n_rot / 2) * 2 : 0};
+			       hp->has_rope_base_swa ? B * (hp->n_rot / 2) * 2 : 0, B};
 	size_t mm = round64(matmul_scratch_size(f->m, f->max_batch));
 	size_t total = mm, off = mm, i;
 	uint8_t *base;
