@@ -14,6 +14,25 @@
 #define GGUF_MAP_PAGE ((size_t)4096)
 /* Below this a file spans a few huge pages at most: not worth a copy. */
 #define GGUF_MAP_MIN ((size_t)8 << 20)
+/* Memory left to everything else after the copy. */
+#define GGUF_MAP_SPARE ((size_t)512 << 20)
+
+/* Bytes the kernel could give without swapping (MemAvailable, which counts
+ * the reclaimable page cache the file itself may sit in); 0 if unknown. */
+static size_t gguf_map__available(void)
+{
+	FILE *f = fopen("/proc/meminfo", "r");
+	char line[128];
+	unsigned long long kb = 0;
+
+	if (f == NULL)
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1)
+			break;
+	fclose(f);
+	return kb > SIZE_MAX / 1024 ? SIZE_MAX : (size_t)kb * 1024;
+}
 
 int gguf_map_huge_enabled(void)
 {
@@ -47,6 +66,10 @@ void *gguf_map_huge(int fd, size_t size)
 	void *m;
 
 	if (size < GGUF_MAP_MIN || size > SIZE_MAX - 2 * GGUF_MAP_HUGE || !gguf_map_huge_enabled())
+		return NULL;
+	/* A private copy cannot be dropped and paged back in as a file
+	 * mapping can: on a machine short of memory, map the file. */
+	if (size + GGUF_MAP_SPARE > gguf_map__available())
 		return NULL;
 	len = (size + GGUF_MAP_PAGE - 1) & ~(GGUF_MAP_PAGE - 1);
 	/* over-allocate by one huge page and trim, so the copy starts on a

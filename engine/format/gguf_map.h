@@ -17,7 +17,9 @@
  * is the file's either way, as decode touches all of it.
  *
  * EMBER_HUGEPAGES=0 turns it off (the zero-copy file mapping of
- * gguf_open); so does THP "never", or a file under 8 MiB.
+ * gguf_open); so does THP "never", a file under 8 MiB, or one that would
+ * leave under 512 MiB of MemAvailable (a private copy cannot be paged
+ * out to the file as a mapping's pages can).
  *
  * Threads: gguf_map_huge is reentrant.
  */
