@@ -28,6 +28,16 @@
  *   seg4       rows of 4 KiB one after another, each read as 4 segments
  *              of 1 KiB side by side (a one-row GEMV, one accumulator per
  *              segment)
+ *   zmm-il64k  zmm, but the threads take alternate 64 KiB chunks of the
+ *              whole buffer instead of a share each (llama.cpp's mul_mat
+ *              hands 16-row chunks out from one counter, so its threads
+ *              read neighbouring addresses at once)
+ *   *-2m       the same pattern over a second buffer in 2 MiB pages
+ *              (madvise MADV_HUGEPAGE; the line "2 MiB pages" says how
+ *              much of it the kernel gave): Ember's weights live in such
+ *              pages (engine/format/gguf_map.h). The others read 4 KiB
+ *              pages, where a page walk every 4 KiB and prefetchers that
+ *              stop at page ends cost a third of the rate on a Zen 4.
  *
  * Prints, per variant, the best and median GB/s over REPS passes (wall
  * time, all threads; in brackets the same bytes over the slowest thread's
@@ -55,6 +65,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
 
 #include "clock.h"
 
@@ -222,22 +235,30 @@ __attribute__((target("avx2"))) static uint64_t membw_seg4(const char *p, size_t
 struct membw_variant {
 	const char *name;
 	membw_fn fn;
-	int avx512; /* needs AVX-512F */
+	int avx512;   /* needs AVX-512F */
+	int huge;     /* reads the buffer in 2 MiB pages */
+	size_t chunk; /* 0: a share per thread; else alternate chunks */
 };
 
 static const struct membw_variant membw_variants[] = {
-	{"u64", membw_u64, 0},
+	{"u64", membw_u64, 0, 0, 0},
 #if defined(__x86_64__)
-	{"ymm", membw_ymm, 0},
-	{"zmm", membw_zmm, 1},
-	{"ymm-pf1k", membw_ymm_pf1k, 0},
-	{"ymm-pf4k", membw_ymm_pf4k, 0},
-	{"rows4", membw_rows4, 0},
-	{"rows16", membw_rows16, 0},
-	{"rows16-pf", membw_rows16_pf, 0},
-	{"rows16-pf2", membw_rows16_pf2, 0},
-	{"rows4-pf", membw_rows4_pf, 0},
-	{"seg4", membw_seg4, 0},
+	{"ymm", membw_ymm, 0, 0, 0},
+	{"zmm", membw_zmm, 1, 0, 0},
+	{"ymm-pf1k", membw_ymm_pf1k, 0, 0, 0},
+	{"ymm-pf4k", membw_ymm_pf4k, 0, 0, 0},
+	{"rows4", membw_rows4, 0, 0, 0},
+	{"rows16", membw_rows16, 0, 0, 0},
+	{"rows16-pf", membw_rows16_pf, 0, 0, 0},
+	{"rows16-pf2", membw_rows16_pf2, 0, 0, 0},
+	{"rows4-pf", membw_rows4_pf, 0, 0, 0},
+	{"seg4", membw_seg4, 0, 0, 0},
+	{"zmm-il64k", membw_zmm, 1, 0, 64 * 1024},
+	{"zmm-2m", membw_zmm, 1, 1, 0},
+	{"ymm-2m", membw_ymm, 0, 1, 0},
+	{"rows4-pf-2m", membw_rows4_pf, 0, 1, 0},
+	{"rows16-pf-2m", membw_rows16_pf, 0, 1, 0},
+	{"zmm-il64k-2m", membw_zmm, 1, 1, 64 * 1024},
 #endif
 };
 /* 1 if this CPU can run the variant (u64 runs anywhere). */
@@ -247,6 +268,10 @@ static int membw_runs(const struct membw_variant *mv)
 		return 1;
 #if defined(__x86_64__)
 	__builtin_cpu_init();
+#if !defined(__linux__)
+	if (mv->huge)
+		return 0;
+#endif
 	return __builtin_cpu_supports("avx2") && (!mv->avx512 || __builtin_cpu_supports("avx512f"));
 #else
 	return 0;
@@ -255,10 +280,55 @@ static int membw_runs(const struct membw_variant *mv)
 
 #define MEMBW_NVAR (sizeof(membw_variants) / sizeof(membw_variants[0]))
 
+#define MEMBW_HUGE ((size_t)2 << 20)
+
+/* `bytes` of anonymous memory, 2 MiB aligned, advised for 2 MiB pages
+ * (huge) or against them (so the 4 KiB figures stay 4 KiB ones under THP
+ * "always"); written once so no page fault is timed. NULL if none. */
+static char *membw_alloc(size_t bytes, int huge)
+{
+	char *p;
+#if defined(__linux__)
+	char *m = mmap(NULL, bytes + MEMBW_HUGE, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (m == MAP_FAILED)
+		return NULL;
+	p = (char *)(((uintptr_t)m + MEMBW_HUGE - 1) & ~(uintptr_t)(MEMBW_HUGE - 1));
+	(void)madvise(p, bytes, huge ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
+#else
+	(void)huge;
+	p = aligned_alloc(64, bytes);
+	if (p == NULL)
+		return NULL;
+#endif
+	for (size_t i = 0; i < bytes / 8; i++)
+		((uint64_t *)p)[i] = i;
+	return p;
+}
+
+/* MiB of anonymous memory in huge pages (the 2 MiB buffer's, as the
+ * other is advised against them); -1 if unknown. */
+static long membw_huge_mib(void)
+{
+	FILE *f = fopen("/proc/self/smaps_rollup", "r");
+	char line[128];
+	long kb = -1;
+
+	if (f == NULL)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "AnonHugePages: %ld kB", &kb) == 1)
+			break;
+	fclose(f);
+	return kb < 0 ? -1 : kb / 1024;
+}
+
 struct membw_part {
 	membw_fn fn;
 	const char *p;
-	size_t n; /* bytes */
+	size_t n;     /* bytes from p this thread reads (chunk 0) or spans */
+	size_t chunk; /* 0: all n; else `chunk` bytes every `stride` */
+	size_t stride;
 	pthread_barrier_t *start;
 	uint64_t sum;
 	double cpu_s; /* the thread's CPU time for its share */
@@ -272,7 +342,11 @@ static void *membw_read(void *arg)
 
 	pthread_barrier_wait(m->start);
 	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &a);
-	m->sum = m->fn(m->p, m->n);
+	if (m->chunk == 0)
+		m->sum = m->fn(m->p, m->n);
+	else
+		for (size_t o = 0; o + m->chunk <= m->n; o += m->stride)
+			m->sum += m->fn(m->p + o, m->chunk);
 	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &b);
 	m->cpu_s = (double)(b.tv_sec - a.tv_sec) + (b.tv_nsec - a.tv_nsec) * 1e-9;
 	return NULL;
@@ -285,10 +359,11 @@ static int membw_cmp(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-/* One pass of `fn` over the buffer on `threads` threads: wall seconds;
- * *cpu gets the longest thread's CPU seconds. */
-static double membw_pass(membw_fn fn, const char *buf, size_t share, int threads, uint64_t *sum,
-			 double *cpu)
+/* One pass of `mv` over the buffer on `threads` threads: wall seconds;
+ * *cpu gets the longest thread's CPU seconds. share * threads bytes are
+ * read, in a share per thread or (mv->chunk) in alternate chunks. */
+static double membw_pass(const struct membw_variant *mv, const char *buf, size_t share,
+			 int threads, uint64_t *sum, double *cpu)
 {
 	pthread_t th[MEMBW_MAX_THREADS];
 	struct membw_part part[MEMBW_MAX_THREADS];
@@ -297,7 +372,14 @@ static double membw_pass(membw_fn fn, const char *buf, size_t share, int threads
 
 	pthread_barrier_init(&start, NULL, (unsigned)threads + 1);
 	for (int i = 0; i < threads; i++) {
-		part[i] = (struct membw_part){fn, buf + (size_t)i * share, share, &start, 0, 0};
+		size_t c = mv->chunk;
+		if (c == 0)
+			part[i] = (struct membw_part){mv->fn, buf + (size_t)i * share, share, 0, 0,
+						      &start, 0, 0};
+		else
+			part[i] = (struct membw_part){mv->fn, buf + (size_t)i * c,
+						      share * (size_t)threads - (size_t)i * c, c,
+						      c * (size_t)threads, &start, 0, 0};
 		pthread_create(&th[i], NULL, membw_read, &part[i]);
 	}
 	pthread_barrier_wait(&start);
@@ -378,11 +460,11 @@ int main(int argc, char **argv)
 	long mib = argc > 2 ? atol(argv[2]) : 1024;
 	int reps = argc > 3 ? atoi(argv[3]) : 7;
 	const char *only = argc > 4 ? argv[4] : "all";
-	int run[MEMBW_NVAR], best_v = -1, any = 0;
+	int run[MEMBW_NVAR], best_v = -1, any = 0, any_huge = 0;
 	double t[MEMBW_NVAR][MEMBW_MAX_REPS], c[MEMBW_NVAR][MEMBW_MAX_REPS], best_gb = 0;
 	size_t bytes, share;
 	uint64_t sum = 0;
-	char *buf;
+	char *buf, *hbuf = NULL;
 
 	if (argc > 1 && strcmp(argv[1], "--spin") == 0)
 		return membw_spin_check();
@@ -396,30 +478,36 @@ int main(int argc, char **argv)
 		run[v] = (strcmp(only, "all") == 0 || strcmp(only, mv->name) == 0) &&
 			 membw_runs(mv);
 		any |= run[v];
+		any_huge |= run[v] && mv->huge;
 	}
 	if (!any) {
 		fprintf(stderr, "membw: no variant '%s' runs on this CPU\n", only);
 		return 2;
 	}
 	bytes = (size_t)mib << 20;
-	/* a multiple of every variant's step (16 and 18 KiB tiles) */
-	share = bytes / (size_t)threads / (144 * 1024) * (144 * 1024);
-	buf = aligned_alloc(64, bytes);
-	if (buf == NULL) {
+	/* a multiple of every variant's step (16 and 18 KiB tiles, 64 KiB
+	 * chunks) */
+	share = bytes / (size_t)threads / (576 * 1024) * (576 * 1024);
+	buf = membw_alloc(bytes, 0);
+	if (buf != NULL && any_huge)
+		hbuf = membw_alloc(bytes, 1);
+	if (buf == NULL || (any_huge && hbuf == NULL)) {
 		fprintf(stderr, "membw: out of memory\n");
 		return 1;
 	}
-	for (size_t i = 0; i < bytes / 8; i++)
-		((uint64_t *)buf)[i] = i;
 	/* variants alternate within each round, so a burst of load from
 	 * other processes hits all of them alike */
 	for (int r = 0; r < reps; r++)
 		for (size_t v = 0; v < MEMBW_NVAR; v++)
 			if (run[v])
-				t[v][r] = membw_pass(membw_variants[v].fn, buf, share, threads, &sum,
-						     &c[v][r]);
+				t[v][r] = membw_pass(&membw_variants[v],
+						     membw_variants[v].huge ? hbuf : buf, share,
+						     threads, &sum, &c[v][r]);
 	printf("membw: %d threads, %ld MiB, %d passes each (checksum %llu)\n", threads, mib, reps,
 	       (unsigned long long)(sum & 0xff));
+	if (any_huge)
+		printf("membw: 2 MiB pages: %ld of %ld MiB of the -2m buffer\n", membw_huge_mib(),
+		       mib);
 	for (size_t v = 0; v < MEMBW_NVAR; v++) {
 		double gb = (double)share * threads / 1e9, med;
 		if (!run[v])
@@ -427,7 +515,7 @@ int main(int argc, char **argv)
 		qsort(t[v], (size_t)reps, sizeof(double), membw_cmp);
 		qsort(c[v], (size_t)reps, sizeof(double), membw_cmp);
 		med = gb / t[v][reps / 2];
-		printf("  %-10s best %6.1f GB/s  median %6.1f GB/s   (CPU time: best %6.1f, median "
+		printf("  %-12s best %6.1f GB/s  median %6.1f GB/s   (CPU time: best %6.1f, median "
 		       "%6.1f)\n",
 		       membw_variants[v].name, gb / t[v][0], med, gb / c[v][0], gb / c[v][reps / 2]);
 		if (med > best_gb) {
@@ -439,6 +527,6 @@ int main(int argc, char **argv)
 	       "best median)\n",
 	       threads, mib, (double)share * threads / 1e9 / t[best_v][0], best_gb,
 	       membw_variants[best_v].name);
-	free(buf);
+	/* the buffers go with the process */
 	return 0;
 }

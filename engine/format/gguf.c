@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "ember.h"
+#include "gguf_map.h"
 
 /* Arrays of arrays are legal but nothing uses them; deeper nesting than
  * this is an attack on the recursion, not a model. */
@@ -563,7 +564,7 @@ fail:
 	return rc;
 }
 
-int gguf_open(struct gguf *g, const char *path, char *err)
+static int gguf__open(struct gguf *g, const char *path, int huge, char *err)
 {
 	struct stat st;
 	void *map = MAP_FAILED;
@@ -582,7 +583,10 @@ int gguf_open(struct gguf *g, const char *path, char *err)
 				  S_ISREG(st.st_mode) ? "empty file" : "not a regular file");
 		goto fail;
 	}
-	map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+	if (huge && (map = gguf_map_huge(fd, (size_t)st.st_size)) == NULL)
+		map = MAP_FAILED;
+	if (map == MAP_FAILED)
+		map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
 	if (map == MAP_FAILED) {
 		rc = ember_seterr(err, EMBER_EIO, "%s: mmap: %m", path);
 		goto fail;
@@ -598,6 +602,16 @@ fail:
 		munmap(map, (size_t)st.st_size);
 	close(fd);
 	return rc;
+}
+
+int gguf_open(struct gguf *g, const char *path, char *err)
+{
+	return gguf__open(g, path, 0, err);
+}
+
+int gguf_open_weights(struct gguf *g, const char *path, char *err)
+{
+	return gguf__open(g, path, 1, err);
 }
 
 void gguf_close(struct gguf *g)

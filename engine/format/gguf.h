@@ -115,6 +115,11 @@ struct gguf {
  * writes the reason to `err` and leaves `g` closed (gguf_close is a no-op). */
 int gguf_open(struct gguf *g, const char *path, char *err);
 
+/* Same, for a model whose weights decode streams token after token: the
+ * file is read into 2 MiB pages where the kernel gives them (gguf_map.h),
+ * else mapped as gguf_open does. Nothing else differs. */
+int gguf_open_weights(struct gguf *g, const char *path, char *err);
+
 /* Same over caller memory that must outlive `g` (tests, fuzzing). */
 int gguf_open_memory(struct gguf *g, const void *buf, size_t len, char *err);
 

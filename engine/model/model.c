@@ -525,13 +525,14 @@ fail:
 	return rc;
 }
 
-int model_open(struct model *m, const char *path, char *err)
+static int model__open(struct model *m, const char *path, int huge, char *err)
 {
 	struct gguf g;
 	int rc;
 
 	memset(m, 0, sizeof(*m));
-	if ((rc = gguf_open(&g, path, err)) < 0)
+	/* weights in 2 MiB pages: decode streams them faster (gguf_map.h) */
+	if ((rc = huge ? gguf_open_weights(&g, path, err) : gguf_open(&g, path, err)) < 0)
 		return rc;
 	/* model_load() zeroes m, so load against a copy held in `g`, then
 	 * move it into the model and repoint. */
@@ -543,6 +544,16 @@ int model_open(struct model *m, const char *path, char *err)
 	m->gguf = &m->own_gguf;
 	m->owns_gguf = 1;
 	return 0;
+}
+
+int model_open(struct model *m, const char *path, char *err)
+{
+	return model__open(m, path, 1, err);
+}
+
+int model_open_mapped(struct model *m, const char *path, char *err)
+{
+	return model__open(m, path, 0, err);
 }
 
 void model_free(struct model *m)

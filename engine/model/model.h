@@ -92,8 +92,13 @@ struct model {
  * names the key or tensor. On failure `m` needs no model_free(). */
 int model_load(struct model *m, const struct gguf *g, char *err);
 
-/* gguf_open(path) + model_load(); the model owns the file. */
+/* gguf_open_weights(path) + model_load(); the model owns the file, its
+ * weights in 2 MiB pages where the kernel gives them (gguf_map.h). */
 int model_open(struct model *m, const char *path, char *err);
+
+/* Same over the plain file mapping (gguf_open): for a device that uploads
+ * the weights, where a private host copy would only hold memory. */
+int model_open_mapped(struct model *m, const char *path, char *err);
 
 /* Releases what `m` owns (and the file, after model_open). NULL-safe and
  * safe on a zeroed struct. */
