@@ -402,6 +402,15 @@ void KG_FN(quantize_act_q8k)(const float *x, struct kern_block_q8_k *y, size_t n
 	}
 }
 
+#ifdef KG_ZMM
+#include "kquants_gemv_zmm.h"
+#define KG_K4_ROWS kz_k4_rows
+#define KG_Q6_ROWS kz_q6_rows
+#else
+#define KG_K4_ROWS kg_k4_rows
+#define KG_Q6_ROWS kg_q6_rows
+#endif
+
 /* One function per (type, rows): constant R, the loops unrolled. */
 #define KG_ROWS_FN(name, call)                                                             \
 	static __attribute__((noinline)) void name(const struct kern_gemm_args *a, size_t o, \
@@ -409,12 +418,12 @@ void KG_FN(quantize_act_q8k)(const float *x, struct kern_block_q8_k *y, size_t n
 	{                                                                                  \
 		call;                                                                      \
 	}
-KG_ROWS_FN(KG_FN(q4k_4), kg_k4_rows(a, o, 4, 0, o1))
-KG_ROWS_FN(KG_FN(q4k_1), kg_k4_rows(a, o, 1, 0, o1))
-KG_ROWS_FN(KG_FN(q5k_4), kg_k4_rows(a, o, 4, 1, o1))
-KG_ROWS_FN(KG_FN(q5k_1), kg_k4_rows(a, o, 1, 1, o1))
-KG_ROWS_FN(KG_FN(q6k_4), kg_q6_rows(a, o, 4, o1))
-KG_ROWS_FN(KG_FN(q6k_1), kg_q6_rows(a, o, 1, o1))
+KG_ROWS_FN(KG_FN(q4k_4), KG_K4_ROWS(a, o, 4, 0, o1))
+KG_ROWS_FN(KG_FN(q4k_1), KG_K4_ROWS(a, o, 1, 0, o1))
+KG_ROWS_FN(KG_FN(q5k_4), KG_K4_ROWS(a, o, 4, 1, o1))
+KG_ROWS_FN(KG_FN(q5k_1), KG_K4_ROWS(a, o, 1, 1, o1))
+KG_ROWS_FN(KG_FN(q6k_4), KG_Q6_ROWS(a, o, 4, o1))
+KG_ROWS_FN(KG_FN(q6k_1), KG_Q6_ROWS(a, o, 1, o1))
 
 typedef void (*kg_rows_fn)(const struct kern_gemm_args *a, size_t o, size_t o1);
 
