@@ -24,7 +24,8 @@
  * super-block's bytes into row lanes (compute bound: LEVELS.md).
  *
  * Prefetch: the rows KG_AHEAD ahead, the same super-block, into L2 (T1):
- * into L1 a whole step of rows evicts the rows in use (LEVELS.md).
+ * into L1 a whole step of rows evicts the rows in use (LEVELS.md); past
+ * the chunk, up to the matrix's last row (kg_gemv()).
  */
 #include <immintrin.h>
 #include <string.h>
@@ -208,7 +209,7 @@ KG_INLINE void kg_k4_scales(const char *b, __m128i *sc, __m128i *mn)
 }
 
 /* Rows o .. o + R - 1 of Q4_K (five = 0) or Q5_K. */
-KG_INLINE void kg_k4_rows(const struct kern_gemm_args *a, size_t o, int R, int five, size_t o1)
+KG_INLINE void kg_k4_rows(const struct kern_gemm_args *a, size_t o, int R, int five, size_t end)
 {
 	const size_t bs = five ? sizeof(struct kern_block_q5_k) : sizeof(struct kern_block_q4_k);
 	const size_t qs_off = five ? 48 : 16, nsb = a->n_in / KERN_QKK, st = a->w_stride;
@@ -216,7 +217,7 @@ KG_INLINE void kg_k4_rows(const struct kern_gemm_args *a, size_t o, int R, int f
 	const __m256i m4 = _mm256_set1_epi8(0x0f), b16 = _mm256_set1_epi8(16);
 	const struct kern_block_q8_k *x = a->xk;
 	const char *w[KG_R];
-	const int pf = o + KG_AHEAD + R <= o1;
+	const int pf = o + KG_AHEAD + R <= end;
 	__m128 acc = _mm_setzero_ps();
 
 	KG_UNROLL
@@ -300,13 +301,13 @@ KG_INLINE void kg_k4_rows(const struct kern_gemm_args *a, size_t o, int R, int f
  * d; element e: n = e / 128, k = (e % 128) / 32, l = e % 32 takes a
  * nibble of ql[64n + 32(k & 1) + l] (k < 2 low) and bits 2k, 2k + 1 of
  * qh[32n + l]. */
-KG_INLINE void kg_q6_rows(const struct kern_gemm_args *a, size_t o, int R, size_t o1)
+KG_INLINE void kg_q6_rows(const struct kern_gemm_args *a, size_t o, int R, size_t end)
 {
 	const size_t bs = sizeof(struct kern_block_q6_k), nsb = a->n_in / KERN_QKK;
 	const size_t st = a->w_stride;
 	const struct kern_block_q8_k *x = a->xk;
 	const char *w[KG_R];
-	const int pf = o + KG_AHEAD + R <= o1;
+	const int pf = o + KG_AHEAD + R <= end;
 	__m128 acc = _mm_setzero_ps();
 
 	KG_UNROLL
@@ -414,31 +415,36 @@ void KG_FN(quantize_act_q8k)(const float *x, struct kern_block_q8_k *y, size_t n
 /* One function per (type, rows): constant R, the loops unrolled. */
 #define KG_ROWS_FN(name, call)                                                             \
 	static __attribute__((noinline)) void name(const struct kern_gemm_args *a, size_t o, \
-						   size_t o1)                                \
+						   size_t end)                               \
 	{                                                                                  \
 		call;                                                                      \
 	}
-KG_ROWS_FN(KG_FN(q4k_4), KG_K4_ROWS(a, o, 4, 0, o1))
-KG_ROWS_FN(KG_FN(q4k_1), KG_K4_ROWS(a, o, 1, 0, o1))
-KG_ROWS_FN(KG_FN(q5k_4), KG_K4_ROWS(a, o, 4, 1, o1))
-KG_ROWS_FN(KG_FN(q5k_1), KG_K4_ROWS(a, o, 1, 1, o1))
-KG_ROWS_FN(KG_FN(q6k_4), KG_Q6_ROWS(a, o, 4, o1))
-KG_ROWS_FN(KG_FN(q6k_1), KG_Q6_ROWS(a, o, 1, o1))
+KG_ROWS_FN(KG_FN(q4k_4), KG_K4_ROWS(a, o, 4, 0, end))
+KG_ROWS_FN(KG_FN(q4k_1), KG_K4_ROWS(a, o, 1, 0, end))
+KG_ROWS_FN(KG_FN(q5k_4), KG_K4_ROWS(a, o, 4, 1, end))
+KG_ROWS_FN(KG_FN(q5k_1), KG_K4_ROWS(a, o, 1, 1, end))
+KG_ROWS_FN(KG_FN(q6k_4), KG_Q6_ROWS(a, o, 4, end))
+KG_ROWS_FN(KG_FN(q6k_1), KG_Q6_ROWS(a, o, 1, end))
 
-typedef void (*kg_rows_fn)(const struct kern_gemm_args *a, size_t o, size_t o1);
+typedef void (*kg_rows_fn)(const struct kern_gemm_args *a, size_t o, size_t end);
 
 /* Four rows a step; the last one to three one at a time (each lane is
  * the same instruction sequence, so a row's result does not depend on
- * the step it falls in). */
+ * the step it falls in). The row functions prefetch up to the matrix's
+ * last row (y_stride: n_out for one token), not the chunk's: a thread
+ * goes on to the next chunk of its region, whose first KG_AHEAD rows
+ * would otherwise come from DRAM unannounced (one 64-row chunk in four
+ * of a two-thread decode: 25.6 -> 16.6 GB/s, one thread). */
 KG_INLINE void kg_gemv(kg_rows_fn four, kg_rows_fn one, const struct kern_gemm_args *a, size_t o0,
 		       size_t o1)
 {
+	const size_t end = a->y_stride > o1 ? a->y_stride : o1;
 	size_t o = o0;
 
 	for (; o + KG_R <= o1; o += KG_R)
-		four(a, o, o1);
+		four(a, o, end);
 	for (; o < o1; o++)
-		one(a, o, o1);
+		one(a, o, end);
 }
 
 void KG_FN(gemv_q4_k)(const struct kern_gemm_args *a, size_t o0, size_t o1)

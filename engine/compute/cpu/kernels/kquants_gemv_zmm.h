@@ -116,14 +116,14 @@ KG_INLINE void kz_k4_decode(const char *const w[KG_R], size_t off, const struct 
  * activations are taken as [x 4h | x 4h + 2] and [x 4h + 1 | x 4h + 3]
  * (built once per super-block for the four rows); packed, a 128-bit lane
  * holds [sub 4h x 4 | sub 4h + 1 x 4] (lanes 0, 1) or [4h + 2 | 4h + 3]. */
-KG_INLINE void kz_k4_rows(const struct kern_gemm_args *a, size_t o, int R, int five, size_t o1)
+KG_INLINE void kz_k4_rows(const struct kern_gemm_args *a, size_t o, int R, int five, size_t end)
 {
 	const size_t bs = five ? sizeof(struct kern_block_q5_k) : sizeof(struct kern_block_q4_k);
 	const size_t qs_off = five ? 48 : 16, nsb = a->n_in / KERN_QKK, st = a->w_stride;
 	const __m512i m4 = _mm512_set1_epi8(0x0f), b16 = _mm512_set1_epi8(16);
 	const struct kern_block_q8_k *x = a->xk;
 	const char *w[KG_R];
-	const int pf = o + KG_AHEAD + R <= o1;
+	const int pf = o + KG_AHEAD + R <= end;
 	__m512i pidx[KG_R][2];
 	__m128 acc = _mm_setzero_ps();
 
@@ -204,7 +204,7 @@ KG_INLINE void kz_k4_rows(const struct kern_gemm_args *a, size_t o, int R, int f
  * q23, 128n + 64 .. 128n + 127, whose activations are contiguous; a
  * 128-bit lane L holds sub-block 8n + L (q01) or 8n + 4 + L (q23), so
  * packed: [sub 8n + L x 4 | sub 8n + 4 + L x 4]. */
-KG_INLINE void kz_q6_rows(const struct kern_gemm_args *a, size_t o, int R, size_t o1)
+KG_INLINE void kz_q6_rows(const struct kern_gemm_args *a, size_t o, int R, size_t end)
 {
 	const size_t bs = sizeof(struct kern_block_q6_k), nsb = a->n_in / KERN_QKK;
 	const size_t st = a->w_stride;
@@ -212,7 +212,7 @@ KG_INLINE void kz_q6_rows(const struct kern_gemm_args *a, size_t o, int R, size_
 	const __m512i m30 = _mm512_set1_epi8(0x30);
 	const struct kern_block_q8_k *x = a->xk;
 	const char *w[KG_R];
-	const int pf = o + KG_AHEAD + R <= o1;
+	const int pf = o + KG_AHEAD + R <= end;
 	__m512i pidx[2][2];
 	__m128 acc = _mm_setzero_ps();
 
