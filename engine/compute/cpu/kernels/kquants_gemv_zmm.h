@@ -199,6 +199,16 @@ KG_INLINE void kz_k4_rows(const struct kern_gemm_args *a, size_t o, int R, int f
 	memcpy(a->y + o, out, (size_t)R * sizeof(float));
 }
 
+/* The 16 int8 scales at off of rows 2i and 2i + 1 as int16, in sc[i]. */
+KG_INLINE void kz_q6_scales(const char *const w[KG_R], size_t off, __m512i sc[2])
+{
+	KG_UNROLL
+	for (int i = 0; i < 2; i++)
+		sc[i] = _mm512_cvtepi8_epi16(
+			_mm256_setr_m128i(_mm_loadu_si128((const __m128i *)(w[2 * i] + off)),
+					  _mm_loadu_si128((const __m128i *)(w[2 * i + 1] + off))));
+}
+
 /* Rows o .. o + R - 1 of Q6_K (layout: kg_q6_rows()). Per row and half n
  * of a super-block: [ql | qh] make q01, elements 128n .. 128n + 63, and
  * q23, 128n + 64 .. 128n + 127, whose activations are contiguous; a
@@ -225,9 +235,17 @@ KG_INLINE void kz_q6_rows(const struct kern_gemm_args *a, size_t o, int R, size_
 		for (int n = 0; n < 2; n++)
 			pidx[r][n] = kz_scale_idx(16 * r, 8 * n, 1, 1, 4);
 	}
+	__m512i sc_n[2];
+	kz_q6_scales(w, 192, sc_n);
 	for (size_t s = 0; s < nsb; s++) {
 		const size_t sb = s * bs;
 		const int8_t *xq = x[s].qs;
+
+		if (pf) {
+			KG_UNROLL
+			for (int r = 0; r < R; r++)
+				kg_prefetch(w[r] + KG_AHEAD * st + sb, bs);
+		}
 		const __m512i xv[4] = {kz_load(xq), kz_load(xq + 64), kz_load(xq + 128),
 				       kz_load(xq + 192)};
 		/* -(sums of 16 activations), for both rows of a scale pair */
@@ -235,18 +253,11 @@ KG_INLINE void kz_q6_rows(const struct kern_gemm_args *a, size_t o, int R, size_
 			_mm512_setzero_si512(), _mm512_broadcast_i64x4(kg_load(x[s].bsums)));
 		__m512i iacc[KG_R];
 
-		if (pf) {
-			KG_UNROLL
-			for (int r = 0; r < R; r++)
-				kg_prefetch(w[r] + KG_AHEAD * st + sb, bs);
-		}
-		/* rows 2i, 2i + 1: their 16 int8 scales as int16 */
-		__m512i sc[2];
-		KG_UNROLL
-		for (int i = 0; i < 2; i++)
-			sc[i] = _mm512_cvtepi8_epi16(_mm256_setr_m128i(
-				_mm_loadu_si128((const __m128i *)(w[2 * i] + sb + 192)),
-				_mm_loadu_si128((const __m128i *)(w[2 * i + 1] + sb + 192))));
+		/* rows 2i, 2i + 1: their 16 int8 scales as int16, read one
+		 * super-block ahead */
+		const __m512i sc[2] = {sc_n[0], sc_n[1]};
+		if (s + 1 < nsb)
+			kz_q6_scales(w, sb + bs + 192, sc_n);
 		KG_UNROLL
 		for (int r = 0; r < KG_R; r++) {
 			iacc[r] = _mm512_setzero_si512();
