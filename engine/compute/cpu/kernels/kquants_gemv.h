@@ -9,7 +9,9 @@
  *   KG_GEMM_Q4_K .. _Q6_K the level's gemm, run when a call has no
  *                         kern_block_q8_k activations (args.xk NULL)
  *   KG_CHAINS (optional)  2: two accumulators per row (VPDPWSSD latency)
- *   KG_ZMM (optional)     Q6_K on 512-bit registers (AVX-512 BW)
+ *   KG_ZMM (optional)     the row bodies of kquants_gemv_zmm.h instead
+ *                         (AVX-512 BW/VL + VNNI: VPDPBUSD, packed to int16,
+ *                         one VPDPWSSD per 128 weights)
  * Include only from a file compiled with at least AVX2 + FMA + F16C.
  *
  * What is computed: kquants_gemv_ref.c (the specification, equalled bit
@@ -138,57 +140,6 @@ KG_INLINE __m256i kg_q6_row_y(const char *b, __m128i sc8, const int8_t *xq)
 	return _mm256_add_epi32(isum, isum2);
 }
 
-#ifdef KG_ZMM
-KG_INLINE __m512i kg_load512(const void *p)
-{
-	return _mm512_loadu_si512(p);
-}
-
-/* Two 32-byte pieces as one ZMM. */
-KG_INLINE __m512i kg_join(__m256i lo, __m256i hi)
-{
-	return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
-}
-
-/* kg_q6_row_y() on ZMM: ql bytes 64n .. 64n + 63 with [qh | qh >> 2]
- * make blocks [4n | 4n + 1] (low nibbles) and [4n + 2 | 4n + 3] (high),
- * whose activations are 64 contiguous bytes each; 128-bit lane L of
- * those holds sub-block 8n + L (+ 4). */
-KG_INLINE __m256i kg_q6_row_z(const char *b, __m128i sc8, const int8_t *xq)
-{
-	const __m512i m4 = _mm512_set1_epi8(0x0f), m03 = _mm512_set1_epi8(0x03);
-	const __m512i m30 = _mm512_set1_epi8(0x30);
-	const __m512i sca = _mm512_broadcast_i32x4(_mm_cvtepi8_epi16(sc8));
-	const __m512i scb = _mm512_broadcast_i32x4(_mm_cvtepi8_epi16(_mm_srli_si128(sc8, 8)));
-	const __m512i i01 = kg_join(_mm256_setr_m128i(_mm_set1_epi16(0x0100), _mm_set1_epi16(0x0302)),
-				    _mm256_setr_m128i(_mm_set1_epi16(0x0504), _mm_set1_epi16(0x0706)));
-	const __m512i i23 = _mm512_add_epi8(i01, _mm512_set1_epi8(8));
-	__m512i isum = _mm512_setzero_si512(), isum2 = _mm512_setzero_si512();
-
-	KG_UNROLL
-	for (int n = 0; n < 2; n++) {
-		const __m512i ql = kg_load512(b + 64 * n);
-		const __m256i h = kg_load(b + 128 + 32 * n);
-		const __m512i qh = kg_join(h, _mm256_srli_epi16(h, 2));
-		const __m512i sc = n ? scb : sca;
-		/* (ql & 15) | (qh & 3) << 4;  (ql >> 4 & 15) | (qh & 0x30) */
-		const __m512i q01 = _mm512_ternarylogic_epi32(
-			_mm512_slli_epi16(_mm512_and_si512(qh, m03), 4), ql, m4, 0xF8);
-		const __m512i q23 = _mm512_ternarylogic_epi32(
-			_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4), qh, m30, 0xF8);
-		isum = _mm512_dpwssd_epi32(isum, _mm512_maddubs_epi16(q01, kg_load512(xq + 128 * n)),
-					   _mm512_shuffle_epi8(sc, i01));
-		isum2 = _mm512_dpwssd_epi32(isum2,
-					    _mm512_maddubs_epi16(q23, kg_load512(xq + 128 * n + 64)),
-					    _mm512_shuffle_epi8(sc, i23));
-	}
-	isum = _mm512_add_epi32(isum, isum2);
-	return _mm256_add_epi32(_mm512_castsi512_si256(isum), _mm512_extracti64x4_epi64(isum, 1));
-}
-#define KG_Q6_ROW kg_q6_row_z
-#else
-#define KG_Q6_ROW kg_q6_row_y
-#endif
 
 /* Q4_K/Q5_K scales and minimums of the super-block at b (quants.h
  * kern_k4_scale_min()) as eight int16 each, in vector registers (no
@@ -336,7 +287,7 @@ KG_INLINE void kg_q6_rows(const struct kern_gemm_args *a, size_t o, int R, size_
 			const __m256i off = _mm256_slli_epi32(
 				_mm256_madd_epi16(_mm256_cvtepi8_epi16(sc8), bsums), 5);
 
-			iv[r] = _mm256_sub_epi32(KG_Q6_ROW(b, sc8, xq), off);
+			iv[r] = _mm256_sub_epi32(kg_q6_row_y(b, sc8, xq), off);
 		}
 		const __m128i i4 = kg_hsum4(iv);
 		__m128 sc4, d4; /* bytes 206..209: scales 14, 15, then d */

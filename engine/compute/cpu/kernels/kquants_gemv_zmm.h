@@ -20,7 +20,9 @@
  * accumulator (one masked VPDPWSSD of 32 x the scales with the negated
  * activation sums); Q4_K/Q5_K's minimums are one VPMADDWD for four rows.
  * The four rows' accumulators are reduced together once per super-block
- * (VPUNPCK tree, no VPHADDD), with the minimum sums beside them.
+ * (VPUNPCK tree, no VPHADDD), with the minimum sums beside them. Every
+ * row's scales are read one super-block ahead: they start the row's chain,
+ * and from DRAM their latency was the step's.
  * Instruction counts per row and super-block: LEVELS.md.
  */
 #ifndef KQUANTS_GEMV_ZMM_H
