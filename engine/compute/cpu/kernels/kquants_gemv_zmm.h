@@ -300,4 +300,120 @@ KG_INLINE void kz_q6_rows(const struct kern_gemm_args *a, size_t o, int R, size_
 	memcpy(a->y + o, out, (size_t)R * sizeof(float));
 }
 
+/* VPERMW indices of Q2_K's scale vector for rows 2i + r2 (r2 = 0, 1 of a
+ * pair's 32 int16 scales) and pair jj of its value planes: word k in lane
+ * L takes sub-block [0, 1, 8, 9][L] + 4 jj + 2 (k % 8 / 4). */
+KG_INLINE __m512i kz_q2_idx(int r2, int jj)
+{
+	static const short base[4] = {0, 1, 8, 9};
+	short v[32];
+
+	for (int k = 0; k < 32; k++)
+		v[k] = (short)(16 * r2 + base[k / 8] + 4 * jj + 2 * (k % 8 / 4));
+	return _mm512_loadu_si512(v);
+}
+
+/* Q2_K scales of rows 2i, 2i + 1 as int16 (sc[i]) and the four rows'
+ * minimums times the activation sums of xs, lane k: [row 0 .. row 3]. */
+KG_INLINE void kz_q2_decode(const char *const w[KG_R], size_t off, const struct kern_block_q8_k *xs,
+			    __m512i sc[2], __m512i *mins)
+{
+	const __m256i m4 = _mm256_set1_epi8(0x0f);
+	const __m512i bs2 = _mm512_broadcast_i64x4(kg_load(xs->bsums));
+	const __m512i tr = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+	__m512i ms[2];
+
+	KG_UNROLL
+	for (int i = 0; i < 2; i++) {
+		const __m256i raw =
+			_mm256_setr_m128i(_mm_loadu_si128((const __m128i *)(w[2 * i] + off)),
+					  _mm_loadu_si128((const __m128i *)(w[2 * i + 1] + off)));
+		sc[i] = _mm512_cvtepu8_epi16(_mm256_and_si256(raw, m4));
+		ms[i] = _mm512_madd_epi16(
+			_mm512_cvtepu8_epi16(_mm256_and_si256(_mm256_srli_epi16(raw, 4), m4)), bs2);
+	}
+	/* lane r: row r's four partial sums, then transposed */
+	const __m512i p = _mm512_add_epi32(_mm512_shuffle_i64x2(ms[0], ms[1], _MM_SHUFFLE(2, 0, 2, 0)),
+					   _mm512_shuffle_i64x2(ms[0], ms[1], _MM_SHUFFLE(3, 1, 3, 1)));
+	*mins = _mm512_permutexvar_epi32(tr, p);
+}
+
+/* Rows o .. o + R - 1 of Q2_K: 16 sub-blocks of 16, a 4-bit scale and
+ * minimum each (scales[k] low / high nibble), 2-bit values, element
+ * 128n + 32j + l in bits 2j, 2j + 1 of qs[32n + l]. A row's 64 qs bytes
+ * are one ZMM; (qs >> 2j) & 3 holds elements [32j .. | 128 + 32j ..], a
+ * 128-bit lane one sub-block ([2j, 2j + 1, 8 + 2j, 9 + 2j]), against the
+ * activations joined the same way; planes j and j + 1 packed to int16. */
+KG_INLINE void kz_q2_rows(const struct kern_gemm_args *a, size_t o, int R, size_t end)
+{
+	const size_t bs = sizeof(struct kern_block_q2_k), nsb = a->n_in / KERN_QKK;
+	const size_t st = a->w_stride;
+	const __m512i m3 = _mm512_set1_epi8(3);
+	const struct kern_block_q8_k *x = a->xk;
+	const char *w[KG_R];
+	const int pf = o + KG_AHEAD + R <= end;
+	__m512i pidx[2][2];
+	__m128 acc = _mm_setzero_ps();
+
+	KG_UNROLL
+	for (int r = 0; r < KG_R; r++)
+		w[r] = (const char *)a->w + (o + (r < R ? r : 0)) * st;
+	KG_UNROLL
+	for (int r = 0; r < 2; r++) {
+		KG_UNROLL
+		for (int jj = 0; jj < 2; jj++)
+			pidx[r][jj] = kz_q2_idx(r, jj);
+	}
+	__m512i sc_n[2], mins_n;
+	kz_q2_decode(w, 0, x, sc_n, &mins_n);
+	for (size_t s = 0; s < nsb; s++) {
+		const size_t sb = s * bs;
+		const int8_t *xq = x[s].qs;
+
+		if (pf) {
+			KG_UNROLL
+			for (int r = 0; r < R; r++)
+				kg_prefetch(w[r] + KG_AHEAD * st + sb, bs);
+		}
+		const __m512i sc[2] = {sc_n[0], sc_n[1]}, mins = mins_n;
+		if (s + 1 < nsb)
+			kz_q2_decode(w, sb + bs, x + s + 1, sc_n, &mins_n);
+		__m512i xv[4];
+		KG_UNROLL
+		for (int j = 0; j < 4; j++)
+			xv[j] = kz_join(kg_load(xq + 32 * j), kg_load(xq + 128 + 32 * j));
+		__m512i iacc[KG_R];
+
+		KG_UNROLL
+		for (int r = 0; r < KG_R; r++) {
+			iacc[r] = _mm512_setzero_si512();
+			if (r >= R)
+				continue;
+			const __m512i q = kz_load(w[r] + sb + 16);
+			__m512i p[4];
+			KG_UNROLL
+			for (int j = 0; j < 4; j++)
+				p[j] = _mm512_dpbusd_epi32(
+					_mm512_setzero_si512(),
+					_mm512_and_si512(j ? _mm512_srli_epi16(q, 2 * j) : q, m3), xv[j]);
+			KG_UNROLL
+			for (int jj = 0; jj < 2; jj++)
+				iacc[r] = _mm512_dpwssd_epi32(
+					iacc[r], _mm512_packs_epi32(p[2 * jj], p[2 * jj + 1]),
+					_mm512_permutexvar_epi16(pidx[r % 2][jj], sc[r / 2]));
+		}
+		const __m256i im = kz_reduce4(iacc, mins);
+		const __m128 xd = _mm_set1_ps(x[s].d);
+		__m128 d4, dmin4;
+		kg_halves4(w, sb + 80, &d4, &dmin4);
+		const __m128 dk = _mm_mul_ps(d4, xd);
+		const __m128 mk = _mm_mul_ps(dmin4, xd);
+		acc = _mm_add_ps(acc, _mm_mul_ps(dk, _mm_cvtepi32_ps(_mm256_castsi256_si128(im))));
+		acc = _mm_sub_ps(acc, _mm_mul_ps(mk, _mm_cvtepi32_ps(_mm256_extracti128_si256(im, 1))));
+	}
+	float out[KG_R];
+	_mm_storeu_ps(out, acc);
+	memcpy(a->y + o, out, (size_t)R * sizeof(float));
+}
+
 #endif
