@@ -423,8 +423,8 @@ void KG_FN(gemv_q6_k)(const struct kern_gemm_args *a, size_t o0, size_t o1)
 }
 
 #ifdef KG_ZMM
-/* Q2_K: the AVX-512 level only (the AVX2 level runs its gemm for one
- * token too). */
+/* Q2_K, Q3_K: the AVX-512 level only (the AVX2 level runs its gemm for
+ * one token too). */
 KG_ROWS_FN(KG_FN(q2k_4), kz_q2_rows(a, o, 4, end))
 KG_ROWS_FN(KG_FN(q2k_1), kz_q2_rows(a, o, 1, end))
 
@@ -434,5 +434,16 @@ void KG_FN(gemv_q2_k)(const struct kern_gemm_args *a, size_t o0, size_t o1)
 		KG_GEMM_Q2_K(a, o0, o1);
 	else
 		kg_gemv(KG_FN(q2k_4), KG_FN(q2k_1), a, o0, o1);
+}
+
+KG_ROWS_FN(KG_FN(q3k_4), kz_q3_rows(a, o, 4, end))
+KG_ROWS_FN(KG_FN(q3k_1), kz_q3_rows(a, o, 1, end))
+
+void KG_FN(gemv_q3_k)(const struct kern_gemm_args *a, size_t o0, size_t o1)
+{
+	if (a->xk == NULL || a->n_tok != 1)
+		KG_GEMM_Q3_K(a, o0, o1);
+	else
+		kg_gemv(KG_FN(q3k_4), KG_FN(q3k_1), a, o0, o1);
 }
 #endif

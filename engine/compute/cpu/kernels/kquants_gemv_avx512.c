@@ -19,6 +19,7 @@
 #define KG_GEMM_Q5_K kern_avx512_vnni_gemm_q5_k
 #define KG_GEMM_Q6_K kern_avx512_vnni_gemm_q6_k
 #define KG_GEMM_Q2_K kern_avx512_gemm_q2_k
+#define KG_GEMM_Q3_K kern_avx512_gemm_q3_k
 
 #include "kquants_gemv.h"
 

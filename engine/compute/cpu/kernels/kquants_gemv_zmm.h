@@ -416,4 +416,125 @@ KG_INLINE void kz_q2_rows(const struct kern_gemm_args *a, size_t o, int R, size_
 	memcpy(a->y + o, out, (size_t)R * sizeof(float));
 }
 
+/* Q3_K's 16 signed scales of rows 2i, 2i + 1 as int16 (sc[i]), from the
+ * 16 bytes at off (two bytes before the 12 scale bytes: 16 from the
+ * scales would pass the block's end). */
+KG_INLINE void kz_q3_scales(const char *const w[KG_R], size_t off, __m512i sc[2])
+{
+	const __m256i m4 = _mm256_set1_epi8(0x0f), m3 = _mm256_set1_epi8(3);
+	/* bytes 0..7, 8..15: s0..s7 twice; then s8..s11 in every dword */
+	const __m256i lo_idx = _mm256_broadcastsi128_si256(
+		_mm_setr_epi8(2, 3, 4, 5, 6, 7, 8, 9, 2, 3, 4, 5, 6, 7, 8, 9));
+	const __m256i hi_idx = _mm256_broadcastsi128_si256(
+		_mm_setr_epi8(10, 11, 12, 13, 10, 11, 12, 13, 10, 11, 12, 13, 10, 11, 12, 13));
+
+	KG_UNROLL
+	for (int i = 0; i < 2; i++) {
+		const __m256i v =
+			_mm256_setr_m128i(_mm_loadu_si128((const __m128i *)(w[2 * i] + off)),
+					  _mm_loadu_si128((const __m128i *)(w[2 * i + 1] + off)));
+		/* scale j: low 4 bits s[j] & 15 (j < 8) or s[j - 8] >> 4, high
+		 * 2 bits (s[8 + j % 4] >> 2 (j / 4)) & 3 */
+		const __m256i lo = _mm256_and_si256(
+			_mm256_srlv_epi64(_mm256_shuffle_epi8(v, lo_idx), _mm256_setr_epi64x(0, 4, 0, 4)),
+			m4);
+		const __m256i hi = _mm256_and_si256(
+			_mm256_srlv_epi32(_mm256_shuffle_epi8(v, hi_idx),
+					  _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6)),
+			m3);
+		const __m256i s8 = _mm256_sub_epi8(_mm256_or_si256(lo, _mm256_slli_epi16(hi, 4)),
+						   _mm256_set1_epi8(32));
+		sc[i] = _mm512_cvtepi8_epi16(s8);
+	}
+}
+
+/* Rows o .. o + R - 1 of Q3_K: Q2_K's value planes (qs at byte 32) with
+ * the hmask bit as bit 2 (the unsigned value q + 4), the same lanes and
+ * packing; the -4 starts the accumulator as Q6_K's -32 does. */
+KG_INLINE void kz_q3_rows(const struct kern_gemm_args *a, size_t o, int R, size_t end)
+{
+	const size_t bs = sizeof(struct kern_block_q3_k), nsb = a->n_in / KERN_QKK;
+	const size_t st = a->w_stride;
+	const __m512i m3 = _mm512_set1_epi8(3), b4 = _mm512_set1_epi8(4);
+	const struct kern_block_q8_k *x = a->xk;
+	const char *w[KG_R];
+	const int pf = o + KG_AHEAD + R <= end;
+	__m512i pidx[2][2];
+	__m128 acc = _mm_setzero_ps();
+
+	KG_UNROLL
+	for (int r = 0; r < KG_R; r++)
+		w[r] = (const char *)a->w + (o + (r < R ? r : 0)) * st;
+	KG_UNROLL
+	for (int r = 0; r < 2; r++) {
+		KG_UNROLL
+		for (int jj = 0; jj < 2; jj++)
+			pidx[r][jj] = kz_q2_idx(r, jj);
+	}
+	__m512i sc_n[2];
+	kz_q3_scales(w, 94, sc_n);
+	for (size_t s = 0; s < nsb; s++) {
+		const size_t sb = s * bs;
+		const int8_t *xq = x[s].qs;
+
+		if (pf) {
+			KG_UNROLL
+			for (int r = 0; r < R; r++)
+				kg_prefetch(w[r] + KG_AHEAD * st + sb, bs);
+		}
+		const __m512i sc[2] = {sc_n[0], sc_n[1]};
+		if (s + 1 < nsb)
+			kz_q3_scales(w, sb + bs + 94, sc_n);
+		/* -(sums of 16 activations), for both rows of a scale pair */
+		const __m512i nbs = _mm512_sub_epi16(_mm512_setzero_si512(),
+						     _mm512_broadcast_i64x4(kg_load(x[s].bsums)));
+		__m512i xv[4];
+		KG_UNROLL
+		for (int j = 0; j < 4; j++)
+			xv[j] = kz_join(kg_load(xq + 32 * j), kg_load(xq + 128 + 32 * j));
+		__m512i iacc[KG_R];
+
+		KG_UNROLL
+		for (int r = 0; r < KG_R; r++) {
+			iacc[r] = _mm512_setzero_si512();
+			if (r >= R)
+				continue;
+			const char *b = w[r] + sb;
+			const __m512i q = kz_load(b + 32);
+			const __m256i hm = kg_load(b);
+			/* bit j of a byte: hmask bit j (first 32 bytes) or 4 + j */
+			const __m512i hb = kz_join(hm, _mm256_srli_epi16(hm, 4));
+			/* the -4 offset: 4 sc_k x -(sum of x_k), this row's half */
+			iacc[r] = _mm512_maskz_dpwssd_epi32(r % 2 ? 0xFF00 : 0x00FF, iacc[r],
+							    _mm512_slli_epi16(sc[r / 2], 2), nbs);
+			__m512i p[4];
+			KG_UNROLL
+			for (int j = 0; j < 4; j++) {
+				const __m512i hj = j < 2   ? _mm512_slli_epi16(hb, 2 - j)
+						   : j == 2 ? hb
+							    : _mm512_srli_epi16(hb, 1);
+				/* (q >> 2j & 3) | (hj & 4) */
+				const __m512i u = _mm512_ternarylogic_epi32(
+					j ? _mm512_srli_epi16(q, 2 * j) : q, m3,
+					_mm512_and_si512(hj, b4), 0xEA);
+				p[j] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u, xv[j]);
+			}
+			KG_UNROLL
+			for (int jj = 0; jj < 2; jj++)
+				iacc[r] = _mm512_dpwssd_epi32(
+					iacc[r], _mm512_packs_epi32(p[2 * jj], p[2 * jj + 1]),
+					_mm512_permutexvar_epi16(pidx[r % 2][jj], sc[r / 2]));
+		}
+		const __m256i im = kz_reduce4(iacc, _mm512_setzero_si512());
+		__m128 sc4, d4; /* bytes 106..109: scale bytes 10, 11, then d */
+		kg_halves4(w, sb + 106, &sc4, &d4);
+		(void)sc4;
+		const __m128 dk = _mm_mul_ps(d4, _mm_set1_ps(x[s].d));
+		acc = _mm_add_ps(acc, _mm_mul_ps(dk, _mm_cvtepi32_ps(_mm256_castsi256_si128(im))));
+	}
+	float out[KG_R];
+	_mm_storeu_ps(out, acc);
+	memcpy(a->y + o, out, (size_t)R * sizeof(float));
+}
+
 #endif
