@@ -12,11 +12,13 @@
  * (the GEMM) bit for bit. A level this CPU cannot run is skipped with a
  * message.
  *
- * The Q4_K/Q5_K/Q6_K decode GEMVs on per-super-block activations
- * (kquants_gemv.h, args.xk) must equal their scalar reference
+ * The Q4_K/Q5_K/Q6_K (at avx512 also Q2_K, Q3_K) decode GEMVs on per-super-block
+ * activations (kquants_gemv.h, args.xk) must equal their scalar reference
  * (kquants_gemv_ref.c) bit for bit, at every level and row count, and be
  * the product of the dequantized rows with those activations within
- * QS_TOL.
+ * QS_TOL; also at the formats' extremes (every weight and scale at its
+ * largest, activations all +-127), where an int16 step that could
+ * saturate would show.
  */
 #include <check.h>
 #include <math.h>
@@ -214,13 +216,40 @@ static void qs_check_level(enum cpu_level level)
 		ck_assert_int_gt(tested, 0);
 }
 
-/* One Q8_K-activation GEMV case: level `level`, type t, n_out x n_in. */
+/* Rows at the format's extremes: every weight and 6-bit scale at its
+ * maximum (Q6_K's int8 scales at -128), only d and dmin kept sane. */
+static void qs_extreme_weights(const struct qs_type *q, uint8_t *w, size_t bytes)
+{
+	size_t bs = dtype_type_size(q->t);
+	uint8_t keep[4] = {0};
+
+	for (size_t b = 0; b < bytes / bs; b++) {
+		uint8_t *blk = w + b * bs;
+		memcpy(keep, blk + q->d_off, 2);
+		if (q->dmin_off >= 0)
+			memcpy(keep + 2, blk + q->dmin_off, 2);
+		memset(blk, 0xff, bs);
+		if (q->t == DTYPE_Q6_K)
+			memset(blk + 192, 0x80, 16);
+		memcpy(blk + q->d_off, keep, 2);
+		if (q->dmin_off >= 0)
+			memcpy(blk + q->dmin_off, keep + 2, 2);
+	}
+}
+
+/* One Q8_K-activation GEMV case: level `level`, type t, n_out x n_in;
+ * extreme != 0: qs_extreme_weights() and every activation +-127
+ * (extreme's sign), where any int16 step of a level would saturate. */
 static void qs_check_q8k(enum cpu_level level, const struct qs_type *q, kern_gemm_fn ref,
-			 size_t n_out, size_t n_in)
+			 size_t n_out, size_t n_in, int extreme)
 {
 	const struct kern_ops *ops = kern_ops_for(level);
 	size_t row = (size_t)dtype_row_size(q->t, n_in), nsb = n_in / KERN_QKK;
-	uint8_t *w = qs_weights(q, n_out, n_in), *wm = qs_min_part(q, w, row * n_out);
+	uint8_t *w = qs_weights(q, n_out, n_in), *wm;
+
+	if (extreme)
+		qs_extreme_weights(q, w, row * n_out);
+	wm = qs_min_part(q, w, row * n_out);
 	float *x = qs_alloc(n_in * sizeof(float)), *xf = qs_alloc(n_in * sizeof(float));
 	float *wf = qs_alloc(n_in * sizeof(float)), *wmf = qs_alloc(n_in * sizeof(float));
 	float *y = qs_alloc(n_out * sizeof(float)), *yr = qs_alloc(n_out * sizeof(float));
@@ -230,7 +259,9 @@ static void qs_check_q8k(enum cpu_level level, const struct qs_type *q, kern_gem
 	};
 
 	for (size_t i = 0; i < n_in; i++)
-		x[i] = ((float)(qs_rand() & 0xffff) / 32768.0f - 1.0f) * ((qs_rand() & 31) ? 1 : 8);
+		x[i] = extreme ? (float)extreme
+			       : ((float)(qs_rand() & 0xffff) / 32768.0f - 1.0f) *
+					 ((qs_rand() & 31) ? 1 : 8);
 	kern_quantize_act_q8k(x, xk, n_in);
 	{ /* the level's quantizer writes the same bytes */
 		struct kern_block_q8_k *xl = qs_alloc(nsb * sizeof(*xl));
@@ -286,6 +317,8 @@ static void qs_check_q8k_level(enum cpu_level level)
 		{DTYPE_Q4_K, kern_ref_gemv_q8k_q4_k},
 		{DTYPE_Q5_K, kern_ref_gemv_q8k_q5_k},
 		{DTYPE_Q6_K, kern_ref_gemv_q8k_q6_k},
+		{DTYPE_Q2_K, kern_ref_gemv_q8k_q2_k}, /* avx512 only */
+		{DTYPE_Q3_K, kern_ref_gemv_q8k_q3_k}, /* avx512 only */
 	};
 	const struct kern_ops *ops = kern_ops_for(level);
 
@@ -301,10 +334,14 @@ static void qs_check_q8k_level(enum cpu_level level)
 				q = &qs_types[k];
 		ck_assert_ptr_nonnull(q);
 		ck_assert_ptr_nonnull(ops->gemv[q->t]);
+		if ((q->t == DTYPE_Q2_K || q->t == DTYPE_Q3_K) && level == CPU_LEVEL_AVX2)
+			continue; /* its gemm runs one token */
 		ck_assert_ptr_ne(ops->gemv[q->t], ops->gemm[q->t]);
 		for (size_t b = 0; b < sizeof(ins) / sizeof(ins[0]); b++)
 			for (size_t c = 0; c < sizeof(outs) / sizeof(outs[0]); c++)
-				qs_check_q8k(level, q, types[i].ref, outs[c], ins[b]);
+				qs_check_q8k(level, q, types[i].ref, outs[c], ins[b], 0);
+		qs_check_q8k(level, q, types[i].ref, 5, 768, 1);
+		qs_check_q8k(level, q, types[i].ref, 5, 768, -1);
 		printf("quants_simd: %s %s q8k gemv equals its reference\n", ops->name,
 		       dtype_name(q->t));
 	}

@@ -318,11 +318,12 @@ static size_t kern__sum_row_bytes(size_t n_in)
 	return kern_act_groups_pad(n_in / KERN_QK) * (sizeof(float) + sizeof(int32_t));
 }
 
-/* Q4_K, Q5_K, Q6_K: one token also as kern_block_q8_k (the decode
+/* Q2_K .. Q6_K: one token also as kern_block_q8_k (the decode
  * GEMVs of kquants_gemv.h). */
 static int kern__wants_q8k(uint32_t wtype)
 {
-	return wtype == DTYPE_Q4_K || wtype == DTYPE_Q5_K || wtype == DTYPE_Q6_K;
+	return wtype == DTYPE_Q4_K || wtype == DTYPE_Q5_K || wtype == DTYPE_Q6_K ||
+	       wtype == DTYPE_Q2_K || wtype == DTYPE_Q3_K;
 }
 
 size_t kern_matmul_scratch(uint32_t wtype, size_t n_in, size_t n_tok)

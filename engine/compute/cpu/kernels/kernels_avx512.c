@@ -229,6 +229,8 @@ const struct kern_ops kern_ops_avx512 = {
 			[DTYPE_Q4_K] = kern_avx512_gemv_q4_k,
 			[DTYPE_Q5_K] = kern_avx512_gemv_q5_k,
 			[DTYPE_Q6_K] = kern_avx512_gemv_q6_k,
+			[DTYPE_Q2_K] = kern_avx512_gemv_q2_k,
+			[DTYPE_Q3_K] = kern_avx512_gemv_q3_k,
 		},
 };
 #endif

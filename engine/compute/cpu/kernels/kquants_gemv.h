@@ -9,7 +9,9 @@
  *   KG_GEMM_Q4_K .. _Q6_K the level's gemm, run when a call has no
  *                         kern_block_q8_k activations (args.xk NULL)
  *   KG_CHAINS (optional)  2: two accumulators per row (VPDPWSSD latency)
- *   KG_ZMM (optional)     Q6_K on 512-bit registers (AVX-512 BW)
+ *   KG_ZMM (optional)     the row bodies of kquants_gemv_zmm.h instead
+ *                         (AVX-512 BW/VL + VNNI: VPDPBUSD, packed to int16,
+ *                         one VPDPWSSD per 128 weights)
  * Include only from a file compiled with at least AVX2 + FMA + F16C.
  *
  * What is computed: kquants_gemv_ref.c (the specification, equalled bit
@@ -24,7 +26,8 @@
  * super-block's bytes into row lanes (compute bound: LEVELS.md).
  *
  * Prefetch: the rows KG_AHEAD ahead, the same super-block, into L2 (T1):
- * into L1 a whole step of rows evicts the rows in use (LEVELS.md).
+ * into L1 a whole step of rows evicts the rows in use (LEVELS.md); past
+ * the chunk, up to the matrix's last row (kg_gemv()).
  */
 #include <immintrin.h>
 #include <string.h>
@@ -137,57 +140,6 @@ KG_INLINE __m256i kg_q6_row_y(const char *b, __m128i sc8, const int8_t *xq)
 	return _mm256_add_epi32(isum, isum2);
 }
 
-#ifdef KG_ZMM
-KG_INLINE __m512i kg_load512(const void *p)
-{
-	return _mm512_loadu_si512(p);
-}
-
-/* Two 32-byte pieces as one ZMM. */
-KG_INLINE __m512i kg_join(__m256i lo, __m256i hi)
-{
-	return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
-}
-
-/* kg_q6_row_y() on ZMM: ql bytes 64n .. 64n + 63 with [qh | qh >> 2]
- * make blocks [4n | 4n + 1] (low nibbles) and [4n + 2 | 4n + 3] (high),
- * whose activations are 64 contiguous bytes each; 128-bit lane L of
- * those holds sub-block 8n + L (+ 4). */
-KG_INLINE __m256i kg_q6_row_z(const char *b, __m128i sc8, const int8_t *xq)
-{
-	const __m512i m4 = _mm512_set1_epi8(0x0f), m03 = _mm512_set1_epi8(0x03);
-	const __m512i m30 = _mm512_set1_epi8(0x30);
-	const __m512i sca = _mm512_broadcast_i32x4(_mm_cvtepi8_epi16(sc8));
-	const __m512i scb = _mm512_broadcast_i32x4(_mm_cvtepi8_epi16(_mm_srli_si128(sc8, 8)));
-	const __m512i i01 = kg_join(_mm256_setr_m128i(_mm_set1_epi16(0x0100), _mm_set1_epi16(0x0302)),
-				    _mm256_setr_m128i(_mm_set1_epi16(0x0504), _mm_set1_epi16(0x0706)));
-	const __m512i i23 = _mm512_add_epi8(i01, _mm512_set1_epi8(8));
-	__m512i isum = _mm512_setzero_si512(), isum2 = _mm512_setzero_si512();
-
-	KG_UNROLL
-	for (int n = 0; n < 2; n++) {
-		const __m512i ql = kg_load512(b + 64 * n);
-		const __m256i h = kg_load(b + 128 + 32 * n);
-		const __m512i qh = kg_join(h, _mm256_srli_epi16(h, 2));
-		const __m512i sc = n ? scb : sca;
-		/* (ql & 15) | (qh & 3) << 4;  (ql >> 4 & 15) | (qh & 0x30) */
-		const __m512i q01 = _mm512_ternarylogic_epi32(
-			_mm512_slli_epi16(_mm512_and_si512(qh, m03), 4), ql, m4, 0xF8);
-		const __m512i q23 = _mm512_ternarylogic_epi32(
-			_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4), qh, m30, 0xF8);
-		isum = _mm512_dpwssd_epi32(isum, _mm512_maddubs_epi16(q01, kg_load512(xq + 128 * n)),
-					   _mm512_shuffle_epi8(sc, i01));
-		isum2 = _mm512_dpwssd_epi32(isum2,
-					    _mm512_maddubs_epi16(q23, kg_load512(xq + 128 * n + 64)),
-					    _mm512_shuffle_epi8(sc, i23));
-	}
-	isum = _mm512_add_epi32(isum, isum2);
-	return _mm256_add_epi32(_mm512_castsi512_si256(isum), _mm512_extracti64x4_epi64(isum, 1));
-}
-#define KG_Q6_ROW kg_q6_row_z
-#else
-#define KG_Q6_ROW kg_q6_row_y
-#endif
 
 /* Q4_K/Q5_K scales and minimums of the super-block at b (quants.h
  * kern_k4_scale_min()) as eight int16 each, in vector registers (no
@@ -208,7 +160,7 @@ KG_INLINE void kg_k4_scales(const char *b, __m128i *sc, __m128i *mn)
 }
 
 /* Rows o .. o + R - 1 of Q4_K (five = 0) or Q5_K. */
-KG_INLINE void kg_k4_rows(const struct kern_gemm_args *a, size_t o, int R, int five, size_t o1)
+KG_INLINE void kg_k4_rows(const struct kern_gemm_args *a, size_t o, int R, int five, size_t end)
 {
 	const size_t bs = five ? sizeof(struct kern_block_q5_k) : sizeof(struct kern_block_q4_k);
 	const size_t qs_off = five ? 48 : 16, nsb = a->n_in / KERN_QKK, st = a->w_stride;
@@ -216,7 +168,7 @@ KG_INLINE void kg_k4_rows(const struct kern_gemm_args *a, size_t o, int R, int f
 	const __m256i m4 = _mm256_set1_epi8(0x0f), b16 = _mm256_set1_epi8(16);
 	const struct kern_block_q8_k *x = a->xk;
 	const char *w[KG_R];
-	const int pf = o + KG_AHEAD + R <= o1;
+	const int pf = o + KG_AHEAD + R <= end;
 	__m128 acc = _mm_setzero_ps();
 
 	KG_UNROLL
@@ -300,13 +252,13 @@ KG_INLINE void kg_k4_rows(const struct kern_gemm_args *a, size_t o, int R, int f
  * d; element e: n = e / 128, k = (e % 128) / 32, l = e % 32 takes a
  * nibble of ql[64n + 32(k & 1) + l] (k < 2 low) and bits 2k, 2k + 1 of
  * qh[32n + l]. */
-KG_INLINE void kg_q6_rows(const struct kern_gemm_args *a, size_t o, int R, size_t o1)
+KG_INLINE void kg_q6_rows(const struct kern_gemm_args *a, size_t o, int R, size_t end)
 {
 	const size_t bs = sizeof(struct kern_block_q6_k), nsb = a->n_in / KERN_QKK;
 	const size_t st = a->w_stride;
 	const struct kern_block_q8_k *x = a->xk;
 	const char *w[KG_R];
-	const int pf = o + KG_AHEAD + R <= o1;
+	const int pf = o + KG_AHEAD + R <= end;
 	__m128 acc = _mm_setzero_ps();
 
 	KG_UNROLL
@@ -335,7 +287,7 @@ KG_INLINE void kg_q6_rows(const struct kern_gemm_args *a, size_t o, int R, size_
 			const __m256i off = _mm256_slli_epi32(
 				_mm256_madd_epi16(_mm256_cvtepi8_epi16(sc8), bsums), 5);
 
-			iv[r] = _mm256_sub_epi32(KG_Q6_ROW(b, sc8, xq), off);
+			iv[r] = _mm256_sub_epi32(kg_q6_row_y(b, sc8, xq), off);
 		}
 		const __m128i i4 = kg_hsum4(iv);
 		__m128 sc4, d4; /* bytes 206..209: scales 14, 15, then d */
@@ -402,34 +354,48 @@ void KG_FN(quantize_act_q8k)(const float *x, struct kern_block_q8_k *y, size_t n
 	}
 }
 
+#ifdef KG_ZMM
+#include "kquants_gemv_zmm.h"
+#define KG_K4_ROWS kz_k4_rows
+#define KG_Q6_ROWS kz_q6_rows
+#else
+#define KG_K4_ROWS kg_k4_rows
+#define KG_Q6_ROWS kg_q6_rows
+#endif
+
 /* One function per (type, rows): constant R, the loops unrolled. */
 #define KG_ROWS_FN(name, call)                                                             \
 	static __attribute__((noinline)) void name(const struct kern_gemm_args *a, size_t o, \
-						   size_t o1)                                \
+						   size_t end)                               \
 	{                                                                                  \
 		call;                                                                      \
 	}
-KG_ROWS_FN(KG_FN(q4k_4), kg_k4_rows(a, o, 4, 0, o1))
-KG_ROWS_FN(KG_FN(q4k_1), kg_k4_rows(a, o, 1, 0, o1))
-KG_ROWS_FN(KG_FN(q5k_4), kg_k4_rows(a, o, 4, 1, o1))
-KG_ROWS_FN(KG_FN(q5k_1), kg_k4_rows(a, o, 1, 1, o1))
-KG_ROWS_FN(KG_FN(q6k_4), kg_q6_rows(a, o, 4, o1))
-KG_ROWS_FN(KG_FN(q6k_1), kg_q6_rows(a, o, 1, o1))
+KG_ROWS_FN(KG_FN(q4k_4), KG_K4_ROWS(a, o, 4, 0, end))
+KG_ROWS_FN(KG_FN(q4k_1), KG_K4_ROWS(a, o, 1, 0, end))
+KG_ROWS_FN(KG_FN(q5k_4), KG_K4_ROWS(a, o, 4, 1, end))
+KG_ROWS_FN(KG_FN(q5k_1), KG_K4_ROWS(a, o, 1, 1, end))
+KG_ROWS_FN(KG_FN(q6k_4), KG_Q6_ROWS(a, o, 4, end))
+KG_ROWS_FN(KG_FN(q6k_1), KG_Q6_ROWS(a, o, 1, end))
 
-typedef void (*kg_rows_fn)(const struct kern_gemm_args *a, size_t o, size_t o1);
+typedef void (*kg_rows_fn)(const struct kern_gemm_args *a, size_t o, size_t end);
 
 /* Four rows a step; the last one to three one at a time (each lane is
  * the same instruction sequence, so a row's result does not depend on
- * the step it falls in). */
+ * the step it falls in). The row functions prefetch up to the matrix's
+ * last row (y_stride: n_out for one token), not the chunk's: a thread
+ * goes on to the next chunk of its region, whose first KG_AHEAD rows
+ * would otherwise come from DRAM unannounced (one 64-row chunk in four
+ * of a two-thread decode: 25.6 -> 16.6 GB/s, one thread). */
 KG_INLINE void kg_gemv(kg_rows_fn four, kg_rows_fn one, const struct kern_gemm_args *a, size_t o0,
 		       size_t o1)
 {
+	const size_t end = a->y_stride > o1 ? a->y_stride : o1;
 	size_t o = o0;
 
 	for (; o + KG_R <= o1; o += KG_R)
-		four(a, o, o1);
+		four(a, o, end);
 	for (; o < o1; o++)
-		one(a, o, o1);
+		one(a, o, end);
 }
 
 void KG_FN(gemv_q4_k)(const struct kern_gemm_args *a, size_t o0, size_t o1)
@@ -455,3 +421,29 @@ void KG_FN(gemv_q6_k)(const struct kern_gemm_args *a, size_t o0, size_t o1)
 	else
 		kg_gemv(KG_FN(q6k_4), KG_FN(q6k_1), a, o0, o1);
 }
+
+#ifdef KG_ZMM
+/* Q2_K, Q3_K: the AVX-512 level only (the AVX2 level runs its gemm for
+ * one token too). */
+KG_ROWS_FN(KG_FN(q2k_4), kz_q2_rows(a, o, 4, end))
+KG_ROWS_FN(KG_FN(q2k_1), kz_q2_rows(a, o, 1, end))
+
+void KG_FN(gemv_q2_k)(const struct kern_gemm_args *a, size_t o0, size_t o1)
+{
+	if (a->xk == NULL || a->n_tok != 1)
+		KG_GEMM_Q2_K(a, o0, o1);
+	else
+		kg_gemv(KG_FN(q2k_4), KG_FN(q2k_1), a, o0, o1);
+}
+
+KG_ROWS_FN(KG_FN(q3k_4), kz_q3_rows(a, o, 4, end))
+KG_ROWS_FN(KG_FN(q3k_1), kz_q3_rows(a, o, 1, end))
+
+void KG_FN(gemv_q3_k)(const struct kern_gemm_args *a, size_t o0, size_t o1)
+{
+	if (a->xk == NULL || a->n_tok != 1)
+		KG_GEMM_Q3_K(a, o0, o1);
+	else
+		kg_gemv(KG_FN(q3k_4), KG_FN(q3k_1), a, o0, o1);
+}
+#endif

@@ -1,9 +1,9 @@
 /*
  * kquants_gemv_avx512.c - the Q4_K, Q5_K and Q6_K one-token GEMVs on the
- * AVX-512 VNNI level (the body is kquants_gemv.h): the scale applied to
- * VPMADDUBSW's int16 pairs and added by one VPDPWSSD on a 256-bit register
- * (AVX512-VL encoding; Zen 4 runs ZMM operations as two halves, so 256 bits
- * lose nothing there).
+ * AVX-512 VNNI level: kquants_gemv.h's steps with the ZMM row bodies of
+ * kquants_gemv_zmm.h (KG_ZMM; per 128 weights two VPDPBUSD, one
+ * VPACKSSDW, one VPDPWSSD). KG_MADD serves the shared code's unused AVX2
+ * bodies only.
  */
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -18,6 +18,8 @@
 #define KG_GEMM_Q4_K kern_avx512_vnni_gemm_q4_k
 #define KG_GEMM_Q5_K kern_avx512_vnni_gemm_q5_k
 #define KG_GEMM_Q6_K kern_avx512_vnni_gemm_q6_k
+#define KG_GEMM_Q2_K kern_avx512_gemm_q2_k
+#define KG_GEMM_Q3_K kern_avx512_gemm_q3_k
 
 #include "kquants_gemv.h"
 

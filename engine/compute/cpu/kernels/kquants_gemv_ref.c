@@ -1,6 +1,6 @@
 /*
- * kquants_gemv_ref.c - the one-token (decode) products of Q4_K, Q5_K and
- * Q6_K rows with activations quantized per 256-element super-block
+ * kquants_gemv_ref.c - the one-token (decode) products of Q2_K, Q3_K, Q4_K,
+ * Q5_K and Q6_K rows with activations quantized per 256-element super-block
  * (kern_block_q8_k): the activation quantizer and the scalar reference
  * that the SIMD GEMVs (kquants_gemv.h) equal bit for bit.
  *
@@ -16,6 +16,9 @@
  * Per row and super-block s, with D = the activations' scale:
  *   Q4_K/Q5_K: isum = sum_j sc_j * S_j, msum = sum_j m_j * (sum of x_j)
  *              acc = acc + (d D) isum;  acc = acc - (dmin D) msum
+ *   Q2_K:      the same over its 16 sub-blocks of 16
+ *   Q3_K:      isum = sum_k sc_k * (S_k - 4 * (sum of x_k)), S_k on the
+ *              unsigned values q + 4 (0..7); acc = acc + (d D) isum
  *   Q6_K:      isum = sum_k sc_k * (S_k - 32 * (sum of x_k))  (16 each)
  *              acc = acc + (d D) isum
  * S_j the integer dot of sub-block j's unsigned values with the int8
@@ -120,6 +123,59 @@ static float gref__dot_q6(const char *w, const struct kern_block_q8_k *x, size_t
 	return acc;
 }
 
+/* Q2_K: element e is bits 2 ((e % 128) / 32) of qs[32 (e / 128) + e % 32];
+ * sub-block k = e / 16 has scale scales[k] & 15 and minimum scales[k] >> 4. */
+static float gref__dot_q2(const char *w, const struct kern_block_q8_k *x, size_t nsb)
+{
+	float acc = 0.0f;
+
+	for (size_t s = 0; s < nsb; s++) {
+		const struct kern_block_q2_k *b = (const struct kern_block_q2_k *)w + s;
+		int32_t isum = 0, msum = 0;
+
+		for (int k = 0; k < 16; k++) {
+			int S = 0;
+			for (int l = 0; l < 16; l++) {
+				int e = 16 * k + l;
+				int q = (b->qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3;
+				S += q * x[s].qs[e];
+			}
+			isum += (b->scales[k] & 15) * S;
+			msum += (b->scales[k] >> 4) * x[s].bsums[k];
+		}
+		float dk = kern_fp16_to_fp32(b->d) * x[s].d;
+		float mk = kern_fp16_to_fp32(b->dmin) * x[s].d;
+		acc = gref__step(acc, dk, isum);
+		acc = gref__step(acc, -mk, msum);
+	}
+	return acc;
+}
+
+/* Q3_K: the Q2_K value field plus 4 when bit e / 32 of hmask[e % 32] is
+ * set, minus 4; signed 6-bit scales (kern_q3k_scale()). */
+static float gref__dot_q3(const char *w, const struct kern_block_q8_k *x, size_t nsb)
+{
+	float acc = 0.0f;
+
+	for (size_t s = 0; s < nsb; s++) {
+		const struct kern_block_q3_k *b = (const struct kern_block_q3_k *)w + s;
+		int32_t isum = 0;
+
+		for (int k = 0; k < 16; k++) {
+			int S = 0;
+			for (int l = 0; l < 16; l++) {
+				int e = 16 * k + l;
+				int q = (b->qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3;
+				q |= ((b->hmask[e % 32] >> (e / 32)) & 1) << 2;
+				S += q * x[s].qs[e];
+			}
+			isum += kern_q3k_scale(b->scales, k) * (S - 4 * x[s].bsums[k]);
+		}
+		acc = gref__step(acc, kern_fp16_to_fp32(b->d) * x[s].d, isum);
+	}
+	return acc;
+}
+
 static void gref__gemv(int kind, const struct kern_gemm_args *a, size_t o0, size_t o1)
 {
 	const struct kern_block_q8_k *x = a->xk;
@@ -127,7 +183,10 @@ static void gref__gemv(int kind, const struct kern_gemm_args *a, size_t o0, size
 
 	for (size_t o = o0; o < o1; o++) {
 		const char *w = (const char *)a->w + o * a->w_stride;
-		a->y[o] = kind == 6 ? gref__dot_q6(w, x, nsb) : gref__dot_k4(w, kind == 5, x, nsb);
+		a->y[o] = kind == 6   ? gref__dot_q6(w, x, nsb)
+			  : kind == 2 ? gref__dot_q2(w, x, nsb)
+			  : kind == 3 ? gref__dot_q3(w, x, nsb)
+				      : gref__dot_k4(w, kind == 5, x, nsb);
 	}
 }
 
@@ -144,4 +203,14 @@ void kern_ref_gemv_q8k_q5_k(const struct kern_gemm_args *a, size_t o0, size_t o1
 void kern_ref_gemv_q8k_q6_k(const struct kern_gemm_args *a, size_t o0, size_t o1)
 {
 	gref__gemv(6, a, o0, o1);
+}
+
+void kern_ref_gemv_q8k_q2_k(const struct kern_gemm_args *a, size_t o0, size_t o1)
+{
+	gref__gemv(2, a, o0, o1);
+}
+
+void kern_ref_gemv_q8k_q3_k(const struct kern_gemm_args *a, size_t o0, size_t o1)
+{
+	gref__gemv(3, a, o0, o1);
 }

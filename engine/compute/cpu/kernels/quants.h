@@ -185,12 +185,14 @@ void kern_ref_gemm_iq4_xs(const struct kern_gemm_args *a, size_t o0, size_t o1);
 
 /* kquants_gemv_ref.c: one token's activations per super-block (n a
  * multiple of 256; d = amax / 127, kern_round_q8(), sums of each 16), and
- * the scalar reference of the Q4_K/Q5_K/Q6_K decode GEMVs on them
+ * the scalar reference of the Q2_K..Q6_K decode GEMVs on them
  * (kern_gemm_fn; n_tok 1, reads args.xk). */
 void kern_quantize_act_q8k(const float *x, struct kern_block_q8_k *y, size_t n);
 void kern_ref_gemv_q8k_q4_k(const struct kern_gemm_args *a, size_t o0, size_t o1);
 void kern_ref_gemv_q8k_q5_k(const struct kern_gemm_args *a, size_t o0, size_t o1);
 void kern_ref_gemv_q8k_q6_k(const struct kern_gemm_args *a, size_t o0, size_t o1);
+void kern_ref_gemv_q8k_q2_k(const struct kern_gemm_args *a, size_t o0, size_t o1);
+void kern_ref_gemv_q8k_q3_k(const struct kern_gemm_args *a, size_t o0, size_t o1);
 
 #if defined(__x86_64__)
 /* kquants_gemv_avx2.c / kquants_gemv_avx512.c (body kquants_gemv.h): the
@@ -204,6 +206,8 @@ void kern_avx2_gemv_q6_k(const struct kern_gemm_args *a, size_t o0, size_t o1);
 void kern_avx512_gemv_q4_k(const struct kern_gemm_args *a, size_t o0, size_t o1);
 void kern_avx512_gemv_q5_k(const struct kern_gemm_args *a, size_t o0, size_t o1);
 void kern_avx512_gemv_q6_k(const struct kern_gemm_args *a, size_t o0, size_t o1);
+void kern_avx512_gemv_q2_k(const struct kern_gemm_args *a, size_t o0, size_t o1); /* avx512 only */
+void kern_avx512_gemv_q3_k(const struct kern_gemm_args *a, size_t o0, size_t o1); /* avx512 only */
 /* kquants_avx2.c / kquants_avx512.c (the shared body: kquants_simd.h). */
 void kern_avx2_gemm_q2_k(const struct kern_gemm_args *a, size_t o0, size_t o1);
 void kern_avx2_gemm_q3_k(const struct kern_gemm_args *a, size_t o0, size_t o1);
