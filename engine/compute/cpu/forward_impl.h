@@ -1,0 +1,65 @@
+/*
+ * forward_impl.h - the forward pass's private state, shared by forward.c
+ * (running a step) and forward_alloc.c (making and freeing passes and
+ * sessions). Not part of the engine's API: include forward.h.
+ */
+#ifndef EMBER_FORWARD_IMPL_H
+#define EMBER_FORWARD_IMPL_H
+
+#include <stdint.h>
+
+#include "attention.h"
+#include "forward.h"
+#include "kv_cache.h"
+#include "threadpool.h"
+
+/* The step being run: its sequences and where their rows start. */
+struct step_plan {
+	const struct forward_seq *seqs;
+	uint32_t n_seq;
+	uint32_t *row0;           /* [n_seq] first row of each sequence (scratch) */
+	struct attention_tile *tiles; /* [n_tiles] attention query tiles (scratch) */
+	uint32_t n_tiles;
+};
+
+struct forward_pass {
+	const struct model *m; /* borrowed, read-only */
+	tpool_t pool;    /* borrowed or owned (owns_pool) */
+	int owns_pool;
+	uint32_t max_batch;
+	struct step_plan plan;
+	struct attention attn; /* head shapes and ALiBi slopes (owned) */
+
+	/* Scratch, one arena (arena, owned), sized for max_batch = B tokens. */
+	void *arena;
+	float *x;      /* [B][n_embd] residual stream */
+	float *xn;     /* [B][n_embd] normalised input of the current sub-block */
+	float *y_attn; /* [B][n_embd] attention output, projected */
+	float *y_mlp;  /* [B][n_embd] MLP output */
+	float *q;      /* [B][n_head * head_dim_k] */
+	float *k;      /* [B][n_head_kv * head_dim_k] */
+	float *v;      /* [B][n_head_kv * head_dim_v] */
+	float *qkv;    /* [B][q + k + v widths] fused projection (fused archs only) */
+	float *attn_out; /* [B][n_head * head_dim_v] attention output per head */
+	float *gate;   /* [B][n_ff] */
+	float *up;     /* [B][n_ff] */
+	float *rope;   /* [B][n_rot / 2][2] cos, sin of each position's angles */
+	float *rope_swa; /* the same for sliding-window layers with their own base, or NULL */
+	uint32_t *pos;  /* [B] position of each row in its sequence */
+	uint32_t *seq;  /* [B] sequence of each row (index into plan.seqs) */
+	uint32_t *row0; /* [B] first row of each sequence of the step */
+	struct attention_tile *tiles; /* [B] attention query tiles of the step */
+	void *mm_scratch; /* kern_matmul scratch for B tokens */
+	/* A residual not yet added to x (y_mlp of the last block), or NULL:
+	 * the next norm of x adds it row by row in its pool tasks rather
+	 * than the calling thread adding it alone while the others wait. */
+	const float *pending;
+};
+
+/* A single session: a pass of its own and a cache. */
+struct forward_ctx {
+	struct forward_pass *p;
+	struct kv_cache kv;
+};
+
+#endif
