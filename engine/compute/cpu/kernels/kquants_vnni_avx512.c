@@ -250,6 +250,104 @@ struct kv_at {
 	__mmask16 keep;
 };
 
+/* The tokens' Q8_K blocks of super-block s: q[i] = token i's values of
+ * 32-block b. */
+QV_INLINE void kv__q(const struct kern_block_q8_k *const xk[], size_t s, int b, int T,
+		     const int8_t *q[])
+{
+	QV_UNROLL
+	for (int i = 0; i < T; i++)
+		q[i] = xk[i][s].qs + 32 * b;
+}
+
+/* Q4_K/Q5_K, one 32-block (values w, scale sc in row lanes): isum[i] +=
+ * sc x (the exact dot with token i's values q[i]), two chains. */
+QV_INLINE void kv__k4_blk(const __m512i w[8], __m512i sc, const int8_t *const q[], int T,
+			  __m512i isum[])
+{
+	QV_UNROLL
+	for (int i = 0; i < T; i++) {
+		__m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
+
+		QV_UNROLL
+		for (int c = 0; c < 4; c++) {
+			s0 = qv__dpbusd_bcst(s0, w[c], q[i] + 4 * c);
+			s1 = qv__dpbusd_bcst(s1, w[c + 4], q[i] + 16 + 4 * c);
+		}
+		isum[i] = _mm512_add_epi32(isum[i], _mm512_mullo_epi32(_mm512_add_epi32(s0, s1), sc));
+	}
+}
+
+/* Q4_K/Q5_K, the end of super-block s (header v: kv__k4_head()): the
+ * minimums' sum, then the GEMV's two float steps. */
+QV_INLINE void kv__k4_end(const __m512i *v, const struct kern_block_q8_k *const xk[], size_t s,
+			  int T, const __m512i isum[], __m512 acc[])
+{
+	const __m512 d = _mm512_castsi512_ps(v[12]), dmin = _mm512_castsi512_ps(v[13]);
+	int32_t mp[KV_TOK][4] __attribute__((aligned(16)));
+
+	QV_UNROLL
+	for (int i = 0; i < T; i++) {
+		/* the token's sums per 32 as int16 pairs (|sum| <= 4096) */
+		const __m256i b = _mm256_madd_epi16(
+			_mm256_loadu_si256((const __m256i *)xk[i][s].bsums), _mm256_set1_epi16(1));
+		_mm_store_si128((__m128i *)mp[i], _mm_packs_epi32(_mm256_castsi256_si128(b),
+								  _mm256_extracti128_si256(b, 1)));
+		__m512i msum = _mm512_setzero_si512();
+		QV_UNROLL
+		for (int p = 0; p < 4; p++)
+			msum = kv__dpwssd_bcst(msum, v[8 + p], &mp[i][p]);
+		const __m512 xd = _mm512_set1_ps(xk[i][s].d);
+		const __m512 dk = _mm512_mul_ps(d, xd), mk = _mm512_mul_ps(dmin, xd);
+		acc[i] = _mm512_add_ps(acc[i], _mm512_mul_ps(dk, _mm512_cvtepi32_ps(isum[i])));
+		acc[i] = _mm512_sub_ps(acc[i], _mm512_mul_ps(mk, _mm512_cvtepi32_ps(msum)));
+	}
+}
+
+/* Q6_K: -32 x the tokens' sums per 16 of super-block s, the chains'
+ * starts. */
+QV_INLINE void kv__q6_off(const struct kern_block_q8_k *const xk[], size_t s, int T,
+			  int32_t off[][16])
+{
+	QV_UNROLL
+	for (int i = 0; i < T; i++) {
+		const __m512i b = _mm512_cvtepi16_epi32(
+			_mm256_loadu_si256((const __m256i *)xk[i][s].bsums));
+		_mm512_store_si512(off[i],
+				   _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(b, 5)));
+	}
+}
+
+/* Q6_K, one 32-block b (values w; scales sc0, sc1 of its halves):
+ * isum[i] += sc_h x (dot of half h - 32 x its sum), both halves. */
+QV_INLINE void kv__q6_blk(const __m512i w[8], __m512i sc0, __m512i sc1, const int8_t *const q[],
+			  const int32_t off[][16], int b, int T, __m512i isum[])
+{
+	QV_UNROLL
+	for (int i = 0; i < T; i++) {
+		__m512i s0 = _mm512_set1_epi32(off[i][2 * b]), s1 = _mm512_set1_epi32(off[i][2 * b + 1]);
+
+		QV_UNROLL
+		for (int c = 0; c < 4; c++) {
+			s0 = qv__dpbusd_bcst(s0, w[c], q[i] + 4 * c);
+			s1 = qv__dpbusd_bcst(s1, w[c + 4], q[i] + 16 + 4 * c);
+		}
+		isum[i] = _mm512_add_epi32(isum[i], _mm512_add_epi32(_mm512_mullo_epi32(s0, sc0),
+								     _mm512_mullo_epi32(s1, sc1)));
+	}
+}
+
+/* Q6_K, the end of super-block s: the GEMV's float step. */
+QV_INLINE void kv__q6_end(__m512 d, const struct kern_block_q8_k *const xk[], size_t s, int T,
+			  const __m512i isum[], __m512 acc[])
+{
+	QV_UNROLL
+	for (int i = 0; i < T; i++) {
+		const __m512 dk = _mm512_mul_ps(d, _mm512_set1_ps(xk[i][s].d));
+		acc[i] = _mm512_add_ps(acc[i], _mm512_mul_ps(dk, _mm512_cvtepi32_ps(isum[i])));
+	}
+}
+
 /* Tokens [t, t + T) against the panel of the tile `at`, super-blocks
  * [s0, s0 + n). The first group (t = 0) prefetches the same super-blocks
  * of the next tile into L2 as it goes, for the next pack. kind: 0 Q4_K,
@@ -272,116 +370,168 @@ QV_INLINE void kv__tile_p(const struct kern_gemm_args *a, const struct kv_panel 
 		const size_t s = s0 + j;
 		const __m512i *v = pn->v[j];
 		__m512i isum[KV_TOK];
+		int32_t off[KV_TOK][16] __attribute__((aligned(64)));
 
 		if (t == 0) {
 			QV_UNROLL
-			for (size_t off = 0; off < QV_ROWS * bs; off += 64)
-				_mm_prefetch(next + QV_ROWS * s * bs + off, _MM_HINT_T1);
+			for (size_t pf = 0; pf < QV_ROWS * bs; pf += 64)
+				_mm_prefetch(next + QV_ROWS * s * bs + pf, _MM_HINT_T1);
 		}
 		QV_UNROLL
 		for (int i = 0; i < T; i++)
 			isum[i] = _mm512_setzero_si512();
-		if (kind != 2) {
-			int32_t mp[KV_TOK][4] __attribute__((aligned(16)));
+		if (kind == 2)
+			kv__q6_off(xk, s, T, off);
+		QV_UNROLL
+		for (int b = 0; b < 8; b++) {
+			__m512i w[8];
+			const int8_t *q[KV_TOK];
 
-			/* the tokens' sums per 32 as int16 pairs (|sum| <= 4096) */
 			QV_UNROLL
-			for (int i = 0; i < T; i++) {
-				const __m256i b = _mm256_madd_epi16(
-					_mm256_loadu_si256((const __m256i *)xk[i][s].bsums),
-					_mm256_set1_epi16(1));
-				_mm_store_si128((__m128i *)mp[i],
-						_mm_packs_epi32(_mm256_castsi256_si128(b),
-								_mm256_extracti128_si256(b, 1)));
-			}
-			QV_UNROLL
-			for (int b = 0; b < 8; b++) {
-				__m512i w[8];
-
-				QV_UNROLL
-				for (int c = 0; c < 8; c++)
-					w[c] = _mm512_load_si512(&pn->w[j][b][c]);
-				QV_UNROLL
-				for (int i = 0; i < T; i++) {
-					const int8_t *q = xk[i][s].qs + 32 * b;
-					__m512i s0v = _mm512_setzero_si512(), s1v = _mm512_setzero_si512();
-
-					QV_UNROLL
-					for (int c = 0; c < 4; c++) {
-						s0v = qv__dpbusd_bcst(s0v, w[c], q + 4 * c);
-						s1v = qv__dpbusd_bcst(s1v, w[c + 4], q + 16 + 4 * c);
-					}
-					isum[i] = _mm512_add_epi32(
-						isum[i],
-						_mm512_mullo_epi32(_mm512_add_epi32(s0v, s1v), v[b]));
-				}
-			}
-			const __m512 d = _mm512_castsi512_ps(v[12]), dmin = _mm512_castsi512_ps(v[13]);
-			QV_UNROLL
-			for (int i = 0; i < T; i++) {
-				__m512i msum = _mm512_setzero_si512();
-
-				QV_UNROLL
-				for (int p = 0; p < 4; p++)
-					msum = kv__dpwssd_bcst(msum, v[8 + p], &mp[i][p]);
-				const __m512 xd = _mm512_set1_ps(xk[i][s].d);
-				const __m512 dk = _mm512_mul_ps(d, xd), mk = _mm512_mul_ps(dmin, xd);
-				acc[i] = _mm512_add_ps(acc[i],
-						       _mm512_mul_ps(dk, _mm512_cvtepi32_ps(isum[i])));
-				acc[i] = _mm512_sub_ps(acc[i],
-						       _mm512_mul_ps(mk, _mm512_cvtepi32_ps(msum)));
-			}
-		} else {
-			int32_t off[KV_TOK][16] __attribute__((aligned(64)));
-
-			/* -32 x the tokens' sums per 16: the chains' starts */
-			QV_UNROLL
-			for (int i = 0; i < T; i++)
-				_mm512_store_si512(
-					off[i],
-					_mm512_sub_epi32(
-						_mm512_setzero_si512(),
-						_mm512_slli_epi32(
-							_mm512_cvtepi16_epi32(_mm256_loadu_si256(
-								(const __m256i *)xk[i][s].bsums)),
-							5)));
-			QV_UNROLL
-			for (int b = 0; b < 8; b++) {
-				__m512i w[8];
-
-				QV_UNROLL
-				for (int c = 0; c < 8; c++)
-					w[c] = _mm512_load_si512(&pn->w[j][b][c]);
-				QV_UNROLL
-				for (int i = 0; i < T; i++) {
-					const int8_t *q = xk[i][s].qs + 32 * b;
-					__m512i s0v = _mm512_set1_epi32(off[i][2 * b]);
-					__m512i s1v = _mm512_set1_epi32(off[i][2 * b + 1]);
-
-					QV_UNROLL
-					for (int c = 0; c < 4; c++) {
-						s0v = qv__dpbusd_bcst(s0v, w[c], q + 4 * c);
-						s1v = qv__dpbusd_bcst(s1v, w[c + 4], q + 16 + 4 * c);
-					}
-					isum[i] = _mm512_add_epi32(
-						isum[i],
-						_mm512_add_epi32(_mm512_mullo_epi32(s0v, v[2 * b]),
-								 _mm512_mullo_epi32(s1v, v[2 * b + 1])));
-				}
-			}
-			const __m512 d = _mm512_castsi512_ps(v[16]);
-			QV_UNROLL
-			for (int i = 0; i < T; i++) {
-				const __m512 dk = _mm512_mul_ps(d, _mm512_set1_ps(xk[i][s].d));
-				acc[i] = _mm512_add_ps(acc[i],
-						       _mm512_mul_ps(dk, _mm512_cvtepi32_ps(isum[i])));
-			}
+			for (int c = 0; c < 8; c++)
+				w[c] = _mm512_load_si512(&pn->w[j][b][c]);
+			kv__q(xk, s, b, T, q);
+			if (kind == 2)
+				kv__q6_blk(w, v[2 * b], v[2 * b + 1], q, off, b, T, isum);
+			else
+				kv__k4_blk(w, v[b], q, T, isum);
 		}
+		if (kind == 2)
+			kv__q6_end(_mm512_castsi512_ps(v[16]), xk, s, T, isum, acc);
+		else
+			kv__k4_end(v, xk, s, T, isum, acc);
 	}
 	QV_UNROLL
 	for (int i = 0; i < T; i++)
 		_mm512_mask_storeu_ps(a->y + (t + i) * a->y_stride + at.o, at.keep, acc[i]);
 }
+
+/*
+ * Up to KV_TOK tokens (batched decode): the tile streams, each
+ * super-block's values unpacked into registers and used at once (a panel
+ * would store and reload them: as much work as the products for 2
+ * tokens). The same integer sums and float steps as the panel path.
+ */
+QV_INLINE void kv__tile_s(const struct kern_gemm_args *a, struct kv_at at, int T, int kind,
+			  size_t bs)
+{
+	const size_t nsb = a->n_in / KERN_QKK;
+	const struct kv_rows rp = {(const char *)a->w + at.o * a->w_stride, at.st};
+	const char *next = rp.w + QV_ROWS * at.st;
+	const struct kern_block_q8_k *xk[KV_TOK];
+	__m512 acc[KV_TOK];
+
+	QV_UNROLL
+	for (int i = 0; i < T; i++) {
+		xk[i] = a->xk + i * nsb;
+		acc[i] = _mm512_setzero_ps();
+	}
+	for (size_t s = 0; s < nsb; s++) {
+		const size_t sb = s * bs;
+		__m512i isum[KV_TOK];
+
+		/* the next tile streams into L2 while this one computes */
+		QV_UNROLL
+		for (size_t pf = 0; pf < QV_ROWS * bs; pf += 64)
+			_mm_prefetch(next + QV_ROWS * sb + pf, _MM_HINT_T1);
+		QV_UNROLL
+		for (int i = 0; i < T; i++)
+			isum[i] = _mm512_setzero_si512();
+		if (kind != 2) {
+			const int five = kind == 1;
+			__m512i v[14], qh[8];
+
+			kv__k4_head(rp, sb, v);
+			if (five) {
+				kv__rows16(rp, sb + 16, qh);
+				kv__rows16(rp, sb + 32, qh + 4);
+			}
+			QV_UNROLL
+			for (int p = 0; p < 4; p++) {
+				__m512i u[8], w[8];
+				const int8_t *q[KV_TOK];
+
+				kv__k4_pair(rp, sb + (five ? 48 : 16), p, qh, five, u, w);
+				kv__q(xk, s, 2 * p, T, q);
+				kv__k4_blk(u, v[2 * p], q, T, isum);
+				kv__q(xk, s, 2 * p + 1, T, q);
+				kv__k4_blk(w, v[2 * p + 1], q, T, isum);
+			}
+			kv__k4_end(v, xk, s, T, isum, acc);
+			continue;
+		}
+		int32_t off[KV_TOK][16] __attribute__((aligned(64)));
+		__m512i h[4], g[4];
+
+		kv__q6_off(xk, s, T, off);
+		kv__rows16(rp, sb + 192, h);
+		kv__rows16(rp, sb + 194, g); /* d in the top half of g[3] */
+		QV_UNROLL
+		for (int hf = 0; hf < 2; hf++) {
+			__m512i qh[8], ql[8], qa[8], qb[8];
+
+			kv__rows16(rp, sb + 128 + 32 * hf, qh);
+			kv__rows16(rp, sb + 128 + 32 * hf + 16, qh + 4);
+			QV_UNROLL
+			for (int c = 0; c < 8; c++) {
+				qa[c] = _mm512_and_si512(qh[c], _mm512_set1_epi8(0x33));
+				qb[c] = _mm512_and_si512(_mm512_srli_epi16(qh[c], 2),
+							 _mm512_set1_epi8(0x33));
+			}
+			QV_UNROLL
+			for (int half = 0; half < 2; half++) {
+				kv__rows16(rp, sb + 64 * hf + 32 * half, ql);
+				kv__rows16(rp, sb + 64 * hf + 32 * half + 16, ql + 4);
+				QV_UNROLL
+				for (int hi = 0; hi < 2; hi++) {
+					const int kk = half + 2 * hi, b = 4 * hf + kk;
+					__m512i w[8];
+					const int8_t *q[KV_TOK];
+
+					QV_UNROLL
+					for (int c = 0; c < 8; c++) {
+						__m512i qv = kk == 0   ? _mm512_slli_epi16(qa[c], 4)
+							     : kk == 1 ? _mm512_slli_epi16(qb[c], 4)
+							     : kk == 2 ? qa[c]
+									 : qb[c];
+						w[c] = kv__q6(ql[c], hi, qv);
+					}
+					kv__q(xk, s, b, T, q);
+					kv__q6_blk(w, kv__byte_s(h[(2 * b) / 4], (2 * b) % 4),
+						   kv__byte_s(h[(2 * b + 1) / 4], (2 * b + 1) % 4), q, off,
+						   b, T, isum);
+				}
+			}
+		}
+		kv__q6_end(kv__half(g[3], 1), xk, s, T, isum, acc);
+	}
+	QV_UNROLL
+	for (int i = 0; i < T; i++)
+		_mm512_mask_storeu_ps(a->y + i * a->y_stride + at.o, at.keep, acc[i]);
+}
+
+typedef void (*kv_stream_fn)(const struct kern_gemm_args *a, struct kv_at at);
+
+#define KV_STREAM_FN(name, T, kind, bs)                                                     \
+	static __attribute__((noinline)) void name(const struct kern_gemm_args *a,            \
+						   struct kv_at at)                           \
+	{                                                                                   \
+		kv__tile_s(a, at, T, kind, bs);                                             \
+	}
+#define KV_STREAM_FNS(pre, kind, bs)                                                        \
+	KV_STREAM_FN(pre##1, 1, kind, bs)                                                   \
+	KV_STREAM_FN(pre##2, 2, kind, bs)                                                   \
+	KV_STREAM_FN(pre##3, 3, kind, bs)                                                   \
+	KV_STREAM_FN(pre##4, 4, kind, bs)                                                   \
+	KV_STREAM_FN(pre##5, 5, kind, bs)                                                   \
+	KV_STREAM_FN(pre##6, 6, kind, bs)                                                   \
+	KV_STREAM_FN(pre##7, 7, kind, bs)                                                   \
+	KV_STREAM_FN(pre##8, 8, kind, bs)                                                   \
+	static const kv_stream_fn pre[KV_TOK + 1] = {NULL,    pre##1, pre##2, pre##3, pre##4, \
+						     pre##5, pre##6, pre##7, pre##8};
+KV_STREAM_FNS(kv__s4k_, 0, sizeof(struct kern_block_q4_k))
+KV_STREAM_FNS(kv__s5k_, 1, sizeof(struct kern_block_q5_k))
+KV_STREAM_FNS(kv__s6k_, 2, sizeof(struct kern_block_q6_k))
 
 typedef void (*kv_panel_fn)(const struct kern_gemm_args *a, const struct kv_panel *pn,
 			    struct kv_at at, size_t t, size_t s0, size_t n);
@@ -411,12 +561,16 @@ KV_PANEL_FNS(kv__p6k_, 2, sizeof(struct kern_block_q6_k))
 
 /* One tile `at`, every token: K chunks outside (packed once), token
  * groups inside. */
-static void kv__tile(const kv_panel_fn *pfn, int kind, const struct kern_gemm_args *a,
-		     struct kv_at at, struct kv_panel *pn)
+static void kv__tile(const kv_panel_fn *pfn, const kv_stream_fn *sfn, int kind,
+		     const struct kern_gemm_args *a, struct kv_at at, struct kv_panel *pn)
 {
 	const size_t nsb = a->n_in / KERN_QKK;
 	const struct kv_rows rp = {(const char *)a->w + at.o * a->w_stride, at.st};
 
+	if (a->n_tok <= KV_TOK) {
+		sfn[a->n_tok](a, at);
+		return;
+	}
 	for (size_t s0 = 0; s0 < nsb; s0 += KV_KC) {
 		size_t n = nsb - s0 < KV_KC ? nsb - s0 : KV_KC;
 
@@ -436,8 +590,8 @@ static void kv__tile(const kv_panel_fn *pfn, int kind, const struct kern_gemm_ar
  * under 16 rows: each row alone (stride 0). The lanes never mix, so a
  * row's result is the same in any tile position. Without args.xk (a
  * caller that made only the 32-blocks): the scalar reference. */
-static void kv__gemm(const kv_panel_fn *pfn, int kind, kern_gemm_fn ref,
-		     const struct kern_gemm_args *a, size_t o0, size_t o1)
+static void kv__gemm(const kv_panel_fn *pfn, const kv_stream_fn *sfn, int kind,
+		     kern_gemm_fn ref, const struct kern_gemm_args *a, size_t o0, size_t o1)
 {
 	const size_t st = a->w_stride;
 	struct kv_panel pn __attribute__((aligned(64)));
@@ -448,30 +602,30 @@ static void kv__gemm(const kv_panel_fn *pfn, int kind, kern_gemm_fn ref,
 		return;
 	}
 	for (; o + QV_ROWS <= o1; o += QV_ROWS)
-		kv__tile(pfn, kind, a, (struct kv_at){o, st, 0xffff}, &pn);
+		kv__tile(pfn, sfn, kind, a, (struct kv_at){o, st, 0xffff}, &pn);
 	if (o == o1)
 		return;
 	if (o1 >= QV_ROWS) {
 		size_t b = o1 - QV_ROWS;
-		kv__tile(pfn, kind, a, (struct kv_at){b, st, (__mmask16)(0xffffu << (o - b))}, &pn);
+		kv__tile(pfn, sfn, kind, a, (struct kv_at){b, st, (__mmask16)(0xffffu << (o - b))}, &pn);
 		return;
 	}
 	for (; o < o1; o++)
-		kv__tile(pfn, kind, a, (struct kv_at){o, 0, 1}, &pn);
+		kv__tile(pfn, sfn, kind, a, (struct kv_at){o, 0, 1}, &pn);
 }
 
 void kern_avx512_vnni_gemm_q4_k(const struct kern_gemm_args *a, size_t o0, size_t o1)
 {
-	kv__gemm(kv__p4k_, 0, kern_ref_gemm_q4_k, a, o0, o1);
+	kv__gemm(kv__p4k_, kv__s4k_, 0, kern_ref_gemm_q4_k, a, o0, o1);
 }
 
 void kern_avx512_vnni_gemm_q5_k(const struct kern_gemm_args *a, size_t o0, size_t o1)
 {
-	kv__gemm(kv__p5k_, 1, kern_ref_gemm_q5_k, a, o0, o1);
+	kv__gemm(kv__p5k_, kv__s5k_, 1, kern_ref_gemm_q5_k, a, o0, o1);
 }
 
 void kern_avx512_vnni_gemm_q6_k(const struct kern_gemm_args *a, size_t o0, size_t o1)
 {
-	kv__gemm(kv__p6k_, 2, kern_ref_gemm_q6_k, a, o0, o1);
+	kv__gemm(kv__p6k_, kv__s6k_, 2, kern_ref_gemm_q6_k, a, o0, o1);
 }
 #endif
