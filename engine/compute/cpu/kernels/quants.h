@@ -106,8 +106,8 @@ struct kern_block_q6_k {
 static_assert(sizeof(struct kern_block_q6_k) == 210, "Q6_K block is 210 bytes");
 
 /* Q8_K: llama.cpp's activation format for K-quants (fp32 scale, sums of
- * each 16). Ember's prefill kernels quantize activations to 32-blocks
- * (kern_block_q8a); the Q4_K/Q5_K/Q6_K decode GEMVs take this form
+ * each 16). Most kernels quantize activations to 32-blocks
+ * (kern_block_q8a); the x86 Q4_K/Q5_K/Q6_K GEMVs and GEMMs take this form
  * (kern_quantize_act_q8k(), Ember's rounding rule). */
 struct kern_block_q8_k {
 	float d;
