@@ -9,7 +9,7 @@
  * row a multiple of 256, so every tensor keeps its K-quant type).
  * Batches of k = 2, 3, 5, 8 (the streaming tiles), 9 and 16 (the prefill
  * panels), each sequence at its own position (ragged prompt lengths), on
- * two threads. Runs at the kernel level this process chose;
+ * two threads (one under EMBER_TEST_NO_THREADS). Runs at the kernel level this process chose;
  * tests/integration/test_kquant_batch.sh runs it again under
  * EMBER_CPU=avx2 and avx512.
  */
@@ -34,7 +34,9 @@ START_TEST(batched_kquant_step_equals_single_steps_bit_for_bit)
 	static const char *const files[] = {"Q4_K_M", "Q5_K_M", "Q6_K"};
 	static const uint32_t ks[] = {2, 3, 5, 8, 9, 16};
 	char path[256], err[EMBER_ERR_MAX] = "";
-	struct forward_opts o = {.max_batch = KB_K, .n_threads = 2};
+	/* two threads, except where a guest cannot start them (qemu-user) */
+	struct forward_opts o = {.max_batch = KB_K,
+				 .n_threads = getenv("EMBER_TEST_NO_THREADS") ? 1 : 2};
 	struct forward_pass *p = NULL;
 	struct model m;
 	struct kv_cache kv[KB_K], alone[KB_K];
