@@ -10,7 +10,10 @@
  * a dmin), x the Q8 activations as the kernels see them.
  * Each token alone (the level's GEMV) must equal its column of the batch
  * (the GEMM) bit for bit. A level this CPU cannot run is skipped with a
- * message.
+ * message. Where a level has its own Q4_K/Q5_K/Q6_K GEMV on per-super-block
+ * activations (args.xk), its GEMM takes every token that way too, and each
+ * token of the batch must equal that GEMV's scalar reference
+ * (kquants_gemv_ref.c) bit for bit.
  *
  * The Q4_K/Q5_K/Q6_K (at avx512 also Q2_K, Q3_K) decode GEMVs on per-super-block
  * activations (kquants_gemv.h, args.xk) must equal their scalar reference
@@ -98,10 +101,26 @@ static uint8_t *qs_min_part(const struct qs_type *q, const uint8_t *w, size_t by
 	return m;
 }
 
+/* The scalar reference of a K-quant GEMV on kern_block_q8_k activations,
+ * NULL for the other types. */
+static kern_gemm_fn qs_q8k_ref(uint32_t t)
+{
+	return t == DTYPE_Q4_K	 ? kern_ref_gemv_q8k_q4_k
+	       : t == DTYPE_Q5_K ? kern_ref_gemv_q8k_q5_k
+	       : t == DTYPE_Q6_K ? kern_ref_gemv_q8k_q6_k
+	       : t == DTYPE_Q2_K ? kern_ref_gemv_q8k_q2_k
+	       : t == DTYPE_Q3_K ? kern_ref_gemv_q8k_q3_k
+				 : NULL;
+}
+
 static void qs_check(enum cpu_level level, const struct qs_type *q, size_t n_out, size_t n_in,
 		     size_t n_tok)
 {
 	const struct kern_ops *ops = kern_ops_for(level);
+	/* the level's batches take Q8_K activations, as its GEMV */
+	const kern_gemm_fn q8k_ref = ops->gemv[q->t] != ops->gemm[q->t] ? qs_q8k_ref(q->t) : NULL;
+	const size_t nsb = n_in / KERN_QKK;
+	struct kern_block_q8_k *xk = NULL;
 	size_t row = (size_t)dtype_row_size(q->t, n_in);
 	size_t act_row = n_in / KERN_QK * sizeof(struct kern_block_q8a);
 	uint8_t *w = qs_weights(q, n_out, n_in), *wm = qs_min_part(q, w, row * n_out);
@@ -134,6 +153,12 @@ static void qs_check(enum cpu_level level, const struct qs_type *q, size_t n_out
 	}
 	a.xd = xd;
 	a.xs8 = xs8;
+	if (q8k_ref != NULL) {
+		xk = qs_alloc(nsb * n_tok * sizeof(*xk));
+		for (size_t k = 0; k < n_tok; k++)
+			kern_quantize_act_q8k(x + k * n_in, xk + k * nsb, n_in);
+		a.xk = xk;
+	}
 	a.y = yr;
 	kern_ops_ref.gemm[q->t](&a, 0, n_out);
 	a.y = y;
@@ -149,6 +174,8 @@ static void qs_check(enum cpu_level level, const struct qs_type *q, size_t n_out
 		one.xs8 = xs8 + k * a.xd_stride;
 		one.n_tok = 1;
 		one.y = y1;
+		if (xk != NULL)
+			one.xk = xk + k * nsb;
 		ops->gemv[q->t](&one, 0, n_out);
 		for (size_t o = 0; o < n_out; o++)
 			ck_assert_msg(memcmp(&y1[o], &y[k * n_out + o], sizeof(float)) == 0,
@@ -157,7 +184,26 @@ static void qs_check(enum cpu_level level, const struct qs_type *q, size_t n_out
 				      y[k * n_out + o]);
 		free(y1);
 	}
-	for (size_t o = 0; o < n_out; o++) {
+	/* Q8_K activations: each token of the batch is the reference GEMV's
+	 * result for it alone, bit for bit (test_quants_simd's q8k test
+	 * bounds that reference against the exact product) */
+	for (size_t k = 0; k < n_tok && q8k_ref != NULL; k++) {
+		struct kern_gemm_args one = a;
+		float *y1 = qs_alloc(n_out * sizeof(float));
+
+		one.n_tok = 1;
+		one.xk = xk + k * nsb;
+		one.y = y1;
+		q8k_ref(&one, 0, n_out);
+		for (size_t o = 0; o < n_out; o++)
+			ck_assert_msg(memcmp(&y1[o], &y[k * n_out + o], sizeof(float)) == 0,
+				      "%s %s out=%zu in=%zu tok=%zu: token %zu in batch %.9g, q8k "
+				      "reference %.9g",
+				      ops->name, dtype_name(q->t), n_out, n_in, n_tok, k,
+				      y[k * n_out + o], y1[o]);
+		free(y1);
+	}
+	for (size_t o = 0; o < n_out && q8k_ref == NULL; o++) {
 		ck_assert_int_eq(kern_dequantize_row(q->t, w + o * row, wf, n_in), 0);
 		ck_assert_int_eq(kern_dequantize_row(q->t, wm + o * row, wmf, n_in), 0);
 		for (size_t k = 0; k < n_tok; k++) {
@@ -183,12 +229,13 @@ static void qs_check(enum cpu_level level, const struct qs_type *q, size_t n_out
 	free(xa);
 	free(xd);
 	free(xs8);
+	free(xk);
 }
 
 static void qs_check_level(enum cpu_level level)
 {
 	static const size_t outs[] = {1, 3, 16, 37};
-	static const size_t toks[] = {1, 2, 3, 4, 5, 7, 64, 70};
+	static const size_t toks[] = {1, 2, 3, 4, 5, 7, 8, 9, 64, 70};
 	static const size_t ins[] = {256, 768, 2304}; /* 2304: two K chunks of the panels */
 	const struct kern_ops *ops = kern_ops_for(level);
 	int tested = 0;
@@ -208,8 +255,11 @@ static void qs_check_level(enum cpu_level level)
 			for (size_t b = 0; b < sizeof(outs) / sizeof(outs[0]); b++)
 				for (size_t c = 0; c < sizeof(toks) / sizeof(toks[0]); c++)
 					qs_check(level, q, outs[b], ins[a], toks[c]);
-		printf("quants_simd: %s %s matches the scalar reference\n", ops->name,
-		       dtype_name(q->t));
+		printf("quants_simd: %s %s matches the scalar reference%s\n", ops->name,
+		       dtype_name(q->t),
+		       ops->gemv[q->t] != ops->gemm[q->t] && qs_q8k_ref(q->t)
+			       ? " (q8k, each token of a batch bit for bit)"
+			       : "");
 		tested++;
 	}
 	if (level != CPU_LEVEL_SCALAR)

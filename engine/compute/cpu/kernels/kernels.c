@@ -318,8 +318,9 @@ static size_t kern__sum_row_bytes(size_t n_in)
 	return kern_act_groups_pad(n_in / KERN_QK) * (sizeof(float) + sizeof(int32_t));
 }
 
-/* Q2_K .. Q6_K: one token also as kern_block_q8_k (the decode
- * GEMVs of kquants_gemv.h). */
+/* Q2_K .. Q6_K: every token as kern_block_q8_k where the level has its
+ * own Q8_K GEMV (kquants_gemv.h); its GEMM then reads the same blocks, so
+ * a token's result does not depend on its batch. */
 static int kern__wants_q8k(uint32_t wtype)
 {
 	return wtype == DTYPE_Q4_K || wtype == DTYPE_Q5_K || wtype == DTYPE_Q6_K ||
@@ -332,7 +333,7 @@ size_t kern_matmul_scratch(uint32_t wtype, size_t n_in, size_t n_tok)
 
 	if (!kern_wtype_quantized(wtype))
 		return 0;
-	return ((kern__act_row_bytes(n_in) + kern__sum_row_bytes(n_in)) * n_tok + q8k + 63) &
+	return ((kern__act_row_bytes(n_in) + kern__sum_row_bytes(n_in) + q8k) * n_tok + 63) &
 	       ~(size_t)63;
 }
 
@@ -381,9 +382,13 @@ static void kern__quantize_cb(void *data, size_t t)
 	const struct kern_gemm_args *a = &job->args[0];
 	struct kern_block_q8a *dst = (struct kern_block_q8a *)((char *)a->x + t * a->x_stride);
 
+	if (a->xk != NULL) { /* the K-quant kernels read only these */
+		job->ops->quantize_act_q8k(job->x + t * a->n_in,
+					   (struct kern_block_q8_k *)a->xk + t * (a->n_in / KERN_QKK),
+					   a->n_in);
+		return;
+	}
 	job->ops->quantize_act(job->x + t * a->n_in, dst, a->n_in);
-	if (a->xk != NULL)
-		job->ops->quantize_act_q8k(job->x, (struct kern_block_q8_k *)a->xk, a->n_in);
 	kern_act_summarize(dst, a->n_in / KERN_QK, (float *)a->xd + t * a->xd_stride,
 			   (int32_t *)a->xs8 + t * a->xd_stride);
 }
@@ -510,10 +515,11 @@ void kern_matmul_n(tpool_t pool, uint32_t wtype, size_t n_in, const struct kern_
 		a.xd_stride = kern_act_groups_pad(n_in / KERN_QK);
 		a.xd = (const float *)((char *)scratch + a.x_stride * n_tok);
 		a.xs8 = (const int32_t *)(a.xd + a.xd_stride * n_tok);
-		/* a level with its own K-quant GEMV reads the token per
-		 * super-block (kquants_gemv.h) */
-		if (n_tok == 1 && kern__wants_q8k(wtype) && job.gemm != kern__ops->gemm[wtype])
-			a.xk = (const struct kern_block_q8_k *)(a.xs8 + a.xd_stride);
+		/* a level with its own K-quant GEMV reads every token per
+		 * super-block (kquants_gemv.h), its GEMM too: one rounding of
+		 * the activations whatever the batch */
+		if (kern__wants_q8k(wtype) && kern__ops->gemv[wtype] != kern__ops->gemm[wtype])
+			a.xk = (const struct kern_block_q8_k *)(a.xs8 + a.xd_stride * n_tok);
 	} else {
 		a.x = x;
 		a.x_stride = n_in * sizeof(float);

@@ -69,10 +69,11 @@ struct kern_gemm_args {
 	const float *xd;
 	const int32_t *xs8;
 	size_t xd_stride;
-	/* One token's activations per 256-element super-block (quants.h,
-	 * kern_block_q8_k), for the K-quant decode GEMVs (kquants_gemv.h);
-	 * NULL where the caller did not make them (those GEMVs then run the
-	 * level's gemm). */
+	/* Every token's activations per 256-element super-block (quants.h,
+	 * kern_block_q8_k; token t at xk + t * n_in / 256), for the K-quant
+	 * GEMVs and GEMMs of levels that have a Q8_K GEMV (kquants_gemv.h);
+	 * NULL where the caller did not make them (the GEMVs then run the
+	 * level's gemm, the x86 K-quant gemms the scalar reference). */
 	const struct kern_block_q8_k *xk;
 };
 
@@ -129,10 +130,10 @@ struct kern_ops {
 	 * with gemm[t] from the same level, never alone: each (row, token)
 	 * result must be the same instruction sequence whatever the batch
 	 * (see the top comment), so a GEMV here computes exactly what the
-	 * level's gemm[t] computes for one token. Except Q4_K/Q5_K/Q6_K's
-	 * (kquants_gemv.h): they read args.xk, the token quantized per
-	 * super-block, and differ from the batch's by that rounding
-	 * (LEVELS.md says why). */
+	 * level's gemm[t] computes for one token. Q4_K/Q5_K/Q6_K's
+	 * (kquants_gemv.h) read args.xk, the token quantized per
+	 * super-block; the same level's gemm reads every token so and
+	 * repeats the GEMV's operations (LEVELS.md). */
 	kern_gemm_fn gemv[DTYPE_COUNT];
 	kern_repack_fn repack; /* NULL: weights stay in file layout */
 	/* One token's activations per 256-element super-block for the

@@ -8,10 +8,11 @@
  * a row's whole super-block is one integer sum (sub-block scales applied
  * in int32, the minimums as an integer dot with the 16-element sums), so
  * a row is read in its file order with no transposition and one float
- * step per super-block (LEVELS.md). The prefill tiles keep the 32-element
- * blocks (kern_block_q8a); a decode token's result therefore differs from
- * the same token's in a batch by activation rounding (both within the
- * golden bounds).
+ * step per super-block (LEVELS.md). On x86 the batched kernels of these
+ * types take every token in this form too and repeat these steps per
+ * (row, token), so a token's result is the same alone or in a batch; the
+ * other levels (scalar, NEON) run one kernel on 32-element blocks for
+ * every batch.
  *
  * Per row and super-block s, with D = the activations' scale:
  *   Q4_K/Q5_K: isum = sum_j sc_j * S_j, msum = sum_j m_j * (sum of x_j)

@@ -106,8 +106,8 @@ struct kern_block_q6_k {
 static_assert(sizeof(struct kern_block_q6_k) == 210, "Q6_K block is 210 bytes");
 
 /* Q8_K: llama.cpp's activation format for K-quants (fp32 scale, sums of
- * each 16). Ember's prefill kernels quantize activations to 32-blocks
- * (kern_block_q8a); the Q4_K/Q5_K/Q6_K decode GEMVs take this form
+ * each 16). Most kernels quantize activations to 32-blocks
+ * (kern_block_q8a); the x86 Q4_K/Q5_K/Q6_K GEMVs and GEMMs take this form
  * (kern_quantize_act_q8k(), Ember's rounding rule). */
 struct kern_block_q8_k {
 	float d;
@@ -208,6 +208,9 @@ void kern_avx512_gemv_q5_k(const struct kern_gemm_args *a, size_t o0, size_t o1)
 void kern_avx512_gemv_q6_k(const struct kern_gemm_args *a, size_t o0, size_t o1);
 void kern_avx512_gemv_q2_k(const struct kern_gemm_args *a, size_t o0, size_t o1); /* avx512 only */
 void kern_avx512_gemv_q3_k(const struct kern_gemm_args *a, size_t o0, size_t o1); /* avx512 only */
+/* avx512, 2+ tokens: each token through the GEMV above (batch-invariant) */
+void kern_avx512_gemm_q8k_q2_k(const struct kern_gemm_args *a, size_t o0, size_t o1);
+void kern_avx512_gemm_q8k_q3_k(const struct kern_gemm_args *a, size_t o0, size_t o1);
 /* kquants_avx2.c / kquants_avx512.c (the shared body: kquants_simd.h). */
 void kern_avx2_gemm_q2_k(const struct kern_gemm_args *a, size_t o0, size_t o1);
 void kern_avx2_gemm_q3_k(const struct kern_gemm_args *a, size_t o0, size_t o1);

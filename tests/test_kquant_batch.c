@@ -1,0 +1,113 @@
+/*
+ * test_kquant_batch.c - K-quant models give each sequence of a batched
+ * step the logits of a step of its own, bit for bit (issue 17's rule for
+ * the small-batch path; the K-quant kernels quantize every token per
+ * 256-value super-block, whatever the batch: kernels.c, kquants_*).
+ *
+ * Models: llama.cpp's Q4_K_M (Q4_K + Q6_K), Q5_K_M (Q5_K + Q6_K), Q6_K,
+ * Q2_K (Q2_K + Q3_K/Q4_K) and Q3_K_M (Q3_K + Q4_K/Q5_K)
+ * of the golden llama-256 model (../shared/golden/quants/llama-256: every
+ * row a multiple of 256, so every tensor keeps its K-quant type).
+ * Batches of k = 2, 3, 5, 8 (the streaming tiles), 9 and 16 (the prefill
+ * panels), each sequence at its own position (ragged prompt lengths), on
+ * two threads (one under EMBER_TEST_NO_THREADS). Runs at the kernel level this process chose;
+ * tests/integration/test_kquant_batch.sh runs it again under
+ * EMBER_CPU=avx2 and avx512.
+ */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu.h"
+#include "dtype.h"
+#include "ember.h"
+#include "forward.h"
+#include "kernels.h"
+#include "kv_cache.h"
+#include "model.h"
+
+#define KB_DIR "../shared/golden/quants/llama-256/"
+#define KB_K 16
+
+START_TEST(batched_kquant_step_equals_single_steps_bit_for_bit)
+{
+	static const char *const files[] = {"Q4_K_M", "Q5_K_M", "Q6_K", "Q2_K", "Q3_K_M"};
+	static const uint32_t ks[] = {2, 3, 5, 8, 9, 16};
+	char path[256], err[EMBER_ERR_MAX] = "";
+	/* two threads, except where a guest cannot start them (qemu-user) */
+	struct forward_opts o = {.max_batch = KB_K,
+				 .n_threads = getenv("EMBER_TEST_NO_THREADS") ? 1 : 2};
+	struct forward_pass *p = NULL;
+	struct model m;
+	struct kv_cache kv[KB_K], alone[KB_K];
+	int32_t ids[KB_K][16];
+	int kq = 0;
+
+	snprintf(path, sizeof(path), KB_DIR "%s.gguf", files[_i]);
+	ck_assert_msg(model_open(&m, path, err) == 0, "model_open %s: %s", path, err);
+	for (size_t l = 0; l < m.hp.n_layer; l++)
+		for (size_t w = 0; w < ARCH_T_COUNT; w++) {
+			const struct model_weight *t = &m.layers[l].w[w];
+			kq |= t->data != NULL && (t->type == DTYPE_Q4_K || t->type == DTYPE_Q5_K ||
+						  t->type == DTYPE_Q6_K || t->type == DTYPE_Q2_K ||
+						  t->type == DTYPE_Q3_K);
+		}
+	ck_assert_msg(kq, "%s holds no Q2_K..Q6_K tensor", path);
+	const size_t nv = m.hp.n_vocab;
+	float *batch = malloc(sizeof(float) * KB_K * nv), *one = malloc(sizeof(float) * nv);
+
+	ck_assert_msg(forward_pass_new(&p, &m, &o, err) == 0, "pass: %s", err);
+	for (int s = 0; s < KB_K; s++) {
+		for (int j = 0; j < 16; j++)
+			ids[s][j] = (int32_t)((37 * s + 11 * j + 5) % nv);
+		/* different prompt lengths: the caches sit at different positions */
+		struct forward_seq q = {kv + s, ids[s], (uint32_t)(2 + s % 7), FORWARD_LOGITS_NONE};
+		ck_assert_int_eq(kv_cache_init(kv + s, &m.hp, 32, DTYPE_F16, err), 0);
+		ck_assert_int_eq(kv_cache_init(alone + s, &m.hp, 32, DTYPE_F16, err), 0);
+		ck_assert_msg(forward_pass_run(p, &q, 1, NULL, err) == 0, "prefill: %s", err);
+	}
+	for (size_t ki = 0; ki < sizeof(ks) / sizeof(ks[0]); ki++) {
+		const uint32_t k = ks[ki];
+		struct forward_seq seqs[KB_K];
+
+		for (uint32_t s = 0; s < k; s++) {
+			ck_assert_int_eq(kv_cache_copy(alone + s, kv + s), 0);
+			seqs[s] = (struct forward_seq){kv + s, ids[s] + 10 + ki, 1, FORWARD_LOGITS_LAST};
+		}
+		ck_assert_msg(forward_pass_run(p, seqs, k, batch, err) == 0, "batch: %s", err);
+		for (uint32_t s = 0; s < k; s++) {
+			seqs[s].kv = alone + s;
+			ck_assert_msg(forward_pass_run(p, seqs + s, 1, one, err) == 0, "one: %s", err);
+			for (size_t v = 0; v < nv; v++)
+				ck_assert_msg(memcmp(one + v, batch + (size_t)s * nv + v, sizeof(float)) == 0,
+					      "%s at %s, k=%u: sequence %u logit %zu: %.9g in the batch, "
+					      "%.9g alone",
+					      files[_i], cpu_level_name(kern_level()), k, s, v,
+					      batch[(size_t)s * nv + v], one[v]);
+		}
+	}
+	printf("kquant_batch: %s at the %s level: every sequence of batches of 2..16 equals "
+	       "its own step bit for bit\n",
+	       files[_i], cpu_level_name(kern_level()));
+	for (int s = 0; s < KB_K; s++) {
+		kv_cache_free(kv + s);
+		kv_cache_free(alone + s);
+	}
+	forward_pass_free(p);
+	model_free(&m);
+	free(batch);
+	free(one);
+}
+END_TEST
+
+Suite *suite_kquant_batch(void)
+{
+	Suite *s = suite_create("kquant_batch");
+	TCase *tc = tcase_create("steps");
+
+	tcase_set_timeout(tc, 120);
+	tcase_add_loop_test(tc, batched_kquant_step_equals_single_steps_bit_for_bit, 0, 5);
+	suite_add_tcase(s, tc);
+	return s;
+}
