@@ -25,8 +25,12 @@
  *
  * Ownership: struct gguf is caller storage; gguf_open() fills it and owns the
  * mapping and its index arrays until gguf_close(). Every pointer handed out
- * (strings, tensor data) points into the map and lives as long as it. Nothing
- * is copied: many workers and processes share the same pages.
+ * (strings, tensor data) points into the map and lives as long as it. After
+ * gguf_open() nothing is copied: many workers and processes share the same
+ * pages. gguf_open_weights() (what model_open uses) reads the file instead
+ * into a private read-only copy in 2 MiB pages where the kernel gives them
+ * (gguf_map.h: decode streams faster from them), shared by every worker of
+ * the process but not across processes.
  *
  * Validation: gguf_open() checks every count, length, offset and size against
  * the file (overflow-safe) before anything reads it, so later accessors need
