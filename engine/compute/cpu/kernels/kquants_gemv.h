@@ -448,48 +448,15 @@ void KG_FN(gemv_q3_k)(const struct kern_gemm_args *a, size_t o0, size_t o1)
 }
 
 /* Q2_K and Q3_K for 2+ tokens at this level: every token through the GEMV
- * above on its own kern_block_q8_k row (kern_matmul quantizes every token
- * so when a level has this GEMV), so a token's result is its one-token
- * result whatever its batch. Rows go by KG_BATCH_ROWS (a few KiB, kept in
- * L2 while the tokens of a KG_BATCH_TOKENS block pass them). Without
- * args.xk (a caller that made only the 32-blocks): the 32-block gemm. */
-#define KG_BATCH_ROWS 32
-#define KG_BATCH_TOKENS 64
-
-KG_INLINE void kg_gemm_tokens(kern_gemm_fn gemv, kern_gemm_fn blocks32,
-			      const struct kern_gemm_args *a, size_t o0, size_t o1)
-{
-	const size_t nsb = a->n_in / KERN_QKK;
-
-	if (a->xk == NULL) {
-		blocks32(a, o0, o1);
-		return;
-	}
-	for (size_t tb = 0; tb < a->n_tok; tb += KG_BATCH_TOKENS) {
-		size_t te = a->n_tok - tb < KG_BATCH_TOKENS ? a->n_tok : tb + KG_BATCH_TOKENS;
-
-		for (size_t o = o0; o < o1; o += KG_BATCH_ROWS) {
-			size_t oe = o1 - o < KG_BATCH_ROWS ? o1 : o + KG_BATCH_ROWS;
-
-			for (size_t t = tb; t < te; t++) {
-				struct kern_gemm_args one = *a;
-
-				one.n_tok = 1;
-				one.xk = a->xk + t * nsb;
-				one.y = a->y + t * a->y_stride;
-				gemv(&one, o, oe);
-			}
-		}
-	}
-}
-
+ * above on its own kern_block_q8_k row (kern_gemm_tokens, quants.h), so a
+ * token's result is its one-token result whatever its batch. */
 void KG_FN(gemm_q8k_q2_k)(const struct kern_gemm_args *a, size_t o0, size_t o1)
 {
-	kg_gemm_tokens(KG_FN(gemv_q2_k), KG_GEMM_Q2_K, a, o0, o1);
+	kern_gemm_tokens(KG_FN(gemv_q2_k), KG_GEMM_Q2_K, a, o0, o1);
 }
 
 void KG_FN(gemm_q8k_q3_k)(const struct kern_gemm_args *a, size_t o0, size_t o1)
 {
-	kg_gemm_tokens(KG_FN(gemv_q3_k), KG_GEMM_Q3_K, a, o0, o1);
+	kern_gemm_tokens(KG_FN(gemv_q3_k), KG_GEMM_Q3_K, a, o0, o1);
 }
 #endif

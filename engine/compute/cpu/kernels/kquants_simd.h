@@ -61,53 +61,25 @@ KQ_INLINE __m256i kq_load(const void *p)
  * Q4_K, Q5_K and Q6_K for 2+ tokens: each token through the level's
  * one-token GEMV (kquants_gemv.h) on its kern_block_q8_k row (args.xk,
  * n_in / 256 blocks per token), so a token's result is the GEMV's bit for
- * bit whatever its batch. Rows go by KQ_K456_ROWS (at most ~100 KiB of
- * weights, kept in L2 while the tokens of a KQ_TOKEN_BLOCK pass them);
- * the GEMV shares each activation load between 4 rows, as the 1 x 4 tiles
+ * bit whatever its batch (kern_gemm_tokens, quants.h: rows by 32, tokens by
+ * 64); the GEMV shares each activation load between 4 rows, as the 1 x 4 tiles
  * this replaced shared each weight unpacking between 4 tokens: about the
  * same work per product. Without args.xk (a caller that made only the
  * 32-blocks): the scalar reference.
  */
-#define KQ_K456_ROWS 32
-
-KQ_INLINE void kq_k456_gemm(kern_gemm_fn gemv, kern_gemm_fn ref, const struct kern_gemm_args *a,
-			    size_t o0, size_t o1)
-{
-	const size_t nsb = a->n_in / KERN_QKK;
-
-	if (a->xk == NULL) {
-		ref(a, o0, o1);
-		return;
-	}
-	for (size_t tb = 0; tb < a->n_tok; tb += KQ_TOKEN_BLOCK) {
-		size_t te = a->n_tok - tb < KQ_TOKEN_BLOCK ? a->n_tok : tb + KQ_TOKEN_BLOCK;
-		for (size_t o = o0; o < o1; o += KQ_K456_ROWS) {
-			size_t oe = o1 - o < KQ_K456_ROWS ? o1 : o + KQ_K456_ROWS;
-			for (size_t t = tb; t < te; t++) {
-				struct kern_gemm_args one = *a;
-
-				one.n_tok = 1;
-				one.xk = a->xk + t * nsb;
-				one.y = a->y + t * a->y_stride;
-				gemv(&one, o, oe);
-			}
-		}
-	}
-}
-
 void KQ_FN(gemm_q4_k)(const struct kern_gemm_args *a, size_t o0, size_t o1)
 {
-	kq_k456_gemm(KQ_FN(gemv_q4_k), kern_ref_gemm_q4_k, a, o0, o1);
+	kern_gemm_tokens(KQ_FN(gemv_q4_k), kern_ref_gemm_q4_k, a, o0, o1);
 }
 
 void KQ_FN(gemm_q5_k)(const struct kern_gemm_args *a, size_t o0, size_t o1)
 {
-	kq_k456_gemm(KQ_FN(gemv_q5_k), kern_ref_gemm_q5_k, a, o0, o1);
+	kern_gemm_tokens(KQ_FN(gemv_q5_k), kern_ref_gemm_q5_k, a, o0, o1);
 }
 
 void KQ_FN(gemm_q6_k)(const struct kern_gemm_args *a, size_t o0, size_t o1)
 {
-	kq_k456_gemm(KQ_FN(gemv_q6_k), kern_ref_gemm_q6_k, a, o0, o1);
+	kern_gemm_tokens(KQ_FN(gemv_q6_k), kern_ref_gemm_q6_k, a, o0, o1);
 }
 #endif
 

@@ -235,4 +235,43 @@ void kern_avx512_gemm_q4_1(const struct kern_gemm_args *a, size_t o0, size_t o1)
 void kern_avx512_gemm_q5_1(const struct kern_gemm_args *a, size_t o0, size_t o1);
 #endif
 
+/* The 2+-token gemm of a K-quant whose level has a one-token GEMV on
+ * kern_block_q8_k activations (args.xk, n_in / 256 blocks per token):
+ * every token through that GEMV, so a token's result is its one-token
+ * result bit for bit whatever its batch (the avx2 Q4_K/Q5_K/Q6_K gemms,
+ * kquants_simd.h; the avx512 Q2_K/Q3_K ones, kquants_gemv.h). Rows go by
+ * 32 (at most ~100 KiB of weights, kept in L2 while a block of 64 tokens
+ * passes them); the GEMV shares each activation load between 4 rows, as
+ * tiles share a weight unpacking between tokens. Without args.xk (a caller
+ * that made only the 32-blocks): `blocks32`. */
+#define KERN_TOKENS_ROWS 32
+#define KERN_TOKENS_BLOCK 64
+
+static inline void kern_gemm_tokens(kern_gemm_fn gemv, kern_gemm_fn blocks32,
+				    const struct kern_gemm_args *a, size_t o0, size_t o1)
+{
+	const size_t nsb = a->n_in / KERN_QKK;
+
+	if (a->xk == NULL) {
+		blocks32(a, o0, o1);
+		return;
+	}
+	for (size_t tb = 0; tb < a->n_tok; tb += KERN_TOKENS_BLOCK) {
+		size_t te = a->n_tok - tb < KERN_TOKENS_BLOCK ? a->n_tok : tb + KERN_TOKENS_BLOCK;
+
+		for (size_t o = o0; o < o1; o += KERN_TOKENS_ROWS) {
+			size_t oe = o1 - o < KERN_TOKENS_ROWS ? o1 : o + KERN_TOKENS_ROWS;
+
+			for (size_t t = tb; t < te; t++) {
+				struct kern_gemm_args one = *a;
+
+				one.n_tok = 1;
+				one.xk = a->xk + t * nsb;
+				one.y = a->y + t * a->y_stride;
+				gemv(&one, o, oe);
+			}
+		}
+	}
+}
+
 #endif
