@@ -541,7 +541,8 @@ static void jw_string(struct jbuf *b, const char *p, size_t n)
 		}
 		start = i + 1;
 	}
-	jbuf_put(b, p + start, n - start);
+	if (start < n) /* an empty string may have no bytes: no NULL + 0 */
+		jbuf_put(b, p + start, n - start);
 	jbuf_putc(b, '"');
 }
 
