@@ -62,6 +62,40 @@ KG_INLINE __m512i kz_scale_idx(int base, int first, int lane_step, int lane_div,
 	return _mm512_loadu_si512(v);
 }
 
+/* The rows' bases from row o (a partial step's missing rows repeat row o:
+ * the same instructions, their results not stored). */
+KG_INLINE void kz_rows(const struct kern_gemm_args *a, size_t o, int R, const char *w[KG_R])
+{
+	KG_UNROLL
+	for (int r = 0; r < KG_R; r++)
+		w[r] = (const char *)a->w + (o + (r < R ? r : 0)) * a->w_stride;
+}
+
+/* The first R of the four row results to y[o..]. */
+KG_INLINE void kz_store(const struct kern_gemm_args *a, size_t o, int R, __m128 acc)
+{
+	float out[KG_R];
+
+	_mm_storeu_ps(out, acc);
+	memcpy(a->y + o, out, (size_t)R * sizeof(float));
+}
+
+/* Q4_K/Q5_K/Q2_K's float step for the four rows' super-block (d and dmin
+ * as halves at w[r] + off; isum in im's low lanes, msum in its high ones):
+ * acc + (d D) isum, then - (dmin D) msum, the order of kquants_gemv_ref.c. */
+KG_INLINE __m128 kz_step_dmin(__m128 acc, __m256i im, const char *const w[KG_R], size_t off,
+			      float xd_s)
+{
+	const __m128 xd = _mm_set1_ps(xd_s);
+	__m128 d4, dmin4;
+
+	kg_halves4(w, off, &d4, &dmin4);
+	const __m128 dk = _mm_mul_ps(d4, xd);
+	const __m128 mk = _mm_mul_ps(dmin4, xd);
+	acc = _mm_add_ps(acc, _mm_mul_ps(dk, _mm_cvtepi32_ps(_mm256_castsi256_si128(im))));
+	return _mm_sub_ps(acc, _mm_mul_ps(mk, _mm_cvtepi32_ps(_mm256_extracti128_si256(im, 1))));
+}
+
 /* Four rows' int32 accumulators (16 lanes each) and a vector whose lane k
  * holds [row 0 .. row 3] partial sums (the minimums'): lanes 0..3 of the
  * result the rows' totals of acc, lanes 4..7 of part. */
@@ -129,9 +163,9 @@ KG_INLINE void kz_k4_rows(const struct kern_gemm_args *a, size_t o, int R, int f
 	__m512i pidx[KG_R][2];
 	__m128 acc = _mm_setzero_ps();
 
+	kz_rows(a, o, R, w);
 	KG_UNROLL
 	for (int r = 0; r < KG_R; r++) {
-		w[r] = (const char *)a->w + (o + (r < R ? r : 0)) * st;
 		KG_UNROLL
 		for (int h = 0; h < 2; h++)
 			pidx[r][h] = kz_scale_idx(8 * r, 4 * h, 2, 2, 1);
@@ -188,17 +222,9 @@ KG_INLINE void kz_k4_rows(const struct kern_gemm_args *a, size_t o, int R, int f
 			}
 		}
 		const __m256i im = kz_reduce4(iacc, mins);
-		const __m128 xd = _mm_set1_ps(x[s].d);
-		__m128 d4, dmin4;
-		kg_halves4(w, sb, &d4, &dmin4);
-		const __m128 dk = _mm_mul_ps(d4, xd);
-		const __m128 mk = _mm_mul_ps(dmin4, xd);
-		acc = _mm_add_ps(acc, _mm_mul_ps(dk, _mm_cvtepi32_ps(_mm256_castsi256_si128(im))));
-		acc = _mm_sub_ps(acc, _mm_mul_ps(mk, _mm_cvtepi32_ps(_mm256_extracti128_si256(im, 1))));
+		acc = kz_step_dmin(acc, im, w, sb, x[s].d);
 	}
-	float out[KG_R];
-	_mm_storeu_ps(out, acc);
-	memcpy(a->y + o, out, (size_t)R * sizeof(float));
+	kz_store(a, o, R, acc);
 }
 
 /* The 16 int8 scales at off of rows 2i and 2i + 1 as int16, in sc[i]. */
@@ -228,9 +254,7 @@ KG_INLINE void kz_q6_rows(const struct kern_gemm_args *a, size_t o, int R, size_
 	__m512i pidx[2][2];
 	__m128 acc = _mm_setzero_ps();
 
-	KG_UNROLL
-	for (int r = 0; r < KG_R; r++)
-		w[r] = (const char *)a->w + (o + (r < R ? r : 0)) * st;
+	kz_rows(a, o, R, w);
 	KG_UNROLL
 	for (int r = 0; r < 2; r++) {
 		KG_UNROLL
@@ -295,9 +319,7 @@ KG_INLINE void kz_q6_rows(const struct kern_gemm_args *a, size_t o, int R, size_
 		const __m128 dk = _mm_mul_ps(d4, _mm_set1_ps(x[s].d));
 		acc = _mm_add_ps(acc, _mm_mul_ps(dk, _mm_cvtepi32_ps(_mm256_castsi256_si128(im))));
 	}
-	float out[KG_R];
-	_mm_storeu_ps(out, acc);
-	memcpy(a->y + o, out, (size_t)R * sizeof(float));
+	kz_store(a, o, R, acc);
 }
 
 /* VPERMW indices of Q2_K's scale vector for rows 2i + r2 (r2 = 0, 1 of a
@@ -355,9 +377,7 @@ KG_INLINE void kz_q2_rows(const struct kern_gemm_args *a, size_t o, int R, size_
 	__m512i pidx[2][2];
 	__m128 acc = _mm_setzero_ps();
 
-	KG_UNROLL
-	for (int r = 0; r < KG_R; r++)
-		w[r] = (const char *)a->w + (o + (r < R ? r : 0)) * st;
+	kz_rows(a, o, R, w);
 	KG_UNROLL
 	for (int r = 0; r < 2; r++) {
 		KG_UNROLL
@@ -403,17 +423,9 @@ KG_INLINE void kz_q2_rows(const struct kern_gemm_args *a, size_t o, int R, size_
 					_mm512_permutexvar_epi16(pidx[r % 2][jj], sc[r / 2]));
 		}
 		const __m256i im = kz_reduce4(iacc, mins);
-		const __m128 xd = _mm_set1_ps(x[s].d);
-		__m128 d4, dmin4;
-		kg_halves4(w, sb + 80, &d4, &dmin4);
-		const __m128 dk = _mm_mul_ps(d4, xd);
-		const __m128 mk = _mm_mul_ps(dmin4, xd);
-		acc = _mm_add_ps(acc, _mm_mul_ps(dk, _mm_cvtepi32_ps(_mm256_castsi256_si128(im))));
-		acc = _mm_sub_ps(acc, _mm_mul_ps(mk, _mm_cvtepi32_ps(_mm256_extracti128_si256(im, 1))));
+		acc = kz_step_dmin(acc, im, w, sb + 80, x[s].d);
 	}
-	float out[KG_R];
-	_mm_storeu_ps(out, acc);
-	memcpy(a->y + o, out, (size_t)R * sizeof(float));
+	kz_store(a, o, R, acc);
 }
 
 /* Q3_K's 16 signed scales of rows 2i, 2i + 1 as int16 (sc[i]), from the
@@ -462,9 +474,7 @@ KG_INLINE void kz_q3_rows(const struct kern_gemm_args *a, size_t o, int R, size_
 	__m512i pidx[2][2];
 	__m128 acc = _mm_setzero_ps();
 
-	KG_UNROLL
-	for (int r = 0; r < KG_R; r++)
-		w[r] = (const char *)a->w + (o + (r < R ? r : 0)) * st;
+	kz_rows(a, o, R, w);
 	KG_UNROLL
 	for (int r = 0; r < 2; r++) {
 		KG_UNROLL
@@ -532,9 +542,7 @@ KG_INLINE void kz_q3_rows(const struct kern_gemm_args *a, size_t o, int R, size_
 		const __m128 dk = _mm_mul_ps(d4, _mm_set1_ps(x[s].d));
 		acc = _mm_add_ps(acc, _mm_mul_ps(dk, _mm_cvtepi32_ps(_mm256_castsi256_si128(im))));
 	}
-	float out[KG_R];
-	_mm_storeu_ps(out, acc);
-	memcpy(a->y + o, out, (size_t)R * sizeof(float));
+	kz_store(a, o, R, acc);
 }
 
 #endif
