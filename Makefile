@@ -177,6 +177,11 @@ ifeq ($(TARGET_ARCH),aarch64)
 $(BUILD)/tests/%.o: CFLAGS += -fno-tree-vectorize
 endif
 $(BUILD)/engine/compute/cpu/kernels/%_amx.o: ISAFLAGS = $(ISA_amx)
+# The AMX blocking on a software tile model (tests/test_amx_model.c)
+# includes kernels_amx.c: AVX-512 code, run only where the CPU has it.
+ifeq ($(TARGET_ARCH),x86_64)
+$(BUILD)/tests/test_amx_model.o: ISAFLAGS = $(ISA_avx512)
+endif
 
 $(LIBEMBER): $(ENGINE_OBJ) $(BUILD)/vulkan.flag
 	$(call say,AR,$@)rm -f $@ && ar rcs $@ $(filter %.o,$^)

@@ -229,13 +229,10 @@ static void kern__choose(void)
 	kern__regions = !(split && strcmp(split, "chunks") == 0);
 	cpu_detect(&f);
 	cap = cpu_select_level(&f);
-	/* The AMX tiles have not run on AMX hardware yet (kernels_amx.c):
-	 * only when asked for by name, and only with the kernel's permission
-	 * and a passing self-test; otherwise avx512, said once. */
-	if (cap == CPU_LEVEL_AMX && cpu_level_from_env() != CPU_LEVEL_AMX)
-		cap = CPU_LEVEL_AVX512;
+	/* AMX only with the kernel's permission for the tile data and a
+	 * passing self-test (kernels_amx.c); otherwise avx512, said once. */
 	if (cap == CPU_LEVEL_AMX && !kern__amx_usable()) {
-		fprintf(stderr, "ember: EMBER_CPU=amx: %s; using avx512\n", kern__amx_why);
+		fprintf(stderr, "ember: amx: %s; using avx512\n", kern__amx_why);
 		cap = CPU_LEVEL_AVX512;
 	}
 	kern__level = kern_resolve(&f, cap, &kern__table, &kern__org);

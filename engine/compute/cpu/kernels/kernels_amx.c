@@ -1,32 +1,41 @@
 /*
- * kernels_amx.c - the AMX level: Q8_0 and Q4_0 prefill (16 or more tokens)
+ * kernels_amx.c - the AMX level: Q8_0 and Q4_0 GEMMs of 16 or more tokens
  * on AMX int8 tiles (TDPBSSD), everything else from the AVX-512 level.
  *
- * UNTESTED ON HARDWARE: written on a Zen 4 (no AMX). It is therefore off
- * unless asked for by name (EMBER_CPU=amx), and even then only where
- * CPUID, XCR0 and the kernel's permission (arch_prctl
- * ARCH_REQ_XCOMP_PERM for the tile data) all allow it, and where a
- * self-test at start-up finds its results bit-identical to the AVX-512
- * level's (kern_amx_enable()); otherwise Ember logs why once and runs
- * avx512.
+ * Chosen by default where CPUID (AMX-TILE/INT8, and AVX-512 below it),
+ * XCR0 (tile state), the kernel's permission (arch_prctl
+ * ARCH_REQ_XCOMP_PERM for the tile data) and a start-up self-test against
+ * the AVX-512 level (bit for bit, kern_amx_enable()) all agree; otherwise
+ * Ember says why once and runs avx512. EMBER_CPU=avx512 caps it.
+ * Run on an Intel Xeon (family 6 model 207, Emerald Rapids) on
+ * 2026-11-27: the unit tests and the self-test pass there, and it is the
+ * faster level for these GEMMs (LEVELS.md has the figures and the
+ * profile); tests/test_amx_model.c runs this file's blocking on a
+ * software model of the tiles wherever AVX-512 exists, CI included.
  *
  * Per 16 weight rows x 16 tokens and 32-element block b:
- *   A (tmm1): the 16 tokens' activation bytes of block b, 32 a row,
- *             loaded straight from the quantized activation rows (stride
- *             x_stride);
- *   B (tmm2): 8 rows of 64 bytes: row c holds elements 4c..4c+3 of the 16
- *             weight rows, as signed bytes (Q4_0: nibble - 8), built by the
- *             VNNI tiles' transposition (qvnni_avx512.h) and stored once;
- *   C (tmm0): zeroed, += A.B: C[token][row] = the block's exact int32 dot.
- * C is stored and each token's row of 16 int32 (one lane per weight row)
- * goes through acc = fma(float(S), dw * dx, acc), the VNNI and AVX2
- * levels' instruction for that block: the results are bit-identical to
- * theirs, so decode (one token, AVX2 GEMV) and prefill agree and the
- * self-test can demand equality.
+ *   A (tmm4/5): the 16 tokens' activation bytes of block b, 32 a row,
+ *               repacked once per pass so a tile is 8 whole cache lines;
+ *   B (tmm6/7): 8 rows of 64 bytes: row c holds elements 4c..4c+3 of the
+ *               16 weight rows, as signed bytes (Q4_0: nibble - 8), built
+ *               by the VNNI tiles' transposition (qvnni_avx512.h) once per
+ *               pass, row group and panel of AMX_KC blocks;
+ *   C (tmm0-3): zeroed, += A.B: C[token][row] = the block's exact int32
+ *               dot; four blocks in flight.
+ * Each block's C is stored and each token's row of 16 int32 (one lane per
+ * weight row) goes through acc = fma(float(S), dw * dx, acc), the VNNI and
+ * AVX2 levels' instruction for that block, with the 16 accumulators in
+ * registers: the results are bit-identical to theirs, so decode (one
+ * token) and prefill agree and the self-test can demand equality. The
+ * per-block scales are why C must leave the tiles every block (one
+ * TILESTORED per 8,192 products): that store and the float step bound
+ * this level (LEVELS.md).
  *
  * Tiles are configured by each call (LDTILECFG; every pool worker runs
  * its own calls) and released at its end. Row tails (n_out % 16) and
- * token tails (n_tok % 16) go to the AVX-512 level.
+ * token tails (n_tok % 16) go to the AVX-512 level. Each call allocates
+ * its work memory (panel and repacked activations, 293 KiB) and frees it;
+ * without it the call runs at the AVX-512 level.
  *
  * Thread safety: kern_amx_enable() runs once under kern_init()'s
  * pthread_once; the gemm functions are pure.
@@ -34,6 +43,7 @@
 #if defined(__x86_64__)
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -42,7 +52,21 @@
 #include "kernels_impl.h"
 #include "qvnni_avx512.h"
 
+/* Tokens per A and C tile; tokens per pass (the pass's activations,
+ * AMX_TB x AMX_KC blocks of 36 bytes = 295 KiB, stay in the 2 MiB L2
+ * while every row group of the call reads them); blocks per panel (the
+ * panel's B tiles and scales, 36 KiB, stay in L1 while every token group
+ * of the pass reads them). */
 #define AMX_TOK 16
+#ifndef AMX_TB /* -D for tuning runs (bench) */
+#define AMX_TB 128
+#endif
+#ifndef AMX_KC
+#define AMX_KC 64
+#endif
+#ifndef AMX_REPACK
+#define AMX_REPACK 1
+#endif
 #define AMX_ARCH_GET_XCOMP_PERM 0x1022
 #define AMX_ARCH_REQ_XCOMP_PERM 0x1023
 #define AMX_XFEATURE_XTILEDATA 18
@@ -57,85 +81,210 @@ struct amx_cfg {
 };
 static_assert(sizeof(struct amx_cfg) == 64, "tile configuration is 64 bytes");
 
+/* 16 weight rows x AMX_KC blocks, unpacked once per pass and row group:
+ * block i's B tile (8 rows of 64 bytes) and its 16 rows' scales. */
+struct amx_panel {
+	__m512i bt[AMX_KC][KERN_QK / 4];
+	__m512 dw[AMX_KC];
+};
+
+/* Tiles 0-3: C (16 tokens x 16 int32), four blocks in flight; 4, 5: A
+ * (16 tokens x 32 bytes); 6, 7: B (8 x 64 bytes). */
 static void amx__configure(void)
 {
 	struct amx_cfg cfg;
 
 	memset(&cfg, 0, sizeof(cfg));
 	cfg.palette = 1;
-	cfg.rows[0] = AMX_TOK; /* C: 16 tokens x 16 int32 */
-	cfg.colsb[0] = 64;
-	cfg.rows[1] = AMX_TOK; /* A: 16 tokens x 32 bytes */
-	cfg.colsb[1] = KERN_QK;
-	cfg.rows[2] = KERN_QK / 4; /* B: 8 x (16 rows x 4 bytes) */
-	cfg.colsb[2] = 64;
+	for (int i = 0; i < 4; i++) {
+		cfg.rows[i] = AMX_TOK;
+		cfg.colsb[i] = 64;
+	}
+	for (int i = 4; i < 6; i++) {
+		cfg.rows[i] = AMX_TOK;
+		cfg.colsb[i] = KERN_QK;
+	}
+	for (int i = 6; i < 8; i++) {
+		cfg.rows[i] = KERN_QK / 4;
+		cfg.colsb[i] = 64;
+	}
 	_tile_loadconfig(&cfg);
 }
 
-/* Rows [o, o + 16) for tokens [t, t + 16). */
-static void amx__tile(uint32_t wt, const struct kern_gemm_args *a, size_t o, size_t t)
+/* Blocks [b0, b0 + n) of the 16 rows at w into p. */
+static void amx__panel(uint32_t wt, const char *w, size_t st, size_t b0, size_t n,
+		       struct amx_panel *p)
 {
 	const size_t bs = wt == DTYPE_Q8_0 ? sizeof(struct kern_block_q8_0)
 					   : sizeof(struct kern_block_q4_0);
-	const size_t nb = a->n_in / KERN_QK, st = a->w_stride;
-	const char *w = (const char *)a->w + o * st;
-	const char *x = (const char *)a->x + t * a->x_stride;
-	int32_t c[AMX_TOK][QV_ROWS] __attribute__((aligned(64)));
-	__m512i bt[KERN_QK / 4] __attribute__((aligned(64)));
-	__m512 acc[AMX_TOK];
 
-	for (int k = 0; k < AMX_TOK; k++)
-		acc[k] = _mm512_setzero_ps();
-	for (size_t b = 0; b < nb; b++) {
-		const __m512 dw = qv__scales(w, st, b, bs);
+	for (size_t i = 0; i < n; i++) {
 		__m512i u[8];
 
-		qv__unpack(wt, w, st, b, 1, u);
-		for (int i = 0; i < 8; i++)
-			_mm512_store_si512(&bt[i], u[i]);
-		_tile_zero(0);
-		_tile_loadd(1, x + b * sizeof(struct kern_block_q8a) +
-				       offsetof(struct kern_block_q8a, qs),
-			    (long)a->x_stride);
-		_tile_loadd(2, bt, 64);
-		_tile_dpbssd(0, 1, 2);
-		_tile_stored(0, c, 64);
-		for (int k = 0; k < AMX_TOK; k++) {
-			const float xd = a->xd[(t + k) * a->xd_stride + b];
-			acc[k] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(c[k])),
-						 _mm512_mul_ps(dw, _mm512_set1_ps(xd)), acc[k]);
-		}
+		p->dw[i] = qv__scales(w, st, b0 + i, bs);
+		qv__unpack(wt, w, st, b0 + i, 1, u);
+		for (int c = 0; c < 8; c++)
+			_mm512_store_si512(&p->bt[i][c], u[c]);
 	}
-	for (int k = 0; k < AMX_TOK; k++)
-		_mm512_storeu_ps(a->y + (t + k) * a->y_stride + o, acc[k]);
 }
 
+/* One block's 16x16 exact dots c into the 16 tokens' accumulators: the
+ * AVX-512 level's instruction for a block, acc = fma(S, dw * dx, acc),
+ * so the sums stay bit-identical. xd: the tokens' scale of this block. */
+#define AMX_SCALE(acc, c, dw, xd, xds)                                                        \
+	do {                                                                                  \
+		QV_UNROLL                                                                     \
+		for (int k_ = 0; k_ < AMX_TOK; k_++)                                          \
+			(acc)[k_] = _mm512_fmadd_ps(                                          \
+				_mm512_cvtepi32_ps(_mm512_load_si512((c)[k_])),               \
+				_mm512_mul_ps((dw), _mm512_set1_ps((xd)[k_ * (xds)])),        \
+				(acc)[k_]);                                                   \
+	} while (0)
+
+/* Where a token group's A tiles are: block i's tile at base + i * step,
+ * its 16 token rows stride bytes apart. */
+struct amx_src {
+	const char *base;
+	size_t step;
+	long stride;
+};
+
+/* Rows [o, o + 16) of tokens [t, t + 16) over the panel's n blocks,
+ * starting at block b0: first panel from zero, later ones from y. */
+static void amx__group(const struct kern_gemm_args *a, const struct amx_panel *p, size_t n,
+		       size_t b0, size_t o, size_t t, struct amx_src src)
+{
+	const char *xq = src.base;
+	const size_t qb = src.step;
+	const long xs = src.stride;
+	const float *xd = a->xd + t * a->xd_stride + b0;
+	const size_t xds = a->xd_stride;
+	float *y = a->y + t * a->y_stride + o;
+	int32_t c[4][AMX_TOK][QV_ROWS] __attribute__((aligned(64)));
+	__m512 acc[AMX_TOK];
+	size_t i = 0;
+
+	QV_UNROLL
+	for (int k = 0; k < AMX_TOK; k++)
+		acc[k] = b0 == 0 ? _mm512_setzero_ps() : _mm512_loadu_ps(y + k * a->y_stride);
+	/* Four blocks' tile products, then their four float steps in block
+	 * order: the next four's tile loads and products overlap the steps. */
+	for (; i + 4 <= n; i += 4) {
+		_tile_zero(0);
+		_tile_loadd(4, xq + i * qb, xs);
+		_tile_loadd(6, p->bt[i], 64);
+		_tile_dpbssd(0, 4, 6);
+		_tile_zero(1);
+		_tile_loadd(5, xq + (i + 1) * qb, xs);
+		_tile_loadd(7, p->bt[i + 1], 64);
+		_tile_dpbssd(1, 5, 7);
+		_tile_zero(2);
+		_tile_loadd(4, xq + (i + 2) * qb, xs);
+		_tile_loadd(6, p->bt[i + 2], 64);
+		_tile_dpbssd(2, 4, 6);
+		_tile_zero(3);
+		_tile_loadd(5, xq + (i + 3) * qb, xs);
+		_tile_loadd(7, p->bt[i + 3], 64);
+		_tile_dpbssd(3, 5, 7);
+		_tile_stored(0, c[0], 64);
+		_tile_stored(1, c[1], 64);
+		_tile_stored(2, c[2], 64);
+		_tile_stored(3, c[3], 64);
+		AMX_SCALE(acc, c[0], p->dw[i], xd + i, xds);
+		AMX_SCALE(acc, c[1], p->dw[i + 1], xd + i + 1, xds);
+		AMX_SCALE(acc, c[2], p->dw[i + 2], xd + i + 2, xds);
+		AMX_SCALE(acc, c[3], p->dw[i + 3], xd + i + 3, xds);
+	}
+	for (; i < n; i++) {
+		_tile_zero(0);
+		_tile_loadd(4, xq + i * qb, xs);
+		_tile_loadd(6, p->bt[i], 64);
+		_tile_dpbssd(0, 4, 6);
+		_tile_stored(0, c[0], 64);
+		AMX_SCALE(acc, c[0], p->dw[i], xd + i, xds);
+	}
+	QV_UNROLL
+	for (int k = 0; k < AMX_TOK; k++)
+		_mm512_storeu_ps(y + k * a->y_stride, acc[k]);
+}
+
+/* The pass's activation bytes of blocks [b0, b0 + n), tile by tile:
+ * token group g's block i at xa[g][i], 16 rows of 32 bytes, so an A
+ * tile is 8 whole cache lines (in the activation rows a block's 32 bytes
+ * sit 36 apart and every other one straddles two lines). */
+static void amx__repack(const struct kern_gemm_args *a, size_t t0, size_t t1, size_t b0, size_t n,
+			int8_t (*xa)[AMX_KC][AMX_TOK][KERN_QK])
+{
+	for (size_t t = t0; t < t1; t++) {
+		const char *row = (const char *)a->x + t * a->x_stride + b0 * sizeof(struct kern_block_q8a) +
+				  offsetof(struct kern_block_q8a, qs);
+		const size_t g = (t - t0) / AMX_TOK, k = (t - t0) % AMX_TOK;
+
+		for (size_t i = 0; i < n; i++)
+			_mm256_store_si256((__m256i *)xa[g][i][k],
+					   _mm256_loadu_si256((const __m256i *)(row + i * sizeof(struct kern_block_q8a))));
+	}
+}
+
+/* Per pass of AMX_TB tokens and panel of AMX_KC blocks: the activations
+ * repacked once, then per 16-row group the panel unpacked once and run by
+ * every 16-token group of the pass. Work memory (293 KiB) is the call's
+ * own; if it cannot be had, the AVX-512 level does the call. */
 static void amx__gemm(uint32_t wt, kern_gemm_fn vnni, const struct kern_gemm_args *a, size_t o0,
 		      size_t o1)
 {
-	const size_t full = a->n_tok / AMX_TOK * AMX_TOK;
-	size_t o = o0;
+	const size_t full = a->n_tok / AMX_TOK * AMX_TOK, nb = a->n_in / KERN_QK;
+	const size_t rows = (o1 - o0) / QV_ROWS * QV_ROWS, o_end = o0 + rows;
+	struct amx_work {
+		struct amx_panel panel;
+		int8_t xa[AMX_TB / AMX_TOK][AMX_KC][AMX_TOK][KERN_QK];
+	} *m;
 
-	if (full == 0) {
+	if (full == 0 || rows == 0 || !(m = aligned_alloc(64, sizeof(*m)))) {
 		vnni(a, o0, o1);
 		return;
 	}
 	amx__configure();
-	for (; o + QV_ROWS <= o1; o += QV_ROWS)
-		for (size_t t = 0; t < full; t += AMX_TOK)
-			amx__tile(wt, a, o, t);
-	_tile_release();
-	if (o < o1) { /* row tail: every token */
-		vnni(a, o, o1);
+	for (size_t tb = 0; tb < full; tb += AMX_TB) {
+		const size_t te = tb + AMX_TB < full ? tb + AMX_TB : full;
+
+		for (size_t b0 = 0; b0 < nb; b0 += AMX_KC) {
+			const size_t n = nb - b0 < AMX_KC ? nb - b0 : AMX_KC;
+
+#if AMX_REPACK
+			amx__repack(a, tb, te, b0, n, m->xa);
+#endif
+			for (size_t o = o0; o < o_end; o += QV_ROWS) {
+				amx__panel(wt, (const char *)a->w + o * a->w_stride, a->w_stride, b0, n,
+					   &m->panel);
+				for (size_t t = tb; t < te; t += AMX_TOK) {
+#if AMX_REPACK
+					struct amx_src src = {(const char *)m->xa[(t - tb) / AMX_TOK],
+							      sizeof(m->xa[0][0]), KERN_QK};
+#else
+					struct amx_src src = {
+						(const char *)a->x + t * a->x_stride +
+							b0 * sizeof(struct kern_block_q8a) +
+							offsetof(struct kern_block_q8a, qs),
+						sizeof(struct kern_block_q8a), (long)a->x_stride};
+#endif
+					amx__group(a, &m->panel, n, b0, o, t, src);
+				}
+			}
+		}
 	}
-	if (full < a->n_tok && o > o0) { /* token tail of the whole rows */
+	_tile_release();
+	free(m);
+	if (o_end < o1) /* row tail: every token */
+		vnni(a, o_end, o1);
+	if (full < a->n_tok) { /* token tail of the whole rows */
 		struct kern_gemm_args r = *a;
 		r.x = (const char *)a->x + full * a->x_stride;
 		r.xd = a->xd + full * a->xd_stride;
 		r.xs8 = a->xs8 + full * a->xd_stride;
 		r.y = a->y + full * a->y_stride;
 		r.n_tok = a->n_tok - full;
-		vnni(&r, o0, o);
+		vnni(&r, o0, o_end);
 	}
 }
 
@@ -173,21 +322,26 @@ static uint32_t amx__rand(uint32_t *s)
 	return *s >> 8;
 }
 
-/* AMX against the AVX-512 level on 32 rows x 96 inputs x 19 tokens of
- * each type (a row tail-free tile pair, one full token tile and a tail):
+/* AMX against the AVX-512 level on each type, at a size that crosses
+ * every boundary of amx__gemm: 40 rows (two row groups and a row tail),
+ * 131 blocks (two full panels, one of 3: the single-block loop), 147
+ * tokens (a full pass, a second pass of one group, a token tail of 3):
  * 0 when every output is bit-identical. */
 static int amx__selftest(void)
 {
-	enum { OUT = 32, IN = 96, TOK = 19, NB = IN / KERN_QK };
-	static struct kern_block_q8_0 w8[OUT * NB];
-	static struct kern_block_q4_0 w4[OUT * NB];
-	static struct kern_block_q8a x[TOK * NB];
-	static float xd[TOK * KERN_GROUP * ((NB + KERN_GROUP - 1) / KERN_GROUP)];
-	static int32_t xs8[TOK * KERN_GROUP * ((NB + KERN_GROUP - 1) / KERN_GROUP)];
-	static float y1[TOK * OUT], y2[TOK * OUT];
+	enum { OUT = 40, NB = 2 * AMX_KC + 3, IN = NB * KERN_QK, TOK = AMX_TB + AMX_TOK + 3 };
 	const size_t pad = kern_act_groups_pad(NB);
+	struct kern_block_q8_0 *w8 = malloc(sizeof(*w8) * OUT * NB);
+	struct kern_block_q4_0 *w4 = malloc(sizeof(*w4) * OUT * NB);
+	struct kern_block_q8a *x = malloc(sizeof(*x) * TOK * NB);
+	float *xd = malloc(sizeof(float) * TOK * pad);
+	int32_t *xs8 = malloc(sizeof(int32_t) * TOK * pad);
+	float *y1 = malloc(sizeof(float) * TOK * OUT), *y2 = malloc(sizeof(float) * TOK * OUT);
 	uint32_t s = 12345;
+	int rc = -1;
 
+	if (!w8 || !w4 || !x || !xd || !xs8 || !y1 || !y2)
+		goto out;
 	for (size_t i = 0; i < OUT * NB; i++) {
 		w8[i].d = w4[i].d = kern_fp32_to_fp16((float)(amx__rand(&s) % 1000 + 1) * 1e-4f);
 		for (int j = 0; j < KERN_QK; j++)
@@ -220,10 +374,19 @@ static int amx__selftest(void)
 		(ti ? kern_amx_gemm_q4_0 : kern_amx_gemm_q8_0)(&a, 0, OUT);
 		a.y = y2;
 		(ti ? kern_avx512_gemm_q4_0 : kern_avx512_gemm_q8_0)(&a, 0, OUT);
-		if (memcmp(y1, y2, sizeof(y1)) != 0)
-			return -1;
+		if (memcmp(y1, y2, sizeof(float) * TOK * OUT) != 0)
+			goto out;
 	}
-	return 0;
+	rc = 0;
+out:
+	free(w8);
+	free(w4);
+	free(x);
+	free(xd);
+	free(xs8);
+	free(y1);
+	free(y2);
+	return rc;
 }
 
 int kern_amx_enable(char *why, size_t len)
