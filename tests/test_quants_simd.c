@@ -10,12 +10,12 @@
  * a dmin), x the Q8 activations as the kernels see them.
  * Each token alone (the level's GEMV) must equal its column of the batch
  * (the GEMM) bit for bit. A level this CPU cannot run is skipped with a
- * message. Where a level has its own Q4_K/Q5_K/Q6_K GEMV on per-super-block
+ * message. Where a level has its own Q2_K..Q6_K GEMV on per-super-block
  * activations (args.xk), its GEMM takes every token that way too, and each
  * token of the batch must equal that GEMV's scalar reference
  * (kquants_gemv_ref.c) bit for bit.
  *
- * The Q4_K/Q5_K/Q6_K (at avx512 also Q2_K, Q3_K) decode GEMVs on per-super-block
+ * The Q2_K..Q6_K decode GEMVs on per-super-block
  * activations (kquants_gemv.h, args.xk) must equal their scalar reference
  * (kquants_gemv_ref.c) bit for bit, at every level and row count, and be
  * the product of the dequantized rows with those activations within
@@ -367,8 +367,8 @@ static void qs_check_q8k_level(enum cpu_level level)
 		{DTYPE_Q4_K, kern_ref_gemv_q8k_q4_k},
 		{DTYPE_Q5_K, kern_ref_gemv_q8k_q5_k},
 		{DTYPE_Q6_K, kern_ref_gemv_q8k_q6_k},
-		{DTYPE_Q2_K, kern_ref_gemv_q8k_q2_k}, /* avx512 only */
-		{DTYPE_Q3_K, kern_ref_gemv_q8k_q3_k}, /* avx512 only */
+		{DTYPE_Q2_K, kern_ref_gemv_q8k_q2_k},
+		{DTYPE_Q3_K, kern_ref_gemv_q8k_q3_k},
 	};
 	const struct kern_ops *ops = kern_ops_for(level);
 
@@ -384,8 +384,6 @@ static void qs_check_q8k_level(enum cpu_level level)
 				q = &qs_types[k];
 		ck_assert_ptr_nonnull(q);
 		ck_assert_ptr_nonnull(ops->gemv[q->t]);
-		if ((q->t == DTYPE_Q2_K || q->t == DTYPE_Q3_K) && level == CPU_LEVEL_AVX2)
-			continue; /* its gemm runs one token */
 		ck_assert_ptr_ne(ops->gemv[q->t], ops->gemm[q->t]);
 		for (size_t b = 0; b < sizeof(ins) / sizeof(ins[0]); b++)
 			for (size_t c = 0; c < sizeof(outs) / sizeof(outs[0]); c++)

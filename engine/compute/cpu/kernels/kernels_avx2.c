@@ -412,8 +412,8 @@ const struct kern_ops kern_ops_avx2 = {
 			[DTYPE_Q4_0] = avx2__gemm_q4_0,
 			[DTYPE_Q4_K] = kern_avx2_gemm_q4_k,
 			[DTYPE_Q6_K] = kern_avx2_gemm_q6_k,
-			[DTYPE_Q2_K] = kern_avx2_gemm_q2_k,
-			[DTYPE_Q3_K] = kern_avx2_gemm_q3_k,
+			[DTYPE_Q2_K] = kern_avx2_gemm_q8k_q2_k,
+			[DTYPE_Q3_K] = kern_avx2_gemm_q8k_q3_k,
 			[DTYPE_Q5_K] = kern_avx2_gemm_q5_k,
 			[DTYPE_IQ4_XS] = kern_avx2_gemm_iq4_xs,
 			[DTYPE_IQ4_NL] = kern_avx2_gemm_iq4_nl,
@@ -429,6 +429,8 @@ const struct kern_ops kern_ops_avx2 = {
 			[DTYPE_Q4_K] = kern_avx2_gemv_q4_k,
 			[DTYPE_Q5_K] = kern_avx2_gemv_q5_k,
 			[DTYPE_Q6_K] = kern_avx2_gemv_q6_k,
+			[DTYPE_Q2_K] = kern_avx2_gemv_q2_k,
+			[DTYPE_Q3_K] = kern_avx2_gemv_q3_k,
 		},
 };
 #endif

@@ -1,12 +1,13 @@
 /*
- * kquants_gemv.h - the body of the Q4_K, Q5_K and Q6_K one-token GEMVs on
- * 256-bit vectors, shared by kquants_gemv_avx2.c and kquants_gemv_avx512.c.
+ * kquants_gemv.h - the body of the Q2_K .. Q6_K one-token GEMVs on 256-bit
+ * vectors, shared by kquants_gemv_avx2.c and kquants_gemv_avx512.c, and
+ * of Q2_K/Q3_K's batches through them (gemm_q8k_q2_k, gemm_q8k_q3_k).
  * Each includes it once after defining
  *   KG_FN(name)           its function name prefix
  *   KG_MADD(acc, p, s)    acc + the int32 sums of adjacent int16 products
  *                         p x s (AVX2: VPMADDWD + VPADDD; AVX-512 VNNI:
  *                         one VPDPWSSD)
- *   KG_GEMM_Q4_K .. _Q6_K the level's gemm, run when a call has no
+ *   KG_GEMM_Q2_K .. _Q6_K the level's gemm, run when a call has no
  *                         kern_block_q8_k activations (args.xk NULL)
  *   KG_CHAINS (optional)  2: two accumulators per row (VPDPWSSD latency)
  *   KG_ZMM (optional)     the row bodies of kquants_gemv_zmm.h instead
@@ -301,6 +302,182 @@ KG_INLINE void kg_q6_rows(const struct kern_gemm_args *a, size_t o, int R, size_
 	memcpy(a->y + o, out, (size_t)R * sizeof(float));
 }
 
+/* The integer sums of one Q2_K row's super-block at b (16 sub-blocks of
+ * 16; scales[k]: scale low nibble, minimum high; element 128n + 32j + l
+ * in bits 2j, 2j + 1 of qs[32n + l]): isum = sum_k sc_k S_k, returned
+ * over eight int32 lanes, and msum = sum_k m_k (sum of x_k) in *mins.
+ * Plane j of half n holds sub-block 8n + 2j in its low 128-bit lane and
+ * 8n + 2j + 1 in its high one, Q6_K's pairing. Two chains. */
+KG_INLINE __m256i kg_q2_row_y(const char *b, const int8_t *xq, __m256i bsums, __m256i *mins)
+{
+	const __m256i m3 = _mm256_set1_epi8(3);
+	const __m128i m4 = _mm_set1_epi8(0x0f);
+	const __m128i raw = _mm_loadu_si128((const __m128i *)b);
+	const __m128i sc8 = _mm_and_si128(raw, m4);
+	const __m256i sca = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sc8));
+	const __m256i scb = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_srli_si128(sc8, 8)));
+	__m256i isum = _mm256_setzero_si256(), isum2 = _mm256_setzero_si256();
+
+	*mins = _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(raw, 4), m4)),
+				  bsums);
+	KG_UNROLL
+	for (int n = 0; n < 2; n++) {
+		const __m256i q = kg_load(b + 16 + 32 * n);
+		KG_UNROLL
+		for (int j = 0; j < 4; j++) {
+			const __m256i u = _mm256_and_si256(j ? _mm256_srli_epi16(q, 2 * j) : q, m3);
+			const __m256i pr = _mm256_maddubs_epi16(u, kg_load(xq + 128 * n + 32 * j));
+			const __m256i scv = _mm256_shuffle_epi8(n ? scb : sca, kg_idx_pair(j));
+			if (j % 2)
+				isum2 = KG_MADD(isum2, pr, scv);
+			else
+				isum = KG_MADD(isum, pr, scv);
+		}
+	}
+	return _mm256_add_epi32(isum, isum2);
+}
+
+/* Rows o .. o + R - 1 of Q2_K; the float step is Q4_K's (d, dmin at 80). */
+KG_INLINE void kg_q2_rows(const struct kern_gemm_args *a, size_t o, int R, size_t end)
+{
+	const size_t bs = sizeof(struct kern_block_q2_k), nsb = a->n_in / KERN_QKK;
+	const size_t st = a->w_stride;
+	const struct kern_block_q8_k *x = a->xk;
+	const char *w[KG_R];
+	const int pf = o + KG_AHEAD + R <= end;
+	__m128 acc = _mm_setzero_ps();
+
+	KG_UNROLL
+	for (int r = 0; r < KG_R; r++)
+		w[r] = (const char *)a->w + (o + (r < R ? r : 0)) * st;
+	for (size_t s = 0; s < nsb; s++) {
+		const size_t sb = s * bs;
+		const __m256i bsums = kg_load(x[s].bsums);
+		__m256i iv[KG_R], mv[KG_R];
+
+		if (pf) {
+			KG_UNROLL
+			for (int r = 0; r < R; r++)
+				kg_prefetch(w[r] + KG_AHEAD * st + sb, bs);
+		}
+		KG_UNROLL
+		for (int r = 0; r < KG_R; r++) {
+			if (r >= R) {
+				iv[r] = mv[r] = _mm256_setzero_si256();
+				continue;
+			}
+			iv[r] = kg_q2_row_y(w[r] + sb, x[s].qs, bsums, &mv[r]);
+		}
+		const __m128i i4 = kg_hsum4(iv), m4s = kg_hsum4(mv);
+		const __m128 xd = _mm_set1_ps(x[s].d);
+		__m128 d4, dmin4;
+		kg_halves4(w, sb + 80, &d4, &dmin4);
+		const __m128 dk = _mm_mul_ps(d4, xd);
+		const __m128 mk = _mm_mul_ps(dmin4, xd);
+		acc = _mm_add_ps(acc, _mm_mul_ps(dk, _mm_cvtepi32_ps(i4)));
+		acc = _mm_sub_ps(acc, _mm_mul_ps(mk, _mm_cvtepi32_ps(m4s)));
+	}
+	float out[KG_R];
+	_mm_storeu_ps(out, acc);
+	memcpy(a->y + o, out, (size_t)R * sizeof(float));
+}
+
+/* Q3_K's 16 signed scales (kern_q3k_scale()) as int8, from the 16 bytes
+ * at b + 94 (two before the 12 scale bytes, so as not to pass the block's
+ * end): scale j's low 4 bits are s[j] & 15 (j < 8) or s[j - 8] >> 4, its
+ * high 2 bits (s[8 + j % 4] >> 2 (j / 4)) & 3. */
+KG_INLINE __m128i kg_q3_scales(const char *b)
+{
+	const __m128i v = _mm_loadu_si128((const __m128i *)(b + 94));
+	const __m128i lo = _mm_and_si128(
+		_mm_srlv_epi64(_mm_shuffle_epi8(v, _mm_setr_epi8(2, 3, 4, 5, 6, 7, 8, 9, 2, 3, 4, 5,
+								 6, 7, 8, 9)),
+			       _mm_setr_epi32(0, 0, 4, 0)),
+		_mm_set1_epi8(0x0f));
+	const __m128i hi = _mm_and_si128(
+		_mm_srlv_epi32(_mm_shuffle_epi8(v, _mm_setr_epi8(10, 11, 12, 13, 10, 11, 12, 13, 10,
+								 11, 12, 13, 10, 11, 12, 13)),
+			       _mm_setr_epi32(0, 2, 4, 6)),
+		_mm_set1_epi8(3));
+
+	return _mm_sub_epi8(_mm_or_si128(lo, _mm_slli_epi16(hi, 4)), _mm_set1_epi8(32));
+}
+
+/* The integer sum of one Q3_K row's super-block at b: Q2_K's planes (qs
+ * at byte 32) with bit 4n + j of hmask[l] as bit 2 (the unsigned value
+ * q + 4, 0..7), the same pairing; the -4 offset through the activation
+ * sums, as Q6_K's -32: isum = sum_k sc_k S_k - 4 sum_k sc_k (sum of x_k). */
+KG_INLINE __m256i kg_q3_row_y(const char *b, const int8_t *xq, __m256i bsums)
+{
+	const __m256i m3 = _mm256_set1_epi8(3), b4 = _mm256_set1_epi8(4);
+	const __m128i sc8 = kg_q3_scales(b);
+	const __m256i sca = _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(sc8));
+	const __m256i scb = _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(_mm_srli_si128(sc8, 8)));
+	const __m256i off = _mm256_slli_epi32(_mm256_madd_epi16(_mm256_cvtepi8_epi16(sc8), bsums), 2);
+	const __m256i hm = kg_load(b);
+	__m256i isum = _mm256_setzero_si256(), isum2 = _mm256_setzero_si256();
+
+	KG_UNROLL
+	for (int n = 0; n < 2; n++) {
+		const __m256i q = kg_load(b + 32 + 32 * n);
+		KG_UNROLL
+		for (int j = 0; j < 4; j++) {
+			const int sh = 4 * n + j - 2; /* hmask bit 4n + j to bit 2 */
+			const __m256i h = sh < 0    ? _mm256_slli_epi16(hm, -sh)
+					  : sh == 0 ? hm
+						    : _mm256_srli_epi16(hm, sh);
+			const __m256i u =
+				_mm256_or_si256(_mm256_and_si256(j ? _mm256_srli_epi16(q, 2 * j) : q, m3),
+						_mm256_and_si256(h, b4));
+			const __m256i pr = _mm256_maddubs_epi16(u, kg_load(xq + 128 * n + 32 * j));
+			const __m256i scv = _mm256_shuffle_epi8(n ? scb : sca, kg_idx_pair(j));
+			if (j % 2)
+				isum2 = KG_MADD(isum2, pr, scv);
+			else
+				isum = KG_MADD(isum, pr, scv);
+		}
+	}
+	return _mm256_sub_epi32(_mm256_add_epi32(isum, isum2), off);
+}
+
+/* Rows o .. o + R - 1 of Q3_K; the float step is Q6_K's (d at 108). */
+KG_INLINE void kg_q3_rows(const struct kern_gemm_args *a, size_t o, int R, size_t end)
+{
+	const size_t bs = sizeof(struct kern_block_q3_k), nsb = a->n_in / KERN_QKK;
+	const size_t st = a->w_stride;
+	const struct kern_block_q8_k *x = a->xk;
+	const char *w[KG_R];
+	const int pf = o + KG_AHEAD + R <= end;
+	__m128 acc = _mm_setzero_ps();
+
+	KG_UNROLL
+	for (int r = 0; r < KG_R; r++)
+		w[r] = (const char *)a->w + (o + (r < R ? r : 0)) * st;
+	for (size_t s = 0; s < nsb; s++) {
+		const size_t sb = s * bs;
+		const __m256i bsums = kg_load(x[s].bsums);
+		__m256i iv[KG_R];
+
+		if (pf) {
+			KG_UNROLL
+			for (int r = 0; r < R; r++)
+				kg_prefetch(w[r] + KG_AHEAD * st + sb, bs);
+		}
+		KG_UNROLL
+		for (int r = 0; r < KG_R; r++)
+			iv[r] = r < R ? kg_q3_row_y(w[r] + sb, x[s].qs, bsums) : _mm256_setzero_si256();
+		const __m128i i4 = kg_hsum4(iv);
+		__m128 sc4, d4; /* bytes 106..109: scale bytes 10, 11, then d */
+		kg_halves4(w, sb + 106, &sc4, &d4);
+		(void)sc4;
+		const __m128 dk = _mm_mul_ps(d4, _mm_set1_ps(x[s].d));
+		acc = _mm_add_ps(acc, _mm_mul_ps(dk, _mm_cvtepi32_ps(i4)));
+	}
+	float out[KG_R];
+	_mm_storeu_ps(out, acc);
+	memcpy(a->y + o, out, (size_t)R * sizeof(float));
+}
+
 /* kern_quantize_act_q8k(), byte for byte: the same amax (max is order
  * free), scale and rounding; the sums of each 16 from the int8 values. */
 void KG_FN(quantize_act_q8k)(const float *x, struct kern_block_q8_k *y, size_t n)
@@ -358,9 +535,13 @@ void KG_FN(quantize_act_q8k)(const float *x, struct kern_block_q8_k *y, size_t n
 #include "kquants_gemv_zmm.h"
 #define KG_K4_ROWS kz_k4_rows
 #define KG_Q6_ROWS kz_q6_rows
+#define KG_Q2_ROWS kz_q2_rows
+#define KG_Q3_ROWS kz_q3_rows
 #else
 #define KG_K4_ROWS kg_k4_rows
 #define KG_Q6_ROWS kg_q6_rows
+#define KG_Q2_ROWS kg_q2_rows
+#define KG_Q3_ROWS kg_q3_rows
 #endif
 
 /* One function per (type, rows): constant R, the loops unrolled. */
@@ -422,11 +603,8 @@ void KG_FN(gemv_q6_k)(const struct kern_gemm_args *a, size_t o0, size_t o1)
 		kg_gemv(KG_FN(q6k_4), KG_FN(q6k_1), a, o0, o1);
 }
 
-#ifdef KG_ZMM
-/* Q2_K, Q3_K: the AVX-512 level only (the AVX2 level runs its gemm for
- * one token too). */
-KG_ROWS_FN(KG_FN(q2k_4), kz_q2_rows(a, o, 4, end))
-KG_ROWS_FN(KG_FN(q2k_1), kz_q2_rows(a, o, 1, end))
+KG_ROWS_FN(KG_FN(q2k_4), KG_Q2_ROWS(a, o, 4, end))
+KG_ROWS_FN(KG_FN(q2k_1), KG_Q2_ROWS(a, o, 1, end))
 
 void KG_FN(gemv_q2_k)(const struct kern_gemm_args *a, size_t o0, size_t o1)
 {
@@ -436,8 +614,8 @@ void KG_FN(gemv_q2_k)(const struct kern_gemm_args *a, size_t o0, size_t o1)
 		kg_gemv(KG_FN(q2k_4), KG_FN(q2k_1), a, o0, o1);
 }
 
-KG_ROWS_FN(KG_FN(q3k_4), kz_q3_rows(a, o, 4, end))
-KG_ROWS_FN(KG_FN(q3k_1), kz_q3_rows(a, o, 1, end))
+KG_ROWS_FN(KG_FN(q3k_4), KG_Q3_ROWS(a, o, 4, end))
+KG_ROWS_FN(KG_FN(q3k_1), KG_Q3_ROWS(a, o, 1, end))
 
 void KG_FN(gemv_q3_k)(const struct kern_gemm_args *a, size_t o0, size_t o1)
 {
@@ -447,7 +625,7 @@ void KG_FN(gemv_q3_k)(const struct kern_gemm_args *a, size_t o0, size_t o1)
 		kg_gemv(KG_FN(q3k_4), KG_FN(q3k_1), a, o0, o1);
 }
 
-/* Q2_K and Q3_K for 2+ tokens at this level: every token through the GEMV
+/* Q2_K and Q3_K for 2+ tokens: every token through the GEMV
  * above on its own kern_block_q8_k row (kern_gemm_tokens, quants.h), so a
  * token's result is its one-token result whatever its batch. */
 void KG_FN(gemm_q8k_q2_k)(const struct kern_gemm_args *a, size_t o0, size_t o1)
@@ -459,4 +637,3 @@ void KG_FN(gemm_q8k_q3_k)(const struct kern_gemm_args *a, size_t o0, size_t o1)
 {
 	kern_gemm_tokens(KG_FN(gemv_q3_k), KG_GEMM_Q3_K, a, o0, o1);
 }
-#endif

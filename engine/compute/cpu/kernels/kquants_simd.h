@@ -86,7 +86,9 @@ void KQ_FN(gemm_q6_k)(const struct kern_gemm_args *a, size_t o0, size_t o1)
 /* Q2_K and Q3_K share the 2-bit layout: the 32 values of block b of a
  * super-block are bits 2(b % 4) of the 32 bytes at qs + 32 (b / 4); each
  * half of 16 has its own scale, so the eight int32 sums of a block split
- * 4 + 4 between two scales. */
+ * 4 + 4 between two scales. Both x86 levels run these two only for a
+ * caller without Q8_K activations (args.xk NULL): their tables take the
+ * GEMV-per-token gemms of kquants_gemv.h (kern_*_gemm_q8k_q2_k, _q3_k). */
 KQ_INLINE __m256i kq_q2_field(const uint8_t *qs, int b)
 {
 	return _mm256_and_si256(_mm256_srli_epi16(kq_load(qs + 32 * (b / 4)), 2 * (b % 4)),

@@ -107,7 +107,7 @@ static_assert(sizeof(struct kern_block_q6_k) == 210, "Q6_K block is 210 bytes");
 
 /* Q8_K: llama.cpp's activation format for K-quants (fp32 scale, sums of
  * each 16). Most kernels quantize activations to 32-blocks
- * (kern_block_q8a); the x86 Q4_K/Q5_K/Q6_K GEMVs and GEMMs take this form
+ * (kern_block_q8a); the x86 Q2_K..Q6_K GEMVs and GEMMs take this form
  * (kern_quantize_act_q8k(), Ember's rounding rule). */
 struct kern_block_q8_k {
 	float d;
@@ -206,9 +206,13 @@ void kern_avx2_gemv_q6_k(const struct kern_gemm_args *a, size_t o0, size_t o1);
 void kern_avx512_gemv_q4_k(const struct kern_gemm_args *a, size_t o0, size_t o1);
 void kern_avx512_gemv_q5_k(const struct kern_gemm_args *a, size_t o0, size_t o1);
 void kern_avx512_gemv_q6_k(const struct kern_gemm_args *a, size_t o0, size_t o1);
-void kern_avx512_gemv_q2_k(const struct kern_gemm_args *a, size_t o0, size_t o1); /* avx512 only */
-void kern_avx512_gemv_q3_k(const struct kern_gemm_args *a, size_t o0, size_t o1); /* avx512 only */
-/* avx512, 2+ tokens: each token through the GEMV above (batch-invariant) */
+void kern_avx2_gemv_q2_k(const struct kern_gemm_args *a, size_t o0, size_t o1);
+void kern_avx2_gemv_q3_k(const struct kern_gemm_args *a, size_t o0, size_t o1);
+void kern_avx512_gemv_q2_k(const struct kern_gemm_args *a, size_t o0, size_t o1);
+void kern_avx512_gemv_q3_k(const struct kern_gemm_args *a, size_t o0, size_t o1);
+/* 2+ tokens: each token through the GEMV above (batch-invariant) */
+void kern_avx2_gemm_q8k_q2_k(const struct kern_gemm_args *a, size_t o0, size_t o1);
+void kern_avx2_gemm_q8k_q3_k(const struct kern_gemm_args *a, size_t o0, size_t o1);
 void kern_avx512_gemm_q8k_q2_k(const struct kern_gemm_args *a, size_t o0, size_t o1);
 void kern_avx512_gemm_q8k_q3_k(const struct kern_gemm_args *a, size_t o0, size_t o1);
 /* kquants_avx2.c / kquants_avx512.c (the shared body: kquants_simd.h). */
@@ -239,7 +243,7 @@ void kern_avx512_gemm_q5_1(const struct kern_gemm_args *a, size_t o0, size_t o1)
  * kern_block_q8_k activations (args.xk, n_in / 256 blocks per token):
  * every token through that GEMV, so a token's result is its one-token
  * result bit for bit whatever its batch (the avx2 Q4_K/Q5_K/Q6_K gemms,
- * kquants_simd.h; the avx512 Q2_K/Q3_K ones, kquants_gemv.h). Rows go by
+ * kquants_simd.h; the Q2_K/Q3_K ones, kquants_gemv.h). Rows go by
  * 32 (at most ~100 KiB of weights, kept in L2 while a block of 64 tokens
  * passes them); the GEMV shares each activation load between 4 rows, as
  * tiles share a weight unpacking between tokens. Without args.xk (a caller
