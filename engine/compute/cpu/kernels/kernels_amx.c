@@ -64,9 +64,6 @@
 #ifndef AMX_KC
 #define AMX_KC 64
 #endif
-#ifndef AMX_REPACK
-#define AMX_REPACK 1
-#endif
 #define AMX_ARCH_GET_XCOMP_PERM 0x1022
 #define AMX_ARCH_REQ_XCOMP_PERM 0x1023
 #define AMX_XFEATURE_XTILEDATA 18
@@ -141,22 +138,15 @@ static void amx__panel(uint32_t wt, const char *w, size_t st, size_t b0, size_t 
 				(acc)[k_]);                                                   \
 	} while (0)
 
-/* Where a token group's A tiles are: block i's tile at base + i * step,
- * its 16 token rows stride bytes apart. */
-struct amx_src {
-	const char *base;
-	size_t step;
-	long stride;
-};
-
 /* Rows [o, o + 16) of tokens [t, t + 16) over the panel's n blocks,
- * starting at block b0: first panel from zero, later ones from y. */
+ * starting at block b0, A tiles from the repacked xa: first panel from
+ * zero, later ones from y. */
 static void amx__group(const struct kern_gemm_args *a, const struct amx_panel *p, size_t n,
-		       size_t b0, size_t o, size_t t, struct amx_src src)
+		       size_t b0, size_t o, size_t t, const int8_t *xa)
 {
-	const char *xq = src.base;
-	const size_t qb = src.step;
-	const long xs = src.stride;
+	const int8_t *xq = xa; /* block i's A tile at xq + i * qb, rows xs apart */
+	const size_t qb = AMX_TOK * KERN_QK;
+	const long xs = KERN_QK;
 	const float *xd = a->xd + t * a->xd_stride + b0;
 	const size_t xds = a->xd_stride;
 	float *y = a->y + t * a->y_stride + o;
@@ -251,25 +241,13 @@ static void amx__gemm(uint32_t wt, kern_gemm_fn vnni, const struct kern_gemm_arg
 		for (size_t b0 = 0; b0 < nb; b0 += AMX_KC) {
 			const size_t n = nb - b0 < AMX_KC ? nb - b0 : AMX_KC;
 
-#if AMX_REPACK
 			amx__repack(a, tb, te, b0, n, m->xa);
-#endif
 			for (size_t o = o0; o < o_end; o += QV_ROWS) {
 				amx__panel(wt, (const char *)a->w + o * a->w_stride, a->w_stride, b0, n,
 					   &m->panel);
-				for (size_t t = tb; t < te; t += AMX_TOK) {
-#if AMX_REPACK
-					struct amx_src src = {(const char *)m->xa[(t - tb) / AMX_TOK],
-							      sizeof(m->xa[0][0]), KERN_QK};
-#else
-					struct amx_src src = {
-						(const char *)a->x + t * a->x_stride +
-							b0 * sizeof(struct kern_block_q8a) +
-							offsetof(struct kern_block_q8a, qs),
-						sizeof(struct kern_block_q8a), (long)a->x_stride};
-#endif
-					amx__group(a, &m->panel, n, b0, o, t, src);
-				}
+				for (size_t t = tb; t < te; t += AMX_TOK)
+					amx__group(a, &m->panel, n, b0, o, t,
+						   (const int8_t *)m->xa[(t - tb) / AMX_TOK]);
 			}
 		}
 	}
