@@ -31,6 +31,31 @@ QV_INLINE void qg__load_q4(const char *w, size_t st, size_t b, __m512i v[4])
 		v[i] = qv__load4(w + b * sizeof(struct kern_block_q4_0) + 2, st, i);
 }
 
+/* The 16 rows' fp16 scales of block b as floats in row lanes, as
+ * qv__scales but packed 4 to a register by SHL + a 16-bit load into the
+ * low word (MOV r16 keeps the upper bits): 7 instructions per 4 rows
+ * instead of 10 (load, shift, or). */
+QV_INLINE __m512 qg__scales(const char *w, size_t st, size_t b)
+{
+	const char *p = w + b * sizeof(struct kern_block_q4_0);
+	uint64_t h[4];
+
+	QV_UNROLL
+	for (int g = 0; g < 4; g++) {
+		uint16_t d;
+
+		memcpy(&d, p + (size_t)(4 * g + 3) * st, sizeof(d));
+		h[g] = d;
+		QV_UNROLL
+		for (int r = 2; r >= 0; r--)
+			__asm__("shl $16, %0\n\tmovw %1, %w0"
+				: "+r"(h[g])
+				: "m"(*(const uint16_t *)(p + (size_t)(4 * g + r) * st)));
+	}
+	return _mm512_cvtph_ps(_mm256_setr_epi64x((long long)h[0], (long long)h[1],
+						  (long long)h[2], (long long)h[3]));
+}
+
 /* Q4_0: the 16 rows' integer dots of block b (before the -8), row r in
  * lane r. */
 QV_INLINE __m512i qg__dots_q4(__m512i v[4], const int8_t *q)
@@ -66,14 +91,14 @@ static __attribute__((noinline)) void qg__tile_q4(const struct kern_gemm_args *a
 	const char *w = (const char *)a->w + o * st;
 	/* two tiles ahead into L2, as the tile (LEVELS.md) */
 	const char *next = w + 2 * QV_ROWS * st;
-	__m512 acc = _mm512_setzero_ps(), dw = qv__scales(w, st, 0, bs);
+	__m512 acc = _mm512_setzero_ps(), dw = qg__scales(w, st, 0);
 	__m512i v[4];
 
 	qg__load_q4(w, st, 0, v);
 	for (size_t b = 0; b < nb; b++) {
 		/* the last block loads itself again rather than branch */
 		size_t bn = b + 1 < nb ? b + 1 : b;
-		__m512 dwn = qv__scales(w, st, bn, bs);
+		__m512 dwn = qg__scales(w, st, bn);
 		__m512i vn[4];
 
 		QV_UNROLL
