@@ -22,38 +22,81 @@
 #include "kernels_impl.h"
 #include "qvnni_avx512.h"
 
-/* Q4_0: block b's 16 rows' qs, rows i, i+4, i+8, i+12 in the 128-bit
- * lanes of v[i] (the tile's loads; transposed by the caller). */
-QV_INLINE void qg__load_q4(const char *w, size_t st, size_t b, __m512i v[4])
+/*
+ * One block of the tile's 16 rows, in one asm statement: the qs, rows i,
+ * i+4, i+8, i+12 in the 128-bit lanes of v[i] (16-byte loads and
+ * VINSERTI32X4, as qv__load4), and the fp16 scales as floats in row lanes
+ * (as qv__scales, packed 4 to a register by SHL + a 16-bit load into the
+ * low word, which keeps the upper bits). Why asm: every address is a
+ * base (p: row 0, p8: row 8, at block b) plus st, 3st, 5st or 7st times
+ * 1, 2 or 4, so a block costs two pointer increments; compiled from C,
+ * GCC kept the sixteen row offsets in registers, spilled half of them to
+ * XMM and moved them back every block (~20 of ~130 instructions).
+ * Reads bytes 0..17 of block b of the 16 rows only.
+ */
+struct qg_rows {
+	const char *p, *p8; /* block b of rows 0 and 8 */
+	size_t st, st3, st5, st7;
+};
+
+QV_INLINE __m512 qg__block(const struct qg_rows *r, __m512i v[4])
 {
-	QV_UNROLL
-	for (int i = 0; i < 4; i++)
-		v[i] = qv__load4(w + b * sizeof(struct kern_block_q4_0) + 2, st, i);
-}
+	uint64_t h0, h1, h2, h3;
 
-/* The 16 rows' fp16 scales of block b as floats in row lanes, as
- * qv__scales but packed 4 to a register by SHL + a 16-bit load into the
- * low word (MOV r16 keeps the upper bits): 7 instructions per 4 rows
- * instead of 10 (load, shift, or). */
-QV_INLINE __m512 qg__scales(const char *w, size_t st, size_t b)
-{
-	const char *p = w + b * sizeof(struct kern_block_q4_0);
-	uint64_t h[4];
-
-	QV_UNROLL
-	for (int g = 0; g < 4; g++) {
-		uint16_t d;
-
-		memcpy(&d, p + (size_t)(4 * g + 3) * st, sizeof(d));
-		h[g] = d;
-		QV_UNROLL
-		for (int r = 2; r >= 0; r--)
-			__asm__("shl $16, %0\n\tmovw %1, %w0"
-				: "+r"(h[g])
-				: "m"(*(const uint16_t *)(p + (size_t)(4 * g + r) * st)));
-	}
-	return _mm512_cvtph_ps(_mm256_setr_epi64x((long long)h[0], (long long)h[1],
-						  (long long)h[2], (long long)h[3]));
+	__asm__("vmovdqu32 2(%[p]), %x[v0]\n\t"
+		"vinserti32x4 $1, 2(%[p],%[st],4), %[v0], %[v0]\n\t"
+		"vinserti32x4 $2, 2(%[p8]), %[v0], %[v0]\n\t"
+		"vinserti32x4 $3, 2(%[p8],%[st],4), %[v0], %[v0]\n\t"
+		"vmovdqu32 2(%[p],%[st],1), %x[v1]\n\t"
+		"vinserti32x4 $1, 2(%[p],%[st5],1), %[v1], %[v1]\n\t"
+		"vinserti32x4 $2, 2(%[p8],%[st],1), %[v1], %[v1]\n\t"
+		"vinserti32x4 $3, 2(%[p8],%[st5],1), %[v1], %[v1]\n\t"
+		"vmovdqu32 2(%[p],%[st],2), %x[v2]\n\t"
+		"vinserti32x4 $1, 2(%[p],%[st3],2), %[v2], %[v2]\n\t"
+		"vinserti32x4 $2, 2(%[p8],%[st],2), %[v2], %[v2]\n\t"
+		"vinserti32x4 $3, 2(%[p8],%[st3],2), %[v2], %[v2]\n\t"
+		"vmovdqu32 2(%[p],%[st3],1), %x[v3]\n\t"
+		"vinserti32x4 $1, 2(%[p],%[st7],1), %[v3], %[v3]\n\t"
+		"vinserti32x4 $2, 2(%[p8],%[st3],1), %[v3], %[v3]\n\t"
+		"vinserti32x4 $3, 2(%[p8],%[st7],1), %[v3], %[v3]\n\t"
+		/* h0: rows 3, 2, 1, 0 from the top word down */
+		"movzwl (%[p],%[st3],1), %k[h0]\n\t"
+		"shl $16, %[h0]\n\t"
+		"movw (%[p],%[st],2), %w[h0]\n\t"
+		"shl $16, %[h0]\n\t"
+		"movw (%[p],%[st],1), %w[h0]\n\t"
+		"shl $16, %[h0]\n\t"
+		"movw (%[p]), %w[h0]\n\t"
+		/* h1: rows 7, 6, 5, 4 */
+		"movzwl (%[p],%[st7],1), %k[h1]\n\t"
+		"shl $16, %[h1]\n\t"
+		"movw (%[p],%[st3],2), %w[h1]\n\t"
+		"shl $16, %[h1]\n\t"
+		"movw (%[p],%[st5],1), %w[h1]\n\t"
+		"shl $16, %[h1]\n\t"
+		"movw (%[p],%[st],4), %w[h1]\n\t"
+		/* h2: rows 11, 10, 9, 8 */
+		"movzwl (%[p8],%[st3],1), %k[h2]\n\t"
+		"shl $16, %[h2]\n\t"
+		"movw (%[p8],%[st],2), %w[h2]\n\t"
+		"shl $16, %[h2]\n\t"
+		"movw (%[p8],%[st],1), %w[h2]\n\t"
+		"shl $16, %[h2]\n\t"
+		"movw (%[p8]), %w[h2]\n\t"
+		/* h3: rows 15, 14, 13, 12 */
+		"movzwl (%[p8],%[st7],1), %k[h3]\n\t"
+		"shl $16, %[h3]\n\t"
+		"movw (%[p8],%[st3],2), %w[h3]\n\t"
+		"shl $16, %[h3]\n\t"
+		"movw (%[p8],%[st5],1), %w[h3]\n\t"
+		"shl $16, %[h3]\n\t"
+		"movw (%[p8],%[st],4), %w[h3]"
+		: [v0] "=&v"(v[0]), [v1] "=&v"(v[1]), [v2] "=&v"(v[2]), [v3] "=&v"(v[3]),
+		  [h0] "=&r"(h0), [h1] "=&r"(h1), [h2] "=&r"(h2), [h3] "=&r"(h3)
+		: [p] "r"(r->p), [p8] "r"(r->p8), [st] "r"(r->st), [st3] "r"(r->st3),
+		  [st5] "r"(r->st5), [st7] "r"(r->st7), "m"(*(const char(*)[18])r->p));
+	return _mm512_cvtph_ps(_mm256_setr_epi64x((long long)h0, (long long)h1, (long long)h2,
+						  (long long)h3));
 }
 
 /* Q4_0: the 16 rows' integer dots of block b (before the -8), row r in
@@ -91,20 +134,21 @@ static __attribute__((noinline)) void qg__tile_q4(const struct kern_gemm_args *a
 	const char *w = (const char *)a->w + o * st;
 	/* two tiles ahead into L2, as the tile (LEVELS.md) */
 	const char *next = w + 2 * QV_ROWS * st;
-	__m512 acc = _mm512_setzero_ps(), dw = qg__scales(w, st, 0);
-	__m512i v[4];
+	struct qg_rows r = {w, w + 8 * st, st, 3 * st, 5 * st, 7 * st};
+	__m512 acc = _mm512_setzero_ps(), dw, dwn;
+	__m512i v[4], vn[4];
 
-	qg__load_q4(w, st, 0, v);
+	dw = qg__block(&r, v);
 	for (size_t b = 0; b < nb; b++) {
-		/* the last block loads itself again rather than branch */
-		size_t bn = b + 1 < nb ? b + 1 : b;
-		__m512 dwn = qg__scales(w, st, bn);
-		__m512i vn[4];
-
 		QV_UNROLL
 		for (size_t off = 0; off < QV_ROWS * bs; off += 64)
 			_mm_prefetch(next + b * QV_ROWS * bs + off, _MM_HINT_T1);
-		qg__load_q4(w, st, bn, vn);
+		/* the next block (the last loads itself again rather than branch) */
+		if (b + 1 < nb) {
+			r.p += bs;
+			r.p8 += bs;
+		}
+		dwn = qg__block(&r, vn);
 		acc = qg__step_q4(a, b, v, dw, acc);
 		dw = dwn;
 		QV_UNROLL
