@@ -184,8 +184,10 @@ void kern_avx512_gemv_q4_0(const struct kern_gemm_args *a, size_t o0, size_t o1)
 	if (o < o1) /* rows past the last whole tile: the AVX2 GEMV, same bits */
 		kern_ops_avx2.gemm[DTYPE_Q4_0](a, o, o1);
 }
-/* Q8_0, block b of the 16 rows: the tile's unpack (qv__unpack) from the
- * asm loads: u[c] dword lane r = bytes 4c..4c+3 of row r, plus 128. */
+
+/* Q8_0, block b of the 16 rows: qs bytes 0..15 in u[0..3], 16..31 in
+ * u[4..7] (rows i, i+4, i+8, i+12 in the lanes of u[i]), and the scales;
+ * qg__step_q8 transposes them as qv__unpack does and adds the 128. */
 QV_INLINE __m512 qg__load_q8(const struct qg_rows *r, __m512i u[8])
 {
 	uint64_t h[4];
