@@ -231,6 +231,8 @@ const struct kern_ops kern_ops_avx512 = {
 			[DTYPE_Q6_K] = kern_avx512_gemv_q6_k,
 			[DTYPE_Q2_K] = kern_avx512_gemv_q2_k,
 			[DTYPE_Q3_K] = kern_avx512_gemv_q3_k,
+			[DTYPE_Q4_0] = kern_avx512_gemv_q4_0,
+			[DTYPE_Q8_0] = kern_avx512_gemv_q8_0,
 		},
 };
 #endif

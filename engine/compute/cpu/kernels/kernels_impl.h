@@ -182,6 +182,10 @@ void kern_avx2_qgemm_q4_0(const struct kern_gemm_args *a, size_t o0, size_t o1);
  * (kernels_qvnni_avx512.c): bit-identical to the AVX2 level's. */
 void kern_avx512_gemm_q8_0(const struct kern_gemm_args *a, size_t o0, size_t o1);
 void kern_avx512_gemm_q4_0(const struct kern_gemm_args *a, size_t o0, size_t o1);
+/* The AVX-512 one-token Q4_0 GEMV, rows in order, four blocks per ZMM
+ * (kernels_qgemv_avx512.c): bit-identical to the above. */
+void kern_avx512_gemv_q4_0(const struct kern_gemm_args *a, size_t o0, size_t o1);
+void kern_avx512_gemv_q8_0(const struct kern_gemm_args *a, size_t o0, size_t o1);
 /* The AMX int8 prefill GEMM (kernels_amx.c; 16+ tokens, the rest from
  * the two above): bit-identical to them. Only where kern_amx_enable()
  * succeeded. */
