@@ -40,10 +40,11 @@
 #define QV_SMALL2 16
 
 /* One block's dots for a token of the tile: eight VPDPBUSD against the
- * token's words broadcast in NC independent chains (NC = 8 / T rounded:
- * few tokens need several chains to hide VPDPBUSD's latency, many fill
- * the pipes by themselves), the offset term, then
- * acc = fma(float(S), dw * dx, acc) as the AVX2 level does. */
+ * token's words broadcast in NC independent chains (two whatever T: with
+ * one chain at T > 4, the 8-token tile ran ~3% slower, a TinyLlama
+ * 8-sequence step's products 56.1-56.3 -> 54.5-54.8 ms of CPU, decode_prof
+ * one thread, Zen 4; four chains were slower again), the offset term,
+ * then acc = fma(float(S), dw * dx, acc) as the AVX2 level does. */
 QV_INLINE __m512 qv__dot(uint32_t wt, const __m512i u[8], __m512 dw, const int8_t *q, float xd,
 			 int32_t xs, __m512 acc, int NC)
 {
@@ -114,8 +115,7 @@ QV_INLINE void qv__tile(uint32_t wt, const struct kern_gemm_args *a, size_t o, s
 		qv__unpack(wt, w, st, bn, 0, un);
 		QV_UNROLL
 		for (int k = 0; k < T; k++)
-			acc[k] = qv__dot(wt, u, dw, x[k][b].qs, xd[k][b], xs[k][b], acc[k],
-					 T <= 4 ? 2 : 1);
+			acc[k] = qv__dot(wt, u, dw, x[k][b].qs, xd[k][b], xs[k][b], acc[k], 2);
 		dw = dwn;
 		QV_UNROLL
 		for (int c = 0; c < 8; c++)
