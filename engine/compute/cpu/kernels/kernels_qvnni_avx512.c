@@ -39,11 +39,8 @@
  * (row, token) sees the same block-by-block operations either way. */
 #define QV_SMALL2 16
 
-/* One block's dots for a token of the tile: eight VPDPBUSD against the
- * token's words broadcast in NC independent chains (two whatever T: with
- * one chain at T > 4, the 8-token tile ran ~3% slower, a TinyLlama
- * 8-sequence step's products 56.1-56.3 -> 54.5-54.8 ms of CPU, decode_prof
- * one thread, Zen 4; four chains were slower again), the offset term,
+/* One block's dots for a token of the panel tile: eight VPDPBUSD against
+ * the token's words broadcast in NC independent chains, the offset term,
  * then acc = fma(float(S), dw * dx, acc) as the AVX2 level does. */
 QV_INLINE __m512 qv__dot(uint32_t wt, const __m512i u[8], __m512 dw, const int8_t *q, float xd,
 			 int32_t xs, __m512 acc, int NC)
@@ -64,8 +61,75 @@ QV_INLINE __m512 qv__dot(uint32_t wt, const __m512i u[8], __m512 dw, const int8_
 	return _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[0]), _mm512_mul_ps(dw, _mm512_set1_ps(xd)), acc);
 }
 
+/* qv__dot() for the streaming tile: the offset term comes negated from
+ * memory (*noff = -xs8, or -16 xs8 for Q8_0) as the first chain's
+ * starting value, a broadcast load, instead of a zeroed register and a
+ * VPSUBD after the dots: the same exact int32 sum S with one vector
+ * operation less a token and block. On Zen 4 VPDPBUSD, VMULPS and VFMADD
+ * take the same two pipes (one ZMM each a cycle) and other vector work
+ * spills onto them: 8 tokens' 64 VPDPBUSD + 8 VMULPS + 8 VFMADD make a
+ * floor of 80 cycles a block and tile, and the tile ran ~95 before
+ * (microbenchmarked: the Q4_0 unpack's shifts and masks ~7 cycles, its
+ * ZMM inserts ~2, the offsets' VPSUBD ~3). With the offset as the start,
+ * one chain a token beats two from 5 tokens up. */
+QV_INLINE __m512 qv__dot_n(const __m512i u[8], __m512 dw, const int8_t *q, float xd,
+			   const int32_t *noff, __m512 acc, int NC)
+{
+	__m512i s[4];
+
+	s[0] = _mm512_set1_epi32(*noff);
+	QV_UNROLL
+	for (int c = 1; c < NC; c++)
+		s[c] = _mm512_setzero_si512();
+	QV_UNROLL
+	for (int c = 0; c < 8; c++)
+		s[c % NC] = qv__dpbusd_bcst(s[c % NC], u[c], q + 4 * c);
+	QV_UNROLL
+	for (int c = 1; c < NC; c++)
+		s[0] = _mm512_add_epi32(s[0], s[c]);
+	return _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[0]), _mm512_mul_ps(dw, _mm512_set1_ps(xd)), acc);
+}
+
 /*
- * Rows [o, o + 16) for tokens [t, t + T), weights straight from the file
+ * A group's per-block activation terms side by side (block j of a K
+ * chunk: token k's scale d[k] and negated offset n[k]), copied once per
+ * call from the per-token rows of kern_gemm_args: the streaming tile
+ * reaches every token's terms through one pointer (the 16 per-token row
+ * pointers had been spilled and reloaded every block), and the offsets
+ * come ready for qv__dot_n(). K runs in chunks of QV_XB blocks so the
+ * copy stays on the stack (32 KiB a group); a tile's accumulators go
+ * through y between chunks (an exact store and reload, as the panel
+ * path's), so results do not change. Rows of up to 16384 elements are
+ * one chunk: chunks of 128 blocks cut TinyLlama's 5632-wide down rows
+ * into two passes over the tiles, which broke the streaming order and
+ * the next-tile prefetch (a one-token step +14% of CPU, Zen 4).
+ */
+#define QV_XB 512
+
+struct qv_xsum {
+	float d[QV_TOK];
+	int32_t n[QV_TOK];
+};
+
+static void qv__xsum(uint32_t wt, const struct kern_gemm_args *a, size_t t, size_t T, size_t b0,
+		     size_t n, struct qv_xsum *xs)
+{
+	const int32_t m = wt == DTYPE_Q8_0 ? -16 : -1;
+
+	for (size_t k = 0; k < T; k++) {
+		const float *d = a->xd + (t + k) * a->xd_stride + b0;
+		const int32_t *s8 = a->xs8 + (t + k) * a->xd_stride + b0;
+
+		for (size_t j = 0; j < n; j++) {
+			xs[j].d[k] = d[j];
+			xs[j].n[k] = m * s8[j];
+		}
+	}
+}
+
+/*
+ * Rows [o, o + 16) for tokens [t, t + T), blocks [b0, b0 + n) (their
+ * activation terms in xs), weights straight from the file
  * layout (up to 8 tokens: small decode batches). Per block, the 16 rows'
  * bytes are transposed once into eight vectors u[c] whose lane r holds
  * elements 4c..4c+3 of row r (unsigned: Q4_0's nibbles, Q8_0's bytes +
@@ -74,34 +138,32 @@ QV_INLINE __m512 qv__dot(uint32_t wt, const __m512i u[8], __m512 dw, const int8_
  * (software pipelining): unpacking is a chain of loads and shuffles that
  * otherwise left the multiplier pipes idle at every block boundary.
  */
-QV_INLINE void qv__tile(uint32_t wt, const struct kern_gemm_args *a, size_t o, size_t t, int T)
+QV_INLINE void qv__tile(uint32_t wt, const struct kern_gemm_args *a, const struct qv_xsum *xs,
+			size_t o, size_t t, size_t b0, size_t n, int T)
 {
 	const size_t bs = wt == DTYPE_Q8_0 ? sizeof(struct kern_block_q8_0)
 					   : sizeof(struct kern_block_q4_0);
-	const size_t nb = a->n_in / KERN_QK, st = a->w_stride;
+	const size_t st = a->w_stride, b1 = b0 + n;
 	const char *w = (const char *)a->w + o * st;
 	/* Prefetched tiles ahead: Q4_0 two (a decode step's matrix products
 	 * 23.1-23.6 -> 21.9-22.6 ms of CPU, one thread, Zen 4), Q8_0 one (two:
 	 * no change). */
 	const char *next = w + QV_ROWS * st * (wt == DTYPE_Q4_0 ? 2 : 1);
 	const struct kern_block_q8a *x[QV_TOK];
-	const float *xd[QV_TOK];
-	const int32_t *xs[QV_TOK];
 	__m512 acc[QV_TOK], dw;
 	__m512i u[8];
 
 	QV_UNROLL
 	for (int k = 0; k < T; k++) {
 		x[k] = (const struct kern_block_q8a *)((const char *)a->x + (t + k) * a->x_stride);
-		xd[k] = a->xd + (t + k) * a->xd_stride;
-		xs[k] = a->xs8 + (t + k) * a->xd_stride;
-		acc[k] = _mm512_setzero_ps();
+		acc[k] = b0 == 0 ? _mm512_setzero_ps()
+				 : _mm512_loadu_ps(a->y + (t + k) * a->y_stride + o);
 	}
-	dw = qv__scales(w, st, 0, bs);
-	qv__unpack(wt, w, st, 0, 0, u);
-	for (size_t b = 0; b < nb; b++) {
+	dw = qv__scales(w, st, b0, bs);
+	qv__unpack_l(wt, w, st, b0, 0, T > 4, u);
+	for (size_t b = b0; b < b1; b++, xs++) {
 		/* the last block unpacks itself again rather than branch */
-		size_t bn = b + 1 < nb ? b + 1 : b;
+		size_t bn = b + 1 < b1 ? b + 1 : b;
 		__m512 dwn = qv__scales(w, st, bn, bs);
 		__m512i un[8];
 
@@ -112,10 +174,11 @@ QV_INLINE void qv__tile(uint32_t wt, const struct kern_gemm_args *a, size_t o, s
 		QV_UNROLL
 		for (size_t off = 0; off < QV_ROWS * bs; off += 64)
 			_mm_prefetch(next + b * QV_ROWS * bs + off, _MM_HINT_T1);
-		qv__unpack(wt, w, st, bn, 0, un);
+		qv__unpack_l(wt, w, st, bn, 0, T > 4, un);
 		QV_UNROLL
 		for (int k = 0; k < T; k++)
-			acc[k] = qv__dot(wt, u, dw, x[k][b].qs, xd[k][b], xs[k][b], acc[k], 2);
+			acc[k] = qv__dot_n(u, dw, x[k][b].qs, xs->d[k], &xs->n[k], acc[k],
+					   T <= 4 ? 2 : 1);
 		dw = dwn;
 		QV_UNROLL
 		for (int c = 0; c < 8; c++)
@@ -209,10 +272,11 @@ QV_INLINE void qv__tile_p(uint32_t wt, const struct kern_gemm_args *a, const str
 /* One function per (type, token count): each keeps its accumulators in
  * registers (inlined into one driver, GCC spilled them). */
 #define QV_TILE_FN(name, wt, T)                                                          \
-	static __attribute__((noinline)) void name(const struct kern_gemm_args *a, size_t o, \
-						   size_t t)                                 \
+	static __attribute__((noinline)) void name(const struct kern_gemm_args *a,        \
+						   const struct qv_xsum *xs, size_t o,    \
+						   size_t t, size_t b0, size_t n)         \
 	{                                                                                \
-		qv__tile(wt, a, o, t, T);                                                \
+		qv__tile(wt, a, xs, o, t, b0, n, T);                                     \
 	}
 #define QV_PANEL_FN(name, wt, T)                                                         \
 	static __attribute__((noinline)) void name(const struct kern_gemm_args *a,        \
@@ -254,7 +318,8 @@ QV_PANEL_FN(qv__p4_6, DTYPE_Q4_0, 6)
 QV_PANEL_FN(qv__p4_7, DTYPE_Q4_0, 7)
 QV_PANEL_FN(qv__p4_8, DTYPE_Q4_0, 8)
 
-typedef void (*qv_tile_fn)(const struct kern_gemm_args *a, size_t o, size_t t);
+typedef void (*qv_tile_fn)(const struct kern_gemm_args *a, const struct qv_xsum *xs, size_t o,
+			   size_t t, size_t b0, size_t n);
 typedef void (*qv_panel_fn)(const struct kern_gemm_args *a, const struct qv_panel *p, size_t o,
 			    size_t t, size_t b0, size_t n);
 
@@ -277,15 +342,25 @@ static void qv__gemm(uint32_t wt, const qv_tile_fn *fn, const qv_panel_fn *pfn,
 	 * tile streamed the TinyLlama decode step in 24 ms of CPU where the
 	 * AVX2 GEMV took 33-35 (Zen 4, one thread; in cache on a Zen 5 the
 	 * GEMV had been ~10% faster). Same bits either way. */
-	if (a->n_tok <= QV_TOK) {
-		/* one group: stream the weights straight from their layout */
-		for (; o + QV_ROWS <= o1; o += QV_ROWS)
-			fn[a->n_tok](a, o, 0);
-	} else if (a->n_tok <= QV_SMALL2) {
-		for (; o + QV_ROWS <= o1; o += QV_ROWS) {
-			fn[QV_TOK](a, o, 0);
-			fn[a->n_tok - QV_TOK](a, o, QV_TOK);
+	if (a->n_tok <= QV_SMALL2) {
+		/* one group (two past QV_TOK tokens): stream the weights
+		 * straight from their layout */
+		struct qv_xsum xs[2][QV_XB] __attribute__((aligned(64)));
+		const size_t g1 = a->n_tok > QV_TOK ? a->n_tok - QV_TOK : 0, g0 = a->n_tok - g1;
+		const size_t oe = o0 + (o1 - o0) / QV_ROWS * QV_ROWS;
+
+		for (size_t b0 = 0; b0 < nb; b0 += QV_XB) {
+			size_t n = nb - b0 < QV_XB ? nb - b0 : QV_XB;
+			qv__xsum(wt, a, 0, g0, b0, n, xs[0]);
+			if (g1)
+				qv__xsum(wt, a, QV_TOK, g1, b0, n, xs[1]);
+			for (o = o0; o < oe; o += QV_ROWS) {
+				fn[g0](a, xs[0], o, 0, b0, n);
+				if (g1)
+					fn[g1](a, xs[1], o, QV_TOK, b0, n);
+			}
 		}
+		o = oe;
 	} else {
 		/* Row tiles outside, K chunks, token groups inside: a tile's
 		 * weights come from memory and are unpacked once for all. */
