@@ -109,21 +109,71 @@ QV_INLINE __m512 qv__dot_n(const __m512i u[8], __m512 dw, const int8_t *q, float
 struct qv_xsum {
 	float d[QV_TOK];
 	int32_t n[QV_TOK];
-};
+} __attribute__((aligned(64)));
 
+/* 16 x 16 dwords transposed: r[i] lane j <-> r[j] lane i. */
+QV_INLINE void qv__transpose16(__m512i r[16])
+{
+	__m512i t[16];
+
+	QV_UNROLL
+	for (int i = 0; i < 16; i += 2) {
+		t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
+		t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
+	}
+	QV_UNROLL
+	for (int i = 0; i < 16; i += 4) {
+		r[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
+		r[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
+		r[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
+		r[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
+	}
+	/* r[4q + m] lane 4l + m' now holds row 4l + m' ... of column block q */
+	QV_UNROLL
+	for (int i = 0; i < 4; i++) {
+		t[i] = _mm512_shuffle_i32x4(r[i], r[i + 4], 0x88);
+		t[i + 4] = _mm512_shuffle_i32x4(r[i], r[i + 4], 0xdd);
+		t[i + 8] = _mm512_shuffle_i32x4(r[i + 8], r[i + 12], 0x88);
+		t[i + 12] = _mm512_shuffle_i32x4(r[i + 8], r[i + 12], 0xdd);
+	}
+	QV_UNROLL
+	for (int i = 0; i < 4; i++) {
+		r[i] = _mm512_shuffle_i32x4(t[i], t[i + 8], 0x88);
+		r[i + 8] = _mm512_shuffle_i32x4(t[i], t[i + 8], 0xdd);
+		r[i + 4] = _mm512_shuffle_i32x4(t[i + 4], t[i + 12], 0x88);
+		r[i + 12] = _mm512_shuffle_i32x4(t[i + 4], t[i + 12], 0xdd);
+	}
+}
+
+/* xs[0, n) for tokens [t, t + T) (T <= 8), blocks [b0, b0 + n): 16 blocks
+ * at a time as one 16 x 16 transpose of the tokens' scale and offset rows
+ * (a scalar copy was ~3% of the 8-token products at 2 threads: it runs
+ * once per chunk of rows, 16 rows for TinyLlama's k and v). */
 static void qv__xsum(uint32_t wt, const struct kern_gemm_args *a, size_t t, size_t T, size_t b0,
 		     size_t n, struct qv_xsum *xs)
 {
-	const int32_t m = wt == DTYPE_Q8_0 ? -16 : -1;
+	const int sh = wt == DTYPE_Q8_0 ? 4 : 0;
 
-	for (size_t k = 0; k < T; k++) {
-		const float *d = a->xd + (t + k) * a->xd_stride + b0;
-		const int32_t *s8 = a->xs8 + (t + k) * a->xd_stride + b0;
+	for (size_t j = 0; j < n; j += 16) {
+		const size_t m = n - j < 16 ? n - j : 16;
+		const __mmask16 k16 = (__mmask16)((1u << m) - 1);
+		__m512i r[16];
 
-		for (size_t j = 0; j < n; j++) {
-			xs[j].d[k] = d[j];
-			xs[j].n[k] = m * s8[j];
+		for (size_t k = 0; k < QV_TOK; k++) {
+			if (k < T) {
+				const size_t row = (t + k) * a->xd_stride + b0 + j;
+				r[k] = _mm512_maskz_loadu_epi32(k16, a->xd + row);
+				r[k + 8] = _mm512_sub_epi32(
+					_mm512_setzero_si512(),
+					_mm512_slli_epi32(_mm512_maskz_loadu_epi32(k16, a->xs8 + row),
+							  sh));
+			} else {
+				r[k] = r[k + 8] = _mm512_setzero_si512();
+			}
 		}
+		qv__transpose16(r);
+		for (size_t i = 0; i < m; i++)
+			_mm512_store_si512(&xs[j + i], r[i]);
 	}
 }
 
