@@ -240,6 +240,72 @@ QV_INLINE void qv__tile(uint32_t wt, const struct kern_gemm_args *a, const struc
 }
 
 /*
+ * One token (decode of one sequence): rows [o, o + 16) for tokens
+ * [t, t + T), weights straight from the file layout, each token's terms
+ * from its own rows (this was the tile for every T up to 8; one token
+ * keeps it, being bound by memory, where the per-call copy below and the
+ * other changes only cost: 1-3% slower in cache). Per block, the 16 rows'
+ * bytes are transposed once into eight vectors u[c] whose lane r holds
+ * elements 4c..4c+3 of row r (unsigned: Q4_0's nibbles, Q8_0's bytes +
+ * 128), so a token's dot products for all 16 rows are eight VPDPBUSD with
+ * no reduction after. The next block is unpacked before this one's dots
+ * (software pipelining): unpacking is a chain of loads and shuffles that
+ * otherwise left the multiplier pipes idle at every block boundary.
+ */
+QV_INLINE void qv__tile1(uint32_t wt, const struct kern_gemm_args *a, size_t o, size_t t, int T)
+{
+	const size_t bs = wt == DTYPE_Q8_0 ? sizeof(struct kern_block_q8_0)
+					   : sizeof(struct kern_block_q4_0);
+	const size_t nb = a->n_in / KERN_QK, st = a->w_stride;
+	const char *w = (const char *)a->w + o * st;
+	/* Prefetched tiles ahead: Q4_0 two (a decode step's matrix products
+	 * 23.1-23.6 -> 21.9-22.6 ms of CPU, one thread, Zen 4), Q8_0 one (two:
+	 * no change). */
+	const char *next = w + QV_ROWS * st * (wt == DTYPE_Q4_0 ? 2 : 1);
+	const struct kern_block_q8a *x[QV_TOK];
+	const float *xd[QV_TOK];
+	const int32_t *xs[QV_TOK];
+	__m512 acc[QV_TOK], dw;
+	__m512i u[8];
+
+	QV_UNROLL
+	for (int k = 0; k < T; k++) {
+		x[k] = (const struct kern_block_q8a *)((const char *)a->x + (t + k) * a->x_stride);
+		xd[k] = a->xd + (t + k) * a->xd_stride;
+		xs[k] = a->xs8 + (t + k) * a->xd_stride;
+		acc[k] = _mm512_setzero_ps();
+	}
+	dw = qv__scales(w, st, 0, bs);
+	qv__unpack(wt, w, st, 0, 0, u);
+	for (size_t b = 0; b < nb; b++) {
+		/* the last block unpacks itself again rather than branch */
+		size_t bn = b + 1 < nb ? b + 1 : b;
+		__m512 dwn = qv__scales(w, st, bn, bs);
+		__m512i un[8];
+
+		/* A later tile (16 rows, contiguous) into L2, not L1: a whole
+		 * tile ahead (18-50 KiB) into L1 evicted this tile's rows and
+		 * the activations; with T0 a 2-token decode step cost 1.7x a
+		 * 1-token one (forward_step, one thread), with T1 0.9x. */
+		QV_UNROLL
+		for (size_t off = 0; off < QV_ROWS * bs; off += 64)
+			_mm_prefetch(next + b * QV_ROWS * bs + off, _MM_HINT_T1);
+		qv__unpack(wt, w, st, bn, 0, un);
+		QV_UNROLL
+		for (int k = 0; k < T; k++)
+			acc[k] = qv__dot(wt, u, dw, x[k][b].qs, xd[k][b], xs[k][b], acc[k],
+					 T <= 4 ? 2 : 1);
+		dw = dwn;
+		QV_UNROLL
+		for (int c = 0; c < 8; c++)
+			u[c] = un[c];
+	}
+	QV_UNROLL
+	for (int k = 0; k < T; k++)
+		_mm512_storeu_ps(a->y + (t + k) * a->y_stride + o, acc[k]);
+}
+
+/*
  * Many tokens (prefill): a 16-row tile's blocks [b0, b0 + n) are unpacked
  * once into a panel (u vectors and scales, 36 KiB: L1/L2), then every group
  * of 8 tokens runs its dots from the panel with plain loads, instead of
@@ -335,6 +401,14 @@ QV_INLINE void qv__tile_p(uint32_t wt, const struct kern_gemm_args *a, const str
 	{                                                                                \
 		qv__tile_p(wt, a, p, o, t, b0, n, T);                                    \
 	}
+static __attribute__((noinline)) void qv__one8(const struct kern_gemm_args *a, size_t o)
+{
+	qv__tile1(DTYPE_Q8_0, a, o, 0, 1);
+}
+static __attribute__((noinline)) void qv__one4(const struct kern_gemm_args *a, size_t o)
+{
+	qv__tile1(DTYPE_Q4_0, a, o, 0, 1);
+}
 QV_TILE_FN(qv__q8_1, DTYPE_Q8_0, 1)
 QV_TILE_FN(qv__q8_2, DTYPE_Q8_0, 2)
 QV_TILE_FN(qv__q8_3, DTYPE_Q8_0, 3)
@@ -382,8 +456,9 @@ static const qv_panel_fn qv__p8[QV_TOK + 1] = {NULL,     qv__p8_1, qv__p8_2, qv_
 static const qv_panel_fn qv__p4[QV_TOK + 1] = {NULL,     qv__p4_1, qv__p4_2, qv__p4_3, qv__p4_4,
 						  qv__p4_5, qv__p4_6, qv__p4_7, qv__p4_8};
 
-static void qv__gemm(uint32_t wt, const qv_tile_fn *fn, const qv_panel_fn *pfn,
-		     kern_gemm_fn avx2, const struct kern_gemm_args *a, size_t o0, size_t o1)
+static void qv__gemm(uint32_t wt, void (*one)(const struct kern_gemm_args *, size_t),
+		     const qv_tile_fn *fn, const qv_panel_fn *pfn, kern_gemm_fn avx2,
+		     const struct kern_gemm_args *a, size_t o0, size_t o1)
 {
 	const size_t nb = a->n_in / KERN_QK;
 	size_t o = o0;
@@ -392,7 +467,10 @@ static void qv__gemm(uint32_t wt, const qv_tile_fn *fn, const qv_panel_fn *pfn,
 	 * tile streamed the TinyLlama decode step in 24 ms of CPU where the
 	 * AVX2 GEMV took 33-35 (Zen 4, one thread; in cache on a Zen 5 the
 	 * GEMV had been ~10% faster). Same bits either way. */
-	if (a->n_tok <= QV_SMALL2) {
+	if (a->n_tok == 1) {
+		for (; o + QV_ROWS <= o1; o += QV_ROWS)
+			one(a, o);
+	} else if (a->n_tok <= QV_SMALL2) {
 		/* one group (two past QV_TOK tokens): stream the weights
 		 * straight from their layout */
 		struct qv_xsum xs[2][QV_XB] __attribute__((aligned(64)));
@@ -432,11 +510,11 @@ static void qv__gemm(uint32_t wt, const qv_tile_fn *fn, const qv_panel_fn *pfn,
 
 void kern_avx512_gemm_q8_0(const struct kern_gemm_args *a, size_t o0, size_t o1)
 {
-	qv__gemm(DTYPE_Q8_0, qv__q8, qv__p8, kern_ops_avx2.gemm[DTYPE_Q8_0], a, o0, o1);
+	qv__gemm(DTYPE_Q8_0, qv__one8, qv__q8, qv__p8, kern_ops_avx2.gemm[DTYPE_Q8_0], a, o0, o1);
 }
 
 void kern_avx512_gemm_q4_0(const struct kern_gemm_args *a, size_t o0, size_t o1)
 {
-	qv__gemm(DTYPE_Q4_0, qv__q4, qv__p4, kern_ops_avx2.gemm[DTYPE_Q4_0], a, o0, o1);
+	qv__gemm(DTYPE_Q4_0, qv__one4, qv__q4, qv__p4, kern_ops_avx2.gemm[DTYPE_Q4_0], a, o0, o1);
 }
 #endif
