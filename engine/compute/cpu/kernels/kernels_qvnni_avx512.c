@@ -128,7 +128,8 @@ QV_INLINE void qv__transpose16(__m512i r[16])
 		r[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
 		r[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
 	}
-	/* r[4q + m] lane 4l + m' now holds row 4l + m' ... of column block q */
+	/* each 128-bit lane now holds its 4 x 4 block transposed; the two
+	 * rounds of 128-bit shuffles put the blocks in place */
 	QV_UNROLL
 	for (int i = 0; i < 4; i++) {
 		t[i] = _mm512_shuffle_i32x4(r[i], r[i + 4], 0x88);
