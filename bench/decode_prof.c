@@ -1,13 +1,15 @@
 /* decode_prof.c - where a one-token decode step's time goes.
  *
- * Usage: decode_prof MODEL [THREADS [STEPS]]
+ * Usage: decode_prof MODEL [THREADS [STEPS [SEQS]]]
  *
  * Times, over STEPS alternated rounds (so both see the same machine load):
- *   step    one whole decode step (forward_pass_run, one sequence, one
- *           token, 32 tokens of context), as the server runs it;
+ *   step    one whole decode step (forward_pass_run, SEQS sequences (1 by
+ *           default) of one token each, 32 tokens of context each), as
+ *           the server runs it;
  *   matmul  only the step's matrix products, in the step's order and
  *           grouping (q|k|v, o, up|gate, down per layer, then output),
- *           one token, on a pool of the same size: the weight streaming.
+ *           SEQS tokens, on a pool of the same size: the weight streaming
+ *           (one token) or the small-batch GEMM (several).
  * Prints wall and process CPU milliseconds (best, median) of each, the
  * weight bytes per second, and the rest (step - matmul): norms, RoPE,
  * attention, the activation, the joins they add. On a shared machine,
@@ -30,6 +32,7 @@
 #include "threadpool.h"
 
 #define PROF_CTX 32
+#define PROF_SEQS 16
 
 static double cpu_now_s(void)
 {
@@ -53,7 +56,7 @@ static double wbytes(const struct model_weight *w)
 
 /* One group of same-input matrices, as forward.c's linear_n() calls it. */
 static double group(tpool_t pool, const struct model_weight *const w[], size_t n, const float *x,
-		    float *y, void *scratch)
+		    float *y, void *scratch, size_t n_tok)
 {
 	struct kern_mm_part parts[KERN_MM_PARTS_MAX];
 	size_t k = 0, off = 0;
@@ -63,15 +66,16 @@ static double group(tpool_t pool, const struct model_weight *const w[], size_t n
 		if (!w[i]->data)
 			continue;
 		parts[k++] = (struct kern_mm_part){w[i]->data, w[i]->n_out, y + off};
-		off += w[i]->n_out;
+		off += w[i]->n_out * n_tok;
 		bytes += wbytes(w[i]);
 	}
 	if (k)
-		kern_matmul_n(pool, w[0]->type, w[0]->n_in, parts, k, x, 1, scratch);
+		kern_matmul_n(pool, w[0]->type, w[0]->n_in, parts, k, x, n_tok, scratch);
 	return bytes;
 }
 
-static double matmuls(const struct model *m, tpool_t pool, const float *x, float *y, void *scratch)
+static double matmuls(const struct model *m, tpool_t pool, const float *x, float *y, void *scratch,
+		      size_t n_tok)
 {
 	double bytes = 0;
 
@@ -82,14 +86,14 @@ static double matmuls(const struct model *m, tpool_t pool, const float *x, float
 		const struct model_weight *ug[] = {&W[ARCH_T_FFN_UP], &W[ARCH_T_FFN_GATE]};
 		const struct model_weight *d[] = {&W[ARCH_T_FFN_DOWN]};
 
-		bytes += group(pool, qkv, 3, x, y, scratch);
-		bytes += group(pool, o, 1, x, y, scratch);
-		bytes += group(pool, ug, 2, x, y, scratch);
-		bytes += group(pool, d, 1, x, y, scratch);
+		bytes += group(pool, qkv, 3, x, y, scratch, n_tok);
+		bytes += group(pool, o, 1, x, y, scratch, n_tok);
+		bytes += group(pool, ug, 2, x, y, scratch, n_tok);
+		bytes += group(pool, d, 1, x, y, scratch, n_tok);
 	}
 	{
 		const struct model_weight *out[] = {&m->w[ARCH_T_OUTPUT]};
-		bytes += group(pool, out, 1, x, y, scratch);
+		bytes += group(pool, out, 1, x, y, scratch, n_tok);
 	}
 	return bytes;
 }
@@ -99,24 +103,26 @@ int main(int argc, char **argv)
 	struct engine_model *em = NULL;
 	const struct model *mp = NULL;
 	struct forward_pass *p = NULL;
-	struct kv_cache kv;
+	struct kv_cache kv[PROF_SEQS];
+	struct forward_seq sq[PROF_SEQS];
 	struct forward_opts fo = {0};
-	int32_t prompt[PROF_CTX], tok;
+	int32_t prompt[PROF_CTX], tok[PROF_SEQS];
 	double *t[4] = {NULL, NULL, NULL, NULL}, bytes = 0;
 	char err[EMBER_ERR_MAX] = "";
 	float *logits = NULL, *x = NULL, *y = NULL;
 	void *scratch = NULL;
 	tpool_t pool = NULL;
-	int n_threads, steps, s, rc = 1;
+	int n_threads, steps, n_seq, s, rc = 1;
 
-	memset(&kv, 0, sizeof(kv));
+	memset(kv, 0, sizeof(kv));
 	if (argc < 2) {
-		fprintf(stderr, "usage: decode_prof MODEL [THREADS [STEPS]]\n");
+		fprintf(stderr, "usage: decode_prof MODEL [THREADS [STEPS [SEQS]]]\n");
 		return 2;
 	}
 	n_threads = argc > 2 ? atoi(argv[2]) : 1;
 	steps = argc > 3 ? atoi(argv[3]) : 20;
-	if (n_threads < 1 || steps < 1 || steps > 100000) {
+	n_seq = argc > 4 ? atoi(argv[4]) : 1;
+	if (n_threads < 1 || steps < 1 || steps > 100000 || n_seq < 1 || n_seq > PROF_SEQS) {
 		fprintf(stderr, "decode_prof: bad arguments\n");
 		return 2;
 	}
@@ -128,44 +134,46 @@ int main(int argc, char **argv)
 	for (int i = 0; i < 4; i++)
 		if ((t[i] = malloc(sizeof(double) * (size_t)steps)) == NULL)
 			goto fail;
-	logits = malloc(sizeof(float) * mp->hp.n_vocab);
-	x = calloc(65536, sizeof(float));
-	y = calloc((size_t)mp->hp.n_vocab + 65536, sizeof(float));
+	logits = malloc(sizeof(float) * mp->hp.n_vocab * (size_t)n_seq);
+	x = calloc(65536 * (size_t)n_seq, sizeof(float));
+	y = calloc(((size_t)mp->hp.n_vocab + 65536) * (size_t)n_seq, sizeof(float));
 	scratch = aligned_alloc(64, 1 << 20);
 	pool = tpool_create((uint32_t)n_threads);
 	if (!logits || !x || !y || !scratch || !pool || forward_pass_new(&p, mp, &fo, err) != 0)
 		goto fail;
-	if (kv_cache_init(&kv, &mp->hp, PROF_CTX + (uint32_t)steps + 8, DTYPE_F16, err) != 0)
-		goto fail;
-	for (int i = 0; i < PROF_CTX; i++) {
+	for (int i = 0; i < PROF_CTX; i++)
 		prompt[i] = 1 + (i * 7919) % (int)(mp->hp.n_vocab - 1);
+	for (int i = 0; i < 65536 * n_seq; i++)
 		x[i] = 0.01f * (float)(i % 17);
-	}
-	{
-		struct forward_seq sq = {&kv, prompt, PROF_CTX, FORWARD_LOGITS_NONE};
-		if (forward_pass_run(p, &sq, 1, NULL, err) != 0)
+	for (int q = 0; q < n_seq; q++) {
+		struct forward_seq pq = {&kv[q], prompt, PROF_CTX, FORWARD_LOGITS_NONE};
+
+		if (kv_cache_init(&kv[q], &mp->hp, PROF_CTX + 8, DTYPE_F16, err) != 0 ||
+		    forward_pass_run(p, &pq, 1, NULL, err) != 0)
 			goto fail;
+		sq[q] = (struct forward_seq){&kv[q], &tok[q], 1, FORWARD_LOGITS_LAST};
 	}
 	for (s = 0; s < steps; s++) {
-		struct forward_seq sq = {&kv, &tok, 1, FORWARD_LOGITS_LAST};
 		double t0 = clock_now_s(), c0 = cpu_now_s();
 
-		tok = 1 + (s * 31) % (int)(mp->hp.n_vocab - 1);
-		if (forward_pass_run(p, &sq, 1, logits, err) != 0)
+		for (int q = 0; q < n_seq; q++)
+			tok[q] = 1 + (s * 31 + q * 7) % (int)(mp->hp.n_vocab - 1);
+		if (forward_pass_run(p, sq, (uint32_t)n_seq, logits, err) != 0)
 			goto fail;
 		t[0][s] = clock_now_s() - t0;
 		t[1][s] = cpu_now_s() - c0;
-		kv_cache_truncate(&kv, PROF_CTX);
+		for (int q = 0; q < n_seq; q++)
+			kv_cache_truncate(&kv[q], PROF_CTX);
 		t0 = clock_now_s();
 		c0 = cpu_now_s();
-		bytes = matmuls(mp, pool, x, y, scratch);
+		bytes = matmuls(mp, pool, x, y, scratch, (size_t)n_seq);
 		t[2][s] = clock_now_s() - t0;
 		t[3][s] = cpu_now_s() - c0;
 	}
 	for (int i = 0; i < 4; i++)
 		qsort(t[i], (size_t)steps, sizeof(double), cmp_double);
-	printf("decode_prof: %d threads, %d steps, weights %.1f MB a token\n", n_threads, steps,
-	       bytes / 1e6);
+	printf("decode_prof: %d threads, %d steps, %d sequences, weights %.1f MB a step\n",
+	       n_threads, steps, n_seq, bytes / 1e6);
 	printf("%-7s %9s %9s %9s %9s %12s\n", "", "wall best", "wall med", "cpu best", "cpu med",
 	       "GB/s (med)");
 	printf("%-7s %9.2f %9.2f %9.2f %9.2f %12.2f\n", "step", t[0][0] * 1e3, t[0][steps / 2] * 1e3,
@@ -180,7 +188,8 @@ int main(int argc, char **argv)
 fail:
 	if (rc != 0)
 		fprintf(stderr, "decode_prof: %s\n", err);
-	kv_cache_free(&kv);
+	for (int q = 0; q < PROF_SEQS; q++)
+		kv_cache_free(&kv[q]);
 	forward_pass_free(p);
 	tpool_destroy(pool);
 	free(scratch);

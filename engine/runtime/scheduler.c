@@ -93,6 +93,11 @@
  * with d8 = d1: prefill at >= 95% of the int8 peak with batching free.
  * 2.5x llama-server (44.3 tok/s at 8 streams, quiet run) is 512 tokens in
  * 4.62 s: ~62% of the floor's speed, e.g. d8 <= 28 ms at today's prefill.
+ * d8's own floor is higher than the int8 peak's: bit-identical to one
+ * token means per 16 rows x 32 inputs x token a VMULPS and a VFMADD on
+ * VPDPBUSD's pipes (10 cycles, not 8), so 8 tokens' products take >= 44
+ * ms of CPU (22 ms on two cores) and the norms and attention ~5 more;
+ * measured 56 ms of CPU on one thread (kernels/LEVELS.md, second pass).
  *
  * Several choices (n > 1): admission reserves n slots at once; the first
  * prefills the prompt, the others wait (SEQ_FORK). When its prompt's

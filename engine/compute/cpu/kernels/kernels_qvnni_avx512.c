@@ -39,11 +39,9 @@
  * (row, token) sees the same block-by-block operations either way. */
 #define QV_SMALL2 16
 
-/* One block's dots for a token of the tile: eight VPDPBUSD against the
- * token's words broadcast in NC independent chains (NC = 8 / T rounded:
- * few tokens need several chains to hide VPDPBUSD's latency, many fill
- * the pipes by themselves), the offset term, then
- * acc = fma(float(S), dw * dx, acc) as the AVX2 level does. */
+/* One block's dots for a token of the panel tile: eight VPDPBUSD against
+ * the token's words broadcast in NC independent chains, the offset term,
+ * then acc = fma(float(S), dw * dx, acc) as the AVX2 level does. */
 QV_INLINE __m512 qv__dot(uint32_t wt, const __m512i u[8], __m512 dw, const int8_t *q, float xd,
 			 int32_t xs, __m512 acc, int NC)
 {
@@ -63,8 +61,126 @@ QV_INLINE __m512 qv__dot(uint32_t wt, const __m512i u[8], __m512 dw, const int8_
 	return _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[0]), _mm512_mul_ps(dw, _mm512_set1_ps(xd)), acc);
 }
 
+/* qv__dot() for the streaming tile: the offset term comes negated from
+ * memory (*noff = -xs8, or -16 xs8 for Q8_0) as the first chain's
+ * starting value, a broadcast load, instead of a zeroed register and a
+ * VPSUBD after the dots: the same exact int32 sum S with one vector
+ * operation less a token and block. On Zen 4 VPDPBUSD, VMULPS and VFMADD
+ * take the same two pipes (one ZMM each a cycle) and other vector work
+ * spills onto them: 8 tokens' 64 VPDPBUSD + 8 VMULPS + 8 VFMADD make a
+ * floor of 80 cycles a block and tile, and the tile ran ~95 before
+ * (microbenchmarked: the Q4_0 unpack's shifts and masks ~7 cycles, its
+ * ZMM inserts ~2, the offsets' VPSUBD ~3). With the offset as the start,
+ * one chain a token beats two from 5 tokens up. */
+QV_INLINE __m512 qv__dot_n(const __m512i u[8], __m512 dw, const int8_t *q, float xd,
+			   const int32_t *noff, __m512 acc, int NC)
+{
+	__m512i s[4];
+
+	s[0] = _mm512_set1_epi32(*noff);
+	QV_UNROLL
+	for (int c = 1; c < NC; c++)
+		s[c] = _mm512_setzero_si512();
+	QV_UNROLL
+	for (int c = 0; c < 8; c++)
+		s[c % NC] = qv__dpbusd_bcst(s[c % NC], u[c], q + 4 * c);
+	QV_UNROLL
+	for (int c = 1; c < NC; c++)
+		s[0] = _mm512_add_epi32(s[0], s[c]);
+	return _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[0]), _mm512_mul_ps(dw, _mm512_set1_ps(xd)), acc);
+}
+
 /*
- * Rows [o, o + 16) for tokens [t, t + T), weights straight from the file
+ * A group's per-block activation terms side by side (block j of a K
+ * chunk: token k's scale d[k] and negated offset n[k]), copied once per
+ * call from the per-token rows of kern_gemm_args: the streaming tile
+ * reaches every token's terms through one pointer (the 16 per-token row
+ * pointers had been spilled and reloaded every block), and the offsets
+ * come ready for qv__dot_n(). K runs in chunks of QV_XB blocks so the
+ * copy stays on the stack (32 KiB a group); a tile's accumulators go
+ * through y between chunks (an exact store and reload, as the panel
+ * path's), so results do not change. Rows of up to 16384 elements are
+ * one chunk: chunks of 128 blocks cut TinyLlama's 5632-wide down rows
+ * into two passes over the tiles, which broke the streaming order and
+ * the next-tile prefetch (a one-token step +14% of CPU, Zen 4).
+ */
+#define QV_XB 512
+
+struct qv_xsum {
+	float d[QV_TOK];
+	int32_t n[QV_TOK];
+} __attribute__((aligned(64)));
+
+/* 16 x 16 dwords transposed: r[i] lane j <-> r[j] lane i. */
+QV_INLINE void qv__transpose16(__m512i r[16])
+{
+	__m512i t[16];
+
+	QV_UNROLL
+	for (int i = 0; i < 16; i += 2) {
+		t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
+		t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
+	}
+	QV_UNROLL
+	for (int i = 0; i < 16; i += 4) {
+		r[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
+		r[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
+		r[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
+		r[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
+	}
+	/* each 128-bit lane now holds its 4 x 4 block transposed; the two
+	 * rounds of 128-bit shuffles put the blocks in place */
+	QV_UNROLL
+	for (int i = 0; i < 4; i++) {
+		t[i] = _mm512_shuffle_i32x4(r[i], r[i + 4], 0x88);
+		t[i + 4] = _mm512_shuffle_i32x4(r[i], r[i + 4], 0xdd);
+		t[i + 8] = _mm512_shuffle_i32x4(r[i + 8], r[i + 12], 0x88);
+		t[i + 12] = _mm512_shuffle_i32x4(r[i + 8], r[i + 12], 0xdd);
+	}
+	QV_UNROLL
+	for (int i = 0; i < 4; i++) {
+		r[i] = _mm512_shuffle_i32x4(t[i], t[i + 8], 0x88);
+		r[i + 8] = _mm512_shuffle_i32x4(t[i], t[i + 8], 0xdd);
+		r[i + 4] = _mm512_shuffle_i32x4(t[i + 4], t[i + 12], 0x88);
+		r[i + 12] = _mm512_shuffle_i32x4(t[i + 4], t[i + 12], 0xdd);
+	}
+}
+
+/* xs[0, n) for tokens [t, t + T) (T <= 8), blocks [b0, b0 + n): 16 blocks
+ * at a time as one 16 x 16 transpose of the tokens' scale and offset rows
+ * (a scalar copy was ~3% of the 8-token products at 2 threads: it runs
+ * once per chunk of rows, 16 rows for TinyLlama's k and v). */
+static void qv__xsum(uint32_t wt, const struct kern_gemm_args *a, size_t t, size_t T, size_t b0,
+		     size_t n, struct qv_xsum *xs)
+{
+	const int sh = wt == DTYPE_Q8_0 ? 4 : 0;
+
+	for (size_t j = 0; j < n; j += 16) {
+		const size_t m = n - j < 16 ? n - j : 16;
+		const __mmask16 k16 = (__mmask16)((1u << m) - 1);
+		__m512i r[16];
+
+		for (size_t k = 0; k < QV_TOK; k++) {
+			if (k < T) {
+				const size_t row = (t + k) * a->xd_stride + b0 + j;
+				r[k] = _mm512_maskz_loadu_epi32(k16, a->xd + row);
+				r[k + 8] = _mm512_sub_epi32(
+					_mm512_setzero_si512(),
+					_mm512_slli_epi32(_mm512_maskz_loadu_epi32(k16, a->xs8 + row),
+							  sh));
+			} else {
+				r[k] = r[k + 8] = _mm512_setzero_si512();
+			}
+		}
+		qv__transpose16(r);
+		for (size_t i = 0; i < m; i++)
+			_mm512_store_si512(&xs[j + i], r[i]);
+	}
+}
+
+/*
+ * Rows [o, o + 16) for tokens [t, t + T), blocks [b0, b0 + n) (their
+ * activation terms in xs), weights straight from the file
  * layout (up to 8 tokens: small decode batches). Per block, the 16 rows'
  * bytes are transposed once into eight vectors u[c] whose lane r holds
  * elements 4c..4c+3 of row r (unsigned: Q4_0's nibbles, Q8_0's bytes +
@@ -73,7 +189,71 @@ QV_INLINE __m512 qv__dot(uint32_t wt, const __m512i u[8], __m512 dw, const int8_
  * (software pipelining): unpacking is a chain of loads and shuffles that
  * otherwise left the multiplier pipes idle at every block boundary.
  */
-QV_INLINE void qv__tile(uint32_t wt, const struct kern_gemm_args *a, size_t o, size_t t, int T)
+QV_INLINE void qv__tile(uint32_t wt, const struct kern_gemm_args *a, const struct qv_xsum *xs,
+			size_t o, size_t t, size_t b0, size_t n, int T)
+{
+	const size_t bs = wt == DTYPE_Q8_0 ? sizeof(struct kern_block_q8_0)
+					   : sizeof(struct kern_block_q4_0);
+	const size_t st = a->w_stride, b1 = b0 + n;
+	const char *w = (const char *)a->w + o * st;
+	/* Prefetched tiles ahead: Q4_0 two (a decode step's matrix products
+	 * 23.1-23.6 -> 21.9-22.6 ms of CPU, one thread, Zen 4), Q8_0 one (two:
+	 * no change). */
+	const char *next = w + QV_ROWS * st * (wt == DTYPE_Q4_0 ? 2 : 1);
+	const struct kern_block_q8a *x[QV_TOK];
+	__m512 acc[QV_TOK], dw;
+	__m512i u[8];
+
+	QV_UNROLL
+	for (int k = 0; k < T; k++) {
+		x[k] = (const struct kern_block_q8a *)((const char *)a->x + (t + k) * a->x_stride);
+		acc[k] = b0 == 0 ? _mm512_setzero_ps()
+				 : _mm512_loadu_ps(a->y + (t + k) * a->y_stride + o);
+	}
+	dw = qv__scales(w, st, b0, bs);
+	qv__unpack_l(wt, w, st, b0, 0, T > 4, u);
+	for (size_t b = b0; b < b1; b++, xs++) {
+		/* the last block unpacks itself again rather than branch */
+		size_t bn = b + 1 < b1 ? b + 1 : b;
+		__m512 dwn = qv__scales(w, st, bn, bs);
+		__m512i un[8];
+
+		/* A later tile (16 rows, contiguous) into L2, not L1: a whole
+		 * tile ahead (18-50 KiB) into L1 evicted this tile's rows and
+		 * the activations; with T0 a 2-token decode step cost 1.7x a
+		 * 1-token one (forward_step, one thread), with T1 0.9x. */
+		QV_UNROLL
+		for (size_t off = 0; off < QV_ROWS * bs; off += 64)
+			_mm_prefetch(next + b * QV_ROWS * bs + off, _MM_HINT_T1);
+		qv__unpack_l(wt, w, st, bn, 0, T > 4, un);
+		QV_UNROLL
+		for (int k = 0; k < T; k++)
+			acc[k] = qv__dot_n(u, dw, x[k][b].qs, xs->d[k], &xs->n[k], acc[k],
+					   T <= 4 ? 2 : 1);
+		dw = dwn;
+		QV_UNROLL
+		for (int c = 0; c < 8; c++)
+			u[c] = un[c];
+	}
+	QV_UNROLL
+	for (int k = 0; k < T; k++)
+		_mm512_storeu_ps(a->y + (t + k) * a->y_stride + o, acc[k]);
+}
+
+/*
+ * One token (decode of one sequence): rows [o, o + 16) for tokens
+ * [t, t + T), weights straight from the file layout, each token's terms
+ * from its own rows (this was the tile for every T up to 8; one token
+ * keeps it, being bound by memory, where the per-call copy below and the
+ * other changes only cost: 1-3% slower in cache). Per block, the 16 rows'
+ * bytes are transposed once into eight vectors u[c] whose lane r holds
+ * elements 4c..4c+3 of row r (unsigned: Q4_0's nibbles, Q8_0's bytes +
+ * 128), so a token's dot products for all 16 rows are eight VPDPBUSD with
+ * no reduction after. The next block is unpacked before this one's dots
+ * (software pipelining): unpacking is a chain of loads and shuffles that
+ * otherwise left the multiplier pipes idle at every block boundary.
+ */
+QV_INLINE void qv__tile1(uint32_t wt, const struct kern_gemm_args *a, size_t o, size_t t, int T)
 {
 	const size_t bs = wt == DTYPE_Q8_0 ? sizeof(struct kern_block_q8_0)
 					   : sizeof(struct kern_block_q4_0);
@@ -209,10 +389,11 @@ QV_INLINE void qv__tile_p(uint32_t wt, const struct kern_gemm_args *a, const str
 /* One function per (type, token count): each keeps its accumulators in
  * registers (inlined into one driver, GCC spilled them). */
 #define QV_TILE_FN(name, wt, T)                                                          \
-	static __attribute__((noinline)) void name(const struct kern_gemm_args *a, size_t o, \
-						   size_t t)                                 \
+	static __attribute__((noinline)) void name(const struct kern_gemm_args *a,        \
+						   const struct qv_xsum *xs, size_t o,    \
+						   size_t t, size_t b0, size_t n)         \
 	{                                                                                \
-		qv__tile(wt, a, o, t, T);                                                \
+		qv__tile(wt, a, xs, o, t, b0, n, T);                                     \
 	}
 #define QV_PANEL_FN(name, wt, T)                                                         \
 	static __attribute__((noinline)) void name(const struct kern_gemm_args *a,        \
@@ -221,6 +402,14 @@ QV_INLINE void qv__tile_p(uint32_t wt, const struct kern_gemm_args *a, const str
 	{                                                                                \
 		qv__tile_p(wt, a, p, o, t, b0, n, T);                                    \
 	}
+static __attribute__((noinline)) void qv__one8(const struct kern_gemm_args *a, size_t o)
+{
+	qv__tile1(DTYPE_Q8_0, a, o, 0, 1);
+}
+static __attribute__((noinline)) void qv__one4(const struct kern_gemm_args *a, size_t o)
+{
+	qv__tile1(DTYPE_Q4_0, a, o, 0, 1);
+}
 QV_TILE_FN(qv__q8_1, DTYPE_Q8_0, 1)
 QV_TILE_FN(qv__q8_2, DTYPE_Q8_0, 2)
 QV_TILE_FN(qv__q8_3, DTYPE_Q8_0, 3)
@@ -254,7 +443,8 @@ QV_PANEL_FN(qv__p4_6, DTYPE_Q4_0, 6)
 QV_PANEL_FN(qv__p4_7, DTYPE_Q4_0, 7)
 QV_PANEL_FN(qv__p4_8, DTYPE_Q4_0, 8)
 
-typedef void (*qv_tile_fn)(const struct kern_gemm_args *a, size_t o, size_t t);
+typedef void (*qv_tile_fn)(const struct kern_gemm_args *a, const struct qv_xsum *xs, size_t o,
+			   size_t t, size_t b0, size_t n);
 typedef void (*qv_panel_fn)(const struct kern_gemm_args *a, const struct qv_panel *p, size_t o,
 			    size_t t, size_t b0, size_t n);
 
@@ -267,8 +457,9 @@ static const qv_panel_fn qv__p8[QV_TOK + 1] = {NULL,     qv__p8_1, qv__p8_2, qv_
 static const qv_panel_fn qv__p4[QV_TOK + 1] = {NULL,     qv__p4_1, qv__p4_2, qv__p4_3, qv__p4_4,
 						  qv__p4_5, qv__p4_6, qv__p4_7, qv__p4_8};
 
-static void qv__gemm(uint32_t wt, const qv_tile_fn *fn, const qv_panel_fn *pfn,
-		     kern_gemm_fn avx2, const struct kern_gemm_args *a, size_t o0, size_t o1)
+static void qv__gemm(uint32_t wt, void (*one)(const struct kern_gemm_args *, size_t),
+		     const qv_tile_fn *fn, const qv_panel_fn *pfn, kern_gemm_fn avx2,
+		     const struct kern_gemm_args *a, size_t o0, size_t o1)
 {
 	const size_t nb = a->n_in / KERN_QK;
 	size_t o = o0;
@@ -277,15 +468,28 @@ static void qv__gemm(uint32_t wt, const qv_tile_fn *fn, const qv_panel_fn *pfn,
 	 * tile streamed the TinyLlama decode step in 24 ms of CPU where the
 	 * AVX2 GEMV took 33-35 (Zen 4, one thread; in cache on a Zen 5 the
 	 * GEMV had been ~10% faster). Same bits either way. */
-	if (a->n_tok <= QV_TOK) {
-		/* one group: stream the weights straight from their layout */
+	if (a->n_tok == 1) {
 		for (; o + QV_ROWS <= o1; o += QV_ROWS)
-			fn[a->n_tok](a, o, 0);
+			one(a, o);
 	} else if (a->n_tok <= QV_SMALL2) {
-		for (; o + QV_ROWS <= o1; o += QV_ROWS) {
-			fn[QV_TOK](a, o, 0);
-			fn[a->n_tok - QV_TOK](a, o, QV_TOK);
+		/* one group (two past QV_TOK tokens): stream the weights
+		 * straight from their layout */
+		struct qv_xsum xs[2][QV_XB] __attribute__((aligned(64)));
+		const size_t g1 = a->n_tok > QV_TOK ? a->n_tok - QV_TOK : 0, g0 = a->n_tok - g1;
+		const size_t oe = o0 + (o1 - o0) / QV_ROWS * QV_ROWS;
+
+		for (size_t b0 = 0; b0 < nb; b0 += QV_XB) {
+			size_t n = nb - b0 < QV_XB ? nb - b0 : QV_XB;
+			qv__xsum(wt, a, 0, g0, b0, n, xs[0]);
+			if (g1)
+				qv__xsum(wt, a, QV_TOK, g1, b0, n, xs[1]);
+			for (o = o0; o < oe; o += QV_ROWS) {
+				fn[g0](a, xs[0], o, 0, b0, n);
+				if (g1)
+					fn[g1](a, xs[1], o, QV_TOK, b0, n);
+			}
 		}
+		o = oe;
 	} else {
 		/* Row tiles outside, K chunks, token groups inside: a tile's
 		 * weights come from memory and are unpacked once for all. */
@@ -307,11 +511,11 @@ static void qv__gemm(uint32_t wt, const qv_tile_fn *fn, const qv_panel_fn *pfn,
 
 void kern_avx512_gemm_q8_0(const struct kern_gemm_args *a, size_t o0, size_t o1)
 {
-	qv__gemm(DTYPE_Q8_0, qv__q8, qv__p8, kern_ops_avx2.gemm[DTYPE_Q8_0], a, o0, o1);
+	qv__gemm(DTYPE_Q8_0, qv__one8, qv__q8, qv__p8, kern_ops_avx2.gemm[DTYPE_Q8_0], a, o0, o1);
 }
 
 void kern_avx512_gemm_q4_0(const struct kern_gemm_args *a, size_t o0, size_t o1)
 {
-	qv__gemm(DTYPE_Q4_0, qv__q4, qv__p4, kern_ops_avx2.gemm[DTYPE_Q4_0], a, o0, o1);
+	qv__gemm(DTYPE_Q4_0, qv__one4, qv__q4, qv__p4, kern_ops_avx2.gemm[DTYPE_Q4_0], a, o0, o1);
 }
 #endif
