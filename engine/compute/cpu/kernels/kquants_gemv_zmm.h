@@ -16,13 +16,15 @@
  *             row and super-block by one VPERMW of the row's scales),
  *             added into the row's int32 accumulator.
  * That is 1.5 multiplies per 64 weights where VPMADDUBSW + VPDPWSSD take
- * 2, and no per-block scale shuffles. Q6_K's -32 offset starts the
- * accumulator (one masked VPDPWSSD of 32 x the scales with the negated
- * activation sums); Q4_K/Q5_K's minimums are one VPMADDWD for four rows.
- * The four rows' accumulators are reduced together once per super-block
- * (VPUNPCK tree, no VPHADDD), with the minimum sums beside them. Every
- * row's scales are read one super-block ahead: they start the row's chain,
- * and from DRAM their latency was the step's.
+ * 2, and no per-block scale shuffles. Q6_K's -32 offset starts each
+ * VPDPBUSD (-32 x its lane's activation sum, built once per call:
+ * kz_q6_bias()), and Q6_K packs two rows' sums into one vector, so a
+ * row pair shares one accumulator; Q4_K/Q5_K's minimums are one
+ * VPMADDWD for four rows. The four rows' accumulators are reduced
+ * together once per super-block (VPUNPCK tree, no VPHADDD), with the
+ * minimum sums beside them. Every row's scales are read one super-block
+ * ahead: they start the row's chain, and from DRAM their latency was the
+ * step's.
  * Instruction counts per row and super-block: LEVELS.md.
  */
 #ifndef KQUANTS_GEMV_ZMM_H
