@@ -390,6 +390,10 @@ static void qs_check_q8k_level(enum cpu_level level)
 				qs_check_q8k(level, q, types[i].ref, outs[c], ins[b], 0);
 		qs_check_q8k(level, q, types[i].ref, 5, 768, 1);
 		qs_check_q8k(level, q, types[i].ref, 5, 768, -1);
+		/* 65 super-blocks: past the avx512 Q6_K body's 64-block window
+		 * of activation offsets (kz_q6_bias), so a row is summed in two */
+		qs_check_q8k(level, q, types[i].ref, 5, 65 * KERN_QKK, 0);
+		qs_check_q8k(level, q, types[i].ref, 5, 65 * KERN_QKK, -1);
 		printf("quants_simd: %s %s q8k gemv equals its reference\n", ops->name,
 		       dtype_name(q->t));
 	}

@@ -534,7 +534,6 @@ void KG_FN(quantize_act_q8k)(const float *x, struct kern_block_q8_k *y, size_t n
 #ifdef KG_ZMM
 #include "kquants_gemv_zmm.h"
 #define KG_K4_ROWS kz_k4_rows
-#define KG_Q6_ROWS kz_q6_rows
 #define KG_Q2_ROWS kz_q2_rows
 #define KG_Q3_ROWS kz_q3_rows
 #else
@@ -555,8 +554,10 @@ KG_ROWS_FN(KG_FN(q4k_4), KG_K4_ROWS(a, o, 4, 0, end))
 KG_ROWS_FN(KG_FN(q4k_1), KG_K4_ROWS(a, o, 1, 0, end))
 KG_ROWS_FN(KG_FN(q5k_4), KG_K4_ROWS(a, o, 4, 1, end))
 KG_ROWS_FN(KG_FN(q5k_1), KG_K4_ROWS(a, o, 1, 1, end))
+#ifndef KG_ZMM
 KG_ROWS_FN(KG_FN(q6k_4), KG_Q6_ROWS(a, o, 4, end))
 KG_ROWS_FN(KG_FN(q6k_1), KG_Q6_ROWS(a, o, 1, end))
+#endif
 
 typedef void (*kg_rows_fn)(const struct kern_gemm_args *a, size_t o, size_t end);
 
@@ -595,12 +596,47 @@ void KG_FN(gemv_q5_k)(const struct kern_gemm_args *a, size_t o0, size_t o1)
 		kg_gemv(KG_FN(q5k_4), KG_FN(q5k_1), a, o0, o1);
 }
 
+#ifdef KG_ZMM
+/* Q6_K at this level: kg_gemv()'s steps, per window of super-blocks,
+ * with the activation offsets of kz_q6_bias() built once per call. */
+#define KG_Q6_FN(name, R)                                                                    \
+	static __attribute__((noinline)) void name(const struct kern_gemm_args *a, size_t o,   \
+						   size_t end, const __m512i *bias, size_t s0, \
+						   size_t s1)                                  \
+	{                                                                                    \
+		kz_q6_rows(a, o, R, end, bias, s0, s1);                                      \
+	}
+KG_Q6_FN(KG_FN(q6k_4), 4)
+KG_Q6_FN(KG_FN(q6k_1), 1)
+
+static void KG_FN(q6k_gemv)(const struct kern_gemm_args *a, size_t o0, size_t o1)
+{
+	const size_t end = a->y_stride > o1 ? a->y_stride : o1, nsb = a->n_in / KERN_QKK;
+	__m512i bias[4 * KZ_Q6_WIN];
+
+	for (size_t s0 = 0; s0 < nsb; s0 += KZ_Q6_WIN) {
+		const size_t s1 = nsb - s0 > KZ_Q6_WIN ? s0 + KZ_Q6_WIN : nsb;
+		size_t o = o0;
+
+		kz_q6_bias(a->xk, s0, s1, bias);
+		for (; o + KG_R <= o1; o += KG_R)
+			KG_FN(q6k_4)(a, o, end, bias, s0, s1);
+		for (; o < o1; o++)
+			KG_FN(q6k_1)(a, o, end, bias, s0, s1);
+	}
+}
+#endif
+
 void KG_FN(gemv_q6_k)(const struct kern_gemm_args *a, size_t o0, size_t o1)
 {
 	if (a->xk == NULL || a->n_tok != 1)
 		KG_GEMM_Q6_K(a, o0, o1);
 	else
+#ifdef KG_ZMM
+		KG_FN(q6k_gemv)(a, o0, o1);
+#else
 		kg_gemv(KG_FN(q6k_4), KG_FN(q6k_1), a, o0, o1);
+#endif
 }
 
 KG_ROWS_FN(KG_FN(q2k_4), KG_Q2_ROWS(a, o, 4, end))

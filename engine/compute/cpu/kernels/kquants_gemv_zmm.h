@@ -16,13 +16,15 @@
  *             row and super-block by one VPERMW of the row's scales),
  *             added into the row's int32 accumulator.
  * That is 1.5 multiplies per 64 weights where VPMADDUBSW + VPDPWSSD take
- * 2, and no per-block scale shuffles. Q6_K's -32 offset starts the
- * accumulator (one masked VPDPWSSD of 32 x the scales with the negated
- * activation sums); Q4_K/Q5_K's minimums are one VPMADDWD for four rows.
- * The four rows' accumulators are reduced together once per super-block
- * (VPUNPCK tree, no VPHADDD), with the minimum sums beside them. Every
- * row's scales are read one super-block ahead: they start the row's chain,
- * and from DRAM their latency was the step's.
+ * 2, and no per-block scale shuffles. Q6_K's -32 offset starts each
+ * VPDPBUSD (-32 x its lane's activation sum, built once per call:
+ * kz_q6_bias()), and Q6_K packs two rows' sums into one vector, so a
+ * row pair shares one accumulator; Q4_K/Q5_K's minimums are one
+ * VPMADDWD for four rows. The four rows' accumulators are reduced
+ * together once per super-block (VPUNPCK tree, no VPHADDD), with the
+ * minimum sums beside them. Every row's scales are read one super-block
+ * ahead: they start the row's chain, and from DRAM their latency was the
+ * step's.
  * Instruction counts per row and super-block: LEVELS.md.
  */
 #ifndef KQUANTS_GEMV_ZMM_H
@@ -237,35 +239,72 @@ KG_INLINE void kz_q6_scales(const char *const w[KG_R], size_t off, __m512i sc[2]
 					  _mm_loadu_si128((const __m128i *)(w[2 * i + 1] + off))));
 }
 
-/* Rows o .. o + R - 1 of Q6_K (layout: kg_q6_rows()). Per row and half n
- * of a super-block: [ql | qh] make q01, elements 128n .. 128n + 63, and
- * q23, 128n + 64 .. 128n + 127, whose activations are contiguous; a
- * 128-bit lane L holds sub-block 8n + L (q01) or 8n + 4 + L (q23), so
- * packed: [sub 8n + L x 4 | sub 8n + 4 + L x 4]. */
-KG_INLINE void kz_q6_rows(const struct kern_gemm_args *a, size_t o, int R, size_t end)
+/* Super-blocks of Q6_K activation offsets per window (kz_q6_gemv): 16 KiB
+ * of stack; a longer row (n_in > 16384) is taken in windows. */
+#define KZ_Q6_WIN 64
+
+/* Q6_K's -32 offset, for super-blocks s0 .. s1 - 1 of x: vector j of a
+ * super-block holds, per int32 lane i, -32 x (the sum of its activations
+ * 64 j + 4 i .. 64 j + 4 i + 3). A row's VPDPBUSD starts from it, so each
+ * lane sums (q - 32) x exactly: four products of at most 32 x 128, so
+ * the lanes stay within int16 for VPACKSSDW. Built once per call, for
+ * all its rows (it replaced a VPDPWSSD of the scales with the bsums per
+ * row: the same integer, as bsums are the quantizer's sums of qs). */
+KG_INLINE void kz_q6_bias(const struct kern_block_q8_k *x, size_t s0, size_t s1, __m512i *bias)
 {
-	const size_t bs = sizeof(struct kern_block_q6_k), nsb = a->n_in / KERN_QKK;
-	const size_t st = a->w_stride;
-	const __m512i m4 = _mm512_set1_epi8(0x0f), m03 = _mm512_set1_epi8(0x03);
-	const __m512i m30 = _mm512_set1_epi8(0x30);
+	const __m512i b32 = _mm512_set1_epi8(32);
+
+	for (size_t s = s0; s < s1; s++) {
+		KG_UNROLL
+		for (int j = 0; j < 4; j++)
+			bias[4 * (s - s0) + j] = _mm512_sub_epi32(
+				_mm512_setzero_si512(),
+				_mm512_dpbusd_epi32(_mm512_setzero_si512(), b32, kz_load(x[s].qs + 64 * j)));
+	}
+}
+
+/* Super-blocks s0 .. s1 - 1 of rows o .. o + R - 1 of Q6_K (layout:
+ * kg_q6_rows()), added to y (s0 > 0: the float steps go on from the
+ * stored sums, in the reference's order). Per row and half n of a
+ * super-block: [ql | qh] make q01, elements 128n .. 128n + 63, and q23,
+ * 128n + 64 .. 128n + 127, whose activations are contiguous; a 128-bit
+ * lane L holds sub-block 8n + L (q01) or 8n + 4 + L (q23), so packed:
+ * [sub 8n + L x 4 | sub 8n + 4 + L x 4]. The 32 qh bytes of a half,
+ * broadcast to both 256-bit halves and masked 0x33 (low) / 0xcc (high),
+ * give q01's two bits by a shift left 4 / 2 and q23's by none / a shift
+ * right 2, with bits 6 and 7 zero, so one VPTERNLOGD selects the result. */
+KG_INLINE void kz_q6_rows(const struct kern_gemm_args *a, size_t o, int R, size_t end,
+			  const __m512i *bias, size_t s0, size_t s1)
+{
+	const size_t bs = sizeof(struct kern_block_q6_k), st = a->w_stride;
+	const __m512i m4 = _mm512_set1_epi8(0x0f);
+	/* bytes 0..31: 0x33, 32..63: 0xcc; words 0..15: 4, 16..31: 2 */
+	const __m512i hmask = _mm512_inserti64x4(_mm512_set1_epi8(0x33), _mm256_set1_epi8((char)0xcc), 1);
+	const __m512i hshl = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(2), 1);
 	const struct kern_block_q8_k *x = a->xk;
 	const char *w[KG_R];
 	const int pf = o + KG_AHEAD + R <= end;
-	__m512i pidx[2][2];
+	__m512i pidx[4];
 	__m128 acc = _mm_setzero_ps();
 
 	kz_rows(a, o, R, w);
-	KG_UNROLL
-	for (int r = 0; r < 2; r++) {
-		KG_UNROLL
-		for (int n = 0; n < 2; n++)
-			pidx[r][n] = kz_scale_idx(16 * r, 8 * n, 1, 1, 4);
+	if (s0 > 0) {
+		float in[KG_R] = {0};
+		memcpy(in, a->y + o, (size_t)R * sizeof(float));
+		acc = _mm_loadu_ps(in);
 	}
+	/* VPERMW indices of a pair's scales (row 2i: words 0..15 of sc[i],
+	 * row 2i + 1: 16..31) for vector k (q01 / q23 of half k / 2): word w of
+	 * lane L takes sub-block 8 (k / 2) + 4 (k % 2) + L of the row w / 4 */
+	KG_UNROLL
+	for (int k = 0; k < 4; k++)
+		pidx[k] = kz_scale_idx(0, 8 * (k / 2) + 4 * (k % 2), 1, 1, 16);
 	__m512i sc_n[2];
-	kz_q6_scales(w, 192, sc_n);
-	for (size_t s = 0; s < nsb; s++) {
+	kz_q6_scales(w, s0 * bs + 192, sc_n);
+	for (size_t s = s0; s < s1; s++) {
 		const size_t sb = s * bs;
 		const int8_t *xq = x[s].qs;
+		const __m512i *bv = bias + 4 * (s - s0);
 
 		if (pf) {
 			KG_UNROLL
@@ -274,50 +313,57 @@ KG_INLINE void kz_q6_rows(const struct kern_gemm_args *a, size_t o, int R, size_
 		}
 		const __m512i xv[4] = {kz_load(xq), kz_load(xq + 64), kz_load(xq + 128),
 				       kz_load(xq + 192)};
-		/* -(sums of 16 activations), for both rows of a scale pair */
-		const __m512i nbs = _mm512_sub_epi16(
-			_mm512_setzero_si512(), _mm512_broadcast_i64x4(kg_load(x[s].bsums)));
-		__m512i iacc[KG_R];
+		__m512i pacc[2];
 
 		/* rows 2i, 2i + 1: their 16 int8 scales as int16, read one
 		 * super-block ahead */
 		const __m512i sc[2] = {sc_n[0], sc_n[1]};
-		if (s + 1 < nsb)
+		if (s + 1 < s1)
 			kz_q6_scales(w, sb + bs + 192, sc_n);
 		KG_UNROLL
-		for (int r = 0; r < KG_R; r++) {
-			iacc[r] = _mm512_setzero_si512();
-			if (r >= R)
+		for (int i = 0; i < 2; i++) {
+			__m512i p[2][4]; /* [row of the pair][q01 / q23 of half n: 2n, 2n + 1] */
+
+			pacc[i] = _mm512_setzero_si512();
+			if (2 * i >= R)
 				continue;
-			const char *b = w[r] + sb;
-			const __m512i sr = sc[r / 2];
-			/* the -32 offset: 32 sc_k x -(sum of x_k), this row's half */
-			iacc[r] = _mm512_maskz_dpwssd_epi32(r % 2 ? 0xFF00 : 0x00FF, iacc[r],
-							    _mm512_slli_epi16(sr, 5), nbs);
 			KG_UNROLL
-			for (int n = 0; n < 2; n++) {
-				const __m512i ql = kz_load(b + 64 * n);
-				const __m256i h = kg_load(b + 128 + 32 * n);
-				const __m512i qh = kz_join(h, _mm256_srli_epi16(h, 2));
-				/* (ql & 15) | (qh & 3) << 4;  (ql >> 4 & 15) | (qh & 0x30) */
-				const __m512i q01 = _mm512_ternarylogic_epi32(
-					_mm512_slli_epi16(_mm512_and_si512(qh, m03), 4), ql, m4, 0xF8);
-				const __m512i q23 = _mm512_ternarylogic_epi32(
-					_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4), qh, m30, 0xF8);
-				const __m512i p01 =
-					_mm512_dpbusd_epi32(_mm512_setzero_si512(), q01, xv[2 * n]);
-				const __m512i p23 =
-					_mm512_dpbusd_epi32(_mm512_setzero_si512(), q23, xv[2 * n + 1]);
-				iacc[r] = _mm512_dpwssd_epi32(iacc[r], _mm512_packs_epi32(p01, p23),
-							      _mm512_permutexvar_epi16(pidx[r % 2][n], sr));
+			for (int r2 = 0; r2 < 2; r2++) {
+				const char *b = w[2 * i + r2] + sb;
+				KG_UNROLL
+				for (int n = 0; n < 2; n++) {
+					const __m512i ql = kz_load(b + 64 * n);
+					const __m512i hm = _mm512_and_si512(
+						_mm512_broadcast_i64x4(kg_load(b + 128 + 32 * n)), hmask);
+					/* (ql & 15) | (hm << [4 | 2]);  (ql >> 4 & 15) | (hm >> [0 | 2]) */
+					const __m512i q01 = _mm512_ternarylogic_epi32(
+						ql, _mm512_sllv_epi16(hm, hshl), m4, 0xE4);
+					const __m512i q23 = _mm512_ternarylogic_epi32(
+						_mm512_srli_epi16(ql, 4),
+						_mm512_mask_srli_epi16(hm, 0xFFFF0000u, hm, 2), m4, 0xE4);
+					p[r2][2 * n] = _mm512_dpbusd_epi32(bv[2 * n], q01, xv[2 * n]);
+					p[r2][2 * n + 1] =
+						_mm512_dpbusd_epi32(bv[2 * n + 1], q23, xv[2 * n + 1]);
+				}
 			}
+			/* lane L: [row 2i x 4 | row 2i + 1 x 4] of one sub-block */
+			KG_UNROLL
+			for (int k = 0; k < 4; k++)
+				pacc[i] = _mm512_dpwssd_epi32(pacc[i], _mm512_packs_epi32(p[0][k], p[1][k]),
+							      _mm512_permutexvar_epi16(pidx[k], sc[i]));
 		}
-		const __m256i im = kz_reduce4(iacc, _mm512_setzero_si512());
+		/* lane L of pacc[i]: [row 2i, row 2i, row 2i + 1, row 2i + 1] */
+		const __m512i t0 = _mm512_add_epi32(pacc[0], _mm512_shuffle_epi32(pacc[0], _MM_PERM_CDAB));
+		const __m512i t1 = _mm512_add_epi32(pacc[1], _mm512_shuffle_epi32(pacc[1], _MM_PERM_CDAB));
+		const __m512i u = _mm512_castps_si512(_mm512_shuffle_ps(
+			_mm512_castsi512_ps(t0), _mm512_castsi512_ps(t1), _MM_SHUFFLE(2, 0, 2, 0)));
+		const __m256i u2 = _mm256_add_epi32(_mm512_castsi512_si256(u), _mm512_extracti64x4_epi64(u, 1));
+		const __m128i im = _mm_add_epi32(_mm256_castsi256_si128(u2), _mm256_extracti128_si256(u2, 1));
 		__m128 sc4, d4; /* bytes 206..209: scales 14, 15, then d */
 		kg_halves4(w, sb + 206, &sc4, &d4);
 		(void)sc4;
 		const __m128 dk = _mm_mul_ps(d4, _mm_set1_ps(x[s].d));
-		acc = _mm_add_ps(acc, _mm_mul_ps(dk, _mm_cvtepi32_ps(_mm256_castsi256_si128(im))));
+		acc = _mm_add_ps(acc, _mm_mul_ps(dk, _mm_cvtepi32_ps(im)));
 	}
 	kz_store(a, o, R, acc);
 }
