@@ -38,7 +38,7 @@ enum cpu_level {
 	CPU_LEVEL_SCALAR = 0,
 	CPU_LEVEL_AVX2 = 1,
 	CPU_LEVEL_AVX512 = 2, /* AVX-512 F/BW/VL/DQ + VNNI */
-	CPU_LEVEL_AMX = 3,    /* no kernels yet: the list leaves it room */
+	CPU_LEVEL_AMX = 3,    /* AVX-512 + AMX int8 tiles (kernels_amx.c) */
 	CPU_LEVEL_NEON = 4,   /* AArch64: baseline Advanced SIMD */
 	/* NEON + dot product (HWCAP asimddp), then + int8 matrix multiply
 	 * (HWCAP2 i8mm): README, ARM64. */
