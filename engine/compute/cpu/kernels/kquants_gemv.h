@@ -81,6 +81,24 @@ KG_INLINE int32_t kg_word(const char *p)
 	return v;
 }
 
+/* The bases of rows o .. o + R - 1 in w[0 .. R - 1]; the unused ones
+ * repeat row o, so a four-row step runs the same instructions for any R. */
+KG_INLINE void kg_rows(const struct kern_gemm_args *a, size_t o, int R, const char *w[KG_R])
+{
+	KG_UNROLL
+	for (int r = 0; r < KG_R; r++)
+		w[r] = (const char *)a->w + (o + (r < R ? r : 0)) * a->w_stride;
+}
+
+/* The first R of the four row results to y[o..]. */
+KG_INLINE void kg_store(const struct kern_gemm_args *a, size_t o, int R, __m128 acc)
+{
+	float out[KG_R];
+
+	_mm_storeu_ps(out, acc);
+	memcpy(a->y + o, out, (size_t)R * sizeof(float));
+}
+
 /* The two fp16 in the 4 bytes at `off` of each row's super-block (rows
  * past R repeat row 0: their lanes are never stored), as four floats
  * each: lo the first of each row, hi the second. */
@@ -172,9 +190,7 @@ KG_INLINE void kg_k4_rows(const struct kern_gemm_args *a, size_t o, int R, int f
 	const int pf = o + KG_AHEAD + R <= end;
 	__m128 acc = _mm_setzero_ps();
 
-	KG_UNROLL
-	for (int r = 0; r < KG_R; r++)
-		w[r] = (const char *)a->w + (o + (r < R ? r : 0)) * st;
+	kg_rows(a, o, R, w);
 	for (size_t s = 0; s < nsb; s++) {
 		const size_t sb = s * bs;
 		const int8_t *xq = x[s].qs;
@@ -244,9 +260,7 @@ KG_INLINE void kg_k4_rows(const struct kern_gemm_args *a, size_t o, int R, int f
 		acc = _mm_add_ps(acc, _mm_mul_ps(dk, _mm_cvtepi32_ps(i4)));
 		acc = _mm_sub_ps(acc, _mm_mul_ps(mk, _mm_cvtepi32_ps(m4s)));
 	}
-	float out[KG_R];
-	_mm_storeu_ps(out, acc);
-	memcpy(a->y + o, out, (size_t)R * sizeof(float));
+	kg_store(a, o, R, acc);
 }
 
 /* Rows o .. o + R - 1 of Q6_K: ql (128 bytes), qh (64), 16 int8 scales,
@@ -262,9 +276,7 @@ KG_INLINE void kg_q6_rows(const struct kern_gemm_args *a, size_t o, int R, size_
 	const int pf = o + KG_AHEAD + R <= end;
 	__m128 acc = _mm_setzero_ps();
 
-	KG_UNROLL
-	for (int r = 0; r < KG_R; r++)
-		w[r] = (const char *)a->w + (o + (r < R ? r : 0)) * st;
+	kg_rows(a, o, R, w);
 	for (size_t s = 0; s < nsb; s++) {
 		const size_t sb = s * bs;
 		const int8_t *xq = x[s].qs;
@@ -297,9 +309,7 @@ KG_INLINE void kg_q6_rows(const struct kern_gemm_args *a, size_t o, int R, size_
 		const __m128 dk = _mm_mul_ps(d4, _mm_set1_ps(x[s].d));
 		acc = _mm_add_ps(acc, _mm_mul_ps(dk, _mm_cvtepi32_ps(i4)));
 	}
-	float out[KG_R];
-	_mm_storeu_ps(out, acc);
-	memcpy(a->y + o, out, (size_t)R * sizeof(float));
+	kg_store(a, o, R, acc);
 }
 
 /* The integer sums of one Q2_K row's super-block at b (16 sub-blocks of
@@ -347,9 +357,7 @@ KG_INLINE void kg_q2_rows(const struct kern_gemm_args *a, size_t o, int R, size_
 	const int pf = o + KG_AHEAD + R <= end;
 	__m128 acc = _mm_setzero_ps();
 
-	KG_UNROLL
-	for (int r = 0; r < KG_R; r++)
-		w[r] = (const char *)a->w + (o + (r < R ? r : 0)) * st;
+	kg_rows(a, o, R, w);
 	for (size_t s = 0; s < nsb; s++) {
 		const size_t sb = s * bs;
 		const __m256i bsums = kg_load(x[s].bsums);
@@ -377,9 +385,7 @@ KG_INLINE void kg_q2_rows(const struct kern_gemm_args *a, size_t o, int R, size_
 		acc = _mm_add_ps(acc, _mm_mul_ps(dk, _mm_cvtepi32_ps(i4)));
 		acc = _mm_sub_ps(acc, _mm_mul_ps(mk, _mm_cvtepi32_ps(m4s)));
 	}
-	float out[KG_R];
-	_mm_storeu_ps(out, acc);
-	memcpy(a->y + o, out, (size_t)R * sizeof(float));
+	kg_store(a, o, R, acc);
 }
 
 /* Q3_K's 16 signed scales (kern_q3k_scale()) as int8, from the 16 bytes
@@ -450,9 +456,7 @@ KG_INLINE void kg_q3_rows(const struct kern_gemm_args *a, size_t o, int R, size_
 	const int pf = o + KG_AHEAD + R <= end;
 	__m128 acc = _mm_setzero_ps();
 
-	KG_UNROLL
-	for (int r = 0; r < KG_R; r++)
-		w[r] = (const char *)a->w + (o + (r < R ? r : 0)) * st;
+	kg_rows(a, o, R, w);
 	for (size_t s = 0; s < nsb; s++) {
 		const size_t sb = s * bs;
 		const __m256i bsums = kg_load(x[s].bsums);
@@ -473,9 +477,7 @@ KG_INLINE void kg_q3_rows(const struct kern_gemm_args *a, size_t o, int R, size_
 		const __m128 dk = _mm_mul_ps(d4, _mm_set1_ps(x[s].d));
 		acc = _mm_add_ps(acc, _mm_mul_ps(dk, _mm_cvtepi32_ps(i4)));
 	}
-	float out[KG_R];
-	_mm_storeu_ps(out, acc);
-	memcpy(a->y + o, out, (size_t)R * sizeof(float));
+	kg_store(a, o, R, acc);
 }
 
 /* kern_quantize_act_q8k(), byte for byte: the same amax (max is order

@@ -64,24 +64,6 @@ KG_INLINE __m512i kz_scale_idx(int base, int first, int lane_step, int lane_div,
 	return _mm512_loadu_si512(v);
 }
 
-/* The rows' bases from row o (a partial step's missing rows repeat row o:
- * the same instructions, their results not stored). */
-KG_INLINE void kz_rows(const struct kern_gemm_args *a, size_t o, int R, const char *w[KG_R])
-{
-	KG_UNROLL
-	for (int r = 0; r < KG_R; r++)
-		w[r] = (const char *)a->w + (o + (r < R ? r : 0)) * a->w_stride;
-}
-
-/* The first R of the four row results to y[o..]. */
-KG_INLINE void kz_store(const struct kern_gemm_args *a, size_t o, int R, __m128 acc)
-{
-	float out[KG_R];
-
-	_mm_storeu_ps(out, acc);
-	memcpy(a->y + o, out, (size_t)R * sizeof(float));
-}
-
 /* Q4_K/Q5_K/Q2_K's float step for the four rows' super-block (d and dmin
  * as halves at w[r] + off; isum in im's low lanes, msum in its high ones):
  * acc + (d D) isum, then - (dmin D) msum, the order of kquants_gemv_ref.c. */
@@ -165,7 +147,7 @@ KG_INLINE void kz_k4_rows(const struct kern_gemm_args *a, size_t o, int R, int f
 	__m512i pidx[KG_R][2];
 	__m128 acc = _mm_setzero_ps();
 
-	kz_rows(a, o, R, w);
+	kg_rows(a, o, R, w);
 	KG_UNROLL
 	for (int r = 0; r < KG_R; r++) {
 		KG_UNROLL
@@ -226,7 +208,7 @@ KG_INLINE void kz_k4_rows(const struct kern_gemm_args *a, size_t o, int R, int f
 		const __m256i im = kz_reduce4(iacc, mins);
 		acc = kz_step_dmin(acc, im, w, sb, x[s].d);
 	}
-	kz_store(a, o, R, acc);
+	kg_store(a, o, R, acc);
 }
 
 /* The 16 int8 scales at off of rows 2i and 2i + 1 as int16, in sc[i]. */
@@ -287,7 +269,7 @@ KG_INLINE void kz_q6_rows(const struct kern_gemm_args *a, size_t o, int R, size_
 	__m512i pidx[4];
 	__m128 acc = _mm_setzero_ps();
 
-	kz_rows(a, o, R, w);
+	kg_rows(a, o, R, w);
 	if (s0 > 0) {
 		float in[KG_R] = {0};
 		memcpy(in, a->y + o, (size_t)R * sizeof(float));
@@ -365,7 +347,7 @@ KG_INLINE void kz_q6_rows(const struct kern_gemm_args *a, size_t o, int R, size_
 		const __m128 dk = _mm_mul_ps(d4, _mm_set1_ps(x[s].d));
 		acc = _mm_add_ps(acc, _mm_mul_ps(dk, _mm_cvtepi32_ps(im)));
 	}
-	kz_store(a, o, R, acc);
+	kg_store(a, o, R, acc);
 }
 
 /* VPERMW indices of Q2_K's scale vector for rows 2i + r2 (r2 = 0, 1 of a
@@ -423,7 +405,7 @@ KG_INLINE void kz_q2_rows(const struct kern_gemm_args *a, size_t o, int R, size_
 	__m512i pidx[2][2];
 	__m128 acc = _mm_setzero_ps();
 
-	kz_rows(a, o, R, w);
+	kg_rows(a, o, R, w);
 	KG_UNROLL
 	for (int r = 0; r < 2; r++) {
 		KG_UNROLL
@@ -471,7 +453,7 @@ KG_INLINE void kz_q2_rows(const struct kern_gemm_args *a, size_t o, int R, size_
 		const __m256i im = kz_reduce4(iacc, mins);
 		acc = kz_step_dmin(acc, im, w, sb + 80, x[s].d);
 	}
-	kz_store(a, o, R, acc);
+	kg_store(a, o, R, acc);
 }
 
 /* Q3_K's 16 signed scales of rows 2i, 2i + 1 as int16 (sc[i]), from the
@@ -520,7 +502,7 @@ KG_INLINE void kz_q3_rows(const struct kern_gemm_args *a, size_t o, int R, size_
 	__m512i pidx[2][2];
 	__m128 acc = _mm_setzero_ps();
 
-	kz_rows(a, o, R, w);
+	kg_rows(a, o, R, w);
 	KG_UNROLL
 	for (int r = 0; r < 2; r++) {
 		KG_UNROLL
@@ -588,7 +570,7 @@ KG_INLINE void kz_q3_rows(const struct kern_gemm_args *a, size_t o, int R, size_
 		const __m128 dk = _mm_mul_ps(d4, _mm_set1_ps(x[s].d));
 		acc = _mm_add_ps(acc, _mm_mul_ps(dk, _mm_cvtepi32_ps(_mm256_castsi256_si128(im))));
 	}
-	kz_store(a, o, R, acc);
+	kg_store(a, o, R, acc);
 }
 
 #endif
