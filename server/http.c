@@ -2,6 +2,8 @@
 #include "http.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <stdio.h>
@@ -597,6 +599,34 @@ int http_start(struct http_server *hs, uv_loop_t *loop,
 	return 0;
 }
 
+/* Connections the kernel had completed but MHD not yet accepted when the
+ * drain began: closing the listening socket would reset them, and a
+ * balancer sees an empty answer (HAProxy's 502 where it may not retry,
+ * as for session routes or bodies past its buffer). MHD takes them
+ * (MHD_add_connection closes a socket it cannot take) and answers them
+ * as draining. At most HTTP_ADOPT_MAX, so a flood cannot hold the loop. */
+#define HTTP_ADOPT_MAX 1024
+
+static void http_adopt_backlog(struct http_server *hs, int fd)
+{
+	int flags = fcntl(fd, F_GETFL);
+
+	if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0)
+		return;
+	for (int i = 0; i < HTTP_ADOPT_MAX; i++) {
+		struct sockaddr_storage sa;
+		socklen_t len = sizeof(sa);
+		int c = accept4(fd, (struct sockaddr *)&sa, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+
+		if (c < 0) {
+			if (errno == EINTR || errno == ECONNABORTED)
+				continue;
+			return; /* EAGAIN: the backlog is empty */
+		}
+		(void)MHD_add_connection(hs->mhd, c, (struct sockaddr *)&sa, len);
+	}
+}
+
 void http_quiesce(struct http_server *hs)
 {
 	MHD_socket fd;
@@ -605,8 +635,13 @@ void http_quiesce(struct http_server *hs)
 		return;
 	hs->quiesced = true;
 	fd = MHD_quiesce_daemon(hs->mhd);
-	if (fd != MHD_INVALID_SOCKET)
+	if (fd != MHD_INVALID_SOCKET) {
+		/* Only a connection arriving after the last accept() finds the
+		 * port closed: a refused connect, which balancers retry. */
+		http_adopt_backlog(hs, fd);
 		close(fd);
+		kick(hs);
+	}
 }
 
 void http_close(struct http_server *hs)
