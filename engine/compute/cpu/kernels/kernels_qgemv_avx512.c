@@ -139,52 +139,6 @@ QV_INLINE __m512 qg__step_q4(const struct kern_gemm_args *a, size_t b, __m512i v
 			       acc);
 }
 
-static __attribute__((noinline)) void qg__tile_q4(const struct kern_gemm_args *a, size_t o)
-{
-	const size_t bs = sizeof(struct kern_block_q4_0);
-	const size_t nb = a->n_in / KERN_QK, st = a->w_stride;
-	const char *w = (const char *)a->w + o * st;
-	/* two tiles ahead into L2, as the tile (LEVELS.md) */
-	const char *next = w + 2 * QV_ROWS * st;
-	struct qg_rows r = {w, w + 8 * st, st, 3 * st, 5 * st, 7 * st};
-	__m512 acc = _mm512_setzero_ps(), dw, dwn;
-	__m512i v[4], vn[4];
-
-	dw = qg__load_q4(&r, v);
-	for (size_t b = 0; b < nb; b++) {
-		QV_UNROLL
-		for (size_t off = 0; off < QV_ROWS * bs; off += 64)
-			_mm_prefetch(next + b * QV_ROWS * bs + off, _MM_HINT_T1);
-		/* the next block (the last loads itself again rather than branch) */
-		if (b + 1 < nb) {
-			r.p += bs;
-			r.p8 += bs;
-		}
-		dwn = qg__load_q4(&r, vn);
-		acc = qg__step_q4(a, b, v, dw, acc);
-		dw = dwn;
-		QV_UNROLL
-		for (int i = 0; i < 4; i++)
-			v[i] = vn[i];
-	}
-	_mm512_storeu_ps(a->y + o, acc);
-}
-
-/* The avx512 level's gemv[DTYPE_Q4_0] (kernels_avx512.c). */
-void kern_avx512_gemv_q4_0(const struct kern_gemm_args *a, size_t o0, size_t o1)
-{
-	size_t o = o0;
-
-	if (a->n_tok != 1) { /* not called so (kern_matmul_n), but exact either way */
-		kern_avx512_gemm_q4_0(a, o0, o1);
-		return;
-	}
-	for (; o + QV_ROWS <= o1; o += QV_ROWS)
-		qg__tile_q4(a, o);
-	if (o < o1) /* rows past the last whole tile: the AVX2 GEMV, same bits */
-		kern_ops_avx2.gemm[DTYPE_Q4_0](a, o, o1);
-}
-
 /* Q8_0, block b of the 16 rows: qs bytes 0..15 in u[0..3], 16..31 in
  * u[4..7] (rows i, i+4, i+8, i+12 in the lanes of u[i]), and the scales;
  * qg__step_q8 transposes them as qv__unpack does and adds the 128. */
@@ -218,48 +172,77 @@ QV_INLINE __m512 qg__step_q8(const struct kern_gemm_args *a, size_t b, __m512i u
 			       acc);
 }
 
-static __attribute__((noinline)) void qg__tile_q8(const struct kern_gemm_args *a, size_t o)
+/* One 16-row tile of either type over all blocks, the next block's loads
+ * issued before this block's step; q8 is a constant in each caller, so
+ * each type compiles to its own loop. Prefetch: Q4_0 two tiles ahead into
+ * L2, Q8_0 one, as the tile (LEVELS.md). */
+QV_INLINE void qg__tile(const struct kern_gemm_args *a, size_t o, int q8)
 {
-	const size_t bs = sizeof(struct kern_block_q8_0);
+	const size_t bs = q8 ? sizeof(struct kern_block_q8_0) : sizeof(struct kern_block_q4_0);
 	const size_t nb = a->n_in / KERN_QK, st = a->w_stride;
+	const int nv = q8 ? 8 : 4;
 	const char *w = (const char *)a->w + o * st;
-	/* the next tile into L2, as the tile (LEVELS.md) */
-	const char *next = w + QV_ROWS * st;
+	const char *next = w + (q8 ? 1 : 2) * QV_ROWS * st;
 	struct qg_rows r = {w, w + 8 * st, st, 3 * st, 5 * st, 7 * st};
 	__m512 acc = _mm512_setzero_ps(), dw, dwn;
 	__m512i u[8], un[8];
 
-	dw = qg__load_q8(&r, u);
+	dw = q8 ? qg__load_q8(&r, u) : qg__load_q4(&r, u);
 	for (size_t b = 0; b < nb; b++) {
 		QV_UNROLL
 		for (size_t off = 0; off < QV_ROWS * bs; off += 64)
 			_mm_prefetch(next + b * QV_ROWS * bs + off, _MM_HINT_T1);
+		/* the next block (the last loads itself again rather than branch) */
 		if (b + 1 < nb) {
 			r.p += bs;
 			r.p8 += bs;
 		}
-		dwn = qg__load_q8(&r, un);
-		acc = qg__step_q8(a, b, u, dw, acc);
+		dwn = q8 ? qg__load_q8(&r, un) : qg__load_q4(&r, un);
+		acc = q8 ? qg__step_q8(a, b, u, dw, acc) : qg__step_q4(a, b, u, dw, acc);
 		dw = dwn;
 		QV_UNROLL
-		for (int c = 0; c < 8; c++)
+		for (int c = 0; c < nv; c++)
 			u[c] = un[c];
 	}
 	_mm512_storeu_ps(a->y + o, acc);
 }
 
-/* The avx512 level's gemv[DTYPE_Q8_0] (kernels_avx512.c). */
-void kern_avx512_gemv_q8_0(const struct kern_gemm_args *a, size_t o0, size_t o1)
+static __attribute__((noinline)) void qg__tile_q4(const struct kern_gemm_args *a, size_t o)
+{
+	qg__tile(a, o, 0);
+}
+
+static __attribute__((noinline)) void qg__tile_q8(const struct kern_gemm_args *a, size_t o)
+{
+	qg__tile(a, o, 1);
+}
+
+/* Whole 16-row tiles by `tile`; rows past the last one by the AVX2 GEMV
+ * (same bits). More than one token is not called so (kern_matmul_n), but
+ * is exact either way. */
+QV_INLINE void qg__gemv(const struct kern_gemm_args *a, size_t o0, size_t o1, uint32_t wt,
+			void (*tile)(const struct kern_gemm_args *, size_t))
 {
 	size_t o = o0;
 
 	if (a->n_tok != 1) {
-		kern_avx512_gemm_q8_0(a, o0, o1);
+		(wt == DTYPE_Q8_0 ? kern_avx512_gemm_q8_0 : kern_avx512_gemm_q4_0)(a, o0, o1);
 		return;
 	}
 	for (; o + QV_ROWS <= o1; o += QV_ROWS)
-		qg__tile_q8(a, o);
+		tile(a, o);
 	if (o < o1)
-		kern_ops_avx2.gemm[DTYPE_Q8_0](a, o, o1);
+		kern_ops_avx2.gemm[wt](a, o, o1);
+}
+
+/* The avx512 level's gemv[DTYPE_Q4_0] and gemv[DTYPE_Q8_0] (kernels_avx512.c). */
+void kern_avx512_gemv_q4_0(const struct kern_gemm_args *a, size_t o0, size_t o1)
+{
+	qg__gemv(a, o0, o1, DTYPE_Q4_0, qg__tile_q4);
+}
+
+void kern_avx512_gemv_q8_0(const struct kern_gemm_args *a, size_t o0, size_t o1)
+{
+	qg__gemv(a, o0, o1, DTYPE_Q8_0, qg__tile_q8);
 }
 #endif
