@@ -120,6 +120,15 @@ KG_INLINE void kg_prefetch(const char *p, size_t n)
 		_mm_prefetch(p + off, _MM_HINT_T1);
 }
 
+/* The next super-block's bytes, off bytes past each of the R rows' bases,
+ * into L2. */
+KG_INLINE void kg_prefetch_rows(const char *const w[KG_R], int R, size_t off, size_t n)
+{
+	KG_UNROLL
+	for (int r = 0; r < R; r++)
+		kg_prefetch(w[r] + off, n);
+}
+
 /* The integer sum of one Q6_K row's super-block at b, spread over eight
  * int32 lanes, without the -32 offset: sum_k sc_k S_k (sc8: the 16 int8
  * scales). Two chains. */
@@ -197,11 +206,8 @@ KG_INLINE void kg_k4_rows(const struct kern_gemm_args *a, size_t o, int R, int f
 		__m256i iv[KG_R];
 		__m128i mv[KG_R];
 
-		if (pf) {
-			KG_UNROLL
-			for (int r = 0; r < R; r++)
-				kg_prefetch(w[r] + KG_AHEAD * st + sb, bs);
-		}
+		if (pf)
+			kg_prefetch_rows(w, R, KG_AHEAD * st + sb, bs);
 		/* activation sums per 32 values, as eight int16 */
 		const __m256i bp = _mm256_madd_epi16(kg_load(x[s].bsums), ones);
 		const __m128i bp16 = _mm_packs_epi32(_mm256_castsi256_si128(bp),
@@ -283,11 +289,8 @@ KG_INLINE void kg_q6_rows(const struct kern_gemm_args *a, size_t o, int R, size_
 		const __m256i bsums = kg_load(x[s].bsums);
 		__m256i iv[KG_R];
 
-		if (pf) {
-			KG_UNROLL
-			for (int r = 0; r < R; r++)
-				kg_prefetch(w[r] + KG_AHEAD * st + sb, bs);
-		}
+		if (pf)
+			kg_prefetch_rows(w, R, KG_AHEAD * st + sb, bs);
 		KG_UNROLL
 		for (int r = 0; r < KG_R; r++) {
 			if (r >= R) {
@@ -363,11 +366,8 @@ KG_INLINE void kg_q2_rows(const struct kern_gemm_args *a, size_t o, int R, size_
 		const __m256i bsums = kg_load(x[s].bsums);
 		__m256i iv[KG_R], mv[KG_R];
 
-		if (pf) {
-			KG_UNROLL
-			for (int r = 0; r < R; r++)
-				kg_prefetch(w[r] + KG_AHEAD * st + sb, bs);
-		}
+		if (pf)
+			kg_prefetch_rows(w, R, KG_AHEAD * st + sb, bs);
 		KG_UNROLL
 		for (int r = 0; r < KG_R; r++) {
 			if (r >= R) {
@@ -462,11 +462,8 @@ KG_INLINE void kg_q3_rows(const struct kern_gemm_args *a, size_t o, int R, size_
 		const __m256i bsums = kg_load(x[s].bsums);
 		__m256i iv[KG_R];
 
-		if (pf) {
-			KG_UNROLL
-			for (int r = 0; r < R; r++)
-				kg_prefetch(w[r] + KG_AHEAD * st + sb, bs);
-		}
+		if (pf)
+			kg_prefetch_rows(w, R, KG_AHEAD * st + sb, bs);
 		KG_UNROLL
 		for (int r = 0; r < KG_R; r++)
 			iv[r] = r < R ? kg_q3_row_y(w[r] + sb, x[s].qs, bsums) : _mm256_setzero_si256();

@@ -162,11 +162,8 @@ KG_INLINE void kz_k4_rows(const struct kern_gemm_args *a, size_t o, int R, int f
 		const size_t sb = s * bs;
 		const int8_t *xq = x[s].qs;
 
-		if (pf) {
-			KG_UNROLL
-			for (int r = 0; r < R; r++)
-				kg_prefetch(w[r] + KG_AHEAD * st + sb, bs);
-		}
+		if (pf)
+			kg_prefetch_rows(w, R, KG_AHEAD * st + sb, bs);
 		const __m512i xl[2] = {kz_join(kg_load(xq), kg_load(xq + 64)),
 				       kz_join(kg_load(xq + 128), kg_load(xq + 192))};
 		const __m512i xh[2] = {kz_join(kg_load(xq + 32), kg_load(xq + 96)),
@@ -288,11 +285,8 @@ KG_INLINE void kz_q6_rows(const struct kern_gemm_args *a, size_t o, int R, size_
 		const int8_t *xq = x[s].qs;
 		const __m512i *bv = bias + 4 * (s - s0);
 
-		if (pf) {
-			KG_UNROLL
-			for (int r = 0; r < R; r++)
-				kg_prefetch(w[r] + KG_AHEAD * st + sb, bs);
-		}
+		if (pf)
+			kg_prefetch_rows(w, R, KG_AHEAD * st + sb, bs);
 		const __m512i xv[4] = {kz_load(xq), kz_load(xq + 64), kz_load(xq + 128),
 				       kz_load(xq + 192)};
 		__m512i pacc[2];
@@ -418,11 +412,8 @@ KG_INLINE void kz_q2_rows(const struct kern_gemm_args *a, size_t o, int R, size_
 		const size_t sb = s * bs;
 		const int8_t *xq = x[s].qs;
 
-		if (pf) {
-			KG_UNROLL
-			for (int r = 0; r < R; r++)
-				kg_prefetch(w[r] + KG_AHEAD * st + sb, bs);
-		}
+		if (pf)
+			kg_prefetch_rows(w, R, KG_AHEAD * st + sb, bs);
 		const __m512i sc[2] = {sc_n[0], sc_n[1]}, mins = mins_n;
 		if (s + 1 < nsb)
 			kz_q2_decode(w, sb + bs, x + s + 1, sc_n, &mins_n);
@@ -515,11 +506,8 @@ KG_INLINE void kz_q3_rows(const struct kern_gemm_args *a, size_t o, int R, size_
 		const size_t sb = s * bs;
 		const int8_t *xq = x[s].qs;
 
-		if (pf) {
-			KG_UNROLL
-			for (int r = 0; r < R; r++)
-				kg_prefetch(w[r] + KG_AHEAD * st + sb, bs);
-		}
+		if (pf)
+			kg_prefetch_rows(w, R, KG_AHEAD * st + sb, bs);
 		const __m512i sc[2] = {sc_n[0], sc_n[1]};
 		if (s + 1 < nsb)
 			kz_q3_scales(w, sb + bs + 94, sc_n);
