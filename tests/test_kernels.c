@@ -459,6 +459,64 @@ static void kt_check_silu_level(enum cpu_level level)
 	}
 }
 
+/* kern_norm_rows at `level` gives the reference's bits: RMS and layer
+ * norms, with and without bias and residual, in place, 1..4 rows, widths
+ * with and without a vector tail; and a batch of rows equals the rows
+ * one at a time (a batched decode step equals its single steps). */
+static void kt_check_norm_level(enum cpu_level level)
+{
+	static const uint32_t widths[] = {1, 3, 8, 13, 64, 2051};
+	const struct kern_ops *ops = kern_ops_for(level);
+	enum { W = 2051, R = KERN_NORM_ROWS };
+
+	if (!kern_level_runs(level))
+		return;
+	for (size_t wi = 0; wi < sizeof(widths) / sizeof(widths[0]); wi++)
+		for (int mode = 0; mode < 8; mode++) {
+			const uint32_t d = widths[wi];
+			const int center = mode & 1, use_bias = mode & 2, use_add = mode & 4;
+			static float x0[R * W], add[R * W], gain[W], bias[W];
+			static float xa[R * W], xb[R * W], xc[R * W], oa[R * W], ob[R * W], oc[R * W];
+			struct kern_norm nm = {gain, use_bias ? bias : NULL, 1e-5, d, center};
+
+			kt_fill(x0, (size_t)R * d, 4.0f);
+			kt_fill(add, (size_t)R * d, 2.0f);
+			kt_fill(gain, d, 1.5f);
+			kt_fill(bias, d, 0.5f);
+			x0[0] = -0.0f; /* -0 * scale + 0: +0 in both */
+			for (size_t n = 1; n <= R; n++) {
+				memcpy(xa, x0, sizeof(float) * n * d);
+				memcpy(xb, x0, sizeof(float) * n * d);
+				memcpy(xc, x0, sizeof(float) * n * d);
+				kern_ops_ref.norm_rows(&nm, xa, use_add ? xa : NULL, use_add ? add : NULL,
+						       oa, n);
+				ops->norm_rows(&nm, xb, use_add ? xb : NULL, use_add ? add : NULL, ob, n);
+				for (size_t r = 0; r < n; r++) /* one row a call, in place */
+					ops->norm_rows(&nm, xc + r * d, use_add ? xc + r * d : NULL,
+						       use_add ? add + r * d : NULL, xc + r * d, 1);
+				memcpy(oc, xc, sizeof(float) * n * d);
+				ck_assert_msg(memcmp(xa, xb, sizeof(float) * n * d) == 0,
+					      "%s norm d=%u mode %d n=%zu: residual differs", ops->name,
+					      d, mode, n);
+				ck_assert_msg(memcmp(oa, ob, sizeof(float) * n * d) == 0,
+					      "%s norm d=%u mode %d n=%zu: output differs", ops->name, d,
+					      mode, n);
+				ck_assert_msg(memcmp(oa, oc, sizeof(float) * n * d) == 0,
+					      "%s norm d=%u mode %d n=%zu: in place, row by row differs",
+					      ops->name, d, mode, n);
+			}
+		}
+}
+
+START_TEST(norm_rows_equal_reference_on_every_level)
+{
+	kt_check_norm_level(CPU_LEVEL_SCALAR);
+	kt_check_norm_level(CPU_LEVEL_AVX2);
+	kt_check_norm_level(CPU_LEVEL_AVX512);
+	kt_check_norm_level(CPU_LEVEL_NEON);
+}
+END_TEST
+
 START_TEST(silu_matches_double_math_on_every_level)
 {
 	kt_check_silu_level(CPU_LEVEL_SCALAR);
@@ -675,7 +733,7 @@ START_TEST(resolve_never_picks_an_unavailable_level)
 			struct kern_ops ops;
 			struct kern_origin org;
 			enum cpu_level top = kern_resolve(&fs[fi], list[ci], &ops, &org);
-			enum cpu_level got[7 + 2 * DTYPE_COUNT];
+			enum cpu_level got[8 + 2 * DTYPE_COUNT];
 			size_t k = 0, rank_cap = ci;
 
 			got[k++] = org.quantize_act;
@@ -685,6 +743,7 @@ START_TEST(resolve_never_picks_an_unavailable_level)
 			got[k++] = org.max;
 			got[k++] = org.exp_sum;
 			got[k++] = org.silu_mul;
+			got[k++] = org.norm_rows;
 			for (uint32_t t = 0; t < DTYPE_COUNT; t++) {
 				if (!kern_supports(t))
 					continue;
@@ -694,7 +753,7 @@ START_TEST(resolve_never_picks_an_unavailable_level)
 				got[k++] = org.gemm[t];
 			}
 			ck_assert(ops.quantize_act && ops.attn_scores && ops.attn_accum &&
-				  ops.fp16_row && ops.max && ops.exp_sum && ops.silu_mul);
+				  ops.fp16_row && ops.max && ops.exp_sum && ops.silu_mul && ops.norm_rows);
 			ck_assert(cpu_level_usable(&fs[fi], top));
 			for (size_t j = 0; j < k; j++) {
 				size_t r = 0;
@@ -870,6 +929,7 @@ Suite *suite_kernels(void)
 	tcase_add_test(tc, arm_levels_match_reference);
 	tcase_add_test(tc, amx_level_matches_reference);
 	tcase_add_test(tc, silu_matches_double_math_on_every_level);
+	tcase_add_test(tc, norm_rows_equal_reference_on_every_level);
 	tcase_add_test(tc, threaded_matmul_equals_single_thread_bit_for_bit);
 	tcase_add_test(tc, fused_matmul_equals_separate_matmuls_bit_for_bit);
 	tcase_add_test(tc, region_split_equals_single_thread_bit_for_bit);

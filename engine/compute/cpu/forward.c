@@ -84,51 +84,50 @@ static void linear_n(struct forward_pass *f, const struct model_weight *const w[
 /* ---- norm ----------------------------------------------------------------- */
 
 struct norm_job {
-	const struct forward_pass *f;
-	const float *gain, *bias;
+	struct kern_norm nm;
 	const float *x;
 	float *out;
 	float *res;       /* x again, writable, when add is set */
 	const float *add; /* residual added into x first, or NULL */
+	uint32_t n;       /* rows */
 };
 
-/* One row (a pool task): prompts normalise hundreds of rows per layer,
- * twice, which left the other threads spinning when it ran on one. */
-static void norm_row_cb(void *data, size_t t)
+/* Rows [t * KERN_NORM_ROWS, +KERN_NORM_ROWS) (a pool task): prompts
+ * normalise hundreds of rows per layer, twice, which left the other
+ * threads spinning when it ran on one. A task takes several rows because
+ * the kernel sums them side by side (kernels.h kern_norm_rows: a row's
+ * sum is a chain of dependent additions). */
+static void norm_rows_cb(void *data, size_t t)
 {
 	const struct norm_job *job = data;
-	const uint32_t d = job->f->m->hp.n_embd;
-	const double eps = job->f->m->hp.norm_eps;
-	const float *xr = job->x + t * d;
-	float *o = job->out + t * d;
-	double mean = 0.0, var = 0.0, scale;
-	uint32_t i;
+	const size_t r0 = t * KERN_NORM_ROWS, d = job->nm.d;
+	const size_t nr = job->n - r0 < KERN_NORM_ROWS ? job->n - r0 : KERN_NORM_ROWS;
 
-	if (job->add)
-		add_rows(job->res + t * d, job->add + t * d, d);
-
-	if (job->f->m->arch->norm == ARCH_NORM_LAYER) {
-		for (i = 0; i < d; i++)
-			mean += xr[i];
-		mean /= d;
-	}
-	for (i = 0; i < d; i++)
-		var += (xr[i] - mean) * (xr[i] - mean);
-	scale = 1.0 / sqrt(var / d + eps);
-	for (i = 0; i < d; i++)
-		o[i] = (float)((xr[i] - mean) * scale) * job->gain[i] +
-		       (job->bias ? job->bias[i] : 0.0f);
+	kern_norm_rows(&job->nm, job->x + r0 * d, job->res ? job->res + r0 * d : NULL,
+		       job->add ? job->add + r0 * d : NULL, job->out + r0 * d, nr);
 }
 
-/* out[n][d] = norm(x[n][d]) * w (+ b), by the architecture's norm kind.
- * Sums in double: cheap next to the matrix products and keeps wide rows
- * close to the float64 reference. */
+/* x[n][d] += add[n][d] (a residual) when add is set (x is then res),
+ * then out[n][d] = norm(x[n][d]) * w (+ b), by the architecture's norm
+ * kind, in the pool. Sums in double (kern_norm_rows): cheap next to the
+ * matrix products and keeps wide rows close to the float64 reference. */
+static void norm_job_run(const struct forward_pass *f, const struct model_weight *w,
+			 const struct model_weight *b, const float *x, float *res, const float *add,
+			 float *out, uint32_t n)
+{
+	struct norm_job job = {
+		{w->data, b ? b->data : NULL, f->m->hp.norm_eps, f->m->hp.n_embd,
+		 f->m->arch->norm == ARCH_NORM_LAYER},
+		x, out, res, add, n};
+
+	tpool_run_1d(f->pool, norm_rows_cb, &job, (n + KERN_NORM_ROWS - 1) / KERN_NORM_ROWS);
+}
+
+/* out[n][d] = norm(x[n][d]) * w (+ b). */
 static void norm(const struct forward_pass *f, const struct model_weight *w,
 		 const struct model_weight *b, const float *x, float *out, uint32_t n)
 {
-	struct norm_job job = {f, w->data, b ? b->data : NULL, x, out, NULL, NULL};
-
-	tpool_run_1d(f->pool, norm_row_cb, &job, n);
+	norm_job_run(f, w, b, x, NULL, NULL, out, n);
 }
 
 /* x[n][d] += add[n][d] (a residual), then norm() of x, row by row in the
@@ -136,9 +135,7 @@ static void norm(const struct forward_pass *f, const struct model_weight *w,
 static void norm_add(const struct forward_pass *f, const struct model_weight *w,
 		     const struct model_weight *b, float *x, const float *add, float *out, uint32_t n)
 {
-	struct norm_job job = {f, w->data, b ? b->data : NULL, x, out, x, add};
-
-	tpool_run_1d(f->pool, norm_row_cb, &job, n);
+	norm_job_run(f, w, b, x, add ? x : NULL, add, out, n);
 }
 
 /* ---- attention ------------------------------------------------------------ */

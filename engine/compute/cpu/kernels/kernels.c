@@ -204,6 +204,7 @@ enum cpu_level kern_resolve(const struct cpu_features *f, enum cpu_level cap,
 		KERN__TAKE(silu_mul);
 		KERN__TAKE(repack);
 		KERN__TAKE(quantize_act_q8k);
+		KERN__TAKE(norm_rows);
 		/* A type's GEMV and GEMM come from one level: a token's result
 		 * must not depend on the batch it shares (kernels_impl.h). */
 		for (size_t t = 0; t < DTYPE_COUNT; t++) {
@@ -296,6 +297,7 @@ char *kern_describe(char *buf, size_t len)
 	kern__line(buf, len, &n, "fp16_row", NULL, o->fp16_row);
 	kern__line(buf, len, &n, "softmax", NULL, o->exp_sum);
 	kern__line(buf, len, &n, "silu_mul", NULL, o->silu_mul);
+	kern__line(buf, len, &n, "norm", NULL, o->norm_rows);
 	return buf;
 }
 
@@ -475,6 +477,12 @@ float kern_exp_sum(float *x, size_t n, float m)
 void kern_silu_mul(float *y, const float *g, size_t n)
 {
 	kern__ops->silu_mul(y, g, n);
+}
+
+void kern_norm_rows(const struct kern_norm *nm, const float *x, float *res, const float *add,
+		    float *out, size_t n)
+{
+	kern__ops->norm_rows(nm, x, res, add, out, n);
 }
 
 void kern_matmul(tpool_t pool, uint32_t wtype, const void *w, size_t n_out, size_t n_in,

@@ -122,6 +122,31 @@ float kern_exp_sum(float *x, size_t n, float m);
  * level's (expf). */
 void kern_silu_mul(float *y, const float *g, size_t n);
 
+/* A norm of rows (forward.c's RMSNorm and LayerNorm): gain, optional
+ * bias, epsilon, width, and whether the row's mean is subtracted. */
+struct kern_norm {
+	const float *gain; /* [d] */
+	const float *bias; /* [d], or NULL */
+	double eps;
+	uint32_t d;
+	int center; /* 1: LayerNorm (mean subtracted); 0: RMSNorm */
+};
+
+/* Rows one kern_norm_rows() call takes at most. */
+#define KERN_NORM_ROWS 4
+
+/* For each of rows r < n (n <= KERN_NORM_ROWS; row r at r * d floats
+ * from each base): first res_r += add_r when add is not NULL (res is x,
+ * writable), then out_r = norm(x_r) * gain (+ bias), where each row's
+ * mean and sum of squares are summed in double, element by element in
+ * order, then scale = 1 / sqrt(var / d + eps) and
+ *   out[i] = (float)((x[i] - mean) * scale) * gain[i] + (bias ? bias[i] : 0)
+ * with mean 0 for RMSNorm. out may be x (in place). Every level gives
+ * these bits exactly: the SIMD ones keep each row's sums sequential, one
+ * row per vector lane. */
+void kern_norm_rows(const struct kern_norm *nm, const float *x, float *res, const float *add,
+		    float *out, size_t n);
+
 /* Bound of kern_exp_sum()'s relative error against exp() (the SIMD levels;
  * tests/test_attention.c checks it against expf over the float range). */
 #define KERN_EXP_REL_ERR 2e-7
