@@ -508,6 +508,56 @@ static void kt_check_norm_level(enum cpu_level level)
 		}
 }
 
+/* kern_fp32_to_fp16_row at every level: kern_fp32_to_fp16's bits for
+ * every F16 value, the ties half way between neighbours and the floats
+ * one ulp either side of them (both signs), NaNs, infinities, the
+ * overflow edge, and a stride through all float bit patterns. */
+static void kt_check_fp16_from_level(enum cpu_level level)
+{
+	enum { N = 1 << 16 };
+	const struct kern_ops *ops = kern_ops_for(level);
+	static float src[N];
+	static uint16_t got[N];
+
+	if (!kern_level_runs(level))
+		return;
+	for (int pass = 0; pass < 5; pass++) {
+		for (uint32_t i = 0; i < N; i++) {
+			uint32_t u;
+
+			if (pass < 4) { /* a value, its upper tie, +-1 ulp of it */
+				float a = kern_fp16_to_fp32((uint16_t)i);
+				float b = kern_fp16_to_fp32((uint16_t)(i + 1));
+
+				memcpy(&u, &a, 4);
+				if (pass > 0 && isfinite(a) && isfinite(b) &&
+				    (i & 0x7fff) != 0x7bff) {
+					float t = (float)(((double)a + (double)b) / 2);
+					memcpy(&u, &t, 4);
+					u += (uint32_t)(pass - 2); /* -1, 0, +1 */
+				}
+			} else {
+				u = i * 65521u + 12345u; /* a stride through all patterns */
+			}
+			memcpy(&src[i], &u, 4);
+		}
+		ops->fp16_from_row(src, got, N - pass); /* odd lengths: the tail too */
+		for (uint32_t i = 0; i < N - (uint32_t)pass; i++)
+			ck_assert_msg(got[i] == kern_fp32_to_fp16(src[i]),
+				      "%s fp16_from_row pass %d [%u] %a: %04x vs %04x", ops->name,
+				      pass, i, (double)src[i], got[i], kern_fp32_to_fp16(src[i]));
+	}
+}
+
+START_TEST(fp16_from_row_equals_scalar_on_every_level)
+{
+	kt_check_fp16_from_level(CPU_LEVEL_SCALAR);
+	kt_check_fp16_from_level(CPU_LEVEL_AVX2);
+	kt_check_fp16_from_level(CPU_LEVEL_AVX512);
+	kt_check_fp16_from_level(CPU_LEVEL_NEON);
+}
+END_TEST
+
 START_TEST(norm_rows_equal_reference_on_every_level)
 {
 	kt_check_norm_level(CPU_LEVEL_SCALAR);
@@ -733,7 +783,7 @@ START_TEST(resolve_never_picks_an_unavailable_level)
 			struct kern_ops ops;
 			struct kern_origin org;
 			enum cpu_level top = kern_resolve(&fs[fi], list[ci], &ops, &org);
-			enum cpu_level got[8 + 2 * DTYPE_COUNT];
+			enum cpu_level got[9 + 2 * DTYPE_COUNT];
 			size_t k = 0, rank_cap = ci;
 
 			got[k++] = org.quantize_act;
@@ -744,6 +794,7 @@ START_TEST(resolve_never_picks_an_unavailable_level)
 			got[k++] = org.exp_sum;
 			got[k++] = org.silu_mul;
 			got[k++] = org.norm_rows;
+			got[k++] = org.fp16_from_row;
 			for (uint32_t t = 0; t < DTYPE_COUNT; t++) {
 				if (!kern_supports(t))
 					continue;
@@ -753,7 +804,8 @@ START_TEST(resolve_never_picks_an_unavailable_level)
 				got[k++] = org.gemm[t];
 			}
 			ck_assert(ops.quantize_act && ops.attn_scores && ops.attn_accum &&
-				  ops.fp16_row && ops.max && ops.exp_sum && ops.silu_mul && ops.norm_rows);
+				  ops.fp16_row && ops.max && ops.exp_sum && ops.silu_mul && ops.norm_rows &&
+				  ops.fp16_from_row);
 			ck_assert(cpu_level_usable(&fs[fi], top));
 			for (size_t j = 0; j < k; j++) {
 				size_t r = 0;
@@ -930,6 +982,7 @@ Suite *suite_kernels(void)
 	tcase_add_test(tc, amx_level_matches_reference);
 	tcase_add_test(tc, silu_matches_double_math_on_every_level);
 	tcase_add_test(tc, norm_rows_equal_reference_on_every_level);
+	tcase_add_test(tc, fp16_from_row_equals_scalar_on_every_level);
 	tcase_add_test(tc, threaded_matmul_equals_single_thread_bit_for_bit);
 	tcase_add_test(tc, fused_matmul_equals_separate_matmuls_bit_for_bit);
 	tcase_add_test(tc, region_split_equals_single_thread_bit_for_bit);

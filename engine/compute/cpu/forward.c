@@ -224,7 +224,7 @@ static void store_kv_row(const struct forward_pass *f, struct kv_cache *kv, uint
 	const uint32_t dk = hp->head_dim_k, dv = hp->head_dim_v;
 	/* Sliding-window layers may keep a ring (kv_cache.h). */
 	const size_t row = kv_cache_row(kv, il, pos);
-	uint32_t h, i;
+	uint32_t h;
 
 	for (h = 0; h < hp->n_head_kv; h++) {
 		const float *ks = f->k + ((size_t)r * hp->n_head_kv + h) * dk;
@@ -237,10 +237,8 @@ static void store_kv_row(const struct forward_pass *f, struct kv_cache *kv, uint
 			memcpy(vc, vs, dv * sizeof(float));
 			continue;
 		}
-		for (i = 0; i < dk; i++)
-			((uint16_t *)kc)[i] = kern_fp32_to_fp16(ks[i]);
-		for (i = 0; i < dv; i++)
-			((uint16_t *)vc)[i] = kern_fp32_to_fp16(vs[i]);
+		kern_fp32_to_fp16_row(ks, (uint16_t *)kc, dk);
+		kern_fp32_to_fp16_row(vs, (uint16_t *)vc, dv);
 	}
 }
 

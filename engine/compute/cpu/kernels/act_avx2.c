@@ -62,20 +62,27 @@ static inline __attribute__((always_inline)) __m256d norm__sum4(const float *con
 	for (; i + 4 <= d; i += 4) {
 		__m128 a0 = _mm_loadu_ps(x[0] + i), a1 = _mm_loadu_ps(x[1] + i);
 		__m128 a2 = _mm_loadu_ps(x[2] + i), a3 = _mm_loadu_ps(x[3] + i);
-		__m256d c[4];
+		__m256d c0, c1, c2, c3;
 
 		_MM_TRANSPOSE4_PS(a0, a1, a2, a3);
-		c[0] = _mm256_cvtps_pd(a0);
-		c[1] = _mm256_cvtps_pd(a1);
-		c[2] = _mm256_cvtps_pd(a2);
-		c[3] = _mm256_cvtps_pd(a3);
-		for (int k = 0; k < 4; k++) {
-			if (sq) {
-				__m256d t = _mm256_sub_pd(c[k], m);
-				c[k] = _mm256_mul_pd(t, t);
-			}
-			s = _mm256_add_pd(s, c[k]);
+		c0 = _mm256_cvtps_pd(a0);
+		c1 = _mm256_cvtps_pd(a1);
+		c2 = _mm256_cvtps_pd(a2);
+		c3 = _mm256_cvtps_pd(a3);
+		if (sq) {
+			c0 = _mm256_sub_pd(c0, m);
+			c1 = _mm256_sub_pd(c1, m);
+			c2 = _mm256_sub_pd(c2, m);
+			c3 = _mm256_sub_pd(c3, m);
+			c0 = _mm256_mul_pd(c0, c0);
+			c1 = _mm256_mul_pd(c1, c1);
+			c2 = _mm256_mul_pd(c2, c2);
+			c3 = _mm256_mul_pd(c3, c3);
 		}
+		s = _mm256_add_pd(s, c0);
+		s = _mm256_add_pd(s, c1);
+		s = _mm256_add_pd(s, c2);
+		s = _mm256_add_pd(s, c3);
 	}
 	for (; i < d; i++) {
 		__m256d c = _mm256_setr_pd(x[0][i], x[1][i], x[2][i], x[3][i]);

@@ -205,6 +205,7 @@ enum cpu_level kern_resolve(const struct cpu_features *f, enum cpu_level cap,
 		KERN__TAKE(repack);
 		KERN__TAKE(quantize_act_q8k);
 		KERN__TAKE(norm_rows);
+		KERN__TAKE(fp16_from_row);
 		/* A type's GEMV and GEMM come from one level: a token's result
 		 * must not depend on the batch it shares (kernels_impl.h). */
 		for (size_t t = 0; t < DTYPE_COUNT; t++) {
@@ -295,6 +296,7 @@ char *kern_describe(char *buf, size_t len)
 	kern__line(buf, len, &n, "attn_scores", NULL, o->attn_scores);
 	kern__line(buf, len, &n, "attn_accum", NULL, o->attn_accum);
 	kern__line(buf, len, &n, "fp16_row", NULL, o->fp16_row);
+	kern__line(buf, len, &n, "fp16_from_row", NULL, o->fp16_from_row);
 	kern__line(buf, len, &n, "softmax", NULL, o->exp_sum);
 	kern__line(buf, len, &n, "silu_mul", NULL, o->silu_mul);
 	kern__line(buf, len, &n, "norm", NULL, o->norm_rows);
@@ -462,6 +464,11 @@ void kern_attn_accum(float *o, size_t ld_o, const float *r, const float *p, size
 void kern_fp16_to_fp32_row(const uint16_t *src, float *dst, size_t n)
 {
 	kern__ops->fp16_row(src, dst, n);
+}
+
+void kern_fp32_to_fp16_row(const float *src, uint16_t *dst, size_t n)
+{
+	kern__ops->fp16_from_row(src, dst, n);
 }
 
 float kern_max(const float *x, size_t n)

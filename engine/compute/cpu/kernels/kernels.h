@@ -106,6 +106,10 @@ void kern_attn_accum(float *o, size_t ld_o, const float *r, const float *p, size
  * rows, converted once per key block). */
 void kern_fp16_to_fp32_row(const uint16_t *src, float *dst, size_t n);
 
+/* dst[i] = kern_fp32_to_fp16(src[i]), i < n (round to nearest even; the
+ * F16 KV cache's stores): the same bits at every level. */
+void kern_fp32_to_fp16_row(const float *src, uint16_t *dst, size_t n);
+
 /* Largest of x[0..n) (-INFINITY for n == 0; NaNs are skipped). */
 float kern_max(const float *x, size_t n);
 

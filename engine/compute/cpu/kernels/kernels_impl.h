@@ -145,6 +145,8 @@ struct kern_ops {
 	/* kern_norm_rows(); bit-identical at every level. */
 	void (*norm_rows)(const struct kern_norm *nm, const float *x, float *res, const float *add,
 			  float *out, size_t n);
+	/* kern_fp32_to_fp16_row(); bit-identical at every level. */
+	void (*fp16_from_row)(const float *src, uint16_t *dst, size_t n);
 };
 
 /* Which level supplied each entry of a resolved table (kern_resolve()). */
@@ -153,7 +155,7 @@ struct kern_origin {
 		repack;
 	enum cpu_level gemm[DTYPE_COUNT], gemv[DTYPE_COUNT];
 	enum cpu_level quantize_act_q8k;
-	enum cpu_level norm_rows;
+	enum cpu_level norm_rows, fp16_from_row;
 };
 
 /* Builds the table for the best level `f` can run, capped at `cap` (its
@@ -177,6 +179,7 @@ void kern_avx512_attn_scores(const float *q, size_t ld_q, const float *k, size_t
 			     const float *bias, float scale, float *s, size_t ld_s, size_t nq,
 			     size_t nk);
 void kern_avx2_fp16_row(const uint16_t *src, float *dst, size_t n);
+void kern_avx2_fp16_from_row(const float *src, uint16_t *dst, size_t n);
 float kern_avx2_max(const float *x, size_t n);
 float kern_avx2_exp_sum(float *x, size_t n, float m);
 /* act_avx2.c */

@@ -362,6 +362,12 @@ static void ref__fp16_row(const uint16_t *src, float *dst, size_t n)
 		dst[i] = kern_fp16_to_fp32(src[i]);
 }
 
+static void ref__fp16_from_row(const float *src, uint16_t *dst, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		dst[i] = kern_fp32_to_fp16(src[i]);
+}
+
 static float ref__max(const float *x, size_t n)
 {
 	float m = -INFINITY;
@@ -427,6 +433,7 @@ const struct kern_ops kern_ops_ref = {
 	.exp_sum = ref__exp_sum,
 	.silu_mul = ref__silu_mul,
 	.norm_rows = ref__norm_rows,
+	.fp16_from_row = ref__fp16_from_row,
 	.quantize_act = ref__quantize_act,
 	.quantize_act_q8k = kern_quantize_act_q8k,
 	.gemm =
