@@ -148,6 +148,8 @@ struct attn_job {
 	uint32_t n_tiles;
 	const float *q;
 	float *out;
+	attention_pre_fn pre; /* or NULL (attention_run_pre) */
+	void *pre_ctx;
 };
 
 /* The softmax step of rows [first, n) of a tile for one block of nb keys
@@ -253,6 +255,8 @@ static void attend_heads(const struct attn_job *job, const struct attention_tile
 	float m[ATTENTION_TILE], l[ATTENTION_TILE], r[ATTENTION_TILE];
 	uint32_t i, j0, c, e;
 
+	if (job->pre) /* one task per (row, kv head): attention_can_pre() */
+		job->pre(job->pre_ctx, tl->row, g);
 	/* head e's rows are e * n .. e * n + n - 1 of the state and buffers */
 	for (e = 0; e < nh; e++) {
 		const float *qs = job->q + tl->row * ld_qs + (size_t)(h0 + e) * dk;
@@ -374,10 +378,28 @@ static void attend_tile_cb(void *data, size_t rtile, size_t j)
 	attend_heads(job, tl, h0, h0 % group + run > group ? group - h0 % group : run);
 }
 
+int attention_can_pre(const struct attention *a, const struct attention_tile *tiles,
+		      uint32_t n_tiles)
+{
+	uint32_t t;
+
+	for (t = 0; t < n_tiles; t++)
+		if (tiles[t].n != 1 || attend_run(a, &tiles[t]) != a->n_head / a->n_head_kv)
+			return 0;
+	return 1;
+}
+
 void attention_run(const struct attention *a, tpool_t pool, uint32_t il,
 		   const struct attention_tile *tiles, uint32_t n_tiles, const float *q, float *out)
 {
-	struct attn_job job = {a, il, tiles, n_tiles, q, out};
+	attention_run_pre(a, pool, il, tiles, n_tiles, q, out, NULL, NULL);
+}
+
+void attention_run_pre(const struct attention *a, tpool_t pool, uint32_t il,
+		       const struct attention_tile *tiles, uint32_t n_tiles, const float *q,
+		       float *out, attention_pre_fn pre, void *pre_ctx)
+{
+	struct attn_job job = {a, il, tiles, n_tiles, q, out, pre, pre_ctx};
 	uint32_t t, most = 0;
 
 	/* Tasks go by query head (or run of heads), not kv head, so decode

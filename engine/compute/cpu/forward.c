@@ -215,31 +215,27 @@ static void project_qkv(struct forward_pass *f, const struct model_layer *L, uin
 	}
 }
 
-/* Copies row r of k[][n_head_kv][hd_k], v[][n_head_kv][hd_v] into
- * position pos of layer il of `kv`, converting to its type. */
-static void store_kv_row(const struct forward_pass *f, struct kv_cache *kv, uint32_t il,
-			 uint32_t r, uint32_t pos)
+/* Copies head h of row r of k[][n_head_kv][hd_k], v[][n_head_kv][hd_v]
+ * into position pos of layer il of `kv`, converting to its type. */
+static void store_kv_head(const struct forward_pass *f, struct kv_cache *kv, uint32_t il,
+			  uint32_t r, uint32_t pos, uint32_t h)
 {
 	const struct model_hparams *hp = &f->m->hp;
 	const uint32_t dk = hp->head_dim_k, dv = hp->head_dim_v;
 	/* Sliding-window layers may keep a ring (kv_cache.h). */
 	const size_t row = kv_cache_row(kv, il, pos);
-	uint32_t h;
+	const float *ks = f->k + ((size_t)r * hp->n_head_kv + h) * dk;
+	const float *vs = f->v + ((size_t)r * hp->n_head_kv + h) * dv;
+	char *kc = (char *)kv_cache_k(kv, il, h) + row * dk * kv->elt;
+	char *vc = (char *)kv_cache_v(kv, il, h) + row * dv * kv->elt;
 
-	for (h = 0; h < hp->n_head_kv; h++) {
-		const float *ks = f->k + ((size_t)r * hp->n_head_kv + h) * dk;
-		const float *vs = f->v + ((size_t)r * hp->n_head_kv + h) * dv;
-		char *kc = (char *)kv_cache_k(kv, il, h) + row * dk * kv->elt;
-		char *vc = (char *)kv_cache_v(kv, il, h) + row * dv * kv->elt;
-
-		if (kv->type == DTYPE_F32) {
-			memcpy(kc, ks, dk * sizeof(float));
-			memcpy(vc, vs, dv * sizeof(float));
-			continue;
-		}
-		kern_fp32_to_fp16_row(ks, (uint16_t *)kc, dk);
-		kern_fp32_to_fp16_row(vs, (uint16_t *)vc, dv);
+	if (kv->type == DTYPE_F32) {
+		memcpy(kc, ks, dk * sizeof(float));
+		memcpy(vc, vs, dv * sizeof(float));
+		return;
 	}
+	kern_fp32_to_fp16_row(ks, (uint16_t *)kc, dk);
+	kern_fp32_to_fp16_row(vs, (uint16_t *)vc, dv);
 }
 
 struct qk_job {
@@ -269,7 +265,30 @@ static void qk_row_cb(void *data, size_t t)
 	head_norm(f, &job->L->w[ARCH_T_ATTN_K_NORM], k, 1, hp->n_head_kv);
 	rope_apply(f->m, cs, q, 1, hp->n_head);
 	rope_apply(f->m, cs, k, 1, hp->n_head_kv);
-	store_kv_row(f, f->plan.seqs[f->seq[t]].kv, job->il, (uint32_t)t, f->pos[t]);
+	for (uint32_t h = 0; h < hp->n_head_kv; h++)
+		store_kv_head(f, f->plan.seqs[f->seq[t]].kv, job->il, (uint32_t)t, f->pos[t], h);
+}
+
+/* qk_row_cb()'s work for the heads of kv head g only (query heads
+ * g * group .. and key head g): run by g's attention task of a decode
+ * step (attention_run_pre). Per head the same operations as qk_row_cb's,
+ * so the same bits. */
+static void qk_head_pre(void *data, uint32_t t, uint32_t g)
+{
+	const struct qk_job *job = data;
+	struct forward_pass *f = job->f;
+	const struct model_hparams *hp = &f->m->hp;
+	const uint32_t hd = hp->head_dim_k, group = hp->n_head / hp->n_head_kv;
+	const size_t half = hp->n_rot / 2;
+	float *q = f->q + ((size_t)t * hp->n_head + (size_t)g * group) * hd;
+	float *k = f->k + ((size_t)t * hp->n_head_kv + g) * hd;
+	const float *cs = job->table ? job->table + t * half * 2 : NULL; /* NULL: no RoPE */
+
+	head_norm(f, &job->L->w[ARCH_T_ATTN_Q_NORM], q, 1, group);
+	head_norm(f, &job->L->w[ARCH_T_ATTN_K_NORM], k, 1, 1);
+	rope_apply(f->m, cs, q, 1, group);
+	rope_apply(f->m, cs, k, 1, 1);
+	store_kv_head(f, f->plan.seqs[f->seq[t]].kv, job->il, t, f->pos[t], g);
 }
 
 /* y_attn[n][n_embd] = attention of layer il over xn[n][n_embd], each
@@ -281,8 +300,16 @@ static void attention(struct forward_pass *f, uint32_t il, uint32_t n)
 	struct qk_job job = {f, L, il, table};
 
 	project_qkv(f, L, n);
-	tpool_run_1d(f->pool, qk_row_cb, &job, n);
-	attention_run(&f->attn, f->pool, il, f->plan.tiles, f->plan.n_tiles, f->q, f->attn_out);
+	/* Decode: each (row, kv head) is one attention task's, which does its
+	 * part of qk_row_cb() first: one pool job and join a layer fewer. */
+	if (attention_can_pre(&f->attn, f->plan.tiles, f->plan.n_tiles)) {
+		attention_run_pre(&f->attn, f->pool, il, f->plan.tiles, f->plan.n_tiles, f->q,
+				  f->attn_out, qk_head_pre, &job);
+	} else {
+		tpool_run_1d(f->pool, qk_row_cb, &job, n);
+		attention_run(&f->attn, f->pool, il, f->plan.tiles, f->plan.n_tiles, f->q,
+			      f->attn_out);
+	}
 	linear(f, &L->w[ARCH_T_ATTN_OUT], &L->w[ARCH_T_ATTN_OUT_B], f->attn_out, f->y_attn, n);
 }
 
