@@ -567,6 +567,36 @@ START_TEST(norm_rows_equal_reference_on_every_level)
 }
 END_TEST
 
+/* The avx512 SiLU runs the avx2 level's operations per lane: the same
+ * bits, every length (tails), the clamps' edges, NaN and infinities. */
+START_TEST(silu_avx512_equals_avx2_bit_for_bit)
+{
+	enum { N = 4099 };
+	const struct kern_ops *a2 = kern_ops_for(CPU_LEVEL_AVX2), *a5 = kern_ops_for(CPU_LEVEL_AVX512);
+	static float g[N], y0[N], ya[N], yb[N];
+	static const float edges[] = {-110.0f, -109.99f, -89.0f, -88.7f, 88.7f, 89.0f, 95.0f,
+				      -200.0f, 0.0f, -0.0f, 1e-30f, -1e-30f, INFINITY, -INFINITY, NAN};
+
+	if (!kern_level_runs(CPU_LEVEL_AVX512)) {
+		printf("kernels: skipping avx512 silu: this CPU lacks avx512\n");
+		return;
+	}
+	kt_fill(g, N, 30.0f);
+	kt_fill(y0, N, 3.0f);
+	for (size_t i = 0; i < sizeof(edges) / sizeof(edges[0]); i++)
+		g[i * 7] = edges[i];
+	for (size_t n = 0; n <= 40; n++) {
+		size_t len = n <= 33 ? n : N - (40 - n);
+
+		memcpy(ya, y0, sizeof(ya));
+		memcpy(yb, y0, sizeof(yb));
+		a2->silu_mul(ya, g, len);
+		a5->silu_mul(yb, g, len);
+		ck_assert_msg(memcmp(ya, yb, sizeof(ya)) == 0, "silu avx512 vs avx2 differ, n=%zu", len);
+	}
+}
+END_TEST
+
 START_TEST(silu_matches_double_math_on_every_level)
 {
 	kt_check_silu_level(CPU_LEVEL_SCALAR);
@@ -981,6 +1011,7 @@ Suite *suite_kernels(void)
 	tcase_add_test(tc, arm_levels_match_reference);
 	tcase_add_test(tc, amx_level_matches_reference);
 	tcase_add_test(tc, silu_matches_double_math_on_every_level);
+	tcase_add_test(tc, silu_avx512_equals_avx2_bit_for_bit);
 	tcase_add_test(tc, norm_rows_equal_reference_on_every_level);
 	tcase_add_test(tc, fp16_from_row_equals_scalar_on_every_level);
 	tcase_add_test(tc, threaded_matmul_equals_single_thread_bit_for_bit);

@@ -184,6 +184,8 @@ float kern_avx2_max(const float *x, size_t n);
 float kern_avx2_exp_sum(float *x, size_t n, float m);
 /* act_avx2.c */
 void kern_avx2_silu_mul(float *y, const float *g, size_t n);
+/* act_avx512.c: the same on 16 lanes, bit-identical. */
+void kern_avx512_silu_mul(float *y, const float *g, size_t n);
 void kern_avx2_norm_rows(const struct kern_norm *nm, const float *x, float *res, const float *add,
 			 float *out, size_t n);
 /* The AVX2 quantized prefill GEMM (kernels_qgemm_avx2.c), n_tok >= 2. */
