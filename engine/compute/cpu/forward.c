@@ -13,6 +13,7 @@
  */
 #include "forward.h"
 
+#include <assert.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,11 +48,25 @@ static void add_bias(float *y, const struct model_weight *b, uint32_t n_tok)
 		add_rows(y + (size_t)t * b->n_in, bias, b->n_in);
 }
 
+/* kern_matmul_n() of parts over x, after the deferred row work that
+ * writes x (f->pre) if any, in the same pool tasks. */
+static void matmul_n(struct forward_pass *f, uint32_t type, size_t n_in,
+		     const struct kern_mm_part *parts, size_t np, const float *x, uint32_t n)
+{
+	kern_rows_fn pre = f->pre;
+
+	f->pre = NULL;
+	kern_matmul_n_pre(f->pool, type, n_in, parts, np, x, n, f->mm_scratch, pre, f->pre_ctx,
+			  f->pre_rows);
+}
+
 /* y[n][w->n_out] = x[n][w->n_in] W^T + b */
 static void linear(struct forward_pass *f, const struct model_weight *w, const struct model_weight *b,
 		   const float *x, float *y, uint32_t n)
 {
-	kern_matmul(f->pool, w->type, w->data, w->n_out, w->n_in, x, n, y, f->mm_scratch);
+	const struct kern_mm_part part = {w->data, w->n_out, y};
+
+	matmul_n(f, w->type, w->n_in, &part, 1, x, n);
 	if (b)
 		add_bias(y, b, n);
 }
@@ -75,22 +90,13 @@ static void linear_n(struct forward_pass *f, const struct model_weight *const w[
 	}
 	for (i = 0; i < n; i++)
 		parts[i] = (struct kern_mm_part){ w[i]->data, w[i]->n_out, y[i] };
-	kern_matmul_n(f->pool, w[0]->type, w[0]->n_in, parts, n, x, n_tok, f->mm_scratch);
+	matmul_n(f, w[0]->type, w[0]->n_in, parts, n, x, n_tok);
 	for (i = 0; i < n; i++)
 		if (b[i])
 			add_bias(y[i], b[i], n_tok);
 }
 
 /* ---- norm ----------------------------------------------------------------- */
-
-struct norm_job {
-	struct kern_norm nm;
-	const float *x;
-	float *out;
-	float *res;       /* x again, writable, when add is set */
-	const float *add; /* residual added into x first, or NULL */
-	uint32_t n;       /* rows */
-};
 
 /* Rows [t * KERN_NORM_ROWS, +KERN_NORM_ROWS) (a pool task): prompts
  * normalise hundreds of rows per layer, twice, which left the other
@@ -105,6 +111,14 @@ static void norm_rows_cb(void *data, size_t t)
 
 	kern_norm_rows(&job->nm, job->x + r0 * d, job->res ? job->res + r0 * d : NULL,
 		       job->add ? job->add + r0 * d : NULL, job->out + r0 * d, nr);
+}
+
+/* norm_rows_cb() for the row groups of rows [t0, t1) (kern_rows_fn: a
+ * deferred norm, run by the next product's tasks). */
+static void norm_pre_cb(void *data, size_t t0, size_t t1)
+{
+	for (size_t t = t0 / KERN_NORM_ROWS; t * KERN_NORM_ROWS < t1; t++)
+		norm_rows_cb(data, t);
 }
 
 /* x[n][d] += add[n][d] (a residual) when add is set (x is then res),
@@ -130,12 +144,20 @@ static void norm(const struct forward_pass *f, const struct model_weight *w,
 	norm_job_run(f, w, b, x, NULL, NULL, out, n);
 }
 
-/* x[n][d] += add[n][d] (a residual), then norm() of x, row by row in the
- * pool: the same operations as add_rows() followed by norm(). */
-static void norm_add(const struct forward_pass *f, const struct model_weight *w,
+/* x[n][d] += add[n][d] (a residual), then norm() of x into out: the
+ * same operations as add_rows() followed by norm(), deferred to the next
+ * matrix product, whose pool tasks run them (matmul_n()); out must be
+ * what that product reads, and nothing may read x or out before it. */
+static void norm_add(struct forward_pass *f, const struct model_weight *w,
 		     const struct model_weight *b, float *x, const float *add, float *out, uint32_t n)
 {
-	norm_job_run(f, w, b, x, add ? x : NULL, add, out, n);
+	f->pre_norm = (struct norm_job){
+		{w->data, b ? b->data : NULL, f->m->hp.norm_eps, f->m->hp.n_embd,
+		 f->m->arch->norm == ARCH_NORM_LAYER},
+		x, out, add ? x : NULL, add, n};
+	f->pre = norm_pre_cb;
+	f->pre_ctx = &f->pre_norm;
+	f->pre_rows = KERN_NORM_ROWS;
 }
 
 /* ---- attention ------------------------------------------------------------ */
@@ -328,25 +350,17 @@ static float activate(enum arch_act act, float x)
 	return x;
 }
 
-/* Elements of the MLP activation per pool task. */
-#define FORWARD_ACT_CHUNK 4096
-
-struct act_job {
-	struct forward_pass *f;
-	size_t len;
-};
-
-/* up = act(gate) * up (gated) or act(up), over one task's columns: the
- * activation is a transcendental per element (2.9 M a layer for a
- * 512-token TinyLlama prompt), so it is shared out rather than left to
- * the calling thread while the others wait. */
-static void act_cols_cb(void *data, size_t task)
+/* up = act(gate) * up (gated) or act(up), rows [t0, t1) (kern_rows_fn):
+ * the activation is a transcendental per element (2.9 M a layer for a
+ * 512-token TinyLlama prompt), so it is shared out, one row a task of
+ * the down projection's (matmul_n()), rather than left to the calling
+ * thread while the others wait. Element-wise: the same values whatever
+ * the rows a call takes. */
+static void act_rows_pre(void *data, size_t t0, size_t t1)
 {
-	const struct act_job *job = data;
-	const struct forward_pass *f = job->f;
+	const struct forward_pass *f = data;
 	const enum arch_act act = f->m->arch->act;
-	size_t i = task * FORWARD_ACT_CHUNK;
-	size_t end = job->len - i < FORWARD_ACT_CHUNK ? job->len : i + FORWARD_ACT_CHUNK;
+	size_t i = t0 * f->m->hp.n_ff, end = t1 * f->m->hp.n_ff;
 
 	if (f->m->arch->mlp_gated && act == ARCH_ACT_SILU)
 		kern_silu_mul(f->up + i, f->gate + i, end - i);
@@ -378,8 +392,6 @@ static void split_gate_up(struct forward_pass *f, const struct model_layer *L, u
  *                  = down(act(up(xn)))             (non-gated) */
 static void mlp(struct forward_pass *f, const struct model_layer *L, uint32_t n)
 {
-	struct act_job job = {f, (size_t)n * f->m->hp.n_ff};
-
 	if (f->m->arch->ffn_gate_up_fused) {
 		split_gate_up(f, L, n);
 	} else if (f->m->arch->mlp_gated) {
@@ -392,8 +404,9 @@ static void mlp(struct forward_pass *f, const struct model_layer *L, uint32_t n)
 	} else {
 		linear(f, &L->w[ARCH_T_FFN_UP], &L->w[ARCH_T_FFN_UP_B], f->xn, f->up, n);
 	}
-	tpool_run_1d(f->pool, act_cols_cb, &job,
-				   (job.len + FORWARD_ACT_CHUNK - 1) / FORWARD_ACT_CHUNK);
+	f->pre = act_rows_pre; /* run by the down projection's tasks */
+	f->pre_ctx = f;
+	f->pre_rows = 1;
 	linear(f, &L->w[ARCH_T_FFN_DOWN], &L->w[ARCH_T_FFN_DOWN_B], f->up, f->y_mlp, n);
 }
 
@@ -530,6 +543,7 @@ static void step(struct forward_pass *f, const struct forward_seq *seqs, uint32_
 	f->pending = NULL;
 	for (il = 0; il < f->m->hp.n_layer; il++)
 		block(f, il, n);
+	assert(f->pre == NULL); /* every deferred norm or activation was run */
 	if (f->pending && logits) /* else x is not read again this step */
 		add_rows(f->x, f->pending, (size_t)n * f->m->hp.n_embd);
 	f->pending = NULL;

@@ -375,6 +375,11 @@ struct kern__job {
 	size_t n_region;
 	size_t rbeg[KERN_REGIONS_MAX], rend[KERN_REGIONS_MAX];
 	atomic_size_t rnext[KERN_REGIONS_MAX];
+	/* kern_matmul_n_pre(): x's rows are written by pre, pre_rows a task,
+	 * before that task quantizes them; NULL: x is ready */
+	kern_rows_fn pre;
+	void *pre_ctx;
+	size_t pre_rows;
 };
 
 static void kern__quantize_cb(void *data, size_t t)
@@ -392,6 +397,27 @@ static void kern__quantize_cb(void *data, size_t t)
 	job->ops->quantize_act(job->x + t * a->n_in, dst, a->n_in);
 	kern_act_summarize(dst, a->n_in / KERN_QK, (float *)a->xd + t * a->xd_stride,
 			   (int32_t *)a->xs8 + t * a->xd_stride);
+}
+
+/* Token group i of kern_matmul_n_pre(): its rows written, then quantized. */
+static void kern__pre_quantize_cb(void *data, size_t i)
+{
+	const struct kern__job *job = data;
+	const size_t t0 = i * job->pre_rows, n_tok = job->args[0].n_tok;
+	const size_t t1 = n_tok - t0 < job->pre_rows ? n_tok : t0 + job->pre_rows;
+
+	job->pre(job->pre_ctx, t0, t1);
+	for (size_t t = t0; t < t1; t++)
+		kern__quantize_cb(data, t);
+}
+
+/* pre over every group, as a job of its own (weights read as floats). */
+static void kern__pre_cb(void *data, size_t i)
+{
+	const struct kern__job *job = data;
+	const size_t t0 = i * job->pre_rows, n_tok = job->args[0].n_tok;
+
+	job->pre(job->pre_ctx, t0, n_tok - t0 < job->pre_rows ? n_tok : t0 + job->pre_rows);
 }
 
 static void kern__rows_cb(void *data, size_t i)
@@ -503,6 +529,13 @@ void kern_matmul(tpool_t pool, uint32_t wtype, const void *w, size_t n_out, size
 void kern_matmul_n(tpool_t pool, uint32_t wtype, size_t n_in, const struct kern_mm_part *parts,
 		   size_t n, const float *x, size_t n_tok, void *scratch)
 {
+	kern_matmul_n_pre(pool, wtype, n_in, parts, n, x, n_tok, scratch, NULL, NULL, 1);
+}
+
+void kern_matmul_n_pre(tpool_t pool, uint32_t wtype, size_t n_in,
+		       const struct kern_mm_part *parts, size_t n, const float *x, size_t n_tok,
+		       void *scratch, kern_rows_fn pre, void *pre_ctx, size_t pre_rows)
+{
 	struct kern__job job = {0};
 	struct kern_gemm_args a = {0};
 
@@ -550,10 +583,22 @@ void kern_matmul_n(tpool_t pool, uint32_t wtype, size_t n_in, const struct kern_
 		job.first[k + 1] = job.first[k] + (parts[p].n_out + job.chunk[k] - 1) / job.chunk[k];
 		job.n_part++;
 	}
+	job.pre = pre;
+	job.pre_ctx = pre_ctx;
+	job.pre_rows = pre_rows ? pre_rows : 1;
+	if (pre && job.n_part == 0) { /* nothing to multiply: the rows still */
+		job.args[0].n_tok = n_tok;
+		tpool_run_1d(pool, kern__pre_cb, &job, (n_tok + job.pre_rows - 1) / job.pre_rows);
+	}
 	if (job.n_part == 0)
 		return;
-	if (kern_wtype_quantized(wtype))
+	if (kern_wtype_quantized(wtype) && pre)
+		tpool_run_1d(pool, kern__pre_quantize_cb, &job,
+			     (n_tok + job.pre_rows - 1) / job.pre_rows);
+	else if (kern_wtype_quantized(wtype))
 		tpool_run_1d(pool, kern__quantize_cb, &job, n_tok);
+	else if (pre)
+		tpool_run_1d(pool, kern__pre_cb, &job, (n_tok + job.pre_rows - 1) / job.pre_rows);
 	if (n_tok <= KERN_SMALL_BATCH && pool != NULL && tpool_threads(pool) > 1 &&
 	    kern__regions) {
 		size_t nc = job.first[job.n_part], nr = tpool_threads(pool);

@@ -82,6 +82,23 @@ struct kern_mm_part {
 void kern_matmul_n(tpool_t pool, uint32_t wtype, size_t n_in, const struct kern_mm_part *parts,
 		   size_t n, const float *x, size_t n_tok, void *scratch);
 
+/* Writes rows [t0, t1) of a kern_matmul_n_pre() call's x (the caller's
+ * per-token work that produces the activations: a norm, an activation
+ * function). */
+typedef void (*kern_rows_fn)(void *ctx, size_t t0, size_t t1);
+
+/*
+ * pre(pre_ctx, t0, t1) over the tokens in groups of pre_rows (>= 1), then
+ * kern_matmul_n() (nothing at all when n or n_tok is 0): for quantized
+ * weights each group's rows are written
+ * and quantized by the same pool task, one pool job (and join) fewer than
+ * the two calls; other types run pre() as a job of its own first. The
+ * results are the two calls' bit for bit.
+ */
+void kern_matmul_n_pre(tpool_t pool, uint32_t wtype, size_t n_in,
+		       const struct kern_mm_part *parts, size_t n, const float *x, size_t n_tok,
+		       void *scratch, kern_rows_fn pre, void *pre_ctx, size_t pre_rows);
+
 /*
  * Flash-style attention blocks (engine/compute/cpu/attention.c): the scores of a tile
  * of queries against a block of keys, each score row's softmax against a
