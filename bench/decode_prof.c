@@ -4,7 +4,7 @@
  *
  * Times, over STEPS alternated rounds (so both see the same machine load):
  *   step    one whole decode step (forward_pass_run, SEQS sequences (1 by
- *           default) of one token each, 32 tokens of context each), as
+ *           default) of one token each, 100 tokens of context each, as bench/forward_step), as
  *           the server runs it;
  *   matmul  only the step's matrix products, in the step's order and
  *           grouping (q|k|v, o, up|gate, down per layer, then output),
@@ -31,7 +31,7 @@
 #include "model.h"
 #include "threadpool.h"
 
-#define PROF_CTX 32
+#define PROF_CTX 100
 #define PROF_SEQS 16
 
 static double cpu_now_s(void)

@@ -611,6 +611,86 @@ START_TEST(fused_matmul_equals_separate_matmuls_bit_for_bit)
 }
 END_TEST
 
+/* kern_matmul_n_pre's row work: x[t] = x0[t] * (t + 1), marking the rows
+ * it was called for (each exactly once). */
+struct kt_pre {
+	const float *x0;
+	float *x;
+	size_t n_in;
+	int calls[64];
+};
+
+static void kt_pre_rows(void *ctx, size_t t0, size_t t1)
+{
+	struct kt_pre *p = ctx;
+
+	for (size_t t = t0; t < t1; t++) {
+		for (size_t i = 0; i < p->n_in; i++)
+			p->x[t * p->n_in + i] = p->x0[t * p->n_in + i] * (float)(t + 1);
+		p->calls[t]++;
+	}
+}
+
+/* kern_matmul_n_pre() equals its row work followed by kern_matmul_n(),
+ * bit for bit, on every type, 1 and 2 threads, groups of 1 and 4 rows,
+ * batch sizes around the groups; and runs the work once per row. */
+START_TEST(matmul_with_row_work_equals_work_then_matmul)
+{
+	enum { IN = 288 };
+	static const size_t outs[] = {133, 8};
+	static const size_t toks[] = {1, 5, 8, 17};
+	tpool_t pool = test_no_threads("kernels: matmul_with_row_work") ? NULL : tpool_create(2);
+
+	kern_init();
+	for (size_t ti = 0; ti < sizeof(kt_types) / sizeof(kt_types[0]); ti++)
+		for (size_t k = 0; k < sizeof(toks) / sizeof(toks[0]); k++)
+			for (size_t rows = 1; rows <= 4; rows += 3) {
+				size_t n_tok = toks[k], sz = kern_matmul_scratch(kt_types[ti], IN, n_tok);
+				float *x0 = kt_alloc(IN * n_tok * sizeof(float));
+				float *xa = kt_alloc(IN * n_tok * sizeof(float));
+				float *xb = kt_alloc(IN * n_tok * sizeof(float));
+				void *scratch = sz ? kt_alloc(sz) : NULL;
+				struct kern_mm_part pa[2], pb[2];
+				struct kt_pre pre = {x0, xb, IN, {0}};
+				void *w[2];
+				float *wf[2];
+
+				kt_fill(x0, IN * n_tok, 1.0f);
+				for (size_t t = 0; t < n_tok; t++)
+					for (size_t i = 0; i < IN; i++)
+						xa[t * IN + i] = x0[t * IN + i] * (float)(t + 1);
+				for (size_t p = 0; p < 2; p++) {
+					w[p] = kt_weights(kt_types[ti], outs[p], IN, &wf[p]);
+					pa[p] = (struct kern_mm_part){w[p], outs[p],
+								      kt_alloc(outs[p] * n_tok * sizeof(float))};
+					pb[p] = (struct kern_mm_part){w[p], outs[p],
+								      kt_alloc(outs[p] * n_tok * sizeof(float))};
+				}
+				kern_matmul_n(pool, kt_types[ti], IN, pa, 2, xa, n_tok, scratch);
+				kern_matmul_n_pre(pool, kt_types[ti], IN, pb, 2, xb, n_tok, scratch,
+						  kt_pre_rows, &pre, rows);
+				ck_assert(memcmp(xa, xb, IN * n_tok * sizeof(float)) == 0);
+				for (size_t t = 0; t < n_tok; t++)
+					ck_assert_int_eq(pre.calls[t], 1);
+				for (size_t p = 0; p < 2; p++) {
+					ck_assert_msg(memcmp(pa[p].y, pb[p].y,
+							     outs[p] * n_tok * sizeof(float)) == 0,
+						      "%s tok=%zu rows=%zu part=%zu",
+						      dtype_name(kt_types[ti]), n_tok, rows, p);
+					free(w[p]);
+					free(wf[p]);
+					free(pa[p].y);
+					free(pb[p].y);
+				}
+				free(scratch);
+				free(x0);
+				free(xa);
+				free(xb);
+			}
+	tpool_destroy(pool);
+}
+END_TEST
+
 START_TEST(q8_0_matmul_tracks_float_math_on_dequantized_weights)
 {
 	enum { OUT = 64, IN = 512, TOK = 3 };
@@ -675,7 +755,7 @@ START_TEST(resolve_never_picks_an_unavailable_level)
 			struct kern_ops ops;
 			struct kern_origin org;
 			enum cpu_level top = kern_resolve(&fs[fi], list[ci], &ops, &org);
-			enum cpu_level got[7 + 2 * DTYPE_COUNT];
+			enum cpu_level got[9 + 2 * DTYPE_COUNT];
 			size_t k = 0, rank_cap = ci;
 
 			got[k++] = org.quantize_act;
@@ -685,6 +765,8 @@ START_TEST(resolve_never_picks_an_unavailable_level)
 			got[k++] = org.max;
 			got[k++] = org.exp_sum;
 			got[k++] = org.silu_mul;
+			got[k++] = org.norm_rows;
+			got[k++] = org.fp16_from_row;
 			for (uint32_t t = 0; t < DTYPE_COUNT; t++) {
 				if (!kern_supports(t))
 					continue;
@@ -694,7 +776,8 @@ START_TEST(resolve_never_picks_an_unavailable_level)
 				got[k++] = org.gemm[t];
 			}
 			ck_assert(ops.quantize_act && ops.attn_scores && ops.attn_accum &&
-				  ops.fp16_row && ops.max && ops.exp_sum && ops.silu_mul);
+				  ops.fp16_row && ops.max && ops.exp_sum && ops.silu_mul && ops.norm_rows &&
+				  ops.fp16_from_row);
 			ck_assert(cpu_level_usable(&fs[fi], top));
 			for (size_t j = 0; j < k; j++) {
 				size_t r = 0;
@@ -873,6 +956,7 @@ Suite *suite_kernels(void)
 	tcase_add_test(tc, silu_matches_double_math_on_every_level);
 	tcase_add_test(tc, threaded_matmul_equals_single_thread_bit_for_bit);
 	tcase_add_test(tc, fused_matmul_equals_separate_matmuls_bit_for_bit);
+	tcase_add_test(tc, matmul_with_row_work_equals_work_then_matmul);
 	tcase_add_test(tc, region_split_equals_single_thread_bit_for_bit);
 	tcase_add_test(tc, q8_0_matmul_tracks_float_math_on_dequantized_weights);
 	tcase_add_test(tc, init_picks_a_level_this_cpu_runs);

@@ -148,6 +148,8 @@ struct attn_job {
 	uint32_t n_tiles;
 	const float *q;
 	float *out;
+	attention_pre_fn pre; /* or NULL (attention_run_pre) */
+	void *pre_ctx;
 };
 
 /* The softmax step of rows [first, n) of a tile for one block of nb keys
@@ -253,6 +255,8 @@ static void attend_heads(const struct attn_job *job, const struct attention_tile
 	float m[ATTENTION_TILE], l[ATTENTION_TILE], r[ATTENTION_TILE];
 	uint32_t i, j0, c, e;
 
+	if (job->pre) /* one task per (row, kv head): attention_can_pre() */
+		job->pre(job->pre_ctx, tl->row, g);
 	/* head e's rows are e * n .. e * n + n - 1 of the state and buffers */
 	for (e = 0; e < nh; e++) {
 		const float *qs = job->q + tl->row * ld_qs + (size_t)(h0 + e) * dk;
@@ -336,35 +340,79 @@ static void attend_heads(const struct attn_job *job, const struct attention_tile
 	}
 }
 
-/* Task (tile counted from the last, head). A tile small enough takes the heads of its kv group
- * in runs of up to ATTN_SHARE_HEADS, in the task of the run's first head
- * (the others return at once); a prefill tile takes one head a task. */
-static void attend_tile_cb(void *data, size_t rtile, size_t head)
+/* Heads a task of tile `tl` takes together: the query heads of a kv group
+ * in runs of up to ATTN_SHARE_HEADS while run x queries fits a tile; a
+ * prefill tile takes one head a task. */
+static uint32_t attend_run(const struct attention *a, const struct attention_tile *tl)
+{
+	const uint32_t group = a->n_head / a->n_head_kv;
+	const uint32_t run = group < ATTN_SHARE_HEADS ? group : ATTN_SHARE_HEADS;
+
+	return run * tl->n > ATTENTION_TILE ? 1 : run;
+}
+
+/* Tasks of tile `tl`: per kv head, its group cut into runs (a shorter
+ * last run when the group is not a multiple). */
+static uint32_t attend_tasks(const struct attention *a, const struct attention_tile *tl)
+{
+	const uint32_t group = a->n_head / a->n_head_kv, run = attend_run(a, tl);
+
+	return a->n_head_kv * ((group + run - 1) / run);
+}
+
+/* Task (tile counted from the last, task j of the tile): run j % per of
+ * kv head j / per. Tiles with fewer tasks than the step's most return at
+ * once for the rest. */
+static void attend_tile_cb(void *data, size_t rtile, size_t j)
 {
 	const struct attn_job *job = data;
 	const struct attention *a = job->a;
 	const struct attention_tile *tl = &job->tiles[job->n_tiles - 1 - rtile];
-	const uint32_t h = (uint32_t)head, group = a->n_head / a->n_head_kv;
-	uint32_t run = group < ATTN_SHARE_HEADS ? group : ATTN_SHARE_HEADS;
+	const uint32_t group = a->n_head / a->n_head_kv, run = attend_run(a, tl);
+	const uint32_t per = (group + run - 1) / run;
+	uint32_t h0;
 
-	if (run * tl->n > ATTENTION_TILE)
-		run = 1;
-	if (h % group % run != 0)
+	if (j >= (size_t)a->n_head_kv * per)
 		return;
-	if (h % group + run > group) /* a shorter last run */
-		run = group - h % group;
-	attend_heads(job, tl, h, run);
+	h0 = (uint32_t)(j / per) * group + (uint32_t)(j % per) * run;
+	attend_heads(job, tl, h0, h0 % group + run > group ? group - h0 % group : run);
+}
+
+int attention_can_pre(const struct attention *a, const struct attention_tile *tiles,
+		      uint32_t n_tiles)
+{
+	uint32_t t;
+
+	for (t = 0; t < n_tiles; t++)
+		if (tiles[t].n != 1 || attend_run(a, &tiles[t]) != a->n_head / a->n_head_kv)
+			return 0;
+	return 1;
 }
 
 void attention_run(const struct attention *a, tpool_t pool, uint32_t il,
 		   const struct attention_tile *tiles, uint32_t n_tiles, const float *q, float *out)
 {
-	struct attn_job job = {a, il, tiles, n_tiles, q, out};
+	attention_run_pre(a, pool, il, tiles, n_tiles, q, out, NULL, NULL);
+}
 
-	/* Tasks go by query head, not kv head, so decode with few kv heads
-	 * (MQA) still spreads over the threads. The last tile of a prompt
-	 * (the most keys) goes first for every head, the first tile last: the
-	 * pool hands items out in order, so the join waits on a short task
-	 * rather than on a head's last tile (prefill: 8x a first tile's cost). */
-	tpool_run_2d(pool, attend_tile_cb, &job, n_tiles, a->n_head);
+void attention_run_pre(const struct attention *a, tpool_t pool, uint32_t il,
+		       const struct attention_tile *tiles, uint32_t n_tiles, const float *q,
+		       float *out, attention_pre_fn pre, void *pre_ctx)
+{
+	struct attn_job job = {a, il, tiles, n_tiles, q, out, pre, pre_ctx};
+	uint32_t t, most = 0;
+
+	/* Tasks go by query head (or run of heads), not kv head, so decode
+	 * with few kv heads (MQA) still spreads over the threads. Only real
+	 * tasks are pool items: a decode step of 8 TinyLlama sequences has 32,
+	 * where one item per query head gave 256, 224 of them claims (a
+	 * contended atomic each on 2 threads) that returned at once. The last
+	 * tile of a prompt (the most keys) goes first for every head, the
+	 * first tile last: the pool hands items out in order, so the join
+	 * waits on a short task rather than on a head's last tile (prefill:
+	 * 8x a first tile's cost). */
+	for (t = 0; t < n_tiles; t++)
+		if (attend_tasks(a, &tiles[t]) > most)
+			most = attend_tasks(a, &tiles[t]);
+	tpool_run_2d(pool, attend_tile_cb, &job, n_tiles, most);
 }

@@ -106,4 +106,23 @@ uint32_t attention_plan(struct attention_tile *tiles, const struct kv_cache *kv,
 void attention_run(const struct attention *a, tpool_t pool, uint32_t il,
 		   const struct attention_tile *tiles, uint32_t n_tiles, const float *q, float *out);
 
+/* Completes row `row`'s part of kv head g before attention reads it: the
+ * queries of g's heads in q (RoPE, norms) and the row's key and value of
+ * head g in the cache (attention_run_pre). */
+typedef void (*attention_pre_fn)(void *ctx, uint32_t row, uint32_t g);
+
+/* Whether attention_run_pre() can take the step's tiles: all of one
+ * query (decode) and a kv group no wider than one task's run, so that
+ * each (row, kv head) belongs to exactly one task. */
+int attention_can_pre(const struct attention *a, const struct attention_tile *tiles,
+		      uint32_t n_tiles);
+
+/* attention_run() where each task first calls pre(ctx, row, g) for its
+ * tile's row and kv head: a decode step's per-row work before attention
+ * done in attention's own tasks, one pool job (and join) a layer fewer.
+ * Only where attention_can_pre() says so. */
+void attention_run_pre(const struct attention *a, tpool_t pool, uint32_t il,
+		       const struct attention_tile *tiles, uint32_t n_tiles, const float *q,
+		       float *out, attention_pre_fn pre, void *pre_ctx);
+
 #endif

@@ -13,6 +13,7 @@
  */
 #include "forward.h"
 
+#include <assert.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,11 +48,25 @@ static void add_bias(float *y, const struct model_weight *b, uint32_t n_tok)
 		add_rows(y + (size_t)t * b->n_in, bias, b->n_in);
 }
 
+/* kern_matmul_n() of parts over x, after the deferred row work that
+ * writes x (f->pre) if any, in the same pool tasks. */
+static void matmul_n(struct forward_pass *f, uint32_t type, size_t n_in,
+		     const struct kern_mm_part *parts, size_t np, const float *x, uint32_t n)
+{
+	kern_rows_fn pre = f->pre;
+
+	f->pre = NULL;
+	kern_matmul_n_pre(f->pool, type, n_in, parts, np, x, n, f->mm_scratch, pre, f->pre_ctx,
+			  f->pre_rows);
+}
+
 /* y[n][w->n_out] = x[n][w->n_in] W^T + b */
 static void linear(struct forward_pass *f, const struct model_weight *w, const struct model_weight *b,
 		   const float *x, float *y, uint32_t n)
 {
-	kern_matmul(f->pool, w->type, w->data, w->n_out, w->n_in, x, n, y, f->mm_scratch);
+	const struct kern_mm_part part = {w->data, w->n_out, y};
+
+	matmul_n(f, w->type, w->n_in, &part, 1, x, n);
 	if (b)
 		add_bias(y, b, n);
 }
@@ -75,7 +90,7 @@ static void linear_n(struct forward_pass *f, const struct model_weight *const w[
 	}
 	for (i = 0; i < n; i++)
 		parts[i] = (struct kern_mm_part){ w[i]->data, w[i]->n_out, y[i] };
-	kern_matmul_n(f->pool, w[0]->type, w[0]->n_in, parts, n, x, n_tok, f->mm_scratch);
+	matmul_n(f, w[0]->type, w[0]->n_in, parts, n, x, n_tok);
 	for (i = 0; i < n; i++)
 		if (b[i])
 			add_bias(y[i], b[i], n_tok);
@@ -83,62 +98,66 @@ static void linear_n(struct forward_pass *f, const struct model_weight *const w[
 
 /* ---- norm ----------------------------------------------------------------- */
 
-struct norm_job {
-	const struct forward_pass *f;
-	const float *gain, *bias;
-	const float *x;
-	float *out;
-	float *res;       /* x again, writable, when add is set */
-	const float *add; /* residual added into x first, or NULL */
-};
-
-/* One row (a pool task): prompts normalise hundreds of rows per layer,
- * twice, which left the other threads spinning when it ran on one. */
-static void norm_row_cb(void *data, size_t t)
+/* Rows [t * KERN_NORM_ROWS, +KERN_NORM_ROWS) (a pool task): prompts
+ * normalise hundreds of rows per layer, twice, which left the other
+ * threads spinning when it ran on one. A task takes several rows because
+ * the kernel sums them side by side (kernels.h kern_norm_rows: a row's
+ * sum is a chain of dependent additions). */
+static void norm_rows_cb(void *data, size_t t)
 {
 	const struct norm_job *job = data;
-	const uint32_t d = job->f->m->hp.n_embd;
-	const double eps = job->f->m->hp.norm_eps;
-	const float *xr = job->x + t * d;
-	float *o = job->out + t * d;
-	double mean = 0.0, var = 0.0, scale;
-	uint32_t i;
+	const size_t r0 = t * KERN_NORM_ROWS, d = job->nm.d;
+	const size_t nr = job->n - r0 < KERN_NORM_ROWS ? job->n - r0 : KERN_NORM_ROWS;
 
-	if (job->add)
-		add_rows(job->res + t * d, job->add + t * d, d);
-
-	if (job->f->m->arch->norm == ARCH_NORM_LAYER) {
-		for (i = 0; i < d; i++)
-			mean += xr[i];
-		mean /= d;
-	}
-	for (i = 0; i < d; i++)
-		var += (xr[i] - mean) * (xr[i] - mean);
-	scale = 1.0 / sqrt(var / d + eps);
-	for (i = 0; i < d; i++)
-		o[i] = (float)((xr[i] - mean) * scale) * job->gain[i] +
-		       (job->bias ? job->bias[i] : 0.0f);
+	kern_norm_rows(&job->nm, job->x + r0 * d, job->res ? job->res + r0 * d : NULL,
+		       job->add ? job->add + r0 * d : NULL, job->out + r0 * d, nr);
 }
 
-/* out[n][d] = norm(x[n][d]) * w (+ b), by the architecture's norm kind.
- * Sums in double: cheap next to the matrix products and keeps wide rows
- * close to the float64 reference. */
+/* norm_rows_cb() for the row groups of rows [t0, t1) (kern_rows_fn: a
+ * deferred norm, run by the next product's tasks). */
+static void norm_pre_cb(void *data, size_t t0, size_t t1)
+{
+	for (size_t t = t0 / KERN_NORM_ROWS; t * KERN_NORM_ROWS < t1; t++)
+		norm_rows_cb(data, t);
+}
+
+/* x[n][d] += add[n][d] (a residual) when add is set (x is then res),
+ * then out[n][d] = norm(x[n][d]) * w (+ b), by the architecture's norm
+ * kind, in the pool. Sums in double (kern_norm_rows): cheap next to the
+ * matrix products and keeps wide rows close to the float64 reference. */
+static void norm_job_run(const struct forward_pass *f, const struct model_weight *w,
+			 const struct model_weight *b, const float *x, float *res, const float *add,
+			 float *out, uint32_t n)
+{
+	struct norm_job job = {
+		{w->data, b ? b->data : NULL, f->m->hp.norm_eps, f->m->hp.n_embd,
+		 f->m->arch->norm == ARCH_NORM_LAYER},
+		x, out, res, add, n};
+
+	tpool_run_1d(f->pool, norm_rows_cb, &job, (n + KERN_NORM_ROWS - 1) / KERN_NORM_ROWS);
+}
+
+/* out[n][d] = norm(x[n][d]) * w (+ b). */
 static void norm(const struct forward_pass *f, const struct model_weight *w,
 		 const struct model_weight *b, const float *x, float *out, uint32_t n)
 {
-	struct norm_job job = {f, w->data, b ? b->data : NULL, x, out, NULL, NULL};
-
-	tpool_run_1d(f->pool, norm_row_cb, &job, n);
+	norm_job_run(f, w, b, x, NULL, NULL, out, n);
 }
 
-/* x[n][d] += add[n][d] (a residual), then norm() of x, row by row in the
- * pool: the same operations as add_rows() followed by norm(). */
-static void norm_add(const struct forward_pass *f, const struct model_weight *w,
+/* x[n][d] += add[n][d] (a residual), then norm() of x into out: the
+ * same operations as add_rows() followed by norm(), deferred to the next
+ * matrix product, whose pool tasks run them (matmul_n()); out must be
+ * what that product reads, and nothing may read x or out before it. */
+static void norm_add(struct forward_pass *f, const struct model_weight *w,
 		     const struct model_weight *b, float *x, const float *add, float *out, uint32_t n)
 {
-	struct norm_job job = {f, w->data, b ? b->data : NULL, x, out, x, add};
-
-	tpool_run_1d(f->pool, norm_row_cb, &job, n);
+	f->pre_norm = (struct norm_job){
+		{w->data, b ? b->data : NULL, f->m->hp.norm_eps, f->m->hp.n_embd,
+		 f->m->arch->norm == ARCH_NORM_LAYER},
+		x, out, add ? x : NULL, add, n};
+	f->pre = norm_pre_cb;
+	f->pre_ctx = &f->pre_norm;
+	f->pre_rows = KERN_NORM_ROWS;
 }
 
 /* ---- attention ------------------------------------------------------------ */
@@ -218,33 +237,27 @@ static void project_qkv(struct forward_pass *f, const struct model_layer *L, uin
 	}
 }
 
-/* Copies row r of k[][n_head_kv][hd_k], v[][n_head_kv][hd_v] into
- * position pos of layer il of `kv`, converting to its type. */
-static void store_kv_row(const struct forward_pass *f, struct kv_cache *kv, uint32_t il,
-			 uint32_t r, uint32_t pos)
+/* Copies head h of row r of k[][n_head_kv][hd_k], v[][n_head_kv][hd_v]
+ * into position pos of layer il of `kv`, converting to its type. */
+static void store_kv_head(const struct forward_pass *f, struct kv_cache *kv, uint32_t il,
+			  uint32_t r, uint32_t pos, uint32_t h)
 {
 	const struct model_hparams *hp = &f->m->hp;
 	const uint32_t dk = hp->head_dim_k, dv = hp->head_dim_v;
 	/* Sliding-window layers may keep a ring (kv_cache.h). */
 	const size_t row = kv_cache_row(kv, il, pos);
-	uint32_t h, i;
+	const float *ks = f->k + ((size_t)r * hp->n_head_kv + h) * dk;
+	const float *vs = f->v + ((size_t)r * hp->n_head_kv + h) * dv;
+	char *kc = (char *)kv_cache_k(kv, il, h) + row * dk * kv->elt;
+	char *vc = (char *)kv_cache_v(kv, il, h) + row * dv * kv->elt;
 
-	for (h = 0; h < hp->n_head_kv; h++) {
-		const float *ks = f->k + ((size_t)r * hp->n_head_kv + h) * dk;
-		const float *vs = f->v + ((size_t)r * hp->n_head_kv + h) * dv;
-		char *kc = (char *)kv_cache_k(kv, il, h) + row * dk * kv->elt;
-		char *vc = (char *)kv_cache_v(kv, il, h) + row * dv * kv->elt;
-
-		if (kv->type == DTYPE_F32) {
-			memcpy(kc, ks, dk * sizeof(float));
-			memcpy(vc, vs, dv * sizeof(float));
-			continue;
-		}
-		for (i = 0; i < dk; i++)
-			((uint16_t *)kc)[i] = kern_fp32_to_fp16(ks[i]);
-		for (i = 0; i < dv; i++)
-			((uint16_t *)vc)[i] = kern_fp32_to_fp16(vs[i]);
+	if (kv->type == DTYPE_F32) {
+		memcpy(kc, ks, dk * sizeof(float));
+		memcpy(vc, vs, dv * sizeof(float));
+		return;
 	}
+	kern_fp32_to_fp16_row(ks, (uint16_t *)kc, dk);
+	kern_fp32_to_fp16_row(vs, (uint16_t *)vc, dv);
 }
 
 struct qk_job {
@@ -274,7 +287,30 @@ static void qk_row_cb(void *data, size_t t)
 	head_norm(f, &job->L->w[ARCH_T_ATTN_K_NORM], k, 1, hp->n_head_kv);
 	rope_apply(f->m, cs, q, 1, hp->n_head);
 	rope_apply(f->m, cs, k, 1, hp->n_head_kv);
-	store_kv_row(f, f->plan.seqs[f->seq[t]].kv, job->il, (uint32_t)t, f->pos[t]);
+	for (uint32_t h = 0; h < hp->n_head_kv; h++)
+		store_kv_head(f, f->plan.seqs[f->seq[t]].kv, job->il, (uint32_t)t, f->pos[t], h);
+}
+
+/* qk_row_cb()'s work for the heads of kv head g only (query heads
+ * g * group .. and key head g): run by g's attention task of a decode
+ * step (attention_run_pre). Per head the same operations as qk_row_cb's,
+ * so the same bits. */
+static void qk_head_pre(void *data, uint32_t t, uint32_t g)
+{
+	const struct qk_job *job = data;
+	struct forward_pass *f = job->f;
+	const struct model_hparams *hp = &f->m->hp;
+	const uint32_t hd = hp->head_dim_k, group = hp->n_head / hp->n_head_kv;
+	const size_t half = hp->n_rot / 2;
+	float *q = f->q + ((size_t)t * hp->n_head + (size_t)g * group) * hd;
+	float *k = f->k + ((size_t)t * hp->n_head_kv + g) * hd;
+	const float *cs = job->table ? job->table + t * half * 2 : NULL; /* NULL: no RoPE */
+
+	head_norm(f, &job->L->w[ARCH_T_ATTN_Q_NORM], q, 1, group);
+	head_norm(f, &job->L->w[ARCH_T_ATTN_K_NORM], k, 1, 1);
+	rope_apply(f->m, cs, q, 1, group);
+	rope_apply(f->m, cs, k, 1, 1);
+	store_kv_head(f, f->plan.seqs[f->seq[t]].kv, job->il, t, f->pos[t], g);
 }
 
 /* y_attn[n][n_embd] = attention of layer il over xn[n][n_embd], each
@@ -286,8 +322,16 @@ static void attention(struct forward_pass *f, uint32_t il, uint32_t n)
 	struct qk_job job = {f, L, il, table};
 
 	project_qkv(f, L, n);
-	tpool_run_1d(f->pool, qk_row_cb, &job, n);
-	attention_run(&f->attn, f->pool, il, f->plan.tiles, f->plan.n_tiles, f->q, f->attn_out);
+	/* Decode: each (row, kv head) is one attention task's, which does its
+	 * part of qk_row_cb() first: one pool job and join a layer fewer. */
+	if (attention_can_pre(&f->attn, f->plan.tiles, f->plan.n_tiles)) {
+		attention_run_pre(&f->attn, f->pool, il, f->plan.tiles, f->plan.n_tiles, f->q,
+				  f->attn_out, qk_head_pre, &job);
+	} else {
+		tpool_run_1d(f->pool, qk_row_cb, &job, n);
+		attention_run(&f->attn, f->pool, il, f->plan.tiles, f->plan.n_tiles, f->q,
+			      f->attn_out);
+	}
 	linear(f, &L->w[ARCH_T_ATTN_OUT], &L->w[ARCH_T_ATTN_OUT_B], f->attn_out, f->y_attn, n);
 }
 
@@ -306,25 +350,17 @@ static float activate(enum arch_act act, float x)
 	return x;
 }
 
-/* Elements of the MLP activation per pool task. */
-#define FORWARD_ACT_CHUNK 4096
-
-struct act_job {
-	struct forward_pass *f;
-	size_t len;
-};
-
-/* up = act(gate) * up (gated) or act(up), over one task's columns: the
- * activation is a transcendental per element (2.9 M a layer for a
- * 512-token TinyLlama prompt), so it is shared out rather than left to
- * the calling thread while the others wait. */
-static void act_cols_cb(void *data, size_t task)
+/* up = act(gate) * up (gated) or act(up), rows [t0, t1) (kern_rows_fn):
+ * the activation is a transcendental per element (2.9 M a layer for a
+ * 512-token TinyLlama prompt), so it is shared out, one row a task of
+ * the down projection's (matmul_n()), rather than left to the calling
+ * thread while the others wait. Element-wise: the same values whatever
+ * the rows a call takes. */
+static void act_rows_pre(void *data, size_t t0, size_t t1)
 {
-	const struct act_job *job = data;
-	const struct forward_pass *f = job->f;
+	const struct forward_pass *f = data;
 	const enum arch_act act = f->m->arch->act;
-	size_t i = task * FORWARD_ACT_CHUNK;
-	size_t end = job->len - i < FORWARD_ACT_CHUNK ? job->len : i + FORWARD_ACT_CHUNK;
+	size_t i = t0 * f->m->hp.n_ff, end = t1 * f->m->hp.n_ff;
 
 	if (f->m->arch->mlp_gated && act == ARCH_ACT_SILU)
 		kern_silu_mul(f->up + i, f->gate + i, end - i);
@@ -356,8 +392,6 @@ static void split_gate_up(struct forward_pass *f, const struct model_layer *L, u
  *                  = down(act(up(xn)))             (non-gated) */
 static void mlp(struct forward_pass *f, const struct model_layer *L, uint32_t n)
 {
-	struct act_job job = {f, (size_t)n * f->m->hp.n_ff};
-
 	if (f->m->arch->ffn_gate_up_fused) {
 		split_gate_up(f, L, n);
 	} else if (f->m->arch->mlp_gated) {
@@ -370,8 +404,9 @@ static void mlp(struct forward_pass *f, const struct model_layer *L, uint32_t n)
 	} else {
 		linear(f, &L->w[ARCH_T_FFN_UP], &L->w[ARCH_T_FFN_UP_B], f->xn, f->up, n);
 	}
-	tpool_run_1d(f->pool, act_cols_cb, &job,
-				   (job.len + FORWARD_ACT_CHUNK - 1) / FORWARD_ACT_CHUNK);
+	f->pre = act_rows_pre; /* run by the down projection's tasks */
+	f->pre_ctx = f;
+	f->pre_rows = 1;
 	linear(f, &L->w[ARCH_T_FFN_DOWN], &L->w[ARCH_T_FFN_DOWN_B], f->up, f->y_mlp, n);
 }
 
@@ -508,6 +543,7 @@ static void step(struct forward_pass *f, const struct forward_seq *seqs, uint32_
 	f->pending = NULL;
 	for (il = 0; il < f->m->hp.n_layer; il++)
 		block(f, il, n);
+	assert(f->pre == NULL); /* every deferred norm or activation was run */
 	if (f->pending && logits) /* else x is not read again this step */
 		add_rows(f->x, f->pending, (size_t)n * f->m->hp.n_embd);
 	f->pending = NULL;

@@ -10,6 +10,7 @@
 
 #include "attention.h"
 #include "forward.h"
+#include "kernels.h"
 #include "kv_cache.h"
 #include "threadpool.h"
 
@@ -20,6 +21,17 @@ struct step_plan {
 	uint32_t *row0;           /* [n_seq] first row of each sequence (scratch) */
 	struct attention_tile *tiles; /* [n_tiles] attention query tiles (scratch) */
 	uint32_t n_tiles;
+};
+
+/* A norm of rows (forward.c's norm tasks): x (+= add first, into res) to
+ * out. */
+struct norm_job {
+	struct kern_norm nm;
+	const float *x;
+	float *out;
+	float *res;       /* x again, writable, when add is set */
+	const float *add; /* residual added into x first, or NULL */
+	uint32_t n;       /* rows */
 };
 
 struct forward_pass {
@@ -54,6 +66,14 @@ struct forward_pass {
 	 * the next norm of x adds it row by row in its pool tasks rather
 	 * than the calling thread adding it alone while the others wait. */
 	const float *pending;
+	/* Row work whose output only the next matrix product reads (a norm
+	 * into xn, the MLP's activation), not run yet: that product's pool
+	 * tasks write and quantize the rows together (kern_matmul_n_pre), a
+	 * pool job and join fewer; NULL when none. pre_norm is the norm's. */
+	kern_rows_fn pre;
+	void *pre_ctx;
+	size_t pre_rows;
+	struct norm_job pre_norm;
 };
 
 /* A single session: a pass of its own and a cache. */

@@ -231,6 +231,21 @@ void kern_avx2_fp16_row(const uint16_t *src, float *dst, size_t n)
 		dst[i] = kern_fp16_to_fp32(src[i]);
 }
 
+/* VCVTPS2PH rounds to nearest even, saturates to infinity from 65520 up
+ * and keeps a NaN's sign and top payload bits with the quiet bit set:
+ * kern_fp32_to_fp16()'s rule (tests/test_kernels.c compares them). */
+void kern_avx2_fp16_from_row(const float *src, uint16_t *dst, size_t n)
+{
+	size_t i = 0;
+
+	for (; i + 8 <= n; i += 8)
+		_mm_storeu_si128((__m128i *)(dst + i),
+				 _mm256_cvtps_ph(_mm256_loadu_ps(src + i),
+						 _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+	for (; i < n; i++)
+		dst[i] = kern_fp32_to_fp16(src[i]);
+}
+
 float kern_avx2_max(const float *x, size_t n)
 {
 	__m256 m = _mm256_set1_ps(-INFINITY);

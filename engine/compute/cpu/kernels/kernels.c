@@ -204,6 +204,8 @@ enum cpu_level kern_resolve(const struct cpu_features *f, enum cpu_level cap,
 		KERN__TAKE(silu_mul);
 		KERN__TAKE(repack);
 		KERN__TAKE(quantize_act_q8k);
+		KERN__TAKE(norm_rows);
+		KERN__TAKE(fp16_from_row);
 		/* A type's GEMV and GEMM come from one level: a token's result
 		 * must not depend on the batch it shares (kernels_impl.h). */
 		for (size_t t = 0; t < DTYPE_COUNT; t++) {
@@ -294,8 +296,10 @@ char *kern_describe(char *buf, size_t len)
 	kern__line(buf, len, &n, "attn_scores", NULL, o->attn_scores);
 	kern__line(buf, len, &n, "attn_accum", NULL, o->attn_accum);
 	kern__line(buf, len, &n, "fp16_row", NULL, o->fp16_row);
+	kern__line(buf, len, &n, "fp16_from_row", NULL, o->fp16_from_row);
 	kern__line(buf, len, &n, "softmax", NULL, o->exp_sum);
 	kern__line(buf, len, &n, "silu_mul", NULL, o->silu_mul);
+	kern__line(buf, len, &n, "norm", NULL, o->norm_rows);
 	return buf;
 }
 
@@ -371,6 +375,11 @@ struct kern__job {
 	size_t n_region;
 	size_t rbeg[KERN_REGIONS_MAX], rend[KERN_REGIONS_MAX];
 	atomic_size_t rnext[KERN_REGIONS_MAX];
+	/* kern_matmul_n_pre(): x's rows are written by pre, pre_rows a task,
+	 * before that task quantizes them; NULL: x is ready */
+	kern_rows_fn pre;
+	void *pre_ctx;
+	size_t pre_rows;
 };
 
 static void kern__quantize_cb(void *data, size_t t)
@@ -388,6 +397,27 @@ static void kern__quantize_cb(void *data, size_t t)
 	job->ops->quantize_act(job->x + t * a->n_in, dst, a->n_in);
 	kern_act_summarize(dst, a->n_in / KERN_QK, (float *)a->xd + t * a->xd_stride,
 			   (int32_t *)a->xs8 + t * a->xd_stride);
+}
+
+/* Token group i of kern_matmul_n_pre(): its rows written, then quantized. */
+static void kern__pre_quantize_cb(void *data, size_t i)
+{
+	const struct kern__job *job = data;
+	const size_t t0 = i * job->pre_rows, n_tok = job->args[0].n_tok;
+	const size_t t1 = n_tok - t0 < job->pre_rows ? n_tok : t0 + job->pre_rows;
+
+	job->pre(job->pre_ctx, t0, t1);
+	for (size_t t = t0; t < t1; t++)
+		kern__quantize_cb(data, t);
+}
+
+/* pre over every group, as a job of its own (weights read as floats). */
+static void kern__pre_cb(void *data, size_t i)
+{
+	const struct kern__job *job = data;
+	const size_t t0 = i * job->pre_rows, n_tok = job->args[0].n_tok;
+
+	job->pre(job->pre_ctx, t0, n_tok - t0 < job->pre_rows ? n_tok : t0 + job->pre_rows);
 }
 
 static void kern__rows_cb(void *data, size_t i)
@@ -462,6 +492,11 @@ void kern_fp16_to_fp32_row(const uint16_t *src, float *dst, size_t n)
 	kern__ops->fp16_row(src, dst, n);
 }
 
+void kern_fp32_to_fp16_row(const float *src, uint16_t *dst, size_t n)
+{
+	kern__ops->fp16_from_row(src, dst, n);
+}
+
 float kern_max(const float *x, size_t n)
 {
 	return kern__ops->max(x, n);
@@ -477,6 +512,12 @@ void kern_silu_mul(float *y, const float *g, size_t n)
 	kern__ops->silu_mul(y, g, n);
 }
 
+void kern_norm_rows(const struct kern_norm *nm, const float *x, float *res, const float *add,
+		    float *out, size_t n)
+{
+	kern__ops->norm_rows(nm, x, res, add, out, n);
+}
+
 void kern_matmul(tpool_t pool, uint32_t wtype, const void *w, size_t n_out, size_t n_in,
 		 const float *x, size_t n_tok, float *y, void *scratch)
 {
@@ -487,6 +528,13 @@ void kern_matmul(tpool_t pool, uint32_t wtype, const void *w, size_t n_out, size
 
 void kern_matmul_n(tpool_t pool, uint32_t wtype, size_t n_in, const struct kern_mm_part *parts,
 		   size_t n, const float *x, size_t n_tok, void *scratch)
+{
+	kern_matmul_n_pre(pool, wtype, n_in, parts, n, x, n_tok, scratch, NULL, NULL, 1);
+}
+
+void kern_matmul_n_pre(tpool_t pool, uint32_t wtype, size_t n_in,
+		       const struct kern_mm_part *parts, size_t n, const float *x, size_t n_tok,
+		       void *scratch, kern_rows_fn pre, void *pre_ctx, size_t pre_rows)
 {
 	struct kern__job job = {0};
 	struct kern_gemm_args a = {0};
@@ -535,10 +583,22 @@ void kern_matmul_n(tpool_t pool, uint32_t wtype, size_t n_in, const struct kern_
 		job.first[k + 1] = job.first[k] + (parts[p].n_out + job.chunk[k] - 1) / job.chunk[k];
 		job.n_part++;
 	}
+	job.pre = pre;
+	job.pre_ctx = pre_ctx;
+	job.pre_rows = pre_rows ? pre_rows : 1;
+	if (pre && job.n_part == 0) { /* nothing to multiply: the rows still */
+		job.args[0].n_tok = n_tok;
+		tpool_run_1d(pool, kern__pre_cb, &job, (n_tok + job.pre_rows - 1) / job.pre_rows);
+	}
 	if (job.n_part == 0)
 		return;
-	if (kern_wtype_quantized(wtype))
+	if (kern_wtype_quantized(wtype) && pre)
+		tpool_run_1d(pool, kern__pre_quantize_cb, &job,
+			     (n_tok + job.pre_rows - 1) / job.pre_rows);
+	else if (kern_wtype_quantized(wtype))
 		tpool_run_1d(pool, kern__quantize_cb, &job, n_tok);
+	else if (pre)
+		tpool_run_1d(pool, kern__pre_cb, &job, (n_tok + job.pre_rows - 1) / job.pre_rows);
 	if (n_tok <= KERN_SMALL_BATCH && pool != NULL && tpool_threads(pool) > 1 &&
 	    kern__regions) {
 		size_t nc = job.first[job.n_part], nr = tpool_threads(pool);

@@ -82,6 +82,23 @@ struct kern_mm_part {
 void kern_matmul_n(tpool_t pool, uint32_t wtype, size_t n_in, const struct kern_mm_part *parts,
 		   size_t n, const float *x, size_t n_tok, void *scratch);
 
+/* Writes rows [t0, t1) of a kern_matmul_n_pre() call's x (the caller's
+ * per-token work that produces the activations: a norm, an activation
+ * function). */
+typedef void (*kern_rows_fn)(void *ctx, size_t t0, size_t t1);
+
+/*
+ * pre(pre_ctx, t0, t1) over the tokens in groups of pre_rows (>= 1), then
+ * kern_matmul_n() (nothing at all when n or n_tok is 0): for quantized
+ * weights each group's rows are written
+ * and quantized by the same pool task, one pool job (and join) fewer than
+ * the two calls; other types run pre() as a job of its own first. The
+ * results are the two calls' bit for bit.
+ */
+void kern_matmul_n_pre(tpool_t pool, uint32_t wtype, size_t n_in,
+		       const struct kern_mm_part *parts, size_t n, const float *x, size_t n_tok,
+		       void *scratch, kern_rows_fn pre, void *pre_ctx, size_t pre_rows);
+
 /*
  * Flash-style attention blocks (engine/compute/cpu/attention.c): the scores of a tile
  * of queries against a block of keys, each score row's softmax against a
@@ -106,6 +123,10 @@ void kern_attn_accum(float *o, size_t ld_o, const float *r, const float *p, size
  * rows, converted once per key block). */
 void kern_fp16_to_fp32_row(const uint16_t *src, float *dst, size_t n);
 
+/* dst[i] = kern_fp32_to_fp16(src[i]), i < n (round to nearest even; the
+ * F16 KV cache's stores): the same bits at every level. */
+void kern_fp32_to_fp16_row(const float *src, uint16_t *dst, size_t n);
+
 /* Largest of x[0..n) (-INFINITY for n == 0; NaNs are skipped). */
 float kern_max(const float *x, size_t n);
 
@@ -121,6 +142,31 @@ float kern_exp_sum(float *x, size_t n, float m);
  * exp, so the result is within a few KERN_EXP_REL_ERR of the scalar
  * level's (expf). */
 void kern_silu_mul(float *y, const float *g, size_t n);
+
+/* A norm of rows (forward.c's RMSNorm and LayerNorm): gain, optional
+ * bias, epsilon, width, and whether the row's mean is subtracted. */
+struct kern_norm {
+	const float *gain; /* [d] */
+	const float *bias; /* [d], or NULL */
+	double eps;
+	uint32_t d;
+	int center; /* 1: LayerNorm (mean subtracted); 0: RMSNorm */
+};
+
+/* Rows one kern_norm_rows() call takes at most. */
+#define KERN_NORM_ROWS 4
+
+/* For each of rows r < n (n <= KERN_NORM_ROWS; row r at r * d floats
+ * from each base): first res_r += add_r when add is not NULL (res is x,
+ * writable), then out_r = norm(x_r) * gain (+ bias), where each row's
+ * mean and sum of squares are summed in double, element by element in
+ * order, then scale = 1 / sqrt(var / d + eps) and
+ *   out[i] = (float)((x[i] - mean) * scale) * gain[i] + (bias ? bias[i] : 0)
+ * with mean 0 for RMSNorm. out may be x (in place). Every level gives
+ * these bits exactly: the SIMD ones keep each row's sums sequential, one
+ * row per vector lane. */
+void kern_norm_rows(const struct kern_norm *nm, const float *x, float *res, const float *add,
+		    float *out, size_t n);
 
 /* Bound of kern_exp_sum()'s relative error against exp() (the SIMD levels;
  * tests/test_attention.c checks it against expf over the float range). */

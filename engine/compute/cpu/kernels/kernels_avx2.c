@@ -402,6 +402,8 @@ const struct kern_ops kern_ops_avx2 = {
 	.max = kern_avx2_max,
 	.exp_sum = kern_avx2_exp_sum,
 	.silu_mul = kern_avx2_silu_mul,
+	.norm_rows = kern_avx2_norm_rows,
+	.fp16_from_row = kern_avx2_fp16_from_row,
 	.quantize_act = avx2__quantize_act,
 	.gemm =
 		{

@@ -203,6 +203,7 @@ const struct kern_ops kern_ops_avx512 = {
 	.name = "avx512",
 	.quantize_act = avx512__quantize_act,
 	.attn_scores = kern_avx512_attn_scores,
+	.silu_mul = kern_avx512_silu_mul,
 	.gemm =
 		{
 			[DTYPE_F32] = avx512__gemm_f32,

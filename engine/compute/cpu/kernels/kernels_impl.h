@@ -25,6 +25,8 @@
 
 #define KERN_QK 32 /* elements per Q8_0 / Q4_0 block */
 
+struct kern_norm; /* kernels.h */
+
 /* GGUF Q8_0: value j = qs[j] * d. */
 struct kern_block_q8_0 {
 	uint16_t d; /* fp16 scale */
@@ -140,6 +142,11 @@ struct kern_ops {
 	 * K-quant GEMVs (quants.h kern_quantize_act_q8k(); byte-identical at
 	 * every level). */
 	void (*quantize_act_q8k)(const float *x, struct kern_block_q8_k *dst, size_t n);
+	/* kern_norm_rows(); bit-identical at every level. */
+	void (*norm_rows)(const struct kern_norm *nm, const float *x, float *res, const float *add,
+			  float *out, size_t n);
+	/* kern_fp32_to_fp16_row(); bit-identical at every level. */
+	void (*fp16_from_row)(const float *src, uint16_t *dst, size_t n);
 };
 
 /* Which level supplied each entry of a resolved table (kern_resolve()). */
@@ -148,6 +155,7 @@ struct kern_origin {
 		repack;
 	enum cpu_level gemm[DTYPE_COUNT], gemv[DTYPE_COUNT];
 	enum cpu_level quantize_act_q8k;
+	enum cpu_level norm_rows, fp16_from_row;
 };
 
 /* Builds the table for the best level `f` can run, capped at `cap` (its
@@ -171,10 +179,15 @@ void kern_avx512_attn_scores(const float *q, size_t ld_q, const float *k, size_t
 			     const float *bias, float scale, float *s, size_t ld_s, size_t nq,
 			     size_t nk);
 void kern_avx2_fp16_row(const uint16_t *src, float *dst, size_t n);
+void kern_avx2_fp16_from_row(const float *src, uint16_t *dst, size_t n);
 float kern_avx2_max(const float *x, size_t n);
 float kern_avx2_exp_sum(float *x, size_t n, float m);
 /* act_avx2.c */
 void kern_avx2_silu_mul(float *y, const float *g, size_t n);
+/* act_avx512.c: the same on 16 lanes, bit-identical. */
+void kern_avx512_silu_mul(float *y, const float *g, size_t n);
+void kern_avx2_norm_rows(const struct kern_norm *nm, const float *x, float *res, const float *add,
+			 float *out, size_t n);
 /* The AVX2 quantized prefill GEMM (kernels_qgemm_avx2.c), n_tok >= 2. */
 void kern_avx2_qgemm_q8_0(const struct kern_gemm_args *a, size_t o0, size_t o1);
 void kern_avx2_qgemm_q4_0(const struct kern_gemm_args *a, size_t o0, size_t o1);

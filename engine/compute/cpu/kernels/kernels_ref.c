@@ -362,6 +362,12 @@ static void ref__fp16_row(const uint16_t *src, float *dst, size_t n)
 		dst[i] = kern_fp16_to_fp32(src[i]);
 }
 
+static void ref__fp16_from_row(const float *src, uint16_t *dst, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		dst[i] = kern_fp32_to_fp16(src[i]);
+}
+
 static float ref__max(const float *x, size_t n)
 {
 	float m = -INFINITY;
@@ -389,6 +395,35 @@ static void ref__silu_mul(float *y, const float *g, size_t n)
 		y[i] *= g[i] / (1.0f + expf(-g[i]));
 }
 
+/* The norm of kern_norm_rows(), row by row (forward.c's former loop). */
+static void ref__norm_rows(const struct kern_norm *nm, const float *x, float *res,
+			   const float *add, float *out, size_t n)
+{
+	const uint32_t d = nm->d;
+
+	for (size_t r = 0; r < n; r++) {
+		const float *xr = x + r * d;
+		float *o = out + r * d;
+		double mean = 0.0, var = 0.0, scale;
+		uint32_t i;
+
+		if (add)
+			for (i = 0; i < d; i++)
+				res[r * d + i] += add[r * d + i];
+		if (nm->center) {
+			for (i = 0; i < d; i++)
+				mean += xr[i];
+			mean /= d;
+		}
+		for (i = 0; i < d; i++)
+			var += (xr[i] - mean) * (xr[i] - mean);
+		scale = 1.0 / sqrt(var / d + nm->eps);
+		for (i = 0; i < d; i++)
+			o[i] = (float)((xr[i] - mean) * scale) * nm->gain[i] +
+			       (nm->bias ? nm->bias[i] : 0.0f);
+	}
+}
+
 const struct kern_ops kern_ops_ref = {
 	.name = "scalar",
 	.attn_scores = ref__attn_scores,
@@ -397,6 +432,8 @@ const struct kern_ops kern_ops_ref = {
 	.max = ref__max,
 	.exp_sum = ref__exp_sum,
 	.silu_mul = ref__silu_mul,
+	.norm_rows = ref__norm_rows,
+	.fp16_from_row = ref__fp16_from_row,
 	.quantize_act = ref__quantize_act,
 	.quantize_act_q8k = kern_quantize_act_q8k,
 	.gemm =
