@@ -247,7 +247,15 @@ for n in $STREAMS; do
 				cat /proc/"$pid"/task/*/stat >"$work/t0" 2>/dev/null || true
 			fi
 			"$build/loadgen" --port "$port" -c "$n" -n 1 -p "$PROMPT" -m "$MAX_TOKENS" \
-				--endpoint "$ENDPOINT" -t 900 --json >>"$runs" || true
+				--endpoint "$ENDPOINT" -t 900 --json >"$work/one" || true
+			# A run that printed no JSON line (loadgen failed or was
+			# killed) is left out of the table rather than ending the
+			# benchmark with the other rows' results.
+			if ! $PY -c 'import json,sys; json.loads(open(sys.argv[1]).read())' "$work/one" 2>/dev/null; then
+				echo "  $srv streams $n run $r: no result (loadgen printed no JSON line)" >&2
+				continue
+			fi
+			cat "$work/one" >>"$runs"
 			if [ "$srv" = ember ]; then
 				cat /proc/"$pid"/task/*/stat >"$work/t1" 2>/dev/null || true
 				curl -s "http://127.0.0.1:$port/metrics" >"$work/m1"
@@ -262,6 +270,8 @@ for n in $STREAMS; do
 import json, sys
 runs = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 n, hwm, srv, jsonl = int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
+if not runs:
+    sys.exit(0)
 for j in runs:
     j.update(streams=n, peak_rss_kb=hwm, server=srv)
 if jsonl:
