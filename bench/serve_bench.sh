@@ -24,7 +24,15 @@
 #   LLAMA_SERVER=path (default: /work/peers/llama.cpp/build/bin/llama-server,
 #   /tmp/peers/llama.cpp/build/bin/llama-server, as ../shared/tools/
 #   build-llamacpp.sh builds it; none found: Ember alone, said so)
-#   SERVERS="ember llama" JSONL=path (append each run's loadgen JSON line).
+#   SERVERS="ember llama" JSONL=path (append each run's loadgen JSON line)
+#   FWD=0 (skip the bare-forward comparison below).
+#
+# After each Ember stream count, with the server stopped, build/forward_step
+# times the bare forward pass of min(N, SLOTS) sequences at the run's mean
+# decode context (PROMPT + MAX_TOKENS / 2) in the same minutes, printed
+# beside the run's decode steps of that batch: what serving adds to a step
+# (sampling, streaming, other threads) over the pass itself. Figures from
+# different minutes do not compare on this host (see the account below).
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD:-$root/build}
@@ -188,6 +196,35 @@ open(runs, "w").write("\n".join(lines) + "\n")
 PYEOF
 }
 
+# The bare forward pass of k sequences at the run's mean decode context
+# beside the run's k-sequence decode steps (from the account).
+bare_forward() { # streams runs-file
+	[ "${FWD:-1}" != 0 ] && [ -x "$build/forward_step" ] || return 0
+	local k=$(( $1 < SLOTS ? $1 : SLOTS )) ctx=$(( PROMPT + MAX_TOKENS / 2 - 8 ))
+	[ "$k" -le 16 ] && [ "$ctx" -ge 1 ] || return 0
+	"$build/forward_step" "$model" "$THREADS" "$ctx" 16 "$k" >"$work/fwd" 2>&1 || return 0
+	$PY - "$work/fwd" "$2" "$k" "$ctx" <<'PYEOF'
+import json, sys
+k, ctx = int(sys.argv[3]), int(sys.argv[4])
+row = None
+for line in open(sys.argv[1]):
+    f = line.split()
+    if len(f) >= 10 and f[0] == str(k):
+        row = f  # seqs best median tok/s GB/s cpu x1 best-cpu ...
+try:
+    acc = json.loads(open(sys.argv[2]).read().splitlines()[-1]).get("account", {})
+    c, s, cpu = acc["decode_by_batch"][str(k)]
+except (OSError, ValueError, KeyError, IndexError):
+    c = 0
+if row:
+    run = " vs this run's %d-sequence decode steps %.1f ms (cpu %.1f)" % (
+        k, 1000 * s / c, 1000 * cpu / c) if c else ""
+    print("    bare forward (build/forward_step, %d sequences, contexts %d-%d, same minutes):"
+          " median %s ms (cpu %s), best %s ms (cpu %s)%s" % (
+          k, ctx, ctx + 16, row[2], row[5], row[1], row[7], run), file=sys.stderr)
+PYEOF
+}
+
 stop_server() {
 	kill -TERM "$pid"
 	wait "$pid" || true
@@ -210,7 +247,15 @@ for n in $STREAMS; do
 				cat /proc/"$pid"/task/*/stat >"$work/t0" 2>/dev/null || true
 			fi
 			"$build/loadgen" --port "$port" -c "$n" -n 1 -p "$PROMPT" -m "$MAX_TOKENS" \
-				--endpoint "$ENDPOINT" -t 900 --json >>"$runs" || true
+				--endpoint "$ENDPOINT" -t 900 --json >"$work/one" || true
+			# A run that printed no JSON line (loadgen failed or was
+			# killed) is left out of the table rather than ending the
+			# benchmark with the other rows' results.
+			if ! $PY -c 'import json,sys; json.loads(open(sys.argv[1]).read())' "$work/one" 2>/dev/null; then
+				echo "  $srv streams $n run $r: no result (loadgen printed no JSON line)" >&2
+				continue
+			fi
+			cat "$work/one" >>"$runs"
 			if [ "$srv" = ember ]; then
 				cat /proc/"$pid"/task/*/stat >"$work/t1" 2>/dev/null || true
 				curl -s "http://127.0.0.1:$port/metrics" >"$work/m1"
@@ -220,10 +265,13 @@ for n in $STREAMS; do
 		done
 		hwm=$(vm VmHWM)
 		stop_server
+		[ "$srv" = ember ] && bare_forward "$n" "$runs"
 		$PY - "$runs" "$n" "$hwm" "$srv" "${JSONL:-}" >>"$rows" <<'PYEOF'
 import json, sys
 runs = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 n, hwm, srv, jsonl = int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
+if not runs:
+    sys.exit(0)
 for j in runs:
     j.update(streams=n, peak_rss_kb=hwm, server=srv)
 if jsonl:

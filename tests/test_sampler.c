@@ -520,6 +520,64 @@ START_TEST(nan_and_minus_inf_are_never_chosen)
 }
 END_TEST
 
+/* The lowest id of the strictly greatest logit, NaN and -inf never: the
+ * reference for greedy's fast path. */
+static int32_t strict_scan(const float *l, int32_t n)
+{
+	float max = -INFINITY;
+	int32_t i, best = EMBER_ERANGE;
+
+	for (i = 0; i < n; i++)
+		if (l[i] > max) {
+			max = l[i];
+			best = i;
+		}
+	return best;
+}
+
+/* Greedy over logits straight from the caller (its blocked two-pass
+ * argmax) gives the strict scan's token at every length, with the
+ * maximum in a block, in the tail, tied across both, beside NaN, -inf and
+ * +inf, and an error when nothing can be chosen. */
+START_TEST(greedy_matches_a_strict_scan_at_any_length)
+{
+	static const int32_t lens[] = {1, 2, 15, 16, 17, 31, 32, 33, 47, 100, 32000, 32007};
+	struct sampler_config c;
+	uint32_t seed = 7;
+	size_t li;
+	int round;
+
+	sampler_config_default(&c);
+	c.temperature = 0.0f;
+	for (li = 0; li < sizeof(lens) / sizeof(lens[0]); li++) {
+		const int32_t n = lens[li];
+		float *l = malloc((size_t)n * sizeof(*l));
+		struct sampler *g = make(&c, n);
+
+		ck_assert_ptr_nonnull(l);
+		for (round = 0; round < 24; round++) {
+			int32_t i;
+
+			fill_logits(l, n, (uint32_t)round * 977u + (uint32_t)n);
+			for (i = 0; i < n; i++) {
+				seed = seed * 1664525u + 1013904223u;
+				switch (round % 6 == 5 ? 0 : (seed >> 24) % 16) {
+				case 0: l[i] = (seed >> 8) & 1 ? NAN : -INFINITY; break;
+				case 1: l[i] = 3.0f; break; /* ties at a small value */
+				case 2: if (round % 4 == 3) l[i] = INFINITY; break;
+				default: break;
+				}
+			}
+			if (round % 3 == 1) /* the maximum, tied, in the tail and in a block */
+				l[n - 1] = l[n / 2] = 9.0f;
+			ck_assert_int_eq(sampler_sample(g, l, n), strict_scan(l, n));
+		}
+		sampler_free(g);
+		free(l);
+	}
+}
+END_TEST
+
 START_TEST(validation_rejects_each_bad_value)
 {
 	struct sampler_config c;
@@ -724,6 +782,7 @@ Suite *suite_sampler(void)
 	tcase_add_test(tc, penalties_move_the_argmax_as_computed_by_hand);
 	tcase_add_test(tc, ties_go_to_the_lowest_id);
 	tcase_add_test(tc, nan_and_minus_inf_are_never_chosen);
+	tcase_add_test(tc, greedy_matches_a_strict_scan_at_any_length);
 	tcase_add_test(tc, validation_rejects_each_bad_value);
 	tcase_add_test(tc, misuse_is_an_error_not_a_crash);
 	tcase_add_test(tc, a_mask_forbids_tokens_before_any_other_step);

