@@ -106,8 +106,11 @@ KG_INLINE void kg_store(const struct kern_gemm_args *a, size_t o, int R, size_t 
 	float out[KG_R];
 
 	_mm_storeu_ps(out, acc);
-	for (int r = 0; r < R; r++)
-		a->y[o + (size_t)r * gap] = out[r];
+	if (gap == 1) /* a constant there: one store, as before the gap */
+		memcpy(a->y + o, out, (size_t)R * sizeof(float));
+	else
+		for (int r = 0; r < R; r++)
+			a->y[o + (size_t)r * gap] = out[r];
 }
 
 /* What kg_store() stored there (lanes past R: 0). */
@@ -115,8 +118,11 @@ KG_INLINE __m128 kg_load_y(const struct kern_gemm_args *a, size_t o, int R, size
 {
 	float in[KG_R] = {0};
 
-	for (int r = 0; r < R; r++)
-		in[r] = a->y[o + (size_t)r * gap];
+	if (gap == 1)
+		memcpy(in, a->y + o, (size_t)R * sizeof(float));
+	else
+		for (int r = 0; r < R; r++)
+			in[r] = a->y[o + (size_t)r * gap];
 	return _mm_loadu_ps(in);
 }
 
@@ -576,22 +582,36 @@ void KG_FN(quantize_act_q8k)(const float *x, struct kern_block_q8_k *y, size_t n
 #endif
 
 /* One function per (type, rows): constant R, the loops unrolled. */
+/* One function per (type, rows): constant R, the loops unrolled; the
+ * adjacent order with the gap a constant 1 (the same code as before the
+ * quartered order existed), the quartered one (_q) with it a parameter. */
 #define KG_ROWS_FN(name, call)                                                             \
+	static __attribute__((noinline)) void name(const struct kern_gemm_args *a, size_t o, \
+						   size_t end)                               \
+	{                                                                                  \
+		const size_t gap = 1;                                                      \
+		call;                                                                      \
+	}
+#define KG_ROWS_FN_Q(name, call)                                                           \
 	static __attribute__((noinline)) void name(const struct kern_gemm_args *a, size_t o, \
 						   size_t end, size_t gap)                   \
 	{                                                                                  \
 		call;                                                                      \
 	}
 KG_ROWS_FN(KG_FN(q4k_4), KG_K4_ROWS(a, o, 4, 0, end, gap))
+KG_ROWS_FN_Q(KG_FN(q4k_4q), KG_K4_ROWS(a, o, 4, 0, end, gap))
 KG_ROWS_FN(KG_FN(q4k_1), KG_K4_ROWS(a, o, 1, 0, end, gap))
 KG_ROWS_FN(KG_FN(q5k_4), KG_K4_ROWS(a, o, 4, 1, end, gap))
+KG_ROWS_FN_Q(KG_FN(q5k_4q), KG_K4_ROWS(a, o, 4, 1, end, gap))
 KG_ROWS_FN(KG_FN(q5k_1), KG_K4_ROWS(a, o, 1, 1, end, gap))
 #ifndef KG_ZMM
 KG_ROWS_FN(KG_FN(q6k_4), KG_Q6_ROWS(a, o, 4, end, gap))
+KG_ROWS_FN_Q(KG_FN(q6k_4q), KG_Q6_ROWS(a, o, 4, end, gap))
 KG_ROWS_FN(KG_FN(q6k_1), KG_Q6_ROWS(a, o, 1, end, gap))
 #endif
 
-typedef void (*kg_rows_fn)(const struct kern_gemm_args *a, size_t o, size_t end, size_t gap);
+typedef void (*kg_rows_fn)(const struct kern_gemm_args *a, size_t o, size_t end);
+typedef void (*kg_rows_q_fn)(const struct kern_gemm_args *a, size_t o, size_t end, size_t gap);
 
 /* Rows per stream when a call's rows are read as four streams
  * (kern_gemv_quarters): a quarter, made odd so that the streams are not a
@@ -610,7 +630,8 @@ KG_INLINE size_t kg_quarter(size_t n)
  * goes on to the next chunk of its region, whose first KG_AHEAD rows
  * would otherwise come from DRAM unannounced (one 64-row chunk in four
  * of a two-thread decode: 25.6 -> 16.6 GB/s, one thread). */
-KG_INLINE void kg_gemv(kg_rows_fn four, kg_rows_fn one, const struct kern_gemm_args *a, size_t o0,
+KG_INLINE void kg_gemv(kg_rows_fn four, kg_rows_q_fn fourq, kg_rows_fn one,
+		       const struct kern_gemm_args *a, size_t o0,
 		       size_t o1)
 {
 	const size_t end = a->y_stride > o1 ? a->y_stride : o1;
@@ -619,13 +640,13 @@ KG_INLINE void kg_gemv(kg_rows_fn four, kg_rows_fn one, const struct kern_gemm_a
 	if (kern_gemv_quarters) {
 		const size_t q = kg_quarter(o1 - o0);
 		for (size_t i = 0; i < q; i++)
-			four(a, o0 + i, end, q);
+			fourq(a, o0 + i, end, q);
 		o = o0 + KG_R * q;
 	}
 	for (; o + KG_R <= o1; o += KG_R)
-		four(a, o, end, 1);
+		four(a, o, end);
 	for (; o < o1; o++)
-		one(a, o, end, 1);
+		one(a, o, end);
 }
 
 void KG_FN(gemv_q4_k)(const struct kern_gemm_args *a, size_t o0, size_t o1)
@@ -633,7 +654,7 @@ void KG_FN(gemv_q4_k)(const struct kern_gemm_args *a, size_t o0, size_t o1)
 	if (a->xk == NULL || a->n_tok != 1)
 		KG_GEMM_Q4_K(a, o0, o1);
 	else
-		kg_gemv(KG_FN(q4k_4), KG_FN(q4k_1), a, o0, o1);
+		kg_gemv(KG_FN(q4k_4), KG_FN(q4k_4q), KG_FN(q4k_1), a, o0, o1);
 }
 
 void KG_FN(gemv_q5_k)(const struct kern_gemm_args *a, size_t o0, size_t o1)
@@ -641,7 +662,7 @@ void KG_FN(gemv_q5_k)(const struct kern_gemm_args *a, size_t o0, size_t o1)
 	if (a->xk == NULL || a->n_tok != 1)
 		KG_GEMM_Q5_K(a, o0, o1);
 	else
-		kg_gemv(KG_FN(q5k_4), KG_FN(q5k_1), a, o0, o1);
+		kg_gemv(KG_FN(q5k_4), KG_FN(q5k_4q), KG_FN(q5k_1), a, o0, o1);
 }
 
 #ifdef KG_ZMM
@@ -649,13 +670,20 @@ void KG_FN(gemv_q5_k)(const struct kern_gemm_args *a, size_t o0, size_t o1)
  * with the activation offsets of kz_q6_bias() built once per call. */
 #define KG_Q6_FN(name, R)                                                                    \
 	static __attribute__((noinline)) void name(const struct kern_gemm_args *a, size_t o,   \
-						   size_t gap, size_t end, const __m512i *bias, \
-						   size_t s0, size_t s1)                        \
+						   size_t end, const __m512i *bias, size_t s0, \
+						   size_t s1)                                  \
 	{                                                                                    \
-		kz_q6_rows(a, o, R, gap, end, bias, s0, s1);                                 \
+		kz_q6_rows(a, o, R, 1, end, bias, s0, s1);                                   \
 	}
 KG_Q6_FN(KG_FN(q6k_4), 4)
 KG_Q6_FN(KG_FN(q6k_1), 1)
+/* the quartered order (kern_gemv_quarters): rows gap apart */
+static __attribute__((noinline)) void KG_FN(q6k_4q)(const struct kern_gemm_args *a, size_t o,
+						    size_t gap, size_t end, const __m512i *bias,
+						    size_t s0, size_t s1)
+{
+	kz_q6_rows(a, o, 4, gap, end, bias, s0, s1);
+}
 
 static void KG_FN(q6k_gemv)(const struct kern_gemm_args *a, size_t o0, size_t o1)
 {
@@ -670,13 +698,13 @@ static void KG_FN(q6k_gemv)(const struct kern_gemm_args *a, size_t o0, size_t o1
 		if (kern_gemv_quarters) {
 			const size_t q = kg_quarter(o1 - o0);
 			for (size_t i = 0; i < q; i++)
-				KG_FN(q6k_4)(a, o0 + i, q, end, bias, s0, s1);
+				KG_FN(q6k_4q)(a, o0 + i, q, end, bias, s0, s1);
 			o = o0 + KG_R * q;
 		}
 		for (; o + KG_R <= o1; o += KG_R)
-			KG_FN(q6k_4)(a, o, 1, end, bias, s0, s1);
+			KG_FN(q6k_4)(a, o, end, bias, s0, s1);
 		for (; o < o1; o++)
-			KG_FN(q6k_1)(a, o, 1, end, bias, s0, s1);
+			KG_FN(q6k_1)(a, o, end, bias, s0, s1);
 	}
 }
 #endif
@@ -689,11 +717,12 @@ void KG_FN(gemv_q6_k)(const struct kern_gemm_args *a, size_t o0, size_t o1)
 #ifdef KG_ZMM
 		KG_FN(q6k_gemv)(a, o0, o1);
 #else
-		kg_gemv(KG_FN(q6k_4), KG_FN(q6k_1), a, o0, o1);
+		kg_gemv(KG_FN(q6k_4), KG_FN(q6k_4q), KG_FN(q6k_1), a, o0, o1);
 #endif
 }
 
 KG_ROWS_FN(KG_FN(q2k_4), KG_Q2_ROWS(a, o, 4, end, gap))
+KG_ROWS_FN_Q(KG_FN(q2k_4q), KG_Q2_ROWS(a, o, 4, end, gap))
 KG_ROWS_FN(KG_FN(q2k_1), KG_Q2_ROWS(a, o, 1, end, gap))
 
 void KG_FN(gemv_q2_k)(const struct kern_gemm_args *a, size_t o0, size_t o1)
@@ -701,10 +730,11 @@ void KG_FN(gemv_q2_k)(const struct kern_gemm_args *a, size_t o0, size_t o1)
 	if (a->xk == NULL || a->n_tok != 1)
 		KG_GEMM_Q2_K(a, o0, o1);
 	else
-		kg_gemv(KG_FN(q2k_4), KG_FN(q2k_1), a, o0, o1);
+		kg_gemv(KG_FN(q2k_4), KG_FN(q2k_4q), KG_FN(q2k_1), a, o0, o1);
 }
 
 KG_ROWS_FN(KG_FN(q3k_4), KG_Q3_ROWS(a, o, 4, end, gap))
+KG_ROWS_FN_Q(KG_FN(q3k_4q), KG_Q3_ROWS(a, o, 4, end, gap))
 KG_ROWS_FN(KG_FN(q3k_1), KG_Q3_ROWS(a, o, 1, end, gap))
 
 void KG_FN(gemv_q3_k)(const struct kern_gemm_args *a, size_t o0, size_t o1)
@@ -712,7 +742,7 @@ void KG_FN(gemv_q3_k)(const struct kern_gemm_args *a, size_t o0, size_t o1)
 	if (a->xk == NULL || a->n_tok != 1)
 		KG_GEMM_Q3_K(a, o0, o1);
 	else
-		kg_gemv(KG_FN(q3k_4), KG_FN(q3k_1), a, o0, o1);
+		kg_gemv(KG_FN(q3k_4), KG_FN(q3k_4q), KG_FN(q3k_1), a, o0, o1);
 }
 
 /* Q2_K and Q3_K for 2+ tokens: every token through the GEMV
