@@ -1,7 +1,7 @@
 /* membw.c - the machine's streaming read bandwidth, to set decode rates
  * against (issue 17: decode >= 85% of it).
  *
- *   build/membw [THREADS [MIB [REPS [VARIANT]]]]   (2 1024 7 all)
+ *   build/membw [THREADS [MIB [REPS [VARIANT,...]]]]   (2 1024 7 all)
  *   build/membw --spin                             (SMT check, below)
  *
  * Each thread reads its own contiguous share of a MIB-mebibyte buffer
@@ -32,6 +32,22 @@
  *              whole buffer instead of a share each (llama.cpp's mul_mat
  *              hands 16-row chunks out from one counter, so its threads
  *              read neighbouring addresses at once)
+ *   q6rows     a Q6_K one-token GEMV's reads (kz_q6_rows, n_in 2048): 4
+ *              rows of 1680 bytes side by side, a 210-byte super-block of
+ *              each in turn, the same super-block 16 rows on prefetched
+ *              into L2 (kg_prefetch_rows); -nopf without the prefetch,
+ *              -lin with the group 16 rows on prefetched as one linear
+ *              stream instead
+ *   q6lin      the same loads, each row whole before the next (one stream
+ *              a thread), no software prefetch
+ *   q6far      the same loads from 4 rows a quarter of the share apart (4
+ *              long streams), no software prefetch
+ *   *-w        with ~22 cycles of arithmetic per row and super-block
+ *              between the loads (the body's pace, not the core's issue
+ *              rate)
+ *   *-tok      one TinyLlama Q6_K decode token: its 89 matrices (848.5 MB)
+ *              in order, each thread its share of each, a spinning
+ *              barrier after each matrix (the pool's join)
  *   *-2m       the same pattern over a second buffer in 2 MiB pages
  *              (madvise MADV_HUGEPAGE; the line "2 MiB pages" says how
  *              much of it the kernel gave): Ember's weights live in such
@@ -45,7 +61,7 @@
  * which cannot tell whether both threads ran at once), then the figures
  * of the variant with the best median: that is the machine's streaming
  * bandwidth, the one decode is compared with. Off x86-64 only u64 runs.
- * VARIANT runs only one of them. Not a test: a timing. On a shared
+ * VARIANT runs only the ones named (a comma-separated list). Not a test: a timing. On a shared
  * machine, run it in the same minutes as the benchmark it is compared
  * with; medians say more than bests there.
  *
@@ -59,6 +75,7 @@
  * half of it whenever both run.
  */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -230,7 +247,136 @@ __attribute__((target("avx2"))) static uint64_t membw_seg4(const char *p, size_t
 	return membw_hsum256(_mm256_add_epi64(_mm256_add_epi64(a0, a1), _mm256_add_epi64(a2, a3)));
 }
 
+/* A Q6_K decode GEMV's reads (kz_q6_rows, n_in 2048): rows of 1680
+ * bytes, 8 super-blocks of 210; per row and super-block its 128 bytes of
+ * low bits, 64 of high bits and its scales. */
+#define MEMBW_Q6_ROW 1680
+#define MEMBW_Q6_SB 210
+
+/* About what the GEMV body spends per row and super-block between its
+ * loads: `work` rounds of four 512-bit multiplies on the loaded data
+ * (work 2: ~34 GB/s a core when the data is at hand, the body's ~22
+ * cycles per 210 bytes), so the loads come at the body's pace rather
+ * than as fast as the core can issue them. */
+__attribute__((target("avx512f"), always_inline)) static inline void
+membw_work(__m512i *a0, __m512i *a1, __m512i *a2, int work)
+{
+	__m512i t0 = *a0, t1 = *a1, t2 = *a2, t3 = _mm512_xor_si512(*a0, *a1);
+
+	for (int k = 0; k < work; k++) {
+		t0 = _mm512_mullo_epi32(t0, t1);
+		t1 = _mm512_mullo_epi32(t1, t2);
+		t2 = _mm512_mullo_epi32(t2, t3);
+		t3 = _mm512_mullo_epi32(t3, t0);
+	}
+	*a0 = t0;
+	*a1 = t1;
+	*a2 = _mm512_add_epi64(t2, t3);
+}
+
+__attribute__((target("avx512f"), always_inline)) static inline void
+membw_q6_sb(const char *b, __m512i acc[4], int work)
+{
+	acc[0] = _mm512_add_epi64(acc[0], _mm512_loadu_si512(b));
+	acc[1] = _mm512_add_epi64(acc[1], _mm512_loadu_si512(b + 64));
+	acc[2] = _mm512_add_epi64(acc[2], _mm512_loadu_si512(b + 128));
+	acc[3] = _mm512_add_epi64(acc[3],
+				  _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(b + 192))));
+	membw_work(&acc[0], &acc[1], &acc[2], work);
+}
+
+/* Groups of 4 rows, in order. run 1: the body's order, the 4 rows side
+ * by side a super-block at a time, and (ahead > 0) the same super-block
+ * `ahead` rows on prefetched into L2, 4 lines a row as kg_prefetch_rows()
+ * does, or (lin) the group `ahead` rows on as one linear stream of lines
+ * spread over the group's 8 steps. run 8: each row whole before the next
+ * (one stream, the rows-one-at-a-time order), no software prefetch.
+ * A whole number of groups is read, the rest of n linearly. */
+__attribute__((target("avx512f"), always_inline)) static inline uint64_t
+membw_q6(const char *p, size_t n, size_t ahead, int lin, size_t run, int work)
+{
+	const size_t st = MEMBW_Q6_ROW, grp = 4 * st;
+	__m512i acc[4] = {_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512(),
+			  _mm512_setzero_si512()};
+	size_t g = 0;
+
+	for (; g + grp <= n; g += grp) {
+		const char *w = p + g;
+		const int pf = ahead && g + grp + ahead * st <= n;
+		size_t line = 0;
+		for (size_t sb = 0; sb < st; sb += run * MEMBW_Q6_SB) {
+			if (pf && lin) {
+				/* 105 lines over 8 steps */
+				for (int k = 0; k < 14 && line < grp; k++, line += 64)
+					_mm_prefetch(w + ahead * st + line, _MM_HINT_T1);
+			} else if (pf) {
+				for (int r = 0; r < 4; r++)
+					for (size_t off = 0; off < MEMBW_Q6_SB; off += 64)
+						_mm_prefetch(w + (ahead + (size_t)r) * st + sb + off,
+							     _MM_HINT_T1);
+			}
+			for (int r = 0; r < 4; r++)
+				for (size_t j = 0; j < run; j++)
+					membw_q6_sb(w + (size_t)r * st + sb + j * MEMBW_Q6_SB, acc, work);
+		}
+	}
+	for (; g + 64 <= n; g += 64)
+		acc[0] = _mm512_add_epi64(acc[0], _mm512_loadu_si512(p + g));
+	return (uint64_t)_mm512_reduce_add_epi64(
+		_mm512_add_epi64(_mm512_add_epi64(acc[0], acc[1]), _mm512_add_epi64(acc[2], acc[3])));
+}
+
+/* The body's order from 4 rows a quarter of n apart: 4 long streams, one
+ * per quarter, each in row order; no software prefetch. */
+__attribute__((target("avx512f"), always_inline)) static inline uint64_t
+membw_q6far(const char *p, size_t n, int work)
+{
+	const size_t st = MEMBW_Q6_ROW, q = n / 4 / st; /* rows per quarter */
+	__m512i acc[4] = {_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512(),
+			  _mm512_setzero_si512()};
+
+	for (size_t i = 0; i < q; i++)
+		for (size_t sb = 0; sb < st; sb += MEMBW_Q6_SB)
+			for (int r = 0; r < 4; r++)
+				membw_q6_sb(p + ((size_t)r * q + i) * st + sb, acc, work);
+	for (size_t g = 4 * q * st; g + 64 <= n; g += 64)
+		acc[0] = _mm512_add_epi64(acc[0], _mm512_loadu_si512(p + g));
+	return (uint64_t)_mm512_reduce_add_epi64(
+		_mm512_add_epi64(_mm512_add_epi64(acc[0], acc[1]), _mm512_add_epi64(acc[2], acc[3])));
+}
+
+#define MEMBW_FN(name, call)                                                          \
+	__attribute__((target("avx512f"))) static uint64_t name(const char *p, size_t n) \
+	{                                                                              \
+		return call;                                                           \
+	}
+MEMBW_FN(membw_q6rows, membw_q6(p, n, 16, 0, 1, 0))
+MEMBW_FN(membw_q6rows_nopf, membw_q6(p, n, 0, 0, 1, 0))
+MEMBW_FN(membw_q6rows_lin, membw_q6(p, n, 16, 1, 1, 0))
+MEMBW_FN(membw_q6lin, membw_q6(p, n, 0, 0, 8, 0))
+MEMBW_FN(membw_q6far_0, membw_q6far(p, n, 0))
+MEMBW_FN(membw_q6rows_w, membw_q6(p, n, 16, 0, 1, 2))
+MEMBW_FN(membw_q6lin_w, membw_q6(p, n, 0, 0, 8, 2))
+MEMBW_FN(membw_q6far_w, membw_q6far(p, n, 2))
+
 #endif
+
+/* The matrices of a TinyLlama Q6_K decode token in the order they are
+ * read, in rows of MEMBW_Q6_ROW bytes (down's 2048 rows of 4620 bytes
+ * as 5632 of 1680): per layer q|k|v, o, up|gate, down; then output.
+ * 848.5 MB. The -tok variants read them as one token does: each thread
+ * its share of each matrix, then wait for the other threads (a spinning
+ * barrier, as the pool's join), then the next matrix. */
+static const size_t membw_tok_layer[4] = {2560, 2048, 11264, 5632};
+#define MEMBW_TOK_LAYERS 22
+#define MEMBW_TOK_OUTPUT 32000
+
+static size_t membw_tok_rows(size_t i)
+{
+	return i < 4 * MEMBW_TOK_LAYERS ? membw_tok_layer[i % 4] : MEMBW_TOK_OUTPUT;
+}
+
+#define MEMBW_TOK_MATS (4 * MEMBW_TOK_LAYERS + 1)
 
 struct membw_variant {
 	const char *name;
@@ -238,27 +384,39 @@ struct membw_variant {
 	int avx512;   /* needs AVX-512F */
 	int huge;     /* reads the buffer in 2 MiB pages */
 	size_t chunk; /* 0: a share per thread; else alternate chunks */
+	int tok;      /* the matrices of a decode token, a barrier after each */
 };
 
 static const struct membw_variant membw_variants[] = {
-	{"u64", membw_u64, 0, 0, 0},
+	{"u64", membw_u64, 0, 0, 0, 0},
 #if defined(__x86_64__)
-	{"ymm", membw_ymm, 0, 0, 0},
-	{"zmm", membw_zmm, 1, 0, 0},
-	{"ymm-pf1k", membw_ymm_pf1k, 0, 0, 0},
-	{"ymm-pf4k", membw_ymm_pf4k, 0, 0, 0},
-	{"rows4", membw_rows4, 0, 0, 0},
-	{"rows16", membw_rows16, 0, 0, 0},
-	{"rows16-pf", membw_rows16_pf, 0, 0, 0},
-	{"rows16-pf2", membw_rows16_pf2, 0, 0, 0},
-	{"rows4-pf", membw_rows4_pf, 0, 0, 0},
-	{"seg4", membw_seg4, 0, 0, 0},
-	{"zmm-il64k", membw_zmm, 1, 0, 64 * 1024},
-	{"zmm-2m", membw_zmm, 1, 1, 0},
-	{"ymm-2m", membw_ymm, 0, 1, 0},
-	{"rows4-pf-2m", membw_rows4_pf, 0, 1, 0},
-	{"rows16-pf-2m", membw_rows16_pf, 0, 1, 0},
-	{"zmm-il64k-2m", membw_zmm, 1, 1, 64 * 1024},
+	{"ymm", membw_ymm, 0, 0, 0, 0},
+	{"zmm", membw_zmm, 1, 0, 0, 0},
+	{"ymm-pf1k", membw_ymm_pf1k, 0, 0, 0, 0},
+	{"ymm-pf4k", membw_ymm_pf4k, 0, 0, 0, 0},
+	{"rows4", membw_rows4, 0, 0, 0, 0},
+	{"rows16", membw_rows16, 0, 0, 0, 0},
+	{"rows16-pf", membw_rows16_pf, 0, 0, 0, 0},
+	{"rows16-pf2", membw_rows16_pf2, 0, 0, 0, 0},
+	{"rows4-pf", membw_rows4_pf, 0, 0, 0, 0},
+	{"seg4", membw_seg4, 0, 0, 0, 0},
+	{"zmm-il64k", membw_zmm, 1, 0, 64 * 1024, 0},
+	{"zmm-2m", membw_zmm, 1, 1, 0, 0},
+	{"ymm-2m", membw_ymm, 0, 1, 0, 0},
+	{"rows4-pf-2m", membw_rows4_pf, 0, 1, 0, 0},
+	{"rows16-pf-2m", membw_rows16_pf, 0, 1, 0, 0},
+	{"zmm-il64k-2m", membw_zmm, 1, 1, 64 * 1024, 0},
+	{"ymm-pf1k-2m", membw_ymm_pf1k, 0, 1, 0, 0},
+	{"q6rows-2m", membw_q6rows, 1, 1, 0, 0},
+	{"q6rows-nopf-2m", membw_q6rows_nopf, 1, 1, 0, 0},
+	{"q6rows-lin-2m", membw_q6rows_lin, 1, 1, 0, 0},
+	{"q6lin-2m", membw_q6lin, 1, 1, 0, 0},
+	{"q6far-2m", membw_q6far_0, 1, 1, 0, 0},
+	{"q6rows-w-2m", membw_q6rows_w, 1, 1, 0, 0},
+	{"q6lin-w-2m", membw_q6lin_w, 1, 1, 0, 0},
+	{"q6far-w-2m", membw_q6far_w, 1, 1, 0, 0},
+	{"ymm-tok-2m", membw_ymm, 0, 1, 0, 1},
+	{"q6rows-tok-2m", membw_q6rows, 1, 1, 0, 1},
 #endif
 };
 /* 1 if this CPU can run the variant (u64 runs anywhere). */
@@ -332,7 +490,55 @@ struct membw_part {
 	pthread_barrier_t *start;
 	uint64_t sum;
 	double cpu_s; /* the thread's CPU time for its share */
+	int tok;      /* read a token's matrices from p (membw_tok_rows) */
+	int idx, nth; /* this thread, of nth */
+	atomic_uint *bar_n, *bar_gen; /* the spinning barrier after each matrix */
 };
+
+/* Waits until all nth threads arrive (spinning, as the pool's join does
+ * between decode's loops). */
+static void membw_barrier(atomic_uint *n, atomic_uint *gen, unsigned nth)
+{
+	unsigned g = atomic_load_explicit(gen, memory_order_acquire);
+
+	if (atomic_fetch_add_explicit(n, 1, memory_order_acq_rel) + 1 == nth) {
+		atomic_store_explicit(n, 0, memory_order_relaxed);
+		atomic_fetch_add_explicit(gen, 1, memory_order_release);
+		return;
+	}
+	while (atomic_load_explicit(gen, memory_order_acquire) == g) {
+#if defined(__x86_64__)
+		_mm_pause();
+#endif
+	}
+}
+
+/* One decode token's matrices, this thread's share of each (whole 4-row
+ * groups, 64-byte aligned), a barrier after each. */
+static uint64_t membw_read_tok(const struct membw_part *m)
+{
+	uint64_t sum = 0;
+	size_t off = 0;
+
+	for (size_t i = 0; i < MEMBW_TOK_MATS; i++) {
+		const size_t g = membw_tok_rows(i) / 4;
+		const size_t g0 = g * (size_t)m->idx / (size_t)m->nth;
+		const size_t g1 = g * (size_t)(m->idx + 1) / (size_t)m->nth;
+		sum += m->fn(m->p + off + g0 * 4 * MEMBW_Q6_ROW, (g1 - g0) * 4 * MEMBW_Q6_ROW);
+		off += g * 4 * MEMBW_Q6_ROW;
+		membw_barrier(m->bar_n, m->bar_gen, (unsigned)m->nth);
+	}
+	return sum;
+}
+
+static size_t membw_tok_bytes(void)
+{
+	size_t b = 0;
+
+	for (size_t i = 0; i < MEMBW_TOK_MATS; i++)
+		b += membw_tok_rows(i) * MEMBW_Q6_ROW;
+	return b;
+}
 
 static void *membw_read(void *arg)
 {
@@ -342,7 +548,9 @@ static void *membw_read(void *arg)
 
 	pthread_barrier_wait(m->start);
 	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &a);
-	if (m->chunk == 0)
+	if (m->tok)
+		m->sum = membw_read_tok(m);
+	else if (m->chunk == 0)
 		m->sum = m->fn(m->p, m->n);
 	else
 		for (size_t o = 0; o + m->chunk <= m->n; o += m->stride)
@@ -350,6 +558,23 @@ static void *membw_read(void *arg)
 	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &b);
 	m->cpu_s = (double)(b.tv_sec - a.tv_sec) + (b.tv_nsec - a.tv_nsec) * 1e-9;
 	return NULL;
+}
+
+/* 1 if `name` is in the comma-separated `list` ("all": every variant). */
+static int membw_listed(const char *list, const char *name)
+{
+	const size_t n = strlen(name);
+
+	if (strcmp(list, "all") == 0)
+		return 1;
+	for (const char *p = list; *p;) {
+		const char *e = strchr(p, ',');
+		const size_t k = e ? (size_t)(e - p) : strlen(p);
+		if (k == n && strncmp(p, name, n) == 0)
+			return 1;
+		p += k + (e != NULL);
+	}
+	return 0;
 }
 
 static int membw_cmp(const void *a, const void *b)
@@ -368,18 +593,24 @@ static double membw_pass(const struct membw_variant *mv, const char *buf, size_t
 	pthread_t th[MEMBW_MAX_THREADS];
 	struct membw_part part[MEMBW_MAX_THREADS];
 	pthread_barrier_t start;
+	atomic_uint bar_n = 0, bar_gen = 0;
 	double t0;
 
 	pthread_barrier_init(&start, NULL, (unsigned)threads + 1);
 	for (int i = 0; i < threads; i++) {
 		size_t c = mv->chunk;
-		if (c == 0)
-			part[i] = (struct membw_part){mv->fn, buf + (size_t)i * share, share, 0, 0,
-						      &start, 0, 0};
+		if (mv->tok)
+			part[i] = (struct membw_part){.fn = mv->fn, .p = buf, .start = &start,
+						      .tok = 1, .idx = i, .nth = threads,
+						      .bar_n = &bar_n, .bar_gen = &bar_gen};
+		else if (c == 0)
+			part[i] = (struct membw_part){.fn = mv->fn, .p = buf + (size_t)i * share,
+						      .n = share, .start = &start};
 		else
-			part[i] = (struct membw_part){mv->fn, buf + (size_t)i * c,
-						      share * (size_t)threads - (size_t)i * c, c,
-						      c * (size_t)threads, &start, 0, 0};
+			part[i] = (struct membw_part){.fn = mv->fn, .p = buf + (size_t)i * c,
+						      .n = share * (size_t)threads - (size_t)i * c,
+						      .chunk = c, .stride = c * (size_t)threads,
+						      .start = &start};
 		pthread_create(&th[i], NULL, membw_read, &part[i]);
 	}
 	pthread_barrier_wait(&start);
@@ -475,8 +706,8 @@ int main(int argc, char **argv)
 	}
 	for (size_t v = 0; v < MEMBW_NVAR; v++) {
 		const struct membw_variant *mv = &membw_variants[v];
-		run[v] = (strcmp(only, "all") == 0 || strcmp(only, mv->name) == 0) &&
-			 membw_runs(mv);
+		run[v] = membw_listed(only, mv->name) &&
+			 membw_runs(mv) && (!mv->tok || membw_tok_bytes() <= ((size_t)mib << 20));
 		any |= run[v];
 		any_huge |= run[v] && mv->huge;
 	}
@@ -509,13 +740,15 @@ int main(int argc, char **argv)
 		printf("membw: 2 MiB pages: %ld of %ld MiB of the -2m buffer\n", membw_huge_mib(),
 		       mib);
 	for (size_t v = 0; v < MEMBW_NVAR; v++) {
-		double gb = (double)share * threads / 1e9, med;
+		double gb = membw_variants[v].tok ? (double)membw_tok_bytes() / 1e9
+						  : (double)share * threads / 1e9,
+		       med;
 		if (!run[v])
 			continue;
 		qsort(t[v], (size_t)reps, sizeof(double), membw_cmp);
 		qsort(c[v], (size_t)reps, sizeof(double), membw_cmp);
 		med = gb / t[v][reps / 2];
-		printf("  %-12s best %6.1f GB/s  median %6.1f GB/s   (CPU time: best %6.1f, median "
+		printf("  %-15s best %6.1f GB/s  median %6.1f GB/s   (CPU time: best %6.1f, median "
 		       "%6.1f)\n",
 		       membw_variants[v].name, gb / t[v][0], med, gb / c[v][0], gb / c[v][reps / 2]);
 		if (med > best_gb) {
@@ -525,7 +758,10 @@ int main(int argc, char **argv)
 	}
 	printf("membw: %d threads, %ld MiB: best %.1f GB/s, median %.1f GB/s (variant %s, the "
 	       "best median)\n",
-	       threads, mib, (double)share * threads / 1e9 / t[best_v][0], best_gb,
+	       threads, mib,
+	       (membw_variants[best_v].tok ? (double)membw_tok_bytes() : (double)share * threads) /
+		       1e9 / t[best_v][0],
+	       best_gb,
 	       membw_variants[best_v].name);
 	/* the buffers go with the process */
 	return 0;

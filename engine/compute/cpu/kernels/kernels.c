@@ -44,7 +44,9 @@
  * each; activation quantization is spread over tokens the same way.
  * Decode and small batches (<= 16 tokens) cut the chunks into one
  * contiguous region per thread, each streamed in order by its thread,
- * the last chunks balanced by stealing (kern__region_cb).
+ * the last chunks balanced by stealing (kern__region_cb); with
+ * EMBER_GEMV_SPLIT=quarters a one-token job's thread takes the rest of its
+ * region in one call per part (kernels_impl.h kern_gemv_quarters).
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -81,6 +83,7 @@ static pthread_once_t kern__once = PTHREAD_ONCE_INIT;
  * EMBER_GEMV_SPLIT=chunks asks for the former chunk-by-chunk claims, kept
  * so the two can be measured against each other on a quiet machine. */
 static int kern__regions = 1;
+int kern_gemv_quarters = 0; /* kernels_impl.h */
 static enum cpu_level kern__level = CPU_LEVEL_SCALAR;
 static struct kern_ops kern__table;
 static struct kern_origin kern__org;
@@ -229,6 +232,7 @@ static void kern__choose(void)
 	const char *split = getenv("EMBER_GEMV_SPLIT");
 
 	kern__regions = !(split && strcmp(split, "chunks") == 0);
+	kern_gemv_quarters = split && strcmp(split, "quarters") == 0;
 	cpu_detect(&f);
 	cap = cpu_select_level(&f);
 	/* AMX only with the kernel's permission for the tile data and a
@@ -450,6 +454,23 @@ static void kern__region_cb(void *data, size_t r)
 {
 	struct kern__job *job = data;
 
+	/* quarters: the rest of the own region in one call per part, so each
+	 * of the GEMV's four streams is a quarter of the region, not of a
+	 * chunk (only the other thread's unclaimed chunks are then stolen) */
+	if (kern_gemv_quarters && job->args[0].n_tok == 1) {
+		size_t i = atomic_exchange_explicit(&job->rnext[r], job->rend[r], memory_order_relaxed);
+		while (i < job->rend[r]) {
+			size_t p = 0;
+			while (i >= job->first[p + 1])
+				p++;
+			const size_t j = job->first[p + 1] < job->rend[r] ? job->first[p + 1] : job->rend[r];
+			const size_t n_out = job->args[p].y_stride;
+			const size_t o0 = (i - job->first[p]) * job->chunk[p];
+			const size_t o1 = (j - job->first[p]) * job->chunk[p];
+			job->gemm(&job->args[p], o0, o1 < n_out ? o1 : n_out);
+			i = j;
+		}
+	}
 	for (size_t k = 0; k < job->n_region; k++) {
 		size_t q = (r + k) % job->n_region;
 		for (;;) {

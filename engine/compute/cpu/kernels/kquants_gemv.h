@@ -29,6 +29,14 @@
  * Prefetch: the rows KG_AHEAD ahead, the same super-block, into L2 (T1):
  * into L1 a whole step of rows evicts the rows in use (LEVELS.md); past
  * the chunk, up to the matrix's last row (kg_gemv()).
+ *
+ * Row order: a step's four rows are adjacent (o .. o + 3), or, with
+ * kern_gemv_quarters (EMBER_GEMV_SPLIT=quarters, an experiment), a
+ * quarter of the call's rows apart (o, o + q, o + 2q, o + 3q), so that
+ * each core reads four long ascending streams the hardware prefetchers
+ * can follow rather than four short rows side by side (membw q6rows vs
+ * q6far); then each stream prefetches KG_AHEAD_Q rows ahead. A row's
+ * result is the same either way (same instructions in its lanes).
  */
 #include <immintrin.h>
 #include <string.h>
@@ -42,6 +50,7 @@
 #define KG_CHAINS 1 /* accumulators per row (2: for a long-latency KG_MADD) */
 #endif
 #define KG_AHEAD 16 /* rows ahead prefetched */
+#define KG_AHEAD_Q 2 /* the same, rows a quarter apart (kg_ahead()) */
 #define KG_INLINE static inline __attribute__((always_inline))
 #define KG_UNROLL _Pragma("GCC unroll 8")
 
@@ -83,20 +92,46 @@ KG_INLINE int32_t kg_word(const char *p)
 
 /* The bases of rows o .. o + R - 1 in w[0 .. R - 1]; the unused ones
  * repeat row o, so a four-row step runs the same instructions for any R. */
-KG_INLINE void kg_rows(const struct kern_gemm_args *a, size_t o, int R, const char *w[KG_R])
+KG_INLINE void kg_rows(const struct kern_gemm_args *a, size_t o, int R, size_t gap,
+		       const char *w[KG_R])
 {
 	KG_UNROLL
 	for (int r = 0; r < KG_R; r++)
-		w[r] = (const char *)a->w + (o + (r < R ? r : 0)) * a->w_stride;
+		w[r] = (const char *)a->w + (o + (r < R ? (size_t)r * gap : 0)) * a->w_stride;
 }
 
-/* The first R of the four row results to y[o..]. */
-KG_INLINE void kg_store(const struct kern_gemm_args *a, size_t o, int R, __m128 acc)
+/* The first R of the four row results to y[o], y[o + gap], ... */
+KG_INLINE void kg_store(const struct kern_gemm_args *a, size_t o, int R, size_t gap, __m128 acc)
 {
 	float out[KG_R];
 
 	_mm_storeu_ps(out, acc);
-	memcpy(a->y + o, out, (size_t)R * sizeof(float));
+	if (gap == 1) /* a constant there: one store, as before the gap */
+		memcpy(a->y + o, out, (size_t)R * sizeof(float));
+	else
+		for (int r = 0; r < R; r++)
+			a->y[o + (size_t)r * gap] = out[r];
+}
+
+/* What kg_store() stored there (lanes past R: 0). */
+KG_INLINE __m128 kg_load_y(const struct kern_gemm_args *a, size_t o, int R, size_t gap)
+{
+	float in[KG_R] = {0};
+
+	if (gap == 1)
+		memcpy(in, a->y + o, (size_t)R * sizeof(float));
+	else
+		for (int r = 0; r < R; r++)
+			in[r] = a->y[o + (size_t)r * gap];
+	return _mm_loadu_ps(in);
+}
+
+/* Rows ahead prefetched: adjacent rows 16 ahead (the next 16 rows' same
+ * super-block); rows a quarter apart (gap > 1) 2 ahead in each of the
+ * four streams, the hardware prefetchers following each stream beyond. */
+KG_INLINE size_t kg_ahead(size_t gap)
+{
+	return gap == 1 ? KG_AHEAD : KG_AHEAD_Q;
 }
 
 /* The two fp16 in the 4 bytes at `off` of each row's super-block (rows
@@ -188,7 +223,7 @@ KG_INLINE void kg_k4_scales(const char *b, __m128i *sc, __m128i *mn)
 }
 
 /* Rows o .. o + R - 1 of Q4_K (five = 0) or Q5_K. */
-KG_INLINE void kg_k4_rows(const struct kern_gemm_args *a, size_t o, int R, int five, size_t end)
+KG_INLINE void kg_k4_rows(const struct kern_gemm_args *a, size_t o, int R, int five, size_t end, size_t gap)
 {
 	const size_t bs = five ? sizeof(struct kern_block_q5_k) : sizeof(struct kern_block_q4_k);
 	const size_t qs_off = five ? 48 : 16, nsb = a->n_in / KERN_QKK, st = a->w_stride;
@@ -196,10 +231,11 @@ KG_INLINE void kg_k4_rows(const struct kern_gemm_args *a, size_t o, int R, int f
 	const __m256i m4 = _mm256_set1_epi8(0x0f), b16 = _mm256_set1_epi8(16);
 	const struct kern_block_q8_k *x = a->xk;
 	const char *w[KG_R];
-	const int pf = o + KG_AHEAD + R <= end;
+	const size_t ah = kg_ahead(gap);
+	const int pf = o + (size_t)(R - 1) * gap + ah + 1 <= end;
 	__m128 acc = _mm_setzero_ps();
 
-	kg_rows(a, o, R, w);
+	kg_rows(a, o, R, gap, w);
 	for (size_t s = 0; s < nsb; s++) {
 		const size_t sb = s * bs;
 		const int8_t *xq = x[s].qs;
@@ -207,7 +243,7 @@ KG_INLINE void kg_k4_rows(const struct kern_gemm_args *a, size_t o, int R, int f
 		__m128i mv[KG_R];
 
 		if (pf)
-			kg_prefetch_rows(w, R, KG_AHEAD * st + sb, bs);
+			kg_prefetch_rows(w, R, ah * st + sb, bs);
 		/* activation sums per 32 values, as eight int16 */
 		const __m256i bp = _mm256_madd_epi16(kg_load(x[s].bsums), ones);
 		const __m128i bp16 = _mm_packs_epi32(_mm256_castsi256_si128(bp),
@@ -266,23 +302,24 @@ KG_INLINE void kg_k4_rows(const struct kern_gemm_args *a, size_t o, int R, int f
 		acc = _mm_add_ps(acc, _mm_mul_ps(dk, _mm_cvtepi32_ps(i4)));
 		acc = _mm_sub_ps(acc, _mm_mul_ps(mk, _mm_cvtepi32_ps(m4s)));
 	}
-	kg_store(a, o, R, acc);
+	kg_store(a, o, R, gap, acc);
 }
 
 /* Rows o .. o + R - 1 of Q6_K: ql (128 bytes), qh (64), 16 int8 scales,
  * d; element e: n = e / 128, k = (e % 128) / 32, l = e % 32 takes a
  * nibble of ql[64n + 32(k & 1) + l] (k < 2 low) and bits 2k, 2k + 1 of
  * qh[32n + l]. */
-KG_INLINE void kg_q6_rows(const struct kern_gemm_args *a, size_t o, int R, size_t end)
+KG_INLINE void kg_q6_rows(const struct kern_gemm_args *a, size_t o, int R, size_t end, size_t gap)
 {
 	const size_t bs = sizeof(struct kern_block_q6_k), nsb = a->n_in / KERN_QKK;
 	const size_t st = a->w_stride;
 	const struct kern_block_q8_k *x = a->xk;
 	const char *w[KG_R];
-	const int pf = o + KG_AHEAD + R <= end;
+	const size_t ah = kg_ahead(gap);
+	const int pf = o + (size_t)(R - 1) * gap + ah + 1 <= end;
 	__m128 acc = _mm_setzero_ps();
 
-	kg_rows(a, o, R, w);
+	kg_rows(a, o, R, gap, w);
 	for (size_t s = 0; s < nsb; s++) {
 		const size_t sb = s * bs;
 		const int8_t *xq = x[s].qs;
@@ -290,7 +327,7 @@ KG_INLINE void kg_q6_rows(const struct kern_gemm_args *a, size_t o, int R, size_
 		__m256i iv[KG_R];
 
 		if (pf)
-			kg_prefetch_rows(w, R, KG_AHEAD * st + sb, bs);
+			kg_prefetch_rows(w, R, ah * st + sb, bs);
 		KG_UNROLL
 		for (int r = 0; r < KG_R; r++) {
 			if (r >= R) {
@@ -312,7 +349,7 @@ KG_INLINE void kg_q6_rows(const struct kern_gemm_args *a, size_t o, int R, size_
 		const __m128 dk = _mm_mul_ps(d4, _mm_set1_ps(x[s].d));
 		acc = _mm_add_ps(acc, _mm_mul_ps(dk, _mm_cvtepi32_ps(i4)));
 	}
-	kg_store(a, o, R, acc);
+	kg_store(a, o, R, gap, acc);
 }
 
 /* The integer sums of one Q2_K row's super-block at b (16 sub-blocks of
@@ -351,23 +388,24 @@ KG_INLINE __m256i kg_q2_row_y(const char *b, const int8_t *xq, __m256i bsums, __
 }
 
 /* Rows o .. o + R - 1 of Q2_K; the float step is Q4_K's (d, dmin at 80). */
-KG_INLINE void kg_q2_rows(const struct kern_gemm_args *a, size_t o, int R, size_t end)
+KG_INLINE void kg_q2_rows(const struct kern_gemm_args *a, size_t o, int R, size_t end, size_t gap)
 {
 	const size_t bs = sizeof(struct kern_block_q2_k), nsb = a->n_in / KERN_QKK;
 	const size_t st = a->w_stride;
 	const struct kern_block_q8_k *x = a->xk;
 	const char *w[KG_R];
-	const int pf = o + KG_AHEAD + R <= end;
+	const size_t ah = kg_ahead(gap);
+	const int pf = o + (size_t)(R - 1) * gap + ah + 1 <= end;
 	__m128 acc = _mm_setzero_ps();
 
-	kg_rows(a, o, R, w);
+	kg_rows(a, o, R, gap, w);
 	for (size_t s = 0; s < nsb; s++) {
 		const size_t sb = s * bs;
 		const __m256i bsums = kg_load(x[s].bsums);
 		__m256i iv[KG_R], mv[KG_R];
 
 		if (pf)
-			kg_prefetch_rows(w, R, KG_AHEAD * st + sb, bs);
+			kg_prefetch_rows(w, R, ah * st + sb, bs);
 		KG_UNROLL
 		for (int r = 0; r < KG_R; r++) {
 			if (r >= R) {
@@ -385,7 +423,7 @@ KG_INLINE void kg_q2_rows(const struct kern_gemm_args *a, size_t o, int R, size_
 		acc = _mm_add_ps(acc, _mm_mul_ps(dk, _mm_cvtepi32_ps(i4)));
 		acc = _mm_sub_ps(acc, _mm_mul_ps(mk, _mm_cvtepi32_ps(m4s)));
 	}
-	kg_store(a, o, R, acc);
+	kg_store(a, o, R, gap, acc);
 }
 
 /* Q3_K's 16 signed scales (kern_q3k_scale()) as int8, from the 16 bytes
@@ -447,23 +485,24 @@ KG_INLINE __m256i kg_q3_row_y(const char *b, const int8_t *xq, __m256i bsums)
 }
 
 /* Rows o .. o + R - 1 of Q3_K; the float step is Q6_K's (d at 108). */
-KG_INLINE void kg_q3_rows(const struct kern_gemm_args *a, size_t o, int R, size_t end)
+KG_INLINE void kg_q3_rows(const struct kern_gemm_args *a, size_t o, int R, size_t end, size_t gap)
 {
 	const size_t bs = sizeof(struct kern_block_q3_k), nsb = a->n_in / KERN_QKK;
 	const size_t st = a->w_stride;
 	const struct kern_block_q8_k *x = a->xk;
 	const char *w[KG_R];
-	const int pf = o + KG_AHEAD + R <= end;
+	const size_t ah = kg_ahead(gap);
+	const int pf = o + (size_t)(R - 1) * gap + ah + 1 <= end;
 	__m128 acc = _mm_setzero_ps();
 
-	kg_rows(a, o, R, w);
+	kg_rows(a, o, R, gap, w);
 	for (size_t s = 0; s < nsb; s++) {
 		const size_t sb = s * bs;
 		const __m256i bsums = kg_load(x[s].bsums);
 		__m256i iv[KG_R];
 
 		if (pf)
-			kg_prefetch_rows(w, R, KG_AHEAD * st + sb, bs);
+			kg_prefetch_rows(w, R, ah * st + sb, bs);
 		KG_UNROLL
 		for (int r = 0; r < KG_R; r++)
 			iv[r] = r < R ? kg_q3_row_y(w[r] + sb, x[s].qs, bsums) : _mm256_setzero_si256();
@@ -474,7 +513,7 @@ KG_INLINE void kg_q3_rows(const struct kern_gemm_args *a, size_t o, int R, size_
 		const __m128 dk = _mm_mul_ps(d4, _mm_set1_ps(x[s].d));
 		acc = _mm_add_ps(acc, _mm_mul_ps(dk, _mm_cvtepi32_ps(i4)));
 	}
-	kg_store(a, o, R, acc);
+	kg_store(a, o, R, gap, acc);
 }
 
 /* kern_quantize_act_q8k(), byte for byte: the same amax (max is order
@@ -543,22 +582,46 @@ void KG_FN(quantize_act_q8k)(const float *x, struct kern_block_q8_k *y, size_t n
 #endif
 
 /* One function per (type, rows): constant R, the loops unrolled. */
+/* One function per (type, rows): constant R, the loops unrolled; the
+ * adjacent order with the gap a constant 1 (the same code as before the
+ * quartered order existed), the quartered one (_q) with it a parameter. */
 #define KG_ROWS_FN(name, call)                                                             \
 	static __attribute__((noinline)) void name(const struct kern_gemm_args *a, size_t o, \
 						   size_t end)                               \
 	{                                                                                  \
+		const size_t gap = 1;                                                      \
 		call;                                                                      \
 	}
-KG_ROWS_FN(KG_FN(q4k_4), KG_K4_ROWS(a, o, 4, 0, end))
-KG_ROWS_FN(KG_FN(q4k_1), KG_K4_ROWS(a, o, 1, 0, end))
-KG_ROWS_FN(KG_FN(q5k_4), KG_K4_ROWS(a, o, 4, 1, end))
-KG_ROWS_FN(KG_FN(q5k_1), KG_K4_ROWS(a, o, 1, 1, end))
+#define KG_ROWS_FN_Q(name, call)                                                           \
+	static __attribute__((noinline)) void name(const struct kern_gemm_args *a, size_t o, \
+						   size_t end, size_t gap)                   \
+	{                                                                                  \
+		call;                                                                      \
+	}
+KG_ROWS_FN(KG_FN(q4k_4), KG_K4_ROWS(a, o, 4, 0, end, gap))
+KG_ROWS_FN_Q(KG_FN(q4k_4q), KG_K4_ROWS(a, o, 4, 0, end, gap))
+KG_ROWS_FN(KG_FN(q4k_1), KG_K4_ROWS(a, o, 1, 0, end, gap))
+KG_ROWS_FN(KG_FN(q5k_4), KG_K4_ROWS(a, o, 4, 1, end, gap))
+KG_ROWS_FN_Q(KG_FN(q5k_4q), KG_K4_ROWS(a, o, 4, 1, end, gap))
+KG_ROWS_FN(KG_FN(q5k_1), KG_K4_ROWS(a, o, 1, 1, end, gap))
 #ifndef KG_ZMM
-KG_ROWS_FN(KG_FN(q6k_4), KG_Q6_ROWS(a, o, 4, end))
-KG_ROWS_FN(KG_FN(q6k_1), KG_Q6_ROWS(a, o, 1, end))
+KG_ROWS_FN(KG_FN(q6k_4), KG_Q6_ROWS(a, o, 4, end, gap))
+KG_ROWS_FN_Q(KG_FN(q6k_4q), KG_Q6_ROWS(a, o, 4, end, gap))
+KG_ROWS_FN(KG_FN(q6k_1), KG_Q6_ROWS(a, o, 1, end, gap))
 #endif
 
 typedef void (*kg_rows_fn)(const struct kern_gemm_args *a, size_t o, size_t end);
+typedef void (*kg_rows_q_fn)(const struct kern_gemm_args *a, size_t o, size_t end, size_t gap);
+
+/* Rows per stream when a call's rows are read as four streams
+ * (kern_gemv_quarters): a quarter, made odd so that the streams are not a
+ * multiple of 4 KiB apart (they would share L1 sets). */
+KG_INLINE size_t kg_quarter(size_t n)
+{
+	const size_t q = n / KG_R;
+
+	return q > 1 && q % 2 == 0 ? q - 1 : q;
+}
 
 /* Four rows a step; the last one to three one at a time (each lane is
  * the same instruction sequence, so a row's result does not depend on
@@ -567,12 +630,19 @@ typedef void (*kg_rows_fn)(const struct kern_gemm_args *a, size_t o, size_t end)
  * goes on to the next chunk of its region, whose first KG_AHEAD rows
  * would otherwise come from DRAM unannounced (one 64-row chunk in four
  * of a two-thread decode: 25.6 -> 16.6 GB/s, one thread). */
-KG_INLINE void kg_gemv(kg_rows_fn four, kg_rows_fn one, const struct kern_gemm_args *a, size_t o0,
+KG_INLINE void kg_gemv(kg_rows_fn four, kg_rows_q_fn fourq, kg_rows_fn one,
+		       const struct kern_gemm_args *a, size_t o0,
 		       size_t o1)
 {
 	const size_t end = a->y_stride > o1 ? a->y_stride : o1;
 	size_t o = o0;
 
+	if (kern_gemv_quarters) {
+		const size_t q = kg_quarter(o1 - o0);
+		for (size_t i = 0; i < q; i++)
+			fourq(a, o0 + i, end, q);
+		o = o0 + KG_R * q;
+	}
 	for (; o + KG_R <= o1; o += KG_R)
 		four(a, o, end);
 	for (; o < o1; o++)
@@ -584,7 +654,7 @@ void KG_FN(gemv_q4_k)(const struct kern_gemm_args *a, size_t o0, size_t o1)
 	if (a->xk == NULL || a->n_tok != 1)
 		KG_GEMM_Q4_K(a, o0, o1);
 	else
-		kg_gemv(KG_FN(q4k_4), KG_FN(q4k_1), a, o0, o1);
+		kg_gemv(KG_FN(q4k_4), KG_FN(q4k_4q), KG_FN(q4k_1), a, o0, o1);
 }
 
 void KG_FN(gemv_q5_k)(const struct kern_gemm_args *a, size_t o0, size_t o1)
@@ -592,7 +662,7 @@ void KG_FN(gemv_q5_k)(const struct kern_gemm_args *a, size_t o0, size_t o1)
 	if (a->xk == NULL || a->n_tok != 1)
 		KG_GEMM_Q5_K(a, o0, o1);
 	else
-		kg_gemv(KG_FN(q5k_4), KG_FN(q5k_1), a, o0, o1);
+		kg_gemv(KG_FN(q5k_4), KG_FN(q5k_4q), KG_FN(q5k_1), a, o0, o1);
 }
 
 #ifdef KG_ZMM
@@ -603,10 +673,17 @@ void KG_FN(gemv_q5_k)(const struct kern_gemm_args *a, size_t o0, size_t o1)
 						   size_t end, const __m512i *bias, size_t s0, \
 						   size_t s1)                                  \
 	{                                                                                    \
-		kz_q6_rows(a, o, R, end, bias, s0, s1);                                      \
+		kz_q6_rows(a, o, R, 1, end, bias, s0, s1);                                   \
 	}
 KG_Q6_FN(KG_FN(q6k_4), 4)
 KG_Q6_FN(KG_FN(q6k_1), 1)
+/* the quartered order (kern_gemv_quarters): rows gap apart */
+static __attribute__((noinline)) void KG_FN(q6k_4q)(const struct kern_gemm_args *a, size_t o,
+						    size_t gap, size_t end, const __m512i *bias,
+						    size_t s0, size_t s1)
+{
+	kz_q6_rows(a, o, 4, gap, end, bias, s0, s1);
+}
 
 static void KG_FN(q6k_gemv)(const struct kern_gemm_args *a, size_t o0, size_t o1)
 {
@@ -618,6 +695,12 @@ static void KG_FN(q6k_gemv)(const struct kern_gemm_args *a, size_t o0, size_t o1
 		size_t o = o0;
 
 		kz_q6_bias(a->xk, s0, s1, bias);
+		if (kern_gemv_quarters) {
+			const size_t q = kg_quarter(o1 - o0);
+			for (size_t i = 0; i < q; i++)
+				KG_FN(q6k_4q)(a, o0 + i, q, end, bias, s0, s1);
+			o = o0 + KG_R * q;
+		}
 		for (; o + KG_R <= o1; o += KG_R)
 			KG_FN(q6k_4)(a, o, end, bias, s0, s1);
 		for (; o < o1; o++)
@@ -634,30 +717,32 @@ void KG_FN(gemv_q6_k)(const struct kern_gemm_args *a, size_t o0, size_t o1)
 #ifdef KG_ZMM
 		KG_FN(q6k_gemv)(a, o0, o1);
 #else
-		kg_gemv(KG_FN(q6k_4), KG_FN(q6k_1), a, o0, o1);
+		kg_gemv(KG_FN(q6k_4), KG_FN(q6k_4q), KG_FN(q6k_1), a, o0, o1);
 #endif
 }
 
-KG_ROWS_FN(KG_FN(q2k_4), KG_Q2_ROWS(a, o, 4, end))
-KG_ROWS_FN(KG_FN(q2k_1), KG_Q2_ROWS(a, o, 1, end))
+KG_ROWS_FN(KG_FN(q2k_4), KG_Q2_ROWS(a, o, 4, end, gap))
+KG_ROWS_FN_Q(KG_FN(q2k_4q), KG_Q2_ROWS(a, o, 4, end, gap))
+KG_ROWS_FN(KG_FN(q2k_1), KG_Q2_ROWS(a, o, 1, end, gap))
 
 void KG_FN(gemv_q2_k)(const struct kern_gemm_args *a, size_t o0, size_t o1)
 {
 	if (a->xk == NULL || a->n_tok != 1)
 		KG_GEMM_Q2_K(a, o0, o1);
 	else
-		kg_gemv(KG_FN(q2k_4), KG_FN(q2k_1), a, o0, o1);
+		kg_gemv(KG_FN(q2k_4), KG_FN(q2k_4q), KG_FN(q2k_1), a, o0, o1);
 }
 
-KG_ROWS_FN(KG_FN(q3k_4), KG_Q3_ROWS(a, o, 4, end))
-KG_ROWS_FN(KG_FN(q3k_1), KG_Q3_ROWS(a, o, 1, end))
+KG_ROWS_FN(KG_FN(q3k_4), KG_Q3_ROWS(a, o, 4, end, gap))
+KG_ROWS_FN_Q(KG_FN(q3k_4q), KG_Q3_ROWS(a, o, 4, end, gap))
+KG_ROWS_FN(KG_FN(q3k_1), KG_Q3_ROWS(a, o, 1, end, gap))
 
 void KG_FN(gemv_q3_k)(const struct kern_gemm_args *a, size_t o0, size_t o1)
 {
 	if (a->xk == NULL || a->n_tok != 1)
 		KG_GEMM_Q3_K(a, o0, o1);
 	else
-		kg_gemv(KG_FN(q3k_4), KG_FN(q3k_1), a, o0, o1);
+		kg_gemv(KG_FN(q3k_4), KG_FN(q3k_4q), KG_FN(q3k_1), a, o0, o1);
 }
 
 /* Q2_K and Q3_K for 2+ tokens: every token through the GEMV
