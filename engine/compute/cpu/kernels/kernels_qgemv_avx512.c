@@ -174,24 +174,22 @@ QV_INLINE __m512 qg__step_q8(const struct kern_gemm_args *a, size_t b, __m512i u
 
 /* One 16-row tile of either type over all blocks, the next block's loads
  * issued before this block's step; q8 is a constant in each caller, so
- * each type compiles to its own loop. Prefetch: Q4_0 two tiles ahead into
- * L2, Q8_0 one, as the tile (LEVELS.md). */
+ * each type compiles to its own loop. Prefetch: the tile's
+ * (qv__tile_ahead, qv__prefetch_ahead). */
 QV_INLINE void qg__tile(const struct kern_gemm_args *a, size_t o, int q8)
 {
 	const size_t bs = q8 ? sizeof(struct kern_block_q8_0) : sizeof(struct kern_block_q4_0);
 	const size_t nb = a->n_in / KERN_QK, st = a->w_stride;
 	const int nv = q8 ? 8 : 4;
 	const char *w = (const char *)a->w + o * st;
-	const char *next = w + (q8 ? 1 : 2) * QV_ROWS * st;
+	const char *next = qv__tile_ahead(w, st, q8);
 	struct qg_rows r = {w, w + 8 * st, st, 3 * st, 5 * st, 7 * st};
 	__m512 acc = _mm512_setzero_ps(), dw, dwn;
 	__m512i u[8], un[8];
 
 	dw = q8 ? qg__load_q8(&r, u) : qg__load_q4(&r, u);
 	for (size_t b = 0; b < nb; b++) {
-		QV_UNROLL
-		for (size_t off = 0; off < QV_ROWS * bs; off += 64)
-			_mm_prefetch(next + b * QV_ROWS * bs + off, _MM_HINT_T1);
+		qv__prefetch_ahead(next, b, bs);
 		/* the next block (the last loads itself again rather than branch) */
 		if (b + 1 < nb) {
 			r.p += bs;

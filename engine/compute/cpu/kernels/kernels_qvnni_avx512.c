@@ -196,10 +196,7 @@ QV_INLINE void qv__tile(uint32_t wt, const struct kern_gemm_args *a, const struc
 					   : sizeof(struct kern_block_q4_0);
 	const size_t st = a->w_stride, b1 = b0 + n;
 	const char *w = (const char *)a->w + o * st;
-	/* Prefetched tiles ahead: Q4_0 two (a decode step's matrix products
-	 * 23.1-23.6 -> 21.9-22.6 ms of CPU, one thread, Zen 4), Q8_0 one (two:
-	 * no change). */
-	const char *next = w + QV_ROWS * st * (wt == DTYPE_Q4_0 ? 2 : 1);
+	const char *next = qv__tile_ahead(w, st, wt == DTYPE_Q8_0);
 	const struct kern_block_q8a *x[QV_TOK];
 	__m512 acc[QV_TOK], dw;
 	__m512i u[8];
@@ -218,13 +215,7 @@ QV_INLINE void qv__tile(uint32_t wt, const struct kern_gemm_args *a, const struc
 		__m512 dwn = qv__scales(w, st, bn, bs);
 		__m512i un[8];
 
-		/* A later tile (16 rows, contiguous) into L2, not L1: a whole
-		 * tile ahead (18-50 KiB) into L1 evicted this tile's rows and
-		 * the activations; with T0 a 2-token decode step cost 1.7x a
-		 * 1-token one (forward_step, one thread), with T1 0.9x. */
-		QV_UNROLL
-		for (size_t off = 0; off < QV_ROWS * bs; off += 64)
-			_mm_prefetch(next + b * QV_ROWS * bs + off, _MM_HINT_T1);
+		qv__prefetch_ahead(next, b, bs);
 		qv__unpack_l(wt, w, st, bn, 0, T > 4, un);
 		QV_UNROLL
 		for (int k = 0; k < T; k++)
@@ -259,10 +250,7 @@ QV_INLINE void qv__tile1(uint32_t wt, const struct kern_gemm_args *a, size_t o, 
 					   : sizeof(struct kern_block_q4_0);
 	const size_t nb = a->n_in / KERN_QK, st = a->w_stride;
 	const char *w = (const char *)a->w + o * st;
-	/* Prefetched tiles ahead: Q4_0 two (a decode step's matrix products
-	 * 23.1-23.6 -> 21.9-22.6 ms of CPU, one thread, Zen 4), Q8_0 one (two:
-	 * no change). */
-	const char *next = w + QV_ROWS * st * (wt == DTYPE_Q4_0 ? 2 : 1);
+	const char *next = qv__tile_ahead(w, st, wt == DTYPE_Q8_0);
 	const struct kern_block_q8a *x[QV_TOK];
 	const float *xd[QV_TOK];
 	const int32_t *xs[QV_TOK];
@@ -284,13 +272,7 @@ QV_INLINE void qv__tile1(uint32_t wt, const struct kern_gemm_args *a, size_t o, 
 		__m512 dwn = qv__scales(w, st, bn, bs);
 		__m512i un[8];
 
-		/* A later tile (16 rows, contiguous) into L2, not L1: a whole
-		 * tile ahead (18-50 KiB) into L1 evicted this tile's rows and
-		 * the activations; with T0 a 2-token decode step cost 1.7x a
-		 * 1-token one (forward_step, one thread), with T1 0.9x. */
-		QV_UNROLL
-		for (size_t off = 0; off < QV_ROWS * bs; off += 64)
-			_mm_prefetch(next + b * QV_ROWS * bs + off, _MM_HINT_T1);
+		qv__prefetch_ahead(next, b, bs);
 		qv__unpack(wt, w, st, bn, 0, un);
 		QV_UNROLL
 		for (int k = 0; k < T; k++)
@@ -385,11 +367,8 @@ QV_INLINE void qv__tile_p(uint32_t wt, const struct kern_gemm_args *a, const str
 			__m512i u[8];
 			__m512 dw = p->dw[j];
 
-			if (pf) {
-				QV_UNROLL
-				for (size_t off = 0; off < QV_ROWS * bs; off += 64)
-					_mm_prefetch(next + j * QV_ROWS * bs + off, _MM_HINT_T1);
-			}
+			if (pf)
+				qv__prefetch_ahead(next, j, bs);
 			if (apf) {
 				QV_UNROLL
 				for (int k = 0; k < T; k++)
