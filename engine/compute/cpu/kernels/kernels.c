@@ -424,18 +424,28 @@ static void kern__pre_cb(void *data, size_t i)
 	job->pre(job->pre_ctx, t0, n_tok - t0 < job->pre_rows ? n_tok : t0 + job->pre_rows);
 }
 
-static void kern__rows_cb(void *data, size_t i)
+/* Chunks [i, j) of the job in one product call, as far as chunk i's
+ * part reaches (a call has one weight matrix); returns the first chunk
+ * not run. */
+static size_t kern__run_chunks(const struct kern__job *job, size_t i, size_t j)
 {
-	const struct kern__job *job = data;
 	size_t p = 0;
 
 	while (i >= job->first[p + 1])
 		p++;
-	size_t n_out = job->args[p].y_stride;
-	size_t o0 = (i - job->first[p]) * job->chunk[p];
-	size_t o1 = n_out - o0 > job->chunk[p] ? o0 + job->chunk[p] : n_out;
+	if (j > job->first[p + 1])
+		j = job->first[p + 1];
+	const size_t n_out = job->args[p].y_stride;
+	const size_t o0 = (i - job->first[p]) * job->chunk[p];
+	const size_t o1 = (j - job->first[p]) * job->chunk[p];
 
-	job->gemm(&job->args[p], o0, o1);
+	job->gemm(&job->args[p], o0, o1 < n_out ? o1 : n_out);
+	return j;
+}
+
+static void kern__rows_cb(void *data, size_t i)
+{
+	kern__run_chunks(data, i, i + 1);
 }
 
 /*
@@ -459,17 +469,8 @@ static void kern__region_cb(void *data, size_t r)
 	 * chunk (only the other thread's unclaimed chunks are then stolen) */
 	if (kern_gemv_quarters && job->args[0].n_tok == 1) {
 		size_t i = atomic_exchange_explicit(&job->rnext[r], job->rend[r], memory_order_relaxed);
-		while (i < job->rend[r]) {
-			size_t p = 0;
-			while (i >= job->first[p + 1])
-				p++;
-			const size_t j = job->first[p + 1] < job->rend[r] ? job->first[p + 1] : job->rend[r];
-			const size_t n_out = job->args[p].y_stride;
-			const size_t o0 = (i - job->first[p]) * job->chunk[p];
-			const size_t o1 = (j - job->first[p]) * job->chunk[p];
-			job->gemm(&job->args[p], o0, o1 < n_out ? o1 : n_out);
-			i = j;
-		}
+		while (i < job->rend[r])
+			i = kern__run_chunks(job, i, job->rend[r]);
 	}
 	for (size_t k = 0; k < job->n_region; k++) {
 		size_t q = (r + k) % job->n_region;
