@@ -47,6 +47,11 @@
  * the last chunks balanced by stealing (kern__region_cb); with
  * EMBER_GEMV_SPLIT=quarters a one-token job's thread takes the rest of its
  * region in one call per part (kernels_impl.h kern_gemv_quarters).
+ *
+ * Packed rows (kernels.h KERN_PACKED): a packed type id runs the level's
+ * pgemv/pgemm on the same chunks (whole groups: KERN_ROW_ALIGN is a
+ * multiple of every group), with the K-quant activations always made
+ * per super-block; kern_pack_rows() is the generic in-place interleave.
  */
 #include <pthread.h>
 #include <stdatomic.h>

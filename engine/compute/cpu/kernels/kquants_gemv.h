@@ -16,7 +16,8 @@
  * Include only from a file compiled with at least AVX2 + FMA + F16C.
  *
  * What is computed: kquants_gemv_ref.c (the specification, equalled bit
- * for bit). Rows are read in their file layout, a super-block at a time,
+ * for bit). Rows are read in their file layout (or, the ZMM bodies with
+ * `pk`, packed: kg_rows_at(), kg_step()), a super-block at a time,
  * four rows per step sharing the activation loads: per 32 values one
  * VPMADDUBSW (unsigned weights x int8 activations into int16 pairs, no
  * saturation: 2 x 63 x 127 < 32768) then the sub-block scale applied in

@@ -13,7 +13,9 @@
  * (separate multiplies and adds: no fused multiply-add, which would round
  * once where the GEMV rounds twice).
  *
- * The weights are read in their file layout, 16 rows a tile, each
+ * The weights are read in their file layout or packed in groups of 4
+ * rows (kernels.h KERN_PACKED; kv_rows says where a tile's rows and
+ * super-blocks are), 16 rows a tile, each
  * super-block's bytes transposed so that dword lane r of vector c holds
  * elements 4c..4c+3 of row r; a token's 32-block is then 8 VPDPBUSD
  * against its words broadcast, giving the 16 rows' exact sums in lanes,
