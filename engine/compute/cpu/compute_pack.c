@@ -3,10 +3,11 @@
  * load step of packed weight rows (kernels.h KERN_PACKED; why and the
  * figures: kernels/LEVELS.md "Packed rows").
  *
- * Which matrices: those the chosen kernel level runs packed
- * (kern_pack_type(): K-quants at avx512, n_out a multiple of 4), except
- * any read by row lookup in file order (token_embd, and the output when
- * tied to it: get_rows dequantizes single rows). Only where the weights
+ * Which matrices: of those forward.c reads only as matrix products (the
+ * layers' q, k, v, qkv, attention output, gate, up, down, and the output
+ * head), the ones the chosen kernel level runs packed (kern_pack_type():
+ * K-quants at avx512, n_out a multiple of 4); never token_embd's bytes
+ * (the tied output's too: get_rows dequantizes single rows in file order). Only where the weights
  * are the model's private copy of the file (gguf_open_weights(), made
  * writable for the pack and read-only again): a file mapping is shared
  * with the page cache and stays as the file lays it out, and so does a
@@ -28,19 +29,26 @@
 #include "gguf_map.h"
 #include "kernels.h"
 
-/* Candidates: every matrix of the model but the row-lookup ones. */
+/* The layer roles forward.c reads only through linear() (kern_matmul):
+ * nothing else of a layer may be rewritten. */
+static const enum arch_tensor pack__roles[] = {
+	ARCH_T_ATTN_Q, ARCH_T_ATTN_K,	 ARCH_T_ATTN_V,	 ARCH_T_ATTN_QKV,
+	ARCH_T_ATTN_OUT, ARCH_T_FFN_GATE, ARCH_T_FFN_UP, ARCH_T_FFN_DOWN,
+};
+#define PACK__NROLES (sizeof(pack__roles) / sizeof(pack__roles[0]))
+
+/* Candidates: the output head unless tied, and the layers' matrices. */
 static size_t pack__list(struct model *m, struct model_weight **out, size_t cap)
 {
 	const void *embd = m->w[ARCH_T_TOKEN_EMBD].data;
 	size_t n = 0;
 
-	for (int r = 0; r < ARCH_T_FIRST_LAYER; r++)
-		if (r != ARCH_T_TOKEN_EMBD && !(r == ARCH_T_OUTPUT && m->output_tied) && n < cap)
-			out[n++] = &m->w[r];
+	if (!m->output_tied && n < cap)
+		out[n++] = &m->w[ARCH_T_OUTPUT];
 	for (uint32_t l = 0; l < m->hp.n_layer; l++)
-		for (int r = ARCH_T_FIRST_LAYER; r < ARCH_T_COUNT; r++)
+		for (size_t r = 0; r < PACK__NROLES; r++)
 			if (n < cap)
-				out[n++] = &m->layers[l].w[r];
+				out[n++] = &m->layers[l].w[pack__roles[r]];
 	/* keep those the level packs; never the embedding's bytes, never the
 	 * same bytes twice (a tensor bound to two roles) */
 	size_t k = 0;
@@ -67,7 +75,7 @@ int compute_prepare_model(struct model *m, char *err)
 	if (compute_device_vulkan() || (env && strcmp(env, "0") == 0) || g == NULL || !g->copy)
 		return 0;
 	kern_init();
-	cap = ARCH_T_FIRST_LAYER + (size_t)m->hp.n_layer * ARCH_T_COUNT;
+	cap = 1 + (size_t)m->hp.n_layer * PACK__NROLES;
 	if ((list = malloc(cap * sizeof(*list))) == NULL)
 		return ember_seterr(err, EMBER_ENOMEM, "packing weights");
 	n = pack__list(m, list, cap);
