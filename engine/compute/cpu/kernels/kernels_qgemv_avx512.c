@@ -176,14 +176,15 @@ QV_INLINE __m512 qg__step_q8(const struct kern_gemm_args *a, size_t b, __m512i u
  * issued before this block's step; q8 is a constant in each caller, so
  * each type compiles to its own loop. Prefetch: the tile's
  * (qv__tile_ahead, qv__prefetch_ahead). */
-QV_INLINE void qg__tile(const struct kern_gemm_args *a, size_t o, int q8)
+QV_INLINE void qg__tile(const struct kern_gemm_args *a, size_t o, int q8, int pk)
 {
 	const size_t bs = q8 ? sizeof(struct kern_block_q8_0) : sizeof(struct kern_block_q4_0);
 	const size_t nb = a->n_in / KERN_QK, st = a->w_stride;
+	const size_t rs = qv__rs(st, bs, pk), bstep = qv__bstep(bs, pk);
 	const int nv = q8 ? 8 : 4;
 	const char *w = (const char *)a->w + o * st;
 	const char *next = qv__tile_ahead(w, st, q8);
-	struct qg_rows r = {w, w + 8 * st, st, 3 * st, 5 * st, 7 * st};
+	struct qg_rows r = {w, w + 8 * rs, rs, 3 * rs, 5 * rs, 7 * rs};
 	__m512 acc = _mm512_setzero_ps(), dw, dwn;
 	__m512i u[8], un[8];
 
@@ -192,8 +193,8 @@ QV_INLINE void qg__tile(const struct kern_gemm_args *a, size_t o, int q8)
 		qv__prefetch_ahead(next, b, bs);
 		/* the next block (the last loads itself again rather than branch) */
 		if (b + 1 < nb) {
-			r.p += bs;
-			r.p8 += bs;
+			r.p += bstep;
+			r.p8 += bstep;
 		}
 		dwn = q8 ? qg__load_q8(&r, un) : qg__load_q4(&r, un);
 		acc = q8 ? qg__step_q8(a, b, u, dw, acc) : qg__step_q4(a, b, u, dw, acc);
@@ -207,12 +208,22 @@ QV_INLINE void qg__tile(const struct kern_gemm_args *a, size_t o, int q8)
 
 static __attribute__((noinline)) void qg__tile_q4(const struct kern_gemm_args *a, size_t o)
 {
-	qg__tile(a, o, 0);
+	qg__tile(a, o, 0, 0);
 }
 
 static __attribute__((noinline)) void qg__tile_q8(const struct kern_gemm_args *a, size_t o)
 {
-	qg__tile(a, o, 1);
+	qg__tile(a, o, 1, 0);
+}
+
+static __attribute__((noinline)) void qg__ptile_q4(const struct kern_gemm_args *a, size_t o)
+{
+	qg__tile(a, o, 0, 1);
+}
+
+static __attribute__((noinline)) void qg__ptile_q8(const struct kern_gemm_args *a, size_t o)
+{
+	qg__tile(a, o, 1, 1);
 }
 
 /* Whole 16-row tiles by `tile`; rows past the last one by the AVX2 GEMV
@@ -242,5 +253,37 @@ void kern_avx512_gemv_q4_0(const struct kern_gemm_args *a, size_t o0, size_t o1)
 void kern_avx512_gemv_q8_0(const struct kern_gemm_args *a, size_t o0, size_t o1)
 {
 	qg__gemv(a, o0, o1, DTYPE_Q8_0, qg__tile_q8);
+}
+
+/* Packed rows (KERN_PACKED): whole groups by the tile (more than one
+ * token: the packed gemm), part-groups through kern_avx512_packed_split. */
+static void qg__pgemv_q4_0(const struct kern_gemm_args *a, size_t o0, size_t o1)
+{
+	if (a->n_tok != 1) {
+		kern_avx512_pgemm_q4_0(a, o0, o1);
+		return;
+	}
+	for (size_t o = o0; o < o1; o += QV_ROWS)
+		qg__ptile_q4(a, o);
+}
+
+static void qg__pgemv_q8_0(const struct kern_gemm_args *a, size_t o0, size_t o1)
+{
+	if (a->n_tok != 1) {
+		kern_avx512_pgemm_q8_0(a, o0, o1);
+		return;
+	}
+	for (size_t o = o0; o < o1; o += QV_ROWS)
+		qg__ptile_q8(a, o);
+}
+
+void kern_avx512_pgemv_q4_0(const struct kern_gemm_args *a, size_t o0, size_t o1)
+{
+	kern_avx512_packed_split(a, o0, o1, qg__pgemv_q4_0);
+}
+
+void kern_avx512_pgemv_q8_0(const struct kern_gemm_args *a, size_t o0, size_t o1)
+{
+	kern_avx512_packed_split(a, o0, o1, qg__pgemv_q8_0);
 }
 #endif
