@@ -54,6 +54,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ember.h"
 #include "kernels.h"
 #include "kernels_impl.h"
 #include "quants.h"
@@ -61,6 +62,9 @@
 /* Rows per chunk are a multiple of this (the tallest tile, AVX2's
  * quantized prefill), so no chunk ends in a partly empty tile. */
 #define KERN_ROW_ALIGN 16
+/* Packed groups (kernels.h KERN_PACKED) are 4 rows (K-quants) or 16
+ * (Q4_0/Q8_0): chunk boundaries must fall on them. */
+static_assert(KERN_ROW_ALIGN % 16 == 0, "chunks end on packed row groups");
 /* Below this many rows a chunk is not worth a task hand-off. */
 #define KERN_MIN_CHUNK_ROWS 16
 /* Prefill: a join waits for the last chunk in flight while the other
@@ -205,7 +209,6 @@ enum cpu_level kern_resolve(const struct cpu_features *f, enum cpu_level cap,
 		KERN__TAKE(max);
 		KERN__TAKE(exp_sum);
 		KERN__TAKE(silu_mul);
-		KERN__TAKE(repack);
 		KERN__TAKE(quantize_act_q8k);
 		KERN__TAKE(norm_rows);
 		KERN__TAKE(fp16_from_row);
@@ -217,6 +220,13 @@ enum cpu_level kern_resolve(const struct cpu_features *f, enum cpu_level cap,
 			out->gemm[t] = ops->gemm[t];
 			out->gemv[t] = ops->gemv[t] ? ops->gemv[t] : ops->gemm[t];
 			org->gemm[t] = org->gemv[t] = level;
+			/* the packed form with them, or none: a level's packed
+			 * kernels compute its own gemm's results */
+			out->pack_rows[t] = ops->pgemm[t] ? ops->pack_rows[t] : 0;
+			out->pgemm[t] = out->pack_rows[t] ? ops->pgemm[t] : NULL;
+			out->pgemv[t] = !out->pack_rows[t] ? NULL
+					: ops->pgemv[t]	   ? ops->pgemv[t]
+							   : ops->pgemm[t];
 		}
 		if (level == cap)
 			break;
@@ -292,8 +302,15 @@ char *kern_describe(char *buf, size_t len)
 	buf[0] = '\0';
 	for (uint32_t t = 0; t < DTYPE_COUNT; t++)
 		if (kern_supports(t)) {
+			char sub[32];
+
 			kern__line(buf, len, &n, "gemv", dtype_name(t), o->gemv[t]);
 			kern__line(buf, len, &n, "gemm", dtype_name(t), o->gemm[t]);
+			if (!kern__ops->pack_rows[t])
+				continue;
+			snprintf(sub, sizeof(sub), "%s packed", dtype_name(t));
+			kern__line(buf, len, &n, "gemv", sub, o->gemm[t]);
+			kern__line(buf, len, &n, "gemm", sub, o->gemm[t]);
 		}
 	kern__line(buf, len, &n, "quantize_act", NULL, o->quantize_act);
 	kern__line(buf, len, &n, "quantize_act_q8k", NULL, o->quantize_act_q8k);
@@ -309,7 +326,70 @@ char *kern_describe(char *buf, size_t len)
 
 int kern_supports(uint32_t t)
 {
+	if (t & KERN_PACKED) {
+		t &= ~KERN_PACKED;
+		return t < DTYPE_COUNT && kern_ops_ref.gemm[t] != NULL &&
+		       kern_ops_active()->pack_rows[t] != 0;
+	}
 	return t < DTYPE_COUNT && kern_ops_ref.gemm[t] != NULL;
+}
+
+uint32_t kern_pack_type(uint32_t t, size_t n_out, size_t n_in)
+{
+	const struct kern_ops *ops = kern_ops_active();
+
+	if (t >= DTYPE_COUNT || ops->pack_rows[t] == 0 || n_out == 0 ||
+	    n_out % ops->pack_rows[t] != 0 || dtype_block(t) == 0 || n_in % dtype_block(t) != 0)
+		return t;
+	return t | KERN_PACKED;
+}
+
+void kern_pack_groups(void *w, size_t n_out, size_t nb, size_t bs, size_t g, int unpack,
+		      void *tmp)
+{
+	const size_t row = nb * bs;
+
+	for (size_t o = 0; o < n_out; o += g) {
+		char *grp = (char *)w + o * row;
+
+		memcpy(tmp, grp, g * row);
+		for (size_t r = 0; r < g; r++)
+			for (size_t b = 0; b < nb; b++) {
+				char *file = grp + r * row + b * bs, *pk = grp + (b * g + r) * bs;
+				const char *src = (const char *)tmp + (unpack ? (b * g + r) * bs
+									      : r * row + b * bs);
+				memcpy(unpack ? file : pk, src, bs);
+			}
+	}
+}
+
+static int kern__pack(uint32_t t, void *w, size_t n_out, size_t n_in, int unpack, char *err)
+{
+	size_t g, nb, bs;
+	void *tmp;
+
+	if (kern_pack_type(t, n_out, n_in) != (t | KERN_PACKED))
+		return ember_seterr(err, EMBER_EINVAL, "%s: no packed rows for %zu x %zu at %s",
+				    t < DTYPE_COUNT ? dtype_name(t) : "type", n_out, n_in,
+				    kern_ops_active()->name);
+	g = kern_ops_active()->pack_rows[t];
+	nb = n_in / dtype_block(t);
+	bs = dtype_type_size(t);
+	if ((tmp = malloc(g * nb * bs)) == NULL)
+		return ember_seterr(err, EMBER_ENOMEM, "packing %zu rows", g);
+	kern_pack_groups(w, n_out, nb, bs, g, unpack, tmp);
+	free(tmp);
+	return 0;
+}
+
+int kern_pack_rows(uint32_t t, void *w, size_t n_out, size_t n_in, char *err)
+{
+	return kern__pack(t, w, n_out, n_in, 0, err);
+}
+
+int kern_unpack_rows(uint32_t t, void *w, size_t n_out, size_t n_in, char *err)
+{
+	return kern__pack(t, w, n_out, n_in, 1, err);
 }
 
 static size_t kern__act_row_bytes(size_t n_in)
@@ -334,6 +414,7 @@ static int kern__wants_q8k(uint32_t wtype)
 
 size_t kern_matmul_scratch(uint32_t wtype, size_t n_in, size_t n_tok)
 {
+	wtype &= ~KERN_PACKED; /* the same activations either way */
 	size_t q8k = kern__wants_q8k(wtype) ? n_in / KERN_QKK * sizeof(struct kern_block_q8_k) : 0;
 
 	if (!kern_wtype_quantized(wtype))
@@ -560,14 +641,20 @@ void kern_matmul_n_pre(tpool_t pool, uint32_t wtype, size_t n_in,
 {
 	struct kern__job job = {0};
 	struct kern_gemm_args a = {0};
+	const int packed = (wtype & KERN_PACKED) != 0;
 
 	kern_init();
-	assert(kern_supports(wtype) && n_in % dtype_block(wtype) == 0);
+	assert(kern_supports(wtype));
+	wtype &= ~KERN_PACKED;
+	assert(n_in % dtype_block(wtype) == 0);
 	assert(n <= KERN_MM_PARTS_MAX);
 	if (n_tok == 0 || n == 0 || n > KERN_MM_PARTS_MAX)
 		return;
 	job.ops = kern__ops;
-	job.gemm = n_tok == 1 ? kern__ops->gemv[wtype] : kern__ops->gemm[wtype];
+	if (packed) /* rows in groups (kernels.h): chunks end on them below */
+		job.gemm = n_tok == 1 ? kern__ops->pgemv[wtype] : kern__ops->pgemm[wtype];
+	else
+		job.gemm = n_tok == 1 ? kern__ops->gemv[wtype] : kern__ops->gemm[wtype];
 	if (job.gemm == NULL) /* refused at load (kern_supports); never here */
 		return;
 	job.x = x;
@@ -585,7 +672,8 @@ void kern_matmul_n_pre(tpool_t pool, uint32_t wtype, size_t n_in,
 		/* a level with its own K-quant GEMV reads every token per
 		 * super-block (kquants_gemv.h), its GEMM too: one rounding of
 		 * the activations whatever the batch */
-		if (kern__wants_q8k(wtype) && kern__ops->gemv[wtype] != kern__ops->gemm[wtype])
+		if (kern__wants_q8k(wtype) &&
+		    (packed || kern__ops->gemv[wtype] != kern__ops->gemm[wtype]))
 			a.xk = (const struct kern_block_q8_k *)(a.xs8 + a.xd_stride * n_tok);
 	} else {
 		a.x = x;
@@ -602,6 +690,10 @@ void kern_matmul_n_pre(tpool_t pool, uint32_t wtype, size_t n_in,
 		job.args[k].y = parts[p].y;
 		job.args[k].y_stride = parts[p].n_out;
 		job.chunk[k] = kern__chunk_rows(pool, parts[p].n_out, n_tok);
+		/* packed: every chunk whole groups (n_out is a multiple of G,
+		 * and KERN_ROW_ALIGN of every level's G) */
+		assert(!packed || (parts[p].n_out % kern__ops->pack_rows[wtype] == 0 &&
+				   job.chunk[k] % kern__ops->pack_rows[wtype] == 0));
 		job.first[k + 1] = job.first[k] + (parts[p].n_out + job.chunk[k] - 1) / job.chunk[k];
 		job.n_part++;
 	}

@@ -42,7 +42,34 @@ enum cpu_level kern_level(void);
  * `len`. Returns `buf`. */
 char *kern_describe(char *buf, size_t len);
 
-/* 1 if weights of dtype `t` can be multiplied, else 0. */
+/*
+ * Packed weight rows (LEVELS.md, "Packed rows"): a weight type id OR-ed
+ * with KERN_PACKED means the matrix's rows were interleaved at load by
+ * kern_pack_rows() for this process's level: in each group of G rows
+ * (G = the level's rows per step for the type), block b of row r (r < G)
+ * sits at group_base + (b * G + r) * type_size, where group g covers
+ * exactly the bytes of rows [g G, g G + G) in the file. The kernels then
+ * read one linear stream instead of G rows side by side; the results are
+ * the file layout's bit for bit. kern_matmul, kern_matmul_n,
+ * kern_matmul_n_pre, kern_matmul_scratch and kern_supports accept it.
+ */
+#define KERN_PACKED 0x100u
+
+/* t | KERN_PACKED when the level in use runs packed t (GEMV and GEMM)
+ * for n_out rows of n_in elements (n_out a multiple of its group), else t. */
+uint32_t kern_pack_type(uint32_t t, size_t n_out, size_t n_in);
+
+/* Interleaves the n_out rows of n_in elements of type t (no flag) at w in
+ * place, in groups of the level's G for t (kern_pack_type() must have
+ * said packed). Allocates one group as a temporary. Returns 0, or
+ * EMBER_EINVAL / EMBER_ENOMEM with one line in err (EMBER_ERR_MAX). */
+int kern_pack_rows(uint32_t t, void *w, size_t n_out, size_t n_in, char *err);
+
+/* The inverse of kern_pack_rows() (tests, a reader that needs file order). */
+int kern_unpack_rows(uint32_t t, void *w, size_t n_out, size_t n_in, char *err);
+
+/* 1 if weights of dtype `t` can be multiplied, else 0 (t | KERN_PACKED:
+ * if the level in use has the packed form of t). */
 int kern_supports(uint32_t t);
 
 /* Bytes of scratch kern_matmul() needs for these shapes (activations

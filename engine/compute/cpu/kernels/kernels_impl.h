@@ -93,14 +93,6 @@ void kern_act_summarize(const struct kern_block_q8a *x, size_t nb, float *xd, in
 
 typedef void (*kern_gemm_fn)(const struct kern_gemm_args *a, size_t o0, size_t o1);
 
-/* Optional: rewrites `n_out` rows of weights of type `wtype` once at load
- * into a layout this level's gemm reads faster (AMX tiles, i8mm pairs, a
- * GPU's buffers), in `*out` (the callee allocates; the caller frees).
- * Returns 0, or EMBER_EUNSUPPORTED to keep the file layout. NULL at every
- * level so far: all of them read weights as the file lays them out. */
-typedef int (*kern_repack_fn)(uint32_t wtype, const void *w, size_t n_out, size_t n_in,
-			      void **out);
-
 /*
  * The functions one level provides. A NULL entry means "not faster here":
  * kern_resolve() fills it from the next lower level of the architecture's
@@ -137,7 +129,6 @@ struct kern_ops {
 	 * super-block; the same level's gemm reads every token so and
 	 * repeats the GEMV's operations (LEVELS.md). */
 	kern_gemm_fn gemv[DTYPE_COUNT];
-	kern_repack_fn repack; /* NULL: weights stay in file layout */
 	/* One token's activations per 256-element super-block for the
 	 * K-quant GEMVs (quants.h kern_quantize_act_q8k(); byte-identical at
 	 * every level). */
@@ -147,16 +138,31 @@ struct kern_ops {
 			  float *out, size_t n);
 	/* kern_fp32_to_fp16_row(); bit-identical at every level. */
 	void (*fp16_from_row)(const float *src, uint16_t *dst, size_t n);
+	/* Packed weight rows (kernels.h KERN_PACKED): pack_rows[t] the rows
+	 * per group G (0: no packed form of t at this level), pgemm[t] and
+	 * pgemv[t] (NULL: pgemm[t]) the products on such a matrix, rows
+	 * [o0, o1) always whole groups. kern_resolve() takes all three for t
+	 * from the level that supplies gemm[t], so a level without them
+	 * (pack_rows 0) never packs; their results are that level's gemm[t] /
+	 * gemv[t]'s bit for bit. */
+	kern_gemm_fn pgemm[DTYPE_COUNT], pgemv[DTYPE_COUNT];
+	uint8_t pack_rows[DTYPE_COUNT];
 };
 
 /* Which level supplied each entry of a resolved table (kern_resolve()). */
 struct kern_origin {
-	enum cpu_level quantize_act, attn_scores, attn_accum, fp16_row, max, exp_sum, silu_mul,
-		repack;
+	enum cpu_level quantize_act, attn_scores, attn_accum, fp16_row, max, exp_sum, silu_mul;
 	enum cpu_level gemm[DTYPE_COUNT], gemv[DTYPE_COUNT];
 	enum cpu_level quantize_act_q8k;
 	enum cpu_level norm_rows, fp16_from_row;
 };
+
+/* Moves n_out rows (nb blocks of bs bytes each, rows contiguous) between
+ * the file layout and the packed one of kernels.h (groups of g rows;
+ * n_out a multiple of g), in place through tmp (g * nb * bs bytes):
+ * unpack = 0 packs, 1 restores the file order. */
+void kern_pack_groups(void *w, size_t n_out, size_t nb, size_t bs, size_t g, int unpack,
+		      void *tmp);
 
 /* Builds the table for the best level `f` can run, capped at `cap` (its
  * position in cpu_levels(); a level with no table built is skipped):

@@ -1,0 +1,169 @@
+/*
+ * test_kernel_pack.c - packed weight rows (kernels.h KERN_PACKED): the
+ * generic pack/unpack (layout as kernels.h specifies it, round trip),
+ * kern_resolve()'s rule (a type's packed form comes from the level that
+ * supplies its gemm, or not at all), and every level's packed GEMV/GEMM
+ * against the same level's file-layout kernels bit for bit: random
+ * blocks, ragged token counts (1 .. 17: the GEMV, the streaming tiles,
+ * the panels), row ranges starting and ending on different group
+ * multiples. Levels this CPU cannot run are skipped.
+ */
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dtype.h"
+#include "ember.h"
+#include "kernels.h"
+#include "kernels_impl.h"
+#include "quants.h"
+
+static uint64_t kp_rng = 0x9e3779b97f4a7c15ull;
+
+static uint32_t kp_rand(void)
+{
+	kp_rng ^= kp_rng << 13;
+	kp_rng ^= kp_rng >> 7;
+	kp_rng ^= kp_rng << 17;
+	return (uint32_t)(kp_rng >> 16);
+}
+
+/* Byte k of block b of row r, as the file lays it out: a function of all
+ * three, so any misplaced block shows. */
+static uint8_t kp_byte(size_t r, size_t b, size_t k)
+{
+	return (uint8_t)(r * 131 + b * 17 + k * 7 + (r >> 3) * 3);
+}
+
+/* kern_pack_groups() puts block b of row r at group_base + (b g + r) bs,
+ * group g over exactly its rows' bytes; unpack restores the file. */
+START_TEST(pack_groups_layout_and_round_trip)
+{
+	static const size_t gs[] = {1, 4, 16};
+	static const size_t bss[] = {1, 18, 34, 144, 176, 210};
+
+	for (size_t gi = 0; gi < 3; gi++)
+		for (size_t bi = 0; bi < 6; bi++) {
+			const size_t g = gs[gi], bs = bss[bi], nb = 3, n_out = 2 * g;
+			const size_t row = nb * bs;
+			uint8_t *w = malloc(n_out * row), *tmp = malloc(g * row);
+
+			for (size_t r = 0; r < n_out; r++)
+				for (size_t b = 0; b < nb; b++)
+					for (size_t k = 0; k < bs; k++)
+						w[r * row + b * bs + k] = kp_byte(r, b, k);
+			kern_pack_groups(w, n_out, nb, bs, g, 0, tmp);
+			for (size_t r = 0; r < n_out; r++)
+				for (size_t b = 0; b < nb; b++)
+					for (size_t k = 0; k < bs; k++) {
+						const size_t at = (r / g) * g * row +
+								  (b * g + r % g) * bs + k;
+						ck_assert_msg(w[at] == kp_byte(r, b, k),
+							      "g %zu bs %zu row %zu block %zu", g, bs,
+							      r, b);
+					}
+			kern_pack_groups(w, n_out, nb, bs, g, 1, tmp);
+			for (size_t r = 0; r < n_out; r++)
+				for (size_t b = 0; b < nb; b++)
+					for (size_t k = 0; k < bs; k++)
+						ck_assert(w[r * row + b * bs + k] == kp_byte(r, b, k));
+			free(w);
+			free(tmp);
+		}
+}
+END_TEST
+
+/* kern_resolve(): for every feature set and cap, a type's pack_rows,
+ * pgemm and pgemv are those of the level its gemm came from (a level
+ * without a packed form gives none), and pack_rows is never set
+ * without both products. */
+START_TEST(resolve_takes_packed_form_with_gemm)
+{
+	const enum cpu_level *list;
+	size_t n = cpu_levels(&list);
+	struct cpu_features fs[3];
+
+	memset(fs, 0, sizeof(fs));
+	fs[1].avx2 = 1;
+	memset(&fs[2], 0xff, sizeof(fs[2]));
+	for (size_t fi = 0; fi < 3; fi++)
+		for (size_t ci = 0; ci < n; ci++) {
+			struct kern_ops ops;
+			struct kern_origin org;
+
+			kern_resolve(&fs[fi], list[ci], &ops, &org);
+			for (uint32_t t = 0; t < DTYPE_COUNT; t++) {
+				const struct kern_ops *own = kern_ops_own(org.gemm[t]);
+				if (ops.gemm[t] == NULL)
+					continue;
+				ck_assert_ptr_nonnull(own);
+				ck_assert(ops.gemm[t] == own->gemm[t]);
+				if (own->pgemm[t] == NULL) {
+					ck_assert_uint_eq(ops.pack_rows[t], 0);
+					ck_assert_ptr_null(ops.pgemm[t]);
+					ck_assert_ptr_null(ops.pgemv[t]);
+					continue;
+				}
+				ck_assert_uint_eq(ops.pack_rows[t], own->pack_rows[t]);
+				ck_assert(ops.pgemm[t] == own->pgemm[t]);
+				ck_assert(ops.pgemv[t] == (own->pgemv[t] ? own->pgemv[t] : own->pgemm[t]));
+				ck_assert(ops.pack_rows[t] > 0 && 16 % ops.pack_rows[t] == 0);
+			}
+		}
+	/* the scalar reference never packs */
+	for (uint32_t t = 0; t < DTYPE_COUNT; t++)
+		ck_assert_uint_eq(kern_ops_ref.pack_rows[t], 0);
+}
+END_TEST
+
+/* kern_pack_type() / kern_pack_rows(): packed only where the level in
+ * use has the form and n_out is a multiple of its group; pack then
+ * unpack gives the file back; a refused shape says why. */
+START_TEST(pack_rows_follow_the_active_level)
+{
+	const struct kern_ops *ops = kern_ops_active();
+	char err[EMBER_ERR_MAX] = "";
+
+	for (uint32_t t = 0; t < DTYPE_COUNT; t++) {
+		if (!kern_supports(t) || dtype_block(t) == 0)
+			continue;
+		const size_t n_in = 2 * (dtype_block(t) > 256 ? dtype_block(t) : 256);
+		const size_t g = ops->pack_rows[t], n_out = g ? 3 * g : 4;
+		const size_t bytes = n_out * dtype_row_size(t, n_in);
+		uint8_t *w = malloc(bytes), *c = malloc(bytes);
+
+		for (size_t i = 0; i < bytes; i++)
+			w[i] = (uint8_t)kp_rand();
+		memcpy(c, w, bytes);
+		if (g == 0) {
+			ck_assert_uint_eq(kern_pack_type(t, n_out, n_in), t);
+			ck_assert(!kern_supports(t | KERN_PACKED));
+			ck_assert_int_eq(kern_pack_rows(t, w, n_out, n_in, err), EMBER_EINVAL);
+			ck_assert_ptr_nonnull(strstr(err, "no packed rows"));
+		} else {
+			ck_assert_uint_eq(kern_pack_type(t, n_out, n_in), t | KERN_PACKED);
+			ck_assert(kern_supports(t | KERN_PACKED));
+			if (g > 1)
+				ck_assert_uint_eq(kern_pack_type(t, n_out + 1, n_in), t);
+			ck_assert_int_eq(kern_pack_rows(t, w, n_out, n_in, err), 0);
+			ck_assert_int_eq(kern_unpack_rows(t, w, n_out, n_in, err), 0);
+		}
+		ck_assert(memcmp(w, c, bytes) == 0);
+		free(w);
+		free(c);
+	}
+}
+END_TEST
+
+Suite *suite_kernel_pack(void)
+{
+	Suite *s = suite_create("kernel_pack");
+	TCase *tc = tcase_create("core");
+
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, pack_groups_layout_and_round_trip);
+	tcase_add_test(tc, resolve_takes_packed_form_with_gemm);
+	tcase_add_test(tc, pack_rows_follow_the_active_level);
+	suite_add_tcase(s, tc);
+	return s;
+}
