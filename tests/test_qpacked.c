@@ -14,10 +14,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpu.h"
 #include "dtype.h"
+#include "ember.h"
 #include "kernels.h"
 #include "kernels_impl.h"
 #include "quants.h"
+#include "threadpool.h"
 
 #if defined(__x86_64__)
 static uint64_t qp_rng = 0x9e3779b97f4a7c15ull;
@@ -172,7 +175,70 @@ START_TEST(packed_row_ranges_inside_groups_are_exact)
 			}
 }
 END_TEST
+
+/* Through the library: kern_pack_rows() then kern_matmul() on the packed
+ * type id, two threads, against kern_matmul() on the file layout. */
+START_TEST(packed_matmul_equals_the_file_layout_bit_for_bit)
+{
+	static const uint32_t types[] = {DTYPE_Q4_0, DTYPE_Q8_0};
+	static const size_t toks[] = {1, 4, 17};
+	const size_t n_out = 160, n_in = 512;
+	tpool_t pool = tpool_create(2);
+	char err[EMBER_ERR_MAX] = "";
+
+	ck_assert_ptr_nonnull(pool);
+	if (kern_init() != CPU_LEVEL_AVX512) {
+		fprintf(stderr, "qpacked: skipping kern_matmul: the level in use is %s\n",
+			cpu_level_name(kern_level()));
+		tpool_destroy(pool);
+		return;
+	}
+	for (size_t ti = 0; ti < 2; ti++) {
+		const uint32_t t = types[ti];
+		const size_t row = (size_t)dtype_row_size(t, n_in);
+		uint8_t *w = qp_alloc(row * n_out), *wp = qp_alloc(row * n_out);
+		float *wf = qp_alloc(n_in * sizeof(float));
+
+		for (size_t o = 0; o < n_out; o++) {
+			for (size_t i = 0; i < n_in; i++)
+				wf[i] = (float)(qp_rand() & 0xffff) / 32768.0f - 1.0f;
+			kern_quantize_row(t, wf, w + o * row, n_in);
+		}
+		memcpy(wp, w, row * n_out);
+		ck_assert_uint_eq(kern_pack_type(t, n_out, n_in), t | KERN_PACKED);
+		ck_assert_int_eq(kern_pack_rows(t, wp, n_out, n_in, err), 0);
+		ck_assert(memcmp(w, wp, row * n_out) != 0);
+		for (size_t k = 0; k < sizeof(toks) / sizeof(toks[0]); k++) {
+			const size_t n_tok = toks[k];
+			float *x = qp_alloc(n_in * n_tok * sizeof(float));
+			float *y = qp_alloc(n_out * n_tok * sizeof(float));
+			float *yp = qp_alloc(n_out * n_tok * sizeof(float));
+			void *scr = qp_alloc(kern_matmul_scratch(t | KERN_PACKED, n_in, n_tok));
+
+			for (size_t i = 0; i < n_in * n_tok; i++)
+				x[i] = (float)(qp_rand() & 0xffff) / 32768.0f - 1.0f;
+			kern_matmul(pool, t, w, n_out, n_in, x, n_tok, y, scr);
+			kern_matmul(pool, t | KERN_PACKED, wp, n_out, n_in, x, n_tok, yp, scr);
+			ck_assert_msg(memcmp(y, yp, n_out * n_tok * sizeof(float)) == 0,
+				      "%s tok %zu: kern_matmul packed differs", dtype_name(t), n_tok);
+			free(x);
+			free(y);
+			free(yp);
+			free(scr);
+		}
+		free(w);
+		free(wp);
+		free(wf);
+	}
+	tpool_destroy(pool);
+}
+END_TEST
 #else
+START_TEST(packed_matmul_equals_the_file_layout_bit_for_bit)
+{
+}
+END_TEST
+
 START_TEST(packed_products_equal_the_file_layout_bit_for_bit)
 {
 	fprintf(stderr, "qpacked: skipping: not x86-64\n");
@@ -185,6 +251,36 @@ START_TEST(packed_row_ranges_inside_groups_are_exact)
 END_TEST
 #endif
 
+/* The avx512 level packs Q4_0 / Q8_0 in groups of 16 with its own
+ * kernels; the amx level keeps the file layout for them (its gemm is
+ * AMX's, which has no packed form), whatever the CPU at hand. */
+START_TEST(avx512_packs_q4_0_and_q8_0_amx_does_not)
+{
+	struct cpu_features f;
+	struct kern_ops ops;
+	static const uint32_t types[] = {DTYPE_Q4_0, DTYPE_Q8_0};
+
+	memset(&f, 0xff, sizeof(f));
+	for (size_t i = 0; i < 2; i++) {
+		const uint32_t t = types[i];
+#if defined(__x86_64__)
+		ck_assert_int_eq(kern_resolve(&f, CPU_LEVEL_AVX512, &ops, NULL), CPU_LEVEL_AVX512);
+		ck_assert_uint_eq(ops.pack_rows[t], 16);
+		ck_assert(ops.pgemm[t] == (t == DTYPE_Q4_0 ? kern_avx512_pgemm_q4_0
+							  : kern_avx512_pgemm_q8_0));
+		ck_assert(ops.pgemv[t] == (t == DTYPE_Q4_0 ? kern_avx512_pgemv_q4_0
+							  : kern_avx512_pgemv_q8_0));
+		ck_assert_int_eq(kern_resolve(&f, CPU_LEVEL_AMX, &ops, NULL), CPU_LEVEL_AMX);
+		ck_assert_uint_eq(ops.pack_rows[t], 0);
+		ck_assert_ptr_null(ops.pgemm[t]);
+		ck_assert_ptr_null(ops.pgemv[t]);
+#endif
+		ck_assert_int_eq(kern_resolve(&f, CPU_LEVEL_SCALAR, &ops, NULL), CPU_LEVEL_SCALAR);
+		ck_assert_uint_eq(ops.pack_rows[t], 0);
+	}
+}
+END_TEST
+
 Suite *suite_qpacked(void)
 {
 	Suite *s = suite_create("qpacked");
@@ -193,6 +289,8 @@ Suite *suite_qpacked(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, packed_products_equal_the_file_layout_bit_for_bit);
 	tcase_add_test(tc, packed_row_ranges_inside_groups_are_exact);
+	tcase_add_test(tc, packed_matmul_equals_the_file_layout_bit_for_bit);
+	tcase_add_test(tc, avx512_packs_q4_0_and_q8_0_amx_does_not);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -235,5 +235,22 @@ const struct kern_ops kern_ops_avx512 = {
 			[DTYPE_Q4_0] = kern_avx512_gemv_q4_0,
 			[DTYPE_Q8_0] = kern_avx512_gemv_q8_0,
 		},
+	/* packed rows (kernels.h KERN_PACKED): the 16-row tiles read one
+	 * linear stream (LEVELS.md) */
+	.pgemm =
+		{
+			[DTYPE_Q4_0] = kern_avx512_pgemm_q4_0,
+			[DTYPE_Q8_0] = kern_avx512_pgemm_q8_0,
+		},
+	.pgemv =
+		{
+			[DTYPE_Q4_0] = kern_avx512_pgemv_q4_0,
+			[DTYPE_Q8_0] = kern_avx512_pgemv_q8_0,
+		},
+	.pack_rows =
+		{
+			[DTYPE_Q4_0] = 16,
+			[DTYPE_Q8_0] = 16,
+		},
 };
 #endif
