@@ -17,6 +17,10 @@
  * is a multiple of 16), instead of AND, shift, AND per vector. Measured on
  * Zen 4 (LEVELS.md, "Decode GEMV, fifth session"): the loop is bound by
  * getting the file layout into row lanes, not by the multiplies.
+ *
+ * Packed rows (KERN_PACKED): the same asm with the row stride set to the
+ * block size and a block step of 16 blocks (qg__tile's pk), so the tile
+ * streams one linear run of 288 (Q4_0) or 544 (Q8_0) bytes a block.
  */
 #if defined(__x86_64__)
 #include "kernels.h"

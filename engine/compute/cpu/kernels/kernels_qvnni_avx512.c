@@ -24,6 +24,13 @@
  *   Q8_0: w + 128 (an xor) is unsigned, S = dot(w + 128, x) - 128 sum(x)
  *   = dot - 16 xs8[b]. A ZMM holds two rows' 32 bytes.
  * All sums are exact in int32 (|S| <= 32 * 255 * 127).
+ *
+ * Packed rows (kernels.h KERN_PACKED, kernels_avx512.c's pgemm/pgemv):
+ * the same tiles compiled a second time with row r of block b at
+ * tile + (b * 16 + r) * bs (qvnni_avx512.h qv__rs / qv__bstep) instead of
+ * tile + r * row + b * bs, so a tile reads one linear stream; the next-
+ * tile prefetch is unchanged (it already took the next tile's bytes in
+ * order). Same operations, same bits.
  */
 #if defined(__x86_64__)
 #include "kernels.h"

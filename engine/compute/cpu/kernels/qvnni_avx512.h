@@ -30,7 +30,9 @@ QV_INLINE const char *qv__tile_ahead(const char *w, size_t st, int q8)
  * so the b-th run of 16 blocks' bytes, one linear stream at the pace the
  * tile is read. Not L1: a whole tile ahead (18-50 KiB) into L1 evicted
  * this tile's rows and the activations; with T0 a 2-token decode step
- * cost 1.7x a 1-token one (forward_step, one thread), with T1 0.9x. */
+ * cost 1.7x a 1-token one (forward_step, one thread), with T1 0.9x.
+ * On packed rows (KERN_PACKED) the b-th run is exactly block b of the
+ * later tile's 16 rows. */
 QV_INLINE void qv__prefetch_ahead(const char *next, size_t b, size_t bs)
 {
 	QV_UNROLL
