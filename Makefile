@@ -136,6 +136,7 @@ FCCMP    := $(BUILD)/fc_compare
 GEMMQ    := $(BUILD)/gemm_q
 GMASK    := $(BUILD)/grammar_mask
 MEMBW    := $(BUILD)/membw
+PACKAB   := $(BUILD)/pack_ab
 # Fuzz targets: tests/fuzz/fuzz_<name>.c. replay_<name> runs the kept
 # corpus through the same code in every build (make test); fuzz_<name> is
 # the libFuzzer binary (make fuzz).
@@ -157,7 +158,7 @@ all: $(LIBEMBER) $(EMBERD) $(EMBER) $(LOADGEN) $(FWDSTEP) $(GEMMQ) $(GMASK) $(RE
 
 # The benchmarks that need more than the build's own libraries: fc_compare
 # links XNNPACK, which nothing else uses (README, Kernels).
-bench: all $(FCCMP) $(MEMBW)
+bench: all $(FCCMP) $(MEMBW) $(PACKAB)
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(@D)
@@ -245,6 +246,10 @@ $(FCCMP): $(BUILD)/bench/fc_compare.o $(LIBEMBER)
 
 # Times the quantized GEMM on a TinyLlama layer's shapes (kernel tuning).
 $(GEMMQ): $(BUILD)/bench/gemm_q.o $(LIBEMBER)
+	$(call say,LD,$@)$(CC) $(LDFLAGS) -pthread $^ $(LIBS_ENGINE) -o $@
+
+# Packed K-quant rows against the file layout, alternated (LEVELS.md).
+$(PACKAB): $(BUILD)/bench/pack_ab.o $(LIBEMBER)
 	$(call say,LD,$@)$(CC) $(LDFLAGS) -pthread $^ $(LIBS_ENGINE) -o $@
 
 # Streaming read bandwidth, to set decode rates against (bench/RESULTS.md).

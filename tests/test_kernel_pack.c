@@ -9,6 +9,7 @@
  * multiples. Levels this CPU cannot run are skipped.
  */
 #include <check.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -155,6 +156,134 @@ START_TEST(pack_rows_follow_the_active_level)
 }
 END_TEST
 
+/* Random blocks of type t with sane fp16 scales (d, dmin). */
+static void kp_fill_blocks(uint32_t t, uint8_t *w, size_t bytes)
+{
+	const size_t bs = dtype_type_size(t);
+
+	for (size_t i = 0; i < bytes; i++)
+		w[i] = (uint8_t)kp_rand();
+	for (size_t b = 0; b < bytes / bs; b++) {
+		uint8_t *p = w + b * bs;
+		const size_t d_at = t == DTYPE_Q6_K ? 208 : 0;
+		for (size_t k = 0; k < (t == DTYPE_Q6_K ? 1u : 2u); k++) {
+			const uint16_t h = kern_fp32_to_fp16(
+				((float)(kp_rand() % 2000) + 1.0f) * (k ? 1e-5f : 2e-5f));
+			memcpy(p + d_at + 2 * k, &h, 2);
+		}
+	}
+}
+
+/* y from kernel f over the row ranges cut at cuts[] (ascending, from 0
+ * to n_out). */
+static void kp_run(kern_gemm_fn f, struct kern_gemm_args a, const size_t *cuts, size_t n_cuts)
+{
+	for (size_t i = 0; i + 1 < n_cuts; i++)
+		f(&a, cuts[i], cuts[i + 1]);
+}
+
+/* `level`'s packed GEMV/GEMM of every type it packs against its own
+ * file-layout kernels, bit for bit. */
+static void kp_check_level(enum cpu_level level)
+{
+	static const size_t n_outs[] = {40, 8, 4, 64};
+	static const size_t n_ins[] = {512, 65 * 256};
+	static const size_t toks[] = {1, 2, 3, 8, 9, 17};
+	const struct kern_ops *ops = kern_ops_for(level);
+
+	for (uint32_t t = 0; t < DTYPE_COUNT; t++) {
+		const size_t g = ops->pack_rows[t];
+		/* the K-quants (activations per super-block); Q4_0 / Q8_0
+		 * take per-block ones: test_qpacked.c */
+		if (g == 0 || dtype_block(t) != KERN_QKK)
+			continue;
+		ck_assert_ptr_nonnull(ops->pgemm[t]);
+		ck_assert_ptr_nonnull(ops->pgemv[t]);
+		for (size_t oi = 0; oi < 4; oi++)
+			for (size_t ii = 0; ii < 2; ii++) {
+				const size_t n_out = n_outs[oi], n_in = n_ins[ii];
+				const size_t st = dtype_row_size(t, n_in), nb = n_in / dtype_block(t);
+				const size_t nsb = n_in / KERN_QKK, T = 17;
+				uint8_t *w = malloc(n_out * st), *pw = malloc(n_out * st);
+				uint8_t *tmp = malloc(g * st);
+				float *x = malloc(sizeof(float) * n_in * T);
+				float *y0 = malloc(sizeof(float) * n_out * T);
+				float *y1 = malloc(sizeof(float) * n_out * T);
+				struct kern_block_q8_k *xk = malloc(sizeof(*xk) * nsb * T);
+				/* whole; cut at different group multiples */
+				const size_t whole[] = {0, n_out};
+				const size_t cut[] = {0, g, n_out / 2 / g * g + g, n_out};
+				const size_t ncut = n_out > 2 * g ? 4 : 2;
+
+				kp_fill_blocks(t, w, n_out * st);
+				memcpy(pw, w, n_out * st);
+				kern_pack_groups(pw, n_out, nb, dtype_type_size(t), g, 0, tmp);
+				for (size_t i = 0; i < n_in * T; i++)
+					x[i] = (float)((int)(kp_rand() % 2001) - 1000) / 300.0f;
+				for (size_t i = 0; i < T; i++)
+					ops->quantize_act_q8k(x + i * n_in, xk + i * nsb, n_in);
+				for (size_t ti = 0; ti < sizeof(toks) / sizeof(toks[0]); ti++) {
+					const size_t nt = toks[ti];
+					struct kern_gemm_args a = {.w = w, .w_stride = st, .n_in = n_in,
+								   .x = x, .x_stride = n_in * 4,
+								   .n_tok = nt, .y = y0,
+								   .y_stride = n_out, .xk = xk};
+					struct kern_gemm_args p = a;
+
+					p.w = pw;
+					p.y = y1;
+					memset(y0, 0xa5, sizeof(float) * n_out * T);
+					memset(y1, 0x5a, sizeof(float) * n_out * T);
+					kp_run(nt == 1 ? ops->gemv[t] : ops->gemm[t], a, whole, 2);
+					kp_run(nt == 1 ? ops->pgemv[t] : ops->pgemm[t], p,
+					       ncut == 4 ? cut : whole, ncut);
+					ck_assert_msg(memcmp(y0, y1, sizeof(float) * n_out * nt) == 0,
+						      "%s %s: %zu x %zu, %zu tokens: packed differs",
+						      cpu_level_name(level), dtype_name(t), n_out, n_in,
+						      nt);
+					/* the GEMV entry with 2+ tokens is the packed GEMM */
+					memset(y1, 0x5a, sizeof(float) * n_out * T);
+					kp_run(ops->pgemv[t], p, whole, 2);
+					ck_assert(memcmp(y0, y1, sizeof(float) * n_out * nt) == 0);
+				}
+				free(w);
+				free(pw);
+				free(tmp);
+				free(x);
+				free(y0);
+				free(y1);
+				free(xk);
+			}
+	}
+}
+
+START_TEST(packed_kernels_equal_file_layout_bit_for_bit)
+{
+	int ran = 0;
+
+	for (int l = 0; l < CPU_LEVEL_COUNT; l++) {
+		const struct kern_ops *ops = kern_ops_for((enum cpu_level)l);
+		int any = 0;
+
+		if (ops == NULL)
+			continue;
+		for (uint32_t t = 0; t < DTYPE_COUNT; t++)
+			any |= ops->pack_rows[t] != 0;
+		if (!any)
+			continue;
+		if (!kern_level_runs((enum cpu_level)l)) {
+			printf("kernel_pack: skipping the %s level: this CPU lacks it\n",
+			       cpu_level_name((enum cpu_level)l));
+			continue;
+		}
+		kp_check_level((enum cpu_level)l);
+		ran++;
+	}
+	if (!ran)
+		printf("kernel_pack: no level with packed rows runs here\n");
+}
+END_TEST
+
 Suite *suite_kernel_pack(void)
 {
 	Suite *s = suite_create("kernel_pack");
@@ -164,6 +293,7 @@ Suite *suite_kernel_pack(void)
 	tcase_add_test(tc, pack_groups_layout_and_round_trip);
 	tcase_add_test(tc, resolve_takes_packed_form_with_gemm);
 	tcase_add_test(tc, pack_rows_follow_the_active_level);
+	tcase_add_test(tc, packed_kernels_equal_file_layout_bit_for_bit);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -12,13 +12,15 @@
  * panels), each sequence at its own position (ragged prompt lengths), on
  * two threads (one under EMBER_TEST_NO_THREADS). Runs at the kernel level this process chose;
  * tests/integration/test_kquant_batch.sh runs it again under
- * EMBER_CPU=avx2 and avx512.
+ * EMBER_CPU=avx2 and avx512. Also: packed weight rows (compute_prepare_model)
+ * give the file layout's logits bit for bit.
  */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "compute.h"
 #include "cpu.h"
 #include "dtype.h"
 #include "ember.h"
@@ -101,6 +103,91 @@ START_TEST(batched_kquant_step_equals_single_steps_bit_for_bit)
 }
 END_TEST
 
+/* The logits of one fixed run: a 12-token prompt (all rows: the prefill
+ * panels), a step of 3 sequences (the streaming tiles), then one token
+ * (the GEMV), into out[(12 + 3 + 1) * nv]. */
+static void kb_run(const struct model *m, float *out)
+{
+	struct forward_opts o = {.max_batch = KB_K,
+				 .n_threads = getenv("EMBER_TEST_NO_THREADS") ? 1 : 2};
+	const size_t nv = m->hp.n_vocab;
+	struct forward_pass *p = NULL;
+	struct kv_cache kv[3];
+	char err[EMBER_ERR_MAX] = "";
+	int32_t ids[16];
+
+	for (int j = 0; j < 16; j++)
+		ids[j] = (int32_t)((29 * j + 7) % nv);
+	ck_assert_msg(forward_pass_new(&p, m, &o, err) == 0, "pass: %s", err);
+	for (int s = 0; s < 3; s++)
+		ck_assert_int_eq(kv_cache_init(kv + s, &m->hp, 32, DTYPE_F16, err), 0);
+	struct forward_seq q = {kv, ids, 12, FORWARD_LOGITS_ALL};
+	ck_assert_msg(forward_pass_run(p, &q, 1, out, err) == 0, "prefill: %s", err);
+	struct forward_seq three[3];
+	for (int s = 0; s < 3; s++)
+		three[s] = (struct forward_seq){kv + s, ids + 12 + s, 1, FORWARD_LOGITS_LAST};
+	ck_assert_msg(forward_pass_run(p, three, 3, out + 12 * nv, err) == 0, "step: %s", err);
+	q = (struct forward_seq){kv, ids + 15, 1, FORWARD_LOGITS_LAST};
+	ck_assert_msg(forward_pass_run(p, &q, 1, out + 15 * nv, err) == 0, "decode: %s", err);
+	for (int s = 0; s < 3; s++)
+		kv_cache_free(kv + s);
+	forward_pass_free(p);
+}
+
+/* Packed weight rows (compute_prepare_model(), kernels.h KERN_PACKED)
+ * give the file layout's logits bit for bit, prefill, batch and decode.
+ * The golden files are under gguf_map's 8 MiB minimum for its private
+ * copy, which the pack needs: EMBER_HUGEPAGES=always makes it (gguf_map.h).
+ * At a level without packed K-quants (EMBER_CPU=avx2) nothing is packed
+ * and the run says so. */
+START_TEST(packed_rows_give_the_file_layout_logits)
+{
+	static const char *const files[] = {"Q4_K_M", "Q5_K_M", "Q6_K"};
+	char path[256], err[EMBER_ERR_MAX] = "";
+	const char *old = getenv("EMBER_HUGEPAGES");
+	char *keep = old ? strdup(old) : NULL;
+	struct model m;
+	int packed = 0;
+
+	snprintf(path, sizeof(path), KB_DIR "%s.gguf", files[_i]);
+	setenv("EMBER_HUGEPAGES", "always", 1);
+	ck_assert_msg(model_open(&m, path, err) == 0, "model_open %s: %s", path, err);
+	if (keep)
+		setenv("EMBER_HUGEPAGES", keep, 1);
+	else
+		unsetenv("EMBER_HUGEPAGES");
+	free(keep);
+	ck_assert_msg(m.gguf->copy, "%s: no private copy of the weights", path);
+	const size_t nv = m.hp.n_vocab, n = 16 * nv;
+	float *file = malloc(sizeof(float) * n), *pk = malloc(sizeof(float) * n);
+
+	kb_run(&m, file);
+	ck_assert_int_eq(compute_prepare_model(&m, err), 0);
+	for (size_t l = 0; l < m.hp.n_layer; l++)
+		for (size_t w = 0; w < ARCH_T_COUNT; w++)
+			packed += m.layers[l].w[w].packed != 0;
+	ck_assert_uint_eq(m.w[ARCH_T_TOKEN_EMBD].packed, 0);
+	if (kern_pack_type(DTYPE_Q6_K, 256, 256) == DTYPE_Q6_K) {
+		ck_assert_int_eq(packed, 0);
+		printf("kquant_batch: %s: the %s level packs no K-quant rows\n", files[_i],
+		       cpu_level_name(kern_level()));
+	} else {
+		ck_assert_int_gt(packed, 0);
+	}
+	kb_run(&m, pk);
+	for (size_t i = 0; i < n; i++)
+		ck_assert_msg(memcmp(file + i, pk + i, sizeof(float)) == 0,
+			      "%s at %s: logit %zu of row %zu: %.9g in file layout, %.9g packed",
+			      files[_i], cpu_level_name(kern_level()), i % nv, i / nv, file[i], pk[i]);
+	if (packed)
+		printf("kquant_batch: %s at the %s level: %d packed matrices, logits bit for bit\n",
+		       files[_i], cpu_level_name(kern_level()), packed);
+	model_free(&m);
+	free(file);
+	free(pk);
+}
+END_TEST
+
 Suite *suite_kquant_batch(void)
 {
 	Suite *s = suite_create("kquant_batch");
@@ -108,6 +195,7 @@ Suite *suite_kquant_batch(void)
 
 	tcase_set_timeout(tc, 120);
 	tcase_add_loop_test(tc, batched_kquant_step_equals_single_steps_bit_for_bit, 0, 5);
+	tcase_add_loop_test(tc, packed_rows_give_the_file_layout_logits, 0, 3);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -47,6 +47,15 @@ void compute_init(void);
  * a pass is made. */
 int compute_check_model(const struct model *m, char *err);
 
+/* Lays the weights of `m` out for this backend once, after loading and
+ * before any pass is made (the CPU's: packs the rows of the K-quant
+ * matrices its level reads faster so, in the model's private copy of the
+ * file, setting model_weight.packed; kernels/LEVELS.md "Packed rows").
+ * A no-op on Vulkan, under EMBER_PACK=0, or when the weights are a file
+ * mapping; says on stderr what it packed. Results stay bit-identical.
+ * Returns 0, or a code with one line in err (the model is then unusable). */
+int compute_prepare_model(struct model *m, char *err);
+
 /* ---- devices ------------------------------------------------------------------ */
 
 /* Chooses the device for the process: "cpu", "vulkan" (the first usable)

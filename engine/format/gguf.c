@@ -568,7 +568,7 @@ static int gguf__open(struct gguf *g, const char *path, int huge, char *err)
 {
 	struct stat st;
 	void *map = MAP_FAILED;
-	int fd, rc;
+	int fd, rc, copy;
 
 	memset(g, 0, sizeof(*g));
 	fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -585,6 +585,7 @@ static int gguf__open(struct gguf *g, const char *path, int huge, char *err)
 	}
 	if (huge && (map = gguf_map_huge(fd, (size_t)st.st_size)) == NULL)
 		map = MAP_FAILED;
+	copy = map != MAP_FAILED;
 	if (map == MAP_FAILED)
 		map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
 	if (map == MAP_FAILED) {
@@ -595,6 +596,7 @@ static int gguf__open(struct gguf *g, const char *path, int huge, char *err)
 	if (rc)
 		goto fail;
 	g->owns_map = 1;
+	g->copy = copy;
 	close(fd);
 	return 0;
 fail:

@@ -104,6 +104,9 @@ struct gguf {
 	const uint8_t *map;
 	size_t size;
 	int owns_map; /* 1: munmap at close (gguf_open); 0: gguf_open_memory */
+	/* 1: map is gguf_open_weights()'s private copy (gguf_map.h), which a
+	 * backend may make writable (gguf_map_protect) to lay weights out */
+	int copy;
 	uint32_t version;
 	uint32_t alignment;
 	uint64_t data_offset;

@@ -58,14 +58,25 @@ int gguf_map_huge_enabled(void)
 #endif
 }
 
+int gguf_map_protect(const void *p, size_t size, int writable)
+{
+	const size_t len = (size + GGUF_MAP_PAGE - 1) & ~(GGUF_MAP_PAGE - 1);
+
+	return mprotect((void *)p, len, PROT_READ | (writable ? PROT_WRITE : 0));
+}
+
 void *gguf_map_huge(int fd, size_t size)
 {
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
+	const char *env = getenv("EMBER_HUGEPAGES");
+	const int always = env && strcmp(env, "always") == 0; /* tests: gguf_map.h */
 	size_t len, span, got = 0;
 	uintptr_t raw, beg;
 	void *m;
 
-	if (size < GGUF_MAP_MIN || size > SIZE_MAX - 2 * GGUF_MAP_HUGE || !gguf_map_huge_enabled())
+	if (size > SIZE_MAX - 2 * GGUF_MAP_HUGE)
+		return NULL;
+	if (!always && (size < GGUF_MAP_MIN || !gguf_map_huge_enabled()))
 		return NULL;
 	/* A private copy cannot be dropped and paged back in as a file
 	 * mapping can: on a machine short of memory, map the file. */
@@ -86,7 +97,7 @@ void *gguf_map_huge(int fd, size_t size)
 	if (raw + span > beg + len)
 		munmap((void *)(beg + len), raw + span - (beg + len));
 	/* before the first touch, so each fault takes a whole huge page */
-	if (madvise((void *)beg, len, MADV_HUGEPAGE) != 0)
+	if (madvise((void *)beg, len, MADV_HUGEPAGE) != 0 && !always)
 		goto fail;
 	while (got < size) {
 		size_t want = size - got > ((size_t)1 << 30) ? (size_t)1 << 30 : size - got;

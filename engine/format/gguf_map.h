@@ -19,7 +19,13 @@
  * EMBER_HUGEPAGES=0 turns it off (the zero-copy file mapping of
  * gguf_open); so does THP "never", a file under 8 MiB, or one that would
  * leave under 512 MiB of MemAvailable (a private copy cannot be paged
- * out to the file as a mapping's pages can).
+ * out to the file as a mapping's pages can). EMBER_HUGEPAGES=always (for
+ * tests: small models, machines with THP "never") makes the copy whatever
+ * the size and the THP setting, still short of the memory bound.
+ *
+ * The copy is read-only, as a mapping would be, except while a backend
+ * lays its weights out once after loading (gguf_map_protect; the CPU's
+ * packed rows, kernels.h KERN_PACKED).
  *
  * Threads: gguf_map_huge is reentrant.
  */
@@ -36,5 +42,9 @@ void *gguf_map_huge(int fd, size_t size);
 
 /* 1 if gguf_map_huge would try (environment and kernel setting). */
 int gguf_map_huge_enabled(void);
+
+/* Makes gguf_map_huge()'s copy p of `size` bytes writable (1) or
+ * read-only again (0). Returns 0, or -1 with errno (mprotect). */
+int gguf_map_protect(const void *p, size_t size, int writable);
 
 #endif

@@ -66,6 +66,10 @@ struct model_weight {
 	uint32_t type;
 	uint32_t n_in;
 	uint32_t n_out;
+	/* 0, or the flag the backend ORs into type for its kernels when it
+	 * laid the rows out anew at load (compute_prepare_model(): the CPU's
+	 * packed rows, kernels.h KERN_PACKED); type stays the file's */
+	uint32_t packed;
 };
 
 /* Per-layer weights indexed by enum arch_tensor (ARCH_T_FIRST_LAYER..). */

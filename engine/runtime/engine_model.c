@@ -39,6 +39,7 @@ int engine_model_open(struct engine_model **out, const char *path, const char *c
 	/* a Vulkan device uploads the weights: no 2 MiB-page host copy */
 	if ((rc = compute_device_vulkan() ? model_open_mapped(&em->model, path, err)
 					  : model_open(&em->model, path, err)) < 0 ||
+	    (rc = compute_prepare_model(&em->model, err)) < 0 ||
 	    (rc = tokenizer_new(&em->tok, em->model.gguf, err)) < 0) {
 		engine_model_free(em);
 		return rc;

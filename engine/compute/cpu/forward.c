@@ -66,7 +66,7 @@ static void linear(struct forward_pass *f, const struct model_weight *w, const s
 {
 	const struct kern_mm_part part = {w->data, w->n_out, y};
 
-	matmul_n(f, w->type, w->n_in, &part, 1, x, n);
+	matmul_n(f, w->type | w->packed, w->n_in, &part, 1, x, n);
 	if (b)
 		add_bias(y, b, n);
 }
@@ -81,7 +81,7 @@ static void linear_n(struct forward_pass *f, const struct model_weight *const w[
 	size_t i;
 
 	for (i = 1; i < n; i++)
-		if (w[i]->type != w[0]->type || w[i]->n_in != w[0]->n_in)
+		if ((w[i]->type | w[i]->packed) != (w[0]->type | w[0]->packed) || w[i]->n_in != w[0]->n_in)
 			break;
 	if (i < n) {
 		for (i = 0; i < n; i++)
@@ -90,7 +90,7 @@ static void linear_n(struct forward_pass *f, const struct model_weight *const w[
 	}
 	for (i = 0; i < n; i++)
 		parts[i] = (struct kern_mm_part){ w[i]->data, w[i]->n_out, y[i] };
-	matmul_n(f, w[0]->type, w[0]->n_in, parts, n, x, n_tok);
+	matmul_n(f, w[0]->type | w[0]->packed, w[0]->n_in, parts, n, x, n_tok);
 	for (i = 0; i < n; i++)
 		if (b[i])
 			add_bias(y[i], b[i], n_tok);

@@ -88,6 +88,7 @@ static pthread_once_t kern__once = PTHREAD_ONCE_INIT;
  * so the two can be measured against each other on a quiet machine. */
 static int kern__regions = 1;
 int kern_gemv_quarters = 0; /* kernels_impl.h */
+size_t kern_pack_ahead = 16; /* kernels_impl.h */
 static enum cpu_level kern__level = CPU_LEVEL_SCALAR;
 static struct kern_ops kern__table;
 static struct kern_origin kern__org;
@@ -243,6 +244,8 @@ static void kern__choose(void)
 
 	kern__regions = !(split && strcmp(split, "chunks") == 0);
 	kern_gemv_quarters = split && strcmp(split, "quarters") == 0;
+	if (getenv("EMBER_PACK_AHEAD"))
+		kern_pack_ahead = (size_t)atoi(getenv("EMBER_PACK_AHEAD"));
 	cpu_detect(&f);
 	cap = cpu_select_level(&f);
 	/* AMX only with the kernel's permission for the tile data and a

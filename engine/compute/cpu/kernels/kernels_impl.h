@@ -247,6 +247,9 @@ extern const struct kern_ops kern_ops_ref;
  * region in one call. Off by default: an experiment for a quiet machine
  * (LEVELS.md, sixth session). Same results either way. */
 extern int kern_gemv_quarters;
+/* Rows ahead the packed K-quant GEMVs prefetch (EMBER_PACK_AHEAD, an
+ * experiment; 0: none, the hardware prefetchers alone). */
+extern size_t kern_pack_ahead;
 #if defined(__x86_64__)
 extern const struct kern_ops kern_ops_avx2;
 extern const struct kern_ops kern_ops_avx512;

@@ -100,6 +100,30 @@ KG_INLINE void kg_rows(const struct kern_gemm_args *a, size_t o, int R, size_t g
 		w[r] = (const char *)a->w + (o + (r < R ? (size_t)r * gap : 0)) * a->w_stride;
 }
 
+/* The bases of rows o .. o + 3 where they are packed (kernels.h
+ * KERN_PACKED: o a multiple of 4, block s of row r at the group's base +
+ * (4 s + r) bs), else kg_rows()'s. */
+KG_INLINE void kg_rows_at(const struct kern_gemm_args *a, size_t o, int R, size_t gap, int pk,
+			  size_t bs, const char *w[KG_R])
+{
+	if (!pk) {
+		kg_rows(a, o, R, gap, w);
+		return;
+	}
+	KG_UNROLL
+	for (int r = 0; r < KG_R; r++)
+		w[r] = (const char *)a->w + o * a->w_stride + (size_t)r * bs;
+}
+
+/* Bytes from one super-block of a row to its next: packed, past the
+ * group's other three rows' (the four rows then read one linear stream,
+ * and kg_prefetch_rows() of the same offset covers it KG_AHEAD rows'
+ * bytes ahead). */
+KG_INLINE size_t kg_step(size_t bs, int pk)
+{
+	return pk ? KG_R * bs : bs;
+}
+
 /* The first R of the four row results to y[o], y[o + gap], ... */
 KG_INLINE void kg_store(const struct kern_gemm_args *a, size_t o, int R, size_t gap, __m128 acc)
 {
@@ -673,7 +697,7 @@ void KG_FN(gemv_q5_k)(const struct kern_gemm_args *a, size_t o0, size_t o1)
 						   size_t end, const __m512i *bias, size_t s0, \
 						   size_t s1)                                  \
 	{                                                                                    \
-		kz_q6_rows(a, o, R, 1, end, bias, s0, s1);                                   \
+		kz_q6_rows(a, o, R, 1, end, bias, s0, s1, 0);                                \
 	}
 KG_Q6_FN(KG_FN(q6k_4), 4)
 KG_Q6_FN(KG_FN(q6k_1), 1)
@@ -682,7 +706,7 @@ static __attribute__((noinline)) void KG_FN(q6k_4q)(const struct kern_gemm_args 
 						    size_t gap, size_t end, const __m512i *bias,
 						    size_t s0, size_t s1)
 {
-	kz_q6_rows(a, o, 4, gap, end, bias, s0, s1);
+	kz_q6_rows(a, o, 4, gap, end, bias, s0, s1, 0);
 }
 
 static void KG_FN(q6k_gemv)(const struct kern_gemm_args *a, size_t o0, size_t o1)

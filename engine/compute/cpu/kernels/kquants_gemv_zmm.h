@@ -136,19 +136,21 @@ KG_INLINE void kz_k4_decode(const char *const w[KG_R], size_t off, const struct 
  * activations are taken as [x 4h | x 4h + 2] and [x 4h + 1 | x 4h + 3]
  * (built once per super-block for the four rows); packed, a 128-bit lane
  * holds [sub 4h x 4 | sub 4h + 1 x 4] (lanes 0, 1) or [4h + 2 | 4h + 3]. */
-KG_INLINE void kz_k4_rows(const struct kern_gemm_args *a, size_t o, int R, int five, size_t end, size_t gap)
+KG_INLINE void kz_k4_body(const struct kern_gemm_args *a, size_t o, int R, int five, size_t end,
+			  size_t gap, int pk)
 {
 	const size_t bs = five ? sizeof(struct kern_block_q5_k) : sizeof(struct kern_block_q4_k);
 	const size_t qs_off = five ? 48 : 16, nsb = a->n_in / KERN_QKK, st = a->w_stride;
+	const size_t step = kg_step(bs, pk);
 	const __m512i m4 = _mm512_set1_epi8(0x0f), b16 = _mm512_set1_epi8(16);
 	const struct kern_block_q8_k *x = a->xk;
 	const char *w[KG_R];
-	const size_t ah = kg_ahead(gap);
-	const int pf = o + (size_t)(R - 1) * gap + ah + 1 <= end;
+	const size_t ah = pk ? kern_pack_ahead : kg_ahead(gap);
+	const int pf = o + (size_t)(R - 1) * gap + ah + 1 <= end && ah;
 	__m512i pidx[KG_R][2];
 	__m128 acc = _mm_setzero_ps();
 
-	kg_rows(a, o, R, gap, w);
+	kg_rows_at(a, o, R, gap, pk, bs, w);
 	KG_UNROLL
 	for (int r = 0; r < KG_R; r++) {
 		KG_UNROLL
@@ -160,7 +162,7 @@ KG_INLINE void kz_k4_rows(const struct kern_gemm_args *a, size_t o, int R, int f
 	__m512i sc_n, mins_n;
 	kz_k4_decode(w, 0, x, &sc_n, &mins_n);
 	for (size_t s = 0; s < nsb; s++) {
-		const size_t sb = s * bs;
+		const size_t sb = s * step;
 		const int8_t *xq = x[s].qs;
 
 		if (pf)
@@ -171,7 +173,7 @@ KG_INLINE void kz_k4_rows(const struct kern_gemm_args *a, size_t o, int R, int f
 				       kz_join(kg_load(xq + 160), kg_load(xq + 224))};
 		const __m512i sc = sc_n, mins = mins_n;
 		if (s + 1 < nsb)
-			kz_k4_decode(w, sb + bs, x + s + 1, &sc_n, &mins_n);
+			kz_k4_decode(w, sb + step, x + s + 1, &sc_n, &mins_n);
 		__m512i iacc[KG_R];
 
 		KG_UNROLL
@@ -207,6 +209,13 @@ KG_INLINE void kz_k4_rows(const struct kern_gemm_args *a, size_t o, int R, int f
 		acc = kz_step_dmin(acc, im, w, sb, x[s].d);
 	}
 	kg_store(a, o, R, gap, acc);
+}
+
+/* Rows o .. o + R - 1 in the file layout. */
+KG_INLINE void kz_k4_rows(const struct kern_gemm_args *a, size_t o, int R, int five, size_t end,
+			  size_t gap)
+{
+	kz_k4_body(a, o, R, five, end, gap, 0);
 }
 
 /* The 16 int8 scales at off of rows 2i and 2i + 1 as int16, in sc[i]. */
@@ -254,21 +263,22 @@ KG_INLINE void kz_q6_bias(const struct kern_block_q8_k *x, size_t s0, size_t s1,
  * give q01's two bits by a shift left 4 / 2 and q23's by none / a shift
  * right 2, with bits 6 and 7 zero, so one VPTERNLOGD selects the result. */
 KG_INLINE void kz_q6_rows(const struct kern_gemm_args *a, size_t o, int R, size_t gap, size_t end,
-			  const __m512i *bias, size_t s0, size_t s1)
+			  const __m512i *bias, size_t s0, size_t s1, int pk)
 {
 	const size_t bs = sizeof(struct kern_block_q6_k), st = a->w_stride;
+	const size_t step = kg_step(bs, pk);
 	const __m512i m4 = _mm512_set1_epi8(0x0f);
 	/* bytes 0..31: 0x33, 32..63: 0xcc; words 0..15: 4, 16..31: 2 */
 	const __m512i hmask = _mm512_inserti64x4(_mm512_set1_epi8(0x33), _mm256_set1_epi8((char)0xcc), 1);
 	const __m512i hshl = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(2), 1);
 	const struct kern_block_q8_k *x = a->xk;
 	const char *w[KG_R];
-	const size_t ah = kg_ahead(gap);
-	const int pf = o + (size_t)(R - 1) * gap + ah + 1 <= end;
+	const size_t ah = pk ? kern_pack_ahead : kg_ahead(gap);
+	const int pf = o + (size_t)(R - 1) * gap + ah + 1 <= end && ah;
 	__m512i pidx[4];
 	__m128 acc = _mm_setzero_ps();
 
-	kg_rows(a, o, R, gap, w);
+	kg_rows_at(a, o, R, gap, pk, bs, w);
 	if (s0 > 0)
 		acc = kg_load_y(a, o, R, gap);
 	/* VPERMW indices of a pair's scales (row 2i: words 0..15 of sc[i],
@@ -278,9 +288,9 @@ KG_INLINE void kz_q6_rows(const struct kern_gemm_args *a, size_t o, int R, size_
 	for (int k = 0; k < 4; k++)
 		pidx[k] = kz_scale_idx(0, 8 * (k / 2) + 4 * (k % 2), 1, 1, 16);
 	__m512i sc_n[2];
-	kz_q6_scales(w, s0 * bs + 192, sc_n);
+	kz_q6_scales(w, s0 * step + 192, sc_n);
 	for (size_t s = s0; s < s1; s++) {
-		const size_t sb = s * bs;
+		const size_t sb = s * step;
 		const int8_t *xq = x[s].qs;
 		const __m512i *bv = bias + 4 * (s - s0);
 
@@ -294,7 +304,7 @@ KG_INLINE void kz_q6_rows(const struct kern_gemm_args *a, size_t o, int R, size_
 		 * super-block ahead */
 		const __m512i sc[2] = {sc_n[0], sc_n[1]};
 		if (s + 1 < s1)
-			kz_q6_scales(w, sb + bs + 192, sc_n);
+			kz_q6_scales(w, sb + step + 192, sc_n);
 		KG_UNROLL
 		for (int i = 0; i < 2; i++) {
 			__m512i p[2][4]; /* [row of the pair][q01 / q23 of half n: 2n, 2n + 1] */

@@ -36,21 +36,24 @@
 #define KV_TOK 8
 #define KV_KC 8 /* super-blocks per panel */
 
-/* A tile's 16 rows: row r at w + r * st (st = 0: all the same row). */
+/* A tile's 16 rows: row 4g + i at w + g * gst + i * rst, its super-block
+ * s `step` bytes after s - 1. File layout: rst = st, gst = 4 st, step =
+ * bs; packed (kernels.h KERN_PACKED, groups of 4): rst = bs, gst = 4 st,
+ * step = 4 bs; rst = gst = 0: all the same row. */
 struct kv_rows {
 	const char *w;
-	size_t st;
+	size_t rst, gst, step;
 };
 
 /* Bytes `off` .. off + 15 of rows i, i + 4, i + 8, i + 12. */
 QV_INLINE __m512i kv__load4(struct kv_rows rp, size_t off, int i)
 {
-	const char *p = rp.w + off;
-	__m512i v = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(p + i * rp.st)));
+	const char *p = rp.w + off + i * rp.rst;
+	__m512i v = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)p));
 
-	v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(p + (i + 4) * rp.st)), 1);
-	v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(p + (i + 8) * rp.st)), 2);
-	return _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(p + (i + 12) * rp.st)), 3);
+	v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(p + rp.gst)), 1);
+	v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(p + 2 * rp.gst)), 2);
+	return _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(p + 3 * rp.gst)), 3);
 }
 
 /* 16 bytes at `off` of the 16 rows, transposed: v[c] lane r = bytes
@@ -170,11 +173,10 @@ QV_INLINE void kv__k4_head(struct kv_rows rp, size_t sb, __m512i v[14])
 /* Q4_K (Q5_K when `five`): super-blocks [s0, s0 + n) of the tile. */
 static void kv__pack_k4(struct kv_rows rp, size_t s0, size_t n, int five, struct kv_panel *pn)
 {
-	const size_t bs = five ? sizeof(struct kern_block_q5_k) : sizeof(struct kern_block_q4_k);
 	const size_t qs_off = five ? 48 : 16;
 
 	for (size_t s = 0; s < n; s++) {
-		const size_t sb = (s0 + s) * bs;
+		const size_t sb = (s0 + s) * rp.step;
 		__m512i qh[8];
 
 		kv__k4_head(rp, sb, pn->v[s]);
@@ -194,7 +196,7 @@ static void kv__pack_k4(struct kv_rows rp, size_t s0, size_t n, int five, struct
 static void kv__pack_q6(struct kv_rows rp, size_t s0, size_t n, struct kv_panel *pn)
 {
 	for (size_t s = 0; s < n; s++) {
-		const size_t sb = (s0 + s) * sizeof(struct kern_block_q6_k);
+		const size_t sb = (s0 + s) * rp.step;
 		__m512i h[4], g[4];
 
 		kv__rows16(rp, sb + 192, h);
@@ -246,11 +248,24 @@ QV_INLINE __m512i kv__dpwssd_bcst(__m512i acc, __m512i u, const int32_t *p)
 }
 
 /* Where a tile goes: rows o .. o + 15 (stride st, or row o sixteen times
- * when st = 0), results stored for the lanes in `keep`. */
+ * when st = 0), results stored for the lanes in `keep`; pk: the rows are
+ * packed (o then a multiple of 4 unless st = 0). */
 struct kv_at {
 	size_t o, st;
 	__mmask16 keep;
+	int pk;
 };
+
+/* The tile's rows (kv_rows) for blocks of bs bytes. */
+QV_INLINE struct kv_rows kv__rows_of(const struct kern_gemm_args *a, struct kv_at at, size_t bs)
+{
+	const char *w = (const char *)a->w;
+
+	if (!at.pk)
+		return (struct kv_rows){w + at.o * a->w_stride, at.st, 4 * at.st, bs};
+	return (struct kv_rows){w + (at.o & ~(size_t)3) * a->w_stride + (at.o & 3) * bs,
+				at.st ? bs : 0, 4 * at.st, 4 * bs};
+}
 
 /* The tokens' Q8_K blocks of super-block s: q[i] = token i's values of
  * 32-block b. */
@@ -418,8 +433,9 @@ QV_INLINE void kv__tile_s(const struct kern_gemm_args *a, struct kv_at at, int T
 			  size_t bs)
 {
 	const size_t nsb = a->n_in / KERN_QKK;
-	const struct kv_rows rp = {(const char *)a->w + at.o * a->w_stride, at.st};
-	const char *next = rp.w + QV_ROWS * at.st;
+	const struct kv_rows rp = kv__rows_of(a, at, bs);
+	/* the next tile's bytes, swept linearly (either layout) */
+	const char *next = (const char *)a->w + at.o * a->w_stride + QV_ROWS * at.st;
 	const struct kern_block_q8_k *xk[KV_TOK];
 	__m512 acc[KV_TOK];
 
@@ -429,13 +445,13 @@ QV_INLINE void kv__tile_s(const struct kern_gemm_args *a, struct kv_at at, int T
 		acc[i] = _mm512_setzero_ps();
 	}
 	for (size_t s = 0; s < nsb; s++) {
-		const size_t sb = s * bs;
+		const size_t sb = s * rp.step;
 		__m512i isum[KV_TOK];
 
 		/* the next tile streams into L2 while this one computes */
 		QV_UNROLL
 		for (size_t pf = 0; pf < QV_ROWS * bs; pf += 64)
-			_mm_prefetch(next + QV_ROWS * sb + pf, _MM_HINT_T1);
+			_mm_prefetch(next + QV_ROWS * s * bs + pf, _MM_HINT_T1);
 		QV_UNROLL
 		for (int i = 0; i < T; i++)
 			isum[i] = _mm512_setzero_si512();
@@ -567,7 +583,10 @@ static void kv__tile(const kv_panel_fn *pfn, const kv_stream_fn *sfn, int kind,
 		     const struct kern_gemm_args *a, struct kv_at at, struct kv_panel *pn)
 {
 	const size_t nsb = a->n_in / KERN_QKK;
-	const struct kv_rows rp = {(const char *)a->w + at.o * a->w_stride, at.st};
+	const size_t bs = kind == 2   ? sizeof(struct kern_block_q6_k)
+			  : kind == 1 ? sizeof(struct kern_block_q5_k)
+				      : sizeof(struct kern_block_q4_k);
+	const struct kv_rows rp = kv__rows_of(a, at, bs);
 
 	if (a->n_tok <= KV_TOK) {
 		sfn[a->n_tok](a, at);
@@ -593,41 +612,62 @@ static void kv__tile(const kv_panel_fn *pfn, const kv_stream_fn *sfn, int kind,
  * row's result is the same in any tile position. Without args.xk (a
  * caller that made only the 32-blocks): the scalar reference. */
 static void kv__gemm(const kv_panel_fn *pfn, const kv_stream_fn *sfn, int kind,
-		     kern_gemm_fn ref, const struct kern_gemm_args *a, size_t o0, size_t o1)
+		     kern_gemm_fn ref, const struct kern_gemm_args *a, size_t o0, size_t o1, int pk)
 {
 	const size_t st = a->w_stride;
 	struct kv_panel pn __attribute__((aligned(64)));
 	size_t o = o0;
 
+	/* packed rows always come with args.xk (kernels.c): the reference
+	 * reads the file layout */
+	assert(!pk || a->xk != NULL);
 	if (a->xk == NULL) {
 		ref(a, o0, o1);
 		return;
 	}
 	for (; o + QV_ROWS <= o1; o += QV_ROWS)
-		kv__tile(pfn, sfn, kind, a, (struct kv_at){o, st, 0xffff}, &pn);
+		kv__tile(pfn, sfn, kind, a, (struct kv_at){o, st, 0xffff, pk}, &pn);
 	if (o == o1)
 		return;
-	if (o1 >= QV_ROWS) {
+	if (o1 >= QV_ROWS) { /* packed: b is a multiple of 4, as o1 is */
 		size_t b = o1 - QV_ROWS;
-		kv__tile(pfn, sfn, kind, a, (struct kv_at){b, st, (__mmask16)(0xffffu << (o - b))}, &pn);
+		kv__tile(pfn, sfn, kind, a,
+			 (struct kv_at){b, st, (__mmask16)(0xffffu << (o - b)), pk}, &pn);
 		return;
 	}
 	for (; o < o1; o++)
-		kv__tile(pfn, sfn, kind, a, (struct kv_at){o, 0, 1}, &pn);
+		kv__tile(pfn, sfn, kind, a, (struct kv_at){o, 0, 1, pk}, &pn);
 }
 
 void kern_avx512_vnni_gemm_q4_k(const struct kern_gemm_args *a, size_t o0, size_t o1)
 {
-	kv__gemm(kv__p4k_, kv__s4k_, 0, kern_ref_gemm_q4_k, a, o0, o1);
+	kv__gemm(kv__p4k_, kv__s4k_, 0, kern_ref_gemm_q4_k, a, o0, o1, 0);
 }
 
 void kern_avx512_vnni_gemm_q5_k(const struct kern_gemm_args *a, size_t o0, size_t o1)
 {
-	kv__gemm(kv__p5k_, kv__s5k_, 1, kern_ref_gemm_q5_k, a, o0, o1);
+	kv__gemm(kv__p5k_, kv__s5k_, 1, kern_ref_gemm_q5_k, a, o0, o1, 0);
 }
 
 void kern_avx512_vnni_gemm_q6_k(const struct kern_gemm_args *a, size_t o0, size_t o1)
 {
-	kv__gemm(kv__p6k_, kv__s6k_, 2, kern_ref_gemm_q6_k, a, o0, o1);
+	kv__gemm(kv__p6k_, kv__s6k_, 2, kern_ref_gemm_q6_k, a, o0, o1, 0);
+}
+
+/* Packed rows (kernels.h KERN_PACKED): the same tiles, kv__rows_of()'s
+ * addresses. */
+void kern_avx512_vnni_pgemm_q4_k(const struct kern_gemm_args *a, size_t o0, size_t o1)
+{
+	kv__gemm(kv__p4k_, kv__s4k_, 0, kern_ref_gemm_q4_k, a, o0, o1, 1);
+}
+
+void kern_avx512_vnni_pgemm_q5_k(const struct kern_gemm_args *a, size_t o0, size_t o1)
+{
+	kv__gemm(kv__p5k_, kv__s5k_, 1, kern_ref_gemm_q5_k, a, o0, o1, 1);
+}
+
+void kern_avx512_vnni_pgemm_q6_k(const struct kern_gemm_args *a, size_t o0, size_t o1)
+{
+	kv__gemm(kv__p6k_, kv__s6k_, 2, kern_ref_gemm_q6_k, a, o0, o1, 1);
 }
 #endif

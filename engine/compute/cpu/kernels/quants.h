@@ -226,6 +226,14 @@ void kern_avx2_gemm_q6_k(const struct kern_gemm_args *a, size_t o0, size_t o1);
 void kern_avx512_vnni_gemm_q4_k(const struct kern_gemm_args *a, size_t o0, size_t o1);
 void kern_avx512_vnni_gemm_q5_k(const struct kern_gemm_args *a, size_t o0, size_t o1);
 void kern_avx512_vnni_gemm_q6_k(const struct kern_gemm_args *a, size_t o0, size_t o1);
+/* The same on packed rows (kernels.h KERN_PACKED, groups of 4), and the
+ * packed GEMVs (kquants_gemv_avx512.c): bit-identical to the above. */
+void kern_avx512_vnni_pgemm_q4_k(const struct kern_gemm_args *a, size_t o0, size_t o1);
+void kern_avx512_vnni_pgemm_q5_k(const struct kern_gemm_args *a, size_t o0, size_t o1);
+void kern_avx512_vnni_pgemm_q6_k(const struct kern_gemm_args *a, size_t o0, size_t o1);
+void kern_avx512_pgemv_q4_k(const struct kern_gemm_args *a, size_t o0, size_t o1);
+void kern_avx512_pgemv_q5_k(const struct kern_gemm_args *a, size_t o0, size_t o1);
+void kern_avx512_pgemv_q6_k(const struct kern_gemm_args *a, size_t o0, size_t o1);
 void kern_avx2_gemm_q5_k(const struct kern_gemm_args *a, size_t o0, size_t o1);
 void kern_avx2_gemm_iq4_xs(const struct kern_gemm_args *a, size_t o0, size_t o1);
 void kern_avx2_gemm_iq4_nl(const struct kern_gemm_args *a, size_t o0, size_t o1);
