@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clock.h"
 #include "dtype.h"
 #include "ember.h"
 #include "gguf.h"
@@ -61,6 +62,7 @@ int compute_prepare_model(struct model *m, char *err)
 	struct model_weight **list;
 	size_t cap, n, bytes = 0;
 	int rc = 0;
+	const double t0 = clock_now_s();
 
 	if (compute_device_vulkan() || (env && strcmp(env, "0") == 0) || g == NULL || !g->copy)
 		return 0;
@@ -87,8 +89,11 @@ int compute_prepare_model(struct model *m, char *err)
 	if (gguf_map_protect(g->map, g->size, 0) != 0 && rc == 0)
 		rc = ember_seterr(err, EMBER_EIO, "packing weights: mprotect: %m");
 	if (rc == 0)
-		fprintf(stderr, "ember: packed the rows of %zu weight matrices (%.1f MiB) for the %s kernels\n",
-			n, (double)bytes / (1 << 20), cpu_level_name(kern_level()));
+		fprintf(stderr,
+			"ember: packed the rows of %zu weight matrices (%.1f MiB) for the %s "
+			"kernels in %.0f ms\n",
+			n, (double)bytes / (1 << 20), cpu_level_name(kern_level()),
+			(clock_now_s() - t0) * 1e3);
 out:
 	free(list);
 	return rc;
