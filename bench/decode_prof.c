@@ -70,7 +70,8 @@ static double group(tpool_t pool, const struct model_weight *const w[], size_t n
 		bytes += wbytes(w[i]);
 	}
 	if (k)
-		kern_matmul_n(pool, w[0]->type, w[0]->n_in, parts, k, x, n_tok, scratch);
+		kern_matmul_n(pool, w[0]->type | w[0]->packed, w[0]->n_in, parts, k, x, n_tok,
+			      scratch);
 	return bytes;
 }
 

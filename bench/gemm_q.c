@@ -4,7 +4,9 @@
  * to tune the prefill GEMM (n_tok >= 2) and the decode GEMV (n_tok = 1).
  *
  *   build/gemm_q [TYPE N_TOK THREADS REPS [N_OUT N_IN]]   (q4_0 64 1 20; TYPE any
- *   with kernels; N_OUT N_IN: that one shape instead, e.g. 64 2048 to stay in L2)
+ *   with kernels; N_OUT N_IN: that one shape instead, e.g. 64 2048 to stay in L2;
+ *   TYPE+p, e.g. q4_0p: the rows packed as the model load packs them,
+ *   kernels.h KERN_PACKED, where the level has the packed form)
  *
  * Weights are random, quantized once with kern_quantize_row(); the same
  * matrix is reused, so for one token this measures cache bandwidth, not
@@ -17,7 +19,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "cpu.h"
 #include "dtype.h"
+#include "ember.h"
 #include "kernels.h"
 #include "threadpool.h"
 
@@ -50,8 +54,15 @@ int main(int argc, char **argv)
 	size_t n_tok = argc > 2 ? strtoul(argv[2], NULL, 10) : 64;
 	size_t threads = argc > 3 ? strtoul(argv[3], NULL, 10) : 1;
 	int reps = argc > 4 ? atoi(argv[4]) : 20;
-	int tn = dtype_from_name(tname); /* any type with kernels: q4_k, q6_k, ... */
-	uint32_t t = tn < 0 ? DTYPE_Q4_0 : (uint32_t)tn;
+	char base[32];
+	size_t tl = strlen(tname);
+	const int packed = tl > 1 && tl < sizeof(base) && tname[tl - 1] == 'p';
+	int tn;
+	uint32_t t;
+
+	snprintf(base, sizeof(base), "%.*s", (int)(packed ? tl - 1 : tl), tname);
+	tn = dtype_from_name(base); /* any type with kernels: q4_k, q6_k, ... */
+	t = tn < 0 ? DTYPE_Q4_0 : (uint32_t)tn;
 	clockid_t clk = threads > 1 ? CLOCK_MONOTONIC : CLOCK_THREAD_CPUTIME_ID;
 	tpool_t pool = threads > 1 ? tpool_create(threads) : NULL;
 	unsigned seed = 1;
@@ -68,6 +79,11 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	kern_init();
+	if (packed && !kern_supports(t | KERN_PACKED)) {
+		fprintf(stderr, "gemm_q: the %s level has no packed %s\n", cpu_level_name(kern_level()),
+			base);
+		return 2;
+	}
 	for (size_t s = 0; s < n_shapes; s++) {
 		size_t n_out = shapes[s][0], n_in = shapes[s][1];
 		size_t row = dtype_row_size(t, n_in);
@@ -75,7 +91,9 @@ int main(int argc, char **argv)
 		float *x = malloc(n_in * n_tok * sizeof(float));
 		float *y = malloc(n_out * n_tok * sizeof(float));
 		char *w = malloc(row * n_out);
-		void *scratch = aligned_alloc(64, (kern_matmul_scratch(t, n_in, n_tok) + 63) & ~(size_t)63);
+		const uint32_t mt = packed ? kern_pack_type(t, n_out, n_in) : t;
+		void *scratch = aligned_alloc(64, (kern_matmul_scratch(mt, n_in, n_tok) + 63) & ~(size_t)63);
+		char err[EMBER_ERR_MAX];
 		double *dt = malloc((size_t)reps * sizeof(double));
 
 		if (!wf || !x || !y || !w || !scratch || !dt)
@@ -85,12 +103,16 @@ int main(int argc, char **argv)
 				wf[i] = rnd(&seed);
 			kern_quantize_row(t, wf, w + o * row, n_in);
 		}
+		if (packed && kern_pack_rows(t, w, n_out, n_in, err) != 0) {
+			fprintf(stderr, "gemm_q: %s\n", err);
+			goto next;
+		}
 		for (size_t i = 0; i < n_in * n_tok; i++)
 			x[i] = rnd(&seed);
-		kern_matmul(pool, t, w, n_out, n_in, x, n_tok, y, scratch); /* warm up */
+		kern_matmul(pool, mt, w, n_out, n_in, x, n_tok, y, scratch); /* warm up */
 		for (int r = 0; r < reps; r++) {
 			double t0 = now_s(clk);
-			kern_matmul(pool, t, w, n_out, n_in, x, n_tok, y, scratch);
+			kern_matmul(pool, mt, w, n_out, n_in, x, n_tok, y, scratch);
 			dt[r] = now_s(clk) - t0;
 		}
 		qsort(dt, (size_t)reps, sizeof(double), cmp_double);

@@ -24,6 +24,10 @@
  *   rows16-pf  rows16 + the next tile prefetched into L2 as this one
  *              is read (what the Q4_0 tile does)
  *   rows16-pf2 the same, two tiles ahead
+ *   rows16p-pf2 the same bytes as packed Q4_0 rows (kernels.h
+ *              KERN_PACKED): a tile is one linear stream of 288-byte
+ *              blocks (16 rows' block b), the tile two ahead prefetched
+ *              block for block (qv__prefetch_ahead)
  *   rows4-pf   rows4 + the next tile prefetched into L2
  *   seg4       rows of 4 KiB one after another, each read as 4 segments
  *              of 1 KiB side by side (a one-row GEMV, one accumulator per
@@ -226,6 +230,26 @@ __attribute__((target("avx2"))) static uint64_t membw_rows16_pf2(const char *p, 
 	return membw_rows(p, n, 16, 1152, 2);
 }
 
+/* Packed Q4_0 tiles of 16 rows x 64 blocks: block b of the 16 rows is
+ * 288 contiguous bytes, read as nine 32-byte loads; the tile two ahead's
+ * block b prefetched into L2 as the kernel does. */
+__attribute__((target("avx2"))) static uint64_t membw_rows16p_pf2(const char *p, size_t n)
+{
+	__m256i acc[3] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256()};
+	const size_t bs = 16 * 18, tile = 64 * bs;
+
+	for (size_t t = 0; t + tile <= n; t += tile)
+		for (size_t b = 0; b < 64; b++) {
+			const char *q = p + t + b * bs;
+			for (size_t off = 0; off < bs; off += 64)
+				_mm_prefetch(q + 2 * tile + off, _MM_HINT_T1);
+			for (int i = 0; i < 9; i++)
+				acc[i % 3] = _mm256_add_epi64(
+					acc[i % 3], _mm256_loadu_si256((const __m256i *)(q + 32 * i)));
+		}
+	return membw_hsum256(_mm256_add_epi64(acc[0], _mm256_add_epi64(acc[1], acc[2])));
+}
+
 __attribute__((target("avx2"))) static uint64_t membw_rows4_pf(const char *p, size_t n)
 {
 	return membw_rows(p, n, 4, 4096, 1);
@@ -405,6 +429,8 @@ static const struct membw_variant membw_variants[] = {
 	{"ymm-2m", membw_ymm, 0, 1, 0, 0},
 	{"rows4-pf-2m", membw_rows4_pf, 0, 1, 0, 0},
 	{"rows16-pf-2m", membw_rows16_pf, 0, 1, 0, 0},
+	{"rows16-pf2-2m", membw_rows16_pf2, 0, 1, 0, 0},
+	{"rows16p-pf2-2m", membw_rows16p_pf2, 0, 1, 0, 0},
 	{"zmm-il64k-2m", membw_zmm, 1, 1, 64 * 1024, 0},
 	{"ymm-pf1k-2m", membw_ymm_pf1k, 0, 1, 0, 0},
 	{"q6rows-2m", membw_q6rows, 1, 1, 0, 0},

@@ -142,7 +142,9 @@ static void kb_run(const struct model *m, float *out)
  * and the run says so. */
 START_TEST(packed_rows_give_the_file_layout_logits)
 {
-	static const char *const files[] = {"Q4_K_M", "Q5_K_M", "Q6_K"};
+	static const char *const files[] = {"Q4_K_M", "Q5_K_M", "Q6_K", "Q4_0", "Q8_0"};
+	static const uint32_t types[] = {DTYPE_Q6_K, DTYPE_Q6_K, DTYPE_Q6_K, DTYPE_Q4_0,
+					 DTYPE_Q8_0};
 	char path[256], err[EMBER_ERR_MAX] = "";
 	const char *old = getenv("EMBER_HUGEPAGES");
 	char *keep = old ? strdup(old) : NULL;
@@ -167,10 +169,10 @@ START_TEST(packed_rows_give_the_file_layout_logits)
 		for (size_t w = 0; w < ARCH_T_COUNT; w++)
 			packed += m.layers[l].w[w].packed != 0;
 	ck_assert_uint_eq(m.w[ARCH_T_TOKEN_EMBD].packed, 0);
-	if (kern_pack_type(DTYPE_Q6_K, 256, 256) == DTYPE_Q6_K) {
+	if (kern_pack_type(types[_i], 256, 256) == types[_i]) {
 		ck_assert_int_eq(packed, 0);
-		printf("kquant_batch: %s: the %s level packs no K-quant rows\n", files[_i],
-		       cpu_level_name(kern_level()));
+		printf("kquant_batch: %s: the %s level packs no %s rows\n", files[_i],
+		       cpu_level_name(kern_level()), dtype_name(types[_i]));
 	} else {
 		ck_assert_int_gt(packed, 0);
 	}
@@ -195,7 +197,7 @@ Suite *suite_kquant_batch(void)
 
 	tcase_set_timeout(tc, 120);
 	tcase_add_loop_test(tc, batched_kquant_step_equals_single_steps_bit_for_bit, 0, 5);
-	tcase_add_loop_test(tc, packed_rows_give_the_file_layout_logits, 0, 3);
+	tcase_add_loop_test(tc, packed_rows_give_the_file_layout_logits, 0, 5);
 	suite_add_tcase(s, tc);
 	return s;
 }

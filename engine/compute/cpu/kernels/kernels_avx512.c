@@ -235,19 +235,25 @@ const struct kern_ops kern_ops_avx512 = {
 			[DTYPE_Q4_0] = kern_avx512_gemv_q4_0,
 			[DTYPE_Q8_0] = kern_avx512_gemv_q8_0,
 		},
-	/* packed rows (kernels.h KERN_PACKED; LEVELS.md "Packed rows") */
+	/* packed rows (kernels.h KERN_PACKED; LEVELS.md "Packed rows"): the
+	 * K-quants in groups of 4 rows, Q4_0/Q8_0 in the 16-row tiles' */
 	.pgemm =
 		{
 			[DTYPE_Q4_K] = kern_avx512_vnni_pgemm_q4_k,
 			[DTYPE_Q5_K] = kern_avx512_vnni_pgemm_q5_k,
 			[DTYPE_Q6_K] = kern_avx512_vnni_pgemm_q6_k,
+			[DTYPE_Q4_0] = kern_avx512_pgemm_q4_0,
+			[DTYPE_Q8_0] = kern_avx512_pgemm_q8_0,
 		},
 	.pgemv =
 		{
 			[DTYPE_Q4_K] = kern_avx512_pgemv_q4_k,
 			[DTYPE_Q5_K] = kern_avx512_pgemv_q5_k,
 			[DTYPE_Q6_K] = kern_avx512_pgemv_q6_k,
+			[DTYPE_Q4_0] = kern_avx512_pgemv_q4_0,
+			[DTYPE_Q8_0] = kern_avx512_pgemv_q8_0,
 		},
-	.pack_rows = {[DTYPE_Q4_K] = 4, [DTYPE_Q5_K] = 4, [DTYPE_Q6_K] = 4},
+	.pack_rows = {[DTYPE_Q4_K] = 4, [DTYPE_Q5_K] = 4, [DTYPE_Q6_K] = 4, [DTYPE_Q4_0] = 16,
+		      [DTYPE_Q8_0] = 16},
 };
 #endif

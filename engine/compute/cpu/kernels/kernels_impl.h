@@ -205,6 +205,11 @@ void kern_avx512_gemm_q4_0(const struct kern_gemm_args *a, size_t o0, size_t o1)
  * (kernels_qgemv_avx512.c): bit-identical to the above. */
 void kern_avx512_gemv_q4_0(const struct kern_gemm_args *a, size_t o0, size_t o1);
 void kern_avx512_gemv_q8_0(const struct kern_gemm_args *a, size_t o0, size_t o1);
+/* The same four on packed rows (kernels.h KERN_PACKED, 16-row groups). */
+void kern_avx512_pgemm_q8_0(const struct kern_gemm_args *a, size_t o0, size_t o1);
+void kern_avx512_pgemm_q4_0(const struct kern_gemm_args *a, size_t o0, size_t o1);
+void kern_avx512_pgemv_q4_0(const struct kern_gemm_args *a, size_t o0, size_t o1);
+void kern_avx512_pgemv_q8_0(const struct kern_gemm_args *a, size_t o0, size_t o1);
 /* The AMX int8 prefill GEMM (kernels_amx.c; 16+ tokens, the rest from
  * the two above): bit-identical to them. Only where kern_amx_enable()
  * succeeded. */

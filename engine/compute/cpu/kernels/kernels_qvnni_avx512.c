@@ -24,11 +24,19 @@
  *   Q8_0: w + 128 (an xor) is unsigned, S = dot(w + 128, x) - 128 sum(x)
  *   = dot - 16 xs8[b]. A ZMM holds two rows' 32 bytes.
  * All sums are exact in int32 (|S| <= 32 * 255 * 127).
+ *
+ * Packed rows (kernels.h KERN_PACKED, kernels_avx512.c's pgemm/pgemv):
+ * the same tiles compiled a second time with row r of block b at
+ * tile + (b * 16 + r) * bs (qvnni_avx512.h qv__rs / qv__bstep) instead of
+ * tile + r * row + b * bs, so a tile reads one linear stream; the next-
+ * tile prefetch is unchanged (it already took the next tile's bytes in
+ * order). Same operations, same bits.
  */
 #if defined(__x86_64__)
 #include "kernels.h"
 #include "kernels_impl.h"
 #include "qvnni_avx512.h"
+#include "quants.h"
 
 #define QV_TOK 8
 /* Up to this many tokens (a decode step of 9..16 sequences) a tile runs
@@ -190,11 +198,10 @@ static void qv__xsum(uint32_t wt, const struct kern_gemm_args *a, size_t t, size
  * otherwise left the multiplier pipes idle at every block boundary.
  */
 QV_INLINE void qv__tile(uint32_t wt, const struct kern_gemm_args *a, const struct qv_xsum *xs,
-			size_t o, size_t t, size_t b0, size_t n, int T)
+			size_t o, size_t t, size_t b0, size_t n, int T, int pk)
 {
-	const size_t bs = wt == DTYPE_Q8_0 ? sizeof(struct kern_block_q8_0)
-					   : sizeof(struct kern_block_q4_0);
-	const size_t st = a->w_stride, b1 = b0 + n;
+	const size_t bs = qv__bsize(wt), st = a->w_stride, b1 = b0 + n;
+	const size_t rs = qv__rs(st, bs, pk), bstep = qv__bstep(bs, pk);
 	const char *w = (const char *)a->w + o * st;
 	const char *next = qv__tile_ahead(w, st, wt == DTYPE_Q8_0);
 	const struct kern_block_q8a *x[QV_TOK];
@@ -207,16 +214,16 @@ QV_INLINE void qv__tile(uint32_t wt, const struct kern_gemm_args *a, const struc
 		acc[k] = b0 == 0 ? _mm512_setzero_ps()
 				 : _mm512_loadu_ps(a->y + (t + k) * a->y_stride + o);
 	}
-	dw = qv__scales(w, st, b0, bs);
-	qv__unpack_l(wt, w, st, b0, 0, T > 4, u);
+	dw = qv__scales_g(w, rs, b0 * bstep);
+	qv__unpack_g(wt, w, rs, b0 * bstep, 0, T > 4, u);
 	for (size_t b = b0; b < b1; b++, xs++) {
 		/* the last block unpacks itself again rather than branch */
 		size_t bn = b + 1 < b1 ? b + 1 : b;
-		__m512 dwn = qv__scales(w, st, bn, bs);
+		__m512 dwn = qv__scales_g(w, rs, bn * bstep);
 		__m512i un[8];
 
 		qv__prefetch_ahead(next, b, bs);
-		qv__unpack_l(wt, w, st, bn, 0, T > 4, un);
+		qv__unpack_g(wt, w, rs, bn * bstep, 0, T > 4, un);
 		QV_UNROLL
 		for (int k = 0; k < T; k++)
 			acc[k] = qv__dot_n(u, dw, x[k][b].qs, xs->d[k], &xs->n[k], acc[k],
@@ -244,11 +251,11 @@ QV_INLINE void qv__tile(uint32_t wt, const struct kern_gemm_args *a, const struc
  * (software pipelining): unpacking is a chain of loads and shuffles that
  * otherwise left the multiplier pipes idle at every block boundary.
  */
-QV_INLINE void qv__tile1(uint32_t wt, const struct kern_gemm_args *a, size_t o, size_t t, int T)
+QV_INLINE void qv__tile1(uint32_t wt, const struct kern_gemm_args *a, size_t o, size_t t, int T,
+			 int pk)
 {
-	const size_t bs = wt == DTYPE_Q8_0 ? sizeof(struct kern_block_q8_0)
-					   : sizeof(struct kern_block_q4_0);
-	const size_t nb = a->n_in / KERN_QK, st = a->w_stride;
+	const size_t bs = qv__bsize(wt), nb = a->n_in / KERN_QK, st = a->w_stride;
+	const size_t rs = qv__rs(st, bs, pk), bstep = qv__bstep(bs, pk);
 	const char *w = (const char *)a->w + o * st;
 	const char *next = qv__tile_ahead(w, st, wt == DTYPE_Q8_0);
 	const struct kern_block_q8a *x[QV_TOK];
@@ -264,16 +271,16 @@ QV_INLINE void qv__tile1(uint32_t wt, const struct kern_gemm_args *a, size_t o, 
 		xs[k] = a->xs8 + (t + k) * a->xd_stride;
 		acc[k] = _mm512_setzero_ps();
 	}
-	dw = qv__scales(w, st, 0, bs);
-	qv__unpack(wt, w, st, 0, 0, u);
+	dw = qv__scales_g(w, rs, 0);
+	qv__unpack_g(wt, w, rs, 0, 0, 0, u);
 	for (size_t b = 0; b < nb; b++) {
 		/* the last block unpacks itself again rather than branch */
 		size_t bn = b + 1 < nb ? b + 1 : b;
-		__m512 dwn = qv__scales(w, st, bn, bs);
+		__m512 dwn = qv__scales_g(w, rs, bn * bstep);
 		__m512i un[8];
 
 		qv__prefetch_ahead(next, b, bs);
-		qv__unpack(wt, w, st, bn, 0, un);
+		qv__unpack_g(wt, w, rs, bn * bstep, 0, 0, un);
 		QV_UNROLL
 		for (int k = 0; k < T; k++)
 			acc[k] = qv__dot(wt, u, dw, x[k][b].qs, xd[k][b], xs[k][b], acc[k],
@@ -305,17 +312,16 @@ struct qv_panel {
 	__m512 dw[QV_KC];
 };
 
-static void qv__pack(uint32_t wt, const struct kern_gemm_args *a, size_t o, size_t b0, size_t n,
-		     struct qv_panel *p)
+QV_INLINE void qv__pack(uint32_t wt, const struct kern_gemm_args *a, size_t o, size_t b0,
+			size_t n, struct qv_panel *p, int pk)
 {
-	const size_t bs = wt == DTYPE_Q8_0 ? sizeof(struct kern_block_q8_0)
-					   : sizeof(struct kern_block_q4_0);
-	const size_t st = a->w_stride;
+	const size_t bs = qv__bsize(wt), st = a->w_stride;
+	const size_t rs = qv__rs(st, bs, pk), bstep = qv__bstep(bs, pk);
 	const char *w = (const char *)a->w + o * st;
 
 	for (size_t j = 0; j < n; j++) {
-		p->dw[j] = qv__scales(w, st, b0 + j, bs);
-		qv__unpack(wt, w, st, b0 + j, 0, p->u[j]);
+		p->dw[j] = qv__scales_g(w, rs, (b0 + j) * bstep);
+		qv__unpack_g(wt, w, rs, (b0 + j) * bstep, 0, 0, p->u[j]);
 	}
 }
 
@@ -388,14 +394,14 @@ QV_INLINE void qv__tile_p(uint32_t wt, const struct kern_gemm_args *a, const str
 	}
 }
 
-/* One function per (type, token count): each keeps its accumulators in
- * registers (inlined into one driver, GCC spilled them). */
-#define QV_TILE_FN(name, wt, T)                                                          \
+/* One function per (type, token count, layout): each keeps its
+ * accumulators in registers (inlined into one driver, GCC spilled them). */
+#define QV_TILE_FN(name, wt, T, pk)                                                      \
 	static __attribute__((noinline)) void name(const struct kern_gemm_args *a,        \
 						   const struct qv_xsum *xs, size_t o,    \
 						   size_t t, size_t b0, size_t n)         \
 	{                                                                                \
-		qv__tile(wt, a, xs, o, t, b0, n, T);                                     \
+		qv__tile(wt, a, xs, o, t, b0, n, T, pk);                                 \
 	}
 #define QV_PANEL_FN(name, wt, T)                                                         \
 	static __attribute__((noinline)) void name(const struct kern_gemm_args *a,        \
@@ -405,65 +411,79 @@ QV_INLINE void qv__tile_p(uint32_t wt, const struct kern_gemm_args *a, const str
 	{                                                                                \
 		qv__tile_p(wt, a, p, o, t, ng, b0, n, T);                                \
 	}
-static __attribute__((noinline)) void qv__one8(const struct kern_gemm_args *a, size_t o)
-{
-	qv__tile1(DTYPE_Q8_0, a, o, 0, 1);
-}
-static __attribute__((noinline)) void qv__one4(const struct kern_gemm_args *a, size_t o)
-{
-	qv__tile1(DTYPE_Q4_0, a, o, 0, 1);
-}
-QV_TILE_FN(qv__q8_1, DTYPE_Q8_0, 1)
-QV_TILE_FN(qv__q8_2, DTYPE_Q8_0, 2)
-QV_TILE_FN(qv__q8_3, DTYPE_Q8_0, 3)
-QV_TILE_FN(qv__q8_4, DTYPE_Q8_0, 4)
-QV_TILE_FN(qv__q8_5, DTYPE_Q8_0, 5)
-QV_TILE_FN(qv__q8_6, DTYPE_Q8_0, 6)
-QV_TILE_FN(qv__q8_7, DTYPE_Q8_0, 7)
-QV_TILE_FN(qv__q8_8, DTYPE_Q8_0, 8)
-QV_TILE_FN(qv__q4_1, DTYPE_Q4_0, 1)
-QV_TILE_FN(qv__q4_2, DTYPE_Q4_0, 2)
-QV_TILE_FN(qv__q4_3, DTYPE_Q4_0, 3)
-QV_TILE_FN(qv__q4_4, DTYPE_Q4_0, 4)
-QV_TILE_FN(qv__q4_5, DTYPE_Q4_0, 5)
-QV_TILE_FN(qv__q4_6, DTYPE_Q4_0, 6)
-QV_TILE_FN(qv__q4_7, DTYPE_Q4_0, 7)
-QV_TILE_FN(qv__q4_8, DTYPE_Q4_0, 8)
-QV_PANEL_FN(qv__p8_1, DTYPE_Q8_0, 1)
-QV_PANEL_FN(qv__p8_2, DTYPE_Q8_0, 2)
-QV_PANEL_FN(qv__p8_3, DTYPE_Q8_0, 3)
-QV_PANEL_FN(qv__p8_4, DTYPE_Q8_0, 4)
-QV_PANEL_FN(qv__p8_5, DTYPE_Q8_0, 5)
-QV_PANEL_FN(qv__p8_6, DTYPE_Q8_0, 6)
-QV_PANEL_FN(qv__p8_7, DTYPE_Q8_0, 7)
-QV_PANEL_FN(qv__p8_8, DTYPE_Q8_0, 8)
-QV_PANEL_FN(qv__p4_1, DTYPE_Q4_0, 1)
-QV_PANEL_FN(qv__p4_2, DTYPE_Q4_0, 2)
-QV_PANEL_FN(qv__p4_3, DTYPE_Q4_0, 3)
-QV_PANEL_FN(qv__p4_4, DTYPE_Q4_0, 4)
-QV_PANEL_FN(qv__p4_5, DTYPE_Q4_0, 5)
-QV_PANEL_FN(qv__p4_6, DTYPE_Q4_0, 6)
-QV_PANEL_FN(qv__p4_7, DTYPE_Q4_0, 7)
-QV_PANEL_FN(qv__p4_8, DTYPE_Q4_0, 8)
+#define QV_ONE_FN(name, wt, pk)                                                          \
+	static __attribute__((noinline)) void name(const struct kern_gemm_args *a, size_t o) \
+	{                                                                                \
+		qv__tile1(wt, a, o, 0, 1, pk);                                           \
+	}
+#define QV_PACK_FN(name, wt, pk)                                                         \
+	static __attribute__((noinline)) void name(const struct kern_gemm_args *a, size_t o, \
+						   size_t b0, size_t n, struct qv_panel *p) \
+	{                                                                                \
+		qv__pack(wt, a, o, b0, n, p, pk);                                        \
+	}
+#define QV_TILE_FNS(pre, wt, pk)                                                         \
+	QV_TILE_FN(pre##_1, wt, 1, pk)                                                   \
+	QV_TILE_FN(pre##_2, wt, 2, pk)                                                   \
+	QV_TILE_FN(pre##_3, wt, 3, pk)                                                   \
+	QV_TILE_FN(pre##_4, wt, 4, pk)                                                   \
+	QV_TILE_FN(pre##_5, wt, 5, pk)                                                   \
+	QV_TILE_FN(pre##_6, wt, 6, pk)                                                   \
+	QV_TILE_FN(pre##_7, wt, 7, pk)                                                   \
+	QV_TILE_FN(pre##_8, wt, 8, pk)                                                   \
+	static const qv_tile_fn pre[QV_TOK + 1] = {NULL,     pre##_1, pre##_2,           \
+						   pre##_3, pre##_4, pre##_5,           \
+						   pre##_6, pre##_7, pre##_8};
+#define QV_PANEL_FNS(pre, wt)                                                            \
+	QV_PANEL_FN(pre##_1, wt, 1)                                                      \
+	QV_PANEL_FN(pre##_2, wt, 2)                                                      \
+	QV_PANEL_FN(pre##_3, wt, 3)                                                      \
+	QV_PANEL_FN(pre##_4, wt, 4)                                                      \
+	QV_PANEL_FN(pre##_5, wt, 5)                                                      \
+	QV_PANEL_FN(pre##_6, wt, 6)                                                      \
+	QV_PANEL_FN(pre##_7, wt, 7)                                                      \
+	QV_PANEL_FN(pre##_8, wt, 8)                                                      \
+	static const qv_panel_fn pre[QV_TOK + 1] = {NULL,     pre##_1, pre##_2,          \
+						    pre##_3, pre##_4, pre##_5,          \
+						    pre##_6, pre##_7, pre##_8};
 
 typedef void (*qv_tile_fn)(const struct kern_gemm_args *a, const struct qv_xsum *xs, size_t o,
 			   size_t t, size_t b0, size_t n);
 typedef void (*qv_panel_fn)(const struct kern_gemm_args *a, const struct qv_panel *p, size_t o,
 			    size_t t, size_t ng, size_t b0, size_t n);
 
-static const qv_tile_fn qv__q8[QV_TOK + 1] = {NULL,     qv__q8_1, qv__q8_2, qv__q8_3, qv__q8_4,
-						 qv__q8_5, qv__q8_6, qv__q8_7, qv__q8_8};
-static const qv_tile_fn qv__q4[QV_TOK + 1] = {NULL,     qv__q4_1, qv__q4_2, qv__q4_3, qv__q4_4,
-						 qv__q4_5, qv__q4_6, qv__q4_7, qv__q4_8};
-static const qv_panel_fn qv__p8[QV_TOK + 1] = {NULL,     qv__p8_1, qv__p8_2, qv__p8_3, qv__p8_4,
-						  qv__p8_5, qv__p8_6, qv__p8_7, qv__p8_8};
-static const qv_panel_fn qv__p4[QV_TOK + 1] = {NULL,     qv__p4_1, qv__p4_2, qv__p4_3, qv__p4_4,
-						  qv__p4_5, qv__p4_6, qv__p4_7, qv__p4_8};
+QV_TILE_FNS(qv__q8, DTYPE_Q8_0, 0)
+QV_TILE_FNS(qv__q4, DTYPE_Q4_0, 0)
+QV_TILE_FNS(qv__q8p, DTYPE_Q8_0, 1)
+QV_TILE_FNS(qv__q4p, DTYPE_Q4_0, 1)
+QV_PANEL_FNS(qv__p8, DTYPE_Q8_0)
+QV_PANEL_FNS(qv__p4, DTYPE_Q4_0)
+QV_ONE_FN(qv__one8, DTYPE_Q8_0, 0)
+QV_ONE_FN(qv__one4, DTYPE_Q4_0, 0)
+QV_ONE_FN(qv__one8p, DTYPE_Q8_0, 1)
+QV_ONE_FN(qv__one4p, DTYPE_Q4_0, 1)
+QV_PACK_FN(qv__pack8, DTYPE_Q8_0, 0)
+QV_PACK_FN(qv__pack4, DTYPE_Q4_0, 0)
+QV_PACK_FN(qv__pack8p, DTYPE_Q8_0, 1)
+QV_PACK_FN(qv__pack4p, DTYPE_Q4_0, 1)
 
-static void qv__gemm(uint32_t wt, void (*one)(const struct kern_gemm_args *, size_t),
-		     const qv_tile_fn *fn, const qv_panel_fn *pfn, kern_gemm_fn avx2,
-		     const struct kern_gemm_args *a, size_t o0, size_t o1)
+/* One type and layout's functions for qv__gemm(). */
+struct qv_fns {
+	void (*one)(const struct kern_gemm_args *a, size_t o);
+	const qv_tile_fn *tile;
+	const qv_panel_fn *panel;
+	void (*pack)(const struct kern_gemm_args *a, size_t o, size_t b0, size_t n,
+		     struct qv_panel *p);
+};
+
+/* Rows [o0, o1) by whole 16-row tiles; the rows past the last one by
+ * `tail` (file layout: the AVX2 level's gemm, same bits; packed: none,
+ * the caller aligns). */
+static void qv__gemm(uint32_t wt, const struct qv_fns *f, const struct kern_gemm_args *a,
+		     size_t o0, size_t o1, kern_gemm_fn tail)
 {
+	const qv_tile_fn *fn = f->tile;
+	const qv_panel_fn *pfn = f->panel;
 	const size_t nb = a->n_in / KERN_QK;
 	size_t o = o0;
 
@@ -473,7 +493,7 @@ static void qv__gemm(uint32_t wt, void (*one)(const struct kern_gemm_args *, siz
 	 * GEMV had been ~10% faster). Same bits either way. */
 	if (a->n_tok == 1) {
 		for (; o + QV_ROWS <= o1; o += QV_ROWS)
-			one(a, o);
+			f->one(a, o);
 	} else if (a->n_tok <= QV_SMALL2) {
 		/* one group (two past QV_TOK tokens): stream the weights
 		 * straight from their layout */
@@ -502,7 +522,7 @@ static void qv__gemm(uint32_t wt, void (*one)(const struct kern_gemm_args *, siz
 		for (; o + QV_ROWS <= o1; o += QV_ROWS)
 			for (size_t b0 = 0; b0 < nb; b0 += QV_KC) {
 				size_t n = nb - b0 < QV_KC ? nb - b0 : QV_KC;
-				qv__pack(wt, a, o, b0, n, &p);
+				f->pack(a, o, b0, n, &p);
 				if (nf)
 					pfn[QV_TOK](a, &p, o, 0, nf, b0, n);
 				if (tr)
@@ -510,16 +530,98 @@ static void qv__gemm(uint32_t wt, void (*one)(const struct kern_gemm_args *, siz
 			}
 	}
 	if (o < o1)
-		avx2(a, o, o1);
+		tail(a, o, o1);
+}
+
+static const struct qv_fns qv__f8 = {qv__one8, qv__q8, qv__p8, qv__pack8};
+static const struct qv_fns qv__f4 = {qv__one4, qv__q4, qv__p4, qv__pack4};
+static const struct qv_fns qv__f8p = {qv__one8p, qv__q8p, qv__p8, qv__pack8p};
+static const struct qv_fns qv__f4p = {qv__one4p, qv__q4p, qv__p4, qv__pack4p};
+
+/* The packed (aligned) products: rows [o0, o1) in whole groups. */
+static void qv__pgemm_q8_0(const struct kern_gemm_args *a, size_t o0, size_t o1)
+{
+	qv__gemm(DTYPE_Q8_0, &qv__f8p, a, o0, o1, NULL);
+}
+
+static void qv__pgemm_q4_0(const struct kern_gemm_args *a, size_t o0, size_t o1)
+{
+	qv__gemm(DTYPE_Q4_0, &qv__f4p, a, o0, o1, NULL);
+}
+
+/* Rows [o0, o1) inside one packed group (o0 / 16 == (o1 - 1) / 16): the
+ * whole group by `whole` into a buffer, 16 tokens at a time, and the
+ * rows asked for copied out. Same bits (each (row, token) result is
+ * independent of the batch). Not a fast path: the row chunks handed out
+ * by kern__chunk_rows are whole groups. */
+static void qv__packed_part(const struct kern_gemm_args *a, size_t o0, size_t o1,
+			    kern_gemm_fn whole)
+{
+	const size_t g = o0 / QV_ROWS * QV_ROWS;
+	float y[QV_ROWS * QV_ROWS];
+
+	for (size_t t = 0; t < a->n_tok; t += QV_ROWS) {
+		struct kern_gemm_args b = *a;
+		const size_t m = a->n_tok - t < QV_ROWS ? a->n_tok - t : QV_ROWS;
+
+		b.w = (const char *)a->w + g * a->w_stride;
+		b.x = (const char *)a->x + t * a->x_stride;
+		b.n_tok = m;
+		b.y = y;
+		b.y_stride = QV_ROWS;
+		if (a->xd) {
+			b.xd = a->xd + t * a->xd_stride;
+			b.xs8 = a->xs8 + t * a->xd_stride;
+		}
+		if (a->xk)
+			b.xk = a->xk + t * (a->n_in / 256);
+		whole(&b, 0, QV_ROWS);
+		for (size_t k = 0; k < m; k++)
+			memcpy(a->y + (t + k) * a->y_stride + o0, y + k * QV_ROWS + (o0 - g),
+			       (o1 - o0) * sizeof(float));
+	}
+}
+
+void kern_avx512_packed_split(const struct kern_gemm_args *a, size_t o0, size_t o1,
+			      kern_gemm_fn whole)
+{
+	const size_t a1 = o1 / QV_ROWS * QV_ROWS;
+
+	if (o0 % QV_ROWS) {
+		size_t e = (o0 / QV_ROWS + 1) * QV_ROWS;
+		e = e < o1 ? e : o1;
+		qv__packed_part(a, o0, e, whole);
+		o0 = e;
+	}
+	if (o0 < a1) {
+		whole(a, o0, a1);
+		o0 = a1;
+	}
+	if (o0 < o1)
+		qv__packed_part(a, o0, o1, whole);
 }
 
 void kern_avx512_gemm_q8_0(const struct kern_gemm_args *a, size_t o0, size_t o1)
 {
-	qv__gemm(DTYPE_Q8_0, qv__one8, qv__q8, qv__p8, kern_ops_avx2.gemm[DTYPE_Q8_0], a, o0, o1);
+	qv__gemm(DTYPE_Q8_0, &qv__f8, a, o0, o1, kern_ops_avx2.gemm[DTYPE_Q8_0]);
 }
 
 void kern_avx512_gemm_q4_0(const struct kern_gemm_args *a, size_t o0, size_t o1)
 {
-	qv__gemm(DTYPE_Q4_0, qv__one4, qv__q4, qv__p4, kern_ops_avx2.gemm[DTYPE_Q4_0], a, o0, o1);
+	qv__gemm(DTYPE_Q4_0, &qv__f4, a, o0, o1, kern_ops_avx2.gemm[DTYPE_Q4_0]);
+}
+
+/* Packed rows (kernels.h KERN_PACKED): the same tiles on the interleaved
+ * layout, bit-identical to the two above. Rows [o0, o1): whole groups
+ * (kern__chunk_rows aligns), a part-group at either end through
+ * qv__packed_part(). */
+void kern_avx512_pgemm_q8_0(const struct kern_gemm_args *a, size_t o0, size_t o1)
+{
+	kern_avx512_packed_split(a, o0, o1, qv__pgemm_q8_0);
+}
+
+void kern_avx512_pgemm_q4_0(const struct kern_gemm_args *a, size_t o0, size_t o1)
+{
+	kern_avx512_packed_split(a, o0, o1, qv__pgemm_q4_0);
 }
 #endif

@@ -30,7 +30,9 @@ QV_INLINE const char *qv__tile_ahead(const char *w, size_t st, int q8)
  * so the b-th run of 16 blocks' bytes, one linear stream at the pace the
  * tile is read. Not L1: a whole tile ahead (18-50 KiB) into L1 evicted
  * this tile's rows and the activations; with T0 a 2-token decode step
- * cost 1.7x a 1-token one (forward_step, one thread), with T1 0.9x. */
+ * cost 1.7x a 1-token one (forward_step, one thread), with T1 0.9x.
+ * On packed rows (KERN_PACKED) the b-th run is exactly block b of the
+ * later tile's 16 rows. */
 QV_INLINE void qv__prefetch_ahead(const char *next, size_t b, size_t bs)
 {
 	QV_UNROLL
@@ -38,22 +40,47 @@ QV_INLINE void qv__prefetch_ahead(const char *next, size_t b, size_t bs)
 		_mm_prefetch(next + b * QV_ROWS * bs + off, _MM_HINT_T1);
 }
 
-/* The 16 rows' fp16 scales of block b as floats in row lanes: scalar
- * loads packed in general registers (a VPGATHERDD was slower here). */
-QV_INLINE __m512 qv__scales(const char *w, size_t st, size_t b, size_t bs)
+/*
+ * Where block b of the tile's row r lies: w + r * rs + b * bstep. File
+ * layout: rs = the row stride, bstep = the block size. Packed rows
+ * (kernels.h KERN_PACKED; 16-row groups interleaved block by block at
+ * load): rs = the block size, bstep = 16 blocks, so a tile reads one
+ * linear stream and a block's rows sit at constant offsets (the
+ * compiler's immediates).
+ */
+QV_INLINE size_t qv__rs(size_t st, size_t bs, int pk)
+{
+	return pk ? bs : st;
+}
+
+QV_INLINE size_t qv__bstep(size_t bs, int pk)
+{
+	return pk ? QV_ROWS * bs : bs;
+}
+
+/* The 16 rows' fp16 scales of the block at offset off (b * bstep) as
+ * floats in row lanes: scalar loads packed in general registers (a
+ * VPGATHERDD was slower here). */
+QV_INLINE __m512 qv__scales_g(const char *w, size_t rs, size_t off)
 {
 	uint64_t h[4] = {0, 0, 0, 0};
 
 	QV_UNROLL
 	for (size_t r = 0; r < QV_ROWS; r++) {
 		uint16_t d;
-		memcpy(&d, w + r * st + b * bs, sizeof(d));
+		memcpy(&d, w + r * rs + off, sizeof(d));
 		h[r / 4] |= (uint64_t)d << (16 * (r % 4));
 		/* keeps GCC from moving the packing onto the vector ports */
 		__asm__("" : "+r"(h[r / 4]));
 	}
 	return _mm512_cvtph_ps(_mm256_setr_epi64x((long long)h[0], (long long)h[1],
 						  (long long)h[2], (long long)h[3]));
+}
+
+/* qv__scales_g() of block b in the file layout (row stride st). */
+QV_INLINE __m512 qv__scales(const char *w, size_t st, size_t b, size_t bs)
+{
+	return qv__scales_g(w, st, b * bs);
 }
 
 /* 4x4 transpose of dwords inside each 128-bit lane: v[i] lane j holds
@@ -109,17 +136,16 @@ QV_INLINE __m512i qv__dpbusd_bcst(__m512i acc, __m512i u, const int8_t *p)
 }
 
 
-/* Block b of rows [0, 16) of w (row stride st) as eight vectors u[c],
- * dword lane r = elements 4c..4c+3 of row r. Q4_0: the nibbles (0..15)
+/* The block at offset off of rows [0, 16) of w (row r at w + r * st:
+ * qv__rs) as eight vectors u[c], dword lane r = elements 4c..4c+3 of
+ * row r. Q4_0: the nibbles (0..15)
  * unless `centred` (then minus 8: signed values); Q8_0: the bytes plus
  * 128 (unsigned, for VPDPBUSD) unless `centred` (then as stored). `y`:
  * gather the rows with qv__load4y() (same values). */
-QV_INLINE void qv__unpack_l(uint32_t wt, const char *w, size_t st, size_t b, int centred, int y,
-			    __m512i u[8])
+QV_INLINE void qv__unpack_g(uint32_t wt, const char *w, size_t st, size_t off, int centred,
+			    int y, __m512i u[8])
 {
-	const size_t bs = wt == DTYPE_Q8_0 ? sizeof(struct kern_block_q8_0)
-					   : sizeof(struct kern_block_q4_0);
-	const char *wb = w + b * bs + 2; /* the block's qs */
+	const char *wb = w + off + 2; /* the block's qs */
 	const __m512i m4 = _mm512_set1_epi8(0x0f), x80 = _mm512_set1_epi8((char)0x80);
 	const __m512i m8 = _mm512_set1_epi8(8);
 
@@ -155,11 +181,29 @@ QV_INLINE void qv__unpack_l(uint32_t wt, const char *w, size_t st, size_t b, int
 	}
 }
 
+QV_INLINE size_t qv__bsize(uint32_t wt)
+{
+	return wt == DTYPE_Q8_0 ? sizeof(struct kern_block_q8_0) : sizeof(struct kern_block_q4_0);
+}
+
+/* qv__unpack_g() of block b in the file layout (row stride st). */
+QV_INLINE void qv__unpack_l(uint32_t wt, const char *w, size_t st, size_t b, int centred, int y,
+			    __m512i u[8])
+{
+	qv__unpack_g(wt, w, st, b * qv__bsize(wt), centred, y, u);
+}
+
 /* qv__unpack_l() with qv__load4(). */
 QV_INLINE void qv__unpack(uint32_t wt, const char *w, size_t st, size_t b, int centred,
 			  __m512i u[8])
 {
 	qv__unpack_l(wt, w, st, b, centred, 0, u);
 }
+
+/* Packed rows (kernels.h KERN_PACKED, 16-row groups): rows [o0, o1) of
+ * the product, `whole` running the whole groups inside and each part-
+ * group at an end computed whole into a buffer (kernels_qvnni_avx512.c). */
+void kern_avx512_packed_split(const struct kern_gemm_args *a, size_t o0, size_t o1,
+			      kern_gemm_fn whole);
 
 #endif

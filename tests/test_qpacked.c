@@ -1,0 +1,296 @@
+/*
+ * test_qpacked.c - the avx512 level's Q4_0 and Q8_0 products on packed
+ * weight rows (kernels.h KERN_PACKED: each group of 16 rows interleaved
+ * block by block, block b of row r at group_base + (b * 16 + r) *
+ * type_size) against the same level's file-layout products, bit for
+ * bit: random blocks, token counts across the one-token GEMV, the
+ * streaming tiles (2..8, two groups 9..16) and the panel path (17+),
+ * K across the panel's 64-block chunks, and row ranges that start and
+ * end inside 16-row groups (the part-group path) as well as on them.
+ * Skipped with a message where the CPU lacks AVX-512.
+ */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu.h"
+#include "dtype.h"
+#include "ember.h"
+#include "kernels.h"
+#include "kernels_impl.h"
+#include "quants.h"
+#include "threadpool.h"
+
+#if defined(__x86_64__)
+static uint64_t qp_rng = 0x9e3779b97f4a7c15ull;
+
+static uint32_t qp_rand(void)
+{
+	qp_rng ^= qp_rng << 13;
+	qp_rng ^= qp_rng >> 7;
+	qp_rng ^= qp_rng << 17;
+	return (uint32_t)(qp_rng >> 16);
+}
+
+static void *qp_alloc(size_t n)
+{
+	void *p = aligned_alloc(64, (n + 63) & ~(size_t)63);
+
+	ck_assert_ptr_nonnull(p);
+	return p;
+}
+
+/* The layout of the contract, written independently of the library's
+ * packer: block b of row g * 16 + r to g * 16 * row + (b * 16 + r) * bs. */
+static void qp_pack(const uint8_t *w, uint8_t *p, size_t n_out, size_t row, size_t bs)
+{
+	for (size_t o = 0; o < n_out; o++)
+		for (size_t b = 0; b < row / bs; b++)
+			memcpy(p + o / 16 * 16 * row + (b * 16 + o % 16) * bs, w + o * row + b * bs,
+			       bs);
+}
+
+struct qp_case {
+	uint32_t t;
+	size_t n_out, n_in, n_tok, o0, o1;
+};
+
+/* The file-layout gemm (and gemv for one token) against the packed ones
+ * of the avx512 level for rows [o0, o1) of one random matrix. */
+static void qp_check(const struct qp_case *c)
+{
+	const size_t bs = dtype_type_size(c->t), row = (size_t)dtype_row_size(c->t, c->n_in);
+	const size_t nb = c->n_in / KERN_QK, act_row = nb * sizeof(struct kern_block_q8a);
+	const int q8 = c->t == DTYPE_Q8_0;
+	const struct kern_ops *ops = kern_ops_for(CPU_LEVEL_AVX512);
+	uint8_t *w = qp_alloc(row * c->n_out), *wp = qp_alloc(row * c->n_out);
+	uint8_t *xa = qp_alloc(act_row * c->n_tok);
+	float *x = qp_alloc(c->n_in * sizeof(float));
+	float *y = qp_alloc(c->n_out * c->n_tok * sizeof(float));
+	float *yp = qp_alloc(c->n_out * c->n_tok * sizeof(float));
+	struct kern_gemm_args a = {
+		.w = w,
+		.w_stride = row,
+		.n_in = c->n_in,
+		.x = xa,
+		.x_stride = act_row,
+		.n_tok = c->n_tok,
+		.y_stride = c->n_out,
+		.xd_stride = kern_act_groups_pad(nb),
+	};
+	float *xd = qp_alloc(a.xd_stride * c->n_tok * sizeof(float));
+	int32_t *xs8 = qp_alloc(a.xd_stride * c->n_tok * sizeof(int32_t));
+
+	for (size_t i = 0; i < row * c->n_out; i++)
+		w[i] = (uint8_t)qp_rand();
+	for (size_t b = 0; b < row * c->n_out / bs; b++) {
+		float d = (float)(qp_rand() % 1000 + 1) * 1e-4f;
+		uint16_t h = kern_fp32_to_fp16((qp_rand() & 1) ? d : -d);
+		memcpy(w + b * bs, &h, 2);
+	}
+	qp_pack(w, wp, c->n_out, row, bs);
+	for (size_t k = 0; k < c->n_tok; k++) {
+		struct kern_block_q8a *blk = (struct kern_block_q8a *)(xa + k * act_row);
+		for (size_t i = 0; i < c->n_in; i++)
+			x[i] = ((float)(qp_rand() & 0xffff) / 32768.0f - 1.0f) *
+			       ((qp_rand() & 31) ? 1 : 8);
+		kern_ops_ref.quantize_act(x, blk, c->n_in);
+		kern_act_summarize(blk, nb, xd + k * a.xd_stride, xs8 + k * a.xd_stride);
+	}
+	a.xd = xd;
+	a.xs8 = xs8;
+	/* rows outside [o0, o1) must stay as they were */
+	memset(y, 0x5a, c->n_out * c->n_tok * sizeof(float));
+	memset(yp, 0x5a, c->n_out * c->n_tok * sizeof(float));
+	a.y = y;
+	(c->n_tok == 1 ? ops->gemv : ops->gemm)[c->t](&a, c->o0, c->o1);
+	a.w = wp;
+	a.y = yp;
+	(q8 ? kern_avx512_pgemm_q8_0 : kern_avx512_pgemm_q4_0)(&a, c->o0, c->o1);
+	ck_assert_msg(memcmp(y, yp, c->n_out * c->n_tok * sizeof(float)) == 0,
+		      "%s out %zu in %zu tok %zu rows [%zu, %zu): packed gemm differs",
+		      dtype_name(c->t), c->n_out, c->n_in, c->n_tok, c->o0, c->o1);
+	/* the packed GEMV (more than one token: it runs the packed gemm) */
+	memset(yp, 0x5a, c->n_out * c->n_tok * sizeof(float));
+	(q8 ? kern_avx512_pgemv_q8_0 : kern_avx512_pgemv_q4_0)(&a, c->o0, c->o1);
+	ck_assert_msg(memcmp(y, yp, c->n_out * c->n_tok * sizeof(float)) == 0,
+		      "%s out %zu in %zu tok %zu rows [%zu, %zu): packed gemv differs",
+		      dtype_name(c->t), c->n_out, c->n_in, c->n_tok, c->o0, c->o1);
+	free(w);
+	free(wp);
+	free(xa);
+	free(x);
+	free(y);
+	free(yp);
+	free(xd);
+	free(xs8);
+}
+
+static int qp_skip(void)
+{
+	if (kern_level_runs(CPU_LEVEL_AVX512))
+		return 0;
+	fprintf(stderr, "qpacked: skipping: this CPU lacks the avx512 level\n");
+	return 1;
+}
+
+START_TEST(packed_products_equal_the_file_layout_bit_for_bit)
+{
+	static const uint32_t types[] = {DTYPE_Q4_0, DTYPE_Q8_0};
+	static const size_t toks[] = {1, 2, 3, 4, 5, 7, 8, 9, 13, 16, 17, 24, 31, 70};
+	/* 96: three blocks; 2304: two K chunks of the panel (64 blocks) */
+	static const size_t ins[] = {96, 1024, 2304};
+	static const size_t outs[] = {16, 48};
+
+	if (qp_skip())
+		return;
+	for (size_t t = 0; t < 2; t++)
+		for (size_t i = 0; i < sizeof(ins) / sizeof(ins[0]); i++)
+			for (size_t o = 0; o < sizeof(outs) / sizeof(outs[0]); o++)
+				for (size_t k = 0; k < sizeof(toks) / sizeof(toks[0]); k++) {
+					struct qp_case c = {types[t], outs[o], ins[i], toks[k], 0,
+							    outs[o]};
+					qp_check(&c);
+				}
+}
+END_TEST
+
+START_TEST(packed_row_ranges_inside_groups_are_exact)
+{
+	/* [o0, o1): whole groups from the second on, a part at either end,
+	 * inside one group, one row */
+	static const size_t ranges[][2] = {{16, 48}, {5, 48}, {0, 37}, {5, 37},
+					   {3, 9},   {17, 18}, {31, 33}, {47, 48}};
+	static const size_t toks[] = {1, 3, 16, 17, 40};
+
+	if (qp_skip())
+		return;
+	for (uint32_t t = 0; t < 2; t++)
+		for (size_t r = 0; r < sizeof(ranges) / sizeof(ranges[0]); r++)
+			for (size_t k = 0; k < sizeof(toks) / sizeof(toks[0]); k++) {
+				struct qp_case c = {t ? DTYPE_Q8_0 : DTYPE_Q4_0, 48, 256, toks[k],
+						    ranges[r][0], ranges[r][1]};
+				qp_check(&c);
+			}
+}
+END_TEST
+
+/* Through the library: kern_pack_rows() then kern_matmul() on the packed
+ * type id, two threads, against kern_matmul() on the file layout. */
+START_TEST(packed_matmul_equals_the_file_layout_bit_for_bit)
+{
+	static const uint32_t types[] = {DTYPE_Q4_0, DTYPE_Q8_0};
+	static const size_t toks[] = {1, 4, 17};
+	const size_t n_out = 160, n_in = 512;
+	tpool_t pool = tpool_create(2);
+	char err[EMBER_ERR_MAX] = "";
+
+	ck_assert_ptr_nonnull(pool);
+	if (kern_init() != CPU_LEVEL_AVX512) {
+		fprintf(stderr, "qpacked: skipping kern_matmul: the level in use is %s\n",
+			cpu_level_name(kern_level()));
+		tpool_destroy(pool);
+		return;
+	}
+	for (size_t ti = 0; ti < 2; ti++) {
+		const uint32_t t = types[ti];
+		const size_t row = (size_t)dtype_row_size(t, n_in);
+		uint8_t *w = qp_alloc(row * n_out), *wp = qp_alloc(row * n_out);
+		float *wf = qp_alloc(n_in * sizeof(float));
+
+		for (size_t o = 0; o < n_out; o++) {
+			for (size_t i = 0; i < n_in; i++)
+				wf[i] = (float)(qp_rand() & 0xffff) / 32768.0f - 1.0f;
+			kern_quantize_row(t, wf, w + o * row, n_in);
+		}
+		memcpy(wp, w, row * n_out);
+		ck_assert_uint_eq(kern_pack_type(t, n_out, n_in), t | KERN_PACKED);
+		ck_assert_int_eq(kern_pack_rows(t, wp, n_out, n_in, err), 0);
+		ck_assert(memcmp(w, wp, row * n_out) != 0);
+		for (size_t k = 0; k < sizeof(toks) / sizeof(toks[0]); k++) {
+			const size_t n_tok = toks[k];
+			float *x = qp_alloc(n_in * n_tok * sizeof(float));
+			float *y = qp_alloc(n_out * n_tok * sizeof(float));
+			float *yp = qp_alloc(n_out * n_tok * sizeof(float));
+			void *scr = qp_alloc(kern_matmul_scratch(t | KERN_PACKED, n_in, n_tok));
+
+			for (size_t i = 0; i < n_in * n_tok; i++)
+				x[i] = (float)(qp_rand() & 0xffff) / 32768.0f - 1.0f;
+			kern_matmul(pool, t, w, n_out, n_in, x, n_tok, y, scr);
+			kern_matmul(pool, t | KERN_PACKED, wp, n_out, n_in, x, n_tok, yp, scr);
+			ck_assert_msg(memcmp(y, yp, n_out * n_tok * sizeof(float)) == 0,
+				      "%s tok %zu: kern_matmul packed differs", dtype_name(t), n_tok);
+			free(x);
+			free(y);
+			free(yp);
+			free(scr);
+		}
+		free(w);
+		free(wp);
+		free(wf);
+	}
+	tpool_destroy(pool);
+}
+END_TEST
+#else
+START_TEST(packed_matmul_equals_the_file_layout_bit_for_bit)
+{
+}
+END_TEST
+
+START_TEST(packed_products_equal_the_file_layout_bit_for_bit)
+{
+	fprintf(stderr, "qpacked: skipping: not x86-64\n");
+}
+END_TEST
+
+START_TEST(packed_row_ranges_inside_groups_are_exact)
+{
+}
+END_TEST
+#endif
+
+/* The avx512 level packs Q4_0 / Q8_0 in groups of 16 with its own
+ * kernels; the amx level keeps the file layout for them (its gemm is
+ * AMX's, which has no packed form), whatever the CPU at hand. */
+START_TEST(avx512_packs_q4_0_and_q8_0_amx_does_not)
+{
+	struct cpu_features f;
+	struct kern_ops ops;
+	static const uint32_t types[] = {DTYPE_Q4_0, DTYPE_Q8_0};
+
+	memset(&f, 0xff, sizeof(f));
+	for (size_t i = 0; i < 2; i++) {
+		const uint32_t t = types[i];
+#if defined(__x86_64__)
+		ck_assert_int_eq(kern_resolve(&f, CPU_LEVEL_AVX512, &ops, NULL), CPU_LEVEL_AVX512);
+		ck_assert_uint_eq(ops.pack_rows[t], 16);
+		ck_assert(ops.pgemm[t] == (t == DTYPE_Q4_0 ? kern_avx512_pgemm_q4_0
+							  : kern_avx512_pgemm_q8_0));
+		ck_assert(ops.pgemv[t] == (t == DTYPE_Q4_0 ? kern_avx512_pgemv_q4_0
+							  : kern_avx512_pgemv_q8_0));
+		ck_assert_int_eq(kern_resolve(&f, CPU_LEVEL_AMX, &ops, NULL), CPU_LEVEL_AMX);
+		ck_assert_uint_eq(ops.pack_rows[t], 0);
+		ck_assert_ptr_null(ops.pgemm[t]);
+		ck_assert_ptr_null(ops.pgemv[t]);
+#endif
+		ck_assert_int_eq(kern_resolve(&f, CPU_LEVEL_SCALAR, &ops, NULL), CPU_LEVEL_SCALAR);
+		ck_assert_uint_eq(ops.pack_rows[t], 0);
+	}
+}
+END_TEST
+
+Suite *suite_qpacked(void)
+{
+	Suite *s = suite_create("qpacked");
+	TCase *tc = tcase_create("avx512");
+
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, packed_products_equal_the_file_layout_bit_for_bit);
+	tcase_add_test(tc, packed_row_ranges_inside_groups_are_exact);
+	tcase_add_test(tc, packed_matmul_equals_the_file_layout_bit_for_bit);
+	tcase_add_test(tc, avx512_packs_q4_0_and_q8_0_amx_does_not);
+	suite_add_tcase(s, tc);
+	return s;
+}
