@@ -23,6 +23,9 @@
 #include "dtype.h"
 #include "ember.h"
 #include "kernels.h"
+#if defined(__x86_64__)
+#include "kernels_impl.h"
+#endif
 
 /* Keys per block: a tile's scores for one block are ATTENTION_TILE x
  * ATTN_KEYS floats (16 KB), and with 64-wide heads the K and V blocks are
@@ -128,6 +131,43 @@ static const float *kv_rows(const struct kv_cache *kv, uint32_t il, const void *
 	if (n1 < n)
 		kern_fp16_to_fp32_row(head, buf + (size_t)n1 * d, (size_t)(n - n1) * d);
 	return buf;
+}
+
+/* Positions j0 .. j0+n-1 of an F16 cache head block in place, or NULL
+ * when the rows are not F16 or wrap around a ring layer. */
+static const uint16_t *kv_rows_f16(const struct kv_cache *kv, uint32_t il, const void *head,
+				   uint32_t j0, uint32_t n, uint32_t d)
+{
+	const uint32_t r0 = kv_cache_row(kv, il, j0);
+
+	if (kv->type != DTYPE_F16 || (kv_cache_is_ring(kv, il) && r0 + n > kv->rows[il]))
+		return NULL;
+	return (const uint16_t *)head + (size_t)r0 * d;
+}
+
+/* Which F16-in-place kernels the decode groups use: 2 for the avx512
+ * level's scores, 1 for the avx2 level's, 0 for none (scalar, other
+ * architectures: rows are converted, kv_rows). The avx2 and avx512
+ * levels' scores and sums are the same bits (attention_avx512.c), and the
+ * F16 forms convert in registers exactly as kv_rows() does into a
+ * buffer, so the choice changes no result. The decode step's F16
+ * conversion of every key and value block, a store and a reload of each
+ * row, took ~40% of its attention time (8 TinyLlama sequences, Zen 4). */
+static int attn_f16_kernels(void)
+{
+#if defined(__x86_64__)
+	switch (kern_level()) {
+	case CPU_LEVEL_AVX2:
+		return 1;
+	case CPU_LEVEL_AVX512:
+	case CPU_LEVEL_AMX:
+		return 2;
+	default:
+		return 0;
+	}
+#else
+	return 0;
+#endif
 }
 
 /* ALiBi bias of key positions j0 .. j0+n-1 for a head of slope m (see
@@ -249,6 +289,7 @@ static void attend_heads(const struct attn_job *job, const struct attention_tile
 	const void *kc = kv_cache_k(kv, job->il, g), *vc = kv_cache_v(kv, job->il, g);
 	const float scale = a->scale;
 	const uint32_t w = attention_window(a, job->il);
+	const int f16k = attn_f16_kernels();
 	float kbuf[ATTN_KV_FLOATS], vbuf[ATTN_KV_FLOATS];
 	float qbuf[ATTENTION_TILE * ATTN_LOCAL_DIM], obuf[ATTENTION_TILE * ATTN_LOCAL_DIM];
 	float S[ATTENTION_TILE * ATTN_KEYS], bias[ATTN_KEYS];
@@ -279,9 +320,30 @@ static void attend_heads(const struct attn_job *job, const struct attention_tile
 		const uint32_t nb = end - j0 < kb ? end - j0 : kb;
 		/* Queries before `first` end before this block. */
 		const uint32_t first = j0 > pos ? j0 - pos : 0;
-		const float *kblk = kv_rows(kv, job->il, kc, j0, nb, dk, kbuf);
-		const float *vblk = kv_rows(kv, job->il, vc, j0, nb, dv, vbuf);
+		const uint16_t *kh = f16k ? kv_rows_f16(kv, job->il, kc, j0, nb, dk) : NULL;
+		const uint16_t *vh = kh ? kv_rows_f16(kv, job->il, vc, j0, nb, dv) : NULL;
+		const float *kblk, *vblk;
 
+		if (n == 1 && local && !a->alibi && kh && vh) {
+			/* Decode as below, the rows read in place */
+#if defined(__x86_64__)
+			if (f16k == 2)
+				kern_avx512_attn_scores_f16(qbuf, ld_q, kh, dk, NULL, scale, S,
+							    ATTN_KEYS, nh, nb);
+			else
+				kern_avx2_attn_scores_f16(qbuf, ld_q, kh, dk, NULL, scale, S,
+							  ATTN_KEYS, nh, nb);
+			if (a->softcap > 0.0f)
+				softcap_block(S, ATTN_KEYS, nh, nb, a->softcap);
+			for (e = 0; e < nh; e++)
+				softmax_block(S + (size_t)e * ATTN_KEYS, ATTN_KEYS, 0, 1, pos, j0, nb, w,
+					      m + e, l + e, r + e);
+			kern_avx2_attn_accum_f16(obuf, ld_o, r, S, ATTN_KEYS, vh, dv, nh, nb);
+#endif
+			continue;
+		}
+		kblk = kv_rows(kv, job->il, kc, j0, nb, dk, kbuf);
+		vblk = kv_rows(kv, job->il, vc, j0, nb, dv, vbuf);
 		if (n == 1 && local && !a->alibi) {
 			/* Decode: the group's heads are the rows of one score
 			 * call and one value call (tiles of 4 queries share each

@@ -53,10 +53,11 @@ AVX512A_INLINE void avx512a__store(float *dst, __m256 v, int h, size_t n)
 	}
 }
 
-/* Queries q0..q3 (rows of q, ld_q apart) against keys k[0..3]: the
+/* Queries q0..q3 (rows of q, ld_q apart) against keys k[0..3] (floats,
+ * or F16 converted exactly when f16, a constant after inlining): the
  * scores of pairs (query 2p + j / 4, key j % 4) in lane j of r[p]. */
-static __attribute__((noinline)) void avx512a__tile(const float *q, size_t ld_q, const float *const k[4], size_t d,
-				  __m256 bv, __m256 sv, __m256 r[2])
+AVX512A_INLINE void avx512a__tile(const float *q, size_t ld_q, const void *const k[4], size_t d,
+				  __m256 bv, __m256 sv, __m256 r[2], const int f16)
 {
 	__m256 acc[16];
 
@@ -69,7 +70,9 @@ static __attribute__((noinline)) void avx512a__tile(const float *q, size_t ld_q,
 		AVX512A_UNROLL
 		for (int i = 0; i < 4; i++) {
 			qv[i] = _mm256_loadu_ps(q + i * ld_q + c);
-			kv[i] = _mm256_loadu_ps(k[i] + c);
+			kv[i] = f16 ? _mm256_cvtph_ps(_mm_loadu_si128(
+					      (const __m128i *)((const uint16_t *)k[i] + c)))
+				    : _mm256_loadu_ps((const float *)k[i] + c);
 		}
 		AVX512A_UNROLL
 		for (int i = 0; i < 4; i++)
@@ -87,10 +90,28 @@ static __attribute__((noinline)) void avx512a__tile(const float *q, size_t ld_q,
 			     sv);
 }
 
-void kern_avx512_attn_scores(const float *q, size_t ld_q, const float *k, size_t d,
-			     const float *bias, float scale, float *s, size_t ld_s, size_t nq,
-			     size_t nk)
+/* The tile's two instances, out of line (one call per 4 x 4 scores). */
+static __attribute__((noinline)) void avx512a__tile_f32(const float *q, size_t ld_q,
+							const void *const k[4], size_t d,
+							__m256 bv, __m256 sv, __m256 r[2])
 {
+	avx512a__tile(q, ld_q, k, d, bv, sv, r, 0);
+}
+
+static __attribute__((noinline)) void avx512a__tile_f16(const float *q, size_t ld_q,
+							const void *const k[4], size_t d,
+							__m256 bv, __m256 sv, __m256 r[2])
+{
+	avx512a__tile(q, ld_q, k, d, bv, sv, r, 1);
+}
+
+/* kern_attn_scores() of keys k in floats, or F16 when f16 (rows of d
+ * elements either way). */
+static void avx512a__scores(const float *q, size_t ld_q, const void *k, size_t d,
+			    const float *bias, float scale, float *s, size_t ld_s, size_t nq,
+			    size_t nk, int f16)
+{
+	const size_t elt = f16 ? sizeof(uint16_t) : sizeof(float);
 	const __m256 sv = _mm256_set1_ps(scale);
 	const size_t nq4 = d % 8 == 0 ? nq / 4 * 4 : 0;
 
@@ -98,26 +119,46 @@ void kern_avx512_attn_scores(const float *q, size_t ld_q, const float *k, size_t
 	 * stores only n lanes (as the AVX2 level does) */
 	for (size_t j0 = 0; j0 < nk && nq4; j0 += 4) {
 		const size_t n = nk - j0 < 4 ? nk - j0 : 4;
-		const float *kr[4];
+		const void *kr[4];
 		float bb[8];
 
 		for (size_t j = 0; j < 4; j++)
-			kr[j] = k + (j0 + (j < n ? j : n - 1)) * d;
+			kr[j] = (const char *)k + (j0 + (j < n ? j : n - 1)) * d * elt;
 		for (size_t j = 0; j < 8; j++)
 			bb[j] = bias ? bias[j0 + (j % 4 < n ? j % 4 : n - 1)] : 0.0f;
 		const __m256 bv = _mm256_loadu_ps(bb);
 		for (size_t i = 0; i < nq4; i += 4) {
 			__m256 r[2];
 
-			avx512a__tile(q + i * ld_q, ld_q, kr, d, bv, sv, r);
+			if (f16)
+				avx512a__tile_f16(q + i * ld_q, ld_q, kr, d, bv, sv, r);
+			else
+				avx512a__tile_f32(q + i * ld_q, ld_q, kr, d, bv, sv, r);
 			for (int p = 0; p < 2; p++) {
 				avx512a__store(s + (i + 2 * p) * ld_s + j0, r[p], 0, n);
 				avx512a__store(s + (i + 2 * p + 1) * ld_s + j0, r[p], 1, n);
 			}
 		}
 	}
-	if (nq4 < nq)
+	if (nq4 < nq && f16)
+		kern_avx2_attn_scores_f16(q + nq4 * ld_q, ld_q, k, d, bias, scale, s + nq4 * ld_s,
+					  ld_s, nq - nq4, nk);
+	else if (nq4 < nq)
 		kern_avx2_attn_scores(q + nq4 * ld_q, ld_q, k, d, bias, scale, s + nq4 * ld_s, ld_s,
 				      nq - nq4, nk);
+}
+
+void kern_avx512_attn_scores(const float *q, size_t ld_q, const float *k, size_t d,
+			     const float *bias, float scale, float *s, size_t ld_s, size_t nq,
+			     size_t nk)
+{
+	avx512a__scores(q, ld_q, k, d, bias, scale, s, ld_s, nq, nk, 0);
+}
+
+void kern_avx512_attn_scores_f16(const float *q, size_t ld_q, const uint16_t *k, size_t d,
+				 const float *bias, float scale, float *s, size_t ld_s, size_t nq,
+				 size_t nk)
+{
+	avx512a__scores(q, ld_q, k, d, bias, scale, s, ld_s, nq, nk, 1);
 }
 #endif
