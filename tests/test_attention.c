@@ -357,6 +357,13 @@ static void at_check_f16_kernels(size_t nq, size_t nk, size_t d, int with_bias)
 	kern_avx2_attn_accum_f16(o1, d, r, p, ld_p, vh, d, nq, nk);
 	ck_assert_msg(memcmp(o0, o1, nq * d * 4) == 0, "avx2 f16 values %zux%zu d=%zu differ", nq,
 		      nk, d);
+	if (kern_level_runs(CPU_LEVEL_AVX512)) {
+		memcpy(o1, o0, nq * d * 4);
+		kern_avx2_attn_accum(o0, d, r, p, ld_p, vf, d, nq, nk);
+		kern_avx512_attn_accum_f16(o1, d, r, p, ld_p, vh, d, nq, nk);
+		ck_assert_msg(memcmp(o0, o1, nq * d * 4) == 0,
+			      "avx512 f16 values %zux%zu d=%zu differ from avx2's", nq, nk, d);
+	}
 	free(q);
 	free(kf);
 	free(vf);
@@ -373,7 +380,8 @@ static void at_check_f16_kernels(size_t nq, size_t nk, size_t d, int with_bias)
 START_TEST(f16_kernels_equal_float_kernels_on_converted_rows)
 {
 #if defined(__x86_64__)
-	static const size_t nqs[] = {1, 3, 4, 8, 9, 16}, nks[] = {1, 5, 37, 64}, ds[] = {64, 72, 128};
+	static const size_t nqs[] = {1, 3, 4, 8, 9, 16}, nks[] = {1, 5, 37, 64},
+			    ds[] = {64, 72, 80, 128};
 
 	if (!kern_level_runs(CPU_LEVEL_AVX2)) {
 		fprintf(stderr, "attention: skipping f16 kernels: this CPU lacks avx2\n");

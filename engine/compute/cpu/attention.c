@@ -338,7 +338,10 @@ static void attend_heads(const struct attn_job *job, const struct attention_tile
 			for (e = 0; e < nh; e++)
 				softmax_block(S + (size_t)e * ATTN_KEYS, ATTN_KEYS, 0, 1, pos, j0, nb, w,
 					      m + e, l + e, r + e);
-			kern_avx2_attn_accum_f16(obuf, ld_o, r, S, ATTN_KEYS, vh, dv, nh, nb);
+			if (f16k == 2)
+				kern_avx512_attn_accum_f16(obuf, ld_o, r, S, ATTN_KEYS, vh, dv, nh, nb);
+			else
+				kern_avx2_attn_accum_f16(obuf, ld_o, r, S, ATTN_KEYS, vh, dv, nh, nb);
 #endif
 			continue;
 		}

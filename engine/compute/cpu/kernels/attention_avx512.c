@@ -161,4 +161,75 @@ void kern_avx512_attn_scores_f16(const float *q, size_t ld_q, const uint16_t *k,
 {
 	avx512a__scores(q, ld_q, k, d, bias, scale, s, ld_s, nq, nk, 1);
 }
+/* Value sums from F16 rows on 16 lanes: rows o_0..o_{nq-1} (nq = 4 or 1,
+ * a constant after inlining), columns [c, c + 16 nv): loaded and
+ * rescaled once, then one FMA per key and vector in key order, the AVX2
+ * level's operations on every element (each output element is its own
+ * chain: o * r, then + p_j v_j for j = 0, 1, ...), so the same bits. A
+ * ZMM instruction does the work of two YMM ones on Zen 4 and 4 queries x
+ * 64 columns share each value row's conversion, where the AVX2 tiles
+ * (4 x 16 columns) converted each row 4 times: in a decode group the
+ * value sums took more time than the scores. */
+AVX512A_INLINE void avx512a__accum_tile(float *o, size_t ld_o, const float *r, const float *p,
+					size_t ld_p, const uint16_t *v, size_t d, size_t c,
+					size_t nk, const size_t nq, const size_t nv)
+{
+	__m512 acc[4][4];
+
+	AVX512A_UNROLL
+	for (size_t i = 0; i < nq; i++)
+		AVX512A_UNROLL
+		for (size_t u = 0; u < nv; u++)
+			acc[i][u] = _mm512_mul_ps(_mm512_loadu_ps(o + i * ld_o + c + 16 * u),
+						  _mm512_set1_ps(r[i]));
+	for (size_t j = 0; j < nk; j++) {
+		__m512 vv[4];
+
+		AVX512A_UNROLL
+		for (size_t u = 0; u < nv; u++)
+			vv[u] = _mm512_cvtph_ps(
+				_mm256_loadu_si256((const __m256i *)(v + j * d + c + 16 * u)));
+		AVX512A_UNROLL
+		for (size_t i = 0; i < nq; i++) {
+			const __m512 pb = _mm512_set1_ps(p[i * ld_p + j]);
+
+			AVX512A_UNROLL
+			for (size_t u = 0; u < nv; u++)
+				acc[i][u] = _mm512_fmadd_ps(pb, vv[u], acc[i][u]);
+		}
+	}
+	AVX512A_UNROLL
+	for (size_t i = 0; i < nq; i++)
+		AVX512A_UNROLL
+		for (size_t u = 0; u < nv; u++)
+			_mm512_storeu_ps(o + i * ld_o + c + 16 * u, acc[i][u]);
+}
+
+/* Rows of nq = 4 or 1 queries, every column (d a multiple of 16). */
+AVX512A_INLINE void avx512a__accum_cols(float *o, size_t ld_o, const float *r, const float *p,
+					size_t ld_p, const uint16_t *v, size_t d, size_t nk,
+					const size_t nq)
+{
+	size_t c = 0;
+
+	for (; c + 64 <= d; c += 64)
+		avx512a__accum_tile(o, ld_o, r, p, ld_p, v, d, c, nk, nq, 4);
+	for (; c < d; c += 16)
+		avx512a__accum_tile(o, ld_o, r, p, ld_p, v, d, c, nk, nq, 1);
+}
+
+void kern_avx512_attn_accum_f16(float *o, size_t ld_o, const float *r, const float *p,
+				size_t ld_p, const uint16_t *v, size_t d, size_t nq, size_t nk)
+{
+	size_t i = 0;
+
+	if (d % 16 != 0) {
+		kern_avx2_attn_accum_f16(o, ld_o, r, p, ld_p, v, d, nq, nk);
+		return;
+	}
+	for (; i + 4 <= nq; i += 4)
+		avx512a__accum_cols(o + i * ld_o, ld_o, r + i, p + i * ld_p, ld_p, v, d, nk, 4);
+	for (; i < nq; i++)
+		avx512a__accum_cols(o + i * ld_o, ld_o, r + i, p + i * ld_p, ld_p, v, d, nk, 1);
+}
 #endif

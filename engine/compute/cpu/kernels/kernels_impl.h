@@ -190,6 +190,8 @@ void kern_avx512_attn_scores_f16(const float *q, size_t ld_q, const uint16_t *k,
 				 size_t nk);
 void kern_avx2_attn_accum_f16(float *o, size_t ld_o, const float *r, const float *p, size_t ld_p,
 			      const uint16_t *v, size_t d, size_t nq, size_t nk);
+void kern_avx512_attn_accum_f16(float *o, size_t ld_o, const float *r, const float *p,
+				size_t ld_p, const uint16_t *v, size_t d, size_t nq, size_t nk);
 void kern_avx2_fp16_from_row(const float *src, uint16_t *dst, size_t n);
 float kern_avx2_max(const float *x, size_t n);
 float kern_avx2_exp_sum(float *x, size_t n, float m);
