@@ -170,6 +170,41 @@ static int attn_f16_kernels(void)
 #endif
 }
 
+/* kern_attn_scores() of a key block given as floats (kf) or, when kh is
+ * set, as F16 rows in place (f16k: attn_f16_kernels()). */
+static void blk_scores(int f16k, const float *q, size_t ld_q, const float *kf, const uint16_t *kh,
+		       size_t d, const float *bias, float scale, float *s, size_t ld_s, size_t nq,
+		       size_t nk)
+{
+#if defined(__x86_64__)
+	if (kh && f16k == 2)
+		kern_avx512_attn_scores_f16(q, ld_q, kh, d, bias, scale, s, ld_s, nq, nk);
+	else if (kh)
+		kern_avx2_attn_scores_f16(q, ld_q, kh, d, bias, scale, s, ld_s, nq, nk);
+	else
+#endif
+		kern_attn_scores(q, ld_q, kf, d, bias, scale, s, ld_s, nq, nk);
+	(void)f16k;
+	(void)kh;
+}
+
+/* kern_attn_accum() of a value block given as floats (vf) or F16 rows in
+ * place (vh), as blk_scores(). */
+static void blk_accum(int f16k, float *o, size_t ld_o, const float *r, const float *p, size_t ld_p,
+		      const float *vf, const uint16_t *vh, size_t d, size_t nq, size_t nk)
+{
+#if defined(__x86_64__)
+	if (vh && f16k == 2)
+		kern_avx512_attn_accum_f16(o, ld_o, r, p, ld_p, vh, d, nq, nk);
+	else if (vh)
+		kern_avx2_attn_accum_f16(o, ld_o, r, p, ld_p, vh, d, nq, nk);
+	else
+#endif
+		kern_attn_accum(o, ld_o, r, p, ld_p, vf, d, nq, nk);
+	(void)f16k;
+	(void)vh;
+}
+
 /* ALiBi bias of key positions j0 .. j0+n-1 for a head of slope m (see
  * arch_alibi; for ARCH_ALIBI_BF16 m is already rounded). */
 static void alibi_biases(enum arch_alibi kind, float m, uint32_t j0, uint32_t n, float *bias)
@@ -322,31 +357,12 @@ static void attend_heads(const struct attn_job *job, const struct attention_tile
 		const uint32_t first = j0 > pos ? j0 - pos : 0;
 		const uint16_t *kh = f16k ? kv_rows_f16(kv, job->il, kc, j0, nb, dk) : NULL;
 		const uint16_t *vh = kh ? kv_rows_f16(kv, job->il, vc, j0, nb, dv) : NULL;
-		const float *kblk, *vblk;
+		/* converted only where not read in place */
+		const float *kblk = kh && vh ? NULL : kv_rows(kv, job->il, kc, j0, nb, dk, kbuf);
+		const float *vblk = kh && vh ? NULL : kv_rows(kv, job->il, vc, j0, nb, dv, vbuf);
 
-		if (n == 1 && local && !a->alibi && kh && vh) {
-			/* Decode as below, the rows read in place */
-#if defined(__x86_64__)
-			if (f16k == 2)
-				kern_avx512_attn_scores_f16(qbuf, ld_q, kh, dk, NULL, scale, S,
-							    ATTN_KEYS, nh, nb);
-			else
-				kern_avx2_attn_scores_f16(qbuf, ld_q, kh, dk, NULL, scale, S,
-							  ATTN_KEYS, nh, nb);
-			if (a->softcap > 0.0f)
-				softcap_block(S, ATTN_KEYS, nh, nb, a->softcap);
-			for (e = 0; e < nh; e++)
-				softmax_block(S + (size_t)e * ATTN_KEYS, ATTN_KEYS, 0, 1, pos, j0, nb, w,
-					      m + e, l + e, r + e);
-			if (f16k == 2)
-				kern_avx512_attn_accum_f16(obuf, ld_o, r, S, ATTN_KEYS, vh, dv, nh, nb);
-			else
-				kern_avx2_attn_accum_f16(obuf, ld_o, r, S, ATTN_KEYS, vh, dv, nh, nb);
-#endif
-			continue;
-		}
-		kblk = kv_rows(kv, job->il, kc, j0, nb, dk, kbuf);
-		vblk = kv_rows(kv, job->il, vc, j0, nb, dv, vbuf);
+		if (!vh)
+			kh = NULL;
 		if (n == 1 && local && !a->alibi) {
 			/* Decode: the group's heads are the rows of one score
 			 * call and one value call (tiles of 4 queries share each
@@ -356,13 +372,13 @@ static void attend_heads(const struct attn_job *job, const struct attention_tile
 			 * and output are rows e of qbuf, m, l, r, obuf, and each
 			 * score and output element sees the same operations in
 			 * either form (attention_avx2.c), so no result changes. */
-			kern_attn_scores(qbuf, ld_q, kblk, dk, NULL, scale, S, ATTN_KEYS, nh, nb);
+			blk_scores(f16k, qbuf, ld_q, kblk, kh, dk, NULL, scale, S, ATTN_KEYS, nh, nb);
 			if (a->softcap > 0.0f)
 				softcap_block(S, ATTN_KEYS, nh, nb, a->softcap);
 			for (e = 0; e < nh; e++)
 				softmax_block(S + (size_t)e * ATTN_KEYS, ATTN_KEYS, 0, 1, pos, j0, nb, w,
 					      m + e, l + e, r + e);
-			kern_attn_accum(obuf, ld_o, r, S, ATTN_KEYS, vblk, dv, nh, nb);
+			blk_accum(f16k, obuf, ld_o, r, S, ATTN_KEYS, vblk, vh, dv, nh, nb);
 			continue;
 		}
 		for (e = 0; e < nh; e++) {
@@ -376,9 +392,9 @@ static void attend_heads(const struct attn_job *job, const struct attention_tile
 			for (i = first; i < n; i = strip_end(pos, j0, nb, i, n)) {
 				const uint32_t i1 = strip_end(pos, j0, nb, i, n);
 				float *Si = S + (size_t)(i - first) * ATTN_KEYS;
-				kern_attn_scores(q + i * ld_q, ld_q, kblk, dk, a->alibi ? bias : NULL,
-						 scale, Si, ATTN_KEYS, i1 - i,
-						 strip_keys(pos, j0, nb, i1));
+				blk_scores(f16k, q + i * ld_q, ld_q, kblk, kh, dk,
+					   a->alibi ? bias : NULL, scale, Si, ATTN_KEYS, i1 - i,
+					   strip_keys(pos, j0, nb, i1));
 				if (a->softcap > 0.0f)
 					softcap_block(Si, ATTN_KEYS, i1 - i, strip_keys(pos, j0, nb, i1),
 						      a->softcap);
@@ -386,10 +402,10 @@ static void attend_heads(const struct attn_job *job, const struct attention_tile
 			softmax_block(S, ATTN_KEYS, first, n, pos, j0, nb, w, m + e * n, l + e * n,
 				      r + e * n);
 			for (i = first; i < n; i = strip_end(pos, j0, nb, i, n))
-				kern_attn_accum(out + i * ld_o, ld_o, r + e * n + i,
-						S + (size_t)(i - first) * ATTN_KEYS, ATTN_KEYS, vblk, dv,
-						strip_end(pos, j0, nb, i, n) - i,
-						strip_keys(pos, j0, nb, strip_end(pos, j0, nb, i, n)));
+				blk_accum(f16k, out + i * ld_o, ld_o, r + e * n + i,
+					  S + (size_t)(i - first) * ATTN_KEYS, ATTN_KEYS, vblk, vh, dv,
+					  strip_end(pos, j0, nb, i, n) - i,
+					  strip_keys(pos, j0, nb, strip_end(pos, j0, nb, i, n)));
 		}
 	}
 	for (e = 0; e < nh; e++) {
