@@ -314,9 +314,11 @@ float kern_avx2_max(const float *x, size_t n)
 	 * are skipped, as in the reference. */
 	for (; i + 8 <= n; i += 8)
 		m = _mm256_max_ps(_mm256_loadu_ps(x + i), m);
-	for (size_t j = 0; j < 8; j++)
-		tail[j] = i + j < n ? x[i + j] : -INFINITY;
-	m = _mm256_max_ps(_mm256_loadu_ps(tail), m);
+	if (i < n) { /* padded with -inf, which changes no maximum */
+		for (size_t j = 0; j < 8; j++)
+			tail[j] = i + j < n ? x[i + j] : -INFINITY;
+		m = _mm256_max_ps(_mm256_loadu_ps(tail), m);
+	}
 	_mm256_storeu_ps(out, m);
 	best = out[0];
 	for (size_t j = 1; j < 8; j++)
