@@ -305,6 +305,28 @@ static uint32_t strip_end(uint32_t pos, uint32_t j0, uint32_t nb, uint32_t i0, u
  * every block, as much work as the dot products). */
 #define ATTN_SHARE_HEADS 8
 
+/* dst[c] = src[c] * s, c < n, where dst and src are the same row or do
+ * not overlap, 4 floats a step (GCC vector extension: SSE on x86-64,
+ * NEON on AArch64): the plain loop stayed scalar (the rows may overlap
+ * for all the compiler knows), ~10% of a prompt's attention time. A
+ * product per element either way, so the same values. */
+typedef float attn_v4 __attribute__((vector_size(16)));
+
+static void scale_row(float *dst, const float *src, uint32_t n, float s)
+{
+	uint32_t c = 0;
+
+	for (; c + 4 <= n; c += 4) {
+		attn_v4 v;
+
+		memcpy(&v, src + c, sizeof(v));
+		v *= s;
+		memcpy(dst + c, &v, sizeof(v));
+	}
+	for (; c < n; c++)
+		dst[c] = src[c] * s;
+}
+
 /* Heads [h0, h0 + nh) of one kv head, the queries of one tile. Per head,
  * the same operations on the same values as a task of its own: the
  * sharing changes no result. */
@@ -329,7 +351,7 @@ static void attend_heads(const struct attn_job *job, const struct attention_tile
 	float qbuf[ATTENTION_TILE * ATTN_LOCAL_DIM], obuf[ATTENTION_TILE * ATTN_LOCAL_DIM];
 	float S[ATTENTION_TILE * ATTN_KEYS], bias[ATTN_KEYS];
 	float m[ATTENTION_TILE], l[ATTENTION_TILE], r[ATTENTION_TILE];
-	uint32_t i, j0, c, e;
+	uint32_t i, j0, e;
 
 	if (job->pre) /* one task per (row, kv head): attention_can_pre() */
 		job->pre(job->pre_ctx, tl->row, g);
@@ -412,12 +434,8 @@ static void attend_heads(const struct attn_job *job, const struct attention_tile
 		float *os = job->out + tl->row * ld_os + (size_t)(h0 + e) * dv;
 		const float *out = local ? obuf + (size_t)e * n * ld_o : os;
 
-		for (i = 0; i < n; i++) {
-			const float inv = 1.0f / l[e * n + i];
-
-			for (c = 0; c < dv; c++)
-				os[i * ld_os + c] = out[i * ld_o + c] * inv;
-		}
+		for (i = 0; i < n; i++)
+			scale_row(os + i * ld_os, out + i * ld_o, dv, 1.0f / l[e * n + i]);
 	}
 }
 
