@@ -377,6 +377,45 @@ static void at_check_f16_kernels(size_t nq, size_t nk, size_t d, int with_bias)
 }
 #endif
 
+/* The avx512 softmax rows (attention.c at that level) against the AVX2
+ * ones: exp_sum the same bits (values and sum) for every row length, a
+ * masked tail included; max the same value, NaNs skipped. */
+START_TEST(avx512_softmax_rows_equal_avx2)
+{
+#if defined(__x86_64__)
+	float x[131], a[131], b[131];
+
+	if (!kern_level_runs(CPU_LEVEL_AVX512)) {
+		fprintf(stderr, "attention: skipping avx512 softmax rows: this CPU lacks avx512\n");
+		return;
+	}
+	for (size_t n = 0; n <= 131; n++) {
+		at_fill(x, 131, 20.0f);
+		if (n > 3) {
+			x[n / 2] = -INFINITY;
+			x[n / 3] = NAN;
+		}
+		const float m2 = kern_avx2_max(x, n), m5 = kern_avx512_max(x, n);
+		ck_assert_msg(m2 == m5 || (isinf(m2) && isinf(m5)), "max n=%zu: %g vs %g", n, m2, m5);
+		if (n > 3)
+			x[n / 3] = 1.0f; /* no NaN scores in a softmax block */
+		memcpy(a, x, sizeof(x));
+		memcpy(b, x, sizeof(x));
+		const float s2 = kern_avx2_exp_sum(a, n, m2), s5 = kern_avx512_exp_sum(b, n, m2);
+		ck_assert_msg(memcmp(&s2, &s5, sizeof(s2)) == 0 && memcmp(a, b, sizeof(a)) == 0,
+			      "exp_sum n=%zu: %.9g vs %.9g", n, s2, s5);
+	}
+	for (size_t n = 1; n <= 40; n++) { /* all NaN: -inf, as the AVX2 level */
+		for (size_t i = 0; i < n; i++)
+			x[i] = NAN;
+		ck_assert(isinf(kern_avx512_max(x, n)) && kern_avx512_max(x, n) < 0);
+	}
+#else
+	fprintf(stderr, "attention: skipping avx512 softmax rows: x86-64 only\n");
+#endif
+}
+END_TEST
+
 START_TEST(f16_kernels_equal_float_kernels_on_converted_rows)
 {
 #if defined(__x86_64__)
@@ -754,6 +793,7 @@ Suite *suite_attention(void)
 	tcase_add_test(tc, exp_sum_is_within_its_bound_of_exp_over_the_float_range);
 	tcase_add_test(tc, avx512_scores_equal_avx2_bit_for_bit);
 	tcase_add_test(tc, f16_kernels_equal_float_kernels_on_converted_rows);
+	tcase_add_test(tc, avx512_softmax_rows_equal_avx2);
 	tcase_add_test(tc, exp_sum_subtracts_the_maximum_and_returns_the_sum);
 	tcase_add_test(tc, max_skips_nan_and_is_minus_infinity_when_empty);
 	tcase_add_test(tc, fp16_rows_convert_exactly);

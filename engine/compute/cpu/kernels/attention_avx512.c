@@ -17,10 +17,13 @@
  */
 #if defined(__x86_64__)
 #include <immintrin.h>
+#include <math.h>
 #include <string.h>
 
 #include "kernels.h"
 #include "kernels_impl.h"
+#include "math_avx2.h"
+#include "math_avx512.h"
 
 #define AVX512A_INLINE static inline __attribute__((always_inline))
 #define AVX512A_UNROLL _Pragma("GCC unroll 16")
@@ -231,5 +234,56 @@ void kern_avx512_attn_accum_f16(float *o, size_t ld_o, const float *r, const flo
 		avx512a__accum_cols(o + i * ld_o, ld_o, r + i, p + i * ld_p, ld_p, v, d, nk, 4);
 	for (; i < nq; i++)
 		avx512a__accum_cols(o + i * ld_o, ld_o, r + i, p + i * ld_p, ld_p, v, d, nk, 1);
+}
+/* kern_avx2_exp_sum on 16 lanes where a row has them: every element the
+ * same exp (avx512__exp = avx2__exp lane for lane), and the sum of each
+ * 16 taken as its two 8-lane halves in order, the AVX2 loop's additions.
+ * So the same bits, with half the instructions and no scalar tail. */
+float kern_avx512_exp_sum(float *x, size_t n, float m)
+{
+	const __m512 mv16 = _mm512_set1_ps(m);
+	__m256 sum = _mm256_setzero_ps();
+	size_t i = 0;
+
+	for (; i + 16 <= n; i += 16) {
+		__m512 e = avx512__exp(_mm512_sub_ps(_mm512_loadu_ps(x + i), mv16));
+
+		_mm512_storeu_ps(x + i, e);
+		sum = _mm256_add_ps(sum, _mm512_castps512_ps256(e));
+		sum = _mm256_add_ps(sum, _mm512_extractf32x8_ps(e, 1));
+	}
+	if (i < n) {
+		/* The rest (1 to 15) masked in one ZMM, -inf in the lanes past
+		 * n (exp gives 0): its low half is the AVX2 loop's next 8 (or
+		 * its padded tail), the high half its padded tail when more
+		 * than 8 remain, added in that order. */
+		const __mmask16 k = (__mmask16)((1u << (n - i)) - 1);
+		__m512 e = avx512__exp(_mm512_sub_ps(
+			_mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), k, x + i), mv16));
+
+		_mm512_mask_storeu_ps(x + i, k, e);
+		sum = _mm256_add_ps(sum, _mm512_castps512_ps256(e));
+		if (n - i > 8)
+			sum = _mm256_add_ps(sum, _mm512_extractf32x8_ps(e, 1));
+	}
+	return avx2__hsum(sum);
+}
+
+/* The largest of x[0..n) (-INFINITY when none; NaNs skipped: VMAXPS
+ * returns its second operand, the running maximum, for a NaN), on 16
+ * lanes. The same value as kern_avx2_max's, but for the sign of a zero
+ * maximum, which a softmax cannot see (exp(s - 0) either way). */
+float kern_avx512_max(const float *x, size_t n)
+{
+	__m512 m = _mm512_set1_ps(-INFINITY);
+	size_t i = 0;
+
+	for (; i + 16 <= n; i += 16)
+		m = _mm512_max_ps(_mm512_loadu_ps(x + i), m);
+	if (i < n)
+		m = _mm512_max_ps(_mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY),
+						       (__mmask16)((1u << (n - i)) - 1), x + i),
+				  m);
+	return _mm512_reduce_max_ps(m);
 }
 #endif

@@ -192,6 +192,10 @@ void kern_avx2_attn_accum_f16(float *o, size_t ld_o, const float *r, const float
 			      const uint16_t *v, size_t d, size_t nq, size_t nk);
 void kern_avx512_attn_accum_f16(float *o, size_t ld_o, const float *r, const float *p,
 				size_t ld_p, const uint16_t *v, size_t d, size_t nq, size_t nk);
+/* kern_avx2_exp_sum on ZMM, the same bits; kern_avx2_max on ZMM, the
+ * same value but for a zero's sign (attention.c's softmax). */
+float kern_avx512_exp_sum(float *x, size_t n, float m);
+float kern_avx512_max(const float *x, size_t n);
 void kern_avx2_fp16_from_row(const float *src, uint16_t *dst, size_t n);
 float kern_avx2_max(const float *x, size_t n);
 float kern_avx2_exp_sum(float *x, size_t n, float m);
