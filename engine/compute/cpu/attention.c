@@ -23,6 +23,9 @@
 #include "dtype.h"
 #include "ember.h"
 #include "kernels.h"
+#if defined(__x86_64__)
+#include "kernels_impl.h"
+#endif
 
 /* Keys per block: a tile's scores for one block are ATTENTION_TILE x
  * ATTN_KEYS floats (16 KB), and with 64-wide heads the K and V blocks are
@@ -130,6 +133,78 @@ static const float *kv_rows(const struct kv_cache *kv, uint32_t il, const void *
 	return buf;
 }
 
+/* Positions j0 .. j0+n-1 of an F16 cache head block in place, or NULL
+ * when the rows are not F16 or wrap around a ring layer. */
+static const uint16_t *kv_rows_f16(const struct kv_cache *kv, uint32_t il, const void *head,
+				   uint32_t j0, uint32_t n, uint32_t d)
+{
+	const uint32_t r0 = kv_cache_row(kv, il, j0);
+
+	if (kv->type != DTYPE_F16 || (kv_cache_is_ring(kv, il) && r0 + n > kv->rows[il]))
+		return NULL;
+	return (const uint16_t *)head + (size_t)r0 * d;
+}
+
+/* Which F16-in-place kernels the decode groups use: 2 for the avx512
+ * level's scores, 1 for the avx2 level's, 0 for none (scalar, other
+ * architectures: rows are converted, kv_rows). The avx2 and avx512
+ * levels' scores and sums are the same bits (attention_avx512.c), and the
+ * F16 forms convert in registers exactly as kv_rows() does into a
+ * buffer, so the choice changes no result. The decode step's F16
+ * conversion of every key and value block, a store and a reload of each
+ * row, took ~40% of its attention time (8 TinyLlama sequences, Zen 4). */
+static int attn_f16_kernels(void)
+{
+#if defined(__x86_64__)
+	switch (kern_level()) {
+	case CPU_LEVEL_AVX2:
+		return 1;
+	case CPU_LEVEL_AVX512:
+	case CPU_LEVEL_AMX:
+		return 2;
+	default:
+		return 0;
+	}
+#else
+	return 0;
+#endif
+}
+
+/* kern_attn_scores() of a key block given as floats (kf) or, when kh is
+ * set, as F16 rows in place (f16k: attn_f16_kernels()). */
+static void blk_scores(int f16k, const float *q, size_t ld_q, const float *kf, const uint16_t *kh,
+		       size_t d, const float *bias, float scale, float *s, size_t ld_s, size_t nq,
+		       size_t nk)
+{
+#if defined(__x86_64__)
+	if (kh && f16k == 2)
+		kern_avx512_attn_scores_f16(q, ld_q, kh, d, bias, scale, s, ld_s, nq, nk);
+	else if (kh)
+		kern_avx2_attn_scores_f16(q, ld_q, kh, d, bias, scale, s, ld_s, nq, nk);
+	else
+#endif
+		kern_attn_scores(q, ld_q, kf, d, bias, scale, s, ld_s, nq, nk);
+	(void)f16k;
+	(void)kh;
+}
+
+/* kern_attn_accum() of a value block given as floats (vf) or F16 rows in
+ * place (vh), as blk_scores(). */
+static void blk_accum(int f16k, float *o, size_t ld_o, const float *r, const float *p, size_t ld_p,
+		      const float *vf, const uint16_t *vh, size_t d, size_t nq, size_t nk)
+{
+#if defined(__x86_64__)
+	if (vh && f16k == 2)
+		kern_avx512_attn_accum_f16(o, ld_o, r, p, ld_p, vh, d, nq, nk);
+	else if (vh)
+		kern_avx2_attn_accum_f16(o, ld_o, r, p, ld_p, vh, d, nq, nk);
+	else
+#endif
+		kern_attn_accum(o, ld_o, r, p, ld_p, vf, d, nq, nk);
+	(void)f16k;
+	(void)vh;
+}
+
 /* ALiBi bias of key positions j0 .. j0+n-1 for a head of slope m (see
  * arch_alibi; for ARCH_ALIBI_BF16 m is already rounded). */
 static void alibi_biases(enum arch_alibi kind, float m, uint32_t j0, uint32_t n, float *bias)
@@ -152,13 +227,39 @@ struct attn_job {
 	void *pre_ctx;
 };
 
+/* kern_max() and kern_exp_sum() of a score row; at the avx512 level
+ * (f16k = 2) on ZMM: the same sums (kern_avx512_exp_sum) and maximum
+ * (but for a zero's sign, which exp(s - m) does not see), 20-35% less
+ * time on 64-float rows (aligned as S is), no scalar tail on a block's
+ * ragged ones. */
+static float row_max(int f16k, const float *x, size_t n)
+{
+#if defined(__x86_64__)
+	if (f16k == 2)
+		return kern_avx512_max(x, n);
+#endif
+	(void)f16k;
+	return kern_max(x, n);
+}
+
+static float row_exp_sum(int f16k, float *x, size_t n, float m)
+{
+#if defined(__x86_64__)
+	if (f16k == 2)
+		return kern_avx512_exp_sum(x, n, m);
+#endif
+	(void)f16k;
+	return kern_exp_sum(x, n, m);
+}
+
 /* The softmax step of rows [first, n) of a tile for one block of nb keys
  * from position j0: S rows (stride ld_s) become P, m and l advance, r
  * gets each row's rescale factor. Query i sees keys up to pos + i, and
  * with a window w > 0 only those after pos + i - w; a row that sees none
  * of the block keeps its state (r = 1, P = 0). */
-static void softmax_block(float *S, size_t ld_s, uint32_t first, uint32_t n, uint32_t pos,
-			  uint32_t j0, uint32_t nb, uint32_t w, float *m, float *l, float *r)
+static void softmax_block(int f16k, float *S, size_t ld_s, uint32_t first, uint32_t n,
+			  uint32_t pos, uint32_t j0, uint32_t nb, uint32_t w, float *m, float *l,
+			  float *r)
 {
 	uint32_t i;
 
@@ -174,12 +275,12 @@ static void softmax_block(float *S, size_t ld_s, uint32_t first, uint32_t n, uin
 			memset(s, 0, nb * sizeof(float));
 			continue;
 		}
-		mx = kern_max(s + a, nv - a);
+		mx = row_max(f16k, s + a, nv - a);
 		m1 = mx > m[i] ? mx : m[i];
 		/* m1 == m[i] covers both "no growth" (r = 1 exactly) and a row
 		 * of -inf scores, where exp(-inf - -inf) would be NaN. */
 		r[i] = m1 == m[i] ? 1.0f : expf(m[i] - m1);
-		l[i] = l[i] * r[i] + kern_exp_sum(s + a, nv - a, m1);
+		l[i] = l[i] * r[i] + row_exp_sum(f16k, s + a, nv - a, m1);
 		m[i] = m1;
 		memset(s, 0, a * sizeof(float));
 		memset(s + nv, 0, (nb - nv) * sizeof(float));
@@ -230,6 +331,28 @@ static uint32_t strip_end(uint32_t pos, uint32_t j0, uint32_t nb, uint32_t i0, u
  * every block, as much work as the dot products). */
 #define ATTN_SHARE_HEADS 8
 
+/* dst[c] = src[c] * s, c < n, where dst and src are the same row or do
+ * not overlap, 4 floats a step (GCC vector extension: SSE on x86-64,
+ * NEON on AArch64): the plain loop stayed scalar (the rows may overlap
+ * for all the compiler knows), ~10% of a prompt's attention time. A
+ * product per element either way, so the same values. */
+typedef float attn_v4 __attribute__((vector_size(16)));
+
+static void scale_row(float *dst, const float *src, uint32_t n, float s)
+{
+	uint32_t c = 0;
+
+	for (; c + 4 <= n; c += 4) {
+		attn_v4 v;
+
+		memcpy(&v, src + c, sizeof(v));
+		v *= s;
+		memcpy(dst + c, &v, sizeof(v));
+	}
+	for (; c < n; c++)
+		dst[c] = src[c] * s;
+}
+
 /* Heads [h0, h0 + nh) of one kv head, the queries of one tile. Per head,
  * the same operations on the same values as a task of its own: the
  * sharing changes no result. */
@@ -249,11 +372,14 @@ static void attend_heads(const struct attn_job *job, const struct attention_tile
 	const void *kc = kv_cache_k(kv, job->il, g), *vc = kv_cache_v(kv, job->il, g);
 	const float scale = a->scale;
 	const uint32_t w = attention_window(a, job->il);
+	const int f16k = attn_f16_kernels();
 	float kbuf[ATTN_KV_FLOATS], vbuf[ATTN_KV_FLOATS];
 	float qbuf[ATTENTION_TILE * ATTN_LOCAL_DIM], obuf[ATTENTION_TILE * ATTN_LOCAL_DIM];
-	float S[ATTENTION_TILE * ATTN_KEYS], bias[ATTN_KEYS];
+	/* rows of S 64-byte aligned: a ZMM load across two lines costs two */
+	_Alignas(64) float S[ATTENTION_TILE * ATTN_KEYS];
+	float bias[ATTN_KEYS];
 	float m[ATTENTION_TILE], l[ATTENTION_TILE], r[ATTENTION_TILE];
-	uint32_t i, j0, c, e;
+	uint32_t i, j0, e;
 
 	if (job->pre) /* one task per (row, kv head): attention_can_pre() */
 		job->pre(job->pre_ctx, tl->row, g);
@@ -279,9 +405,14 @@ static void attend_heads(const struct attn_job *job, const struct attention_tile
 		const uint32_t nb = end - j0 < kb ? end - j0 : kb;
 		/* Queries before `first` end before this block. */
 		const uint32_t first = j0 > pos ? j0 - pos : 0;
-		const float *kblk = kv_rows(kv, job->il, kc, j0, nb, dk, kbuf);
-		const float *vblk = kv_rows(kv, job->il, vc, j0, nb, dv, vbuf);
+		const uint16_t *kh = f16k ? kv_rows_f16(kv, job->il, kc, j0, nb, dk) : NULL;
+		const uint16_t *vh = kh ? kv_rows_f16(kv, job->il, vc, j0, nb, dv) : NULL;
+		/* converted only where not read in place */
+		const float *kblk = kh && vh ? NULL : kv_rows(kv, job->il, kc, j0, nb, dk, kbuf);
+		const float *vblk = kh && vh ? NULL : kv_rows(kv, job->il, vc, j0, nb, dv, vbuf);
 
+		if (!vh)
+			kh = NULL;
 		if (n == 1 && local && !a->alibi) {
 			/* Decode: the group's heads are the rows of one score
 			 * call and one value call (tiles of 4 queries share each
@@ -291,13 +422,13 @@ static void attend_heads(const struct attn_job *job, const struct attention_tile
 			 * and output are rows e of qbuf, m, l, r, obuf, and each
 			 * score and output element sees the same operations in
 			 * either form (attention_avx2.c), so no result changes. */
-			kern_attn_scores(qbuf, ld_q, kblk, dk, NULL, scale, S, ATTN_KEYS, nh, nb);
+			blk_scores(f16k, qbuf, ld_q, kblk, kh, dk, NULL, scale, S, ATTN_KEYS, nh, nb);
 			if (a->softcap > 0.0f)
 				softcap_block(S, ATTN_KEYS, nh, nb, a->softcap);
 			for (e = 0; e < nh; e++)
-				softmax_block(S + (size_t)e * ATTN_KEYS, ATTN_KEYS, 0, 1, pos, j0, nb, w,
-					      m + e, l + e, r + e);
-			kern_attn_accum(obuf, ld_o, r, S, ATTN_KEYS, vblk, dv, nh, nb);
+				softmax_block(f16k, S + (size_t)e * ATTN_KEYS, ATTN_KEYS, 0, 1, pos,
+					      j0, nb, w, m + e, l + e, r + e);
+			blk_accum(f16k, obuf, ld_o, r, S, ATTN_KEYS, vblk, vh, dv, nh, nb);
 			continue;
 		}
 		for (e = 0; e < nh; e++) {
@@ -311,32 +442,28 @@ static void attend_heads(const struct attn_job *job, const struct attention_tile
 			for (i = first; i < n; i = strip_end(pos, j0, nb, i, n)) {
 				const uint32_t i1 = strip_end(pos, j0, nb, i, n);
 				float *Si = S + (size_t)(i - first) * ATTN_KEYS;
-				kern_attn_scores(q + i * ld_q, ld_q, kblk, dk, a->alibi ? bias : NULL,
-						 scale, Si, ATTN_KEYS, i1 - i,
-						 strip_keys(pos, j0, nb, i1));
+				blk_scores(f16k, q + i * ld_q, ld_q, kblk, kh, dk,
+					   a->alibi ? bias : NULL, scale, Si, ATTN_KEYS, i1 - i,
+					   strip_keys(pos, j0, nb, i1));
 				if (a->softcap > 0.0f)
 					softcap_block(Si, ATTN_KEYS, i1 - i, strip_keys(pos, j0, nb, i1),
 						      a->softcap);
 			}
-			softmax_block(S, ATTN_KEYS, first, n, pos, j0, nb, w, m + e * n, l + e * n,
-				      r + e * n);
+			softmax_block(f16k, S, ATTN_KEYS, first, n, pos, j0, nb, w, m + e * n,
+				      l + e * n, r + e * n);
 			for (i = first; i < n; i = strip_end(pos, j0, nb, i, n))
-				kern_attn_accum(out + i * ld_o, ld_o, r + e * n + i,
-						S + (size_t)(i - first) * ATTN_KEYS, ATTN_KEYS, vblk, dv,
-						strip_end(pos, j0, nb, i, n) - i,
-						strip_keys(pos, j0, nb, strip_end(pos, j0, nb, i, n)));
+				blk_accum(f16k, out + i * ld_o, ld_o, r + e * n + i,
+					  S + (size_t)(i - first) * ATTN_KEYS, ATTN_KEYS, vblk, vh, dv,
+					  strip_end(pos, j0, nb, i, n) - i,
+					  strip_keys(pos, j0, nb, strip_end(pos, j0, nb, i, n)));
 		}
 	}
 	for (e = 0; e < nh; e++) {
 		float *os = job->out + tl->row * ld_os + (size_t)(h0 + e) * dv;
 		const float *out = local ? obuf + (size_t)e * n * ld_o : os;
 
-		for (i = 0; i < n; i++) {
-			const float inv = 1.0f / l[e * n + i];
-
-			for (c = 0; c < dv; c++)
-				os[i * ld_os + c] = out[i * ld_o + c] * inv;
-		}
+		for (i = 0; i < n; i++)
+			scale_row(os + i * ld_os, out + i * ld_o, dv, 1.0f / l[e * n + i]);
 	}
 }
 

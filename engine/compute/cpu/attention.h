@@ -6,14 +6,17 @@
  * in the caches, then calls attention_run() with the step cut into tiles
  * of at most ATTENTION_TILE queries of one sequence. Each task (one query
  * head, one tile; for a decode-sized tile, up to 8 query heads of one kv
- * head, which share each block's F16 conversion) streams its kv head's
+ * head, the rows of one score and one value call) streams its kv head's
  * keys and values once, in blocks,
  * flash-attention style: per block, the scores of the whole tile against
  * the block (SIMD dot products), each row's maximum, one rescale of the
  * running output when it grew, exp() of the block vectorised, and the
- * block's values added with those weights (kernels.h, kern_attn_*). No
+ * block's values added with those weights (kernels.h, kern_attn_*; at
+ * the avx2 and avx512 levels the F16 cache's rows are read in place and
+ * converted in registers: the same floats as a converted copy). No
  * score matrix beyond one tile x one block exists; that, the F16
- * conversion buffers and contiguous copies of the tile's query and output
+ * conversion buffers (scalar level; blocks that wrap a ring layer) and
+ * contiguous copies of the tile's query and output
  * rows live on the task's stack (about 115 KB; pool threads have the
  * default 8 MB): nothing is allocated while running.
  *

@@ -17,10 +17,13 @@
  */
 #if defined(__x86_64__)
 #include <immintrin.h>
+#include <math.h>
 #include <string.h>
 
 #include "kernels.h"
 #include "kernels_impl.h"
+#include "math_avx2.h"
+#include "math_avx512.h"
 
 #define AVX512A_INLINE static inline __attribute__((always_inline))
 #define AVX512A_UNROLL _Pragma("GCC unroll 16")
@@ -53,10 +56,11 @@ AVX512A_INLINE void avx512a__store(float *dst, __m256 v, int h, size_t n)
 	}
 }
 
-/* Queries q0..q3 (rows of q, ld_q apart) against keys k[0..3]: the
+/* Queries q0..q3 (rows of q, ld_q apart) against keys k[0..3] (floats,
+ * or F16 converted exactly when f16, a constant after inlining): the
  * scores of pairs (query 2p + j / 4, key j % 4) in lane j of r[p]. */
-static __attribute__((noinline)) void avx512a__tile(const float *q, size_t ld_q, const float *const k[4], size_t d,
-				  __m256 bv, __m256 sv, __m256 r[2])
+AVX512A_INLINE void avx512a__tile(const float *q, size_t ld_q, const void *const k[4], size_t d,
+				  __m256 bv, __m256 sv, __m256 r[2], const int f16)
 {
 	__m256 acc[16];
 
@@ -69,7 +73,9 @@ static __attribute__((noinline)) void avx512a__tile(const float *q, size_t ld_q,
 		AVX512A_UNROLL
 		for (int i = 0; i < 4; i++) {
 			qv[i] = _mm256_loadu_ps(q + i * ld_q + c);
-			kv[i] = _mm256_loadu_ps(k[i] + c);
+			kv[i] = f16 ? _mm256_cvtph_ps(_mm_loadu_si128(
+					      (const __m128i *)((const uint16_t *)k[i] + c)))
+				    : _mm256_loadu_ps((const float *)k[i] + c);
 		}
 		AVX512A_UNROLL
 		for (int i = 0; i < 4; i++)
@@ -87,10 +93,28 @@ static __attribute__((noinline)) void avx512a__tile(const float *q, size_t ld_q,
 			     sv);
 }
 
-void kern_avx512_attn_scores(const float *q, size_t ld_q, const float *k, size_t d,
-			     const float *bias, float scale, float *s, size_t ld_s, size_t nq,
-			     size_t nk)
+/* The tile's two instances, out of line (one call per 4 x 4 scores). */
+static __attribute__((noinline)) void avx512a__tile_f32(const float *q, size_t ld_q,
+							const void *const k[4], size_t d,
+							__m256 bv, __m256 sv, __m256 r[2])
 {
+	avx512a__tile(q, ld_q, k, d, bv, sv, r, 0);
+}
+
+static __attribute__((noinline)) void avx512a__tile_f16(const float *q, size_t ld_q,
+							const void *const k[4], size_t d,
+							__m256 bv, __m256 sv, __m256 r[2])
+{
+	avx512a__tile(q, ld_q, k, d, bv, sv, r, 1);
+}
+
+/* kern_attn_scores() of keys k in floats, or F16 when f16 (rows of d
+ * elements either way). */
+static void avx512a__scores(const float *q, size_t ld_q, const void *k, size_t d,
+			    const float *bias, float scale, float *s, size_t ld_s, size_t nq,
+			    size_t nk, int f16)
+{
+	const size_t elt = f16 ? sizeof(uint16_t) : sizeof(float);
 	const __m256 sv = _mm256_set1_ps(scale);
 	const size_t nq4 = d % 8 == 0 ? nq / 4 * 4 : 0;
 
@@ -98,26 +122,168 @@ void kern_avx512_attn_scores(const float *q, size_t ld_q, const float *k, size_t
 	 * stores only n lanes (as the AVX2 level does) */
 	for (size_t j0 = 0; j0 < nk && nq4; j0 += 4) {
 		const size_t n = nk - j0 < 4 ? nk - j0 : 4;
-		const float *kr[4];
+		const void *kr[4];
 		float bb[8];
 
 		for (size_t j = 0; j < 4; j++)
-			kr[j] = k + (j0 + (j < n ? j : n - 1)) * d;
+			kr[j] = (const char *)k + (j0 + (j < n ? j : n - 1)) * d * elt;
 		for (size_t j = 0; j < 8; j++)
 			bb[j] = bias ? bias[j0 + (j % 4 < n ? j % 4 : n - 1)] : 0.0f;
 		const __m256 bv = _mm256_loadu_ps(bb);
 		for (size_t i = 0; i < nq4; i += 4) {
 			__m256 r[2];
 
-			avx512a__tile(q + i * ld_q, ld_q, kr, d, bv, sv, r);
+			if (f16)
+				avx512a__tile_f16(q + i * ld_q, ld_q, kr, d, bv, sv, r);
+			else
+				avx512a__tile_f32(q + i * ld_q, ld_q, kr, d, bv, sv, r);
 			for (int p = 0; p < 2; p++) {
 				avx512a__store(s + (i + 2 * p) * ld_s + j0, r[p], 0, n);
 				avx512a__store(s + (i + 2 * p + 1) * ld_s + j0, r[p], 1, n);
 			}
 		}
 	}
-	if (nq4 < nq)
+	if (nq4 < nq && f16)
+		kern_avx2_attn_scores_f16(q + nq4 * ld_q, ld_q, k, d, bias, scale, s + nq4 * ld_s,
+					  ld_s, nq - nq4, nk);
+	else if (nq4 < nq)
 		kern_avx2_attn_scores(q + nq4 * ld_q, ld_q, k, d, bias, scale, s + nq4 * ld_s, ld_s,
 				      nq - nq4, nk);
+}
+
+void kern_avx512_attn_scores(const float *q, size_t ld_q, const float *k, size_t d,
+			     const float *bias, float scale, float *s, size_t ld_s, size_t nq,
+			     size_t nk)
+{
+	avx512a__scores(q, ld_q, k, d, bias, scale, s, ld_s, nq, nk, 0);
+}
+
+void kern_avx512_attn_scores_f16(const float *q, size_t ld_q, const uint16_t *k, size_t d,
+				 const float *bias, float scale, float *s, size_t ld_s, size_t nq,
+				 size_t nk)
+{
+	avx512a__scores(q, ld_q, k, d, bias, scale, s, ld_s, nq, nk, 1);
+}
+/* Value sums from F16 rows on 16 lanes: rows o_0..o_{nq-1} (nq = 4 or 1,
+ * a constant after inlining), columns [c, c + 16 nv): loaded and
+ * rescaled once, then one FMA per key and vector in key order, the AVX2
+ * level's operations on every element (each output element is its own
+ * chain: o * r, then + p_j v_j for j = 0, 1, ...), so the same bits. A
+ * ZMM instruction does the work of two YMM ones on Zen 4 and 4 queries x
+ * 64 columns share each value row's conversion, where the AVX2 tiles
+ * (4 x 16 columns) converted each row 4 times: in a decode group the
+ * value sums took more time than the scores. */
+AVX512A_INLINE void avx512a__accum_tile(float *o, size_t ld_o, const float *r, const float *p,
+					size_t ld_p, const uint16_t *v, size_t d, size_t c,
+					size_t nk, const size_t nq, const size_t nv)
+{
+	__m512 acc[4][4];
+
+	AVX512A_UNROLL
+	for (size_t i = 0; i < nq; i++)
+		AVX512A_UNROLL
+		for (size_t u = 0; u < nv; u++)
+			acc[i][u] = _mm512_mul_ps(_mm512_loadu_ps(o + i * ld_o + c + 16 * u),
+						  _mm512_set1_ps(r[i]));
+	for (size_t j = 0; j < nk; j++) {
+		__m512 vv[4];
+
+		AVX512A_UNROLL
+		for (size_t u = 0; u < nv; u++)
+			vv[u] = _mm512_cvtph_ps(
+				_mm256_loadu_si256((const __m256i *)(v + j * d + c + 16 * u)));
+		AVX512A_UNROLL
+		for (size_t i = 0; i < nq; i++) {
+			const __m512 pb = _mm512_set1_ps(p[i * ld_p + j]);
+
+			AVX512A_UNROLL
+			for (size_t u = 0; u < nv; u++)
+				acc[i][u] = _mm512_fmadd_ps(pb, vv[u], acc[i][u]);
+		}
+	}
+	AVX512A_UNROLL
+	for (size_t i = 0; i < nq; i++)
+		AVX512A_UNROLL
+		for (size_t u = 0; u < nv; u++)
+			_mm512_storeu_ps(o + i * ld_o + c + 16 * u, acc[i][u]);
+}
+
+/* Rows of nq = 4 or 1 queries, every column (d a multiple of 16). */
+AVX512A_INLINE void avx512a__accum_cols(float *o, size_t ld_o, const float *r, const float *p,
+					size_t ld_p, const uint16_t *v, size_t d, size_t nk,
+					const size_t nq)
+{
+	size_t c = 0;
+
+	for (; c + 64 <= d; c += 64)
+		avx512a__accum_tile(o, ld_o, r, p, ld_p, v, d, c, nk, nq, 4);
+	for (; c < d; c += 16)
+		avx512a__accum_tile(o, ld_o, r, p, ld_p, v, d, c, nk, nq, 1);
+}
+
+void kern_avx512_attn_accum_f16(float *o, size_t ld_o, const float *r, const float *p,
+				size_t ld_p, const uint16_t *v, size_t d, size_t nq, size_t nk)
+{
+	size_t i = 0;
+
+	if (d % 16 != 0) {
+		kern_avx2_attn_accum_f16(o, ld_o, r, p, ld_p, v, d, nq, nk);
+		return;
+	}
+	for (; i + 4 <= nq; i += 4)
+		avx512a__accum_cols(o + i * ld_o, ld_o, r + i, p + i * ld_p, ld_p, v, d, nk, 4);
+	for (; i < nq; i++)
+		avx512a__accum_cols(o + i * ld_o, ld_o, r + i, p + i * ld_p, ld_p, v, d, nk, 1);
+}
+/* kern_avx2_exp_sum on 16 lanes where a row has them: every element the
+ * same exp (avx512__exp = avx2__exp lane for lane), and the sum of each
+ * 16 taken as its two 8-lane halves in order, the AVX2 loop's additions.
+ * So the same bits, with half the instructions and no scalar tail. */
+float kern_avx512_exp_sum(float *x, size_t n, float m)
+{
+	const __m512 mv16 = _mm512_set1_ps(m);
+	__m256 sum = _mm256_setzero_ps();
+	size_t i = 0;
+
+	for (; i + 16 <= n; i += 16) {
+		__m512 e = avx512__exp(_mm512_sub_ps(_mm512_loadu_ps(x + i), mv16));
+
+		_mm512_storeu_ps(x + i, e);
+		sum = _mm256_add_ps(sum, _mm512_castps512_ps256(e));
+		sum = _mm256_add_ps(sum, _mm512_extractf32x8_ps(e, 1));
+	}
+	if (i < n) {
+		/* The rest (1 to 15) masked in one ZMM, -inf in the lanes past
+		 * n (exp gives 0): its low half is the AVX2 loop's next 8 (or
+		 * its padded tail), the high half its padded tail when more
+		 * than 8 remain, added in that order. */
+		const __mmask16 k = (__mmask16)((1u << (n - i)) - 1);
+		__m512 e = avx512__exp(_mm512_sub_ps(
+			_mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), k, x + i), mv16));
+
+		_mm512_mask_storeu_ps(x + i, k, e);
+		sum = _mm256_add_ps(sum, _mm512_castps512_ps256(e));
+		if (n - i > 8)
+			sum = _mm256_add_ps(sum, _mm512_extractf32x8_ps(e, 1));
+	}
+	return avx2__hsum(sum);
+}
+
+/* The largest of x[0..n) (-INFINITY when none; NaNs skipped: VMAXPS
+ * returns its second operand, the running maximum, for a NaN), on 16
+ * lanes. The same value as kern_avx2_max's, but for the sign of a zero
+ * maximum, which a softmax cannot see (exp(s - 0) either way). */
+float kern_avx512_max(const float *x, size_t n)
+{
+	__m512 m = _mm512_set1_ps(-INFINITY);
+	size_t i = 0;
+
+	for (; i + 16 <= n; i += 16)
+		m = _mm512_max_ps(_mm512_loadu_ps(x + i), m);
+	if (i < n)
+		m = _mm512_max_ps(_mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY),
+						       (__mmask16)((1u << (n - i)) - 1), x + i),
+				  m);
+	return _mm512_reduce_max_ps(m);
 }
 #endif

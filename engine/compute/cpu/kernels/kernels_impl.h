@@ -185,6 +185,23 @@ void kern_avx512_attn_scores(const float *q, size_t ld_q, const float *k, size_t
 			     const float *bias, float scale, float *s, size_t ld_s, size_t nq,
 			     size_t nk);
 void kern_avx2_fp16_row(const uint16_t *src, float *dst, size_t n);
+/* The same scores and sums with F16 key / value rows read in place (the
+ * F16 cache's; converted exactly in registers): bit-identical to the
+ * above on converted rows (attention.c's decode groups). */
+void kern_avx2_attn_scores_f16(const float *q, size_t ld_q, const uint16_t *k, size_t d,
+			       const float *bias, float scale, float *s, size_t ld_s, size_t nq,
+			       size_t nk);
+void kern_avx512_attn_scores_f16(const float *q, size_t ld_q, const uint16_t *k, size_t d,
+				 const float *bias, float scale, float *s, size_t ld_s, size_t nq,
+				 size_t nk);
+void kern_avx2_attn_accum_f16(float *o, size_t ld_o, const float *r, const float *p, size_t ld_p,
+			      const uint16_t *v, size_t d, size_t nq, size_t nk);
+void kern_avx512_attn_accum_f16(float *o, size_t ld_o, const float *r, const float *p,
+				size_t ld_p, const uint16_t *v, size_t d, size_t nq, size_t nk);
+/* kern_avx2_exp_sum on ZMM, the same bits; kern_avx2_max on ZMM, the
+ * same value but for a zero's sign (attention.c's softmax). */
+float kern_avx512_exp_sum(float *x, size_t n, float m);
+float kern_avx512_max(const float *x, size_t n);
 void kern_avx2_fp16_from_row(const float *src, uint16_t *dst, size_t n);
 float kern_avx2_max(const float *x, size_t n);
 float kern_avx2_exp_sum(float *x, size_t n, float m);

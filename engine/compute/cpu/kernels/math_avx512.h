@@ -1,0 +1,42 @@
+/*
+ * math_avx512.h - vector math shared by the avx512 level's files
+ * (act_avx512.c, attention_avx512.c): math_avx2.h's exp on 16 lanes, the
+ * same operations in the same order, so every lane equals avx2__exp's
+ * bit for bit (tests/test_kernels.c, tests/test_attention.c).
+ * Include only from files built with the avx512 flags.
+ */
+#ifndef EMBER_MATH_AVX512_H
+#define EMBER_MATH_AVX512_H
+
+#include <immintrin.h>
+
+/* avx2__exp on 16 lanes: the same steps in the same order. */
+static inline __attribute__((always_inline)) __m512 avx512__exp(__m512 x)
+{
+	const __m512 c2 = _mm512_set1_ps(1.0f / 2), c3 = _mm512_set1_ps(1.0f / 6),
+		     c4 = _mm512_set1_ps(1.0f / 24), c5 = _mm512_set1_ps(1.0f / 120),
+		     c6 = _mm512_set1_ps(1.0f / 720), c7 = _mm512_set1_ps(1.0f / 5040),
+		     one = _mm512_set1_ps(1.0f);
+
+	x = _mm512_max_ps(_mm512_set1_ps(-110.0f), x); /* NaN: the second operand */
+	x = _mm512_min_ps(_mm512_set1_ps(89.0f), x);
+	__m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+					_MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+	__m512 f = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+	f = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), f);
+	__m512 e = _mm512_fmadd_ps(c7, f, c6);
+	e = _mm512_fmadd_ps(e, f, c5);
+	e = _mm512_fmadd_ps(e, f, c4);
+	e = _mm512_fmadd_ps(e, f, c3);
+	e = _mm512_fmadd_ps(e, f, c2);
+	e = _mm512_fmadd_ps(e, f, one);
+	e = _mm512_fmadd_ps(e, f, one);
+	__m512i ni = _mm512_cvtps_epi32(n);
+	__m512i n1 = _mm512_srai_epi32(ni, 1), n2 = _mm512_sub_epi32(ni, n1);
+	const __m512i bias = _mm512_set1_epi32(127);
+	__m512 s1 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(n1, bias), 23));
+	__m512 s2 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(n2, bias), 23));
+	return _mm512_mul_ps(_mm512_mul_ps(e, s1), s2);
+}
+
+#endif

@@ -1,0 +1,156 @@
+/*
+ * test_attention_simd.c - the attention kernels that only attention.c
+ * calls, by level (not in the kernel table): the F16-in-place score and
+ * value blocks and the avx512 softmax rows, each against the table's
+ * AVX2 kernel it must equal bit for bit (a token's result must not
+ * depend on the path its attention took). Skipped, with a line, where the
+ * CPU lacks the level.
+ */
+#include <check.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels.h"
+#include "kernels_impl.h"
+
+static uint64_t as_rng = 0x9e3779b97f4a7c15ull;
+
+static void at_fill(float *x, size_t n, float scale)
+{
+	for (size_t i = 0; i < n; i++) {
+		as_rng = as_rng * 6364136223846793005ull + 1442695040888963407ull;
+		x[i] = ((float)(as_rng >> 40) / 16777216.0f * 2.0f - 1.0f) * scale;
+	}
+}
+
+#if defined(__x86_64__)
+/* The F16-in-place score and value kernels (decode groups, attention.c)
+ * against the float ones on the same rows converted: bit for bit, ragged
+ * tiles, head widths that are not a multiple of 8, and biases included. */
+static void at_check_f16_kernels(size_t nq, size_t nk, size_t d, int with_bias)
+{
+	const size_t ld_q = d + 3, ld_p = nk + 1;
+	float *q = malloc(nq * ld_q * 4), *kf = malloc(nk * d * 4), *vf = malloc(nk * d * 4);
+	uint16_t *kh = malloc(nk * d * 2), *vh = malloc(nk * d * 2);
+	float *s0 = calloc(nq * nk, 4), *s1 = calloc(nq * nk, 4), *p = malloc(nq * ld_p * 4);
+	float *o0 = malloc(nq * d * 4), *o1 = malloc(nq * d * 4), r[16], bias[64];
+
+	at_fill(q, nq * ld_q, 1.0f);
+	at_fill(kf, nk * d, 2.0f);
+	at_fill(vf, nk * d, 2.0f);
+	at_fill(p, nq * ld_p, 1.0f);
+	at_fill(o0, nq * d, 1.0f);
+	at_fill(r, 16, 1.0f);
+	at_fill(bias, nk, 5.0f);
+	memcpy(o1, o0, nq * d * 4);
+	kern_fp32_to_fp16_row(kf, kh, nk * d);
+	kern_fp32_to_fp16_row(vf, vh, nk * d);
+	kern_fp16_to_fp32_row(kh, kf, nk * d);
+	kern_fp16_to_fp32_row(vh, vf, nk * d);
+	kern_avx2_attn_scores(q, ld_q, kf, d, with_bias ? bias : NULL, 0.125f, s0, nk, nq, nk);
+	kern_avx2_attn_scores_f16(q, ld_q, kh, d, with_bias ? bias : NULL, 0.125f, s1, nk, nq, nk);
+	ck_assert_msg(memcmp(s0, s1, nq * nk * 4) == 0, "avx2 f16 scores %zux%zu d=%zu differ", nq,
+		      nk, d);
+	if (kern_level_runs(CPU_LEVEL_AVX512)) {
+		kern_avx512_attn_scores_f16(q, ld_q, kh, d, with_bias ? bias : NULL, 0.125f, s1, nk,
+					    nq, nk);
+		ck_assert_msg(memcmp(s0, s1, nq * nk * 4) == 0,
+			      "avx512 f16 scores %zux%zu d=%zu differ from avx2's", nq, nk, d);
+	}
+	kern_avx2_attn_accum(o0, d, r, p, ld_p, vf, d, nq, nk);
+	kern_avx2_attn_accum_f16(o1, d, r, p, ld_p, vh, d, nq, nk);
+	ck_assert_msg(memcmp(o0, o1, nq * d * 4) == 0, "avx2 f16 values %zux%zu d=%zu differ", nq,
+		      nk, d);
+	if (kern_level_runs(CPU_LEVEL_AVX512)) {
+		memcpy(o1, o0, nq * d * 4);
+		kern_avx2_attn_accum(o0, d, r, p, ld_p, vf, d, nq, nk);
+		kern_avx512_attn_accum_f16(o1, d, r, p, ld_p, vh, d, nq, nk);
+		ck_assert_msg(memcmp(o0, o1, nq * d * 4) == 0,
+			      "avx512 f16 values %zux%zu d=%zu differ from avx2's", nq, nk, d);
+	}
+	free(q);
+	free(kf);
+	free(vf);
+	free(kh);
+	free(vh);
+	free(s0);
+	free(s1);
+	free(p);
+	free(o0);
+	free(o1);
+}
+#endif
+
+/* The avx512 softmax rows (attention.c at that level) against the AVX2
+ * ones: exp_sum the same bits (values and sum) for every row length, a
+ * masked tail included; max the same value, NaNs skipped. */
+START_TEST(avx512_softmax_rows_equal_avx2)
+{
+#if defined(__x86_64__)
+	float x[131], a[131], b[131];
+
+	if (!kern_level_runs(CPU_LEVEL_AVX512)) {
+		fprintf(stderr, "attention: skipping avx512 softmax rows: this CPU lacks avx512\n");
+		return;
+	}
+	for (size_t n = 0; n <= 131; n++) {
+		at_fill(x, 131, 20.0f);
+		if (n > 3) {
+			x[n / 2] = -INFINITY;
+			x[n / 3] = NAN;
+		}
+		const float m2 = kern_avx2_max(x, n), m5 = kern_avx512_max(x, n);
+		ck_assert_msg(m2 == m5 || (isinf(m2) && isinf(m5)), "max n=%zu: %g vs %g", n, m2, m5);
+		if (n > 3)
+			x[n / 3] = 1.0f; /* no NaN scores in a softmax block */
+		memcpy(a, x, sizeof(x));
+		memcpy(b, x, sizeof(x));
+		const float s2 = kern_avx2_exp_sum(a, n, m2), s5 = kern_avx512_exp_sum(b, n, m2);
+		ck_assert_msg(memcmp(&s2, &s5, sizeof(s2)) == 0 && memcmp(a, b, sizeof(a)) == 0,
+			      "exp_sum n=%zu: %.9g vs %.9g", n, s2, s5);
+	}
+	for (size_t n = 1; n <= 40; n++) { /* all NaN: -inf, as the AVX2 level */
+		for (size_t i = 0; i < n; i++)
+			x[i] = NAN;
+		ck_assert(isinf(kern_avx512_max(x, n)) && kern_avx512_max(x, n) < 0);
+	}
+#else
+	fprintf(stderr, "attention: skipping avx512 softmax rows: x86-64 only\n");
+#endif
+}
+END_TEST
+
+START_TEST(f16_kernels_equal_float_kernels_on_converted_rows)
+{
+#if defined(__x86_64__)
+	static const size_t nqs[] = {1, 3, 4, 8, 9, 16}, nks[] = {1, 5, 37, 64},
+			    ds[] = {64, 72, 80, 128};
+
+	if (!kern_level_runs(CPU_LEVEL_AVX2)) {
+		fprintf(stderr, "attention: skipping f16 kernels: this CPU lacks avx2\n");
+		return;
+	}
+	for (size_t a = 0; a < sizeof(nqs) / sizeof(nqs[0]); a++)
+		for (size_t b = 0; b < sizeof(nks) / sizeof(nks[0]); b++)
+			for (size_t c = 0; c < sizeof(ds) / sizeof(ds[0]); c++)
+				at_check_f16_kernels(nqs[a], nks[b], ds[c], (a + b + c) & 1);
+#else
+	fprintf(stderr, "attention: skipping f16 kernels: x86-64 only\n");
+#endif
+}
+END_TEST
+
+Suite *suite_attention_simd(void)
+{
+	Suite *s = suite_create("attention_simd");
+	TCase *tc = tcase_create("core");
+
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, f16_kernels_equal_float_kernels_on_converted_rows);
+	tcase_add_test(tc, avx512_softmax_rows_equal_avx2);
+	suite_add_tcase(s, tc);
+	return s;
+}
