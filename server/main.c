@@ -21,7 +21,7 @@ extern char **environ;
 static void print_version(void)
 {
 	struct cpu_features f;
-	char buf[128], ops[1024];
+	char buf[128], ops[KERN_DESCRIBE_MAX];
 
 	cpu_detect(&f);
 	printf("emberd %s\n", EMBER_VERSION);

@@ -1,10 +1,9 @@
 /*
- * test_attention_simd.c - the attention kernels that only attention.c
- * calls, by level (not in the kernel table): the F16-in-place score and
- * value blocks and the avx512 softmax rows, each against the table's
- * AVX2 kernel it must equal bit for bit (a token's result must not
- * depend on the path its attention took). Skipped, with a line, where the
- * CPU lacks the level.
+ * test_attention_simd.c - the SIMD levels' own attention kernels (the
+ * kernel table's attn_scores_f16 / attn_accum_f16 and the avx512 softmax
+ * rows), each against the AVX2 kernel on float rows it must equal bit for
+ * bit (a token's result must not depend on the path its attention took).
+ * Skipped, with a line, where the CPU lacks the level.
  */
 #include <check.h>
 #include <math.h>

@@ -795,17 +795,37 @@ START_TEST(resolve_never_picks_an_unavailable_level)
 		kern_resolve(&fs[4], CPU_LEVEL_AVX512, &ops, NULL);
 		ck_assert(ops.gemm[DTYPE_Q4_0] == kern_ops_ref.gemm[DTYPE_Q4_0]);
 		ck_assert(ops.silu_mul == kern_ops_ref.silu_mul);
+		/* no F16-in-place attention there: the caller converts rows */
+		ck_assert(ops.attn_scores_f16 == NULL && ops.attn_accum_f16 == NULL);
 	}
+#if defined(__x86_64__)
+	/* the AVX2 and AVX-512 levels read F16 rows in place, each its own */
+	{
+		struct kern_ops ops;
+		struct kern_origin org;
+		kern_resolve(&fs[1], CPU_LEVEL_AVX512, &ops, &org);
+		ck_assert(ops.attn_scores_f16 && ops.attn_accum_f16);
+		ck_assert_int_eq(org.attn_scores_f16, CPU_LEVEL_AVX2);
+		kern_resolve(&fs[3], CPU_LEVEL_AVX512, &ops, &org);
+		ck_assert_int_eq(org.attn_scores_f16, CPU_LEVEL_AVX512);
+		ck_assert_int_eq(org.exp_sum, CPU_LEVEL_AVX512);
+		kern_resolve(&fs[3], CPU_LEVEL_AVX2, &ops, &org);
+		ck_assert_int_eq(org.attn_accum_f16, CPU_LEVEL_AVX2);
+	}
+#endif
 }
 END_TEST
 
 /* kern_describe() names only levels this CPU runs. */
 START_TEST(describe_names_runnable_levels)
 {
-	char buf[2048], *line;
+	char buf[KERN_DESCRIBE_MAX], *line;
 
 	kern_init();
 	kern_describe(buf, sizeof(buf));
+	/* not truncated: the last line whole (the version commands print it) */
+	ck_assert_uint_lt(strlen(buf), sizeof(buf) - 64);
+	ck_assert_ptr_nonnull(strstr(buf, "op norm: "));
 	ck_assert_ptr_nonnull(strstr(buf, "op gemv q4_0: "));
 	ck_assert_ptr_nonnull(strstr(buf, "op silu_mul: "));
 	for (line = strtok(buf, "\n"); line; line = strtok(NULL, "\n")) {

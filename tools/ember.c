@@ -40,7 +40,7 @@ static void usage(FILE *out)
 int cmd_version(int argc, char **argv)
 {
 	struct cpu_features f;
-	char buf[128], ops[1024];
+	char buf[128], ops[KERN_DESCRIBE_MAX];
 
 	(void)argc;
 	(void)argv;

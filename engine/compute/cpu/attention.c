@@ -23,9 +23,6 @@
 #include "dtype.h"
 #include "ember.h"
 #include "kernels.h"
-#if defined(__x86_64__)
-#include "kernels_impl.h"
-#endif
 
 /* Keys per block: a tile's scores for one block are ATTENTION_TILE x
  * ATTN_KEYS floats (16 KB), and with 64-wide heads the K and V blocks are
@@ -145,64 +142,29 @@ static const uint16_t *kv_rows_f16(const struct kv_cache *kv, uint32_t il, const
 	return (const uint16_t *)head + (size_t)r0 * d;
 }
 
-/* Which F16-in-place kernels the decode groups use: 2 for the avx512
- * level's scores, 1 for the avx2 level's, 0 for none (scalar, other
- * architectures: rows are converted, kv_rows). The avx2 and avx512
- * levels' scores and sums are the same bits (attention_avx512.c), and the
- * F16 forms convert in registers exactly as kv_rows() does into a
- * buffer, so the choice changes no result. The decode step's F16
- * conversion of every key and value block, a store and a reload of each
- * row, took ~40% of its attention time (8 TinyLlama sequences, Zen 4). */
-static int attn_f16_kernels(void)
-{
-#if defined(__x86_64__)
-	switch (kern_level()) {
-	case CPU_LEVEL_AVX2:
-		return 1;
-	case CPU_LEVEL_AVX512:
-	case CPU_LEVEL_AMX:
-		return 2;
-	default:
-		return 0;
-	}
-#else
-	return 0;
-#endif
-}
-
 /* kern_attn_scores() of a key block given as floats (kf) or, when kh is
- * set, as F16 rows in place (f16k: attn_f16_kernels()). */
-static void blk_scores(int f16k, const float *q, size_t ld_q, const float *kf, const uint16_t *kh,
-		       size_t d, const float *bias, float scale, float *s, size_t ld_s, size_t nq,
-		       size_t nk)
+ * set, as F16 rows in place (levels where kern_attn_f16_rows(): the
+ * decode step's conversion of every key and value block, a store and a
+ * reload of each row, took ~40% of its attention time, 8 TinyLlama
+ * sequences, Zen 4; the F16 forms give the converted rows' bits). */
+static void blk_scores(const float *q, size_t ld_q, const float *kf, const uint16_t *kh, size_t d,
+		       const float *bias, float scale, float *s, size_t ld_s, size_t nq, size_t nk)
 {
-#if defined(__x86_64__)
-	if (kh && f16k == 2)
-		kern_avx512_attn_scores_f16(q, ld_q, kh, d, bias, scale, s, ld_s, nq, nk);
-	else if (kh)
-		kern_avx2_attn_scores_f16(q, ld_q, kh, d, bias, scale, s, ld_s, nq, nk);
+	if (kh)
+		kern_attn_scores_f16(q, ld_q, kh, d, bias, scale, s, ld_s, nq, nk);
 	else
-#endif
 		kern_attn_scores(q, ld_q, kf, d, bias, scale, s, ld_s, nq, nk);
-	(void)f16k;
-	(void)kh;
 }
 
 /* kern_attn_accum() of a value block given as floats (vf) or F16 rows in
  * place (vh), as blk_scores(). */
-static void blk_accum(int f16k, float *o, size_t ld_o, const float *r, const float *p, size_t ld_p,
+static void blk_accum(float *o, size_t ld_o, const float *r, const float *p, size_t ld_p,
 		      const float *vf, const uint16_t *vh, size_t d, size_t nq, size_t nk)
 {
-#if defined(__x86_64__)
-	if (vh && f16k == 2)
-		kern_avx512_attn_accum_f16(o, ld_o, r, p, ld_p, vh, d, nq, nk);
-	else if (vh)
-		kern_avx2_attn_accum_f16(o, ld_o, r, p, ld_p, vh, d, nq, nk);
+	if (vh)
+		kern_attn_accum_f16(o, ld_o, r, p, ld_p, vh, d, nq, nk);
 	else
-#endif
 		kern_attn_accum(o, ld_o, r, p, ld_p, vf, d, nq, nk);
-	(void)f16k;
-	(void)vh;
 }
 
 /* ALiBi bias of key positions j0 .. j0+n-1 for a head of slope m (see
@@ -227,37 +189,12 @@ struct attn_job {
 	void *pre_ctx;
 };
 
-/* kern_max() and kern_exp_sum() of a score row; at the avx512 level
- * (f16k = 2) on ZMM: the same sums (kern_avx512_exp_sum) and maximum
- * (but for a zero's sign, which exp(s - m) does not see), 20-35% less
- * time on 64-float rows (aligned as S is), no scalar tail on a block's
- * ragged ones. */
-static float row_max(int f16k, const float *x, size_t n)
-{
-#if defined(__x86_64__)
-	if (f16k == 2)
-		return kern_avx512_max(x, n);
-#endif
-	(void)f16k;
-	return kern_max(x, n);
-}
-
-static float row_exp_sum(int f16k, float *x, size_t n, float m)
-{
-#if defined(__x86_64__)
-	if (f16k == 2)
-		return kern_avx512_exp_sum(x, n, m);
-#endif
-	(void)f16k;
-	return kern_exp_sum(x, n, m);
-}
-
 /* The softmax step of rows [first, n) of a tile for one block of nb keys
  * from position j0: S rows (stride ld_s) become P, m and l advance, r
  * gets each row's rescale factor. Query i sees keys up to pos + i, and
  * with a window w > 0 only those after pos + i - w; a row that sees none
  * of the block keeps its state (r = 1, P = 0). */
-static void softmax_block(int f16k, float *S, size_t ld_s, uint32_t first, uint32_t n,
+static void softmax_block(float *S, size_t ld_s, uint32_t first, uint32_t n,
 			  uint32_t pos, uint32_t j0, uint32_t nb, uint32_t w, float *m, float *l,
 			  float *r)
 {
@@ -275,12 +212,12 @@ static void softmax_block(int f16k, float *S, size_t ld_s, uint32_t first, uint3
 			memset(s, 0, nb * sizeof(float));
 			continue;
 		}
-		mx = row_max(f16k, s + a, nv - a);
+		mx = kern_max(s + a, nv - a);
 		m1 = mx > m[i] ? mx : m[i];
 		/* m1 == m[i] covers both "no growth" (r = 1 exactly) and a row
 		 * of -inf scores, where exp(-inf - -inf) would be NaN. */
 		r[i] = m1 == m[i] ? 1.0f : expf(m[i] - m1);
-		l[i] = l[i] * r[i] + row_exp_sum(f16k, s + a, nv - a, m1);
+		l[i] = l[i] * r[i] + kern_exp_sum(s + a, nv - a, m1);
 		m[i] = m1;
 		memset(s, 0, a * sizeof(float));
 		memset(s + nv, 0, (nb - nv) * sizeof(float));
@@ -372,7 +309,7 @@ static void attend_heads(const struct attn_job *job, const struct attention_tile
 	const void *kc = kv_cache_k(kv, job->il, g), *vc = kv_cache_v(kv, job->il, g);
 	const float scale = a->scale;
 	const uint32_t w = attention_window(a, job->il);
-	const int f16k = attn_f16_kernels();
+	const int f16k = kern_attn_f16_rows();
 	float kbuf[ATTN_KV_FLOATS], vbuf[ATTN_KV_FLOATS];
 	float qbuf[ATTENTION_TILE * ATTN_LOCAL_DIM], obuf[ATTENTION_TILE * ATTN_LOCAL_DIM];
 	/* rows of S 64-byte aligned: a ZMM load across two lines costs two */
@@ -422,13 +359,13 @@ static void attend_heads(const struct attn_job *job, const struct attention_tile
 			 * and output are rows e of qbuf, m, l, r, obuf, and each
 			 * score and output element sees the same operations in
 			 * either form (attention_avx2.c), so no result changes. */
-			blk_scores(f16k, qbuf, ld_q, kblk, kh, dk, NULL, scale, S, ATTN_KEYS, nh, nb);
+			blk_scores(qbuf, ld_q, kblk, kh, dk, NULL, scale, S, ATTN_KEYS, nh, nb);
 			if (a->softcap > 0.0f)
 				softcap_block(S, ATTN_KEYS, nh, nb, a->softcap);
 			for (e = 0; e < nh; e++)
-				softmax_block(f16k, S + (size_t)e * ATTN_KEYS, ATTN_KEYS, 0, 1, pos,
+				softmax_block(S + (size_t)e * ATTN_KEYS, ATTN_KEYS, 0, 1, pos,
 					      j0, nb, w, m + e, l + e, r + e);
-			blk_accum(f16k, obuf, ld_o, r, S, ATTN_KEYS, vblk, vh, dv, nh, nb);
+			blk_accum(obuf, ld_o, r, S, ATTN_KEYS, vblk, vh, dv, nh, nb);
 			continue;
 		}
 		for (e = 0; e < nh; e++) {
@@ -442,17 +379,17 @@ static void attend_heads(const struct attn_job *job, const struct attention_tile
 			for (i = first; i < n; i = strip_end(pos, j0, nb, i, n)) {
 				const uint32_t i1 = strip_end(pos, j0, nb, i, n);
 				float *Si = S + (size_t)(i - first) * ATTN_KEYS;
-				blk_scores(f16k, q + i * ld_q, ld_q, kblk, kh, dk,
+				blk_scores(q + i * ld_q, ld_q, kblk, kh, dk,
 					   a->alibi ? bias : NULL, scale, Si, ATTN_KEYS, i1 - i,
 					   strip_keys(pos, j0, nb, i1));
 				if (a->softcap > 0.0f)
 					softcap_block(Si, ATTN_KEYS, i1 - i, strip_keys(pos, j0, nb, i1),
 						      a->softcap);
 			}
-			softmax_block(f16k, S, ATTN_KEYS, first, n, pos, j0, nb, w, m + e * n,
+			softmax_block(S, ATTN_KEYS, first, n, pos, j0, nb, w, m + e * n,
 				      l + e * n, r + e * n);
 			for (i = first; i < n; i = strip_end(pos, j0, nb, i, n))
-				blk_accum(f16k, out + i * ld_o, ld_o, r + e * n + i,
+				blk_accum(out + i * ld_o, ld_o, r + e * n + i,
 					  S + (size_t)(i - first) * ATTN_KEYS, ATTN_KEYS, vblk, vh, dv,
 					  strip_end(pos, j0, nb, i, n) - i,
 					  strip_keys(pos, j0, nb, strip_end(pos, j0, nb, i, n)));

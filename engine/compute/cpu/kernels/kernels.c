@@ -218,6 +218,8 @@ enum cpu_level kern_resolve(const struct cpu_features *f, enum cpu_level cap,
 		KERN__TAKE(quantize_act_q8k);
 		KERN__TAKE(norm_rows);
 		KERN__TAKE(fp16_from_row);
+		KERN__TAKE(attn_scores_f16);
+		KERN__TAKE(attn_accum_f16);
 		/* A type's GEMV and GEMM come from one level: a token's result
 		 * must not depend on the batch it shares (kernels_impl.h). */
 		for (size_t t = 0; t < DTYPE_COUNT; t++) {
@@ -329,6 +331,10 @@ char *kern_describe(char *buf, size_t len)
 	kern__line(buf, len, &n, "softmax", NULL, o->exp_sum);
 	kern__line(buf, len, &n, "silu_mul", NULL, o->silu_mul);
 	kern__line(buf, len, &n, "norm", NULL, o->norm_rows);
+	if (kern_attn_f16_rows()) {
+		kern__line(buf, len, &n, "attn_scores_f16", NULL, o->attn_scores_f16);
+		kern__line(buf, len, &n, "attn_accum_f16", NULL, o->attn_accum_f16);
+	}
 	return buf;
 }
 
@@ -596,6 +602,25 @@ void kern_attn_accum(float *o, size_t ld_o, const float *r, const float *p, size
 		     const float *v, size_t d, size_t nq, size_t nk)
 {
 	kern__ops->attn_accum(o, ld_o, r, p, ld_p, v, d, nq, nk);
+}
+
+int kern_attn_f16_rows(void)
+{
+	const struct kern_ops *ops = kern_ops_active();
+
+	return ops->attn_scores_f16 != NULL && ops->attn_accum_f16 != NULL;
+}
+
+void kern_attn_scores_f16(const float *q, size_t ld_q, const uint16_t *k, size_t d,
+			  const float *bias, float scale, float *s, size_t ld_s, size_t nq, size_t nk)
+{
+	kern__ops->attn_scores_f16(q, ld_q, k, d, bias, scale, s, ld_s, nq, nk);
+}
+
+void kern_attn_accum_f16(float *o, size_t ld_o, const float *r, const float *p, size_t ld_p,
+			 const uint16_t *v, size_t d, size_t nq, size_t nk)
+{
+	kern__ops->attn_accum_f16(o, ld_o, r, p, ld_p, v, d, nq, nk);
 }
 
 void kern_fp16_to_fp32_row(const uint16_t *src, float *dst, size_t n)

@@ -42,6 +42,10 @@ enum cpu_level kern_level(void);
  * `len`. Returns `buf`. */
 char *kern_describe(char *buf, size_t len);
 
+/* A buffer kern_describe() never fills: every type's GEMV and GEMM, their
+ * packed forms and the other operations, ~45 bytes a line. */
+#define KERN_DESCRIBE_MAX 8192
+
 /*
  * Packed weight rows (LEVELS.md, "Packed rows"): a weight type id OR-ed
  * with KERN_PACKED means the matrix's rows were interleaved at load by
@@ -145,6 +149,20 @@ void kern_attn_scores(const float *q, size_t ld_q, const float *k, size_t d, con
  * rescaled once per block when its softmax maximum grew, plus the block. */
 void kern_attn_accum(float *o, size_t ld_o, const float *r, const float *p, size_t ld_p,
 		     const float *v, size_t d, size_t nq, size_t nk);
+
+/* 1 if the level reads F16 key / value rows in place (the two below),
+ * else 0: the caller then converts the rows (kern_fp16_to_fp32_row) and
+ * calls kern_attn_scores() / kern_attn_accum(). */
+int kern_attn_f16_rows(void);
+
+/* kern_attn_scores() / kern_attn_accum() with the keys / values given as
+ * F16 rows (the F16 KV cache's, in place), converted exactly in
+ * registers: the same bits as converting the rows first. Only where
+ * kern_attn_f16_rows() is 1. */
+void kern_attn_scores_f16(const float *q, size_t ld_q, const uint16_t *k, size_t d,
+			  const float *bias, float scale, float *s, size_t ld_s, size_t nq, size_t nk);
+void kern_attn_accum_f16(float *o, size_t ld_o, const float *r, const float *p, size_t ld_p,
+			 const uint16_t *v, size_t d, size_t nq, size_t nk);
 
 /* dst[i] = the F16 value src[i] as a float, i < n (exact; F16 KV cache
  * rows, converted once per key block). */

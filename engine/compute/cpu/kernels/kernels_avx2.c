@@ -404,6 +404,8 @@ const struct kern_ops kern_ops_avx2 = {
 	.silu_mul = kern_avx2_silu_mul,
 	.norm_rows = kern_avx2_norm_rows,
 	.fp16_from_row = kern_avx2_fp16_from_row,
+	.attn_scores_f16 = kern_avx2_attn_scores_f16,
+	.attn_accum_f16 = kern_avx2_attn_accum_f16,
 	.quantize_act = avx2__quantize_act,
 	.gemm =
 		{

@@ -203,6 +203,10 @@ const struct kern_ops kern_ops_avx512 = {
 	.name = "avx512",
 	.quantize_act = avx512__quantize_act,
 	.attn_scores = kern_avx512_attn_scores,
+	.max = kern_avx512_max,
+	.exp_sum = kern_avx512_exp_sum,
+	.attn_scores_f16 = kern_avx512_attn_scores_f16,
+	.attn_accum_f16 = kern_avx512_attn_accum_f16,
 	.silu_mul = kern_avx512_silu_mul,
 	.gemm =
 		{

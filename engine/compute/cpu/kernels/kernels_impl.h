@@ -138,6 +138,15 @@ struct kern_ops {
 			  float *out, size_t n);
 	/* kern_fp32_to_fp16_row(); bit-identical at every level. */
 	void (*fp16_from_row)(const float *src, uint16_t *dst, size_t n);
+	/* kern_attn_scores_f16() / kern_attn_accum_f16(): attn_scores and
+	 * attn_accum with the keys / values given as F16 rows, converted in
+	 * registers, the same bits as converting them first. NULL (scalar,
+	 * AArch64): the caller converts the rows (kern_attn_f16_rows()). */
+	void (*attn_scores_f16)(const float *q, size_t ld_q, const uint16_t *k, size_t d,
+				const float *bias, float scale, float *s, size_t ld_s, size_t nq,
+				size_t nk);
+	void (*attn_accum_f16)(float *o, size_t ld_o, const float *r, const float *p, size_t ld_p,
+			       const uint16_t *v, size_t d, size_t nq, size_t nk);
 	/* Packed weight rows (kernels.h KERN_PACKED): pack_rows[t] the rows
 	 * per group G (0: no packed form of t at this level), pgemm[t] and
 	 * pgemv[t] (NULL: pgemm[t]) the products on such a matrix, rows
@@ -155,6 +164,7 @@ struct kern_origin {
 	enum cpu_level gemm[DTYPE_COUNT], gemv[DTYPE_COUNT];
 	enum cpu_level quantize_act_q8k;
 	enum cpu_level norm_rows, fp16_from_row;
+	enum cpu_level attn_scores_f16, attn_accum_f16;
 };
 
 /* Moves n_out rows (nb blocks of bs bytes each, rows contiguous) between
