@@ -50,7 +50,14 @@ int main(int argc, char **argv)
 	size_t n_tok = argc > 2 ? strtoul(argv[2], NULL, 10) : 64;
 	size_t threads = argc > 3 ? strtoul(argv[3], NULL, 10) : 1;
 	int reps = argc > 4 ? atoi(argv[4]) : 20;
-	int tn = dtype_from_name(tname); /* any type with kernels: q4_k, q6_k, ... */
+	/* any type with kernels: q4_k, q6_k, ...; a trailing p (q4_kp): its
+	 * rows packed (kernels.h KERN_PACKED) */
+	char tbase[32];
+	const size_t tlen = strlen(tname);
+	const int packed = tlen > 1 && tlen < sizeof(tbase) && tname[tlen - 1] == 'p' &&
+			   dtype_from_name(tname) < 0;
+	snprintf(tbase, sizeof(tbase), "%.*s", (int)(packed ? tlen - 1 : tlen), tname);
+	int tn = dtype_from_name(tbase);
 	uint32_t t = tn < 0 ? DTYPE_Q4_0 : (uint32_t)tn;
 	clockid_t clk = threads > 1 ? CLOCK_MONOTONIC : CLOCK_THREAD_CPUTIME_ID;
 	tpool_t pool = threads > 1 ? tpool_create(threads) : NULL;
@@ -68,23 +75,34 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	kern_init();
+	if (packed)
+		t |= KERN_PACKED;
+	if (packed && !kern_supports(t)) {
+		fprintf(stderr, "gemm_q: no packed rows for %s at this level\n", tbase);
+		return 2;
+	}
 	for (size_t s = 0; s < n_shapes; s++) {
 		size_t n_out = shapes[s][0], n_in = shapes[s][1];
-		size_t row = dtype_row_size(t, n_in);
+		size_t row = dtype_row_size(t & ~KERN_PACKED, n_in);
 		float *wf = malloc(n_in * sizeof(float));
 		float *x = malloc(n_in * n_tok * sizeof(float));
 		float *y = malloc(n_out * n_tok * sizeof(float));
 		char *w = malloc(row * n_out);
 		void *scratch = aligned_alloc(64, (kern_matmul_scratch(t, n_in, n_tok) + 63) & ~(size_t)63);
 		double *dt = malloc((size_t)reps * sizeof(double));
+		char perr[512];
 
 		if (!wf || !x || !y || !w || !scratch || !dt)
 			goto next;
 		for (size_t o = 0; o < n_out; o++) {
 			for (size_t i = 0; i < n_in; i++)
 				wf[i] = rnd(&seed);
-			kern_quantize_row(t, wf, w + o * row, n_in);
+			kern_quantize_row(t & ~KERN_PACKED, wf, w + o * row, n_in);
 		}
+		if (packed && kern_pack_type(t & ~KERN_PACKED, n_out, n_in) != t)
+			goto next;
+		if (packed && kern_pack_rows(t & ~KERN_PACKED, w, n_out, n_in, perr) != 0)
+			goto next;
 		for (size_t i = 0; i < n_in * n_tok; i++)
 			x[i] = rnd(&seed);
 		kern_matmul(pool, t, w, n_out, n_in, x, n_tok, y, scratch); /* warm up */

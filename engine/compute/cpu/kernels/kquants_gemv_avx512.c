@@ -41,13 +41,29 @@
  * rows at once: per 1024 weights 16 VPDPBUSD, 4 VPACKSSDW, 4 VPSHUFB, 4
  * VPDPWSSD, where the per-row body takes 16, 8, 8 VPERMW, 8 and a 4-row
  * reduce. Same integer sums, same float steps (kz_step_dmin()). */
+/* kp_q4k()'s float step: lane r of is / mins row r's four partial sums,
+ * hd the super-block's header lanes (d, dmin in dword 0). */
+static inline __m128 kp_q4k_step(__m128 acc, __m512i is, __m512i mins, __m512i hd, float xd,
+				 __m512i red, __m128i dsel)
+{
+	/* lane r: [is 0 + 2, is 1 + 3, mins 0 + 2, mins 1 + 3], then the sums */
+	const __m512i t =
+		_mm512_add_epi32(_mm512_unpacklo_epi64(is, mins), _mm512_unpackhi_epi64(is, mins));
+	const __m512i u = _mm512_add_epi32(t, _mm512_shuffle_epi32(t, _MM_PERM_CDAB));
+	/* [isum rows 0..3, msum rows 0..3, (d, dmin) rows 0..3, -] */
+	const __m512i imd = _mm512_permutex2var_epi32(u, red, hd);
+	const __m128i dd = _mm_shuffle_epi8(_mm512_extracti32x4_epi32(imd, 2), dsel);
+
+	return kz_step_dmin4(acc, _mm512_castsi512_si256(imd), _mm_cvtph_ps(dd),
+			     _mm_cvtph_ps(_mm_unpackhi_epi64(dd, dd)), xd);
+}
+
 static __attribute__((noinline)) void kp_q4k(const struct kern_gemm_args *a, size_t o, size_t end)
 {
 	const size_t bs = sizeof(struct kern_block_q4_k), nsb = a->n_in / KERN_QKK;
 	const size_t step = KG_R * bs, ah = kern_pack_ahead, pfo = ah * a->w_stride;
 	const int pf = ah && o + KG_R + ah <= end;
 	const char *g = (const char *)a->w + o * a->w_stride;
-	const char *const hw[KG_R] = {g, g + 16, g + 32, g + 48};
 	const struct kern_block_q8_k *x = a->xk;
 	const __m512i m4 = _mm512_set1_epi8(0x0f), m3f = _mm512_set1_epi8(0x3f);
 	const __m512i sh04 = _mm512_set4_epi32(4, 0, 4, 0);
@@ -57,7 +73,9 @@ static __attribute__((noinline)) void kp_q4k(const struct kern_gemm_args *a, siz
 	 * lane), each as int16 four times */
 	__m512i to_sc[4];
 	/* dwords 0 and 2 of each lane: the rows' isum, then msum */
-	const __m512i red = _mm512_setr_epi32(0, 4, 8, 12, 2, 6, 10, 14, 0, 0, 0, 0, 0, 0, 0, 0);
+	const __m512i red = _mm512_setr_epi32(0, 4, 8, 12, 2, 6, 10, 14, 16, 20, 24, 28, 0, 0, 0, 0);
+	/* kg_halves4()'s: the d of rows 0..3, then their dmin */
+	const __m128i dsel = _mm_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15);
 	__m128 acc = _mm_setzero_ps();
 
 	KG_UNROLL
@@ -68,7 +86,7 @@ static __attribute__((noinline)) void kp_q4k(const struct kern_gemm_args *a, siz
 			c[k] = (char)(k % 2 ? -1 : 2 * p + k / 8);
 		to_sc[p] = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)c));
 	}
-	__m512i hd_n = kz_load(g);
+	__m512i hd_n = kz_load(g), is_p = _mm512_setzero_si512(), mins_p = is_p, hd_p = is_p;
 	for (size_t s = 0; s < nsb; s++) {
 		const char *b = g + s * step;
 		const int8_t *xq = x[s].qs;
@@ -99,7 +117,7 @@ static __attribute__((noinline)) void kp_q4k(const struct kern_gemm_args *a, siz
 			const __m512i xh = _mm512_broadcast_i32x4(
 				_mm_loadu_si128((const __m128i *)(xq + 64 * p + 32 + 16 * hf)));
 			const __m512i lo = _mm512_and_si512(q, m4);
-			const __m512i hn = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
+			const __m512i hn = _mm512_andnot_si512(m4, q); /* 16 x the high nibble */
 
 			sub[2 * p] = _mm512_dpbusd_epi32(hf ? sub[2 * p] : _mm512_setzero_si512(), lo, xl);
 			sub[2 * p + 1] =
@@ -107,18 +125,19 @@ static __attribute__((noinline)) void kp_q4k(const struct kern_gemm_args *a, siz
 		}
 		KG_UNROLL
 		for (int p = 0; p < 4; p++)
-			isum[p % 2] = _mm512_dpwssd_epi32(isum[p % 2],
-							  _mm512_packs_epi32(sub[2 * p], sub[2 * p + 1]),
-							  _mm512_shuffle_epi8(all, to_sc[p]));
-		const __m512i is = _mm512_add_epi32(isum[0], isum[1]);
-		/* lane r: [is 0 + 2, is 1 + 3, mins 0 + 2, mins 1 + 3], then the sums */
-		const __m512i t = _mm512_add_epi32(_mm512_unpacklo_epi64(is, mins),
-						   _mm512_unpackhi_epi64(is, mins));
-		const __m512i u = _mm512_add_epi32(t, _mm512_shuffle_epi32(t, _MM_PERM_CDAB));
-		const __m256i im = _mm512_castsi512_si256(_mm512_permutexvar_epi32(red, u));
-
-		acc = kz_step_dmin(acc, im, hw, s * step, x[s].d);
+			isum[p % 2] = _mm512_dpwssd_epi32(
+				isum[p % 2],
+				_mm512_packs_epi32(sub[2 * p], _mm512_srai_epi32(sub[2 * p + 1], 4)),
+				_mm512_shuffle_epi8(all, to_sc[p]));
+		/* the previous super-block's float step, its sums long done: a
+		 * step at the end of its own sums' chain stalled the loop */
+		if (s > 0)
+			acc = kp_q4k_step(acc, is_p, mins_p, hd_p, x[s - 1].d, red, dsel);
+		is_p = _mm512_add_epi32(isum[0], isum[1]);
+		mins_p = mins;
+		hd_p = hd;
 	}
+	acc = kp_q4k_step(acc, is_p, mins_p, hd_p, x[nsb - 1].d, red, dsel);
 	kg_store(a, o, KG_R, 1, acc);
 }
 
