@@ -8,7 +8,9 @@
  * Also their packed forms (kernels.h KERN_PACKED, groups of KG_R = 4
  * rows): the same row bodies, the same instructions per row, with the
  * four rows' bases a block apart and a row's super-blocks 4 blocks apart,
- * so the step reads one linear stream (LEVELS.md, "Packed rows").
+ * so the step reads one linear stream (LEVELS.md, "Packed rows"); Q4_K's
+ * groups are interleaved 16 bytes at a time and have their own body
+ * (kp_q4k: four rows in the lanes of one ZMM).
  */
 #if defined(__x86_64__)
 #include <immintrin.h>
