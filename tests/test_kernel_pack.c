@@ -82,6 +82,7 @@ START_TEST(pack_groups_units)
 	static const size_t bss[] = {16, 144, 176};
 
 	ck_assert_uint_eq(kern_pack_unit(DTYPE_Q4_K), 16);
+	ck_assert_uint_eq(kern_pack_unit(DTYPE_Q5_K), 16);
 	ck_assert_uint_eq(kern_pack_unit(DTYPE_Q6_K), dtype_type_size(DTYPE_Q6_K));
 	for (size_t bi = 0; bi < 3; bi++) {
 		const size_t g = 4, u = 16, bs = bss[bi], nb = 3, n_out = 3 * g;

@@ -383,7 +383,7 @@ void kern_pack_groups_u(void *w, size_t n_out, size_t nb, size_t bs, size_t g, s
 
 size_t kern_pack_unit(uint32_t t)
 {
-	return t == DTYPE_Q4_K ? 16 : dtype_type_size(t);
+	return t == DTYPE_Q4_K || t == DTYPE_Q5_K ? 16 : dtype_type_size(t);
 }
 
 static int kern__pack(uint32_t t, void *w, size_t n_out, size_t n_in, int unpack, char *err)

@@ -43,6 +43,12 @@
  * rows at once: per 1024 weights 16 VPDPBUSD, 4 VPACKSSDW, 4 VPSHUFB, 4
  * VPDPWSSD, where the per-row body takes 16, 8, 8 VPERMW, 8 and a 4-row
  * reduce. Same integer sums, same float steps (kz_step_dmin()). */
+/* Bit `from` of each byte of v moved to bit 4 (other bits: anything). */
+KG_INLINE __m512i kv_bit_to4(__m512i v, int from)
+{
+	return from <= 4 ? _mm512_slli_epi16(v, 4 - from) : _mm512_srli_epi16(v, from - 4);
+}
+
 /* kp_q4k()'s float step: lane r of is / mins row r's four partial sums,
  * hd the super-block's header lanes (d, dmin in dword 0). */
 static inline __m128 kp_q4k_step(__m128 acc, __m512i is, __m512i mins, __m512i hd, float xd,
@@ -60,9 +66,11 @@ static inline __m128 kp_q4k_step(__m128 acc, __m512i is, __m512i mins, __m512i h
 			     _mm_cvtph_ps(_mm_unpackhi_epi64(dd, dd)), xd);
 }
 
-static __attribute__((noinline)) void kp_q4k(const struct kern_gemm_args *a, size_t o, size_t end)
+KG_INLINE void kp_k4(const struct kern_gemm_args *a, size_t o, size_t end, int five)
 {
-	const size_t bs = sizeof(struct kern_block_q4_k), nsb = a->n_in / KERN_QKK;
+	const size_t bs = five ? sizeof(struct kern_block_q5_k) : sizeof(struct kern_block_q4_k);
+	const size_t nsb = a->n_in / KERN_QKK, qs_c = five ? 3 : 1;
+	const __m512i b16 = _mm512_set1_epi8(16);
 	const size_t step = KG_R * bs, ah = kern_pack_ahead, pfo = ah * a->w_stride;
 	const int pf = ah && o + KG_R + ah <= end;
 	const char *g = (const char *)a->w + o * a->w_stride;
@@ -109,17 +117,26 @@ static __attribute__((noinline)) void kp_q4k(const struct kern_gemm_args *a, siz
 			_mm_packs_epi32(_mm256_castsi256_si128(bp), _mm256_extracti128_si256(bp, 1)));
 		const __m512i mins = _mm512_madd_epi16(_mm512_shuffle_epi8(all, to_mn), bp16);
 		__m512i sub[8], isum[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
+		/* Q5_K: qh bytes 16 hf .. 16 hf + 15 of the rows (bit 2p: the
+		 * fifth bit of sub-block 2p's element, 2p + 1: of 2p + 1's) */
+		const __m512i qh[2] = {five ? kz_load(b + 64) : m4, five ? kz_load(b + 128) : m4};
 
 		KG_UNROLL
 		for (int j = 0; j < 8; j++) {
 			const int p = j / 2, hf = j % 2;
-			const __m512i q = kz_load(b + 64 + 64 * j);
+			const __m512i q = kz_load(b + 64 * (qs_c + j));
 			const __m512i xl = _mm512_broadcast_i32x4(
 				_mm_loadu_si128((const __m128i *)(xq + 64 * p + 16 * hf)));
 			const __m512i xh = _mm512_broadcast_i32x4(
 				_mm_loadu_si128((const __m128i *)(xq + 64 * p + 32 + 16 * hf)));
-			const __m512i lo = _mm512_and_si512(q, m4);
-			const __m512i hn = _mm512_andnot_si512(m4, q); /* 16 x the high nibble */
+			__m512i lo = _mm512_and_si512(q, m4);
+			/* Q4_K: 16 x the high nibble (VPSRAD on the sums below) */
+			__m512i hn = _mm512_andnot_si512(m4, q);
+			if (five) { /* bits 2p, 2p + 1 of qh to bit 4 */
+				lo = _mm512_ternarylogic_epi32(lo, b16, kv_bit_to4(qh[hf], 2 * p), 0xF8);
+				hn = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(q, 4), m4),
+							       b16, kv_bit_to4(qh[hf], 2 * p + 1), 0xF8);
+			}
 
 			sub[2 * p] = _mm512_dpbusd_epi32(hf ? sub[2 * p] : _mm512_setzero_si512(), lo, xl);
 			sub[2 * p + 1] =
@@ -129,7 +146,8 @@ static __attribute__((noinline)) void kp_q4k(const struct kern_gemm_args *a, siz
 		for (int p = 0; p < 4; p++)
 			isum[p % 2] = _mm512_dpwssd_epi32(
 				isum[p % 2],
-				_mm512_packs_epi32(sub[2 * p], _mm512_srai_epi32(sub[2 * p + 1], 4)),
+				_mm512_packs_epi32(sub[2 * p],
+						   five ? sub[2 * p + 1] : _mm512_srai_epi32(sub[2 * p + 1], 4)),
 				_mm512_shuffle_epi8(all, to_sc[p]));
 		/* the previous super-block's float step, its sums long done: a
 		 * step at the end of its own sums' chain stalled the loop */
@@ -143,9 +161,14 @@ static __attribute__((noinline)) void kp_q4k(const struct kern_gemm_args *a, siz
 	kg_store(a, o, KG_R, 1, acc);
 }
 
+static __attribute__((noinline)) void kp_q4k(const struct kern_gemm_args *a, size_t o, size_t end)
+{
+	kp_k4(a, o, end, 0);
+}
+
 static __attribute__((noinline)) void kp_q5k(const struct kern_gemm_args *a, size_t o, size_t end)
 {
-	kz_k4_body(a, o, 4, 1, end, 1, 1);
+	kp_k4(a, o, end, 1);
 }
 
 static __attribute__((noinline)) void kp_q6k(const struct kern_gemm_args *a, size_t o, size_t end,

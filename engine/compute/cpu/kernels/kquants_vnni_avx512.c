@@ -264,7 +264,9 @@ struct kv_at {
 QV_INLINE struct kv_rows kv__rows_of(const struct kern_gemm_args *a, struct kv_at at, size_t bs)
 {
 	const char *w = (const char *)a->w;
-	const size_t u = bs == sizeof(struct kern_block_q4_k) ? 16 : bs; /* kern_pack_unit() */
+	/* kern_pack_unit() */
+	const size_t u =
+		bs == sizeof(struct kern_block_q4_k) || bs == sizeof(struct kern_block_q5_k) ? 16 : bs;
 
 	if (!at.pk)
 		return (struct kv_rows){w + at.o * a->w_stride, at.st, 4 * at.st, bs, 1};
