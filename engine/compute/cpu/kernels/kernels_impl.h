@@ -171,9 +171,9 @@ void kern_pack_groups_u(void *w, size_t n_out, size_t nb, size_t bs, size_t g, s
 			int unpack, void *tmp);
 
 /* The unit kern_pack_rows() interleaves type t's blocks in (the avx512
- * level's rule, the only level that packs): Q4_K 16 bytes, so a ZMM load
- * holds the same 16 bytes of the group's four rows (kquants_gemv_avx512.c
- * kp_q4k); others a whole block. */
+ * level's rule, the only level that packs): Q4_K and Q5_K 16 bytes, so a
+ * ZMM load holds the same 16 bytes of the group's four rows
+ * (kquants_gemv_avx512.c kp_k4); others a whole block. */
 size_t kern_pack_unit(uint32_t t);
 
 /* Builds the table for the best level `f` can run, capped at `cap` (its

@@ -9,8 +9,8 @@
  * rows): the same row bodies, the same instructions per row, with the
  * four rows' bases a block apart and a row's super-blocks 4 blocks apart,
  * so the step reads one linear stream (LEVELS.md, "Packed rows"); Q4_K's
- * groups are interleaved 16 bytes at a time and have their own body
- * (kp_q4k: four rows in the lanes of one ZMM).
+ * and Q5_K's groups are interleaved 16 bytes at a time and have their own
+ * body (kp_k4: four rows in the lanes of one ZMM).
  */
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -30,21 +30,8 @@
 
 #include "kquants_gemv.h"
 
-/* One packed group of four Q4_K rows (o a multiple of 4), interleaved 16
- * bytes at a time (kern_pack_unit()): byte k of row r's super-block s at
- * group + 4 s bs + (4 (k / 16) + r) 16 + k % 16. So one ZMM load holds
- * the same 16 bytes of the four rows, row r in 128-bit lane r: the header
- * (d, dmin, 12 scale bytes), then qs chunk j (bytes 16j .. 16j + 15: 32
- * values, low nibbles of sub-block 2 (j / 2), high ones of 2 (j / 2) + 1)
- * against the activations' 16 bytes broadcast to the four lanes. Each
- * sub-block's 8-product partial sums stay in lanes (at most 8 x 15 x 128:
- * int16), two sub-blocks are packed by one VPACKSSDW and scaled by one
- * VPDPWSSD whose scales (VPSHUFB of the decoded row lanes) serve the four
- * rows at once: per 1024 weights 16 VPDPBUSD, 4 VPACKSSDW, 4 VPSHUFB, 4
- * VPDPWSSD, where the per-row body takes 16, 8, 8 VPERMW, 8 and a 4-row
- * reduce. Same integer sums, same float steps (kz_step_dmin()). */
 /* Bit `from` of each byte of v moved to bit 4 (other bits: anything). */
-KG_INLINE __m512i kv_bit_to4(__m512i v, int from)
+KG_INLINE __m512i kp_bit_to4(__m512i v, int from)
 {
 	return from <= 4 ? _mm512_slli_epi16(v, 4 - from) : _mm512_srli_epi16(v, from - 4);
 }
@@ -66,6 +53,23 @@ static inline __m128 kp_q4k_step(__m128 acc, __m512i is, __m512i mins, __m512i h
 			     _mm_cvtph_ps(_mm_unpackhi_epi64(dd, dd)), xd);
 }
 
+/* One packed group of four Q4_K (five = 0) or Q5_K rows (o a multiple of
+ * 4), interleaved 16 bytes at a time (kern_pack_unit()): byte k of row
+ * r's super-block s at group + 4 s bs + (4 (k / 16) + r) 16 + k % 16.
+ * So one ZMM load holds
+ * the same 16 bytes of the four rows, row r in 128-bit lane r: the header
+ * (d, dmin, 12 scale bytes), then qs chunk j (bytes 16j .. 16j + 15: 32
+ * values, low nibbles of sub-block 2 (j / 2), high ones of 2 (j / 2) + 1;
+ * Q5_K: after its two qh chunks) against the activations' 16 bytes
+ * broadcast to the four lanes. Q4_K's high nibbles are taken as 16 x the
+ * nibble (VPANDN; the sums shifted back by one VPSRAD). Each
+ * sub-block's 8-product partial sums stay in lanes (at most 8 x 31 x 128:
+ * int16), two sub-blocks are packed by one VPACKSSDW and scaled by one
+ * VPDPWSSD whose scales (VPSHUFB of the decoded row lanes) serve the four
+ * rows at once: per 1024 weights 16 VPDPBUSD, 4 VPACKSSDW, 4 VPSHUFB, 4
+ * VPDPWSSD, where the per-row body takes 16, 8, 8 VPERMW, 8 and a 4-row
+ * reduce. Same integer sums, same float steps (kz_step_dmin4()), the
+ * float step of super-block s after the sums of s + 1. */
 KG_INLINE void kp_k4(const struct kern_gemm_args *a, size_t o, size_t end, int five)
 {
 	const size_t bs = five ? sizeof(struct kern_block_q5_k) : sizeof(struct kern_block_q4_k);
@@ -133,9 +137,9 @@ KG_INLINE void kp_k4(const struct kern_gemm_args *a, size_t o, size_t end, int f
 			/* Q4_K: 16 x the high nibble (VPSRAD on the sums below) */
 			__m512i hn = _mm512_andnot_si512(m4, q);
 			if (five) { /* bits 2p, 2p + 1 of qh to bit 4 */
-				lo = _mm512_ternarylogic_epi32(lo, b16, kv_bit_to4(qh[hf], 2 * p), 0xF8);
+				lo = _mm512_ternarylogic_epi32(lo, b16, kp_bit_to4(qh[hf], 2 * p), 0xF8);
 				hn = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(q, 4), m4),
-							       b16, kv_bit_to4(qh[hf], 2 * p + 1), 0xF8);
+							       b16, kp_bit_to4(qh[hf], 2 * p + 1), 0xF8);
 			}
 
 			sub[2 * p] = _mm512_dpbusd_epi32(hf ? sub[2 * p] : _mm512_setzero_si512(), lo, xl);
