@@ -74,6 +74,45 @@ START_TEST(pack_groups_layout_and_round_trip)
 }
 END_TEST
 
+/* kern_pack_groups_u() in 16-byte units (Q4_K's rule, kern_pack_unit()):
+ * byte k of block b of row r at group_base + b g bs + (g (k / 16) + r) 16
+ * + k % 16; unpack restores the file. */
+START_TEST(pack_groups_units)
+{
+	static const size_t bss[] = {16, 144, 176};
+
+	ck_assert_uint_eq(kern_pack_unit(DTYPE_Q4_K), 16);
+	ck_assert_uint_eq(kern_pack_unit(DTYPE_Q5_K), 16);
+	ck_assert_uint_eq(kern_pack_unit(DTYPE_Q6_K), dtype_type_size(DTYPE_Q6_K));
+	for (size_t bi = 0; bi < 3; bi++) {
+		const size_t g = 4, u = 16, bs = bss[bi], nb = 3, n_out = 3 * g;
+		const size_t row = nb * bs;
+		uint8_t *w = malloc(n_out * row), *tmp = malloc(g * row);
+
+		for (size_t r = 0; r < n_out; r++)
+			for (size_t b = 0; b < nb; b++)
+				for (size_t k = 0; k < bs; k++)
+					w[r * row + b * bs + k] = kp_byte(r, b, k);
+		kern_pack_groups_u(w, n_out, nb, bs, g, u, 0, tmp);
+		for (size_t r = 0; r < n_out; r++)
+			for (size_t b = 0; b < nb; b++)
+				for (size_t k = 0; k < bs; k++) {
+					const size_t at = (r / g) * g * row + b * g * bs +
+							  (g * (k / u) + r % g) * u + k % u;
+					ck_assert_msg(w[at] == kp_byte(r, b, k), "bs %zu row %zu block %zu byte %zu",
+						      bs, r, b, k);
+				}
+		kern_pack_groups_u(w, n_out, nb, bs, g, u, 1, tmp);
+		for (size_t r = 0; r < n_out; r++)
+			for (size_t b = 0; b < nb; b++)
+				for (size_t k = 0; k < bs; k++)
+					ck_assert(w[r * row + b * bs + k] == kp_byte(r, b, k));
+		free(w);
+		free(tmp);
+	}
+}
+END_TEST
+
 /* kern_resolve(): for every feature set and cap, a type's pack_rows,
  * pgemm and pgemv are those of the level its gemm came from (a level
  * without a packed form gives none), and pack_rows is never set
@@ -217,7 +256,8 @@ static void kp_check_level(enum cpu_level level)
 
 				kp_fill_blocks(t, w, n_out * st);
 				memcpy(pw, w, n_out * st);
-				kern_pack_groups(pw, n_out, nb, dtype_type_size(t), g, 0, tmp);
+				kern_pack_groups_u(pw, n_out, nb, dtype_type_size(t), g,
+						   kern_pack_unit(t), 0, tmp);
 				for (size_t i = 0; i < n_in * T; i++)
 					x[i] = (float)((int)(kp_rand() % 2001) - 1000) / 300.0f;
 				for (size_t i = 0; i < T; i++)
@@ -291,6 +331,7 @@ Suite *suite_kernel_pack(void)
 
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, pack_groups_layout_and_round_trip);
+	tcase_add_test(tc, pack_groups_units);
 	tcase_add_test(tc, resolve_takes_packed_form_with_gemm);
 	tcase_add_test(tc, pack_rows_follow_the_active_level);
 	tcase_add_test(tc, packed_kernels_equal_file_layout_bit_for_bit);

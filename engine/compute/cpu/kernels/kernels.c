@@ -361,6 +361,12 @@ uint32_t kern_pack_type(uint32_t t, size_t n_out, size_t n_in)
 void kern_pack_groups(void *w, size_t n_out, size_t nb, size_t bs, size_t g, int unpack,
 		      void *tmp)
 {
+	kern_pack_groups_u(w, n_out, nb, bs, g, bs, unpack, tmp);
+}
+
+void kern_pack_groups_u(void *w, size_t n_out, size_t nb, size_t bs, size_t g, size_t u,
+			int unpack, void *tmp)
+{
 	const size_t row = nb * bs;
 
 	for (size_t o = 0; o < n_out; o += g) {
@@ -368,13 +374,22 @@ void kern_pack_groups(void *w, size_t n_out, size_t nb, size_t bs, size_t g, int
 
 		memcpy(tmp, grp, g * row);
 		for (size_t r = 0; r < g; r++)
-			for (size_t b = 0; b < nb; b++) {
-				char *file = grp + r * row + b * bs, *pk = grp + (b * g + r) * bs;
-				const char *src = (const char *)tmp + (unpack ? (b * g + r) * bs
-									      : r * row + b * bs);
-				memcpy(unpack ? file : pk, src, bs);
-			}
+			for (size_t b = 0; b < nb; b++)
+				for (size_t k = 0; k < bs; k += u) {
+					char *file = grp + r * row + b * bs + k;
+					char *pk = grp + b * g * bs + (g * (k / u) + r) * u;
+					const char *src = (const char *)tmp + (pk - grp);
+
+					if (!unpack)
+						src = (const char *)tmp + (file - grp);
+					memcpy(unpack ? file : pk, src, u);
+				}
 	}
+}
+
+size_t kern_pack_unit(uint32_t t)
+{
+	return t == DTYPE_Q4_K || t == DTYPE_Q5_K ? 16 : dtype_type_size(t);
 }
 
 static int kern__pack(uint32_t t, void *w, size_t n_out, size_t n_in, int unpack, char *err)
@@ -391,7 +406,7 @@ static int kern__pack(uint32_t t, void *w, size_t n_out, size_t n_in, int unpack
 	bs = dtype_type_size(t);
 	if ((tmp = malloc(g * nb * bs)) == NULL)
 		return ember_seterr(err, EMBER_ENOMEM, "packing %zu rows", g);
-	kern_pack_groups(w, n_out, nb, bs, g, unpack, tmp);
+	kern_pack_groups_u(w, n_out, nb, bs, g, kern_pack_unit(t), unpack, tmp);
 	free(tmp);
 	return 0;
 }

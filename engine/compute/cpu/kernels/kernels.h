@@ -51,7 +51,8 @@ char *kern_describe(char *buf, size_t len);
  * with KERN_PACKED means the matrix's rows were interleaved at load by
  * kern_pack_rows() for this process's level: in each group of G rows
  * (G = the level's rows per step for the type), block b of row r (r < G)
- * sits at group_base + (b * G + r) * type_size, where group g covers
+ * sits at group_base + (b * G + r) * type_size (Q4_K, Q5_K: 16-byte units,
+ * kern_pack_unit() in kernels_impl.h), where group g covers
  * exactly the bytes of rows [g G, g G + G) in the file. The kernels then
  * read one linear stream instead of G rows side by side; the results are
  * the file layout's bit for bit. kern_matmul, kern_matmul_n,

@@ -174,6 +174,18 @@ struct kern_origin {
 void kern_pack_groups(void *w, size_t n_out, size_t nb, size_t bs, size_t g, int unpack,
 		      void *tmp);
 
+/* kern_pack_groups() in units of u bytes (u divides bs): byte k of block
+ * b of row r at group_base + b g bs + (g (k / u) + r) u + k % u; u = bs
+ * is kern_pack_groups(). */
+void kern_pack_groups_u(void *w, size_t n_out, size_t nb, size_t bs, size_t g, size_t u,
+			int unpack, void *tmp);
+
+/* The unit kern_pack_rows() interleaves type t's blocks in (the avx512
+ * level's rule, the only level that packs): Q4_K and Q5_K 16 bytes, so a
+ * ZMM load holds the same 16 bytes of the group's four rows
+ * (kquants_gemv_avx512.c kp_k4); others a whole block. */
+size_t kern_pack_unit(uint32_t t);
+
 /* Builds the table for the best level `f` can run, capped at `cap` (its
  * position in cpu_levels(); a level with no table built is skipped):
  * each entry from the highest such level that has one. Returns the level

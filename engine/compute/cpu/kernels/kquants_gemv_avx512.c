@@ -8,7 +8,9 @@
  * Also their packed forms (kernels.h KERN_PACKED, groups of KG_R = 4
  * rows): the same row bodies, the same instructions per row, with the
  * four rows' bases a block apart and a row's super-blocks 4 blocks apart,
- * so the step reads one linear stream (LEVELS.md, "Packed rows").
+ * so the step reads one linear stream (LEVELS.md, "Packed rows"); Q4_K's
+ * and Q5_K's groups are interleaved 16 bytes at a time and have their own
+ * body (kp_k4: four rows in the lanes of one ZMM).
  */
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -28,15 +30,149 @@
 
 #include "kquants_gemv.h"
 
-/* One packed group of four rows (o a multiple of 4). */
+/* Bit `from` of each byte of v moved to bit 4 (other bits: anything). */
+KG_INLINE __m512i kp_bit_to4(__m512i v, int from)
+{
+	return from <= 4 ? _mm512_slli_epi16(v, 4 - from) : _mm512_srli_epi16(v, from - 4);
+}
+
+/* kp_q4k()'s float step: lane r of is / mins row r's four partial sums,
+ * hd the super-block's header lanes (d, dmin in dword 0). */
+static inline __m128 kp_q4k_step(__m128 acc, __m512i is, __m512i mins, __m512i hd, float xd,
+				 __m512i red, __m128i dsel)
+{
+	/* lane r: [is 0 + 2, is 1 + 3, mins 0 + 2, mins 1 + 3], then the sums */
+	const __m512i t =
+		_mm512_add_epi32(_mm512_unpacklo_epi64(is, mins), _mm512_unpackhi_epi64(is, mins));
+	const __m512i u = _mm512_add_epi32(t, _mm512_shuffle_epi32(t, _MM_PERM_CDAB));
+	/* [isum rows 0..3, msum rows 0..3, (d, dmin) rows 0..3, -] */
+	const __m512i imd = _mm512_permutex2var_epi32(u, red, hd);
+	const __m128i dd = _mm_shuffle_epi8(_mm512_extracti32x4_epi32(imd, 2), dsel);
+
+	return kz_step_dmin4(acc, _mm512_castsi512_si256(imd), _mm_cvtph_ps(dd),
+			     _mm_cvtph_ps(_mm_unpackhi_epi64(dd, dd)), xd);
+}
+
+/* One packed group of four Q4_K (five = 0) or Q5_K rows (o a multiple of
+ * 4), interleaved 16 bytes at a time (kern_pack_unit()): byte k of row
+ * r's super-block s at group + 4 s bs + (4 (k / 16) + r) 16 + k % 16.
+ * So one ZMM load holds
+ * the same 16 bytes of the four rows, row r in 128-bit lane r: the header
+ * (d, dmin, 12 scale bytes), then qs chunk j (bytes 16j .. 16j + 15: 32
+ * values, low nibbles of sub-block 2 (j / 2), high ones of 2 (j / 2) + 1;
+ * Q5_K: after its two qh chunks) against the activations' 16 bytes
+ * broadcast to the four lanes. Q4_K's high nibbles are taken as 16 x the
+ * nibble (VPANDN; the sums shifted back by one VPSRAD). Each
+ * sub-block's 8-product partial sums stay in lanes (at most 8 x 31 x 128:
+ * int16), two sub-blocks are packed by one VPACKSSDW and scaled by one
+ * VPDPWSSD whose scales (VPSHUFB of the decoded row lanes) serve the four
+ * rows at once: per 1024 weights 16 VPDPBUSD, 4 VPACKSSDW, 4 VPSHUFB, 4
+ * VPDPWSSD, where the per-row body takes 16, 8, 8 VPERMW, 8 and a 4-row
+ * reduce. Same integer sums, same float steps (kz_step_dmin4()), the
+ * float step of super-block s after the sums of s + 1. */
+KG_INLINE void kp_k4(const struct kern_gemm_args *a, size_t o, size_t end, int five)
+{
+	const size_t bs = five ? sizeof(struct kern_block_q5_k) : sizeof(struct kern_block_q4_k);
+	const size_t nsb = a->n_in / KERN_QKK, qs_c = five ? 3 : 1;
+	const __m512i b16 = _mm512_set1_epi8(16);
+	const size_t step = KG_R * bs, ah = kern_pack_ahead, pfo = ah * a->w_stride;
+	const int pf = ah && o + KG_R + ah <= end;
+	const char *g = (const char *)a->w + o * a->w_stride;
+	const struct kern_block_q8_k *x = a->xk;
+	const __m512i m4 = _mm512_set1_epi8(0x0f), m3f = _mm512_set1_epi8(0x3f);
+	const __m512i sh04 = _mm512_set4_epi32(4, 0, 4, 0);
+	const __m512i to_mn = _mm512_broadcast_i32x4(
+		_mm_setr_epi8(8, -1, 9, -1, 10, -1, 11, -1, 12, -1, 13, -1, 14, -1, 15, -1));
+	/* the scales of sub-blocks 2p, 2p + 1 (bytes 2p, 2p + 1 of a decoded
+	 * lane), each as int16 four times */
+	__m512i to_sc[4];
+	/* dwords 0 and 2 of each lane: the rows' isum, then msum */
+	const __m512i red = _mm512_setr_epi32(0, 4, 8, 12, 2, 6, 10, 14, 16, 20, 24, 28, 0, 0, 0, 0);
+	/* kg_halves4()'s: the d of rows 0..3, then their dmin */
+	const __m128i dsel = _mm_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15);
+	__m128 acc = _mm_setzero_ps();
+
+	KG_UNROLL
+	for (int p = 0; p < 4; p++) {
+		char c[16];
+
+		for (int k = 0; k < 16; k++)
+			c[k] = (char)(k % 2 ? -1 : 2 * p + k / 8);
+		to_sc[p] = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)c));
+	}
+	__m512i hd_n = kz_load(g), is_p = _mm512_setzero_si512(), mins_p = is_p, hd_p = is_p;
+	for (size_t s = 0; s < nsb; s++) {
+		const char *b = g + s * step;
+		const int8_t *xq = x[s].qs;
+
+		if (pf)
+			kg_prefetch(b + pfo, step);
+		const __m512i hd = hd_n;
+		if (s + 1 < nsb)
+			hd_n = kz_load(b + step);
+		/* kz_k4_decode() on the lanes: [sc 0..7, m 0..7] */
+		const __m512i v = _mm512_bsrli_epi128(hd, 4);
+		const __m512i a2 = _mm512_srlv_epi32(_mm512_shuffle_epi32(v, 0xAA), sh04);
+		const __m512i hi = _mm512_ternarylogic_epi32(_mm512_and_si512(a2, m4), _mm512_srli_epi32(v, 2),
+							     _mm512_set1_epi8(0x30), 0xF8);
+		const __m512i all = _mm512_unpacklo_epi32(_mm512_and_si512(v, m3f), hi);
+		const __m256i bp = _mm256_madd_epi16(kg_load(x[s].bsums), _mm256_set1_epi16(1));
+		const __m512i bp16 = _mm512_broadcast_i32x4(
+			_mm_packs_epi32(_mm256_castsi256_si128(bp), _mm256_extracti128_si256(bp, 1)));
+		const __m512i mins = _mm512_madd_epi16(_mm512_shuffle_epi8(all, to_mn), bp16);
+		__m512i sub[8], isum[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
+		/* Q5_K: qh bytes 16 hf .. 16 hf + 15 of the rows (bit 2p: the
+		 * fifth bit of sub-block 2p's element, 2p + 1: of 2p + 1's) */
+		const __m512i qh[2] = {five ? kz_load(b + 64) : m4, five ? kz_load(b + 128) : m4};
+
+		KG_UNROLL
+		for (int j = 0; j < 8; j++) {
+			const int p = j / 2, hf = j % 2;
+			const __m512i q = kz_load(b + 64 * (qs_c + j));
+			const __m512i xl = _mm512_broadcast_i32x4(
+				_mm_loadu_si128((const __m128i *)(xq + 64 * p + 16 * hf)));
+			const __m512i xh = _mm512_broadcast_i32x4(
+				_mm_loadu_si128((const __m128i *)(xq + 64 * p + 32 + 16 * hf)));
+			__m512i lo = _mm512_and_si512(q, m4);
+			/* Q4_K: 16 x the high nibble (VPSRAD on the sums below) */
+			__m512i hn = _mm512_andnot_si512(m4, q);
+			if (five) { /* bits 2p, 2p + 1 of qh to bit 4 */
+				lo = _mm512_ternarylogic_epi32(lo, b16, kp_bit_to4(qh[hf], 2 * p), 0xF8);
+				hn = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(q, 4), m4),
+							       b16, kp_bit_to4(qh[hf], 2 * p + 1), 0xF8);
+			}
+
+			sub[2 * p] = _mm512_dpbusd_epi32(hf ? sub[2 * p] : _mm512_setzero_si512(), lo, xl);
+			sub[2 * p + 1] =
+				_mm512_dpbusd_epi32(hf ? sub[2 * p + 1] : _mm512_setzero_si512(), hn, xh);
+		}
+		KG_UNROLL
+		for (int p = 0; p < 4; p++)
+			isum[p % 2] = _mm512_dpwssd_epi32(
+				isum[p % 2],
+				_mm512_packs_epi32(sub[2 * p],
+						   five ? sub[2 * p + 1] : _mm512_srai_epi32(sub[2 * p + 1], 4)),
+				_mm512_shuffle_epi8(all, to_sc[p]));
+		/* the previous super-block's float step, its sums long done: a
+		 * step at the end of its own sums' chain stalled the loop */
+		if (s > 0)
+			acc = kp_q4k_step(acc, is_p, mins_p, hd_p, x[s - 1].d, red, dsel);
+		is_p = _mm512_add_epi32(isum[0], isum[1]);
+		mins_p = mins;
+		hd_p = hd;
+	}
+	acc = kp_q4k_step(acc, is_p, mins_p, hd_p, x[nsb - 1].d, red, dsel);
+	kg_store(a, o, KG_R, 1, acc);
+}
+
 static __attribute__((noinline)) void kp_q4k(const struct kern_gemm_args *a, size_t o, size_t end)
 {
-	kz_k4_body(a, o, 4, 0, end, 1, 1);
+	kp_k4(a, o, end, 0);
 }
 
 static __attribute__((noinline)) void kp_q5k(const struct kern_gemm_args *a, size_t o, size_t end)
 {
-	kz_k4_body(a, o, 4, 1, end, 1, 1);
+	kp_k4(a, o, end, 1);
 }
 
 static __attribute__((noinline)) void kp_q6k(const struct kern_gemm_args *a, size_t o, size_t end,

@@ -65,19 +65,25 @@ KG_INLINE __m512i kz_scale_idx(int base, int first, int lane_step, int lane_div,
 }
 
 /* Q4_K/Q5_K/Q2_K's float step for the four rows' super-block (d and dmin
- * as halves at w[r] + off; isum in im's low lanes, msum in its high ones):
+ * of the rows in d4, dmin4; isum in im's low lanes, msum in its high ones):
  * acc + (d D) isum, then - (dmin D) msum, the order of kquants_gemv_ref.c. */
-KG_INLINE __m128 kz_step_dmin(__m128 acc, __m256i im, const char *const w[KG_R], size_t off,
-			      float xd_s)
+KG_INLINE __m128 kz_step_dmin4(__m128 acc, __m256i im, __m128 d4, __m128 dmin4, float xd_s)
 {
 	const __m128 xd = _mm_set1_ps(xd_s);
-	__m128 d4, dmin4;
-
-	kg_halves4(w, off, &d4, &dmin4);
 	const __m128 dk = _mm_mul_ps(d4, xd);
 	const __m128 mk = _mm_mul_ps(dmin4, xd);
 	acc = _mm_add_ps(acc, _mm_mul_ps(dk, _mm_cvtepi32_ps(_mm256_castsi256_si128(im))));
 	return _mm_sub_ps(acc, _mm_mul_ps(mk, _mm_cvtepi32_ps(_mm256_extracti128_si256(im, 1))));
+}
+
+/* kz_step_dmin4() with d and dmin read as halves at w[r] + off. */
+KG_INLINE __m128 kz_step_dmin(__m128 acc, __m256i im, const char *const w[KG_R], size_t off,
+			      float xd_s)
+{
+	__m128 d4, dmin4;
+
+	kg_halves4(w, off, &d4, &dmin4);
+	return kz_step_dmin4(acc, im, d4, dmin4, xd_s);
 }
 
 /* Four rows' int32 accumulators (16 lanes each) and a vector whose lane k

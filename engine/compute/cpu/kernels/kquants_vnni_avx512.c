@@ -39,12 +39,14 @@
 #define KV_KC 8 /* super-blocks per panel */
 
 /* A tile's 16 rows: row 4g + i at w + g * gst + i * rst, its super-block
- * s `step` bytes after s - 1. File layout: rst = st, gst = 4 st, step =
- * bs; packed (kernels.h KERN_PACKED, groups of 4): rst = bs, gst = 4 st,
- * step = 4 bs; rst = gst = 0: all the same row. */
+ * s `step` bytes after s - 1, byte k of a super-block km k bytes past its
+ * start (k a multiple of 16, 16 bytes read). File layout: rst = st, gst =
+ * 4 st, step = bs, km = 1; packed (kernels.h KERN_PACKED, groups of 4):
+ * rst = bs, gst = 4 st, step = 4 bs, km = 1, but Q4_K (16-byte units,
+ * kern_pack_unit()): rst = 16, km = 4; rst = gst = 0: all the same row. */
 struct kv_rows {
 	const char *w;
-	size_t rst, gst, step;
+	size_t rst, gst, step, km;
 };
 
 /* Bytes `off` .. off + 15 of rows i, i + 4, i + 8, i + 12. */
@@ -91,8 +93,8 @@ QV_INLINE void kv__k4_pair(struct kv_rows rp, size_t qs, int p, const __m512i qh
 {
 	const __m512i m4 = _mm512_set1_epi8(0x0f);
 
-	kv__rows16(rp, qs + 32 * p, u);
-	kv__rows16(rp, qs + 16 + 32 * p, u + 4);
+	kv__rows16(rp, qs + 32 * p * rp.km, u);
+	kv__rows16(rp, qs + (16 + 32 * p) * rp.km, u + 4);
 	QV_UNROLL
 	for (int c = 0; c < 8; c++) {
 		v[c] = _mm512_and_si512(_mm512_srli_epi16(u[c], 4), m4);
@@ -183,12 +185,12 @@ static void kv__pack_k4(struct kv_rows rp, size_t s0, size_t n, int five, struct
 
 		kv__k4_head(rp, sb, pn->v[s]);
 		if (five) {
-			kv__rows16(rp, sb + 16, qh);
-			kv__rows16(rp, sb + 32, qh + 4);
+			kv__rows16(rp, sb + 16 * rp.km, qh);
+			kv__rows16(rp, sb + 32 * rp.km, qh + 4);
 		}
 		QV_UNROLL
 		for (int p = 0; p < 4; p++)
-			kv__k4_pair(rp, sb + qs_off, p, qh, five, pn->w[s][2 * p], pn->w[s][2 * p + 1]);
+			kv__k4_pair(rp, sb + qs_off * rp.km, p, qh, five, pn->w[s][2 * p], pn->w[s][2 * p + 1]);
 	}
 }
 
@@ -262,11 +264,14 @@ struct kv_at {
 QV_INLINE struct kv_rows kv__rows_of(const struct kern_gemm_args *a, struct kv_at at, size_t bs)
 {
 	const char *w = (const char *)a->w;
+	/* kern_pack_unit() */
+	const size_t u =
+		bs == sizeof(struct kern_block_q4_k) || bs == sizeof(struct kern_block_q5_k) ? 16 : bs;
 
 	if (!at.pk)
-		return (struct kv_rows){w + at.o * a->w_stride, at.st, 4 * at.st, bs};
-	return (struct kv_rows){w + (at.o & ~(size_t)3) * a->w_stride + (at.o & 3) * bs,
-				at.st ? bs : 0, 4 * at.st, 4 * bs};
+		return (struct kv_rows){w + at.o * a->w_stride, at.st, 4 * at.st, bs, 1};
+	return (struct kv_rows){w + (at.o & ~(size_t)3) * a->w_stride + (at.o & 3) * u,
+				at.st ? u : 0, 4 * at.st, 4 * bs, bs / u == 1 ? 1 : 4};
 }
 
 /* The tokens' Q8_K blocks of super-block s: q[i] = token i's values of
@@ -463,15 +468,15 @@ QV_INLINE void kv__tile_s(const struct kern_gemm_args *a, struct kv_at at, int T
 
 			kv__k4_head(rp, sb, v);
 			if (five) {
-				kv__rows16(rp, sb + 16, qh);
-				kv__rows16(rp, sb + 32, qh + 4);
+				kv__rows16(rp, sb + 16 * rp.km, qh);
+				kv__rows16(rp, sb + 32 * rp.km, qh + 4);
 			}
 			QV_UNROLL
 			for (int p = 0; p < 4; p++) {
 				__m512i u[8], w[8];
 				const int8_t *q[KV_TOK];
 
-				kv__k4_pair(rp, sb + (five ? 48 : 16), p, qh, five, u, w);
+				kv__k4_pair(rp, sb + (five ? 48 : 16) * rp.km, p, qh, five, u, w);
 				kv__q(xk, s, 2 * p, T, q);
 				kv__k4_blk(u, v[2 * p], q, T, isum);
 				kv__q(xk, s, 2 * p + 1, T, q);
