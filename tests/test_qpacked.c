@@ -298,8 +298,11 @@ START_TEST(avx512_packs_q4_0_and_q8_0_amx_does_not)
 							  : kern_avx512_pgemm_q8_0));
 		ck_assert(ops.pgemv[t] == (t == DTYPE_Q4_0 ? kern_avx512_pgemv_q4_0
 							  : kern_avx512_pgemv_q8_0));
+		/* Q4_0 tiled by its own rule, Q8_0 the generic interleave */
+		ck_assert(ops.pack_fn[t] == (t == DTYPE_Q4_0 ? kern_avx512_pack_q4_0 : NULL));
 		ck_assert_int_eq(kern_resolve(&f, CPU_LEVEL_AMX, &ops, NULL), CPU_LEVEL_AMX);
 		ck_assert_uint_eq(ops.pack_rows[t], 0);
+		ck_assert_ptr_null(ops.pack_fn[t]);
 		ck_assert_ptr_null(ops.pgemm[t]);
 		ck_assert_ptr_null(ops.pgemv[t]);
 #endif

@@ -18,13 +18,18 @@
  * Zen 4 (LEVELS.md, "Decode GEMV, fifth session"): the loop is bound by
  * getting the file layout into row lanes, not by the multiplies.
  *
- * Packed rows (KERN_PACKED): the same loads, each row at an immediate
- * displacement from one base (qgp__load_q4/q8), a block step of 16
- * blocks (qg__tile's pk), so the tile streams one linear run of 288
- * (Q4_0) or 544 (Q8_0) bytes a block. In L2 (one thread, 512 x 2048,
- * Zen 4) Q4_0 36.0 GB/s as the file layout's 35.9, Q8_0 48.2 vs 46.3.
+ * Packed rows (KERN_PACKED): a block step of 16 blocks (qg__tile's pk),
+ * so the tile streams one linear run of 288 (Q4_0) or 544 (Q8_0) bytes a
+ * block. Q8_0 (generic interleave): the same loads, each row at an
+ * immediate displacement from one base (qgp__load_q8); in L2 (one
+ * thread, 512 x 2048, Zen 4) 48.2 GB/s vs the file layout's 46.3. Q4_0
+ * (tiled, kern_avx512_pack_q4_0 below): the scales in one load, the qs
+ * already in row lanes, no transpose: 34 -> 62 GB/s (LEVELS.md, "Tiled
+ * Q4_0 rows").
  */
 #if defined(__x86_64__)
+#include <assert.h>
+
 #include "kernels.h"
 #include "kernels_impl.h"
 #include "qvnni_avx512.h"
@@ -353,6 +358,8 @@ void kern_avx512_pack_q4_0(void *w, size_t n_out, size_t nb, size_t bs, size_t g
 {
 	const size_t row = nb * bs;
 
+	/* registered for Q4_0 with pack_rows 16 only (kernels_avx512.c) */
+	assert(g == QV_ROWS && bs == sizeof(struct kern_block_q4_0));
 	for (size_t o = 0; o < n_out; o += g) {
 		char *grp = (char *)w + o * row;
 
