@@ -246,11 +246,11 @@ QV_INLINE void qg__tile(const struct kern_gemm_args *a, size_t o, int q8, int pk
 	dw = pk ? (q8 ? qgp__load_q8(r.p, u) : qgp__load_q4(r.p, u))
 		: (q8 ? qg__load_q8(&r, u) : qg__load_q4(&r, u));
 	for (size_t b = 0; b < nb; b++) {
-		/* tiled Q4_0 (one linear stream read at ~60 GB/s in L2): no
-		 * software prefetch; with it a decode step's matrix products
-		 * took 25.7-26.4 ms of CPU instead of 18.1-18.5 (decode_prof
-		 * tl-q4_0 1 thread, Zen 4, 2 MiB pages): left to the hardware */
-		if (q8 || !pk)
+		/* packed rows (one linear stream): no software prefetch, left
+		 * to the hardware; with it a decode step's matrix products took
+		 * (decode_prof 1 thread, CPU ms, Zen 4, 2 MiB pages) Q4_0 tiled
+		 * 25.7-26.4 instead of 18.1-18.5, Q8_0 46.7-47.6 vs 35.1-35.9 */
+		if (!pk)
 			qv__prefetch_ahead(next, b, bs);
 		/* the next block (the last loads itself again rather than branch) */
 		if (b + 1 < nb) {
