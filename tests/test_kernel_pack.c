@@ -74,16 +74,19 @@ START_TEST(pack_groups_layout_and_round_trip)
 }
 END_TEST
 
-/* kern_pack_groups_u() in 16-byte units (Q4_K's rule, kern_pack_unit()):
+/* kern_pack_groups_u() in 16-byte units (Q4_K's rule, kern_pack_groups16()):
  * byte k of block b of row r at group_base + b g bs + (g (k / 16) + r) 16
  * + k % 16; unpack restores the file. */
 START_TEST(pack_groups_units)
 {
 	static const size_t bss[] = {16, 144, 176};
 
-	ck_assert_uint_eq(kern_pack_unit(DTYPE_Q4_K), 16);
-	ck_assert_uint_eq(kern_pack_unit(DTYPE_Q5_K), 16);
-	ck_assert_uint_eq(kern_pack_unit(DTYPE_Q6_K), dtype_type_size(DTYPE_Q6_K));
+#if defined(__x86_64__)
+	/* the avx512 level's rules: Q4_K, Q5_K in 16s, Q6_K whole blocks */
+	ck_assert(kern_ops_avx512.pack_fn[DTYPE_Q4_K] == kern_pack_groups16);
+	ck_assert(kern_ops_avx512.pack_fn[DTYPE_Q5_K] == kern_pack_groups16);
+	ck_assert(kern_ops_avx512.pack_fn[DTYPE_Q6_K] == NULL);
+#endif
 	for (size_t bi = 0; bi < 3; bi++) {
 		const size_t g = 4, u = 16, bs = bss[bi], nb = 3, n_out = 3 * g;
 		const size_t row = nb * bs;
@@ -256,8 +259,8 @@ static void kp_check_level(enum cpu_level level)
 
 				kp_fill_blocks(t, w, n_out * st);
 				memcpy(pw, w, n_out * st);
-				kern_pack_groups_u(pw, n_out, nb, dtype_type_size(t), g,
-						   kern_pack_unit(t), 0, tmp);
+				(ops->pack_fn[t] ? ops->pack_fn[t] : kern_pack_groups)(
+					pw, n_out, nb, dtype_type_size(t), g, 0, tmp);
 				for (size_t i = 0; i < n_in * T; i++)
 					x[i] = (float)((int)(kp_rand() % 2001) - 1000) / 300.0f;
 				for (size_t i = 0; i < T; i++)

@@ -2,7 +2,8 @@
  * test_qpacked.c - the avx512 level's Q4_0 and Q8_0 products on packed
  * weight rows (kernels.h KERN_PACKED: each group of 16 rows interleaved
  * block by block, block b of row r at group_base + (b * 16 + r) *
- * type_size) against the same level's file-layout products, bit for
+ * type_size; Q4_0 tiled inside each block's 16 * 18 bytes, qp_pack)
+ * against the same level's file-layout products, bit for
  * bit: random blocks, token counts across the one-token GEMV, the
  * streaming tiles (2..8, two groups 9..16) and the panel path (17+),
  * K across the panel's 64-block chunks, and row ranges that start and
@@ -42,13 +43,26 @@ static void *qp_alloc(size_t n)
 }
 
 /* The layout of the contract, written independently of the library's
- * packer: block b of row g * 16 + r to g * 16 * row + (b * 16 + r) * bs. */
+ * packer: Q8_0, block b of row g * 16 + r to g * 16 * row + (b * 16 + r)
+ * * bs; Q4_0 (tiled, kernels_impl.h kern_avx512_pack_q4_0), in the same
+ * 16 * bs bytes of block b of the group: row r's scale at 2 r, its qs
+ * byte j at 32 + 64 (j / 4) + 4 r + j % 4. */
 static void qp_pack(const uint8_t *w, uint8_t *p, size_t n_out, size_t row, size_t bs)
 {
 	for (size_t o = 0; o < n_out; o++)
-		for (size_t b = 0; b < row / bs; b++)
-			memcpy(p + o / 16 * 16 * row + (b * 16 + o % 16) * bs, w + o * row + b * bs,
-			       bs);
+		for (size_t b = 0; b < row / bs; b++) {
+			const uint8_t *f = w + o * row + b * bs;
+			uint8_t *blk = p + o / 16 * 16 * row + b * 16 * bs;
+			const size_t r = o % 16;
+
+			if (bs != sizeof(struct kern_block_q4_0)) {
+				memcpy(blk + r * bs, f, bs);
+				continue;
+			}
+			memcpy(blk + 2 * r, f, 2);
+			for (size_t j = 0; j < 16; j++)
+				blk[32 + 64 * (j / 4) + 4 * r + j % 4] = f[2 + j];
+		}
 }
 
 struct qp_case {
@@ -208,6 +222,20 @@ START_TEST(packed_matmul_equals_the_file_layout_bit_for_bit)
 		ck_assert_uint_eq(kern_pack_type(t, n_out, n_in), t | KERN_PACKED);
 		ck_assert_int_eq(kern_pack_rows(t, wp, n_out, n_in, err), 0);
 		ck_assert(memcmp(w, wp, row * n_out) != 0);
+		/* the library's packer writes the contract's layout, and
+		 * kern_unpack_rows() gives the file back */
+		{
+			uint8_t *wq = qp_alloc(row * n_out);
+
+			qp_pack(w, wq, n_out, row, dtype_type_size(t));
+			ck_assert_msg(memcmp(wq, wp, row * n_out) == 0, "%s: packed layout differs",
+				      dtype_name(t));
+			memcpy(wq, wp, row * n_out);
+			ck_assert_int_eq(kern_unpack_rows(t, wq, n_out, n_in, err), 0);
+			ck_assert_msg(memcmp(wq, w, row * n_out) == 0, "%s: unpack differs",
+				      dtype_name(t));
+			free(wq);
+		}
 		for (size_t k = 0; k < sizeof(toks) / sizeof(toks[0]); k++) {
 			const size_t n_tok = toks[k];
 			float *x = qp_alloc(n_in * n_tok * sizeof(float));
@@ -270,8 +298,11 @@ START_TEST(avx512_packs_q4_0_and_q8_0_amx_does_not)
 							  : kern_avx512_pgemm_q8_0));
 		ck_assert(ops.pgemv[t] == (t == DTYPE_Q4_0 ? kern_avx512_pgemv_q4_0
 							  : kern_avx512_pgemv_q8_0));
+		/* Q4_0 tiled by its own rule, Q8_0 the generic interleave */
+		ck_assert(ops.pack_fn[t] == (t == DTYPE_Q4_0 ? kern_avx512_pack_q4_0 : NULL));
 		ck_assert_int_eq(kern_resolve(&f, CPU_LEVEL_AMX, &ops, NULL), CPU_LEVEL_AMX);
 		ck_assert_uint_eq(ops.pack_rows[t], 0);
+		ck_assert_ptr_null(ops.pack_fn[t]);
 		ck_assert_ptr_null(ops.pgemm[t]);
 		ck_assert_ptr_null(ops.pgemv[t]);
 #endif

@@ -232,6 +232,7 @@ enum cpu_level kern_resolve(const struct cpu_features *f, enum cpu_level cap,
 			 * kernels compute its own gemm's results */
 			out->pack_rows[t] = ops->pgemm[t] ? ops->pack_rows[t] : 0;
 			out->pgemm[t] = out->pack_rows[t] ? ops->pgemm[t] : NULL;
+			out->pack_fn[t] = out->pack_rows[t] ? ops->pack_fn[t] : NULL;
 			out->pgemv[t] = !out->pack_rows[t] ? NULL
 					: ops->pgemv[t]	   ? ops->pgemv[t]
 							   : ops->pgemm[t];
@@ -387,9 +388,10 @@ void kern_pack_groups_u(void *w, size_t n_out, size_t nb, size_t bs, size_t g, s
 	}
 }
 
-size_t kern_pack_unit(uint32_t t)
+void kern_pack_groups16(void *w, size_t n_out, size_t nb, size_t bs, size_t g, int unpack,
+			void *tmp)
 {
-	return t == DTYPE_Q4_K || t == DTYPE_Q5_K ? 16 : dtype_type_size(t);
+	kern_pack_groups_u(w, n_out, nb, bs, g, 16, unpack, tmp);
 }
 
 static int kern__pack(uint32_t t, void *w, size_t n_out, size_t n_in, int unpack, char *err)
@@ -406,7 +408,8 @@ static int kern__pack(uint32_t t, void *w, size_t n_out, size_t n_in, int unpack
 	bs = dtype_type_size(t);
 	if ((tmp = malloc(g * nb * bs)) == NULL)
 		return ember_seterr(err, EMBER_ENOMEM, "packing %zu rows", g);
-	kern_pack_groups_u(w, n_out, nb, bs, g, kern_pack_unit(t), unpack, tmp);
+	(kern_ops_active()->pack_fn[t] ? kern_ops_active()->pack_fn[t]
+					: kern_pack_groups)(w, n_out, nb, bs, g, unpack, tmp);
 	free(tmp);
 	return 0;
 }

@@ -102,6 +102,11 @@ typedef void (*kern_gemm_fn)(const struct kern_gemm_args *a, size_t o0, size_t o
  * Other helpers add weight types as new gemm[]/gemv[] rows; keep field
  * names stable and add fields at the end.
  */
+/* A type's packed-row rule (struct kern_ops pack_fn): the arguments of
+ * kern_pack_groups(). */
+typedef void (*kern_pack_fn)(void *w, size_t n_out, size_t nb, size_t bs, size_t g, int unpack,
+			     void *tmp);
+
 struct kern_ops {
 	const char *name;
 	/* Quantizes `n` floats (a multiple of KERN_QK) into activation
@@ -156,6 +161,10 @@ struct kern_ops {
 	 * gemv[t]'s bit for bit. */
 	kern_gemm_fn pgemm[DTYPE_COUNT], pgemv[DTYPE_COUNT];
 	uint8_t pack_rows[DTYPE_COUNT];
+	/* pack_fn[t]: t's own packed form (kern_pack_rows / kern_unpack_rows
+	 * call it with kern_pack_groups()'s arguments); NULL: the generic
+	 * interleave, kern_pack_groups(). Taken with pgemm[t]. */
+	kern_pack_fn pack_fn[DTYPE_COUNT];
 };
 
 /* Which level supplied each entry of a resolved table (kern_resolve()). */
@@ -180,11 +189,11 @@ void kern_pack_groups(void *w, size_t n_out, size_t nb, size_t bs, size_t g, int
 void kern_pack_groups_u(void *w, size_t n_out, size_t nb, size_t bs, size_t g, size_t u,
 			int unpack, void *tmp);
 
-/* The unit kern_pack_rows() interleaves type t's blocks in (the avx512
- * level's rule, the only level that packs): Q4_K and Q5_K 16 bytes, so a
- * ZMM load holds the same 16 bytes of the group's four rows
- * (kquants_gemv_avx512.c kp_k4); others a whole block. */
-size_t kern_pack_unit(uint32_t t);
+/* kern_pack_groups_u() in 16-byte units, as a kern_pack_fn: the avx512
+ * level's Q4_K and Q5_K, so a ZMM load holds the same 16 bytes of the
+ * group's four rows (kquants_gemv_avx512.c kp_k4). */
+void kern_pack_groups16(void *w, size_t n_out, size_t nb, size_t bs, size_t g, int unpack,
+			void *tmp);
 
 /* Builds the table for the best level `f` can run, capped at `cap` (its
  * position in cpu_levels(); a level with no table built is skipped):
@@ -249,6 +258,12 @@ void kern_avx512_pgemm_q8_0(const struct kern_gemm_args *a, size_t o0, size_t o1
 void kern_avx512_pgemm_q4_0(const struct kern_gemm_args *a, size_t o0, size_t o1);
 void kern_avx512_pgemv_q4_0(const struct kern_gemm_args *a, size_t o0, size_t o1);
 void kern_avx512_pgemv_q8_0(const struct kern_gemm_args *a, size_t o0, size_t o1);
+/* Packed Q4_0 at the avx512 level (kernels_qgemv_avx512.c, "tiled"): per
+ * 16-row group and block b, 288 bytes at group_base + 288 b: the 16 rows'
+ * fp16 scales (row r at 2 r), then 4 x 64 bytes, chunk c holding qs bytes
+ * 4c..4c+3 of row r at 32 + 64 c + 4 r (the VNNI tile's row lanes). */
+void kern_avx512_pack_q4_0(void *w, size_t n_out, size_t nb, size_t bs, size_t g, int unpack,
+			   void *tmp);
 /* The AMX int8 prefill GEMM (kernels_amx.c; 16+ tokens, the rest from
  * the two above): bit-identical to them. Only where kern_amx_enable()
  * succeeded. */

@@ -18,13 +18,18 @@
  * Zen 4 (LEVELS.md, "Decode GEMV, fifth session"): the loop is bound by
  * getting the file layout into row lanes, not by the multiplies.
  *
- * Packed rows (KERN_PACKED): the same loads, each row at an immediate
- * displacement from one base (qgp__load_q4/q8), a block step of 16
- * blocks (qg__tile's pk), so the tile streams one linear run of 288
- * (Q4_0) or 544 (Q8_0) bytes a block. In L2 (one thread, 512 x 2048,
- * Zen 4) Q4_0 36.0 GB/s as the file layout's 35.9, Q8_0 48.2 vs 46.3.
+ * Packed rows (KERN_PACKED): a block step of 16 blocks (qg__tile's pk),
+ * so the tile streams one linear run of 288 (Q4_0) or 544 (Q8_0) bytes a
+ * block. Q8_0 (generic interleave): the same loads, each row at an
+ * immediate displacement from one base (qgp__load_q8); in L2 (one
+ * thread, 512 x 2048, Zen 4) 48.2 GB/s vs the file layout's 46.3. Q4_0
+ * (tiled, kern_avx512_pack_q4_0 below): the scales in one load, the qs
+ * already in row lanes, no transpose: 34 -> 62 GB/s (LEVELS.md, "Tiled
+ * Q4_0 rows").
  */
 #if defined(__x86_64__)
+#include <assert.h>
+
 #include "kernels.h"
 #include "kernels_impl.h"
 #include "qvnni_avx512.h"
@@ -140,14 +145,14 @@ QV_INLINE __m512 qg__load_q4(const struct qg_rows *r, __m512i v[4])
 	return qg__scales_f32(h);
 }
 
+/* Packed Q4_0 is tiled (kern_avx512_pack_q4_0): the scales in one load,
+ * the qs already in row lanes (no transpose in qg__dots_q4). */
 QV_INLINE __m512 qgp__load_q4(const char *p, __m512i v[4])
 {
-	uint64_t h[4];
-
-	__asm__(QGP_QS_ASM(2, 18, v) QGP_SC_ASM(18)
-		: QG_OUT(v, v), QG_H_OUT
-		: [p] "r"(p), "m"(*(const char(*)[16 * 18])p));
-	return qg__scales_f32(h);
+	QV_UNROLL
+	for (int c = 0; c < 4; c++)
+		v[c] = _mm512_loadu_si512(p + 32 + 64 * c);
+	return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
 }
 
 QV_INLINE __m512 qgp__load_q8(const char *p, __m512i u[8])
@@ -162,12 +167,13 @@ QV_INLINE __m512 qgp__load_q8(const char *p, __m512i u[8])
 
 /* Q4_0: the 16 rows' integer dots of block b (before the -8), row r in
  * lane r. */
-QV_INLINE __m512i qg__dots_q4(__m512i v[4], const int8_t *q)
+QV_INLINE __m512i qg__dots_q4(__m512i v[4], const int8_t *q, int pk)
 {
 	const __m512i m4 = _mm512_set1_epi8(0x0f);
 	__m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
 
-	qv__transpose4(v);
+	if (!pk)
+		qv__transpose4(v);
 	QV_UNROLL
 	for (int c = 0; c < 4; c++) {
 		s0 = qv__dpbusd_bcst(s0, _mm512_and_si512(v[c], m4), q + 4 * c);
@@ -178,10 +184,10 @@ QV_INLINE __m512i qg__dots_q4(__m512i v[4], const int8_t *q)
 
 /* Block b's step: acc = fma(float(S - xs8), dw * xd, acc). */
 QV_INLINE __m512 qg__step_q4(const struct kern_gemm_args *a, size_t b, __m512i v[4], __m512 dw,
-			     __m512 acc)
+			     __m512 acc, int pk)
 {
 	const struct kern_block_q8a *x = a->x;
-	__m512i s = qg__dots_q4(v, x[b].qs);
+	__m512i s = qg__dots_q4(v, x[b].qs, pk);
 
 	s = _mm512_sub_epi32(s, _mm512_set1_epi32(a->xs8[b]));
 	return _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw, _mm512_set1_ps(a->xd[b])),
@@ -240,7 +246,12 @@ QV_INLINE void qg__tile(const struct kern_gemm_args *a, size_t o, int q8, int pk
 	dw = pk ? (q8 ? qgp__load_q8(r.p, u) : qgp__load_q4(r.p, u))
 		: (q8 ? qg__load_q8(&r, u) : qg__load_q4(&r, u));
 	for (size_t b = 0; b < nb; b++) {
-		qv__prefetch_ahead(next, b, bs);
+		/* packed rows (one linear stream): no software prefetch, left
+		 * to the hardware; with it a decode step's matrix products took
+		 * (decode_prof 1 thread, CPU ms, Zen 4, 2 MiB pages) Q4_0 tiled
+		 * 25.7-26.4 instead of 18.1-18.5, Q8_0 46.7-47.6 vs 35.1-35.9 */
+		if (!pk)
+			qv__prefetch_ahead(next, b, bs);
 		/* the next block (the last loads itself again rather than branch) */
 		if (b + 1 < nb) {
 			r.p += bstep;
@@ -248,7 +259,7 @@ QV_INLINE void qg__tile(const struct kern_gemm_args *a, size_t o, int q8, int pk
 		}
 		dwn = pk ? (q8 ? qgp__load_q8(r.p, un) : qgp__load_q4(r.p, un))
 			 : (q8 ? qg__load_q8(&r, un) : qg__load_q4(&r, un));
-		acc = q8 ? qg__step_q8(a, b, u, dw, acc) : qg__step_q4(a, b, u, dw, acc);
+		acc = q8 ? qg__step_q8(a, b, u, dw, acc) : qg__step_q4(a, b, u, dw, acc, pk);
 		dw = dwn;
 		QV_UNROLL
 		for (int c = 0; c < nv; c++)
@@ -336,5 +347,38 @@ void kern_avx512_pgemv_q4_0(const struct kern_gemm_args *a, size_t o0, size_t o1
 void kern_avx512_pgemv_q8_0(const struct kern_gemm_args *a, size_t o0, size_t o1)
 {
 	kern_avx512_packed_split(a, o0, o1, qg__pgemv_q8_0);
+}
+#endif
+
+#if defined(__x86_64__)
+/* kern_avx512_pack_q4_0 (kernels_impl.h): file layout <-> tiled, one
+ * 16-row group at a time through tmp (g * nb * bs bytes). */
+void kern_avx512_pack_q4_0(void *w, size_t n_out, size_t nb, size_t bs, size_t g, int unpack,
+			   void *tmp)
+{
+	const size_t row = nb * bs;
+
+	/* registered for Q4_0 with pack_rows 16 only (kernels_avx512.c) */
+	assert(g == QV_ROWS && bs == sizeof(struct kern_block_q4_0));
+	for (size_t o = 0; o < n_out; o += g) {
+		char *grp = (char *)w + o * row;
+
+		memcpy(tmp, grp, g * row);
+		for (size_t b = 0; b < nb; b++)
+			for (size_t r = 0; r < g; r++) {
+				char *f = (unpack ? grp : (char *)tmp) + r * row + b * bs;
+				char *t = (unpack ? (char *)tmp : grp) + b * g * bs;
+
+				if (unpack) {
+					memcpy(f, t + 2 * r, 2);
+					for (size_t c = 0; c < 4; c++)
+						memcpy(f + 2 + 4 * c, t + 2 * g + 64 * c + 4 * r, 4);
+				} else {
+					memcpy(t + 2 * r, f, 2);
+					for (size_t c = 0; c < 4; c++)
+						memcpy(t + 2 * g + 64 * c + 4 * r, f + 2 + 4 * c, 4);
+				}
+			}
+	}
 }
 #endif

@@ -214,16 +214,16 @@ QV_INLINE void qv__tile(uint32_t wt, const struct kern_gemm_args *a, const struc
 		acc[k] = b0 == 0 ? _mm512_setzero_ps()
 				 : _mm512_loadu_ps(a->y + (t + k) * a->y_stride + o);
 	}
-	dw = qv__scales_g(w, rs, b0 * bstep);
-	qv__unpack_g(wt, w, rs, b0 * bstep, 0, T > 4, u);
+	dw = qv__scales_p(wt, w, rs, b0 * bstep, pk);
+	qv__unpack_p(wt, w, rs, b0 * bstep, T > 4, pk, u);
 	for (size_t b = b0; b < b1; b++, xs++) {
 		/* the last block unpacks itself again rather than branch */
 		size_t bn = b + 1 < b1 ? b + 1 : b;
-		__m512 dwn = qv__scales_g(w, rs, bn * bstep);
+		__m512 dwn = qv__scales_p(wt, w, rs, bn * bstep, pk);
 		__m512i un[8];
 
 		qv__prefetch_ahead(next, b, bs);
-		qv__unpack_g(wt, w, rs, bn * bstep, 0, T > 4, un);
+		qv__unpack_p(wt, w, rs, bn * bstep, T > 4, pk, un);
 		QV_UNROLL
 		for (int k = 0; k < T; k++)
 			acc[k] = qv__dot_n(u, dw, x[k][b].qs, xs->d[k], &xs->n[k], acc[k],
@@ -271,16 +271,16 @@ QV_INLINE void qv__tile1(uint32_t wt, const struct kern_gemm_args *a, size_t o, 
 		xs[k] = a->xs8 + (t + k) * a->xd_stride;
 		acc[k] = _mm512_setzero_ps();
 	}
-	dw = qv__scales_g(w, rs, 0);
-	qv__unpack_g(wt, w, rs, 0, 0, 0, u);
+	dw = qv__scales_p(wt, w, rs, 0, pk);
+	qv__unpack_p(wt, w, rs, 0, 0, pk, u);
 	for (size_t b = 0; b < nb; b++) {
 		/* the last block unpacks itself again rather than branch */
 		size_t bn = b + 1 < nb ? b + 1 : b;
-		__m512 dwn = qv__scales_g(w, rs, bn * bstep);
+		__m512 dwn = qv__scales_p(wt, w, rs, bn * bstep, pk);
 		__m512i un[8];
 
 		qv__prefetch_ahead(next, b, bs);
-		qv__unpack_g(wt, w, rs, bn * bstep, 0, 0, un);
+		qv__unpack_p(wt, w, rs, bn * bstep, 0, pk, un);
 		QV_UNROLL
 		for (int k = 0; k < T; k++)
 			acc[k] = qv__dot(wt, u, dw, x[k][b].qs, xd[k][b], xs[k][b], acc[k],
@@ -320,8 +320,8 @@ QV_INLINE void qv__pack(uint32_t wt, const struct kern_gemm_args *a, size_t o, s
 	const char *w = (const char *)a->w + o * st;
 
 	for (size_t j = 0; j < n; j++) {
-		p->dw[j] = qv__scales_g(w, rs, (b0 + j) * bstep);
-		qv__unpack_g(wt, w, rs, (b0 + j) * bstep, 0, 0, p->u[j]);
+		p->dw[j] = qv__scales_p(wt, w, rs, (b0 + j) * bstep, pk);
+		qv__unpack_p(wt, w, rs, (b0 + j) * bstep, 0, pk, p->u[j]);
 	}
 }
 

@@ -54,7 +54,7 @@ static inline __m128 kp_q4k_step(__m128 acc, __m512i is, __m512i mins, __m512i h
 }
 
 /* One packed group of four Q4_K (five = 0) or Q5_K rows (o a multiple of
- * 4), interleaved 16 bytes at a time (kern_pack_unit()): byte k of row
+ * 4), interleaved 16 bytes at a time (kern_pack_groups16()): byte k of row
  * r's super-block s at group + 4 s bs + (4 (k / 16) + r) 16 + k % 16.
  * So one ZMM load holds
  * the same 16 bytes of the four rows, row r in 128-bit lane r: the header

@@ -43,7 +43,7 @@
  * start (k a multiple of 16, 16 bytes read). File layout: rst = st, gst =
  * 4 st, step = bs, km = 1; packed (kernels.h KERN_PACKED, groups of 4):
  * rst = bs, gst = 4 st, step = 4 bs, km = 1, but Q4_K (16-byte units,
- * kern_pack_unit()): rst = 16, km = 4; rst = gst = 0: all the same row. */
+ * kern_pack_groups16()): rst = 16, km = 4; rst = gst = 0: all the same row. */
 struct kv_rows {
 	const char *w;
 	size_t rst, gst, step, km;
@@ -264,7 +264,7 @@ struct kv_at {
 QV_INLINE struct kv_rows kv__rows_of(const struct kern_gemm_args *a, struct kv_at at, size_t bs)
 {
 	const char *w = (const char *)a->w;
-	/* kern_pack_unit() */
+	/* kern_pack_groups16() */
 	const size_t u =
 		bs == sizeof(struct kern_block_q4_k) || bs == sizeof(struct kern_block_q5_k) ? 16 : bs;
 

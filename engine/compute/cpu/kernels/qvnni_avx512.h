@@ -200,6 +200,45 @@ QV_INLINE void qv__unpack(uint32_t wt, const char *w, size_t st, size_t b, int c
 	qv__unpack_l(wt, w, st, b, centred, 0, u);
 }
 
+/*
+ * Packed Q4_0 is "tiled" (kern_avx512_pack_q4_0): the block at w + off
+ * (off = b * bstep) holds the 16 rows' fp16 scales side by side, then the
+ * four vectors qv__unpack_g() builds by loads and qv__transpose4(), as
+ * stored: one 256-bit load and VCVTPH2PS for the scales, four 512-bit
+ * loads for the qs. Same values, so the same bits. Other packed types
+ * (Q8_0) keep the generic interleave (rs, bstep).
+ */
+QV_INLINE int qv__tiled(uint32_t wt, int pk)
+{
+	return pk && wt == DTYPE_Q4_0;
+}
+
+QV_INLINE __m512 qv__scales_p(uint32_t wt, const char *w, size_t rs, size_t off, int pk)
+{
+	if (qv__tiled(wt, pk))
+		return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(w + off)));
+	return qv__scales_g(w, rs, off);
+}
+
+/* qv__unpack_g() (not centred) of either layout. */
+QV_INLINE void qv__unpack_p(uint32_t wt, const char *w, size_t rs, size_t off, int y, int pk,
+			    __m512i u[8])
+{
+	const __m512i m4 = _mm512_set1_epi8(0x0f);
+
+	if (!qv__tiled(wt, pk)) {
+		qv__unpack_g(wt, w, rs, off, 0, y, u);
+		return;
+	}
+	QV_UNROLL
+	for (int c = 0; c < 4; c++) {
+		__m512i v = _mm512_loadu_si512(w + off + 32 + 64 * c);
+
+		u[c + 4] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+		u[c] = _mm512_and_si512(v, m4);
+	}
+}
+
 /* Packed rows (kernels.h KERN_PACKED, 16-row groups): rows [o0, o1) of
  * the product, `whole` running the whole groups inside and each part-
  * group at an end computed whole into a buffer (kernels_qvnni_avx512.c). */
