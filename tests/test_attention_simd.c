@@ -15,6 +15,7 @@
 #include "kernels.h"
 #include "kernels_impl.h"
 
+#if defined(__x86_64__)
 static uint64_t as_rng = 0x9e3779b97f4a7c15ull;
 
 static void at_fill(float *x, size_t n, float scale)
@@ -25,7 +26,6 @@ static void at_fill(float *x, size_t n, float scale)
 	}
 }
 
-#if defined(__x86_64__)
 /* The F16-in-place score and value kernels (decode groups, attention.c)
  * against the float ones on the same rows converted: bit for bit, ragged
  * tiles, head widths that are not a multiple of 8, and biases included. */
