@@ -128,7 +128,10 @@ KG_INLINE void kp_k4(const struct kern_gemm_args *a, size_t o, size_t end, int f
 		KG_UNROLL
 		for (int j = 0; j < 8; j++) {
 			const int p = j / 2, hf = j % 2;
-			const __m512i q = kz_load(b + 64 * (qs_c + j));
+			__m512i q = kz_load(b + 64 * (qs_c + j));
+
+			/* one load: GCC would fold it into both VPAND and VPANDN */
+			__asm__("" : "+v"(q));
 			const __m512i xl = _mm512_broadcast_i32x4(
 				_mm_loadu_si128((const __m128i *)(xq + 64 * p + 16 * hf)));
 			const __m512i xh = _mm512_broadcast_i32x4(
