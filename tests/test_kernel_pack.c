@@ -38,45 +38,56 @@ static uint8_t kp_byte(size_t r, size_t b, size_t k)
 
 /* kern_pack_groups() puts block b of row r at group_base + (b g + r) bs,
  * group g over exactly its rows' bytes; unpack restores the file. */
+/* Packs 2-3 groups of g rows of 3 blocks of bs bytes in units of u (u ==
+ * bs: kern_pack_groups(), the generic interleave), checks where every byte
+ * went (byte k of block b of row r at group_base + b g bs + (g (k / u) +
+ * r) u + k % u), unpacks and checks the file order is back. */
+static void kp_check_groups(size_t g, size_t bs, size_t u, size_t n_groups)
+{
+	const size_t nb = 3, n_out = n_groups * g, row = nb * bs;
+	uint8_t *w = malloc(n_out * row), *tmp = malloc(g * row);
+
+	for (size_t r = 0; r < n_out; r++)
+		for (size_t b = 0; b < nb; b++)
+			for (size_t k = 0; k < bs; k++)
+				w[r * row + b * bs + k] = kp_byte(r, b, k);
+	if (u == bs)
+		kern_pack_groups(w, n_out, nb, bs, g, 0, tmp);
+	else
+		kern_pack_groups_u(w, n_out, nb, bs, g, u, 0, tmp);
+	for (size_t r = 0; r < n_out; r++)
+		for (size_t b = 0; b < nb; b++)
+			for (size_t k = 0; k < bs; k++) {
+				const size_t at = (r / g) * g * row + b * g * bs +
+						  (g * (k / u) + r % g) * u + k % u;
+				ck_assert_msg(w[at] == kp_byte(r, b, k),
+					      "g %zu bs %zu u %zu row %zu block %zu byte %zu", g, bs, u,
+					      r, b, k);
+			}
+	if (u == bs)
+		kern_pack_groups(w, n_out, nb, bs, g, 1, tmp);
+	else
+		kern_pack_groups_u(w, n_out, nb, bs, g, u, 1, tmp);
+	for (size_t r = 0; r < n_out; r++)
+		for (size_t b = 0; b < nb; b++)
+			for (size_t k = 0; k < bs; k++)
+				ck_assert(w[r * row + b * bs + k] == kp_byte(r, b, k));
+	free(w);
+	free(tmp);
+}
+
 START_TEST(pack_groups_layout_and_round_trip)
 {
 	static const size_t gs[] = {1, 4, 16};
 	static const size_t bss[] = {1, 18, 34, 144, 176, 210};
 
 	for (size_t gi = 0; gi < 3; gi++)
-		for (size_t bi = 0; bi < 6; bi++) {
-			const size_t g = gs[gi], bs = bss[bi], nb = 3, n_out = 2 * g;
-			const size_t row = nb * bs;
-			uint8_t *w = malloc(n_out * row), *tmp = malloc(g * row);
-
-			for (size_t r = 0; r < n_out; r++)
-				for (size_t b = 0; b < nb; b++)
-					for (size_t k = 0; k < bs; k++)
-						w[r * row + b * bs + k] = kp_byte(r, b, k);
-			kern_pack_groups(w, n_out, nb, bs, g, 0, tmp);
-			for (size_t r = 0; r < n_out; r++)
-				for (size_t b = 0; b < nb; b++)
-					for (size_t k = 0; k < bs; k++) {
-						const size_t at = (r / g) * g * row +
-								  (b * g + r % g) * bs + k;
-						ck_assert_msg(w[at] == kp_byte(r, b, k),
-							      "g %zu bs %zu row %zu block %zu", g, bs,
-							      r, b);
-					}
-			kern_pack_groups(w, n_out, nb, bs, g, 1, tmp);
-			for (size_t r = 0; r < n_out; r++)
-				for (size_t b = 0; b < nb; b++)
-					for (size_t k = 0; k < bs; k++)
-						ck_assert(w[r * row + b * bs + k] == kp_byte(r, b, k));
-			free(w);
-			free(tmp);
-		}
+		for (size_t bi = 0; bi < 6; bi++)
+			kp_check_groups(gs[gi], bss[bi], bss[bi], 2);
 }
 END_TEST
 
-/* kern_pack_groups_u() in 16-byte units (Q4_K's rule, kern_pack_groups16()):
- * byte k of block b of row r at group_base + b g bs + (g (k / 16) + r) 16
- * + k % 16; unpack restores the file. */
+/* kern_pack_groups_u() in 16-byte units (Q4_K's rule, kern_pack_groups16()). */
 START_TEST(pack_groups_units)
 {
 	static const size_t bss[] = {16, 144, 176};
@@ -87,32 +98,8 @@ START_TEST(pack_groups_units)
 	ck_assert(kern_ops_avx512.pack_fn[DTYPE_Q5_K] == kern_pack_groups16);
 	ck_assert(kern_ops_avx512.pack_fn[DTYPE_Q6_K] == NULL);
 #endif
-	for (size_t bi = 0; bi < 3; bi++) {
-		const size_t g = 4, u = 16, bs = bss[bi], nb = 3, n_out = 3 * g;
-		const size_t row = nb * bs;
-		uint8_t *w = malloc(n_out * row), *tmp = malloc(g * row);
-
-		for (size_t r = 0; r < n_out; r++)
-			for (size_t b = 0; b < nb; b++)
-				for (size_t k = 0; k < bs; k++)
-					w[r * row + b * bs + k] = kp_byte(r, b, k);
-		kern_pack_groups_u(w, n_out, nb, bs, g, u, 0, tmp);
-		for (size_t r = 0; r < n_out; r++)
-			for (size_t b = 0; b < nb; b++)
-				for (size_t k = 0; k < bs; k++) {
-					const size_t at = (r / g) * g * row + b * g * bs +
-							  (g * (k / u) + r % g) * u + k % u;
-					ck_assert_msg(w[at] == kp_byte(r, b, k), "bs %zu row %zu block %zu byte %zu",
-						      bs, r, b, k);
-				}
-		kern_pack_groups_u(w, n_out, nb, bs, g, u, 1, tmp);
-		for (size_t r = 0; r < n_out; r++)
-			for (size_t b = 0; b < nb; b++)
-				for (size_t k = 0; k < bs; k++)
-					ck_assert(w[r * row + b * bs + k] == kp_byte(r, b, k));
-		free(w);
-		free(tmp);
-	}
+	for (size_t bi = 0; bi < 3; bi++)
+		kp_check_groups(4, bss[bi], 16, 3);
 }
 END_TEST
 
