@@ -406,18 +406,6 @@ START_TEST(q8k_gemvs_equal_their_reference_bit_for_bit)
 }
 END_TEST
 
-/* The same with each call's rows read as four streams a quarter apart
- * (EMBER_GEMV_SPLIT=quarters): rows 16 and 37 are 3 and 9 a stream plus
- * rows left over, each row's result unchanged. */
-START_TEST(q8k_gemvs_in_quarters_equal_their_reference_bit_for_bit)
-{
-	kern_gemv_quarters = 1;
-	qs_check_q8k_level(CPU_LEVEL_AVX2);
-	qs_check_q8k_level(CPU_LEVEL_AVX512);
-	kern_gemv_quarters = 0;
-}
-END_TEST
-
 START_TEST(avx2_matches_the_reference_on_random_blocks)
 {
 	qs_check_level(CPU_LEVEL_AVX2);
@@ -450,7 +438,6 @@ Suite *suite_quants_simd(void)
 	tcase_add_test(tc, arm_levels_match_the_reference_on_random_blocks);
 	/* every arch: an x86 level this CPU lacks is skipped with a line */
 	tcase_add_test(tc, q8k_gemvs_equal_their_reference_bit_for_bit);
-	tcase_add_test(tc, q8k_gemvs_in_quarters_equal_their_reference_bit_for_bit);
 	suite_add_tcase(s, tc);
 	return s;
 }

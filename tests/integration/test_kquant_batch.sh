@@ -2,8 +2,7 @@
 # K-quant batched decode steps equal single steps bit for bit at every x86
 # kernel level this CPU runs (the unit test tests/test_kquant_batch.c,
 # which runs at the level its process chose, again under each EMBER_CPU
-# cap; a level the CPU lacks is capped lower and says so in its line), and
-# once more in the opt-in quartered row order (EMBER_GEMV_SPLIT=quarters);
+# cap; a level the CPU lacks is capped lower and says so in its line);
 # each run also compares packed rows with the file layout (avx512: packed).
 set -eu
 cd "$ROOT"
@@ -22,10 +21,3 @@ for level in $levels; do
 	echo "$out"
 	grep -qE '^100%: Checks: 10, Failures: 0, Errors: 0' <<<"$out" # the five golden K-quant files, five packed (3 K-quant, Q4_0, Q8_0)
 done
-# the opt-in quartered row order (EMBER_GEMV_SPLIT=quarters, kernels.c): one-token steps then
-# take their whole region a call, the batch keeps its tiles, so each must still equal the other
-if [ "$(uname -m)" = x86_64 ]; then
-	out=$(EMBER_GEMV_SPLIT=quarters "$BUILD/check_unit" kquant_batch 2>&1) || { echo "$out"; exit 1; }
-	echo "$out"
-	grep -qE '^100%: Checks: 10, Failures: 0, Errors: 0' <<<"$out"
-fi

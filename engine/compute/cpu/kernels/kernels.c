@@ -44,9 +44,7 @@
  * each; activation quantization is spread over tokens the same way.
  * Decode and small batches (<= 16 tokens) cut the chunks into one
  * contiguous region per thread, each streamed in order by its thread,
- * the last chunks balanced by stealing (kern__region_cb); with
- * EMBER_GEMV_SPLIT=quarters a one-token job's thread takes the rest of its
- * region in one call per part (kernels_impl.h kern_gemv_quarters).
+ * the last chunks balanced by stealing (kern__region_cb).
  *
  * Packed rows (kernels.h KERN_PACKED): a packed type id runs the level's
  * pgemv/pgemm on the same chunks (whole groups: KERN_ROW_ALIGN is a
@@ -92,7 +90,6 @@ static pthread_once_t kern__once = PTHREAD_ONCE_INIT;
  * EMBER_GEMV_SPLIT=chunks asks for the former chunk-by-chunk claims, kept
  * so the two can be measured against each other on a quiet machine. */
 static int kern__regions = 1;
-int kern_gemv_quarters = 0; /* kernels_impl.h */
 size_t kern_pack_ahead = 16; /* kernels_impl.h */
 static enum cpu_level kern__level = CPU_LEVEL_SCALAR;
 static struct kern_ops kern__table;
@@ -251,7 +248,6 @@ static void kern__choose(void)
 	const char *split = getenv("EMBER_GEMV_SPLIT");
 
 	kern__regions = !(split && strcmp(split, "chunks") == 0);
-	kern_gemv_quarters = split && strcmp(split, "quarters") == 0;
 	if (getenv("EMBER_PACK_AHEAD"))
 		kern_pack_ahead = (size_t)atoi(getenv("EMBER_PACK_AHEAD"));
 	cpu_detect(&f);
@@ -577,14 +573,6 @@ static void kern__region_cb(void *data, size_t r)
 {
 	struct kern__job *job = data;
 
-	/* quarters: the rest of the own region in one call per part, so each
-	 * of the GEMV's four streams is a quarter of the region, not of a
-	 * chunk (only the other thread's unclaimed chunks are then stolen) */
-	if (kern_gemv_quarters && job->args[0].n_tok == 1) {
-		size_t i = atomic_exchange_explicit(&job->rnext[r], job->rend[r], memory_order_relaxed);
-		while (i < job->rend[r])
-			i = kern__run_chunks(job, i, job->rend[r]);
-	}
 	for (size_t k = 0; k < job->n_region; k++) {
 		size_t q = (r + k) % job->n_region;
 		for (;;) {

@@ -294,13 +294,6 @@ KERN_NEON_DECL_ALL(dotprod)
 
 extern const struct kern_ops kern_ops_ref;
 
-/* EMBER_GEMV_SPLIT=quarters (kernels.c, set once by kern_init()): a
- * one-token K-quant GEMV call reads its four rows a step from the four
- * quarters of its range, four long streams instead of four adjacent
- * rows (kquants_gemv.h kg_gemv()), and each thread takes its whole
- * region in one call. Off by default: an experiment for a quiet machine
- * (LEVELS.md, sixth session). Same results either way. */
-extern int kern_gemv_quarters;
 /* Rows ahead the packed K-quant GEMVs prefetch (EMBER_PACK_AHEAD, an
  * experiment; 0: none, the hardware prefetchers alone). */
 extern size_t kern_pack_ahead;

@@ -31,13 +31,10 @@
  * into L1 a whole step of rows evicts the rows in use (LEVELS.md); past
  * the chunk, up to the matrix's last row (kg_gemv()).
  *
- * Row order: a step's four rows are adjacent (o .. o + 3), or, with
- * kern_gemv_quarters (EMBER_GEMV_SPLIT=quarters, an experiment), a
- * quarter of the call's rows apart (o, o + q, o + 2q, o + 3q), so that
- * each core reads four long ascending streams the hardware prefetchers
- * can follow rather than four short rows side by side (membw q6rows vs
- * q6far); then each stream prefetches KG_AHEAD_Q rows ahead. A row's
- * result is the same either way (same instructions in its lanes).
+ * Row order: a step's four rows are adjacent (o .. o + 3). The row
+ * bodies' `gap` (rows gap apart, KG_AHEAD_Q) is always 1 now: it served
+ * a quartered order (EMBER_GEMV_SPLIT=quarters), an experiment removed
+ * once packed rows made the K-quant streams linear (LEVELS.md).
  */
 #include <immintrin.h>
 #include <string.h>
@@ -606,10 +603,8 @@ void KG_FN(quantize_act_q8k)(const float *x, struct kern_block_q8_k *y, size_t n
 #define KG_Q3_ROWS kg_q3_rows
 #endif
 
-/* One function per (type, rows): constant R, the loops unrolled. */
-/* One function per (type, rows): constant R, the loops unrolled; the
- * adjacent order with the gap a constant 1 (the same code as before the
- * quartered order existed), the quartered one (_q) with it a parameter. */
+/* One function per (type, rows): constant R, the loops unrolled, the
+ * gap a constant 1. */
 #define KG_ROWS_FN(name, call)                                                             \
 	static __attribute__((noinline)) void name(const struct kern_gemm_args *a, size_t o, \
 						   size_t end)                               \
@@ -617,36 +612,16 @@ void KG_FN(quantize_act_q8k)(const float *x, struct kern_block_q8_k *y, size_t n
 		const size_t gap = 1;                                                      \
 		call;                                                                      \
 	}
-#define KG_ROWS_FN_Q(name, call)                                                           \
-	static __attribute__((noinline)) void name(const struct kern_gemm_args *a, size_t o, \
-						   size_t end, size_t gap)                   \
-	{                                                                                  \
-		call;                                                                      \
-	}
 KG_ROWS_FN(KG_FN(q4k_4), KG_K4_ROWS(a, o, 4, 0, end, gap))
-KG_ROWS_FN_Q(KG_FN(q4k_4q), KG_K4_ROWS(a, o, 4, 0, end, gap))
 KG_ROWS_FN(KG_FN(q4k_1), KG_K4_ROWS(a, o, 1, 0, end, gap))
 KG_ROWS_FN(KG_FN(q5k_4), KG_K4_ROWS(a, o, 4, 1, end, gap))
-KG_ROWS_FN_Q(KG_FN(q5k_4q), KG_K4_ROWS(a, o, 4, 1, end, gap))
 KG_ROWS_FN(KG_FN(q5k_1), KG_K4_ROWS(a, o, 1, 1, end, gap))
 #ifndef KG_ZMM
 KG_ROWS_FN(KG_FN(q6k_4), KG_Q6_ROWS(a, o, 4, end, gap))
-KG_ROWS_FN_Q(KG_FN(q6k_4q), KG_Q6_ROWS(a, o, 4, end, gap))
 KG_ROWS_FN(KG_FN(q6k_1), KG_Q6_ROWS(a, o, 1, end, gap))
 #endif
 
 typedef void (*kg_rows_fn)(const struct kern_gemm_args *a, size_t o, size_t end);
-typedef void (*kg_rows_q_fn)(const struct kern_gemm_args *a, size_t o, size_t end, size_t gap);
-
-/* Rows per stream when a call's rows are read as four streams
- * (kern_gemv_quarters): a quarter, made odd so that the streams are not a
- * multiple of 4 KiB apart (they would share L1 sets). */
-KG_INLINE size_t kg_quarter(size_t n)
-{
-	const size_t q = n / KG_R;
-
-	return q > 1 && q % 2 == 0 ? q - 1 : q;
-}
 
 /* Four rows a step; the last one to three one at a time (each lane is
  * the same instruction sequence, so a row's result does not depend on
@@ -655,19 +630,12 @@ KG_INLINE size_t kg_quarter(size_t n)
  * goes on to the next chunk of its region, whose first KG_AHEAD rows
  * would otherwise come from DRAM unannounced (one 64-row chunk in four
  * of a two-thread decode: 25.6 -> 16.6 GB/s, one thread). */
-KG_INLINE void kg_gemv(kg_rows_fn four, kg_rows_q_fn fourq, kg_rows_fn one,
-		       const struct kern_gemm_args *a, size_t o0,
-		       size_t o1)
+KG_INLINE void kg_gemv(kg_rows_fn four, kg_rows_fn one, const struct kern_gemm_args *a,
+		       size_t o0, size_t o1)
 {
 	const size_t end = a->y_stride > o1 ? a->y_stride : o1;
 	size_t o = o0;
 
-	if (kern_gemv_quarters) {
-		const size_t q = kg_quarter(o1 - o0);
-		for (size_t i = 0; i < q; i++)
-			fourq(a, o0 + i, end, q);
-		o = o0 + KG_R * q;
-	}
 	for (; o + KG_R <= o1; o += KG_R)
 		four(a, o, end);
 	for (; o < o1; o++)
@@ -679,7 +647,7 @@ void KG_FN(gemv_q4_k)(const struct kern_gemm_args *a, size_t o0, size_t o1)
 	if (a->xk == NULL || a->n_tok != 1)
 		KG_GEMM_Q4_K(a, o0, o1);
 	else
-		kg_gemv(KG_FN(q4k_4), KG_FN(q4k_4q), KG_FN(q4k_1), a, o0, o1);
+		kg_gemv(KG_FN(q4k_4), KG_FN(q4k_1), a, o0, o1);
 }
 
 void KG_FN(gemv_q5_k)(const struct kern_gemm_args *a, size_t o0, size_t o1)
@@ -687,7 +655,7 @@ void KG_FN(gemv_q5_k)(const struct kern_gemm_args *a, size_t o0, size_t o1)
 	if (a->xk == NULL || a->n_tok != 1)
 		KG_GEMM_Q5_K(a, o0, o1);
 	else
-		kg_gemv(KG_FN(q5k_4), KG_FN(q5k_4q), KG_FN(q5k_1), a, o0, o1);
+		kg_gemv(KG_FN(q5k_4), KG_FN(q5k_1), a, o0, o1);
 }
 
 #ifdef KG_ZMM
@@ -702,13 +670,6 @@ void KG_FN(gemv_q5_k)(const struct kern_gemm_args *a, size_t o0, size_t o1)
 	}
 KG_Q6_FN(KG_FN(q6k_4), 4)
 KG_Q6_FN(KG_FN(q6k_1), 1)
-/* the quartered order (kern_gemv_quarters): rows gap apart */
-static __attribute__((noinline)) void KG_FN(q6k_4q)(const struct kern_gemm_args *a, size_t o,
-						    size_t gap, size_t end, const __m512i *bias,
-						    size_t s0, size_t s1)
-{
-	kz_q6_rows(a, o, 4, gap, end, bias, s0, s1, 0);
-}
 
 static void KG_FN(q6k_gemv)(const struct kern_gemm_args *a, size_t o0, size_t o1)
 {
@@ -720,12 +681,6 @@ static void KG_FN(q6k_gemv)(const struct kern_gemm_args *a, size_t o0, size_t o1
 		size_t o = o0;
 
 		kz_q6_bias(a->xk, s0, s1, bias);
-		if (kern_gemv_quarters) {
-			const size_t q = kg_quarter(o1 - o0);
-			for (size_t i = 0; i < q; i++)
-				KG_FN(q6k_4q)(a, o0 + i, q, end, bias, s0, s1);
-			o = o0 + KG_R * q;
-		}
 		for (; o + KG_R <= o1; o += KG_R)
 			KG_FN(q6k_4)(a, o, end, bias, s0, s1);
 		for (; o < o1; o++)
@@ -742,12 +697,11 @@ void KG_FN(gemv_q6_k)(const struct kern_gemm_args *a, size_t o0, size_t o1)
 #ifdef KG_ZMM
 		KG_FN(q6k_gemv)(a, o0, o1);
 #else
-		kg_gemv(KG_FN(q6k_4), KG_FN(q6k_4q), KG_FN(q6k_1), a, o0, o1);
+		kg_gemv(KG_FN(q6k_4), KG_FN(q6k_1), a, o0, o1);
 #endif
 }
 
 KG_ROWS_FN(KG_FN(q2k_4), KG_Q2_ROWS(a, o, 4, end, gap))
-KG_ROWS_FN_Q(KG_FN(q2k_4q), KG_Q2_ROWS(a, o, 4, end, gap))
 KG_ROWS_FN(KG_FN(q2k_1), KG_Q2_ROWS(a, o, 1, end, gap))
 
 void KG_FN(gemv_q2_k)(const struct kern_gemm_args *a, size_t o0, size_t o1)
@@ -755,11 +709,10 @@ void KG_FN(gemv_q2_k)(const struct kern_gemm_args *a, size_t o0, size_t o1)
 	if (a->xk == NULL || a->n_tok != 1)
 		KG_GEMM_Q2_K(a, o0, o1);
 	else
-		kg_gemv(KG_FN(q2k_4), KG_FN(q2k_4q), KG_FN(q2k_1), a, o0, o1);
+		kg_gemv(KG_FN(q2k_4), KG_FN(q2k_1), a, o0, o1);
 }
 
 KG_ROWS_FN(KG_FN(q3k_4), KG_Q3_ROWS(a, o, 4, end, gap))
-KG_ROWS_FN_Q(KG_FN(q3k_4q), KG_Q3_ROWS(a, o, 4, end, gap))
 KG_ROWS_FN(KG_FN(q3k_1), KG_Q3_ROWS(a, o, 1, end, gap))
 
 void KG_FN(gemv_q3_k)(const struct kern_gemm_args *a, size_t o0, size_t o1)
@@ -767,7 +720,7 @@ void KG_FN(gemv_q3_k)(const struct kern_gemm_args *a, size_t o0, size_t o1)
 	if (a->xk == NULL || a->n_tok != 1)
 		KG_GEMM_Q3_K(a, o0, o1);
 	else
-		kg_gemv(KG_FN(q3k_4), KG_FN(q3k_4q), KG_FN(q3k_1), a, o0, o1);
+		kg_gemv(KG_FN(q3k_4), KG_FN(q3k_1), a, o0, o1);
 }
 
 /* Q2_K and Q3_K for 2+ tokens: every token through the GEMV
