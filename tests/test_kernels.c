@@ -567,47 +567,52 @@ START_TEST(fused_matmul_equals_separate_matmuls_bit_for_bit)
 	enum { IN = 288 };
 	static const size_t outs[] = {133, 0, 8, 37};
 	static const size_t toks[] = {1, 9};
+	/* 2, 3 and 5 threads: streaming jobs cut their chunks into regions
+	 * of about equal rows over parts of unequal chunk heights (kernels.c
+	 * kern__cut_regions), regions across part boundaries */
+	static const uint32_t pools[] = {2, 3, 5};
 	tpool_t pool;
 
 	if (test_no_threads("kernels: fused_matmul_equals_separate_matmuls_bit_for_bit"))
 		return;
-	pool = tpool_create(2);
-
-	ck_assert_ptr_nonnull(pool);
 	kern_init();
-	for (size_t ti = 0; ti < sizeof(kt_types) / sizeof(kt_types[0]); ti++) {
-		for (size_t k = 0; k < 2; k++) {
-			size_t n_tok = toks[k], sz = kern_matmul_scratch(kt_types[ti], IN, n_tok);
-			float *x = kt_alloc(IN * n_tok * sizeof(float));
-			void *scratch = sz ? kt_alloc(sz) : NULL;
-			struct kern_mm_part parts[4];
-			void *w[4];
-			float *wf[4], *y1[4];
+	for (size_t pi = 0; pi < sizeof(pools) / sizeof(pools[0]); pi++) {
+		pool = tpool_create(pools[pi]);
+		ck_assert_ptr_nonnull(pool);
+		for (size_t ti = 0; ti < sizeof(kt_types) / sizeof(kt_types[0]); ti++) {
+			for (size_t k = 0; k < 2; k++) {
+				size_t n_tok = toks[k], sz = kern_matmul_scratch(kt_types[ti], IN, n_tok);
+				float *x = kt_alloc(IN * n_tok * sizeof(float));
+				void *scratch = sz ? kt_alloc(sz) : NULL;
+				struct kern_mm_part parts[4];
+				void *w[4];
+				float *wf[4], *y1[4];
 
-			kt_fill(x, IN * n_tok, 1.0f);
-			for (size_t p = 0; p < 4; p++) {
-				w[p] = kt_weights(kt_types[ti], outs[p] ? outs[p] : 1, IN, &wf[p]);
-				y1[p] = kt_alloc((outs[p] + 1) * n_tok * sizeof(float));
-				parts[p] = (struct kern_mm_part){w[p], outs[p],
-								 kt_alloc((outs[p] + 1) * n_tok *
-									  sizeof(float))};
-				kt_matmul(NULL, kt_types[ti], w[p], outs[p], IN, x, n_tok, y1[p]);
+				kt_fill(x, IN * n_tok, 1.0f);
+				for (size_t p = 0; p < 4; p++) {
+					w[p] = kt_weights(kt_types[ti], outs[p] ? outs[p] : 1, IN, &wf[p]);
+					y1[p] = kt_alloc((outs[p] + 1) * n_tok * sizeof(float));
+					parts[p] = (struct kern_mm_part){w[p], outs[p],
+									 kt_alloc((outs[p] + 1) * n_tok *
+										  sizeof(float))};
+					kt_matmul(NULL, kt_types[ti], w[p], outs[p], IN, x, n_tok, y1[p]);
+				}
+				kern_matmul_n(pool, kt_types[ti], IN, parts, 4, x, n_tok, scratch);
+				for (size_t p = 0; p < 4; p++) {
+					ck_assert_msg(memcmp(y1[p], parts[p].y,
+							     outs[p] * n_tok * sizeof(float)) == 0,
+						      "%s tok=%zu part=%zu", dtype_name(kt_types[ti]), n_tok, p);
+					free(w[p]);
+					free(wf[p]);
+					free(y1[p]);
+					free(parts[p].y);
+				}
+				free(scratch);
+				free(x);
 			}
-			kern_matmul_n(pool, kt_types[ti], IN, parts, 4, x, n_tok, scratch);
-			for (size_t p = 0; p < 4; p++) {
-				ck_assert_msg(memcmp(y1[p], parts[p].y,
-						     outs[p] * n_tok * sizeof(float)) == 0,
-					      "%s tok=%zu part=%zu", dtype_name(kt_types[ti]), n_tok, p);
-				free(w[p]);
-				free(wf[p]);
-				free(y1[p]);
-				free(parts[p].y);
-			}
-			free(scratch);
-			free(x);
 		}
+		tpool_destroy(pool);
 	}
-	tpool_destroy(pool);
 }
 END_TEST
 

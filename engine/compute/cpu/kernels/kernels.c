@@ -584,6 +584,39 @@ static void kern__region_cb(void *data, size_t r)
 	}
 }
 
+/* Cuts chunks [0, nc) into nr regions of about equal rows (bytes: the
+ * parts of one job share the row size) rather than equal chunk counts.
+ * Parts have their own chunk heights (TinyLlama's q, k, v at two threads:
+ * 64, 16, 16 rows), so by count the first thread got all of q's 2048 rows
+ * and the second k's and v's 512, then took q's chunks in turn with the
+ * first, each chunk starting cold (LEVELS.md, eighth session: the q|k|v
+ * job 10-15% slower than the others per byte). A region may be empty
+ * (its thread only steals); chunks and their rows are the same either
+ * way, so every output is. */
+static void kern__cut_regions(struct kern__job *job, size_t nc, size_t nr)
+{
+	size_t total = 0, done = 0, r = 1, c = 0;
+
+	for (size_t p = 0; p < job->n_part; p++)
+		total += job->args[p].y_stride;
+	job->rbeg[0] = 0;
+	for (size_t p = 0; p < job->n_part; p++) {
+		const size_t n_out = job->args[p].y_stride;
+		for (size_t o = 0; o < n_out; o += job->chunk[p], c++) {
+			/* region r starts at the first chunk at or past its share */
+			while (r < nr && done * nr >= total * r)
+				job->rbeg[r++] = c;
+			done += n_out - o < job->chunk[p] ? n_out - o : job->chunk[p];
+		}
+	}
+	while (r < nr)
+		job->rbeg[r++] = nc;
+	for (r = 0; r < nr; r++) {
+		job->rend[r] = r + 1 < nr ? job->rbeg[r + 1] : nc;
+		atomic_init(&job->rnext[r], job->rbeg[r]);
+	}
+}
+
 static size_t kern__chunk_rows(tpool_t pool, size_t n_out, size_t n_tok)
 {
 	size_t threads = pool ? tpool_threads(pool) : 1;
@@ -760,11 +793,7 @@ void kern_matmul_n_pre(tpool_t pool, uint32_t wtype, size_t n_in,
 		if (nr > nc)
 			nr = nc;
 		job.n_region = nr;
-		for (size_t r = 0; r < nr; r++) {
-			job.rbeg[r] = nc * r / nr;
-			job.rend[r] = nc * (r + 1) / nr;
-			atomic_init(&job.rnext[r], job.rbeg[r]);
-		}
+		kern__cut_regions(&job, nc, nr);
 		tpool_run_1d(pool, kern__region_cb, &job, nr);
 		return;
 	}
