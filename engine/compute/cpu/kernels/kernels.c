@@ -43,7 +43,8 @@
  * sixteen per thread, for balance at the joins), one pool item
  * each; activation quantization is spread over tokens the same way.
  * Decode and small batches (<= 16 tokens) cut the chunks into one
- * contiguous region per thread, each streamed in order by its thread,
+ * contiguous region per thread (about equal rows: kern__cut_regions),
+ * each streamed in order by its thread,
  * the last chunks balanced by stealing (kern__region_cb).
  *
  * Packed rows (kernels.h KERN_PACKED): a packed type id runs the level's
