@@ -210,7 +210,7 @@ QV_INLINE void kv__q6u_sb(struct kv_rows rp, size_t sb, __m512i w[8][8], __m512i
 	const __m512i m4 = _mm512_set1_epi8(0x0f), k33 = _mm512_set1_epi8(0x33);
 	const __m512i kcc = _mm512_set1_epi8((char)0xcc);
 	const char *g0 = rp.w - 16 * rp.r0 + sb; /* group of row 0 (rst = 0: the row's) */
-	uint16_t dh[16];
+	__m256i dh;
 
 	QV_UNROLL
 	for (int n = 0; n < 2; n++) {
@@ -254,9 +254,18 @@ QV_INLINE void kv__q6u_sb(struct kv_rows rp, size_t sb, __m512i w[8][8], __m512i
 		for (int i = 0; i < 4; i++)
 			v[4 * q + i] = kv__byte_s(sc, i);
 	}
-	for (int r = 0; r < 16; r++)
-		memcpy(&dh[r], rp.rst ? g0 + (r / 4) * rp.gst + 832 + 2 * (r % 4) : g0 + 832 + 2 * rp.r0, 2);
-	v[16] = _mm512_castps_si512(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)dh)));
+	/* d: the four groups' 8 bytes (rst = 0: the row's, 16 times) */
+	if (rp.rst) {
+		int64_t d8[4];
+		for (int g = 0; g < 4; g++)
+			memcpy(&d8[g], g0 + g * rp.gst + 832, 8);
+		dh = _mm256_setr_epi64x(d8[0], d8[1], d8[2], d8[3]);
+	} else {
+		int16_t d2;
+		memcpy(&d2, g0 + 832 + 2 * rp.r0, 2);
+		dh = _mm256_set1_epi16(d2);
+	}
+	v[16] = _mm512_castps_si512(_mm512_cvtph_ps(dh));
 }
 
 /* Q6_K: ql (128 bytes), qh (64), 16 int8 scales, d; 32-block 4n + kk
