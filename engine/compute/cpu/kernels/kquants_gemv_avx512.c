@@ -10,7 +10,9 @@
  * four rows' bases a block apart and a row's super-blocks 4 blocks apart,
  * so the step reads one linear stream (LEVELS.md, "Packed rows"); Q4_K's
  * and Q5_K's groups are interleaved 16 bytes at a time and have their own
- * body (kp_k4: four rows in the lanes of one ZMM).
+ * body (kp_k4: four rows in the lanes of one ZMM); Q6_K's are re-ordered
+ * inside such lanes (kern_avx512_pack_q6_k(), body kp_q6u: LEVELS.md "Q6_K
+ * re-ordered").
  */
 #if defined(__x86_64__)
 #include <assert.h>
