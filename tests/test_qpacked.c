@@ -266,8 +266,9 @@ END_TEST
  * written per element, independently of the library's byte moves: in
  * group super-block s (840 bytes at group_base + 840 s), element E =
  * 128 n + 64 hl + 16 i + 4 m + e of row r has its low four bits in
- * nibble hl of byte 64 (4 n + m) + 16 r + 4 i + e and its high two at
- * bits 2 (m % 2) + 4 hl of byte 512 + 64 (2 n + m / 2) + 16 r + 4 i + e;
+ * nibble hl of byte 192 (2 n + m / 2) + 64 (1 + m % 2) + 16 r + 4 i + e
+ * and its high two at bits 2 (m % 2) + 4 hl of byte 192 (2 n + m / 2) +
+ * 16 r + 4 i + e;
  * scale k at 768 + 16 (k / 4) + 4 r + k % 4, d at 832 + 2 r. The file
  * block: quants_ref.c's rule (ql[64 n + 32 (kk & 1) + l], nibble kk / 2,
  * qh[32 n + l] bits 2 kk, E = 128 n + 32 kk + l). */
@@ -286,8 +287,9 @@ static void qp_check_q6_layout(const uint8_t *file, const uint8_t *pk, size_t n_
 				const size_t hl = E % 128 / 64, i = E % 64 / 16, m = E % 16 / 4, e = E % 4;
 				const int lo = f[64 * n + 32 * (kk & 1) + l] >> 4 * (kk / 2) & 15;
 				const int hi = f[128 + 32 * n + l] >> 2 * kk & 3;
-				const int plo = p[64 * (4 * n + m) + 16 * r + 4 * i + e] >> 4 * hl & 15;
-				const int phi = p[512 + 64 * (2 * n + m / 2) + 16 * r + 4 * i + e] >>
+				const size_t u = 192 * (2 * n + m / 2);
+				const int plo = p[u + 64 * (1 + m % 2) + 16 * r + 4 * i + e] >> 4 * hl & 15;
+				const int phi = p[u + 16 * r + 4 * i + e] >>
 						(2 * (m % 2) + 4 * hl) &
 						3;
 				ck_assert_msg(lo == plo && hi == phi,

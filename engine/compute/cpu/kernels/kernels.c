@@ -93,7 +93,10 @@ static pthread_once_t kern__once = PTHREAD_ONCE_INIT;
  * so the two can be measured against each other on a quiet machine. */
 static int kern__regions = 1;
 int kern_gemv_quarters = 0; /* kernels_impl.h */
-size_t kern_pack_ahead = 16; /* kernels_impl.h */
+/* 0: the packed K-quant GEMVs read one linear stream the hardware
+ * prefetchers follow; their software prefetch cost more than it hid once
+ * the bodies got faster (LEVELS.md "Q6_K re-ordered") */
+size_t kern_pack_ahead = 0; /* kernels_impl.h */
 static enum cpu_level kern__level = CPU_LEVEL_SCALAR;
 static struct kern_ops kern__table;
 static struct kern_origin kern__org;

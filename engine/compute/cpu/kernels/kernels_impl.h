@@ -271,6 +271,10 @@ void kern_avx512_pack_q4_0(void *w, size_t n_out, size_t nb, size_t bs, size_t g
  * rows' d (the layout: the comment above kern_avx512_pack_q6_k). */
 void kern_avx512_pack_q6_k(void *w, size_t n_out, size_t nb, size_t bs, size_t g, int unpack,
 			   void *tmp);
+/* Where its units sit in a group super-block, in the order the GEMV reads
+ * them: qh unit 2n + j, then ql units 4n + 2j and 4n + 2j + 1. */
+#define KERN_Q6P_QH(n, j) (192 * (2 * (n) + (j)))
+#define KERN_Q6P_QL(n, m) (192 * (2 * (n) + (m) / 2) + 64 * (1 + (m) % 2))
 /* The AMX int8 prefill GEMM (kernels_amx.c; 16+ tokens, the rest from
  * the two above): bit-identical to them. Only where kern_amx_enable()
  * succeeded. */

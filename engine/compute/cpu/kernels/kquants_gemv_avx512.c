@@ -184,11 +184,13 @@ static __attribute__((noinline)) void kp_q5k(const struct kern_gemm_args *a, siz
 
 /*
  * Packed Q6_K (kern_avx512_pack_q6_k(), kernels_impl.h): per group of 4
- * rows and super-block, 840 bytes: ql units u = 4n + m (64 u: row r's 16
- * bytes at 16 r, dword i = ql bytes 64n + 16i + 4m .. + 3), so the low
+ * rows and super-block, 840 bytes: ql units u = 4n + m (at
+ * KERN_Q6P_QL(n, m): row r's 16 bytes at 16 r, dword i = ql bytes 64n +
+ * 16i + 4m .. + 3), so the low
  * nibbles of a unit are the elements 128n + 16i + 4m + e: dword i of a
  * lane in sub-block 8n + i, the high nibbles (+ 64) in 8n + 4 + i; qh
- * units 2n + j (512 + 64 (2n + j)), byte 4i + e of a lane the high bits
+ * units 2n + j (at KERN_Q6P_QH(n, j), each before its two ql units: one
+ * ascending stream), byte 4i + e of a lane the high bits
  * of that dword's elements for ql units 4n + 2j (bits 0-1 low nibble,
  * 4-5 high) and 4n + 2j + 1 (2-3, 6-7); the scales at 768 + 16q + 4r + i
  * (sub-block 4q + i of row r); d at 832 + 2r.
@@ -202,7 +204,7 @@ static void kp_q6_move(uint8_t *f, uint8_t *p, size_t r, int unpack)
 	for (size_t n = 0; n < 2; n++)
 		for (size_t m = 0; m < 4; m++)
 			for (size_t i = 0; i < 4; i++) {
-				uint8_t *pu = p + 64 * (4 * n + m) + 16 * r + 4 * i;
+				uint8_t *pu = p + KERN_Q6P_QL(n, m) + 16 * r + 4 * i;
 				uint8_t *fu = f + 64 * n + 16 * i + 4 * m;
 				memcpy(unpack ? fu : pu, unpack ? pu : fu, 4);
 			}
@@ -213,7 +215,7 @@ static void kp_q6_move(uint8_t *f, uint8_t *p, size_t r, int unpack)
 			for (size_t h = 0; h < 2; h++)
 				for (size_t e = 0; e < 4; e++) {
 					uint8_t *a = f + 128 + 32 * n + 16 * h + 8 * j + e, *b = a + 4;
-					uint8_t *p0 = p + 512 + 64 * (2 * n + j) + 16 * r + 4 * h + e;
+					uint8_t *p0 = p + KERN_Q6P_QH(n, j) + 16 * r + 4 * h + e;
 					uint8_t *p1 = p0 + 8;
 
 					if (!unpack) {
@@ -319,10 +321,10 @@ KG_INLINE void kp_q6u(const struct kern_gemm_args *a, size_t o, size_t end, cons
 		for (int n = 0; n < 2; n++) {
 			KG_UNROLL
 			for (int j = 0; j < 2; j++) {
-				const __m512i h = kz_load(b + 512 + 64 * (2 * n + j));
+				const __m512i h = kz_load(b + KERN_Q6P_QH(n, j));
 				const __m512i hm = _mm512_and_si512(h, k33), hm2 = _mm512_and_si512(h, kcc);
-				__m512i qa = kz_load(b + 64 * (4 * n + 2 * j));
-				__m512i qb = kz_load(b + 64 * (4 * n + 2 * j + 1));
+				__m512i qa = kz_load(b + KERN_Q6P_QL(n, 2 * j));
+				__m512i qb = kz_load(b + KERN_Q6P_QL(n, 2 * j + 1));
 
 				/* one load each: GCC would fold them twice */
 				__asm__("" : "+v"(qa), "+v"(qb));

@@ -218,9 +218,9 @@ QV_INLINE void kv__q6u_sb(struct kv_rows rp, size_t sb, __m512i w[8][8], __m512i
 		for (int j = 0; j < 2; j++) {
 			__m512i h[4], la[4], lb[4];
 
-			kv__rows16(rp, sb + 512 + 64 * (2 * n + j), h);
-			kv__rows16(rp, sb + 64 * (4 * n + 2 * j), la);
-			kv__rows16(rp, sb + 64 * (4 * n + 2 * j + 1), lb);
+			kv__rows16(rp, sb + KERN_Q6P_QH(n, j), h);
+			kv__rows16(rp, sb + KERN_Q6P_QL(n, 2 * j), la);
+			kv__rows16(rp, sb + KERN_Q6P_QL(n, 2 * j + 1), lb);
 			QV_UNROLL
 			for (int i = 0; i < 4; i++) {
 				const __m512i hm = _mm512_and_si512(h[i], k33), hm2 = _mm512_and_si512(h[i], kcc);
