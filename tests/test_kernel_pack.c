@@ -93,10 +93,11 @@ START_TEST(pack_groups_units)
 	static const size_t bss[] = {16, 144, 176};
 
 #if defined(__x86_64__)
-	/* the avx512 level's rules: Q4_K, Q5_K in 16s, Q6_K whole blocks */
+	/* the avx512 level's rules: Q4_K, Q5_K in 16s, Q6_K its own
+	 * (test_qpacked.c) */
 	ck_assert(kern_ops_avx512.pack_fn[DTYPE_Q4_K] == kern_pack_groups16);
 	ck_assert(kern_ops_avx512.pack_fn[DTYPE_Q5_K] == kern_pack_groups16);
-	ck_assert(kern_ops_avx512.pack_fn[DTYPE_Q6_K] == NULL);
+	ck_assert(kern_ops_avx512.pack_fn[DTYPE_Q6_K] == kern_avx512_pack_q6_k);
 #endif
 	for (size_t bi = 0; bi < 3; bi++)
 		kp_check_groups(4, bss[bi], 16, 3);

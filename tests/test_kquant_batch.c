@@ -164,7 +164,30 @@ START_TEST(packed_rows_give_the_file_layout_logits)
 	float *file = malloc(sizeof(float) * n), *pk = malloc(sizeof(float) * n);
 
 	kb_run(&m, file);
+	/* the first K-quant matrix of layer 0 the level packs: its file bytes,
+	 * to check the packed form unpacks to them (kern_unpack_rows()) */
+	const struct model_weight *kw = NULL;
+	for (size_t w = 0; w < ARCH_T_COUNT && kw == NULL; w++) {
+		const struct model_weight *t = &m.layers[0].w[w];
+		if (t->data != NULL && dtype_block(t->type) == 256 &&
+		    kern_pack_type(t->type, t->n_out, t->n_in) != t->type)
+			kw = t;
+	}
+	const size_t kbytes = kw ? (size_t)dtype_row_size(kw->type, kw->n_in) * kw->n_out : 0;
+	uint8_t *kfile = kw ? malloc(kbytes) : NULL, *kpk = kw ? malloc(kbytes) : NULL;
+	if (kw)
+		memcpy(kfile, kw->data, kbytes);
 	ck_assert_int_eq(compute_prepare_model(&m, err), 0);
+	if (kw) { /* packed differs from the file, and unpacks to it */
+		ck_assert(kw->packed != 0);
+		memcpy(kpk, kw->data, kbytes);
+		ck_assert(memcmp(kpk, kfile, kbytes) != 0);
+		ck_assert_int_eq(kern_unpack_rows(kw->type, kpk, kw->n_out, kw->n_in, err), 0);
+		ck_assert_msg(memcmp(kpk, kfile, kbytes) == 0, "%s: %s unpacked differs from the file",
+			      files[_i], dtype_name(kw->type));
+	}
+	free(kfile);
+	free(kpk);
 	for (size_t l = 0; l < m.hp.n_layer; l++)
 		for (size_t w = 0; w < ARCH_T_COUNT; w++)
 			packed += m.layers[l].w[w].packed != 0;

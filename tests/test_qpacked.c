@@ -261,6 +261,76 @@ START_TEST(packed_matmul_equals_the_file_layout_bit_for_bit)
 	tpool_destroy(pool);
 }
 END_TEST
+
+/* Packed Q6_K (kernels_impl.h kern_avx512_pack_q6_k, groups of 4 rows),
+ * written per element, independently of the library's byte moves: in
+ * group super-block s (840 bytes at group_base + 840 s), element E =
+ * 128 n + 64 hl + 16 i + 4 m + e of row r has its low four bits in
+ * nibble hl of byte 192 (2 n + m / 2) + 64 (1 + m % 2) + 16 r + 4 i + e
+ * and its high two at bits 2 (m % 2) + 4 hl of byte 192 (2 n + m / 2) +
+ * 16 r + 4 i + e;
+ * scale k at 768 + 16 (k / 4) + 4 r + k % 4, d at 832 + 2 r. The file
+ * block: quants_ref.c's rule (ql[64 n + 32 (kk & 1) + l], nibble kk / 2,
+ * qh[32 n + l] bits 2 kk, E = 128 n + 32 kk + l). */
+static void qp_check_q6_layout(const uint8_t *file, const uint8_t *pk, size_t n_out, size_t nb)
+{
+	const size_t bs = sizeof(struct kern_block_q6_k), row = nb * bs;
+
+	for (size_t o = 0; o < n_out; o++)
+		for (size_t s = 0; s < nb; s++) {
+			const uint8_t *f = file + o * row + s * bs;
+			const uint8_t *p = pk + o / 4 * 4 * row + s * 4 * bs;
+			const size_t r = o % 4;
+
+			for (size_t E = 0; E < 256; E++) {
+				const size_t n = E / 128, kk = E % 128 / 32, l = E % 32;
+				const size_t hl = E % 128 / 64, i = E % 64 / 16, m = E % 16 / 4, e = E % 4;
+				const int lo = f[64 * n + 32 * (kk & 1) + l] >> 4 * (kk / 2) & 15;
+				const int hi = f[128 + 32 * n + l] >> 2 * kk & 3;
+				const size_t u = 192 * (2 * n + m / 2);
+				const int plo = p[u + 64 * (1 + m % 2) + 16 * r + 4 * i + e] >> 4 * hl & 15;
+				const int phi = p[u + 16 * r + 4 * i + e] >>
+						(2 * (m % 2) + 4 * hl) &
+						3;
+				ck_assert_msg(lo == plo && hi == phi,
+					      "row %zu super-block %zu element %zu: %d|%d packed as %d|%d",
+					      o, s, E, lo, hi, plo, phi);
+			}
+			for (size_t k = 0; k < 16; k++)
+				ck_assert_uint_eq(p[768 + 16 * (k / 4) + 4 * r + k % 4], f[192 + k]);
+			ck_assert(memcmp(p + 832 + 2 * r, f + 208, 2) == 0);
+		}
+}
+
+/* The Q6_K packer against the element rule above, 2 and 3 groups of 3
+ * and 8 super-blocks, and its unpack giving the file back. The products
+ * on the form: test_kernel_pack.c (every packed kernel against the file
+ * layout's, bit for bit). */
+START_TEST(q6_k_packed_layout_is_the_contract)
+{
+	static const size_t outs[] = {8, 12}, nbs[] = {3, 8};
+
+	if (qp_skip())
+		return;
+	for (size_t oi = 0; oi < 2; oi++)
+		for (size_t bi = 0; bi < 2; bi++) {
+			const size_t n_out = outs[oi], nb = nbs[bi];
+			const size_t bytes = n_out * nb * sizeof(struct kern_block_q6_k);
+			uint8_t *w = malloc(bytes), *p = malloc(bytes), *tmp = malloc(bytes);
+
+			for (size_t k = 0; k < bytes; k++)
+				w[k] = (uint8_t)qp_rand();
+			memcpy(p, w, bytes);
+			kern_avx512_pack_q6_k(p, n_out, nb, sizeof(struct kern_block_q6_k), 4, 0, tmp);
+			qp_check_q6_layout(w, p, n_out, nb);
+			kern_avx512_pack_q6_k(p, n_out, nb, sizeof(struct kern_block_q6_k), 4, 1, tmp);
+			ck_assert(memcmp(p, w, bytes) == 0);
+			free(w);
+			free(p);
+			free(tmp);
+		}
+}
+END_TEST
 #else
 START_TEST(packed_matmul_equals_the_file_layout_bit_for_bit)
 {
@@ -274,6 +344,11 @@ START_TEST(packed_products_equal_the_file_layout_bit_for_bit)
 END_TEST
 
 START_TEST(packed_row_ranges_inside_groups_are_exact)
+{
+}
+END_TEST
+
+START_TEST(q6_k_packed_layout_is_the_contract)
 {
 }
 END_TEST
@@ -322,6 +397,7 @@ Suite *suite_qpacked(void)
 	tcase_add_test(tc, packed_row_ranges_inside_groups_are_exact);
 	tcase_add_test(tc, packed_matmul_equals_the_file_layout_bit_for_bit);
 	tcase_add_test(tc, avx512_packs_q4_0_and_q8_0_amx_does_not);
+	tcase_add_test(tc, q6_k_packed_layout_is_the_contract);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -91,7 +91,10 @@ static pthread_once_t kern__once = PTHREAD_ONCE_INIT;
  * EMBER_GEMV_SPLIT=chunks asks for the former chunk-by-chunk claims, kept
  * so the two can be measured against each other on a quiet machine. */
 static int kern__regions = 1;
-size_t kern_pack_ahead = 16; /* kernels_impl.h */
+/* 0: the packed K-quant GEMVs read one linear stream the hardware
+ * prefetchers follow; their software prefetch cost more than it hid once
+ * the bodies got faster (LEVELS.md "Q6_K re-ordered") */
+size_t kern_pack_ahead = 0; /* kernels_impl.h */
 static enum cpu_level kern__level = CPU_LEVEL_SCALAR;
 static struct kern_ops kern__table;
 static struct kern_origin kern__org;

@@ -264,6 +264,17 @@ void kern_avx512_pgemv_q8_0(const struct kern_gemm_args *a, size_t o0, size_t o1
  * 4c..4c+3 of row r at 32 + 64 c + 4 r (the VNNI tile's row lanes). */
 void kern_avx512_pack_q4_0(void *w, size_t n_out, size_t nb, size_t bs, size_t g, int unpack,
 			   void *tmp);
+/* Packed Q6_K at the avx512 level (kquants_gemv_avx512.c; groups of 4
+ * rows): per super-block 840 bytes at group_base + 840 s, ql and qh in
+ * 16-byte row lanes re-ordered so that each dword of a lane holds one
+ * sub-block's elements, the scales four rows by four sub-blocks, then the
+ * rows' d (the layout: the comment above kern_avx512_pack_q6_k). */
+void kern_avx512_pack_q6_k(void *w, size_t n_out, size_t nb, size_t bs, size_t g, int unpack,
+			   void *tmp);
+/* Where its units sit in a group super-block, in the order the GEMV reads
+ * them: qh unit 2n + j, then ql units 4n + 2j and 4n + 2j + 1. */
+#define KERN_Q6P_QH(n, j) (192 * (2 * (n) + (j)))
+#define KERN_Q6P_QL(n, m) (192 * (2 * (n) + (m) / 2) + 64 * (1 + (m) % 2))
 /* The AMX int8 prefill GEMM (kernels_amx.c; 16+ tokens, the rest from
  * the two above): bit-identical to them. Only where kern_amx_enable()
  * succeeded. */

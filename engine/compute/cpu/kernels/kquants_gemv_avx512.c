@@ -10,10 +10,14 @@
  * four rows' bases a block apart and a row's super-blocks 4 blocks apart,
  * so the step reads one linear stream (LEVELS.md, "Packed rows"); Q4_K's
  * and Q5_K's groups are interleaved 16 bytes at a time and have their own
- * body (kp_k4: four rows in the lanes of one ZMM).
+ * body (kp_k4: four rows in the lanes of one ZMM); Q6_K's are re-ordered
+ * inside such lanes (kern_avx512_pack_q6_k(), body kp_q6u: LEVELS.md "Q6_K
+ * re-ordered").
  */
 #if defined(__x86_64__)
+#include <assert.h>
 #include <immintrin.h>
+#include <string.h>
 
 #include "kernels_impl.h"
 #include "quants.h"
@@ -178,10 +182,185 @@ static __attribute__((noinline)) void kp_q5k(const struct kern_gemm_args *a, siz
 	kp_k4(a, o, end, 1);
 }
 
-static __attribute__((noinline)) void kp_q6k(const struct kern_gemm_args *a, size_t o, size_t end,
-					     const __m512i *bias, size_t s0, size_t s1)
+/*
+ * Packed Q6_K (kern_avx512_pack_q6_k(), kernels_impl.h): per group of 4
+ * rows and super-block, 840 bytes: ql units u = 4n + m (at
+ * KERN_Q6P_QL(n, m): row r's 16 bytes at 16 r, dword i = ql bytes 64n +
+ * 16i + 4m .. + 3), so the low
+ * nibbles of a unit are the elements 128n + 16i + 4m + e: dword i of a
+ * lane in sub-block 8n + i, the high nibbles (+ 64) in 8n + 4 + i; qh
+ * units 2n + j (at KERN_Q6P_QH(n, j), each before its two ql units: one
+ * ascending stream), byte 4i + e of a lane the high bits
+ * of that dword's elements for ql units 4n + 2j (bits 0-1 low nibble,
+ * 4-5 high) and 4n + 2j + 1 (2-3, 6-7); the scales at 768 + 16q + 4r + i
+ * (sub-block 4q + i of row r); d at 832 + 2r.
+ */
+#define KP_Q6_SB (KG_R * sizeof(struct kern_block_q6_k))
+
+/* One row's super-block between its file block f and the packed p (row r
+ * of the group): packed from f, or f restored from p (unpack). */
+static void kp_q6_move(uint8_t *f, uint8_t *p, size_t r, int unpack)
 {
-	kz_q6_rows(a, o, 4, 1, end, bias, s0, s1, 1);
+	for (size_t n = 0; n < 2; n++)
+		for (size_t m = 0; m < 4; m++)
+			for (size_t i = 0; i < 4; i++) {
+				uint8_t *pu = p + KERN_Q6P_QL(n, m) + 16 * r + 4 * i;
+				uint8_t *fu = f + 64 * n + 16 * i + 4 * m;
+				memcpy(unpack ? fu : pu, unpack ? pu : fu, 4);
+			}
+	/* qh byte a (ql unit 4n + 2j) and b (4n + 2j + 1) of dword h: fields
+	 * 0, 2 (t = 0: dword h) and 1, 3 (t = 1: dword h + 2) */
+	for (size_t n = 0; n < 2; n++)
+		for (size_t j = 0; j < 2; j++)
+			for (size_t h = 0; h < 2; h++)
+				for (size_t e = 0; e < 4; e++) {
+					uint8_t *a = f + 128 + 32 * n + 16 * h + 8 * j + e, *b = a + 4;
+					uint8_t *p0 = p + KERN_Q6P_QH(n, j) + 16 * r + 4 * h + e;
+					uint8_t *p1 = p0 + 8;
+
+					if (!unpack) {
+						*p0 = (uint8_t)((*a & 0x33) | (*b & 0x33) << 2);
+						*p1 = (uint8_t)((*a >> 2 & 0x33) | (*b & 0xcc));
+					} else {
+						*a = (uint8_t)((*p0 & 0x33) | (*p1 & 0x33) << 2);
+						*b = (uint8_t)((*p0 >> 2 & 0x33) | (*p1 & 0xcc));
+					}
+				}
+	for (size_t q = 0; q < 4; q++)
+		memcpy(unpack ? f + 192 + 4 * q : p + 768 + 16 * q + 4 * r,
+		       unpack ? p + 768 + 16 * q + 4 * r : f + 192 + 4 * q, 4);
+	memcpy(unpack ? f + 208 : p + 832 + 2 * r, unpack ? p + 832 + 2 * r : f + 208, 2);
+}
+
+void kern_avx512_pack_q6_k(void *w, size_t n_out, size_t nb, size_t bs, size_t g, int unpack,
+			   void *tmp)
+{
+	const size_t row = nb * bs;
+
+	assert(g == KG_R && bs == sizeof(struct kern_block_q6_k));
+	for (size_t o = 0; o < n_out; o += g) {
+		uint8_t *grp = (uint8_t *)w + o * row, *t = tmp;
+
+		memcpy(tmp, grp, g * row);
+		for (size_t s = 0; s < nb; s++)
+			for (size_t r = 0; r < g; r++)
+				kp_q6_move((unpack ? grp : t) + r * row + s * bs,
+					   (unpack ? t : grp) + s * KP_Q6_SB, r, unpack);
+	}
+}
+
+/* The activations of super-blocks s0 .. s1 - 1 as the packed Q6_K body
+ * takes them (once per call, for all its rows): per super-block and
+ * 64-element chunk c (elements 64c ..), 16 bytes per ql unit m (dword i:
+ * elements 64c + 16i + 4m ..: a 4 x 4 dword transpose), and -32 x the
+ * sums of 16 as int32 (the chains' starts: kz_q6_bias()'s offset). */
+static void kp_q6_act(const struct kern_block_q8_k *x, size_t s0, size_t s1, int8_t *xa,
+		      int32_t *bias)
+{
+	const __m512i tr = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+
+	for (size_t s = s0; s < s1; s++) {
+		KG_UNROLL
+		for (int c = 0; c < 4; c++)
+			_mm512_storeu_si512(xa + 256 * (s - s0) + 64 * c,
+					    _mm512_permutexvar_epi32(tr, kz_load(x[s].qs + 64 * c)));
+		_mm512_storeu_si512(bias + 16 * (s - s0),
+				    _mm512_sub_epi32(_mm512_setzero_si512(),
+						     _mm512_slli_epi32(_mm512_cvtepi16_epi32(kg_load(x[s].bsums)),
+								       5)));
+	}
+}
+
+/* kp_q6u()'s float step: lane r of t row r's four partial sums, d4 the
+ * rows' d: acc + (d D) isum, kz_q6_rows()'s. */
+static inline __m128 kp_q6_step(__m128 acc, __m512i t, __m128 d4, float xd, __m512i red)
+{
+	t = _mm512_add_epi32(t, _mm512_shuffle_epi32(t, _MM_PERM_CDAB));
+	t = _mm512_add_epi32(t, _mm512_shuffle_epi32(t, _MM_PERM_BADC));
+	const __m128i im = _mm512_castsi512_si128(_mm512_permutexvar_epi32(red, t));
+	const __m128 dk = _mm_mul_ps(d4, _mm_set1_ps(xd));
+
+	return _mm_add_ps(acc, _mm_mul_ps(dk, _mm_cvtepi32_ps(im)));
+}
+
+/* Super-blocks s0 .. s1 - 1 of one packed Q6_K group (rows o .. o + 3),
+ * added to y (s0 > 0). Per ql unit: its low and high nibbles, each or-ed
+ * with its two high bits by one VPTERNLOGD (the qh unit masked 0x33 /
+ * 0xcc and shifted once per pair of ql units), against the activations'
+ * 16 bytes broadcast to the four lanes; four VPDPBUSD chains, c = 2n +
+ * hi, dword i of lane r summing sub-block 4c + i of row r from -32 x its
+ * activation sum (exact: int32), then one VPMULLD each by the scales
+ * (VPMOVSXBD of 16 bytes: four rows, four sub-blocks). Per 1024 weights:
+ * 16 VPDPBUSD, 16 VPTERNLOGD, 4 VPMULLD, ~20 shifts and masks; the float
+ * step of super-block s after the sums of s + 1 (as kp_k4()). */
+KG_INLINE void kp_q6u(const struct kern_gemm_args *a, size_t o, size_t end, const int8_t *xa,
+		      const int32_t *bias, size_t s0, size_t s1)
+{
+	const size_t ah = kern_pack_ahead, pfo = ah * a->w_stride;
+	const int pf = ah && o + KG_R + ah <= end;
+	const char *g = (const char *)a->w + o * a->w_stride;
+	const __m512i m4 = _mm512_set1_epi8(0x0f), k33 = _mm512_set1_epi8(0x33);
+	const __m512i kcc = _mm512_set1_epi8((char)0xcc);
+	const __m512i red = _mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+	__m128 acc = s0 > 0 ? kg_load_y(a, o, KG_R, 1) : _mm_setzero_ps();
+	__m512i t_p = _mm512_setzero_si512();
+	__m128 d_p = _mm_setzero_ps();
+
+	for (size_t s = s0; s < s1; s++) {
+		const char *b = g + s * KP_Q6_SB;
+		const int8_t *xs = xa + 256 * (s - s0);
+		const int32_t *bs = bias + 16 * (s - s0);
+		__m512i ch[4];
+
+		if (pf)
+			kg_prefetch(b + pfo, KP_Q6_SB);
+		KG_UNROLL
+		for (int c = 0; c < 4; c++)
+			ch[c] = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(bs + 4 * c)));
+		KG_UNROLL
+		for (int n = 0; n < 2; n++) {
+			KG_UNROLL
+			for (int j = 0; j < 2; j++) {
+				const __m512i h = kz_load(b + KERN_Q6P_QH(n, j));
+				const __m512i hm = _mm512_and_si512(h, k33), hm2 = _mm512_and_si512(h, kcc);
+				__m512i qa = kz_load(b + KERN_Q6P_QL(n, 2 * j));
+				__m512i qb = kz_load(b + KERN_Q6P_QL(n, 2 * j + 1));
+
+				/* one load each: GCC would fold them twice */
+				__asm__("" : "+v"(qa), "+v"(qb));
+				const __m512i la = _mm512_ternarylogic_epi32(qa, _mm512_slli_epi16(hm, 4), m4, 0xE4);
+				const __m512i lb = _mm512_ternarylogic_epi32(qb, _mm512_slli_epi16(hm2, 2), m4, 0xE4);
+				const __m512i ha = _mm512_ternarylogic_epi32(_mm512_srli_epi16(qa, 4), hm, m4, 0xE4);
+				const __m512i hb = _mm512_ternarylogic_epi32(_mm512_srli_epi16(qb, 4),
+									     _mm512_srli_epi16(hm2, 2), m4, 0xE4);
+				const int8_t *xl = xs + 64 * (2 * n), *xh = xs + 64 * (2 * n + 1);
+#define KP_X(p) _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(p)))
+				ch[2 * n] = _mm512_dpbusd_epi32(ch[2 * n], la, KP_X(xl + 32 * j));
+				ch[2 * n] = _mm512_dpbusd_epi32(ch[2 * n], lb, KP_X(xl + 32 * j + 16));
+				ch[2 * n + 1] = _mm512_dpbusd_epi32(ch[2 * n + 1], ha, KP_X(xh + 32 * j));
+				ch[2 * n + 1] = _mm512_dpbusd_epi32(ch[2 * n + 1], hb, KP_X(xh + 32 * j + 16));
+#undef KP_X
+			}
+		}
+		__m512i t = _mm512_setzero_si512();
+		KG_UNROLL
+		for (int c = 0; c < 4; c++)
+			t = _mm512_add_epi32(t, _mm512_mullo_epi32(ch[c], _mm512_cvtepi8_epi32(_mm_loadu_si128(
+									 (const __m128i *)(b + 768 + 16 * c)))));
+		if (s > s0)
+			acc = kp_q6_step(acc, t_p, d_p, a->xk[s - 1].d, red);
+		t_p = t;
+		d_p = _mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)(b + 832)));
+	}
+	acc = kp_q6_step(acc, t_p, d_p, a->xk[s1 - 1].d, red);
+	kg_store(a, o, KG_R, 1, acc);
+}
+
+static __attribute__((noinline)) void kp_q6k(const struct kern_gemm_args *a, size_t o, size_t end,
+					     const int8_t *xa, const int32_t *bias, size_t s0,
+					     size_t s1)
+{
+	kp_q6u(a, o, end, xa, bias, s0, s1);
 }
 
 /* The packed GEMVs: rows [o0, o1) whole groups; the prefetch bound as
@@ -212,11 +391,13 @@ void kern_avx512_pgemv_q5_k(const struct kern_gemm_args *a, size_t o0, size_t o1
 		kp_gemv(kp_q5k, a, o0, o1);
 }
 
-/* kern_avx512_q6k_gemv()'s windows of activation offsets, packed rows. */
+/* kern_avx512_q6k_gemv()'s windows of activations (kp_q6_act()), packed
+ * rows. */
 void kern_avx512_pgemv_q6_k(const struct kern_gemm_args *a, size_t o0, size_t o1)
 {
 	const size_t end = a->y_stride > o1 ? a->y_stride : o1, nsb = a->n_in / KERN_QKK;
-	__m512i bias[4 * KZ_Q6_WIN];
+	int8_t xa[256 * KZ_Q6_WIN] __attribute__((aligned(64)));
+	int32_t bias[16 * KZ_Q6_WIN] __attribute__((aligned(64)));
 
 	if (a->n_tok != 1) {
 		kern_avx512_vnni_pgemm_q6_k(a, o0, o1);
@@ -225,9 +406,9 @@ void kern_avx512_pgemv_q6_k(const struct kern_gemm_args *a, size_t o0, size_t o1
 	for (size_t s0 = 0; s0 < nsb; s0 += KZ_Q6_WIN) {
 		const size_t s1 = nsb - s0 > KZ_Q6_WIN ? s0 + KZ_Q6_WIN : nsb;
 
-		kz_q6_bias(a->xk, s0, s1, bias);
+		kp_q6_act(a->xk, s0, s1, xa, bias);
 		for (size_t o = o0; o < o1; o += KG_R)
-			kp_q6k(a, o, end, bias, s0, s1);
+			kp_q6k(a, o, end, xa, bias, s0, s1);
 	}
 }
 

@@ -30,6 +30,8 @@
  * qvnni_avx512.h's (the Q8_0/Q4_0 tiles of kernels_qvnni_avx512.c).
  */
 #if defined(__x86_64__)
+#include <string.h>
+
 #include "kernels.h"
 #include "kernels_impl.h"
 #include "qvnni_avx512.h"
@@ -43,10 +45,13 @@
  * start (k a multiple of 16, 16 bytes read). File layout: rst = st, gst =
  * 4 st, step = bs, km = 1; packed (kernels.h KERN_PACKED, groups of 4):
  * rst = bs, gst = 4 st, step = 4 bs, km = 1, but Q4_K (16-byte units,
- * kern_pack_groups16()): rst = 16, km = 4; rst = gst = 0: all the same row. */
+ * kern_pack_groups16()): rst = 16, km = 4; rst = gst = 0: all the same row.
+ * Packed Q6_K (kern_avx512_pack_q6_k()) is re-ordered inside its 16-byte
+ * lanes (rst = 16, km = 4, kv__q6u_sb() reads it); r0: the row's place in
+ * its group when rst = 0 (the scales and d are not in its lanes). */
 struct kv_rows {
 	const char *w;
-	size_t rst, gst, step, km;
+	size_t rst, gst, step, km, r0;
 };
 
 /* Bytes `off` .. off + 15 of rows i, i + 4, i + 8, i + 12. */
@@ -194,6 +199,75 @@ static void kv__pack_k4(struct kv_rows rp, size_t s0, size_t n, int five, struct
 	}
 }
 
+/* Packed Q6_K (kern_avx512_pack_q6_k(), rp.km = 4): super-block sb of
+ * the 16 rows as kv__pack_q6() leaves it (w[b][c] lane r: elements 4c ..
+ * 4c + 3 of 32-block b of row r; v[k] scale k, v[16] d). Dword i of ql
+ * unit 4n + m holds elements 128n + 16i + 4m + e (low nibbles; high: +
+ * 64), so after the transpose each row lane's dword is one (b, c); the
+ * high bits as kquants_gemv_avx512.c's kp_q6u() takes them. */
+QV_INLINE void kv__q6u_sb(struct kv_rows rp, size_t sb, __m512i w[8][8], __m512i v[17])
+{
+	const __m512i m4 = _mm512_set1_epi8(0x0f), k33 = _mm512_set1_epi8(0x33);
+	const __m512i kcc = _mm512_set1_epi8((char)0xcc);
+	const char *g0 = rp.w - 16 * rp.r0 + sb; /* group of row 0 (rst = 0: the row's) */
+	__m256i dh;
+
+	QV_UNROLL
+	for (int n = 0; n < 2; n++) {
+		QV_UNROLL
+		for (int j = 0; j < 2; j++) {
+			__m512i h[4], la[4], lb[4];
+
+			kv__rows16(rp, sb + KERN_Q6P_QH(n, j), h);
+			kv__rows16(rp, sb + KERN_Q6P_QL(n, 2 * j), la);
+			kv__rows16(rp, sb + KERN_Q6P_QL(n, 2 * j + 1), lb);
+			QV_UNROLL
+			for (int i = 0; i < 4; i++) {
+				const __m512i hm = _mm512_and_si512(h[i], k33), hm2 = _mm512_and_si512(h[i], kcc);
+				const int b = 4 * n + i / 2, c = 4 * (i % 2) + 2 * j;
+
+				w[b][c] = _mm512_ternarylogic_epi32(la[i], _mm512_slli_epi16(hm, 4), m4, 0xE4);
+				w[b][c + 1] = _mm512_ternarylogic_epi32(lb[i], _mm512_slli_epi16(hm2, 2), m4, 0xE4);
+				w[b + 2][c] = _mm512_ternarylogic_epi32(_mm512_srli_epi16(la[i], 4), hm, m4, 0xE4);
+				w[b + 2][c + 1] = _mm512_ternarylogic_epi32(
+					_mm512_srli_epi16(lb[i], 4), _mm512_srli_epi16(hm2, 2), m4, 0xE4);
+			}
+		}
+	}
+	/* scales: 16 bytes per q, [row 0 .. row 3] x sub-blocks 4q .. 4q + 3 */
+	QV_UNROLL
+	for (int q = 0; q < 4; q++) {
+		__m512i sc;
+
+		if (rp.rst) {
+			const char *p = g0 + 768 + 16 * q;
+			sc = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)p));
+			sc = _mm512_inserti32x4(sc, _mm_loadu_si128((const __m128i *)(p + rp.gst)), 1);
+			sc = _mm512_inserti32x4(sc, _mm_loadu_si128((const __m128i *)(p + 2 * rp.gst)), 2);
+			sc = _mm512_inserti32x4(sc, _mm_loadu_si128((const __m128i *)(p + 3 * rp.gst)), 3);
+		} else {
+			int32_t d4;
+			memcpy(&d4, g0 + 768 + 16 * q + 4 * rp.r0, 4);
+			sc = _mm512_set1_epi32(d4);
+		}
+		QV_UNROLL
+		for (int i = 0; i < 4; i++)
+			v[4 * q + i] = kv__byte_s(sc, i);
+	}
+	/* d: the four groups' 8 bytes (rst = 0: the row's, 16 times) */
+	if (rp.rst) {
+		int64_t d8[4];
+		for (int g = 0; g < 4; g++)
+			memcpy(&d8[g], g0 + g * rp.gst + 832, 8);
+		dh = _mm256_setr_epi64x(d8[0], d8[1], d8[2], d8[3]);
+	} else {
+		int16_t d2;
+		memcpy(&d2, g0 + 832 + 2 * rp.r0, 2);
+		dh = _mm256_set1_epi16(d2);
+	}
+	v[16] = _mm512_castps_si512(_mm512_cvtph_ps(dh));
+}
+
 /* Q6_K: ql (128 bytes), qh (64), 16 int8 scales, d; 32-block 4n + kk
  * takes nibble (kk >= 2: high) of ql[64n + 32(kk & 1) + l] and bits 2kk,
  * 2kk + 1 of qh[32n + l]. */
@@ -202,6 +276,11 @@ static void kv__pack_q6(struct kv_rows rp, size_t s0, size_t n, struct kv_panel 
 	for (size_t s = 0; s < n; s++) {
 		const size_t sb = (s0 + s) * rp.step;
 		__m512i h[4], g[4];
+
+		if (rp.km == 4) { /* packed */
+			kv__q6u_sb(rp, sb, pn->w[s], pn->v[s]);
+			continue;
+		}
 
 		kv__rows16(rp, sb + 192, h);
 		kv__rows16(rp, sb + 194, g); /* d in the top half of g[3] */
@@ -264,14 +343,16 @@ struct kv_at {
 QV_INLINE struct kv_rows kv__rows_of(const struct kern_gemm_args *a, struct kv_at at, size_t bs)
 {
 	const char *w = (const char *)a->w;
-	/* kern_pack_groups16() */
-	const size_t u =
-		bs == sizeof(struct kern_block_q4_k) || bs == sizeof(struct kern_block_q5_k) ? 16 : bs;
+	/* kern_pack_groups16(), kern_avx512_pack_q6_k(): 16-byte lanes */
+	const size_t u = bs == sizeof(struct kern_block_q4_k) || bs == sizeof(struct kern_block_q5_k) ||
+				 bs == sizeof(struct kern_block_q6_k)
+			 ? 16
+			 : bs;
 
 	if (!at.pk)
-		return (struct kv_rows){w + at.o * a->w_stride, at.st, 4 * at.st, bs, 1};
+		return (struct kv_rows){w + at.o * a->w_stride, at.st, 4 * at.st, bs, 1, 0};
 	return (struct kv_rows){w + (at.o & ~(size_t)3) * a->w_stride + (at.o & 3) * u,
-				at.st ? u : 0, 4 * at.st, 4 * bs, bs / u == 1 ? 1 : 4};
+				at.st ? u : 0, 4 * at.st, 4 * bs, bs / u == 1 ? 1 : 4, at.o & 3};
 }
 
 /* The tokens' Q8_K blocks of super-block s: q[i] = token i's values of
@@ -489,6 +570,20 @@ QV_INLINE void kv__tile_s(const struct kern_gemm_args *a, struct kv_at at, int T
 		__m512i h[4], g[4];
 
 		kv__q6_off(xk, s, T, off);
+		if (rp.km == 4) { /* packed: unpacked whole, then used */
+			__m512i wv[8][8], v[17];
+
+			kv__q6u_sb(rp, sb, wv, v);
+			QV_UNROLL
+			for (int b = 0; b < 8; b++) {
+				const int8_t *q[KV_TOK];
+
+				kv__q(xk, s, b, T, q);
+				kv__q6_blk(wv[b], v[2 * b], v[2 * b + 1], q, off, b, T, isum);
+			}
+			kv__q6_end(_mm512_castsi512_ps(v[16]), xk, s, T, isum, acc);
+			continue;
+		}
 		kv__rows16(rp, sb + 192, h);
 		kv__rows16(rp, sb + 194, g); /* d in the top half of g[3] */
 		QV_UNROLL
