@@ -272,6 +272,16 @@ enum cpu_level kern_init(void)
 	return kern__level;
 }
 
+kern_gemm_fn kern_test_set_gemm(uint32_t t, kern_gemm_fn f)
+{
+	kern_gemm_fn old;
+
+	kern_init();
+	old = kern__table.gemm[t];
+	kern__table.gemm[t] = f;
+	return old;
+}
+
 enum cpu_level kern_level(void)
 {
 	return kern__level;
@@ -323,6 +333,18 @@ char *kern_describe(char *buf, size_t len)
 			kern__line(buf, len, &n, "gemv", sub, o->gemm[t]);
 			kern__line(buf, len, &n, "gemm", sub, o->gemm[t]);
 		}
+#if defined(__x86_64__)
+	if (kern_level() == CPU_LEVEL_AMX && n + 1 < len) {
+		int w = snprintf(buf + n, len - n,
+				 "op gemm Q8_0/Q4_0 prefill: amx %s (%zu+ tokens%s)\n",
+				 kern_amxbf_on ? "bf16" : "int8", kern_amxbf_min_tok,
+				 kern_amxbf_on ? ": weights and activations rounded to bf16, fp32 sums; "
+						 "EMBER_AMX_BF16=0: int8"
+					       : "");
+		if (w > 0)
+			n = n + (size_t)w < len ? n + (size_t)w : len - 1;
+	}
+#endif
 	kern__line(buf, len, &n, "quantize_act", NULL, o->quantize_act);
 	kern__line(buf, len, &n, "quantize_act_q8k", NULL, o->quantize_act_q8k);
 	kern__line(buf, len, &n, "attn_scores", NULL, o->attn_scores);
@@ -444,6 +466,21 @@ static int kern__wants_q8k(uint32_t wtype)
 	       wtype == DTYPE_Q2_K || wtype == DTYPE_Q3_K;
 }
 
+/* The AMX bf16 prefill's activation tiles (kernels_amx_bf16.c), after the
+ * rest of the scratch, 64-byte aligned: bytes for n_tok tokens, or 0
+ * where that path does not run. */
+static size_t kern__bf16_bytes(uint32_t wtype, size_t n_in, size_t n_tok)
+{
+#if defined(__x86_64__)
+	if ((wtype == DTYPE_Q8_0 || wtype == DTYPE_Q4_0) && kern_init() == CPU_LEVEL_AMX &&
+	    kern_amxbf_on && n_tok >= kern_amxbf_min_tok)
+		return kern_amxbf_tokens(n_tok) * n_in * sizeof(uint16_t) + 64;
+#else
+	(void)wtype, (void)n_in, (void)n_tok;
+#endif
+	return 0;
+}
+
 size_t kern_matmul_scratch(uint32_t wtype, size_t n_in, size_t n_tok)
 {
 	wtype &= ~KERN_PACKED; /* the same activations either way */
@@ -451,8 +488,9 @@ size_t kern_matmul_scratch(uint32_t wtype, size_t n_in, size_t n_tok)
 
 	if (!kern_wtype_quantized(wtype))
 		return 0;
-	return ((kern__act_row_bytes(n_in) + kern__sum_row_bytes(n_in) + q8k) * n_tok + 63) &
-	       ~(size_t)63;
+	return (((kern__act_row_bytes(n_in) + kern__sum_row_bytes(n_in) + q8k) * n_tok + 63) &
+		~(size_t)63) +
+	       kern__bf16_bytes(wtype, n_in, n_tok);
 }
 
 void kern_act_summarize(const struct kern_block_q8a *x, size_t nb, float *xd, int32_t *xs8)
@@ -514,6 +552,10 @@ static void kern__quantize_cb(void *data, size_t t)
 	job->ops->quantize_act(job->x + t * a->n_in, dst, a->n_in);
 	kern_act_summarize(dst, a->n_in / KERN_QK, (float *)a->xd + t * a->xd_stride,
 			   (int32_t *)a->xs8 + t * a->xd_stride);
+#if defined(__x86_64__)
+	if (a->xb != NULL) /* the AMX bf16 prefill's tiles, once per matmul */
+		kern_amxbf_act_row(job->x + t * a->n_in, a->n_in, t, (uint16_t *)a->xb);
+#endif
 }
 
 /* Token group i of kern_matmul_n_pre(): its rows written, then quantized. */
@@ -726,6 +768,20 @@ void kern_matmul_n_pre(tpool_t pool, uint32_t wtype, size_t n_in,
 		if (kern__wants_q8k(wtype) &&
 		    (packed || kern__ops->gemv[wtype] != kern__ops->gemm[wtype]))
 			a.xk = (const struct kern_block_q8_k *)(a.xs8 + a.xd_stride * n_tok);
+		a.xf = x;
+		a.xf_stride = n_in;
+#if defined(__x86_64__)
+		/* AMX bf16 prefill: its activation tiles after the sums, made by
+		 * the quantizing tasks; the padding tokens zeroed here */
+		if (!packed && kern__bf16_bytes(wtype, n_in, n_tok) != 0) {
+			uintptr_t p = (uintptr_t)(a.xs8 + a.xd_stride * n_tok);
+			uint16_t *xb = (uint16_t *)((p + 63) & ~(uintptr_t)63);
+
+			for (size_t t = n_tok; t < kern_amxbf_tokens(n_tok); t++)
+				kern_amxbf_act_row(NULL, n_in, t, xb);
+			a.xb = xb;
+		}
+#endif
 	} else {
 		a.x = x;
 		a.x_stride = n_in * sizeof(float);

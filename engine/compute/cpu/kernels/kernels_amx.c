@@ -37,6 +37,11 @@
  * its work memory (panel and repacked activations, 293 KiB) and frees it;
  * without it the call runs at the AVX-512 level.
  *
+ * Calls of kern_amxbf_min_tok (64) or more tokens that carry float
+ * activations (prefill through kern_matmul) run the bf16 tiles of
+ * kernels_amx_bf16.c instead, unless EMBER_AMX_BF16=0 or its self-test
+ * failed (kern_amx_gemm_*; kern_amx_i8_gemm_* are the int8 path alone).
+ *
  * Thread safety: kern_amx_enable() runs once under kern_init()'s
  * pthread_once; the gemm functions are pure.
  */
@@ -266,14 +271,37 @@ static void amx__gemm(uint32_t wt, kern_gemm_fn vnni, const struct kern_gemm_arg
 	}
 }
 
-void kern_amx_gemm_q8_0(const struct kern_gemm_args *a, size_t o0, size_t o1)
+void kern_amx_i8_gemm_q8_0(const struct kern_gemm_args *a, size_t o0, size_t o1)
 {
 	amx__gemm(DTYPE_Q8_0, kern_avx512_gemm_q8_0, a, o0, o1);
 }
 
-void kern_amx_gemm_q4_0(const struct kern_gemm_args *a, size_t o0, size_t o1)
+void kern_amx_i8_gemm_q4_0(const struct kern_gemm_args *a, size_t o0, size_t o1)
 {
 	amx__gemm(DTYPE_Q4_0, kern_avx512_gemm_q4_0, a, o0, o1);
+}
+
+/* Prefill with float activations: the bf16 tiles where they are on
+ * (kernels_amx_bf16.c); otherwise, and for fewer tokens, int8. */
+static int amx__bf16(const struct kern_gemm_args *a)
+{
+	return kern_amxbf_on && (a->xb || a->xf) && a->n_tok >= kern_amxbf_min_tok;
+}
+
+void kern_amx_gemm_q8_0(const struct kern_gemm_args *a, size_t o0, size_t o1)
+{
+	if (amx__bf16(a))
+		kern_amxbf_gemm_q8_0(a, o0, o1);
+	else
+		kern_amx_i8_gemm_q8_0(a, o0, o1);
+}
+
+void kern_amx_gemm_q4_0(const struct kern_gemm_args *a, size_t o0, size_t o1)
+{
+	if (amx__bf16(a))
+		kern_amxbf_gemm_q4_0(a, o0, o1);
+	else
+		kern_amx_i8_gemm_q4_0(a, o0, o1);
 }
 
 /* The AMX table: only the quantized GEMMs; every other entry, and the
@@ -381,6 +409,9 @@ int kern_amx_enable(char *why, size_t len)
 		snprintf(why, len, "the AMX self-test differed from the avx512 level");
 		return -1;
 	}
+	/* the bf16 prefill on top, or said once why not (int8 stays) */
+	if (kern_amxbf_enable(why, len) != 0)
+		fprintf(stderr, "ember: amx bf16 prefill %s; int8 tiles\n", why);
 	return 0;
 }
 #endif

@@ -1,0 +1,404 @@
+/*
+ * kernels_amx_bf16.c - the AMX level's bf16 prefill GEMM for Q8_0 and Q4_0
+ * weights (TDPBF16PS), for calls of KERN_AMXBF_MIN_TOK or more tokens that
+ * have float activations (kern_gemm_args xf, or xb made once per matmul).
+ *
+ * Why: the int8 tiles (kernels_amx.c) must leave the tiles every 32-element
+ * block to apply the block scales (one TILESTORED and a float step per
+ * 8,192 products), which caps them near 600 GFLOP/s a core (LEVELS.md).
+ * Here the block scale is folded into each weight value before rounding it
+ * to bf16, so C accumulates in fp32 inside the tiles over a whole K chunk.
+ * The results are not the other levels' bits: weights (d * q, or
+ * d * (q - 8)) and activations are rounded to bf16 (round to nearest
+ * even), products and sums in fp32. Each output is within about
+ * 2^-8 * sum |w x| of the exact product; the start-up self-test
+ * (kern_amxbf_enable) checks that bound against a float64 reference and
+ * the avx512 level. EMBER_AMX_BF16=0 keeps the int8 path.
+ *
+ * Blocking, per call (rows [o0, o1) from the pool, all n_tok tokens):
+ *   activations: xb, bf16 in tiles: token group g (16 tokens), K step s
+ *     (32 elements) at xb + (g * K/32 + s) * 512, 16 rows of 64 bytes, so
+ *     an A tile is 16 whole cache lines; tokens padded with zeros to a
+ *     multiple of 32. Made once per kern_matmul by the quantizing tasks
+ *     (kern_amxbf_act_row), else by the call from xf (self-test, tests).
+ *   per K chunk of AMXBF_KC (512) elements, per group of 32 weight rows:
+ *     B panel: the 32 rows x chunk dequantized to bf16 once (32 KiB: stays
+ *     in L1 while every token group reads it), in the VNNI pair layout:
+ *     B tile row r = K elements (2r, 2r+1) of 16 weight rows, 64 bytes
+ *     (dequantized row-major into 16 ZMM, then a 16 x 16 dword
+ *     transposition, amxbf__tr16). Each weight element is dequantized once
+ *     per call (the chunk loop is outside the row-group loop).
+ *   per group of 32 tokens: C tiles tmm0-3 (2 x 2: 16 tokens x 16 rows
+ *     each, C[token][row] is y's layout) from y (TILEZERO on the first
+ *     chunk), then per K step 2 A tiles (tmm4/5), 2 B tiles (tmm6/7) and 4
+ *     TDPBF16PS, then back to y.
+ * Tails: rows past the last whole 32-row group go to the int8 path (all
+ * tokens); tokens past the last whole 32 run in the tiles on zero-padded
+ * activations with C in a call-local buffer, copied to y at the end.
+ *
+ * Cycle budget (Sapphire/Emerald Rapids, per core): TDPBF16PS is 16 x 16 x
+ * 32 multiply-adds in ~16 cycles (1,024 flop/cycle). A K step is 4 of them
+ * (64 cycles) against 4 tile loads (4 KiB: B from L1, A from L2, 0.5 lines
+ * a cycle from L2), so the loads hide under the products. A 32 x 32 C
+ * block costs 8 tile moves per chunk of 16 steps (1,024 cycles). The B
+ * panel costs ~150 vector instructions per 16 rows x 32 K (dequantize and
+ * transpose), once per call, against 512 cycles of tile work for the same
+ * weights at 512 tokens (~20-30% if not overlapped by the out-of-order
+ * core with the previous group's tile work). Expected: 1-1.5 TFLOP/s a
+ * core at 512 tokens; not measured here (no AMX on the development
+ * machines): see bench/gemm_q and LEVELS.md.
+ *
+ * Thread safety: kern_amxbf_enable() runs once under kern_init()'s
+ * pthread_once (via kern_amx_enable); the GEMMs are pure, each call
+ * configures its own tiles and allocates its own work memory.
+ */
+#if defined(__x86_64__)
+#include <immintrin.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels.h"
+#include "kernels_impl.h"
+
+#define AMXBF_TOK 16  /* tokens per A / C tile */
+#define AMXBF_ROWS 32 /* weight rows per group: two B tiles */
+#define AMXBF_STEP 32 /* K elements per tile product (16 bf16 pairs) */
+#define AMXBF_TILE (AMXBF_TOK * AMXBF_STEP) /* bf16 elements per A/B tile */
+#ifndef AMXBF_KC
+#define AMXBF_KC 512 /* K elements per chunk (the B panel: 32 KiB) */
+#endif
+#define AMXBF_KS (AMXBF_KC / AMXBF_STEP)
+/* The int8 path for rows that fill no 32-row group (tests rename it). */
+#ifndef AMXBF_INT8_Q8_0
+#define AMXBF_INT8_Q8_0 kern_amx_i8_gemm_q8_0
+#define AMXBF_INT8_Q4_0 kern_amx_i8_gemm_q4_0
+#endif
+
+int kern_amxbf_on;
+size_t kern_amxbf_min_tok = KERN_AMXBF_MIN_TOK;
+
+/* LDTILECFG's operand, palette 1: all 8 tiles 16 rows x 64 bytes. */
+static void amxbf__configure(void)
+{
+	uint8_t cfg[64];
+
+	memset(cfg, 0, sizeof(cfg));
+	cfg[0] = 1;
+	for (int i = 0; i < 8; i++) {
+		cfg[16 + 2 * i] = 64; /* colsb, little endian */
+		cfg[48 + i] = AMXBF_TOK;
+	}
+	_tile_loadconfig(cfg);
+}
+
+void kern_amxbf_act_row(const float *x, size_t n_in, size_t t, uint16_t *xb)
+{
+	const size_t ns = n_in / AMXBF_STEP;
+	uint16_t *d = xb + (t / AMXBF_TOK) * ns * AMXBF_TILE + (t % AMXBF_TOK) * AMXBF_STEP;
+
+	for (size_t s = 0; s < ns; s++) {
+		__m512i v = _mm512_setzero_si512();
+
+		if (x)
+			v = (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(x + s * AMXBF_STEP + 16),
+							 _mm512_loadu_ps(x + s * AMXBF_STEP));
+		_mm512_storeu_si512(d + s * AMXBF_TILE, v);
+	}
+}
+
+/* 16 x 16 dwords: r[i] lane j <- r[j] lane i. Unpacks build 4 x 4 blocks
+ * in each 128-bit lane, two rounds of lane shuffles place them. */
+static inline void amxbf__tr16(__m512i r[16])
+{
+	__m512i t[16], u[16];
+
+	for (int i = 0; i < 8; i++) {
+		t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+		t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+	}
+	/* u[4i + j], 128-bit lane L: column 4L + j of rows 4i..4i+3 */
+	for (int i = 0; i < 4; i++) {
+		u[4 * i] = _mm512_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
+		u[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
+		u[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
+		u[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
+	}
+	for (int j = 0; j < 4; j++) {
+		const __m512i v0 = _mm512_shuffle_i32x4(u[j], u[4 + j], 0x44);
+		const __m512i v1 = _mm512_shuffle_i32x4(u[j], u[4 + j], 0xee);
+		const __m512i w0 = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], 0x44);
+		const __m512i w1 = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], 0xee);
+
+		r[j] = _mm512_shuffle_i32x4(v0, w0, 0x88);
+		r[4 + j] = _mm512_shuffle_i32x4(v0, w0, 0xdd);
+		r[8 + j] = _mm512_shuffle_i32x4(v1, w1, 0x88);
+		r[12 + j] = _mm512_shuffle_i32x4(v1, w1, 0xdd);
+	}
+}
+
+/* Block b of the 16 rows at w (st bytes apart) as one B tile at bt: row r
+ * holds elements 2r, 2r+1 of the 16 rows as bf16 pairs, weight row n at
+ * bytes 4n..4n+3. Values d * q (Q4_0: d * (q - 8)), exact in fp32, then
+ * rounded to nearest even. */
+void kern_amxbf_b_tile(uint32_t wt, const char *w, size_t st, size_t b, uint16_t *bt)
+{
+	__m512i v[16];
+
+	for (int r = 0; r < 16; r++) {
+		__m512 lo, hi, d;
+
+		if (wt == DTYPE_Q8_0) {
+			const struct kern_block_q8_0 *k =
+				(const struct kern_block_q8_0 *)(w + r * st) + b;
+			d = _mm512_set1_ps(_cvtsh_ss(k->d));
+			lo = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)k->qs)));
+			hi = _mm512_cvtepi32_ps(
+				_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(k->qs + 16))));
+		} else {
+			const struct kern_block_q4_0 *k =
+				(const struct kern_block_q4_0 *)(w + r * st) + b;
+			const __m512i q = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)k->qs));
+			const __m512i e = _mm512_set1_epi32(8);
+
+			d = _mm512_set1_ps(_cvtsh_ss(k->d));
+			lo = _mm512_cvtepi32_ps(
+				_mm512_sub_epi32(_mm512_and_si512(q, _mm512_set1_epi32(15)), e));
+			hi = _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_srli_epi32(q, 4), e));
+		}
+		v[r] = (__m512i)_mm512_cvtne2ps_pbh(_mm512_mul_ps(hi, d), _mm512_mul_ps(lo, d));
+	}
+	amxbf__tr16(v);
+	for (int r = 0; r < 16; r++)
+		_mm512_store_si512(bt + r * 32, v[r]);
+}
+
+/* Token group tg's 32 x 32 block at C (cs floats between token rows)
+ * over n K steps: A tiles of the group at x0, B panel at bt. */
+static void amxbf__block(float *c, size_t cs, int first, const uint16_t *x0, size_t ns,
+			 const uint16_t *bt, size_t n)
+{
+	const long cb = (long)(cs * sizeof(float));
+	const uint16_t *x1 = x0 + ns * AMXBF_TILE;
+
+	if (first) {
+		_tile_zero(0);
+		_tile_zero(1);
+		_tile_zero(2);
+		_tile_zero(3);
+	} else {
+		_tile_loadd(0, c, cb);
+		_tile_loadd(1, c + 16, cb);
+		_tile_loadd(2, c + 16 * cs, cb);
+		_tile_loadd(3, c + 16 * cs + 16, cb);
+	}
+	for (size_t i = 0; i < n; i++) {
+		_tile_loadd(4, x0 + i * AMXBF_TILE, 64);
+		_tile_loadd(6, bt + i * AMXBF_TILE, 64);
+		_tile_dpbf16ps(0, 4, 6);
+		_tile_loadd(7, bt + (AMXBF_KS + i) * AMXBF_TILE, 64);
+		_tile_dpbf16ps(1, 4, 7);
+		_tile_loadd(5, x1 + i * AMXBF_TILE, 64);
+		_tile_dpbf16ps(2, 5, 6);
+		_tile_dpbf16ps(3, 5, 7);
+	}
+	_tile_stored(0, c, cb);
+	_tile_stored(1, c + 16, cb);
+	_tile_stored(2, c + 16 * cs, cb);
+	_tile_stored(3, c + 16 * cs + 16, cb);
+}
+
+static void amxbf__gemm(uint32_t wt, kern_gemm_fn i8, const struct kern_gemm_args *a, size_t o0,
+			size_t o1)
+{
+	const size_t ns = a->n_in / AMXBF_STEP, mp = kern_amxbf_tokens(a->n_tok);
+	const size_t full = a->n_tok / 32 * 32, rows = (o1 - o0) / AMXBF_ROWS * AMXBF_ROWS;
+	const size_t o_end = o0 + rows;
+	const size_t bt_bytes = 2 * AMXBF_KS * AMXBF_TILE * sizeof(uint16_t);
+	const size_t ct_bytes = full < mp ? (32 * rows * sizeof(float) + 63) & ~(size_t)63 : 0;
+	const size_t xb_bytes = a->xb ? 0 : mp * a->n_in * sizeof(uint16_t);
+	const uint16_t *xb = a->xb;
+	uint16_t *bt;
+	float *ct;
+	char *m;
+
+	if (rows == 0 || (a->xb == NULL && a->xf == NULL) ||
+	    !(m = aligned_alloc(64, bt_bytes + ct_bytes + xb_bytes))) {
+		i8(a, o0, o1);
+		return;
+	}
+	bt = (uint16_t *)m;
+	ct = (float *)(m + bt_bytes);
+	if (!xb) {
+		uint16_t *own = (uint16_t *)(m + bt_bytes + ct_bytes);
+
+		for (size_t t = 0; t < mp; t++)
+			kern_amxbf_act_row(t < a->n_tok ? a->xf + t * a->xf_stride : NULL, a->n_in, t,
+					   own);
+		xb = own;
+	}
+	amxbf__configure();
+	for (size_t kc = 0; kc < ns; kc += AMXBF_KS) {
+		const size_t n = ns - kc < AMXBF_KS ? ns - kc : AMXBF_KS;
+
+		for (size_t o = o0; o < o_end; o += AMXBF_ROWS) {
+			const char *w = (const char *)a->w + o * a->w_stride;
+
+			for (size_t i = 0; i < n; i++) {
+				kern_amxbf_b_tile(wt, w, a->w_stride, kc + i, bt + i * AMXBF_TILE);
+				kern_amxbf_b_tile(wt, w + 16 * a->w_stride, a->w_stride, kc + i,
+						  bt + (AMXBF_KS + i) * AMXBF_TILE);
+			}
+			for (size_t tg = 0; tg < mp; tg += 32) {
+				const uint16_t *x0 = xb + ((tg / AMXBF_TOK) * ns + kc) * AMXBF_TILE;
+
+				if (tg < full)
+					amxbf__block(a->y + tg * a->y_stride + o, a->y_stride, kc == 0,
+						     x0, ns, bt, n);
+				else
+					amxbf__block(ct + (o - o0), rows, kc == 0, x0, ns, bt, n);
+			}
+		}
+	}
+	_tile_release();
+	for (size_t t = full; t < a->n_tok; t++)
+		memcpy(a->y + t * a->y_stride + o0, ct + (t - full) * rows, rows * sizeof(float));
+	free(m);
+	if (o_end < o1) /* row tail: every token, int8 */
+		i8(a, o_end, o1);
+}
+
+void kern_amxbf_gemm_q8_0(const struct kern_gemm_args *a, size_t o0, size_t o1)
+{
+	amxbf__gemm(DTYPE_Q8_0, AMXBF_INT8_Q8_0, a, o0, o1);
+}
+
+void kern_amxbf_gemm_q4_0(const struct kern_gemm_args *a, size_t o0, size_t o1)
+{
+	amxbf__gemm(DTYPE_Q4_0, AMXBF_INT8_Q4_0, a, o0, o1);
+}
+
+/* ---- start-up self-test ----------------------------------------------------------- */
+
+static uint32_t amxbf__rand(uint32_t *s)
+{
+	*s = *s * 1664525u + 1013904223u;
+	return *s >> 8;
+}
+
+/* f rounded to bf16 (nearest even) and back: the tiles' operands. */
+static float amxbf__round(float f)
+{
+	uint32_t u;
+
+	memcpy(&u, &f, sizeof(u));
+	u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+	memcpy(&f, &u, sizeof(f));
+	return f;
+}
+
+/*
+ * The bf16 GEMM on each type at a size that crosses its boundaries (72
+ * rows: two 32-row groups and an int8 row tail; 1,088 inputs: two K
+ * chunks, one partial; 101 tokens: three 32-token groups and a tail of 5)
+ * against a float64 product of the bf16-rounded operands (within 1e-5 of
+ * sum |w x|: the tiles' fp32 sums) and against the avx512 level (within
+ * 2^-6 of sum |w| |x|: bf16 against int8 activations). 0 when both hold.
+ */
+int kern_amxbf_selftest(void)
+{
+	enum { OUT = 72, IN = 2 * AMXBF_KC + 64, NB = IN / KERN_QK, TOK = 101 };
+	const size_t pad = kern_act_groups_pad(NB);
+	struct kern_block_q8_0 *w8 = malloc(sizeof(*w8) * OUT * NB);
+	struct kern_block_q4_0 *w4 = malloc(sizeof(*w4) * OUT * NB);
+	struct kern_block_q8a *x = malloc(sizeof(*x) * TOK * NB);
+	float *xf = malloc(sizeof(float) * TOK * IN), *wf = malloc(sizeof(float) * IN);
+	float *xd = malloc(sizeof(float) * TOK * pad);
+	int32_t *xs8 = malloc(sizeof(int32_t) * TOK * pad);
+	float *y1 = malloc(sizeof(float) * TOK * OUT), *y2 = malloc(sizeof(float) * TOK * OUT);
+	uint32_t s = 4321;
+	int rc = -1;
+
+	if (!w8 || !w4 || !x || !xf || !wf || !xd || !xs8 || !y1 || !y2)
+		goto out;
+	for (size_t i = 0; i < OUT * NB; i++) {
+		w8[i].d = w4[i].d = kern_fp32_to_fp16((float)(amxbf__rand(&s) % 1000 + 1) * 1e-4f);
+		for (int j = 0; j < KERN_QK; j++)
+			w8[i].qs[j] = (int8_t)(amxbf__rand(&s) % 255 - 127);
+		for (int j = 0; j < KERN_QK / 2; j++)
+			w4[i].qs[j] = (uint8_t)amxbf__rand(&s);
+	}
+	for (size_t i = 0; i < TOK * IN; i++)
+		xf[i] = ((float)(amxbf__rand(&s) % 20001) - 10000.0f) * 1e-4f;
+	for (size_t k = 0; k < TOK; k++) {
+		kern_ops_ref.quantize_act(xf + k * IN, x + k * NB, IN);
+		kern_act_summarize(x + k * NB, NB, xd + k * pad, xs8 + k * pad);
+	}
+	for (int ti = 0; ti < 2; ti++) {
+		const uint32_t wt = ti ? DTYPE_Q4_0 : DTYPE_Q8_0;
+		const size_t row = (size_t)dtype_row_size(wt, IN);
+		const char *w = ti ? (const char *)w4 : (const char *)w8;
+		struct kern_gemm_args a = {
+			.w = w, .w_stride = row, .n_in = IN, .x = x,
+			.x_stride = NB * sizeof(struct kern_block_q8a), .n_tok = TOK, .y = y1,
+			.y_stride = OUT, .xd = xd, .xs8 = xs8, .xd_stride = pad,
+			.xf = xf, .xf_stride = IN,
+		};
+		(ti ? kern_amxbf_gemm_q4_0 : kern_amxbf_gemm_q8_0)(&a, 0, OUT);
+		a.y = y2;
+		(ti ? kern_avx512_gemm_q4_0 : kern_avx512_gemm_q8_0)(&a, 0, OUT);
+		for (size_t o = 0; o < OUT; o++) {
+			if (kern_dequantize_row(wt, w + o * row, wf, IN) != 0)
+				goto out;
+			for (size_t k = 0; k < TOK; k++) {
+				const float *xr = xf + k * IN;
+				const double got = y1[k * OUT + o];
+				double r = 0, sa = 0;
+
+				for (size_t j = 0; j < IN; j++) {
+					const double p = (double)amxbf__round(wf[j]) * amxbf__round(xr[j]);
+					r += p;
+					sa += fabs((double)wf[j] * xr[j]);
+				}
+				/* rows past the last 32-row group ran int8: the
+				 * looser bound only */
+				if ((o < OUT / 32 * 32 && fabs(got - r) > 1e-5 * sa + 1e-30) ||
+				    fabs(got - y2[k * OUT + o]) > 0x1p-6 * sa)
+					goto out;
+			}
+		}
+	}
+	rc = 0;
+out:
+	free(w8);
+	free(w4);
+	free(x);
+	free(xf);
+	free(wf);
+	free(xd);
+	free(xs8);
+	free(y1);
+	free(y2);
+	return rc;
+}
+
+int kern_amxbf_enable(char *why, size_t len)
+{
+	const char *env = getenv("EMBER_AMX_BF16");
+
+	kern_amxbf_on = 0;
+	if (env && strcmp(env, "0") == 0) {
+		snprintf(why, len, "off (EMBER_AMX_BF16=0)");
+		return -1;
+	}
+	if (kern_amxbf_selftest() != 0) {
+		snprintf(why, len, "off: the bf16 self-test failed its bounds");
+		return -1;
+	}
+	kern_amxbf_on = 1;
+	snprintf(why, len, "on");
+	return 0;
+}
+#endif
