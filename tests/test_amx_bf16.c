@@ -162,7 +162,7 @@ static void bfm_check(uint32_t wt, const struct bfm_case *c, uint32_t *s)
 {
 	const size_t n_out = c->n_out, n_in = c->n_in, n_tok = c->n_tok, nb = n_in / KERN_QK;
 	const size_t pad = kern_act_groups_pad(nb), row = (size_t)dtype_row_size(wt, n_in);
-	const size_t bf_end = c->o0 + (n_out - c->o0) / 32 * 32;
+	const size_t bf_end = c->o0 + (n_out - c->o0) / 16 * 16;
 	uint8_t *w = bfm_weights(wt, n_out, n_in, s);
 	float *xf = malloc(sizeof(float) * n_tok * n_in), *wf = malloc(sizeof(float) * n_in);
 	struct kern_block_q8a *x = malloc(sizeof(*x) * n_tok * nb);
@@ -241,7 +241,8 @@ START_TEST(bf16_gemm_matches_the_references)
 	static const struct bfm_case cases[] = {
 		{32, 0, 32, 32},    {64, 0, 64, 64},     {72, 0, 1088, 101}, {48, 16, 544, 33},
 		{100, 0, 96, 16},   {40, 0, 2048, 70},   {32, 0, 512, 31},   {96, 32, 160, 1},
-		{64, 0, 1056, 64},  {37, 5, 64, 47},
+		{64, 0, 1056, 64},  {37, 5, 64, 47},     {80, 0, 544, 70},   {48, 0, 1088, 40},
+		{16, 0, 64, 33},    {56, 16, 32, 64},
 	};
 	uint32_t s = 3;
 
