@@ -334,15 +334,16 @@ char *kern_describe(char *buf, size_t len)
 			kern__line(buf, len, &n, "gemm", sub, o->gemm[t]);
 		}
 #if defined(__x86_64__)
-	if (kern_level() == CPU_LEVEL_AMX && n + 1 < len) {
-		int w = snprintf(buf + n, len - n,
-				 "op gemm Q8_0/Q4_0 prefill: amx %s (%zu+ tokens%s)\n",
-				 kern_amxbf_on ? "bf16" : "int8", kern_amxbf_min_tok,
-				 kern_amxbf_on ? ": weights and activations rounded to bf16, fp32 sums; "
-						 "EMBER_AMX_BF16=0: int8"
-					       : "");
-		if (w > 0)
-			n = n + (size_t)w < len ? n + (size_t)w : len - 1;
+	/* the AMX level's prefill (kernels_amx_bf16.c): which tiles, and the
+	 * bf16 rounding when on; the line ends in its level, as all do */
+	if (kern_level() == CPU_LEVEL_AMX) {
+		char sub[192];
+
+		snprintf(sub, sizeof(sub), "q8_0/q4_0 prefill %zu+ tokens: %s", kern_amxbf_min_tok,
+			 kern_amxbf_on ? "bf16 tiles, weights and activations rounded to bf16, "
+					 "fp32 sums (EMBER_AMX_BF16=0: int8)"
+				       : "int8 tiles (bf16 off)");
+		kern__line(buf, len, &n, "gemm", sub, CPU_LEVEL_AMX);
 	}
 #endif
 	kern__line(buf, len, &n, "quantize_act", NULL, o->quantize_act);
