@@ -21,37 +21,41 @@
  *     an A tile is 16 whole cache lines; tokens padded with zeros to a
  *     multiple of 32. Made once per kern_matmul by the quantizing tasks
  *     (kern_amxbf_act_row), else by the call from xf (self-test, tests).
- *   per K chunk of AMXBF_KC (512) elements, per group of 32 weight rows:
- *     B panel: the 32 rows x chunk dequantized to bf16 once (32 KiB: stays
- *     in L1 while every token group reads it), in the VNNI pair layout:
- *     B tile row r = K elements (2r, 2r+1) of 16 weight rows, 64 bytes
- *     (dequantized row-major into 16 ZMM, then a 16 x 16 dword
- *     transposition, amxbf__tr16). Each weight element is dequantized once
- *     per call (the chunk loop is outside the row-group loop).
- *   per group of 32 tokens: C tiles tmm0-3 (2 x 2: 16 tokens x 16 rows
- *     each, C[token][row] is y's layout) from y (TILEZERO on the first
- *     chunk), then per K step 2 A tiles (tmm4/5), 2 B tiles (tmm6/7) and 4
- *     TDPBF16PS, then back to y.
+ *   items: per K chunk of AMXBF_KC (256) elements, per group of 32 weight
+ *     rows: the B panel, those rows x chunk dequantized to bf16 (16 KiB)
+ *     in the VNNI pair layout: B tile row r = K elements (2r, 2r+1) of 16
+ *     weight rows, 64 bytes (dequantized row-major into 16 ZMM, then a
+ *     16 x 16 dword transposition, amxbf__tr16). Each weight element is
+ *     dequantized once per call (chunks outside, row groups inside).
+ *   per item and group of 32 tokens: C tiles tmm0-3 (2 x 2: 16 tokens x
+ *     16 rows each; C[token][row] is y's layout) from y (TILEZERO on the
+ *     first chunk), then per K step 2 A tiles (tmm4/5), 2 B tiles
+ *     (tmm6/7) and 4 TDPBF16PS, then back to y.
+ *   the next item's panel is dequantized into a second buffer, a share
+ *     after each token group, so that vector work runs while the tile
+ *     products are in flight instead of as a pause between items.
  * Tails: a last group of 16 rows runs on one B tile (C tiles 0 and 2;
  * pool chunks are multiples of 16 rows, so e.g. 5632 / 32 chunks of 176
  * rows stay on the tiles); rows past the last 16 go to the int8 path (all
  * tokens); tokens past the last whole 32 run in the tiles on zero-padded
  * activations with C in a call-local buffer, copied to y at the end.
- * The B panel of the next (chunk, row group) is dequantized a share after
- * each token group of the current one (two panel buffers), so that vector
- * work overlaps the tile products in flight.
  *
- * Cycle budget (Sapphire/Emerald Rapids, per core): TDPBF16PS is 16 x 16 x
- * 32 multiply-adds in ~16 cycles (1,024 flop/cycle). A K step is 4 of them
- * (64 cycles) against 4 tile loads (4 KiB: B from L1, A from L2, 0.5 lines
- * a cycle from L2), so the loads hide under the products. A 32 x 32 C
- * block costs 8 tile moves per chunk of 16 steps (1,024 cycles). The B
- * panel costs ~150 vector instructions per 16 rows x 32 K (dequantize and
- * transpose), once per call, against 512 cycles of tile work for the same
- * weights at 512 tokens (~20-30% if not overlapped by the out-of-order
- * core with the previous group's tile work). Expected: 1-1.5 TFLOP/s a
- * core at 512 tokens; not measured here (no AMX on the development
- * machines): see bench/gemm_q and LEVELS.md.
+ * Cycle budget (Sapphire/Emerald Rapids, per core; not measured: no AMX
+ * on the development machines): TDPBF16PS is 16 x 16 x 32 multiply-adds
+ * in ~16 cycles (1,024 flop/cycle). A K step is 4 of them (64 cycles)
+ * against 4 tile loads (4 KiB, ~32 cycles from L1): the two B tiles from
+ * the panel, which with the next one being written (2 x 16 KiB) and a
+ * token group's A tiles (8 KiB a chunk) stays in the 48 KiB L1; the A
+ * tiles from L2 (the chunk's activations, 256 KiB at 512 tokens), half a
+ * line a cycle. A chunk of 8 steps per 32 x 32 block adds 8 C tile moves
+ * (from y, in L2) to its 32 loads and 32 products. The panel: ~300 vector
+ * instructions per B tile (16 rows x 32 K: unpack, scale, round,
+ * transpose), against 16 token groups x 2 products x 16 cycles = 512
+ * cycles of tile work per B tile at 512 tokens, so it hides behind the
+ * tiles if the overlap above works (at 64 tokens it does not: ~1.5x the
+ * tile time, still ahead of the int8 path's per-block float step).
+ * KC = 512 (a 32 KiB panel) would halve the C moves, but two panels then
+ * fill L1. Expected 0.7-1 TFLOP/s a core at 512 tokens.
  *
  * Thread safety: kern_amxbf_enable() runs once under kern_init()'s
  * pthread_once (via kern_amx_enable); the GEMMs are pure, each call
@@ -73,7 +77,7 @@
 #define AMXBF_STEP 32 /* K elements per tile product (16 bf16 pairs) */
 #define AMXBF_TILE (AMXBF_TOK * AMXBF_STEP) /* bf16 elements per A/B tile */
 #ifndef AMXBF_KC
-#define AMXBF_KC 512 /* K elements per chunk (the B panel: 32 KiB) */
+#define AMXBF_KC 256 /* K elements per chunk (a B panel: 16 KiB) */
 #endif
 #define AMXBF_KS (AMXBF_KC / AMXBF_STEP)
 /* The int8 path for rows past the last whole 16 (tests rename it). */
