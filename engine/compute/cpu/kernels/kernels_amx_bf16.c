@@ -465,6 +465,11 @@ int kern_amxbf_enable(char *why, size_t len)
 		snprintf(why, len, "off: the bf16 self-test failed its bounds");
 		return -1;
 	}
+	/* EMBER_AMX_BF16_MIN=N: the smallest call (2+; tuning, and running
+	 * the 24-token golden prompts of tests/test_quants.c through it) */
+	env = getenv("EMBER_AMX_BF16_MIN");
+	if (env && atoi(env) >= 2)
+		kern_amxbf_min_tok = (size_t)atoi(env);
 	kern_amxbf_on = 1;
 	snprintf(why, len, "on");
 	return 0;
