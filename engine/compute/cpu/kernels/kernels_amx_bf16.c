@@ -21,8 +21,9 @@
  *     an A tile is 16 whole cache lines; tokens padded with zeros to a
  *     multiple of 32. Made once per kern_matmul by the quantizing tasks
  *     (kern_amxbf_act_row), else by the call from xf (self-test, tests).
- *   items: per K chunk of AMXBF_KC (256) elements, per group of 32 weight
- *     rows: the B panel, those rows x chunk dequantized to bf16 (16 KiB)
+ *   items: per block of AMXBF_RB (128) rows (so its C stays in L2), per
+ *     K chunk of AMXBF_KC (256) elements, per group of 32 weight rows:
+ *     the B panel, those rows x chunk dequantized to bf16 (16 KiB)
  *     in the VNNI pair layout: B tile row r = K elements (2r, 2r+1) of 16
  *     weight rows, 64 bytes (dequantized row-major into 16 ZMM, then a
  *     16 x 16 dword transposition, amxbf__tr16). Each weight element is
@@ -80,6 +81,9 @@
 #define AMXBF_KC 256 /* K elements per chunk (a B panel: 16 KiB) */
 #endif
 #define AMXBF_KS (AMXBF_KC / AMXBF_STEP)
+/* Rows per block: a block's C (512 tokens x 128 rows, 256 KiB) stays in
+ * L2 across the K chunks, also when one call has every row (one thread). */
+#define AMXBF_RB 128
 /* The int8 path for rows past the last whole 16 (tests rename it). */
 #ifndef AMXBF_INT8_Q8_0
 #define AMXBF_INT8_Q8_0 kern_amx_i8_gemm_q8_0
@@ -235,24 +239,44 @@ static void amxbf__block(float *c, size_t cs, int first, int two, const uint16_t
 	_tile_stored(3, c + 16 * cs + 16, cb);
 }
 
-/* One (K chunk, row group) of a call: its first step, steps and rows. */
+/* One (row block, K chunk, row group) of a call: the block's first row,
+ * the chunk's first step and steps, the group's first row and height. */
 struct amxbf_item {
-	size_t kc, n, o;
+	size_t rb, kc, n, o;
 	int two;
 };
 
-/* Item i of the call's sequence (chunks outside, row groups inside; the
- * last group 16 rows when the rows end on an odd 16): 0 past the end. */
-static int amxbf__item(size_t i, size_t ns, size_t o0, size_t rows, struct amxbf_item *it)
+static void amxbf__set(struct amxbf_item *it, size_t rb, size_t kc, size_t o, size_t ns,
+		       size_t o_end)
 {
-	const size_t ng = (rows + AMXBF_ROWS - 1) / AMXBF_ROWS, ci = i / ng, g = i % ng;
+	it->rb = rb;
+	it->kc = kc;
+	it->n = ns - kc < AMXBF_KS ? ns - kc : AMXBF_KS;
+	it->o = o;
+	it->two = o + AMXBF_ROWS <= o_end;
+}
 
-	if (ci * AMXBF_KS >= ns)
-		return 0;
-	it->kc = ci * AMXBF_KS;
-	it->n = ns - it->kc < AMXBF_KS ? ns - it->kc : AMXBF_KS;
-	it->o = o0 + g * AMXBF_ROWS;
-	it->two = it->o + AMXBF_ROWS <= o0 + rows;
+/* The item after cur in the call's order (row blocks of AMXBF_RB rows,
+ * in each the chunks, in each the row groups; rows end on a 16): 0 past
+ * the last. */
+static int amxbf__next(const struct amxbf_item *cur, struct amxbf_item *nx, size_t ns,
+		       size_t o_end)
+{
+	const size_t rb_end = cur->rb + AMXBF_RB < o_end ? cur->rb + AMXBF_RB : o_end;
+	size_t rb = cur->rb, kc = cur->kc, o = cur->o + AMXBF_ROWS;
+
+	if (o >= rb_end) {
+		o = rb;
+		kc += AMXBF_KS;
+		if (kc >= ns) {
+			kc = 0;
+			rb += AMXBF_RB;
+			o = rb;
+			if (rb >= o_end)
+				return 0;
+		}
+	}
+	amxbf__set(nx, rb, kc, o, ns, o_end);
 	return 1;
 }
 
@@ -289,7 +313,7 @@ static void amxbf__gemm(uint32_t wt, kern_gemm_fn i8, const struct kern_gemm_arg
 	float *ct;
 	char *m;
 
-	if (rows == 0 || (a->xb == NULL && a->xf == NULL) ||
+	if (rows == 0 || ns == 0 || (a->xb == NULL && a->xf == NULL) ||
 	    !(m = aligned_alloc(64, 2 * bt_bytes + ct_bytes + xb_bytes))) {
 		i8(a, o0, o1);
 		return;
@@ -305,11 +329,11 @@ static void amxbf__gemm(uint32_t wt, kern_gemm_fn i8, const struct kern_gemm_arg
 					   own);
 		xb = own;
 	}
-	amxbf__item(0, ns, o0, rows, &it);
+	amxbf__set(&it, o0, 0, o0, ns, o_end);
 	amxbf__panel(wt, a, &it, 0, it.n * (it.two ? 2 : 1), bt[0]);
 	amxbf__configure();
 	for (size_t i = 0;; i++) {
-		const int more = amxbf__item(i + 1, ns, o0, rows, &nx);
+		const int more = amxbf__next(&it, &nx, ns, o_end);
 		const size_t np = more ? nx.n * (nx.two ? 2 : 1) : 0;
 		const uint16_t *b = bt[i & 1];
 
@@ -367,9 +391,9 @@ static float amxbf__round(float f)
 }
 
 /*
- * The bf16 GEMM on each type at a size that crosses its boundaries (88
- * rows: two 32-row groups, a 16-row one and an int8 row tail of 8; 1,088
- * inputs: two K
+ * The bf16 GEMM on each type at a size that crosses its boundaries (152
+ * rows: a 128-row block of four 32-row groups, then a 16-row group and an
+ * int8 row tail of 8; 576 inputs: two K
  * chunks, one partial; 101 tokens: three 32-token groups and a tail of 5)
  * against a float64 product of the bf16-rounded operands (within 1e-5 of
  * sum |w x|: the tiles' fp32 sums) and against the avx512 level (within
@@ -377,7 +401,7 @@ static float amxbf__round(float f)
  */
 int kern_amxbf_selftest(void)
 {
-	enum { OUT = 88, IN = 2 * AMXBF_KC + 64, NB = IN / KERN_QK, TOK = 101 };
+	enum { OUT = 152, IN = 2 * AMXBF_KC + 64, NB = IN / KERN_QK, TOK = 101 };
 	const size_t pad = kern_act_groups_pad(NB);
 	struct kern_block_q8_0 *w8 = malloc(sizeof(*w8) * OUT * NB);
 	struct kern_block_q4_0 *w4 = malloc(sizeof(*w4) * OUT * NB);
