@@ -393,8 +393,8 @@ static float amxbf__round(float f)
 /*
  * The bf16 GEMM on each type at a size that crosses its boundaries (152
  * rows: a 128-row block of four 32-row groups, then a 16-row group and an
- * int8 row tail of 8; 576 inputs: two K
- * chunks, one partial; 101 tokens: three 32-token groups and a tail of 5)
+ * int8 row tail of 8; 576 inputs: three K
+ * chunks, the last partial; 101 tokens: three 32-token groups and a tail of 5)
  * against a float64 product of the bf16-rounded operands (within 1e-5 of
  * sum |w x|: the tiles' fp32 sums) and against the avx512 level (within
  * 2^-6 of sum |w| |x|: bf16 against int8 activations). 0 when both hold.
