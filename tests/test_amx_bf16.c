@@ -45,6 +45,9 @@
 #define kern_amxbf_b_tile bfm_amxbf_b_tile
 #define kern_amxbf_enable bfm_amxbf_enable
 #define kern_amxbf_selftest bfm_amxbf_selftest
+#define kern_amxbf_scratch bfm_amxbf_scratch
+#define kern_amxbf_tiles bfm_amxbf_tiles
+#define kern_amxbf_describe bfm_amxbf_describe
 #include "kernels_amx.c"
 #include "kernels_amx_bf16.c"
 /* the library's own bf16 GEMM (real tiles), for AMX machines */
@@ -153,6 +156,22 @@ START_TEST(bf16_tiles_match_the_scalar_layout)
 						      want,
 					      "activation tile: token %zu element %zu", t, k);
 			}
+		/* kern_matmul's placement: the next 64-byte boundary, padding zeroed */
+		{
+			char *raw = malloc(sizeof(uint16_t) * TP * IN + 128);
+			const uint16_t *at;
+
+			ck_assert_ptr_nonnull(raw);
+			memset(raw, 0xff, sizeof(uint16_t) * TP * IN + 128);
+			at = bfm_amxbf_tiles(raw + 1, IN, T);
+			ck_assert((uintptr_t)at % 64 == 0 && (const char *)at >= raw + 1 &&
+				  (const char *)at < raw + 65);
+			for (size_t t = T; t < TP; t++)
+				for (size_t k = 0; k < IN; k++)
+					ck_assert(at[((t / 16) * NS + k / 32) * 512 + (t % 16) * 32 + k % 32] ==
+						  0);
+			free(raw);
+		}
 		free(x);
 		free(xb);
 	}

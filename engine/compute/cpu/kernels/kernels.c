@@ -274,10 +274,8 @@ enum cpu_level kern_init(void)
 
 kern_gemm_fn kern_test_set_gemm(uint32_t t, kern_gemm_fn f)
 {
-	kern_gemm_fn old;
+	kern_gemm_fn old = (kern_init(), kern__table.gemm[t]);
 
-	kern_init();
-	old = kern__table.gemm[t];
 	kern__table.gemm[t] = f;
 	return old;
 }
@@ -334,17 +332,8 @@ char *kern_describe(char *buf, size_t len)
 			kern__line(buf, len, &n, "gemm", sub, o->gemm[t]);
 		}
 #if defined(__x86_64__)
-	/* the AMX level's prefill (kernels_amx_bf16.c): which tiles, and the
-	 * bf16 rounding when on; the line ends in its level, as all do */
-	if (kern_level() == CPU_LEVEL_AMX) {
-		char sub[192];
-
-		snprintf(sub, sizeof(sub), "q8_0/q4_0 prefill %zu+ tokens: %s", kern_amxbf_min_tok,
-			 kern_amxbf_on ? "bf16 tiles, weights and activations rounded to bf16, "
-					 "fp32 sums (EMBER_AMX_BF16=0: int8)"
-				       : "int8 tiles (bf16 off)");
-		kern__line(buf, len, &n, "gemm", sub, CPU_LEVEL_AMX);
-	}
+	if (kern_level() == CPU_LEVEL_AMX) /* its prefill tiles (kernels_amx_bf16.c) */
+		kern__line(buf, len, &n, "gemm", kern_amxbf_describe(), CPU_LEVEL_AMX);
 #endif
 	kern__line(buf, len, &n, "quantize_act", NULL, o->quantize_act);
 	kern__line(buf, len, &n, "quantize_act_q8k", NULL, o->quantize_act_q8k);
@@ -467,19 +456,15 @@ static int kern__wants_q8k(uint32_t wtype)
 	       wtype == DTYPE_Q2_K || wtype == DTYPE_Q3_K;
 }
 
-/* The AMX bf16 prefill's activation tiles (kernels_amx_bf16.c), after the
- * rest of the scratch, 64-byte aligned: bytes for n_tok tokens, or 0
- * where that path does not run. */
+/* The AMX bf16 prefill's activation tiles after the rest of the scratch
+ * (kernels_amx_bf16.c): bytes, 0 where that path does not run. */
 static size_t kern__bf16_bytes(uint32_t wtype, size_t n_in, size_t n_tok)
 {
 #if defined(__x86_64__)
-	if ((wtype == DTYPE_Q8_0 || wtype == DTYPE_Q4_0) && kern_init() == CPU_LEVEL_AMX &&
-	    kern_amxbf_on && n_tok >= kern_amxbf_min_tok)
-		return kern_amxbf_tokens(n_tok) * n_in * sizeof(uint16_t) + 64;
-#else
-	(void)wtype, (void)n_in, (void)n_tok;
+	if (kern_init() == CPU_LEVEL_AMX)
+		return kern_amxbf_scratch(wtype, n_in, n_tok);
 #endif
-	return 0;
+	return (void)wtype, (void)n_in, (void)n_tok, 0;
 }
 
 size_t kern_matmul_scratch(uint32_t wtype, size_t n_in, size_t n_tok)
@@ -772,16 +757,9 @@ void kern_matmul_n_pre(tpool_t pool, uint32_t wtype, size_t n_in,
 		a.xf = x;
 		a.xf_stride = n_in;
 #if defined(__x86_64__)
-		/* AMX bf16 prefill: its activation tiles after the sums, made by
-		 * the quantizing tasks; the padding tokens zeroed here */
-		if (!packed && kern__bf16_bytes(wtype, n_in, n_tok) != 0) {
-			uintptr_t p = (uintptr_t)(a.xs8 + a.xd_stride * n_tok);
-			uint16_t *xb = (uint16_t *)((p + 63) & ~(uintptr_t)63);
-
-			for (size_t t = n_tok; t < kern_amxbf_tokens(n_tok); t++)
-				kern_amxbf_act_row(NULL, n_in, t, xb);
-			a.xb = xb;
-		}
+		/* filled by the quantizing tasks (kern__quantize_cb) */
+		if (!packed && kern__bf16_bytes(wtype, n_in, n_tok) != 0)
+			a.xb = kern_amxbf_tiles(a.xs8 + a.xd_stride * n_tok, n_in, n_tok);
 #endif
 	} else {
 		a.x = x;

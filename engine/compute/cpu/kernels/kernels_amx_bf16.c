@@ -122,6 +122,31 @@ void kern_amxbf_act_row(const float *x, size_t n_in, size_t t, uint16_t *xb)
 	}
 }
 
+size_t kern_amxbf_scratch(uint32_t wtype, size_t n_in, size_t n_tok)
+{
+	if ((wtype != DTYPE_Q8_0 && wtype != DTYPE_Q4_0) || !kern_amxbf_on ||
+	    n_tok < kern_amxbf_min_tok)
+		return 0;
+	return kern_amxbf_tokens(n_tok) * n_in * sizeof(uint16_t) + 64;
+}
+
+const uint16_t *kern_amxbf_tiles(const void *at, size_t n_in, size_t n_tok)
+{
+	uint16_t *xb = (uint16_t *)(((uintptr_t)at + 63) & ~(uintptr_t)63);
+
+	for (size_t t = n_tok; t < kern_amxbf_tokens(n_tok); t++)
+		kern_amxbf_act_row(NULL, n_in, t, xb);
+	return xb;
+}
+
+/* kern_amxbf_describe()'s line, written by kern_amxbf_enable(). */
+static char amxbf__desc[192] = "q8_0/q4_0 prefill: int8 tiles (bf16 not tried)";
+
+const char *kern_amxbf_describe(void)
+{
+	return amxbf__desc;
+}
+
 /* 16 x 16 dwords: r[i] lane j <- r[j] lane i. Unpacks build 4 x 4 blocks
  * in each 128-bit lane, two rounds of lane shuffles place them. */
 static inline void amxbf__tr16(__m512i r[16])
@@ -481,6 +506,7 @@ int kern_amxbf_enable(char *why, size_t len)
 	const char *env = getenv("EMBER_AMX_BF16");
 
 	kern_amxbf_on = 0;
+	snprintf(amxbf__desc, sizeof(amxbf__desc), "q8_0/q4_0 prefill: int8 tiles (bf16 off)");
 	if (env && strcmp(env, "0") == 0) {
 		snprintf(why, len, "off (EMBER_AMX_BF16=0)");
 		return -1;
@@ -495,6 +521,10 @@ int kern_amxbf_enable(char *why, size_t len)
 	if (env && atoi(env) >= 2)
 		kern_amxbf_min_tok = (size_t)atoi(env);
 	kern_amxbf_on = 1;
+	snprintf(amxbf__desc, sizeof(amxbf__desc),
+		 "q8_0/q4_0 prefill %zu+ tokens: bf16 tiles, weights and activations rounded to "
+		 "bf16, fp32 sums (EMBER_AMX_BF16=0: int8)",
+		 kern_amxbf_min_tok);
 	snprintf(why, len, "on");
 	return 0;
 }

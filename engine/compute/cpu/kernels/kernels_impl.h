@@ -310,6 +310,13 @@ static inline size_t kern_amxbf_tokens(size_t n_tok)
 {
 	return (n_tok + 31) / 32 * 32;
 }
+/* kern_matmul's share: scratch bytes for the activation tiles of n_tok
+ * tokens (0: the bf16 GEMM does not take such a call), and the tiles at
+ * the first 64-byte boundary from `at` with the padding tokens zeroed. */
+size_t kern_amxbf_scratch(uint32_t wtype, size_t n_in, size_t n_tok);
+const uint16_t *kern_amxbf_tiles(const void *at, size_t n_in, size_t n_tok);
+/* ember --version's line for the amx level's prefill GEMMs. */
+const char *kern_amxbf_describe(void);
 /* Turns the bf16 GEMM on unless EMBER_AMX_BF16=0 or its self-test
  * (kern_amxbf_selftest: bf16 bounds against float64 and avx512) fails;
  * 0 when on, else -1; `why` says which. Tiles already permitted. */
