@@ -371,41 +371,6 @@ uint32_t kern_pack_type(uint32_t t, size_t n_out, size_t n_in)
 	return t | KERN_PACKED;
 }
 
-void kern_pack_groups(void *w, size_t n_out, size_t nb, size_t bs, size_t g, int unpack,
-		      void *tmp)
-{
-	kern_pack_groups_u(w, n_out, nb, bs, g, bs, unpack, tmp);
-}
-
-void kern_pack_groups_u(void *w, size_t n_out, size_t nb, size_t bs, size_t g, size_t u,
-			int unpack, void *tmp)
-{
-	const size_t row = nb * bs;
-
-	for (size_t o = 0; o < n_out; o += g) {
-		char *grp = (char *)w + o * row;
-
-		memcpy(tmp, grp, g * row);
-		for (size_t r = 0; r < g; r++)
-			for (size_t b = 0; b < nb; b++)
-				for (size_t k = 0; k < bs; k += u) {
-					char *file = grp + r * row + b * bs + k;
-					char *pk = grp + b * g * bs + (g * (k / u) + r) * u;
-					const char *src = (const char *)tmp + (pk - grp);
-
-					if (!unpack)
-						src = (const char *)tmp + (file - grp);
-					memcpy(unpack ? file : pk, src, u);
-				}
-	}
-}
-
-void kern_pack_groups16(void *w, size_t n_out, size_t nb, size_t bs, size_t g, int unpack,
-			void *tmp)
-{
-	kern_pack_groups_u(w, n_out, nb, bs, g, 16, unpack, tmp);
-}
-
 static int kern__pack(uint32_t t, void *w, size_t n_out, size_t n_in, int unpack, char *err)
 {
 	size_t g, nb, bs;

@@ -192,7 +192,8 @@ struct kern_origin {
 /* Moves n_out rows (nb blocks of bs bytes each, rows contiguous) between
  * the file layout and the packed one of kernels.h (groups of g rows;
  * n_out a multiple of g), in place through tmp (g * nb * bs bytes):
- * unpack = 0 packs, 1 restores the file order. */
+ * unpack = 0 packs, 1 restores the file order. The three interleaves are
+ * plain byte moves, in kernels_ref.c. */
 void kern_pack_groups(void *w, size_t n_out, size_t nb, size_t bs, size_t g, int unpack,
 		      void *tmp);
 
