@@ -188,6 +188,55 @@ START_TEST(packed_row_ranges_inside_groups_are_exact)
 }
 END_TEST
 
+/* Ragged row counts: a matrix whose n_out is not a multiple of the 16-row
+ * group has no packed form (kern_pack_type() keeps the file type, so the
+ * model load leaves it in file order) and kern_pack_rows() refuses it,
+ * naming the shape, without touching a byte; the multiples around it
+ * pack, and round-trip. */
+START_TEST(ragged_row_counts_stay_in_file_layout)
+{
+	static const uint32_t types[] = {DTYPE_Q4_0, DTYPE_Q8_0};
+	static const size_t outs[] = {1, 8, 15, 17, 40, 47, 16, 32, 48};
+	const size_t n_in = 256;
+	char err[EMBER_ERR_MAX] = "";
+
+	if (kern_init() != CPU_LEVEL_AVX512) {
+		fprintf(stderr, "qpacked: skipping ragged rows: the level in use is %s\n",
+			cpu_level_name(kern_level()));
+		return;
+	}
+	for (size_t ti = 0; ti < 2; ti++)
+		for (size_t oi = 0; oi < sizeof(outs) / sizeof(outs[0]); oi++) {
+			const uint32_t t = types[ti];
+			const size_t n_out = outs[oi], row = (size_t)dtype_row_size(t, n_in);
+			uint8_t *w = qp_alloc(row * n_out), *c = qp_alloc(row * n_out);
+
+			for (size_t i = 0; i < row * n_out; i++)
+				w[i] = (uint8_t)qp_rand();
+			memcpy(c, w, row * n_out);
+			if (n_out % 16 != 0) {
+				ck_assert_uint_eq(kern_pack_type(t, n_out, n_in), t);
+				ck_assert_int_eq(kern_pack_rows(t, w, n_out, n_in, err), EMBER_EINVAL);
+				ck_assert_ptr_nonnull(strstr(err, "no packed rows"));
+				ck_assert(memcmp(w, c, row * n_out) == 0);
+			} else {
+				uint8_t *q = qp_alloc(row * n_out);
+
+				ck_assert_uint_eq(kern_pack_type(t, n_out, n_in), t | KERN_PACKED);
+				ck_assert_int_eq(kern_pack_rows(t, w, n_out, n_in, err), 0);
+				qp_pack(c, q, n_out, row, dtype_type_size(t));
+				ck_assert_msg(memcmp(w, q, row * n_out) == 0, "%s %zu rows: layout",
+					      dtype_name(t), n_out);
+				ck_assert_int_eq(kern_unpack_rows(t, w, n_out, n_in, err), 0);
+				ck_assert(memcmp(w, c, row * n_out) == 0);
+				free(q);
+			}
+			free(w);
+			free(c);
+		}
+}
+END_TEST
+
 /* Through the library: kern_pack_rows() then kern_matmul() on the packed
  * type id, two threads, against kern_matmul() on the file layout. */
 START_TEST(packed_matmul_equals_the_file_layout_bit_for_bit)
@@ -275,6 +324,11 @@ START_TEST(packed_row_ranges_inside_groups_are_exact)
 {
 }
 END_TEST
+
+START_TEST(ragged_row_counts_stay_in_file_layout)
+{
+}
+END_TEST
 #endif
 
 /* The avx512 level packs Q4_0 / Q8_0 in groups of 16 with its own
@@ -320,6 +374,7 @@ Suite *suite_qpacked(void)
 	tcase_add_test(tc, packed_products_equal_the_file_layout_bit_for_bit);
 	tcase_add_test(tc, packed_row_ranges_inside_groups_are_exact);
 	tcase_add_test(tc, packed_matmul_equals_the_file_layout_bit_for_bit);
+	tcase_add_test(tc, ragged_row_counts_stay_in_file_layout);
 	tcase_add_test(tc, avx512_packs_q4_0_and_q8_0_amx_does_not);
 	suite_add_tcase(s, tc);
 	return s;
