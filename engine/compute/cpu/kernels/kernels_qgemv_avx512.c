@@ -368,16 +368,14 @@ static void qg__pack_tiled(void *w, size_t n_out, size_t nb, size_t bs, size_t g
 					memcpy(f, t + 2 * r, 2);
 				else
 					memcpy(t + 2 * r, f, 2);
-				for (size_t c = 0; c < nc; c++)
-					for (size_t j = 0; j < 4; j++) {
-						uint8_t *fq = f + 2 + 4 * c + j;
-						uint8_t *tq = t + 2 * g + 64 * c + 4 * r + j;
+				for (size_t c = 0; c < nc; c++) {
+					uint8_t *fq = f + 2 + 4 * c, *tq = t + 2 * g + 64 * c + 4 * r;
+					uint32_t v;
 
-						if (unpack)
-							*fq = *tq ^ flip;
-						else
-							*tq = *fq ^ flip;
-					}
+					memcpy(&v, unpack ? tq : fq, 4);
+					v ^= flip * 0x01010101u;
+					memcpy(unpack ? fq : tq, &v, 4);
+				}
 			}
 	}
 }
