@@ -278,6 +278,12 @@ void kern_avx512_pgemv_q8_0(const struct kern_gemm_args *a, size_t o0, size_t o1
  * 4c..4c+3 of row r at 32 + 64 c + 4 r (the VNNI tile's row lanes). */
 void kern_avx512_pack_q4_0(void *w, size_t n_out, size_t nb, size_t bs, size_t g, int unpack,
 			   void *tmp);
+/* Packed Q8_0, tiled the same way: 544 bytes a block, the 16 scales,
+ * then 8 x 64 bytes, chunk c holding qs bytes 4c..4c+3 of row r at
+ * 32 + 64 c + 4 r, each XOR 0x80 (stored + 128: VPDPBUSD's unsigned
+ * operand as loaded). */
+void kern_avx512_pack_q8_0(void *w, size_t n_out, size_t nb, size_t bs, size_t g, int unpack,
+			   void *tmp);
 /* The AMX int8 prefill GEMM (kernels_amx.c; 16+ tokens, the rest from
  * the two above): bit-identical to them. Only where kern_amx_enable()
  * succeeded. */
