@@ -35,6 +35,10 @@
 #define kern_amx_gemm_q4_0 bfm_amx_gemm_q4_0
 #define kern_amx_i8_gemm_q8_0 bfm_amx_i8_gemm_q8_0
 #define kern_amx_i8_gemm_q4_0 bfm_amx_i8_gemm_q4_0
+#define kern_amx_pgemm_q8_0 bfm_amx_pgemm_q8_0
+#define kern_amx_pgemm_q4_0 bfm_amx_pgemm_q4_0
+#define kern_amxbf_pgemm_q8_0 bfm_amxbf_pgemm_q8_0
+#define kern_amxbf_pgemm_q4_0 bfm_amxbf_pgemm_q4_0
 #define kern_ops_amx bfm_ops_amx
 #define kern_amx_enable bfm_amx_enable
 #define kern_amxbf_gemm_q8_0 bfm_amxbf_gemm_q8_0
@@ -265,6 +269,147 @@ static void bfm_check(uint32_t wt, const struct bfm_case *c, uint32_t *s, kern_g
 	free(y2);
 	free(y3);
 }
+
+/* ---- packed (tiled) rows at the amx level --------------------------------------- */
+
+/* w's n_out rows (a multiple of 16) tiled as the avx512 level packs them. */
+static uint8_t *bfm_packed(uint32_t wt, const uint8_t *w, size_t n_out, size_t n_in)
+{
+	const size_t row = (size_t)dtype_row_size(wt, n_in), bs = dtype_type_size(wt);
+	uint8_t *p = malloc(row * n_out), *tmp = malloc(16 * row);
+
+	ck_assert(p && tmp);
+	memcpy(p, w, row * n_out);
+	(wt == DTYPE_Q4_0 ? kern_avx512_pack_q4_0 : kern_avx512_pack_q8_0)(
+		p, n_out, n_in / dtype_block(wt), bs, 16, 0, tmp);
+	free(tmp);
+	return p;
+}
+
+/* The B tile from a tiled group equals the file layout's, bit for bit. */
+START_TEST(bf16_packed_tiles_equal_the_file_layouts)
+{
+	uint32_t s = 5;
+
+	if (!bfm_runs())
+		return;
+	for (int ti = 0; ti < 2; ti++) {
+		const uint32_t wt = ti ? DTYPE_Q4_0 : DTYPE_Q8_0;
+		const size_t n_in = 160, row = (size_t)dtype_row_size(wt, n_in);
+		uint8_t *w = bfm_weights(wt, 32, n_in, &s), *p = bfm_packed(wt, w, 32, n_in);
+		uint16_t bt[512] __attribute__((aligned(64))), bp[512] __attribute__((aligned(64)));
+
+		for (size_t g = 0; g < 2; g++)
+			for (size_t b = 0; b < n_in / 32; b++) {
+				bfm_amxbf_b_tile(wt, (const char *)w + g * 16 * row, row, b, bt);
+				memset(bp, 0xff, sizeof(bp));
+				bfm_amxbf_b_tile(wt | KERN_PACKED, (const char *)p + g * 16 * row, 0, b,
+						 bp);
+				ck_assert_msg(memcmp(bt, bp, sizeof(bt)) == 0,
+					      "%s group %zu block %zu: packed tile differs",
+					      dtype_name(wt), g, b);
+			}
+		free(w);
+		free(p);
+	}
+}
+END_TEST
+
+/* The amx level's table (this file's copy, on the model) on tiled rows
+ * against its file-layout entries, bit for bit: pgemv vs gemv (1 token),
+ * pgemm vs gemm with the bf16 tiles off (avx512's packed GEMM vs the int8
+ * tiles) and on (bf16 tiles on packed vs file rows; from xf and from
+ * ready tiles xb). Row ranges on 16-row groups (pool chunks of packed
+ * rows), K across chunks of 256, token tails. A ragged row count is not
+ * packed at all (kern_pack_type: n_out % 16; test_qpacked), so it runs
+ * the file-layout gemm tested above. */
+START_TEST(bf16_amx_level_packed_rows_equal_the_file_layout)
+{
+	static const struct bfm_case cases[] = {
+		{16, 0, 64, 40},   {32, 0, 544, 64},  {48, 16, 1088, 33}, {176, 0, 288, 70},
+		{64, 32, 32, 101}, {304, 16, 96, 20}, {96, 0, 544, 1},    {32, 16, 1056, 16},
+	};
+	uint32_t s = 11;
+	const size_t min_tok = bfm_amxbf_min_tok;
+
+	if (!bfm_runs())
+		return;
+	model_products = 0;
+	for (int ti = 0; ti < 2; ti++)
+		for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+			for (int on = 0; on < 2; on++)
+				for (int usexb = 0; usexb < 2; usexb++) {
+					const struct bfm_case *c = &cases[i];
+					const uint32_t wt = ti ? DTYPE_Q4_0 : DTYPE_Q8_0;
+					const size_t n_out = c->n_out, n_in = c->n_in, n_tok = c->n_tok;
+					const size_t nb = n_in / KERN_QK, pad = kern_act_groups_pad(nb);
+					const size_t row = (size_t)dtype_row_size(wt, n_in);
+					uint8_t *w = bfm_weights(wt, n_out, n_in, &s);
+					uint8_t *p = bfm_packed(wt, w, n_out, n_in);
+					float *xf = malloc(sizeof(float) * n_tok * n_in);
+					struct kern_block_q8a *x = malloc(sizeof(*x) * n_tok * nb);
+					float *xd = malloc(sizeof(float) * n_tok * pad);
+					int32_t *xs8 = malloc(sizeof(int32_t) * n_tok * pad);
+					uint16_t *xb = aligned_alloc(
+						64, sizeof(uint16_t) * kern_amxbf_tokens(n_tok) * n_in);
+					float *y1 = calloc(n_tok * n_out, sizeof(float));
+					float *y2 = calloc(n_tok * n_out, sizeof(float));
+
+					ck_assert(xf && x && xd && xs8 && xb && y1 && y2);
+					for (size_t k = 0; k < n_tok * n_in; k++)
+						xf[k] = ((float)(amxbf__rand(&s) % 20001) - 10000.0f) * 1e-4f;
+					for (size_t k = 0; k < n_tok; k++) {
+						kern_ops_ref.quantize_act(xf + k * n_in, x + k * nb, n_in);
+						kern_act_summarize(x + k * nb, nb, xd + k * pad,
+								   xs8 + k * pad);
+					}
+					for (size_t t = 0; t < kern_amxbf_tokens(n_tok); t++)
+						bfm_amxbf_act_row(t < n_tok ? xf + t * n_in : NULL, n_in, t,
+								  xb);
+					struct kern_gemm_args a = {
+						.w = w, .w_stride = row, .n_in = n_in, .x = x,
+						.x_stride = nb * sizeof(*x), .n_tok = n_tok, .y = y1,
+						.y_stride = n_out, .xd = xd, .xs8 = xs8, .xd_stride = pad,
+						.xf = xf, .xf_stride = n_in, .xb = usexb ? xb : NULL,
+					};
+					bfm_amxbf_on = on;
+					bfm_amxbf_min_tok = 16;
+					(n_tok == 1 ? bfm_ops_amx.gemv : bfm_ops_amx.gemm)[wt](&a, c->o0,
+											 n_out);
+					a.w = p;
+					a.y = y2;
+					(n_tok == 1 ? bfm_ops_amx.pgemv : bfm_ops_amx.pgemm)[wt](&a, c->o0,
+											   n_out);
+					bfm_amxbf_on = 0;
+					bfm_amxbf_min_tok = min_tok;
+					ck_assert_msg(memcmp(y1, y2, sizeof(float) * n_tok * n_out) == 0,
+						      "%s %zu x %zu x %zu from %zu, bf16 %s%s: packed rows "
+						      "differ from the file layout",
+						      dtype_name(wt), n_out, n_in, n_tok, c->o0,
+						      on ? "on" : "off", usexb ? " (xb)" : "");
+					free(w);
+					free(p);
+					free(xf);
+					free(x);
+					free(xd);
+					free(xs8);
+					free(xb);
+					free(y1);
+					free(y2);
+				}
+	ck_assert(model_ok);
+	ck_assert_int_gt(model_products, 0);
+	/* the table packs as the avx512 level does */
+	for (int ti = 0; ti < 2; ti++) {
+		const uint32_t wt = ti ? DTYPE_Q4_0 : DTYPE_Q8_0;
+		const struct kern_ops *v = kern_ops_for(CPU_LEVEL_AVX512);
+
+		ck_assert_uint_eq(bfm_ops_amx.pack_rows[wt], v->pack_rows[wt]);
+		ck_assert(bfm_ops_amx.pack_fn[wt] == v->pack_fn[wt]);
+		ck_assert(bfm_ops_amx.pgemv[wt] == v->pgemv[wt]);
+	}
+}
+END_TEST
 
 /* n_out, o0 (a pool range off the 32-row grid), n_in, n_tok */
 static const struct bfm_case bfm_cases[] = {
@@ -581,6 +726,8 @@ Suite *suite_amx_bf16(void)
 	tcase_add_test(tc, bf16_dispatch_by_token_count);
 	tcase_add_test(tc, bf16_startup_selftest_passes_on_the_model);
 	tcase_add_test(tc, bf16_off_unless_ember_amx_bf16_is_1);
+	tcase_add_test(tc, bf16_packed_tiles_equal_the_file_layouts);
+	tcase_add_test(tc, bf16_amx_level_packed_rows_equal_the_file_layout);
 	tcase_add_loop_test(tc, golden_logits_through_bf16_within_the_llamacpp_bound, 0,
 			    (int)(sizeof(bfg_files) / sizeof(bfg_files[0])));
 	suite_add_tcase(s, tc);

@@ -28,6 +28,8 @@
 #define kern_amx_gemm_q4_0 model_amx_gemm_q4_0
 #define kern_amx_i8_gemm_q8_0 model_amx_i8_gemm_q8_0
 #define kern_amx_i8_gemm_q4_0 model_amx_i8_gemm_q4_0
+#define kern_amx_pgemm_q8_0 model_amx_pgemm_q8_0
+#define kern_amx_pgemm_q4_0 model_amx_pgemm_q4_0
 #define kern_ops_amx model_ops_amx
 #define kern_amx_enable model_amx_enable
 #include "kernels_amx.c"

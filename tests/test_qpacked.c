@@ -332,12 +332,14 @@ END_TEST
 #endif
 
 /* The avx512 level packs Q4_0 / Q8_0 in groups of 16 with its own
- * kernels; the amx level keeps the file layout for them (its gemm is
- * AMX's, which has no packed form), whatever the CPU at hand. */
-START_TEST(avx512_packs_q4_0_and_q8_0_amx_does_not)
+ * kernels; the amx level packs them the same way (the same pack_rows,
+ * pack_fn and packed GEMV; its packed GEMM the avx512 one unless the bf16
+ * tiles take the call), whatever the CPU at hand; the origins say amx. */
+START_TEST(avx512_and_amx_pack_q4_0_and_q8_0)
 {
 	struct cpu_features f;
 	struct kern_ops ops;
+	struct kern_origin org;
 	static const uint32_t types[] = {DTYPE_Q4_0, DTYPE_Q8_0};
 
 	memset(&f, 0xff, sizeof(f));
@@ -353,11 +355,17 @@ START_TEST(avx512_packs_q4_0_and_q8_0_amx_does_not)
 		/* both tiled, each by its own rule */
 		ck_assert(ops.pack_fn[t] == (t == DTYPE_Q4_0 ? kern_avx512_pack_q4_0
 							    : kern_avx512_pack_q8_0));
-		ck_assert_int_eq(kern_resolve(&f, CPU_LEVEL_AMX, &ops, NULL), CPU_LEVEL_AMX);
-		ck_assert_uint_eq(ops.pack_rows[t], 0);
-		ck_assert_ptr_null(ops.pack_fn[t]);
-		ck_assert_ptr_null(ops.pgemm[t]);
-		ck_assert_ptr_null(ops.pgemv[t]);
+		ck_assert_int_eq(kern_resolve(&f, CPU_LEVEL_AMX, &ops, &org), CPU_LEVEL_AMX);
+		ck_assert_uint_eq(ops.pack_rows[t], 16);
+		ck_assert(ops.pack_fn[t] == (t == DTYPE_Q4_0 ? kern_avx512_pack_q4_0
+							    : kern_avx512_pack_q8_0));
+		ck_assert(ops.pgemv[t] == (t == DTYPE_Q4_0 ? kern_avx512_pgemv_q4_0
+							  : kern_avx512_pgemv_q8_0));
+		ck_assert(ops.pgemm[t] == (t == DTYPE_Q4_0 ? kern_amx_pgemm_q4_0
+							  : kern_amx_pgemm_q8_0));
+		ck_assert(ops.gemm[t] == (t == DTYPE_Q4_0 ? kern_amx_gemm_q4_0 : kern_amx_gemm_q8_0));
+		ck_assert_int_eq(org.gemm[t], CPU_LEVEL_AMX);
+		ck_assert_int_eq(org.gemv[t], CPU_LEVEL_AMX);
 #endif
 		ck_assert_int_eq(kern_resolve(&f, CPU_LEVEL_SCALAR, &ops, NULL), CPU_LEVEL_SCALAR);
 		ck_assert_uint_eq(ops.pack_rows[t], 0);
@@ -375,7 +383,7 @@ Suite *suite_qpacked(void)
 	tcase_add_test(tc, packed_row_ranges_inside_groups_are_exact);
 	tcase_add_test(tc, packed_matmul_equals_the_file_layout_bit_for_bit);
 	tcase_add_test(tc, ragged_row_counts_stay_in_file_layout);
-	tcase_add_test(tc, avx512_packs_q4_0_and_q8_0_amx_does_not);
+	tcase_add_test(tc, avx512_and_amx_pack_q4_0_and_q8_0);
 	suite_add_tcase(s, tc);
 	return s;
 }

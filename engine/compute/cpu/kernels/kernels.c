@@ -723,7 +723,7 @@ void kern_matmul_n_pre(tpool_t pool, uint32_t wtype, size_t n_in,
 		a.xf_stride = n_in;
 #if defined(__x86_64__)
 		/* filled by the quantizing tasks (kern__quantize_cb) */
-		if (!packed && kern__bf16_bytes(wtype, n_in, n_tok) != 0)
+		if (kern__bf16_bytes(wtype, n_in, n_tok) != 0)
 			a.xb = kern_amxbf_tiles(a.xs8 + a.xd_stride * n_tok, n_in, n_tok);
 #endif
 	} else {

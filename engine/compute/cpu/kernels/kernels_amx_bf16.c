@@ -37,6 +37,10 @@
  *   the next item's panel is dequantized into a second buffer, a share
  *     after each token group, so that vector work runs while the tile
  *     products are in flight instead of as a pause between items.
+ * Packed rows (kern_amxbf_pgemm_*, the amx level's pgemm where the bf16
+ * tiles take the call): the avx512 level's tiled groups, each B tile
+ * built from a block's 16 scales (one load) and its qs chunks (a byte
+ * pick per lane, no transposition), bit for bit the file layout's tile.
  * Tails: a last group of 16 rows runs on one B tile (C tiles 0 and 2;
  * pool chunks are multiples of 16 rows, so e.g. 5632 / 32 chunks of 176
  * rows stay on the tiles); rows past the last 16 go to the int8 path (all
@@ -183,10 +187,64 @@ static inline void amxbf__tr16(__m512i r[16])
  * holds elements 2r, 2r+1 of the 16 rows as bf16 pairs, weight row n at
  * bytes 4n..4n+3. Values d * q (Q4_0: d * (q - 8)), exact in fp32, then
  * rounded to nearest even. */
+/* The same tile from a tiled packed group (kern_avx512_pack_q4_0 / _q8_0;
+ * grp its first byte): block b's 16 scales in one load, chunk c's lane n
+ * holding qs bytes 4c..4c+3 of row n (Q8_0 stored + 128), so each K pair
+ * is a byte pick per lane, no transposition. Each value is the same exact
+ * fp32 product d * q rounded the same way (nearest even) as above, so the
+ * tile is bit for bit the file layout's. */
+static void amxbf__b_tile_packed(uint32_t wt, const char *grp, size_t b, uint16_t *bt)
+{
+	const size_t bs = wt == DTYPE_Q8_0 ? sizeof(struct kern_block_q8_0)
+					   : sizeof(struct kern_block_q4_0);
+	const char *blk = grp + b * 16 * bs;
+	const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)blk));
+	/* word 2n <- word n (the even element), word 2n + 1 <- word 16 + n */
+	const __m512i pair = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9,
+					      24, 8, 23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17,
+					      1, 16, 0);
+	const __m512i m8 = _mm512_set1_epi32(0xff), m4 = _mm512_set1_epi32(0x0f);
+	__m512 f[4];
+
+	for (int c = 0; c < (wt == DTYPE_Q8_0 ? 8 : 4); c++) {
+		const __m512i q = _mm512_loadu_si512(blk + 32 + 64 * c);
+
+		for (int h = 0; h < (wt == DTYPE_Q8_0 ? 1 : 2); h++) {
+			for (int k = 0; k < 4; k++) {
+				__m512i e;
+
+				if (wt == DTYPE_Q8_0)
+					e = _mm512_sub_epi32(
+						_mm512_and_si512(_mm512_srli_epi32(q, 8 * k), m8),
+						_mm512_set1_epi32(128));
+				else
+					e = _mm512_sub_epi32(
+						_mm512_and_si512(_mm512_srli_epi32(q, 8 * k + 4 * h),
+								 m4),
+						_mm512_set1_epi32(8));
+				f[k] = _mm512_mul_ps(_mm512_cvtepi32_ps(e), d);
+			}
+			/* K elements 4c..4c+3 (Q4_0 high nibbles: 16 more) */
+			const size_t r0 = 2 * (size_t)c + 8 * (size_t)h;
+
+			_mm512_store_si512(bt + r0 * 32,
+					   _mm512_permutexvar_epi16(
+						   pair, (__m512i)_mm512_cvtne2ps_pbh(f[1], f[0])));
+			_mm512_store_si512(bt + (r0 + 1) * 32,
+					   _mm512_permutexvar_epi16(
+						   pair, (__m512i)_mm512_cvtne2ps_pbh(f[3], f[2])));
+		}
+	}
+}
+
 void kern_amxbf_b_tile(uint32_t wt, const char *w, size_t st, size_t b, uint16_t *bt)
 {
 	__m512i v[16];
 
+	if (wt & KERN_PACKED) {
+		amxbf__b_tile_packed(wt & ~KERN_PACKED, w, b, bt);
+		return;
+	}
 	for (int r = 0; r < 16; r++) {
 		__m512 lo, hi, d;
 
@@ -324,6 +382,8 @@ static void amxbf__panel(uint32_t wt, const struct kern_gemm_args *a, const stru
  * panel while the next item's panel is dequantized into the other buffer,
  * a share after each token group: vector work the core overlaps with the
  * tile products in flight, instead of a pause of ~3,000 cycles per item.
+ * wt | KERN_PACKED: tiled packed rows (o0, o1 on 16-row groups, so no
+ * row tail), i8 then the avx512 level's packed GEMM (the fallback).
  */
 static void amxbf__gemm(uint32_t wt, kern_gemm_fn i8, const struct kern_gemm_args *a, size_t o0,
 			size_t o1)
@@ -396,6 +456,16 @@ void kern_amxbf_gemm_q8_0(const struct kern_gemm_args *a, size_t o0, size_t o1)
 void kern_amxbf_gemm_q4_0(const struct kern_gemm_args *a, size_t o0, size_t o1)
 {
 	amxbf__gemm(DTYPE_Q4_0, AMXBF_INT8_Q4_0, a, o0, o1);
+}
+
+void kern_amxbf_pgemm_q8_0(const struct kern_gemm_args *a, size_t o0, size_t o1)
+{
+	amxbf__gemm(DTYPE_Q8_0 | KERN_PACKED, kern_avx512_pgemm_q8_0, a, o0, o1);
+}
+
+void kern_amxbf_pgemm_q4_0(const struct kern_gemm_args *a, size_t o0, size_t o1)
+{
+	amxbf__gemm(DTYPE_Q4_0 | KERN_PACKED, kern_avx512_pgemm_q4_0, a, o0, o1);
 }
 
 /* ---- start-up self-test ----------------------------------------------------------- */

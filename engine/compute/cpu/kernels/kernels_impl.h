@@ -299,6 +299,14 @@ void kern_amx_i8_gemm_q4_0(const struct kern_gemm_args *a, size_t o0, size_t o1)
  * 32-row group by the int8 GEMMs above. Needs a->xb or a->xf. */
 void kern_amxbf_gemm_q8_0(const struct kern_gemm_args *a, size_t o0, size_t o1);
 void kern_amxbf_gemm_q4_0(const struct kern_gemm_args *a, size_t o0, size_t o1);
+/* The same on tiled packed rows (kern_avx512_pack_q4_0 / _q8_0), bit for
+ * bit the file layout's results; kern_amx_pgemm_* (the amx level's
+ * pgemm[]) run them where the bf16 GEMM takes the call, else the avx512
+ * level's packed GEMM. */
+void kern_amxbf_pgemm_q8_0(const struct kern_gemm_args *a, size_t o0, size_t o1);
+void kern_amxbf_pgemm_q4_0(const struct kern_gemm_args *a, size_t o0, size_t o1);
+void kern_amx_pgemm_q8_0(const struct kern_gemm_args *a, size_t o0, size_t o1);
+void kern_amx_pgemm_q4_0(const struct kern_gemm_args *a, size_t o0, size_t o1);
 /* Token t's n_in floats x (NULL: zeros, the padding tokens) into the bf16
  * activation tiles xb (64-byte aligned, kern_amxbf_tokens(n_tok) x n_in
  * elements): token group g = t / 16, K step s at xb + (g * n_in / 32 + s)
@@ -306,7 +314,8 @@ void kern_amxbf_gemm_q4_0(const struct kern_gemm_args *a, size_t o0, size_t o1);
 void kern_amxbf_act_row(const float *x, size_t n_in, size_t t, uint16_t *xb);
 /* Block b of 16 weight rows (w, st bytes apart) as one bf16 B tile at bt
  * (1 KiB, 64-byte aligned): row r = elements 2r, 2r+1 of the 16 rows,
- * weight row n's pair at elements 2n, 2n+1. */
+ * weight row n's pair at elements 2n, 2n+1. wt | KERN_PACKED: w is a
+ * tiled packed 16-row group (st unused), the same tile bit for bit. */
 void kern_amxbf_b_tile(uint32_t wt, const char *w, size_t st, size_t b, uint16_t *bt);
 /* 1 while the bf16 GEMM is on (kern_amxbf_enable), and its smallest call. */
 extern int kern_amxbf_on;
