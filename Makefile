@@ -72,7 +72,7 @@ TARGET_ARCH := $(firstword $(subst -, ,$(shell $(CC) -dumpmachine)))
 ifeq ($(TARGET_ARCH),x86_64)
 ISA_avx2   := -mavx2 -mfma -mf16c
 ISA_avx512 := -mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx512bf16
-ISA_amx    := $(ISA_avx512) -mamx-tile -mamx-int8
+ISA_amx    := $(ISA_avx512) -mamx-tile -mamx-int8 -mamx-bf16
 endif
 # AArch64: NEON is the baseline (*_neon.c need no flag); the dot-product
 # and int8 matrix-multiply kernels are in *_dotprod_neon.c / *_i8mm_neon.c.
@@ -178,10 +178,12 @@ ifeq ($(TARGET_ARCH),aarch64)
 $(BUILD)/tests/%.o: CFLAGS += -fno-tree-vectorize
 endif
 $(BUILD)/engine/compute/cpu/kernels/%_amx.o: ISAFLAGS = $(ISA_amx)
+$(BUILD)/engine/compute/cpu/kernels/kernels_amx_bf16.o: ISAFLAGS = $(ISA_amx)
 # The AMX blocking on a software tile model (tests/test_amx_model.c)
 # includes kernels_amx.c: AVX-512 code, run only where the CPU has it.
 ifeq ($(TARGET_ARCH),x86_64)
 $(BUILD)/tests/test_amx_model.o: ISAFLAGS = $(ISA_avx512)
+$(BUILD)/tests/test_amx_bf16.o: ISAFLAGS = $(ISA_avx512)
 endif
 
 $(LIBEMBER): $(ENGINE_OBJ) $(BUILD)/vulkan.flag

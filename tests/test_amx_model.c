@@ -7,9 +7,10 @@
  * self-test run the real instructions). Without it CI, which has no AMX,
  * would never execute that code.
  *
- * The model: LDTILECFG's palette 1 (rows, bytes per row), TILELOADD,
- * TILESTORED, TILEZERO and TDPBSSD (C[m][n] += sum over k of the signed
- * bytes A[m][4k+i] * B[k][4n+i]) as the ISA reference states them.
+ * The model (amx_tile_model.h): LDTILECFG's palette 1, TILELOADD,
+ * TILESTORED, TILEZERO, TDPBSSD and TDPBF16PS as the ISA reference states
+ * them. The bf16 dispatch stays off here (these calls carry no float
+ * activations); test_amx_bf16.c runs the bf16 GEMM on the model.
  */
 #include <check.h>
 #include <stdio.h>
@@ -20,81 +21,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#undef _tile_loadd
-#undef _tile_stored
-#undef _tile_zero
-#undef _tile_dpbssd
-#undef _tile_loadconfig
-#undef _tile_release
+#include "amx_tile_model.h"
 
-struct model_tile {
-	int rows, colsb;
-	uint8_t d[16][64];
-};
-static struct model_tile model_t[8];
-static int model_ok = 1;
-static long model_products;
-
-static void model_config(const void *cfg)
-{
-	const uint8_t *c = cfg;
-
-	model_ok &= c[0] == 1;
-	for (int i = 0; i < 8; i++) {
-		uint16_t cb;
-
-		memcpy(&cb, c + 16 + 2 * i, sizeof(cb));
-		model_t[i].colsb = cb;
-		model_t[i].rows = c[48 + i];
-		model_ok &= cb <= 64 && c[48 + i] <= 16;
-	}
-}
-
-static void model_load(int t, const void *base, long stride)
-{
-	for (int r = 0; r < model_t[t].rows; r++)
-		memcpy(model_t[t].d[r], (const char *)base + r * stride, (size_t)model_t[t].colsb);
-}
-
-static void model_store(int t, void *base, long stride)
-{
-	for (int r = 0; r < model_t[t].rows; r++)
-		memcpy((char *)base + r * stride, model_t[t].d[r], (size_t)model_t[t].colsb);
-}
-
-static void model_zero(int t)
-{
-	memset(model_t[t].d, 0, sizeof(model_t[t].d));
-}
-
-static void model_dpbssd(int c, int a, int b)
-{
-	struct model_tile *C = &model_t[c], *A = &model_t[a], *B = &model_t[b];
-
-	model_ok &= A->colsb == B->rows * 4 && C->rows == A->rows && C->colsb == B->colsb;
-	model_products++;
-	for (int m = 0; m < C->rows; m++)
-		for (int n = 0; n < C->colsb / 4; n++) {
-			int32_t acc;
-
-			memcpy(&acc, &C->d[m][4 * n], sizeof(acc));
-			for (int k = 0; k < A->colsb / 4; k++)
-				for (int i = 0; i < 4; i++)
-					acc += (int32_t)(int8_t)A->d[m][4 * k + i] *
-					       (int32_t)(int8_t)B->d[k][4 * n + i];
-			memcpy(&C->d[m][4 * n], &acc, sizeof(acc));
-		}
-}
-
-#define _tile_loadd(t, b, s) model_load(t, b, s)
-#define _tile_stored(t, b, s) model_store(t, b, s)
-#define _tile_zero(t) model_zero(t)
-#define _tile_dpbssd(c, a, b) model_dpbssd(c, a, b)
-#define _tile_loadconfig(p) model_config(p)
-#define _tile_release() ((void)0)
 /* the library's own AMX symbols stay the library's */
 #define kern_amx_gemm_q8_0 model_amx_gemm_q8_0
 #define kern_amx_gemm_q4_0 model_amx_gemm_q4_0
+#define kern_amx_i8_gemm_q8_0 model_amx_i8_gemm_q8_0
+#define kern_amx_i8_gemm_q4_0 model_amx_i8_gemm_q4_0
+#define kern_amx_pgemm_q8_0 model_amx_pgemm_q8_0
+#define kern_amx_pgemm_q4_0 model_amx_pgemm_q4_0
 #define kern_ops_amx model_ops_amx
 #define kern_amx_enable model_amx_enable
 #include "kernels_amx.c"

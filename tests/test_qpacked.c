@@ -1,8 +1,8 @@
 /*
  * test_qpacked.c - the avx512 level's Q4_0 and Q8_0 products on packed
  * weight rows (kernels.h KERN_PACKED: each group of 16 rows interleaved
- * block by block, block b of row r at group_base + (b * 16 + r) *
- * type_size; Q4_0 tiled inside each block's 16 * 18 bytes, qp_pack)
+ * block by block, block b of the group's rows in the 16 * type_size
+ * bytes at group_base + b * 16 * type_size, tiled: qp_pack)
  * against the same level's file-layout products, bit for
  * bit: random blocks, token counts across the one-token GEMV, the
  * streaming tiles (2..8, two groups 9..16) and the panel path (17+),
@@ -43,25 +43,23 @@ static void *qp_alloc(size_t n)
 }
 
 /* The layout of the contract, written independently of the library's
- * packer: Q8_0, block b of row g * 16 + r to g * 16 * row + (b * 16 + r)
- * * bs; Q4_0 (tiled, kernels_impl.h kern_avx512_pack_q4_0), in the same
- * 16 * bs bytes of block b of the group: row r's scale at 2 r, its qs
- * byte j at 32 + 64 (j / 4) + 4 r + j % 4. */
+ * packer: both tiled (kernels_impl.h kern_avx512_pack_q4_0 / _q8_0):
+ * block b of group g (rows g * 16 + r) in the 16 * bs bytes at
+ * g * 16 * row + b * 16 * bs: row r's scale at 2 r, its qs byte j at
+ * 32 + 64 (j / 4) + 4 r + j % 4; Q8_0's qs bytes XOR 0x80 (+ 128). */
 static void qp_pack(const uint8_t *w, uint8_t *p, size_t n_out, size_t row, size_t bs)
 {
+	const uint8_t flip = bs == sizeof(struct kern_block_q8_0) ? 0x80 : 0;
+
 	for (size_t o = 0; o < n_out; o++)
 		for (size_t b = 0; b < row / bs; b++) {
 			const uint8_t *f = w + o * row + b * bs;
 			uint8_t *blk = p + o / 16 * 16 * row + b * 16 * bs;
 			const size_t r = o % 16;
 
-			if (bs != sizeof(struct kern_block_q4_0)) {
-				memcpy(blk + r * bs, f, bs);
-				continue;
-			}
 			memcpy(blk + 2 * r, f, 2);
-			for (size_t j = 0; j < 16; j++)
-				blk[32 + 64 * (j / 4) + 4 * r + j % 4] = f[2 + j];
+			for (size_t j = 0; j < bs - 2; j++)
+				blk[32 + 64 * (j / 4) + 4 * r + j % 4] = f[2 + j] ^ flip;
 		}
 }
 
@@ -187,6 +185,55 @@ START_TEST(packed_row_ranges_inside_groups_are_exact)
 						    ranges[r][0], ranges[r][1]};
 				qp_check(&c);
 			}
+}
+END_TEST
+
+/* Ragged row counts: a matrix whose n_out is not a multiple of the 16-row
+ * group has no packed form (kern_pack_type() keeps the file type, so the
+ * model load leaves it in file order) and kern_pack_rows() refuses it,
+ * naming the shape, without touching a byte; the multiples around it
+ * pack, and round-trip. */
+START_TEST(ragged_row_counts_stay_in_file_layout)
+{
+	static const uint32_t types[] = {DTYPE_Q4_0, DTYPE_Q8_0};
+	static const size_t outs[] = {1, 8, 15, 17, 40, 47, 16, 32, 48};
+	const size_t n_in = 256;
+	char err[EMBER_ERR_MAX] = "";
+
+	if (kern_init() != CPU_LEVEL_AVX512) {
+		fprintf(stderr, "qpacked: skipping ragged rows: the level in use is %s\n",
+			cpu_level_name(kern_level()));
+		return;
+	}
+	for (size_t ti = 0; ti < 2; ti++)
+		for (size_t oi = 0; oi < sizeof(outs) / sizeof(outs[0]); oi++) {
+			const uint32_t t = types[ti];
+			const size_t n_out = outs[oi], row = (size_t)dtype_row_size(t, n_in);
+			uint8_t *w = qp_alloc(row * n_out), *c = qp_alloc(row * n_out);
+
+			for (size_t i = 0; i < row * n_out; i++)
+				w[i] = (uint8_t)qp_rand();
+			memcpy(c, w, row * n_out);
+			if (n_out % 16 != 0) {
+				ck_assert_uint_eq(kern_pack_type(t, n_out, n_in), t);
+				ck_assert_int_eq(kern_pack_rows(t, w, n_out, n_in, err), EMBER_EINVAL);
+				ck_assert_ptr_nonnull(strstr(err, "no packed rows"));
+				ck_assert(memcmp(w, c, row * n_out) == 0);
+			} else {
+				uint8_t *q = qp_alloc(row * n_out);
+
+				ck_assert_uint_eq(kern_pack_type(t, n_out, n_in), t | KERN_PACKED);
+				ck_assert_int_eq(kern_pack_rows(t, w, n_out, n_in, err), 0);
+				qp_pack(c, q, n_out, row, dtype_type_size(t));
+				ck_assert_msg(memcmp(w, q, row * n_out) == 0, "%s %zu rows: layout",
+					      dtype_name(t), n_out);
+				ck_assert_int_eq(kern_unpack_rows(t, w, n_out, n_in, err), 0);
+				ck_assert(memcmp(w, c, row * n_out) == 0);
+				free(q);
+			}
+			free(w);
+			free(c);
+		}
 }
 END_TEST
 
@@ -348,6 +395,11 @@ START_TEST(packed_row_ranges_inside_groups_are_exact)
 }
 END_TEST
 
+START_TEST(ragged_row_counts_stay_in_file_layout)
+{
+}
+END_TEST
+
 START_TEST(q6_k_packed_layout_is_the_contract)
 {
 }
@@ -355,12 +407,14 @@ END_TEST
 #endif
 
 /* The avx512 level packs Q4_0 / Q8_0 in groups of 16 with its own
- * kernels; the amx level keeps the file layout for them (its gemm is
- * AMX's, which has no packed form), whatever the CPU at hand. */
-START_TEST(avx512_packs_q4_0_and_q8_0_amx_does_not)
+ * kernels; the amx level packs them the same way (the same pack_rows,
+ * pack_fn and packed GEMV; its packed GEMM the avx512 one unless the bf16
+ * tiles take the call), whatever the CPU at hand; the origins say amx. */
+START_TEST(avx512_and_amx_pack_q4_0_and_q8_0)
 {
 	struct cpu_features f;
 	struct kern_ops ops;
+	struct kern_origin org;
 	static const uint32_t types[] = {DTYPE_Q4_0, DTYPE_Q8_0};
 
 	memset(&f, 0xff, sizeof(f));
@@ -373,13 +427,20 @@ START_TEST(avx512_packs_q4_0_and_q8_0_amx_does_not)
 							  : kern_avx512_pgemm_q8_0));
 		ck_assert(ops.pgemv[t] == (t == DTYPE_Q4_0 ? kern_avx512_pgemv_q4_0
 							  : kern_avx512_pgemv_q8_0));
-		/* Q4_0 tiled by its own rule, Q8_0 the generic interleave */
-		ck_assert(ops.pack_fn[t] == (t == DTYPE_Q4_0 ? kern_avx512_pack_q4_0 : NULL));
-		ck_assert_int_eq(kern_resolve(&f, CPU_LEVEL_AMX, &ops, NULL), CPU_LEVEL_AMX);
-		ck_assert_uint_eq(ops.pack_rows[t], 0);
-		ck_assert_ptr_null(ops.pack_fn[t]);
-		ck_assert_ptr_null(ops.pgemm[t]);
-		ck_assert_ptr_null(ops.pgemv[t]);
+		/* both tiled, each by its own rule */
+		ck_assert(ops.pack_fn[t] == (t == DTYPE_Q4_0 ? kern_avx512_pack_q4_0
+							    : kern_avx512_pack_q8_0));
+		ck_assert_int_eq(kern_resolve(&f, CPU_LEVEL_AMX, &ops, &org), CPU_LEVEL_AMX);
+		ck_assert_uint_eq(ops.pack_rows[t], 16);
+		ck_assert(ops.pack_fn[t] == (t == DTYPE_Q4_0 ? kern_avx512_pack_q4_0
+							    : kern_avx512_pack_q8_0));
+		ck_assert(ops.pgemv[t] == (t == DTYPE_Q4_0 ? kern_avx512_pgemv_q4_0
+							  : kern_avx512_pgemv_q8_0));
+		ck_assert(ops.pgemm[t] == (t == DTYPE_Q4_0 ? kern_amx_pgemm_q4_0
+							  : kern_amx_pgemm_q8_0));
+		ck_assert(ops.gemm[t] == (t == DTYPE_Q4_0 ? kern_amx_gemm_q4_0 : kern_amx_gemm_q8_0));
+		ck_assert_int_eq(org.gemm[t], CPU_LEVEL_AMX);
+		ck_assert_int_eq(org.gemv[t], CPU_LEVEL_AMX);
 #endif
 		ck_assert_int_eq(kern_resolve(&f, CPU_LEVEL_SCALAR, &ops, NULL), CPU_LEVEL_SCALAR);
 		ck_assert_uint_eq(ops.pack_rows[t], 0);
@@ -396,7 +457,8 @@ Suite *suite_qpacked(void)
 	tcase_add_test(tc, packed_products_equal_the_file_layout_bit_for_bit);
 	tcase_add_test(tc, packed_row_ranges_inside_groups_are_exact);
 	tcase_add_test(tc, packed_matmul_equals_the_file_layout_bit_for_bit);
-	tcase_add_test(tc, avx512_packs_q4_0_and_q8_0_amx_does_not);
+	tcase_add_test(tc, ragged_row_counts_stay_in_file_layout);
+	tcase_add_test(tc, avx512_and_amx_pack_q4_0_and_q8_0);
 	tcase_add_test(tc, q6_k_packed_layout_is_the_contract);
 	suite_add_tcase(s, tc);
 	return s;

@@ -272,6 +272,14 @@ enum cpu_level kern_init(void)
 	return kern__level;
 }
 
+kern_gemm_fn kern_test_set_gemm(uint32_t t, kern_gemm_fn f)
+{
+	kern_gemm_fn old = (kern_init(), kern__table.gemm[t]);
+
+	kern__table.gemm[t] = f;
+	return old;
+}
+
 enum cpu_level kern_level(void)
 {
 	return kern__level;
@@ -323,6 +331,10 @@ char *kern_describe(char *buf, size_t len)
 			kern__line(buf, len, &n, "gemv", sub, o->gemm[t]);
 			kern__line(buf, len, &n, "gemm", sub, o->gemm[t]);
 		}
+#if defined(__x86_64__)
+	if (kern_level() == CPU_LEVEL_AMX) /* its prefill tiles (kernels_amx_bf16.c) */
+		kern__line(buf, len, &n, "gemm", kern_amxbf_describe(), CPU_LEVEL_AMX);
+#endif
 	kern__line(buf, len, &n, "quantize_act", NULL, o->quantize_act);
 	kern__line(buf, len, &n, "quantize_act_q8k", NULL, o->quantize_act_q8k);
 	kern__line(buf, len, &n, "attn_scores", NULL, o->attn_scores);
@@ -357,41 +369,6 @@ uint32_t kern_pack_type(uint32_t t, size_t n_out, size_t n_in)
 	    n_out % ops->pack_rows[t] != 0 || dtype_block(t) == 0 || n_in % dtype_block(t) != 0)
 		return t;
 	return t | KERN_PACKED;
-}
-
-void kern_pack_groups(void *w, size_t n_out, size_t nb, size_t bs, size_t g, int unpack,
-		      void *tmp)
-{
-	kern_pack_groups_u(w, n_out, nb, bs, g, bs, unpack, tmp);
-}
-
-void kern_pack_groups_u(void *w, size_t n_out, size_t nb, size_t bs, size_t g, size_t u,
-			int unpack, void *tmp)
-{
-	const size_t row = nb * bs;
-
-	for (size_t o = 0; o < n_out; o += g) {
-		char *grp = (char *)w + o * row;
-
-		memcpy(tmp, grp, g * row);
-		for (size_t r = 0; r < g; r++)
-			for (size_t b = 0; b < nb; b++)
-				for (size_t k = 0; k < bs; k += u) {
-					char *file = grp + r * row + b * bs + k;
-					char *pk = grp + b * g * bs + (g * (k / u) + r) * u;
-					const char *src = (const char *)tmp + (pk - grp);
-
-					if (!unpack)
-						src = (const char *)tmp + (file - grp);
-					memcpy(unpack ? file : pk, src, u);
-				}
-	}
-}
-
-void kern_pack_groups16(void *w, size_t n_out, size_t nb, size_t bs, size_t g, int unpack,
-			void *tmp)
-{
-	kern_pack_groups_u(w, n_out, nb, bs, g, 16, unpack, tmp);
 }
 
 static int kern__pack(uint32_t t, void *w, size_t n_out, size_t n_in, int unpack, char *err)
@@ -444,6 +421,17 @@ static int kern__wants_q8k(uint32_t wtype)
 	       wtype == DTYPE_Q2_K || wtype == DTYPE_Q3_K;
 }
 
+/* The AMX bf16 prefill's activation tiles after the rest of the scratch
+ * (kernels_amx_bf16.c): bytes, 0 where that path does not run. */
+static size_t kern__bf16_bytes(uint32_t wtype, size_t n_in, size_t n_tok)
+{
+#if defined(__x86_64__)
+	if (kern_init() == CPU_LEVEL_AMX)
+		return kern_amxbf_scratch(wtype, n_in, n_tok);
+#endif
+	return (void)wtype, (void)n_in, (void)n_tok, 0;
+}
+
 size_t kern_matmul_scratch(uint32_t wtype, size_t n_in, size_t n_tok)
 {
 	wtype &= ~KERN_PACKED; /* the same activations either way */
@@ -451,8 +439,9 @@ size_t kern_matmul_scratch(uint32_t wtype, size_t n_in, size_t n_tok)
 
 	if (!kern_wtype_quantized(wtype))
 		return 0;
-	return ((kern__act_row_bytes(n_in) + kern__sum_row_bytes(n_in) + q8k) * n_tok + 63) &
-	       ~(size_t)63;
+	return (((kern__act_row_bytes(n_in) + kern__sum_row_bytes(n_in) + q8k) * n_tok + 63) &
+		~(size_t)63) +
+	       kern__bf16_bytes(wtype, n_in, n_tok);
 }
 
 void kern_act_summarize(const struct kern_block_q8a *x, size_t nb, float *xd, int32_t *xs8)
@@ -514,6 +503,10 @@ static void kern__quantize_cb(void *data, size_t t)
 	job->ops->quantize_act(job->x + t * a->n_in, dst, a->n_in);
 	kern_act_summarize(dst, a->n_in / KERN_QK, (float *)a->xd + t * a->xd_stride,
 			   (int32_t *)a->xs8 + t * a->xd_stride);
+#if defined(__x86_64__)
+	if (a->xb != NULL) /* the AMX bf16 prefill's tiles, once per matmul */
+		kern_amxbf_act_row(job->x + t * a->n_in, a->n_in, t, (uint16_t *)a->xb);
+#endif
 }
 
 /* Token group i of kern_matmul_n_pre(): its rows written, then quantized. */
@@ -751,6 +744,13 @@ void kern_matmul_n_pre(tpool_t pool, uint32_t wtype, size_t n_in,
 		if (kern__wants_q8k(wtype) &&
 		    (packed || kern__ops->gemv[wtype] != kern__ops->gemm[wtype]))
 			a.xk = (const struct kern_block_q8_k *)(a.xs8 + a.xd_stride * n_tok);
+		a.xf = x;
+		a.xf_stride = n_in;
+#if defined(__x86_64__)
+		/* filled by the quantizing tasks (kern__quantize_cb) */
+		if (kern__bf16_bytes(wtype, n_in, n_tok) != 0)
+			a.xb = kern_amxbf_tiles(a.xs8 + a.xd_stride * n_tok, n_in, n_tok);
+#endif
 	} else {
 		a.x = x;
 		a.x_stride = n_in * sizeof(float);

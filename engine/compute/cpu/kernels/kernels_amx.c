@@ -37,6 +37,17 @@
  * its work memory (panel and repacked activations, 293 KiB) and frees it;
  * without it the call runs at the AVX-512 level.
  *
+ * Calls of kern_amxbf_min_tok (64) or more tokens that carry float
+ * activations (prefill through kern_matmul) run the bf16 tiles of
+ * kernels_amx_bf16.c instead when EMBER_AMX_BF16=1 and its self-test
+ * passed (off by default: not yet measured on AMX hardware;
+ * kern_amx_gemm_*; kern_amx_i8_gemm_* are the int8 path alone).
+ *
+ * Packed rows (KERN_PACKED, at load): the amx level packs Q4_0 / Q8_0 as
+ * the avx512 level does and runs its packed GEMV / GEMM (kern_amx_pgemm_*:
+ * the bf16 tiles on the tiled rows where they take the call); the int8
+ * tiles here read the file layout only, so they run on unpacked matrices.
+ *
  * Thread safety: kern_amx_enable() runs once under kern_init()'s
  * pthread_once; the gemm functions are pure.
  */
@@ -266,18 +277,63 @@ static void amx__gemm(uint32_t wt, kern_gemm_fn vnni, const struct kern_gemm_arg
 	}
 }
 
-void kern_amx_gemm_q8_0(const struct kern_gemm_args *a, size_t o0, size_t o1)
+void kern_amx_i8_gemm_q8_0(const struct kern_gemm_args *a, size_t o0, size_t o1)
 {
 	amx__gemm(DTYPE_Q8_0, kern_avx512_gemm_q8_0, a, o0, o1);
 }
 
-void kern_amx_gemm_q4_0(const struct kern_gemm_args *a, size_t o0, size_t o1)
+void kern_amx_i8_gemm_q4_0(const struct kern_gemm_args *a, size_t o0, size_t o1)
 {
 	amx__gemm(DTYPE_Q4_0, kern_avx512_gemm_q4_0, a, o0, o1);
 }
 
+/* Prefill with float activations: the bf16 tiles where they are on
+ * (kernels_amx_bf16.c); otherwise, and for fewer tokens, int8. */
+static int amx__bf16(const struct kern_gemm_args *a)
+{
+	return kern_amxbf_on && (a->xb || a->xf) && a->n_tok >= kern_amxbf_min_tok;
+}
+
+void kern_amx_gemm_q8_0(const struct kern_gemm_args *a, size_t o0, size_t o1)
+{
+	if (amx__bf16(a))
+		kern_amxbf_gemm_q8_0(a, o0, o1);
+	else
+		kern_amx_i8_gemm_q8_0(a, o0, o1);
+}
+
+void kern_amx_gemm_q4_0(const struct kern_gemm_args *a, size_t o0, size_t o1)
+{
+	if (amx__bf16(a))
+		kern_amxbf_gemm_q4_0(a, o0, o1);
+	else
+		kern_amx_i8_gemm_q4_0(a, o0, o1);
+}
+
+/* Packed (tiled) rows: the bf16 tiles on them where they are on, else
+ * exactly the avx512 level's packed GEMM (the int8 tiles read the file
+ * layout only). */
+void kern_amx_pgemm_q8_0(const struct kern_gemm_args *a, size_t o0, size_t o1)
+{
+	if (amx__bf16(a))
+		kern_amxbf_pgemm_q8_0(a, o0, o1);
+	else
+		kern_avx512_pgemm_q8_0(a, o0, o1);
+}
+
+void kern_amx_pgemm_q4_0(const struct kern_gemm_args *a, size_t o0, size_t o1)
+{
+	if (amx__bf16(a))
+		kern_amxbf_pgemm_q4_0(a, o0, o1);
+	else
+		kern_avx512_pgemm_q4_0(a, o0, o1);
+}
+
 /* The AMX table: only the quantized GEMMs; every other entry, and the
- * one-token GEMV, is the AVX-512 level's (kern_resolve()). */
+ * one-token GEMV, is the AVX-512 level's (kern_resolve()). Packed rows as
+ * the avx512 level packs them (kern_resolve takes a type's packed form
+ * from the level of its gemm[]): the same pack_rows, pack_fn and GEMV, so
+ * decode on an AMX machine reads the tiled rows too. */
 const struct kern_ops kern_ops_amx = {
 	.name = "amx",
 	.gemm =
@@ -290,6 +346,10 @@ const struct kern_ops kern_ops_amx = {
 			[DTYPE_Q8_0] = kern_avx512_gemm_q8_0,
 			[DTYPE_Q4_0] = kern_avx512_gemm_q4_0,
 		},
+	.pgemm = {[DTYPE_Q8_0] = kern_amx_pgemm_q8_0, [DTYPE_Q4_0] = kern_amx_pgemm_q4_0},
+	.pgemv = {[DTYPE_Q8_0] = kern_avx512_pgemv_q8_0, [DTYPE_Q4_0] = kern_avx512_pgemv_q4_0},
+	.pack_rows = {[DTYPE_Q8_0] = 16, [DTYPE_Q4_0] = 16},
+	.pack_fn = {[DTYPE_Q8_0] = kern_avx512_pack_q8_0, [DTYPE_Q4_0] = kern_avx512_pack_q4_0},
 };
 
 /* ---- start-up: permission and self-test ----------------------------------------- */
@@ -381,6 +441,9 @@ int kern_amx_enable(char *why, size_t len)
 		snprintf(why, len, "the AMX self-test differed from the avx512 level");
 		return -1;
 	}
+	/* the bf16 prefill on top, or said once why not (int8 stays) */
+	if (kern_amxbf_enable(why, len) != 0 && getenv("EMBER_AMX_BF16"))
+		fprintf(stderr, "ember: amx bf16 prefill %s; int8 tiles\n", why);
 	return 0;
 }
 #endif

@@ -260,6 +260,7 @@ const struct kern_ops kern_ops_avx512 = {
 	.pack_rows = {[DTYPE_Q4_K] = 4, [DTYPE_Q5_K] = 4, [DTYPE_Q6_K] = 4, [DTYPE_Q4_0] = 16,
 		      [DTYPE_Q8_0] = 16},
 	.pack_fn = {[DTYPE_Q4_0] = kern_avx512_pack_q4_0,
+		    [DTYPE_Q8_0] = kern_avx512_pack_q8_0,
 		    [DTYPE_Q4_K] = kern_pack_groups16,
 		    [DTYPE_Q5_K] = kern_pack_groups16,
 		    [DTYPE_Q6_K] = kern_avx512_pack_q6_k},

@@ -77,6 +77,14 @@ struct kern_gemm_args {
 	 * NULL where the caller did not make them (the GEMVs then run the
 	 * level's gemm, the x86 K-quant gemms the scalar reference). */
 	const struct kern_block_q8_k *xk;
+	/* Quantized weights: the same activations as floats (token t at
+	 * xf + t * xf_stride), set by kern_matmul, for the AMX level's bf16
+	 * prefill (kernels_amx_bf16.c); NULL where the caller has none. */
+	const float *xf;
+	size_t xf_stride; /* floats between token rows */
+	/* The same activations as bf16 tiles (kern_amxbf_act_row), made once
+	 * per kern_matmul where that path runs; NULL: it converts xf. */
+	const uint16_t *xb;
 };
 
 /* Blocks per group of the summarized activation rows. */
@@ -167,6 +175,11 @@ struct kern_ops {
 	kern_pack_fn pack_fn[DTYPE_COUNT];
 };
 
+/* Tests only: the active table's gemm[t] (batches of 2+ tokens, file
+ * layout) becomes f; returns the one it replaced. Not thread safe: call
+ * between matmuls. */
+kern_gemm_fn kern_test_set_gemm(uint32_t t, kern_gemm_fn f);
+
 /* Which level supplied each entry of a resolved table (kern_resolve()). */
 struct kern_origin {
 	enum cpu_level quantize_act, attn_scores, attn_accum, fp16_row, max, exp_sum, silu_mul;
@@ -179,7 +192,8 @@ struct kern_origin {
 /* Moves n_out rows (nb blocks of bs bytes each, rows contiguous) between
  * the file layout and the packed one of kernels.h (groups of g rows;
  * n_out a multiple of g), in place through tmp (g * nb * bs bytes):
- * unpack = 0 packs, 1 restores the file order. */
+ * unpack = 0 packs, 1 restores the file order. The three interleaves are
+ * plain byte moves, in kernels_ref.c. */
 void kern_pack_groups(void *w, size_t n_out, size_t nb, size_t bs, size_t g, int unpack,
 		      void *tmp);
 
@@ -275,11 +289,68 @@ void kern_avx512_pack_q6_k(void *w, size_t n_out, size_t nb, size_t bs, size_t g
  * them: qh unit 2n + j, then ql units 4n + 2j and 4n + 2j + 1. */
 #define KERN_Q6P_QH(n, j) (192 * (2 * (n) + (j)))
 #define KERN_Q6P_QL(n, m) (192 * (2 * (n) + (m) / 2) + 64 * (1 + (m) % 2))
+
+/* Packed Q8_0, tiled the same way: 544 bytes a block, the 16 scales,
+ * then 8 x 64 bytes, chunk c holding qs bytes 4c..4c+3 of row r at
+ * 32 + 64 c + 4 r, each XOR 0x80 (stored + 128: VPDPBUSD's unsigned
+ * operand as loaded). */
+void kern_avx512_pack_q8_0(void *w, size_t n_out, size_t nb, size_t bs, size_t g, int unpack,
+			   void *tmp);
 /* The AMX int8 prefill GEMM (kernels_amx.c; 16+ tokens, the rest from
  * the two above): bit-identical to them. Only where kern_amx_enable()
  * succeeded. */
 void kern_amx_gemm_q8_0(const struct kern_gemm_args *a, size_t o0, size_t o1);
 void kern_amx_gemm_q4_0(const struct kern_gemm_args *a, size_t o0, size_t o1);
+/* The same int8 GEMMs without the bf16 dispatch (kern_amx_gemm_* run the
+ * bf16 GEMM below where it is on, the call has float activations and
+ * kern_amxbf_min_tok or more tokens). */
+void kern_amx_i8_gemm_q8_0(const struct kern_gemm_args *a, size_t o0, size_t o1);
+void kern_amx_i8_gemm_q4_0(const struct kern_gemm_args *a, size_t o0, size_t o1);
+/* The bf16 prefill GEMM (kernels_amx_bf16.c): weights and activations
+ * rounded to bf16, fp32 sums in AMX tiles (TDPBF16PS); rows past the last
+ * 32-row group by the int8 GEMMs above. Needs a->xb or a->xf. */
+void kern_amxbf_gemm_q8_0(const struct kern_gemm_args *a, size_t o0, size_t o1);
+void kern_amxbf_gemm_q4_0(const struct kern_gemm_args *a, size_t o0, size_t o1);
+/* The same on tiled packed rows (kern_avx512_pack_q4_0 / _q8_0), bit for
+ * bit the file layout's results; kern_amx_pgemm_* (the amx level's
+ * pgemm[]) run them where the bf16 GEMM takes the call, else the avx512
+ * level's packed GEMM. */
+void kern_amxbf_pgemm_q8_0(const struct kern_gemm_args *a, size_t o0, size_t o1);
+void kern_amxbf_pgemm_q4_0(const struct kern_gemm_args *a, size_t o0, size_t o1);
+void kern_amx_pgemm_q8_0(const struct kern_gemm_args *a, size_t o0, size_t o1);
+void kern_amx_pgemm_q4_0(const struct kern_gemm_args *a, size_t o0, size_t o1);
+/* Token t's n_in floats x (NULL: zeros, the padding tokens) into the bf16
+ * activation tiles xb (64-byte aligned, kern_amxbf_tokens(n_tok) x n_in
+ * elements): token group g = t / 16, K step s at xb + (g * n_in / 32 + s)
+ * * 512 + (t % 16) * 32, rounded to nearest even (AVX512-BF16 only). */
+void kern_amxbf_act_row(const float *x, size_t n_in, size_t t, uint16_t *xb);
+/* Block b of 16 weight rows (w, st bytes apart) as one bf16 B tile at bt
+ * (1 KiB, 64-byte aligned): row r = elements 2r, 2r+1 of the 16 rows,
+ * weight row n's pair at elements 2n, 2n+1. wt | KERN_PACKED: w is a
+ * tiled packed 16-row group (st unused), the same tile bit for bit. */
+void kern_amxbf_b_tile(uint32_t wt, const char *w, size_t st, size_t b, uint16_t *bt);
+/* 1 while the bf16 GEMM is on (kern_amxbf_enable), and its smallest call. */
+extern int kern_amxbf_on;
+extern size_t kern_amxbf_min_tok;
+#define KERN_AMXBF_MIN_TOK 64
+/* Tokens the activation tiles hold: n_tok rounded up to 32. */
+static inline size_t kern_amxbf_tokens(size_t n_tok)
+{
+	return (n_tok + 31) / 32 * 32;
+}
+/* kern_matmul's share: scratch bytes for the activation tiles of n_tok
+ * tokens (0: the bf16 GEMM does not take such a call), and the tiles at
+ * the first 64-byte boundary from `at` with the padding tokens zeroed. */
+size_t kern_amxbf_scratch(uint32_t wtype, size_t n_in, size_t n_tok);
+const uint16_t *kern_amxbf_tiles(const void *at, size_t n_in, size_t n_tok);
+/* ember --version's line for the amx level's prefill GEMMs. */
+const char *kern_amxbf_describe(void);
+/* Turns the bf16 GEMM on when EMBER_AMX_BF16=1 (off by default: not yet
+ * measured on AMX hardware) and its self-test (kern_amxbf_selftest: bf16
+ * bounds against float64 and avx512) passes;
+ * 0 when on, else -1; `why` says which. Tiles already permitted. */
+int kern_amxbf_enable(char *why, size_t len);
+int kern_amxbf_selftest(void);
 /* Asks the kernel for the AMX tile state (arch_prctl) and self-tests the
  * AMX GEMMs against the AVX-512 level's: 0, or -1 with the reason in
  * `why`. Only on a CPU whose features allow the amx level. */

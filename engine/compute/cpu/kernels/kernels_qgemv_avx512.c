@@ -20,15 +20,14 @@
  *
  * Packed rows (KERN_PACKED): a block step of 16 blocks (qg__tile's pk),
  * so the tile streams one linear run of 288 (Q4_0) or 544 (Q8_0) bytes a
- * block. Q8_0 (generic interleave): the same loads, each row at an
- * immediate displacement from one base (qgp__load_q8); in L2 (one
- * thread, 512 x 2048, Zen 4) 48.2 GB/s vs the file layout's 46.3. Q4_0
- * (tiled, kern_avx512_pack_q4_0 below): the scales in one load, the qs
- * already in row lanes, no transpose: 34 -> 62 GB/s (LEVELS.md, "Tiled
- * Q4_0 rows").
+ * block, "tiled" (kern_avx512_pack_q4_0 / _q8_0 below): the scales in one
+ * load, the qs already in row lanes (Q8_0: and + 128), no transpose, no
+ * scalar scale loads. In L2 (one thread, Zen 4): Q4_0 34 -> 62 GB/s,
+ * Q8_0 see LEVELS.md ("Tiled Q4_0 rows", "Tiled Q8_0 rows").
  */
 #if defined(__x86_64__)
 #include <assert.h>
+#include <string.h>
 
 #include "kernels.h"
 #include "kernels_impl.h"
@@ -107,29 +106,6 @@ struct qg_rows {
 	[p] "r"((r)->p), [p8] "r"((r)->p8), [st] "r"((r)->st), [st3] "r"((r)->st3), \
 		[st5] "r"((r)->st5), [st7] "r"((r)->st7), "m"(*(const char(*)[bytes])(r)->p)
 
-/* Packed rows: row r of the block at p + r * BS, every address an
- * immediate displacement from one base. */
-#define QGP_R(D, BS, r) #D "+" #BS "*" #r "(%[p])"
-#define QGP_QS4(D, BS, v, i, i4, i8, i12)                                      \
-	"vmovdqu32 " QGP_R(D, BS, i) ", %x[" #v #i "]\n\t"                     \
-	"vinserti32x4 $1, " QGP_R(D, BS, i4) ", %[" #v #i "], %[" #v #i "]\n\t" \
-	"vinserti32x4 $2, " QGP_R(D, BS, i8) ", %[" #v #i "], %[" #v #i "]\n\t" \
-	"vinserti32x4 $3, " QGP_R(D, BS, i12) ", %[" #v #i "], %[" #v #i "]\n\t"
-#define QGP_QS_ASM(D, BS, v)                                                   \
-	QGP_QS4(D, BS, v, 0, 4, 8, 12) QGP_QS4(D, BS, v, 1, 5, 9, 13)          \
-	QGP_QS4(D, BS, v, 2, 6, 10, 14) QGP_QS4(D, BS, v, 3, 7, 11, 15)
-#define QGP_SC1(BS, g, r0, r1, r2, r3)                                         \
-	"movzwl " QGP_R(0, BS, r3) ", %k[h" #g "]\n\t"                         \
-	"shl $16, %[h" #g "]\n\t"                                              \
-	"movw " QGP_R(0, BS, r2) ", %w[h" #g "]\n\t"                           \
-	"shl $16, %[h" #g "]\n\t"                                              \
-	"movw " QGP_R(0, BS, r1) ", %w[h" #g "]\n\t"                           \
-	"shl $16, %[h" #g "]\n\t"                                              \
-	"movw " QGP_R(0, BS, r0) ", %w[h" #g "]\n\t"
-#define QGP_SC_ASM(BS)                                                         \
-	QGP_SC1(BS, 0, 0, 1, 2, 3) QGP_SC1(BS, 1, 4, 5, 6, 7)                  \
-	QGP_SC1(BS, 2, 8, 9, 10, 11) QGP_SC1(BS, 3, 12, 13, 14, 15)
-
 QV_INLINE __m512 qg__scales_f32(const uint64_t h[4])
 {
 	return _mm512_cvtph_ps(_mm256_setr_epi64x((long long)h[0], (long long)h[1],
@@ -155,14 +131,14 @@ QV_INLINE __m512 qgp__load_q4(const char *p, __m512i v[4])
 	return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
 }
 
+/* Packed Q8_0 is tiled too (kern_avx512_pack_q8_0): the scales in one
+ * load, the qs in row lanes and already + 128: eight plain loads. */
 QV_INLINE __m512 qgp__load_q8(const char *p, __m512i u[8])
 {
-	uint64_t h[4];
-
-	__asm__(QGP_QS_ASM(2, 34, v) QGP_QS_ASM(18, 34, w) QGP_SC_ASM(34)
-		: QG_OUT(u, v), QG_OUT(u + 4, w), QG_H_OUT
-		: [p] "r"(p), "m"(*(const char(*)[16 * 34])p));
-	return qg__scales_f32(h);
+	QV_UNROLL
+	for (int c = 0; c < 8; c++)
+		u[c] = _mm512_loadu_si512(p + 32 + 64 * c);
+	return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
 }
 
 /* Q4_0: the 16 rows' integer dots of block b (before the -8), row r in
@@ -208,18 +184,23 @@ QV_INLINE __m512 qg__load_q8(const struct qg_rows *r, __m512i u[8])
 }
 
 QV_INLINE __m512 qg__step_q8(const struct kern_gemm_args *a, size_t b, __m512i u[8], __m512 dw,
-			     __m512 acc)
+			     __m512 acc, int pk)
 {
 	const struct kern_block_q8a *x = a->x;
 	const __m512i x80 = _mm512_set1_epi8((char)0x80);
 	__m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
 
-	qv__transpose4(u);
-	qv__transpose4(u + 4);
+	if (!pk) { /* tiled (packed): in row lanes and + 128 as loaded */
+		qv__transpose4(u);
+		qv__transpose4(u + 4);
+		QV_UNROLL
+		for (int c = 0; c < 8; c++)
+			u[c] = _mm512_xor_si512(u[c], x80);
+	}
 	QV_UNROLL
 	for (int c = 0; c < 8; c += 2) {
-		s0 = qv__dpbusd_bcst(s0, _mm512_xor_si512(u[c], x80), x[b].qs + 4 * c);
-		s1 = qv__dpbusd_bcst(s1, _mm512_xor_si512(u[c + 1], x80), x[b].qs + 4 * c + 4);
+		s0 = qv__dpbusd_bcst(s0, u[c], x[b].qs + 4 * c);
+		s1 = qv__dpbusd_bcst(s1, u[c + 1], x[b].qs + 4 * c + 4);
 	}
 	/* byte + 128 - 128: xs8 = 8 sum x */
 	s0 = _mm512_sub_epi32(_mm512_add_epi32(s0, s1), _mm512_set1_epi32(16 * a->xs8[b]));
@@ -259,7 +240,7 @@ QV_INLINE void qg__tile(const struct kern_gemm_args *a, size_t o, int q8, int pk
 		}
 		dwn = pk ? (q8 ? qgp__load_q8(r.p, un) : qgp__load_q4(r.p, un))
 			 : (q8 ? qg__load_q8(&r, un) : qg__load_q4(&r, un));
-		acc = q8 ? qg__step_q8(a, b, u, dw, acc) : qg__step_q4(a, b, u, dw, acc, pk);
+		acc = q8 ? qg__step_q8(a, b, u, dw, acc, pk) : qg__step_q4(a, b, u, dw, acc, pk);
 		dw = dwn;
 		QV_UNROLL
 		for (int c = 0; c < nv; c++)
@@ -283,9 +264,22 @@ static __attribute__((noinline)) void qg__ptile_q4(const struct kern_gemm_args *
 	qg__tile(a, o, 0, 1);
 }
 
+/* Tiled Q8_0 (packed): every load of a block is independent of the
+ * previous block's work, so the loads of block b are issued where they
+ * are used; no software pipelining (and none of its register copies). */
 static __attribute__((noinline)) void qg__ptile_q8(const struct kern_gemm_args *a, size_t o)
 {
-	qg__tile(a, o, 1, 1);
+	const size_t nb = a->n_in / KERN_QK, bstep = QV_ROWS * sizeof(struct kern_block_q8_0);
+	const char *p = (const char *)a->w + o * a->w_stride;
+	__m512 acc = _mm512_setzero_ps();
+
+	for (size_t b = 0; b < nb; b++, p += bstep) {
+		__m512i u[8];
+		__m512 dw = qgp__load_q8(p, u);
+
+		acc = qg__step_q8(a, b, u, dw, acc, 1);
+	}
+	_mm512_storeu_ps(a->y + o, acc);
 }
 
 /* Whole 16-row tiles by `tile`; rows past the last one by the AVX2 GEMV
@@ -351,34 +345,54 @@ void kern_avx512_pgemv_q8_0(const struct kern_gemm_args *a, size_t o0, size_t o1
 #endif
 
 #if defined(__x86_64__)
-/* kern_avx512_pack_q4_0 (kernels_impl.h): file layout <-> tiled, one
- * 16-row group at a time through tmp (g * nb * bs bytes). */
-void kern_avx512_pack_q4_0(void *w, size_t n_out, size_t nb, size_t bs, size_t g, int unpack,
-			   void *tmp)
+/* File layout <-> tiled (kernels_impl.h kern_avx512_pack_q4_0 / _q8_0),
+ * one 16-row group at a time through tmp (g * nb * bs bytes): per block,
+ * the g scales side by side, then qs bytes 4c..4c+3 of row r at
+ * 2g + 64c + 4r, each XOR flip (Q8_0: 0x80, the + 128 VPDPBUSD's
+ * unsigned operand needs; Q4_0: 0, the nibbles are unsigned). */
+static void qg__pack_tiled(void *w, size_t n_out, size_t nb, size_t bs, size_t g, int unpack,
+			   void *tmp, uint8_t flip)
 {
-	const size_t row = nb * bs;
+	const size_t row = nb * bs, nc = (bs - 2) / 4;
 
-	/* registered for Q4_0 with pack_rows 16 only (kernels_avx512.c) */
-	assert(g == QV_ROWS && bs == sizeof(struct kern_block_q4_0));
 	for (size_t o = 0; o < n_out; o += g) {
-		char *grp = (char *)w + o * row;
+		uint8_t *grp = (uint8_t *)w + o * row;
 
 		memcpy(tmp, grp, g * row);
 		for (size_t b = 0; b < nb; b++)
 			for (size_t r = 0; r < g; r++) {
-				char *f = (unpack ? grp : (char *)tmp) + r * row + b * bs;
-				char *t = (unpack ? (char *)tmp : grp) + b * g * bs;
+				uint8_t *f = (unpack ? grp : (uint8_t *)tmp) + r * row + b * bs;
+				uint8_t *t = (unpack ? (uint8_t *)tmp : grp) + b * g * bs;
 
-				if (unpack) {
+				if (unpack)
 					memcpy(f, t + 2 * r, 2);
-					for (size_t c = 0; c < 4; c++)
-						memcpy(f + 2 + 4 * c, t + 2 * g + 64 * c + 4 * r, 4);
-				} else {
+				else
 					memcpy(t + 2 * r, f, 2);
-					for (size_t c = 0; c < 4; c++)
-						memcpy(t + 2 * g + 64 * c + 4 * r, f + 2 + 4 * c, 4);
+				for (size_t c = 0; c < nc; c++) {
+					uint8_t *fq = f + 2 + 4 * c, *tq = t + 2 * g + 64 * c + 4 * r;
+					uint32_t v;
+
+					memcpy(&v, unpack ? tq : fq, 4);
+					v ^= flip * 0x01010101u;
+					memcpy(unpack ? fq : tq, &v, 4);
 				}
 			}
 	}
+}
+
+void kern_avx512_pack_q4_0(void *w, size_t n_out, size_t nb, size_t bs, size_t g, int unpack,
+			   void *tmp)
+{
+	/* registered for Q4_0 with pack_rows 16 only (kernels_avx512.c) */
+	assert(g == QV_ROWS && bs == sizeof(struct kern_block_q4_0));
+	qg__pack_tiled(w, n_out, nb, bs, g, unpack, tmp, 0);
+}
+
+void kern_avx512_pack_q8_0(void *w, size_t n_out, size_t nb, size_t bs, size_t g, int unpack,
+			   void *tmp)
+{
+	/* registered for Q8_0 with pack_rows 16 only (kernels_avx512.c) */
+	assert(g == QV_ROWS && bs == sizeof(struct kern_block_q8_0));
+	qg__pack_tiled(w, n_out, nb, bs, g, unpack, tmp, 0x80);
 }
 #endif

@@ -9,7 +9,9 @@
  *     rule, fp32 scale); each block contributes
  *       (float)(sum_j qw[j] * qx[j]) * (dw * dx)
  *     with the integer sum exact; blocks are summed in float, in order.
- * Plain loops, written for clarity, not speed.
+ * Plain loops, written for clarity, not speed. Also the generic row
+ * interleaves of packed weights (kern_pack_groups*), which levels without
+ * a pack_fn of their own use.
  */
 #include <math.h>
 #include <string.h>
@@ -455,3 +457,40 @@ const struct kern_ops kern_ops_ref = {
 			[DTYPE_IQ4_XS] = kern_ref_gemm_iq4_xs,
 		},
 };
+
+/* ---- packed rows: the generic interleave (kernels_impl.h) ------------------ */
+
+void kern_pack_groups(void *w, size_t n_out, size_t nb, size_t bs, size_t g, int unpack,
+		      void *tmp)
+{
+	kern_pack_groups_u(w, n_out, nb, bs, g, bs, unpack, tmp);
+}
+
+void kern_pack_groups_u(void *w, size_t n_out, size_t nb, size_t bs, size_t g, size_t u,
+			int unpack, void *tmp)
+{
+	const size_t row = nb * bs;
+
+	for (size_t o = 0; o < n_out; o += g) {
+		char *grp = (char *)w + o * row;
+
+		memcpy(tmp, grp, g * row);
+		for (size_t r = 0; r < g; r++)
+			for (size_t b = 0; b < nb; b++)
+				for (size_t k = 0; k < bs; k += u) {
+					char *file = grp + r * row + b * bs + k;
+					char *pk = grp + b * g * bs + (g * (k / u) + r) * u;
+					const char *src = (const char *)tmp + (pk - grp);
+
+					if (!unpack)
+						src = (const char *)tmp + (file - grp);
+					memcpy(unpack ? file : pk, src, u);
+				}
+	}
+}
+
+void kern_pack_groups16(void *w, size_t n_out, size_t nb, size_t bs, size_t g, int unpack,
+			void *tmp)
+{
+	kern_pack_groups_u(w, n_out, nb, bs, g, 16, unpack, tmp);
+}

@@ -201,16 +201,17 @@ QV_INLINE void qv__unpack(uint32_t wt, const char *w, size_t st, size_t b, int c
 }
 
 /*
- * Packed Q4_0 is "tiled" (kern_avx512_pack_q4_0): the block at w + off
- * (off = b * bstep) holds the 16 rows' fp16 scales side by side, then the
- * four vectors qv__unpack_g() builds by loads and qv__transpose4(), as
- * stored: one 256-bit load and VCVTPH2PS for the scales, four 512-bit
- * loads for the qs. Same values, so the same bits. Other packed types
- * (Q8_0) keep the generic interleave (rs, bstep).
+ * Packed Q4_0 and Q8_0 are "tiled" (kern_avx512_pack_q4_0 / _q8_0): the
+ * block at w + off (off = b * bstep) holds the 16 rows' fp16 scales side
+ * by side, then the vectors qv__unpack_g() builds by loads and
+ * qv__transpose4(), as stored (Q4_0: the four vectors of packed nibbles;
+ * Q8_0: all eight, each byte already + 128, i.e. XOR 0x80): one 256-bit
+ * load and VCVTPH2PS for the scales, four (Q4_0) or eight (Q8_0) 512-bit
+ * loads for the qs. Same values, so the same bits.
  */
 QV_INLINE int qv__tiled(uint32_t wt, int pk)
 {
-	return pk && wt == DTYPE_Q4_0;
+	return pk && (wt == DTYPE_Q4_0 || wt == DTYPE_Q8_0);
 }
 
 QV_INLINE __m512 qv__scales_p(uint32_t wt, const char *w, size_t rs, size_t off, int pk)
@@ -228,6 +229,12 @@ QV_INLINE void qv__unpack_p(uint32_t wt, const char *w, size_t rs, size_t off, i
 
 	if (!qv__tiled(wt, pk)) {
 		qv__unpack_g(wt, w, rs, off, 0, y, u);
+		return;
+	}
+	if (wt == DTYPE_Q8_0) {
+		QV_UNROLL
+		for (int c = 0; c < 8; c++)
+			u[c] = _mm512_loadu_si512(w + off + 32 + 64 * c);
 		return;
 	}
 	QV_UNROLL

@@ -1,0 +1,607 @@
+/*
+ * kernels_amx_bf16.c - the AMX level's bf16 prefill GEMM for Q8_0 and Q4_0
+ * weights (TDPBF16PS), for calls of KERN_AMXBF_MIN_TOK or more tokens that
+ * have float activations (kern_gemm_args xf, or xb made once per matmul).
+ *
+ * Why: the int8 tiles (kernels_amx.c) must leave the tiles every 32-element
+ * block to apply the block scales (one TILESTORED and a float step per
+ * 8,192 products), which caps them near 600 GFLOP/s a core (LEVELS.md).
+ * Here the block scale is folded into each weight value before rounding it
+ * to bf16, so C accumulates in fp32 inside the tiles over a whole K chunk.
+ * The results are not the other levels' bits: weights (d * q, or
+ * d * (q - 8)) and activations are rounded to bf16 (round to nearest
+ * even), products and sums in fp32. Each output is within about
+ * 2^-8 * sum |w x| of the exact product; the start-up self-test
+ * (kern_amxbf_enable) checks that bound against a float64 reference and
+ * the avx512 level. OFF by default until measured on AMX hardware (it has
+ * only run on the tests' software tile model): EMBER_AMX_BF16=1 turns it
+ * on (and runs the self-test); otherwise the int8 path, no self-test.
+ *
+ * Blocking, per call (rows [o0, o1) from the pool, all n_tok tokens):
+ *   activations: xb, bf16 in tiles: token group g (16 tokens), K step s
+ *     (32 elements) at xb + (g * K/32 + s) * 512, 16 rows of 64 bytes, so
+ *     an A tile is 16 whole cache lines; tokens padded with zeros to a
+ *     multiple of 32. Made once per kern_matmul by the quantizing tasks
+ *     (kern_amxbf_act_row), else by the call from xf (self-test, tests).
+ *   items: per block of AMXBF_RB (128) rows (so its C stays in L2), per
+ *     K chunk of AMXBF_KC (256) elements, per group of 32 weight rows:
+ *     the B panel, those rows x chunk dequantized to bf16 (16 KiB)
+ *     in the VNNI pair layout: B tile row r = K elements (2r, 2r+1) of 16
+ *     weight rows, 64 bytes (dequantized row-major into 16 ZMM, then a
+ *     16 x 16 dword transposition, amxbf__tr16). Each weight element is
+ *     dequantized once per call (chunks outside, row groups inside).
+ *   per item and group of 32 tokens: C tiles tmm0-3 (2 x 2: 16 tokens x
+ *     16 rows each; C[token][row] is y's layout) from y (TILEZERO on the
+ *     first chunk), then per K step 2 A tiles (tmm4/5), 2 B tiles
+ *     (tmm6/7) and 4 TDPBF16PS, then back to y.
+ *   the next item's panel is dequantized into a second buffer, a share
+ *     after each token group, so that vector work runs while the tile
+ *     products are in flight instead of as a pause between items.
+ * Packed rows (kern_amxbf_pgemm_*, the amx level's pgemm where the bf16
+ * tiles take the call): the avx512 level's tiled groups, each B tile
+ * built from a block's 16 scales (one load) and its qs chunks (a byte
+ * pick per lane, no transposition), bit for bit the file layout's tile.
+ * Tails: a last group of 16 rows runs on one B tile (C tiles 0 and 2;
+ * pool chunks are multiples of 16 rows, so e.g. 5632 / 32 chunks of 176
+ * rows stay on the tiles); rows past the last 16 go to the int8 path (all
+ * tokens); tokens past the last whole 32 run in the tiles on zero-padded
+ * activations with C in a call-local buffer, copied to y at the end.
+ *
+ * Cycle budget (Sapphire/Emerald Rapids, per core; not measured: no AMX
+ * on the development machines): TDPBF16PS is 16 x 16 x 32 multiply-adds
+ * in ~16 cycles (1,024 flop/cycle). A K step is 4 of them (64 cycles)
+ * against 4 tile loads (4 KiB, ~32 cycles from L1): the two B tiles from
+ * the panel, which with the next one being written (2 x 16 KiB) and a
+ * token group's A tiles (8 KiB a chunk) stays in the 48 KiB L1; the A
+ * tiles from L2 (the chunk's activations, 256 KiB at 512 tokens), half a
+ * line a cycle. A chunk of 8 steps per 32 x 32 block adds 8 C tile moves
+ * (from y, in L2) to its 32 loads and 32 products. The panel: ~300 vector
+ * instructions per B tile (16 rows x 32 K: unpack, scale, round,
+ * transpose), against 16 token groups x 2 products x 16 cycles = 512
+ * cycles of tile work per B tile at 512 tokens, so it hides behind the
+ * tiles if the overlap above works (at 64 tokens it does not: ~1.5x the
+ * tile time, still ahead of the int8 path's per-block float step).
+ * KC = 512 (a 32 KiB panel) would halve the C moves, but two panels then
+ * fill L1. Expected 0.7-1 TFLOP/s a core at 512 tokens.
+ *
+ * Thread safety: kern_amxbf_enable() runs once under kern_init()'s
+ * pthread_once (via kern_amx_enable); the GEMMs are pure, each call
+ * configures its own tiles and allocates its own work memory.
+ */
+#if defined(__x86_64__)
+#include <immintrin.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels.h"
+#include "kernels_impl.h"
+
+#define AMXBF_TOK 16  /* tokens per A / C tile */
+#define AMXBF_ROWS 32 /* weight rows per group: two B tiles */
+#define AMXBF_STEP 32 /* K elements per tile product (16 bf16 pairs) */
+#define AMXBF_TILE (AMXBF_TOK * AMXBF_STEP) /* bf16 elements per A/B tile */
+#ifndef AMXBF_KC
+#define AMXBF_KC 256 /* K elements per chunk (a B panel: 16 KiB) */
+#endif
+#define AMXBF_KS (AMXBF_KC / AMXBF_STEP)
+/* Rows per block: a block's C (512 tokens x 128 rows, 256 KiB) stays in
+ * L2 across the K chunks, also when one call has every row (one thread). */
+#define AMXBF_RB 128
+/* The int8 path for rows past the last whole 16 (tests rename it). */
+#ifndef AMXBF_INT8_Q8_0
+#define AMXBF_INT8_Q8_0 kern_amx_i8_gemm_q8_0
+#define AMXBF_INT8_Q4_0 kern_amx_i8_gemm_q4_0
+#endif
+
+int kern_amxbf_on;
+size_t kern_amxbf_min_tok = KERN_AMXBF_MIN_TOK;
+
+/* LDTILECFG's operand, palette 1: all 8 tiles 16 rows x 64 bytes. */
+static void amxbf__configure(void)
+{
+	uint8_t cfg[64];
+
+	memset(cfg, 0, sizeof(cfg));
+	cfg[0] = 1;
+	for (int i = 0; i < 8; i++) {
+		cfg[16 + 2 * i] = 64; /* colsb, little endian */
+		cfg[48 + i] = AMXBF_TOK;
+	}
+	_tile_loadconfig(cfg);
+}
+
+void kern_amxbf_act_row(const float *x, size_t n_in, size_t t, uint16_t *xb)
+{
+	const size_t ns = n_in / AMXBF_STEP;
+	uint16_t *d = xb + (t / AMXBF_TOK) * ns * AMXBF_TILE + (t % AMXBF_TOK) * AMXBF_STEP;
+
+	for (size_t s = 0; s < ns; s++) {
+		__m512i v = _mm512_setzero_si512();
+
+		if (x)
+			v = (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(x + s * AMXBF_STEP + 16),
+							 _mm512_loadu_ps(x + s * AMXBF_STEP));
+		_mm512_storeu_si512(d + s * AMXBF_TILE, v);
+	}
+}
+
+size_t kern_amxbf_scratch(uint32_t wtype, size_t n_in, size_t n_tok)
+{
+	if ((wtype != DTYPE_Q8_0 && wtype != DTYPE_Q4_0) || !kern_amxbf_on ||
+	    n_tok < kern_amxbf_min_tok)
+		return 0;
+	return kern_amxbf_tokens(n_tok) * n_in * sizeof(uint16_t) + 64;
+}
+
+const uint16_t *kern_amxbf_tiles(const void *at, size_t n_in, size_t n_tok)
+{
+	uint16_t *xb = (uint16_t *)(((uintptr_t)at + 63) & ~(uintptr_t)63);
+
+	for (size_t t = n_tok; t < kern_amxbf_tokens(n_tok); t++)
+		kern_amxbf_act_row(NULL, n_in, t, xb);
+	return xb;
+}
+
+/* kern_amxbf_describe()'s line, written by kern_amxbf_enable(). */
+static char amxbf__desc[192] = "q8_0/q4_0 prefill: int8 tiles (bf16 not tried)";
+
+const char *kern_amxbf_describe(void)
+{
+	return amxbf__desc;
+}
+
+/* 16 x 16 dwords: r[i] lane j <- r[j] lane i. Unpacks build 4 x 4 blocks
+ * in each 128-bit lane, two rounds of lane shuffles place them. */
+static inline void amxbf__tr16(__m512i r[16])
+{
+	__m512i t[16], u[16];
+
+	for (int i = 0; i < 8; i++) {
+		t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+		t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+	}
+	/* u[4i + j], 128-bit lane L: column 4L + j of rows 4i..4i+3 */
+	for (int i = 0; i < 4; i++) {
+		u[4 * i] = _mm512_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
+		u[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
+		u[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
+		u[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
+	}
+	for (int j = 0; j < 4; j++) {
+		const __m512i v0 = _mm512_shuffle_i32x4(u[j], u[4 + j], 0x44);
+		const __m512i v1 = _mm512_shuffle_i32x4(u[j], u[4 + j], 0xee);
+		const __m512i w0 = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], 0x44);
+		const __m512i w1 = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], 0xee);
+
+		r[j] = _mm512_shuffle_i32x4(v0, w0, 0x88);
+		r[4 + j] = _mm512_shuffle_i32x4(v0, w0, 0xdd);
+		r[8 + j] = _mm512_shuffle_i32x4(v1, w1, 0x88);
+		r[12 + j] = _mm512_shuffle_i32x4(v1, w1, 0xdd);
+	}
+}
+
+/* Block b of the 16 rows at w (st bytes apart) as one B tile at bt: row r
+ * holds elements 2r, 2r+1 of the 16 rows as bf16 pairs, weight row n at
+ * bytes 4n..4n+3. Values d * q (Q4_0: d * (q - 8)), exact in fp32, then
+ * rounded to nearest even. */
+/* The same tile from a tiled packed group (kern_avx512_pack_q4_0 / _q8_0;
+ * grp its first byte): block b's 16 scales in one load, chunk c's lane n
+ * holding qs bytes 4c..4c+3 of row n (Q8_0 stored + 128), so each K pair
+ * is a byte pick per lane, no transposition. Each value is the same exact
+ * fp32 product d * q rounded the same way (nearest even) as above, so the
+ * tile is bit for bit the file layout's. */
+static void amxbf__b_tile_packed(uint32_t wt, const char *grp, size_t b, uint16_t *bt)
+{
+	const size_t bs = wt == DTYPE_Q8_0 ? sizeof(struct kern_block_q8_0)
+					   : sizeof(struct kern_block_q4_0);
+	const char *blk = grp + b * 16 * bs;
+	const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)blk));
+	/* word 2n <- word n (the even element), word 2n + 1 <- word 16 + n */
+	const __m512i pair = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9,
+					      24, 8, 23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17,
+					      1, 16, 0);
+	const __m512i m8 = _mm512_set1_epi32(0xff), m4 = _mm512_set1_epi32(0x0f);
+	__m512 f[4];
+
+	for (int c = 0; c < (wt == DTYPE_Q8_0 ? 8 : 4); c++) {
+		const __m512i q = _mm512_loadu_si512(blk + 32 + 64 * c);
+
+		for (int h = 0; h < (wt == DTYPE_Q8_0 ? 1 : 2); h++) {
+			for (int k = 0; k < 4; k++) {
+				__m512i e;
+
+				if (wt == DTYPE_Q8_0)
+					e = _mm512_sub_epi32(
+						_mm512_and_si512(_mm512_srli_epi32(q, 8 * k), m8),
+						_mm512_set1_epi32(128));
+				else
+					e = _mm512_sub_epi32(
+						_mm512_and_si512(_mm512_srli_epi32(q, 8 * k + 4 * h),
+								 m4),
+						_mm512_set1_epi32(8));
+				f[k] = _mm512_mul_ps(_mm512_cvtepi32_ps(e), d);
+			}
+			/* K elements 4c..4c+3 (Q4_0 high nibbles: 16 more) */
+			const size_t r0 = 2 * (size_t)c + 8 * (size_t)h;
+
+			_mm512_store_si512(bt + r0 * 32,
+					   _mm512_permutexvar_epi16(
+						   pair, (__m512i)_mm512_cvtne2ps_pbh(f[1], f[0])));
+			_mm512_store_si512(bt + (r0 + 1) * 32,
+					   _mm512_permutexvar_epi16(
+						   pair, (__m512i)_mm512_cvtne2ps_pbh(f[3], f[2])));
+		}
+	}
+}
+
+void kern_amxbf_b_tile(uint32_t wt, const char *w, size_t st, size_t b, uint16_t *bt)
+{
+	__m512i v[16];
+
+	if (wt & KERN_PACKED) {
+		amxbf__b_tile_packed(wt & ~KERN_PACKED, w, b, bt);
+		return;
+	}
+	for (int r = 0; r < 16; r++) {
+		__m512 lo, hi, d;
+
+		if (wt == DTYPE_Q8_0) {
+			const struct kern_block_q8_0 *k =
+				(const struct kern_block_q8_0 *)(w + r * st) + b;
+			d = _mm512_set1_ps(_cvtsh_ss(k->d));
+			lo = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)k->qs)));
+			hi = _mm512_cvtepi32_ps(
+				_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(k->qs + 16))));
+		} else {
+			const struct kern_block_q4_0 *k =
+				(const struct kern_block_q4_0 *)(w + r * st) + b;
+			const __m512i q = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)k->qs));
+			const __m512i e = _mm512_set1_epi32(8);
+
+			d = _mm512_set1_ps(_cvtsh_ss(k->d));
+			lo = _mm512_cvtepi32_ps(
+				_mm512_sub_epi32(_mm512_and_si512(q, _mm512_set1_epi32(15)), e));
+			hi = _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_srli_epi32(q, 4), e));
+		}
+		v[r] = (__m512i)_mm512_cvtne2ps_pbh(_mm512_mul_ps(hi, d), _mm512_mul_ps(lo, d));
+	}
+	amxbf__tr16(v);
+	for (int r = 0; r < 16; r++)
+		_mm512_store_si512(bt + r * 32, v[r]);
+}
+
+/* A 32-token x 32-row block (16 rows when !two: tiles 0 and 2 only) at
+ * c (cs floats between token rows) over n K steps: the token group's A
+ * tiles at x0 (its second 16 tokens ns tiles on), B panel bt. */
+static void amxbf__block(float *c, size_t cs, int first, int two, const uint16_t *x0, size_t ns,
+			 const uint16_t *bt, size_t n)
+{
+	const long cb = (long)(cs * sizeof(float));
+	const uint16_t *x1 = x0 + ns * AMXBF_TILE;
+
+	if (first) {
+		_tile_zero(0);
+		_tile_zero(2);
+	} else {
+		_tile_loadd(0, c, cb);
+		_tile_loadd(2, c + 16 * cs, cb);
+	}
+	if (!two) {
+		for (size_t i = 0; i < n; i++) {
+			_tile_loadd(4, x0 + i * AMXBF_TILE, 64);
+			_tile_loadd(6, bt + i * AMXBF_TILE, 64);
+			_tile_dpbf16ps(0, 4, 6);
+			_tile_loadd(5, x1 + i * AMXBF_TILE, 64);
+			_tile_dpbf16ps(2, 5, 6);
+		}
+		_tile_stored(0, c, cb);
+		_tile_stored(2, c + 16 * cs, cb);
+		return;
+	}
+	if (first) {
+		_tile_zero(1);
+		_tile_zero(3);
+	} else {
+		_tile_loadd(1, c + 16, cb);
+		_tile_loadd(3, c + 16 * cs + 16, cb);
+	}
+	for (size_t i = 0; i < n; i++) {
+		_tile_loadd(4, x0 + i * AMXBF_TILE, 64);
+		_tile_loadd(6, bt + i * AMXBF_TILE, 64);
+		_tile_dpbf16ps(0, 4, 6);
+		_tile_loadd(7, bt + (AMXBF_KS + i) * AMXBF_TILE, 64);
+		_tile_dpbf16ps(1, 4, 7);
+		_tile_loadd(5, x1 + i * AMXBF_TILE, 64);
+		_tile_dpbf16ps(2, 5, 6);
+		_tile_dpbf16ps(3, 5, 7);
+	}
+	_tile_stored(0, c, cb);
+	_tile_stored(1, c + 16, cb);
+	_tile_stored(2, c + 16 * cs, cb);
+	_tile_stored(3, c + 16 * cs + 16, cb);
+}
+
+/* One (row block, K chunk, row group) of a call: the block's first row,
+ * the chunk's first step and steps, the group's first row and height. */
+struct amxbf_item {
+	size_t rb, kc, n, o;
+	int two;
+};
+
+static void amxbf__set(struct amxbf_item *it, size_t rb, size_t kc, size_t o, size_t ns,
+		       size_t o_end)
+{
+	it->rb = rb;
+	it->kc = kc;
+	it->n = ns - kc < AMXBF_KS ? ns - kc : AMXBF_KS;
+	it->o = o;
+	it->two = o + AMXBF_ROWS <= o_end;
+}
+
+/* The item after cur in the call's order (row blocks of AMXBF_RB rows,
+ * in each the chunks, in each the row groups; rows end on a 16): 0 past
+ * the last. */
+static int amxbf__next(const struct amxbf_item *cur, struct amxbf_item *nx, size_t ns,
+		       size_t o_end)
+{
+	const size_t rb_end = cur->rb + AMXBF_RB < o_end ? cur->rb + AMXBF_RB : o_end;
+	size_t rb = cur->rb, kc = cur->kc, o = cur->o + AMXBF_ROWS;
+
+	if (o >= rb_end) {
+		o = rb;
+		kc += AMXBF_KS;
+		if (kc >= ns) {
+			kc = 0;
+			rb += AMXBF_RB;
+			o = rb;
+			if (rb >= o_end)
+				return 0;
+		}
+	}
+	amxbf__set(nx, rb, kc, o, ns, o_end);
+	return 1;
+}
+
+/* B tiles [p0, p1) of the item's panel (tile p: half p / n, step p % n). */
+static void amxbf__panel(uint32_t wt, const struct kern_gemm_args *a, const struct amxbf_item *it,
+			 size_t p0, size_t p1, uint16_t *bt)
+{
+	for (size_t p = p0; p < p1; p++) {
+		const size_t h = p / it->n, i = p % it->n;
+
+		kern_amxbf_b_tile(wt, (const char *)a->w + (it->o + 16 * h) * a->w_stride,
+				  a->w_stride, it->kc + i, bt + (h * AMXBF_KS + i) * AMXBF_TILE);
+	}
+}
+
+/*
+ * The call's items in order, each running every 32-token group on its B
+ * panel while the next item's panel is dequantized into the other buffer,
+ * a share after each token group: vector work the core overlaps with the
+ * tile products in flight, instead of a pause of ~3,000 cycles per item.
+ * wt | KERN_PACKED: tiled packed rows (o0, o1 on 16-row groups, so no
+ * row tail), i8 then the avx512 level's packed GEMM (the fallback).
+ */
+static void amxbf__gemm(uint32_t wt, kern_gemm_fn i8, const struct kern_gemm_args *a, size_t o0,
+			size_t o1)
+{
+	const size_t ns = a->n_in / AMXBF_STEP, mp = kern_amxbf_tokens(a->n_tok), ntg = mp / 32;
+	const size_t full = a->n_tok / 32 * 32, rows = (o1 - o0) / 16 * 16;
+	const size_t o_end = o0 + rows;
+	const size_t bt_bytes = 2 * AMXBF_KS * AMXBF_TILE * sizeof(uint16_t);
+	const size_t ct_bytes = full < mp ? (32 * rows * sizeof(float) + 63) & ~(size_t)63 : 0;
+	const size_t xb_bytes = a->xb ? 0 : mp * a->n_in * sizeof(uint16_t);
+	const uint16_t *xb = a->xb;
+	struct amxbf_item it = {0}, nx = {0};
+	uint16_t *bt[2];
+	float *ct;
+	char *m;
+
+	if (rows == 0 || ns == 0 || (a->xb == NULL && a->xf == NULL) ||
+	    !(m = aligned_alloc(64, 2 * bt_bytes + ct_bytes + xb_bytes))) {
+		i8(a, o0, o1);
+		return;
+	}
+	bt[0] = (uint16_t *)m;
+	bt[1] = (uint16_t *)(m + bt_bytes);
+	ct = (float *)(m + 2 * bt_bytes);
+	if (!xb) {
+		uint16_t *own = (uint16_t *)(m + 2 * bt_bytes + ct_bytes);
+
+		for (size_t t = 0; t < mp; t++)
+			kern_amxbf_act_row(t < a->n_tok ? a->xf + t * a->xf_stride : NULL, a->n_in, t,
+					   own);
+		xb = own;
+	}
+	amxbf__set(&it, o0, 0, o0, ns, o_end);
+	amxbf__panel(wt, a, &it, 0, it.n * (it.two ? 2 : 1), bt[0]);
+	amxbf__configure();
+	for (size_t i = 0;; i++) {
+		const int more = amxbf__next(&it, &nx, ns, o_end);
+		const size_t np = more ? nx.n * (nx.two ? 2 : 1) : 0;
+		const uint16_t *b = bt[i & 1];
+
+		for (size_t j = 0; j < ntg; j++) {
+			const size_t tg = 32 * j;
+			const uint16_t *x0 = xb + ((tg / AMXBF_TOK) * ns + it.kc) * AMXBF_TILE;
+
+			if (tg < full)
+				amxbf__block(a->y + tg * a->y_stride + it.o, a->y_stride, it.kc == 0,
+					     it.two, x0, ns, b, it.n);
+			else
+				amxbf__block(ct + (it.o - o0), rows, it.kc == 0, it.two, x0, ns, b,
+					     it.n);
+			amxbf__panel(wt, a, &nx, np * j / ntg, np * (j + 1) / ntg, bt[(i + 1) & 1]);
+		}
+		if (!more)
+			break;
+		it = nx;
+	}
+	_tile_release();
+	for (size_t t = full; t < a->n_tok; t++)
+		memcpy(a->y + t * a->y_stride + o0, ct + (t - full) * rows, rows * sizeof(float));
+	free(m);
+	if (o_end < o1) /* rows past the last 16: every token, int8 */
+		i8(a, o_end, o1);
+}
+
+void kern_amxbf_gemm_q8_0(const struct kern_gemm_args *a, size_t o0, size_t o1)
+{
+	amxbf__gemm(DTYPE_Q8_0, AMXBF_INT8_Q8_0, a, o0, o1);
+}
+
+void kern_amxbf_gemm_q4_0(const struct kern_gemm_args *a, size_t o0, size_t o1)
+{
+	amxbf__gemm(DTYPE_Q4_0, AMXBF_INT8_Q4_0, a, o0, o1);
+}
+
+void kern_amxbf_pgemm_q8_0(const struct kern_gemm_args *a, size_t o0, size_t o1)
+{
+	amxbf__gemm(DTYPE_Q8_0 | KERN_PACKED, kern_avx512_pgemm_q8_0, a, o0, o1);
+}
+
+void kern_amxbf_pgemm_q4_0(const struct kern_gemm_args *a, size_t o0, size_t o1)
+{
+	amxbf__gemm(DTYPE_Q4_0 | KERN_PACKED, kern_avx512_pgemm_q4_0, a, o0, o1);
+}
+
+/* ---- start-up self-test ----------------------------------------------------------- */
+
+static uint32_t amxbf__rand(uint32_t *s)
+{
+	*s = *s * 1664525u + 1013904223u;
+	return *s >> 8;
+}
+
+/* f rounded to bf16 (nearest even) and back: the tiles' operands. */
+static float amxbf__round(float f)
+{
+	uint32_t u;
+
+	memcpy(&u, &f, sizeof(u));
+	u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+	memcpy(&f, &u, sizeof(f));
+	return f;
+}
+
+/*
+ * The bf16 GEMM on each type at a size that crosses its boundaries (152
+ * rows: a 128-row block of four 32-row groups, then a 16-row group and an
+ * int8 row tail of 8; 576 inputs: three K
+ * chunks, the last partial; 101 tokens: three 32-token groups and a tail of 5)
+ * against a float64 product of the bf16-rounded operands (within 1e-5 of
+ * sum |w x|: the tiles' fp32 sums) and against the avx512 level (within
+ * 2^-6 of sum |w| |x|: bf16 against int8 activations). 0 when both hold.
+ */
+int kern_amxbf_selftest(void)
+{
+	enum { OUT = 152, IN = 2 * AMXBF_KC + 64, NB = IN / KERN_QK, TOK = 101 };
+	const size_t pad = kern_act_groups_pad(NB);
+	struct kern_block_q8_0 *w8 = malloc(sizeof(*w8) * OUT * NB);
+	struct kern_block_q4_0 *w4 = malloc(sizeof(*w4) * OUT * NB);
+	struct kern_block_q8a *x = malloc(sizeof(*x) * TOK * NB);
+	float *xf = malloc(sizeof(float) * TOK * IN), *wf = malloc(sizeof(float) * IN);
+	float *xd = malloc(sizeof(float) * TOK * pad);
+	int32_t *xs8 = malloc(sizeof(int32_t) * TOK * pad);
+	float *y1 = malloc(sizeof(float) * TOK * OUT), *y2 = malloc(sizeof(float) * TOK * OUT);
+	uint32_t s = 4321;
+	int rc = -1;
+
+	if (!w8 || !w4 || !x || !xf || !wf || !xd || !xs8 || !y1 || !y2)
+		goto out;
+	for (size_t i = 0; i < OUT * NB; i++) {
+		w8[i].d = w4[i].d = kern_fp32_to_fp16((float)(amxbf__rand(&s) % 1000 + 1) * 1e-4f);
+		for (int j = 0; j < KERN_QK; j++)
+			w8[i].qs[j] = (int8_t)(amxbf__rand(&s) % 255 - 127);
+		for (int j = 0; j < KERN_QK / 2; j++)
+			w4[i].qs[j] = (uint8_t)amxbf__rand(&s);
+	}
+	for (size_t i = 0; i < TOK * IN; i++)
+		xf[i] = ((float)(amxbf__rand(&s) % 20001) - 10000.0f) * 1e-4f;
+	for (size_t k = 0; k < TOK; k++) {
+		kern_ops_ref.quantize_act(xf + k * IN, x + k * NB, IN);
+		kern_act_summarize(x + k * NB, NB, xd + k * pad, xs8 + k * pad);
+	}
+	for (int ti = 0; ti < 2; ti++) {
+		const uint32_t wt = ti ? DTYPE_Q4_0 : DTYPE_Q8_0;
+		const size_t row = (size_t)dtype_row_size(wt, IN);
+		const char *w = ti ? (const char *)w4 : (const char *)w8;
+		struct kern_gemm_args a = {
+			.w = w, .w_stride = row, .n_in = IN, .x = x,
+			.x_stride = NB * sizeof(struct kern_block_q8a), .n_tok = TOK, .y = y1,
+			.y_stride = OUT, .xd = xd, .xs8 = xs8, .xd_stride = pad,
+			.xf = xf, .xf_stride = IN,
+		};
+		(ti ? kern_amxbf_gemm_q4_0 : kern_amxbf_gemm_q8_0)(&a, 0, OUT);
+		a.y = y2;
+		(ti ? kern_avx512_gemm_q4_0 : kern_avx512_gemm_q8_0)(&a, 0, OUT);
+		for (size_t o = 0; o < OUT; o++) {
+			if (kern_dequantize_row(wt, w + o * row, wf, IN) != 0)
+				goto out;
+			for (size_t k = 0; k < TOK; k++) {
+				const float *xr = xf + k * IN;
+				const double got = y1[k * OUT + o];
+				double r = 0, sa = 0;
+
+				for (size_t j = 0; j < IN; j++) {
+					const double p = (double)amxbf__round(wf[j]) * amxbf__round(xr[j]);
+					r += p;
+					sa += fabs((double)wf[j] * xr[j]);
+				}
+				/* rows past the last 16 ran int8: the
+				 * looser bound only */
+				if ((o < OUT / 16 * 16 && fabs(got - r) > 1e-5 * sa + 1e-30) ||
+				    fabs(got - y2[k * OUT + o]) > 0x1p-6 * sa)
+					goto out;
+			}
+		}
+	}
+	rc = 0;
+out:
+	free(w8);
+	free(w4);
+	free(x);
+	free(xf);
+	free(wf);
+	free(xd);
+	free(xs8);
+	free(y1);
+	free(y2);
+	return rc;
+}
+
+int kern_amxbf_enable(char *why, size_t len)
+{
+	const char *env = getenv("EMBER_AMX_BF16");
+
+	kern_amxbf_on = 0;
+	/* Off unless asked for: never run on AMX hardware yet (only on the
+	 * software tile model of the tests), so no self-test cost either. */
+	snprintf(amxbf__desc, sizeof(amxbf__desc),
+		 "q8_0/q4_0 prefill: int8 tiles (bf16 off; EMBER_AMX_BF16=1: on; not yet measured "
+		 "on AMX hardware)");
+	if (!env || strcmp(env, "1") != 0) {
+		snprintf(why, len, "off (EMBER_AMX_BF16=1: on)");
+		return -1;
+	}
+	if (kern_amxbf_selftest() != 0) {
+		snprintf(why, len, "off: the bf16 self-test failed its bounds");
+		return -1;
+	}
+	/* EMBER_AMX_BF16_MIN=N: the smallest call (2+; tuning, and running
+	 * the 24-token golden prompts of tests/test_quants.c through it) */
+	env = getenv("EMBER_AMX_BF16_MIN");
+	if (env && atoi(env) >= 2)
+		kern_amxbf_min_tok = (size_t)atoi(env);
+	kern_amxbf_on = 1;
+	snprintf(amxbf__desc, sizeof(amxbf__desc),
+		 "q8_0/q4_0 prefill %zu+ tokens: bf16 tiles, weights and activations rounded to "
+		 "bf16, fp32 sums (EMBER_AMX_BF16=1; not yet measured on AMX hardware)",
+		 kern_amxbf_min_tok);
+	snprintf(why, len, "on");
+	return 0;
+}
+#endif

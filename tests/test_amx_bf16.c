@@ -1,0 +1,753 @@
+/*
+ * test_amx_bf16.c - the AMX level's bf16 prefill GEMM (kernels_amx_bf16.c)
+ * on any AVX-512 CPU with AVX512-BF16: the kernel file is compiled here
+ * on the software tile model (amx_tile_model.h, TDPBF16PS as the ISA
+ * reference states it), with its int8 row tail and the int8 dispatch of
+ * kernels_amx.c on the same model.
+ *   - the weight and activation tiles, bit for bit against a scalar
+ *     statement of their layout and rounding;
+ *   - the GEMM for shapes with row and token tails, K of one step to
+ *     several chunks: against a float64 product of the bf16-rounded
+ *     operands (1e-5 of sum |w x|: only the fp32 sums differ) and against
+ *     the exact product of the dequantized weights and float activations
+ *     (2^-7 of sum |w x|: bf16 rounding); rows of the tail equal avx512;
+ *   - the dispatch: n_tok below kern_amxbf_min_tok, or no float
+ *     activations, is the int8 path (avx512's bits), at it the bf16 GEMM;
+ *   - the start-up self-test passes on the model;
+ *   - golden: the Q4_0 and Q8_0 golden files' logits with every prefill
+ *     GEMM through this path are within 1.25x llama.cpp's distance of the
+ *     exact dequantized reference (tests/test_quants.c's bound).
+ */
+#include <check.h>
+#include <stdio.h>
+
+#if defined(__x86_64__)
+#include "amx_tile_model.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* every AMX symbol of the two files becomes this test's own */
+#define kern_amx_gemm_q8_0 bfm_amx_gemm_q8_0
+#define kern_amx_gemm_q4_0 bfm_amx_gemm_q4_0
+#define kern_amx_i8_gemm_q8_0 bfm_amx_i8_gemm_q8_0
+#define kern_amx_i8_gemm_q4_0 bfm_amx_i8_gemm_q4_0
+#define kern_amx_pgemm_q8_0 bfm_amx_pgemm_q8_0
+#define kern_amx_pgemm_q4_0 bfm_amx_pgemm_q4_0
+#define kern_amxbf_pgemm_q8_0 bfm_amxbf_pgemm_q8_0
+#define kern_amxbf_pgemm_q4_0 bfm_amxbf_pgemm_q4_0
+#define kern_ops_amx bfm_ops_amx
+#define kern_amx_enable bfm_amx_enable
+#define kern_amxbf_gemm_q8_0 bfm_amxbf_gemm_q8_0
+#define kern_amxbf_gemm_q4_0 bfm_amxbf_gemm_q4_0
+#define kern_amxbf_on bfm_amxbf_on
+#define kern_amxbf_min_tok bfm_amxbf_min_tok
+#define kern_amxbf_act_row bfm_amxbf_act_row
+#define kern_amxbf_b_tile bfm_amxbf_b_tile
+#define kern_amxbf_enable bfm_amxbf_enable
+#define kern_amxbf_selftest bfm_amxbf_selftest
+#define kern_amxbf_scratch bfm_amxbf_scratch
+#define kern_amxbf_tiles bfm_amxbf_tiles
+#define kern_amxbf_describe bfm_amxbf_describe
+#include "kernels_amx.c"
+#include "kernels_amx_bf16.c"
+/* the library's own bf16 GEMM (real tiles), for AMX machines */
+#undef kern_amxbf_gemm_q8_0
+#undef kern_amxbf_gemm_q4_0
+#undef kern_amxbf_on
+#undef kern_amxbf_enable
+void kern_amxbf_gemm_q8_0(const struct kern_gemm_args *a, size_t o0, size_t o1);
+void kern_amxbf_gemm_q4_0(const struct kern_gemm_args *a, size_t o0, size_t o1);
+extern int kern_amxbf_on;
+int kern_amxbf_enable(char *why, size_t len);
+
+#include "ember.h"
+#include "forward.h"
+#include "model.h"
+#include "testutil.h"
+
+static int bfm_runs(void)
+{
+	struct cpu_features f;
+
+	cpu_detect(&f);
+	if (!kern_level_runs(CPU_LEVEL_AVX512) || !f.avx512_bf16) {
+		fprintf(stderr, "amx_bf16: skipping: this CPU lacks avx512 or AVX512-BF16\n");
+		return 0;
+	}
+	return 1;
+}
+
+static float bfm_round(float f)
+{
+	return amxbf__round(f);
+}
+
+static uint16_t bfm_bits(float f)
+{
+	uint32_t u;
+
+	f = bfm_round(f);
+	memcpy(&u, &f, sizeof(u));
+	return (uint16_t)(u >> 16);
+}
+
+/* n_out random rows of type wt, n_in elements (scales 1e-4 .. 0.1). */
+static uint8_t *bfm_weights(uint32_t wt, size_t n_out, size_t n_in, uint32_t *s)
+{
+	const size_t row = (size_t)dtype_row_size(wt, n_in);
+	const size_t bs = wt == DTYPE_Q8_0 ? sizeof(struct kern_block_q8_0)
+					   : sizeof(struct kern_block_q4_0);
+	uint8_t *w = malloc(row * n_out);
+
+	ck_assert_ptr_nonnull(w);
+	for (size_t i = 0; i < row * n_out; i++)
+		w[i] = (uint8_t)amxbf__rand(s);
+	for (size_t i = 0; i < row * n_out / bs; i++) {
+		uint16_t h = kern_fp32_to_fp16((float)(amxbf__rand(s) % 1000 + 1) * 1e-4f);
+
+		memcpy(w + i * bs, &h, sizeof(h));
+	}
+	return w;
+}
+
+/* The tiles' layouts and rounding, bit for bit. */
+START_TEST(bf16_tiles_match_the_scalar_layout)
+{
+	uint32_t s = 99;
+
+	if (!bfm_runs())
+		return;
+	for (int ti = 0; ti < 2; ti++) {
+		const uint32_t wt = ti ? DTYPE_Q4_0 : DTYPE_Q8_0;
+		const size_t n_in = 96, row = (size_t)dtype_row_size(wt, n_in);
+		uint8_t *w = bfm_weights(wt, 16, n_in, &s);
+		uint16_t bt[512] __attribute__((aligned(64)));
+		float f[16][96];
+
+		for (int n = 0; n < 16; n++)
+			ck_assert_int_eq(kern_dequantize_row(wt, w + n * row, f[n], n_in), 0);
+		for (size_t b = 0; b < 3; b++) {
+			bfm_amxbf_b_tile(wt, (const char *)w, row, b, bt);
+			for (int r = 0; r < 16; r++)
+				for (int n = 0; n < 16; n++)
+					for (int i = 0; i < 2; i++)
+						ck_assert_msg(bt[r * 32 + 2 * n + i] ==
+								      bfm_bits(f[n][32 * b + 2 * r + i]),
+							      "%s block %zu: B row %d, weight row %d, %d",
+							      dtype_name(wt), b, r, n, i);
+		}
+		free(w);
+	}
+	/* activations: 37 tokens (padding to 64), 96 inputs (3 steps) */
+	{
+		enum { T = 37, TP = 64, IN = 96, NS = IN / 32 };
+		float *x = malloc(sizeof(float) * T * IN);
+		uint16_t *xb = aligned_alloc(64, sizeof(uint16_t) * TP * IN);
+
+		ck_assert(x && xb);
+		memset(xb, 0xff, sizeof(uint16_t) * TP * IN);
+		for (size_t i = 0; i < T * IN; i++)
+			x[i] = ((float)(amxbf__rand(&s) % 200001) - 100000.0f) * 1.37e-5f;
+		for (size_t t = 0; t < TP; t++)
+			bfm_amxbf_act_row(t < T ? x + t * IN : NULL, IN, t, xb);
+		for (size_t t = 0; t < TP; t++)
+			for (size_t k = 0; k < IN; k++) {
+				const uint16_t want = t < T ? bfm_bits(x[t * IN + k]) : 0;
+
+				ck_assert_msg(xb[((t / 16) * NS + k / 32) * 512 + (t % 16) * 32 + k % 32] ==
+						      want,
+					      "activation tile: token %zu element %zu", t, k);
+			}
+		/* kern_matmul's placement: the next 64-byte boundary, padding zeroed */
+		{
+			char *raw = malloc(sizeof(uint16_t) * TP * IN + 128);
+			const uint16_t *at;
+
+			ck_assert_ptr_nonnull(raw);
+			memset(raw, 0xff, sizeof(uint16_t) * TP * IN + 128);
+			at = bfm_amxbf_tiles(raw + 1, IN, T);
+			ck_assert((uintptr_t)at % 64 == 0 && (const char *)at >= raw + 1 &&
+				  (const char *)at < raw + 65);
+			for (size_t t = T; t < TP; t++)
+				for (size_t k = 0; k < IN; k++)
+					ck_assert(at[((t / 16) * NS + k / 32) * 512 + (t % 16) * 32 + k % 32] ==
+						  0);
+			free(raw);
+		}
+		free(x);
+		free(xb);
+	}
+}
+END_TEST
+
+struct bfm_case {
+	size_t n_out, o0, n_in, n_tok;
+};
+
+/* One shape: the bf16 GEMM (from xf, and from ready tiles xb: the same
+ * bits) against both references; rows of the int8 tail equal avx512. */
+static void bfm_check(uint32_t wt, const struct bfm_case *c, uint32_t *s, kern_gemm_fn g8,
+		      kern_gemm_fn g4, float *y_out)
+{
+	const size_t n_out = c->n_out, n_in = c->n_in, n_tok = c->n_tok, nb = n_in / KERN_QK;
+	const size_t pad = kern_act_groups_pad(nb), row = (size_t)dtype_row_size(wt, n_in);
+	const size_t bf_end = c->o0 + (n_out - c->o0) / 16 * 16;
+	uint8_t *w = bfm_weights(wt, n_out, n_in, s);
+	float *xf = malloc(sizeof(float) * n_tok * n_in), *wf = malloc(sizeof(float) * n_in);
+	struct kern_block_q8a *x = malloc(sizeof(*x) * n_tok * nb);
+	float *xd = malloc(sizeof(float) * n_tok * pad);
+	int32_t *xs8 = malloc(sizeof(int32_t) * n_tok * pad);
+	uint16_t *xb = aligned_alloc(64, sizeof(uint16_t) * kern_amxbf_tokens(n_tok) * n_in);
+	float *y1 = calloc(n_tok * n_out, sizeof(float)), *y2 = calloc(n_tok * n_out, sizeof(float));
+	float *y3 = calloc(n_tok * n_out, sizeof(float));
+
+	ck_assert(xf && wf && x && xd && xs8 && xb && y1 && y2 && y3);
+	for (size_t i = 0; i < n_tok * n_in; i++)
+		xf[i] = ((float)(amxbf__rand(s) % 20001) - 10000.0f) * 1e-4f;
+	for (size_t k = 0; k < n_tok; k++) {
+		kern_ops_ref.quantize_act(xf + k * n_in, x + k * nb, n_in);
+		kern_act_summarize(x + k * nb, nb, xd + k * pad, xs8 + k * pad);
+	}
+	for (size_t t = 0; t < kern_amxbf_tokens(n_tok); t++)
+		bfm_amxbf_act_row(t < n_tok ? xf + t * n_in : NULL, n_in, t, xb);
+	struct kern_gemm_args a = {
+		.w = w, .w_stride = row, .n_in = n_in, .x = x, .x_stride = nb * sizeof(*x),
+		.n_tok = n_tok, .y = y1, .y_stride = n_out, .xd = xd, .xs8 = xs8, .xd_stride = pad,
+		.xf = xf, .xf_stride = n_in,
+	};
+	(wt == DTYPE_Q4_0 ? g4 : g8)(&a, c->o0, n_out);
+	a.y = y3;
+	a.xb = xb;
+	(wt == DTYPE_Q4_0 ? g4 : g8)(&a, c->o0, n_out);
+	a.y = y2;
+	a.xb = NULL;
+	(wt == DTYPE_Q4_0 ? kern_avx512_gemm_q4_0 : kern_avx512_gemm_q8_0)(&a, c->o0, n_out);
+	ck_assert_msg(memcmp(y1, y3, sizeof(float) * n_tok * n_out) == 0,
+		      "%s %zu x %zu x %zu: ready tiles (xb) differ from xf", dtype_name(wt), n_out,
+		      n_in, n_tok);
+	for (size_t o = c->o0; o < n_out; o++) {
+		ck_assert_int_eq(kern_dequantize_row(wt, w + o * row, wf, n_in), 0);
+		for (size_t t = 0; t < n_tok; t++) {
+			const float *xr = xf + t * n_in;
+			const double got = y1[t * n_out + o];
+			double rb = 0, re = 0, sa = 0;
+
+			for (size_t j = 0; j < n_in; j++) {
+				rb += (double)bfm_round(wf[j]) * bfm_round(xr[j]);
+				re += (double)wf[j] * xr[j];
+				sa += fabs((double)wf[j] * xr[j]);
+			}
+			if (o >= bf_end) {
+				ck_assert_msg(got == y2[t * n_out + o],
+					      "%s %zu x %zu x %zu: tail row %zu token %zu not int8's",
+					      dtype_name(wt), n_out, n_in, n_tok, o, t);
+				continue;
+			}
+			ck_assert_msg(fabs(got - rb) <= 1e-5 * sa + 1e-30,
+				      "%s %zu x %zu x %zu: row %zu token %zu: %.9g vs bf16 reference %.9g "
+				      "(sum |wx| %.3g)",
+				      dtype_name(wt), n_out, n_in, n_tok, o, t, got, rb, sa);
+			ck_assert_msg(fabs(got - re) <= 0x1p-7 * sa,
+				      "%s %zu x %zu x %zu: row %zu token %zu: %.9g vs exact %.9g",
+				      dtype_name(wt), n_out, n_in, n_tok, o, t, got, re);
+		}
+	}
+	if (y_out)
+		memcpy(y_out, y1, sizeof(float) * n_tok * n_out);
+	free(w);
+	free(xf);
+	free(wf);
+	free(x);
+	free(xd);
+	free(xs8);
+	free(xb);
+	free(y1);
+	free(y2);
+	free(y3);
+}
+
+/* ---- packed (tiled) rows at the amx level --------------------------------------- */
+
+/* w's n_out rows (a multiple of 16) tiled as the avx512 level packs them. */
+static uint8_t *bfm_packed(uint32_t wt, const uint8_t *w, size_t n_out, size_t n_in)
+{
+	const size_t row = (size_t)dtype_row_size(wt, n_in), bs = dtype_type_size(wt);
+	uint8_t *p = malloc(row * n_out), *tmp = malloc(16 * row);
+
+	ck_assert(p && tmp);
+	memcpy(p, w, row * n_out);
+	(wt == DTYPE_Q4_0 ? kern_avx512_pack_q4_0 : kern_avx512_pack_q8_0)(
+		p, n_out, n_in / dtype_block(wt), bs, 16, 0, tmp);
+	free(tmp);
+	return p;
+}
+
+/* The B tile from a tiled group equals the file layout's, bit for bit. */
+START_TEST(bf16_packed_tiles_equal_the_file_layouts)
+{
+	uint32_t s = 5;
+
+	if (!bfm_runs())
+		return;
+	for (int ti = 0; ti < 2; ti++) {
+		const uint32_t wt = ti ? DTYPE_Q4_0 : DTYPE_Q8_0;
+		const size_t n_in = 160, row = (size_t)dtype_row_size(wt, n_in);
+		uint8_t *w = bfm_weights(wt, 32, n_in, &s), *p = bfm_packed(wt, w, 32, n_in);
+		uint16_t bt[512] __attribute__((aligned(64))), bp[512] __attribute__((aligned(64)));
+
+		for (size_t g = 0; g < 2; g++)
+			for (size_t b = 0; b < n_in / 32; b++) {
+				bfm_amxbf_b_tile(wt, (const char *)w + g * 16 * row, row, b, bt);
+				memset(bp, 0xff, sizeof(bp));
+				bfm_amxbf_b_tile(wt | KERN_PACKED, (const char *)p + g * 16 * row, 0, b,
+						 bp);
+				ck_assert_msg(memcmp(bt, bp, sizeof(bt)) == 0,
+					      "%s group %zu block %zu: packed tile differs",
+					      dtype_name(wt), g, b);
+			}
+		free(w);
+		free(p);
+	}
+}
+END_TEST
+
+/* The amx level's table (this file's copy, on the model) on tiled rows
+ * against its file-layout entries, bit for bit: pgemv vs gemv (1 token),
+ * pgemm vs gemm with the bf16 tiles off (avx512's packed GEMM vs the int8
+ * tiles) and on (bf16 tiles on packed vs file rows; from xf and from
+ * ready tiles xb). Row ranges on 16-row groups (pool chunks of packed
+ * rows), K across chunks of 256, token tails. A ragged row count is not
+ * packed at all (kern_pack_type: n_out % 16; test_qpacked), so it runs
+ * the file-layout gemm tested above. */
+START_TEST(bf16_amx_level_packed_rows_equal_the_file_layout)
+{
+	static const struct bfm_case cases[] = {
+		{16, 0, 64, 40},   {32, 0, 544, 64},  {48, 16, 1088, 33}, {176, 0, 288, 70},
+		{64, 32, 32, 101}, {304, 16, 96, 20}, {96, 0, 544, 1},    {32, 16, 1056, 16},
+	};
+	uint32_t s = 11;
+	const size_t min_tok = bfm_amxbf_min_tok;
+
+	if (!bfm_runs())
+		return;
+	model_products = 0;
+	for (int ti = 0; ti < 2; ti++)
+		for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+			for (int on = 0; on < 2; on++)
+				for (int usexb = 0; usexb < 2; usexb++) {
+					const struct bfm_case *c = &cases[i];
+					const uint32_t wt = ti ? DTYPE_Q4_0 : DTYPE_Q8_0;
+					const size_t n_out = c->n_out, n_in = c->n_in, n_tok = c->n_tok;
+					const size_t nb = n_in / KERN_QK, pad = kern_act_groups_pad(nb);
+					const size_t row = (size_t)dtype_row_size(wt, n_in);
+					uint8_t *w = bfm_weights(wt, n_out, n_in, &s);
+					uint8_t *p = bfm_packed(wt, w, n_out, n_in);
+					float *xf = malloc(sizeof(float) * n_tok * n_in);
+					struct kern_block_q8a *x = malloc(sizeof(*x) * n_tok * nb);
+					float *xd = malloc(sizeof(float) * n_tok * pad);
+					int32_t *xs8 = malloc(sizeof(int32_t) * n_tok * pad);
+					uint16_t *xb = aligned_alloc(
+						64, sizeof(uint16_t) * kern_amxbf_tokens(n_tok) * n_in);
+					float *y1 = calloc(n_tok * n_out, sizeof(float));
+					float *y2 = calloc(n_tok * n_out, sizeof(float));
+
+					ck_assert(xf && x && xd && xs8 && xb && y1 && y2);
+					for (size_t k = 0; k < n_tok * n_in; k++)
+						xf[k] = ((float)(amxbf__rand(&s) % 20001) - 10000.0f) * 1e-4f;
+					for (size_t k = 0; k < n_tok; k++) {
+						kern_ops_ref.quantize_act(xf + k * n_in, x + k * nb, n_in);
+						kern_act_summarize(x + k * nb, nb, xd + k * pad,
+								   xs8 + k * pad);
+					}
+					for (size_t t = 0; t < kern_amxbf_tokens(n_tok); t++)
+						bfm_amxbf_act_row(t < n_tok ? xf + t * n_in : NULL, n_in, t,
+								  xb);
+					struct kern_gemm_args a = {
+						.w = w, .w_stride = row, .n_in = n_in, .x = x,
+						.x_stride = nb * sizeof(*x), .n_tok = n_tok, .y = y1,
+						.y_stride = n_out, .xd = xd, .xs8 = xs8, .xd_stride = pad,
+						.xf = xf, .xf_stride = n_in, .xb = usexb ? xb : NULL,
+					};
+					bfm_amxbf_on = on;
+					bfm_amxbf_min_tok = 16;
+					(n_tok == 1 ? bfm_ops_amx.gemv : bfm_ops_amx.gemm)[wt](&a, c->o0,
+											 n_out);
+					a.w = p;
+					a.y = y2;
+					(n_tok == 1 ? bfm_ops_amx.pgemv : bfm_ops_amx.pgemm)[wt](&a, c->o0,
+											   n_out);
+					bfm_amxbf_on = 0;
+					bfm_amxbf_min_tok = min_tok;
+					ck_assert_msg(memcmp(y1, y2, sizeof(float) * n_tok * n_out) == 0,
+						      "%s %zu x %zu x %zu from %zu, bf16 %s%s: packed rows "
+						      "differ from the file layout",
+						      dtype_name(wt), n_out, n_in, n_tok, c->o0,
+						      on ? "on" : "off", usexb ? " (xb)" : "");
+					free(w);
+					free(p);
+					free(xf);
+					free(x);
+					free(xd);
+					free(xs8);
+					free(xb);
+					free(y1);
+					free(y2);
+				}
+	ck_assert(model_ok);
+	ck_assert_int_gt(model_products, 0);
+	/* the table packs as the avx512 level does */
+	for (int ti = 0; ti < 2; ti++) {
+		const uint32_t wt = ti ? DTYPE_Q4_0 : DTYPE_Q8_0;
+		const struct kern_ops *v = kern_ops_for(CPU_LEVEL_AVX512);
+
+		ck_assert_uint_eq(bfm_ops_amx.pack_rows[wt], v->pack_rows[wt]);
+		ck_assert(bfm_ops_amx.pack_fn[wt] == v->pack_fn[wt]);
+		ck_assert(bfm_ops_amx.pgemv[wt] == v->pgemv[wt]);
+	}
+}
+END_TEST
+
+/* n_out, o0 (a pool range off the 32-row grid), n_in, n_tok */
+static const struct bfm_case bfm_cases[] = {
+		{32, 0, 32, 32},    {64, 0, 64, 64},     {72, 0, 1088, 101}, {48, 16, 544, 33},
+		{100, 0, 96, 16},   {40, 0, 2048, 70},   {32, 0, 512, 31},   {96, 32, 160, 1},
+		{64, 0, 1056, 64},  {37, 5, 64, 47},     {80, 0, 544, 70},   {48, 0, 1088, 40},
+		{16, 0, 64, 33},    {56, 16, 32, 64},    {176, 0, 544, 40},  {304, 16, 96, 20},
+};
+#define BFM_N_CASES (sizeof(bfm_cases) / sizeof(bfm_cases[0]))
+
+START_TEST(bf16_gemm_matches_the_references)
+{
+	uint32_t s = 3;
+
+	if (!bfm_runs())
+		return;
+	model_products = 0;
+	for (int ti = 0; ti < 2; ti++)
+		for (size_t i = 0; i < BFM_N_CASES; i++)
+			bfm_check(ti ? DTYPE_Q4_0 : DTYPE_Q8_0, &bfm_cases[i], &s, bfm_amxbf_gemm_q8_0,
+				  bfm_amxbf_gemm_q4_0, NULL);
+	ck_assert(model_ok);
+	ck_assert_int_gt(model_products, 0);
+}
+END_TEST
+
+/* On an AMX machine with the bf16 GEMM on: the real tiles against the
+ * same references, and against the model (the ISA's stated order of the
+ * fp32 sums; bit for bit expected, printed, not asserted beyond the
+ * references' bound). Elsewhere: skipped with the reason. */
+START_TEST(bf16_real_tiles_match_the_references_and_the_model)
+{
+	size_t same = 0, all = 0;
+	double worst = 0;
+
+	if (!bfm_runs())
+		return;
+	if (!kern_level_runs(CPU_LEVEL_AMX)) {
+		fprintf(stderr, "amx_bf16: skipping the real tiles: no usable AMX here\n");
+		return;
+	}
+	if (!kern_amxbf_on) { /* off by default: switch it on as EMBER_AMX_BF16=1 does */
+		char why[128];
+
+		setenv("EMBER_AMX_BF16", "1", 1);
+		if (kern_amxbf_enable(why, sizeof(why)) != 0) {
+			unsetenv("EMBER_AMX_BF16");
+			ck_abort_msg("amx_bf16: the real tiles' self-test: %s", why);
+		}
+		unsetenv("EMBER_AMX_BF16");
+	}
+	for (int ti = 0; ti < 2; ti++)
+		for (size_t i = 0; i < BFM_N_CASES; i++) {
+			const struct bfm_case *c = &bfm_cases[i];
+			const size_t n = c->n_out * c->n_tok;
+			float *yr = calloc(n, sizeof(float)), *ym = calloc(n, sizeof(float));
+			uint32_t s1 = 77 + (uint32_t)i, s2 = 77 + (uint32_t)i;
+
+			ck_assert(yr && ym);
+			bfm_check(ti ? DTYPE_Q4_0 : DTYPE_Q8_0, c, &s1, kern_amxbf_gemm_q8_0,
+				  kern_amxbf_gemm_q4_0, yr);
+			bfm_check(ti ? DTYPE_Q4_0 : DTYPE_Q8_0, c, &s2, bfm_amxbf_gemm_q8_0,
+				  bfm_amxbf_gemm_q4_0, ym);
+			for (size_t k = 0; k < n; k++) {
+				same += memcmp(yr + k, ym + k, sizeof(float)) == 0;
+				worst = fmax(worst, fabs((double)yr[k] - ym[k]) /
+							    fmax(fabs((double)ym[k]), 1e-30));
+			}
+			all += n;
+			free(yr);
+			free(ym);
+		}
+	printf("amx_bf16: real tiles vs the model: %zu of %zu outputs bit for bit, worst relative "
+	       "difference %.3g\n",
+	       same, all, worst);
+}
+END_TEST
+
+/* The int8 dispatch: below the threshold, or without float activations,
+ * avx512's bits; at it, the bf16 GEMM's. */
+START_TEST(bf16_dispatch_by_token_count)
+{
+	const size_t n_out = 64, n_in = 128, nb = n_in / KERN_QK, pad = kern_act_groups_pad(nb);
+	uint32_t s = 11;
+
+	if (!bfm_runs())
+		return;
+	bfm_amxbf_on = 1;
+	for (int ti = 0; ti < 2; ti++)
+		for (size_t n_tok = bfm_amxbf_min_tok - 1; n_tok <= bfm_amxbf_min_tok; n_tok++)
+			for (int with_xf = 0; with_xf < 2; with_xf++) {
+		const uint32_t wt = ti ? DTYPE_Q4_0 : DTYPE_Q8_0;
+		const size_t row = (size_t)dtype_row_size(wt, n_in);
+		uint8_t *w = bfm_weights(wt, n_out, n_in, &s);
+		float *xf = malloc(sizeof(float) * n_tok * n_in);
+		struct kern_block_q8a *x = malloc(sizeof(*x) * n_tok * nb);
+		float *xd = malloc(sizeof(float) * n_tok * pad);
+		int32_t *xs8 = malloc(sizeof(int32_t) * n_tok * pad);
+		float *y1 = calloc(n_tok * n_out, sizeof(float)), *y2 = calloc(n_tok * n_out, sizeof(float));
+
+		ck_assert(xf && x && xd && xs8 && y1 && y2);
+		for (size_t i = 0; i < n_tok * n_in; i++)
+			xf[i] = ((float)(amxbf__rand(&s) % 2001) - 1000.0f) * 1e-3f;
+		for (size_t k = 0; k < n_tok; k++) {
+			kern_ops_ref.quantize_act(xf + k * n_in, x + k * nb, n_in);
+			kern_act_summarize(x + k * nb, nb, xd + k * pad, xs8 + k * pad);
+		}
+		struct kern_gemm_args a = {
+			.w = w, .w_stride = row, .n_in = n_in, .x = x, .x_stride = nb * sizeof(*x),
+			.n_tok = n_tok, .y = y1, .y_stride = n_out, .xd = xd, .xs8 = xs8,
+			.xd_stride = pad, .xf = with_xf ? xf : NULL, .xf_stride = n_in,
+		};
+		const int bf = with_xf && n_tok >= bfm_amxbf_min_tok;
+
+		(ti ? bfm_amx_gemm_q4_0 : bfm_amx_gemm_q8_0)(&a, 0, n_out);
+		a.y = y2;
+		if (bf)
+			(ti ? bfm_amxbf_gemm_q4_0 : bfm_amxbf_gemm_q8_0)(&a, 0, n_out);
+		else
+			(ti ? kern_avx512_gemm_q4_0 : kern_avx512_gemm_q8_0)(&a, 0, n_out);
+		ck_assert_msg(memcmp(y1, y2, sizeof(float) * n_tok * n_out) == 0,
+			      "%s %zu tokens, xf %d: not the %s path", dtype_name(wt), n_tok, with_xf,
+			      bf ? "bf16" : "int8");
+		free(w);
+		free(xf);
+		free(x);
+		free(xd);
+		free(xs8);
+		free(y1);
+		free(y2);
+	}
+	bfm_amxbf_on = 0;
+	ck_assert(model_ok);
+}
+END_TEST
+
+START_TEST(bf16_startup_selftest_passes_on_the_model)
+{
+	if (!bfm_runs())
+		return;
+	model_products = 0;
+	ck_assert_int_eq(bfm_amxbf_selftest(), 0);
+	ck_assert(model_ok);
+	ck_assert_int_gt(model_products, 0);
+}
+END_TEST
+
+/* Off by default (not yet measured on AMX hardware): without
+ * EMBER_AMX_BF16=1 the switch stays off and no self-test runs (no tile
+ * product at start-up); with it the self-test runs and turns it on. */
+START_TEST(bf16_off_unless_ember_amx_bf16_is_1)
+{
+	static const char *const off[] = {NULL, "0", "yes", ""};
+	char why[128];
+
+	if (!bfm_runs())
+		return;
+	for (size_t i = 0; i < sizeof(off) / sizeof(off[0]); i++) {
+		if (off[i])
+			setenv("EMBER_AMX_BF16", off[i], 1);
+		else
+			unsetenv("EMBER_AMX_BF16");
+		model_products = 0;
+		bfm_amxbf_on = 1;
+		ck_assert_int_eq(bfm_amxbf_enable(why, sizeof(why)), -1);
+		ck_assert_int_eq(bfm_amxbf_on, 0);
+		ck_assert_int_eq(model_products, 0);
+		ck_assert_ptr_nonnull(strstr(bfm_amxbf_describe(), "bf16 off"));
+		ck_assert_ptr_nonnull(strstr(bfm_amxbf_describe(), "EMBER_AMX_BF16=1"));
+	}
+	setenv("EMBER_AMX_BF16", "1", 1);
+	model_products = 0;
+	ck_assert_int_eq(bfm_amxbf_enable(why, sizeof(why)), 0);
+	unsetenv("EMBER_AMX_BF16");
+	ck_assert_int_eq(bfm_amxbf_on, 1);
+	ck_assert_int_gt(model_products, 0);
+	ck_assert_ptr_nonnull(strstr(bfm_amxbf_describe(), "bf16 tiles"));
+	bfm_amxbf_on = 0;
+}
+END_TEST
+
+/* ---- golden: logits through the bf16 prefill -------------------------------------- */
+
+#define BFG_DIR "../shared/golden/quants/"
+#define BFG_N_IN 24
+
+static const char *const bfg_files[] = {"llama/Q4_0", "llama/Q8_0", "llama-256/Q4_0",
+					"llama-256/Q8_0"};
+
+static float *bfg_load(const char *path, size_t n)
+{
+	size_t len;
+	char *buf = test_read_file(path, &len);
+
+	ck_assert_msg(buf != NULL, "cannot read %s", path);
+	ck_assert_msg(len == n * sizeof(float), "%s: %zu bytes", path, len);
+	return (float *)buf;
+}
+
+/* tests/test_quants.c's measure: the largest over positions of
+ * max |a - b| / max |b|. */
+static double bfg_dist(const float *a, const float *b, uint32_t n_vocab)
+{
+	double worst = 0;
+
+	for (int t = 0; t < BFG_N_IN; t++) {
+		double d = 0, ref = 0;
+
+		for (uint32_t v = 0; v < n_vocab; v++) {
+			d = fmax(d, fabs((double)a[t * n_vocab + v] - b[t * n_vocab + v]));
+			ref = fmax(ref, fabs(b[t * n_vocab + v]));
+		}
+		worst = fmax(worst, d / ref);
+	}
+	return worst;
+}
+
+/* The golden prompt evaluated at once (24 tokens: the bf16 GEMM's
+ * threshold lowered to 16 here); the prefill GEMMs of both types on the
+ * modelled bf16 path, the rest as the level runs it. */
+static double bfg_logits(const char *file, float *logits, uint32_t *n_vocab, int bf16)
+{
+	struct forward_opts fo = {.n_ctx = BFG_N_IN};
+	char path[512], err[EMBER_ERR_MAX] = "", dname[64];
+	struct forward_ctx *f = NULL;
+	int32_t input[BFG_N_IN];
+	kern_gemm_fn old8 = NULL, old4 = NULL;
+	struct model m;
+	json_t *tok;
+	size_t len;
+	char *txt;
+
+	snprintf(dname, sizeof(dname), "%.*s", (int)(strchr(file, '/') - file), file);
+	snprintf(path, sizeof(path), BFG_DIR "%s/tokens.json", dname);
+	txt = test_read_file(path, &len);
+	ck_assert_msg(txt != NULL, "cannot read %s", path);
+	tok = json_loads(txt, 0, NULL);
+	free(txt);
+	ck_assert_ptr_nonnull(tok);
+	for (int i = 0; i < BFG_N_IN; i++)
+		input[i] = (int32_t)json_integer_value(
+			json_array_get(json_object_get(tok, "input_ids"), (size_t)i));
+	json_decref(tok);
+	snprintf(path, sizeof(path), BFG_DIR "%s.gguf", file);
+	ck_assert_msg(model_open(&m, path, err) == 0, "%s: %s", path, err);
+	*n_vocab = m.hp.n_vocab;
+	ck_assert_msg(forward_new(&f, &m, &fo, err) == 0, "%s", err);
+	if (bf16) {
+		bfm_amxbf_on = 1;
+		bfm_amxbf_min_tok = 16;
+		old8 = kern_test_set_gemm(DTYPE_Q8_0, bfm_amx_gemm_q8_0);
+		old4 = kern_test_set_gemm(DTYPE_Q4_0, bfm_amx_gemm_q4_0);
+	}
+	model_products = 0;
+	ck_assert_msg(forward_eval(f, input, BFG_N_IN, logits, 1, err) == 0, "%s", err);
+	if (bf16) {
+		kern_test_set_gemm(DTYPE_Q8_0, old8);
+		kern_test_set_gemm(DTYPE_Q4_0, old4);
+		bfm_amxbf_on = 0;
+		bfm_amxbf_min_tok = KERN_AMXBF_MIN_TOK;
+		ck_assert_int_gt(model_products, 0); /* the tiles ran */
+	}
+	forward_free(f);
+	model_free(&m);
+	return 0;
+}
+
+START_TEST(golden_logits_through_bf16_within_the_llamacpp_bound)
+{
+	const char *file = bfg_files[_i];
+	char path[512];
+	uint32_t nv = 0;
+	float *l8, *lb, *exact, *lcpp;
+	double d8, db, dl;
+	const size_t cap = (size_t)BFG_N_IN * 4096;
+
+	if (!bfm_runs())
+		return;
+	setenv("EMBER_PACK", "0", 1); /* file layout: the table's gemm[] runs */
+	l8 = malloc(sizeof(float) * cap);
+	lb = malloc(sizeof(float) * cap);
+	ck_assert(l8 && lb);
+	bfg_logits(file, l8, &nv, 0);
+	ck_assert_uint_le((size_t)nv * BFG_N_IN, cap);
+	bfg_logits(file, lb, &nv, 1);
+	snprintf(path, sizeof(path), BFG_DIR "%s.logits-exact-dequant.f32", file);
+	exact = bfg_load(path, (size_t)BFG_N_IN * nv);
+	snprintf(path, sizeof(path), BFG_DIR "%s.logits.f32", file);
+	lcpp = bfg_load(path, (size_t)BFG_N_IN * nv);
+	d8 = bfg_dist(l8, exact, nv);
+	db = bfg_dist(lb, exact, nv);
+	dl = bfg_dist(lcpp, exact, nv);
+	printf("amx_bf16: %-15s prefill vs exact dequant: bf16 tiles %.3e, int8 (%s) %.3e, "
+	       "llama.cpp %.3e\n",
+	       file, db, cpu_level_name(kern_level()), d8, dl);
+	ck_assert_msg(db <= 1.25 * dl, "%s: bf16 %.3e > 1.25 x llama.cpp's %.3e", file, db, dl);
+	unsetenv("EMBER_PACK");
+	free(l8);
+	free(lb);
+	free(exact);
+	free(lcpp);
+}
+END_TEST
+
+Suite *suite_amx_bf16(void)
+{
+	Suite *s = suite_create("amx_bf16");
+	TCase *tc = tcase_create("core");
+
+	tcase_set_timeout(tc, 300);
+	tcase_add_test(tc, bf16_tiles_match_the_scalar_layout);
+	tcase_add_test(tc, bf16_gemm_matches_the_references);
+	tcase_add_test(tc, bf16_real_tiles_match_the_references_and_the_model);
+	tcase_add_test(tc, bf16_dispatch_by_token_count);
+	tcase_add_test(tc, bf16_startup_selftest_passes_on_the_model);
+	tcase_add_test(tc, bf16_off_unless_ember_amx_bf16_is_1);
+	tcase_add_test(tc, bf16_packed_tiles_equal_the_file_layouts);
+	tcase_add_test(tc, bf16_amx_level_packed_rows_equal_the_file_layout);
+	tcase_add_loop_test(tc, golden_logits_through_bf16_within_the_llamacpp_bound, 0,
+			    (int)(sizeof(bfg_files) / sizeof(bfg_files[0])));
+	suite_add_tcase(s, tc);
+	return s;
+}
+#else
+/* AArch64: no AMX level to model. */
+START_TEST(bf16_needs_x86_64)
+{
+	fprintf(stderr, "amx_bf16: skipping: not an x86-64 build\n");
+}
+END_TEST
+
+Suite *suite_amx_bf16(void)
+{
+	Suite *s = suite_create("amx_bf16");
+	TCase *tc = tcase_create("core");
+
+	tcase_add_test(tc, bf16_needs_x86_64);
+	suite_add_tcase(s, tc);
+	return s;
+}
+#endif
