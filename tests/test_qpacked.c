@@ -414,7 +414,9 @@ START_TEST(avx512_and_amx_pack_q4_0_and_q8_0)
 {
 	struct cpu_features f;
 	struct kern_ops ops;
+#if defined(__x86_64__)
 	struct kern_origin org;
+#endif
 	static const uint32_t types[] = {DTYPE_Q4_0, DTYPE_Q8_0};
 
 	memset(&f, 0xff, sizeof(f));
