@@ -379,6 +379,10 @@ extern const struct kern_ops kern_ops_ref;
 /* Rows ahead the packed K-quant GEMVs prefetch (EMBER_PACK_AHEAD, an
  * experiment; 0: none, the hardware prefetchers alone). */
 extern size_t kern_pack_ahead;
+/* The chosen table and the streaming split (EMBER_GEMV_SPLIT): written
+ * once by kern_init() (kernels_select.c), read by kernels.c's driver. */
+extern const struct kern_ops *kern__ops;
+extern int kern__regions;
 #if defined(__x86_64__)
 extern const struct kern_ops kern_ops_avx2;
 extern const struct kern_ops kern_ops_avx512;
