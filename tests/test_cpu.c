@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cpu.h"
+#include "testutil.h"
 
 START_TEST(env_override_lowers_but_never_raises)
 {
@@ -25,6 +26,43 @@ START_TEST(env_override_lowers_but_never_raises)
 	ck_assert_int_eq(cpu_select_level(&f), CPU_LEVEL_AVX2);
 	unsetenv("EMBER_CPU");
 	ck_assert_int_eq(cpu_level_from_env(), -1);
+}
+END_TEST
+
+static void cpu__select_all(void *data)
+{
+	struct cpu_features f;
+
+	memset(&f, 0xff, sizeof(f));
+	*(enum cpu_level *)data = cpu_select_level(&f);
+}
+
+/* An EMBER_CPU naming no level of this architecture is not silent: one
+ * line names the variable and the levels it may name; a good one says
+ * nothing. */
+START_TEST(unknown_cap_is_said_and_ignored)
+{
+	const enum cpu_level *list;
+	const size_t n = cpu_levels(&list);
+	enum cpu_level got;
+	char said[256];
+
+	setenv("EMBER_CPU", "bogus", 1);
+	test_stderr_of(cpu__select_all, &got, said, sizeof(said));
+	ck_assert_int_eq(got, list[n - 1]);
+	ck_assert_msg(strstr(said, "ember: EMBER_CPU=bogus: want one of scalar, ") == said, "%s",
+		      said);
+	ck_assert_ptr_nonnull(strstr(said, cpu_level_name(list[n - 1])));
+	/* another architecture's level */
+	setenv("EMBER_CPU", n > 1 && list[1] == CPU_LEVEL_NEON ? "avx2" : "neon", 1);
+	test_stderr_of(cpu__select_all, &got, said, sizeof(said));
+	ck_assert_int_eq(got, list[n - 1]);
+	ck_assert_ptr_nonnull(strstr(said, "ember: EMBER_CPU="));
+	setenv("EMBER_CPU", "scalar", 1);
+	test_stderr_of(cpu__select_all, &got, said, sizeof(said));
+	ck_assert_int_eq(got, CPU_LEVEL_SCALAR);
+	ck_assert_str_eq(said, "");
+	unsetenv("EMBER_CPU");
 }
 END_TEST
 
@@ -116,6 +154,7 @@ Suite *suite_cpu(void)
 
 	tcase_add_test(tc, env_override_lowers_but_never_raises);
 	tcase_add_test(tc, avx512_needs_vnni);
+	tcase_add_test(tc, unknown_cap_is_said_and_ignored);
 	tcase_add_test(tc, describe_lists_features);
 	tcase_add_test(tc, caps_follow_the_level_list);
 	tcase_add_test(tc, detect_matches_compiler_view);

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 char *test_read_file(const char *path, size_t *len)
 {
@@ -99,4 +100,25 @@ int test_remove_tree(const char *path)
 	/* FTW_DEPTH: children before their folder; FTW_PHYS: links are removed,
 	 * never followed. */
 	return nftw(path, remove_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+char *test_stderr_of(void (*fn)(void *), void *data, char *buf, size_t len)
+{
+	FILE *tmp = tmpfile();
+	int saved = dup(2);
+	size_t n;
+
+	ck_assert_ptr_nonnull(tmp);
+	ck_assert_int_ge(saved, 0);
+	fflush(stderr);
+	ck_assert_int_eq(dup2(fileno(tmp), 2), 2);
+	fn(data);
+	fflush(stderr);
+	dup2(saved, 2);
+	close(saved);
+	rewind(tmp);
+	n = fread(buf, 1, len - 1, tmp);
+	buf[n] = '\0';
+	fclose(tmp);
+	return buf;
 }

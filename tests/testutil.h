@@ -44,4 +44,8 @@ int test_no_threads(const char *what);
  * forking guests hang under qemu-user); 0 on success. */
 int test_remove_tree(const char *path);
 
+/* What fn(data) writes to stderr (fd 2, into a temporary file meanwhile),
+ * at most len - 1 bytes into buf, NUL-terminated; returns buf. */
+char *test_stderr_of(void (*fn)(void *), void *data, char *buf, size_t len);
+
 #endif

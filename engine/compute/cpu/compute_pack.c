@@ -25,6 +25,7 @@
 #include "clock.h"
 #include "dtype.h"
 #include "ember.h"
+#include "env.h"
 #include "gguf.h"
 #include "gguf_map.h"
 #include "kernels.h"
@@ -65,14 +66,18 @@ static size_t pack__list(struct model *m, struct model_weight **out, size_t cap)
 
 int compute_prepare_model(struct model *m, char *err)
 {
-	const char *env = getenv("EMBER_PACK");
+	static const char *const offon[] = {"0", "1"};
+	size_t on = 1;
 	const struct gguf *g = m->gguf;
 	struct model_weight **list;
 	size_t cap, n, bytes = 0;
 	int rc = 0;
 	const double t0 = clock_now_s();
 
-	if (compute_device_vulkan() || (env && strcmp(env, "0") == 0) || g == NULL || !g->copy)
+	if (compute_device_vulkan() || g == NULL || !g->copy)
+		return 0;
+	env_choice("EMBER_PACK", offon, 2, &on);
+	if (!on)
 		return 0;
 	kern_init();
 	cap = 1 + (size_t)m->hp.n_layer * PACK__NROLES;

@@ -5,6 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ember.h"
+#include "env.h"
+
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 
@@ -170,9 +173,26 @@ int cpu_level_from_env(void)
 	return -2;
 }
 
+/* EMBER_CPU names no level of this architecture: said (naming the ones
+ * it may name), then ignored. */
+static void cpu__refuse_env(void)
+{
+	const char *words[CPU__N_LIST];
+	char err[EMBER_ERR_MAX];
+	size_t i;
+
+	for (i = 0; i < CPU__N_LIST; i++)
+		words[i] = cpu__level_names[cpu__list[i]];
+	if (env_parse_choice("EMBER_CPU", getenv("EMBER_CPU"), words, CPU__N_LIST, &i, err) != 0)
+		fprintf(stderr, "ember: %s; not capped\n", err);
+}
+
 enum cpu_level cpu_select_level(const struct cpu_features *f)
 {
 	int env = cpu_level_from_env(), best = 0;
+
+	if (env == -2 || (env >= 0 && cpu__rank((enum cpu_level)env) < 0))
+		cpu__refuse_env();
 
 	while (best + 1 < (int)CPU__N_LIST && cpu_level_usable(f, cpu__list[best + 1]))
 		best++;

@@ -65,9 +65,9 @@ void cpu_detect(struct cpu_features *f);
 void cpu_features_from_hwcap(struct cpu_features *f, unsigned long hwcap, unsigned long hwcap2);
 
 /* Returns the best level `f` supports, lowered by EMBER_CPU when set. An
- * unknown EMBER_CPU value is ignored (the caller may warn with
- * cpu_level_from_env()). Kernels may stop lower (kern_init(): a level
- * with no table built). */
+ * EMBER_CPU naming no level of this architecture is ignored, with a line
+ * on stderr naming the variable and the levels it may name. Kernels may
+ * stop lower (kern_init(): a level with no table built). */
 enum cpu_level cpu_select_level(const struct cpu_features *f);
 
 /* Parses EMBER_CPU: returns a level, or -1 when unset, or -2 when unknown. */

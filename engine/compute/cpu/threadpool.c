@@ -29,6 +29,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "env.h"
+
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #define TPOOL_RELAX() _mm_pause()
@@ -230,7 +232,7 @@ size_t tpool_threads(tpool_t p)
 tpool_t tpool_create(uint32_t n_threads)
 {
 	struct tpool *p;
-	const char *spin = getenv("EMBER_POOL_SPIN_US");
+	size_t spin_us;
 
 	if (n_threads == 0) {
 		long c = sysconf(_SC_NPROCESSORS_ONLN);
@@ -241,11 +243,9 @@ tpool_t tpool_create(uint32_t n_threads)
 		return NULL;
 	pthread_mutex_init(&p->run_lock, NULL);
 	p->spin_ns = TPOOL_SPIN_NS_DEFAULT;
-	if (spin && *spin) {
-		long us = strtol(spin, NULL, 10);
-		if (us >= 0 && us <= 1000000)
-			p->spin_ns = us * 1000;
-	}
+	spin_us = (size_t)(TPOOL_SPIN_NS_DEFAULT / 1000);
+	if (env_size("EMBER_POOL_SPIN_US", 0, 1000000, &spin_us))
+		p->spin_ns = (long)spin_us * 1000;
 	p->threads = calloc(n_threads, sizeof(*p->threads));
 	if (p->threads == NULL) {
 		pthread_mutex_destroy(&p->run_lock);

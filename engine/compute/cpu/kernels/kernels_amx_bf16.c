@@ -76,6 +76,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "env.h"
 #include "kernels.h"
 #include "kernels_impl.h"
 
@@ -575,7 +576,8 @@ out:
 
 int kern_amxbf_enable(char *why, size_t len)
 {
-	const char *env = getenv("EMBER_AMX_BF16");
+	static const char *const offon[] = {"0", "1"};
+	size_t on = 0;
 
 	kern_amxbf_on = 0;
 	/* Off unless asked for: never run on AMX hardware yet (only on the
@@ -583,7 +585,7 @@ int kern_amxbf_enable(char *why, size_t len)
 	snprintf(amxbf__desc, sizeof(amxbf__desc),
 		 "q8_0/q4_0 prefill: int8 tiles (bf16 off; EMBER_AMX_BF16=1: on; not yet measured "
 		 "on AMX hardware)");
-	if (!env || strcmp(env, "1") != 0) {
+	if (!env_choice("EMBER_AMX_BF16", offon, 2, &on) || !on) {
 		snprintf(why, len, "off (EMBER_AMX_BF16=1: on)");
 		return -1;
 	}
@@ -593,9 +595,7 @@ int kern_amxbf_enable(char *why, size_t len)
 	}
 	/* EMBER_AMX_BF16_MIN=N: the smallest call (2+; tuning, and running
 	 * the 24-token golden prompts of tests/test_quants.c through it) */
-	env = getenv("EMBER_AMX_BF16_MIN");
-	if (env && atoi(env) >= 2)
-		kern_amxbf_min_tok = (size_t)atoi(env);
+	env_size("EMBER_AMX_BF16_MIN", 2, KERN_AMXBF_MIN_TOK_MAX, &kern_amxbf_min_tok);
 	kern_amxbf_on = 1;
 	snprintf(amxbf__desc, sizeof(amxbf__desc),
 		 "q8_0/q4_0 prefill %zu+ tokens: bf16 tiles, weights and activations rounded to "

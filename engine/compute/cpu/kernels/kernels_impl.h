@@ -333,6 +333,7 @@ void kern_amxbf_b_tile(uint32_t wt, const char *w, size_t st, size_t b, uint16_t
 extern int kern_amxbf_on;
 extern size_t kern_amxbf_min_tok;
 #define KERN_AMXBF_MIN_TOK 64
+#define KERN_AMXBF_MIN_TOK_MAX 65536 /* EMBER_AMX_BF16_MIN's bound */
 /* Tokens the activation tiles hold: n_tok rounded up to 32. */
 static inline size_t kern_amxbf_tokens(size_t n_tok)
 {
@@ -377,8 +378,10 @@ KERN_NEON_DECL_ALL(dotprod)
 extern const struct kern_ops kern_ops_ref;
 
 /* Rows ahead the packed K-quant GEMVs prefetch (EMBER_PACK_AHEAD, an
- * experiment; 0: none, the hardware prefetchers alone). */
+ * experiment; 0: none, the hardware prefetchers alone; at most
+ * KERN_PACK_AHEAD_MAX, anything else refused at kern_init()). */
 extern size_t kern_pack_ahead;
+#define KERN_PACK_AHEAD_MAX 64
 /* The chosen table and the streaming split (EMBER_GEMV_SPLIT): written
  * once by kern_init() (kernels_select.c), read by kernels.c's driver. */
 extern const struct kern_ops *kern__ops;

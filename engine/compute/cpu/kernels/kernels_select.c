@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "env.h"
 #include "kernels.h"
 #include "kernels_impl.h"
 #include "quants.h"
@@ -183,11 +184,12 @@ static void kern__choose(void)
 {
 	struct cpu_features f;
 	enum cpu_level cap;
-	const char *split = getenv("EMBER_GEMV_SPLIT");
+	static const char *const splits[] = {"chunks", "regions"};
+	size_t split = 1;
 
-	kern__regions = !(split && strcmp(split, "chunks") == 0);
-	if (getenv("EMBER_PACK_AHEAD"))
-		kern_pack_ahead = (size_t)atoi(getenv("EMBER_PACK_AHEAD"));
+	env_choice("EMBER_GEMV_SPLIT", splits, 2, &split);
+	kern__regions = (int)split;
+	env_size("EMBER_PACK_AHEAD", 0, KERN_PACK_AHEAD_MAX, &kern_pack_ahead);
 	cpu_detect(&f);
 	cap = cpu_select_level(&f);
 	/* AMX only with the kernel's permission for the tile data and a
