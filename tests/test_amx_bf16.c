@@ -105,9 +105,9 @@ static uint8_t *bfm_weights(uint32_t wt, size_t n_out, size_t n_in, uint32_t *s)
 
 	ck_assert_ptr_nonnull(w);
 	for (size_t i = 0; i < row * n_out; i++)
-		w[i] = (uint8_t)amxbf__rand(s);
+		w[i] = (uint8_t)amx_selftest_rand(s);
 	for (size_t i = 0; i < row * n_out / bs; i++) {
-		uint16_t h = kern_fp32_to_fp16((float)(amxbf__rand(s) % 1000 + 1) * 1e-4f);
+		uint16_t h = kern_fp32_to_fp16((float)(amx_selftest_rand(s) % 1000 + 1) * 1e-4f);
 
 		memcpy(w + i * bs, &h, sizeof(h));
 	}
@@ -151,7 +151,7 @@ START_TEST(bf16_tiles_match_the_scalar_layout)
 		ck_assert(x && xb);
 		memset(xb, 0xff, sizeof(uint16_t) * TP * IN);
 		for (size_t i = 0; i < T * IN; i++)
-			x[i] = ((float)(amxbf__rand(&s) % 200001) - 100000.0f) * 1.37e-5f;
+			x[i] = ((float)(amx_selftest_rand(&s) % 200001) - 100000.0f) * 1.37e-5f;
 		for (size_t t = 0; t < TP; t++)
 			bfm_amxbf_act_row(t < T ? x + t * IN : NULL, IN, t, xb);
 		for (size_t t = 0; t < TP; t++)
@@ -207,7 +207,7 @@ static void bfm_check(uint32_t wt, const struct bfm_case *c, uint32_t *s, kern_g
 
 	ck_assert(xf && wf && x && xd && xs8 && xb && y1 && y2 && y3);
 	for (size_t i = 0; i < n_tok * n_in; i++)
-		xf[i] = ((float)(amxbf__rand(s) % 20001) - 10000.0f) * 1e-4f;
+		xf[i] = ((float)(amx_selftest_rand(s) % 20001) - 10000.0f) * 1e-4f;
 	for (size_t k = 0; k < n_tok; k++) {
 		kern_ops_ref.quantize_act(xf + k * n_in, x + k * nb, n_in);
 		kern_act_summarize(x + k * nb, nb, xd + k * pad, xs8 + k * pad);
@@ -357,7 +357,7 @@ START_TEST(bf16_amx_level_packed_rows_equal_the_file_layout)
 
 					ck_assert(xf && x && xd && xs8 && xb && y1 && y2);
 					for (size_t k = 0; k < n_tok * n_in; k++)
-						xf[k] = ((float)(amxbf__rand(&s) % 20001) - 10000.0f) * 1e-4f;
+						xf[k] = ((float)(amx_selftest_rand(&s) % 20001) - 10000.0f) * 1e-4f;
 					for (size_t k = 0; k < n_tok; k++) {
 						kern_ops_ref.quantize_act(xf + k * n_in, x + k * nb, n_in);
 						kern_act_summarize(x + k * nb, nb, xd + k * pad,
@@ -512,7 +512,7 @@ START_TEST(bf16_dispatch_by_token_count)
 
 		ck_assert(xf && x && xd && xs8 && y1 && y2);
 		for (size_t i = 0; i < n_tok * n_in; i++)
-			xf[i] = ((float)(amxbf__rand(&s) % 2001) - 1000.0f) * 1e-3f;
+			xf[i] = ((float)(amx_selftest_rand(&s) % 2001) - 1000.0f) * 1e-3f;
 		for (size_t k = 0; k < n_tok; k++) {
 			kern_ops_ref.quantize_act(xf + k * n_in, x + k * nb, n_in);
 			kern_act_summarize(x + k * nb, nb, xd + k * pad, xs8 + k * pad);

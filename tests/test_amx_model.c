@@ -80,16 +80,16 @@ START_TEST(model_equals_avx512_bit_for_bit)
 
 		ck_assert(w && x && xd && xs8 && y1 && y2);
 		for (size_t i = 0; i < row * n_out; i++)
-			w[i] = (uint8_t)amx__rand(&s);
+			w[i] = (uint8_t)amx_selftest_rand(&s);
 		for (size_t i = 0; i < row * n_out / bs; i++) {
-			uint16_t h = kern_fp32_to_fp16((float)(amx__rand(&s) % 1000 + 1) * 1e-4f);
+			uint16_t h = kern_fp32_to_fp16((float)(amx_selftest_rand(&s) % 1000 + 1) * 1e-4f);
 
 			memcpy(w + i * bs, &h, sizeof(h));
 		}
 		for (size_t i = 0; i < n_tok * nb; i++) {
-			x[i].d = (float)(amx__rand(&s) % 1000 + 1) * 1e-3f;
+			x[i].d = (float)(amx_selftest_rand(&s) % 1000 + 1) * 1e-3f;
 			for (int j = 0; j < KERN_QK; j++)
-				x[i].qs[j] = (int8_t)(amx__rand(&s) % 255 - 127);
+				x[i].qs[j] = (int8_t)(amx_selftest_rand(&s) % 255 - 127);
 		}
 		for (size_t k = 0; k < n_tok; k++)
 			kern_act_summarize(x + k * nb, nb, xd + k * pad, xs8 + k * pad);

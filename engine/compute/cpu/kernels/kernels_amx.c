@@ -59,6 +59,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "amx_selftest.h"
 #include "kernels.h"
 #include "kernels_impl.h"
 #include "qvnni_avx512.h"
@@ -354,12 +355,6 @@ const struct kern_ops kern_ops_amx = {
 
 /* ---- start-up: permission and self-test ----------------------------------------- */
 
-static uint32_t amx__rand(uint32_t *s)
-{
-	*s = *s * 1664525u + 1013904223u;
-	return *s >> 8;
-}
-
 /* AMX against the AVX-512 level on each type, at a size that crosses
  * every boundary of amx__gemm: 40 rows (two row groups and a row tail),
  * 131 blocks (two full panels, one of 3: the single-block loop), 147
@@ -380,17 +375,11 @@ static int amx__selftest(void)
 
 	if (!w8 || !w4 || !x || !xd || !xs8 || !y1 || !y2)
 		goto out;
-	for (size_t i = 0; i < OUT * NB; i++) {
-		w8[i].d = w4[i].d = kern_fp32_to_fp16((float)(amx__rand(&s) % 1000 + 1) * 1e-4f);
-		for (int j = 0; j < KERN_QK; j++)
-			w8[i].qs[j] = (int8_t)(amx__rand(&s) % 255 - 127);
-		for (int j = 0; j < KERN_QK / 2; j++)
-			w4[i].qs[j] = (uint8_t)amx__rand(&s);
-	}
+	amx_selftest_weights(w8, w4, OUT * NB, &s);
 	for (size_t i = 0; i < TOK * NB; i++) {
-		x[i].d = (float)(amx__rand(&s) % 1000 + 1) * 1e-3f;
+		x[i].d = (float)(amx_selftest_rand(&s) % 1000 + 1) * 1e-3f;
 		for (int j = 0; j < KERN_QK; j++)
-			x[i].qs[j] = (int8_t)(amx__rand(&s) % 255 - 127);
+			x[i].qs[j] = (int8_t)(amx_selftest_rand(&s) % 255 - 127);
 	}
 	for (size_t k = 0; k < TOK; k++)
 		kern_act_summarize(x + k * NB, NB, xd + k * pad, xs8 + k * pad);

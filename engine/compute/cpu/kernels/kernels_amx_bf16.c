@@ -77,6 +77,7 @@
 #include <string.h>
 
 #include "env.h"
+#include "amx_selftest.h"
 #include "kernels.h"
 #include "kernels_impl.h"
 
@@ -471,12 +472,6 @@ void kern_amxbf_pgemm_q4_0(const struct kern_gemm_args *a, size_t o0, size_t o1)
 
 /* ---- start-up self-test ----------------------------------------------------------- */
 
-static uint32_t amxbf__rand(uint32_t *s)
-{
-	*s = *s * 1664525u + 1013904223u;
-	return *s >> 8;
-}
-
 /* f rounded to bf16 (nearest even) and back: the tiles' operands. */
 static float amxbf__round(float f)
 {
@@ -513,15 +508,9 @@ int kern_amxbf_selftest(void)
 
 	if (!w8 || !w4 || !x || !xf || !wf || !xd || !xs8 || !y1 || !y2)
 		goto out;
-	for (size_t i = 0; i < OUT * NB; i++) {
-		w8[i].d = w4[i].d = kern_fp32_to_fp16((float)(amxbf__rand(&s) % 1000 + 1) * 1e-4f);
-		for (int j = 0; j < KERN_QK; j++)
-			w8[i].qs[j] = (int8_t)(amxbf__rand(&s) % 255 - 127);
-		for (int j = 0; j < KERN_QK / 2; j++)
-			w4[i].qs[j] = (uint8_t)amxbf__rand(&s);
-	}
+	amx_selftest_weights(w8, w4, OUT * NB, &s);
 	for (size_t i = 0; i < TOK * IN; i++)
-		xf[i] = ((float)(amxbf__rand(&s) % 20001) - 10000.0f) * 1e-4f;
+		xf[i] = ((float)(amx_selftest_rand(&s) % 20001) - 10000.0f) * 1e-4f;
 	for (size_t k = 0; k < TOK; k++) {
 		kern_ops_ref.quantize_act(xf + k * IN, x + k * NB, IN);
 		kern_act_summarize(x + k * NB, NB, xd + k * pad, xs8 + k * pad);
