@@ -52,6 +52,19 @@
 #define kern_amxbf_scratch bfm_amxbf_scratch
 #define kern_amxbf_tiles bfm_amxbf_tiles
 #define kern_amxbf_describe bfm_amxbf_describe
+/* both files' work memory through a hook that fails the next
+ * bfm_alloc_fails allocations */
+static int bfm_alloc_fails;
+static void *bfm_alloc(size_t n)
+{
+	if (bfm_alloc_fails > 0) {
+		bfm_alloc_fails--;
+		return NULL;
+	}
+	return aligned_alloc(64, n);
+}
+#define AMX_ALLOC(n) bfm_alloc(n)
+#define AMXBF_ALLOC(n) bfm_alloc(n)
 #include "kernels_amx.c"
 #include "kernels_amx_bf16.c"
 /* the library's own bf16 GEMM (real tiles), for AMX machines */
@@ -546,6 +559,80 @@ START_TEST(bf16_dispatch_by_token_count)
 }
 END_TEST
 
+/* Without its work memory the bf16 GEMM is the int8 path, bit for bit:
+ * its own allocation failing (the int8 tiles then run), and every one
+ * (avx512 then runs, no tile product); on tiled packed rows the avx512
+ * level's packed GEMM, the same bits again. 48 rows (a 32-row group and
+ * a 16), K over two chunks, a token tail. */
+START_TEST(bf16_without_work_memory_is_the_int8_path)
+{
+	const size_t n_out = 48, n_in = 320, n_tok = 70, nb = n_in / KERN_QK;
+	const size_t pad = kern_act_groups_pad(nb);
+	static const int fails[] = {1, 1 << 20};
+	uint32_t s = 23;
+
+	if (!bfm_runs())
+		return;
+	for (int ti = 0; ti < 2; ti++)
+		for (size_t fi = 0; fi < 2; fi++) {
+			const uint32_t wt = ti ? DTYPE_Q4_0 : DTYPE_Q8_0;
+			const size_t row = (size_t)dtype_row_size(wt, n_in), n = n_tok * n_out;
+			uint8_t *w = bfm_weights(wt, n_out, n_in, &s), *p = bfm_packed(wt, w, n_out, n_in);
+			float *xf = malloc(sizeof(float) * n_tok * n_in);
+			struct kern_block_q8a *x = malloc(sizeof(*x) * n_tok * nb);
+			float *xd = malloc(sizeof(float) * n_tok * pad);
+			int32_t *xs8 = malloc(sizeof(int32_t) * n_tok * pad);
+			float *y1 = calloc(n, sizeof(float)), *y2 = calloc(n, sizeof(float));
+			float *y3 = calloc(n, sizeof(float));
+
+			ck_assert(xf && x && xd && xs8 && y1 && y2 && y3);
+			for (size_t i = 0; i < n_tok * n_in; i++)
+				xf[i] = ((float)(amx_selftest_rand(&s) % 2001) - 1000.0f) * 1e-3f;
+			for (size_t k = 0; k < n_tok; k++) {
+				kern_ops_ref.quantize_act(xf + k * n_in, x + k * nb, n_in);
+				kern_act_summarize(x + k * nb, nb, xd + k * pad, xs8 + k * pad);
+			}
+			struct kern_gemm_args a = {
+				.w = w, .w_stride = row, .n_in = n_in, .x = x,
+				.x_stride = nb * sizeof(*x), .n_tok = n_tok, .y = y1,
+				.y_stride = n_out, .xd = xd, .xs8 = xs8, .xd_stride = pad,
+				.xf = xf, .xf_stride = n_in,
+			};
+			model_products = 0;
+			bfm_alloc_fails = fails[fi];
+			(ti ? bfm_amxbf_gemm_q4_0 : bfm_amxbf_gemm_q8_0)(&a, 0, n_out);
+			bfm_alloc_fails = 0;
+			if (fi == 0)
+				ck_assert_int_gt(model_products, 0); /* the int8 tiles ran */
+			else
+				ck_assert_int_eq(model_products, 0);
+			a.y = y2;
+			(ti ? kern_avx512_gemm_q4_0 : kern_avx512_gemm_q8_0)(&a, 0, n_out);
+			ck_assert_msg(memcmp(y1, y2, sizeof(float) * n) == 0,
+				      "%s, %d allocations failing: not the int8 path's bits",
+				      dtype_name(wt), fails[fi]);
+			a.y = y3;
+			a.w = p;
+			bfm_alloc_fails = fails[fi];
+			(ti ? bfm_amxbf_pgemm_q4_0 : bfm_amxbf_pgemm_q8_0)(&a, 0, n_out);
+			bfm_alloc_fails = 0;
+			ck_assert_msg(memcmp(y3, y2, sizeof(float) * n) == 0,
+				      "%s packed, %d allocations failing: not the int8 path's bits",
+				      dtype_name(wt), fails[fi]);
+			free(w);
+			free(p);
+			free(xf);
+			free(x);
+			free(xd);
+			free(xs8);
+			free(y1);
+			free(y2);
+			free(y3);
+		}
+	ck_assert(model_ok);
+}
+END_TEST
+
 START_TEST(bf16_startup_selftest_passes_on_the_model)
 {
 	if (!bfm_runs())
@@ -724,6 +811,7 @@ Suite *suite_amx_bf16(void)
 	tcase_add_test(tc, bf16_gemm_matches_the_references);
 	tcase_add_test(tc, bf16_real_tiles_match_the_references_and_the_model);
 	tcase_add_test(tc, bf16_dispatch_by_token_count);
+	tcase_add_test(tc, bf16_without_work_memory_is_the_int8_path);
 	tcase_add_test(tc, bf16_startup_selftest_passes_on_the_model);
 	tcase_add_test(tc, bf16_off_unless_ember_amx_bf16_is_1);
 	tcase_add_test(tc, bf16_packed_tiles_equal_the_file_layouts);

@@ -32,6 +32,17 @@
 #define kern_amx_pgemm_q4_0 model_amx_pgemm_q4_0
 #define kern_ops_amx model_ops_amx
 #define kern_amx_enable model_amx_enable
+/* the work memory through a hook that fails the next model_alloc_fails */
+static int model_alloc_fails;
+static void *model_alloc(size_t n)
+{
+	if (model_alloc_fails > 0) {
+		model_alloc_fails--;
+		return NULL;
+	}
+	return aligned_alloc(64, n);
+}
+#define AMX_ALLOC(n) model_alloc(n)
 #include "kernels_amx.c"
 
 /* The start-up self-test (its 40 x 4192 x 147 case crosses every
@@ -46,6 +57,23 @@ START_TEST(model_passes_the_startup_selftest)
 	ck_assert_int_eq(amx__selftest(), 0);
 	ck_assert(model_ok);
 	ck_assert_int_gt(model_products, 0); /* the tiles ran, not only the fallback */
+}
+END_TEST
+
+/* Without its work memory a call runs at the avx512 level: the
+ * self-test's bit-for-bit comparison still holds, and no tile ran. */
+START_TEST(model_without_work_memory_is_avx512)
+{
+	if (!kern_level_runs(CPU_LEVEL_AVX512)) {
+		fprintf(stderr, "amx_model: skipping: this CPU lacks avx512\n");
+		return;
+	}
+	model_products = 0;
+	model_alloc_fails = 1 << 20;
+	ck_assert_int_eq(amx__selftest(), 0);
+	model_alloc_fails = 0;
+	ck_assert_int_eq(model_products, 0);
+	ck_assert(model_ok);
 }
 END_TEST
 
@@ -122,6 +150,7 @@ Suite *suite_amx_model(void)
 
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, model_passes_the_startup_selftest);
+	tcase_add_test(tc, model_without_work_memory_is_avx512);
 	tcase_add_test(tc, model_equals_avx512_bit_for_bit);
 	suite_add_tcase(s, tc);
 	return s;

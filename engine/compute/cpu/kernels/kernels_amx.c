@@ -34,8 +34,12 @@
  * Tiles are configured by each call (LDTILECFG; every pool worker runs
  * its own calls) and released at its end. Row tails (n_out % 16) and
  * token tails (n_tok % 16) go to the AVX-512 level. Each call allocates
- * its work memory (panel and repacked activations, 293 KiB) and frees it;
- * without it the call runs at the AVX-512 level.
+ * its work memory (panel and repacked activations, 293 KiB) and frees it:
+ * a call is a pool item of a prefill GEMM (16+ tokens, never a decode
+ * step), milliseconds of tile work against one malloc that glibc's
+ * dynamic mmap threshold serves from the heap after the first free.
+ * Without it the call runs at the AVX-512 level, the same bits
+ * (test_amx_model.c fails the allocation to check).
  *
  * Calls of kern_amxbf_min_tok (64) or more tokens that carry float
  * activations (prefill through kern_matmul) run the bf16 tiles of
@@ -79,6 +83,12 @@
 #define AMX_ARCH_GET_XCOMP_PERM 0x1022
 #define AMX_ARCH_REQ_XCOMP_PERM 0x1023
 #define AMX_XFEATURE_XTILEDATA 18
+
+/* A call's work memory (64-byte aligned; tests make it fail on demand,
+ * test_amx_model.c, to check the fallback's bits). */
+#ifndef AMX_ALLOC
+#define AMX_ALLOC(n) aligned_alloc(64, (n))
+#endif
 
 /* LDTILECFG's 64-byte operand, palette 1. */
 struct amx_cfg {
@@ -242,7 +252,7 @@ static void amx__gemm(uint32_t wt, kern_gemm_fn vnni, const struct kern_gemm_arg
 		int8_t xa[AMX_TB / AMX_TOK][AMX_KC][AMX_TOK][KERN_QK];
 	} *m;
 
-	if (full == 0 || rows == 0 || !(m = aligned_alloc(64, sizeof(*m)))) {
+	if (full == 0 || rows == 0 || !(m = AMX_ALLOC(sizeof(*m)))) {
 		vnni(a, o0, o1);
 		return;
 	}

@@ -66,7 +66,10 @@
  *
  * Thread safety: kern_amxbf_enable() runs once under kern_init()'s
  * pthread_once (via kern_amx_enable); the GEMMs are pure, each call
- * configures its own tiles and allocates its own work memory.
+ * configures its own tiles and allocates its own work memory (two B
+ * panels, the tail's C, the activation tiles when no xb came: per pool
+ * item of a prefill, as kernels_amx.c's); without it the call is the
+ * int8 path's, bit for bit (test_amx_bf16.c fails the allocation).
  */
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -96,6 +99,12 @@
 #ifndef AMXBF_INT8_Q8_0
 #define AMXBF_INT8_Q8_0 kern_amx_i8_gemm_q8_0
 #define AMXBF_INT8_Q4_0 kern_amx_i8_gemm_q4_0
+#endif
+
+/* A call's work memory (64-byte aligned; test_amx_bf16.c fails it on
+ * demand to check the fallback's bits). */
+#ifndef AMXBF_ALLOC
+#define AMXBF_ALLOC(n) aligned_alloc(64, (n))
 #endif
 
 int kern_amxbf_on;
@@ -403,7 +412,7 @@ static void amxbf__gemm(uint32_t wt, kern_gemm_fn i8, const struct kern_gemm_arg
 	char *m;
 
 	if (rows == 0 || ns == 0 || (a->xb == NULL && a->xf == NULL) ||
-	    !(m = aligned_alloc(64, 2 * bt_bytes + ct_bytes + xb_bytes))) {
+	    !(m = AMXBF_ALLOC(2 * bt_bytes + ct_bytes + xb_bytes))) {
 		i8(a, o0, o1);
 		return;
 	}
