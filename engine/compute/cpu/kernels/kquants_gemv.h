@@ -31,10 +31,10 @@
  * into L1 a whole step of rows evicts the rows in use (LEVELS.md); past
  * the chunk, up to the matrix's last row (kg_gemv()).
  *
- * Row order: a step's four rows are adjacent (o .. o + 3). The row
- * bodies' `gap` (rows gap apart, KG_AHEAD_Q) is always 1 now: it served
- * a quartered order (EMBER_GEMV_SPLIT=quarters), an experiment removed
- * once packed rows made the K-quant streams linear (LEVELS.md).
+ * Row order: a step's four rows are adjacent (o .. o + 3). (A quartered
+ * order, rows a quarter of the matrix apart, EMBER_GEMV_SPLIT=quarters,
+ * was an experiment, removed once packed rows made the K-quant streams
+ * linear: LEVELS.md.)
  */
 #include <immintrin.h>
 #include <string.h>
@@ -48,7 +48,6 @@
 #define KG_CHAINS 1 /* accumulators per row (2: for a long-latency KG_MADD) */
 #endif
 #define KG_AHEAD 16 /* rows ahead prefetched */
-#define KG_AHEAD_Q 2 /* the same, rows a quarter apart (kg_ahead()) */
 #define KG_INLINE static inline __attribute__((always_inline))
 #define KG_UNROLL _Pragma("GCC unroll 8")
 
@@ -90,22 +89,21 @@ KG_INLINE int32_t kg_word(const char *p)
 
 /* The bases of rows o .. o + R - 1 in w[0 .. R - 1]; the unused ones
  * repeat row o, so a four-row step runs the same instructions for any R. */
-KG_INLINE void kg_rows(const struct kern_gemm_args *a, size_t o, int R, size_t gap,
-		       const char *w[KG_R])
+KG_INLINE void kg_rows(const struct kern_gemm_args *a, size_t o, int R, const char *w[KG_R])
 {
 	KG_UNROLL
 	for (int r = 0; r < KG_R; r++)
-		w[r] = (const char *)a->w + (o + (r < R ? (size_t)r * gap : 0)) * a->w_stride;
+		w[r] = (const char *)a->w + (o + (r < R ? (size_t)r : 0)) * a->w_stride;
 }
 
 /* The bases of rows o .. o + 3 where they are packed (kernels.h
  * KERN_PACKED: o a multiple of 4, block s of row r at the group's base +
  * (4 s + r) bs), else kg_rows()'s. */
-KG_INLINE void kg_rows_at(const struct kern_gemm_args *a, size_t o, int R, size_t gap, int pk,
-			  size_t bs, const char *w[KG_R])
+KG_INLINE void kg_rows_at(const struct kern_gemm_args *a, size_t o, int R, int pk, size_t bs,
+			  const char *w[KG_R])
 {
 	if (!pk) {
-		kg_rows(a, o, R, gap, w);
+		kg_rows(a, o, R, w);
 		return;
 	}
 	KG_UNROLL
@@ -122,38 +120,22 @@ KG_INLINE size_t kg_step(size_t bs, int pk)
 	return pk ? KG_R * bs : bs;
 }
 
-/* The first R of the four row results to y[o], y[o + gap], ... */
-KG_INLINE void kg_store(const struct kern_gemm_args *a, size_t o, int R, size_t gap, __m128 acc)
+/* The first R of the four row results to y[o .. o + R - 1]. */
+KG_INLINE void kg_store(const struct kern_gemm_args *a, size_t o, int R, __m128 acc)
 {
 	float out[KG_R];
 
 	_mm_storeu_ps(out, acc);
-	if (gap == 1) /* a constant there: one store, as before the gap */
-		memcpy(a->y + o, out, (size_t)R * sizeof(float));
-	else
-		for (int r = 0; r < R; r++)
-			a->y[o + (size_t)r * gap] = out[r];
+	memcpy(a->y + o, out, (size_t)R * sizeof(float));
 }
 
 /* What kg_store() stored there (lanes past R: 0). */
-KG_INLINE __m128 kg_load_y(const struct kern_gemm_args *a, size_t o, int R, size_t gap)
+KG_INLINE __m128 kg_load_y(const struct kern_gemm_args *a, size_t o, int R)
 {
 	float in[KG_R] = {0};
 
-	if (gap == 1)
-		memcpy(in, a->y + o, (size_t)R * sizeof(float));
-	else
-		for (int r = 0; r < R; r++)
-			in[r] = a->y[o + (size_t)r * gap];
+	memcpy(in, a->y + o, (size_t)R * sizeof(float));
 	return _mm_loadu_ps(in);
-}
-
-/* Rows ahead prefetched: adjacent rows 16 ahead (the next 16 rows' same
- * super-block); rows a quarter apart (gap > 1) 2 ahead in each of the
- * four streams, the hardware prefetchers following each stream beyond. */
-KG_INLINE size_t kg_ahead(size_t gap)
-{
-	return gap == 1 ? KG_AHEAD : KG_AHEAD_Q;
 }
 
 /* The two fp16 in the 4 bytes at `off` of each row's super-block (rows
@@ -245,7 +227,7 @@ KG_INLINE void kg_k4_scales(const char *b, __m128i *sc, __m128i *mn)
 }
 
 /* Rows o .. o + R - 1 of Q4_K (five = 0) or Q5_K. */
-KG_INLINE void kg_k4_rows(const struct kern_gemm_args *a, size_t o, int R, int five, size_t end, size_t gap)
+KG_INLINE void kg_k4_rows(const struct kern_gemm_args *a, size_t o, int R, int five, size_t end)
 {
 	const size_t bs = five ? sizeof(struct kern_block_q5_k) : sizeof(struct kern_block_q4_k);
 	const size_t qs_off = five ? 48 : 16, nsb = a->n_in / KERN_QKK, st = a->w_stride;
@@ -253,11 +235,10 @@ KG_INLINE void kg_k4_rows(const struct kern_gemm_args *a, size_t o, int R, int f
 	const __m256i m4 = _mm256_set1_epi8(0x0f), b16 = _mm256_set1_epi8(16);
 	const struct kern_block_q8_k *x = a->xk;
 	const char *w[KG_R];
-	const size_t ah = kg_ahead(gap);
-	const int pf = o + (size_t)(R - 1) * gap + ah + 1 <= end;
+	const int pf = o + (size_t)(R - 1) + KG_AHEAD + 1 <= end;
 	__m128 acc = _mm_setzero_ps();
 
-	kg_rows(a, o, R, gap, w);
+	kg_rows(a, o, R, w);
 	for (size_t s = 0; s < nsb; s++) {
 		const size_t sb = s * bs;
 		const int8_t *xq = x[s].qs;
@@ -265,7 +246,7 @@ KG_INLINE void kg_k4_rows(const struct kern_gemm_args *a, size_t o, int R, int f
 		__m128i mv[KG_R];
 
 		if (pf)
-			kg_prefetch_rows(w, R, ah * st + sb, bs);
+			kg_prefetch_rows(w, R, KG_AHEAD * st + sb, bs);
 		/* activation sums per 32 values, as eight int16 */
 		const __m256i bp = _mm256_madd_epi16(kg_load(x[s].bsums), ones);
 		const __m128i bp16 = _mm_packs_epi32(_mm256_castsi256_si128(bp),
@@ -324,24 +305,23 @@ KG_INLINE void kg_k4_rows(const struct kern_gemm_args *a, size_t o, int R, int f
 		acc = _mm_add_ps(acc, _mm_mul_ps(dk, _mm_cvtepi32_ps(i4)));
 		acc = _mm_sub_ps(acc, _mm_mul_ps(mk, _mm_cvtepi32_ps(m4s)));
 	}
-	kg_store(a, o, R, gap, acc);
+	kg_store(a, o, R, acc);
 }
 
 /* Rows o .. o + R - 1 of Q6_K: ql (128 bytes), qh (64), 16 int8 scales,
  * d; element e: n = e / 128, k = (e % 128) / 32, l = e % 32 takes a
  * nibble of ql[64n + 32(k & 1) + l] (k < 2 low) and bits 2k, 2k + 1 of
  * qh[32n + l]. */
-KG_INLINE void kg_q6_rows(const struct kern_gemm_args *a, size_t o, int R, size_t end, size_t gap)
+KG_INLINE void kg_q6_rows(const struct kern_gemm_args *a, size_t o, int R, size_t end)
 {
 	const size_t bs = sizeof(struct kern_block_q6_k), nsb = a->n_in / KERN_QKK;
 	const size_t st = a->w_stride;
 	const struct kern_block_q8_k *x = a->xk;
 	const char *w[KG_R];
-	const size_t ah = kg_ahead(gap);
-	const int pf = o + (size_t)(R - 1) * gap + ah + 1 <= end;
+	const int pf = o + (size_t)(R - 1) + KG_AHEAD + 1 <= end;
 	__m128 acc = _mm_setzero_ps();
 
-	kg_rows(a, o, R, gap, w);
+	kg_rows(a, o, R, w);
 	for (size_t s = 0; s < nsb; s++) {
 		const size_t sb = s * bs;
 		const int8_t *xq = x[s].qs;
@@ -349,7 +329,7 @@ KG_INLINE void kg_q6_rows(const struct kern_gemm_args *a, size_t o, int R, size_
 		__m256i iv[KG_R];
 
 		if (pf)
-			kg_prefetch_rows(w, R, ah * st + sb, bs);
+			kg_prefetch_rows(w, R, KG_AHEAD * st + sb, bs);
 		KG_UNROLL
 		for (int r = 0; r < KG_R; r++) {
 			if (r >= R) {
@@ -371,7 +351,7 @@ KG_INLINE void kg_q6_rows(const struct kern_gemm_args *a, size_t o, int R, size_
 		const __m128 dk = _mm_mul_ps(d4, _mm_set1_ps(x[s].d));
 		acc = _mm_add_ps(acc, _mm_mul_ps(dk, _mm_cvtepi32_ps(i4)));
 	}
-	kg_store(a, o, R, gap, acc);
+	kg_store(a, o, R, acc);
 }
 
 /* The integer sums of one Q2_K row's super-block at b (16 sub-blocks of
@@ -410,24 +390,23 @@ KG_INLINE __m256i kg_q2_row_y(const char *b, const int8_t *xq, __m256i bsums, __
 }
 
 /* Rows o .. o + R - 1 of Q2_K; the float step is Q4_K's (d, dmin at 80). */
-KG_INLINE void kg_q2_rows(const struct kern_gemm_args *a, size_t o, int R, size_t end, size_t gap)
+KG_INLINE void kg_q2_rows(const struct kern_gemm_args *a, size_t o, int R, size_t end)
 {
 	const size_t bs = sizeof(struct kern_block_q2_k), nsb = a->n_in / KERN_QKK;
 	const size_t st = a->w_stride;
 	const struct kern_block_q8_k *x = a->xk;
 	const char *w[KG_R];
-	const size_t ah = kg_ahead(gap);
-	const int pf = o + (size_t)(R - 1) * gap + ah + 1 <= end;
+	const int pf = o + (size_t)(R - 1) + KG_AHEAD + 1 <= end;
 	__m128 acc = _mm_setzero_ps();
 
-	kg_rows(a, o, R, gap, w);
+	kg_rows(a, o, R, w);
 	for (size_t s = 0; s < nsb; s++) {
 		const size_t sb = s * bs;
 		const __m256i bsums = kg_load(x[s].bsums);
 		__m256i iv[KG_R], mv[KG_R];
 
 		if (pf)
-			kg_prefetch_rows(w, R, ah * st + sb, bs);
+			kg_prefetch_rows(w, R, KG_AHEAD * st + sb, bs);
 		KG_UNROLL
 		for (int r = 0; r < KG_R; r++) {
 			if (r >= R) {
@@ -445,7 +424,7 @@ KG_INLINE void kg_q2_rows(const struct kern_gemm_args *a, size_t o, int R, size_
 		acc = _mm_add_ps(acc, _mm_mul_ps(dk, _mm_cvtepi32_ps(i4)));
 		acc = _mm_sub_ps(acc, _mm_mul_ps(mk, _mm_cvtepi32_ps(m4s)));
 	}
-	kg_store(a, o, R, gap, acc);
+	kg_store(a, o, R, acc);
 }
 
 /* Q3_K's 16 signed scales (kern_q3k_scale()) as int8, from the 16 bytes
@@ -507,24 +486,23 @@ KG_INLINE __m256i kg_q3_row_y(const char *b, const int8_t *xq, __m256i bsums)
 }
 
 /* Rows o .. o + R - 1 of Q3_K; the float step is Q6_K's (d at 108). */
-KG_INLINE void kg_q3_rows(const struct kern_gemm_args *a, size_t o, int R, size_t end, size_t gap)
+KG_INLINE void kg_q3_rows(const struct kern_gemm_args *a, size_t o, int R, size_t end)
 {
 	const size_t bs = sizeof(struct kern_block_q3_k), nsb = a->n_in / KERN_QKK;
 	const size_t st = a->w_stride;
 	const struct kern_block_q8_k *x = a->xk;
 	const char *w[KG_R];
-	const size_t ah = kg_ahead(gap);
-	const int pf = o + (size_t)(R - 1) * gap + ah + 1 <= end;
+	const int pf = o + (size_t)(R - 1) + KG_AHEAD + 1 <= end;
 	__m128 acc = _mm_setzero_ps();
 
-	kg_rows(a, o, R, gap, w);
+	kg_rows(a, o, R, w);
 	for (size_t s = 0; s < nsb; s++) {
 		const size_t sb = s * bs;
 		const __m256i bsums = kg_load(x[s].bsums);
 		__m256i iv[KG_R];
 
 		if (pf)
-			kg_prefetch_rows(w, R, ah * st + sb, bs);
+			kg_prefetch_rows(w, R, KG_AHEAD * st + sb, bs);
 		KG_UNROLL
 		for (int r = 0; r < KG_R; r++)
 			iv[r] = r < R ? kg_q3_row_y(w[r] + sb, x[s].qs, bsums) : _mm256_setzero_si256();
@@ -535,7 +513,7 @@ KG_INLINE void kg_q3_rows(const struct kern_gemm_args *a, size_t o, int R, size_
 		const __m128 dk = _mm_mul_ps(d4, _mm_set1_ps(x[s].d));
 		acc = _mm_add_ps(acc, _mm_mul_ps(dk, _mm_cvtepi32_ps(i4)));
 	}
-	kg_store(a, o, R, gap, acc);
+	kg_store(a, o, R, acc);
 }
 
 /* kern_quantize_act_q8k(), byte for byte: the same amax (max is order
@@ -603,22 +581,20 @@ void KG_FN(quantize_act_q8k)(const float *x, struct kern_block_q8_k *y, size_t n
 #define KG_Q3_ROWS kg_q3_rows
 #endif
 
-/* One function per (type, rows): constant R, the loops unrolled, the
- * gap a constant 1. */
+/* One function per (type, rows): constant R, the loops unrolled. */
 #define KG_ROWS_FN(name, call)                                                             \
 	static __attribute__((noinline)) void name(const struct kern_gemm_args *a, size_t o, \
 						   size_t end)                               \
 	{                                                                                  \
-		const size_t gap = 1;                                                      \
 		call;                                                                      \
 	}
-KG_ROWS_FN(KG_FN(q4k_4), KG_K4_ROWS(a, o, 4, 0, end, gap))
-KG_ROWS_FN(KG_FN(q4k_1), KG_K4_ROWS(a, o, 1, 0, end, gap))
-KG_ROWS_FN(KG_FN(q5k_4), KG_K4_ROWS(a, o, 4, 1, end, gap))
-KG_ROWS_FN(KG_FN(q5k_1), KG_K4_ROWS(a, o, 1, 1, end, gap))
+KG_ROWS_FN(KG_FN(q4k_4), KG_K4_ROWS(a, o, 4, 0, end))
+KG_ROWS_FN(KG_FN(q4k_1), KG_K4_ROWS(a, o, 1, 0, end))
+KG_ROWS_FN(KG_FN(q5k_4), KG_K4_ROWS(a, o, 4, 1, end))
+KG_ROWS_FN(KG_FN(q5k_1), KG_K4_ROWS(a, o, 1, 1, end))
 #ifndef KG_ZMM
-KG_ROWS_FN(KG_FN(q6k_4), KG_Q6_ROWS(a, o, 4, end, gap))
-KG_ROWS_FN(KG_FN(q6k_1), KG_Q6_ROWS(a, o, 1, end, gap))
+KG_ROWS_FN(KG_FN(q6k_4), KG_Q6_ROWS(a, o, 4, end))
+KG_ROWS_FN(KG_FN(q6k_1), KG_Q6_ROWS(a, o, 1, end))
 #endif
 
 typedef void (*kg_rows_fn)(const struct kern_gemm_args *a, size_t o, size_t end);
@@ -666,7 +642,7 @@ void KG_FN(gemv_q5_k)(const struct kern_gemm_args *a, size_t o0, size_t o1)
 						   size_t end, const __m512i *bias, size_t s0, \
 						   size_t s1)                                  \
 	{                                                                                    \
-		kz_q6_rows(a, o, R, 1, end, bias, s0, s1, 0);                                \
+		kz_q6_rows(a, o, R, end, bias, s0, s1, 0);                                   \
 	}
 KG_Q6_FN(KG_FN(q6k_4), 4)
 KG_Q6_FN(KG_FN(q6k_1), 1)
@@ -701,8 +677,8 @@ void KG_FN(gemv_q6_k)(const struct kern_gemm_args *a, size_t o0, size_t o1)
 #endif
 }
 
-KG_ROWS_FN(KG_FN(q2k_4), KG_Q2_ROWS(a, o, 4, end, gap))
-KG_ROWS_FN(KG_FN(q2k_1), KG_Q2_ROWS(a, o, 1, end, gap))
+KG_ROWS_FN(KG_FN(q2k_4), KG_Q2_ROWS(a, o, 4, end))
+KG_ROWS_FN(KG_FN(q2k_1), KG_Q2_ROWS(a, o, 1, end))
 
 void KG_FN(gemv_q2_k)(const struct kern_gemm_args *a, size_t o0, size_t o1)
 {
@@ -712,8 +688,8 @@ void KG_FN(gemv_q2_k)(const struct kern_gemm_args *a, size_t o0, size_t o1)
 		kg_gemv(KG_FN(q2k_4), KG_FN(q2k_1), a, o0, o1);
 }
 
-KG_ROWS_FN(KG_FN(q3k_4), KG_Q3_ROWS(a, o, 4, end, gap))
-KG_ROWS_FN(KG_FN(q3k_1), KG_Q3_ROWS(a, o, 1, end, gap))
+KG_ROWS_FN(KG_FN(q3k_4), KG_Q3_ROWS(a, o, 4, end))
+KG_ROWS_FN(KG_FN(q3k_1), KG_Q3_ROWS(a, o, 1, end))
 
 void KG_FN(gemv_q3_k)(const struct kern_gemm_args *a, size_t o0, size_t o1)
 {

@@ -169,7 +169,7 @@ KG_INLINE void kp_k4(const struct kern_gemm_args *a, size_t o, size_t end, int f
 		hd_p = hd;
 	}
 	acc = kp_q4k_step(acc, is_p, mins_p, hd_p, x[nsb - 1].d, red, dsel);
-	kg_store(a, o, KG_R, 1, acc);
+	kg_store(a, o, KG_R, acc);
 }
 
 static __attribute__((noinline)) void kp_q4k(const struct kern_gemm_args *a, size_t o, size_t end)
@@ -302,7 +302,7 @@ KG_INLINE void kp_q6u(const struct kern_gemm_args *a, size_t o, size_t end, cons
 	const __m512i m4 = _mm512_set1_epi8(0x0f), k33 = _mm512_set1_epi8(0x33);
 	const __m512i kcc = _mm512_set1_epi8((char)0xcc);
 	const __m512i red = _mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
-	__m128 acc = s0 > 0 ? kg_load_y(a, o, KG_R, 1) : _mm_setzero_ps();
+	__m128 acc = s0 > 0 ? kg_load_y(a, o, KG_R) : _mm_setzero_ps();
 	__m512i t_p = _mm512_setzero_si512();
 	__m128 d_p = _mm_setzero_ps();
 
@@ -353,7 +353,7 @@ KG_INLINE void kp_q6u(const struct kern_gemm_args *a, size_t o, size_t end, cons
 		d_p = _mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)(b + 832)));
 	}
 	acc = kp_q6_step(acc, t_p, d_p, a->xk[s1 - 1].d, red);
-	kg_store(a, o, KG_R, 1, acc);
+	kg_store(a, o, KG_R, acc);
 }
 
 static __attribute__((noinline)) void kp_q6k(const struct kern_gemm_args *a, size_t o, size_t end,

@@ -143,7 +143,7 @@ KG_INLINE void kz_k4_decode(const char *const w[KG_R], size_t off, const struct 
  * (built once per super-block for the four rows); packed, a 128-bit lane
  * holds [sub 4h x 4 | sub 4h + 1 x 4] (lanes 0, 1) or [4h + 2 | 4h + 3]. */
 KG_INLINE void kz_k4_body(const struct kern_gemm_args *a, size_t o, int R, int five, size_t end,
-			  size_t gap, int pk)
+			  int pk)
 {
 	const size_t bs = five ? sizeof(struct kern_block_q5_k) : sizeof(struct kern_block_q4_k);
 	const size_t qs_off = five ? 48 : 16, nsb = a->n_in / KERN_QKK, st = a->w_stride;
@@ -151,12 +151,12 @@ KG_INLINE void kz_k4_body(const struct kern_gemm_args *a, size_t o, int R, int f
 	const __m512i m4 = _mm512_set1_epi8(0x0f), b16 = _mm512_set1_epi8(16);
 	const struct kern_block_q8_k *x = a->xk;
 	const char *w[KG_R];
-	const size_t ah = pk ? kern_pack_ahead : kg_ahead(gap);
-	const int pf = o + (size_t)(R - 1) * gap + ah + 1 <= end && ah;
+	const size_t ah = pk ? kern_pack_ahead : KG_AHEAD;
+	const int pf = o + (size_t)(R - 1) + ah + 1 <= end && ah;
 	__m512i pidx[KG_R][2];
 	__m128 acc = _mm_setzero_ps();
 
-	kg_rows_at(a, o, R, gap, pk, bs, w);
+	kg_rows_at(a, o, R, pk, bs, w);
 	KG_UNROLL
 	for (int r = 0; r < KG_R; r++) {
 		KG_UNROLL
@@ -214,14 +214,13 @@ KG_INLINE void kz_k4_body(const struct kern_gemm_args *a, size_t o, int R, int f
 		const __m256i im = kz_reduce4(iacc, mins);
 		acc = kz_step_dmin(acc, im, w, sb, x[s].d);
 	}
-	kg_store(a, o, R, gap, acc);
+	kg_store(a, o, R, acc);
 }
 
 /* Rows o .. o + R - 1 in the file layout. */
-KG_INLINE void kz_k4_rows(const struct kern_gemm_args *a, size_t o, int R, int five, size_t end,
-			  size_t gap)
+KG_INLINE void kz_k4_rows(const struct kern_gemm_args *a, size_t o, int R, int five, size_t end)
 {
-	kz_k4_body(a, o, R, five, end, gap, 0);
+	kz_k4_body(a, o, R, five, end, 0);
 }
 
 /* The 16 int8 scales at off of rows 2i and 2i + 1 as int16, in sc[i]. */
@@ -268,7 +267,7 @@ KG_INLINE void kz_q6_bias(const struct kern_block_q8_k *x, size_t s0, size_t s1,
  * broadcast to both 256-bit halves and masked 0x33 (low) / 0xcc (high),
  * give q01's two bits by a shift left 4 / 2 and q23's by none / a shift
  * right 2, with bits 6 and 7 zero, so one VPTERNLOGD selects the result. */
-KG_INLINE void kz_q6_rows(const struct kern_gemm_args *a, size_t o, int R, size_t gap, size_t end,
+KG_INLINE void kz_q6_rows(const struct kern_gemm_args *a, size_t o, int R, size_t end,
 			  const __m512i *bias, size_t s0, size_t s1, int pk)
 {
 	const size_t bs = sizeof(struct kern_block_q6_k), st = a->w_stride;
@@ -279,14 +278,14 @@ KG_INLINE void kz_q6_rows(const struct kern_gemm_args *a, size_t o, int R, size_
 	const __m512i hshl = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(2), 1);
 	const struct kern_block_q8_k *x = a->xk;
 	const char *w[KG_R];
-	const size_t ah = pk ? kern_pack_ahead : kg_ahead(gap);
-	const int pf = o + (size_t)(R - 1) * gap + ah + 1 <= end && ah;
+	const size_t ah = pk ? kern_pack_ahead : KG_AHEAD;
+	const int pf = o + (size_t)(R - 1) + ah + 1 <= end && ah;
 	__m512i pidx[4];
 	__m128 acc = _mm_setzero_ps();
 
-	kg_rows_at(a, o, R, gap, pk, bs, w);
+	kg_rows_at(a, o, R, pk, bs, w);
 	if (s0 > 0)
-		acc = kg_load_y(a, o, R, gap);
+		acc = kg_load_y(a, o, R);
 	/* VPERMW indices of a pair's scales (row 2i: words 0..15 of sc[i],
 	 * row 2i + 1: 16..31) for vector k (q01 / q23 of half k / 2): word w of
 	 * lane L takes sub-block 8 (k / 2) + 4 (k % 2) + L of the row w / 4 */
@@ -356,7 +355,7 @@ KG_INLINE void kz_q6_rows(const struct kern_gemm_args *a, size_t o, int R, size_
 		const __m128 dk = _mm_mul_ps(d4, _mm_set1_ps(x[s].d));
 		acc = _mm_add_ps(acc, _mm_mul_ps(dk, _mm_cvtepi32_ps(im)));
 	}
-	kg_store(a, o, R, gap, acc);
+	kg_store(a, o, R, acc);
 }
 
 /* VPERMW indices of Q2_K's scale vector for rows 2i + r2 (r2 = 0, 1 of a
@@ -403,19 +402,19 @@ KG_INLINE void kz_q2_decode(const char *const w[KG_R], size_t off, const struct 
  * are one ZMM; (qs >> 2j) & 3 holds elements [32j .. | 128 + 32j ..], a
  * 128-bit lane one sub-block ([2j, 2j + 1, 8 + 2j, 9 + 2j]), against the
  * activations joined the same way; planes j and j + 1 packed to int16. */
-KG_INLINE void kz_q2_rows(const struct kern_gemm_args *a, size_t o, int R, size_t end, size_t gap)
+KG_INLINE void kz_q2_rows(const struct kern_gemm_args *a, size_t o, int R, size_t end)
 {
 	const size_t bs = sizeof(struct kern_block_q2_k), nsb = a->n_in / KERN_QKK;
 	const size_t st = a->w_stride;
 	const __m512i m3 = _mm512_set1_epi8(3);
 	const struct kern_block_q8_k *x = a->xk;
 	const char *w[KG_R];
-	const size_t ah = kg_ahead(gap);
-	const int pf = o + (size_t)(R - 1) * gap + ah + 1 <= end;
+	const size_t ah = KG_AHEAD;
+	const int pf = o + (size_t)(R - 1) + ah + 1 <= end;
 	__m512i pidx[2][2];
 	__m128 acc = _mm_setzero_ps();
 
-	kg_rows(a, o, R, gap, w);
+	kg_rows(a, o, R, w);
 	KG_UNROLL
 	for (int r = 0; r < 2; r++) {
 		KG_UNROLL
@@ -460,7 +459,7 @@ KG_INLINE void kz_q2_rows(const struct kern_gemm_args *a, size_t o, int R, size_
 		const __m256i im = kz_reduce4(iacc, mins);
 		acc = kz_step_dmin(acc, im, w, sb + 80, x[s].d);
 	}
-	kg_store(a, o, R, gap, acc);
+	kg_store(a, o, R, acc);
 }
 
 /* Q3_K's 16 signed scales of rows 2i, 2i + 1 as int16 (sc[i]), from the
@@ -498,19 +497,19 @@ KG_INLINE void kz_q3_scales(const char *const w[KG_R], size_t off, __m512i sc[2]
 /* Rows o .. o + R - 1 of Q3_K: Q2_K's value planes (qs at byte 32) with
  * the hmask bit as bit 2 (the unsigned value q + 4), the same lanes and
  * packing; the -4 starts the accumulator as Q6_K's -32 does. */
-KG_INLINE void kz_q3_rows(const struct kern_gemm_args *a, size_t o, int R, size_t end, size_t gap)
+KG_INLINE void kz_q3_rows(const struct kern_gemm_args *a, size_t o, int R, size_t end)
 {
 	const size_t bs = sizeof(struct kern_block_q3_k), nsb = a->n_in / KERN_QKK;
 	const size_t st = a->w_stride;
 	const __m512i m3 = _mm512_set1_epi8(3), b4 = _mm512_set1_epi8(4);
 	const struct kern_block_q8_k *x = a->xk;
 	const char *w[KG_R];
-	const size_t ah = kg_ahead(gap);
-	const int pf = o + (size_t)(R - 1) * gap + ah + 1 <= end;
+	const size_t ah = KG_AHEAD;
+	const int pf = o + (size_t)(R - 1) + ah + 1 <= end;
 	__m512i pidx[2][2];
 	__m128 acc = _mm_setzero_ps();
 
-	kg_rows(a, o, R, gap, w);
+	kg_rows(a, o, R, w);
 	KG_UNROLL
 	for (int r = 0; r < 2; r++) {
 		KG_UNROLL
@@ -575,7 +574,7 @@ KG_INLINE void kz_q3_rows(const struct kern_gemm_args *a, size_t o, int R, size_
 		const __m128 dk = _mm_mul_ps(d4, _mm_set1_ps(x[s].d));
 		acc = _mm_add_ps(acc, _mm_mul_ps(dk, _mm_cvtepi32_ps(_mm256_castsi256_si128(im))));
 	}
-	kg_store(a, o, R, gap, acc);
+	kg_store(a, o, R, acc);
 }
 
 #endif
