@@ -20,6 +20,7 @@
 #include <immintrin.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #undef _tile_loadd
@@ -37,6 +38,18 @@ struct model_tile {
 static _Thread_local struct model_tile tm_t[8];
 static _Atomic int model_ok = 1;
 static _Atomic long model_products;
+/* The kernels' work memory (their AMX_ALLOC / AMXBF_ALLOC hooks): the
+ * next model_alloc_fails allocations fail, to test the fallbacks. */
+static _Atomic int model_alloc_fails;
+
+static inline void *model_alloc(size_t n)
+{
+	if (model_alloc_fails > 0) {
+		model_alloc_fails--;
+		return NULL;
+	}
+	return aligned_alloc(64, n);
+}
 
 static inline void tm_config(const void *cfg)
 {

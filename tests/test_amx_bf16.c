@@ -52,19 +52,9 @@
 #define kern_amxbf_scratch bfm_amxbf_scratch
 #define kern_amxbf_tiles bfm_amxbf_tiles
 #define kern_amxbf_describe bfm_amxbf_describe
-/* both files' work memory through a hook that fails the next
- * bfm_alloc_fails allocations */
-static int bfm_alloc_fails;
-static void *bfm_alloc(size_t n)
-{
-	if (bfm_alloc_fails > 0) {
-		bfm_alloc_fails--;
-		return NULL;
-	}
-	return aligned_alloc(64, n);
-}
-#define AMX_ALLOC(n) bfm_alloc(n)
-#define AMXBF_ALLOC(n) bfm_alloc(n)
+/* both files' work memory through the model's failing hook */
+#define AMX_ALLOC(n) model_alloc(n)
+#define AMXBF_ALLOC(n) model_alloc(n)
 #include "kernels_amx.c"
 #include "kernels_amx_bf16.c"
 /* the library's own bf16 GEMM (real tiles), for AMX machines */
@@ -501,11 +491,54 @@ START_TEST(bf16_real_tiles_match_the_references_and_the_model)
 }
 END_TEST
 
+/* n_tok tokens of n_in random activations (-1 .. 1, from *s): floats,
+ * and the int8 path's blocks and summaries, set in a's fields. */
+struct bfm_acts {
+	float *xf, *xd;
+	struct kern_block_q8a *x;
+	int32_t *xs8;
+};
+
+static void bfm_acts_make(struct bfm_acts *m, size_t n_tok, size_t n_in, uint32_t *s,
+			  struct kern_gemm_args *a)
+{
+	const size_t nb = n_in / KERN_QK, pad = kern_act_groups_pad(nb);
+
+	m->xf = malloc(sizeof(float) * n_tok * n_in);
+	m->x = malloc(sizeof(*m->x) * n_tok * nb);
+	m->xd = malloc(sizeof(float) * n_tok * pad);
+	m->xs8 = malloc(sizeof(int32_t) * n_tok * pad);
+	ck_assert(m->xf && m->x && m->xd && m->xs8);
+	for (size_t i = 0; i < n_tok * n_in; i++)
+		m->xf[i] = ((float)(amx_selftest_rand(s) % 2001) - 1000.0f) * 1e-3f;
+	for (size_t k = 0; k < n_tok; k++) {
+		kern_ops_ref.quantize_act(m->xf + k * n_in, m->x + k * nb, n_in);
+		kern_act_summarize(m->x + k * nb, nb, m->xd + k * pad, m->xs8 + k * pad);
+	}
+	a->n_in = n_in;
+	a->x = m->x;
+	a->x_stride = nb * sizeof(*m->x);
+	a->n_tok = n_tok;
+	a->xd = m->xd;
+	a->xs8 = m->xs8;
+	a->xd_stride = pad;
+	a->xf = m->xf;
+	a->xf_stride = n_in;
+}
+
+static void bfm_acts_free(struct bfm_acts *m)
+{
+	free(m->xf);
+	free(m->x);
+	free(m->xd);
+	free(m->xs8);
+}
+
 /* The int8 dispatch: below the threshold, or without float activations,
  * avx512's bits; at it, the bf16 GEMM's. */
 START_TEST(bf16_dispatch_by_token_count)
 {
-	const size_t n_out = 64, n_in = 128, nb = n_in / KERN_QK, pad = kern_act_groups_pad(nb);
+	const size_t n_out = 64, n_in = 128;
 	uint32_t s = 11;
 
 	if (!bfm_runs())
@@ -515,28 +548,18 @@ START_TEST(bf16_dispatch_by_token_count)
 		for (size_t n_tok = bfm_amxbf_min_tok - 1; n_tok <= bfm_amxbf_min_tok; n_tok++)
 			for (int with_xf = 0; with_xf < 2; with_xf++) {
 		const uint32_t wt = ti ? DTYPE_Q4_0 : DTYPE_Q8_0;
-		const size_t row = (size_t)dtype_row_size(wt, n_in);
 		uint8_t *w = bfm_weights(wt, n_out, n_in, &s);
-		float *xf = malloc(sizeof(float) * n_tok * n_in);
-		struct kern_block_q8a *x = malloc(sizeof(*x) * n_tok * nb);
-		float *xd = malloc(sizeof(float) * n_tok * pad);
-		int32_t *xs8 = malloc(sizeof(int32_t) * n_tok * pad);
 		float *y1 = calloc(n_tok * n_out, sizeof(float)), *y2 = calloc(n_tok * n_out, sizeof(float));
-
-		ck_assert(xf && x && xd && xs8 && y1 && y2);
-		for (size_t i = 0; i < n_tok * n_in; i++)
-			xf[i] = ((float)(amx_selftest_rand(&s) % 2001) - 1000.0f) * 1e-3f;
-		for (size_t k = 0; k < n_tok; k++) {
-			kern_ops_ref.quantize_act(xf + k * n_in, x + k * nb, n_in);
-			kern_act_summarize(x + k * nb, nb, xd + k * pad, xs8 + k * pad);
-		}
 		struct kern_gemm_args a = {
-			.w = w, .w_stride = row, .n_in = n_in, .x = x, .x_stride = nb * sizeof(*x),
-			.n_tok = n_tok, .y = y1, .y_stride = n_out, .xd = xd, .xs8 = xs8,
-			.xd_stride = pad, .xf = with_xf ? xf : NULL, .xf_stride = n_in,
+			.w = w, .w_stride = (size_t)dtype_row_size(wt, n_in), .y = y1, .y_stride = n_out,
 		};
+		struct bfm_acts m;
 		const int bf = with_xf && n_tok >= bfm_amxbf_min_tok;
 
+		ck_assert(y1 && y2);
+		bfm_acts_make(&m, n_tok, n_in, &s, &a);
+		if (!with_xf)
+			a.xf = NULL;
 		(ti ? bfm_amx_gemm_q4_0 : bfm_amx_gemm_q8_0)(&a, 0, n_out);
 		a.y = y2;
 		if (bf)
@@ -546,11 +569,8 @@ START_TEST(bf16_dispatch_by_token_count)
 		ck_assert_msg(memcmp(y1, y2, sizeof(float) * n_tok * n_out) == 0,
 			      "%s %zu tokens, xf %d: not the %s path", dtype_name(wt), n_tok, with_xf,
 			      bf ? "bf16" : "int8");
+		bfm_acts_free(&m);
 		free(w);
-		free(xf);
-		free(x);
-		free(xd);
-		free(xs8);
 		free(y1);
 		free(y2);
 	}
@@ -566,8 +586,7 @@ END_TEST
  * a 16), K over two chunks, a token tail. */
 START_TEST(bf16_without_work_memory_is_the_int8_path)
 {
-	const size_t n_out = 48, n_in = 320, n_tok = 70, nb = n_in / KERN_QK;
-	const size_t pad = kern_act_groups_pad(nb);
+	const size_t n_out = 48, n_in = 320, n_tok = 70, n = n_tok * n_out;
 	static const int fails[] = {1, 1 << 20};
 	uint32_t s = 23;
 
@@ -576,32 +595,21 @@ START_TEST(bf16_without_work_memory_is_the_int8_path)
 	for (int ti = 0; ti < 2; ti++)
 		for (size_t fi = 0; fi < 2; fi++) {
 			const uint32_t wt = ti ? DTYPE_Q4_0 : DTYPE_Q8_0;
-			const size_t row = (size_t)dtype_row_size(wt, n_in), n = n_tok * n_out;
 			uint8_t *w = bfm_weights(wt, n_out, n_in, &s), *p = bfm_packed(wt, w, n_out, n_in);
-			float *xf = malloc(sizeof(float) * n_tok * n_in);
-			struct kern_block_q8a *x = malloc(sizeof(*x) * n_tok * nb);
-			float *xd = malloc(sizeof(float) * n_tok * pad);
-			int32_t *xs8 = malloc(sizeof(int32_t) * n_tok * pad);
 			float *y1 = calloc(n, sizeof(float)), *y2 = calloc(n, sizeof(float));
 			float *y3 = calloc(n, sizeof(float));
-
-			ck_assert(xf && x && xd && xs8 && y1 && y2 && y3);
-			for (size_t i = 0; i < n_tok * n_in; i++)
-				xf[i] = ((float)(amx_selftest_rand(&s) % 2001) - 1000.0f) * 1e-3f;
-			for (size_t k = 0; k < n_tok; k++) {
-				kern_ops_ref.quantize_act(xf + k * n_in, x + k * nb, n_in);
-				kern_act_summarize(x + k * nb, nb, xd + k * pad, xs8 + k * pad);
-			}
 			struct kern_gemm_args a = {
-				.w = w, .w_stride = row, .n_in = n_in, .x = x,
-				.x_stride = nb * sizeof(*x), .n_tok = n_tok, .y = y1,
-				.y_stride = n_out, .xd = xd, .xs8 = xs8, .xd_stride = pad,
-				.xf = xf, .xf_stride = n_in,
+				.w = w, .w_stride = (size_t)dtype_row_size(wt, n_in), .y = y1,
+				.y_stride = n_out,
 			};
+			struct bfm_acts m;
+
+			ck_assert(y1 && y2 && y3);
+			bfm_acts_make(&m, n_tok, n_in, &s, &a);
 			model_products = 0;
-			bfm_alloc_fails = fails[fi];
+			model_alloc_fails = fails[fi];
 			(ti ? bfm_amxbf_gemm_q4_0 : bfm_amxbf_gemm_q8_0)(&a, 0, n_out);
-			bfm_alloc_fails = 0;
+			model_alloc_fails = 0;
 			if (fi == 0)
 				ck_assert_int_gt(model_products, 0); /* the int8 tiles ran */
 			else
@@ -613,18 +621,15 @@ START_TEST(bf16_without_work_memory_is_the_int8_path)
 				      dtype_name(wt), fails[fi]);
 			a.y = y3;
 			a.w = p;
-			bfm_alloc_fails = fails[fi];
+			model_alloc_fails = fails[fi];
 			(ti ? bfm_amxbf_pgemm_q4_0 : bfm_amxbf_pgemm_q8_0)(&a, 0, n_out);
-			bfm_alloc_fails = 0;
+			model_alloc_fails = 0;
 			ck_assert_msg(memcmp(y3, y2, sizeof(float) * n) == 0,
 				      "%s packed, %d allocations failing: not the int8 path's bits",
 				      dtype_name(wt), fails[fi]);
+			bfm_acts_free(&m);
 			free(w);
 			free(p);
-			free(xf);
-			free(x);
-			free(xd);
-			free(xs8);
 			free(y1);
 			free(y2);
 			free(y3);

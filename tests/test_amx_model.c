@@ -32,16 +32,7 @@
 #define kern_amx_pgemm_q4_0 model_amx_pgemm_q4_0
 #define kern_ops_amx model_ops_amx
 #define kern_amx_enable model_amx_enable
-/* the work memory through a hook that fails the next model_alloc_fails */
-static int model_alloc_fails;
-static void *model_alloc(size_t n)
-{
-	if (model_alloc_fails > 0) {
-		model_alloc_fails--;
-		return NULL;
-	}
-	return aligned_alloc(64, n);
-}
+/* the work memory through the model's failing hook */
 #define AMX_ALLOC(n) model_alloc(n)
 #include "kernels_amx.c"
 

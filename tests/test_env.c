@@ -67,63 +67,56 @@ START_TEST(choice_takes_only_listed_words)
 }
 END_TEST
 
-static size_t env__got;
-static int env__rc;
+/* One read of a knob: its value (NULL: unset), the default, and what
+ * must come of it. */
+struct env_case {
+	const char *value;
+	int size;       /* env_size (0..64) or env_choice ("0", "1") */
+	size_t def;     /* the caller's default */
+	int rc;         /* env_size / env_choice's return */
+	size_t got;     /* the value after */
+	const char *said; /* stderr, exactly */
+};
 
-static void env__read_ahead(void *data)
-{
-	(void)data;
-	env__got = 3; /* the default */
-	env__rc = env_size("EMBER_TEST_AHEAD", 0, 64, &env__got);
-}
-
-static void env__read_pack(void *data)
+static void env__read(void *data)
 {
 	static const char *const words[] = {"0", "1"};
+	struct env_case *c = data;
+	size_t v = c->def;
 
-	(void)data;
-	env__got = 1;
-	env__rc = env_choice("EMBER_TEST_PACK", words, 2, &env__got);
+	if (c->value)
+		setenv("EMBER_TEST_KNOB", c->value, 1);
+	else
+		unsetenv("EMBER_TEST_KNOB");
+	c->rc = c->size ? env_size("EMBER_TEST_KNOB", 0, 64, &v)
+			: env_choice("EMBER_TEST_KNOB", words, 2, &v);
+	c->got = v;
+	unsetenv("EMBER_TEST_KNOB");
 }
 
 /* A refused value keeps the default and says so on stderr, naming the
  * variable; unset and empty are the default without a word. */
 START_TEST(refused_values_keep_the_default_and_say_so)
 {
+	static const struct env_case cases[] = {
+		{NULL, 1, 3, 0, 3, ""},
+		{"", 1, 3, 0, 3, ""},
+		/* atoi's wrap to 2^64 - 1 */
+		{"-1", 1, 3, 0, 3, "ember: EMBER_TEST_KNOB=-1: not a whole number in 0..64; using 3\n"},
+		{"12", 1, 3, 1, 12, ""},
+		{"off", 0, 1, 0, 1, "ember: EMBER_TEST_KNOB=off: want one of 0, 1; using 1\n"},
+		{"0", 0, 1, 1, 0, ""},
+	};
 	char said[256];
 
-	unsetenv("EMBER_TEST_AHEAD");
-	test_stderr_of(env__read_ahead, NULL, said, sizeof(said));
-	ck_assert_int_eq(env__rc, 0);
-	ck_assert_uint_eq(env__got, 3);
-	ck_assert_str_eq(said, "");
-	setenv("EMBER_TEST_AHEAD", "", 1);
-	test_stderr_of(env__read_ahead, NULL, said, sizeof(said));
-	ck_assert_int_eq(env__rc, 0);
-	ck_assert_uint_eq(env__got, 3);
-	ck_assert_str_eq(said, "");
-	setenv("EMBER_TEST_AHEAD", "-1", 1); /* atoi's wrap to 2^64 - 1 */
-	test_stderr_of(env__read_ahead, NULL, said, sizeof(said));
-	ck_assert_int_eq(env__rc, 0);
-	ck_assert_uint_eq(env__got, 3);
-	ck_assert_str_eq(said, "ember: EMBER_TEST_AHEAD=-1: not a whole number in 0..64; using 3\n");
-	setenv("EMBER_TEST_AHEAD", "12", 1);
-	test_stderr_of(env__read_ahead, NULL, said, sizeof(said));
-	ck_assert_int_eq(env__rc, 1);
-	ck_assert_uint_eq(env__got, 12);
-	ck_assert_str_eq(said, "");
-	unsetenv("EMBER_TEST_AHEAD");
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct env_case c = cases[i];
 
-	setenv("EMBER_TEST_PACK", "off", 1);
-	test_stderr_of(env__read_pack, NULL, said, sizeof(said));
-	ck_assert_int_eq(env__rc, 0);
-	ck_assert_uint_eq(env__got, 1);
-	ck_assert_str_eq(said, "ember: EMBER_TEST_PACK=off: want one of 0, 1; using 1\n");
-	setenv("EMBER_TEST_PACK", "0", 1);
-	test_stderr_of(env__read_pack, NULL, said, sizeof(said));
-	ck_assert_int_eq(env__rc, 1);
-	ck_assert_uint_eq(env__got, 0);
-	unsetenv("EMBER_TEST_PACK");
+		test_stderr_of(env__read, &c, said, sizeof(said));
+		ck_assert_msg(c.rc == cases[i].rc && c.got == cases[i].got,
+			      "case %zu: rc %d value %zu", i, c.rc, c.got);
+		ck_assert_str_eq(said, cases[i].said);
+	}
 }
 END_TEST
 

@@ -47,28 +47,34 @@ int env_parse_choice(const char *name, const char *s, const char *const *words, 
 	return ember_seterr(err, EMBER_EINVAL, "%s=%.32s: want one of %s", name, s, list);
 }
 
-int env_size(const char *name, size_t lo, size_t hi, size_t *val)
+/* The variable's value; NULL when unset or empty (the default, silently). */
+static const char *env__value(const char *name)
 {
 	const char *s = getenv(name);
+
+	return s && *s ? s : NULL;
+}
+
+int env_size(const char *name, size_t lo, size_t hi, size_t *val)
+{
+	const char *s = env__value(name);
 	char err[EMBER_ERR_MAX];
 
-	if (s == NULL || *s == '\0')
-		return 0;
-	if (env_parse_size(name, s, lo, hi, val, err) == 0)
+	if (s && env_parse_size(name, s, lo, hi, val, err) != 0)
+		fprintf(stderr, "ember: %s; using %zu\n", err, *val);
+	else if (s)
 		return 1;
-	fprintf(stderr, "ember: %s; using %zu\n", err, *val);
 	return 0;
 }
 
 int env_choice(const char *name, const char *const *words, size_t n, size_t *val)
 {
-	const char *s = getenv(name);
+	const char *s = env__value(name);
 	char err[EMBER_ERR_MAX];
 
-	if (s == NULL || *s == '\0')
-		return 0;
-	if (env_parse_choice(name, s, words, n, val, err) == 0)
+	if (s && env_parse_choice(name, s, words, n, val, err) != 0)
+		fprintf(stderr, "ember: %s; using %s\n", err, *val < n ? words[*val] : "the default");
+	else if (s)
 		return 1;
-	fprintf(stderr, "ember: %s; using %s\n", err, *val < n ? words[*val] : "the default");
 	return 0;
 }
