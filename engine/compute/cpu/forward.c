@@ -397,19 +397,6 @@ struct act_fuse {
 	uint32_t n;      /* tokens */
 };
 
-/* Elements [e0, e1) of up, every token: SiLU(gate) * up, quantized for
- * down (kern_act_quantize). */
-static void act_fuse_make(const struct act_fuse *a, size_t e0, size_t e1)
-{
-	struct forward_pass *f = a->f;
-	const size_t ff = f->m->hp.n_ff;
-
-	for (uint32_t t = 0; t < a->n && e1 > e0; t++) {
-		kern_silu_mul(f->up + t * ff + e0, f->gate + t * ff + e0, e1 - e0);
-		kern_act_quantize(a->down, ff, a->n, f->mm_act, f->up + t * ff, t, e0, e1);
-	}
-}
-
 /* After rows [o0, o1) of up or gate (kern_chunk_fn): counts them into
  * the activation blocks they cover; the thread that completes a block
  * (its rows of both, every token) computes up = SiLU(gate) * up and
@@ -421,7 +408,7 @@ static void act_fuse_post(void *ctx, size_t p, size_t o0, size_t o1)
 {
 	const struct act_fuse *a = ctx;
 	struct forward_pass *f = a->f;
-	size_t r0 = 0, r1 = 0; /* the run of blocks completed here, not yet made */
+	const size_t ff = f->m->hp.n_ff;
 
 	(void)p;
 	for (size_t e0 = o0 / a->blk * a->blk; e0 < o1; e0 += a->blk) {
@@ -431,13 +418,11 @@ static void act_fuse_post(void *ctx, size_t p, size_t o0, size_t o1)
 		if (atomic_fetch_add_explicit(&f->act_done[e0 / a->blk], (unsigned)k,
 					      memory_order_acq_rel) + k < 2 * a->blk)
 			continue;
-		if (r1 != e0) {
-			act_fuse_make(a, r0, r1);
-			r0 = e0;
+		for (uint32_t t = 0; t < a->n; t++) {
+			kern_silu_mul(f->up + t * ff + e0, f->gate + t * ff + e0, a->blk);
+			kern_act_quantize(a->down, ff, a->n, f->mm_act, f->up + t * ff, t, e0, e1);
 		}
-		r1 = e1;
 	}
-	act_fuse_make(a, r0, r1);
 }
 
 /* mlp() of a gated SiLU for a small step, the activation inside the
@@ -454,9 +439,7 @@ static int mlp_fused(struct forward_pass *f, const struct model_layer *L, uint32
 	const struct kern_mm_part parts[] = { {up->data, up->n_out, f->up},
 					      {gate->data, gate->n_out, f->gate} };
 	const struct kern_mm_part dpart = {down->data, down->n_out, f->y_mlp};
-	struct kern_mm_hooks h = {.pre = f->pre, .pre_ctx = f->pre_ctx, .pre_rows = f->pre_rows,
-				  .post = act_fuse_post, .post_ctx = &a,
-				  .interleave = f->fuse_act != 2};
+	struct kern_mm_hooks h = {f->pre, f->pre_ctx, f->pre_rows, act_fuse_post, &a, 0};
 	const size_t ff = f->m->hp.n_ff;
 
 	if (!f->fuse_act || !f->act_done || n > FORWARD_FUSE_TOK || a.blk == 0 ||
@@ -467,7 +450,7 @@ static int mlp_fused(struct forward_pass *f, const struct model_layer *L, uint32
 		atomic_store_explicit(&f->act_done[b], 0, memory_order_relaxed);
 	f->pre = NULL;
 	kern_matmul_hooked(f->pool, ut, up->n_in, parts, 2, f->xn, n, f->mm_scratch, &h);
-	h = (struct kern_mm_hooks){.pre_rows = 1, .x_ready = 1};
+	h = (struct kern_mm_hooks){NULL, NULL, 1, NULL, NULL, 1};
 	kern_matmul_hooked(f->pool, dt, down->n_in, &dpart, 1, f->up, n, f->mm_act, &h);
 	if (L->w[ARCH_T_FFN_DOWN_B].data)
 		add_bias(f->y_mlp, &L->w[ARCH_T_FFN_DOWN_B], n);

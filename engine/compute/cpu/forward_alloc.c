@@ -147,8 +147,6 @@ int forward_pass_new(struct forward_pass **out, const struct model *m,
 	}
 	const char *fuse = getenv("EMBER_FUSE_ACT");
 	f->fuse_act = !(fuse && strcmp(fuse, "0") == 0);
-	if (fuse && strcmp(fuse, "2") == 0)
-		f->fuse_act = 2; /* exploration: fused, parts not interleaved */
 	if ((rc = alloc_scratch(f)) < 0) {
 		ember_seterr(err, rc, "forward: scratch for %u tokens", f->max_batch);
 		goto fail;

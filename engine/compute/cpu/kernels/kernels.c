@@ -495,10 +495,6 @@ struct kern__job {
 	size_t pre_rows;
 	kern_chunk_fn post; /* kern_matmul_hooked(): after each chunk */
 	void *post_ctx;
-	/* kern_mm_hooks.interleave: the parts have C chunks each; region r
-	 * holds chunks [C r / nr, C (r + 1) / nr) of every part, part by part
-	 * (kern__run_chunks) */
-	int interleave;
 };
 
 static void kern__quantize_cb(void *data, size_t t)
@@ -549,23 +545,6 @@ static void kern__pre_cb(void *data, size_t i)
 static size_t kern__run_chunks(const struct kern__job *job, size_t i, size_t j)
 {
 	size_t p = 0;
-
-	if (job->interleave) { /* one chunk: the next may be another part's */
-		const size_t C = job->first[1], nr = job->n_region ? job->n_region : 1;
-		size_t r = 0;
-
-		while (i >= job->n_part * (C * (r + 1) / nr))
-			r++;
-		const size_t c0 = C * r / nr, w = C * (r + 1) / nr - c0, k = i - job->n_part * c0;
-		const size_t q = k / w, o0 = (c0 + k % w) * job->chunk[q];
-		const size_t o1 = o0 + job->chunk[q] < job->args[q].y_stride ? o0 + job->chunk[q]
-									      : job->args[q].y_stride;
-
-		job->gemm(&job->args[q], o0, o1);
-		if (job->post)
-			job->post(job->post_ctx, q, o0, o1);
-		return i + 1;
-	}
 
 	while (i >= job->first[p + 1])
 		p++;
@@ -775,7 +754,7 @@ void kern_matmul_n_pre(tpool_t pool, uint32_t wtype, size_t n_in,
 		       const struct kern_mm_part *parts, size_t n, const float *x, size_t n_tok,
 		       void *scratch, kern_rows_fn pre, void *pre_ctx, size_t pre_rows)
 {
-	const struct kern_mm_hooks h = {.pre = pre, .pre_ctx = pre_ctx, .pre_rows = pre_rows};
+	const struct kern_mm_hooks h = {pre, pre_ctx, pre_rows, NULL, NULL, 0};
 
 	kern_matmul_hooked(pool, wtype, n_in, parts, n, x, n_tok, scratch, &h);
 }
@@ -868,11 +847,6 @@ void kern_matmul_hooked(tpool_t pool, uint32_t wtype, size_t n_in,
 	job.pre_rows = h->pre_rows ? h->pre_rows : 1;
 	job.post = h->post;
 	job.post_ctx = h->post_ctx;
-	/* parts of one height and chunk taken in turn, where asked */
-	job.interleave = h->interleave && job.n_part == n;
-	for (size_t p = 1; p < job.n_part; p++)
-		job.interleave &= job.args[p].y_stride == job.args[0].y_stride &&
-				  job.chunk[p] == job.chunk[0];
 	if (pre && job.n_part == 0) { /* nothing to multiply: the rows still */
 		job.args[0].n_tok = n_tok;
 		tpool_run_1d(pool, kern__pre_cb, &job, (n_tok + job.pre_rows - 1) / job.pre_rows);
@@ -897,11 +871,6 @@ void kern_matmul_hooked(tpool_t pool, uint32_t wtype, size_t n_in,
 			nr = nc;
 		job.n_region = nr;
 		kern__cut_regions(&job, nc, nr);
-		for (size_t r = 0; job.interleave && r < nr; r++) { /* the same rows of each part */
-			job.rbeg[r] = job.n_part * (job.first[1] * r / nr);
-			job.rend[r] = job.n_part * (job.first[1] * (r + 1) / nr);
-			atomic_init(&job.rnext[r], job.rbeg[r]);
-		}
 		tpool_run_1d(pool, kern__region_cb, &job, nr);
 		return;
 	}

@@ -149,11 +149,6 @@ struct kern_mm_hooks {
 	/* 1: scratch already holds x's activations, made by
 	 * kern_act_quantize() over every element (pre must be NULL) */
 	int x_ready;
-	/* 1: parts of equal rows are cut into regions by rows, each region
-	 * the same rows of every part (part 0's, then part 1's, ...), so a
-	 * post hook that needs a row of all parts finds it made on its own
-	 * thread, the last chunks stolen aside; otherwise ignored */
-	int interleave;
 };
 
 /* kern_matmul_n_pre() with the hooks above; the same outputs. */
