@@ -15,7 +15,6 @@
 
 #include <assert.h>
 #include <math.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -389,81 +388,10 @@ static void split_gate_up(struct forward_pass *f, const struct model_layer *L, u
 	}
 }
 
-/* mlp_fused()'s state, shared by the gate|up job's threads. */
-struct act_fuse {
-	struct forward_pass *f;
-	uint32_t down;   /* down's type (| KERN_PACKED) */
-	size_t blk;      /* elements of one of down's activation blocks */
-	uint32_t n;      /* tokens */
-};
-
-/* After rows [o0, o1) of up or gate (kern_chunk_fn): counts them into
- * the activation blocks they cover; the thread that completes a block
- * (its rows of both, every token) computes up = SiLU(gate) * up and
- * quantizes it for down (kern_act_quantize). Element-wise and block by
- * block, so the same bits as act_rows_pre() and down's own quantization;
- * acq_rel: the other thread's rows of the block are visible to the one
- * that completes it. */
-static void act_fuse_post(void *ctx, size_t p, size_t o0, size_t o1)
-{
-	const struct act_fuse *a = ctx;
-	struct forward_pass *f = a->f;
-	const size_t ff = f->m->hp.n_ff;
-
-	(void)p;
-	for (size_t e0 = o0 / a->blk * a->blk; e0 < o1; e0 += a->blk) {
-		const size_t e1 = e0 + a->blk;
-		const size_t k = (o1 < e1 ? o1 : e1) - (o0 > e0 ? o0 : e0);
-
-		if (atomic_fetch_add_explicit(&f->act_done[e0 / a->blk], (unsigned)k,
-					      memory_order_acq_rel) + k < 2 * a->blk)
-			continue;
-		for (uint32_t t = 0; t < a->n; t++) {
-			kern_silu_mul(f->up + t * ff + e0, f->gate + t * ff + e0, a->blk);
-			kern_act_quantize(a->down, ff, a->n, f->mm_act, f->up + t * ff, t, e0, e1);
-		}
-	}
-}
-
-/* mlp() of a gated SiLU for a small step, the activation inside the
- * gate|up job (act_fuse_post) instead of a step of its own before down
- * (a one-token decode's calling thread alone, the memory idle: ~9 us a
- * TinyLlama layer, LEVELS.md). Returns 0 where it does not apply (then
- * nothing was run). */
-static int mlp_fused(struct forward_pass *f, const struct model_layer *L, uint32_t n)
-{
-	const struct model_weight *up = &L->w[ARCH_T_FFN_UP], *gate = &L->w[ARCH_T_FFN_GATE];
-	const struct model_weight *down = &L->w[ARCH_T_FFN_DOWN];
-	const uint32_t ut = up->type | up->packed, dt = down->type | down->packed;
-	struct act_fuse a = {f, dt, kern_act_block(dt, down->n_in, n), n};
-	const struct kern_mm_part parts[] = { {up->data, up->n_out, f->up},
-					      {gate->data, gate->n_out, f->gate} };
-	const struct kern_mm_part dpart = {down->data, down->n_out, f->y_mlp};
-	struct kern_mm_hooks h = {f->pre, f->pre_ctx, f->pre_rows, act_fuse_post, &a, 0};
-	const size_t ff = f->m->hp.n_ff;
-
-	if (!f->fuse_act || !f->act_done || n > FORWARD_FUSE_TOK || a.blk == 0 ||
-	    ff % a.blk != 0 || ut != (gate->type | gate->packed) || up->n_in != gate->n_in ||
-	    L->w[ARCH_T_FFN_UP_B].data || L->w[ARCH_T_FFN_GATE_B].data)
-		return 0;
-	for (size_t b = 0; b < ff / a.blk; b++)
-		atomic_store_explicit(&f->act_done[b], 0, memory_order_relaxed);
-	f->pre = NULL;
-	kern_matmul_hooked(f->pool, ut, up->n_in, parts, 2, f->xn, n, f->mm_scratch, &h);
-	h = (struct kern_mm_hooks){NULL, NULL, 1, NULL, NULL, 1};
-	kern_matmul_hooked(f->pool, dt, down->n_in, &dpart, 1, f->up, n, f->mm_act, &h);
-	if (L->w[ARCH_T_FFN_DOWN_B].data)
-		add_bias(f->y_mlp, &L->w[ARCH_T_FFN_DOWN_B], n);
-	return 1;
-}
-
 /* y_mlp[n][n_embd] = down(act(gate(xn)) * up(xn))   (gated)
  *                  = down(act(up(xn)))             (non-gated) */
 static void mlp(struct forward_pass *f, const struct model_layer *L, uint32_t n)
 {
-	if (f->m->arch->mlp_gated && f->m->arch->act == ARCH_ACT_SILU &&
-	    !f->m->arch->ffn_gate_up_fused && mlp_fused(f, L, n))
-		return;
 	if (f->m->arch->ffn_gate_up_fused) {
 		split_gate_up(f, L, n);
 	} else if (f->m->arch->mlp_gated) {

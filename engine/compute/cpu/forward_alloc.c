@@ -4,7 +4,6 @@
  * product's scratch, the pool (borrowed or owned), and a session's KV
  * cache. forward.c runs the steps on what is made here.
  */
-#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -41,34 +40,6 @@ static size_t matmul_scratch_size(const struct model *m, uint32_t B)
 	return best;
 }
 
-/* Block counts are carved from the arena as 4-byte words. */
-static_assert(sizeof(atomic_uint) == sizeof(float), "act_done entries are words");
-
-/* Whether the architecture's MLP is one forward.c can fuse (mlp_fused). */
-static int act_fusable(const struct model *m)
-{
-	return m->arch->mlp_gated && !m->arch->ffn_gate_up_fused && m->arch->act == ARCH_ACT_SILU;
-}
-
-/* The largest scratch of a down projection of FORWARD_FUSE_TOK tokens
- * (forward_impl.h mm_act), 0 where no step fuses the SiLU. */
-static size_t act_scratch_size(const struct model *m, uint32_t B)
-{
-	const uint32_t n = B < FORWARD_FUSE_TOK ? B : FORWARD_FUSE_TOK;
-	size_t best = 0;
-
-	if (!act_fusable(m))
-		return 0;
-	for (uint32_t il = 0; il < m->hp.n_layer; il++) {
-		const struct model_weight *w = &m->layers[il].w[ARCH_T_FFN_DOWN];
-		size_t s = w->data ? kern_matmul_scratch(w->type, w->n_in, n) : 0;
-
-		if (s > best)
-			best = s;
-	}
-	return best;
-}
-
 /* Carves every scratch buffer out of one 64-byte aligned arena. */
 static int alloc_scratch(struct forward_pass *f)
 {
@@ -83,15 +54,13 @@ static int alloc_scratch(struct forward_pass *f)
 			 (void **)&f->y_mlp, (void **)&f->q, (void **)&f->k, (void **)&f->v,
 			 (void **)&f->qkv, (void **)&f->attn_out, (void **)&f->gate,
 			 (void **)&f->up, (void **)&f->rope, (void **)&f->pos, (void **)&f->row0,
-			 (void **)&f->tiles, (void **)&f->rope_swa, (void **)&f->seq,
-			 (void **)&f->mm_act, (void **)&f->act_done};
+			 (void **)&f->tiles, (void **)&f->rope_swa, (void **)&f->seq};
 	size_t lens[] = {B * hp->n_embd, B * hp->n_embd, B * hp->n_embd, B * hp->n_embd,
 			       B * dq, B * dk, B * dv, 0,
 			       B * hp->n_head * hp->head_dim_v, B * hp->n_ff * gate_mul, B * hp->n_ff,
 			       B * (hp->n_rot / 2) * 2, B, B,
 			       (B * sizeof(struct attention_tile) + sizeof(float) - 1) / sizeof(float),
-			       hp->has_rope_base_swa ? B * (hp->n_rot / 2) * 2 : 0, B,
-			       (act_scratch_size(f->m, f->max_batch) + 3) / 4, hp->n_ff / 32};
+			       hp->has_rope_base_swa ? B * (hp->n_rot / 2) * 2 : 0, B};
 	size_t mm = round64(matmul_scratch_size(f->m, f->max_batch));
 	size_t total = mm, off = mm, i;
 	uint8_t *base;
@@ -99,8 +68,6 @@ static int alloc_scratch(struct forward_pass *f)
 	for (i = 0; i < hp->n_layer; i++)
 		fused |= f->m->layers[i].w[ARCH_T_ATTN_QKV].data != NULL;
 	lens[7] = fused ? B * (dq + dk + dv) : 0; /* qkv */
-	if (!act_fusable(f->m))
-		lens[18] = 0; /* no SiLU to fuse: no block counts */
 	/* Lengths count 4-byte words (floats, uint32_t; the tiles rounded up). */
 	for (i = 0; i < sizeof(lens) / sizeof(lens[0]); i++)
 		total += round64(lens[i] * sizeof(float));
@@ -145,8 +112,6 @@ int forward_pass_new(struct forward_pass **out, const struct model *m,
 		}
 		f->owns_pool = 1;
 	}
-	const char *fuse = getenv("EMBER_FUSE_ACT");
-	f->fuse_act = !(fuse && strcmp(fuse, "0") == 0);
 	if ((rc = alloc_scratch(f)) < 0) {
 		ember_seterr(err, rc, "forward: scratch for %u tokens", f->max_batch);
 		goto fail;

@@ -6,7 +6,6 @@
 #ifndef EMBER_FORWARD_IMPL_H
 #define EMBER_FORWARD_IMPL_H
 
-#include <stdatomic.h>
 #include <stdint.h>
 
 #include "attention.h"
@@ -14,12 +13,6 @@
 #include "kernels.h"
 #include "kv_cache.h"
 #include "threadpool.h"
-
-/* Steps of up to this many tokens fuse the gated SiLU into gate|up
- * (forward_pass.fuse_act): the kernels' streaming size (kernels.c
- * KERN_SMALL_BATCH), where each weight row is read once for all tokens;
- * longer steps share the activation out by tokens instead. */
-#define FORWARD_FUSE_TOK 16
 
 /* The step being run: its sequences and where their rows start. */
 struct step_plan {
@@ -81,16 +74,6 @@ struct forward_pass {
 	void *pre_ctx;
 	size_t pre_rows;
 	struct norm_job pre_norm;
-	/* The gated SiLU done inside the gate|up product of a small step
-	 * (forward.c mlp_fused): the thread that completes a block of
-	 * down's activations (both parts' rows of it) applies SiLU * up and
-	 * quantizes it into mm_act, down's scratch, so down starts at once.
-	 * act_done[b] counts the rows of block b written (2 x its size when
-	 * whole). fuse_act is 0 when EMBER_FUSE_ACT=0 asks for the unfused
-	 * order (the same bits; kept to measure the two). */
-	int fuse_act;
-	void *mm_act;          /* down's kern_matmul scratch for FORWARD_FUSE_TOK tokens */
-	atomic_uint *act_done; /* [n_ff / 32] */
 };
 
 /* A single session: a pass of its own and a cache. */

@@ -444,25 +444,18 @@ size_t kern_matmul_scratch(uint32_t wtype, size_t n_in, size_t n_tok)
 	       kern__bf16_bytes(wtype, n_in, n_tok);
 }
 
-/* Summaries of blocks [b0, b1). */
-static void kern__summarize(const struct kern_block_q8a *x, size_t b0, size_t b1, float *xd,
-			    int32_t *xs8)
+void kern_act_summarize(const struct kern_block_q8a *x, size_t nb, float *xd, int32_t *xs8)
 {
-	for (size_t b = b0; b < b1; b++) {
+	size_t b, pad = kern_act_groups_pad(nb);
+
+	for (b = 0; b < nb; b++) {
 		int32_t s = 0;
 		for (int j = 0; j < KERN_QK; j++)
 			s += x[b].qs[j];
 		xd[b] = x[b].d;
 		xs8[b] = 8 * s;
 	}
-}
-
-void kern_act_summarize(const struct kern_block_q8a *x, size_t nb, float *xd, int32_t *xs8)
-{
-	size_t b, pad = kern_act_groups_pad(nb);
-
-	kern__summarize(x, 0, nb, xd, xs8);
-	for (b = nb; b < pad; b++) {
+	for (; b < pad; b++) {
 		xd[b] = 0.0f;
 		xs8[b] = 0;
 	}
@@ -493,8 +486,6 @@ struct kern__job {
 	kern_rows_fn pre;
 	void *pre_ctx;
 	size_t pre_rows;
-	kern_chunk_fn post; /* kern_matmul_hooked(): after each chunk */
-	void *post_ctx;
 };
 
 static void kern__quantize_cb(void *data, size_t t)
@@ -555,8 +546,6 @@ static size_t kern__run_chunks(const struct kern__job *job, size_t i, size_t j)
 	const size_t o1 = (j - job->first[p]) * job->chunk[p];
 
 	job->gemm(&job->args[p], o0, o1 < n_out ? o1 : n_out);
-	if (job->post)
-		job->post(job->post_ctx, p, o0, o1 < n_out ? o1 : n_out);
 	return j;
 }
 
@@ -701,41 +690,6 @@ void kern_norm_rows(const struct kern_norm *nm, const float *x, float *res, cons
 	kern__ops->norm_rows(nm, x, res, add, out, n);
 }
 
-/* The activations' arguments of a product on wtype (no flag) weights:
- * where scratch holds x's blocks, summaries and Q8_K blocks, or x itself
- * for float weights. */
-static void kern__act_args(struct kern_gemm_args *a, uint32_t wtype, int packed, size_t n_in,
-			   size_t n_tok, void *scratch, const float *x)
-{
-	const struct kern_ops *ops = kern__ops;
-
-	if (kern_wtype_quantized(wtype)) {
-		/* [n_tok] block rows, then [n_tok] xd rows, then [n_tok] xs8 rows:
-		 * all 4-byte aligned, as block rows are 36-byte multiples. */
-		a->x = scratch;
-		a->x_stride = kern__act_row_bytes(n_in);
-		a->xd_stride = kern_act_groups_pad(n_in / KERN_QK);
-		a->xd = (const float *)((char *)scratch + a->x_stride * n_tok);
-		a->xs8 = (const int32_t *)(a->xd + a->xd_stride * n_tok);
-		/* a level with its own K-quant GEMV reads every token per
-		 * super-block (kquants_gemv.h), its GEMM too: one rounding of
-		 * the activations whatever the batch */
-		if (kern__wants_q8k(wtype) &&
-		    (packed || ops->gemv[wtype] != ops->gemm[wtype]))
-			a->xk = (const struct kern_block_q8_k *)(a->xs8 + a->xd_stride * n_tok);
-		a->xf = x;
-		a->xf_stride = n_in;
-#if defined(__x86_64__)
-		/* filled by the quantizing tasks (kern__quantize_cb) */
-		if (kern__bf16_bytes(wtype, n_in, n_tok) != 0)
-			a->xb = kern_amxbf_tiles(a->xs8 + a->xd_stride * n_tok, n_in, n_tok);
-#endif
-	} else {
-		a->x = x;
-		a->x_stride = n_in * sizeof(float);
-	}
-}
-
 void kern_matmul(tpool_t pool, uint32_t wtype, const void *w, size_t n_out, size_t n_in,
 		 const float *x, size_t n_tok, float *y, void *scratch)
 {
@@ -754,53 +708,6 @@ void kern_matmul_n_pre(tpool_t pool, uint32_t wtype, size_t n_in,
 		       const struct kern_mm_part *parts, size_t n, const float *x, size_t n_tok,
 		       void *scratch, kern_rows_fn pre, void *pre_ctx, size_t pre_rows)
 {
-	const struct kern_mm_hooks h = {pre, pre_ctx, pre_rows, NULL, NULL, 0};
-
-	kern_matmul_hooked(pool, wtype, n_in, parts, n, x, n_tok, scratch, &h);
-}
-
-size_t kern_act_block(uint32_t wtype, size_t n_in, size_t n_tok)
-{
-	kern_init();
-	if (kern__bf16_bytes(wtype & ~KERN_PACKED, n_in, n_tok) != 0)
-		return 0;
-	return kern__wants_q8k(wtype & ~KERN_PACKED) ? KERN_QKK : KERN_QK;
-}
-
-void kern_act_quantize(uint32_t wtype, size_t n_in, size_t n_tok, void *scratch, const float *x,
-		       size_t t, size_t e0, size_t e1)
-{
-	struct kern_gemm_args a = {0};
-	const int packed = (wtype & KERN_PACKED) != 0;
-
-	kern_init();
-	wtype &= ~KERN_PACKED;
-	if (!kern_wtype_quantized(wtype))
-		return;
-	kern__act_args(&a, wtype, packed, n_in, n_tok, scratch, x);
-	assert(a.xb == NULL && e0 % kern_act_block(wtype, n_in, n_tok) == 0 && e1 % KERN_QK == 0);
-	if (a.xk != NULL) { /* as kern__quantize_cb() */
-		kern__ops->quantize_act_q8k(x + e0, (struct kern_block_q8_k *)a.xk +
-					     (t * n_in + e0) / KERN_QKK, e1 - e0);
-		return;
-	}
-	struct kern_block_q8a *row = (struct kern_block_q8a *)((char *)a.x + t * a.x_stride);
-	float *xd = (float *)a.xd + t * a.xd_stride;
-	int32_t *xs8 = (int32_t *)a.xs8 + t * a.xd_stride;
-
-	kern__ops->quantize_act(x + e0, row + e0 / KERN_QK, e1 - e0);
-	kern__summarize(row, e0 / KERN_QK, e1 / KERN_QK, xd, xs8);
-	for (size_t b = n_in / KERN_QK; e1 == n_in && b < a.xd_stride; b++) {
-		xd[b] = 0.0f; /* the padding, once */
-		xs8[b] = 0;
-	}
-}
-
-void kern_matmul_hooked(tpool_t pool, uint32_t wtype, size_t n_in,
-			const struct kern_mm_part *parts, size_t n, const float *x, size_t n_tok,
-			void *scratch, const struct kern_mm_hooks *h)
-{
-	const kern_rows_fn pre = h->pre;
 	struct kern__job job = {0};
 	struct kern_gemm_args a = {0};
 	const int packed = (wtype & KERN_PACKED) != 0;
@@ -823,7 +730,31 @@ void kern_matmul_hooked(tpool_t pool, uint32_t wtype, size_t n_in,
 	a.w_stride = (size_t)dtype_row_size(wtype, n_in);
 	a.n_in = n_in;
 	a.n_tok = n_tok;
-	kern__act_args(&a, wtype, packed, n_in, n_tok, scratch, x);
+	if (kern_wtype_quantized(wtype)) {
+		/* [n_tok] block rows, then [n_tok] xd rows, then [n_tok] xs8 rows:
+		 * all 4-byte aligned, as block rows are 36-byte multiples. */
+		a.x = scratch;
+		a.x_stride = kern__act_row_bytes(n_in);
+		a.xd_stride = kern_act_groups_pad(n_in / KERN_QK);
+		a.xd = (const float *)((char *)scratch + a.x_stride * n_tok);
+		a.xs8 = (const int32_t *)(a.xd + a.xd_stride * n_tok);
+		/* a level with its own K-quant GEMV reads every token per
+		 * super-block (kquants_gemv.h), its GEMM too: one rounding of
+		 * the activations whatever the batch */
+		if (kern__wants_q8k(wtype) &&
+		    (packed || kern__ops->gemv[wtype] != kern__ops->gemm[wtype]))
+			a.xk = (const struct kern_block_q8_k *)(a.xs8 + a.xd_stride * n_tok);
+		a.xf = x;
+		a.xf_stride = n_in;
+#if defined(__x86_64__)
+		/* filled by the quantizing tasks (kern__quantize_cb) */
+		if (kern__bf16_bytes(wtype, n_in, n_tok) != 0)
+			a.xb = kern_amxbf_tiles(a.xs8 + a.xd_stride * n_tok, n_in, n_tok);
+#endif
+	} else {
+		a.x = x;
+		a.x_stride = n_in * sizeof(float);
+	}
 	/* Parts with no rows get no tasks; each part keeps the chunking a
 	 * kern_matmul() of its own would use. */
 	for (size_t p = 0; p < n; p++) {
@@ -843,19 +774,15 @@ void kern_matmul_hooked(tpool_t pool, uint32_t wtype, size_t n_in,
 		job.n_part++;
 	}
 	job.pre = pre;
-	job.pre_ctx = h->pre_ctx;
-	job.pre_rows = h->pre_rows ? h->pre_rows : 1;
-	job.post = h->post;
-	job.post_ctx = h->post_ctx;
+	job.pre_ctx = pre_ctx;
+	job.pre_rows = pre_rows ? pre_rows : 1;
 	if (pre && job.n_part == 0) { /* nothing to multiply: the rows still */
 		job.args[0].n_tok = n_tok;
 		tpool_run_1d(pool, kern__pre_cb, &job, (n_tok + job.pre_rows - 1) / job.pre_rows);
 	}
 	if (job.n_part == 0)
 		return;
-	if (h->x_ready) /* kern_act_quantize() made x's activations */
-		assert(pre == NULL);
-	else if (kern_wtype_quantized(wtype) && pre)
+	if (kern_wtype_quantized(wtype) && pre)
 		tpool_run_1d(pool, kern__pre_quantize_cb, &job,
 			     (n_tok + job.pre_rows - 1) / job.pre_rows);
 	else if (kern_wtype_quantized(wtype))

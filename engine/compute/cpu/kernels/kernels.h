@@ -134,42 +134,6 @@ void kern_matmul_n_pre(tpool_t pool, uint32_t wtype, size_t n_in,
 		       const struct kern_mm_part *parts, size_t n, const float *x, size_t n_tok,
 		       void *scratch, kern_rows_fn pre, void *pre_ctx, size_t pre_rows);
 
-/* Run by the thread that computed them, once rows [o0, o1) of part p of
- * a kern_matmul_hooked() call are written for every token: work on a
- * product's output done as it streams, not after the join (forward.c:
- * the gated SiLU and its quantization for the next product). */
-typedef void (*kern_chunk_fn)(void *ctx, size_t p, size_t o0, size_t o1);
-
-struct kern_mm_hooks {
-	kern_rows_fn pre; /* as kern_matmul_n_pre()'s, or NULL */
-	void *pre_ctx;
-	size_t pre_rows;
-	kern_chunk_fn post; /* after each chunk, or NULL */
-	void *post_ctx;
-	/* 1: scratch already holds x's activations, made by
-	 * kern_act_quantize() over every element (pre must be NULL) */
-	int x_ready;
-};
-
-/* kern_matmul_n_pre() with the hooks above; the same outputs. */
-void kern_matmul_hooked(tpool_t pool, uint32_t wtype, size_t n_in,
-			const struct kern_mm_part *parts, size_t n, const float *x, size_t n_tok,
-			void *scratch, const struct kern_mm_hooks *h);
-
-/* Elements of x that a product of n_tok tokens on wtype weights
- * (KERN_PACKED allowed) of width n_in quantizes as one independent block
- * (32, or 256 for the Q8_K activations of K-quants); 0 where its
- * activations cannot be made piece by piece (the AMX bf16 tiles). */
-size_t kern_act_block(uint32_t wtype, size_t n_in, size_t n_tok);
-
-/* Elements [e0, e1) (multiples of kern_act_block(wtype)) of token t's row
- * x of n_in, into scratch as kern_matmul_n() of n_tok tokens on wtype
- * would make them (the same bytes; nothing for float weight types), so
- * that a later call with x_ready skips the quantization. Distinct block
- * ranges may be made by different threads at once. */
-void kern_act_quantize(uint32_t wtype, size_t n_in, size_t n_tok, void *scratch, const float *x,
-		       size_t t, size_t e0, size_t e1);
-
 /*
  * Flash-style attention blocks (engine/compute/cpu/attention.c): the scores of a tile
  * of queries against a block of keys, each score row's softmax against a
