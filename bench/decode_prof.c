@@ -15,6 +15,14 @@
  * attention, the activation, the joins they add. On a shared machine,
  * CPU time with one thread is the steadier figure; compare with
  * build/membw run in the same minutes. Not a test: a timing.
+ *
+ * DECODE_PROF_JOBS=1 adds a table of the matmul pass by job (q|k|v, o,
+ * gate|up, down, output) and weight type (a mixed file such as Q4_K_M
+ * puts Q6_K on some v and down matrices and the output): jobs of that
+ * kind and type per step, the median over steps of their summed wall
+ * time (the activation's quantization task included, as in a step), the
+ * median per job, MB a step and GB/s. Run it beside `build/membw 2 1024
+ * 7` (and under `chrt -f 10` on a shared machine, LEVELS.md).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,6 +41,22 @@
 
 #define PROF_CTX 100
 #define PROF_SEQS 16
+/* DECODE_PROF_JOBS: kinds of job x weight types kept apart */
+#define PROF_KINDS 5
+#define PROF_TYPES 4
+
+static const char *const prof_kind[PROF_KINDS] = {"q|k|v", "o", "gate|up", "down", "output"};
+
+/* One (kind, type) row of the job table: per step, summed seconds. */
+struct prof_row {
+	uint32_t type;
+	double bytes; /* a step's */
+	size_t jobs;  /* a step's */
+	double *sec;  /* [steps] */
+};
+
+static struct prof_row prof_rows[PROF_KINDS][PROF_TYPES];
+static int prof_on;
 
 static double cpu_now_s(void)
 {
@@ -75,8 +99,41 @@ static double group(tpool_t pool, const struct model_weight *const w[], size_t n
 	return bytes;
 }
 
+/* group(), timed into the job table's row of its kind and type when
+ * DECODE_PROF_JOBS is set (step s). Matrices of different types (q|k|v
+ * of Q4_K_M: v is Q6_K in some layers) are one job each, as forward.c's
+ * linear_n() runs them. */
+static double prof_group(int kind, int s, tpool_t pool, const struct model_weight *const w[],
+			 size_t n, const float *x, float *y, void *scratch, size_t n_tok)
+{
+	double t0, bytes = 0;
+	struct prof_row *r = NULL;
+
+	for (size_t i = 1; i < n; i++)
+		if ((w[i]->type | w[i]->packed) != (w[0]->type | w[0]->packed)) {
+			for (size_t j = 0; j < n; j++)
+				bytes += prof_group(kind, s, pool, &w[j], 1, x, y, scratch, n_tok);
+			return bytes;
+		}
+	if (!prof_on || !w[0]->data)
+		return group(pool, w, n, x, y, scratch, n_tok);
+	for (int i = 0; i < PROF_TYPES && !r; i++)
+		if (prof_rows[kind][i].sec == NULL || prof_rows[kind][i].type == w[0]->type)
+			r = &prof_rows[kind][i];
+	t0 = clock_now_s();
+	bytes = group(pool, w, n, x, y, scratch, n_tok);
+	if (r && r->sec) {
+		r->sec[s] += clock_now_s() - t0;
+		if (s == 0) {
+			r->bytes += bytes;
+			r->jobs++;
+		}
+	}
+	return bytes;
+}
+
 static double matmuls(const struct model *m, tpool_t pool, const float *x, float *y, void *scratch,
-		      size_t n_tok)
+		      size_t n_tok, int s)
 {
 	double bytes = 0;
 
@@ -87,16 +144,69 @@ static double matmuls(const struct model *m, tpool_t pool, const float *x, float
 		const struct model_weight *ug[] = {&W[ARCH_T_FFN_UP], &W[ARCH_T_FFN_GATE]};
 		const struct model_weight *d[] = {&W[ARCH_T_FFN_DOWN]};
 
-		bytes += group(pool, qkv, 3, x, y, scratch, n_tok);
-		bytes += group(pool, o, 1, x, y, scratch, n_tok);
-		bytes += group(pool, ug, 2, x, y, scratch, n_tok);
-		bytes += group(pool, d, 1, x, y, scratch, n_tok);
+		bytes += prof_group(0, s, pool, qkv, 3, x, y, scratch, n_tok);
+		bytes += prof_group(1, s, pool, o, 1, x, y, scratch, n_tok);
+		bytes += prof_group(2, s, pool, ug, 2, x, y, scratch, n_tok);
+		bytes += prof_group(3, s, pool, d, 1, x, y, scratch, n_tok);
 	}
 	{
 		const struct model_weight *out[] = {&m->w[ARCH_T_OUTPUT]};
-		bytes += group(pool, out, 1, x, y, scratch, n_tok);
+		bytes += prof_group(4, s, pool, out, 1, x, y, scratch, n_tok);
 	}
 	return bytes;
+}
+
+/* The job table's rows a step can fill: one per (kind, type) seen in the
+ * model, each with its per-step times; -1 when out of memory. */
+static int prof_setup(const struct model *m, int steps)
+{
+	const struct model_weight *out = &m->w[ARCH_T_OUTPUT];
+	/* every matrix of each kind (-1: none) */
+	const int parts[PROF_KINDS - 1][3] = {{ARCH_T_ATTN_Q, ARCH_T_ATTN_K, ARCH_T_ATTN_V},
+					      {ARCH_T_ATTN_OUT, -1, -1},
+					      {ARCH_T_FFN_UP, ARCH_T_FFN_GATE, -1},
+					      {ARCH_T_FFN_DOWN, -1, -1}};
+
+	for (int k = 0; k < PROF_KINDS; k++)
+		for (uint32_t l = 0; l < (k < PROF_KINDS - 1 ? m->hp.n_layer : 1) * 3; l++) {
+			const int part = k < PROF_KINDS - 1 ? parts[k][l % 3] : (l ? -1 : 0);
+			const struct model_weight *w =
+				k < PROF_KINDS - 1 ? &m->layers[l / 3].w[part < 0 ? 0 : part] : out;
+			int i = 0;
+
+			if (part < 0)
+				continue;
+
+			if (!w->data)
+				continue;
+			while (i < PROF_TYPES && prof_rows[k][i].sec && prof_rows[k][i].type != w->type)
+				i++;
+			if (i == PROF_TYPES || prof_rows[k][i].sec)
+				continue;
+			prof_rows[k][i].type = w->type;
+			if ((prof_rows[k][i].sec = calloc((size_t)steps, sizeof(double))) == NULL)
+				return -1;
+		}
+	return 0;
+}
+
+static void prof_print(int steps)
+{
+	printf("%-8s %-6s %5s %10s %9s %9s %8s\n", "job", "type", "jobs", "ms (med)", "us/job",
+	       "MB", "GB/s");
+	for (int k = 0; k < PROF_KINDS; k++)
+		for (int i = 0; i < PROF_TYPES; i++) {
+			struct prof_row *r = &prof_rows[k][i];
+			double med;
+
+			if (!r->sec || !r->jobs)
+				continue;
+			qsort(r->sec, (size_t)steps, sizeof(double), cmp_double);
+			med = r->sec[steps / 2];
+			printf("%-8s %-6s %5zu %10.3f %9.1f %9.1f %8.2f\n", prof_kind[k],
+			       dtype_name(r->type), r->jobs, med * 1e3, med * 1e6 / (double)r->jobs,
+			       r->bytes / 1e6, r->bytes / med / 1e9);
+		}
 }
 
 int main(int argc, char **argv)
@@ -140,6 +250,9 @@ int main(int argc, char **argv)
 	y = calloc(((size_t)mp->hp.n_vocab + 65536) * (size_t)n_seq, sizeof(float));
 	scratch = aligned_alloc(64, 1 << 20);
 	pool = tpool_create((uint32_t)n_threads);
+	prof_on = getenv("DECODE_PROF_JOBS") != NULL && atoi(getenv("DECODE_PROF_JOBS")) > 0;
+	if (prof_on && prof_setup(mp, steps) != 0)
+		goto fail;
 	if (!logits || !x || !y || !scratch || !pool || forward_pass_new(&p, mp, &fo, err) != 0)
 		goto fail;
 	for (int i = 0; i < PROF_CTX; i++)
@@ -167,7 +280,7 @@ int main(int argc, char **argv)
 			kv_cache_truncate(&kv[q], PROF_CTX);
 		t0 = clock_now_s();
 		c0 = cpu_now_s();
-		bytes = matmuls(mp, pool, x, y, scratch, (size_t)n_seq);
+		bytes = matmuls(mp, pool, x, y, scratch, (size_t)n_seq, s);
 		t[2][s] = clock_now_s() - t0;
 		t[3][s] = cpu_now_s() - c0;
 	}
@@ -185,6 +298,8 @@ int main(int argc, char **argv)
 	printf("%-7s %9.2f %9.2f %9.2f %9.2f\n", "rest", (t[0][0] - t[2][0]) * 1e3,
 	       (t[0][steps / 2] - t[2][steps / 2]) * 1e3, (t[1][0] - t[3][0]) * 1e3,
 	       (t[1][steps / 2] - t[3][steps / 2]) * 1e3);
+	if (prof_on)
+		prof_print(steps);
 	rc = 0;
 fail:
 	if (rc != 0)
@@ -199,6 +314,9 @@ fail:
 	free(logits);
 	for (int i = 0; i < 4; i++)
 		free(t[i]);
+	for (int k = 0; k < PROF_KINDS; k++)
+		for (int i = 0; i < PROF_TYPES; i++)
+			free(prof_rows[k][i].sec);
 	engine_model_free(em);
 	return rc;
 }

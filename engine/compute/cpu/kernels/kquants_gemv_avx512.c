@@ -74,7 +74,8 @@ static inline __m128 kp_q4k_step(__m128 acc, __m512i is, __m512i mins, __m512i h
  * VPDPWSSD, where the per-row body takes 16, 8, 8 VPERMW, 8 and a 4-row
  * reduce. Same integer sums, same float steps (kz_step_dmin4()), the
  * float step of super-block s after the sums of s + 1. */
-KG_INLINE void kp_k4(const struct kern_gemm_args *a, size_t o, size_t end, int five)
+KG_INLINE void kp_k4(const struct kern_gemm_args *a, size_t o, size_t end, int five,
+		     const int16_t *mp)
 {
 	const size_t bs = five ? sizeof(struct kern_block_q5_k) : sizeof(struct kern_block_q4_k);
 	const size_t nsb = a->n_in / KERN_QKK, qs_c = five ? 3 : 1;
@@ -120,9 +121,14 @@ KG_INLINE void kp_k4(const struct kern_gemm_args *a, size_t o, size_t end, int f
 		const __m512i hi = _mm512_ternarylogic_epi32(_mm512_and_si512(a2, m4), _mm512_srli_epi32(v, 2),
 							     _mm512_set1_epi8(0x30), 0xF8);
 		const __m512i all = _mm512_unpacklo_epi32(_mm512_and_si512(v, m3f), hi);
-		const __m256i bp = _mm256_madd_epi16(kg_load(x[s].bsums), _mm256_set1_epi16(1));
-		const __m512i bp16 = _mm512_broadcast_i32x4(
-			_mm_packs_epi32(_mm256_castsi256_si128(bp), _mm256_extracti128_si256(bp, 1)));
+		__m512i bp16;
+		if (mp) {
+			bp16 = _mm512_broadcast_i32x4(_mm_load_si128((const __m128i *)(mp + 8 * s)));
+		} else {
+			const __m256i bp = _mm256_madd_epi16(kg_load(x[s].bsums), _mm256_set1_epi16(1));
+			bp16 = _mm512_broadcast_i32x4(
+				_mm_packs_epi32(_mm256_castsi256_si128(bp), _mm256_extracti128_si256(bp, 1)));
+		}
 		const __m512i mins = _mm512_madd_epi16(_mm512_shuffle_epi8(all, to_mn), bp16);
 		__m512i sub[8], isum[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
 		/* Q5_K: qh bytes 16 hf .. 16 hf + 15 of the rows (bit 2p: the
@@ -174,12 +180,50 @@ KG_INLINE void kp_k4(const struct kern_gemm_args *a, size_t o, size_t end, int f
 
 static __attribute__((noinline)) void kp_q4k(const struct kern_gemm_args *a, size_t o, size_t end)
 {
-	kp_k4(a, o, end, 0);
+	kp_k4(a, o, end, 0, NULL);
 }
 
 static __attribute__((noinline)) void kp_q5k(const struct kern_gemm_args *a, size_t o, size_t end)
 {
-	kp_k4(a, o, end, 1);
+	kp_k4(a, o, end, 1, NULL);
+}
+
+/* kp_k4() with the minimums' activation sums made once per call (mp:
+ * per super-block the 8 sums of 32 as int16, what each group recomputed
+ * from bsums). */
+static __attribute__((noinline)) void kp_q4k_m(const struct kern_gemm_args *a, size_t o,
+					       size_t end, const int16_t *mp)
+{
+	kp_k4(a, o, end, 0, mp);
+}
+
+static __attribute__((noinline)) void kp_q5k_m(const struct kern_gemm_args *a, size_t o,
+					       size_t end, const int16_t *mp)
+{
+	kp_k4(a, o, end, 1, mp);
+}
+
+/* The packed Q4_K / Q5_K GEMV over whole groups [o0, o1): with the
+ * minimums' sums made once (up to KZ_Q6_WIN super-blocks a row; longer
+ * rows: per group, as before). */
+static void kp_k4_gemv(const struct kern_gemm_args *a, size_t o0, size_t o1, int five)
+{
+	const size_t end = a->y_stride > o1 ? a->y_stride : o1, nsb = a->n_in / KERN_QKK;
+	int16_t mp[8 * KZ_Q6_WIN] __attribute__((aligned(64)));
+
+	if (nsb > KZ_Q6_WIN) {
+		for (size_t o = o0; o < o1; o += KG_R)
+			five ? kp_q5k(a, o, end) : kp_q4k(a, o, end);
+		return;
+	}
+	for (size_t s = 0; s < nsb; s++) {
+		const __m256i bp = _mm256_madd_epi16(kg_load(a->xk[s].bsums), _mm256_set1_epi16(1));
+
+		_mm_store_si128((__m128i *)(mp + 8 * s),
+				_mm_packs_epi32(_mm256_castsi256_si128(bp), _mm256_extracti128_si256(bp, 1)));
+	}
+	for (size_t o = o0; o < o1; o += KG_R)
+		five ? kp_q5k_m(a, o, end, mp) : kp_q4k_m(a, o, end, mp);
 }
 
 /*
@@ -366,21 +410,12 @@ static __attribute__((noinline)) void kp_q6k(const struct kern_gemm_args *a, siz
 /* The packed GEMVs: rows [o0, o1) whole groups; the prefetch bound as
  * kg_gemv()'s (the matrix's last row). Every call has args.xk (kernels.c
  * makes it for packed K-quants); 2+ tokens go to the packed GEMM. */
-static void kp_gemv(void (*grp)(const struct kern_gemm_args *, size_t, size_t),
-		    const struct kern_gemm_args *a, size_t o0, size_t o1)
-{
-	const size_t end = a->y_stride > o1 ? a->y_stride : o1;
-
-	for (size_t o = o0; o < o1; o += KG_R)
-		grp(a, o, end);
-}
-
 void kern_avx512_pgemv_q4_k(const struct kern_gemm_args *a, size_t o0, size_t o1)
 {
 	if (a->n_tok != 1)
 		kern_avx512_vnni_pgemm_q4_k(a, o0, o1);
 	else
-		kp_gemv(kp_q4k, a, o0, o1);
+		kp_k4_gemv(a, o0, o1, 0);
 }
 
 void kern_avx512_pgemv_q5_k(const struct kern_gemm_args *a, size_t o0, size_t o1)
@@ -388,7 +423,7 @@ void kern_avx512_pgemv_q5_k(const struct kern_gemm_args *a, size_t o0, size_t o1
 	if (a->n_tok != 1)
 		kern_avx512_vnni_pgemm_q5_k(a, o0, o1);
 	else
-		kp_gemv(kp_q5k, a, o0, o1);
+		kp_k4_gemv(a, o0, o1, 1);
 }
 
 /* kern_avx512_q6k_gemv()'s windows of activations (kp_q6_act()), packed
