@@ -770,6 +770,9 @@ void kern_avx512_vnni_pgemm_q5_k(const struct kern_gemm_args *a, size_t o0, size
 
 void kern_avx512_vnni_pgemm_q6_k(const struct kern_gemm_args *a, size_t o0, size_t o1)
 {
+	/* up to 8 tokens: kquants_q6p_avx512.c reads the form a row per lane */
+	if (kern_avx512_q6p_small(a, o0, o1))
+		return;
 	kv__gemm(kv__p6k_, kv__s6k_, 2, kern_ref_gemm_q6_k, a, o0, o1, 1);
 }
 #endif
