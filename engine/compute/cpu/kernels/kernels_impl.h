@@ -285,6 +285,10 @@ void kern_avx512_pack_q4_0(void *w, size_t n_out, size_t nb, size_t bs, size_t g
  * rows' d (the layout: the comment above kern_avx512_pack_q6_k). */
 void kern_avx512_pack_q6_k(void *w, size_t n_out, size_t nb, size_t bs, size_t g, int unpack,
 			   void *tmp);
+/* The same bytes one byte and dword at a time (the first version; the
+ * packer above unpacks through it, tests compare the two). */
+void kern_avx512_pack_q6_k_scalar(void *w, size_t n_out, size_t nb, size_t bs, size_t g,
+				  int unpack, void *tmp);
 /* Where its units sit in a group super-block, in the order the GEMV reads
  * them: qh unit 2n + j, then ql units 4n + 2j and 4n + 2j + 1. */
 #define KERN_Q6P_QH(n, j) (192 * (2 * (n) + (j)))
