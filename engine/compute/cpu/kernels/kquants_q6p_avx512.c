@@ -12,11 +12,13 @@
  * kquants_gemv_avx512.c) uses them, a row per 128-bit lane: per group of
  * 4 rows and super-block the 16 value vectors are made once (12 loads,
  * 16 VPTERNLOGD, no transposes) and each token adds its 16 VPDPBUSD
- * against its activations pre-arranged once per call (the GEMV's dword
- * transpose, 16 bytes broadcast to the lanes), 4 chains from -32 x its
- * sums of 16, one VPMULLD each by the scales. The four rows' partial
- * sums of 4 tokens are then reduced together (6 unpacks and adds: lane
- * 4 r + k row r, token k), and one float step serves them.
+ * against its activations pre-arranged per window of super-blocks (the
+ * GEMV's dword transpose, each 16 bytes broadcast to the lanes in
+ * memory), 4 chains from -32 x its sums of 16, one VPMULLD each by the
+ * scales; the values are made per half super-block and the sums reduced
+ * per quad of tokens (6 unpacks and adds: lane 4 r + k row r, token k;
+ * more partial sums beside the 8 value vectors would spill), one float
+ * step serving a quad.
  *
  * Bit for bit the file layout's and the GEMV's results: the same exact
  * int32 sums per super-block (only their order of addition differs), then
@@ -34,9 +36,16 @@
 #define Q6P_UNROLL _Pragma("GCC unroll 16")
 #define Q6P_TOK 8
 #define Q6P_SB (4 * sizeof(struct kern_block_q6_k)) /* a group's super-block */
-/* token x super-blocks of activations per window: T x 256 + 64 bytes
- * each, ~10 KiB, L1 beside the weights' stream */
-#define Q6P_WIN 32
+/* token x super-blocks of activations per window, 1280 bytes each: 20
+ * KiB, L1 beside the weights' stream (32: 40 KiB, 8 tokens 225 -> 168
+ * GFLOP/s) */
+#define Q6P_WIN 16
+/* Up to 3 windows: the rows' stream read as one, window by window (2
+ * tokens, 22 super-blocks: best so); more (5+ tokens, 2 windows of 8):
+ * blocks of groups of Q6P_BLOCK bytes that the windows take in turn from
+ * L2, the next block prefetched beside them. */
+#define Q6P_NW1 3
+#define Q6P_BLOCK (192 * 1024)
 
 /* Which token of its quad fills lane k when the quad has `n` tokens (1..4):
  * the missing ones repeat a present one (computed, never stored). */
@@ -45,12 +54,15 @@ Q6P_INLINE int q6p_tok(int k, int n)
 	return k < n ? k : n - 1;
 }
 
-/* The window's activations: token k's super-block s at xa + 256 ((s -
+/* The window's activations: token k's super-block s at xa + 1024 ((s -
  * s0) T + k) as kp_q6_act() lays them (per 64-element chunk c, dword i of
- * ql unit m: elements 64c + 16i + 4m ..), -32 x its sums of 16 at bias +
- * 16 ((s - s0) T + k), and per super-block and quad the four tokens' D at
- * xd + 4 (2 (s - s0) + q). A super-block's tokens at fixed offsets from
- * one base. */
+ * ql unit u: elements 64c + 16i + 4u ..), but each unit's 16 bytes
+ * already broadcast to the four lanes (64 bytes at 256c + 64u: VPDPBUSD
+ * takes them as its memory operand; 16-byte VBROADCASTI32X4 loads cost
+ * 8 tokens 225 -> 206, 2 tokens 184 -> 161 GFLOP/s); -32 x its sums of 16
+ * at bias + 64 ((s - s0) T + k), chain c's broadcast at + 16c; per
+ * super-block and quad the four tokens' D at xd + 4 (2 (s - s0) + q). A
+ * super-block's tokens at fixed offsets from one base. */
 static void q6p_act(const struct kern_gemm_args *a, int T, size_t s0, size_t s1, int8_t *xa,
 		    int32_t *bias, float *xd)
 {
@@ -62,16 +74,21 @@ static void q6p_act(const struct kern_gemm_args *a, int T, size_t s0, size_t s1,
 			const struct kern_block_q8_k *x = a->xk + k * nsb + s;
 			const size_t i = (s - s0) * T + k;
 
-			for (int c = 0; c < 4; c++)
-				_mm512_storeu_si512(xa + 256 * i + 64 * c,
-						    _mm512_permutexvar_epi32(
-							    tr, _mm512_loadu_si512(x->qs + 64 * c)));
-			_mm512_storeu_si512(
-				bias + 16 * i,
-				_mm512_sub_epi32(_mm512_setzero_si512(),
-						 _mm512_slli_epi32(_mm512_cvtepi16_epi32(_mm256_loadu_si256(
-									   (const __m256i *)x->bsums)),
-								   5)));
+			for (int c = 0; c < 4; c++) {
+				const __m512i v = _mm512_permutexvar_epi32(tr, _mm512_loadu_si512(x->qs + 64 * c));
+
+				_mm512_store_si512(xa + 1024 * i + 256 * c, _mm512_shuffle_i32x4(v, v, 0x00));
+				_mm512_store_si512(xa + 1024 * i + 256 * c + 64, _mm512_shuffle_i32x4(v, v, 0x55));
+				_mm512_store_si512(xa + 1024 * i + 256 * c + 128, _mm512_shuffle_i32x4(v, v, 0xAA));
+				_mm512_store_si512(xa + 1024 * i + 256 * c + 192, _mm512_shuffle_i32x4(v, v, 0xFF));
+			}
+			const __m512i bv = _mm512_sub_epi32(
+				_mm512_setzero_si512(),
+				_mm512_slli_epi32(_mm512_cvtepi16_epi32(_mm256_loadu_si256((const __m256i *)x->bsums)), 5));
+			_mm512_store_si512(bias + 64 * i, _mm512_shuffle_i32x4(bv, bv, 0x00));
+			_mm512_store_si512(bias + 64 * i + 16, _mm512_shuffle_i32x4(bv, bv, 0x55));
+			_mm512_store_si512(bias + 64 * i + 32, _mm512_shuffle_i32x4(bv, bv, 0xAA));
+			_mm512_store_si512(bias + 64 * i + 48, _mm512_shuffle_i32x4(bv, bv, 0xFF));
 		}
 	for (size_t s = s0; s < s1; s++)
 		for (int q = 0; q * 4 < T; q++) {
@@ -128,8 +145,8 @@ Q6P_INLINE void q6p_group(const struct kern_gemm_args *a, size_t o, int T, const
 	}
 	for (size_t s = s0; s < s1; s++) {
 		const char *b = g + s * Q6P_SB;
-		const int8_t *xs = xa + 256 * T * (s - s0);
-		const int32_t *bs = bias + 16 * T * (s - s0);
+		const int8_t *xs = xa + 1024 * T * (s - s0);
+		const int32_t *bs = bias + 64 * T * (s - s0);
 		/* the rows' d, lane 4 r + k = row r's */
 		const __m512 d = _mm512_permutexvar_ps(
 			dsel, _mm512_castps128_ps512(_mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)(b + 832)))));
@@ -172,16 +189,16 @@ Q6P_INLINE void q6p_group(const struct kern_gemm_args *a, size_t o, int T, const
 
 				Q6P_UNROLL
 				for (int k = 0; k < nq; k++) {
-					const int8_t *x = xs + 256 * (4 * q + k);
-					const int32_t *bk = bs + 16 * (4 * q + k);
-#define Q6P_X(p) _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(p)))
-					__m512i cl = Q6P_X(bk + 4 * (2 * n)), ch = Q6P_X(bk + 4 * (2 * n + 1));
+					const int8_t *x = xs + 1024 * (4 * q + k);
+					const int32_t *bk = bs + 64 * (4 * q + k);
+#define Q6P_X(p) _mm512_load_si512(p)
+					__m512i cl = Q6P_X(bk + 16 * (2 * n)), ch = Q6P_X(bk + 16 * (2 * n + 1));
 
 					Q6P_UNROLL
 					for (int u = 0; u < 4; u++) {
-						cl = _mm512_dpbusd_epi32(cl, vl[u], Q6P_X(x + 64 * (2 * n) + 16 * u));
+						cl = _mm512_dpbusd_epi32(cl, vl[u], Q6P_X(x + 256 * (2 * n) + 64 * u));
 						ch = _mm512_dpbusd_epi32(ch, vh[u],
-									 Q6P_X(x + 64 * (2 * n + 1) + 16 * u));
+									 Q6P_X(x + 256 * (2 * n + 1) + 64 * u));
 					}
 #undef Q6P_X
 					const __m512i p = _mm512_add_epi32(_mm512_mullo_epi32(cl, sl),
@@ -215,16 +232,34 @@ Q6P_INLINE void q6p_group(const struct kern_gemm_args *a, size_t o, int T, const
 Q6P_INLINE void q6p_rows(const struct kern_gemm_args *a, size_t o0, size_t o1, int T)
 {
 	const size_t nsb = a->n_in / KERN_QKK, W = Q6P_WIN / (size_t)T;
-	int8_t xa[256 * Q6P_WIN] __attribute__((aligned(64)));
-	int32_t bias[16 * Q6P_WIN] __attribute__((aligned(64)));
+	int8_t xa[1024 * Q6P_WIN] __attribute__((aligned(64)));
+	int32_t bias[64 * Q6P_WIN] __attribute__((aligned(64)));
 	float xd[4 * 2 * Q6P_WIN] __attribute__((aligned(64)));
 
-	for (size_t s0 = 0; s0 < nsb; s0 += W) {
-		const size_t s1 = nsb - s0 > W ? s0 + W : nsb;
+	const size_t gbytes = nsb * Q6P_SB, nw = (nsb + W - 1) / W;
+	/* one window: all the rows in one linear stream; more: blocks of
+	 * groups the windows take in turn (their bytes in L2), the next
+	 * block prefetched into L2 meanwhile, linearly, a slice per group
+	 * and window */
+	const size_t gb = nw <= Q6P_NW1 ? (o1 - o0) / 4 : Q6P_BLOCK / gbytes ? Q6P_BLOCK / gbytes : 1;
 
-		q6p_act(a, T, s0, s1, xa, bias, xd);
-		for (size_t o = o0; o < o1; o += 4)
-			q6p_group(a, o, T, xa, bias, xd, s0, s1);
+	for (size_t b0 = o0; b0 < o1; b0 += 4 * gb) {
+		const size_t b1 = o1 - b0 > 4 * gb ? b0 + 4 * gb : o1;
+		const char *nx = (const char *)a->w + b1 * a->w_stride;
+		const size_t nxb = (o1 - b1 > 4 * gb ? 4 * gb : o1 - b1) / 4 * gbytes;
+		const size_t slice = (nxb / (nw * (b1 - b0) / 4) + 63) & ~(size_t)63;
+		size_t k = 0;
+
+		for (size_t s0 = 0; s0 < nsb; s0 += W) {
+			const size_t s1 = nsb - s0 > W ? s0 + W : nsb;
+
+			q6p_act(a, T, s0, s1, xa, bias, xd);
+			for (size_t o = b0; o < b1; o += 4, k++) {
+				for (size_t l = k * slice; l < (k + 1) * slice && l < nxb; l += 64)
+					_mm_prefetch(nx + l, _MM_HINT_T1);
+				q6p_group(a, o, T, xa, bias, xd, s0, s1);
+			}
+		}
 	}
 }
 
