@@ -40,11 +40,12 @@
  * KiB, L1 beside the weights' stream (32: 40 KiB, 8 tokens 225 -> 168
  * GFLOP/s) */
 #define Q6P_WIN 16
-/* Up to 3 windows: the rows' stream read as one, window by window (2
- * tokens, 22 super-blocks: best so); more (5+ tokens, 2 windows of 8):
- * blocks of groups of Q6P_BLOCK bytes that the windows take in turn from
- * L2, the next block prefetched beside them. */
-#define Q6P_NW1 3
+/* One window: the rows read as one stream. More: blocks of groups of
+ * Q6P_BLOCK bytes that the windows take in turn from L2, the next block
+ * prefetched beside them, linearly (windows over the whole matrix read
+ * DRAM in strided runs: a 4-sequence TinyLlama Q6_K decode step 76 ->
+ * 120 ms of CPU, one thread; blocks: 57). */
+#define Q6P_NW1 1
 #define Q6P_BLOCK (192 * 1024)
 
 /* Which token of its quad fills lane k when the quad has `n` tokens (1..4):
