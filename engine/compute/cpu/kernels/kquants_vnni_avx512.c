@@ -570,7 +570,9 @@ QV_INLINE void kv__tile_s(const struct kern_gemm_args *a, struct kv_at at, int T
 		__m512i h[4], g[4];
 
 		kv__q6_off(xk, s, T, off);
-		if (rp.km == 4) { /* packed: unpacked whole, then used */
+		/* packed: unpacked whole, then used (kern_avx512_vnni_pgemm_q6_k()
+		 * sends 1-8 tokens to kquants_q6p_avx512.c instead) */
+		if (rp.km == 4) {
 			__m512i wv[8][8], v[17];
 
 			kv__q6u_sb(rp, sb, wv, v);
