@@ -132,17 +132,17 @@ Q6P_INLINE void q6p_group(const struct kern_gemm_args *a, size_t o, int T, const
 	Q6P_UNROLL
 	for (int q = 0; q < Q; q++) {
 		const int n = T - 4 * q < 4 ? T - 4 * q : 4;
-		__m512 in = _mm512_setzero_ps();
+		/* (through memory: the lane immediates would need the unroll,
+		 * which -O1 does not do) */
+		float in[16] __attribute__((aligned(64)));
 
+		acc[q] = _mm512_setzero_ps();
 		if (s0 > 0) {
-			Q6P_UNROLL
 			for (int k = 0; k < 4; k++)
-				in = _mm512_insertf32x4(
-					in,
-					_mm_loadu_ps(a->y + (4 * q + q6p_tok(k, n)) * a->y_stride + o), k);
-			in = _mm512_permutexvar_ps(q6p_swap_idx(), in);
+				memcpy(in + 4 * k, a->y + (4 * q + q6p_tok(k, n)) * a->y_stride + o,
+				       4 * sizeof(float));
+			acc[q] = _mm512_permutexvar_ps(q6p_swap_idx(), _mm512_load_ps(in));
 		}
-		acc[q] = in;
 	}
 	for (size_t s = s0; s < s1; s++) {
 		const char *b = g + s * Q6P_SB;
@@ -219,13 +219,11 @@ Q6P_INLINE void q6p_group(const struct kern_gemm_args *a, size_t o, int T, const
 	for (int q = 0; q < Q; q++) {
 		const int n = T - 4 * q < 4 ? T - 4 * q : 4;
 		/* lane 4 k + r: token k's four rows */
-		const __m512 out = _mm512_permutexvar_ps(q6p_swap_idx(), acc[q]);
+		float out[16] __attribute__((aligned(64)));
 
-		Q6P_UNROLL
-		for (int k = 0; k < 4; k++)
-			if (k < n)
-				_mm_storeu_ps(a->y + (4 * q + k) * a->y_stride + o,
-					      _mm512_extractf32x4_ps(out, k));
+		_mm512_store_ps(out, _mm512_permutexvar_ps(q6p_swap_idx(), acc[q]));
+		for (int k = 0; k < n; k++)
+			memcpy(a->y + (4 * q + k) * a->y_stride + o, out + 4 * k, 4 * sizeof(float));
 	}
 }
 
