@@ -218,7 +218,7 @@ static void kp_check_level(enum cpu_level level)
 {
 	static const size_t n_outs[] = {40, 8, 4, 64};
 	static const size_t n_ins[] = {512, 65 * 256};
-	static const size_t toks[] = {1, 2, 3, 8, 9, 17};
+	static const size_t toks[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 17};
 	const struct kern_ops *ops = kern_ops_for(level);
 
 	for (uint32_t t = 0; t < DTYPE_COUNT; t++) {
@@ -275,6 +275,11 @@ static void kp_check_level(enum cpu_level level)
 					/* the GEMV entry with 2+ tokens is the packed GEMM */
 					memset(y1, 0x5a, sizeof(float) * n_out * T);
 					kp_run(ops->pgemv[t], p, whole, 2);
+					ck_assert(memcmp(y0, y1, sizeof(float) * n_out * nt) == 0);
+					/* and the packed GEMM with one token (Q6_K: its own
+					 * small-batch path, kquants_q6p_avx512.c) */
+					memset(y1, 0x5a, sizeof(float) * n_out * T);
+					kp_run(ops->pgemm[t], p, ncut == 4 ? cut : whole, ncut);
 					ck_assert(memcmp(y0, y1, sizeof(float) * n_out * nt) == 0);
 				}
 				free(w);

@@ -285,10 +285,18 @@ void kern_avx512_pack_q4_0(void *w, size_t n_out, size_t nb, size_t bs, size_t g
  * rows' d (the layout: the comment above kern_avx512_pack_q6_k). */
 void kern_avx512_pack_q6_k(void *w, size_t n_out, size_t nb, size_t bs, size_t g, int unpack,
 			   void *tmp);
+/* The same bytes one byte and dword at a time (the first version; the
+ * packer above unpacks through it, tests compare the two). */
+void kern_avx512_pack_q6_k_scalar(void *w, size_t n_out, size_t nb, size_t bs, size_t g,
+				  int unpack, void *tmp);
 /* Where its units sit in a group super-block, in the order the GEMV reads
  * them: qh unit 2n + j, then ql units 4n + 2j and 4n + 2j + 1. */
 #define KERN_Q6P_QH(n, j) (192 * (2 * (n) + (j)))
 #define KERN_Q6P_QL(n, m) (192 * (2 * (n) + (m) / 2) + 64 * (1 + (m) % 2))
+/* Packed Q6_K times 1..8 tokens (kquants_q6p_avx512.c; args.xk needed),
+ * rows [o0, o1) whole groups: 1 when done, 0 when not its case (more
+ * tokens, no args.xk). Bit-identical to the VNNI tile and the GEMV. */
+int kern_avx512_q6p_small(const struct kern_gemm_args *a, size_t o0, size_t o1);
 
 /* Packed Q8_0, tiled the same way: 544 bytes a block, the 16 scales,
  * then 8 x 64 bytes, chunk c holding qs bytes 4c..4c+3 of row r at

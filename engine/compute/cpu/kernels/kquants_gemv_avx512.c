@@ -276,8 +276,8 @@ static void kp_q6_move(uint8_t *f, uint8_t *p, size_t r, int unpack)
 	memcpy(unpack ? f + 208 : p + 832 + 2 * r, unpack ? p + 832 + 2 * r : f + 208, 2);
 }
 
-void kern_avx512_pack_q6_k(void *w, size_t n_out, size_t nb, size_t bs, size_t g, int unpack,
-			   void *tmp)
+void kern_avx512_pack_q6_k_scalar(void *w, size_t n_out, size_t nb, size_t bs, size_t g,
+				  int unpack, void *tmp)
 {
 	const size_t row = nb * bs;
 
@@ -290,6 +290,80 @@ void kern_avx512_pack_q6_k(void *w, size_t n_out, size_t nb, size_t bs, size_t g
 			for (size_t r = 0; r < g; r++)
 				kp_q6_move((unpack ? grp : t) + r * row + s * bs,
 					   (unpack ? t : grp) + s * KP_Q6_SB, r, unpack);
+	}
+}
+
+/* kp_q6_move()'s pack of the four rows' super-blocks f[r] into the group
+ * super-block p, the same bytes: the ql halves 64n .. 64n + 63 by one
+ * dword transpose each (lane m: unit 4n + m's), the qh re-encoded 4 units
+ * at once (lane 2n + j: dwords a, b of kp_q6_move() gathered by two
+ * VPERMD, its byte formulas on whole dwords: the masks keep every shifted
+ * bit inside its byte), the scales by one dword transpose of the four
+ * rows'. */
+static void kp_q6_pack_sb(const uint8_t *const f[KG_R], uint8_t *p)
+{
+	const __m512i tr = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+	/* lane L = 2n + j, dword k: qh dword 8n + 4 (k % 2) + 2j (a), + 1 (b) */
+	const __m512i ia = _mm512_setr_epi32(0, 4, 0, 4, 2, 6, 2, 6, 8, 12, 8, 12, 10, 14, 10, 14);
+	const __m512i ib = _mm512_add_epi32(ia, _mm512_set1_epi32(1));
+	const __m512i k33 = _mm512_set1_epi8(0x33);
+	__m128i sc[KG_R];
+
+	for (size_t r = 0; r < KG_R; r++) {
+		for (int n = 0; n < 2; n++) {
+			const __m512i t = _mm512_permutexvar_epi32(tr, _mm512_loadu_si512(f[r] + 64 * n));
+
+			_mm_storeu_si128((__m128i *)(p + KERN_Q6P_QL(n, 0) + 16 * r), _mm512_extracti32x4_epi32(t, 0));
+			_mm_storeu_si128((__m128i *)(p + KERN_Q6P_QL(n, 1) + 16 * r), _mm512_extracti32x4_epi32(t, 1));
+			_mm_storeu_si128((__m128i *)(p + KERN_Q6P_QL(n, 2) + 16 * r), _mm512_extracti32x4_epi32(t, 2));
+			_mm_storeu_si128((__m128i *)(p + KERN_Q6P_QL(n, 3) + 16 * r), _mm512_extracti32x4_epi32(t, 3));
+		}
+		const __m512i h = _mm512_loadu_si512(f[r] + 128);
+		const __m512i a = _mm512_permutexvar_epi32(ia, h), b = _mm512_permutexvar_epi32(ib, h);
+		/* dwords 0, 1 of a lane: (a & 0x33) | (b & 0x33) << 2; 2, 3:
+		 * (a >> 2 & 0x33) | (b & 0xcc) */
+		const __m512i p0 = _mm512_ternarylogic_epi32(a, _mm512_slli_epi32(b, 2), k33, 0xE4);
+		const __m512i p1 = _mm512_ternarylogic_epi32(_mm512_srli_epi32(a, 2), b, k33, 0xE4);
+		const __m512i q = _mm512_mask_blend_epi32(0xCCCC, p0, p1);
+
+		_mm_storeu_si128((__m128i *)(p + KERN_Q6P_QH(0, 0) + 16 * r), _mm512_extracti32x4_epi32(q, 0));
+		_mm_storeu_si128((__m128i *)(p + KERN_Q6P_QH(0, 1) + 16 * r), _mm512_extracti32x4_epi32(q, 1));
+		_mm_storeu_si128((__m128i *)(p + KERN_Q6P_QH(1, 0) + 16 * r), _mm512_extracti32x4_epi32(q, 2));
+		_mm_storeu_si128((__m128i *)(p + KERN_Q6P_QH(1, 1) + 16 * r), _mm512_extracti32x4_epi32(q, 3));
+		sc[r] = _mm_loadu_si128((const __m128i *)(f[r] + 192));
+		memcpy(p + 832 + 2 * r, f[r] + 208, 2);
+	}
+	/* dword 4q + r: row r's scales 4q .. 4q + 3 */
+	__m512i s4 = _mm512_castsi128_si512(sc[0]);
+	s4 = _mm512_inserti32x4(s4, sc[1], 1);
+	s4 = _mm512_inserti32x4(s4, sc[2], 2);
+	s4 = _mm512_inserti32x4(s4, sc[3], 3);
+	_mm512_storeu_si512(p + 768, _mm512_permutexvar_epi32(tr, s4));
+}
+
+void kern_avx512_pack_q6_k(void *w, size_t n_out, size_t nb, size_t bs, size_t g, int unpack,
+			   void *tmp)
+{
+	const size_t row = nb * bs;
+
+	assert(g == KG_R && bs == sizeof(struct kern_block_q6_k));
+	/* unpacking (tests, a reader wanting file order): the scalar moves */
+	if (unpack) {
+		kern_avx512_pack_q6_k_scalar(w, n_out, nb, bs, g, unpack, tmp);
+		return;
+	}
+	for (size_t o = 0; o < n_out; o += g) {
+		uint8_t *grp = (uint8_t *)w + o * row;
+		const uint8_t *t = tmp;
+
+		memcpy(tmp, grp, g * row);
+		for (size_t s = 0; s < nb; s++) {
+			const uint8_t *f[KG_R];
+
+			for (size_t r = 0; r < KG_R; r++)
+				f[r] = t + r * row + s * bs;
+			kp_q6_pack_sb(f, grp + s * KP_Q6_SB);
+		}
 	}
 }
 

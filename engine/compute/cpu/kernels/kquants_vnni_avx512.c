@@ -570,7 +570,9 @@ QV_INLINE void kv__tile_s(const struct kern_gemm_args *a, struct kv_at at, int T
 		__m512i h[4], g[4];
 
 		kv__q6_off(xk, s, T, off);
-		if (rp.km == 4) { /* packed: unpacked whole, then used */
+		/* packed: unpacked whole, then used (kern_avx512_vnni_pgemm_q6_k()
+		 * sends 1-8 tokens to kquants_q6p_avx512.c instead) */
+		if (rp.km == 4) {
 			__m512i wv[8][8], v[17];
 
 			kv__q6u_sb(rp, sb, wv, v);
@@ -770,6 +772,9 @@ void kern_avx512_vnni_pgemm_q5_k(const struct kern_gemm_args *a, size_t o0, size
 
 void kern_avx512_vnni_pgemm_q6_k(const struct kern_gemm_args *a, size_t o0, size_t o1)
 {
+	/* up to 8 tokens: kquants_q6p_avx512.c reads the form a row per lane */
+	if (kern_avx512_q6p_small(a, o0, o1))
+		return;
 	kv__gemm(kv__p6k_, kv__s6k_, 2, kern_ref_gemm_q6_k, a, o0, o1, 1);
 }
 #endif
