@@ -401,6 +401,18 @@ static inline __m128 kp_q6_step(__m128 acc, __m512i t, __m128 d4, float xd, __m5
 	return _mm_add_ps(acc, _mm_mul_ps(dk, _mm_cvtepi32_ps(im)));
 }
 
+/* Rows of more super-blocks than this prefetch each next super-block's
+ * arranged activations (320 bytes) while the current one runs. A group's
+ * window of s super-blocks streams 840 s bytes of weights between two
+ * uses of the same activations (320 s bytes): past ~16 (TinyLlama's down
+ * projection, n_in 5632: 18.5 + 7 KB against the 32 KB L1) they are
+ * evicted by the stream, and each super-block's 16 broadcast loads missed
+ * L1 at the head of its chains; two threads from DRAM in the host's fast
+ * mode, 2048 x 5632 streamed at 0.85 of 5632 x 2048's rate (LEVELS.md,
+ * "Q6_K rows of 22 super-blocks"). One ahead: two or four were no better
+ * than none. Shorter rows keep them in L1 and skip the 5 prefetches. */
+#define KP_Q6_XA_PF 16
+
 /* Super-blocks s0 .. s1 - 1 of one packed Q6_K group (rows o .. o + 3),
  * added to y (s0 > 0). Per ql unit: its low and high nibbles, each or-ed
  * with its two high bits by one VPTERNLOGD (the qh unit masked 0x33 /
@@ -423,6 +435,7 @@ KG_INLINE void kp_q6u(const struct kern_gemm_args *a, size_t o, size_t end, cons
 	__m128 acc = s0 > 0 ? kg_load_y(a, o, KG_R) : _mm_setzero_ps();
 	__m512i t_p = _mm512_setzero_si512();
 	__m128 d_p = _mm_setzero_ps();
+	const int pxa = s1 - s0 > KP_Q6_XA_PF;
 
 	for (size_t s = s0; s < s1; s++) {
 		const char *b = g + s * KP_Q6_SB;
@@ -432,6 +445,13 @@ KG_INLINE void kp_q6u(const struct kern_gemm_args *a, size_t o, size_t end, cons
 
 		if (pf)
 			kg_prefetch(b + pfo, KP_Q6_SB);
+		if (pxa && s + 1 < s1) {
+			/* the next super-block's activations, back into L1 */
+			KG_UNROLL
+			for (int c = 0; c < 4; c++)
+				_mm_prefetch((const char *)xs + 256 + 64 * c, _MM_HINT_T0);
+			_mm_prefetch((const char *)(bs + 16), _MM_HINT_T0);
+		}
 		KG_UNROLL
 		for (int c = 0; c < 4; c++)
 			ch[c] = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(bs + 4 * c)));
