@@ -108,6 +108,28 @@ START_TEST(copy_holds_the_file_read_only_and_unmaps_whole)
 }
 END_TEST
 
+static void huge__enabled(void *out)
+{
+	*(int *)out = gguf_map_huge_enabled();
+}
+
+/* A word EMBER_HUGEPAGES does not know is said, naming it, and the
+ * default (THP's own setting) stands: never taken silently as on or off. */
+START_TEST(an_unknown_hugepages_word_is_refused_by_name)
+{
+	char said[256];
+	int dflt, got = -1;
+
+	unsetenv("EMBER_HUGEPAGES");
+	dflt = gguf_map_huge_enabled();
+	setenv("EMBER_HUGEPAGES", "off", 1);
+	test_stderr_of(huge__enabled, &got, said, sizeof(said));
+	unsetenv("EMBER_HUGEPAGES");
+	ck_assert_int_eq(got, dflt);
+	ck_assert_str_eq(said, "ember: EMBER_HUGEPAGES=off: want one of 1, 0, always; using 1\n");
+}
+END_TEST
+
 START_TEST(copy_is_skipped_when_off_or_small)
 {
 	char path[32];
@@ -170,6 +192,7 @@ Suite *suite_gguf_map(void)
 
 	tcase_add_test(tc, copy_holds_the_file_read_only_and_unmaps_whole);
 	tcase_add_test(tc, copy_is_skipped_when_off_or_small);
+	tcase_add_test(tc, an_unknown_hugepages_word_is_refused_by_name);
 	tcase_add_test(tc, open_weights_reads_what_open_reads);
 	suite_add_tcase(s, tc);
 	return s;

@@ -10,6 +10,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "env.h"
+
 #define GGUF_MAP_HUGE ((size_t)2 << 20)
 #define GGUF_MAP_PAGE ((size_t)4096)
 /* Below this a file spans a few huge pages at most: not worth a copy. */
@@ -34,14 +36,24 @@ static size_t gguf_map__available(void)
 	return kb > SIZE_MAX / 1024 ? SIZE_MAX : (size_t)kb * 1024;
 }
 
-int gguf_map_huge_enabled(void)
+/* EMBER_HUGEPAGES as an index of its words: 0 "1" (the default: THP's
+ * setting decides), 1 "0" (off), 2 "always" (tests: gguf_map.h); any other
+ * value is refused on stderr, naming it, and the default stands. */
+static size_t gguf_map__mode(void)
 {
-	const char *env = getenv("EMBER_HUGEPAGES");
+	static const char *const words[] = {"1", "0", "always"};
+	size_t mode = 0;
+
+	env_choice("EMBER_HUGEPAGES", words, 3, &mode);
+	return mode;
+}
+
+/* Whether the kernel's transparent huge pages are "always" or "madvise". */
+static int gguf_map__thp_on(void)
+{
 	char buf[128] = "";
 	FILE *f;
 
-	if (env && strcmp(env, "0") == 0)
-		return 0;
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
 	/* "always [madvise] never": the bracketed word is the setting */
 	f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
@@ -58,6 +70,11 @@ int gguf_map_huge_enabled(void)
 #endif
 }
 
+int gguf_map_huge_enabled(void)
+{
+	return gguf_map__mode() != 1 && gguf_map__thp_on();
+}
+
 int gguf_map_protect(const void *p, size_t size, int writable)
 {
 	const size_t len = (size + GGUF_MAP_PAGE - 1) & ~(GGUF_MAP_PAGE - 1);
@@ -68,15 +85,15 @@ int gguf_map_protect(const void *p, size_t size, int writable)
 void *gguf_map_huge(int fd, size_t size)
 {
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
-	const char *env = getenv("EMBER_HUGEPAGES");
-	const int always = env && strcmp(env, "always") == 0; /* tests: gguf_map.h */
+	const size_t mode = gguf_map__mode();
+	const int always = mode == 2; /* tests: gguf_map.h */
 	size_t len, span, got = 0;
 	uintptr_t raw, beg;
 	void *m;
 
 	if (size > SIZE_MAX - 2 * GGUF_MAP_HUGE)
 		return NULL;
-	if (!always && (size < GGUF_MAP_MIN || !gguf_map_huge_enabled()))
+	if (!always && (size < GGUF_MAP_MIN || mode == 1 || !gguf_map__thp_on()))
 		return NULL;
 	/* A private copy cannot be dropped and paged back in as a file
 	 * mapping can: on a machine short of memory, map the file. */
