@@ -390,6 +390,13 @@ extern const struct kern_ops kern_ops_ref;
  * KERN_PACK_AHEAD_MAX, anything else refused at kern_init()). */
 extern size_t kern_pack_ahead;
 #define KERN_PACK_AHEAD_MAX 64
+#if defined(__x86_64__)
+/* The rows ahead the avx512 level's packed one-token GEMVs prefetch:
+ * kern_pack_ahead where EMBER_PACK_AHEAD is set, else the CPU vendor's
+ * default (kernels_qgemv_avx512.c: Intel 8, others 0). Fixed at the
+ * first call; any thread. */
+size_t kern_avx512_pack_ahead(void);
+#endif
 /* The chosen table and the streaming split (EMBER_GEMV_SPLIT): written
  * once by kern_init() (kernels_select.c), read by kernels.c's driver. */
 extern const struct kern_ops *kern__ops;

@@ -24,9 +24,19 @@
  * load, the qs already in row lanes (Q8_0: and + 128), no transpose, no
  * scalar scale loads. In L2 (one thread, Zen 4): Q4_0 34 -> 62 GB/s,
  * Q8_0 see LEVELS.md ("Tiled Q4_0 rows", "Tiled Q8_0 rows").
+ *
+ * Prefetch of the packed stream (kern_avx512_pack_ahead(), also the
+ * packed K-quant GEMVs'): none on AMD, where the hardware prefetchers
+ * follow the one linear stream and the instructions cost issue slots;
+ * 8 rows ahead into L2 on Intel, where without it one core waited on
+ * DRAM at ~2/3 of the rate it streams (LEVELS.md, "Decode prefetch on
+ * Intel").
  */
 #if defined(__x86_64__)
 #include <assert.h>
+#include <cpuid.h>
+#include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "kernels.h"
@@ -208,11 +218,48 @@ QV_INLINE __m512 qg__step_q8(const struct kern_gemm_args *a, size_t b, __m512i u
 			       acc);
 }
 
+/* The vendor's default for kern_avx512_pack_ahead(): 8 rows on Intel
+ * (Emerald Rapids, one thread, decode_prof's matrix products in CPU ms:
+ * Q4_0 52 -> 40, Q4_K_M 59 -> 41, Q6_K 80 -> 57; 4, 8 and 16 rows alike),
+ * none elsewhere (Zen 4: prefetch cost 10-30%, LEVELS.md "Packed rows"). */
+static size_t qg__vendor_ahead(void)
+{
+	unsigned a, b, c, d;
+
+	if (!__get_cpuid(0, &a, &b, &c, &d))
+		return 0;
+	/* "GenuineIntel" in EBX, EDX, ECX */
+	return b == 0x756e6547u && d == 0x49656e69u && c == 0x6c65746eu ? 8 : 0;
+}
+
+size_t kern_avx512_pack_ahead(void)
+{
+	/* -1 until the first call; then EMBER_PACK_AHEAD's value (checked
+	 * by kern_init() into kern_pack_ahead) or the vendor's default.
+	 * CPUID is a VM exit under a hypervisor: once, not per call. */
+	static atomic_int ahead = -1;
+	int v = atomic_load_explicit(&ahead, memory_order_relaxed);
+
+	if (v < 0) {
+		v = (int)(getenv("EMBER_PACK_AHEAD") ? kern_pack_ahead : qg__vendor_ahead());
+		atomic_store_explicit(&ahead, v, memory_order_relaxed);
+	}
+	return (size_t)v;
+}
+
+/* n bytes at p into L2 (a packed block pfo bytes ahead of the one read). */
+QV_INLINE void qg__prefetch(const char *p, size_t n)
+{
+	QV_UNROLL
+	for (size_t off = 0; off < n; off += 64)
+		_mm_prefetch(p + off, _MM_HINT_T1);
+}
+
 /* One 16-row tile of either type over all blocks, the next block's loads
  * issued before this block's step; q8 is a constant in each caller, so
  * each type compiles to its own loop. Prefetch: the tile's
- * (qv__tile_ahead, qv__prefetch_ahead). */
-QV_INLINE void qg__tile(const struct kern_gemm_args *a, size_t o, int q8, int pk)
+ * (qv__tile_ahead, qv__prefetch_ahead); packed, pfo bytes ahead (0: none). */
+QV_INLINE void qg__tile(const struct kern_gemm_args *a, size_t o, int q8, int pk, size_t pfo)
 {
 	const size_t bs = q8 ? sizeof(struct kern_block_q8_0) : sizeof(struct kern_block_q4_0);
 	const size_t nb = a->n_in / KERN_QK, st = a->w_stride;
@@ -233,6 +280,8 @@ QV_INLINE void qg__tile(const struct kern_gemm_args *a, size_t o, int q8, int pk
 		 * 25.7-26.4 instead of 18.1-18.5, Q8_0 46.7-47.6 vs 35.1-35.9 */
 		if (!pk)
 			qv__prefetch_ahead(next, b, bs);
+		else if (pfo)
+			qg__prefetch(r.p + pfo, bstep);
 		/* the next block (the last loads itself again rather than branch) */
 		if (b + 1 < nb) {
 			r.p += bstep;
@@ -251,23 +300,25 @@ QV_INLINE void qg__tile(const struct kern_gemm_args *a, size_t o, int q8, int pk
 
 static __attribute__((noinline)) void qg__tile_q4(const struct kern_gemm_args *a, size_t o)
 {
-	qg__tile(a, o, 0, 0);
+	qg__tile(a, o, 0, 0, 0);
 }
 
 static __attribute__((noinline)) void qg__tile_q8(const struct kern_gemm_args *a, size_t o)
 {
-	qg__tile(a, o, 1, 0);
+	qg__tile(a, o, 1, 0, 0);
 }
 
-static __attribute__((noinline)) void qg__ptile_q4(const struct kern_gemm_args *a, size_t o)
+static __attribute__((noinline)) void qg__ptile_q4(const struct kern_gemm_args *a, size_t o,
+						   size_t pfo)
 {
-	qg__tile(a, o, 0, 1);
+	qg__tile(a, o, 0, 1, pfo);
 }
 
 /* Tiled Q8_0 (packed): every load of a block is independent of the
  * previous block's work, so the loads of block b are issued where they
  * are used; no software pipelining (and none of its register copies). */
-static __attribute__((noinline)) void qg__ptile_q8(const struct kern_gemm_args *a, size_t o)
+static __attribute__((noinline)) void qg__ptile_q8(const struct kern_gemm_args *a, size_t o,
+						   size_t pfo)
 {
 	const size_t nb = a->n_in / KERN_QK, bstep = QV_ROWS * sizeof(struct kern_block_q8_0);
 	const char *p = (const char *)a->w + o * a->w_stride;
@@ -276,6 +327,9 @@ static __attribute__((noinline)) void qg__ptile_q8(const struct kern_gemm_args *
 	for (size_t b = 0; b < nb; b++, p += bstep) {
 		__m512i u[8];
 		__m512 dw = qgp__load_q8(p, u);
+
+		if (pfo)
+			qg__prefetch(p + pfo, bstep);
 
 		acc = qg__step_q8(a, b, u, dw, acc, 1);
 	}
@@ -312,25 +366,32 @@ void kern_avx512_gemv_q8_0(const struct kern_gemm_args *a, size_t o0, size_t o1)
 }
 
 /* Packed rows (KERN_PACKED): whole groups by the tile (more than one
- * token: the packed gemm), part-groups through kern_avx512_packed_split. */
+ * token: the packed gemm), part-groups through kern_avx512_packed_split.
+ * The prefetch runs kern_avx512_pack_ahead() rows ahead, into the next
+ * range's rows at the end of this one (prefetches do not fault; past the
+ * matrix they are the next matrix's or unused). */
 static void qg__pgemv_q4_0(const struct kern_gemm_args *a, size_t o0, size_t o1)
 {
+	const size_t pfo = kern_avx512_pack_ahead() * a->w_stride;
+
 	if (a->n_tok != 1) {
 		kern_avx512_pgemm_q4_0(a, o0, o1);
 		return;
 	}
 	for (size_t o = o0; o < o1; o += QV_ROWS)
-		qg__ptile_q4(a, o);
+		qg__ptile_q4(a, o, pfo);
 }
 
 static void qg__pgemv_q8_0(const struct kern_gemm_args *a, size_t o0, size_t o1)
 {
+	const size_t pfo = kern_avx512_pack_ahead() * a->w_stride;
+
 	if (a->n_tok != 1) {
 		kern_avx512_pgemm_q8_0(a, o0, o1);
 		return;
 	}
 	for (size_t o = o0; o < o1; o += QV_ROWS)
-		qg__ptile_q8(a, o);
+		qg__ptile_q8(a, o, pfo);
 }
 
 void kern_avx512_pgemv_q4_0(const struct kern_gemm_args *a, size_t o0, size_t o1)

@@ -80,7 +80,7 @@ KG_INLINE void kp_k4(const struct kern_gemm_args *a, size_t o, size_t end, int f
 	const size_t bs = five ? sizeof(struct kern_block_q5_k) : sizeof(struct kern_block_q4_k);
 	const size_t nsb = a->n_in / KERN_QKK, qs_c = five ? 3 : 1;
 	const __m512i b16 = _mm512_set1_epi8(16);
-	const size_t step = KG_R * bs, ah = kern_pack_ahead, pfo = ah * a->w_stride;
+	const size_t step = KG_R * bs, ah = kern_avx512_pack_ahead(), pfo = ah * a->w_stride;
 	const int pf = ah && o + KG_R + ah <= end;
 	const char *g = (const char *)a->w + o * a->w_stride;
 	const struct kern_block_q8_k *x = a->xk;
@@ -426,7 +426,7 @@ static inline __m128 kp_q6_step(__m128 acc, __m512i t, __m128 d4, float xd, __m5
 KG_INLINE void kp_q6u(const struct kern_gemm_args *a, size_t o, size_t end, const int8_t *xa,
 		      const int32_t *bias, size_t s0, size_t s1)
 {
-	const size_t ah = kern_pack_ahead, pfo = ah * a->w_stride;
+	const size_t ah = kern_avx512_pack_ahead(), pfo = ah * a->w_stride;
 	const int pf = ah && o + KG_R + ah <= end;
 	const char *g = (const char *)a->w + o * a->w_stride;
 	const __m512i m4 = _mm512_set1_epi8(0x0f), k33 = _mm512_set1_epi8(0x33);

@@ -151,7 +151,7 @@ KG_INLINE void kz_k4_body(const struct kern_gemm_args *a, size_t o, int R, int f
 	const __m512i m4 = _mm512_set1_epi8(0x0f), b16 = _mm512_set1_epi8(16);
 	const struct kern_block_q8_k *x = a->xk;
 	const char *w[KG_R];
-	const size_t ah = pk ? kern_pack_ahead : KG_AHEAD;
+	const size_t ah = pk ? kern_avx512_pack_ahead() : KG_AHEAD;
 	const int pf = o + (size_t)(R - 1) + ah + 1 <= end && ah;
 	__m512i pidx[KG_R][2];
 	__m128 acc = _mm_setzero_ps();
@@ -278,7 +278,7 @@ KG_INLINE void kz_q6_rows(const struct kern_gemm_args *a, size_t o, int R, size_
 	const __m512i hshl = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(2), 1);
 	const struct kern_block_q8_k *x = a->xk;
 	const char *w[KG_R];
-	const size_t ah = pk ? kern_pack_ahead : KG_AHEAD;
+	const size_t ah = pk ? kern_avx512_pack_ahead() : KG_AHEAD;
 	const int pf = o + (size_t)(R - 1) + ah + 1 <= end && ah;
 	__m512i pidx[4];
 	__m128 acc = _mm_setzero_ps();
