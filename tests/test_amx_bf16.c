@@ -323,7 +323,8 @@ END_TEST
  * pgemm vs gemm with the bf16 tiles off (avx512's packed GEMM vs the int8
  * tiles) and on (bf16 tiles on packed vs file rows; from xf and from
  * ready tiles xb). Row ranges on 16-row groups (pool chunks of packed
- * rows), K across chunks of 256, token tails. A ragged row count is not
+ * rows), K across chunks of AMXBF_KC (1024: 2112 has three, the middle
+ * one folded into the running sums), token tails. A ragged row count is not
  * packed at all (kern_pack_type: n_out % 16; test_qpacked), so it runs
  * the file-layout gemm tested above. */
 START_TEST(bf16_amx_level_packed_rows_equal_the_file_layout)
@@ -331,6 +332,7 @@ START_TEST(bf16_amx_level_packed_rows_equal_the_file_layout)
 	static const struct bfm_case cases[] = {
 		{16, 0, 64, 40},   {32, 0, 544, 64},  {48, 16, 1088, 33}, {176, 0, 288, 70},
 		{64, 32, 32, 101}, {304, 16, 96, 20}, {96, 0, 544, 1},    {32, 16, 1056, 16},
+		{48, 16, 2112, 37},
 	};
 	uint32_t s = 11;
 	const size_t min_tok = bfm_amxbf_min_tok;
@@ -420,6 +422,7 @@ static const struct bfm_case bfm_cases[] = {
 		{100, 0, 96, 16},   {40, 0, 2048, 70},   {32, 0, 512, 31},   {96, 32, 160, 1},
 		{64, 0, 1056, 64},  {37, 5, 64, 47},     {80, 0, 544, 70},   {48, 0, 1088, 40},
 		{16, 0, 64, 33},    {56, 16, 32, 64},    {176, 0, 544, 40},  {304, 16, 96, 20},
+		{48, 0, 2112, 40},  {160, 0, 3136, 67},
 };
 #define BFM_N_CASES (sizeof(bfm_cases) / sizeof(bfm_cases[0]))
 
@@ -454,7 +457,7 @@ START_TEST(bf16_real_tiles_match_the_references_and_the_model)
 		fprintf(stderr, "amx_bf16: skipping the real tiles: no usable AMX here\n");
 		return;
 	}
-	if (!kern_amxbf_on) { /* off by default: switch it on as EMBER_AMX_BF16=1 does */
+	if (!kern_amxbf_on) { /* EMBER_AMX_BF16=0 in the environment: on for this test */
 		char why[128];
 
 		setenv("EMBER_AMX_BF16", "1", 1);
@@ -649,36 +652,38 @@ START_TEST(bf16_startup_selftest_passes_on_the_model)
 }
 END_TEST
 
-/* Off by default (not yet measured on AMX hardware): without
- * EMBER_AMX_BF16=1 the switch stays off and no self-test runs (no tile
- * product at start-up); with it the self-test runs and turns it on. */
-START_TEST(bf16_off_unless_ember_amx_bf16_is_1)
+/* On by default (measured on Emerald Rapids, LEVELS.md): unset, "1" or a
+ * word env_choice refuses (said on stderr, the default kept) run the
+ * self-test and turn it on; EMBER_AMX_BF16=0 keeps it off and runs no
+ * self-test (no tile product at start-up). */
+START_TEST(bf16_on_unless_ember_amx_bf16_is_0)
 {
-	static const char *const off[] = {NULL, "0", "yes", ""};
+	static const char *const on[] = {NULL, "1", "yes", ""};
 	char why[128];
 
 	if (!bfm_runs())
 		return;
-	for (size_t i = 0; i < sizeof(off) / sizeof(off[0]); i++) {
-		if (off[i])
-			setenv("EMBER_AMX_BF16", off[i], 1);
+	for (size_t i = 0; i < sizeof(on) / sizeof(on[0]); i++) {
+		if (on[i])
+			setenv("EMBER_AMX_BF16", on[i], 1);
 		else
 			unsetenv("EMBER_AMX_BF16");
 		model_products = 0;
-		bfm_amxbf_on = 1;
-		ck_assert_int_eq(bfm_amxbf_enable(why, sizeof(why)), -1);
-		ck_assert_int_eq(bfm_amxbf_on, 0);
-		ck_assert_int_eq(model_products, 0);
-		ck_assert_ptr_nonnull(strstr(bfm_amxbf_describe(), "bf16 off"));
-		ck_assert_ptr_nonnull(strstr(bfm_amxbf_describe(), "EMBER_AMX_BF16=1"));
+		bfm_amxbf_on = 0;
+		ck_assert_int_eq(bfm_amxbf_enable(why, sizeof(why)), 0);
+		ck_assert_int_eq(bfm_amxbf_on, 1);
+		ck_assert_int_gt(model_products, 0);
+		ck_assert_ptr_nonnull(strstr(bfm_amxbf_describe(), "bf16 tiles"));
+		ck_assert_ptr_nonnull(strstr(bfm_amxbf_describe(), "EMBER_AMX_BF16=0"));
 	}
-	setenv("EMBER_AMX_BF16", "1", 1);
+	setenv("EMBER_AMX_BF16", "0", 1);
 	model_products = 0;
-	ck_assert_int_eq(bfm_amxbf_enable(why, sizeof(why)), 0);
+	bfm_amxbf_on = 1;
+	ck_assert_int_eq(bfm_amxbf_enable(why, sizeof(why)), -1);
 	unsetenv("EMBER_AMX_BF16");
-	ck_assert_int_eq(bfm_amxbf_on, 1);
-	ck_assert_int_gt(model_products, 0);
-	ck_assert_ptr_nonnull(strstr(bfm_amxbf_describe(), "bf16 tiles"));
+	ck_assert_int_eq(bfm_amxbf_on, 0);
+	ck_assert_int_eq(model_products, 0);
+	ck_assert_ptr_nonnull(strstr(bfm_amxbf_describe(), "bf16 off"));
 	bfm_amxbf_on = 0;
 }
 END_TEST
@@ -818,7 +823,7 @@ Suite *suite_amx_bf16(void)
 	tcase_add_test(tc, bf16_dispatch_by_token_count);
 	tcase_add_test(tc, bf16_without_work_memory_is_the_int8_path);
 	tcase_add_test(tc, bf16_startup_selftest_passes_on_the_model);
-	tcase_add_test(tc, bf16_off_unless_ember_amx_bf16_is_1);
+	tcase_add_test(tc, bf16_on_unless_ember_amx_bf16_is_0);
 	tcase_add_test(tc, bf16_packed_tiles_equal_the_file_layouts);
 	tcase_add_test(tc, bf16_amx_level_packed_rows_equal_the_file_layout);
 	tcase_add_loop_test(tc, golden_logits_through_bf16_within_the_llamacpp_bound, 0,
