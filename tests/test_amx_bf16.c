@@ -457,7 +457,7 @@ START_TEST(bf16_real_tiles_match_the_references_and_the_model)
 		fprintf(stderr, "amx_bf16: skipping the real tiles: no usable AMX here\n");
 		return;
 	}
-	if (!kern_amxbf_on) { /* EMBER_AMX_BF16=0 in the environment: on for this test */
+	if (!kern_amxbf_on) { /* off by default: switch it on as EMBER_AMX_BF16=1 does */
 		char why[128];
 
 		setenv("EMBER_AMX_BF16", "1", 1);
@@ -652,38 +652,37 @@ START_TEST(bf16_startup_selftest_passes_on_the_model)
 }
 END_TEST
 
-/* On by default (measured on Emerald Rapids, LEVELS.md): unset, "1" or a
- * word env_choice refuses (said on stderr, the default kept) run the
- * self-test and turn it on; EMBER_AMX_BF16=0 keeps it off and runs no
- * self-test (no tile product at start-up). */
-START_TEST(bf16_on_unless_ember_amx_bf16_is_0)
+/* Off by default (prefill would not be decode's bits: same-seed repeats
+ * that hit the prefix cache would sample other text): without
+ * EMBER_AMX_BF16=1 the switch stays off and no self-test runs (no tile
+ * product at start-up); with it the self-test runs and turns it on. */
+START_TEST(bf16_off_unless_ember_amx_bf16_is_1)
 {
-	static const char *const on[] = {NULL, "1", "yes", ""};
+	static const char *const off[] = {NULL, "0", "yes", ""};
 	char why[128];
 
 	if (!bfm_runs())
 		return;
-	for (size_t i = 0; i < sizeof(on) / sizeof(on[0]); i++) {
-		if (on[i])
-			setenv("EMBER_AMX_BF16", on[i], 1);
+	for (size_t i = 0; i < sizeof(off) / sizeof(off[0]); i++) {
+		if (off[i])
+			setenv("EMBER_AMX_BF16", off[i], 1);
 		else
 			unsetenv("EMBER_AMX_BF16");
 		model_products = 0;
-		bfm_amxbf_on = 0;
-		ck_assert_int_eq(bfm_amxbf_enable(why, sizeof(why)), 0);
-		ck_assert_int_eq(bfm_amxbf_on, 1);
-		ck_assert_int_gt(model_products, 0);
-		ck_assert_ptr_nonnull(strstr(bfm_amxbf_describe(), "bf16 tiles"));
-		ck_assert_ptr_nonnull(strstr(bfm_amxbf_describe(), "EMBER_AMX_BF16=0"));
+		bfm_amxbf_on = 1;
+		ck_assert_int_eq(bfm_amxbf_enable(why, sizeof(why)), -1);
+		ck_assert_int_eq(bfm_amxbf_on, 0);
+		ck_assert_int_eq(model_products, 0);
+		ck_assert_ptr_nonnull(strstr(bfm_amxbf_describe(), "bf16 off"));
+		ck_assert_ptr_nonnull(strstr(bfm_amxbf_describe(), "EMBER_AMX_BF16=1"));
 	}
-	setenv("EMBER_AMX_BF16", "0", 1);
+	setenv("EMBER_AMX_BF16", "1", 1);
 	model_products = 0;
-	bfm_amxbf_on = 1;
-	ck_assert_int_eq(bfm_amxbf_enable(why, sizeof(why)), -1);
+	ck_assert_int_eq(bfm_amxbf_enable(why, sizeof(why)), 0);
 	unsetenv("EMBER_AMX_BF16");
-	ck_assert_int_eq(bfm_amxbf_on, 0);
-	ck_assert_int_eq(model_products, 0);
-	ck_assert_ptr_nonnull(strstr(bfm_amxbf_describe(), "bf16 off"));
+	ck_assert_int_eq(bfm_amxbf_on, 1);
+	ck_assert_int_gt(model_products, 0);
+	ck_assert_ptr_nonnull(strstr(bfm_amxbf_describe(), "bf16 tiles"));
 	bfm_amxbf_on = 0;
 }
 END_TEST
@@ -823,7 +822,7 @@ Suite *suite_amx_bf16(void)
 	tcase_add_test(tc, bf16_dispatch_by_token_count);
 	tcase_add_test(tc, bf16_without_work_memory_is_the_int8_path);
 	tcase_add_test(tc, bf16_startup_selftest_passes_on_the_model);
-	tcase_add_test(tc, bf16_on_unless_ember_amx_bf16_is_0);
+	tcase_add_test(tc, bf16_off_unless_ember_amx_bf16_is_1);
 	tcase_add_test(tc, bf16_packed_tiles_equal_the_file_layouts);
 	tcase_add_test(tc, bf16_amx_level_packed_rows_equal_the_file_layout);
 	tcase_add_loop_test(tc, golden_logits_through_bf16_within_the_llamacpp_bound, 0,

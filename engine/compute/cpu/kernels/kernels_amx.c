@@ -43,10 +43,11 @@
  *
  * Calls of kern_amxbf_min_tok (64) or more tokens that carry float
  * activations (prefill through kern_matmul) run the bf16 tiles of
- * kernels_amx_bf16.c instead when its self-test passed (on by default
- * since measured on Emerald Rapids, 2026-11-28, LEVELS.md;
- * EMBER_AMX_BF16=0: off; kern_amx_gemm_*; kern_amx_i8_gemm_* are the int8
- * path alone).
+ * kernels_amx_bf16.c instead when EMBER_AMX_BF16=1 and its self-test
+ * passed (off by default: its prefill logits are not decode's, so a
+ * prompt's repeat that hits the prefix cache samples differently,
+ * LEVELS.md; kern_amx_gemm_*; kern_amx_i8_gemm_* are the int8 path
+ * alone).
  *
  * Packed rows (KERN_PACKED, at load): the amx level packs Q4_0 / Q8_0 as
  * the avx512 level does and runs its packed GEMV / GEMM (kern_amx_pgemm_*:
@@ -441,9 +442,8 @@ int kern_amx_enable(char *why, size_t len)
 		snprintf(why, len, "the AMX self-test differed from the avx512 level");
 		return -1;
 	}
-	/* the bf16 prefill on top, or said once why not (int8 stays): a
-	 * failed self-test always, EMBER_AMX_BF16=0 never (asked for) */
-	if (kern_amxbf_enable(why, len) == -2)
+	/* the bf16 prefill on top, or said once why not (int8 stays) */
+	if (kern_amxbf_enable(why, len) != 0 && getenv("EMBER_AMX_BF16"))
 		fprintf(stderr, "ember: amx bf16 prefill %s; int8 tiles\n", why);
 	return 0;
 }
