@@ -323,7 +323,8 @@ END_TEST
  * pgemm vs gemm with the bf16 tiles off (avx512's packed GEMM vs the int8
  * tiles) and on (bf16 tiles on packed vs file rows; from xf and from
  * ready tiles xb). Row ranges on 16-row groups (pool chunks of packed
- * rows), K across chunks of 256, token tails. A ragged row count is not
+ * rows), K across chunks of AMXBF_KC (1024: 2112 has three, the middle
+ * one folded into the running sums), token tails. A ragged row count is not
  * packed at all (kern_pack_type: n_out % 16; test_qpacked), so it runs
  * the file-layout gemm tested above. */
 START_TEST(bf16_amx_level_packed_rows_equal_the_file_layout)
@@ -331,6 +332,7 @@ START_TEST(bf16_amx_level_packed_rows_equal_the_file_layout)
 	static const struct bfm_case cases[] = {
 		{16, 0, 64, 40},   {32, 0, 544, 64},  {48, 16, 1088, 33}, {176, 0, 288, 70},
 		{64, 32, 32, 101}, {304, 16, 96, 20}, {96, 0, 544, 1},    {32, 16, 1056, 16},
+		{48, 16, 2112, 37},
 	};
 	uint32_t s = 11;
 	const size_t min_tok = bfm_amxbf_min_tok;
@@ -420,6 +422,7 @@ static const struct bfm_case bfm_cases[] = {
 		{100, 0, 96, 16},   {40, 0, 2048, 70},   {32, 0, 512, 31},   {96, 32, 160, 1},
 		{64, 0, 1056, 64},  {37, 5, 64, 47},     {80, 0, 544, 70},   {48, 0, 1088, 40},
 		{16, 0, 64, 33},    {56, 16, 32, 64},    {176, 0, 544, 40},  {304, 16, 96, 20},
+		{48, 0, 2112, 40},  {160, 0, 3136, 67},
 };
 #define BFM_N_CASES (sizeof(bfm_cases) / sizeof(bfm_cases[0]))
 
@@ -649,7 +652,8 @@ START_TEST(bf16_startup_selftest_passes_on_the_model)
 }
 END_TEST
 
-/* Off by default (not yet measured on AMX hardware): without
+/* Off by default (prefill would not be decode's bits: same-seed repeats
+ * that hit the prefix cache would sample other text): without
  * EMBER_AMX_BF16=1 the switch stays off and no self-test runs (no tile
  * product at start-up); with it the self-test runs and turns it on. */
 START_TEST(bf16_off_unless_ember_amx_bf16_is_1)

@@ -44,8 +44,10 @@
  * Calls of kern_amxbf_min_tok (64) or more tokens that carry float
  * activations (prefill through kern_matmul) run the bf16 tiles of
  * kernels_amx_bf16.c instead when EMBER_AMX_BF16=1 and its self-test
- * passed (off by default: not yet measured on AMX hardware;
- * kern_amx_gemm_*; kern_amx_i8_gemm_* are the int8 path alone).
+ * passed (off by default: its prefill logits are not decode's, so a
+ * prompt's repeat that hits the prefix cache samples differently,
+ * LEVELS.md; kern_amx_gemm_*; kern_amx_i8_gemm_* are the int8 path
+ * alone).
  *
  * Packed rows (KERN_PACKED, at load): the amx level packs Q4_0 / Q8_0 as
  * the avx512 level does and runs its packed GEMV / GEMM (kern_amx_pgemm_*:

@@ -354,9 +354,9 @@ size_t kern_amxbf_scratch(uint32_t wtype, size_t n_in, size_t n_tok);
 const uint16_t *kern_amxbf_tiles(const void *at, size_t n_in, size_t n_tok);
 /* ember --version's line for the amx level's prefill GEMMs. */
 const char *kern_amxbf_describe(void);
-/* Turns the bf16 GEMM on when EMBER_AMX_BF16=1 (off by default: not yet
- * measured on AMX hardware) and its self-test (kern_amxbf_selftest: bf16
- * bounds against float64 and avx512) passes;
+/* Turns the bf16 GEMM on when EMBER_AMX_BF16=1 (off by default: prefill
+ * then differs from decode by bf16 rounding, LEVELS.md) and its self-test
+ * (kern_amxbf_selftest: bf16 bounds against float64 and avx512) passes;
  * 0 when on, else -1; `why` says which. Tiles already permitted. */
 int kern_amxbf_enable(char *why, size_t len);
 int kern_amxbf_selftest(void);
