@@ -284,11 +284,14 @@ START_TEST(score_and_value_blocks_match_reference_on_every_level)
 }
 END_TEST
 
-/* The avx512 level's 4 x 4 score tiles (attention_avx512.c) give the
- * AVX2 level's scores bit for bit, ragged rows and keys included. */
+/* The avx512 level's score tiles (attention_avx512.c: 4 queries x 8
+ * keys on ZMM up to 512-wide heads, 4 x 4 on YMM above) give the AVX2
+ * level's scores bit for bit, ragged rows and keys included, and write
+ * nothing outside each row's nk scores (ld_s > nk, padding compared). */
 START_TEST(avx512_scores_equal_avx2_bit_for_bit)
 {
-	static const size_t nqs[] = {3, 4, 6, 9, 64}, nks[] = {1, 5, 8, 64}, ds[] = {64, 128};
+	static const size_t nqs[] = {3, 4, 6, 9, 64}, nks[] = {1, 5, 8, 13, 64},
+			    ds[] = {64, 72, 128, 512, 520};
 
 	if (!kern_level_runs(CPU_LEVEL_AVX512)) {
 		fprintf(stderr, "attention: skipping avx512 vs avx2: this CPU lacks avx512\n");
@@ -298,23 +301,64 @@ START_TEST(avx512_scores_equal_avx2_bit_for_bit)
 		for (size_t b = 0; b < sizeof(nks) / sizeof(nks[0]); b++)
 			for (size_t c = 0; c < sizeof(ds) / sizeof(ds[0]); c++) {
 				const size_t nq = nqs[a], nk = nks[b], d = ds[c], ld_q = d + 3;
+				const size_t ld_s = nk + 3;
 				float *q = malloc(nq * ld_q * 4), *k = malloc(nk * d * 4);
-				float *s2 = malloc(nq * nk * 4), *s5 = malloc(nq * nk * 4), bias[64];
+				float *s2 = malloc(nq * ld_s * 4), *s5 = malloc(nq * ld_s * 4), bias[64];
 
 				at_fill(q, nq * ld_q, 1.0f);
 				at_fill(k, nk * d, 1.0f);
 				at_fill(bias, nk, 5.0f);
+				for (size_t i = 0; i < nq * ld_s; i++)
+					s2[i] = s5[i] = -7.0f;
 				kern_ops_for(CPU_LEVEL_AVX2)->attn_scores(q, ld_q, k, d, b & 1 ? bias : NULL,
-									  0.125f, s2, nk, nq, nk);
+									  0.125f, s2, ld_s, nq, nk);
 				kern_ops_for(CPU_LEVEL_AVX512)->attn_scores(q, ld_q, k, d,
 									    b & 1 ? bias : NULL, 0.125f,
-									    s5, nk, nq, nk);
-				ck_assert_msg(memcmp(s2, s5, nq * nk * 4) == 0,
+									    s5, ld_s, nq, nk);
+				ck_assert_msg(memcmp(s2, s5, nq * ld_s * 4) == 0,
 					      "avx512 scores %zux%zu d=%zu differ from avx2's", nq, nk, d);
 				free(q);
 				free(k);
 				free(s2);
 				free(s5);
+			}
+}
+END_TEST
+
+/* The avx512 level's value sums of float rows (4 queries x 64 columns on
+ * ZMM; widths not a multiple of 16 by the AVX2 code) give the AVX2
+ * level's bits, ragged rows included, and leave the rows' padding alone. */
+START_TEST(avx512_values_equal_avx2_bit_for_bit)
+{
+	static const size_t nqs[] = {1, 3, 4, 5, 8, 64}, nks[] = {1, 7, 64},
+			    ds[] = {16, 64, 72, 80, 128};
+
+	if (!kern_level_runs(CPU_LEVEL_AVX512)) {
+		fprintf(stderr, "attention: skipping avx512 values: this CPU lacks avx512\n");
+		return;
+	}
+	for (size_t a = 0; a < sizeof(nqs) / sizeof(nqs[0]); a++)
+		for (size_t b = 0; b < sizeof(nks) / sizeof(nks[0]); b++)
+			for (size_t c = 0; c < sizeof(ds) / sizeof(ds[0]); c++) {
+				const size_t nq = nqs[a], nk = nks[b], d = ds[c];
+				const size_t ld_o = d + 16, ld_p = nk + 1;
+				float *v = malloc(nk * d * 4), *p = malloc(nq * ld_p * 4), r[64];
+				float *o2 = malloc(nq * ld_o * 4), *o5 = malloc(nq * ld_o * 4);
+
+				at_fill(v, nk * d, 2.0f);
+				at_fill(p, nq * ld_p, 1.0f);
+				at_fill(r, 64, 1.0f);
+				at_fill(o2, nq * ld_o, 1.0f);
+				memcpy(o5, o2, nq * ld_o * 4);
+				kern_ops_for(CPU_LEVEL_AVX2)->attn_accum(o2, ld_o, r, p, ld_p, v, d, nq, nk);
+				kern_ops_for(CPU_LEVEL_AVX512)->attn_accum(o5, ld_o, r, p, ld_p, v, d, nq,
+									   nk);
+				ck_assert_msg(memcmp(o2, o5, nq * ld_o * 4) == 0,
+					      "avx512 values %zux%zu d=%zu differ from avx2's", nq, nk, d);
+				free(v);
+				free(p);
+				free(o2);
+				free(o5);
 			}
 }
 END_TEST
@@ -675,6 +719,7 @@ Suite *suite_attention(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, exp_sum_is_within_its_bound_of_exp_over_the_float_range);
 	tcase_add_test(tc, avx512_scores_equal_avx2_bit_for_bit);
+	tcase_add_test(tc, avx512_values_equal_avx2_bit_for_bit);
 	tcase_add_test(tc, exp_sum_subtracts_the_maximum_and_returns_the_sum);
 	tcase_add_test(tc, max_skips_nan_and_is_minus_infinity_when_empty);
 	tcase_add_test(tc, fp16_rows_convert_exactly);

@@ -57,6 +57,45 @@ static uint16_t kt_h(float f)
 
 /* ---- conversions ------------------------------------------------------------ */
 
+/* kern_act_summarize: each block's scale and 8 x the sum of its bytes
+ * (the SSE2 form sums q ^ 0x80 as unsigned bytes), every byte value at
+ * every position and the extremes whole, then zeros to the padding. */
+START_TEST(act_summarize_sums_every_byte_value)
+{
+	enum { NB = 19 };
+	struct kern_block_q8a x[NB];
+	float xd[32];
+	int32_t xs8[32];
+	const size_t pad = kern_act_groups_pad(NB);
+
+	ck_assert_uint_le(pad, 32);
+	for (int v0 = -128; v0 < 128; v0 += 17) {
+		for (size_t b = 0; b < NB; b++) {
+			x[b].d = (float)b + 0.5f;
+			for (int j = 0; j < KERN_QK; j++)
+				x[b].qs[j] = (int8_t)(b == 0 ? -128
+						      : b == 1 ? 127
+								: (v0 + 37 * (int)b + 11 * j) % 256 - 128);
+		}
+		for (size_t i = 0; i < 32; i++) {
+			xd[i] = -1.0f;
+			xs8[i] = -1;
+		}
+		kern_act_summarize(x, NB, xd, xs8);
+		for (size_t b = 0; b < NB; b++) {
+			int32_t sum = 0;
+
+			for (int j = 0; j < KERN_QK; j++)
+				sum += x[b].qs[j];
+			ck_assert_int_eq(xs8[b], 8 * sum);
+			ck_assert(xd[b] == x[b].d);
+		}
+		for (size_t b = NB; b < pad; b++)
+			ck_assert(xs8[b] == 0 && xd[b] == 0.0f);
+	}
+}
+END_TEST
+
 START_TEST(fp16_edge_cases_round_to_nearest_even)
 {
 	ck_assert_uint_eq(kt_h(0.0f), 0x0000);
@@ -963,6 +1002,7 @@ Suite *suite_kernels(void)
 	TCase *tc = tcase_create("core");
 
 	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, act_summarize_sums_every_byte_value);
 	tcase_add_test(tc, fp16_edge_cases_round_to_nearest_even);
 	tcase_add_test(tc, fp16_round_trips_every_value);
 #ifdef __FLT16_MAX__

@@ -6,14 +6,21 @@
  * registers, took 10 (each key loaded once per query as a memory operand)
  * per 8, and its loop over d was as long as the FMAs it fed. In prefill
  * the scores took ~1.8x the time of the value products (the same FMA
- * count), ~6% of a TinyLlama pp512 on the Zen 4.
+ * count), ~6% of a TinyLlama pp512 on the Zen 4. Heads up to 512 wide
+ * now go by 4 queries x 8 keys on ZMM (two (query, key) pairs a register,
+ * 8 keys packed once per call for all its rows): twice the products per
+ * instruction where 512-bit FMAs run at full rate (Emerald Rapids: a
+ * prompt's scores ~35% faster, LEVELS.md); the YMM tiles stay for wider
+ * heads. Also kern_attn_accum and its F16 form on ZMM, and the softmax
+ * rows.
  *
  * Every score sees the AVX2 level's operations in the same order: one FMA
  * chain per lane over the d / 8 vectors, the same transposing sum of 8
  * lanes, then + bias and * scale; so results equal the AVX2 level's bit
  * for bit, whatever the tile (a query's scores do not depend on the
- * queries computed with it). Rows past the last 4, and head widths that
- * are not a multiple of 8, go to the AVX2 function itself.
+ * queries computed with it), in either tile. Rows past the last 4, and
+ * head widths that are not a multiple of 8, go to the AVX2 function
+ * itself.
  */
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -108,6 +115,150 @@ static __attribute__((noinline)) void avx512a__tile_f16(const float *q, size_t l
 	avx512a__tile(q, ld_q, k, d, bv, sv, r, 1);
 }
 
+/* ---- 4 queries x 8 keys on ZMM ------------------------------------------------- */
+
+/* Widest head the ZMM tiles take: a group of 8 keys is packed into a
+ * stack buffer of 8 x d floats (16 KB); wider heads use the YMM tiles. */
+#define AVX512A_PACK_DIM 512
+
+/* hadd_ps within each 128-bit block (AVX-512 has no VHADDPS): the odd
+ * elements plus the even ones, VHADDPS's operands in its order. */
+AVX512A_INLINE __m512 avx512a__hadd(__m512 x, __m512 y)
+{
+	return _mm512_add_ps(_mm512_shuffle_ps(x, y, 0xdd), _mm512_shuffle_ps(x, y, 0x88));
+}
+
+/* avx512a__hsum8 in each 256-bit half: half h of the result holds, in
+ * lane j, the sum of half h of aj, by the same tree; then the halves'
+ * 128-bit blocks are reordered so that the low half is the first query
+ * (a0..a3: its 4 keys of the low halves, then of the high halves) and the
+ * high half the second (a4..a7). The last addition is lane-wise, so
+ * permuting both operands alike permutes its sums and no more. */
+AVX512A_INLINE __m512 avx512a__hsum8x2(__m512 a0, __m512 a1, __m512 a2, __m512 a3, __m512 a4,
+				       __m512 a5, __m512 a6, __m512 a7)
+{
+	const __m512i lo = _mm512_setr_epi32(0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25,
+					     26, 27);
+	const __m512i hi = _mm512_setr_epi32(4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 28, 29,
+					     30, 31);
+	__m512 h0 = avx512a__hadd(avx512a__hadd(a0, a1), avx512a__hadd(a2, a3));
+	__m512 h1 = avx512a__hadd(avx512a__hadd(a4, a5), avx512a__hadd(a6, a7));
+
+	return _mm512_add_ps(_mm512_permutex2var_ps(h0, lo, h1),
+			     _mm512_permutex2var_ps(h0, hi, h1));
+}
+
+/* Keys k[0..7] (floats, or F16 converted exactly) packed for the tile:
+ * for each 8 columns c, 4 vectors, vector j = columns c..c+7 of key j in
+ * its low half and of key j + 4 in its high half. */
+AVX512A_INLINE void avx512a__pack8(const void *const k[8], size_t d, float *kp, const int f16)
+{
+	for (size_t c = 0; c < d; c += 8) {
+		__m256 v[8];
+
+		AVX512A_UNROLL
+		for (size_t j = 0; j < 8; j++)
+			v[j] = f16 ? _mm256_cvtph_ps(_mm_loadu_si128(
+					     (const __m128i *)((const uint16_t *)k[j] + c)))
+				   : _mm256_loadu_ps((const float *)k[j] + c);
+		/* whole vectors: a ZMM load of two YMM stores would not be
+		 * forwarded from them */
+		AVX512A_UNROLL
+		for (size_t j = 0; j < 4; j++)
+			_mm512_store_ps(kp + c * 8 + j * 16,
+					_mm512_insertf32x8(_mm512_castps256_ps512(v[j]), v[j + 4], 1));
+	}
+}
+
+/* Stores the 8 scores of two queries (low half: row s0, high: s1), the
+ * first n of each. */
+AVX512A_INLINE void avx512a__store8x2(float *s0, float *s1, __m512 v, size_t n)
+{
+	if (n == 8) {
+		_mm256_storeu_ps(s0, _mm512_castps512_ps256(v));
+		_mm256_storeu_ps(s1, _mm512_extractf32x8_ps(v, 1));
+	} else {
+		const __mmask8 k = (__mmask8)((1u << n) - 1);
+
+		_mm256_mask_storeu_ps(s0, k, _mm512_castps512_ps256(v));
+		_mm256_mask_storeu_ps(s1, k, _mm512_extractf32x8_ps(v, 1));
+	}
+}
+
+/* Queries q0..q3 (rows of q, ld_q apart) against 8 packed keys: the AVX2
+ * chains (lane l of a pair's accumulator: columns c + l, c += 8, one FMA
+ * each in column order), two pairs a ZMM: 16 accumulators, 4 query and
+ * 4 key loads per 16 FMAs, where the YMM tile did 8 loads per 16 FMAs of
+ * half the width and reduced twice as often. Then the AVX2 sum tree,
+ * + bias, * scale, and the first n of each row's 8 scores stored. */
+static __attribute__((noinline)) void avx512a__tile8(const float *q, size_t ld_q,
+						      const float *kp, size_t d, __m512 bv,
+						      __m512 sv, float *s, size_t ld_s, size_t n)
+{
+	__m512 acc[16];
+
+	AVX512A_UNROLL
+	for (int j = 0; j < 16; j++)
+		acc[j] = _mm512_setzero_ps();
+	for (size_t c = 0; c < d; c += 8) {
+		__m512 qv[4], kv[4];
+
+		AVX512A_UNROLL
+		for (int i = 0; i < 4; i++) {
+			qv[i] = _mm512_broadcast_f32x8(_mm256_loadu_ps(q + i * ld_q + c));
+			kv[i] = _mm512_loadu_ps(kp + c * 8 + i * 16);
+		}
+		AVX512A_UNROLL
+		for (int i = 0; i < 4; i++)
+			AVX512A_UNROLL
+			for (int j = 0; j < 4; j++)
+				acc[4 * i + j] = _mm512_fmadd_ps(qv[i], kv[j], acc[4 * i + j]);
+	}
+	AVX512A_UNROLL
+	for (int p = 0; p < 2; p++) {
+		const __m512 v = _mm512_mul_ps(
+			_mm512_add_ps(avx512a__hsum8x2(acc[8 * p], acc[8 * p + 1], acc[8 * p + 2],
+						       acc[8 * p + 3], acc[8 * p + 4],
+						       acc[8 * p + 5], acc[8 * p + 6],
+						       acc[8 * p + 7]),
+				      bv),
+			sv);
+
+		avx512a__store8x2(s + 2 * p * ld_s, s + (2 * p + 1) * ld_s, v, n);
+	}
+}
+
+/* kern_attn_scores() on the ZMM tiles, rows [0, nq4) (a multiple of 4),
+ * d a multiple of 8 up to AVX512A_PACK_DIM: 8 keys at a time, packed
+ * once for all the rows; a short key group repeats its last key and
+ * stores only n scores a row. */
+static void avx512a__scores8(const float *q, size_t ld_q, const void *k, size_t d,
+			     const float *bias, float scale, float *s, size_t ld_s, size_t nq4,
+			     size_t nk, int f16)
+{
+	const size_t elt = f16 ? sizeof(uint16_t) : sizeof(float);
+	const __m512 sv = _mm512_set1_ps(scale);
+	_Alignas(64) float kp[8 * AVX512A_PACK_DIM];
+
+	for (size_t j0 = 0; j0 < nk; j0 += 8) {
+		const size_t n = nk - j0 < 8 ? nk - j0 : 8;
+		const void *kr[8];
+		float bb[16];
+
+		for (size_t j = 0; j < 8; j++)
+			kr[j] = (const char *)k + (j0 + (j < n ? j : n - 1)) * d * elt;
+		for (size_t j = 0; j < 16; j++)
+			bb[j] = bias ? bias[j0 + (j % 8 < n ? j % 8 : n - 1)] : 0.0f;
+		if (f16)
+			avx512a__pack8(kr, d, kp, 1);
+		else
+			avx512a__pack8(kr, d, kp, 0);
+		const __m512 bv = _mm512_loadu_ps(bb);
+		for (size_t i = 0; i < nq4; i += 4)
+			avx512a__tile8(q + i * ld_q, ld_q, kp, d, bv, sv, s + i * ld_s + j0, ld_s, n);
+	}
+}
+
 /* kern_attn_scores() of keys k in floats, or F16 when f16 (rows of d
  * elements either way). */
 static void avx512a__scores(const float *q, size_t ld_q, const void *k, size_t d,
@@ -117,6 +268,11 @@ static void avx512a__scores(const float *q, size_t ld_q, const void *k, size_t d
 	const size_t elt = f16 ? sizeof(uint16_t) : sizeof(float);
 	const __m256 sv = _mm256_set1_ps(scale);
 	const size_t nq4 = d % 8 == 0 ? nq / 4 * 4 : 0;
+
+	if (nq4 && d <= AVX512A_PACK_DIM) {
+		avx512a__scores8(q, ld_q, k, d, bias, scale, s, ld_s, nq4, nk, f16);
+		goto rest;
+	}
 
 	/* 4 keys at a time; a short key group repeats its last key and
 	 * stores only n lanes (as the AVX2 level does) */
@@ -143,6 +299,7 @@ static void avx512a__scores(const float *q, size_t ld_q, const void *k, size_t d
 			}
 		}
 	}
+rest:
 	if (nq4 < nq && f16)
 		kern_avx2_attn_scores_f16(q + nq4 * ld_q, ld_q, k, d, bias, scale, s + nq4 * ld_s,
 					  ld_s, nq - nq4, nk);
@@ -164,18 +321,24 @@ void kern_avx512_attn_scores_f16(const float *q, size_t ld_q, const uint16_t *k,
 {
 	avx512a__scores(q, ld_q, k, d, bias, scale, s, ld_s, nq, nk, 1);
 }
-/* Value sums from F16 rows on 16 lanes: rows o_0..o_{nq-1} (nq = 4 or 1,
- * a constant after inlining), columns [c, c + 16 nv): loaded and
- * rescaled once, then one FMA per key and vector in key order, the AVX2
- * level's operations on every element (each output element is its own
- * chain: o * r, then + p_j v_j for j = 0, 1, ...), so the same bits. A
- * ZMM instruction does the work of two YMM ones on Zen 4 and 4 queries x
- * 64 columns share each value row's conversion, where the AVX2 tiles
- * (4 x 16 columns) converted each row 4 times: in a decode group the
- * value sums took more time than the scores. */
+/* Value sums on 16 lanes, from F16 rows (f16, a constant after inlining)
+ * or float rows: rows o_0..o_{nq-1} (nq = 4 or 1, a constant after
+ * inlining), columns [c, c + 16 nv): loaded and rescaled once, then one
+ * FMA per key and vector in key order, the AVX2 level's operations on
+ * every element (each output element is its own chain: o * r, then
+ * + p_j v_j for j = 0, 1, ...), so the same bits. A ZMM instruction does
+ * the work of two YMM ones on Zen 4 and 4 queries x 64 columns share each
+ * value row's conversion, where the AVX2 tiles (4 x 16 columns) converted
+ * each row 4 times: in a decode group the value sums took more time than
+ * the scores. Float rows: 16 accumulators, 4 value and 4 weight loads per
+ * 16 FMAs, where the AVX2 tile's 8 YMM accumulators took 2 + 4 per 8; on
+ * the Emerald Rapids (two 512-bit FMA ports) a prompt's value sums took
+ * half the time of the AVX2 code (LEVELS.md "Prefill attention on AMX
+ * hardware"). */
 AVX512A_INLINE void avx512a__accum_tile(float *o, size_t ld_o, const float *r, const float *p,
-					size_t ld_p, const uint16_t *v, size_t d, size_t c,
-					size_t nk, const size_t nq, const size_t nv)
+					size_t ld_p, const void *v, size_t d, size_t c,
+					size_t nk, const size_t nq, const size_t nv,
+					const int f16)
 {
 	__m512 acc[4][4];
 
@@ -190,8 +353,9 @@ AVX512A_INLINE void avx512a__accum_tile(float *o, size_t ld_o, const float *r, c
 
 		AVX512A_UNROLL
 		for (size_t u = 0; u < nv; u++)
-			vv[u] = _mm512_cvtph_ps(
-				_mm256_loadu_si256((const __m256i *)(v + j * d + c + 16 * u)));
+			vv[u] = f16 ? _mm512_cvtph_ps(_mm256_loadu_si256(
+					      (const __m256i *)((const uint16_t *)v + j * d + c + 16 * u)))
+				    : _mm512_loadu_ps((const float *)v + j * d + c + 16 * u);
 		AVX512A_UNROLL
 		for (size_t i = 0; i < nq; i++) {
 			const __m512 pb = _mm512_set1_ps(p[i * ld_p + j]);
@@ -210,31 +374,62 @@ AVX512A_INLINE void avx512a__accum_tile(float *o, size_t ld_o, const float *r, c
 
 /* Rows of nq = 4 or 1 queries, every column (d a multiple of 16). */
 AVX512A_INLINE void avx512a__accum_cols(float *o, size_t ld_o, const float *r, const float *p,
-					size_t ld_p, const uint16_t *v, size_t d, size_t nk,
-					const size_t nq)
+					size_t ld_p, const void *v, size_t d, size_t nk,
+					const size_t nq, const int f16)
 {
 	size_t c = 0;
 
 	for (; c + 64 <= d; c += 64)
-		avx512a__accum_tile(o, ld_o, r, p, ld_p, v, d, c, nk, nq, 4);
+		avx512a__accum_tile(o, ld_o, r, p, ld_p, v, d, c, nk, nq, 4, f16);
 	for (; c < d; c += 16)
-		avx512a__accum_tile(o, ld_o, r, p, ld_p, v, d, c, nk, nq, 1);
+		avx512a__accum_tile(o, ld_o, r, p, ld_p, v, d, c, nk, nq, 1, f16);
+}
+
+/* kern_attn_accum() of values v in floats, or F16 when f16: groups of 4
+ * rows, the rest one by one; head widths not a multiple of 16 go to the
+ * AVX2 function. */
+static void avx512a__accum(float *o, size_t ld_o, const float *r, const float *p, size_t ld_p,
+			   const void *v, size_t d, size_t nq, size_t nk, int f16)
+{
+	size_t i = 0;
+
+	if (d % 16 != 0) {
+		if (f16)
+			kern_avx2_attn_accum_f16(o, ld_o, r, p, ld_p, v, d, nq, nk);
+		else
+			kern_avx2_attn_accum(o, ld_o, r, p, ld_p, v, d, nq, nk);
+		return;
+	}
+	for (; i + 4 <= nq; i += 4) {
+		if (f16)
+			avx512a__accum_cols(o + i * ld_o, ld_o, r + i, p + i * ld_p, ld_p, v, d, nk,
+					    4, 1);
+		else
+			avx512a__accum_cols(o + i * ld_o, ld_o, r + i, p + i * ld_p, ld_p, v, d, nk,
+					    4, 0);
+	}
+	for (; i < nq; i++) {
+		if (f16)
+			avx512a__accum_cols(o + i * ld_o, ld_o, r + i, p + i * ld_p, ld_p, v, d, nk,
+					    1, 1);
+		else
+			avx512a__accum_cols(o + i * ld_o, ld_o, r + i, p + i * ld_p, ld_p, v, d, nk,
+					    1, 0);
+	}
+}
+
+void kern_avx512_attn_accum(float *o, size_t ld_o, const float *r, const float *p, size_t ld_p,
+			    const float *v, size_t d, size_t nq, size_t nk)
+{
+	avx512a__accum(o, ld_o, r, p, ld_p, v, d, nq, nk, 0);
 }
 
 void kern_avx512_attn_accum_f16(float *o, size_t ld_o, const float *r, const float *p,
 				size_t ld_p, const uint16_t *v, size_t d, size_t nq, size_t nk)
 {
-	size_t i = 0;
-
-	if (d % 16 != 0) {
-		kern_avx2_attn_accum_f16(o, ld_o, r, p, ld_p, v, d, nq, nk);
-		return;
-	}
-	for (; i + 4 <= nq; i += 4)
-		avx512a__accum_cols(o + i * ld_o, ld_o, r + i, p + i * ld_p, ld_p, v, d, nk, 4);
-	for (; i < nq; i++)
-		avx512a__accum_cols(o + i * ld_o, ld_o, r + i, p + i * ld_p, ld_p, v, d, nk, 1);
+	avx512a__accum(o, ld_o, r, p, ld_p, v, d, nq, nk, 1);
 }
+
 /* kern_avx2_exp_sum on 16 lanes where a row has them: every element the
  * same exp (avx512__exp = avx2__exp lane for lane), and the sum of each
  * 16 taken as its two 8-lane halves in order, the AVX2 loop's additions.

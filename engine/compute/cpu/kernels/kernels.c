@@ -54,6 +54,9 @@
  */
 #include <pthread.h>
 #include <stdatomic.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -184,8 +187,23 @@ void kern_act_summarize(const struct kern_block_q8a *x, size_t nb, float *xd, in
 
 	for (b = 0; b < nb; b++) {
 		int32_t s = 0;
+#if defined(__SSE2__)
+		/* PSADBW sums unsigned bytes: q ^ 0x80 is q + 128 as one, so
+		 * the block's sum is theirs less 32 * 128 (the compiler's
+		 * widening of each byte took ~3x the instructions; 0.7% of a
+		 * TinyLlama pp512 with the AMX bf16 tiles, Emerald Rapids) */
+		const __m128i m = _mm_set1_epi8((char)0x80), z = _mm_setzero_si128();
+		__m128i lo = _mm_loadu_si128((const __m128i *)x[b].qs);
+		__m128i hi = _mm_loadu_si128((const __m128i *)(x[b].qs + 16));
+		__m128i t = _mm_add_epi64(_mm_sad_epu8(_mm_xor_si128(lo, m), z),
+					  _mm_sad_epu8(_mm_xor_si128(hi, m), z));
+
+		s = _mm_cvtsi128_si32(t) + _mm_cvtsi128_si32(_mm_unpackhi_epi64(t, t)) -
+		    KERN_QK * 128;
+#else
 		for (int j = 0; j < KERN_QK; j++)
 			s += x[b].qs[j];
+#endif
 		xd[b] = x[b].d;
 		xs8[b] = 8 * s;
 	}

@@ -203,6 +203,7 @@ const struct kern_ops kern_ops_avx512 = {
 	.name = "avx512",
 	.quantize_act = avx512__quantize_act,
 	.attn_scores = kern_avx512_attn_scores,
+	.attn_accum = kern_avx512_attn_accum,
 	.max = kern_avx512_max,
 	.exp_sum = kern_avx512_exp_sum,
 	.attn_scores_f16 = kern_avx512_attn_scores_f16,

@@ -229,6 +229,9 @@ void kern_avx2_attn_accum(float *o, size_t ld_o, const float *r, const float *p,
 void kern_avx512_attn_scores(const float *q, size_t ld_q, const float *k, size_t d,
 			     const float *bias, float scale, float *s, size_t ld_s, size_t nq,
 			     size_t nk);
+/* The same value sums on ZMM (4 queries x 64 columns), bit-identical. */
+void kern_avx512_attn_accum(float *o, size_t ld_o, const float *r, const float *p, size_t ld_p,
+			    const float *v, size_t d, size_t nq, size_t nk);
 void kern_avx2_fp16_row(const uint16_t *src, float *dst, size_t n);
 /* The same scores and sums with F16 key / value rows read in place (the
  * F16 cache's; converted exactly in registers): bit-identical to the
