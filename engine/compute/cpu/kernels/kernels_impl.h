@@ -262,6 +262,19 @@ void kern_avx2_norm_rows(const struct kern_norm *nm, const float *x, float *res,
 /* The AVX2 quantized prefill GEMM (kernels_qgemm_avx2.c), n_tok >= 2. */
 void kern_avx2_qgemm_q8_0(const struct kern_gemm_args *a, size_t o0, size_t o1);
 void kern_avx2_qgemm_q4_0(const struct kern_gemm_args *a, size_t o0, size_t o1);
+/* The same on packed rows (kernels.h KERN_PACKED; kernels_qgemm_avx2.c):
+ * groups of 16 rows tiled block by block (the 16 fp16 scales, then the
+ * qs in row lanes: row r's byte j at 32 + 64 (j / 4) + 4 r + j % 4, the
+ * avx512 level's layout without its + 128), bit for bit the file-layout
+ * kernels' results; the GEMV for one token (more: the GEMM). */
+void kern_avx2_pgemm_q8_0(const struct kern_gemm_args *a, size_t o0, size_t o1);
+void kern_avx2_pgemm_q4_0(const struct kern_gemm_args *a, size_t o0, size_t o1);
+void kern_avx2_pgemv_q8_0(const struct kern_gemm_args *a, size_t o0, size_t o1);
+void kern_avx2_pgemv_q4_0(const struct kern_gemm_args *a, size_t o0, size_t o1);
+void kern_avx2_pack_q8_0(void *w, size_t n_out, size_t nb, size_t bs, size_t g, int unpack,
+			 void *tmp);
+void kern_avx2_pack_q4_0(void *w, size_t n_out, size_t nb, size_t bs, size_t g, int unpack,
+			 void *tmp);
 /* The AVX-512 VNNI quantized GEMV / small-batch GEMM
  * (kernels_qvnni_avx512.c): bit-identical to the AVX2 level's. */
 void kern_avx512_gemm_q8_0(const struct kern_gemm_args *a, size_t o0, size_t o1);

@@ -29,6 +29,7 @@
  * them T at a time; bench/gemm_q.c times it.
  */
 #if defined(__x86_64__)
+#include <assert.h>
 #include <immintrin.h>
 #include <string.h>
 
@@ -46,6 +47,21 @@
 #define QG_Q8_T 2    /* x 2 tokens */
 #define QG_KB 16     /* blocks packed at once: 8 KiB (Q4_0) or 16 (Q8_0) */
 #define QG_TOKENS 64 /* tokens whose activations stay in L2 */
+
+/* Packed rows (kernels.h KERN_PACKED; kern_avx2_pack_q8_0 below): groups
+ * of QP_ROWS rows, block b of the group at group + b * QP_ROWS * bs: the
+ * 16 rows' fp16 scales (32 bytes), then the qs as vectors (c, h), vector
+ * c of the block for rows 8h..8h+7 (lane r: qs bytes 4c..4c+3 of row
+ * 8h+r) at 32 + (2c + h) * 32. */
+#define QP_ROWS 16
+#define QP_H 2
+/* The packed GEMV's prefetch distance, bytes ahead in its one stream,
+ * into L2: the hardware streamer stops at each 4 KiB page. Decode step,
+ * one thread, CPU ms, Emerald Rapids (loaded), LEVELS.md: Q8_0 none 111-131,
+ * 4 KiB 78-79, 8 KiB 85-89, 16 KiB 81-84, 64 KiB 93-101 (file layout
+ * 87-92); Q4_0 4 KiB 45, 8-16 KiB 43-46 (file 50-52). */
+#define QP_AHEAD 4096
+#define qp__vec(blk, c, h) ((blk) + 32 + (size_t)(2 * (c) + (h)) * 32)
 
 /* Packed blocks of a tile of H vectors: block j's vector c for rows
  * 8h..8h+7 is pw[(j * 8 + c) * H + h] (lane r: elements 4c..4c+3 of row
@@ -152,10 +168,49 @@ QG_INLINE void qg__pack8(uint32_t wt, const char *w, size_t stride, size_t n, si
 	}
 }
 
-/* Blocks [kb, kb+n) of rows [o, o+R), R <= 8 * H, into p. */
+/* Block j of a tiled 16-row group (kernels_impl.h kern_avx2_pack_q8_0;
+ * `blk` its first byte) into the tile at j (H = 2): no transpose, the
+ * vectors are already in row lanes. */
+QG_INLINE void qg__pack_tiled(uint32_t wt, const char *blk, size_t j, struct qg_pack *p)
+{
+	const __m256i m4 = _mm256_set1_epi8(0x0f);
+
+	QG_UNROLL
+	for (int h = 0; h < QP_H; h++) {
+		const size_t v = j * 8 * QP_H + (size_t)h;
+		p->pd[j * QP_H + (size_t)h] =
+			_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(blk + 16 * h)));
+		QG_UNROLL
+		for (int c = 0; c < 8; c++) {
+			if (wt != DTYPE_Q8_0 && c >= 4)
+				break;
+			__m256i q = _mm256_loadu_si256((const __m256i *)qp__vec(blk, c, h));
+			if (wt == DTYPE_Q8_0) {
+				p->ps[v + (size_t)c * QP_H] = q;
+				p->pw[v + (size_t)c * QP_H] = _mm256_abs_epi8(q);
+			} else {
+				p->pw[v + (size_t)c * QP_H] = _mm256_and_si256(q, m4);
+				p->pw[v + (size_t)(c + 4) * QP_H] =
+					_mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+			}
+		}
+	}
+}
+
+/* Blocks [kb, kb+n) of rows [o, o+R), R <= 8 * H, into p; a packed
+ * matrix (wt | KERN_PACKED) is read as its tiled groups (R = 16, H = 2). */
 QG_INLINE void qg__pack(uint32_t wt, const struct kern_gemm_args *a, size_t o, size_t R, int H,
 			size_t kb, size_t n, struct qg_pack *p)
 {
+	if (wt & KERN_PACKED) {
+		const uint32_t t = wt & ~KERN_PACKED;
+		const size_t gb = QP_ROWS * (t == DTYPE_Q8_0 ? sizeof(struct kern_block_q8_0)
+							     : sizeof(struct kern_block_q4_0));
+		const char *g = (const char *)a->w + o * a->w_stride + kb * gb;
+		for (size_t j = 0; j < n; j++)
+			qg__pack_tiled(t, g + j * gb, j, p);
+		return;
+	}
 	for (size_t j = 0; j < n; j++) {
 		QG_UNROLL
 		for (int h = 0; h < H; h++) {
@@ -268,10 +323,12 @@ QG_INLINE void qg__tile(uint32_t wt, const struct kern_gemm_args *a, size_t o, s
 		qg__pack(wt, a, o, R, H, kb, n, &p);
 		size_t t = t0;
 		for (; t + (size_t)T <= t1; t += (size_t)T)
-			qg__run(wt, a, t, H, T, kb, n, &p, acc + (t - t0) * (size_t)H);
+			qg__run(wt & ~KERN_PACKED, a, t, H, T, kb, n, &p,
+				acc + (t - t0) * (size_t)H);
 		/* leftover tokens: the per-token sequence does not depend on T */
 		for (; t < t1; t++)
-			qg__run(wt, a, t, H, 1, kb, n, &p, acc + (t - t0) * (size_t)H);
+			qg__run(wt & ~KERN_PACKED, a, t, H, 1, kb, n, &p,
+				acc + (t - t0) * (size_t)H);
 	}
 	for (size_t t = t0; t < t1; t++) {
 		QG_UNROLL
@@ -301,5 +358,183 @@ void kern_avx2_qgemm_q8_0(const struct kern_gemm_args *a, size_t o0, size_t o1)
 void kern_avx2_qgemm_q4_0(const struct kern_gemm_args *a, size_t o0, size_t o1)
 {
 	qg__gemm(DTYPE_Q4_0, a, o0, o1, QG_Q4_H, QG_Q4_T);
+}
+
+/* ---- packed rows (KERN_PACKED) ------------------------------------------------ */
+
+static_assert(QG_Q8_H == QP_H && QG_Q4_H == QP_H, "a prefill tile is one packed group");
+
+/*
+ * One token over tiled groups [o0, o1): per block, the scales in one
+ * load and the 16 rows' qs as 2 x 8 (Q8_0) or 2 x 4 (Q4_0) plain loads
+ * in row lanes, against the token's dword c broadcast: the same exact
+ * int32 S per (row, block) as the file-layout GEMV (kernels_avx2.c
+ * avx2__gemv_q) and the same acc = fma(float(S), dw * dx, acc), so the
+ * same bits, without its scale gather and its add-transpose. A group is
+ * one linear stream (544 / 288 bytes a block), prefetched QP_AHEAD on;
+ * QG_CHAIN keeps the int sums a chain (as a tree, GCC spilled them and
+ * the accumulators).
+ */
+QG_INLINE void qp__gemv(uint32_t wt, const struct kern_gemm_args *a, size_t o0, size_t o1)
+{
+	const size_t bs = wt == DTYPE_Q8_0 ? sizeof(struct kern_block_q8_0)
+					   : sizeof(struct kern_block_q4_0);
+	const size_t nb = a->n_in / KERN_QK, gb = QP_ROWS * bs;
+	const __m256i ones = _mm256_set1_epi16(1), m4 = _mm256_set1_epi8(0x0f);
+	const struct kern_block_q8a *x = a->x;
+
+	assert(o0 % QP_ROWS == 0 && o1 % QP_ROWS == 0);
+	for (size_t o = o0; o < o1; o += QP_ROWS) {
+		const char *g = (const char *)a->w + o * a->w_stride;
+		__m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+
+		for (size_t b = 0; b < nb; b++) {
+			const char *blk = g + b * gb;
+			const int8_t *xq = x[b].qs;
+			__m256i s0, s1;
+
+			QG_UNROLL
+			for (size_t off = 0; off < gb; off += 64)
+				_mm_prefetch(blk + QP_AHEAD + off, _MM_HINT_T1);
+
+			if (wt == DTYPE_Q8_0) {
+				QG_UNROLL
+				for (int c = 0; c < 8; c++) {
+					int32_t q;
+					memcpy(&q, xq + 4 * c, sizeof(q));
+					const __m256i xb = _mm256_set1_epi32(q);
+					const __m256i w0 = _mm256_loadu_si256(
+						(const __m256i *)qp__vec(blk, c, 0));
+					const __m256i w1 = _mm256_loadu_si256(
+						(const __m256i *)qp__vec(blk, c, 1));
+					__m256i m0 = _mm256_madd_epi16(
+						_mm256_maddubs_epi16(_mm256_abs_epi8(w0),
+								     _mm256_sign_epi8(xb, w0)),
+						ones);
+					__m256i m1 = _mm256_madd_epi16(
+						_mm256_maddubs_epi16(_mm256_abs_epi8(w1),
+								     _mm256_sign_epi8(xb, w1)),
+						ones);
+					s0 = c == 0 ? m0 : _mm256_add_epi32(s0, m0);
+					s1 = c == 0 ? m1 : _mm256_add_epi32(s1, m1);
+					QG_CHAIN(s0);
+					QG_CHAIN(s1);
+				}
+			} else {
+				QG_UNROLL
+				for (int c = 0; c < 4; c++) {
+					int32_t ql, qh;
+					memcpy(&ql, xq + 4 * c, sizeof(ql));
+					memcpy(&qh, xq + 16 + 4 * c, sizeof(qh));
+					const __m256i xl = _mm256_set1_epi32(ql), xh = _mm256_set1_epi32(qh);
+					const __m256i w0 = _mm256_loadu_si256(
+						(const __m256i *)qp__vec(blk, c, 0));
+					const __m256i w1 = _mm256_loadu_si256(
+						(const __m256i *)qp__vec(blk, c, 1));
+					/* each int16 lane at most 8 * 2 * 15 * 127 = 30480 */
+					__m256i m0 = _mm256_add_epi16(
+						_mm256_maddubs_epi16(_mm256_and_si256(w0, m4), xl),
+						_mm256_maddubs_epi16(
+							_mm256_and_si256(_mm256_srli_epi16(w0, 4), m4), xh));
+					__m256i m1 = _mm256_add_epi16(
+						_mm256_maddubs_epi16(_mm256_and_si256(w1, m4), xl),
+						_mm256_maddubs_epi16(
+							_mm256_and_si256(_mm256_srli_epi16(w1, 4), m4), xh));
+					s0 = c == 0 ? m0 : _mm256_add_epi16(s0, m0);
+					s1 = c == 0 ? m1 : _mm256_add_epi16(s1, m1);
+					QG_CHAIN(s0);
+					QG_CHAIN(s1);
+				}
+				const __m256i off = _mm256_set1_epi32(a->xs8[b]);
+				s0 = _mm256_sub_epi32(_mm256_madd_epi16(s0, ones), off);
+				s1 = _mm256_sub_epi32(_mm256_madd_epi16(s1, ones), off);
+			}
+			const __m256 dx = _mm256_set1_ps(a->xd[b]);
+			const __m256 d0 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)blk));
+			const __m256 d1 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(blk + 16)));
+			acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s0), _mm256_mul_ps(d0, dx), acc0);
+			acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s1), _mm256_mul_ps(d1, dx), acc1);
+		}
+		_mm256_storeu_ps(a->y + o, acc0);
+		_mm256_storeu_ps(a->y + o + 8, acc1);
+	}
+}
+
+void kern_avx2_pgemm_q8_0(const struct kern_gemm_args *a, size_t o0, size_t o1)
+{
+	assert(o0 % QP_ROWS == 0 && o1 % QP_ROWS == 0);
+	qg__gemm(DTYPE_Q8_0 | KERN_PACKED, a, o0, o1, QG_Q8_H, QG_Q8_T);
+}
+
+void kern_avx2_pgemm_q4_0(const struct kern_gemm_args *a, size_t o0, size_t o1)
+{
+	assert(o0 % QP_ROWS == 0 && o1 % QP_ROWS == 0);
+	qg__gemm(DTYPE_Q4_0 | KERN_PACKED, a, o0, o1, QG_Q4_H, QG_Q4_T);
+}
+
+void kern_avx2_pgemv_q8_0(const struct kern_gemm_args *a, size_t o0, size_t o1)
+{
+	if (a->n_tok != 1)
+		kern_avx2_pgemm_q8_0(a, o0, o1);
+	else
+		qp__gemv(DTYPE_Q8_0, a, o0, o1);
+}
+
+void kern_avx2_pgemv_q4_0(const struct kern_gemm_args *a, size_t o0, size_t o1)
+{
+	if (a->n_tok != 1)
+		kern_avx2_pgemm_q4_0(a, o0, o1);
+	else
+		qp__gemv(DTYPE_Q4_0, a, o0, o1);
+}
+
+/* Moves one group's n_blk blocks between the file layout (`f`, rows
+ * `row` bytes apart) and the tiled one (`p`): plain byte moves, the
+ * layout above; to_tiled 0 moves back. */
+static void qp__move_group(char *p, char *f, size_t nb, size_t bs, size_t row, int to_tiled)
+{
+	for (size_t b = 0; b < nb; b++) {
+		char *blk = p + b * QP_ROWS * bs;
+		for (size_t r = 0; r < QP_ROWS; r++) {
+			char *fb = f + r * row + b * bs;
+			char *d = to_tiled ? blk + 2 * r : fb, *s = to_tiled ? fb : blk + 2 * r;
+			memcpy(d, s, 2);
+			for (size_t c = 0; c < (bs - 2) / 4; c++) {
+				char *t = qp__vec(blk, c, r / 8) + 4 * (r % 8);
+				memcpy(to_tiled ? t : fb + 2 + 4 * c, to_tiled ? fb + 2 + 4 * c : t, 4);
+			}
+		}
+	}
+}
+
+/* The kern_pack_fn of both types (pack_rows 16): each group through tmp. */
+static void qp__pack(void *w, size_t n_out, size_t nb, size_t bs, size_t g, int unpack, void *tmp)
+{
+	const size_t row = nb * bs, gsz = QP_ROWS * row;
+
+	assert(g == QP_ROWS && n_out % QP_ROWS == 0);
+	(void)g;
+	for (size_t o = 0; o < n_out; o += QP_ROWS) {
+		char *grp = (char *)w + o * row;
+		memcpy(tmp, grp, gsz);
+		if (unpack)
+			qp__move_group(tmp, grp, nb, bs, row, 0);
+		else
+			qp__move_group(grp, tmp, nb, bs, row, 1);
+	}
+}
+
+void kern_avx2_pack_q8_0(void *w, size_t n_out, size_t nb, size_t bs, size_t g, int unpack,
+			 void *tmp)
+{
+	assert(bs == sizeof(struct kern_block_q8_0));
+	qp__pack(w, n_out, nb, bs, g, unpack, tmp);
+}
+
+void kern_avx2_pack_q4_0(void *w, size_t n_out, size_t nb, size_t bs, size_t g, int unpack,
+			 void *tmp)
+{
+	assert(bs == sizeof(struct kern_block_q4_0));
+	qp__pack(w, n_out, nb, bs, g, unpack, tmp);
 }
 #endif

@@ -1,0 +1,244 @@
+/*
+ * test_qpacked_avx2.c - the avx2 level's Q4_0 and Q8_0 products on packed
+ * weight rows (kernels.h KERN_PACKED; kernels_impl.h kern_avx2_pack_q8_0:
+ * groups of 16 rows tiled block by block) against the same level's
+ * file-layout products, bit for bit: random blocks (Q8_0's -128
+ * included), one token (the packed GEMV) and batches (the packed GEMM:
+ * 2 .. 70 tokens, past its 64-token blocks), K across its 16-block
+ * packing steps, row ranges cut on group multiples; the packer against
+ * the layout written out here, and its round trip; the table wiring.
+ * Skipped with a message where the CPU lacks AVX2.
+ */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu.h"
+#include "dtype.h"
+#include "ember.h"
+#include "kernels.h"
+#include "kernels_impl.h"
+#include "quants.h"
+
+#if defined(__x86_64__)
+static uint64_t q2_rng = 0x2545f4914f6cdd1dull;
+
+static uint32_t q2_rand(void)
+{
+	q2_rng ^= q2_rng << 13;
+	q2_rng ^= q2_rng >> 7;
+	q2_rng ^= q2_rng << 17;
+	return (uint32_t)(q2_rng >> 16);
+}
+
+static void *q2_alloc(size_t n)
+{
+	void *p = aligned_alloc(64, (n + 63) & ~(size_t)63);
+
+	ck_assert_ptr_nonnull(p);
+	return p;
+}
+
+/* The layout of the contract, written independently of the packer:
+ * block b of group g (rows 16 g + r) in the 16 bs bytes at
+ * g 16 row + b 16 bs: row r's scale at 2 r, its qs byte j at
+ * 32 + 64 (j / 4) + 4 r + j % 4 (as the bytes are: no + 128). */
+static void q2_pack(const uint8_t *w, uint8_t *p, size_t n_out, size_t row, size_t bs)
+{
+	for (size_t o = 0; o < n_out; o++)
+		for (size_t b = 0; b < row / bs; b++) {
+			const uint8_t *f = w + o * row + b * bs;
+			uint8_t *blk = p + o / 16 * 16 * row + b * 16 * bs;
+			const size_t r = o % 16;
+
+			memcpy(blk + 2 * r, f, 2);
+			for (size_t j = 0; j < bs - 2; j++)
+				blk[32 + 64 * (j / 4) + 4 * r + j % 4] = f[2 + j];
+		}
+}
+
+static int q2_skip(void)
+{
+	if (kern_level_runs(CPU_LEVEL_AVX2))
+		return 0;
+	fprintf(stderr, "qpacked_avx2: skipping: this CPU lacks the avx2 level\n");
+	return 1;
+}
+
+/* Random blocks with sane fp16 scales of either sign; qs random bytes,
+ * so Q8_0's -128 (0x80) comes up. */
+static void q2_fill(uint32_t t, uint8_t *w, size_t bytes)
+{
+	const size_t bs = dtype_type_size(t);
+
+	for (size_t i = 0; i < bytes; i++)
+		w[i] = (uint8_t)q2_rand();
+	for (size_t b = 0; b < bytes / bs; b++) {
+		const float d = (float)(q2_rand() % 1000 + 1) * 1e-4f;
+		const uint16_t h = kern_fp32_to_fp16((q2_rand() & 1) ? d : -d);
+		memcpy(w + b * bs, &h, 2);
+	}
+}
+
+/* avx2's file-layout gemv/gemm against its packed pgemv and pgemm for
+ * n_out x n_in and n_tok tokens, the rows cut at `cut` (a group
+ * multiple; n_out: whole). */
+static void q2_check(uint32_t t, size_t n_out, size_t n_in, size_t n_tok, size_t cut)
+{
+	const struct kern_ops *ops = kern_ops_for(CPU_LEVEL_AVX2);
+	const size_t bs = dtype_type_size(t), row = (size_t)dtype_row_size(t, n_in);
+	const size_t nb = n_in / KERN_QK, act_row = nb * sizeof(struct kern_block_q8a);
+	uint8_t *w = q2_alloc(row * n_out), *wp = q2_alloc(row * n_out);
+	uint8_t *xa = q2_alloc(act_row * n_tok);
+	float *x = q2_alloc(n_in * sizeof(float));
+	float *y = q2_alloc(n_out * n_tok * sizeof(float));
+	float *yp = q2_alloc(n_out * n_tok * sizeof(float));
+	struct kern_gemm_args a = {
+		.w = w,
+		.w_stride = row,
+		.n_in = n_in,
+		.x = xa,
+		.x_stride = act_row,
+		.n_tok = n_tok,
+		.y_stride = n_out,
+		.xd_stride = kern_act_groups_pad(nb),
+	};
+	float *xd = q2_alloc(a.xd_stride * n_tok * sizeof(float));
+	int32_t *xs8 = q2_alloc(a.xd_stride * n_tok * sizeof(int32_t));
+	const kern_gemm_fn fs[] = {ops->pgemm[t], ops->pgemv[t]};
+
+	q2_fill(t, w, row * n_out);
+	q2_pack(w, wp, n_out, row, bs);
+	for (size_t k = 0; k < n_tok; k++) {
+		struct kern_block_q8a *blk = (struct kern_block_q8a *)(xa + k * act_row);
+		for (size_t i = 0; i < n_in; i++)
+			x[i] = ((float)(q2_rand() & 0xffff) / 32768.0f - 1.0f) *
+			       ((q2_rand() & 31) ? 1 : 8);
+		kern_ops_ref.quantize_act(x, blk, n_in);
+		kern_act_summarize(blk, nb, xd + k * a.xd_stride, xs8 + k * a.xd_stride);
+	}
+	a.xd = xd;
+	a.xs8 = xs8;
+	memset(y, 0x5a, n_out * n_tok * sizeof(float));
+	a.y = y;
+	(n_tok == 1 ? ops->gemv : ops->gemm)[t](&a, 0, n_out);
+	a.w = wp;
+	a.y = yp;
+	/* the packed GEMM (for any count, one token included) and the
+	 * packed GEMV (2+ tokens: it runs the GEMM) */
+	for (size_t f = 0; f < 2; f++) {
+		memset(yp, 0xa5, n_out * n_tok * sizeof(float));
+		fs[f](&a, 0, cut);
+		fs[f](&a, cut, n_out);
+		ck_assert_msg(memcmp(y, yp, n_out * n_tok * sizeof(float)) == 0,
+			      "%s out %zu in %zu tok %zu cut %zu: packed %s differs",
+			      dtype_name(t), n_out, n_in, n_tok, cut, f ? "gemv" : "gemm");
+	}
+	free(w);
+	free(wp);
+	free(xa);
+	free(x);
+	free(y);
+	free(yp);
+	free(xd);
+	free(xs8);
+}
+
+START_TEST(avx2_packed_products_equal_the_file_layout_bit_for_bit)
+{
+	static const uint32_t types[] = {DTYPE_Q4_0, DTYPE_Q8_0};
+	static const size_t toks[] = {1, 2, 3, 5, 17, 64, 70};
+	/* 96: three blocks; 1056: 33 blocks, past two 16-block packing steps */
+	static const size_t ins[] = {32, 96, 1056};
+	static const size_t outs[] = {16, 48};
+
+	if (q2_skip())
+		return;
+	for (size_t t = 0; t < 2; t++)
+		for (size_t i = 0; i < sizeof(ins) / sizeof(ins[0]); i++)
+			for (size_t o = 0; o < sizeof(outs) / sizeof(outs[0]); o++)
+				for (size_t k = 0; k < sizeof(toks) / sizeof(toks[0]); k++) {
+					q2_check(types[t], outs[o], ins[i], toks[k], 0);
+					q2_check(types[t], outs[o], ins[i], toks[k], 16);
+				}
+}
+END_TEST
+
+/* The packer (the level's pack_fn, what the model load runs through
+ * kern_pack_rows) writes the layout above, and unpacking restores the
+ * file bytes. */
+START_TEST(avx2_packer_writes_the_layout_and_round_trips)
+{
+	static const uint32_t types[] = {DTYPE_Q4_0, DTYPE_Q8_0};
+	const struct kern_ops *ops = kern_ops_for(CPU_LEVEL_AVX2);
+	const size_t n_out = 48, n_in = 320;
+
+	for (size_t ti = 0; ti < 2; ti++) {
+		const uint32_t t = types[ti];
+		const size_t bs = dtype_type_size(t), row = (size_t)dtype_row_size(t, n_in);
+		uint8_t *w = q2_alloc(row * n_out), *c = q2_alloc(row * n_out);
+		uint8_t *q = q2_alloc(row * n_out), *tmp = q2_alloc(16 * row);
+
+		q2_fill(t, w, row * n_out);
+		memcpy(c, w, row * n_out);
+		q2_pack(c, q, n_out, row, bs);
+		ck_assert_uint_eq(ops->pack_rows[t], 16);
+		ck_assert_ptr_nonnull(ops->pack_fn[t]);
+		ops->pack_fn[t](w, n_out, n_in / KERN_QK, bs, 16, 0, tmp);
+		ck_assert_msg(memcmp(w, q, row * n_out) == 0, "%s: layout", dtype_name(t));
+		ops->pack_fn[t](w, n_out, n_in / KERN_QK, bs, 16, 1, tmp);
+		ck_assert_msg(memcmp(w, c, row * n_out) == 0, "%s: round trip", dtype_name(t));
+		free(w);
+		free(c);
+		free(q);
+		free(tmp);
+	}
+}
+END_TEST
+#endif
+
+/* A process capped at avx2 packs Q4_0 / Q8_0 with the avx2 level's own
+ * packer and kernels; avx512 (and amx) keep theirs. */
+START_TEST(avx2_packs_q4_0_and_q8_0_with_its_own_kernels)
+{
+#if defined(__x86_64__)
+	struct cpu_features f;
+	struct kern_ops ops;
+	struct kern_origin org;
+
+	memset(&f, 0xff, sizeof(f));
+	ck_assert_int_eq(kern_resolve(&f, CPU_LEVEL_AVX2, &ops, &org), CPU_LEVEL_AVX2);
+	for (uint32_t t = 0; t < DTYPE_COUNT; t++) {
+		if (t != DTYPE_Q4_0 && t != DTYPE_Q8_0) {
+			ck_assert_uint_eq(ops.pack_rows[t], 0);
+			continue;
+		}
+		const int q8 = t == DTYPE_Q8_0;
+		ck_assert_uint_eq(ops.pack_rows[t], 16);
+		ck_assert(ops.pgemm[t] == (q8 ? kern_avx2_pgemm_q8_0 : kern_avx2_pgemm_q4_0));
+		ck_assert(ops.pgemv[t] == (q8 ? kern_avx2_pgemv_q8_0 : kern_avx2_pgemv_q4_0));
+		ck_assert(ops.pack_fn[t] == (q8 ? kern_avx2_pack_q8_0 : kern_avx2_pack_q4_0));
+		ck_assert_int_eq(org.gemm[t], CPU_LEVEL_AVX2);
+	}
+	ck_assert_int_eq(kern_resolve(&f, CPU_LEVEL_AVX512, &ops, NULL), CPU_LEVEL_AVX512);
+	ck_assert(ops.pack_fn[DTYPE_Q8_0] == kern_avx512_pack_q8_0);
+	ck_assert(ops.pgemv[DTYPE_Q4_0] == kern_avx512_pgemv_q4_0);
+#endif
+}
+END_TEST
+
+Suite *suite_qpacked_avx2(void)
+{
+	Suite *s = suite_create("qpacked_avx2");
+	TCase *tc = tcase_create("avx2");
+
+	tcase_set_timeout(tc, 120);
+#if defined(__x86_64__)
+	tcase_add_test(tc, avx2_packed_products_equal_the_file_layout_bit_for_bit);
+	tcase_add_test(tc, avx2_packer_writes_the_layout_and_round_trips);
+#endif
+	tcase_add_test(tc, avx2_packs_q4_0_and_q8_0_with_its_own_kernels);
+	suite_add_tcase(s, tc);
+	return s;
+}
