@@ -325,26 +325,51 @@ END_TEST
 
 #if defined(__x86_64__)
 /* The avx512 packed GEMVs' prefetch distance: EMBER_PACK_AHEAD's rows
- * where it is set, else the vendor's default, 8 rows on Intel (where
- * without it a core streamed at ~2/3 of its rate), none elsewhere (Zen 4:
- * the prefetches cost issue slots the hardware prefetchers make useless). */
+ * where it is set and valid, else the vendor's default, 8 rows on Intel
+ * (where without it a core streamed at ~2/3 of its rate), none elsewhere
+ * (Zen 4: the prefetches cost issue slots the hardware prefetchers make
+ * useless). A refused value keeps the vendor's default: it once counted
+ * as set (a getenv() presence check) and gave 0 rows on Intel. */
 START_TEST(pack_ahead_follows_env_or_vendor)
 {
+	static const char *const refused[] = {"9x", "-1", "65", "99999999999999999999", " 4"};
+	const char *old = getenv("EMBER_PACK_AHEAD");
+	char *keep = old ? strdup(old) : NULL;
 	unsigned a, b, c, d;
 	char vendor[13] = {0};
 	size_t want = 0;
 
-	kern_init(); /* parses EMBER_PACK_AHEAD into kern_pack_ahead */
 	if (__get_cpuid(0, &a, &b, &c, &d)) {
 		memcpy(vendor, &b, 4);
 		memcpy(vendor + 4, &d, 4);
 		memcpy(vendor + 8, &c, 4);
 	}
-	if (getenv("EMBER_PACK_AHEAD"))
-		want = kern_pack_ahead;
-	else if (strcmp(vendor, "GenuineIntel") == 0)
+	if (strcmp(vendor, "GenuineIntel") == 0)
 		want = 8;
-	ck_assert_uint_eq(kern_avx512_pack_ahead(), want);
+	ck_assert_uint_eq(kern_pack_ahead_vendor(), want);
+	unsetenv("EMBER_PACK_AHEAD");
+	ck_assert_uint_eq(kern_pack_ahead_choose(), want);
+	setenv("EMBER_PACK_AHEAD", "", 1);
+	ck_assert_uint_eq(kern_pack_ahead_choose(), want);
+	for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+		setenv("EMBER_PACK_AHEAD", refused[i], 1);
+		ck_assert_uint_eq(kern_pack_ahead_choose(), want);
+	}
+	setenv("EMBER_PACK_AHEAD", "0", 1);
+	ck_assert_uint_eq(kern_pack_ahead_choose(), 0);
+	setenv("EMBER_PACK_AHEAD", "64", 1);
+	ck_assert_uint_eq(kern_pack_ahead_choose(), 64);
+	setenv("EMBER_PACK_AHEAD", "3", 1);
+	ck_assert_uint_eq(kern_pack_ahead_choose(), 3);
+	if (keep) {
+		setenv("EMBER_PACK_AHEAD", keep, 1);
+		free(keep);
+	} else {
+		unsetenv("EMBER_PACK_AHEAD");
+	}
+	/* what kern_init() chose is what the kernels read */
+	kern_init();
+	ck_assert_uint_eq(kern_avx512_pack_ahead(), kern_pack_ahead_choose());
 	ck_assert_uint_le(kern_avx512_pack_ahead(), KERN_PACK_AHEAD_MAX);
 }
 END_TEST

@@ -401,16 +401,20 @@ KERN_NEON_DECL_ALL(dotprod)
 
 extern const struct kern_ops kern_ops_ref;
 
-/* Rows ahead the packed K-quant GEMVs prefetch (EMBER_PACK_AHEAD, an
- * experiment; 0: none, the hardware prefetchers alone; at most
- * KERN_PACK_AHEAD_MAX, anything else refused at kern_init()). */
+/* Rows ahead the avx512 level's packed one-token GEMVs prefetch into L2,
+ * set once by kern_init() to kern_pack_ahead_choose(); 0 before (results
+ * never depend on it). */
 extern size_t kern_pack_ahead;
 #define KERN_PACK_AHEAD_MAX 64
+/* The CPU vendor's default distance: 8 rows on Intel (CPUID vendor
+ * GenuineIntel), 0 elsewhere. CPUID is a VM exit: not per call. */
+size_t kern_pack_ahead_vendor(void);
+/* EMBER_PACK_AHEAD's rows where it is set and valid (0..
+ * KERN_PACK_AHEAD_MAX), else kern_pack_ahead_vendor(): a refused value
+ * keeps the vendor's default (env.h says so on stderr). */
+size_t kern_pack_ahead_choose(void);
 #if defined(__x86_64__)
-/* The rows ahead the avx512 level's packed one-token GEMVs prefetch:
- * kern_pack_ahead where EMBER_PACK_AHEAD is set, else the CPU vendor's
- * default (kernels_qgemv_avx512.c: Intel 8, others 0). Fixed at the
- * first call; any thread. */
+/* kern_pack_ahead, for the avx512 kernels; any thread. */
 size_t kern_avx512_pack_ahead(void);
 #endif
 /* The chosen table and the streaming split (EMBER_GEMV_SPLIT): written

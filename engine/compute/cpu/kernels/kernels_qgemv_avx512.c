@@ -34,8 +34,6 @@
  */
 #if defined(__x86_64__)
 #include <assert.h>
-#include <cpuid.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -218,33 +216,9 @@ QV_INLINE __m512 qg__step_q8(const struct kern_gemm_args *a, size_t b, __m512i u
 			       acc);
 }
 
-/* The vendor's default for kern_avx512_pack_ahead(): 8 rows on Intel
- * (Emerald Rapids, one thread, decode_prof's matrix products in CPU ms:
- * Q4_0 52 -> 40, Q4_K_M 59 -> 41, Q6_K 80 -> 57; 4, 8 and 16 rows alike),
- * none elsewhere (Zen 4: prefetch cost 10-30%, LEVELS.md "Packed rows"). */
-static size_t qg__vendor_ahead(void)
-{
-	unsigned a, b, c, d;
-
-	if (!__get_cpuid(0, &a, &b, &c, &d))
-		return 0;
-	/* "GenuineIntel" in EBX, EDX, ECX */
-	return b == 0x756e6547u && d == 0x49656e69u && c == 0x6c65746eu ? 8 : 0;
-}
-
 size_t kern_avx512_pack_ahead(void)
 {
-	/* -1 until the first call; then EMBER_PACK_AHEAD's value (checked
-	 * by kern_init() into kern_pack_ahead) or the vendor's default.
-	 * CPUID is a VM exit under a hypervisor: once, not per call. */
-	static atomic_int ahead = -1;
-	int v = atomic_load_explicit(&ahead, memory_order_relaxed);
-
-	if (v < 0) {
-		v = (int)(getenv("EMBER_PACK_AHEAD") ? kern_pack_ahead : qg__vendor_ahead());
-		atomic_store_explicit(&ahead, v, memory_order_relaxed);
-	}
-	return (size_t)v;
+	return kern_pack_ahead; /* kern_init() chose it (kernels_select.c) */
 }
 
 /* n bytes at p into L2 (a packed block pfo bytes ahead of the one read). */

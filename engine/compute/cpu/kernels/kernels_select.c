@@ -20,15 +20,18 @@
 #include "kernels_impl.h"
 #include "quants.h"
 
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
+
 /* Chosen once by kern_init(); written only inside pthread_once. */
 static pthread_once_t kern__once = PTHREAD_ONCE_INIT;
 /* Streaming jobs in per-thread regions (kern__region_cb); 0 when
  * EMBER_GEMV_SPLIT=chunks asks for the former chunk-by-chunk claims, kept
  * so the two can be measured against each other on a quiet machine. */
 int kern__regions = 1; /* kernels_impl.h */
-/* 0: the packed K-quant GEMVs read one linear stream the hardware
- * prefetchers follow; their software prefetch cost more than it hid once
- * the bodies got faster (LEVELS.md "Q6_K re-ordered") */
+/* Set by kern_init() to kern_pack_ahead_choose(); 0 until then (no
+ * prefetch: results never depend on it). */
 size_t kern_pack_ahead = 0; /* kernels_impl.h */
 static enum cpu_level kern__level = CPU_LEVEL_SCALAR;
 static struct kern_ops kern__table;
@@ -180,6 +183,31 @@ enum cpu_level kern_resolve(const struct cpu_features *f, enum cpu_level cap,
 }
 #undef KERN__TAKE
 
+size_t kern_pack_ahead_vendor(void)
+{
+#if defined(__x86_64__)
+	unsigned a, b, c, d;
+
+	/* "GenuineIntel" in EBX, EDX, ECX. Intel (Emerald Rapids, one thread,
+	 * decode_prof's matrix products in CPU ms): Q4_0 52 -> 40, Q4_K_M 59
+	 * -> 41, Q6_K 80 -> 57 at 8 rows; 4, 8 and 16 alike. Elsewhere none:
+	 * on Zen 4 the prefetches cost 10-30% (LEVELS.md "Q6_K re-ordered"). */
+	if (__get_cpuid(0, &a, &b, &c, &d) && b == 0x756e6547u && d == 0x49656e69u &&
+	    c == 0x6c65746eu)
+		return 8;
+#endif
+	return 0;
+}
+
+size_t kern_pack_ahead_choose(void)
+{
+	size_t v = kern_pack_ahead_vendor();
+
+	/* a refused value leaves v, the vendor's default, and says so */
+	env_size("EMBER_PACK_AHEAD", 0, KERN_PACK_AHEAD_MAX, &v);
+	return v;
+}
+
 static void kern__choose(void)
 {
 	struct cpu_features f;
@@ -189,7 +217,8 @@ static void kern__choose(void)
 
 	env_choice("EMBER_GEMV_SPLIT", splits, 2, &split);
 	kern__regions = (int)split;
-	env_size("EMBER_PACK_AHEAD", 0, KERN_PACK_AHEAD_MAX, &kern_pack_ahead);
+	/* before the AMX self-test, which may run the packed GEMVs */
+	kern_pack_ahead = kern_pack_ahead_choose();
 	cpu_detect(&f);
 	cap = cpu_select_level(&f);
 	/* AMX only with the kernel's permission for the tile data and a
