@@ -186,7 +186,7 @@ enum cpu_level kern_resolve(const struct cpu_features *f, enum cpu_level cap,
 size_t kern_pack_ahead_vendor(void)
 {
 #if defined(__x86_64__)
-	unsigned a, b, c, d;
+	unsigned a = 0, b = 0, c = 0, d = 0;
 
 	/* "GenuineIntel" in EBX, EDX, ECX. Intel (Emerald Rapids, one thread,
 	 * decode_prof's matrix products in CPU ms): Q4_0 52 -> 40, Q4_K_M 59
