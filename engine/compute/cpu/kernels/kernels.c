@@ -87,6 +87,11 @@ static_assert(KERN_ROW_ALIGN % 16 == 0, "chunks end on packed row groups");
 /* Up to this many tokens (a batched decode step: weights streamed once
  * for all of them) chunks are cut as finely as for one token. */
 #define KERN_SMALL_BATCH 16
+/* 1: the bf16 tokens' int8 blocks are made on demand only (a->lazy);
+ * 0 (-D, for measuring what that saves): with their tiles, eagerly. */
+#ifndef KERN_ACT_LAZY
+#define KERN_ACT_LAZY 1
+#endif
 
 int kern_supports(uint32_t t)
 {
@@ -559,7 +564,7 @@ void kern_matmul_n_split(tpool_t pool, uint32_t wtype, size_t n_in,
 				.n = n_tok - n_exact,
 			};
 			pthread_mutex_init(&job.lazy.lock, NULL);
-			a.lazy = &job.lazy;
+			a.lazy = KERN_ACT_LAZY ? &job.lazy : NULL;
 		}
 #endif
 	} else {

@@ -41,13 +41,16 @@
  * Without it the call runs at the AVX-512 level, the same bits
  * (test_amx_model.c fails the allocation to check).
  *
- * Calls of kern_amxbf_min_tok (64) or more tokens that carry float
- * activations (prefill through kern_matmul) run the bf16 tiles of
- * kernels_amx_bf16.c instead when EMBER_AMX_BF16=1 and its self-test
- * passed (off by default: its prefill logits are not decode's, so a
- * prompt's repeat that hits the prefix cache samples differently,
- * LEVELS.md; kern_amx_gemm_*; kern_amx_i8_gemm_* are the int8 path
- * alone).
+ * Numbers by token purpose, not by call size (issue 17): a call's tokens
+ * [n_exact, n_tok), prompt rows (kern_matmul_n_split; forward.c lays
+ * the sampled rows first), run the bf16 tiles of kernels_amx_bf16.c
+ * where they are on (by default; EMBER_AMX_BF16=0 and a failed self-test
+ * turn them off) and the call has float activations; tokens [0,
+ * n_exact), the rows whose logits are sampled, run the int8 path here,
+ * each share a call of its own over the same rows (amx__split). So a
+ * decode row is decode's bits whatever shares its step, and a prompt's
+ * last token the same in its chunk as alone after a prefix-cache hit
+ * (kern_amx_gemm_*; kern_amx_i8_gemm_* are the int8 path alone).
  *
  * Packed rows (KERN_PACKED, at load): the amx level packs Q4_0 / Q8_0 as
  * the avx512 level does and runs its packed GEMV / GEMM (kern_amx_pgemm_*:

@@ -1,7 +1,8 @@
 /*
  * kernels_amx_bf16.c - the AMX level's bf16 prefill GEMM for Q8_0 and Q4_0
- * weights (TDPBF16PS), for calls of KERN_AMXBF_MIN_TOK or more tokens that
- * have float activations (kern_gemm_args xf, or xb made once per matmul).
+ * weights (TDPBF16PS), for the prompt rows of a call that has float
+ * activations (kern_gemm_args xf, or xb made once per matmul): its
+ * tokens [n_exact, n_tok), whatever their count (kernels_amx.c).
  *
  * Why: the int8 tiles (kernels_amx.c) must leave the tiles every 32-element
  * block to apply the block scales (one TILESTORED and a float step per
@@ -13,12 +14,19 @@
  * even), products and sums in fp32. Each output is within about
  * 2^-8 * sum |w x| of the exact product; the start-up self-test
  * (kern_amxbf_enable) checks that bound against a float64 reference and
- * the avx512 level. Measured on Emerald Rapids (2026-11-28, LEVELS.md:
- * the suites on real tiles, the golden prompts through them, 1.6-1.8x the
- * first version's GFLOP/s), but OFF by default: its logits are not the
- * int8 decode step's, so a repeated prompt that hits the prefix cache
- * samples other text for the same seed. EMBER_AMX_BF16=1 turns it on
- * (and runs the self-test); otherwise the int8 path, no self-test.
+ * the avx512 level. A token's outputs depend only on its own activations
+ * (each C element is its own row and column's sums, in a fixed K order),
+ * never on the other tokens of the call.
+ *
+ * On by default (EMBER_AMX_BF16=0: off, no self-test), for prompt rows
+ * only (issue 17): the rows whose logits are sampled (decode tokens, a
+ * prompt's last token) take the int8 path (forward.c plan(),
+ * kern_matmul_n_split), so a sampled token never depends on what shares
+ * its step nor on whether its prompt's prefix came from the cache, and
+ * batched decode stays decode's bits. Until then it was off: chosen by
+ * call size (64+ tokens), a decode row in a mixed step and a prompt's
+ * last token in its chunk took it, the same token alone did not, and a
+ * repeated prompt that hit the prefix cache sampled other text.
  *
  * Blocking, per call (rows [o0, o1) from the pool, all n_tok tokens):
  *   activations: xb, bf16 in tiles: token group g (16 tokens), K step s
@@ -69,7 +77,10 @@
  * panels, the running sums, the tail's C, the activation tiles when no
  * xb came: per pool
  * item of a prefill, as kernels_amx.c's); without it the call is the
- * int8 path's, bit for bit (test_amx_bf16.c fails the allocation).
+ * int8 path's, bit for bit (test_amx_bf16.c fails the allocation). The
+ * int8 paths here (that fallback, rows past the last 16) read the int8
+ * blocks of every token, which kern_matmul leaves unmade for bf16 tokens
+ * (a->lazy): they call kern_act_ensure() first (amxbf__i8_*).
  */
 #if defined(__x86_64__)
 #include <immintrin.h>
