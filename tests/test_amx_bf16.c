@@ -453,7 +453,7 @@ START_TEST(bf16_real_tiles_match_the_references_and_the_model)
 		fprintf(stderr, "amx_bf16: skipping the real tiles: no usable AMX here\n");
 		return;
 	}
-	if (!kern_amxbf_on) { /* off by default: switch it on as EMBER_AMX_BF16=1 does */
+	if (!kern_amxbf_on) { /* EMBER_AMX_BF16=0 here: switch it on as the default does */
 		char why[128];
 
 		setenv("EMBER_AMX_BF16", "1", 1);
