@@ -12,7 +12,9 @@
  * matrix is reused, so for one token this measures cache bandwidth, not
  * DRAM. One thread is timed in thread CPU time (steadier on a shared
  * machine), more in wall time. Prints the best and median GFLOP/s per
- * shape. Not a test: timings.
+ * shape. Prefill tokens (n_tok >= 2) are prompt rows (kern_matmul_n_split
+ * with none exact: the AMX level's bf16 tiles where on, EMBER_AMX_BF16=0
+ * for its int8 tiles); one token is a decode step's. Not a test: timings.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -109,10 +111,15 @@ int main(int argc, char **argv)
 		}
 		for (size_t i = 0; i < n_in * n_tok; i++)
 			x[i] = rnd(&seed);
-		kern_matmul(pool, mt, w, n_out, n_in, x, n_tok, y, scratch); /* warm up */
+		const struct kern_mm_part part = {w, n_out, y};
+		const size_t n_exact = n_tok == 1; /* decode: exact; prefill: prompt rows */
+
+		kern_matmul_n_split(pool, mt, n_in, &part, 1, x, n_tok, n_exact, scratch, NULL, NULL,
+				    1); /* warm up */
 		for (int r = 0; r < reps; r++) {
 			double t0 = now_s(clk);
-			kern_matmul(pool, mt, w, n_out, n_in, x, n_tok, y, scratch);
+			kern_matmul_n_split(pool, mt, n_in, &part, 1, x, n_tok, n_exact, scratch, NULL,
+					    NULL, 1);
 			dt[r] = now_s(clk) - t0;
 		}
 		qsort(dt, (size_t)reps, sizeof(double), cmp_double);

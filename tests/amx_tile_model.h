@@ -38,6 +38,7 @@ struct model_tile {
 static _Thread_local struct model_tile tm_t[8];
 static _Atomic int model_ok = 1;
 static _Atomic long model_products;
+static _Atomic long model_bf16_products; /* of them TDPBF16PS */
 /* The kernels' work memory (their AMX_ALLOC / AMXBF_ALLOC hooks): the
  * next model_alloc_fails allocations fail, to test the fallbacks. */
 static _Atomic int model_alloc_fails;
@@ -133,6 +134,7 @@ static inline void tm_dpbf16ps(int c, int a, int b)
 
 	model_ok &= A->colsb == B->rows * 4 && C->rows == A->rows && C->colsb == B->colsb;
 	model_products++;
+	model_bf16_products++;
 	for (int m = 0; m < C->rows; m++)
 		for (int n = 0; n < C->colsb / 4; n++) {
 			float acc;

@@ -11,8 +11,7 @@
  *     operands (1e-5 of sum |w x|: only the fp32 sums differ) and against
  *     the exact product of the dequantized weights and float activations
  *     (2^-7 of sum |w x|: bf16 rounding); rows of the tail equal avx512;
- *   - the dispatch: n_tok below kern_amxbf_min_tok, or no float
- *     activations, is the int8 path (avx512's bits), at it the bf16 GEMM;
+ *   - (the dispatch by token purpose: test_amx_split.c);
  *   - the start-up self-test passes on the model;
  *   - golden: the Q4_0 and Q8_0 golden files' logits with every prefill
  *     GEMM through this path are within 1.25x llama.cpp's distance of the
@@ -335,7 +334,6 @@ START_TEST(bf16_amx_level_packed_rows_equal_the_file_layout)
 		{48, 16, 2112, 37},
 	};
 	uint32_t s = 11;
-	const size_t min_tok = bfm_amxbf_min_tok;
 
 	if (!bfm_runs())
 		return;
@@ -378,7 +376,6 @@ START_TEST(bf16_amx_level_packed_rows_equal_the_file_layout)
 						.xf = xf, .xf_stride = n_in, .xb = usexb ? xb : NULL,
 					};
 					bfm_amxbf_on = on;
-					bfm_amxbf_min_tok = 16;
 					(n_tok == 1 ? bfm_ops_amx.gemv : bfm_ops_amx.gemm)[wt](&a, c->o0,
 											 n_out);
 					a.w = p;
@@ -386,7 +383,6 @@ START_TEST(bf16_amx_level_packed_rows_equal_the_file_layout)
 					(n_tok == 1 ? bfm_ops_amx.pgemv : bfm_ops_amx.pgemm)[wt](&a, c->o0,
 											   n_out);
 					bfm_amxbf_on = 0;
-					bfm_amxbf_min_tok = min_tok;
 					ck_assert_msg(memcmp(y1, y2, sizeof(float) * n_tok * n_out) == 0,
 						      "%s %zu x %zu x %zu from %zu, bf16 %s%s: packed rows "
 						      "differ from the file layout",
@@ -457,7 +453,7 @@ START_TEST(bf16_real_tiles_match_the_references_and_the_model)
 		fprintf(stderr, "amx_bf16: skipping the real tiles: no usable AMX here\n");
 		return;
 	}
-	if (!kern_amxbf_on) { /* off by default: switch it on as EMBER_AMX_BF16=1 does */
+	if (!kern_amxbf_on) { /* EMBER_AMX_BF16=0 here: switch it on as the default does */
 		char why[128];
 
 		setenv("EMBER_AMX_BF16", "1", 1);
@@ -537,51 +533,6 @@ static void bfm_acts_free(struct bfm_acts *m)
 	free(m->xs8);
 }
 
-/* The int8 dispatch: below the threshold, or without float activations,
- * avx512's bits; at it, the bf16 GEMM's. */
-START_TEST(bf16_dispatch_by_token_count)
-{
-	const size_t n_out = 64, n_in = 128;
-	uint32_t s = 11;
-
-	if (!bfm_runs())
-		return;
-	bfm_amxbf_on = 1;
-	for (int ti = 0; ti < 2; ti++)
-		for (size_t n_tok = bfm_amxbf_min_tok - 1; n_tok <= bfm_amxbf_min_tok; n_tok++)
-			for (int with_xf = 0; with_xf < 2; with_xf++) {
-		const uint32_t wt = ti ? DTYPE_Q4_0 : DTYPE_Q8_0;
-		uint8_t *w = bfm_weights(wt, n_out, n_in, &s);
-		float *y1 = calloc(n_tok * n_out, sizeof(float)), *y2 = calloc(n_tok * n_out, sizeof(float));
-		struct kern_gemm_args a = {
-			.w = w, .w_stride = (size_t)dtype_row_size(wt, n_in), .y = y1, .y_stride = n_out,
-		};
-		struct bfm_acts m;
-		const int bf = with_xf && n_tok >= bfm_amxbf_min_tok;
-
-		ck_assert(y1 && y2);
-		bfm_acts_make(&m, n_tok, n_in, &s, &a);
-		if (!with_xf)
-			a.xf = NULL;
-		(ti ? bfm_amx_gemm_q4_0 : bfm_amx_gemm_q8_0)(&a, 0, n_out);
-		a.y = y2;
-		if (bf)
-			(ti ? bfm_amxbf_gemm_q4_0 : bfm_amxbf_gemm_q8_0)(&a, 0, n_out);
-		else
-			(ti ? kern_avx512_gemm_q4_0 : kern_avx512_gemm_q8_0)(&a, 0, n_out);
-		ck_assert_msg(memcmp(y1, y2, sizeof(float) * n_tok * n_out) == 0,
-			      "%s %zu tokens, xf %d: not the %s path", dtype_name(wt), n_tok, with_xf,
-			      bf ? "bf16" : "int8");
-		bfm_acts_free(&m);
-		free(w);
-		free(y1);
-		free(y2);
-	}
-	bfm_amxbf_on = 0;
-	ck_assert(model_ok);
-}
-END_TEST
-
 /* Without its work memory the bf16 GEMM is the int8 path, bit for bit:
  * its own allocation failing (the int8 tiles then run), and every one
  * (avx512 then runs, no tile product); on tiled packed rows the avx512
@@ -652,38 +603,38 @@ START_TEST(bf16_startup_selftest_passes_on_the_model)
 }
 END_TEST
 
-/* Off by default (prefill would not be decode's bits: same-seed repeats
- * that hit the prefix cache would sample other text): without
- * EMBER_AMX_BF16=1 the switch stays off and no self-test runs (no tile
- * product at start-up); with it the self-test runs and turns it on. */
-START_TEST(bf16_off_unless_ember_amx_bf16_is_1)
+/* On by default (only prompt rows take the tiles, so what is sampled
+ * never depends on the batch or the prefix cache): unless
+ * EMBER_AMX_BF16=0 the self-test runs (tile products at start-up) and
+ * turns it on ("yes": refused with a note, the default); with 0 it stays
+ * off and no self-test runs. */
+START_TEST(bf16_on_unless_ember_amx_bf16_is_0)
 {
-	static const char *const off[] = {NULL, "0", "yes", ""};
+	static const char *const on[] = {NULL, "1", "yes"};
 	char why[128];
 
 	if (!bfm_runs())
 		return;
-	for (size_t i = 0; i < sizeof(off) / sizeof(off[0]); i++) {
-		if (off[i])
-			setenv("EMBER_AMX_BF16", off[i], 1);
+	for (size_t i = 0; i < sizeof(on) / sizeof(on[0]); i++) {
+		if (on[i])
+			setenv("EMBER_AMX_BF16", on[i], 1);
 		else
 			unsetenv("EMBER_AMX_BF16");
 		model_products = 0;
-		bfm_amxbf_on = 1;
-		ck_assert_int_eq(bfm_amxbf_enable(why, sizeof(why)), -1);
-		ck_assert_int_eq(bfm_amxbf_on, 0);
-		ck_assert_int_eq(model_products, 0);
-		ck_assert_ptr_nonnull(strstr(bfm_amxbf_describe(), "bf16 off"));
-		ck_assert_ptr_nonnull(strstr(bfm_amxbf_describe(), "EMBER_AMX_BF16=1"));
+		bfm_amxbf_on = 0;
+		ck_assert_int_eq(bfm_amxbf_enable(why, sizeof(why)), 0);
+		ck_assert_int_eq(bfm_amxbf_on, 1);
+		ck_assert_int_gt(model_products, 0);
+		ck_assert_ptr_nonnull(strstr(bfm_amxbf_describe(), "bf16 tiles on prompt rows"));
 	}
-	setenv("EMBER_AMX_BF16", "1", 1);
+	setenv("EMBER_AMX_BF16", "0", 1);
 	model_products = 0;
-	ck_assert_int_eq(bfm_amxbf_enable(why, sizeof(why)), 0);
+	ck_assert_int_eq(bfm_amxbf_enable(why, sizeof(why)), -1);
 	unsetenv("EMBER_AMX_BF16");
-	ck_assert_int_eq(bfm_amxbf_on, 1);
-	ck_assert_int_gt(model_products, 0);
-	ck_assert_ptr_nonnull(strstr(bfm_amxbf_describe(), "bf16 tiles"));
-	bfm_amxbf_on = 0;
+	ck_assert_int_eq(bfm_amxbf_on, 0);
+	ck_assert_int_eq(model_products, 0);
+	ck_assert_ptr_nonnull(strstr(bfm_amxbf_describe(), "bf16 off"));
+	ck_assert_ptr_nonnull(strstr(why, "EMBER_AMX_BF16=0"));
 }
 END_TEST
 
@@ -723,9 +674,34 @@ static double bfg_dist(const float *a, const float *b, uint32_t n_vocab)
 	return worst;
 }
 
-/* The golden prompt evaluated at once (24 tokens: the bf16 GEMM's
- * threshold lowered to 16 here); the prefill GEMMs of both types on the
- * modelled bf16 path, the rest as the level runs it. */
+/* Every row of a call as a prompt row (n_exact 0) on the modelled amx
+ * dispatch: forward_eval's logits of every position are sampled rows,
+ * int8, otherwise. */
+static void bfg_gemm_q8_0(const struct kern_gemm_args *a, size_t o0, size_t o1)
+{
+	struct kern_gemm_args r = *a;
+
+	kern_act_ensure(a);
+	r.n_exact = 0;
+	r.xb = NULL; /* they would hold the bf16 tokens only */
+	r.lazy = NULL;
+	bfm_amx_gemm_q8_0(&r, o0, o1);
+}
+
+static void bfg_gemm_q4_0(const struct kern_gemm_args *a, size_t o0, size_t o1)
+{
+	struct kern_gemm_args r = *a;
+
+	kern_act_ensure(a);
+	r.n_exact = 0;
+	r.xb = NULL;
+	r.lazy = NULL;
+	bfm_amx_gemm_q4_0(&r, o0, o1);
+}
+
+/* The golden prompt evaluated at once (24 tokens); every quantized GEMM
+ * of both types on the modelled bf16 path (bfg_gemm_*), the rest as the
+ * level runs it. */
 static double bfg_logits(const char *file, float *logits, uint32_t *n_vocab, int bf16)
 {
 	struct forward_opts fo = {.n_ctx = BFG_N_IN};
@@ -755,18 +731,16 @@ static double bfg_logits(const char *file, float *logits, uint32_t *n_vocab, int
 	ck_assert_msg(forward_new(&f, &m, &fo, err) == 0, "%s", err);
 	if (bf16) {
 		bfm_amxbf_on = 1;
-		bfm_amxbf_min_tok = 16;
-		old8 = kern_test_set_gemm(DTYPE_Q8_0, bfm_amx_gemm_q8_0);
-		old4 = kern_test_set_gemm(DTYPE_Q4_0, bfm_amx_gemm_q4_0);
+		old8 = kern_test_set_gemm(DTYPE_Q8_0, bfg_gemm_q8_0);
+		old4 = kern_test_set_gemm(DTYPE_Q4_0, bfg_gemm_q4_0);
 	}
-	model_products = 0;
+	model_bf16_products = 0;
 	ck_assert_msg(forward_eval(f, input, BFG_N_IN, logits, 1, err) == 0, "%s", err);
 	if (bf16) {
 		kern_test_set_gemm(DTYPE_Q8_0, old8);
 		kern_test_set_gemm(DTYPE_Q4_0, old4);
 		bfm_amxbf_on = 0;
-		bfm_amxbf_min_tok = KERN_AMXBF_MIN_TOK;
-		ck_assert_int_gt(model_products, 0); /* the tiles ran */
+		ck_assert_int_gt(model_bf16_products, 0); /* the bf16 tiles ran */
 	}
 	forward_free(f);
 	model_free(&m);
@@ -819,10 +793,9 @@ Suite *suite_amx_bf16(void)
 	tcase_add_test(tc, bf16_tiles_match_the_scalar_layout);
 	tcase_add_test(tc, bf16_gemm_matches_the_references);
 	tcase_add_test(tc, bf16_real_tiles_match_the_references_and_the_model);
-	tcase_add_test(tc, bf16_dispatch_by_token_count);
-	tcase_add_test(tc, bf16_without_work_memory_is_the_int8_path);
+		tcase_add_test(tc, bf16_without_work_memory_is_the_int8_path);
 	tcase_add_test(tc, bf16_startup_selftest_passes_on_the_model);
-	tcase_add_test(tc, bf16_off_unless_ember_amx_bf16_is_1);
+	tcase_add_test(tc, bf16_on_unless_ember_amx_bf16_is_0);
 	tcase_add_test(tc, bf16_packed_tiles_equal_the_file_layouts);
 	tcase_add_test(tc, bf16_amx_level_packed_rows_equal_the_file_layout);
 	tcase_add_loop_test(tc, golden_logits_through_bf16_within_the_llamacpp_bound, 0,

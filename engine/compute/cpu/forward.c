@@ -56,8 +56,8 @@ static void matmul_n(struct forward_pass *f, uint32_t type, size_t n_in,
 	kern_rows_fn pre = f->pre;
 
 	f->pre = NULL;
-	kern_matmul_n_pre(f->pool, type, n_in, parts, np, x, n, f->mm_scratch, pre, f->pre_ctx,
-			  f->pre_rows);
+	kern_matmul_n_split(f->pool, type, n_in, parts, np, x, n, f->mm_exact, f->mm_scratch, pre,
+			    f->pre_ctx, f->pre_rows);
 }
 
 /* y[n][w->n_out] = x[n][w->n_in] W^T + b */
@@ -174,12 +174,18 @@ static void rope_table(struct forward_pass *f, uint32_t n)
 		return;
 	for (s = 0; s < f->plan.n_seq; s++) {
 		const struct forward_seq *sq = &f->plan.seqs[s];
+		const uint32_t moved = f->lrow[s] != FORWARD_NO_ROW;
 
-		rope_fill(hp, f->pos, f->rope, f->plan.row0[s], sq->n_tok, hp->rope_base,
-			  hp->rope_freq_scale, rope_divisors(f->m, sq->kv->n_ctx), hp->rope_attn_factor);
-		if (f->rope_swa)
-			rope_fill(hp, f->pos, f->rope_swa, f->plan.row0[s], sq->n_tok, hp->rope_base_swa,
-				  1.0, NULL, 1.0);
+		for (uint32_t k = 0; k < 1 + moved; k++) {
+			const uint32_t r0 = k ? f->lrow[s] : f->plan.row0[s];
+			const uint32_t nr = k ? 1 : sq->n_tok - moved;
+
+			rope_fill(hp, f->pos, f->rope, r0, nr, hp->rope_base, hp->rope_freq_scale,
+				  rope_divisors(f->m, sq->kv->n_ctx), hp->rope_attn_factor);
+			if (f->rope_swa)
+				rope_fill(hp, f->pos, f->rope_swa, r0, nr, hp->rope_base_swa, 1.0, NULL,
+					  1.0);
+		}
 	}
 }
 
@@ -323,8 +329,10 @@ static void attention(struct forward_pass *f, uint32_t il, uint32_t n)
 
 	project_qkv(f, L, n);
 	/* Decode: each (row, kv head) is one attention task's, which does its
-	 * part of qk_row_cb() first: one pool job and join a layer fewer. */
-	if (attention_can_pre(&f->attn, f->plan.tiles, f->plan.n_tiles)) {
+	 * part of qk_row_cb() first: one pool job and join a layer fewer. Not
+	 * with a moved last row (plan()): its tile reads keys its sequence's
+	 * other rows store in this step. */
+	if (f->n_moved == 0 && attention_can_pre(&f->attn, f->plan.tiles, f->plan.n_tiles)) {
 		attention_run_pre(&f->attn, f->pool, il, f->plan.tiles, f->plan.n_tiles, f->q,
 				  f->attn_out, qk_head_pre, &job);
 	} else {
@@ -442,6 +450,14 @@ static void block(struct forward_pass *f, uint32_t il, uint32_t n)
 
 /* ---- embedding and head ----------------------------------------------------- */
 
+/* The row of token t of sequence s (plan()). */
+static uint32_t row_of(const struct forward_pass *f, uint32_t s, uint32_t t)
+{
+	if (f->lrow[s] != FORWARD_NO_ROW && t == f->plan.seqs[s].n_tok - 1)
+		return f->lrow[s];
+	return f->plan.row0[s] + t;
+}
+
 /* x[r][n_embd] = token_embd[token of row r] (* sqrt(n_embd) for Gemma),
  * and the row's position. Ids are checked by forward_pass_run(). */
 static void embed(struct forward_pass *f)
@@ -456,7 +472,7 @@ static void embed(struct forward_pass *f)
 		const struct forward_seq *sq = &f->plan.seqs[s];
 
 		for (t = 0; t < sq->n_tok; t++) {
-			uint32_t r = f->plan.row0[s] + t;
+			uint32_t r = row_of(f, s, t);
 			float *x = f->x + (size_t)r * d;
 
 			f->pos[r] = sq->kv->n_pos + t;
@@ -496,7 +512,8 @@ static void head(struct forward_pass *f, float *logits)
 			memcpy(f->y_attn + rows * d, x, sq->n_tok * d * sizeof(float));
 			rows += sq->n_tok;
 		} else if (sq->logits == FORWARD_LOGITS_LAST) {
-			memcpy(f->y_attn + rows * d, x + (sq->n_tok - 1) * d, d * sizeof(float));
+			memcpy(f->y_attn + rows * d, f->x + (size_t)row_of(f, s, sq->n_tok - 1) * d,
+			       d * sizeof(float));
 			rows++;
 		}
 	}
@@ -507,12 +524,29 @@ static void head(struct forward_pass *f, float *logits)
 		memcpy(logits, f->xn, (size_t)rows * d * sizeof(float));
 		return;
 	}
+	f->mm_exact = rows; /* sampled rows, all of them */
 	linear(f, &m->w[ARCH_T_OUTPUT], &m->w[ARCH_T_OUTPUT_B], f->xn, logits, rows);
 	if (m->hp.final_softcap > 0.0f)
 		softcap_rows(logits, (size_t)rows * m->hp.n_vocab, m->hp.final_softcap);
 }
 
-/* Lays the sequences out as rows and attention tiles; returns the rows. */
+/*
+ * Lays the sequences out as rows and attention tiles; returns the rows.
+ * Numbers by purpose (kern_matmul_n_split): the rows whose logits are
+ * sampled come first, [0, n_exact), and take the exact path (on the amx
+ * level the int8 tiles, a decode step's bits); the prompt rows after
+ * them may take the bf16 tiles. So a sampled token never depends on what
+ * shares its step, nor on whether its prompt's prefix came from the
+ * cache (a prompt's last token is sampled: computed alone after a cache
+ * hit, or here moved out of its chunk to a row and tile of its own, the
+ * same numbers). A prompt row's numbers depend on nothing but its own
+ * activations either, so its cached keys and values are the same
+ * whichever step made them. Exact: every row of a LOGITS_ALL sequence
+ * (its logits are all read: evaluation, verification), the last row of
+ * a LOGITS_LAST one; prompt rows: the others, and every row of a
+ * LOGITS_NONE or HIDDEN_ALL one (embeddings: the same numbers however
+ * the text is cut into steps).
+ */
 static uint32_t plan(struct forward_pass *f, const struct forward_seq *seqs, uint32_t n_seq)
 {
 	uint32_t s, n = 0;
@@ -522,11 +556,33 @@ static uint32_t plan(struct forward_pass *f, const struct forward_seq *seqs, uin
 	f->plan.row0 = f->row0;
 	f->plan.tiles = f->tiles;
 	f->plan.n_tiles = 0;
-	for (s = 0; s < n_seq; s++) {
-		f->row0[s] = n;
-		f->plan.n_tiles += attention_plan(f->tiles + f->plan.n_tiles, seqs[s].kv, n,
-						  seqs[s].kv->n_pos, seqs[s].n_tok);
-		n += seqs[s].n_tok;
+	f->n_moved = 0;
+	for (s = 0; s < n_seq; s++) { /* the exact rows */
+		f->lrow[s] = FORWARD_NO_ROW;
+		if (seqs[s].logits == FORWARD_LOGITS_ALL ||
+		    (seqs[s].logits == FORWARD_LOGITS_LAST && seqs[s].n_tok == 1)) {
+			f->row0[s] = n;
+			n += seqs[s].n_tok;
+		} else if (seqs[s].logits == FORWARD_LOGITS_LAST) {
+			f->lrow[s] = n++;
+			f->n_moved++;
+		}
+	}
+	f->n_exact = n;
+	for (s = 0; s < n_seq; s++) { /* the prompt rows */
+		const struct kv_cache *kv = seqs[s].kv;
+		const uint32_t moved = f->lrow[s] != FORWARD_NO_ROW;
+
+		if (moved || (seqs[s].logits != FORWARD_LOGITS_ALL &&
+			      seqs[s].logits != FORWARD_LOGITS_LAST)) {
+			f->row0[s] = n;
+			n += seqs[s].n_tok - moved;
+		}
+		f->plan.n_tiles += attention_plan(f->tiles + f->plan.n_tiles, kv, f->row0[s],
+						  kv->n_pos, seqs[s].n_tok - moved);
+		if (moved)
+			f->plan.n_tiles += attention_plan(f->tiles + f->plan.n_tiles, kv, f->lrow[s],
+							  kv->n_pos + seqs[s].n_tok - 1, 1);
 	}
 	return n;
 }
@@ -538,6 +594,7 @@ static void step(struct forward_pass *f, const struct forward_seq *seqs, uint32_
 	const uint32_t n = plan(f, seqs, n_seq);
 	uint32_t il, s;
 
+	f->mm_exact = f->n_exact;
 	embed(f);
 	rope_table(f, n);
 	f->pending = NULL;

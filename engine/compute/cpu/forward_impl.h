@@ -60,6 +60,13 @@ struct forward_pass {
 	uint32_t *pos;  /* [B] position of each row in its sequence */
 	uint32_t *seq;  /* [B] sequence of each row (index into plan.seqs) */
 	uint32_t *row0; /* [B] first row of each sequence of the step */
+	/* [B] per sequence: the row of its last token where plan() moved that
+	 * token to the exact rows, else FORWARD_NO_ROW */
+	uint32_t *lrow;
+	/* Rows [0, n_exact) of the step are exact (sampled: int8 on the amx
+	 * level), the rest prompt rows (kern_matmul_n_split); mm_exact is the
+	 * next product's split, n_moved the sequences with a moved row. */
+	uint32_t n_exact, mm_exact, n_moved;
 	struct attention_tile *tiles; /* [B] attention query tiles of the step */
 	void *mm_scratch; /* kern_matmul scratch for B tokens */
 	/* A residual not yet added to x (y_mlp of the last block), or NULL:
@@ -75,6 +82,8 @@ struct forward_pass {
 	size_t pre_rows;
 	struct norm_job pre_norm;
 };
+
+#define FORWARD_NO_ROW UINT32_MAX
 
 /* A single session: a pass of its own and a cache. */
 struct forward_ctx {

@@ -87,6 +87,11 @@ static_assert(KERN_ROW_ALIGN % 16 == 0, "chunks end on packed row groups");
 /* Up to this many tokens (a batched decode step: weights streamed once
  * for all of them) chunks are cut as finely as for one token. */
 #define KERN_SMALL_BATCH 16
+/* 1: the bf16 tokens' int8 blocks are made on demand only (a->lazy);
+ * 0 (-D, for measuring what that saves): with their tiles, eagerly. */
+#ifndef KERN_ACT_LAZY
+#define KERN_ACT_LAZY 1
+#endif
 
 int kern_supports(uint32_t t)
 {
@@ -238,6 +243,7 @@ struct kern__job {
 	kern_rows_fn pre;
 	void *pre_ctx;
 	size_t pre_rows;
+	struct kern_act_lazy lazy; /* args' lazy, where the bf16 tokens' int8 waits */
 };
 
 static void kern__quantize_cb(void *data, size_t t)
@@ -252,13 +258,37 @@ static void kern__quantize_cb(void *data, size_t t)
 					   a->n_in);
 		return;
 	}
+#if defined(__x86_64__)
+	/* A bf16 token (the AMX bf16 prefill's, kern_matmul_n_split): its
+	 * tiles, once per matmul; its int8 blocks only on demand (a->lazy:
+	 * 14-16% of the bf16 GEMM's time at 2048 x 2048 x 512, LEVELS.md). */
+	if (a->xb != NULL && t >= a->n_exact) {
+		kern_amxbf_act_row(job->x + t * a->n_in, a->n_in, t - a->n_exact, (uint16_t *)a->xb);
+		if (a->lazy != NULL)
+			return;
+	}
+#endif
 	job->ops->quantize_act(job->x + t * a->n_in, dst, a->n_in);
 	kern_act_summarize(dst, a->n_in / KERN_QK, (float *)a->xd + t * a->xd_stride,
 			   (int32_t *)a->xs8 + t * a->xd_stride);
-#if defined(__x86_64__)
-	if (a->xb != NULL) /* the AMX bf16 prefill's tiles, once per matmul */
-		kern_amxbf_act_row(job->x + t * a->n_in, a->n_in, t, (uint16_t *)a->xb);
-#endif
+}
+
+void kern_act_ensure(const struct kern_gemm_args *a)
+{
+	struct kern_act_lazy *l = a->lazy;
+
+	if (l == NULL)
+		return;
+	pthread_mutex_lock(&l->lock);
+	for (size_t t = 0; !l->done && t < l->n; t++) {
+		struct kern_block_q8a *dst = (struct kern_block_q8a *)(l->x + t * l->x_stride);
+
+		l->quantize(l->xf + t * l->xf_stride, dst, l->n_in);
+		kern_act_summarize(dst, l->n_in / KERN_QK, l->xd + t * l->xd_stride,
+				   l->xs8 + t * l->xd_stride);
+	}
+	l->done = 1;
+	pthread_mutex_unlock(&l->lock);
 }
 
 /* Token group i of kern_matmul_n_pre(): its rows written, then quantized. */
@@ -460,9 +490,19 @@ void kern_matmul_n_pre(tpool_t pool, uint32_t wtype, size_t n_in,
 		       const struct kern_mm_part *parts, size_t n, const float *x, size_t n_tok,
 		       void *scratch, kern_rows_fn pre, void *pre_ctx, size_t pre_rows)
 {
+	kern_matmul_n_split(pool, wtype, n_in, parts, n, x, n_tok, n_tok, scratch, pre, pre_ctx,
+			    pre_rows);
+}
+
+void kern_matmul_n_split(tpool_t pool, uint32_t wtype, size_t n_in,
+			 const struct kern_mm_part *parts, size_t n, const float *x, size_t n_tok,
+			 size_t n_exact, void *scratch, kern_rows_fn pre, void *pre_ctx,
+			 size_t pre_rows)
+{
 	struct kern__job job = {0};
 	struct kern_gemm_args a = {0};
 	const int packed = (wtype & KERN_PACKED) != 0;
+	int bf = 0; /* tokens [n_exact, n_tok) take the AMX bf16 tiles */
 
 	kern_init();
 	assert(kern_supports(wtype));
@@ -471,11 +511,17 @@ void kern_matmul_n_pre(tpool_t pool, uint32_t wtype, size_t n_in,
 	assert(n <= KERN_MM_PARTS_MAX);
 	if (n_tok == 0 || n == 0 || n > KERN_MM_PARTS_MAX)
 		return;
+	if (n_exact > n_tok)
+		n_exact = n_tok;
+#if defined(__x86_64__)
+	bf = n_exact < n_tok && kern__bf16_bytes(wtype, n_in, n_tok) != 0;
+#endif
 	job.ops = kern__ops;
+	/* one bf16 token is the GEMM's (its dispatch), not the GEMV's */
 	if (packed) /* rows in groups (kernels.h): chunks end on them below */
-		job.gemm = n_tok == 1 ? kern__ops->pgemv[wtype] : kern__ops->pgemm[wtype];
+		job.gemm = n_tok == 1 && !bf ? kern__ops->pgemv[wtype] : kern__ops->pgemm[wtype];
 	else
-		job.gemm = n_tok == 1 ? kern__ops->gemv[wtype] : kern__ops->gemm[wtype];
+		job.gemm = n_tok == 1 && !bf ? kern__ops->gemv[wtype] : kern__ops->gemm[wtype];
 	if (job.gemm == NULL) /* refused at load (kern_supports); never here */
 		return;
 	job.x = x;
@@ -498,10 +544,28 @@ void kern_matmul_n_pre(tpool_t pool, uint32_t wtype, size_t n_in,
 			a.xk = (const struct kern_block_q8_k *)(a.xs8 + a.xd_stride * n_tok);
 		a.xf = x;
 		a.xf_stride = n_in;
+		a.n_exact = n_exact;
 #if defined(__x86_64__)
-		/* filled by the quantizing tasks (kern__quantize_cb) */
-		if (kern__bf16_bytes(wtype, n_in, n_tok) != 0)
-			a.xb = kern_amxbf_tiles(a.xs8 + a.xd_stride * n_tok, n_in, n_tok);
+		/* the bf16 tokens' tiles, filled by the quantizing tasks
+		 * (kern__quantize_cb), which leave their int8 blocks to
+		 * kern_act_ensure() */
+		if (bf) {
+			a.xb = kern_amxbf_tiles(a.xs8 + a.xd_stride * n_tok, n_in, n_tok - n_exact);
+			job.lazy = (struct kern_act_lazy){
+				.quantize = kern__ops->quantize_act,
+				.xf = x + n_exact * n_in,
+				.xf_stride = n_in,
+				.n_in = n_in,
+				.x = (char *)scratch + n_exact * a.x_stride,
+				.x_stride = a.x_stride,
+				.xd = (float *)a.xd + n_exact * a.xd_stride,
+				.xs8 = (int32_t *)a.xs8 + n_exact * a.xd_stride,
+				.xd_stride = a.xd_stride,
+				.n = n_tok - n_exact,
+			};
+			pthread_mutex_init(&job.lazy.lock, NULL);
+			a.lazy = KERN_ACT_LAZY ? &job.lazy : NULL;
+		}
 #endif
 	} else {
 		a.x = x;
@@ -532,8 +596,11 @@ void kern_matmul_n_pre(tpool_t pool, uint32_t wtype, size_t n_in,
 		job.args[0].n_tok = n_tok;
 		tpool_run_1d(pool, kern__pre_cb, &job, (n_tok + job.pre_rows - 1) / job.pre_rows);
 	}
-	if (job.n_part == 0)
+	if (job.n_part == 0) {
+		if (bf)
+			pthread_mutex_destroy(&job.lazy.lock);
 		return;
+	}
 	if (kern_wtype_quantized(wtype) && pre)
 		tpool_run_1d(pool, kern__pre_quantize_cb, &job,
 			     (n_tok + job.pre_rows - 1) / job.pre_rows);
@@ -551,7 +618,9 @@ void kern_matmul_n_pre(tpool_t pool, uint32_t wtype, size_t n_in,
 		job.n_region = nr;
 		kern__cut_regions(&job, nc, nr);
 		tpool_run_1d(pool, kern__region_cb, &job, nr);
-		return;
+	} else {
+		tpool_run_1d(pool, kern__rows_cb, &job, job.first[job.n_part]);
 	}
-	tpool_run_1d(pool, kern__rows_cb, &job, job.first[job.n_part]);
+	if (bf)
+		pthread_mutex_destroy(&job.lazy.lock);
 }

@@ -135,6 +135,20 @@ void kern_matmul_n_pre(tpool_t pool, uint32_t wtype, size_t n_in,
 		       void *scratch, kern_rows_fn pre, void *pre_ctx, size_t pre_rows);
 
 /*
+ * kern_matmul_n_pre() where only tokens [0, n_exact) must be exact: the
+ * rest (prompt rows whose logits nobody samples) may take a faster path
+ * with other rounding, the AMX level's bf16 tiles (LEVELS.md). Either
+ * way a token's result depends only on its own activations and on which
+ * side of n_exact it is, never on the other tokens of the call: exact
+ * tokens are kern_matmul()'s bits (a decode step's), the others the bf16
+ * GEMM's. n_exact >= n_tok is kern_matmul_n_pre().
+ */
+void kern_matmul_n_split(tpool_t pool, uint32_t wtype, size_t n_in,
+			 const struct kern_mm_part *parts, size_t n, const float *x, size_t n_tok,
+			 size_t n_exact, void *scratch, kern_rows_fn pre, void *pre_ctx,
+			 size_t pre_rows);
+
+/*
  * Flash-style attention blocks (engine/compute/cpu/attention.c): the scores of a tile
  * of queries against a block of keys, each score row's softmax against a
  * running maximum, and the probability-weighted sum of the block's values.

@@ -41,13 +41,16 @@
  * Without it the call runs at the AVX-512 level, the same bits
  * (test_amx_model.c fails the allocation to check).
  *
- * Calls of kern_amxbf_min_tok (64) or more tokens that carry float
- * activations (prefill through kern_matmul) run the bf16 tiles of
- * kernels_amx_bf16.c instead when EMBER_AMX_BF16=1 and its self-test
- * passed (off by default: its prefill logits are not decode's, so a
- * prompt's repeat that hits the prefix cache samples differently,
- * LEVELS.md; kern_amx_gemm_*; kern_amx_i8_gemm_* are the int8 path
- * alone).
+ * Numbers by token purpose, not by call size (issue 17): a call's tokens
+ * [n_exact, n_tok), prompt rows (kern_matmul_n_split; forward.c lays
+ * the sampled rows first), run the bf16 tiles of kernels_amx_bf16.c
+ * where they are on (by default; EMBER_AMX_BF16=0 and a failed self-test
+ * turn them off) and the call has float activations; tokens [0,
+ * n_exact), the rows whose logits are sampled, run the int8 path here,
+ * each share a call of its own over the same rows (amx__split). So a
+ * decode row is decode's bits whatever shares its step, and a prompt's
+ * last token the same in its chunk as alone after a prefix-cache hit
+ * (kern_amx_gemm_*; kern_amx_i8_gemm_* are the int8 path alone).
  *
  * Packed rows (KERN_PACKED, at load): the amx level packs Q4_0 / Q8_0 as
  * the avx512 level does and runs its packed GEMV / GEMM (kern_amx_pgemm_*:
@@ -300,46 +303,66 @@ void kern_amx_i8_gemm_q4_0(const struct kern_gemm_args *a, size_t o0, size_t o1)
 	amx__gemm(DTYPE_Q4_0, kern_avx512_gemm_q4_0, a, o0, o1);
 }
 
-/* Prefill with float activations: the bf16 tiles where they are on
- * (kernels_amx_bf16.c); otherwise, and for fewer tokens, int8. */
+/* Whether the bf16 tiles take tokens [n_exact, n_tok) of the call: they
+ * are on (kernels_amx_bf16.c), there are such tokens, and the call has
+ * their float activations. */
 static int amx__bf16(const struct kern_gemm_args *a)
 {
-	return kern_amxbf_on && (a->xb || a->xf) && a->n_tok >= kern_amxbf_min_tok;
+	return kern_amxbf_on && (a->xb || a->xf) && a->n_exact < a->n_tok;
+}
+
+/* Numbers by token purpose, not by call size: tokens [0, n_exact) on the
+ * exact path (int8: decode's bits, whatever else is in the call), the
+ * rest on the bf16 tiles as a call of their own over the same rows (the
+ * weights still warm), so neither side depends on the other. */
+static void amx__split(const struct kern_gemm_args *a, size_t o0, size_t o1, kern_gemm_fn exact,
+		       kern_gemm_fn bf16)
+{
+	const size_t t = a->n_exact;
+	struct kern_gemm_args r = *a;
+
+	if (!amx__bf16(a)) {
+		kern_act_ensure(a); /* never left unmade then; kept correct anyway */
+		exact(a, o0, o1);
+		return;
+	}
+	if (t > 0) {
+		r.n_tok = t;
+		r.lazy = NULL;
+		exact(&r, o0, o1);
+		r = *a;
+	}
+	r.x = (const char *)a->x + t * a->x_stride;
+	r.xd = a->xd + t * a->xd_stride;
+	r.xs8 = a->xs8 + t * a->xd_stride;
+	r.xf = a->xf ? a->xf + t * a->xf_stride : NULL;
+	r.y = a->y + t * a->y_stride;
+	r.n_tok = a->n_tok - t;
+	r.n_exact = 0;
+	bf16(&r, o0, o1);
 }
 
 void kern_amx_gemm_q8_0(const struct kern_gemm_args *a, size_t o0, size_t o1)
 {
-	if (amx__bf16(a))
-		kern_amxbf_gemm_q8_0(a, o0, o1);
-	else
-		kern_amx_i8_gemm_q8_0(a, o0, o1);
+	amx__split(a, o0, o1, kern_amx_i8_gemm_q8_0, kern_amxbf_gemm_q8_0);
 }
 
 void kern_amx_gemm_q4_0(const struct kern_gemm_args *a, size_t o0, size_t o1)
 {
-	if (amx__bf16(a))
-		kern_amxbf_gemm_q4_0(a, o0, o1);
-	else
-		kern_amx_i8_gemm_q4_0(a, o0, o1);
+	amx__split(a, o0, o1, kern_amx_i8_gemm_q4_0, kern_amxbf_gemm_q4_0);
 }
 
-/* Packed (tiled) rows: the bf16 tiles on them where they are on, else
- * exactly the avx512 level's packed GEMM (the int8 tiles read the file
- * layout only). */
+/* Packed (tiled) rows: the bf16 tiles on their tokens where they are on,
+ * the rest exactly the avx512 level's packed GEMM (the int8 tiles read
+ * the file layout only). */
 void kern_amx_pgemm_q8_0(const struct kern_gemm_args *a, size_t o0, size_t o1)
 {
-	if (amx__bf16(a))
-		kern_amxbf_pgemm_q8_0(a, o0, o1);
-	else
-		kern_avx512_pgemm_q8_0(a, o0, o1);
+	amx__split(a, o0, o1, kern_avx512_pgemm_q8_0, kern_amxbf_pgemm_q8_0);
 }
 
 void kern_amx_pgemm_q4_0(const struct kern_gemm_args *a, size_t o0, size_t o1)
 {
-	if (amx__bf16(a))
-		kern_amxbf_pgemm_q4_0(a, o0, o1);
-	else
-		kern_avx512_pgemm_q4_0(a, o0, o1);
+	amx__split(a, o0, o1, kern_avx512_pgemm_q4_0, kern_amxbf_pgemm_q4_0);
 }
 
 /* The AMX table: only the quantized GEMMs; every other entry, and the
@@ -442,8 +465,9 @@ int kern_amx_enable(char *why, size_t len)
 		snprintf(why, len, "the AMX self-test differed from the avx512 level");
 		return -1;
 	}
-	/* the bf16 prefill on top, or said once why not (int8 stays) */
-	if (kern_amxbf_enable(why, len) != 0 && getenv("EMBER_AMX_BF16"))
+	/* the bf16 prompt rows on top, or said once why not (int8 stays)
+	 * unless EMBER_AMX_BF16=0 asked for that */
+	if (kern_amxbf_enable(why, len) != 0 && strstr(why, "EMBER_AMX_BF16=0") == NULL)
 		fprintf(stderr, "ember: amx bf16 prefill %s; int8 tiles\n", why);
 	return 0;
 }

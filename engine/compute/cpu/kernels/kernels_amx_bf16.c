@@ -1,7 +1,8 @@
 /*
  * kernels_amx_bf16.c - the AMX level's bf16 prefill GEMM for Q8_0 and Q4_0
- * weights (TDPBF16PS), for calls of KERN_AMXBF_MIN_TOK or more tokens that
- * have float activations (kern_gemm_args xf, or xb made once per matmul).
+ * weights (TDPBF16PS), for the prompt rows of a call that has float
+ * activations (kern_gemm_args xf, or xb made once per matmul): its
+ * tokens [n_exact, n_tok), whatever their count (kernels_amx.c).
  *
  * Why: the int8 tiles (kernels_amx.c) must leave the tiles every 32-element
  * block to apply the block scales (one TILESTORED and a float step per
@@ -13,12 +14,19 @@
  * even), products and sums in fp32. Each output is within about
  * 2^-8 * sum |w x| of the exact product; the start-up self-test
  * (kern_amxbf_enable) checks that bound against a float64 reference and
- * the avx512 level. Measured on Emerald Rapids (2026-11-28, LEVELS.md:
- * the suites on real tiles, the golden prompts through them, 1.6-1.8x the
- * first version's GFLOP/s), but OFF by default: its logits are not the
- * int8 decode step's, so a repeated prompt that hits the prefix cache
- * samples other text for the same seed. EMBER_AMX_BF16=1 turns it on
- * (and runs the self-test); otherwise the int8 path, no self-test.
+ * the avx512 level. A token's outputs depend only on its own activations
+ * (each C element is its own row and column's sums, in a fixed K order),
+ * never on the other tokens of the call.
+ *
+ * On by default (EMBER_AMX_BF16=0: off, no self-test), for prompt rows
+ * only (issue 17): the rows whose logits are sampled (decode tokens, a
+ * prompt's last token) take the int8 path (forward.c plan(),
+ * kern_matmul_n_split), so a sampled token never depends on what shares
+ * its step nor on whether its prompt's prefix came from the cache, and
+ * batched decode stays decode's bits. Until then it was off: chosen by
+ * call size (64+ tokens), a decode row in a mixed step and a prompt's
+ * last token in its chunk took it, the same token alone did not, and a
+ * repeated prompt that hit the prefix cache sampled other text.
  *
  * Blocking, per call (rows [o0, o1) from the pool, all n_tok tokens):
  *   activations: xb, bf16 in tiles: token group g (16 tokens), K step s
@@ -69,7 +77,10 @@
  * panels, the running sums, the tail's C, the activation tiles when no
  * xb came: per pool
  * item of a prefill, as kernels_amx.c's); without it the call is the
- * int8 path's, bit for bit (test_amx_bf16.c fails the allocation).
+ * int8 path's, bit for bit (test_amx_bf16.c fails the allocation). The
+ * int8 paths here (that fallback, rows past the last 16) read the int8
+ * blocks of every token, which kern_matmul leaves unmade for bf16 tokens
+ * (a->lazy): they call kern_act_ensure() first (amxbf__i8_*).
  */
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -110,7 +121,33 @@
 #endif
 
 int kern_amxbf_on;
-size_t kern_amxbf_min_tok = KERN_AMXBF_MIN_TOK;
+
+/* The paths that read the int8 blocks of every token of a call (rows
+ * past the last 16, the fallback without work memory): those blocks made
+ * first where kern_matmul left them to demand (kern_act_ensure). */
+static void amxbf__i8_q8_0(const struct kern_gemm_args *a, size_t o0, size_t o1)
+{
+	kern_act_ensure(a);
+	AMXBF_INT8_Q8_0(a, o0, o1);
+}
+
+static void amxbf__i8_q4_0(const struct kern_gemm_args *a, size_t o0, size_t o1)
+{
+	kern_act_ensure(a);
+	AMXBF_INT8_Q4_0(a, o0, o1);
+}
+
+static void amxbf__pi8_q8_0(const struct kern_gemm_args *a, size_t o0, size_t o1)
+{
+	kern_act_ensure(a);
+	kern_avx512_pgemm_q8_0(a, o0, o1);
+}
+
+static void amxbf__pi8_q4_0(const struct kern_gemm_args *a, size_t o0, size_t o1)
+{
+	kern_act_ensure(a);
+	kern_avx512_pgemm_q4_0(a, o0, o1);
+}
 
 /* LDTILECFG's operand, palette 1: all 8 tiles 16 rows x 64 bytes. */
 static void amxbf__configure(void)
@@ -143,8 +180,7 @@ void kern_amxbf_act_row(const float *x, size_t n_in, size_t t, uint16_t *xb)
 
 size_t kern_amxbf_scratch(uint32_t wtype, size_t n_in, size_t n_tok)
 {
-	if ((wtype != DTYPE_Q8_0 && wtype != DTYPE_Q4_0) || !kern_amxbf_on ||
-	    n_tok < kern_amxbf_min_tok)
+	if ((wtype != DTYPE_Q8_0 && wtype != DTYPE_Q4_0) || !kern_amxbf_on)
 		return 0;
 	return kern_amxbf_tokens(n_tok) * n_in * sizeof(uint16_t) + 64;
 }
@@ -546,22 +582,22 @@ static void amxbf__gemm(uint32_t wt, kern_gemm_fn i8, const struct kern_gemm_arg
 
 void kern_amxbf_gemm_q8_0(const struct kern_gemm_args *a, size_t o0, size_t o1)
 {
-	amxbf__gemm(DTYPE_Q8_0, AMXBF_INT8_Q8_0, a, o0, o1, AMXBF_KS);
+	amxbf__gemm(DTYPE_Q8_0, amxbf__i8_q8_0, a, o0, o1, AMXBF_KS);
 }
 
 void kern_amxbf_gemm_q4_0(const struct kern_gemm_args *a, size_t o0, size_t o1)
 {
-	amxbf__gemm(DTYPE_Q4_0, AMXBF_INT8_Q4_0, a, o0, o1, AMXBF_KS);
+	amxbf__gemm(DTYPE_Q4_0, amxbf__i8_q4_0, a, o0, o1, AMXBF_KS);
 }
 
 void kern_amxbf_pgemm_q8_0(const struct kern_gemm_args *a, size_t o0, size_t o1)
 {
-	amxbf__gemm(DTYPE_Q8_0 | KERN_PACKED, kern_avx512_pgemm_q8_0, a, o0, o1, AMXBF_KS);
+	amxbf__gemm(DTYPE_Q8_0 | KERN_PACKED, amxbf__pi8_q8_0, a, o0, o1, AMXBF_KS);
 }
 
 void kern_amxbf_pgemm_q4_0(const struct kern_gemm_args *a, size_t o0, size_t o1)
 {
-	amxbf__gemm(DTYPE_Q4_0 | KERN_PACKED, kern_avx512_pgemm_q4_0, a, o0, o1, AMXBF_KS);
+	amxbf__gemm(DTYPE_Q4_0 | KERN_PACKED, amxbf__pi8_q4_0, a, o0, o1, AMXBF_KS);
 }
 
 /* ---- start-up self-test ----------------------------------------------------------- */
@@ -670,33 +706,30 @@ out:
 int kern_amxbf_enable(char *why, size_t len)
 {
 	static const char *const offon[] = {"0", "1"};
-	size_t on = 0;
+	size_t on = 1;
 
 	kern_amxbf_on = 0;
-	/* Off unless asked for (no self-test cost either): the bf16 prefill's
-	 * logits are not the int8 decode step's, so a repeated prompt that
-	 * hits the prefix cache (its last token then a decode step) samples
-	 * other text for the same seed (tests/integration test_api.py,
-	 * test_tools.py fail with it on). */
+	/* On by default: prompt rows only (kern_matmul_n_split), so what a
+	 * sequence samples never depends on its batch or on the prefix
+	 * cache; EMBER_AMX_BF16=0 keeps every row on the int8 path (and
+	 * skips the self-test). */
 	snprintf(amxbf__desc, sizeof(amxbf__desc),
-		 "q8_0/q4_0 prefill: int8 tiles (bf16 off; EMBER_AMX_BF16=1: on, not decode's "
-		 "bits)");
-	if (!env_choice("EMBER_AMX_BF16", offon, 2, &on) || !on) {
-		snprintf(why, len, "off (EMBER_AMX_BF16=1: on)");
+		 "q8_0/q4_0 prefill: int8 tiles (bf16 off: EMBER_AMX_BF16=0)");
+	env_choice("EMBER_AMX_BF16", offon, 2, &on);
+	if (!on) {
+		snprintf(why, len, "off (EMBER_AMX_BF16=0)");
 		return -1;
 	}
 	if (kern_amxbf_selftest() != 0) {
+		snprintf(amxbf__desc, sizeof(amxbf__desc),
+			 "q8_0/q4_0 prefill: int8 tiles (bf16 off: its self-test failed)");
 		snprintf(why, len, "off: the bf16 self-test failed its bounds");
 		return -1;
 	}
-	/* EMBER_AMX_BF16_MIN=N: the smallest call (2+; tuning, and running
-	 * the 24-token golden prompts of tests/test_quants.c through it) */
-	env_size("EMBER_AMX_BF16_MIN", 2, KERN_AMXBF_MIN_TOK_MAX, &kern_amxbf_min_tok);
 	kern_amxbf_on = 1;
 	snprintf(amxbf__desc, sizeof(amxbf__desc),
-		 "q8_0/q4_0 prefill %zu+ tokens: bf16 tiles, weights and activations rounded to "
-		 "bf16, fp32 sums (EMBER_AMX_BF16=1)",
-		 kern_amxbf_min_tok);
+		 "q8_0/q4_0 prefill: bf16 tiles on prompt rows (weights and activations rounded "
+		 "to bf16, fp32 sums), int8 tiles on sampled rows (EMBER_AMX_BF16=0: int8 only)");
 	snprintf(why, len, "on");
 	return 0;
 }

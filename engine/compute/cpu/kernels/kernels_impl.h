@@ -17,6 +17,7 @@
 #define EMBER_KERNELS_IMPL_H
 
 #include <assert.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -83,9 +84,42 @@ struct kern_gemm_args {
 	const float *xf;
 	size_t xf_stride; /* floats between token rows */
 	/* The same activations as bf16 tiles (kern_amxbf_act_row), made once
-	 * per kern_matmul where that path runs; NULL: it converts xf. */
+	 * per kern_matmul where that path runs; NULL: it converts xf. Tile
+	 * token j is token n_exact + j: the tiles hold the bf16 tokens only. */
 	const uint16_t *xb;
+	/* Tokens [0, n_exact) take the level's exact path (the int8 blocks:
+	 * decode's bits whatever the batch); [n_exact, n_tok) may take the
+	 * AMX bf16 tiles where they are on (prompt rows, kern_matmul_n_split).
+	 * Every level but amx runs all n_tok exactly. */
+	size_t n_exact;
+	/* Set by kern_matmul_n_split when the bf16 tokens' int8 blocks and
+	 * summaries were left unmade (their tiles are all the bf16 GEMM
+	 * reads); a path that still reads them for those tokens (rows past
+	 * the last 16, the fallback without work memory) calls
+	 * kern_act_ensure() first. NULL: x, xd, xs8 are made for every token. */
+	struct kern_act_lazy *lazy;
 };
+
+/* The int8 blocks and summaries of a matmul's n bf16 tokens (the first
+ * at xf, x, xd, xs8; the strides of kern_gemm_args), made on first
+ * demand from the float rows by kern_act_ensure(): one caller quantizes
+ * under the lock, any other waits for it. */
+struct kern_act_lazy {
+	pthread_mutex_t lock;
+	int done;
+	void (*quantize)(const float *x, struct kern_block_q8a *out, size_t n);
+	const float *xf;
+	size_t xf_stride, n_in;
+	char *x;
+	size_t x_stride;
+	float *xd;
+	int32_t *xs8;
+	size_t xd_stride, n;
+};
+
+/* a's int8 blocks and summaries, made if a->lazy says they were left
+ * unmade (thread-safe; a no-op for a->lazy NULL or done). */
+void kern_act_ensure(const struct kern_gemm_args *a);
 
 /* Blocks per group of the summarized activation rows. */
 #define KERN_GROUP 8
@@ -326,8 +360,8 @@ void kern_avx512_pack_q8_0(void *w, size_t n_out, size_t nb, size_t bs, size_t g
 void kern_amx_gemm_q8_0(const struct kern_gemm_args *a, size_t o0, size_t o1);
 void kern_amx_gemm_q4_0(const struct kern_gemm_args *a, size_t o0, size_t o1);
 /* The same int8 GEMMs without the bf16 dispatch (kern_amx_gemm_* run the
- * bf16 GEMM below where it is on, the call has float activations and
- * kern_amxbf_min_tok or more tokens). */
+ * bf16 GEMM below on tokens [n_exact, n_tok) where it is on and the call
+ * has float activations, these on the rest). */
 void kern_amx_i8_gemm_q8_0(const struct kern_gemm_args *a, size_t o0, size_t o1);
 void kern_amx_i8_gemm_q4_0(const struct kern_gemm_args *a, size_t o0, size_t o1);
 /* The bf16 prefill GEMM (kernels_amx_bf16.c): weights and activations
@@ -353,25 +387,23 @@ void kern_amxbf_act_row(const float *x, size_t n_in, size_t t, uint16_t *xb);
  * weight row n's pair at elements 2n, 2n+1. wt | KERN_PACKED: w is a
  * tiled packed 16-row group (st unused), the same tile bit for bit. */
 void kern_amxbf_b_tile(uint32_t wt, const char *w, size_t st, size_t b, uint16_t *bt);
-/* 1 while the bf16 GEMM is on (kern_amxbf_enable), and its smallest call. */
+/* 1 while the bf16 GEMM is on (kern_amxbf_enable). */
 extern int kern_amxbf_on;
-extern size_t kern_amxbf_min_tok;
-#define KERN_AMXBF_MIN_TOK 64
-#define KERN_AMXBF_MIN_TOK_MAX 65536 /* EMBER_AMX_BF16_MIN's bound */
 /* Tokens the activation tiles hold: n_tok rounded up to 32. */
 static inline size_t kern_amxbf_tokens(size_t n_tok)
 {
 	return (n_tok + 31) / 32 * 32;
 }
-/* kern_matmul's share: scratch bytes for the activation tiles of n_tok
- * tokens (0: the bf16 GEMM does not take such a call), and the tiles at
- * the first 64-byte boundary from `at` with the padding tokens zeroed. */
+/* kern_matmul's share: scratch bytes for the activation tiles of up to
+ * n_tok tokens (0: the bf16 GEMM is off or not for wtype), and the tiles
+ * of n_tok tokens at the first 64-byte boundary from `at` with the
+ * padding tokens zeroed. */
 size_t kern_amxbf_scratch(uint32_t wtype, size_t n_in, size_t n_tok);
 const uint16_t *kern_amxbf_tiles(const void *at, size_t n_in, size_t n_tok);
 /* ember --version's line for the amx level's prefill GEMMs. */
 const char *kern_amxbf_describe(void);
-/* Turns the bf16 GEMM on when EMBER_AMX_BF16=1 (off by default: prefill
- * then differs from decode by bf16 rounding, LEVELS.md) and its self-test
+/* Turns the bf16 GEMM on unless EMBER_AMX_BF16=0 (on by default: only
+ * prompt rows take it, kern_matmul_n_split, LEVELS.md) when its self-test
  * (kern_amxbf_selftest: bf16 bounds against float64 and avx512) passes;
  * 0 when on, else -1; `why` says which. Tiles already permitted. */
 int kern_amxbf_enable(char *why, size_t len);
