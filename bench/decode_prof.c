@@ -260,12 +260,12 @@ int main(int argc, char **argv)
 	for (int i = 0; i < 65536 * n_seq; i++)
 		x[i] = 0.01f * (float)(i % 17);
 	for (int q = 0; q < n_seq; q++) {
-		struct forward_seq pq = {&kv[q], prompt, PROF_CTX, FORWARD_LOGITS_NONE};
+		struct forward_seq pq = {&kv[q], prompt, PROF_CTX, FORWARD_LOGITS_NONE, false};
 
 		if (kv_cache_init(&kv[q], &mp->hp, PROF_CTX + 8, DTYPE_F16, err) != 0 ||
 		    forward_pass_run(p, &pq, 1, NULL, err) != 0)
 			goto fail;
-		sq[q] = (struct forward_seq){&kv[q], &tok[q], 1, FORWARD_LOGITS_LAST};
+		sq[q] = (struct forward_seq){&kv[q], &tok[q], 1, FORWARD_LOGITS_LAST, false};
 	}
 	for (s = 0; s < steps; s++) {
 		double t0 = clock_now_s(), c0 = cpu_now_s();

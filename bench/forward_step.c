@@ -90,7 +90,7 @@ static int prefill(struct forward_pass *p, struct kv_cache *kv, int n_seq,
 		for (done = 0; done < n_prompt; done += s.n_tok) {
 			s = (struct forward_seq){&kv[i], prompt + done,
 						 n_prompt - done < chunk ? n_prompt - done : chunk,
-						 FORWARD_LOGITS_NONE};
+						 FORWARD_LOGITS_NONE, false};
 			if ((rc = forward_pass_run(p, &s, 1, NULL, err)) != 0)
 				return rc;
 		}
@@ -160,7 +160,7 @@ int main(int argc, char **argv)
 		for (s = 0; s < steps; s++) {
 			for (k = 0; k < b; k++) {
 				tok[k] = (int32_t)(1 + (s * 31u + (unsigned)k * 17u) % (mp->hp.n_vocab - 1));
-				seqs[k] = (struct forward_seq){&kv[k], &tok[k], 1, FORWARD_LOGITS_LAST};
+				seqs[k] = (struct forward_seq){&kv[k], &tok[k], 1, FORWARD_LOGITS_LAST, false};
 			}
 			t0 = clock_now_s();
 			c0 = cpu_now_s();

@@ -408,10 +408,12 @@ static void spf_close(struct spf *f)
 	model_free(&f->m);
 }
 
-/* One step over n entries (cache, first token, count, logits). */
+/* One step over n entries (cache, first token, count, logits, all rows
+ * exact). */
 struct spf_entry {
 	int kv, t0, n;
 	enum forward_logits lg;
+	bool exact;
 };
 
 static void spf_step(struct spf *f, const struct spf_entry *e, uint32_t n, float *logits)
@@ -420,7 +422,8 @@ static void spf_step(struct spf *f, const struct spf_entry *e, uint32_t n, float
 	char err[EMBER_ERR_MAX] = "";
 
 	for (uint32_t i = 0; i < n; i++)
-		q[i] = (struct forward_seq){&f->kv[e[i].kv], f->tok + e[i].t0, (uint32_t)e[i].n, e[i].lg};
+		q[i] = (struct forward_seq){&f->kv[e[i].kv], f->tok + e[i].t0, (uint32_t)e[i].n, e[i].lg,
+					    e[i].exact};
 	ck_assert_msg(forward_pass_run(f->p, q, n, logits, err) == 0, "%s", err);
 }
 
@@ -467,33 +470,33 @@ START_TEST(bf16_sampled_logits_do_not_depend_on_the_step)
 	ck_assert(la && lb && lx && lc && l8 && mix);
 	model_bf16_products = 0;
 	/* fresh: the prompt in one chunk (cache 0) */
-	spf_step(&f, (struct spf_entry[]){{0, 0, SPF_P, FORWARD_LOGITS_LAST}}, 1, la);
+	spf_step(&f, (struct spf_entry[]){{0, 0, SPF_P, FORWARD_LOGITS_LAST, false}}, 1, la);
 	ck_assert(variant == 1 || model_bf16_products > 0);
 	/* prefix hit: all but the last as prompt rows, then it alone (1, 2) */
 	for (int k = 1; k <= 2; k++)
-		spf_step(&f, (struct spf_entry[]){{k, 0, SPF_P - 1, FORWARD_LOGITS_NONE}}, 1, NULL);
-	spf_step(&f, (struct spf_entry[]){{1, SPF_P - 1, 1, FORWARD_LOGITS_LAST}}, 1, lb);
+		spf_step(&f, (struct spf_entry[]){{k, 0, SPF_P - 1, FORWARD_LOGITS_NONE, false}}, 1, NULL);
+	spf_step(&f, (struct spf_entry[]){{1, SPF_P - 1, 1, FORWARD_LOGITS_LAST, false}}, 1, lb);
 	ck_assert_msg(memcmp(la, lb, sizeof(float) * nv) == 0,
 		      "%s: a prompt's last token in its chunk differs from it alone", file);
 	/* references: a decode token alone after it (cache 3 as 1), and a
 	 * chunk of 4 with logits alone after the fresh prompt (4 as 0) */
-	spf_step(&f, (struct spf_entry[]){{3, 0, SPF_P - 1, FORWARD_LOGITS_NONE}}, 1, NULL);
-	spf_step(&f, (struct spf_entry[]){{3, SPF_P - 1, 1, FORWARD_LOGITS_LAST}}, 1, lx);
-	spf_step(&f, (struct spf_entry[]){{3, SPF_P, 1, FORWARD_LOGITS_LAST}}, 1, lx);
-	spf_step(&f, (struct spf_entry[]){{4, 0, SPF_P, FORWARD_LOGITS_LAST}}, 1, lc);
-	spf_step(&f, (struct spf_entry[]){{4, SPF_P, 4, FORWARD_LOGITS_LAST}}, 1, lc);
+	spf_step(&f, (struct spf_entry[]){{3, 0, SPF_P - 1, FORWARD_LOGITS_NONE, false}}, 1, NULL);
+	spf_step(&f, (struct spf_entry[]){{3, SPF_P - 1, 1, FORWARD_LOGITS_LAST, false}}, 1, lx);
+	spf_step(&f, (struct spf_entry[]){{3, SPF_P, 1, FORWARD_LOGITS_LAST, false}}, 1, lx);
+	spf_step(&f, (struct spf_entry[]){{4, 0, SPF_P, FORWARD_LOGITS_LAST, false}}, 1, lc);
+	spf_step(&f, (struct spf_entry[]){{4, SPF_P, 4, FORWARD_LOGITS_LAST, false}}, 1, lc);
 	/* a decode step is int8 alone */
 	ck_assert(variant == 1 || model_bf16_products > 0);
 	model_bf16_products = 0;
-	spf_step(&f, (struct spf_entry[]){{4, SPF_P + 4, 1, FORWARD_LOGITS_LAST}}, 1, l8);
+	spf_step(&f, (struct spf_entry[]){{4, SPF_P + 4, 1, FORWARD_LOGITS_LAST, false}}, 1, l8);
 	ck_assert_int_eq(model_bf16_products, 0);
 	/* the mixed step: a new prompt's chunk first (5), the decode (1),
 	 * the hit's last token (2), the 4-token chunk with logits (0) */
 	spf_step(&f,
-		 (struct spf_entry[]){{5, 3, 64, FORWARD_LOGITS_NONE},
-				      {1, SPF_P, 1, FORWARD_LOGITS_LAST},
-				      {2, SPF_P - 1, 1, FORWARD_LOGITS_LAST},
-				      {0, SPF_P, 4, FORWARD_LOGITS_LAST}},
+		 (struct spf_entry[]){{5, 3, 64, FORWARD_LOGITS_NONE, false},
+				      {1, SPF_P, 1, FORWARD_LOGITS_LAST, false},
+				      {2, SPF_P - 1, 1, FORWARD_LOGITS_LAST, false},
+				      {0, SPF_P, 4, FORWARD_LOGITS_LAST, false}},
 		 4, mix);
 	ck_assert_msg(memcmp(mix, lx, sizeof(float) * nv) == 0,
 		      "%s: a decode token's logits in a mixed step differ from it alone", file);
@@ -506,10 +509,23 @@ START_TEST(bf16_sampled_logits_do_not_depend_on_the_step)
 
 		*on = 0;
 		kv_cache_truncate(&f.kv[5], 0);
-		spf_step(&f, (struct spf_entry[]){{5, 0, SPF_P, FORWARD_LOGITS_LAST}}, 1, l8);
+		spf_step(&f, (struct spf_entry[]){{5, 0, SPF_P, FORWARD_LOGITS_LAST, false}}, 1, l8);
 		*on = 1;
 		ck_assert_msg(memcmp(la, l8, sizeof(float) * nv) != 0,
 			      "%s: the prompt rows did not take the bf16 tiles", file);
+		/* a sequence marked exact (the scheduler's short prompts): every
+		 * row int8 with the tiles on, in a step beside a prompt chunk
+		 * that does take them */
+		kv_cache_truncate(&f.kv[5], 0);
+		kv_cache_truncate(&f.kv[3], 0);
+		model_bf16_products = 0;
+		spf_step(&f,
+			 (struct spf_entry[]){{3, 0, SPF_CTX - SPF_P, FORWARD_LOGITS_NONE, false},
+					      {5, 0, SPF_P, FORWARD_LOGITS_LAST, true}},
+			 2, lx);
+		ck_assert(variant == 1 || model_bf16_products > 0);
+		ck_assert_msg(memcmp(lx, l8, sizeof(float) * nv) == 0,
+			      "%s: an exact sequence's rows took the bf16 tiles", file);
 	}
 	if (variant == 0) {
 		kern_test_set_gemm(DTYPE_Q8_0, old8);

@@ -155,7 +155,7 @@ START_TEST(hidden_states_are_the_final_normed_state)
 	hid = malloc(TEST_GOLDEN_N_IN * d * sizeof(float));
 	mean = calloc(d, sizeof(double));
 	{
-		struct compute_seq sq = {kv, g.input, TEST_GOLDEN_N_IN, COMPUTE_HIDDEN_ALL};
+		struct compute_seq sq = {kv, g.input, TEST_GOLDEN_N_IN, COMPUTE_HIDDEN_ALL, false};
 		struct compute_seq mix[2] = {sq, sq};
 
 		/* hidden states and logits never share a step */

@@ -479,7 +479,7 @@ START_TEST(batched_step_equals_single_steps_bit_for_bit)
 	for (int s = 0; s < K; s++) {
 		/* Different prompt lengths, so the caches sit at different positions. */
 		struct forward_seq q = {kv + s, g.input + s % 5, (uint32_t)(3 + 2 * (s % 5)),
-					FORWARD_LOGITS_NONE};
+					FORWARD_LOGITS_NONE, false};
 		ck_assert_int_eq(kv_cache_init(kv + s, &m.hp, 32, DTYPE_F16, err), 0);
 		ck_assert_int_eq(kv_cache_init(alone + s, &m.hp, 32, DTYPE_F16, err), 0);
 		ck_assert_msg(forward_pass_run(p, &q, 1, NULL, err) == 0, "prefill: %s", err);
@@ -490,7 +490,7 @@ START_TEST(batched_step_equals_single_steps_bit_for_bit)
 		for (uint32_t s = 0; s < k; s++) {
 			ck_assert_int_eq(kv_cache_copy(alone + s, kv + s), 0);
 			seqs[s] = (struct forward_seq){kv + s, g.input + 12 + s % 5, 1,
-						       FORWARD_LOGITS_LAST};
+						       FORWARD_LOGITS_LAST, false};
 		}
 		ck_assert_msg(forward_pass_run(p, seqs, k, batch, err) == 0, "batch: %s", err);
 		for (uint32_t s = 0; s < k; s++) {

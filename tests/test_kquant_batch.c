@@ -64,7 +64,7 @@ START_TEST(batched_kquant_step_equals_single_steps_bit_for_bit)
 		for (int j = 0; j < 16; j++)
 			ids[s][j] = (int32_t)((37 * s + 11 * j + 5) % nv);
 		/* different prompt lengths: the caches sit at different positions */
-		struct forward_seq q = {kv + s, ids[s], (uint32_t)(2 + s % 7), FORWARD_LOGITS_NONE};
+		struct forward_seq q = {kv + s, ids[s], (uint32_t)(2 + s % 7), FORWARD_LOGITS_NONE, false};
 		ck_assert_int_eq(kv_cache_init(kv + s, &m.hp, 32, DTYPE_F16, err), 0);
 		ck_assert_int_eq(kv_cache_init(alone + s, &m.hp, 32, DTYPE_F16, err), 0);
 		ck_assert_msg(forward_pass_run(p, &q, 1, NULL, err) == 0, "prefill: %s", err);
@@ -75,7 +75,7 @@ START_TEST(batched_kquant_step_equals_single_steps_bit_for_bit)
 
 		for (uint32_t s = 0; s < k; s++) {
 			ck_assert_int_eq(kv_cache_copy(alone + s, kv + s), 0);
-			seqs[s] = (struct forward_seq){kv + s, ids[s] + 10 + ki, 1, FORWARD_LOGITS_LAST};
+			seqs[s] = (struct forward_seq){kv + s, ids[s] + 10 + ki, 1, FORWARD_LOGITS_LAST, false};
 		}
 		ck_assert_msg(forward_pass_run(p, seqs, k, batch, err) == 0, "batch: %s", err);
 		for (uint32_t s = 0; s < k; s++) {
@@ -121,13 +121,13 @@ static void kb_run(const struct model *m, float *out)
 	ck_assert_msg(forward_pass_new(&p, m, &o, err) == 0, "pass: %s", err);
 	for (int s = 0; s < 3; s++)
 		ck_assert_int_eq(kv_cache_init(kv + s, &m->hp, 32, DTYPE_F16, err), 0);
-	struct forward_seq q = {kv, ids, 12, FORWARD_LOGITS_ALL};
+	struct forward_seq q = {kv, ids, 12, FORWARD_LOGITS_ALL, false};
 	ck_assert_msg(forward_pass_run(p, &q, 1, out, err) == 0, "prefill: %s", err);
 	struct forward_seq three[3];
 	for (int s = 0; s < 3; s++)
-		three[s] = (struct forward_seq){kv + s, ids + 12 + s, 1, FORWARD_LOGITS_LAST};
+		three[s] = (struct forward_seq){kv + s, ids + 12 + s, 1, FORWARD_LOGITS_LAST, false};
 	ck_assert_msg(forward_pass_run(p, three, 3, out + 12 * nv, err) == 0, "step: %s", err);
-	q = (struct forward_seq){kv, ids + 15, 1, FORWARD_LOGITS_LAST};
+	q = (struct forward_seq){kv, ids + 15, 1, FORWARD_LOGITS_LAST, false};
 	ck_assert_msg(forward_pass_run(p, &q, 1, out + 15 * nv, err) == 0, "decode: %s", err);
 	for (int s = 0; s < 3; s++)
 		kv_cache_free(kv + s);

@@ -60,7 +60,7 @@ static void run_steps(struct forward_pass *f, struct kv_cache *kv, const int32_t
 
 	for (done = 0; done < N_TOK; done += step) {
 		uint32_t n = N_TOK - done < step ? N_TOK - done : step;
-		struct forward_seq sq = {kv, ids + done, n, FORWARD_LOGITS_ALL};
+		struct forward_seq sq = {kv, ids + done, n, FORWARD_LOGITS_ALL, false};
 
 		ck_assert_msg(forward_pass_run(f, &sq, 1, logits + (size_t)done * n_vocab, err) == 0,
 			      "%s", err);
@@ -119,7 +119,7 @@ START_TEST(ring_cache_equals_full_cache_masked_the_same_way)
 	/* A step longer than the ring's is refused, not run wrong. */
 	kv_cache_truncate(&ring, 0);
 	{
-		struct forward_seq sq = {&ring, ids, step + 1, FORWARD_LOGITS_NONE};
+		struct forward_seq sq = {&ring, ids, step + 1, FORWARD_LOGITS_NONE, false};
 
 		ck_assert_int_eq(forward_pass_run(f, &sq, 1, NULL, err), EMBER_EINVAL);
 		ck_assert_ptr_nonnull(strstr(err, "sliding-window cache"));
@@ -212,7 +212,7 @@ START_TEST(pool_entries_use_rings_and_reuse_only_what_they_hold)
 	ck_assert_uint_eq(c.n_reuse, 0);
 	for (done = 0; done < N_TOK; done += step) {
 		struct compute_seq sq = {c.entry->kv, ids + done,
-					 N_TOK - done < step ? N_TOK - done : step, COMPUTE_LOGITS_NONE};
+					 N_TOK - done < step ? N_TOK - done : step, COMPUTE_LOGITS_NONE, false};
 
 		ck_assert_msg(compute_pass_run(f, &sq, 1, NULL, err) == 0, "%s", err);
 	}

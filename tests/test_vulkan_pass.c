@@ -84,23 +84,23 @@ START_TEST(batched_step_equals_single_steps)
 		ck_assert_int_eq(compute_kv_new(&kv[s], &m, 64, DTYPE_F16, 0, err), 0);
 	/* Sequence 1 decodes after a 5-token prefix. */
 	{
-		struct compute_seq pre = {kv[1], g.input, 5, COMPUTE_LOGITS_NONE};
+		struct compute_seq pre = {kv[1], g.input, 5, COMPUTE_LOGITS_NONE, false};
 
 		ck_assert_int_eq(compute_pass_run(p, &pre, 1, NULL, err), 0);
 	}
 	{
-		struct compute_seq seqs[3] = {{kv[0], g.input, len[0], COMPUTE_LOGITS_ALL},
-					      {kv[1], g.input + 5, len[1], COMPUTE_LOGITS_LAST},
-					      {kv[2], g.input + 3, len[2], COMPUTE_LOGITS_LAST}};
+		struct compute_seq seqs[3] = {{kv[0], g.input, len[0], COMPUTE_LOGITS_ALL, false},
+					      {kv[1], g.input + 5, len[1], COMPUTE_LOGITS_LAST, false},
+					      {kv[2], g.input + 3, len[2], COMPUTE_LOGITS_LAST, false}};
 
 		ck_assert_msg(compute_pass_run(p, seqs, 3, batched, err) == 0, "%s", err);
 	}
 	for (s = 0, off = 0; s < 3; s++) {
 		const int32_t *tok = s == 0 ? g.input : s == 1 ? g.input : g.input + 3;
 		const uint32_t pre = s == 1 ? 5 : 0, rows = s == 0 ? len[0] : 1;
-		struct compute_seq a = {NULL, tok, pre, COMPUTE_LOGITS_NONE};
+		struct compute_seq a = {NULL, tok, pre, COMPUTE_LOGITS_NONE, false};
 		struct compute_seq b = {NULL, tok + pre, len[s], s == 0 ? COMPUTE_LOGITS_ALL
-									 : COMPUTE_LOGITS_LAST};
+									 : COMPUTE_LOGITS_LAST, false};
 
 		ck_assert_int_eq(compute_kv_new(&solo, &m, 64, DTYPE_F16, 0, err), 0);
 		a.kv = b.kv = solo;
@@ -148,8 +148,8 @@ START_TEST(hidden_states_match_the_cpu)
 	test_golden_load(&g, "llama", 1000);
 	ck_assert_uint_eq(m.hp.n_embd, D);
 	for (d = 0; d < 2; d++) {
-		struct compute_seq seqs[2] = {{NULL, g.input, n0, COMPUTE_HIDDEN_ALL},
-					      {NULL, g.input + 11, n1, COMPUTE_HIDDEN_ALL}};
+		struct compute_seq seqs[2] = {{NULL, g.input, n0, COMPUTE_HIDDEN_ALL, false},
+					      {NULL, g.input + 11, n1, COMPUTE_HIDDEN_ALL, false}};
 
 		ck_assert_msg(compute_device_select(dev[d], err) == 0, "%s", err);
 		ck_assert_msg(compute_pass_new(&p[d], &m, &o, err) == 0, "%s", err);
@@ -164,8 +164,8 @@ START_TEST(hidden_states_match_the_cpu)
 		want[i] = h[1][i];
 	close_enough(h[0], want, (size_t)(n0 + n1) * D, 1e-5, "hidden states vs the CPU");
 	{
-		struct compute_seq mixed[2] = {{kv[0][0], g.input, 1, COMPUTE_HIDDEN_ALL},
-					       {kv[0][1], g.input, 1, COMPUTE_LOGITS_LAST}};
+		struct compute_seq mixed[2] = {{kv[0][0], g.input, 1, COMPUTE_HIDDEN_ALL, false},
+					       {kv[0][1], g.input, 1, COMPUTE_LOGITS_LAST, false}};
 
 		ck_assert_int_eq(compute_pass_run(p[0], mixed, 2, h[0], err), EMBER_EINVAL);
 		ck_assert_uint_eq(compute_kv_n_pos(kv[0][0]), n0);
@@ -207,7 +207,7 @@ START_TEST(imported_copied_and_staged_weights_give_identical_logits)
 	for (mode = 0; mode < 3; mode++) {
 		struct compute_pass *p;
 		struct compute_kv *kv;
-		struct compute_seq sq = {NULL, g.input, n, COMPUTE_LOGITS_ALL};
+		struct compute_seq sq = {NULL, g.input, n, COMPUTE_LOGITS_ALL, false};
 
 		vk_test_import(mode == 0);
 		vk_test_staging(mode == 2 ? 65532 : 0);
@@ -266,7 +266,7 @@ START_TEST(prefill_gemm_matches_the_per_token_matmul)
 	test_golden_load(&g, "llama", V);
 	for (mode = 0; mode < 2; mode++) {
 		struct compute_kv *kv;
-		struct compute_seq sq = {NULL, g.input, n, COMPUTE_LOGITS_ALL};
+		struct compute_seq sq = {NULL, g.input, n, COMPUTE_LOGITS_ALL, false};
 
 		if (mode == 0)
 			unsetenv("EMBER_VK_GEMM");
@@ -322,8 +322,8 @@ START_TEST(ring_caches_equal_full_caches)
 	ck_assert_int_eq(compute_kv_new(&ring, &m, 64, DTYPE_F16, step, err), 0);
 	ck_assert_int_eq(compute_kv_new(&copy, &m, 64, DTYPE_F16, step, err), 0);
 	for (t = 0; t < 24; t += step) {
-		struct compute_seq sa = {full, g.input + t, step, COMPUTE_LOGITS_ALL};
-		struct compute_seq sb = {ring, g.input + t, step, COMPUTE_LOGITS_ALL};
+		struct compute_seq sa = {full, g.input + t, step, COMPUTE_LOGITS_ALL, false};
+		struct compute_seq sb = {ring, g.input + t, step, COMPUTE_LOGITS_ALL, false};
 
 		ck_assert_msg(compute_pass_run(p, &sa, 1, a, err) == 0, "%s", err);
 		ck_assert_msg(compute_pass_run(p, &sb, 1, b, err) == 0, "%s", err);
@@ -331,7 +331,7 @@ START_TEST(ring_caches_equal_full_caches)
 		if (t == 12) { /* a copy of the ring at 15 continues as the ring */
 			ck_assert_int_eq(compute_kv_copy_prefix(copy, ring, 15), 0);
 		} else if (t > 12) {
-			struct compute_seq sc = {copy, g.input + t, step, COMPUTE_LOGITS_ALL};
+			struct compute_seq sc = {copy, g.input + t, step, COMPUTE_LOGITS_ALL, false};
 
 			ck_assert_msg(compute_pass_run(p, &sc, 1, c, err) == 0, "%s", err);
 			ck_assert_msg(memcmp(a, c, step * V * 4) == 0, "copied ring differs at %u", t);
@@ -342,7 +342,7 @@ START_TEST(ring_caches_equal_full_caches)
 	ck_assert(!compute_kv_holds(ring, 12));
 	compute_kv_truncate(ring, 12);
 	{
-		struct compute_seq sb = {ring, g.input + 12, 1, COMPUTE_LOGITS_LAST};
+		struct compute_seq sb = {ring, g.input + 12, 1, COMPUTE_LOGITS_LAST, false};
 
 		ck_assert_int_eq(compute_pass_run(p, &sb, 1, b, err), EMBER_EINVAL);
 		ck_assert_msg(strstr(err, "rewound past its ring") != NULL, "%s", err);
@@ -377,9 +377,9 @@ START_TEST(copied_prefix_and_rewind_continue_the_same)
 	ck_assert_int_eq(compute_kv_new(&a, &m, 32, DTYPE_F32, 0, err), 0);
 	ck_assert_int_eq(compute_kv_new(&b, &m, 32, DTYPE_F32, 0, err), 0);
 	{
-		struct compute_seq s1 = {a, g.input, 10, COMPUTE_LOGITS_NONE};
-		struct compute_seq s2 = {a, g.input + 10, 1, COMPUTE_LOGITS_LAST};
-		struct compute_seq s3 = {b, g.input + 10, 1, COMPUTE_LOGITS_LAST};
+		struct compute_seq s1 = {a, g.input, 10, COMPUTE_LOGITS_NONE, false};
+		struct compute_seq s2 = {a, g.input + 10, 1, COMPUTE_LOGITS_LAST, false};
+		struct compute_seq s3 = {b, g.input + 10, 1, COMPUTE_LOGITS_LAST, false};
 
 		ck_assert_int_eq(compute_pass_run(p, &s1, 1, NULL, err), 0);
 		ck_assert_int_eq(compute_kv_copy_prefix(b, a, 10), 0);

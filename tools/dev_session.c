@@ -20,7 +20,7 @@ int dev_session_eval(struct dev_session *s, const int32_t *ids, size_t n, float 
 		int last = done + k == n;
 		struct compute_seq sq = {s->kv, ids + done, k,
 					 all ? COMPUTE_LOGITS_ALL
-					     : last ? COMPUTE_LOGITS_LAST : COMPUTE_LOGITS_NONE};
+					     : last ? COMPUTE_LOGITS_LAST : COMPUTE_LOGITS_NONE, false};
 
 		if ((rc = compute_pass_run(s->cp, &sq, 1,
 					   all ? logits + done * s->n_vocab : last ? logits : NULL,

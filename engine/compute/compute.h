@@ -134,6 +134,10 @@ struct compute_seq {
 	const int32_t *tokens;
 	uint32_t n_tok;
 	enum compute_logits logits;
+	/* true: every row on the exact path, as sampled rows are (the CPU
+	 * pass's forward_seq.exact: a short prompt's chunk, by the
+	 * scheduler's rule); false: prompt rows may take faster numbers */
+	bool exact;
 };
 
 /* A pass over `m` (which must outlive it). Returns 0, EMBER_EUNSUPPORTED

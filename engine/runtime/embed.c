@@ -136,7 +136,7 @@ int embed_step(struct worker *w, struct seq *s, uint32_t max_tok, bool *finished
 		n = max_tok;
 	if (n == 0)
 		return 0;
-	sq = (struct compute_seq){st->kv, s->tokens + st->done, n, COMPUTE_HIDDEN_ALL};
+	sq = (struct compute_seq){st->kv, s->tokens + st->done, n, COMPUTE_HIDDEN_ALL, false};
 	if ((rc = compute_pass_run(w->fp, &sq, 1, st->hidden, err)) < 0)
 		return rc;
 	for (i = 0; i < n; i++) {

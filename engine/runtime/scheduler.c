@@ -448,6 +448,27 @@ static bool prefilling(const struct seq *s)
 	return s->n_tok - compute_kv_n_pos(s->kv->kv) > 1 && !s->batched;
 }
 
+/*
+ * A prompt whose uncached part is shorter than this runs all its rows on
+ * the exact path (compute_seq.exact). Why: on the amx level prompt rows
+ * take the bf16 tiles (kernels_amx_bf16.c), which dequantize every weight
+ * once per product whatever the rows: a 5-token prompt then took ~7x the
+ * int8 path's time (0.6 s against 0.09 s, TinyLlama Q4_0, Emerald Rapids,
+ * loaded), and the tiles pay only from 32-64 rows (LEVELS.md, det11). A
+ * rule by chunk size would make a prompt row's numbers depend on load
+ * (the chunk is B / (1 + d)); this one depends only on the request and on
+ * what the cache held when it came, so a repeated request (its prompt
+ * cached, its last token exact either way) samples the same text. A
+ * prompt that reuses a cached prefix of another request's keeps that
+ * request's numbers for those positions, as it keeps its rounding.
+ */
+#define SHORT_PREFILL 64
+
+static bool short_prefill(const struct seq *s)
+{
+	return s->n_tok - s->n_cached < SHORT_PREFILL;
+}
+
 /* The prompt tokens of a step beside n_dec decode tokens (the header's
  * policy). */
 static uint32_t step_chunk(uint32_t budget, uint32_t n_dec)
@@ -573,7 +594,7 @@ static void run_step(struct worker *w, struct seq **emb, uint32_t *emb_n)
 		if (s->phase == SEQ_RUN && s->n_tok - compute_kv_n_pos(s->kv->kv) == 1) {
 			w->batch_seq[nb] = i;
 			w->batch[nb++] = (struct compute_seq){s->kv->kv, s->tokens + s->n_tok - 1, 1,
-							      COMPUTE_LOGITS_NONE};
+							      COMPUTE_LOGITS_NONE, false};
 			s->batched = true;
 			n_gen_tok += s->n_gen > 0; /* else a prompt's last token */
 		}
@@ -601,7 +622,7 @@ static void run_step(struct worker *w, struct seq **emb, uint32_t *emb_n)
 		budget -= n;
 		w->batch_seq[nb] = (uint32_t)(s - w->seqs);
 		w->batch[nb++] = (struct compute_seq){s->kv->kv, s->tokens + pos, n,
-						      COMPUTE_LOGITS_NONE};
+						      COMPUTE_LOGITS_NONE, short_prefill(s)};
 		s->batched = true;
 		s->n_prefilled += n;
 	}

@@ -229,7 +229,7 @@ int compute_pass_run(struct compute_pass *p, const struct compute_seq *seqs, uin
 			return ember_seterr(err, EMBER_EINVAL, "compute: sequence %u's cache is on "
 					    "the Vulkan device, the pass on the CPU", i);
 		p->fs[i] = (struct forward_seq){&seqs[i].kv->c, seqs[i].tokens, seqs[i].n_tok,
-						want[seqs[i].logits]};
+						want[seqs[i].logits], seqs[i].exact};
 	}
 	if (p->vk)
 		return vk_pass_run(p->vk, seqs, p->vkv, n_seq, logits, err);

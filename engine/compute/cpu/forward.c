@@ -543,9 +543,10 @@ static void head(struct forward_pass *f, float *logits)
  * activations either, so its cached keys and values are the same
  * whichever step made them. Exact: every row of a LOGITS_ALL sequence
  * (its logits are all read: evaluation, verification), the last row of
- * a LOGITS_LAST one; prompt rows: the others, and every row of a
- * LOGITS_NONE or HIDDEN_ALL one (embeddings: the same numbers however
- * the text is cut into steps).
+ * a LOGITS_LAST one, every row of a sequence marked exact (a short
+ * prompt: the scheduler's rule, scheduler.c); prompt rows: the others,
+ * and every row of a LOGITS_NONE or HIDDEN_ALL one (embeddings: the same
+ * numbers however the text is cut into steps).
  */
 static uint32_t plan(struct forward_pass *f, const struct forward_seq *seqs, uint32_t n_seq)
 {
@@ -559,7 +560,7 @@ static uint32_t plan(struct forward_pass *f, const struct forward_seq *seqs, uin
 	f->n_moved = 0;
 	for (s = 0; s < n_seq; s++) { /* the exact rows */
 		f->lrow[s] = FORWARD_NO_ROW;
-		if (seqs[s].logits == FORWARD_LOGITS_ALL ||
+		if (seqs[s].exact || seqs[s].logits == FORWARD_LOGITS_ALL ||
 		    (seqs[s].logits == FORWARD_LOGITS_LAST && seqs[s].n_tok == 1)) {
 			f->row0[s] = n;
 			n += seqs[s].n_tok;
@@ -573,7 +574,7 @@ static uint32_t plan(struct forward_pass *f, const struct forward_seq *seqs, uin
 		const struct kv_cache *kv = seqs[s].kv;
 		const uint32_t moved = f->lrow[s] != FORWARD_NO_ROW;
 
-		if (moved || (seqs[s].logits != FORWARD_LOGITS_ALL &&
+		if (moved || (!seqs[s].exact && seqs[s].logits != FORWARD_LOGITS_ALL &&
 			      seqs[s].logits != FORWARD_LOGITS_LAST)) {
 			f->row0[s] = n;
 			n += seqs[s].n_tok - moved;
@@ -694,7 +695,7 @@ int forward_eval(struct forward_ctx *c, const int32_t *tokens, size_t n_tok, flo
 	for (done = 0; done < n_tok;) {
 		uint32_t n = (uint32_t)(n_tok - done < f->max_batch ? n_tok - done : f->max_batch);
 		int last = done + n == n_tok;
-		struct forward_seq sq = {&c->kv, tokens + done, n, FORWARD_LOGITS_NONE};
+		struct forward_seq sq = {&c->kv, tokens + done, n, FORWARD_LOGITS_NONE, false};
 		float *out = NULL;
 
 		/* Only the last step's final row matters unless all are asked. */

@@ -29,6 +29,7 @@
 #ifndef EMBER_FORWARD_H
 #define EMBER_FORWARD_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -64,6 +65,10 @@ struct forward_seq {
 	const int32_t *tokens;    /* [n_tok] */
 	uint32_t n_tok;           /* >= 1 */
 	enum forward_logits logits;
+	/* true: all its rows exact (plan(): the rows of a short prompt,
+	 * which the bf16 tiles would cost more than they save); false: only
+	 * the rows whose logits are read */
+	bool exact;
 };
 
 /* Creates the compute part for `m` (which must outlive it): scratch for
