@@ -24,6 +24,7 @@
 #include <string.h>
 
 #undef _tile_loadd
+#undef _tile_stream_loadd
 #undef _tile_stored
 #undef _tile_zero
 #undef _tile_dpbssd
@@ -152,6 +153,8 @@ static inline void tm_dpbf16ps(int c, int a, int b)
 }
 
 #define _tile_loadd(t, b, s) tm_load(t, b, s)
+/* TILELOADDT1: the same load with a cache hint */
+#define _tile_stream_loadd(t, b, s) tm_load(t, b, s)
 #define _tile_stored(t, b, s) tm_store(t, b, s)
 #define _tile_zero(t) tm_zero(t)
 #define _tile_dpbssd(c, a, b) tm_dpbssd(c, a, b)

@@ -322,8 +322,8 @@ END_TEST
  * pgemm vs gemm with the bf16 tiles off (avx512's packed GEMM vs the int8
  * tiles) and on (bf16 tiles on packed vs file rows; from xf and from
  * ready tiles xb). Row ranges on 16-row groups (pool chunks of packed
- * rows), K across chunks of AMXBF_KC (1024: 2112 has three, the middle
- * one folded into the running sums), token tails. A ragged row count is not
+ * rows), K across chunks of AMXBF_KC (512: 2112 has five, the middle
+ * three folded into the running sums), token tails. A ragged row count is not
  * packed at all (kern_pack_type: n_out % 16; test_qpacked), so it runs
  * the file-layout gemm tested above. */
 START_TEST(bf16_amx_level_packed_rows_equal_the_file_layout)
@@ -419,6 +419,8 @@ static const struct bfm_case bfm_cases[] = {
 		{64, 0, 1056, 64},  {37, 5, 64, 47},     {80, 0, 544, 70},   {48, 0, 1088, 40},
 		{16, 0, 64, 33},    {56, 16, 32, 64},    {176, 0, 544, 40},  {304, 16, 96, 20},
 		{48, 0, 2112, 40},  {160, 0, 3136, 67},
+		/* two 256-row blocks (AMXBF_RB) and a third of 32, two K chunks */
+		{560, 16, 544, 33},
 };
 #define BFM_N_CASES (sizeof(bfm_cases) / sizeof(bfm_cases[0]))
 

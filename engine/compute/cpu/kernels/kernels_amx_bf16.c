@@ -34,14 +34,15 @@
  *     an A tile is 16 whole cache lines; tokens padded with zeros to a
  *     multiple of 32. Made once per kern_matmul by the quantizing tasks
  *     (kern_amxbf_act_row), else by the call from xf (self-test, tests).
- *   items: per block of AMXBF_RB (128) rows, per K chunk of AMXBF_KC
- *     (1024) elements, per group of 32 weight rows: the B panel, those
- *     rows x chunk dequantized to bf16 (64 KiB) in the VNNI pair layout:
+ *   items: per block of AMXBF_RB (256) rows, per K chunk of AMXBF_KC
+ *     (512) elements, per group of 32 weight rows: the B panel, those
+ *     rows x chunk dequantized to bf16 (32 KiB) in the VNNI pair layout:
  *     B tile row r = K elements (2r, 2r+1) of 16 weight rows, 64 bytes.
  *     Each weight element is dequantized once per call.
  *   per item and group of 32 tokens: C tiles tmm0-3 (2 x 2: 16 tokens x
  *     16 rows each; C[token][row] is y's layout) zeroed, then per K step
- *     2 A tiles (tmm4/5), 2 B tiles (tmm6/7) and 4 TDPBF16PS, then
+ *     2 A tiles (tmm4/5, streaming loads: the B panel stays in L1), 2 B
+ *     tiles (tmm6/7) and 4 TDPBF16PS, then
  *     stored: the first chunk into the running sums (a call-local 32 x
  *     32 block per token group and row group of the row block; straight
  *     into y when K is one chunk), later chunks into a partial block that
@@ -66,10 +67,14 @@
  * into a C tile waits for its store, the products for the load: half
  * the tile rate), y's rows n_out floats apart for those moves, and the
  * panel and folds as vector work that does not overlap the tiles (tile
- * part and vector part add up in time). Now: no C loads, KC 1024 (a
- * fold per 32 steps), about 650-750 GFLOP/s at 512 tokens; per K step
- * the 4 KiB of tile loads come from L2 (the 64 KiB panel is past L1), and
- * dequantizing a B tile costs ~60-75 ns against ~180 ns of its products.
+ * part and vector part add up in time). amx10: no C loads, KC 1024,
+ * about 650-750 GFLOP/s at 512 tokens. amxg11: the tile steps alone (no
+ * panel, no folds) ran at only ~1.2 TFLOP/s, a scratch loop of this
+ * layout at ~2.0 with everything in L1 and ~1.2-1.5 with A from L2;
+ * A loads with the streaming hint and a 32 KiB panel (KC 512) keep B in
+ * L1: +7-12% (730 -> 800 GFLOP/s at 2048 x 2048). Dequantizing a B tile
+ * costs ~60-110 ns against ~180 ns of its products, and still does not
+ * overlap them.
  *
  * Thread safety: kern_amxbf_enable() runs once under kern_init()'s
  * pthread_once (via kern_amx_enable); the GEMMs are pure, each call
@@ -99,15 +104,20 @@
 #define AMXBF_ROWS 32 /* weight rows per group: two B tiles */
 #define AMXBF_STEP 32 /* K elements per tile product (16 bf16 pairs) */
 #define AMXBF_TILE (AMXBF_TOK * AMXBF_STEP) /* bf16 elements per A/B tile */
+/* K elements per chunk: a B panel of 32 KiB, which stays in L1 across the
+ * token groups while A streams past it (TILELOADDT1); 1024 (64 KiB, past
+ * L1) and 256 (a fold per 8 steps) measured slower (LEVELS.md, amxg11). */
 #ifndef AMXBF_KC
-#define AMXBF_KC 1024 /* K elements per chunk (a B panel: 64 KiB; 256, 512 measured slower) */
+#define AMXBF_KC 512
 #endif
 #define AMXBF_KS (AMXBF_KC / AMXBF_STEP)
 #define AMXBF_PIECES 8 /* a packed B tile's pieces (amxbf__b_piece) */
-/* Rows per block: a block's running sums (512 tokens x 128 rows, 256
- * KiB) stay in L2 across the K chunks, also when one call has every row
- * (one thread; 256 measured no faster). */
-#define AMXBF_RB 128
+/* Rows per block: a block's running sums (512 tokens x 256 rows, 512
+ * KiB) stay in L2 across the K chunks, and each K chunk's A tiles (512
+ * KiB at 512 tokens) stream from L3 once per 256 rows (128: 5-10% slower
+ * on calls that have every row; pool chunks of 64-176 rows are one block
+ * either way). */
+#define AMXBF_RB 256
 /* The int8 path for rows past the last whole 16 (tests rename it). */
 #ifndef AMXBF_INT8_Q8_0
 #define AMXBF_INT8_Q8_0 kern_amx_i8_gemm_q8_0
@@ -435,7 +445,10 @@ static inline void amxbf__side(const struct amxbf_side *s, size_t i)
 /* A 32-token x 32-row block (16 rows when !two: tiles 0 and 2 only) over
  * n K steps from zero, stored at co (ocs floats between token rows): the
  * token group's A tiles at x0 (its second 16 tokens ns tiles on), B panel
- * bt. C never comes back into the tiles: a TILELOADD into a C tile waits
+ * bt. A tiles load with TILELOADDT1 (the streaming hint): each is used
+ * by one block, and as plain loads they pushed the B panel, read by every
+ * token group, out of L1 (7-12% slower, LEVELS.md amxg11). C never comes
+ * back into the tiles: a TILELOADD into a C tile waits
  * for the TILESTORED before it and the products after it wait for the
  * load, which drained the tiles once per chunk (half their rate at 8
  * steps a chunk, LEVELS.md); partial sums are added by amxbf__fold. The
@@ -452,10 +465,10 @@ static void amxbf__block(float *co, size_t ocs, int two, const uint16_t *x0, siz
 	_tile_zero(2);
 	if (!two) {
 		for (size_t i = 0; i < n; i++) {
-			_tile_loadd(4, x0 + i * AMXBF_TILE, 64);
+			_tile_stream_loadd(4, x0 + i * AMXBF_TILE, 64);
 			_tile_loadd(6, bt + i * AMXBF_TILE, 64);
 			_tile_dpbf16ps(0, 4, 6);
-			_tile_loadd(5, x1 + i * AMXBF_TILE, 64);
+			_tile_stream_loadd(5, x1 + i * AMXBF_TILE, 64);
 			_tile_dpbf16ps(2, 5, 6);
 			amxbf__side(side, i);
 		}
@@ -466,12 +479,12 @@ static void amxbf__block(float *co, size_t ocs, int two, const uint16_t *x0, siz
 	_tile_zero(1);
 	_tile_zero(3);
 	for (size_t i = 0; i < n; i++) {
-		_tile_loadd(4, x0 + i * AMXBF_TILE, 64);
+		_tile_stream_loadd(4, x0 + i * AMXBF_TILE, 64);
 		_tile_loadd(6, bt + i * AMXBF_TILE, 64);
 		_tile_dpbf16ps(0, 4, 6);
 		_tile_loadd(7, bt + (AMXBF_KS + i) * AMXBF_TILE, 64);
 		_tile_dpbf16ps(1, 4, 7);
-		_tile_loadd(5, x1 + i * AMXBF_TILE, 64);
+		_tile_stream_loadd(5, x1 + i * AMXBF_TILE, 64);
 		_tile_dpbf16ps(2, 5, 6);
 		_tile_dpbf16ps(3, 5, 7);
 		amxbf__side(side, i);
@@ -500,9 +513,10 @@ static void amxbf__gemm(uint32_t wt, kern_gemm_fn i8, const struct kern_gemm_arg
 	const size_t ct_bytes = full < mp ? (32 * rows * sizeof(float) + 63) & ~(size_t)63 : 0;
 	const size_t xb_bytes = a->xb ? 0 : mp * a->n_in * sizeof(uint16_t);
 	/* the running sums between K chunks: per token group a row block's
-	 * 32 x 32 blocks (4 KiB each, contiguous: y's rows are n_out floats
+	 * (rbw rows: the call's, up to AMXBF_RB) 32 x 32 blocks (4 KiB each, contiguous: y's rows are n_out floats
 	 * apart, all on a few cache sets), then two chunks' partial blocks */
-	const size_t cb_bytes = ns > ks ? (mp * AMXBF_RB + 2048) * sizeof(float) : 0;
+	const size_t rbw = rows < AMXBF_RB ? (rows + 31) / 32 * 32 : AMXBF_RB;
+	const size_t cb_bytes = ns > ks ? (mp * rbw + 2048) * sizeof(float) : 0;
 	const uint16_t *xb = a->xb;
 	struct amxbf_item it = {0}, nx = {0};
 	uint16_t *bt[2];
@@ -520,7 +534,7 @@ static void amxbf__gemm(uint32_t wt, kern_gemm_fn i8, const struct kern_gemm_arg
 	bt[1] = (uint16_t *)(m + bt_bytes);
 	ct = (float *)(m + 2 * bt_bytes);
 	cb = (float *)(m + 2 * bt_bytes + ct_bytes);
-	part = cb_bytes ? cb + mp * AMXBF_RB : NULL;
+	part = cb_bytes ? cb + mp * rbw : NULL;
 	if (!xb) {
 		uint16_t *own = (uint16_t *)(m + 2 * bt_bytes + ct_bytes + cb_bytes);
 
@@ -543,7 +557,7 @@ static void amxbf__gemm(uint32_t wt, kern_gemm_fn i8, const struct kern_gemm_arg
 		for (size_t j = 0; j < ntg; j++) {
 			const size_t tg = 32 * j;
 			const uint16_t *x0 = xb + ((tg / AMXBF_TOK) * ns + it.kc) * AMXBF_TILE;
-			float *run = cb + (j * (AMXBF_RB / 32) + (it.o - it.rb) / 32) * 1024;
+			float *run = cb + (j * (rbw / 32) + (it.o - it.rb) / 32) * 1024;
 			float *out = tg < full ? a->y + tg * a->y_stride + it.o : ct + (it.o - o0);
 			const size_t os = tg < full ? a->y_stride : rows;
 			const int last = it.kc + it.n == ns;
