@@ -22,7 +22,8 @@
 #include "kquants_gemv.h"
 
 /*
- * Q4_K, Q5_K and Q6_K for 2 .. KB_MAX tokens (a batched decode step):
+ * Q4_K, Q5_K and Q6_K for 2 or more tokens (a batched decode step, and
+ * prefill KB_MAX tokens at a time):
  * the GEMV's four-row steps (kg_k4_rows(), kg_q6_rows()), with each
  * super-block of the four rows unpacked once (its 8 x 32 weights as
  * bytes, each 32's int16 scale spread for VPMADDWD, the Q4_K/Q5_K
@@ -36,7 +37,7 @@
  * order; rows past R repeat row o (their lanes are never stored), as the
  * GEMV's one-row tail steps give each lane the same sequence.
  */
-#define KB_MAX 16 /* most tokens taken this way; more: kern_gemm_tokens */
+#define KB_MAX 16 /* most tokens a step takes */
 
 struct kb_rows {
 	__m256i w[KG_R][8];  /* 32 weights (unsigned) per 32-block */
@@ -196,21 +197,39 @@ KB_STEP_FN(kb_q6k, 2)
 
 typedef void (*kb_step_fn)(const struct kern_gemm_args *a, size_t o, int R, size_t end);
 
-/* 2 .. KB_MAX tokens with Q8_K activations: four rows a step (the last
- * one to three together), prefetching up to the matrix's last row as
- * kg_gemv() does; else each token through the GEMV (or, without Q8_K
- * activations, the scalar reference): kern_gemm_tokens. */
+/* Tokens with Q8_K activations: four rows a step (the last one to three
+ * together), KB_MAX tokens at a time; a batch (<= KB_MAX) prefetches up
+ * to the matrix's last row as kg_gemv() does, a prefill goes by
+ * KB_PREFILL_ROWS rows (kept in L2 while its token blocks pass) and
+ * prefetches within them. Without Q8_K activations: the scalar
+ * reference (kern_gemm_tokens). */
+#define KB_PREFILL_ROWS 32
 KG_INLINE void kb_gemm(kb_step_fn step, kern_gemm_fn gemv, kern_gemm_fn ref,
 		       const struct kern_gemm_args *a, size_t o0, size_t o1)
 {
-	const size_t end = a->y_stride > o1 ? a->y_stride : o1;
+	const size_t nsb = a->n_in / KERN_QKK;
 
-	if (a->xk == NULL || a->n_tok > KB_MAX) {
+	if (a->xk == NULL) {
 		kern_gemm_tokens(gemv, ref, a, o0, o1);
 		return;
 	}
-	for (size_t o = o0; o < o1; o += KG_R)
-		step(a, o, o1 - o < KG_R ? (int)(o1 - o) : KG_R, end);
+	if (a->n_tok <= KB_MAX) {
+		const size_t end = a->y_stride > o1 ? a->y_stride : o1;
+		for (size_t o = o0; o < o1; o += KG_R)
+			step(a, o, o1 - o < KG_R ? (int)(o1 - o) : KG_R, end);
+		return;
+	}
+	for (size_t r0 = o0; r0 < o1; r0 += KB_PREFILL_ROWS) {
+		const size_t r1 = o1 - r0 < KB_PREFILL_ROWS ? o1 : r0 + KB_PREFILL_ROWS;
+		for (size_t t = 0; t < a->n_tok; t += KB_MAX) {
+			struct kern_gemm_args b = *a;
+			b.n_tok = a->n_tok - t < KB_MAX ? a->n_tok - t : KB_MAX;
+			b.xk = a->xk + t * nsb;
+			b.y = a->y + t * a->y_stride;
+			for (size_t o = r0; o < r1; o += KG_R)
+				step(&b, o, r1 - o < KG_R ? (int)(r1 - o) : KG_R, r1);
+		}
+	}
 }
 
 void kern_avx2_gemm_q4_k(const struct kern_gemm_args *a, size_t o0, size_t o1)
