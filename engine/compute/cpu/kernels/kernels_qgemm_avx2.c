@@ -472,15 +472,25 @@ QG_INLINE void qp__gemv(uint32_t wt, const struct kern_gemm_args *a, size_t o0, 
  * vector, its |w| (Q8_0) or its two nibble vectors (Q4_0) are made once
  * for QS_T tokens. The first pass (h 0, first tokens) reads the stream
  * and prefetches it as the GEMV does; the others find it in cache (a
- * group's row bytes: 16 x n_in x 34/32 for Q8_0, 69 KiB at n_in 2048).
+ * group's row bytes: 16 x n_in x 34/32 for Q8_0, 34 KiB at n_in 2048),
+ * and each pass prefetches a share of the next group (qs__small).
  * Per (row, token) the int32 S per block and acc = fma(float(S), dw *
  * dx, acc) block after block: qp__gemv()'s sequence, so its bits.
  */
 #define QS_T 4      /* tokens per pass */
 #define QS_MAX 16   /* most tokens taken this way */
 
+/* What a pass prefetches: the stream QP_AHEAD on (ahead, the first pass
+ * of a group), and len bytes at `at` (its share of the next group), per
+ * bytes a block. */
+struct qs_pf {
+	int ahead;
+	const char *at;
+	size_t len, per;
+};
+
 QG_INLINE void qs__pass(uint32_t wt, const struct kern_gemm_args *a, const char *g, int h,
-			size_t t, int T, int pf, float *y)
+			size_t t, int T, const struct qs_pf *pf, float *y)
 {
 	const size_t bs = wt == DTYPE_Q8_0 ? sizeof(struct kern_block_q8_0)
 					   : sizeof(struct kern_block_q4_0);
@@ -504,11 +514,13 @@ QG_INLINE void qs__pass(uint32_t wt, const struct kern_gemm_args *a, const char 
 		const size_t xo = b * sizeof(struct kern_block_q8a);
 		__m256i s[QS_T];
 
-		if (pf) {
+		if (pf->ahead) {
 			QG_UNROLL
 			for (size_t off = 0; off < gb; off += 64)
 				_mm_prefetch(blk + QP_AHEAD + off, _MM_HINT_T1);
 		}
+		for (size_t off = b * pf->per; off < (b + 1) * pf->per && off < pf->len; off += 64)
+			_mm_prefetch(pf->at + off, _MM_HINT_T1);
 		if (wt == DTYPE_Q8_0) {
 			QG_UNROLL
 			for (int c = 0; c < 8; c++) {
@@ -564,8 +576,8 @@ QG_INLINE void qs__pass(uint32_t wt, const struct kern_gemm_args *a, const char 
 /* One function per (type, tokens per pass): T a constant, loops unrolled. */
 #define QS_PASS_FN(name, wt, T)                                                             \
 	static __attribute__((noinline)) void name(const struct kern_gemm_args *a,          \
-						   const char *g, int h, size_t t, int pf,    \
-						   float *y)                                  \
+						   const char *g, int h, size_t t,            \
+						   const struct qs_pf *pf, float *y)          \
 	{                                                                                   \
 		qs__pass(wt, a, g, h, t, T, pf, y);                                         \
 	}
@@ -579,19 +591,35 @@ QS_PASS_FN(qs__q4_2, DTYPE_Q4_0, 2)
 QS_PASS_FN(qs__q4_1, DTYPE_Q4_0, 1)
 
 typedef void (*qs_pass_fn)(const struct kern_gemm_args *a, const char *g, int h, size_t t,
-			   int pf, float *y);
+			   const struct qs_pf *pf, float *y);
 
-/* Groups [o0, o1) x the call's 2 .. QS_MAX tokens; pass[T - 1] takes T. */
+/* Groups [o0, o1) x the call's 2 .. QS_MAX tokens; pass[T - 1] takes T.
+ * Each of a group's passes also prefetches its share of the next group
+ * (up to the matrix's last row, y_stride, as the one-token paths do:
+ * the thread's next chunk follows), so the stream is read during all of
+ * them, not only the first. */
 static void qs__small(const qs_pass_fn pass[QS_T], const struct kern_gemm_args *a, size_t o0,
 		      size_t o1)
 {
+	const size_t np = QP_H * ((a->n_tok + QS_T - 1) / QS_T), nb = a->n_in / KERN_QK;
+	const size_t gsz = QP_ROWS * a->w_stride;
+
 	for (size_t o = o0; o < o1; o += QP_ROWS) {
 		const char *g = (const char *)a->w + o * a->w_stride;
-		int pf = 1;
+		const int next = o + 2 * QP_ROWS <= a->y_stride;
+		struct qs_pf pf = {.ahead = 1};
+		size_t p = 0;
 		for (int h = 0; h < QP_H; h++) {
-			for (size_t t = 0; t < a->n_tok; t += QS_T, pf = 0) {
+			for (size_t t = 0; t < a->n_tok; t += QS_T, p++, pf.ahead = 0) {
 				size_t n = a->n_tok - t < QS_T ? a->n_tok - t : QS_T;
-				pass[n - 1](a, g, h, t, pf, a->y + o);
+				/* lines [p, p + 1) * gsz / np of the next group */
+				size_t b0 = p * gsz / np / 64 * 64, b1 = (p + 1) * gsz / np / 64 * 64;
+				if (p + 1 == np)
+					b1 = gsz;
+				pf.at = g + gsz + b0;
+				pf.len = next ? b1 - b0 : 0;
+				pf.per = (pf.len + nb * 64 - 1) / (nb * 64) * 64;
+				pass[n - 1](a, g, h, t, &pf, a->y + o);
 			}
 		}
 	}
