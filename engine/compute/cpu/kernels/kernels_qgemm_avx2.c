@@ -1,7 +1,8 @@
 /*
  * kernels_qgemm_avx2.c - the AVX2 level's quantized prefill GEMM (Q4_0 and
  * Q8_0 weights against Q8 activation blocks, two tokens or more); one
- * token (decode) stays in kernels_avx2.c.
+ * token (decode) stays in kernels_avx2.c, except on packed rows: their
+ * one-token GEMV (qp__gemv) and small batches (qs__small) are below.
  *
  * Layout: as in the decode path, lane r of a vector is row r. A tile is
  * H vectors of 8 rows; vector c of a packed block holds elements 4c..4c+3
