@@ -4,7 +4,7 @@
  * groups of 16 rows tiled block by block) against the same level's
  * file-layout products, bit for bit: random blocks (Q8_0's -128
  * included), one token (the packed GEMV) and batches (the packed GEMM:
- * 2 .. 70 tokens: the small-batch passes up to 16, the prefill tiles
+ * 2 .. 70 tokens: the small-batch passes up to 12, the prefill tiles
  * past them and past their 64-token blocks), K across its 16-block
  * packing steps, row ranges cut on group multiples; the packer against
  * the layout written out here, and its round trip; the table wiring;
@@ -168,7 +168,8 @@ START_TEST(avx2_packed_products_equal_the_file_layout_bit_for_bit)
 END_TEST
 
 /* A batch of k = 2 .. 16 tokens through the packed GEMM (the small-batch
- * passes of kernels_qgemm_avx2.c: 4 tokens a pass, then 3, 2 or 1) gives
+ * passes of kernels_qgemm_avx2.c up to 12: 4 tokens a pass, then 3, 2 or
+ * 1; the prefill tile past them) gives
  * each token the bits of the packed one-token GEMV on that token alone,
  * for n_out rows cut at `cut` (group multiples, ragged group counts). */
 static void q2_check_steps(uint32_t t, size_t n_out, size_t n_in, size_t n_tok, size_t cut)

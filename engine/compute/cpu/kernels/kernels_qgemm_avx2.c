@@ -479,7 +479,7 @@ QG_INLINE void qp__gemv(uint32_t wt, const struct kern_gemm_args *a, size_t o0, 
  * dx, acc) block after block: qp__gemv()'s sequence, so its bits.
  */
 #define QS_T 4      /* tokens per pass */
-#define QS_MAX 16   /* most tokens taken this way */
+#define QS_MAX 12   /* most tokens taken this way (16: slower than the tile, LEVELS.md) */
 
 /* What a pass prefetches: the stream QP_AHEAD on (ahead, the first pass
  * of a group), and len bytes at `at` (its share of the next group), per
