@@ -4,9 +4,11 @@
  * groups of 16 rows tiled block by block) against the same level's
  * file-layout products, bit for bit: random blocks (Q8_0's -128
  * included), one token (the packed GEMV) and batches (the packed GEMM:
- * 2 .. 70 tokens, past its 64-token blocks), K across its 16-block
+ * 2 .. 70 tokens: the small-batch passes up to 12, the prefill tiles
+ * past them and past their 64-token blocks), K across its 16-block
  * packing steps, row ranges cut on group multiples; the packer against
- * the layout written out here, and its round trip; the table wiring.
+ * the layout written out here, and its round trip; the table wiring;
+ * a batch of k = 2 .. 16 tokens equal to its k single steps.
  * Skipped with a message where the CPU lacks AVX2.
  */
 #include <check.h>
@@ -148,7 +150,7 @@ static void q2_check(uint32_t t, size_t n_out, size_t n_in, size_t n_tok, size_t
 START_TEST(avx2_packed_products_equal_the_file_layout_bit_for_bit)
 {
 	static const uint32_t types[] = {DTYPE_Q4_0, DTYPE_Q8_0};
-	static const size_t toks[] = {1, 2, 3, 5, 17, 64, 70};
+	static const size_t toks[] = {1, 2, 3, 4, 5, 8, 16, 17, 64, 70};
 	/* 96: three blocks; 1056: 33 blocks, past two 16-block packing steps */
 	static const size_t ins[] = {32, 96, 1056};
 	static const size_t outs[] = {16, 48};
@@ -162,6 +164,91 @@ START_TEST(avx2_packed_products_equal_the_file_layout_bit_for_bit)
 					q2_check(types[t], outs[o], ins[i], toks[k], 0);
 					q2_check(types[t], outs[o], ins[i], toks[k], 16);
 				}
+}
+END_TEST
+
+/* A batch of k = 2 .. 16 tokens through the packed GEMM (the small-batch
+ * passes of kernels_qgemm_avx2.c up to 12: 4 tokens a pass, then 3, 2 or
+ * 1; the prefill tile past them) gives
+ * each token the bits of the packed one-token GEMV on that token alone,
+ * for n_out rows cut at `cut` (group multiples, ragged group counts). */
+static void q2_check_steps(uint32_t t, size_t n_out, size_t n_in, size_t n_tok, size_t cut)
+{
+	const struct kern_ops *ops = kern_ops_for(CPU_LEVEL_AVX2);
+	const size_t bs = dtype_type_size(t), row = (size_t)dtype_row_size(t, n_in);
+	const size_t nb = n_in / KERN_QK, act_row = nb * sizeof(struct kern_block_q8a);
+	uint8_t *w = q2_alloc(row * n_out), *wp = q2_alloc(row * n_out);
+	uint8_t *xa = q2_alloc(act_row * n_tok);
+	float *x = q2_alloc(n_in * sizeof(float));
+	float *y = q2_alloc(n_out * n_tok * sizeof(float));
+	float *y1 = q2_alloc(n_out * sizeof(float));
+	struct kern_gemm_args a = {
+		.w = wp,
+		.w_stride = row,
+		.n_in = n_in,
+		.x = xa,
+		.x_stride = act_row,
+		.n_tok = n_tok,
+		.y = y,
+		.y_stride = n_out,
+		.xd_stride = kern_act_groups_pad(nb),
+	};
+	float *xd = q2_alloc(a.xd_stride * n_tok * sizeof(float));
+	int32_t *xs8 = q2_alloc(a.xd_stride * n_tok * sizeof(int32_t));
+
+	q2_fill(t, w, row * n_out);
+	q2_pack(w, wp, n_out, row, bs);
+	for (size_t k = 0; k < n_tok; k++) {
+		struct kern_block_q8a *blk = (struct kern_block_q8a *)(xa + k * act_row);
+		for (size_t i = 0; i < n_in; i++) /* full-range activations too */
+			x[i] = ((float)(q2_rand() & 0xffff) / 32768.0f - 1.0f) *
+			       ((q2_rand() & 7) ? 1 : 64);
+		kern_ops_ref.quantize_act(x, blk, n_in);
+		kern_act_summarize(blk, nb, xd + k * a.xd_stride, xs8 + k * a.xd_stride);
+	}
+	a.xd = xd;
+	a.xs8 = xs8;
+	memset(y, 0xa5, n_out * n_tok * sizeof(float));
+	ops->pgemm[t](&a, 0, cut);
+	ops->pgemm[t](&a, cut, n_out);
+	for (size_t k = 0; k < n_tok; k++) {
+		struct kern_gemm_args one = a;
+
+		one.n_tok = 1;
+		one.x = xa + k * act_row;
+		one.xd = xd + k * a.xd_stride;
+		one.xs8 = xs8 + k * a.xd_stride;
+		one.y = y1;
+		memset(y1, 0x5a, n_out * sizeof(float));
+		ops->pgemv[t](&one, 0, n_out);
+		ck_assert_msg(memcmp(y + k * n_out, y1, n_out * sizeof(float)) == 0,
+			      "%s out %zu in %zu: token %zu of %zu differs from its single step",
+			      dtype_name(t), n_out, n_in, k, n_tok);
+	}
+	free(w);
+	free(wp);
+	free(xa);
+	free(x);
+	free(y);
+	free(y1);
+	free(xd);
+	free(xs8);
+}
+
+START_TEST(avx2_packed_batch_of_k_equals_k_single_steps)
+{
+	static const uint32_t types[] = {DTYPE_Q4_0, DTYPE_Q8_0};
+	static const size_t ins[] = {32, 96, 1056};
+	static const size_t outs[] = {16, 48, 80};
+
+	if (q2_skip())
+		return;
+	for (size_t t = 0; t < 2; t++)
+		for (size_t i = 0; i < sizeof(ins) / sizeof(ins[0]); i++)
+			for (size_t o = 0; o < sizeof(outs) / sizeof(outs[0]); o++)
+				for (size_t k = 2; k <= 16; k++)
+					q2_check_steps(types[t], outs[o], ins[i], k,
+						       outs[o] > 16 ? 16 * (1 + k % 2) : 0);
 }
 END_TEST
 
@@ -236,6 +323,7 @@ Suite *suite_qpacked_avx2(void)
 	tcase_set_timeout(tc, 120);
 #if defined(__x86_64__)
 	tcase_add_test(tc, avx2_packed_products_equal_the_file_layout_bit_for_bit);
+	tcase_add_test(tc, avx2_packed_batch_of_k_equals_k_single_steps);
 	tcase_add_test(tc, avx2_packer_writes_the_layout_and_round_trips);
 #endif
 	tcase_add_test(tc, avx2_packs_q4_0_and_q8_0_with_its_own_kernels);

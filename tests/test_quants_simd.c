@@ -412,6 +412,30 @@ START_TEST(avx2_matches_the_reference_on_random_blocks)
 }
 END_TEST
 
+/* The avx2 level's Q4_K/Q5_K/Q6_K small batches (kquants_gemv_avx2.c:
+ * four rows a step, each super-block unpacked once for all tokens):
+ * every k from 2 to 16 (past it: each token through the GEMV), ragged
+ * row counts (a last step of 1 to 3 rows), each token equal to the
+ * GEMV alone and to the scalar reference, bit for bit (qs_check). */
+START_TEST(avx2_kquant_batches_of_2_to_16_equal_single_steps)
+{
+	static const size_t outs[] = {1, 6, 7, 37};
+	static const size_t ins[] = {256, 768};
+
+	if (!kern_level_runs(CPU_LEVEL_AVX2))
+		return;
+	for (size_t ti = 0; ti < QS_N_TYPES; ti++) {
+		const struct qs_type *q = &qs_types[ti];
+		if (q->t != DTYPE_Q4_K && q->t != DTYPE_Q5_K && q->t != DTYPE_Q6_K)
+			continue;
+		for (size_t i = 0; i < sizeof(ins) / sizeof(ins[0]); i++)
+			for (size_t o = 0; o < sizeof(outs) / sizeof(outs[0]); o++)
+				for (size_t k = 2; k <= 17; k++)
+					qs_check(CPU_LEVEL_AVX2, q, outs[o], ins[i], k);
+	}
+}
+END_TEST
+
 START_TEST(avx512_matches_the_reference_on_random_blocks)
 {
 	qs_check_level(CPU_LEVEL_AVX512);
@@ -434,6 +458,7 @@ Suite *suite_quants_simd(void)
 
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, avx2_matches_the_reference_on_random_blocks);
+	tcase_add_test(tc, avx2_kquant_batches_of_2_to_16_equal_single_steps);
 	tcase_add_test(tc, avx512_matches_the_reference_on_random_blocks);
 	tcase_add_test(tc, arm_levels_match_the_reference_on_random_blocks);
 	/* every arch: an x86 level this CPU lacks is skipped with a line */

@@ -1,7 +1,8 @@
 /*
  * kernels_qgemm_avx2.c - the AVX2 level's quantized prefill GEMM (Q4_0 and
  * Q8_0 weights against Q8 activation blocks, two tokens or more); one
- * token (decode) stays in kernels_avx2.c.
+ * token (decode) stays in kernels_avx2.c, except on packed rows: their
+ * one-token GEMV (qp__gemv) and small batches (qs__small) are below.
  *
  * Layout: as in the decode path, lane r of a vector is row r. A tile is
  * H vectors of 8 rows; vector c of a packed block holds elements 4c..4c+3
@@ -460,16 +461,191 @@ QG_INLINE void qp__gemv(uint32_t wt, const struct kern_gemm_args *a, size_t o0, 
 	}
 }
 
+/*
+ * Small batches (2 .. QS_MAX tokens, a batched decode step) over tiled
+ * groups: the rows are streamed once, from memory, and every token is
+ * applied to them while they are in L1/L2, with none of the prefill's
+ * copying into qg_pack (which cost as much as the products at a few
+ * tokens). Per group: its 8-row halves h in turn, and per half the tokens
+ * QS_T at a time, each pass over all the group's blocks with the QS_T
+ * accumulators in registers (QS_T int sums + QS_T accumulators + the
+ * weights, |w| and the broadcast fit the 16 YMM registers): a weight
+ * vector, its |w| (Q8_0) or its two nibble vectors (Q4_0) are made once
+ * for QS_T tokens. The first pass (h 0, first tokens) reads the stream
+ * and prefetches it as the GEMV does; the others find it in cache (a
+ * group's row bytes: 16 x n_in x 34/32 for Q8_0, 34 KiB at n_in 2048),
+ * and each pass prefetches a share of the next group (qs__small).
+ * Per (row, token) the int32 S per block and acc = fma(float(S), dw *
+ * dx, acc) block after block: qp__gemv()'s sequence, so its bits.
+ */
+#define QS_T 4      /* tokens per pass */
+#define QS_MAX 12   /* most tokens taken this way (16: slower than the tile, LEVELS.md) */
+
+/* What a pass prefetches: the stream QP_AHEAD on (ahead, the first pass
+ * of a group), and len bytes at `at` (its share of the next group), per
+ * bytes a block. */
+struct qs_pf {
+	int ahead;
+	const char *at;
+	size_t len, per;
+};
+
+QG_INLINE void qs__pass(uint32_t wt, const struct kern_gemm_args *a, const char *g, int h,
+			size_t t, int T, const struct qs_pf *pf, float *y)
+{
+	const size_t bs = wt == DTYPE_Q8_0 ? sizeof(struct kern_block_q8_0)
+					   : sizeof(struct kern_block_q4_0);
+	const size_t nb = a->n_in / KERN_QK, gb = QP_ROWS * bs;
+	const __m256i ones = _mm256_set1_epi16(1), m4 = _mm256_set1_epi8(0x0f);
+	const int8_t *xq[QS_T];
+	const float *xd[QS_T];
+	const int32_t *xs8[QS_T];
+	__m256 acc[QS_T];
+
+	QG_UNROLL
+	for (int k = 0; k < T; k++) {
+		xq[k] = ((const struct kern_block_q8a *)((const char *)a->x +
+							 (t + (size_t)k) * a->x_stride))->qs;
+		xd[k] = a->xd + (t + (size_t)k) * a->xd_stride;
+		xs8[k] = a->xs8 + (t + (size_t)k) * a->xd_stride;
+		acc[k] = _mm256_setzero_ps();
+	}
+	for (size_t b = 0; b < nb; b++) {
+		const char *blk = g + b * gb;
+		const size_t xo = b * sizeof(struct kern_block_q8a);
+		__m256i s[QS_T];
+
+		if (pf->ahead) {
+			QG_UNROLL
+			for (size_t off = 0; off < gb; off += 64)
+				_mm_prefetch(blk + QP_AHEAD + off, _MM_HINT_T1);
+		}
+		for (size_t off = b * pf->per; off < (b + 1) * pf->per && off < pf->len; off += 64)
+			_mm_prefetch(pf->at + off, _MM_HINT_T1);
+		if (wt == DTYPE_Q8_0) {
+			QG_UNROLL
+			for (int c = 0; c < 8; c++) {
+				const __m256i w = _mm256_loadu_si256((const __m256i *)qp__vec(blk, c, h));
+				const __m256i aw = _mm256_abs_epi8(w);
+				QG_UNROLL
+				for (int k = 0; k < T; k++) {
+					int32_t q;
+					memcpy(&q, xq[k] + xo + 4 * c, sizeof(q));
+					__m256i m = _mm256_madd_epi16(
+						_mm256_maddubs_epi16(
+							aw, _mm256_sign_epi8(_mm256_set1_epi32(q), w)),
+						ones);
+					s[k] = c == 0 ? m : _mm256_add_epi32(s[k], m);
+					QG_CHAIN(s[k]);
+				}
+			}
+		} else {
+			QG_UNROLL
+			for (int c = 0; c < 4; c++) {
+				const __m256i w = _mm256_loadu_si256((const __m256i *)qp__vec(blk, c, h));
+				const __m256i lo = _mm256_and_si256(w, m4);
+				const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(w, 4), m4);
+				QG_UNROLL
+				for (int k = 0; k < T; k++) {
+					int32_t ql, qh;
+					memcpy(&ql, xq[k] + xo + 4 * c, sizeof(ql));
+					memcpy(&qh, xq[k] + xo + 16 + 4 * c, sizeof(qh));
+					/* each int16 lane at most 8 * 2 * 15 * 127 = 30480 */
+					__m256i m = _mm256_add_epi16(
+						_mm256_maddubs_epi16(lo, _mm256_set1_epi32(ql)),
+						_mm256_maddubs_epi16(hi, _mm256_set1_epi32(qh)));
+					s[k] = c == 0 ? m : _mm256_add_epi16(s[k], m);
+					QG_CHAIN(s[k]);
+				}
+			}
+			QG_UNROLL
+			for (int k = 0; k < T; k++)
+				s[k] = _mm256_sub_epi32(_mm256_madd_epi16(s[k], ones),
+							_mm256_set1_epi32(xs8[k][b]));
+		}
+		const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(blk + 16 * h)));
+		QG_UNROLL
+		for (int k = 0; k < T; k++)
+			acc[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[k]),
+						 _mm256_mul_ps(d, _mm256_set1_ps(xd[k][b])), acc[k]);
+	}
+	QG_UNROLL
+	for (int k = 0; k < T; k++)
+		_mm256_storeu_ps(y + (t + (size_t)k) * a->y_stride + 8 * (size_t)h, acc[k]);
+}
+
+/* One function per (type, tokens per pass): T a constant, loops unrolled. */
+#define QS_PASS_FN(name, wt, T)                                                             \
+	static __attribute__((noinline)) void name(const struct kern_gemm_args *a,          \
+						   const char *g, int h, size_t t,            \
+						   const struct qs_pf *pf, float *y)          \
+	{                                                                                   \
+		qs__pass(wt, a, g, h, t, T, pf, y);                                         \
+	}
+QS_PASS_FN(qs__q8_4, DTYPE_Q8_0, 4)
+QS_PASS_FN(qs__q8_3, DTYPE_Q8_0, 3)
+QS_PASS_FN(qs__q8_2, DTYPE_Q8_0, 2)
+QS_PASS_FN(qs__q8_1, DTYPE_Q8_0, 1)
+QS_PASS_FN(qs__q4_4, DTYPE_Q4_0, 4)
+QS_PASS_FN(qs__q4_3, DTYPE_Q4_0, 3)
+QS_PASS_FN(qs__q4_2, DTYPE_Q4_0, 2)
+QS_PASS_FN(qs__q4_1, DTYPE_Q4_0, 1)
+
+typedef void (*qs_pass_fn)(const struct kern_gemm_args *a, const char *g, int h, size_t t,
+			   const struct qs_pf *pf, float *y);
+
+/* Groups [o0, o1) x the call's 2 .. QS_MAX tokens; pass[T - 1] takes T.
+ * Each of a group's passes also prefetches its share of the next group
+ * (up to the matrix's last row, y_stride, as the one-token paths do:
+ * the thread's next chunk follows), so the stream is read during all of
+ * them, not only the first. */
+static void qs__small(const qs_pass_fn pass[QS_T], const struct kern_gemm_args *a, size_t o0,
+		      size_t o1)
+{
+	const size_t np = QP_H * ((a->n_tok + QS_T - 1) / QS_T), nb = a->n_in / KERN_QK;
+	const size_t gsz = QP_ROWS * a->w_stride;
+
+	for (size_t o = o0; o < o1; o += QP_ROWS) {
+		const char *g = (const char *)a->w + o * a->w_stride;
+		const int next = o + 2 * QP_ROWS <= a->y_stride;
+		struct qs_pf pf = {.ahead = 1};
+		size_t p = 0;
+		for (int h = 0; h < QP_H; h++) {
+			for (size_t t = 0; t < a->n_tok; t += QS_T, p++, pf.ahead = 0) {
+				size_t n = a->n_tok - t < QS_T ? a->n_tok - t : QS_T;
+				/* lines [p, p + 1) * gsz / np of the next group */
+				size_t b0 = p * gsz / np / 64 * 64, b1 = (p + 1) * gsz / np / 64 * 64;
+				if (p + 1 == np)
+					b1 = gsz;
+				pf.at = g + gsz + b0;
+				pf.len = next ? b1 - b0 : 0;
+				pf.per = (pf.len + nb * 64 - 1) / (nb * 64) * 64;
+				pass[n - 1](a, g, h, t, &pf, a->y + o);
+			}
+		}
+	}
+}
+
 void kern_avx2_pgemm_q8_0(const struct kern_gemm_args *a, size_t o0, size_t o1)
 {
+	static const qs_pass_fn pass[QS_T] = {qs__q8_1, qs__q8_2, qs__q8_3, qs__q8_4};
+
 	assert(o0 % QP_ROWS == 0 && o1 % QP_ROWS == 0);
-	qg__gemm(DTYPE_Q8_0 | KERN_PACKED, a, o0, o1, QG_Q8_H, QG_Q8_T);
+	if (a->n_tok <= QS_MAX)
+		qs__small(pass, a, o0, o1);
+	else
+		qg__gemm(DTYPE_Q8_0 | KERN_PACKED, a, o0, o1, QG_Q8_H, QG_Q8_T);
 }
 
 void kern_avx2_pgemm_q4_0(const struct kern_gemm_args *a, size_t o0, size_t o1)
 {
+	static const qs_pass_fn pass[QS_T] = {qs__q4_1, qs__q4_2, qs__q4_3, qs__q4_4};
+
 	assert(o0 % QP_ROWS == 0 && o1 % QP_ROWS == 0);
-	qg__gemm(DTYPE_Q4_0 | KERN_PACKED, a, o0, o1, QG_Q4_H, QG_Q4_T);
+	if (a->n_tok <= QS_MAX)
+		qs__small(pass, a, o0, o1);
+	else
+		qg__gemm(DTYPE_Q4_0 | KERN_PACKED, a, o0, o1, QG_Q4_H, QG_Q4_T);
 }
 
 void kern_avx2_pgemv_q8_0(const struct kern_gemm_args *a, size_t o0, size_t o1)

@@ -1,7 +1,8 @@
 /*
- * kquants_avx2.c - Q4_K and Q6_K matmul on the AVX2 level (the body is
- * kquants_simd.h): per 32 elements, maddubs (u8 x s8 pairs to int16, no
- * saturation at these magnitudes) then madd by ones (to int32).
+ * kquants_avx2.c - the 32-block community formats' matmul on the AVX2
+ * level (the body is kquants_simd.h; Q4_K/Q5_K/Q6_K: kquants_gemv_avx2.c):
+ * per 32 elements, maddubs (u8 x s8 pairs to int16, no saturation at
+ * these magnitudes) then madd by ones (to int32).
  */
 #if defined(__x86_64__)
 #include <immintrin.h>

@@ -3,7 +3,7 @@
  * level (the body is kquants_gemv.h): the scale applied to VPMADDUBSW's
  * int16 pairs by VPMADDWD, added in int32; Q2_K/Q3_K's batches through
  * the GEMV (kern_avx2_gemm_q8k_*; without Q8_K activations the 32-block
- * gemm of kquants_simd.h).
+ * gemm of kquants_simd.h); and Q4_K/Q5_K/Q6_K's batches (below).
  */
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -20,5 +20,231 @@
 #define KG_GEMM_Q3_K kern_avx2_gemm_q3_k
 
 #include "kquants_gemv.h"
+
+/*
+ * Q4_K, Q5_K and Q6_K for 2 or more tokens (a batched decode step, and
+ * prefill KB_MAX tokens at a time):
+ * the GEMV's four-row steps (kg_k4_rows(), kg_q6_rows()), with each
+ * super-block of the four rows unpacked once (its 8 x 32 weights as
+ * bytes, each 32's int16 scale spread for VPMADDWD, the Q4_K/Q5_K
+ * minimums, the Q6_K scales for the -32 offset) into kb_rows, then every
+ * token applied to it while it is in L1: per token and 32 weights one
+ * VPMADDUBSW, one VPMADDWD and one add, against the GEMV's unpacking,
+ * scale shuffle and all per token (the GEMV, per token: 256 x 4 rows
+ * loaded and unpacked again). Each (row, token) result is the GEMV's,
+ * bit for bit: the same exact int32 sums per super-block (integer, so in
+ * any order), kg_hsum4()'s lanes, and the same float steps in the same
+ * order; rows past R repeat row o (their lanes are never stored), as the
+ * GEMV's one-row tail steps give each lane the same sequence.
+ */
+#define KB_MAX 16 /* most tokens a step takes */
+
+struct kb_rows {
+	__m256i w[KG_R][8];  /* 32 weights (unsigned) per 32-block */
+	__m256i sc[KG_R][8]; /* the block's scale in every int16 lane */
+	__m256i sc16[KG_R];  /* Q6_K: its 16 scales as int16 (offset) */
+	__m128i mn[KG_R];    /* Q4_K/Q5_K: the 8 minimums as int16 */
+	__m128 d4, m4;       /* the rows' d and dmin (Q6_K: d) */
+};
+
+/* Super-block s of the four rows at w[] (kind 0 Q4_K, 1 Q5_K, 2 Q6_K). */
+KG_INLINE void kb_unpack(const char *const w[KG_R], size_t sb, int kind, struct kb_rows *u)
+{
+	const __m256i m4 = _mm256_set1_epi8(0x0f), b16 = _mm256_set1_epi8(16);
+
+	if (kind == 2) {
+		const __m256i m03 = _mm256_set1_epi8(0x03), m0c = _mm256_set1_epi8(0x0c);
+		const __m256i m30 = _mm256_set1_epi8(0x30);
+		__m128 sc4;
+		kg_halves4(w, sb + 206, &sc4, &u->d4); /* scales 14, 15, then d */
+		KG_UNROLL
+		for (int r = 0; r < KG_R; r++) {
+			const char *b = w[r] + sb;
+			const __m128i sc8 = _mm_loadu_si128((const __m128i *)(b + 192));
+			const __m256i sca = _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(sc8));
+			const __m256i scb =
+				_mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(_mm_srli_si128(sc8, 8)));
+			u->sc16[r] = _mm256_cvtepi8_epi16(sc8);
+			KG_UNROLL
+			for (int n = 0; n < 2; n++) {
+				const __m256i ql0 = kg_load(b + 64 * n), ql1 = kg_load(b + 64 * n + 32);
+				const __m256i qh = kg_load(b + 128 + 32 * n);
+				__m256i *q = &u->w[r][4 * n];
+				q[0] = _mm256_or_si256(_mm256_and_si256(ql0, m4),
+						       _mm256_slli_epi16(_mm256_and_si256(qh, m03), 4));
+				q[1] = _mm256_or_si256(_mm256_and_si256(ql1, m4),
+						       _mm256_slli_epi16(_mm256_and_si256(qh, m0c), 2));
+				q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4),
+						       _mm256_and_si256(qh, m30));
+				q[3] = _mm256_or_si256(
+					_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
+					_mm256_and_si256(_mm256_srli_epi16(qh, 2), m30));
+				KG_UNROLL
+				for (int k = 0; k < 4; k++)
+					u->sc[r][4 * n + k] =
+						_mm256_shuffle_epi8(n ? scb : sca, kg_idx_pair(k));
+			}
+		}
+		return;
+	}
+	const size_t qs_off = kind ? 48 : 16;
+	kg_halves4(w, sb, &u->d4, &u->m4);
+	KG_UNROLL
+	for (int r = 0; r < KG_R; r++) {
+		__m128i sc;
+		kg_k4_scales(w[r] + sb, &sc, &u->mn[r]);
+		const __m256i scb = _mm256_broadcastsi128_si256(sc);
+		const __m256i qh = kind ? kg_load(w[r] + sb + 16) : _mm256_setzero_si256();
+		KG_UNROLL
+		for (int p = 0; p < 4; p++) {
+			const __m256i q = kg_load(w[r] + sb + qs_off + 32 * p);
+			__m256i lo = _mm256_and_si256(q, m4);
+			__m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+			if (kind) { /* bit 2p of qh -> 16 on lo, 2p + 1 on hi */
+				__m256i h = _mm256_srli_epi16(qh, 2 * p);
+				lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_slli_epi16(h, 4), b16));
+				hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_slli_epi16(h, 3), b16));
+			}
+			u->w[r][2 * p] = lo;
+			u->w[r][2 * p + 1] = hi;
+			u->sc[r][2 * p] = _mm256_shuffle_epi8(scb, kg_idx_all(2 * p));
+			u->sc[r][2 * p + 1] = _mm256_shuffle_epi8(scb, kg_idx_all(2 * p + 1));
+		}
+	}
+}
+
+/* One token's super-block (x) on the unpacked rows: acc's float steps. */
+KG_INLINE __m128 kb_token(const struct kb_rows *u, const struct kern_block_q8_k *x, int kind,
+			  __m128 acc)
+{
+	const __m256i ones = _mm256_set1_epi16(1);
+	__m256i iv[KG_R];
+
+	KG_UNROLL
+	for (int r = 0; r < KG_R; r++)
+		iv[r] = _mm256_setzero_si256();
+	KG_UNROLL
+	for (int j = 0; j < 8; j++) {
+		const __m256i xv = kg_load(x->qs + 32 * j);
+		KG_UNROLL
+		for (int r = 0; r < KG_R; r++)
+			iv[r] = KG_MADD(iv[r], _mm256_maddubs_epi16(u->w[r][j], xv), u->sc[r][j]);
+	}
+	const __m128 xd = _mm_set1_ps(x->d);
+	if (kind == 2) {
+		const __m256i bsums = kg_load(x->bsums);
+		KG_UNROLL
+		for (int r = 0; r < KG_R; r++) /* the -32 offset */
+			iv[r] = _mm256_sub_epi32(
+				iv[r], _mm256_slli_epi32(_mm256_madd_epi16(u->sc16[r], bsums), 5));
+		const __m128i i4 = kg_hsum4(iv);
+		return _mm_add_ps(acc, _mm_mul_ps(_mm_mul_ps(u->d4, xd), _mm_cvtepi32_ps(i4)));
+	}
+	const __m256i bp = _mm256_madd_epi16(kg_load(x->bsums), ones);
+	const __m128i bp16 =
+		_mm_packs_epi32(_mm256_castsi256_si128(bp), _mm256_extracti128_si256(bp, 1));
+	__m128i mv[KG_R];
+	KG_UNROLL
+	for (int r = 0; r < KG_R; r++)
+		mv[r] = _mm_madd_epi16(u->mn[r], bp16);
+	const __m128i i4 = kg_hsum4(iv);
+	const __m128i m4s =
+		_mm_hadd_epi32(_mm_hadd_epi32(mv[0], mv[1]), _mm_hadd_epi32(mv[2], mv[3]));
+	acc = _mm_add_ps(acc, _mm_mul_ps(_mm_mul_ps(u->d4, xd), _mm_cvtepi32_ps(i4)));
+	return _mm_sub_ps(acc, _mm_mul_ps(_mm_mul_ps(u->m4, xd), _mm_cvtepi32_ps(m4s)));
+}
+
+/* Rows o .. o + R - 1 (R <= 4) x the call's tokens. */
+KG_INLINE void kb_rows_step(const struct kern_gemm_args *a, size_t o, int R, int kind,
+			    size_t end)
+{
+	static const size_t sizes[3] = {sizeof(struct kern_block_q4_k),
+					sizeof(struct kern_block_q5_k),
+					sizeof(struct kern_block_q6_k)};
+	const size_t bs = sizes[kind], nsb = a->n_in / KERN_QKK, st = a->w_stride;
+	const int pf = o + (size_t)(R - 1) + KG_AHEAD + 1 <= end;
+	const char *w[KG_R];
+	struct kb_rows u;
+	__m128 acc[KB_MAX];
+
+	kg_rows(a, o, R, w);
+	for (size_t t = 0; t < a->n_tok; t++)
+		acc[t] = _mm_setzero_ps();
+	for (size_t s = 0; s < nsb; s++) {
+		const size_t sb = s * bs;
+		if (pf)
+			kg_prefetch_rows(w, R, KG_AHEAD * st + sb, bs);
+		kb_unpack(w, sb, kind, &u);
+		for (size_t t = 0; t < a->n_tok; t++)
+			acc[t] = kb_token(&u, a->xk + t * nsb + s, kind, acc[t]);
+	}
+	for (size_t t = 0; t < a->n_tok; t++) {
+		float out[KG_R];
+		_mm_storeu_ps(out, acc[t]);
+		memcpy(a->y + t * a->y_stride + o, out, (size_t)R * sizeof(float));
+	}
+}
+
+#define KB_STEP_FN(name, kind)                                                               \
+	static __attribute__((noinline)) void name(const struct kern_gemm_args *a, size_t o,   \
+						   int R, size_t end)                          \
+	{                                                                                    \
+		kb_rows_step(a, o, R, kind, end);                                            \
+	}
+KB_STEP_FN(kb_q4k, 0)
+KB_STEP_FN(kb_q5k, 1)
+KB_STEP_FN(kb_q6k, 2)
+
+typedef void (*kb_step_fn)(const struct kern_gemm_args *a, size_t o, int R, size_t end);
+
+/* Tokens with Q8_K activations: four rows a step (the last one to three
+ * together), KB_MAX tokens at a time; a batch (<= KB_MAX) prefetches up
+ * to the matrix's last row as kg_gemv() does, a prefill goes by
+ * KB_PREFILL_ROWS rows (kept in L2 while its token blocks pass) and
+ * prefetches within them. Without Q8_K activations: the scalar
+ * reference (kern_gemm_tokens). */
+#define KB_PREFILL_ROWS 32
+KG_INLINE void kb_gemm(kb_step_fn step, kern_gemm_fn gemv, kern_gemm_fn ref,
+		       const struct kern_gemm_args *a, size_t o0, size_t o1)
+{
+	const size_t nsb = a->n_in / KERN_QKK;
+
+	if (a->xk == NULL) {
+		kern_gemm_tokens(gemv, ref, a, o0, o1);
+		return;
+	}
+	if (a->n_tok <= KB_MAX) {
+		const size_t end = a->y_stride > o1 ? a->y_stride : o1;
+		for (size_t o = o0; o < o1; o += KG_R)
+			step(a, o, o1 - o < KG_R ? (int)(o1 - o) : KG_R, end);
+		return;
+	}
+	for (size_t r0 = o0; r0 < o1; r0 += KB_PREFILL_ROWS) {
+		const size_t r1 = o1 - r0 < KB_PREFILL_ROWS ? o1 : r0 + KB_PREFILL_ROWS;
+		for (size_t t = 0; t < a->n_tok; t += KB_MAX) {
+			struct kern_gemm_args b = *a;
+			b.n_tok = a->n_tok - t < KB_MAX ? a->n_tok - t : KB_MAX;
+			b.xk = a->xk + t * nsb;
+			b.y = a->y + t * a->y_stride;
+			for (size_t o = r0; o < r1; o += KG_R)
+				step(&b, o, r1 - o < KG_R ? (int)(r1 - o) : KG_R, r1);
+		}
+	}
+}
+
+void kern_avx2_gemm_q4_k(const struct kern_gemm_args *a, size_t o0, size_t o1)
+{
+	kb_gemm(kb_q4k, kern_avx2_gemv_q4_k, kern_ref_gemm_q4_k, a, o0, o1);
+}
+
+void kern_avx2_gemm_q5_k(const struct kern_gemm_args *a, size_t o0, size_t o1)
+{
+	kb_gemm(kb_q5k, kern_avx2_gemv_q5_k, kern_ref_gemm_q5_k, a, o0, o1);
+}
+
+void kern_avx2_gemm_q6_k(const struct kern_gemm_args *a, size_t o0, size_t o1)
+{
+	kb_gemm(kb_q6k, kern_avx2_gemv_q6_k, kern_ref_gemm_q6_k, a, o0, o1);
+}
 
 #endif

@@ -5,8 +5,6 @@
  *   KQ_FN(name)   the prefix of its function names (kern_avx2_##name, ...)
  *   KQ_DOT(u, s)  eight int32 sums of four adjacent u8 x s8 products
  *                 (AVX2: maddubs + madd; AVX-512 VNNI: one VPDPBUSD)
- *   KQ_NO_K456    (optional) no Q4_K/Q5_K/Q6_K here (the avx512 level
- *                 has kquants_vnni_avx512.c)
  * so the two levels differ only in that instruction. Include only from a
  * file compiled with at least the AVX2 + FMA flags.
  *
@@ -16,8 +14,10 @@
  * below 32 or go through |w| and sign(x, w)), then scaled in float. The
  * minimum terms use the blocks' summed activations (kern_gemm_args.xs8 /
  * 8). Only the order of float additions differs from the reference.
- * Q4_K, Q5_K and Q6_K instead take every token as the one-token GEMV does
- * (kern_block_q8_k, kquants_gemv.h), through that GEMV (below).
+ * Q4_K, Q5_K and Q6_K are not here: every token goes per super-block
+ * (kern_block_q8_k) as in the one-token GEMV, kquants_gemv.h, the avx2
+ * level's batches in kquants_gemv_avx2.c, the avx512 level's in
+ * kquants_vnni_avx512.c.
  *
  * Tiles: one weight row x up to KQ_T tokens: a block is unpacked once per
  * tile and multiplied by each token's blocks. Tokens are taken in blocks
@@ -56,32 +56,6 @@ KQ_INLINE __m256i kq_load(const void *p)
 	return _mm256_loadu_si256((const __m256i *)p);
 }
 
-#ifndef KQ_NO_K456 /* Q4_K, Q5_K, Q6_K: the AVX2 level only (avx512 has its own) */
-/*
- * Q4_K, Q5_K and Q6_K for 2+ tokens: each token through the level's
- * one-token GEMV (kquants_gemv.h) on its kern_block_q8_k row (args.xk,
- * n_in / 256 blocks per token), so a token's result is the GEMV's bit for
- * bit whatever its batch (kern_gemm_tokens, quants.h: rows by 32, tokens by
- * 64); the GEMV shares each activation load between 4 rows, as the 1 x 4 tiles
- * this replaced shared each weight unpacking between 4 tokens: about the
- * same work per product. Without args.xk (a caller that made only the
- * 32-blocks): the scalar reference.
- */
-void KQ_FN(gemm_q4_k)(const struct kern_gemm_args *a, size_t o0, size_t o1)
-{
-	kern_gemm_tokens(KQ_FN(gemv_q4_k), kern_ref_gemm_q4_k, a, o0, o1);
-}
-
-void KQ_FN(gemm_q5_k)(const struct kern_gemm_args *a, size_t o0, size_t o1)
-{
-	kern_gemm_tokens(KQ_FN(gemv_q5_k), kern_ref_gemm_q5_k, a, o0, o1);
-}
-
-void KQ_FN(gemm_q6_k)(const struct kern_gemm_args *a, size_t o0, size_t o1)
-{
-	kern_gemm_tokens(KQ_FN(gemv_q6_k), kern_ref_gemm_q6_k, a, o0, o1);
-}
-#endif
 
 /* Q2_K and Q3_K share the 2-bit layout: the 32 values of block b of a
  * super-block are bits 2(b % 4) of the 32 bytes at qs + 32 (b / 4); each
