@@ -70,6 +70,7 @@ int kern_amxbf_enable(char *why, size_t len);
 #include "forward.h"
 #include "model.h"
 #include "testutil.h"
+#include "amx_acts.h"
 
 static int bfm_runs(void)
 {
@@ -492,49 +493,6 @@ START_TEST(bf16_real_tiles_match_the_references_and_the_model)
 }
 END_TEST
 
-/* n_tok tokens of n_in random activations (-1 .. 1, from *s): floats,
- * and the int8 path's blocks and summaries, set in a's fields. */
-struct bfm_acts {
-	float *xf, *xd;
-	struct kern_block_q8a *x;
-	int32_t *xs8;
-};
-
-static void bfm_acts_make(struct bfm_acts *m, size_t n_tok, size_t n_in, uint32_t *s,
-			  struct kern_gemm_args *a)
-{
-	const size_t nb = n_in / KERN_QK, pad = kern_act_groups_pad(nb);
-
-	m->xf = malloc(sizeof(float) * n_tok * n_in);
-	m->x = malloc(sizeof(*m->x) * n_tok * nb);
-	m->xd = malloc(sizeof(float) * n_tok * pad);
-	m->xs8 = malloc(sizeof(int32_t) * n_tok * pad);
-	ck_assert(m->xf && m->x && m->xd && m->xs8);
-	for (size_t i = 0; i < n_tok * n_in; i++)
-		m->xf[i] = ((float)(amx_selftest_rand(s) % 2001) - 1000.0f) * 1e-3f;
-	for (size_t k = 0; k < n_tok; k++) {
-		kern_ops_ref.quantize_act(m->xf + k * n_in, m->x + k * nb, n_in);
-		kern_act_summarize(m->x + k * nb, nb, m->xd + k * pad, m->xs8 + k * pad);
-	}
-	a->n_in = n_in;
-	a->x = m->x;
-	a->x_stride = nb * sizeof(*m->x);
-	a->n_tok = n_tok;
-	a->xd = m->xd;
-	a->xs8 = m->xs8;
-	a->xd_stride = pad;
-	a->xf = m->xf;
-	a->xf_stride = n_in;
-}
-
-static void bfm_acts_free(struct bfm_acts *m)
-{
-	free(m->xf);
-	free(m->x);
-	free(m->xd);
-	free(m->xs8);
-}
-
 /* Without its work memory the bf16 GEMM is the int8 path, bit for bit:
  * its own allocation failing (the int8 tiles then run), and every one
  * (avx512 then runs, no tile product); on tiled packed rows the avx512
@@ -558,10 +516,10 @@ START_TEST(bf16_without_work_memory_is_the_int8_path)
 				.w = w, .w_stride = (size_t)dtype_row_size(wt, n_in), .y = y1,
 				.y_stride = n_out,
 			};
-			struct bfm_acts m;
+			struct amx_acts m;
 
 			ck_assert(y1 && y2 && y3);
-			bfm_acts_make(&m, n_tok, n_in, &s, &a);
+			amx_acts_make(&m, n_tok, n_in, &s, &a);
 			model_products = 0;
 			model_alloc_fails = fails[fi];
 			(ti ? bfm_amxbf_gemm_q4_0 : bfm_amxbf_gemm_q8_0)(&a, 0, n_out);
@@ -583,7 +541,7 @@ START_TEST(bf16_without_work_memory_is_the_int8_path)
 			ck_assert_msg(memcmp(y3, y2, sizeof(float) * n) == 0,
 				      "%s packed, %d allocations failing: not the int8 path's bits",
 				      dtype_name(wt), fails[fi]);
-			bfm_acts_free(&m);
+			amx_acts_free(&m);
 			free(w);
 			free(p);
 			free(y1);

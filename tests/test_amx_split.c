@@ -62,6 +62,7 @@ extern int kern_amxbf_on;
 #include "kv_cache.h"
 #include "model.h"
 #include "testutil.h"
+#include "amx_acts.h"
 
 static int spm_runs(void)
 {
@@ -106,49 +107,6 @@ static uint8_t *spm_packed(uint32_t wt, const uint8_t *w, size_t n_out, size_t n
 		p, n_out, n_in / dtype_block(wt), bs, 16, 0, tmp);
 	free(tmp);
 	return p;
-}
-
-/* n_tok tokens of n_in random activations (-1 .. 1, from *s): floats,
- * and the int8 path's blocks and summaries, set in a's fields. */
-struct spm_acts {
-	float *xf, *xd;
-	struct kern_block_q8a *x;
-	int32_t *xs8;
-};
-
-static void spm_acts_make(struct spm_acts *m, size_t n_tok, size_t n_in, uint32_t *s,
-			  struct kern_gemm_args *a)
-{
-	const size_t nb = n_in / KERN_QK, pad = kern_act_groups_pad(nb);
-
-	m->xf = malloc(sizeof(float) * n_tok * n_in);
-	m->x = malloc(sizeof(*m->x) * n_tok * nb);
-	m->xd = malloc(sizeof(float) * n_tok * pad);
-	m->xs8 = malloc(sizeof(int32_t) * n_tok * pad);
-	ck_assert(m->xf && m->x && m->xd && m->xs8);
-	for (size_t i = 0; i < n_tok * n_in; i++)
-		m->xf[i] = ((float)(amx_selftest_rand(s) % 2001) - 1000.0f) * 1e-3f;
-	for (size_t k = 0; k < n_tok; k++) {
-		kern_ops_ref.quantize_act(m->xf + k * n_in, m->x + k * nb, n_in);
-		kern_act_summarize(m->x + k * nb, nb, m->xd + k * pad, m->xs8 + k * pad);
-	}
-	a->n_in = n_in;
-	a->x = m->x;
-	a->x_stride = nb * sizeof(*m->x);
-	a->n_tok = n_tok;
-	a->xd = m->xd;
-	a->xs8 = m->xs8;
-	a->xd_stride = pad;
-	a->xf = m->xf;
-	a->xf_stride = n_in;
-}
-
-static void spm_acts_free(struct spm_acts *m)
-{
-	free(m->xf);
-	free(m->x);
-	free(m->xd);
-	free(m->xs8);
 }
 
 /* y's rows [t0, t0 + n) against the same rows of ref (rows n_out
@@ -212,11 +170,11 @@ START_TEST(bf16_dispatch_by_token_purpose)
 		struct kern_gemm_args a = {
 			.w = w, .w_stride = (size_t)dtype_row_size(wt, n_in), .y = y, .y_stride = n_out,
 		};
-		struct spm_acts m;
+		struct amx_acts m;
 		const int tiles = mode != 3 && mode != 2 && nbf > 0;
 
 		ck_assert(y && r && xb);
-		spm_acts_make(&m, n_tok, n_in, &s, &a);
+		amx_acts_make(&m, n_tok, n_in, &s, &a);
 		a.n_exact = ne;
 		if (mode == 1) {
 			for (size_t t = 0; t < kern_amxbf_tokens(nbf); t++)
@@ -248,7 +206,7 @@ START_TEST(bf16_dispatch_by_token_purpose)
 			}
 		}
 		spm_amxbf_on = 0;
-		spm_acts_free(&m);
+		amx_acts_free(&m);
 		free(w);
 		free(y);
 		free(r);
@@ -291,7 +249,7 @@ START_TEST(bf16_lazy_int8_blocks_made_on_demand)
 			.w = w, .w_stride = (size_t)dtype_row_size(wt, n_in), .y = y1, .y_stride = n_out,
 		};
 		struct kern_act_lazy l = {.quantize = kern_ops_ref.quantize_act};
-		struct spm_acts m;
+		struct amx_acts m;
 		kern_gemm_fn g;
 
 		if (packed && n_out % 16 != 0) {
@@ -309,7 +267,7 @@ START_TEST(bf16_lazy_int8_blocks_made_on_demand)
 			a.w = p = spm_packed(wt, w, n_out, n_in);
 		g = packed ? (ti ? spm_amx_pgemm_q4_0 : spm_amx_pgemm_q8_0)
 			   : (ti ? spm_amx_gemm_q4_0 : spm_amx_gemm_q8_0);
-		spm_acts_make(&m, n_tok, n_in, &s, &a);
+		amx_acts_make(&m, n_tok, n_in, &s, &a);
 		for (size_t t = 0; t < kern_amxbf_tokens(nbf); t++)
 			spm_amxbf_act_row(t < nbf ? m.xf + (ne + t) * n_in : NULL, n_in, t, xb);
 		a.xb = xb;
@@ -351,7 +309,7 @@ START_TEST(bf16_lazy_int8_blocks_made_on_demand)
 			      dtype_name(wt), packed ? " packed" : "", n_out, fails[fi]);
 		/* needed: a row tail, or a fallback */
 		ck_assert_int_eq(l.done, n_out % 16 != 0 || fails[fi] != 0);
-		spm_acts_free(&m);
+		amx_acts_free(&m);
 		free(w);
 		free(p);
 		free(y1);
