@@ -53,8 +53,6 @@ KG_INLINE void kb_unpack(const char *const w[KG_R], size_t sb, int kind, struct 
 	const __m256i m4 = _mm256_set1_epi8(0x0f), b16 = _mm256_set1_epi8(16);
 
 	if (kind == 2) {
-		const __m256i m03 = _mm256_set1_epi8(0x03), m0c = _mm256_set1_epi8(0x0c);
-		const __m256i m30 = _mm256_set1_epi8(0x30);
 		__m128 sc4;
 		kg_halves4(w, sb + 206, &sc4, &u->d4); /* scales 14, 15, then d */
 		KG_UNROLL
@@ -67,18 +65,7 @@ KG_INLINE void kb_unpack(const char *const w[KG_R], size_t sb, int kind, struct 
 			u->sc16[r] = _mm256_cvtepi8_epi16(sc8);
 			KG_UNROLL
 			for (int n = 0; n < 2; n++) {
-				const __m256i ql0 = kg_load(b + 64 * n), ql1 = kg_load(b + 64 * n + 32);
-				const __m256i qh = kg_load(b + 128 + 32 * n);
-				__m256i *q = &u->w[r][4 * n];
-				q[0] = _mm256_or_si256(_mm256_and_si256(ql0, m4),
-						       _mm256_slli_epi16(_mm256_and_si256(qh, m03), 4));
-				q[1] = _mm256_or_si256(_mm256_and_si256(ql1, m4),
-						       _mm256_slli_epi16(_mm256_and_si256(qh, m0c), 2));
-				q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4),
-						       _mm256_and_si256(qh, m30));
-				q[3] = _mm256_or_si256(
-					_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
-					_mm256_and_si256(_mm256_srli_epi16(qh, 2), m30));
+				kg_q6_unpack(b, n, &u->w[r][4 * n]);
 				KG_UNROLL
 				for (int k = 0; k < 4; k++)
 					u->sc[r][4 * n + k] =
