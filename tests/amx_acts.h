@@ -1,14 +1,49 @@
 /*
- * amx_acts.h - test activations for the AMX kernels' tests (test_amx_bf16.c,
- * test_amx_split.c): random floats and the int8 path's blocks and
- * summaries made from them, set in a kern_gemm_args. Include after the
- * kernel files (kernels_impl.h, amx_selftest.h) and check.h.
+ * amx_acts.h - test data for the AMX kernels' tests (test_amx_bf16.c,
+ * test_amx_split.c): random Q8_0/Q4_0 rows, the same rows packed as the
+ * avx512 level packs them, and random activations with the int8 path's
+ * blocks and summaries made from them, set in a kern_gemm_args. Include
+ * after the kernel files (kernels_impl.h, amx_selftest.h) and check.h.
  */
 #ifndef EMBER_TEST_AMX_ACTS_H
 #define EMBER_TEST_AMX_ACTS_H
 
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
+
+/* n_out random rows of type wt, n_in elements (scales 1e-4 .. 0.1). */
+static uint8_t *amx_test_weights(uint32_t wt, size_t n_out, size_t n_in, uint32_t *s)
+{
+	const size_t row = (size_t)dtype_row_size(wt, n_in);
+	const size_t bs = wt == DTYPE_Q8_0 ? sizeof(struct kern_block_q8_0)
+					   : sizeof(struct kern_block_q4_0);
+	uint8_t *w = malloc(row * n_out);
+
+	ck_assert_ptr_nonnull(w);
+	for (size_t i = 0; i < row * n_out; i++)
+		w[i] = (uint8_t)amx_selftest_rand(s);
+	for (size_t i = 0; i < row * n_out / bs; i++) {
+		uint16_t h = kern_fp32_to_fp16((float)(amx_selftest_rand(s) % 1000 + 1) * 1e-4f);
+
+		memcpy(w + i * bs, &h, sizeof(h));
+	}
+	return w;
+}
+
+/* w's n_out rows (a multiple of 16) tiled as the avx512 level packs them. */
+static uint8_t *amx_test_packed(uint32_t wt, const uint8_t *w, size_t n_out, size_t n_in)
+{
+	const size_t row = (size_t)dtype_row_size(wt, n_in), bs = dtype_type_size(wt);
+	uint8_t *p = malloc(row * n_out), *tmp = malloc(16 * row);
+
+	ck_assert(p && tmp);
+	memcpy(p, w, row * n_out);
+	(wt == DTYPE_Q4_0 ? kern_avx512_pack_q4_0 : kern_avx512_pack_q8_0)(
+		p, n_out, n_in / dtype_block(wt), bs, 16, 0, tmp);
+	free(tmp);
+	return p;
+}
 
 /* n_tok tokens of n_in random activations (-1 .. 1, from *s): floats,
  * and the int8 path's blocks and summaries, set in a's fields. */

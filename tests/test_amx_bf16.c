@@ -98,25 +98,6 @@ static uint16_t bfm_bits(float f)
 	return (uint16_t)(u >> 16);
 }
 
-/* n_out random rows of type wt, n_in elements (scales 1e-4 .. 0.1). */
-static uint8_t *bfm_weights(uint32_t wt, size_t n_out, size_t n_in, uint32_t *s)
-{
-	const size_t row = (size_t)dtype_row_size(wt, n_in);
-	const size_t bs = wt == DTYPE_Q8_0 ? sizeof(struct kern_block_q8_0)
-					   : sizeof(struct kern_block_q4_0);
-	uint8_t *w = malloc(row * n_out);
-
-	ck_assert_ptr_nonnull(w);
-	for (size_t i = 0; i < row * n_out; i++)
-		w[i] = (uint8_t)amx_selftest_rand(s);
-	for (size_t i = 0; i < row * n_out / bs; i++) {
-		uint16_t h = kern_fp32_to_fp16((float)(amx_selftest_rand(s) % 1000 + 1) * 1e-4f);
-
-		memcpy(w + i * bs, &h, sizeof(h));
-	}
-	return w;
-}
-
 /* The tiles' layouts and rounding, bit for bit. */
 START_TEST(bf16_tiles_match_the_scalar_layout)
 {
@@ -127,7 +108,7 @@ START_TEST(bf16_tiles_match_the_scalar_layout)
 	for (int ti = 0; ti < 2; ti++) {
 		const uint32_t wt = ti ? DTYPE_Q4_0 : DTYPE_Q8_0;
 		const size_t n_in = 96, row = (size_t)dtype_row_size(wt, n_in);
-		uint8_t *w = bfm_weights(wt, 16, n_in, &s);
+		uint8_t *w = amx_test_weights(wt, 16, n_in, &s);
 		uint16_t bt[512] __attribute__((aligned(64)));
 		float f[16][96];
 
@@ -199,7 +180,7 @@ static void bfm_check(uint32_t wt, const struct bfm_case *c, uint32_t *s, kern_g
 	const size_t n_out = c->n_out, n_in = c->n_in, n_tok = c->n_tok, nb = n_in / KERN_QK;
 	const size_t pad = kern_act_groups_pad(nb), row = (size_t)dtype_row_size(wt, n_in);
 	const size_t bf_end = c->o0 + (n_out - c->o0) / 16 * 16;
-	uint8_t *w = bfm_weights(wt, n_out, n_in, s);
+	uint8_t *w = amx_test_weights(wt, n_out, n_in, s);
 	float *xf = malloc(sizeof(float) * n_tok * n_in), *wf = malloc(sizeof(float) * n_in);
 	struct kern_block_q8a *x = malloc(sizeof(*x) * n_tok * nb);
 	float *xd = malloc(sizeof(float) * n_tok * pad);
@@ -275,20 +256,6 @@ static void bfm_check(uint32_t wt, const struct bfm_case *c, uint32_t *s, kern_g
 
 /* ---- packed (tiled) rows at the amx level --------------------------------------- */
 
-/* w's n_out rows (a multiple of 16) tiled as the avx512 level packs them. */
-static uint8_t *bfm_packed(uint32_t wt, const uint8_t *w, size_t n_out, size_t n_in)
-{
-	const size_t row = (size_t)dtype_row_size(wt, n_in), bs = dtype_type_size(wt);
-	uint8_t *p = malloc(row * n_out), *tmp = malloc(16 * row);
-
-	ck_assert(p && tmp);
-	memcpy(p, w, row * n_out);
-	(wt == DTYPE_Q4_0 ? kern_avx512_pack_q4_0 : kern_avx512_pack_q8_0)(
-		p, n_out, n_in / dtype_block(wt), bs, 16, 0, tmp);
-	free(tmp);
-	return p;
-}
-
 /* The B tile from a tiled group equals the file layout's, bit for bit. */
 START_TEST(bf16_packed_tiles_equal_the_file_layouts)
 {
@@ -299,7 +266,7 @@ START_TEST(bf16_packed_tiles_equal_the_file_layouts)
 	for (int ti = 0; ti < 2; ti++) {
 		const uint32_t wt = ti ? DTYPE_Q4_0 : DTYPE_Q8_0;
 		const size_t n_in = 160, row = (size_t)dtype_row_size(wt, n_in);
-		uint8_t *w = bfm_weights(wt, 32, n_in, &s), *p = bfm_packed(wt, w, 32, n_in);
+		uint8_t *w = amx_test_weights(wt, 32, n_in, &s), *p = amx_test_packed(wt, w, 32, n_in);
 		uint16_t bt[512] __attribute__((aligned(64))), bp[512] __attribute__((aligned(64)));
 
 		for (size_t g = 0; g < 2; g++)
@@ -348,8 +315,8 @@ START_TEST(bf16_amx_level_packed_rows_equal_the_file_layout)
 					const size_t n_out = c->n_out, n_in = c->n_in, n_tok = c->n_tok;
 					const size_t nb = n_in / KERN_QK, pad = kern_act_groups_pad(nb);
 					const size_t row = (size_t)dtype_row_size(wt, n_in);
-					uint8_t *w = bfm_weights(wt, n_out, n_in, &s);
-					uint8_t *p = bfm_packed(wt, w, n_out, n_in);
+					uint8_t *w = amx_test_weights(wt, n_out, n_in, &s);
+					uint8_t *p = amx_test_packed(wt, w, n_out, n_in);
 					float *xf = malloc(sizeof(float) * n_tok * n_in);
 					struct kern_block_q8a *x = malloc(sizeof(*x) * n_tok * nb);
 					float *xd = malloc(sizeof(float) * n_tok * pad);
@@ -509,7 +476,7 @@ START_TEST(bf16_without_work_memory_is_the_int8_path)
 	for (int ti = 0; ti < 2; ti++)
 		for (size_t fi = 0; fi < 2; fi++) {
 			const uint32_t wt = ti ? DTYPE_Q4_0 : DTYPE_Q8_0;
-			uint8_t *w = bfm_weights(wt, n_out, n_in, &s), *p = bfm_packed(wt, w, n_out, n_in);
+			uint8_t *w = amx_test_weights(wt, n_out, n_in, &s), *p = amx_test_packed(wt, w, n_out, n_in);
 			float *y1 = calloc(n, sizeof(float)), *y2 = calloc(n, sizeof(float));
 			float *y3 = calloc(n, sizeof(float));
 			struct kern_gemm_args a = {

@@ -76,39 +76,6 @@ static int spm_runs(void)
 	return 1;
 }
 
-/* n_out random rows of type wt, n_in elements (scales 1e-4 .. 0.1). */
-static uint8_t *spm_weights(uint32_t wt, size_t n_out, size_t n_in, uint32_t *s)
-{
-	const size_t row = (size_t)dtype_row_size(wt, n_in);
-	const size_t bs = wt == DTYPE_Q8_0 ? sizeof(struct kern_block_q8_0)
-					   : sizeof(struct kern_block_q4_0);
-	uint8_t *w = malloc(row * n_out);
-
-	ck_assert_ptr_nonnull(w);
-	for (size_t i = 0; i < row * n_out; i++)
-		w[i] = (uint8_t)amx_selftest_rand(s);
-	for (size_t i = 0; i < row * n_out / bs; i++) {
-		uint16_t h = kern_fp32_to_fp16((float)(amx_selftest_rand(s) % 1000 + 1) * 1e-4f);
-
-		memcpy(w + i * bs, &h, sizeof(h));
-	}
-	return w;
-}
-
-/* w's n_out rows (a multiple of 16) tiled as the avx512 level packs them. */
-static uint8_t *spm_packed(uint32_t wt, const uint8_t *w, size_t n_out, size_t n_in)
-{
-	const size_t row = (size_t)dtype_row_size(wt, n_in), bs = dtype_type_size(wt);
-	uint8_t *p = malloc(row * n_out), *tmp = malloc(16 * row);
-
-	ck_assert(p && tmp);
-	memcpy(p, w, row * n_out);
-	(wt == DTYPE_Q4_0 ? kern_avx512_pack_q4_0 : kern_avx512_pack_q8_0)(
-		p, n_out, n_in / dtype_block(wt), bs, 16, 0, tmp);
-	free(tmp);
-	return p;
-}
-
 /* y's rows [t0, t0 + n) against the same rows of ref (rows n_out
  * floats apart), bit for bit. */
 static void spm_same_rows(const float *y, const float *ref, size_t t0, size_t n, size_t n_out,
@@ -164,7 +131,7 @@ START_TEST(bf16_dispatch_by_token_purpose)
 		const kern_gemm_fn amx = ti ? spm_amx_gemm_q4_0 : spm_amx_gemm_q8_0;
 		const kern_gemm_fn bf = ti ? spm_amxbf_gemm_q4_0 : spm_amxbf_gemm_q8_0;
 		const kern_gemm_fn i8 = ti ? kern_avx512_gemm_q4_0 : kern_avx512_gemm_q8_0;
-		uint8_t *w = spm_weights(wt, n_out, n_in, &s);
+		uint8_t *w = amx_test_weights(wt, n_out, n_in, &s);
 		float *y = calloc(n_tok * n_out, sizeof(float)), *r = calloc(n_tok * n_out, sizeof(float));
 		uint16_t *xb = aligned_alloc(64, sizeof(uint16_t) * (kern_amxbf_tokens(nbf) + 32) * n_in);
 		struct kern_gemm_args a = {
@@ -239,7 +206,7 @@ START_TEST(bf16_lazy_int8_blocks_made_on_demand)
 				for (size_t fi = 0; fi < 3; fi++) {
 		const uint32_t wt = ti ? DTYPE_Q4_0 : DTYPE_Q8_0;
 		const size_t nb = n_in / KERN_QK, pad = kern_act_groups_pad(nb);
-		uint8_t *w = spm_weights(wt, n_out, n_in, &s), *p = NULL;
+		uint8_t *w = amx_test_weights(wt, n_out, n_in, &s), *p = NULL;
 		float *y1 = calloc(n_tok * n_out, sizeof(float)), *y2 = calloc(n_tok * n_out, sizeof(float));
 		uint16_t *xb = aligned_alloc(64, sizeof(uint16_t) * kern_amxbf_tokens(nbf) * n_in);
 		struct kern_block_q8a *xq = malloc(sizeof(*xq) * n_tok * nb);
@@ -264,7 +231,7 @@ START_TEST(bf16_lazy_int8_blocks_made_on_demand)
 		}
 		ck_assert(y1 && y2 && xb && xq && xd && xs8);
 		if (packed)
-			a.w = p = spm_packed(wt, w, n_out, n_in);
+			a.w = p = amx_test_packed(wt, w, n_out, n_in);
 		g = packed ? (ti ? spm_amx_pgemm_q4_0 : spm_amx_pgemm_q8_0)
 			   : (ti ? spm_amx_gemm_q4_0 : spm_amx_gemm_q8_0);
 		amx_acts_make(&m, n_tok, n_in, &s, &a);
