@@ -556,7 +556,7 @@ START_TEST(bf16_on_unless_ember_amx_bf16_is_0)
 	}
 	setenv("EMBER_AMX_BF16", "0", 1);
 	model_products = 0;
-	ck_assert_int_eq(bfm_amxbf_enable(why, sizeof(why)), -1);
+	ck_assert_int_eq(bfm_amxbf_enable(why, sizeof(why)), 1);
 	unsetenv("EMBER_AMX_BF16");
 	ck_assert_int_eq(bfm_amxbf_on, 0);
 	ck_assert_int_eq(model_products, 0);

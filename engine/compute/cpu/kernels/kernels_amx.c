@@ -466,8 +466,8 @@ int kern_amx_enable(char *why, size_t len)
 		return -1;
 	}
 	/* the bf16 prompt rows on top, or said once why not (int8 stays)
-	 * unless EMBER_AMX_BF16=0 asked for that */
-	if (kern_amxbf_enable(why, len) != 0 && strstr(why, "EMBER_AMX_BF16=0") == NULL)
+	 * unless EMBER_AMX_BF16=0 asked for that (1) */
+	if (kern_amxbf_enable(why, len) < 0)
 		fprintf(stderr, "ember: amx bf16 prefill %s; int8 tiles\n", why);
 	return 0;
 }

@@ -732,7 +732,7 @@ int kern_amxbf_enable(char *why, size_t len)
 	env_choice("EMBER_AMX_BF16", offon, 2, &on);
 	if (!on) {
 		snprintf(why, len, "off (EMBER_AMX_BF16=0)");
-		return -1;
+		return 1;
 	}
 	if (kern_amxbf_selftest() != 0) {
 		snprintf(amxbf__desc, sizeof(amxbf__desc),

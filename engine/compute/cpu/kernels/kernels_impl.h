@@ -405,7 +405,8 @@ const char *kern_amxbf_describe(void);
 /* Turns the bf16 GEMM on unless EMBER_AMX_BF16=0 (on by default: only
  * prompt rows take it, kern_matmul_n_split, LEVELS.md) when its self-test
  * (kern_amxbf_selftest: bf16 bounds against float64 and avx512) passes;
- * 0 when on, else -1; `why` says which. Tiles already permitted. */
+ * 0 when on, 1 when EMBER_AMX_BF16=0 asked it off, -1 when its self-test
+ * failed; `why` says which. Tiles already permitted. */
 int kern_amxbf_enable(char *why, size_t len);
 int kern_amxbf_selftest(void);
 /* Asks the kernel for the AMX tile state (arch_prctl) and self-tests the
