@@ -67,6 +67,14 @@ class Replica:
              "--full_status=503", "--drain_timeout=30"] + list(flags),
             stderr=open(self.logpath, "w"))
         wait_port(self.port, self.proc, name)
+        # The model loads after the port opens (/health and generation
+        # answer 503 meanwhile): a replica joins the balancer once ready,
+        # as HAProxy's health check would have it, so a start that takes
+        # longer (ASan, a start-up self-test) is not counted as "full".
+        deadline = time.monotonic() + 60
+        while request(self.port, "GET", "/health")[0] != 200 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        check(request(self.port, "GET", "/health")[0] == 200, f"{name} ready")
 
     def metric(self, name):
         _, _, raw = request(self.port, "GET", "/metrics")
