@@ -19,6 +19,7 @@ struct gen_stream {
 	struct engine_logprobs *pending_lp; /* [pending_lp_cap bytes], n_pending_lp */
 	size_t n_pending_lp, pending_lp_cap;
 	bool worker_done;
+	bool done_taken;          /* stream_take has handed the done out */
 	bool loop_released;
 	bool closing;             /* uv_close issued */
 	bool oom;                 /* text was dropped: ends with an error */
@@ -53,16 +54,25 @@ static void maybe_close(struct gen_stream *s)
 	}
 }
 
+/*
+ * A wake-up can come after the done was handed out: the worker's last
+ * text and its done each send one, and when the done lands while this
+ * callback runs for the text (after libuv cleared the pending flag,
+ * before stream_take took the lock), the take sees both and libuv calls
+ * again for the second send. Nothing can follow a done, so that call is
+ * dropped here; a consumer that keeps the stream past its done (n
+ * choices: every one until the last ends) must not see it twice.
+ */
 static void async_cb(uv_async_t *a)
 {
 	struct gen_stream *s = (struct gen_stream *)a;
-	bool released;
+	bool quiet;
 
 	pthread_mutex_lock(&s->lock);
-	released = s->loop_released;
+	quiet = s->loop_released || s->done_taken;
 	maybe_close(s);
 	pthread_mutex_unlock(&s->lock);
-	if (!released)
+	if (!quiet)
 		s->update_cb(s->data, s);
 }
 
@@ -172,9 +182,12 @@ void stream_take(struct gen_stream *s, struct stream_chunk *c)
 	s->pending_lp = (struct engine_logprobs *)(void *)tmp;
 	s->pending_lp_cap = cap;
 	s->n_pending_lp = 0;
-	c->done = s->worker_done;
-	if (c->done)
+	/* The done goes out once (async_cb's comment). */
+	c->done = s->worker_done && !s->done_taken;
+	if (c->done) {
 		c->result = s->result;
+		s->done_taken = true;
+	}
 	pthread_mutex_unlock(&s->lock);
 	c->text = s->taken ? s->taken : "";
 	c->lp = s->taken_lp;

@@ -43,7 +43,9 @@ struct stream_chunk {
 	 * with n_tokens). Valid like `text`. */
 	const struct engine_logprobs *lp;
 	size_t n_lp;
-	bool done;                 /* the worker called done_cb */
+	bool done;                 /* the worker called done_cb: true in one
+				    * take only, after which update_cb is not
+				    * called again */
 	struct engine_result result;  /* when done */
 };
 

@@ -142,6 +142,56 @@ START_TEST(never_submitted_stream_is_freed)
 }
 END_TEST
 
+/* A consumer that keeps the stream past its done, as n choices do (each
+ * one's stream lives until the last ends). Its first update is where the
+ * worker finishes: the done lands between libuv's wake-up and the take. */
+struct keeper {
+	struct gen_sink sink;
+	int updates, dones;
+	size_t bytes;
+};
+
+static void keep_cb(void *data, struct gen_stream *s)
+{
+	struct keeper *k = data;
+	struct engine_result res = {.finish = ENGINE_FINISH_LENGTH, .completion_tokens = 1};
+	struct stream_chunk ch;
+
+	if (k->updates++ == 0)
+		k->sink.done_cb(k->sink.data, &res);
+	stream_take(s, &ch);
+	k->bytes += ch.len;
+	if (ch.done) {
+		k->dones++;
+		ck_assert_int_eq(ch.result.finish, ENGINE_FINISH_LENGTH);
+	}
+}
+
+START_TEST(done_is_handed_out_once)
+{
+	struct keeper k = {0};
+	struct gen_stream *s;
+	uv_loop_t loop;
+	int i;
+
+	ck_assert_int_eq(uv_loop_init(&loop), 0);
+	ck_assert_int_eq(stream_new(&loop, keep_cb, &k, &s), 0);
+	k.sink = stream_sink(s);
+	k.sink.text_cb(k.sink.data, "x", 1, 1);
+	/* The done's own wake-up is pending after the first update; before
+	 * the fix the second update took the done again (a choice counted
+	 * twice answered its request before the others ended). */
+	for (i = 0; i < 4; i++)
+		uv_run(&loop, UV_RUN_NOWAIT);
+	ck_assert_int_eq(k.dones, 1);
+	ck_assert_int_eq(k.updates, 1);
+	ck_assert_uint_eq(k.bytes, 1);
+	stream_release(s);
+	uv_run(&loop, UV_RUN_DEFAULT);
+	ck_assert_int_eq(uv_loop_close(&loop), 0);
+}
+END_TEST
+
 Suite *suite_stream(void)
 {
 	Suite *s = suite_create("stream");
@@ -150,6 +200,7 @@ Suite *suite_stream(void)
 	tcase_add_test(tc, every_byte_arrives_in_order_then_done);
 	tcase_add_test(tc, loop_may_let_go_before_the_worker_finishes);
 	tcase_add_test(tc, never_submitted_stream_is_freed);
+	tcase_add_test(tc, done_is_handed_out_once);
 	suite_add_tcase(s, tc);
 	return s;
 }
