@@ -204,6 +204,8 @@ START_TEST(bf16_lazy_int8_blocks_made_on_demand)
 		for (int packed = 0; packed < 2; packed++)
 			for (size_t n_out = 40; n_out <= 48; n_out += 8)
 				for (size_t fi = 0; fi < 3; fi++) {
+		if (packed && n_out % 16 != 0)
+			continue; /* packed rows come in 16s */
 		const uint32_t wt = ti ? DTYPE_Q4_0 : DTYPE_Q8_0;
 		const size_t nb = n_in / KERN_QK, pad = kern_act_groups_pad(nb);
 		uint8_t *w = amx_test_weights(wt, n_out, n_in, &s), *p = NULL;
@@ -219,16 +221,6 @@ START_TEST(bf16_lazy_int8_blocks_made_on_demand)
 		struct amx_acts m;
 		kern_gemm_fn g;
 
-		if (packed && n_out % 16 != 0) {
-			free(w);
-			free(y1);
-			free(y2);
-			free(xb);
-			free(xq);
-			free(xd);
-			free(xs8);
-			continue;
-		}
 		ck_assert(y1 && y2 && xb && xq && xd && xs8);
 		if (packed)
 			a.w = p = amx_test_packed(wt, w, n_out, n_in);
