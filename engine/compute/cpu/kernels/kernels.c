@@ -90,8 +90,8 @@ static_assert(KERN_ROW_ALIGN % 16 == 0, "chunks end on packed row groups");
  * in the region, so a region is a few long calls, then single chunks at
  * its end, where the join's wait is at most one of them (TinyLlama
  * gate|up at 2 threads: 48 rows, 55 KB, instead of 176). Claiming the
- * fine chunks one by one was slower than the old 16 (LEVELS.md, dec12:
- * the calls' count, not the tail, decides), guided ones faster. */
+ * fine chunks one by one was slower than the old 16, guided faster
+ * (LEVELS.md, dec12: Q4_0 decode's products -3%). */
 #define KERN_CHUNKS_PER_THREAD_STREAM 64
 #define KERN_GUIDE 2
 /* Up to this many tokens (a batched decode step: weights streamed once
