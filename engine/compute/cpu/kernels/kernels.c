@@ -42,11 +42,10 @@
  * Threads: output rows are cut into chunks (a multiple of 16 rows, about
  * sixteen per thread, for balance at the joins), one pool item
  * each; activation quantization is spread over tokens the same way.
- * Decode and small batches (<= 16 tokens) cut finer chunks (about 64 a
- * thread) into one contiguous region per thread (about equal rows:
- * kern__cut_regions), each streamed in order by its thread in guided
- * claims (long calls first, single chunks at the end), the last chunks
- * balanced by stealing (kern__region_cb).
+ * Decode and small batches (<= 16 tokens) cut the chunks into one
+ * contiguous region per thread (about equal rows: kern__cut_regions),
+ * each streamed in order by its thread,
+ * the last chunks balanced by stealing (kern__region_cb).
  *
  * Packed rows (kernels.h KERN_PACKED): a packed type id runs the level's
  * pgemv/pgemm on the same chunks (whole groups: KERN_ROW_ALIGN is a
@@ -85,15 +84,6 @@ static_assert(KERN_ROW_ALIGN % 16 == 0, "chunks end on packed row groups");
  * a GEMV chunk is pure streaming, so smaller ones cost nothing but
  * shorten that wait (~180 joins a token). */
 #define KERN_CHUNKS_PER_THREAD_GEMV 16
-/* Streaming jobs' chunks (regions, kern__region_cb) are finer still, and
- * claimed guided: a claim takes 1/(KERN_GUIDE x regions) of what is left
- * in the region, so a region is a few long calls, then single chunks at
- * its end, where the join's wait is at most one of them (TinyLlama
- * gate|up at 2 threads: 48 rows, 55 KB, instead of 176). Claiming the
- * fine chunks one by one was slower than the old 16, guided faster
- * (LEVELS.md, dec12: Q4_0 decode's products -3%). */
-#define KERN_CHUNKS_PER_THREAD_STREAM 64
-#define KERN_GUIDE 2
 /* Up to this many tokens (a batched decode step: weights streamed once
  * for all of them) chunks are cut as finely as for one token. */
 #define KERN_SMALL_BATCH 16
@@ -364,17 +354,11 @@ static void kern__region_cb(void *data, size_t r)
 
 	for (size_t k = 0; k < job->n_region; k++) {
 		size_t q = (r + k) % job->n_region;
-		size_t i = atomic_load_explicit(&job->rnext[q], memory_order_relaxed);
-		while (i < job->rend[q]) {
-			/* guided: a share of what is left, down to one chunk */
-			size_t n = (job->rend[q] - i) / (KERN_GUIDE * job->n_region);
-			size_t j = i + (n ? n : 1);
-			if (!atomic_compare_exchange_weak_explicit(&job->rnext[q], &i, j,
-								   memory_order_relaxed,
-								   memory_order_relaxed))
-				continue; /* i reloaded */
-			while (i < j)
-				i = kern__run_chunks(job, i, j);
+		for (;;) {
+			size_t i = atomic_fetch_add_explicit(&job->rnext[q], 1, memory_order_relaxed);
+			if (i >= job->rend[q])
+				break;
+			kern__rows_cb(job, i);
 		}
 	}
 }
@@ -419,12 +403,8 @@ static size_t kern__chunk_rows(tpool_t pool, size_t n_out, size_t n_tok)
 
 	if (threads <= 1)
 		return n_out;
-	if (n_tok > KERN_SMALL_BATCH)
-		chunk = n_out / (threads * KERN_CHUNKS_PER_THREAD);
-	else if (kern__regions)
-		chunk = n_out / (threads * KERN_CHUNKS_PER_THREAD_STREAM);
-	else
-		chunk = n_out / (threads * KERN_CHUNKS_PER_THREAD_GEMV);
+	chunk = n_out / (threads * (n_tok <= KERN_SMALL_BATCH ? KERN_CHUNKS_PER_THREAD_GEMV
+					       : KERN_CHUNKS_PER_THREAD));
 	if (chunk < KERN_MIN_CHUNK_ROWS)
 		chunk = KERN_MIN_CHUNK_ROWS;
 	return (chunk + KERN_ROW_ALIGN - 1) / KERN_ROW_ALIGN * KERN_ROW_ALIGN;
