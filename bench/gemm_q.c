@@ -15,6 +15,15 @@
  * shape. Prefill tokens (n_tok >= 2) are prompt rows (kern_matmul_n_split
  * with none exact: the AMX level's bf16 tiles where on, EMBER_AMX_BF16=0
  * for its int8 tiles); one token is a decode step's. Not a test: timings.
+ *
+ * GEMM_Q_ROWS=R (q4_0 / q8_0, 2+ tokens, R and N_OUT multiples of 16,
+ * where the AMX bf16 tiles are on): times the bf16 GEMM itself in calls of R rows, the way a pool of
+ * two threads hands it a prefill's rows (kernels.c: about n_out / 32 rows
+ * a chunk, e.g. 64 of 2048, 176 of 5632, 16 of TinyLlama's 256-row k and
+ * v), one thread; the activation tiles are made once, outside the timing,
+ * as kern_matmul's quantizing tasks make them. A whole-matrix call reads
+ * the activations from L3 once per 256 rows, a 64-row call once per 64
+ * (LEVELS.md, amxg12).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +34,7 @@
 #include "dtype.h"
 #include "ember.h"
 #include "kernels.h"
+#include "kernels_impl.h"
 #include "threadpool.h"
 
 static double now_s(clockid_t clk)
@@ -41,6 +51,50 @@ static int cmp_double(const void *a, const void *b)
 
 	return (x > y) - (x < y);
 }
+
+#if defined(__x86_64__)
+/* GEMM_Q_ROWS: the bf16 GEMM on the (packed: mt) matrix in calls of rows
+ * rows, reps times; the best and median seconds in dt[0], dt[reps / 2]
+ * (sorted). 0, or -1 where the bf16 tiles are not on for this type. */
+static int time_bf16_rows(uint32_t mt, const char *w, size_t n_out, size_t n_in, const float *x,
+			  size_t n_tok, float *y, size_t rows, int reps, double *dt)
+{
+	const uint32_t t = mt & ~KERN_PACKED;
+	const int packed = (mt & KERN_PACKED) != 0;
+	void (*fn)(const struct kern_gemm_args *, size_t, size_t) =
+		t == DTYPE_Q8_0 ? (packed ? kern_amxbf_pgemm_q8_0 : kern_amxbf_gemm_q8_0)
+				: (packed ? kern_amxbf_pgemm_q4_0 : kern_amxbf_gemm_q4_0);
+	const size_t mp = kern_amxbf_tokens(n_tok);
+	uint16_t *xb;
+	struct kern_gemm_args a = {
+		.w = w, .w_stride = (size_t)dtype_row_size(t, n_in), .n_in = n_in, .n_tok = n_tok,
+		.y = y, .y_stride = n_out, .xf = x, .xf_stride = n_in,
+	};
+
+	/* rows on 16s: a row tail would take the int8 path, which reads the
+	 * int8 activation blocks this does not make */
+	if (!kern_amxbf_on || (t != DTYPE_Q8_0 && t != DTYPE_Q4_0) || n_tok < 2 || rows == 0 ||
+	    rows % 16 != 0 || n_out % 16 != 0)
+		return -1;
+	xb = aligned_alloc(64, mp * n_in * sizeof(uint16_t));
+	if (!xb)
+		return -1;
+	for (size_t k = 0; k < mp; k++)
+		kern_amxbf_act_row(k < n_tok ? x + k * n_in : NULL, n_in, k, xb);
+	a.xb = xb;
+	for (int r = -1; r < reps; r++) { /* the first: warm-up */
+		double t0 = now_s(CLOCK_THREAD_CPUTIME_ID);
+
+		for (size_t o = 0; o < n_out; o += rows)
+			fn(&a, o, o + rows < n_out ? o + rows : n_out);
+		if (r >= 0)
+			dt[r] = now_s(CLOCK_THREAD_CPUTIME_ID) - t0;
+	}
+	free(xb);
+	qsort(dt, (size_t)reps, sizeof(double), cmp_double);
+	return 0;
+}
+#endif
 
 static float rnd(unsigned *s)
 {
@@ -113,6 +167,26 @@ int main(int argc, char **argv)
 			x[i] = rnd(&seed);
 		const struct kern_mm_part part = {w, n_out, y};
 		const size_t n_exact = n_tok == 1; /* decode: exact; prefill: prompt rows */
+
+		if (getenv("GEMM_Q_ROWS")) {
+			const size_t rows = strtoul(getenv("GEMM_Q_ROWS"), NULL, 10);
+			int got = -1;
+#if defined(__x86_64__)
+			got = time_bf16_rows(mt, w, n_out, n_in, x, n_tok, y, rows, reps, dt);
+#endif
+			if (got != 0) {
+				fprintf(stderr, "gemm_q: GEMM_Q_ROWS needs the AMX bf16 tiles, "
+						"q4_0 or q8_0, 2+ tokens, rows on 16s\n");
+				goto next;
+			}
+			double flop = 2.0 * (double)n_out * (double)n_in * (double)n_tok;
+			printf("%s %5zu x %5zu  n_tok %4zu  calls of %zu rows:  best %6.1f  median "
+			       "%6.1f GFLOP/s\n",
+			       tname, n_out, n_in, n_tok, rows, flop / dt[0] * 1e-9,
+			       flop / dt[reps / 2] * 1e-9);
+			rc = 0;
+			goto next;
+		}
 
 		kern_matmul_n_split(pool, mt, n_in, &part, 1, x, n_tok, n_exact, scratch, NULL, NULL,
 				    1); /* warm up */

@@ -159,18 +159,21 @@ static void amxbf__pi8_q4_0(const struct kern_gemm_args *a, size_t o0, size_t o1
 	kern_avx512_pgemm_q4_0(a, o0, o1);
 }
 
-/* LDTILECFG's operand, palette 1: all 8 tiles 16 rows x 64 bytes. */
+/* LDTILECFG's operand, palette 1: all 8 tiles 16 rows x 64 bytes. A
+ * constant rather than stores into a local array: GCC 12 does not see
+ * the intrinsic read its operand, and where this function was not
+ * inlined (two callers, amxg12) it dropped the stores, left the tiles
+ * unconfigured and the first tile load faulted (SIGSEGV). */
+static const uint8_t amxbf__cfg[64] = {
+	[0] = 1,
+	[16] = 64, [18] = 64, [20] = 64, [22] = 64, [24] = 64, [26] = 64, [28] = 64, [30] = 64,
+	[48] = AMXBF_TOK, [49] = AMXBF_TOK, [50] = AMXBF_TOK, [51] = AMXBF_TOK,
+	[52] = AMXBF_TOK, [53] = AMXBF_TOK, [54] = AMXBF_TOK, [55] = AMXBF_TOK,
+};
+
 static void amxbf__configure(void)
 {
-	uint8_t cfg[64];
-
-	memset(cfg, 0, sizeof(cfg));
-	cfg[0] = 1;
-	for (int i = 0; i < 8; i++) {
-		cfg[16 + 2 * i] = 64; /* colsb, little endian */
-		cfg[48 + i] = AMXBF_TOK;
-	}
-	_tile_loadconfig(cfg);
+	_tile_loadconfig(amxbf__cfg);
 }
 
 void kern_amxbf_act_row(const float *x, size_t n_in, size_t t, uint16_t *xb)
