@@ -22,7 +22,9 @@
  * allocated while running.
  *
  * Prompt tiles (attention_tile.prompt: rows whose outputs are never
- * sampled, forward.c plan()) take their score and value products on the
+ * sampled, of a model whose q, k, v projections are Q8_0 / Q4_0 and so
+ * already bf16-rounded there, forward.c plan()) take their score and
+ * value products on the
  * amx level's bf16 tiles where kern_attn_bf16() says so (the bf16
  * prefill's switch, EMBER_AMX_BF16): q, k, softmax weights and v rounded
  * to bf16, fp32 sums, like the bf16 GEMM's rounding of the same rows.
