@@ -145,6 +145,124 @@ START_TEST(avx512_softmax_rows_equal_avx2)
 }
 END_TEST
 
+#if defined(__x86_64__)
+static double at_bf(float x)
+{
+	return (double)kern_bf16_to_fp32(kern_fp32_to_bf16(x));
+}
+
+/* Bound of the prompt-row bf16 tiles against a float64 sum of the same
+ * bf16-rounded operands: the tile's products of bf16 pairs are exact in
+ * fp32, so only its fp32 additions round (d or nk of them): 1e-5 of
+ * sum |a b| (the bf16 GEMM self-test's bound), plus the output's own
+ * rounding. */
+#define AT_BF16_BOUND 1e-5
+
+/* kern_amx_attn_scores_bf16 / kern_amx_attn_accum_bf16 (prompt rows,
+ * attention_amx.c) against float64 on bf16-rounded operands, keys and
+ * values as floats and as F16 rows, and nothing written past the nq x
+ * nk scores or the nq x d outputs (guard values). */
+static void at_check_bf16(size_t nq, size_t nk, size_t d, int f16, int with_bias)
+{
+	const size_t ld_q = d + 32, ld_s = 72, ld_p = 64, ld_o = d + 16;
+	float *q = malloc(nq * ld_q * 4), *kf = malloc(nk * d * 4), *vf = malloc(nk * d * 4);
+	uint16_t *kh = malloc(nk * d * 2), *vh = malloc(nk * d * 2);
+	float *s = malloc(nq * ld_s * 4), *p = malloc(nq * ld_p * 4), *o = malloc(nq * ld_o * 4);
+	float *o0 = malloc(nq * ld_o * 4), r[64], bias[64];
+	const float scale = 0.125f;
+
+	at_fill(q, nq * ld_q, 1.0f);
+	at_fill(kf, nk * d, 2.0f);
+	at_fill(vf, nk * d, 2.0f);
+	at_fill(p, nq * ld_p, 1.0f);
+	at_fill(o0, nq * ld_o, 1.0f);
+	at_fill(r, 64, 1.0f);
+	at_fill(bias, 64, 5.0f);
+	for (size_t i = 0; i < nq * ld_s; i++)
+		s[i] = 12345.0f;
+	memcpy(o, o0, nq * ld_o * 4);
+	kern_fp32_to_fp16_row(kf, kh, nk * d);
+	kern_fp32_to_fp16_row(vf, vh, nk * d);
+	kern_fp16_to_fp32_row(kh, kf, nk * d); /* either form: the same values */
+	kern_fp16_to_fp32_row(vh, vf, nk * d);
+	uint16_t *qt = aligned_alloc(64, KERN_ATTN_BF16_QT(nq, d) * 2);
+
+	kern_amx_attn_q_bf16(q, ld_q, d, nq, qt);
+	kern_amx_attn_scores_bf16(qt, f16 ? (const void *)kh : kf, f16, d,
+				  with_bias ? bias : NULL, scale, s, ld_s, nq, nk);
+	free(qt);
+	for (size_t i = 0; i < nq; i++) {
+		for (size_t j = 0; j < nk; j++) {
+			double dot = 0, mag = 0;
+
+			for (size_t c = 0; c < d; c++) {
+				dot += at_bf(q[i * ld_q + c]) * at_bf(kf[j * d + c]);
+				mag += fabs(at_bf(q[i * ld_q + c]) * at_bf(kf[j * d + c]));
+			}
+			const double want = (dot + (with_bias ? bias[j] : 0.0)) * scale;
+			const double got = s[i * ld_s + j];
+
+			ck_assert_msg(fabs(got - want) <= (AT_BF16_BOUND * mag + 1e-6 * fabs(want)) *
+								   scale + 1e-30,
+				      "bf16 scores %zux%zu d=%zu f16=%d (%zu,%zu): %g, want %g", nq,
+				      nk, d, f16, i, j, got, want);
+		}
+		for (size_t j = nk; j < ld_s; j++)
+			ck_assert_msg(s[i * ld_s + j] == 12345.0f, "bf16 scores wrote past nk");
+	}
+	kern_amx_attn_accum_bf16(o, ld_o, r, p, ld_p, f16 ? (const void *)vh : vf, f16, d, nq, nk);
+	for (size_t i = 0; i < nq; i++) {
+		for (size_t c = 0; c < d; c++) {
+			double sum = 0, mag = 0;
+
+			for (size_t j = 0; j < nk; j++) {
+				sum += at_bf(p[i * ld_p + j]) * at_bf(vf[j * d + c]);
+				mag += fabs(at_bf(p[i * ld_p + j]) * at_bf(vf[j * d + c]));
+			}
+			const double base = (double)o0[i * ld_o + c] * r[i];
+			const double want = base + sum, got = o[i * ld_o + c];
+
+			ck_assert_msg(fabs(got - want) <=
+					      AT_BF16_BOUND * (mag + fabs(base)) + 1e-6 * fabs(want),
+				      "bf16 values %zux%zu d=%zu f16=%d (%zu,%zu): %g, want %g", nq,
+				      nk, d, f16, i, c, got, want);
+		}
+		for (size_t c = d; c < ld_o; c++)
+			ck_assert_msg(o[i * ld_o + c] == o0[i * ld_o + c], "bf16 values wrote past d");
+	}
+	free(q);
+	free(kf);
+	free(vf);
+	free(kh);
+	free(vh);
+	free(s);
+	free(p);
+	free(o);
+	free(o0);
+}
+#endif
+
+START_TEST(amx_bf16_blocks_within_bound_of_float64)
+{
+#if defined(__x86_64__)
+	static const size_t nqs[] = {1, 5, 16, 17, 40, 64}, nks[] = {1, 7, 16, 33, 64},
+			    ds[] = {64, 96, 128, 256};
+
+	if (!kern_level_runs(CPU_LEVEL_AMX)) {
+		fprintf(stderr, "attention: skipping amx bf16 blocks: this CPU or kernel has no "
+				"AMX\n");
+		return;
+	}
+	for (size_t a = 0; a < sizeof(nqs) / sizeof(nqs[0]); a++)
+		for (size_t b = 0; b < sizeof(nks) / sizeof(nks[0]); b++)
+			for (size_t c = 0; c < sizeof(ds) / sizeof(ds[0]); c++)
+				at_check_bf16(nqs[a], nks[b], ds[c], (a + c) & 1, (a + b) & 1);
+#else
+	fprintf(stderr, "attention: skipping amx bf16 blocks: x86-64 only\n");
+#endif
+}
+END_TEST
+
 START_TEST(f16_kernels_equal_float_kernels_on_converted_rows)
 {
 #if defined(__x86_64__)
@@ -173,6 +291,7 @@ Suite *suite_attention_simd(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, f16_kernels_equal_float_kernels_on_converted_rows);
 	tcase_add_test(tc, avx512_softmax_rows_equal_avx2);
+	tcase_add_test(tc, amx_bf16_blocks_within_bound_of_float64);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -103,6 +103,7 @@ uint32_t attention_plan(struct attention_tile *tiles, const struct kv_cache *kv,
 		tiles[n].row = row + t;
 		tiles[n].pos = pos + t;
 		tiles[n].n = n_tok - t < ATTENTION_TILE ? n_tok - t : ATTENTION_TILE;
+		tiles[n].prompt = 0;
 		n++;
 	}
 	return n;
@@ -323,11 +324,20 @@ static void attend_heads(const struct attn_job *job, const struct attention_tile
 	const float scale = a->scale;
 	const uint32_t w = attention_window(a, job->il);
 	const int f16k = kern_attn_f16_rows();
+	/* A prompt tile's products on bf16 tiles (kern_attn_bf16): the whole
+	 * block for its rows at once, the diagonal's masked scores computed
+	 * and then set to 0 by softmax_block (no strips: a tile product costs
+	 * the same for 8 rows as for 16). */
+	const int bf = tl->prompt && n > 1 && dk % 32 == 0 && dv % 16 == 0 &&
+		       dk <= KERN_ATTN_BF16_DIM && dv <= KERN_ATTN_BF16_DIM && kern_attn_bf16();
 	float kbuf[ATTN_KV_FLOATS], vbuf[ATTN_KV_FLOATS];
 	float qbuf[ATTENTION_TILE * ATTN_LOCAL_DIM], obuf[ATTENTION_TILE * ATTN_LOCAL_DIM];
 	/* rows of S 64-byte aligned: a ZMM load across two lines costs two */
 	_Alignas(64) float S[ATTENTION_TILE * ATTN_KEYS];
 	float bias[ATTN_KEYS];
+	/* a head's queries as bf16 A tiles (prompt tiles, bf): once per task
+	 * for one head, per block and head for a run of heads */
+	_Alignas(64) uint16_t qt[KERN_ATTN_BF16_QT(ATTENTION_TILE, KERN_ATTN_BF16_DIM)];
 	float m[ATTENTION_TILE], l[ATTENTION_TILE], r[ATTENTION_TILE];
 	uint32_t i, j0, e;
 
@@ -342,11 +352,13 @@ static void attend_heads(const struct attn_job *job, const struct attention_tile
 		for (i = 0; i < n; i++) {
 			m[e * n + i] = -INFINITY;
 			l[e * n + i] = 0.0f;
-			if (local)
+			if (local && !(bf && nh == 1))
 				memcpy(qbuf + (e * n + i) * ld_q, qs + i * ld_qs, dk * sizeof(float));
 			memset(out + i * ld_o, 0, dv * sizeof(float));
 		}
 	}
+	if (bf && nh == 1)
+		kern_attn_q_bf16(job->q + tl->row * ld_qs + (size_t)h0 * dk, ld_qs, dk, n, qt);
 	/* A window starts at the first key the tile's first query sees: no
 	 * more than n_swa - 1 + n keys are read, all of which a ring layer
 	 * (kv_cache.h) still holds. (Key blocks then start where the tile
@@ -389,6 +401,29 @@ static void attend_heads(const struct attn_job *job, const struct attention_tile
 
 			if (a->alibi)
 				alibi_biases(a->alibi, a->slopes[h0 + e], j0, nb, bias);
+			if (bf) {
+				const void *kr = kh ? (const void *)kh : kblk;
+				const void *vr = kh ? (const void *)vh : vblk;
+
+				/* S row i is query i here; scores from the 16-row
+				 * group holding `first` (rows before it unread) */
+				const uint32_t g0 = first / 16 * 16;
+				float *Sf = S + (size_t)first * ATTN_KEYS;
+
+				if (nh > 1)
+					kern_attn_q_bf16(q, ld_q, dk, n, qt);
+				kern_attn_scores_bf16(qt + (size_t)g0 * dk, kr, kh != NULL, dk,
+						      a->alibi ? bias : NULL, scale,
+						      S + (size_t)g0 * ATTN_KEYS, ATTN_KEYS, n - g0,
+						      nb);
+				if (a->softcap > 0.0f)
+					softcap_block(Sf, ATTN_KEYS, n - first, nb, a->softcap);
+				softmax_block(Sf, ATTN_KEYS, first, n, pos, j0, nb, w, m + e * n,
+					      l + e * n, r + e * n);
+				kern_attn_accum_bf16(out + first * ld_o, ld_o, r + e * n + first, Sf,
+						     ATTN_KEYS, vr, kh != NULL, dv, n - first, nb);
+				continue;
+			}
 			for (i = first; i < n; i = strip_end(pos, j0, nb, i, n)) {
 				const uint32_t i1 = strip_end(pos, j0, nb, i, n);
 				float *Si = S + (size_t)(i - first) * ATTN_KEYS;

@@ -17,8 +17,20 @@
  * score matrix beyond one tile x one block exists; that, the F16
  * conversion buffers (scalar level; blocks that wrap a ring layer) and
  * contiguous copies of the tile's query and output
- * rows live on the task's stack (about 115 KB; pool threads have the
- * default 8 MB): nothing is allocated while running.
+ * rows, and a prompt tile's queries as bf16 tiles, live on the task's
+ * stack (about 150 KB; pool threads have the default 8 MB): nothing is
+ * allocated while running.
+ *
+ * Prompt tiles (attention_tile.prompt: rows whose outputs are never
+ * sampled, of a model whose q, k, v projections are Q8_0 / Q4_0 and so
+ * already bf16-rounded there, forward.c plan()) take their score and
+ * value products on the
+ * amx level's bf16 tiles where kern_attn_bf16() says so (the bf16
+ * prefill's switch, EMBER_AMX_BF16): q, k, softmax weights and v rounded
+ * to bf16, fp32 sums, like the bf16 GEMM's rounding of the same rows.
+ * Still a row's result depends on nothing but its own query and the
+ * cache, so prompt rows are the same bits in any chunking; sampled
+ * rows (prompt = 0) never take them.
  *
  * Semantics: query i of a tile (position pos + i) attends to the keys at
  * positions 0 .. pos + i of its sequence (causal); query head h reads kv
@@ -75,6 +87,11 @@ struct attention_tile {
 	uint32_t row;
 	uint32_t pos;
 	uint32_t n; /* 1 .. ATTENTION_TILE */
+	/* 1: prompt rows, whose outputs are never sampled (forward.c plan()):
+	 * where kern_attn_bf16() says so their products run on bf16 tiles,
+	 * other bits than the float kernels'. 0 (attention_plan's): the
+	 * float kernels, the same bits whatever the tile or batch. */
+	uint32_t prompt;
 };
 
 /* Sets up `a` for heads of shape `hp` and ALiBi kind `alibi` (slopes from
@@ -95,8 +112,8 @@ uint32_t attention_window(const struct attention *a, uint32_t il);
 void attention_free(struct attention *a);
 
 /* Cuts n_tok rows of one sequence (first row `row`, first position
- * `pos`) into tiles written to tiles[0..]; returns how many,
- * ceil(n_tok / ATTENTION_TILE). */
+ * `pos`) into tiles written to tiles[0..] (prompt = 0); returns how
+ * many, ceil(n_tok / ATTENTION_TILE). */
 uint32_t attention_plan(struct attention_tile *tiles, const struct kv_cache *kv, uint32_t row,
 			uint32_t pos, uint32_t n_tok);
 

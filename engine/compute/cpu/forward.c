@@ -530,6 +530,26 @@ static void head(struct forward_pass *f, float *logits)
 		softcap_rows(logits, (size_t)rows * m->hp.n_vocab, m->hp.final_softcap);
 }
 
+/* Whether prompt rows' attention may round to bf16 (attention_tile.prompt):
+ * only where every q, k and v projection is Q8_0 / Q4_0, the types whose
+ * prompt rows the amx level's bf16 GEMM takes, so attention adds that
+ * rounding to rows that have it already; an F32, F16 or K-quant model's
+ * prompt rows stay float (its embeddings match the exact logits). */
+static int prompt_qkv_bf16(const struct model *m)
+{
+	static const enum arch_tensor qkv[] = {ARCH_T_ATTN_Q, ARCH_T_ATTN_K, ARCH_T_ATTN_V,
+					       ARCH_T_ATTN_QKV};
+
+	for (uint32_t il = 0; il < m->hp.n_layer; il++)
+		for (size_t i = 0; i < sizeof(qkv) / sizeof(qkv[0]); i++) {
+			const struct model_weight *w = &m->layers[il].w[qkv[i]];
+
+			if (w->data && w->type != DTYPE_Q8_0 && w->type != DTYPE_Q4_0)
+				return 0;
+		}
+	return 1;
+}
+
 /*
  * Lays the sequences out as rows and attention tiles; returns the rows.
  * Numbers by purpose (kern_matmul_n_split): the rows whose logits are
@@ -550,7 +570,7 @@ static void head(struct forward_pass *f, float *logits)
  */
 static uint32_t plan(struct forward_pass *f, const struct forward_seq *seqs, uint32_t n_seq)
 {
-	uint32_t s, n = 0;
+	uint32_t s, n = 0, bf;
 
 	f->plan.seqs = seqs;
 	f->plan.n_seq = n_seq;
@@ -585,6 +605,9 @@ static uint32_t plan(struct forward_pass *f, const struct forward_seq *seqs, uin
 			f->plan.n_tiles += attention_plan(f->tiles + f->plan.n_tiles, kv, f->lrow[s],
 							  kv->n_pos + seqs[s].n_tok - 1, 1);
 	}
+	bf = prompt_qkv_bf16(f->m);
+	for (s = 0; s < f->plan.n_tiles; s++) /* attention's bf16 tiles: prompt rows only */
+		f->tiles[s].prompt = bf && f->tiles[s].row >= f->n_exact;
 	return n;
 }
 

@@ -182,6 +182,30 @@ void kern_attn_scores_f16(const float *q, size_t ld_q, const uint16_t *k, size_t
 void kern_attn_accum_f16(float *o, size_t ld_o, const float *r, const float *p, size_t ld_p,
 			 const uint16_t *v, size_t d, size_t nq, size_t nk);
 
+/* Prompt-row attention blocks on bf16 tiles (the amx level with its bf16
+ * tiles on, attention_amx.c): kern_attn_scores() and kern_attn_accum()
+ * with q, k, p and v rounded to bf16 and fp32 sums, for rows whose
+ * outputs are never sampled (attention.c's prompt tiles); keys and
+ * values as floats, or F16 rows when f16. The queries go in once per
+ * tile as A tiles (kern_attn_q_bf16: nq rows of d floats, ld_q apart,
+ * into qt, KERN_ATTN_BF16_QT(nq, d) elements, 64-byte aligned; group g
+ * of 16 rows at qt + g * d * 16); a scores call takes rows from a group
+ * start. At most KERN_ATTN_BF16_KEYS keys a call; d a multiple of 32
+ * (queries, keys) / 16 (values) up to KERN_ATTN_BF16_DIM. Each score and
+ * output element depends only on its own row and the block, never on
+ * the rows computed with it. */
+#define KERN_ATTN_BF16_KEYS 64
+#define KERN_ATTN_BF16_DIM 256
+#define KERN_ATTN_BF16_QT(nq, d) (((nq) + 15) / 16 * 16 * (d))
+/* 1 where the three below run (else the caller keeps the float kernels). */
+int kern_attn_bf16(void);
+void kern_attn_q_bf16(const float *q, size_t ld_q, size_t d, size_t nq, uint16_t *qt);
+void kern_attn_scores_bf16(const uint16_t *qt, const void *k, int f16, size_t d,
+			   const float *bias, float scale, float *s, size_t ld_s, size_t nq,
+			   size_t nk);
+void kern_attn_accum_bf16(float *o, size_t ld_o, const float *r, const float *p, size_t ld_p,
+			  const void *v, int f16, size_t d, size_t nq, size_t nk);
+
 /* dst[i] = the F16 value src[i] as a float, i < n (exact; F16 KV cache
  * rows, converted once per key block). */
 void kern_fp16_to_fp32_row(const uint16_t *src, float *dst, size_t n);

@@ -372,6 +372,9 @@ void kern_amx_pgemm_q4_0(const struct kern_gemm_args *a, size_t o0, size_t o1)
  * decode on an AMX machine reads the tiled rows too. */
 const struct kern_ops kern_ops_amx = {
 	.name = "amx",
+	.attn_q_bf16 = kern_amx_attn_q_bf16,
+	.attn_scores_bf16 = kern_amx_attn_scores_bf16,
+	.attn_accum_bf16 = kern_amx_attn_accum_bf16,
 	.gemm =
 		{
 			[DTYPE_Q8_0] = kern_amx_gemm_q8_0,

@@ -207,6 +207,15 @@ struct kern_ops {
 	 * call it with kern_pack_groups()'s arguments); NULL: the generic
 	 * interleave, kern_pack_groups(). Taken with pgemm[t]. */
 	kern_pack_fn pack_fn[DTYPE_COUNT];
+	/* kern_attn_scores_bf16() / kern_attn_accum_bf16(): prompt-row
+	 * attention on bf16 tiles (amx only; used while kern_amxbf_on). */
+	void (*attn_q_bf16)(const float *q, size_t ld_q, size_t d, size_t nq, uint16_t *qt);
+	void (*attn_scores_bf16)(const uint16_t *qt, const void *k, int f16, size_t d,
+				 const float *bias, float scale, float *s, size_t ld_s, size_t nq,
+				 size_t nk);
+	void (*attn_accum_bf16)(float *o, size_t ld_o, const float *r, const float *p,
+				size_t ld_p, const void *v, int f16, size_t d, size_t nq,
+				size_t nk);
 };
 
 /* Tests only: the active table's gemm[t] (batches of 2+ tokens, file
@@ -221,6 +230,7 @@ struct kern_origin {
 	enum cpu_level quantize_act_q8k;
 	enum cpu_level norm_rows, fp16_from_row;
 	enum cpu_level attn_scores_f16, attn_accum_f16;
+	enum cpu_level attn_q_bf16, attn_scores_bf16, attn_accum_bf16;
 };
 
 /* Moves n_out rows (nb blocks of bs bytes each, rows contiguous) between
@@ -389,6 +399,32 @@ void kern_amxbf_act_row(const float *x, size_t n_in, size_t t, uint16_t *xb);
 void kern_amxbf_b_tile(uint32_t wt, const char *w, size_t st, size_t b, uint16_t *bt);
 /* 1 while the bf16 GEMM is on (kern_amxbf_enable). */
 extern int kern_amxbf_on;
+/* The amx level's prompt-row attention blocks (attention_amx.c). */
+void kern_amx_attn_q_bf16(const float *q, size_t ld_q, size_t d, size_t nq, uint16_t *qt);
+void kern_amx_attn_scores_bf16(const uint16_t *qt, const void *k, int f16, size_t d,
+			       const float *bias, float scale, float *s, size_t ld_s, size_t nq,
+			       size_t nk);
+void kern_amx_attn_accum_bf16(float *o, size_t ld_o, const float *r, const float *p,
+			      size_t ld_p, const void *v, int f16, size_t d, size_t nq, size_t nk);
+#if defined(__AMX_TILE__)
+#include <immintrin.h>
+#include <string.h>
+/* LDTILECFG, palette 1, all 8 tiles 16 rows x 64 bytes (the bf16 tiles'
+ * shape). Tile configuration is per thread: each call that uses the
+ * tiles loads it on the thread it runs on. */
+static inline void kern_amx_config_bf16(void)
+{
+	uint8_t cfg[64];
+
+	memset(cfg, 0, sizeof(cfg));
+	cfg[0] = 1;
+	for (int i = 0; i < 8; i++) {
+		cfg[16 + 2 * i] = 64; /* colsb, little endian */
+		cfg[48 + i] = 16;
+	}
+	_tile_loadconfig(cfg);
+}
+#endif
 /* Tokens the activation tiles hold: n_tok rounded up to 32. */
 static inline size_t kern_amxbf_tokens(size_t n_tok)
 {

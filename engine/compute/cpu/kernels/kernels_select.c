@@ -159,6 +159,9 @@ enum cpu_level kern_resolve(const struct cpu_features *f, enum cpu_level cap,
 		KERN__TAKE(fp16_from_row);
 		KERN__TAKE(attn_scores_f16);
 		KERN__TAKE(attn_accum_f16);
+		KERN__TAKE(attn_q_bf16);
+		KERN__TAKE(attn_scores_bf16);
+		KERN__TAKE(attn_accum_bf16);
 		/* A type's GEMV and GEMM come from one level: a token's result
 		 * must not depend on the batch it shares (kernels_impl.h). */
 		for (size_t t = 0; t < DTYPE_COUNT; t++) {
@@ -313,5 +316,44 @@ char *kern_describe(char *buf, size_t len)
 		kern__line(buf, len, &n, "attn_scores_f16", NULL, o->attn_scores_f16);
 		kern__line(buf, len, &n, "attn_accum_f16", NULL, o->attn_accum_f16);
 	}
+	if (kern_attn_bf16()) {
+		kern__line(buf, len, &n, "attn_scores", "prompt rows, bf16 tiles",
+			   o->attn_scores_bf16);
+		kern__line(buf, len, &n, "attn_accum", "prompt rows, bf16 tiles",
+			   o->attn_accum_bf16);
+	}
 	return buf;
+}
+
+/* The prompt-row attention blocks (kernels.h): the level's bf16 tiles
+ * while the bf16 prefill is on (EMBER_AMX_BF16, its self-test), so
+ * that one switch puts a prompt row's every product on bf16 or none. */
+int kern_attn_bf16(void)
+{
+#if defined(__x86_64__)
+	const struct kern_ops *ops = kern_ops_active();
+
+	return ops->attn_q_bf16 != NULL && ops->attn_scores_bf16 != NULL &&
+	       ops->attn_accum_bf16 != NULL && kern_amxbf_on;
+#else
+	return 0;
+#endif
+}
+
+void kern_attn_q_bf16(const float *q, size_t ld_q, size_t d, size_t nq, uint16_t *qt)
+{
+	kern__ops->attn_q_bf16(q, ld_q, d, nq, qt);
+}
+
+void kern_attn_scores_bf16(const uint16_t *qt, const void *k, int f16, size_t d,
+			   const float *bias, float scale, float *s, size_t ld_s, size_t nq,
+			   size_t nk)
+{
+	kern__ops->attn_scores_bf16(qt, k, f16, d, bias, scale, s, ld_s, nq, nk);
+}
+
+void kern_attn_accum_bf16(float *o, size_t ld_o, const float *r, const float *p, size_t ld_p,
+			  const void *v, int f16, size_t d, size_t nq, size_t nk)
+{
+	kern__ops->attn_accum_bf16(o, ld_o, r, p, ld_p, v, f16, d, nq, nk);
 }
