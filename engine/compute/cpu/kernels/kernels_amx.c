@@ -114,25 +114,16 @@ struct amx_panel {
 
 /* Tiles 0-3: C (16 tokens x 16 int32), four blocks in flight; 4, 5: A
  * (16 tokens x 32 bytes); 6, 7: B (8 x 64 bytes). */
+static const struct amx_cfg amx__cfg = {
+	.palette = 1,
+	.colsb = {64, 64, 64, 64, KERN_QK, KERN_QK, 64, 64},
+	.rows = {AMX_TOK, AMX_TOK, AMX_TOK, AMX_TOK, AMX_TOK, AMX_TOK, KERN_QK / 4, KERN_QK / 4},
+};
+
+/* A constant table, as kernels_impl.h's kern_amx_cfg_bf16 says why. */
 static void amx__configure(void)
 {
-	struct amx_cfg cfg;
-
-	memset(&cfg, 0, sizeof(cfg));
-	cfg.palette = 1;
-	for (int i = 0; i < 4; i++) {
-		cfg.rows[i] = AMX_TOK;
-		cfg.colsb[i] = 64;
-	}
-	for (int i = 4; i < 6; i++) {
-		cfg.rows[i] = AMX_TOK;
-		cfg.colsb[i] = KERN_QK;
-	}
-	for (int i = 6; i < 8; i++) {
-		cfg.rows[i] = KERN_QK / 4;
-		cfg.colsb[i] = 64;
-	}
-	_tile_loadconfig(&cfg);
+	_tile_loadconfig(&amx__cfg);
 }
 
 /* Blocks [b0, b0 + n) of the 16 rows at w into p. */

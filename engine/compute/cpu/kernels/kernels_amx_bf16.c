@@ -159,22 +159,8 @@ static void amxbf__pi8_q4_0(const struct kern_gemm_args *a, size_t o0, size_t o1
 	kern_avx512_pgemm_q4_0(a, o0, o1);
 }
 
-/* LDTILECFG's operand, palette 1: all 8 tiles 16 rows x 64 bytes. A
- * constant rather than stores into a local array: GCC 12 does not see
- * the intrinsic read its operand, and where this function was not
- * inlined (two callers, amxg12) it dropped the stores, left the tiles
- * unconfigured and the first tile load faulted (SIGSEGV). */
-static const uint8_t amxbf__cfg[64] = {
-	[0] = 1,
-	[16] = 64, [18] = 64, [20] = 64, [22] = 64, [24] = 64, [26] = 64, [28] = 64, [30] = 64,
-	[48] = AMXBF_TOK, [49] = AMXBF_TOK, [50] = AMXBF_TOK, [51] = AMXBF_TOK,
-	[52] = AMXBF_TOK, [53] = AMXBF_TOK, [54] = AMXBF_TOK, [55] = AMXBF_TOK,
-};
-
-static void amxbf__configure(void)
-{
-	_tile_loadconfig(amxbf__cfg);
-}
+/* The tiles' shape is kernels_impl.h's kern_amx_cfg_bf16 (AMXBF_TOK rows). */
+static_assert(AMXBF_TOK == 16, "kern_amx_cfg_bf16 has 16-row tiles");
 
 void kern_amxbf_act_row(const float *x, size_t n_in, size_t t, uint16_t *xb)
 {
@@ -549,7 +535,7 @@ static void amxbf__gemm(uint32_t wt, kern_gemm_fn i8, const struct kern_gemm_arg
 	amxbf__set(&it, o0, 0, o0, ns, ks, o_end);
 	amxbf__panel(wt, a, &it, 0, it.n * (it.two ? 2 : 1) * (wt & KERN_PACKED ? AMXBF_PIECES : 1),
 		     bt[0]);
-	amxbf__configure();
+	kern_amx_config_bf16();
 	for (size_t i = 0;; i++) {
 		const int more = amxbf__next(&it, &nx, ns, ks, o_end);
 		const size_t nu = more ? nx.n * (nx.two ? 2 : 1) *

@@ -411,18 +411,19 @@ void kern_amx_attn_accum_bf16(float *o, size_t ld_o, const float *r, const float
 #include <string.h>
 /* LDTILECFG, palette 1, all 8 tiles 16 rows x 64 bytes (the bf16 tiles'
  * shape). Tile configuration is per thread: each call that uses the
- * tiles loads it on the thread it runs on. */
+ * tiles loads it on the thread it runs on. A constant table, never
+ * stores into a local: GCC 12 does not see _tile_loadconfig read its
+ * operand and dropped such stores once the caller was not inlined (the
+ * tiles unconfigured, the self-test's SIGSEGV: amxg12, LEVELS.md). */
+static const uint8_t kern_amx_cfg_bf16[64] = {
+	[0] = 1,
+	[16] = 64, [18] = 64, [20] = 64, [22] = 64, [24] = 64, [26] = 64, [28] = 64, [30] = 64,
+	[48] = 16, [49] = 16, [50] = 16, [51] = 16, [52] = 16, [53] = 16, [54] = 16, [55] = 16,
+};
+
 static inline void kern_amx_config_bf16(void)
 {
-	uint8_t cfg[64];
-
-	memset(cfg, 0, sizeof(cfg));
-	cfg[0] = 1;
-	for (int i = 0; i < 8; i++) {
-		cfg[16 + 2 * i] = 64; /* colsb, little endian */
-		cfg[48 + i] = 16;
-	}
-	_tile_loadconfig(cfg);
+	_tile_loadconfig(kern_amx_cfg_bf16);
 }
 #endif
 /* Tokens the activation tiles hold: n_tok rounded up to 32. */
