@@ -559,15 +559,30 @@ START_TEST(threaded_matmul_equals_single_thread_bit_for_bit)
 }
 END_TEST
 
-/* Decode and small batches split the chunks into one region per thread
- * with stealing (kernels.c, kern__region_cb): any thread count, more
- * threads than chunks, rows past the last whole tile, every token count
- * up to the small-batch bound, all bit-identical to one thread. */
+/* The tokens [1, n_tok) of a matmul as prompt rows (the bf16 tiles where
+ * the level has them), token 0 exact. */
+static void kt_matmul_split(tpool_t pool, uint32_t t, const void *w, size_t n_out, size_t n_in,
+			    const float *x, size_t n_tok, float *y)
+{
+	const struct kern_mm_part part = {w, n_out, y};
+	size_t sz = kern_matmul_scratch(t, n_in, n_tok);
+	void *scratch = sz ? kt_alloc(sz) : NULL;
+
+	kern_matmul_n_split(pool, t, n_in, &part, 1, x, n_tok, 1, scratch, NULL, NULL, 0);
+	free(scratch);
+}
+
+/* Threads split the chunks into one region each with stealing: one chunk
+ * a claim for decode and small batches (kernels.c, kern__region_cb),
+ * shrinking runs of chunks, one call a run, in prefill (kern__runs_cb).
+ * Any thread count, more threads than chunks, rows past the last whole
+ * tile, token counts on both sides of the small-batch bound, prompt rows
+ * on their own path too: all bit-identical to one thread. */
 START_TEST(region_split_equals_single_thread_bit_for_bit)
 {
 	enum { OUT = 301, IN = 256 };
 	static const uint32_t threads[] = {2, 3, 7, 40};
-	static const size_t toks[] = {1, 3, 16};
+	static const size_t toks[] = {1, 3, 16, 17, 40};
 
 	if (test_no_threads("kernels: region_split_equals_single_thread_bit_for_bit"))
 		return;
@@ -590,6 +605,12 @@ START_TEST(region_split_equals_single_thread_bit_for_bit)
 				ck_assert_msg(memcmp(y1, y2, OUT * n_tok * sizeof(float)) == 0,
 					      "%s tok=%zu threads=%u", dtype_name(kt_types[ti]), n_tok,
 					      threads[p]);
+				memset(y2, 0xff, OUT * n_tok * sizeof(float));
+				kt_matmul_split(NULL, kt_types[ti], w, OUT, IN, x, n_tok, y1);
+				kt_matmul_split(pool, kt_types[ti], w, OUT, IN, x, n_tok, y2);
+				ck_assert_msg(memcmp(y1, y2, OUT * n_tok * sizeof(float)) == 0,
+					      "%s tok=%zu threads=%u, prompt rows",
+					      dtype_name(kt_types[ti]), n_tok, threads[p]);
 				free(w);
 				free(wf);
 				free(x);

@@ -230,11 +230,12 @@ struct kern__job {
 	size_t first[KERN_MM_PARTS_MAX + 1];           /* first task of each part */
 	size_t n_part;
 	const float *x; /* float activations, for quantization */
-	/* Streaming jobs (<= KERN_SMALL_BATCH tokens, 2+ threads): the chunks
-	 * [0, first[n_part]) are cut into n_region contiguous regions, one
-	 * pool item each; region r's chunks [rbeg[r], rend[r]) are claimed
-	 * in order through rnext[r], by its own item first, then by items
-	 * whose region is done (kern__region_cb). */
+	/* Jobs on 2+ threads: the chunks [0, first[n_part]) are cut into
+	 * n_region contiguous regions, one pool item each; region r's chunks
+	 * [rbeg[r], rend[r]) are claimed in order through rnext[r], by its
+	 * own item first, then by items whose region is done: one at a time
+	 * when streaming (<= KERN_SMALL_BATCH tokens, kern__region_cb), in
+	 * shrinking runs in prefill (kern__runs_cb). */
 	size_t n_region;
 	size_t rbeg[KERN_REGIONS_MAX], rend[KERN_REGIONS_MAX];
 	atomic_size_t rnext[KERN_REGIONS_MAX];
@@ -359,6 +360,42 @@ static void kern__region_cb(void *data, size_t r)
 			if (i >= job->rend[q])
 				break;
 			kern__rows_cb(job, i);
+		}
+	}
+}
+
+/*
+ * A prefill job's item (more than KERN_SMALL_BATCH tokens): the chunks of
+ * its own region, then of the others', claimed in runs of half what is
+ * left (down to one chunk) and each run multiplied in one call. Why runs:
+ * a call reads every token's activations once per row block, and at 512
+ * tokens they outgrow L2 (bf16 at K 2048: 2 MiB, at 5632: 5.6 MiB), so
+ * chunk-sized calls (64 rows of q, o, down; 176 of gate, up; 16 of k, v
+ * at two threads) fetched them from L3 again and again: amxg12 measured
+ * the model's call sizes 13% slower than whole-matrix calls, one thread
+ * (LEVELS.md). The last claims are single chunks, so a thread slowed by
+ * a co-located process still leaves its region's tail to the others.
+ * Outputs are the same whatever the runs: each row's sums run in the
+ * same order in any call.
+ */
+static void kern__runs_cb(void *data, size_t r)
+{
+	struct kern__job *job = data;
+
+	for (size_t k = 0; k < job->n_region; k++) {
+		const size_t q = (r + k) % job->n_region, end = job->rend[q];
+		size_t i = atomic_load_explicit(&job->rnext[q], memory_order_relaxed);
+
+		while (i < end) {
+			size_t n = (end - i) / 2 ? (end - i) / 2 : 1;
+
+			if (!atomic_compare_exchange_weak_explicit(&job->rnext[q], &i, i + n,
+								   memory_order_relaxed,
+								   memory_order_relaxed))
+				continue; /* i is the counter's value now */
+			for (size_t c = i; c < i + n;)
+				c = kern__run_chunks(job, c, i + n);
+			i = atomic_load_explicit(&job->rnext[q], memory_order_relaxed);
 		}
 	}
 }
@@ -608,8 +645,8 @@ void kern_matmul_n_split(tpool_t pool, uint32_t wtype, size_t n_in,
 		tpool_run_1d(pool, kern__quantize_cb, &job, n_tok);
 	else if (pre)
 		tpool_run_1d(pool, kern__pre_cb, &job, (n_tok + job.pre_rows - 1) / job.pre_rows);
-	if (n_tok <= KERN_SMALL_BATCH && pool != NULL && tpool_threads(pool) > 1 &&
-	    kern__regions) {
+	if (pool != NULL && tpool_threads(pool) > 1 &&
+	    (n_tok <= KERN_SMALL_BATCH ? kern__regions : kern__runs)) {
 		size_t nc = job.first[job.n_part], nr = tpool_threads(pool);
 		if (nr > KERN_REGIONS_MAX)
 			nr = KERN_REGIONS_MAX;
@@ -617,7 +654,8 @@ void kern_matmul_n_split(tpool_t pool, uint32_t wtype, size_t n_in,
 			nr = nc;
 		job.n_region = nr;
 		kern__cut_regions(&job, nc, nr);
-		tpool_run_1d(pool, kern__region_cb, &job, nr);
+		tpool_run_1d(pool, n_tok <= KERN_SMALL_BATCH ? kern__region_cb : kern__runs_cb,
+			     &job, nr);
 	} else {
 		tpool_run_1d(pool, kern__rows_cb, &job, job.first[job.n_part]);
 	}

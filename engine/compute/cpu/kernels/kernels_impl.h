@@ -487,10 +487,12 @@ size_t kern_pack_ahead_choose(void);
 /* kern_pack_ahead, for the avx512 kernels; any thread. */
 size_t kern_avx512_pack_ahead(void);
 #endif
-/* The chosen table and the streaming split (EMBER_GEMV_SPLIT): written
- * once by kern_init() (kernels_select.c), read by kernels.c's driver. */
+/* The chosen table and the streaming and prefill splits
+ * (EMBER_GEMV_SPLIT, EMBER_GEMM_SPLIT): written once by kern_init()
+ * (kernels_select.c), read by kernels.c's driver. */
 extern const struct kern_ops *kern__ops;
 extern int kern__regions;
+extern int kern__runs;
 #if defined(__x86_64__)
 extern const struct kern_ops kern_ops_avx2;
 extern const struct kern_ops kern_ops_avx512;

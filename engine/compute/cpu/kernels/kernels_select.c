@@ -30,6 +30,10 @@ static pthread_once_t kern__once = PTHREAD_ONCE_INIT;
  * EMBER_GEMV_SPLIT=chunks asks for the former chunk-by-chunk claims, kept
  * so the two can be measured against each other on a quiet machine. */
 int kern__regions = 1; /* kernels_impl.h */
+/* Prefill jobs in shrinking runs of chunks, one call a run
+ * (kern__runs_cb); 0 when EMBER_GEMM_SPLIT=chunks asks for one call a
+ * chunk, kept to measure the two against each other. */
+int kern__runs = 1; /* kernels_impl.h */
 /* Set by kern_init() to kern_pack_ahead_choose(); 0 until then (no
  * prefetch: results never depend on it). */
 size_t kern_pack_ahead = 0; /* kernels_impl.h */
@@ -216,10 +220,14 @@ static void kern__choose(void)
 	struct cpu_features f;
 	enum cpu_level cap;
 	static const char *const splits[] = {"chunks", "regions"};
+	static const char *const gsplits[] = {"chunks", "runs"};
 	size_t split = 1;
 
 	env_choice("EMBER_GEMV_SPLIT", splits, 2, &split);
 	kern__regions = (int)split;
+	split = 1;
+	env_choice("EMBER_GEMM_SPLIT", gsplits, 2, &split);
+	kern__runs = (int)split;
 	/* before the AMX self-test, which may run the packed GEMVs */
 	kern_pack_ahead = kern_pack_ahead_choose();
 	cpu_detect(&f);
