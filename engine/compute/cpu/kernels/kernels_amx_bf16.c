@@ -159,8 +159,15 @@ static void amxbf__pi8_q4_0(const struct kern_gemm_args *a, size_t o0, size_t o1
 	kern_avx512_pgemm_q4_0(a, o0, o1);
 }
 
-/* The tiles' shape is kernels_impl.h's kern_amx_cfg_bf16 (AMXBF_TOK rows). */
+/* The tiles' shape is kernels_impl.h's kern_amx_cfg_bf16 (AMXBF_TOK
+ * rows); loaded through the intrinsic's name, which the tests' software
+ * tile model (tests/amx_tile_model.h) redefines. */
 static_assert(AMXBF_TOK == 16, "kern_amx_cfg_bf16 has 16-row tiles");
+
+static void amxbf__configure(void)
+{
+	_tile_loadconfig(kern_amx_cfg_bf16);
+}
 
 void kern_amxbf_act_row(const float *x, size_t n_in, size_t t, uint16_t *xb)
 {
@@ -535,7 +542,7 @@ static void amxbf__gemm(uint32_t wt, kern_gemm_fn i8, const struct kern_gemm_arg
 	amxbf__set(&it, o0, 0, o0, ns, ks, o_end);
 	amxbf__panel(wt, a, &it, 0, it.n * (it.two ? 2 : 1) * (wt & KERN_PACKED ? AMXBF_PIECES : 1),
 		     bt[0]);
-	kern_amx_config_bf16();
+	amxbf__configure();
 	for (size_t i = 0;; i++) {
 		const int more = amxbf__next(&it, &nx, ns, ks, o_end);
 		const size_t nu = more ? nx.n * (nx.two ? 2 : 1) *

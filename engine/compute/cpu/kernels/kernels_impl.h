@@ -406,9 +406,6 @@ void kern_amx_attn_scores_bf16(const uint16_t *qt, const void *k, int f16, size_
 			       size_t nk);
 void kern_amx_attn_accum_bf16(float *o, size_t ld_o, const float *r, const float *p,
 			      size_t ld_p, const void *v, int f16, size_t d, size_t nq, size_t nk);
-#if defined(__AMX_TILE__)
-#include <immintrin.h>
-#include <string.h>
 /* LDTILECFG, palette 1, all 8 tiles 16 rows x 64 bytes (the bf16 tiles'
  * shape). Tile configuration is per thread: each call that uses the
  * tiles loads it on the thread it runs on. A constant table, never
@@ -421,6 +418,8 @@ static const uint8_t kern_amx_cfg_bf16[64] = {
 	[48] = 16, [49] = 16, [50] = 16, [51] = 16, [52] = 16, [53] = 16, [54] = 16, [55] = 16,
 };
 
+#if defined(__AMX_TILE__)
+#include <immintrin.h>
 static inline void kern_amx_config_bf16(void)
 {
 	_tile_loadconfig(kern_amx_cfg_bf16);
