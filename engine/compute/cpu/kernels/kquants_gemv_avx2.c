@@ -335,17 +335,19 @@ KG_INLINE void kl_unpack(const char *const w[8], size_t sb, int six, struct kl_r
  * into a tree that holds every term live (and spills). */
 #define KL_CHAIN(v) __asm__("" : "+x"(v))
 
+#define KL_T 3 /* most tokens a pass over the unpacked rows */
+
 /* Tokens x[0 .. T-1]'s super-block on the unpacked rows: acc[k]'s float
  * steps. */
-KG_INLINE void kl_tokens(const struct kl_rows *u, const struct kern_block_q8_k *const x[2],
-			 int T, int six, __m256 acc[2])
+KG_INLINE void kl_tokens(const struct kl_rows *u, const struct kern_block_q8_k *const x[KL_T],
+			 int T, int six, __m256 acc[KL_T])
 {
 	const __m256i ones = _mm256_set1_epi16(1);
-	__m256i iv[2];
+	__m256i iv[KL_T];
 
 	KG_UNROLL
 	for (int j = 0; j < 8; j++) {
-		__m256i s[2][2];
+		__m256i s[KL_T][2];
 		KG_UNROLL
 		for (int c = 0; c < 8; c++) {
 			const __m256i wv = _mm256_load_si256(&u->w[j][c]);
@@ -412,7 +414,7 @@ KG_INLINE void kl_tokens(const struct kl_rows *u, const struct kern_block_q8_k *
 	}
 }
 
-/* Rows o .. o + 7 x the call's tokens (at most KB_MAX), two at a time. */
+/* Rows o .. o + 7 x the call's tokens (at most KB_MAX). */
 KG_INLINE void kl_rows_step(const struct kern_gemm_args *a, size_t o, int six, size_t end)
 {
 	const size_t bs = six ? sizeof(struct kern_block_q6_k) : sizeof(struct kern_block_q4_k);
@@ -435,16 +437,21 @@ KG_INLINE void kl_rows_step(const struct kern_gemm_args *a, size_t o, int six, s
 				kg_prefetch(w[r] + KG_AHEAD * st + sb, bs);
 		}
 		kl_unpack(w, sb, six, &u);
+		/* two tokens a pass (four: 2-4% slower at 8, LEVELS.md), an
+		 * odd count's last three in one */
+		const struct kern_block_q8_k *x[KL_T];
 		size_t t = 0;
-		for (; t + 2 <= a->n_tok; t += 2) {
-			const struct kern_block_q8_k *x[2] = {a->xk + t * nsb + s,
-							      a->xk + (t + 1) * nsb + s};
+		for (; t + 2 <= a->n_tok && a->n_tok - t != 3; t += 2) {
+			x[0] = a->xk + t * nsb + s;
+			x[1] = a->xk + (t + 1) * nsb + s;
 			kl_tokens(&u, x, 2, six, &acc[t]);
 		}
-		if (t < a->n_tok) {
-			const struct kern_block_q8_k *x[2] = {a->xk + t * nsb + s, NULL};
+		for (int k = 0; k < KL_T && t + (size_t)k < a->n_tok; k++)
+			x[k] = a->xk + (t + (size_t)k) * nsb + s;
+		if (a->n_tok - t == 3)
+			kl_tokens(&u, x, 3, six, &acc[t]);
+		else if (a->n_tok - t == 1)
 			kl_tokens(&u, x, 1, six, &acc[t]);
-		}
 	}
 	for (size_t t = 0; t < a->n_tok; t++)
 		_mm256_storeu_ps(a->y + t * a->y_stride + o, acc[t]);
