@@ -3,7 +3,8 @@
  * level (the body is kquants_gemv.h): the scale applied to VPMADDUBSW's
  * int16 pairs by VPMADDWD, added in int32; Q2_K/Q3_K's batches through
  * the GEMV (kern_avx2_gemm_q8k_*; without Q8_K activations the 32-block
- * gemm of kquants_simd.h); and Q4_K/Q5_K/Q6_K's batches (below).
+ * gemm of kquants_simd.h); and Q4_K/Q5_K/Q6_K's batches (below: four
+ * rows a step, and Q4_K/Q6_K eight rows a step in vector lanes).
  */
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -481,8 +482,9 @@ KG_INLINE void kb_batch(kb_step_fn step, kl_step_fn step8, const struct kern_gem
 		step(a, o, o1 - o < KG_R ? (int)(o1 - o) : KG_R, end);
 }
 
-/* Tokens with Q8_K activations: four rows a step (the last one to three
- * together), KB_MAX tokens at a time; a batch (<= KB_MAX) prefetches up
+/* Tokens with Q8_K activations: Q4_K/Q6_K eight rows a step in lanes
+ * (kl_rows_step), then (Q5_K: all) four rows a step (the last one to
+ * three together), KB_MAX tokens at a time; a batch (<= KB_MAX) prefetches up
  * to the matrix's last row as kg_gemv() does, a prefill goes by
  * KB_PREFILL_ROWS rows (kept in L2 while its token blocks pass) and
  * prefetches within them. Without Q8_K activations: the scalar
