@@ -404,7 +404,9 @@ KG_INLINE void kl_tokens(const struct kl_rows *u, const struct kern_block_q8_k *
 		__m256i ms = _mm256_setzero_si256();
 		KG_UNROLL
 		for (int i = 0; i < 4; i++) {
-			const __m256i b = _mm256_set1_epi32(_mm_extract_epi32(bp16, i));
+			/* dword i in every lane (a variable index: -O1 does not unroll) */
+			const __m256i b = _mm256_permutevar8x32_epi32(_mm256_castsi128_si256(bp16),
+								      _mm256_set1_epi32(i));
 			const __m256i m = _mm256_madd_epi16(u->mp[i], b);
 			ms = i == 0 ? m : _mm256_add_epi32(ms, m);
 		}
