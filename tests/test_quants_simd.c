@@ -413,13 +413,14 @@ START_TEST(avx2_matches_the_reference_on_random_blocks)
 END_TEST
 
 /* The avx2 level's Q4_K/Q5_K/Q6_K small batches (kquants_gemv_avx2.c:
- * four rows a step, each super-block unpacked once for all tokens):
- * every k from 2 to 16 (past it: each token through the GEMV), ragged
- * row counts (a last step of 1 to 3 rows), each token equal to the
- * GEMV alone and to the scalar reference, bit for bit (qs_check). */
+ * Q4_K/Q6_K eight rows a step in lanes, then four rows a step, each
+ * super-block unpacked once for all tokens): every k from 2 to 17 (17:
+ * the prefill's 16 + 1), row counts with no, one, two and four 8-row
+ * steps and ragged tails (a last step of 1 to 3 rows), each token equal
+ * to the GEMV alone and to the scalar reference, bit for bit (qs_check). */
 START_TEST(avx2_kquant_batches_of_2_to_16_equal_single_steps)
 {
-	static const size_t outs[] = {1, 6, 7, 37};
+	static const size_t outs[] = {1, 6, 7, 8, 16, 23, 37};
 	static const size_t ins[] = {256, 768};
 
 	if (!kern_level_runs(CPU_LEVEL_AVX2))

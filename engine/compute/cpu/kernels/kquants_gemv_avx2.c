@@ -3,7 +3,8 @@
  * level (the body is kquants_gemv.h): the scale applied to VPMADDUBSW's
  * int16 pairs by VPMADDWD, added in int32; Q2_K/Q3_K's batches through
  * the GEMV (kern_avx2_gemm_q8k_*; without Q8_K activations the 32-block
- * gemm of kquants_simd.h); and Q4_K/Q5_K/Q6_K's batches (below).
+ * gemm of kquants_simd.h); and Q4_K/Q5_K/Q6_K's batches (below: four
+ * rows a step, and Q4_K/Q6_K eight rows a step in vector lanes).
  */
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -184,14 +185,314 @@ KB_STEP_FN(kb_q6k, 2)
 
 typedef void (*kb_step_fn)(const struct kern_gemm_args *a, size_t o, int R, size_t end);
 
-/* Tokens with Q8_K activations: four rows a step (the last one to three
- * together), KB_MAX tokens at a time; a batch (<= KB_MAX) prefetches up
+/*
+ * Q4_K and Q6_K, 8 rows a step, rows in lanes (the eight rows' super-
+ * block transposed once into kl_rows, in L1, then every token): lane r
+ * of every vector is row r, and vector (j, c) holds elements 4c..4c+3
+ * of 32-block j of each row, so one VPMADDUBSW against the token's 4
+ * bytes broadcast gives the eight rows' pair sums. A 32-block's 8 (Q4_K)
+ * are summed in int16 (a lane: 16 products, at most 16 x 15 x 128 =
+ * 30720), then one VPMADDWD by the rows' scales and one add; Q6_K's
+ * scale changes every 16 elements and its pairs reach 2 x 63 x 128, so 2
+ * per VPMADDWD. Per 256 products, row and token: ~18 vector operations
+ * (the four-row steps: ~24 for the products and ~9 for the horizontal
+ * sums, minimums and float steps of each row). The int32 sums are the
+ * GEMV's (exact), each lane already a row's, and the float steps are the
+ * same operations in the same order on eight lanes: the GEMV's bits.
+ */
+struct kl_rows {
+	__m256i w[8][8]; /* [32-block j][c]: elements 4c..4c+3, unsigned */
+	__m256i sc[16];  /* Q4_K: [j] the rows' scale in both int16 of a lane;
+			  * Q6_K: [k] the rows' scale of 16-block k the same */
+	__m256i mp[8];   /* Q4_K: [i] minimums 2i, 2i + 1 as int16 in a lane;
+			  * Q6_K: [i] scales 2i, 2i + 1 (for the -32 offset) */
+	__m256 d, m;     /* the rows' d and dmin (Q6_K: d) */
+};
+
+/* 8x8 transpose of 32-bit elements: v[c] lane r <- v[r] lane c. */
+KG_INLINE void kl_transpose8(__m256i v[8])
+{
+	__m256i t[8], u[8];
+
+	KG_UNROLL
+	for (int i = 0; i < 8; i += 2) {
+		t[i] = _mm256_unpacklo_epi32(v[i], v[i + 1]);
+		t[i + 1] = _mm256_unpackhi_epi32(v[i], v[i + 1]);
+	}
+	KG_UNROLL
+	for (int i = 0; i < 8; i += 4) {
+		u[i] = _mm256_unpacklo_epi64(t[i], t[i + 2]);
+		u[i + 1] = _mm256_unpackhi_epi64(t[i], t[i + 2]);
+		u[i + 2] = _mm256_unpacklo_epi64(t[i + 1], t[i + 3]);
+		u[i + 3] = _mm256_unpackhi_epi64(t[i + 1], t[i + 3]);
+	}
+	KG_UNROLL
+	for (int i = 0; i < 4; i++) {
+		v[i] = _mm256_permute2x128_si256(u[i], u[i + 4], 0x20);
+		v[i + 4] = _mm256_permute2x128_si256(u[i], u[i + 4], 0x31);
+	}
+}
+
+/* Low (hi = 0) or high int16 of every dword in both halves of the dword. */
+KG_INLINE __m256i kl_dup16(__m256i v, int hi)
+{
+	const char l = (char)(2 * hi), h = (char)(2 * hi + 1);
+	const __m256i idx = _mm256_setr_epi8(l, h, l, h, l + 4, h + 4, l + 4, h + 4, l + 8, h + 8,
+					     l + 8, h + 8, l + 12, h + 12, l + 12, h + 12, l, h, l,
+					     h, l + 4, h + 4, l + 4, h + 4, l + 8, h + 8, l + 8,
+					     h + 8, l + 12, h + 12, l + 12, h + 12);
+
+	return _mm256_shuffle_epi8(v, idx);
+}
+
+/* Super-block sb of the 8 rows at w[] (six = 0 Q4_K, 1 Q6_K) into u. */
+KG_INLINE void kl_unpack(const char *const w[8], size_t sb, int six, struct kl_rows *u)
+{
+	const __m256i m4 = _mm256_set1_epi8(0x0f);
+	__m128 lo, hi, lo2, hi2;
+	__m256i v[8];
+
+	if (six) {
+		kg_halves4(w, sb + 206, &lo, &hi); /* scales 14, 15, then d */
+		kg_halves4(w + 4, sb + 206, &lo2, &hi2);
+		u->d = _mm256_set_m128(hi2, hi);
+		KG_UNROLL
+		for (int r = 0; r < 8; r++) /* dword i: scales 2i, 2i + 1 */
+			v[r] = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(w[r] + sb + 192)));
+		kl_transpose8(v);
+		KG_UNROLL
+		for (int i = 0; i < 8; i++) {
+			u->mp[i] = v[i];
+			u->sc[2 * i] = kl_dup16(v[i], 0);
+			u->sc[2 * i + 1] = kl_dup16(v[i], 1);
+		}
+		KG_UNROLL
+		for (int n = 0; n < 2; n++) {
+			__m256i q[8][4];
+			KG_UNROLL
+			for (int r = 0; r < 8; r++)
+				kg_q6_unpack(w[r] + sb, n, q[r]);
+			KG_UNROLL
+			for (int k = 0; k < 4; k++) {
+				KG_UNROLL
+				for (int r = 0; r < 8; r++)
+					v[r] = q[r][k];
+				kl_transpose8(v);
+				KG_UNROLL
+				for (int c = 0; c < 8; c++)
+					u->w[4 * n + k][c] = v[c];
+			}
+		}
+		return;
+	}
+	kg_halves4(w, sb, &lo, &hi);
+	kg_halves4(w + 4, sb, &lo2, &hi2);
+	u->d = _mm256_set_m128(lo2, lo);
+	u->m = _mm256_set_m128(hi2, hi);
+	/* rows r and r + 4 in one vector, then a 4x4 dword transpose in
+	 * each half: dword i of each row's scales (minimums) in its lane */
+	__m256i s[4], m[4], t[4];
+	KG_UNROLL
+	for (int r = 0; r < 4; r++) {
+		__m128i sc0, mn0, sc1, mn1;
+		kg_k4_scales(w[r] + sb, &sc0, &mn0);
+		kg_k4_scales(w[r + 4] + sb, &sc1, &mn1);
+		s[r] = _mm256_set_m128i(sc1, sc0);
+		m[r] = _mm256_set_m128i(mn1, mn0);
+	}
+	KG_UNROLL
+	for (int h = 0; h < 2; h++) {
+		__m256i *x = h ? m : s;
+		t[0] = _mm256_unpacklo_epi32(x[0], x[1]);
+		t[1] = _mm256_unpackhi_epi32(x[0], x[1]);
+		t[2] = _mm256_unpacklo_epi32(x[2], x[3]);
+		t[3] = _mm256_unpackhi_epi32(x[2], x[3]);
+		x[0] = _mm256_unpacklo_epi64(t[0], t[2]);
+		x[1] = _mm256_unpackhi_epi64(t[0], t[2]);
+		x[2] = _mm256_unpacklo_epi64(t[1], t[3]);
+		x[3] = _mm256_unpackhi_epi64(t[1], t[3]);
+	}
+	KG_UNROLL
+	for (int i = 0; i < 4; i++) {
+		u->mp[i] = m[i];
+		u->sc[2 * i] = kl_dup16(s[i], 0);
+		u->sc[2 * i + 1] = kl_dup16(s[i], 1);
+	}
+	KG_UNROLL
+	for (int p = 0; p < 4; p++) {
+		KG_UNROLL
+		for (int r = 0; r < 8; r++)
+			v[r] = kg_load(w[r] + sb + 16 + 32 * p);
+		kl_transpose8(v);
+		KG_UNROLL
+		for (int c = 0; c < 8; c++) {
+			u->w[2 * p][c] = _mm256_and_si256(v[c], m4);
+			u->w[2 * p + 1][c] = _mm256_and_si256(_mm256_srli_epi16(v[c], 4), m4);
+		}
+	}
+}
+
+/* An empty asm that "changes" v: keeps GCC from turning a chain of adds
+ * into a tree that holds every term live (and spills). */
+#define KL_CHAIN(v) __asm__("" : "+x"(v))
+
+#define KL_T 3 /* most tokens a pass over the unpacked rows */
+
+/* Tokens x[0 .. T-1]'s super-block on the unpacked rows: acc[k]'s float
+ * steps. */
+KG_INLINE void kl_tokens(const struct kl_rows *u, const struct kern_block_q8_k *const x[KL_T],
+			 int T, int six, __m256 acc[KL_T])
+{
+	const __m256i ones = _mm256_set1_epi16(1);
+	__m256i iv[KL_T];
+
+	KG_UNROLL
+	for (int j = 0; j < 8; j++) {
+		__m256i s[KL_T][2];
+		KG_UNROLL
+		for (int c = 0; c < 8; c++) {
+			const __m256i wv = _mm256_load_si256(&u->w[j][c]);
+			const int h = six ? c / 4 : 0; /* Q6_K: 16-block 2j + h */
+			KG_UNROLL
+			for (int k = 0; k < T; k++) {
+				const __m256i p = _mm256_maddubs_epi16(
+					wv, _mm256_set1_epi32(kg_word((const char *)x[k]->qs + 32 * j + 4 * c)));
+				if (six && c % 2 == 0)
+					s[k][h] = p;
+				else if (!six && c == 0)
+					s[k][0] = p;
+				else
+					s[k][h] = _mm256_add_epi16(s[k][h], p);
+				KL_CHAIN(s[k][h]);
+				if (six && c % 2 == 1) { /* two pairs a VPMADDWD */
+					const __m256i m = _mm256_madd_epi16(s[k][h], u->sc[2 * j + h]);
+					iv[k] = j == 0 && c == 1 ? m : _mm256_add_epi32(iv[k], m);
+					KL_CHAIN(iv[k]);
+				}
+			}
+		}
+		if (!six) {
+			KG_UNROLL
+			for (int k = 0; k < T; k++) {
+				const __m256i m = _mm256_madd_epi16(s[k][0], u->sc[j]);
+				iv[k] = j == 0 ? m : _mm256_add_epi32(iv[k], m);
+				KL_CHAIN(iv[k]);
+			}
+		}
+	}
+	KG_UNROLL
+	for (int k = 0; k < T; k++) {
+		const __m256 xd = _mm256_set1_ps(x[k]->d);
+		const __m256i bs = kg_load(x[k]->bsums);
+		if (six) { /* the -32 offset: sum_i scales . bsums, times 32 */
+			__m256i o = _mm256_setzero_si256();
+			KG_UNROLL
+			for (int i = 0; i < 8; i++) {
+				const __m256i b = _mm256_set1_epi32(kg_word((const char *)x[k]->bsums + 4 * i));
+				const __m256i m = _mm256_madd_epi16(u->mp[i], b);
+				o = i == 0 ? m : _mm256_add_epi32(o, m);
+			}
+			iv[k] = _mm256_sub_epi32(iv[k], _mm256_slli_epi32(o, 5));
+			acc[k] = _mm256_add_ps(acc[k], _mm256_mul_ps(_mm256_mul_ps(u->d, xd),
+								      _mm256_cvtepi32_ps(iv[k])));
+			continue;
+		}
+		/* the 32-blocks' activation sums as int16 pairs, as the GEMV */
+		const __m256i bp = _mm256_madd_epi16(bs, ones);
+		const __m128i bp16 = _mm_packs_epi32(_mm256_castsi256_si128(bp),
+						     _mm256_extracti128_si256(bp, 1));
+		__m256i ms = _mm256_setzero_si256();
+		KG_UNROLL
+		for (int i = 0; i < 4; i++) {
+			/* dword i in every lane (a variable index: -O1 does not unroll) */
+			const __m256i b = _mm256_permutevar8x32_epi32(_mm256_castsi128_si256(bp16),
+								      _mm256_set1_epi32(i));
+			const __m256i m = _mm256_madd_epi16(u->mp[i], b);
+			ms = i == 0 ? m : _mm256_add_epi32(ms, m);
+		}
+		acc[k] = _mm256_add_ps(acc[k], _mm256_mul_ps(_mm256_mul_ps(u->d, xd),
+							      _mm256_cvtepi32_ps(iv[k])));
+		acc[k] = _mm256_sub_ps(acc[k], _mm256_mul_ps(_mm256_mul_ps(u->m, xd),
+							      _mm256_cvtepi32_ps(ms)));
+	}
+}
+
+/* Rows o .. o + 7 x the call's tokens (at most KB_MAX). */
+KG_INLINE void kl_rows_step(const struct kern_gemm_args *a, size_t o, int six, size_t end)
+{
+	const size_t bs = six ? sizeof(struct kern_block_q6_k) : sizeof(struct kern_block_q4_k);
+	const size_t nsb = a->n_in / KERN_QKK, st = a->w_stride;
+	const int pf = o + 7 + KG_AHEAD + 1 <= end;
+	const char *w[8];
+	struct kl_rows u __attribute__((aligned(32)));
+	__m256 acc[KB_MAX];
+
+	KG_UNROLL
+	for (int r = 0; r < 8; r++)
+		w[r] = (const char *)a->w + (o + (size_t)r) * st;
+	for (size_t t = 0; t < a->n_tok; t++)
+		acc[t] = _mm256_setzero_ps();
+	for (size_t s = 0; s < nsb; s++) {
+		const size_t sb = s * bs;
+		if (pf) {
+			KG_UNROLL
+			for (int r = 0; r < 8; r++)
+				kg_prefetch(w[r] + KG_AHEAD * st + sb, bs);
+		}
+		kl_unpack(w, sb, six, &u);
+		/* two tokens a pass (four: 2-4% slower at 8, LEVELS.md), an
+		 * odd count's last three in one */
+		const struct kern_block_q8_k *x[KL_T];
+		size_t t = 0;
+		for (; t + 2 <= a->n_tok && a->n_tok - t != 3; t += 2) {
+			x[0] = a->xk + t * nsb + s;
+			x[1] = a->xk + (t + 1) * nsb + s;
+			kl_tokens(&u, x, 2, six, &acc[t]);
+		}
+		for (int k = 0; k < KL_T && t + (size_t)k < a->n_tok; k++)
+			x[k] = a->xk + (t + (size_t)k) * nsb + s;
+		if (a->n_tok - t == 3)
+			kl_tokens(&u, x, 3, six, &acc[t]);
+		else if (a->n_tok - t == 1)
+			kl_tokens(&u, x, 1, six, &acc[t]);
+	}
+	for (size_t t = 0; t < a->n_tok; t++)
+		_mm256_storeu_ps(a->y + t * a->y_stride + o, acc[t]);
+}
+
+static __attribute__((noinline)) void kl_q4k(const struct kern_gemm_args *a, size_t o, size_t end)
+{
+	kl_rows_step(a, o, 0, end);
+}
+
+static __attribute__((noinline)) void kl_q6k(const struct kern_gemm_args *a, size_t o, size_t end)
+{
+	kl_rows_step(a, o, 1, end);
+}
+
+typedef void (*kl_step_fn)(const struct kern_gemm_args *a, size_t o, size_t end);
+
+/* Rows [o, o1) of a batch of at most KB_MAX tokens: by 8 where a step8
+ * exists, the rest four at a time. */
+KG_INLINE void kb_batch(kb_step_fn step, kl_step_fn step8, const struct kern_gemm_args *a,
+			size_t o, size_t o1, size_t end)
+{
+	if (step8)
+		for (; o + 8 <= o1; o += 8)
+			step8(a, o, end);
+	for (; o < o1; o += KG_R)
+		step(a, o, o1 - o < KG_R ? (int)(o1 - o) : KG_R, end);
+}
+
+/* Tokens with Q8_K activations: Q4_K/Q6_K eight rows a step in lanes
+ * (kl_rows_step), then (Q5_K: all) four rows a step (the last one to
+ * three together), KB_MAX tokens at a time; a batch (<= KB_MAX) prefetches up
  * to the matrix's last row as kg_gemv() does, a prefill goes by
  * KB_PREFILL_ROWS rows (kept in L2 while its token blocks pass) and
  * prefetches within them. Without Q8_K activations: the scalar
  * reference (kern_gemm_tokens). */
 #define KB_PREFILL_ROWS 32
-KG_INLINE void kb_gemm(kb_step_fn step, kern_gemm_fn gemv, kern_gemm_fn ref,
+KG_INLINE void kb_gemm(kb_step_fn step, kl_step_fn step8, kern_gemm_fn gemv, kern_gemm_fn ref,
 		       const struct kern_gemm_args *a, size_t o0, size_t o1)
 {
 	const size_t nsb = a->n_in / KERN_QKK;
@@ -201,9 +502,7 @@ KG_INLINE void kb_gemm(kb_step_fn step, kern_gemm_fn gemv, kern_gemm_fn ref,
 		return;
 	}
 	if (a->n_tok <= KB_MAX) {
-		const size_t end = a->y_stride > o1 ? a->y_stride : o1;
-		for (size_t o = o0; o < o1; o += KG_R)
-			step(a, o, o1 - o < KG_R ? (int)(o1 - o) : KG_R, end);
+		kb_batch(step, step8, a, o0, o1, a->y_stride > o1 ? a->y_stride : o1);
 		return;
 	}
 	for (size_t r0 = o0; r0 < o1; r0 += KB_PREFILL_ROWS) {
@@ -213,25 +512,24 @@ KG_INLINE void kb_gemm(kb_step_fn step, kern_gemm_fn gemv, kern_gemm_fn ref,
 			b.n_tok = a->n_tok - t < KB_MAX ? a->n_tok - t : KB_MAX;
 			b.xk = a->xk + t * nsb;
 			b.y = a->y + t * a->y_stride;
-			for (size_t o = r0; o < r1; o += KG_R)
-				step(&b, o, r1 - o < KG_R ? (int)(r1 - o) : KG_R, r1);
+			kb_batch(step, step8, &b, r0, r1, r1);
 		}
 	}
 }
 
 void kern_avx2_gemm_q4_k(const struct kern_gemm_args *a, size_t o0, size_t o1)
 {
-	kb_gemm(kb_q4k, kern_avx2_gemv_q4_k, kern_ref_gemm_q4_k, a, o0, o1);
+	kb_gemm(kb_q4k, kl_q4k, kern_avx2_gemv_q4_k, kern_ref_gemm_q4_k, a, o0, o1);
 }
 
 void kern_avx2_gemm_q5_k(const struct kern_gemm_args *a, size_t o0, size_t o1)
 {
-	kb_gemm(kb_q5k, kern_avx2_gemv_q5_k, kern_ref_gemm_q5_k, a, o0, o1);
+	kb_gemm(kb_q5k, NULL, kern_avx2_gemv_q5_k, kern_ref_gemm_q5_k, a, o0, o1);
 }
 
 void kern_avx2_gemm_q6_k(const struct kern_gemm_args *a, size_t o0, size_t o1)
 {
-	kb_gemm(kb_q6k, kern_avx2_gemv_q6_k, kern_ref_gemm_q6_k, a, o0, o1);
+	kb_gemm(kb_q6k, kl_q6k, kern_avx2_gemv_q6_k, kern_ref_gemm_q6_k, a, o0, o1);
 }
 
 #endif
