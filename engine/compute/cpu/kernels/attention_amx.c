@@ -36,6 +36,7 @@
 
 #include "kernels.h"
 #include "kernels_impl.h"
+#include "math_avx512.h"
 
 #define AAMX_T 16	  /* rows of a tile: queries, or key pairs */
 #define AAMX_STEP 32	  /* bf16 elements of a tile row (64 bytes) */
@@ -62,37 +63,6 @@ static inline __m512i aamx__bf16x32(const void *x, int f16, size_t n)
 		hi = _mm512_maskz_loadu_ps(k1, f + 16);
 	}
 	return (__m512i)_mm512_cvtne2ps_pbh(hi, lo);
-}
-
-/* r[0..15] (16 dwords each) transposed in place: r[c] dword i = the
- * former r[i] dword c. Unpacks of dwords and qwords within 128-bit lanes
- * (r'[4i + j] lane L: column 4L + j of rows 4i .. 4i + 3), then two
- * rounds of lane shuffles gather each column's four lanes. */
-static inline void aamx__transpose16(__m512i r[16])
-{
-	__m512i t[16], u[16];
-
-	for (int i = 0; i < 8; i++) {
-		t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
-		t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
-	}
-	for (int i = 0; i < 4; i++) {
-		u[4 * i] = _mm512_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
-		u[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
-		u[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
-		u[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
-	}
-	for (int j = 0; j < 4; j++) {
-		const __m512i a = _mm512_shuffle_i32x4(u[j], u[4 + j], 0x88);
-		const __m512i b = _mm512_shuffle_i32x4(u[j], u[4 + j], 0xdd);
-		const __m512i c = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], 0x88);
-		const __m512i d = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], 0xdd);
-
-		r[j] = _mm512_shuffle_i32x4(a, c, 0x88);
-		r[8 + j] = _mm512_shuffle_i32x4(a, c, 0xdd);
-		r[4 + j] = _mm512_shuffle_i32x4(b, d, 0x88);
-		r[12 + j] = _mm512_shuffle_i32x4(b, d, 0xdd);
-	}
 }
 
 /* Rows [i0, i0 + 16) of x (n valid: zeros past them; ld apart), as the A
@@ -136,7 +106,7 @@ static void aamx__scores(const uint16_t *qt, const void *k, int f16, size_t d,
 							      f16, AAMX_STEP)
 					      : _mm512_setzero_si512();
 			}
-			aamx__transpose16(r);
+			avx512__transpose16(r);
 			for (size_t kk = 0; kk < AAMX_T; kk++)
 				_mm512_store_si512(kt + (g * ns + st) * AAMX_TILE + kk * AAMX_STEP,
 						   r[kk]);

@@ -99,6 +99,7 @@
 #include "amx_selftest.h"
 #include "kernels.h"
 #include "kernels_impl.h"
+#include "math_avx512.h"
 
 #define AMXBF_TOK 16  /* tokens per A / C tile */
 #define AMXBF_ROWS 32 /* weight rows per group: two B tiles */
@@ -208,36 +209,6 @@ const char *kern_amxbf_describe(void)
 	return amxbf__desc;
 }
 
-/* 16 x 16 dwords: r[i] lane j <- r[j] lane i. Unpacks build 4 x 4 blocks
- * in each 128-bit lane, two rounds of lane shuffles place them. */
-static inline void amxbf__tr16(__m512i r[16])
-{
-	__m512i t[16], u[16];
-
-	for (int i = 0; i < 8; i++) {
-		t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
-		t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
-	}
-	/* u[4i + j], 128-bit lane L: column 4L + j of rows 4i..4i+3 */
-	for (int i = 0; i < 4; i++) {
-		u[4 * i] = _mm512_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
-		u[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
-		u[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
-		u[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
-	}
-	for (int j = 0; j < 4; j++) {
-		const __m512i v0 = _mm512_shuffle_i32x4(u[j], u[4 + j], 0x44);
-		const __m512i v1 = _mm512_shuffle_i32x4(u[j], u[4 + j], 0xee);
-		const __m512i w0 = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], 0x44);
-		const __m512i w1 = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], 0xee);
-
-		r[j] = _mm512_shuffle_i32x4(v0, w0, 0x88);
-		r[4 + j] = _mm512_shuffle_i32x4(v0, w0, 0xdd);
-		r[8 + j] = _mm512_shuffle_i32x4(v1, w1, 0x88);
-		r[12 + j] = _mm512_shuffle_i32x4(v1, w1, 0xdd);
-	}
-}
-
 /* Block b of the 16 rows at w (st bytes apart) as one B tile at bt: row r
  * holds elements 2r, 2r+1 of the 16 rows as bf16 pairs, weight row n at
  * bytes 4n..4n+3. Values d * q (Q4_0: d * (q - 8)), exact in fp32, then
@@ -323,7 +294,7 @@ void kern_amxbf_b_tile(uint32_t wt, const char *w, size_t st, size_t b, uint16_t
 		}
 		v[r] = (__m512i)_mm512_cvtne2ps_pbh(_mm512_mul_ps(hi, d), _mm512_mul_ps(lo, d));
 	}
-	amxbf__tr16(v);
+	avx512__transpose16(v);
 	for (int r = 0; r < 16; r++)
 		_mm512_store_si512(bt + r * 32, v[r]);
 }

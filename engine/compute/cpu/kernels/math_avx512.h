@@ -2,7 +2,9 @@
  * math_avx512.h - vector math shared by the avx512 level's files
  * (act_avx512.c, attention_avx512.c): math_avx2.h's exp on 16 lanes, the
  * same operations in the same order, so every lane equals avx2__exp's
- * bit for bit (tests/test_kernels.c, tests/test_attention.c).
+ * bit for bit (tests/test_kernels.c, tests/test_attention.c); and the
+ * 16 x 16 dword transpose of the amx level's bf16 B tiles (the GEMM's
+ * weights, kernels_amx_bf16.c; attention's keys, attention_amx.c).
  * Include only from files built with the avx512 flags.
  */
 #ifndef EMBER_MATH_AVX512_H
@@ -39,6 +41,36 @@ static inline __attribute__((always_inline)) __m512 avx512__exp(__m512 x)
 	 * instruction where the split took nine (the exp of a prompt's
 	 * softmax and SiLU, LEVELS.md "Prefill attention on AMX hardware"). */
 	return _mm512_scalef_ps(e, n);
+}
+
+/* 16 x 16 dwords: r[i] lane j <- r[j] lane i. Unpacks build 4 x 4 blocks
+ * in each 128-bit lane, two rounds of lane shuffles place them. */
+static inline void avx512__transpose16(__m512i r[16])
+{
+	__m512i t[16], u[16];
+
+	for (int i = 0; i < 8; i++) {
+		t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+		t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+	}
+	/* u[4i + j], 128-bit lane L: column 4L + j of rows 4i..4i+3 */
+	for (int i = 0; i < 4; i++) {
+		u[4 * i] = _mm512_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
+		u[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
+		u[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
+		u[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
+	}
+	for (int j = 0; j < 4; j++) {
+		const __m512i v0 = _mm512_shuffle_i32x4(u[j], u[4 + j], 0x44);
+		const __m512i v1 = _mm512_shuffle_i32x4(u[j], u[4 + j], 0xee);
+		const __m512i w0 = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], 0x44);
+		const __m512i w1 = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], 0xee);
+
+		r[j] = _mm512_shuffle_i32x4(v0, w0, 0x88);
+		r[4 + j] = _mm512_shuffle_i32x4(v0, w0, 0xdd);
+		r[8 + j] = _mm512_shuffle_i32x4(v1, w1, 0x88);
+		r[12 + j] = _mm512_shuffle_i32x4(v1, w1, 0xdd);
+	}
 }
 
 #endif
