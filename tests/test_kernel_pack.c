@@ -21,16 +21,9 @@
 #include "kernels.h"
 #include "kernels_impl.h"
 #include "quants.h"
+#include "testutil.h"
 
 static uint64_t kp_rng = 0x9e3779b97f4a7c15ull;
-
-static uint32_t kp_rand(void)
-{
-	kp_rng ^= kp_rng << 13;
-	kp_rng ^= kp_rng >> 7;
-	kp_rng ^= kp_rng << 17;
-	return (uint32_t)(kp_rng >> 16);
-}
 
 /* Byte k of block b of row r, as the file lays it out: a function of all
  * three, so any misplaced block shows. */
@@ -167,7 +160,7 @@ START_TEST(pack_rows_follow_the_active_level)
 		uint8_t *w = malloc(bytes), *c = malloc(bytes);
 
 		for (size_t i = 0; i < bytes; i++)
-			w[i] = (uint8_t)kp_rand();
+			w[i] = (uint8_t)test_rand(&kp_rng);
 		memcpy(c, w, bytes);
 		if (g == 0) {
 			ck_assert_uint_eq(kern_pack_type(t, n_out, n_in), t);
@@ -195,13 +188,13 @@ static void kp_fill_blocks(uint32_t t, uint8_t *w, size_t bytes)
 	const size_t bs = dtype_type_size(t);
 
 	for (size_t i = 0; i < bytes; i++)
-		w[i] = (uint8_t)kp_rand();
+		w[i] = (uint8_t)test_rand(&kp_rng);
 	for (size_t b = 0; b < bytes / bs; b++) {
 		uint8_t *p = w + b * bs;
 		const size_t d_at = t == DTYPE_Q6_K ? 208 : 0;
 		for (size_t k = 0; k < (t == DTYPE_Q6_K ? 1u : 2u); k++) {
 			const uint16_t h = kern_fp32_to_fp16(
-				((float)(kp_rand() % 2000) + 1.0f) * (k ? 1e-5f : 2e-5f));
+				((float)(test_rand(&kp_rng) % 2000) + 1.0f) * (k ? 1e-5f : 2e-5f));
 			memcpy(p + d_at + 2 * k, &h, 2);
 		}
 	}
@@ -253,7 +246,7 @@ static void kp_check_level(enum cpu_level level)
 				(ops->pack_fn[t] ? ops->pack_fn[t] : kern_pack_groups)(
 					pw, n_out, nb, dtype_type_size(t), g, 0, tmp);
 				for (size_t i = 0; i < n_in * T; i++)
-					x[i] = (float)((int)(kp_rand() % 2001) - 1000) / 300.0f;
+					x[i] = (float)((int)(test_rand(&kp_rng) % 2001) - 1000) / 300.0f;
 				for (size_t i = 0; i < T; i++)
 					ops->quantize_act_q8k(x + i * n_in, xk + i * nsb, n_in);
 				for (size_t ti = 0; ti < sizeof(toks) / sizeof(toks[0]); ti++) {

@@ -10,23 +10,16 @@
 
 #include "kernels.h"
 #include "kernels_impl.h"
+#include "testutil.h"
 
 static uint64_t kr_rng = 0x2545f4914f6cdd1dull;
-
-static uint32_t kr_rand(void)
-{
-	kr_rng ^= kr_rng << 13;
-	kr_rng ^= kr_rng >> 7;
-	kr_rng ^= kr_rng << 17;
-	return (uint32_t)(kr_rng >> 16);
-}
 
 /* Uniform in [-1, 1) times scale, with an occasional 8x outlier. */
 static void kr_fill(float *x, size_t n, float scale)
 {
 	for (size_t i = 0; i < n; i++) {
-		float u = (float)(kr_rand() & 0xffffff) / 16777216.0f * 2.0f - 1.0f;
-		x[i] = u * scale * ((kr_rand() & 63) == 0 ? 8.0f : 1.0f);
+		float u = (float)(test_rand(&kr_rng) & 0xffffff) / 16777216.0f * 2.0f - 1.0f;
+		x[i] = u * scale * ((test_rand(&kr_rng) & 63) == 0 ? 8.0f : 1.0f);
 	}
 }
 

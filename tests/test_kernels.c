@@ -24,30 +24,14 @@
 
 static uint64_t kt_rng = 0x9e3779b97f4a7c15ull;
 
-static uint32_t kt_rand(void)
-{
-	kt_rng ^= kt_rng << 13;
-	kt_rng ^= kt_rng >> 7;
-	kt_rng ^= kt_rng << 17;
-	return (uint32_t)(kt_rng >> 16);
-}
-
 /* Uniform in [-1, 1) times a per-call scale, with an occasional outlier
  * so block scales vary. */
 static void kt_fill(float *x, size_t n, float scale)
 {
 	for (size_t i = 0; i < n; i++) {
-		float u = (float)(kt_rand() & 0xffffff) / 16777216.0f * 2.0f - 1.0f;
-		x[i] = u * scale * ((kt_rand() & 63) == 0 ? 8.0f : 1.0f);
+		float u = (float)(test_rand(&kt_rng) & 0xffffff) / 16777216.0f * 2.0f - 1.0f;
+		x[i] = u * scale * ((test_rand(&kt_rng) & 63) == 0 ? 8.0f : 1.0f);
 	}
-}
-
-static void *kt_alloc(size_t n)
-{
-	void *p = aligned_alloc(64, (n + 63) & ~(size_t)63);
-
-	ck_assert_ptr_nonnull(p);
-	return p;
 }
 
 static uint16_t kt_h(float f)
@@ -226,9 +210,9 @@ END_TEST
 START_TEST(quantize_round_trip_within_format_bound)
 {
 	enum { N = 32 * 64 };
-	float *x = kt_alloc(N * sizeof(float)), *y = kt_alloc(N * sizeof(float));
-	struct kern_block_q8_0 *q8 = kt_alloc(N / 32 * 34);
-	struct kern_block_q4_0 *q4 = kt_alloc(N / 32 * 18);
+	float *x = test_alloc64(N * sizeof(float)), *y = test_alloc64(N * sizeof(float));
+	struct kern_block_q8_0 *q8 = test_alloc64(N / 32 * 34);
+	struct kern_block_q4_0 *q4 = test_alloc64(N / 32 * 18);
 
 	kt_fill(x, N, 3.0f);
 	for (size_t i = 0; i < 32; i++)
@@ -287,10 +271,10 @@ static const uint32_t kt_types[] = {DTYPE_F32, DTYPE_F16, DTYPE_BF16, DTYPE_Q8_0
 static void *kt_weights(uint32_t t, size_t n_out, size_t n_in, float **wf)
 {
 	size_t row = (size_t)dtype_row_size(t, n_in);
-	uint8_t *w = kt_alloc(row * n_out);
-	float *src = kt_alloc(n_in * sizeof(float));
+	uint8_t *w = test_alloc64(row * n_out);
+	float *src = test_alloc64(n_in * sizeof(float));
 
-	*wf = kt_alloc(n_out * n_in * sizeof(float));
+	*wf = test_alloc64(n_out * n_in * sizeof(float));
 	for (size_t o = 0; o < n_out; o++) {
 		kt_fill(src, n_in, 0.05f + (float)(o % 7));
 		ck_assert_int_eq(kern_quantize_row(t, src, w + o * row, n_in), 0);
@@ -319,12 +303,12 @@ static void kt_check_level(enum cpu_level level, uint32_t t, size_t n_out, size_
 			   size_t n_tok)
 {
 	const struct kern_ops *ops = kern_ops_for(level);
-	float *wf, *x = kt_alloc(n_in * n_tok * sizeof(float));
-	float *xf = kt_alloc(n_in * n_tok * sizeof(float));
-	float *y = kt_alloc(n_out * n_tok * sizeof(float));
-	float *yr = kt_alloc(n_out * n_tok * sizeof(float));
+	float *wf, *x = test_alloc64(n_in * n_tok * sizeof(float));
+	float *xf = test_alloc64(n_in * n_tok * sizeof(float));
+	float *y = test_alloc64(n_out * n_tok * sizeof(float));
+	float *yr = test_alloc64(n_out * n_tok * sizeof(float));
 	size_t act_row = n_in / KERN_QK * sizeof(struct kern_block_q8a);
-	uint8_t *xa = kt_alloc(act_row * n_tok + 1), *xa_ref = kt_alloc(act_row * n_tok + 1);
+	uint8_t *xa = test_alloc64(act_row * n_tok + 1), *xa_ref = test_alloc64(act_row * n_tok + 1);
 	void *w = kt_weights(t, n_out, n_in, &wf);
 	float *xd = NULL;
 	int32_t *xs8 = NULL;
@@ -349,8 +333,8 @@ static void kt_check_level(enum cpu_level level, uint32_t t, size_t n_out, size_
 		a.x = xa;
 		a.x_stride = act_row;
 		a.xd_stride = kern_act_groups_pad(n_in / KERN_QK);
-		xd = kt_alloc(a.xd_stride * n_tok * sizeof(float));
-		xs8 = kt_alloc(a.xd_stride * n_tok * sizeof(int32_t));
+		xd = test_alloc64(a.xd_stride * n_tok * sizeof(float));
+		xs8 = test_alloc64(a.xd_stride * n_tok * sizeof(int32_t));
 		for (size_t k = 0; k < n_tok; k++)
 			kern_act_summarize((const struct kern_block_q8a *)(xa + k * act_row),
 					   n_in / KERN_QK, xd + k * a.xd_stride,
@@ -513,7 +497,7 @@ static void kt_matmul(tpool_t pool, uint32_t t, const void *w, size_t n_out, siz
 		      const float *x, size_t n_tok, float *y)
 {
 	size_t sz = kern_matmul_scratch(t, n_in, n_tok);
-	void *scratch = sz ? kt_alloc(sz) : NULL;
+	void *scratch = sz ? test_alloc64(sz) : NULL;
 
 	kern_matmul(pool, t, w, n_out, n_in, x, n_tok, y, scratch);
 	free(scratch);
@@ -534,9 +518,9 @@ START_TEST(threaded_matmul_equals_single_thread_bit_for_bit)
 	for (size_t ti = 0; ti < sizeof(kt_types) / sizeof(kt_types[0]); ti++) {
 		for (size_t k = 0; k < 2; k++) {
 			size_t n_tok = toks[k];
-			float *wf, *x = kt_alloc(IN * n_tok * sizeof(float));
-			float *y1 = kt_alloc(OUT * n_tok * sizeof(float));
-			float *y2 = kt_alloc(OUT * n_tok * sizeof(float));
+			float *wf, *x = test_alloc64(IN * n_tok * sizeof(float));
+			float *y1 = test_alloc64(OUT * n_tok * sizeof(float));
+			float *y2 = test_alloc64(OUT * n_tok * sizeof(float));
 			void *w = kt_weights(kt_types[ti], OUT, IN, &wf);
 
 			kt_fill(x, IN * n_tok, 1.0f);
@@ -566,7 +550,7 @@ static void kt_matmul_split(tpool_t pool, uint32_t t, const void *w, size_t n_ou
 {
 	const struct kern_mm_part part = {w, n_out, y};
 	size_t sz = kern_matmul_scratch(t, n_in, n_tok);
-	void *scratch = sz ? kt_alloc(sz) : NULL;
+	void *scratch = sz ? test_alloc64(sz) : NULL;
 
 	kern_matmul_n_split(pool, t, n_in, &part, 1, x, n_tok, 1, scratch, NULL, NULL, 0);
 	free(scratch);
@@ -593,9 +577,9 @@ START_TEST(region_split_equals_single_thread_bit_for_bit)
 		for (size_t ti = 0; ti < sizeof(kt_types) / sizeof(kt_types[0]); ti++)
 			for (size_t k = 0; k < sizeof(toks) / sizeof(toks[0]); k++) {
 				size_t n_tok = toks[k];
-				float *wf, *x = kt_alloc(IN * n_tok * sizeof(float));
-				float *y1 = kt_alloc(OUT * n_tok * sizeof(float));
-				float *y2 = kt_alloc(OUT * n_tok * sizeof(float));
+				float *wf, *x = test_alloc64(IN * n_tok * sizeof(float));
+				float *y1 = test_alloc64(OUT * n_tok * sizeof(float));
+				float *y2 = test_alloc64(OUT * n_tok * sizeof(float));
 				void *w = kt_weights(kt_types[ti], OUT, IN, &wf);
 
 				kt_fill(x, IN * n_tok, 0.5f);
@@ -642,8 +626,8 @@ START_TEST(fused_matmul_equals_separate_matmuls_bit_for_bit)
 		for (size_t ti = 0; ti < sizeof(kt_types) / sizeof(kt_types[0]); ti++) {
 			for (size_t k = 0; k < 2; k++) {
 				size_t n_tok = toks[k], sz = kern_matmul_scratch(kt_types[ti], IN, n_tok);
-				float *x = kt_alloc(IN * n_tok * sizeof(float));
-				void *scratch = sz ? kt_alloc(sz) : NULL;
+				float *x = test_alloc64(IN * n_tok * sizeof(float));
+				void *scratch = sz ? test_alloc64(sz) : NULL;
 				struct kern_mm_part parts[4];
 				void *w[4];
 				float *wf[4], *y1[4];
@@ -651,9 +635,9 @@ START_TEST(fused_matmul_equals_separate_matmuls_bit_for_bit)
 				kt_fill(x, IN * n_tok, 1.0f);
 				for (size_t p = 0; p < 4; p++) {
 					w[p] = kt_weights(kt_types[ti], outs[p] ? outs[p] : 1, IN, &wf[p]);
-					y1[p] = kt_alloc((outs[p] + 1) * n_tok * sizeof(float));
+					y1[p] = test_alloc64((outs[p] + 1) * n_tok * sizeof(float));
 					parts[p] = (struct kern_mm_part){w[p], outs[p],
-									 kt_alloc((outs[p] + 1) * n_tok *
+									 test_alloc64((outs[p] + 1) * n_tok *
 										  sizeof(float))};
 					kt_matmul(NULL, kt_types[ti], w[p], outs[p], IN, x, n_tok, y1[p]);
 				}
@@ -711,10 +695,10 @@ START_TEST(matmul_with_row_work_equals_work_then_matmul)
 		for (size_t k = 0; k < sizeof(toks) / sizeof(toks[0]); k++)
 			for (size_t rows = 1; rows <= 4; rows += 3) {
 				size_t n_tok = toks[k], sz = kern_matmul_scratch(kt_types[ti], IN, n_tok);
-				float *x0 = kt_alloc(IN * n_tok * sizeof(float));
-				float *xa = kt_alloc(IN * n_tok * sizeof(float));
-				float *xb = kt_alloc(IN * n_tok * sizeof(float));
-				void *scratch = sz ? kt_alloc(sz) : NULL;
+				float *x0 = test_alloc64(IN * n_tok * sizeof(float));
+				float *xa = test_alloc64(IN * n_tok * sizeof(float));
+				float *xb = test_alloc64(IN * n_tok * sizeof(float));
+				void *scratch = sz ? test_alloc64(sz) : NULL;
 				struct kern_mm_part pa[2], pb[2];
 				struct kt_pre pre = {x0, xb, IN, {0}};
 				void *w[2];
@@ -727,9 +711,9 @@ START_TEST(matmul_with_row_work_equals_work_then_matmul)
 				for (size_t p = 0; p < 2; p++) {
 					w[p] = kt_weights(kt_types[ti], outs[p], IN, &wf[p]);
 					pa[p] = (struct kern_mm_part){w[p], outs[p],
-								      kt_alloc(outs[p] * n_tok * sizeof(float))};
+								      test_alloc64(outs[p] * n_tok * sizeof(float))};
 					pb[p] = (struct kern_mm_part){w[p], outs[p],
-								      kt_alloc(outs[p] * n_tok * sizeof(float))};
+								      test_alloc64(outs[p] * n_tok * sizeof(float))};
 				}
 				kern_matmul_n(pool, kt_types[ti], IN, pa, 2, xa, n_tok, scratch);
 				kern_matmul_n_pre(pool, kt_types[ti], IN, pb, 2, xb, n_tok, scratch,
@@ -759,7 +743,7 @@ END_TEST
 START_TEST(q8_0_matmul_tracks_float_math_on_dequantized_weights)
 {
 	enum { OUT = 64, IN = 512, TOK = 3 };
-	float *wf, *x = kt_alloc(IN * TOK * sizeof(float)), *y = kt_alloc(OUT * TOK * sizeof(float));
+	float *wf, *x = test_alloc64(IN * TOK * sizeof(float)), *y = test_alloc64(OUT * TOK * sizeof(float));
 	void *w;
 	double se = 0, sy = 0;
 
@@ -963,13 +947,13 @@ START_TEST(avx512_quantized_equals_avx2_bit_for_bit)
 		size_t n_out = outs[oi], n_in = ins[ii], n_tok = toks[ki];
 		size_t act_row = n_in / KERN_QK * sizeof(struct kern_block_q8a);
 		size_t pad = kern_act_groups_pad(n_in / KERN_QK);
-		float *wf, *x = kt_alloc(n_in * n_tok * sizeof(float));
-		float *y2 = kt_alloc(n_out * n_tok * sizeof(float));
-		float *y5 = kt_alloc(n_out * n_tok * sizeof(float));
-		float *y1 = kt_alloc(n_out * sizeof(float));
-		uint8_t *xa = kt_alloc(act_row * n_tok);
-		float *xd = kt_alloc(pad * n_tok * sizeof(float));
-		int32_t *xs8 = kt_alloc(pad * n_tok * sizeof(int32_t));
+		float *wf, *x = test_alloc64(n_in * n_tok * sizeof(float));
+		float *y2 = test_alloc64(n_out * n_tok * sizeof(float));
+		float *y5 = test_alloc64(n_out * n_tok * sizeof(float));
+		float *y1 = test_alloc64(n_out * sizeof(float));
+		uint8_t *xa = test_alloc64(act_row * n_tok);
+		float *xd = test_alloc64(pad * n_tok * sizeof(float));
+		int32_t *xs8 = test_alloc64(pad * n_tok * sizeof(int32_t));
 		void *w = kt_weights(t, n_out, n_in, &wf);
 
 		kt_fill(x, n_in * n_tok, 1.0f);

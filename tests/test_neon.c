@@ -22,6 +22,7 @@
 #include "kernels.h"
 #include "kernels_impl.h"
 #include "quants.h"
+#include "testutil.h"
 
 #define HW_ASIMD (1ul << 1)
 #define HW_ASIMDDP (1ul << 20)
@@ -101,19 +102,10 @@ END_TEST
 
 static uint64_t tn_rng = 0x9e3779b97f4a7c15ull;
 
-static uint32_t tn_rand(void)
-{
-	tn_rng ^= tn_rng << 13;
-	tn_rng ^= tn_rng >> 7;
-	tn_rng ^= tn_rng << 17;
-	return (uint32_t)(tn_rng >> 16);
-}
-
 static void *tn_alloc(size_t n)
 {
-	void *p = aligned_alloc(64, (n + 63) & ~(size_t)63);
+	void *p = test_alloc64(n);
 
-	ck_assert_ptr_nonnull(p);
 	memset(p, 0, (n + 63) & ~(size_t)63);
 	return p;
 }
@@ -156,15 +148,15 @@ static void tn_check_q(enum cpu_level level, const struct tn_type *q, size_t n_o
 	};
 
 	for (size_t i = 0; i < row * n_out; i++)
-		w[i] = (uint8_t)tn_rand();
+		w[i] = (uint8_t)test_rand(&tn_rng);
 	for (size_t b = 0; b < row * n_out / bs; b++) {
-		float d = (float)(tn_rand() % 1000 + 1) * 1e-5f;
-		tn_put_half(w + b * bs + q->d_off, (tn_rand() & 1) ? d : -d);
+		float d = (float)(test_rand(&tn_rng) % 1000 + 1) * 1e-5f;
+		tn_put_half(w + b * bs + q->d_off, (test_rand(&tn_rng) & 1) ? d : -d);
 		if (q->dmin_off >= 0)
-			tn_put_half(w + b * bs + q->dmin_off, (float)(tn_rand() % 1000) * 2e-5f);
+			tn_put_half(w + b * bs + q->dmin_off, (float)(test_rand(&tn_rng) % 1000) * 2e-5f);
 	}
 	for (size_t i = 0; i < n_in * n_tok; i++)
-		x[i] = ((float)(tn_rand() & 0xffff) / 32768.0f - 1.0f) * ((tn_rand() & 31) ? 1 : 8);
+		x[i] = ((float)(test_rand(&tn_rng) & 0xffff) / 32768.0f - 1.0f) * ((test_rand(&tn_rng) & 31) ? 1 : 8);
 	for (size_t k = 0; k < n_tok; k++) {
 		struct kern_block_q8a *blk = (struct kern_block_q8a *)(xa + k * act_row);
 		kern_ops_ref.quantize_act(x + k * n_in, blk, n_in);
@@ -274,9 +266,9 @@ START_TEST(neon_float_matmul_matches_reference)
 						   .x_stride = n_in * 4, .n_tok = n_tok, .y_stride = n_out};
 
 			for (size_t i = 0; i < n_in * n_out; i++)
-				wf[i] = (float)(tn_rand() & 0xffff) / 32768.0f - 1.0f;
+				wf[i] = (float)(test_rand(&tn_rng) & 0xffff) / 32768.0f - 1.0f;
 			for (size_t i = 0; i < n_in * n_tok; i++)
-				x[i] = (float)(tn_rand() & 0xffff) / 32768.0f - 1.0f;
+				x[i] = (float)(test_rand(&tn_rng) & 0xffff) / 32768.0f - 1.0f;
 			for (size_t o = 0; o < n_out; o++) {
 				ck_assert_int_eq(kern_quantize_row(t, wf + o * n_in, w + o * row, n_in), 0);
 				ck_assert_int_eq(kern_dequantize_row(t, w + o * row, wf + o * n_in, n_in), 0);
@@ -315,8 +307,8 @@ START_TEST(neon_silu_matches_double_math)
 		return;
 	for (size_t n = 1; n <= 37; n += 6) {
 		for (size_t i = 0; i < n; i++) {
-			g[i] = ((float)(tn_rand() & 0xffff) / 32768.0f - 1.0f) * 12.0f;
-			y0[i] = y[i] = ((float)(tn_rand() & 0xffff) / 32768.0f - 1.0f) * 3.0f;
+			g[i] = ((float)(test_rand(&tn_rng) & 0xffff) / 32768.0f - 1.0f) * 12.0f;
+			y0[i] = y[i] = ((float)(test_rand(&tn_rng) & 0xffff) / 32768.0f - 1.0f) * 3.0f;
 		}
 		g[0] = -200.0f; /* exp(200) is +inf: silu is -0 */
 		if (n > 1)

@@ -21,26 +21,11 @@
 #include "kernels.h"
 #include "kernels_impl.h"
 #include "quants.h"
+#include "testutil.h"
 #include "threadpool.h"
 
 #if defined(__x86_64__)
 static uint64_t qp_rng = 0x9e3779b97f4a7c15ull;
-
-static uint32_t qp_rand(void)
-{
-	qp_rng ^= qp_rng << 13;
-	qp_rng ^= qp_rng >> 7;
-	qp_rng ^= qp_rng << 17;
-	return (uint32_t)(qp_rng >> 16);
-}
-
-static void *qp_alloc(size_t n)
-{
-	void *p = aligned_alloc(64, (n + 63) & ~(size_t)63);
-
-	ck_assert_ptr_nonnull(p);
-	return p;
-}
 
 /* The layout of the contract, written independently of the library's
  * packer: both tiled (kernels_impl.h kern_avx512_pack_q4_0 / _q8_0):
@@ -76,11 +61,11 @@ static void qp_check(const struct qp_case *c)
 	const size_t nb = c->n_in / KERN_QK, act_row = nb * sizeof(struct kern_block_q8a);
 	const int q8 = c->t == DTYPE_Q8_0;
 	const struct kern_ops *ops = kern_ops_for(CPU_LEVEL_AVX512);
-	uint8_t *w = qp_alloc(row * c->n_out), *wp = qp_alloc(row * c->n_out);
-	uint8_t *xa = qp_alloc(act_row * c->n_tok);
-	float *x = qp_alloc(c->n_in * sizeof(float));
-	float *y = qp_alloc(c->n_out * c->n_tok * sizeof(float));
-	float *yp = qp_alloc(c->n_out * c->n_tok * sizeof(float));
+	uint8_t *w = test_alloc64(row * c->n_out), *wp = test_alloc64(row * c->n_out);
+	uint8_t *xa = test_alloc64(act_row * c->n_tok);
+	float *x = test_alloc64(c->n_in * sizeof(float));
+	float *y = test_alloc64(c->n_out * c->n_tok * sizeof(float));
+	float *yp = test_alloc64(c->n_out * c->n_tok * sizeof(float));
 	struct kern_gemm_args a = {
 		.w = w,
 		.w_stride = row,
@@ -91,22 +76,22 @@ static void qp_check(const struct qp_case *c)
 		.y_stride = c->n_out,
 		.xd_stride = kern_act_groups_pad(nb),
 	};
-	float *xd = qp_alloc(a.xd_stride * c->n_tok * sizeof(float));
-	int32_t *xs8 = qp_alloc(a.xd_stride * c->n_tok * sizeof(int32_t));
+	float *xd = test_alloc64(a.xd_stride * c->n_tok * sizeof(float));
+	int32_t *xs8 = test_alloc64(a.xd_stride * c->n_tok * sizeof(int32_t));
 
 	for (size_t i = 0; i < row * c->n_out; i++)
-		w[i] = (uint8_t)qp_rand();
+		w[i] = (uint8_t)test_rand(&qp_rng);
 	for (size_t b = 0; b < row * c->n_out / bs; b++) {
-		float d = (float)(qp_rand() % 1000 + 1) * 1e-4f;
-		uint16_t h = kern_fp32_to_fp16((qp_rand() & 1) ? d : -d);
+		float d = (float)(test_rand(&qp_rng) % 1000 + 1) * 1e-4f;
+		uint16_t h = kern_fp32_to_fp16((test_rand(&qp_rng) & 1) ? d : -d);
 		memcpy(w + b * bs, &h, 2);
 	}
 	qp_pack(w, wp, c->n_out, row, bs);
 	for (size_t k = 0; k < c->n_tok; k++) {
 		struct kern_block_q8a *blk = (struct kern_block_q8a *)(xa + k * act_row);
 		for (size_t i = 0; i < c->n_in; i++)
-			x[i] = ((float)(qp_rand() & 0xffff) / 32768.0f - 1.0f) *
-			       ((qp_rand() & 31) ? 1 : 8);
+			x[i] = ((float)(test_rand(&qp_rng) & 0xffff) / 32768.0f - 1.0f) *
+			       ((test_rand(&qp_rng) & 31) ? 1 : 8);
 		kern_ops_ref.quantize_act(x, blk, c->n_in);
 		kern_act_summarize(blk, nb, xd + k * a.xd_stride, xs8 + k * a.xd_stride);
 	}
@@ -209,10 +194,10 @@ START_TEST(ragged_row_counts_stay_in_file_layout)
 		for (size_t oi = 0; oi < sizeof(outs) / sizeof(outs[0]); oi++) {
 			const uint32_t t = types[ti];
 			const size_t n_out = outs[oi], row = (size_t)dtype_row_size(t, n_in);
-			uint8_t *w = qp_alloc(row * n_out), *c = qp_alloc(row * n_out);
+			uint8_t *w = test_alloc64(row * n_out), *c = test_alloc64(row * n_out);
 
 			for (size_t i = 0; i < row * n_out; i++)
-				w[i] = (uint8_t)qp_rand();
+				w[i] = (uint8_t)test_rand(&qp_rng);
 			memcpy(c, w, row * n_out);
 			if (n_out % 16 != 0) {
 				ck_assert_uint_eq(kern_pack_type(t, n_out, n_in), t);
@@ -220,7 +205,7 @@ START_TEST(ragged_row_counts_stay_in_file_layout)
 				ck_assert_ptr_nonnull(strstr(err, "no packed rows"));
 				ck_assert(memcmp(w, c, row * n_out) == 0);
 			} else {
-				uint8_t *q = qp_alloc(row * n_out);
+				uint8_t *q = test_alloc64(row * n_out);
 
 				ck_assert_uint_eq(kern_pack_type(t, n_out, n_in), t | KERN_PACKED);
 				ck_assert_int_eq(kern_pack_rows(t, w, n_out, n_in, err), 0);
@@ -257,12 +242,12 @@ START_TEST(packed_matmul_equals_the_file_layout_bit_for_bit)
 	for (size_t ti = 0; ti < 2; ti++) {
 		const uint32_t t = types[ti];
 		const size_t row = (size_t)dtype_row_size(t, n_in);
-		uint8_t *w = qp_alloc(row * n_out), *wp = qp_alloc(row * n_out);
-		float *wf = qp_alloc(n_in * sizeof(float));
+		uint8_t *w = test_alloc64(row * n_out), *wp = test_alloc64(row * n_out);
+		float *wf = test_alloc64(n_in * sizeof(float));
 
 		for (size_t o = 0; o < n_out; o++) {
 			for (size_t i = 0; i < n_in; i++)
-				wf[i] = (float)(qp_rand() & 0xffff) / 32768.0f - 1.0f;
+				wf[i] = (float)(test_rand(&qp_rng) & 0xffff) / 32768.0f - 1.0f;
 			kern_quantize_row(t, wf, w + o * row, n_in);
 		}
 		memcpy(wp, w, row * n_out);
@@ -272,7 +257,7 @@ START_TEST(packed_matmul_equals_the_file_layout_bit_for_bit)
 		/* the library's packer writes the contract's layout, and
 		 * kern_unpack_rows() gives the file back */
 		{
-			uint8_t *wq = qp_alloc(row * n_out);
+			uint8_t *wq = test_alloc64(row * n_out);
 
 			qp_pack(w, wq, n_out, row, dtype_type_size(t));
 			ck_assert_msg(memcmp(wq, wp, row * n_out) == 0, "%s: packed layout differs",
@@ -285,13 +270,13 @@ START_TEST(packed_matmul_equals_the_file_layout_bit_for_bit)
 		}
 		for (size_t k = 0; k < sizeof(toks) / sizeof(toks[0]); k++) {
 			const size_t n_tok = toks[k];
-			float *x = qp_alloc(n_in * n_tok * sizeof(float));
-			float *y = qp_alloc(n_out * n_tok * sizeof(float));
-			float *yp = qp_alloc(n_out * n_tok * sizeof(float));
-			void *scr = qp_alloc(kern_matmul_scratch(t | KERN_PACKED, n_in, n_tok));
+			float *x = test_alloc64(n_in * n_tok * sizeof(float));
+			float *y = test_alloc64(n_out * n_tok * sizeof(float));
+			float *yp = test_alloc64(n_out * n_tok * sizeof(float));
+			void *scr = test_alloc64(kern_matmul_scratch(t | KERN_PACKED, n_in, n_tok));
 
 			for (size_t i = 0; i < n_in * n_tok; i++)
-				x[i] = (float)(qp_rand() & 0xffff) / 32768.0f - 1.0f;
+				x[i] = (float)(test_rand(&qp_rng) & 0xffff) / 32768.0f - 1.0f;
 			kern_matmul(pool, t, w, n_out, n_in, x, n_tok, y, scr);
 			kern_matmul(pool, t | KERN_PACKED, wp, n_out, n_in, x, n_tok, yp, scr);
 			ck_assert_msg(memcmp(y, yp, n_out * n_tok * sizeof(float)) == 0,
@@ -366,7 +351,7 @@ START_TEST(q6_k_packed_layout_is_the_contract)
 			uint8_t *w = malloc(bytes), *p = malloc(bytes), *tmp = malloc(bytes);
 
 			for (size_t k = 0; k < bytes; k++)
-				w[k] = (uint8_t)qp_rand();
+				w[k] = (uint8_t)test_rand(&qp_rng);
 			memcpy(p, w, bytes);
 			kern_avx512_pack_q6_k(p, n_out, nb, sizeof(struct kern_block_q6_k), 4, 0, tmp);
 			qp_check_q6_layout(w, p, n_out, nb);
@@ -397,7 +382,7 @@ START_TEST(q6_k_simd_packer_equals_the_scalar_one)
 			uint8_t *tmp = malloc(4 * nb * bs);
 
 			for (size_t k = 0; k < bytes; k++)
-				w[k] = (uint8_t)qp_rand();
+				w[k] = (uint8_t)test_rand(&qp_rng);
 			memcpy(p, w, bytes);
 			memcpy(q, w, bytes);
 			kern_avx512_pack_q6_k(p, n_out, nb, bs, 4, 0, tmp);

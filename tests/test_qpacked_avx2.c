@@ -22,25 +22,10 @@
 #include "kernels.h"
 #include "kernels_impl.h"
 #include "quants.h"
+#include "testutil.h"
 
 #if defined(__x86_64__)
 static uint64_t q2_rng = 0x2545f4914f6cdd1dull;
-
-static uint32_t q2_rand(void)
-{
-	q2_rng ^= q2_rng << 13;
-	q2_rng ^= q2_rng >> 7;
-	q2_rng ^= q2_rng << 17;
-	return (uint32_t)(q2_rng >> 16);
-}
-
-static void *q2_alloc(size_t n)
-{
-	void *p = aligned_alloc(64, (n + 63) & ~(size_t)63);
-
-	ck_assert_ptr_nonnull(p);
-	return p;
-}
 
 /* The layout of the contract, written independently of the packer:
  * block b of group g (rows 16 g + r) in the 16 bs bytes at
@@ -75,10 +60,10 @@ static void q2_fill(uint32_t t, uint8_t *w, size_t bytes)
 	const size_t bs = dtype_type_size(t);
 
 	for (size_t i = 0; i < bytes; i++)
-		w[i] = (uint8_t)q2_rand();
+		w[i] = (uint8_t)test_rand(&q2_rng);
 	for (size_t b = 0; b < bytes / bs; b++) {
-		const float d = (float)(q2_rand() % 1000 + 1) * 1e-4f;
-		const uint16_t h = kern_fp32_to_fp16((q2_rand() & 1) ? d : -d);
+		const float d = (float)(test_rand(&q2_rng) % 1000 + 1) * 1e-4f;
+		const uint16_t h = kern_fp32_to_fp16((test_rand(&q2_rng) & 1) ? d : -d);
 		memcpy(w + b * bs, &h, 2);
 	}
 }
@@ -91,11 +76,11 @@ static void q2_check(uint32_t t, size_t n_out, size_t n_in, size_t n_tok, size_t
 	const struct kern_ops *ops = kern_ops_for(CPU_LEVEL_AVX2);
 	const size_t bs = dtype_type_size(t), row = (size_t)dtype_row_size(t, n_in);
 	const size_t nb = n_in / KERN_QK, act_row = nb * sizeof(struct kern_block_q8a);
-	uint8_t *w = q2_alloc(row * n_out), *wp = q2_alloc(row * n_out);
-	uint8_t *xa = q2_alloc(act_row * n_tok);
-	float *x = q2_alloc(n_in * sizeof(float));
-	float *y = q2_alloc(n_out * n_tok * sizeof(float));
-	float *yp = q2_alloc(n_out * n_tok * sizeof(float));
+	uint8_t *w = test_alloc64(row * n_out), *wp = test_alloc64(row * n_out);
+	uint8_t *xa = test_alloc64(act_row * n_tok);
+	float *x = test_alloc64(n_in * sizeof(float));
+	float *y = test_alloc64(n_out * n_tok * sizeof(float));
+	float *yp = test_alloc64(n_out * n_tok * sizeof(float));
 	struct kern_gemm_args a = {
 		.w = w,
 		.w_stride = row,
@@ -106,8 +91,8 @@ static void q2_check(uint32_t t, size_t n_out, size_t n_in, size_t n_tok, size_t
 		.y_stride = n_out,
 		.xd_stride = kern_act_groups_pad(nb),
 	};
-	float *xd = q2_alloc(a.xd_stride * n_tok * sizeof(float));
-	int32_t *xs8 = q2_alloc(a.xd_stride * n_tok * sizeof(int32_t));
+	float *xd = test_alloc64(a.xd_stride * n_tok * sizeof(float));
+	int32_t *xs8 = test_alloc64(a.xd_stride * n_tok * sizeof(int32_t));
 	const kern_gemm_fn fs[] = {ops->pgemm[t], ops->pgemv[t]};
 
 	q2_fill(t, w, row * n_out);
@@ -115,8 +100,8 @@ static void q2_check(uint32_t t, size_t n_out, size_t n_in, size_t n_tok, size_t
 	for (size_t k = 0; k < n_tok; k++) {
 		struct kern_block_q8a *blk = (struct kern_block_q8a *)(xa + k * act_row);
 		for (size_t i = 0; i < n_in; i++)
-			x[i] = ((float)(q2_rand() & 0xffff) / 32768.0f - 1.0f) *
-			       ((q2_rand() & 31) ? 1 : 8);
+			x[i] = ((float)(test_rand(&q2_rng) & 0xffff) / 32768.0f - 1.0f) *
+			       ((test_rand(&q2_rng) & 31) ? 1 : 8);
 		kern_ops_ref.quantize_act(x, blk, n_in);
 		kern_act_summarize(blk, nb, xd + k * a.xd_stride, xs8 + k * a.xd_stride);
 	}
@@ -177,11 +162,11 @@ static void q2_check_steps(uint32_t t, size_t n_out, size_t n_in, size_t n_tok, 
 	const struct kern_ops *ops = kern_ops_for(CPU_LEVEL_AVX2);
 	const size_t bs = dtype_type_size(t), row = (size_t)dtype_row_size(t, n_in);
 	const size_t nb = n_in / KERN_QK, act_row = nb * sizeof(struct kern_block_q8a);
-	uint8_t *w = q2_alloc(row * n_out), *wp = q2_alloc(row * n_out);
-	uint8_t *xa = q2_alloc(act_row * n_tok);
-	float *x = q2_alloc(n_in * sizeof(float));
-	float *y = q2_alloc(n_out * n_tok * sizeof(float));
-	float *y1 = q2_alloc(n_out * sizeof(float));
+	uint8_t *w = test_alloc64(row * n_out), *wp = test_alloc64(row * n_out);
+	uint8_t *xa = test_alloc64(act_row * n_tok);
+	float *x = test_alloc64(n_in * sizeof(float));
+	float *y = test_alloc64(n_out * n_tok * sizeof(float));
+	float *y1 = test_alloc64(n_out * sizeof(float));
 	struct kern_gemm_args a = {
 		.w = wp,
 		.w_stride = row,
@@ -193,16 +178,16 @@ static void q2_check_steps(uint32_t t, size_t n_out, size_t n_in, size_t n_tok, 
 		.y_stride = n_out,
 		.xd_stride = kern_act_groups_pad(nb),
 	};
-	float *xd = q2_alloc(a.xd_stride * n_tok * sizeof(float));
-	int32_t *xs8 = q2_alloc(a.xd_stride * n_tok * sizeof(int32_t));
+	float *xd = test_alloc64(a.xd_stride * n_tok * sizeof(float));
+	int32_t *xs8 = test_alloc64(a.xd_stride * n_tok * sizeof(int32_t));
 
 	q2_fill(t, w, row * n_out);
 	q2_pack(w, wp, n_out, row, bs);
 	for (size_t k = 0; k < n_tok; k++) {
 		struct kern_block_q8a *blk = (struct kern_block_q8a *)(xa + k * act_row);
 		for (size_t i = 0; i < n_in; i++) /* full-range activations too */
-			x[i] = ((float)(q2_rand() & 0xffff) / 32768.0f - 1.0f) *
-			       ((q2_rand() & 7) ? 1 : 64);
+			x[i] = ((float)(test_rand(&q2_rng) & 0xffff) / 32768.0f - 1.0f) *
+			       ((test_rand(&q2_rng) & 7) ? 1 : 64);
 		kern_ops_ref.quantize_act(x, blk, n_in);
 		kern_act_summarize(blk, nb, xd + k * a.xd_stride, xs8 + k * a.xd_stride);
 	}
@@ -264,8 +249,8 @@ START_TEST(avx2_packer_writes_the_layout_and_round_trips)
 	for (size_t ti = 0; ti < 2; ti++) {
 		const uint32_t t = types[ti];
 		const size_t bs = dtype_type_size(t), row = (size_t)dtype_row_size(t, n_in);
-		uint8_t *w = q2_alloc(row * n_out), *c = q2_alloc(row * n_out);
-		uint8_t *q = q2_alloc(row * n_out), *tmp = q2_alloc(16 * row);
+		uint8_t *w = test_alloc64(row * n_out), *c = test_alloc64(row * n_out);
+		uint8_t *q = test_alloc64(row * n_out), *tmp = test_alloc64(16 * row);
 
 		q2_fill(t, w, row * n_out);
 		memcpy(c, w, row * n_out);

@@ -33,6 +33,7 @@
 #include "kernels.h"
 #include "kernels_impl.h"
 #include "quants.h"
+#include "testutil.h"
 
 #define QS_TOL 2e-6
 
@@ -49,22 +50,6 @@ static const struct qs_type {
 
 static uint64_t qs_rng = 0x2545f4914f6cdd1dull;
 
-static uint32_t qs_rand(void)
-{
-	qs_rng ^= qs_rng << 13;
-	qs_rng ^= qs_rng >> 7;
-	qs_rng ^= qs_rng << 17;
-	return (uint32_t)(qs_rng >> 16);
-}
-
-static void *qs_alloc(size_t n)
-{
-	void *p = aligned_alloc(64, (n + 63) & ~(size_t)63);
-
-	ck_assert_ptr_nonnull(p);
-	return p;
-}
-
 static void qs_put_half(uint8_t *p, float v)
 {
 	uint16_t h = kern_fp32_to_fp16(v);
@@ -76,15 +61,15 @@ static void qs_put_half(uint8_t *p, float v)
 static uint8_t *qs_weights(const struct qs_type *q, size_t n_out, size_t n_in)
 {
 	size_t row = (size_t)dtype_row_size(q->t, n_in), bs = dtype_type_size(q->t);
-	uint8_t *w = qs_alloc(row * n_out);
+	uint8_t *w = test_alloc64(row * n_out);
 
 	for (size_t i = 0; i < row * n_out; i++)
-		w[i] = (uint8_t)qs_rand();
+		w[i] = (uint8_t)test_rand(&qs_rng);
 	for (size_t b = 0; b < row * n_out / bs; b++) {
-		float d = (float)(qs_rand() % 1000 + 1) * 1e-5f;
-		qs_put_half(w + b * bs + q->d_off, (qs_rand() & 1) ? d : -d);
+		float d = (float)(test_rand(&qs_rng) % 1000 + 1) * 1e-5f;
+		qs_put_half(w + b * bs + q->d_off, (test_rand(&qs_rng) & 1) ? d : -d);
 		if (q->dmin_off >= 0)
-			qs_put_half(w + b * bs + q->dmin_off, (float)(qs_rand() % 1000) * 2e-5f);
+			qs_put_half(w + b * bs + q->dmin_off, (float)(test_rand(&qs_rng) % 1000) * 2e-5f);
 	}
 	return w;
 }
@@ -93,7 +78,7 @@ static uint8_t *qs_weights(const struct qs_type *q, size_t n_out, size_t n_in)
 static uint8_t *qs_min_part(const struct qs_type *q, const uint8_t *w, size_t bytes)
 {
 	size_t bs = dtype_type_size(q->t);
-	uint8_t *m = qs_alloc(bytes);
+	uint8_t *m = test_alloc64(bytes);
 
 	memcpy(m, w, bytes);
 	for (size_t b = 0; b < bytes / bs; b++)
@@ -124,10 +109,10 @@ static void qs_check(enum cpu_level level, const struct qs_type *q, size_t n_out
 	size_t row = (size_t)dtype_row_size(q->t, n_in);
 	size_t act_row = n_in / KERN_QK * sizeof(struct kern_block_q8a);
 	uint8_t *w = qs_weights(q, n_out, n_in), *wm = qs_min_part(q, w, row * n_out);
-	float *x = qs_alloc(n_in * n_tok * sizeof(float)), *xf = qs_alloc(n_in * n_tok * sizeof(float));
-	float *wf = qs_alloc(n_in * sizeof(float)), *wmf = qs_alloc(n_in * sizeof(float));
-	float *y = qs_alloc(n_out * n_tok * sizeof(float)), *yr = qs_alloc(n_out * n_tok * sizeof(float));
-	uint8_t *xa = qs_alloc(act_row * n_tok);
+	float *x = test_alloc64(n_in * n_tok * sizeof(float)), *xf = test_alloc64(n_in * n_tok * sizeof(float));
+	float *wf = test_alloc64(n_in * sizeof(float)), *wmf = test_alloc64(n_in * sizeof(float));
+	float *y = test_alloc64(n_out * n_tok * sizeof(float)), *yr = test_alloc64(n_out * n_tok * sizeof(float));
+	uint8_t *xa = test_alloc64(act_row * n_tok);
 	struct kern_gemm_args a = {
 		.w = w,
 		.w_stride = row,
@@ -138,11 +123,11 @@ static void qs_check(enum cpu_level level, const struct qs_type *q, size_t n_out
 		.y_stride = n_out,
 		.xd_stride = kern_act_groups_pad(n_in / KERN_QK),
 	};
-	float *xd = qs_alloc(a.xd_stride * n_tok * sizeof(float));
-	int32_t *xs8 = qs_alloc(a.xd_stride * n_tok * sizeof(int32_t));
+	float *xd = test_alloc64(a.xd_stride * n_tok * sizeof(float));
+	int32_t *xs8 = test_alloc64(a.xd_stride * n_tok * sizeof(int32_t));
 
 	for (size_t i = 0; i < n_in * n_tok; i++)
-		x[i] = ((float)(qs_rand() & 0xffff) / 32768.0f - 1.0f) * ((qs_rand() & 31) ? 1 : 8);
+		x[i] = ((float)(test_rand(&qs_rng) & 0xffff) / 32768.0f - 1.0f) * ((test_rand(&qs_rng) & 31) ? 1 : 8);
 	for (size_t k = 0; k < n_tok; k++) {
 		const struct kern_block_q8a *b = (const struct kern_block_q8a *)(xa + k * act_row);
 		kern_ops_ref.quantize_act(x + k * n_in, (struct kern_block_q8a *)(xa + k * act_row),
@@ -154,7 +139,7 @@ static void qs_check(enum cpu_level level, const struct qs_type *q, size_t n_out
 	a.xd = xd;
 	a.xs8 = xs8;
 	if (q8k_ref != NULL) {
-		xk = qs_alloc(nsb * n_tok * sizeof(*xk));
+		xk = test_alloc64(nsb * n_tok * sizeof(*xk));
 		for (size_t k = 0; k < n_tok; k++)
 			kern_quantize_act_q8k(x + k * n_in, xk + k * nsb, n_in);
 		a.xk = xk;
@@ -167,7 +152,7 @@ static void qs_check(enum cpu_level level, const struct qs_type *q, size_t n_out
 	 * through the level's GEMV equals its column of the GEMM bit for bit */
 	for (size_t k = 0; k < n_tok && n_tok > 1; k++) {
 		struct kern_gemm_args one = a;
-		float *y1 = qs_alloc(n_out * sizeof(float));
+		float *y1 = test_alloc64(n_out * sizeof(float));
 
 		one.x = xa + k * act_row;
 		one.xd = xd + k * a.xd_stride;
@@ -189,7 +174,7 @@ static void qs_check(enum cpu_level level, const struct qs_type *q, size_t n_out
 	 * bounds that reference against the exact product) */
 	for (size_t k = 0; k < n_tok && q8k_ref != NULL; k++) {
 		struct kern_gemm_args one = a;
-		float *y1 = qs_alloc(n_out * sizeof(float));
+		float *y1 = test_alloc64(n_out * sizeof(float));
 
 		one.n_tok = 1;
 		one.xk = xk + k * nsb;
@@ -300,21 +285,21 @@ static void qs_check_q8k(enum cpu_level level, const struct qs_type *q, kern_gem
 	if (extreme)
 		qs_extreme_weights(q, w, row * n_out);
 	wm = qs_min_part(q, w, row * n_out);
-	float *x = qs_alloc(n_in * sizeof(float)), *xf = qs_alloc(n_in * sizeof(float));
-	float *wf = qs_alloc(n_in * sizeof(float)), *wmf = qs_alloc(n_in * sizeof(float));
-	float *y = qs_alloc(n_out * sizeof(float)), *yr = qs_alloc(n_out * sizeof(float));
-	struct kern_block_q8_k *xk = qs_alloc(nsb * sizeof(*xk));
+	float *x = test_alloc64(n_in * sizeof(float)), *xf = test_alloc64(n_in * sizeof(float));
+	float *wf = test_alloc64(n_in * sizeof(float)), *wmf = test_alloc64(n_in * sizeof(float));
+	float *y = test_alloc64(n_out * sizeof(float)), *yr = test_alloc64(n_out * sizeof(float));
+	struct kern_block_q8_k *xk = test_alloc64(nsb * sizeof(*xk));
 	struct kern_gemm_args a = {
 		.w = w, .w_stride = row, .n_in = n_in, .n_tok = 1, .y_stride = n_out, .xk = xk,
 	};
 
 	for (size_t i = 0; i < n_in; i++)
 		x[i] = extreme ? (float)extreme
-			       : ((float)(qs_rand() & 0xffff) / 32768.0f - 1.0f) *
-					 ((qs_rand() & 31) ? 1 : 8);
+			       : ((float)(test_rand(&qs_rng) & 0xffff) / 32768.0f - 1.0f) *
+					 ((test_rand(&qs_rng) & 31) ? 1 : 8);
 	kern_quantize_act_q8k(x, xk, n_in);
 	{ /* the level's quantizer writes the same bytes */
-		struct kern_block_q8_k *xl = qs_alloc(nsb * sizeof(*xl));
+		struct kern_block_q8_k *xl = test_alloc64(nsb * sizeof(*xl));
 		ops->quantize_act_q8k(x, xl, n_in);
 		ck_assert_msg(memcmp(xl, xk, nsb * sizeof(*xk)) == 0,
 			      "%s: q8k activation quantization differs from the reference",

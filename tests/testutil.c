@@ -122,3 +122,11 @@ char *test_stderr_of(void (*fn)(void *), void *data, char *buf, size_t len)
 	fclose(tmp);
 	return buf;
 }
+
+void *test_alloc64(size_t n)
+{
+	void *p = aligned_alloc(64, (n + 63) & ~(size_t)63);
+
+	ck_assert_ptr_nonnull(p);
+	return p;
+}

@@ -48,4 +48,20 @@ int test_remove_tree(const char *path);
  * at most len - 1 bytes into buf, NUL-terminated; returns buf. */
 char *test_stderr_of(void (*fn)(void *), void *data, char *buf, size_t len);
 
+/* One step of the kernel suites' xorshift64 (shifts 13, 7, 17) on
+ * *state, its bits 16..47. Each suite keeps its own state and seed, so
+ * its data is its own. */
+static inline uint32_t test_rand(uint64_t *state)
+{
+	*state ^= *state << 13;
+	*state ^= *state >> 7;
+	*state ^= *state << 17;
+	return (uint32_t)(*state >> 16);
+}
+
+/* n bytes rounded up to 64, at a 64-byte boundary (the kernels' aligned
+ * loads and stores); fails the running Check test when out of memory.
+ * Release with free(). */
+void *test_alloc64(size_t n);
+
 #endif
