@@ -68,68 +68,97 @@ static void q2_fill(uint32_t t, uint8_t *w, size_t bytes)
 	}
 }
 
+/* One case: n_out x n_in weights in the file layout (w) and packed (wp),
+ * n_tok activation rows quantized with their sums (an outlier of `big`
+ * where the draw & odds is 0), and the product's arguments over them
+ * (a.w = w; a.y to set). */
+struct q2_case {
+	uint8_t *w, *wp, *xa;
+	float *x, *xd;
+	int32_t *xs8;
+	size_t act_row;
+	struct kern_gemm_args a;
+};
+
+static void q2_case_make(struct q2_case *c, uint32_t t, size_t n_out, size_t n_in, size_t n_tok,
+			 uint32_t odds, float big)
+{
+	const size_t bs = dtype_type_size(t), row = (size_t)dtype_row_size(t, n_in);
+	const size_t nb = n_in / KERN_QK;
+
+	c->act_row = nb * sizeof(struct kern_block_q8a);
+	c->w = test_alloc64(row * n_out);
+	c->wp = test_alloc64(row * n_out);
+	c->xa = test_alloc64(c->act_row * n_tok);
+	c->x = test_alloc64(n_in * sizeof(float));
+	c->a = (struct kern_gemm_args){
+		.w = c->w,
+		.w_stride = row,
+		.n_in = n_in,
+		.x = c->xa,
+		.x_stride = c->act_row,
+		.n_tok = n_tok,
+		.y_stride = n_out,
+		.xd_stride = kern_act_groups_pad(nb),
+	};
+	c->xd = test_alloc64(c->a.xd_stride * n_tok * sizeof(float));
+	c->xs8 = test_alloc64(c->a.xd_stride * n_tok * sizeof(int32_t));
+	q2_fill(t, c->w, row * n_out);
+	q2_pack(c->w, c->wp, n_out, row, bs);
+	for (size_t k = 0; k < n_tok; k++) {
+		struct kern_block_q8a *blk = (struct kern_block_q8a *)(c->xa + k * c->act_row);
+		for (size_t i = 0; i < n_in; i++)
+			c->x[i] = ((float)(test_rand(&q2_rng) & 0xffff) / 32768.0f - 1.0f) *
+				  ((test_rand(&q2_rng) & odds) ? 1 : big);
+		kern_ops_ref.quantize_act(c->x, blk, n_in);
+		kern_act_summarize(blk, nb, c->xd + k * c->a.xd_stride,
+				   c->xs8 + k * c->a.xd_stride);
+	}
+	c->a.xd = c->xd;
+	c->a.xs8 = c->xs8;
+}
+
+static void q2_case_free(struct q2_case *c)
+{
+	free(c->w);
+	free(c->wp);
+	free(c->xa);
+	free(c->x);
+	free(c->xd);
+	free(c->xs8);
+}
+
 /* avx2's file-layout gemv/gemm against its packed pgemv and pgemm for
  * n_out x n_in and n_tok tokens, the rows cut at `cut` (a group
  * multiple; n_out: whole). */
 static void q2_check(uint32_t t, size_t n_out, size_t n_in, size_t n_tok, size_t cut)
 {
 	const struct kern_ops *ops = kern_ops_for(CPU_LEVEL_AVX2);
-	const size_t bs = dtype_type_size(t), row = (size_t)dtype_row_size(t, n_in);
-	const size_t nb = n_in / KERN_QK, act_row = nb * sizeof(struct kern_block_q8a);
-	uint8_t *w = test_alloc64(row * n_out), *wp = test_alloc64(row * n_out);
-	uint8_t *xa = test_alloc64(act_row * n_tok);
-	float *x = test_alloc64(n_in * sizeof(float));
-	float *y = test_alloc64(n_out * n_tok * sizeof(float));
-	float *yp = test_alloc64(n_out * n_tok * sizeof(float));
-	struct kern_gemm_args a = {
-		.w = w,
-		.w_stride = row,
-		.n_in = n_in,
-		.x = xa,
-		.x_stride = act_row,
-		.n_tok = n_tok,
-		.y_stride = n_out,
-		.xd_stride = kern_act_groups_pad(nb),
-	};
-	float *xd = test_alloc64(a.xd_stride * n_tok * sizeof(float));
-	int32_t *xs8 = test_alloc64(a.xd_stride * n_tok * sizeof(int32_t));
 	const kern_gemm_fn fs[] = {ops->pgemm[t], ops->pgemv[t]};
+	struct q2_case c;
+	float *y, *yp;
 
-	q2_fill(t, w, row * n_out);
-	q2_pack(w, wp, n_out, row, bs);
-	for (size_t k = 0; k < n_tok; k++) {
-		struct kern_block_q8a *blk = (struct kern_block_q8a *)(xa + k * act_row);
-		for (size_t i = 0; i < n_in; i++)
-			x[i] = ((float)(test_rand(&q2_rng) & 0xffff) / 32768.0f - 1.0f) *
-			       ((test_rand(&q2_rng) & 31) ? 1 : 8);
-		kern_ops_ref.quantize_act(x, blk, n_in);
-		kern_act_summarize(blk, nb, xd + k * a.xd_stride, xs8 + k * a.xd_stride);
-	}
-	a.xd = xd;
-	a.xs8 = xs8;
+	q2_case_make(&c, t, n_out, n_in, n_tok, 31, 8);
+	y = test_alloc64(n_out * n_tok * sizeof(float));
+	yp = test_alloc64(n_out * n_tok * sizeof(float));
 	memset(y, 0x5a, n_out * n_tok * sizeof(float));
-	a.y = y;
-	(n_tok == 1 ? ops->gemv : ops->gemm)[t](&a, 0, n_out);
-	a.w = wp;
-	a.y = yp;
+	c.a.y = y;
+	(n_tok == 1 ? ops->gemv : ops->gemm)[t](&c.a, 0, n_out);
+	c.a.w = c.wp;
+	c.a.y = yp;
 	/* the packed GEMM (for any count, one token included) and the
 	 * packed GEMV (2+ tokens: it runs the GEMM) */
 	for (size_t f = 0; f < 2; f++) {
 		memset(yp, 0xa5, n_out * n_tok * sizeof(float));
-		fs[f](&a, 0, cut);
-		fs[f](&a, cut, n_out);
+		fs[f](&c.a, 0, cut);
+		fs[f](&c.a, cut, n_out);
 		ck_assert_msg(memcmp(y, yp, n_out * n_tok * sizeof(float)) == 0,
 			      "%s out %zu in %zu tok %zu cut %zu: packed %s differs",
 			      dtype_name(t), n_out, n_in, n_tok, cut, f ? "gemv" : "gemm");
 	}
-	free(w);
-	free(wp);
-	free(xa);
-	free(x);
+	q2_case_free(&c);
 	free(y);
 	free(yp);
-	free(xd);
-	free(xs8);
 }
 
 START_TEST(avx2_packed_products_equal_the_file_layout_bit_for_bit)
@@ -160,49 +189,24 @@ END_TEST
 static void q2_check_steps(uint32_t t, size_t n_out, size_t n_in, size_t n_tok, size_t cut)
 {
 	const struct kern_ops *ops = kern_ops_for(CPU_LEVEL_AVX2);
-	const size_t bs = dtype_type_size(t), row = (size_t)dtype_row_size(t, n_in);
-	const size_t nb = n_in / KERN_QK, act_row = nb * sizeof(struct kern_block_q8a);
-	uint8_t *w = test_alloc64(row * n_out), *wp = test_alloc64(row * n_out);
-	uint8_t *xa = test_alloc64(act_row * n_tok);
-	float *x = test_alloc64(n_in * sizeof(float));
-	float *y = test_alloc64(n_out * n_tok * sizeof(float));
-	float *y1 = test_alloc64(n_out * sizeof(float));
-	struct kern_gemm_args a = {
-		.w = wp,
-		.w_stride = row,
-		.n_in = n_in,
-		.x = xa,
-		.x_stride = act_row,
-		.n_tok = n_tok,
-		.y = y,
-		.y_stride = n_out,
-		.xd_stride = kern_act_groups_pad(nb),
-	};
-	float *xd = test_alloc64(a.xd_stride * n_tok * sizeof(float));
-	int32_t *xs8 = test_alloc64(a.xd_stride * n_tok * sizeof(int32_t));
+	struct q2_case c;
+	float *y, *y1;
 
-	q2_fill(t, w, row * n_out);
-	q2_pack(w, wp, n_out, row, bs);
-	for (size_t k = 0; k < n_tok; k++) {
-		struct kern_block_q8a *blk = (struct kern_block_q8a *)(xa + k * act_row);
-		for (size_t i = 0; i < n_in; i++) /* full-range activations too */
-			x[i] = ((float)(test_rand(&q2_rng) & 0xffff) / 32768.0f - 1.0f) *
-			       ((test_rand(&q2_rng) & 7) ? 1 : 64);
-		kern_ops_ref.quantize_act(x, blk, n_in);
-		kern_act_summarize(blk, nb, xd + k * a.xd_stride, xs8 + k * a.xd_stride);
-	}
-	a.xd = xd;
-	a.xs8 = xs8;
+	q2_case_make(&c, t, n_out, n_in, n_tok, 7, 64); /* full-range activations too */
+	y = test_alloc64(n_out * n_tok * sizeof(float));
+	y1 = test_alloc64(n_out * sizeof(float));
+	c.a.w = c.wp;
+	c.a.y = y;
 	memset(y, 0xa5, n_out * n_tok * sizeof(float));
-	ops->pgemm[t](&a, 0, cut);
-	ops->pgemm[t](&a, cut, n_out);
+	ops->pgemm[t](&c.a, 0, cut);
+	ops->pgemm[t](&c.a, cut, n_out);
 	for (size_t k = 0; k < n_tok; k++) {
-		struct kern_gemm_args one = a;
+		struct kern_gemm_args one = c.a;
 
 		one.n_tok = 1;
-		one.x = xa + k * act_row;
-		one.xd = xd + k * a.xd_stride;
-		one.xs8 = xs8 + k * a.xd_stride;
+		one.x = c.xa + k * c.act_row;
+		one.xd = c.xd + k * c.a.xd_stride;
+		one.xs8 = c.xs8 + k * c.a.xd_stride;
 		one.y = y1;
 		memset(y1, 0x5a, n_out * sizeof(float));
 		ops->pgemv[t](&one, 0, n_out);
@@ -210,14 +214,9 @@ static void q2_check_steps(uint32_t t, size_t n_out, size_t n_in, size_t n_tok, 
 			      "%s out %zu in %zu: token %zu of %zu differs from its single step",
 			      dtype_name(t), n_out, n_in, k, n_tok);
 	}
-	free(w);
-	free(wp);
-	free(xa);
-	free(x);
+	q2_case_free(&c);
 	free(y);
 	free(y1);
-	free(xd);
-	free(xs8);
 }
 
 START_TEST(avx2_packed_batch_of_k_equals_k_single_steps)
