@@ -110,8 +110,8 @@ struct kern_mm_part {
  * kern_matmul() for each of parts[0..n) (n <= KERN_MM_PARTS_MAX) against
  * the same x, all of type `wtype` and width n_in, in one pass over the
  * pool: x is quantized once and the rows of every part are shared out
- * together, so threads join once instead of once per matrix (decode runs
- * ~180 joins a token). Each y is bit-identical to kern_matmul()'s.
+ * together, so threads join once instead of once per matrix (TinyLlama's
+ * decode runs 111 joins a token, 89 of them products). Each y is bit-identical to kern_matmul()'s.
  * scratch: kern_matmul_scratch(wtype, n_in, n_tok) bytes, 64-byte aligned.
  */
 void kern_matmul_n(tpool_t pool, uint32_t wtype, size_t n_in, const struct kern_mm_part *parts,
