@@ -338,10 +338,39 @@ KG_INLINE void kl_unpack(const char *const w[8], size_t sb, int six, struct kl_r
 
 #define KL_T 3 /* most tokens a pass over the unpacked rows */
 
+/* Q4_K: the most super-blocks whose activation sums kl_sums() keeps for a
+ * batch (n_in up to 16384; a longer row computes them per step). */
+#define KL_NSB 64
+
+/*
+ * Q4_K's minimums take each 32-block's activation sum (its two bsums
+ * added) as int16 pairs, the same for every row: kl_sums() makes them
+ * once per batch (t, s at bp[4 (t nsb + s)]: dword i = blocks 2i, 2i + 1)
+ * instead of once per 8 rows, and a step reads dword i broadcast (a
+ * load, where the shuffles that made it took ~7 vector operations per
+ * token, super-block and 8 rows, ~4% of the step). The same int16 values
+ * as the GEMV's, so the same bits. NULL where nsb > KL_NSB.
+ */
+KG_INLINE const int32_t *kl_sums(const struct kern_block_q8_k *x, size_t n_tok, size_t nsb,
+				 int32_t bp[KB_MAX * KL_NSB * 4])
+{
+	const __m256i ones = _mm256_set1_epi16(1);
+
+	if (nsb > KL_NSB)
+		return NULL;
+	for (size_t i = 0; i < n_tok * nsb; i++) {
+		const __m256i v = _mm256_madd_epi16(kg_load(x[i].bsums), ones);
+		_mm_storeu_si128((__m128i *)(bp + 4 * i),
+				 _mm_packs_epi32(_mm256_castsi256_si128(v),
+						 _mm256_extracti128_si256(v, 1)));
+	}
+	return bp;
+}
+
 /* Tokens x[0 .. T-1]'s super-block on the unpacked rows: acc[k]'s float
- * steps. */
+ * steps; bp[k] the token's kl_sums() entry (NULL: made here). */
 KG_INLINE void kl_tokens(const struct kl_rows *u, const struct kern_block_q8_k *const x[KL_T],
-			 int T, int six, __m256 acc[KL_T])
+			 const int32_t *const bp[KL_T], int T, int six, __m256 acc[KL_T])
 {
 	const __m256i ones = _mm256_set1_epi16(1);
 	__m256i iv[KL_T];
@@ -398,15 +427,20 @@ KG_INLINE void kl_tokens(const struct kl_rows *u, const struct kern_block_q8_k *
 			continue;
 		}
 		/* the 32-blocks' activation sums as int16 pairs, as the GEMV */
-		const __m256i bp = _mm256_madd_epi16(bs, ones);
-		const __m128i bp16 = _mm_packs_epi32(_mm256_castsi256_si128(bp),
-						     _mm256_extracti128_si256(bp, 1));
+		__m128i bp16 = _mm_setzero_si128();
+		if (!bp[k]) {
+			const __m256i v = _mm256_madd_epi16(bs, ones);
+			bp16 = _mm_packs_epi32(_mm256_castsi256_si128(v),
+					       _mm256_extracti128_si256(v, 1));
+		}
 		__m256i ms = _mm256_setzero_si256();
 		KG_UNROLL
 		for (int i = 0; i < 4; i++) {
 			/* dword i in every lane (a variable index: -O1 does not unroll) */
-			const __m256i b = _mm256_permutevar8x32_epi32(_mm256_castsi128_si256(bp16),
-								      _mm256_set1_epi32(i));
+			const __m256i b =
+				bp[k] ? _mm256_set1_epi32(bp[k][i])
+				      : _mm256_permutevar8x32_epi32(_mm256_castsi128_si256(bp16),
+								    _mm256_set1_epi32(i));
 			const __m256i m = _mm256_madd_epi16(u->mp[i], b);
 			ms = i == 0 ? m : _mm256_add_epi32(ms, m);
 		}
@@ -417,8 +451,10 @@ KG_INLINE void kl_tokens(const struct kl_rows *u, const struct kern_block_q8_k *
 	}
 }
 
-/* Rows o .. o + 7 x the call's tokens (at most KB_MAX). */
-KG_INLINE void kl_rows_step(const struct kern_gemm_args *a, size_t o, int six, size_t end)
+/* Rows o .. o + 7 x the call's tokens (at most KB_MAX); bp: kl_sums()'s
+ * (Q4_K; may be NULL). */
+KG_INLINE void kl_rows_step(const struct kern_gemm_args *a, size_t o, int six, size_t end,
+			    const int32_t *bp)
 {
 	const size_t bs = six ? sizeof(struct kern_block_q6_k) : sizeof(struct kern_block_q4_k);
 	const size_t nsb = a->n_in / KERN_QKK, st = a->w_stride;
@@ -443,43 +479,58 @@ KG_INLINE void kl_rows_step(const struct kern_gemm_args *a, size_t o, int six, s
 		/* two tokens a pass (four: 2-4% slower at 8, LEVELS.md), an
 		 * odd count's last three in one */
 		const struct kern_block_q8_k *x[KL_T];
+		const int32_t *xb[KL_T];
 		size_t t = 0;
 		for (; t + 2 <= a->n_tok && a->n_tok - t != 3; t += 2) {
-			x[0] = a->xk + t * nsb + s;
-			x[1] = a->xk + (t + 1) * nsb + s;
-			kl_tokens(&u, x, 2, six, &acc[t]);
+			KG_UNROLL
+			for (int k = 0; k < 2; k++) {
+				x[k] = a->xk + (t + (size_t)k) * nsb + s;
+				xb[k] = bp ? bp + 4 * ((t + (size_t)k) * nsb + s) : NULL;
+			}
+			kl_tokens(&u, x, xb, 2, six, &acc[t]);
 		}
-		for (int k = 0; k < KL_T && t + (size_t)k < a->n_tok; k++)
+		for (int k = 0; k < KL_T && t + (size_t)k < a->n_tok; k++) {
 			x[k] = a->xk + (t + (size_t)k) * nsb + s;
+			xb[k] = bp ? bp + 4 * ((t + (size_t)k) * nsb + s) : NULL;
+		}
 		if (a->n_tok - t == 3)
-			kl_tokens(&u, x, 3, six, &acc[t]);
+			kl_tokens(&u, x, xb, 3, six, &acc[t]);
 		else if (a->n_tok - t == 1)
-			kl_tokens(&u, x, 1, six, &acc[t]);
+			kl_tokens(&u, x, xb, 1, six, &acc[t]);
 	}
 	for (size_t t = 0; t < a->n_tok; t++)
 		_mm256_storeu_ps(a->y + t * a->y_stride + o, acc[t]);
 }
 
-static __attribute__((noinline)) void kl_q4k(const struct kern_gemm_args *a, size_t o, size_t end)
+static __attribute__((noinline)) void kl_q4k(const struct kern_gemm_args *a, size_t o, size_t end,
+					     const int32_t *bp)
 {
-	kl_rows_step(a, o, 0, end);
+	kl_rows_step(a, o, 0, end, bp);
 }
 
-static __attribute__((noinline)) void kl_q6k(const struct kern_gemm_args *a, size_t o, size_t end)
+static __attribute__((noinline)) void kl_q6k(const struct kern_gemm_args *a, size_t o, size_t end,
+					     const int32_t *bp)
 {
-	kl_rows_step(a, o, 1, end);
+	(void)bp;
+	kl_rows_step(a, o, 1, end, NULL);
 }
 
-typedef void (*kl_step_fn)(const struct kern_gemm_args *a, size_t o, size_t end);
+typedef void (*kl_step_fn)(const struct kern_gemm_args *a, size_t o, size_t end,
+			   const int32_t *bp);
 
 /* Rows [o, o1) of a batch of at most KB_MAX tokens: by 8 where a step8
- * exists, the rest four at a time. */
+ * exists (Q4_K with the batch's kl_sums()), the rest four at a time. */
 KG_INLINE void kb_batch(kb_step_fn step, kl_step_fn step8, const struct kern_gemm_args *a,
 			size_t o, size_t o1, size_t end)
 {
+	int32_t sums[KB_MAX * KL_NSB * 4];
+	const int32_t *bp = NULL;
+
+	if (step8 == kl_q4k && o + 8 <= o1)
+		bp = kl_sums(a->xk, a->n_tok, a->n_in / KERN_QKK, sums);
 	if (step8)
 		for (; o + 8 <= o1; o += 8)
-			step8(a, o, end);
+			step8(a, o, end, bp);
 	for (; o < o1; o += KG_R)
 		step(a, o, o1 - o < KG_R ? (int)(o1 - o) : KG_R, end);
 }
