@@ -7,7 +7,9 @@
  * rows a step, and Q4_K/Q6_K eight rows a step in vector lanes).
  */
 #if defined(__x86_64__)
+#include <assert.h>
 #include <immintrin.h>
+#include <string.h>
 
 #include "kernels_impl.h"
 #include "quants.h"
@@ -332,6 +334,65 @@ KG_INLINE void kl_unpack(const char *const w[8], size_t sb, int six, struct kl_r
 	}
 }
 
+/*
+ * Q4_K packed at load (kernels.h KERN_PACKED, pack_rows 8,
+ * kern_avx2_pack_q4_k()): each super-block of a group of 8 rows, 8 x 144
+ * bytes, holds dword k (0 .. 35) of row r's block at dword 8k + r: so
+ * vector 0 is the rows' d and dmin, vectors 1 .. 3 their 12 scale bytes
+ * in lanes, and vector 4 + 8p + c is what kl_unpack() transposes into
+ * (p, c). Read here straight into kl_rows: no transposes, and the 6-bit
+ * scales decoded once for all 8 lanes (~35 operations against ~100 for
+ * eight rows' kg_k4_scales() and the transposes that follow).
+ */
+KG_INLINE __m256i kl_bytes16(int a, int b) /* bytes a, b of each dword as int16 */
+{
+	const char z = (char)0x80, A = (char)a, B = (char)b;
+
+	return _mm256_setr_epi8(A, z, B, z, A + 4, z, B + 4, z, A + 8, z, B + 8, z, A + 12, z,
+				B + 12, z, A, z, B, z, A + 4, z, B + 4, z, A + 8, z, B + 8, z,
+				A + 12, z, B + 12, z);
+}
+
+KG_INLINE void kl_unpack_pk(const char *blk, struct kl_rows *u)
+{
+	const __m256i m4 = _mm256_set1_epi8(0x0f), m6 = _mm256_set1_epi8(0x3f);
+	const __m256i m30 = _mm256_set1_epi8(0x30);
+	const __m256i dm = _mm256_permute4x64_epi64(
+		_mm256_shuffle_epi8(kg_load(blk), _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6,
+								   7, 10, 11, 14, 15, 0, 1, 4, 5, 8,
+								   9, 12, 13, 2, 3, 6, 7, 10, 11, 14,
+								   15)),
+		0xD8);
+	u->d = _mm256_cvtph_ps(_mm256_castsi256_si128(dm));
+	u->m = _mm256_cvtph_ps(_mm256_extracti128_si256(dm, 1));
+	/* kg_k4_scales() on 8 lanes: bytes j of sc 0..3, sc 4..7, m 0..3,
+	 * m 4..7 */
+	const __m256i s0 = kg_load(blk + 32), s1 = kg_load(blk + 64), s2 = kg_load(blk + 96);
+	const __m256i sl = _mm256_and_si256(s0, m6), ml = _mm256_and_si256(s1, m6);
+	const __m256i sh = _mm256_or_si256(_mm256_and_si256(s2, m4),
+					   _mm256_and_si256(_mm256_srli_epi32(s0, 2), m30));
+	const __m256i mh = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(s2, 4), m4),
+					   _mm256_and_si256(_mm256_srli_epi32(s1, 2), m30));
+	KG_UNROLL
+	for (int j = 0; j < 4; j++) {
+		u->sc[j] = _mm256_shuffle_epi8(sl, kl_bytes16(j, j));
+		u->sc[4 + j] = _mm256_shuffle_epi8(sh, kl_bytes16(j, j));
+	}
+	u->mp[0] = _mm256_shuffle_epi8(ml, kl_bytes16(0, 1));
+	u->mp[1] = _mm256_shuffle_epi8(ml, kl_bytes16(2, 3));
+	u->mp[2] = _mm256_shuffle_epi8(mh, kl_bytes16(0, 1));
+	u->mp[3] = _mm256_shuffle_epi8(mh, kl_bytes16(2, 3));
+	KG_UNROLL
+	for (int p = 0; p < 4; p++) {
+		KG_UNROLL
+		for (int c = 0; c < 8; c++) {
+			const __m256i v = kg_load(blk + 128 + 32 * (8 * p + c));
+			u->w[2 * p][c] = _mm256_and_si256(v, m4);
+			u->w[2 * p + 1][c] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+		}
+	}
+}
+
 /* An empty asm that "changes" v: keeps GCC from turning a chain of adds
  * into a tree that holds every term live (and spills). */
 #define KL_CHAIN(v) __asm__("" : "+x"(v))
@@ -452,13 +513,14 @@ KG_INLINE void kl_tokens(const struct kl_rows *u, const struct kern_block_q8_k *
 }
 
 /* Rows o .. o + 7 x the call's tokens (at most KB_MAX); bp: kl_sums()'s
- * (Q4_K; may be NULL). */
-KG_INLINE void kl_rows_step(const struct kern_gemm_args *a, size_t o, int six, size_t end,
-			    const int32_t *bp)
+ * (Q4_K; may be NULL); pk: Q4_K packed (kl_unpack_pk()). */
+KG_INLINE void kl_rows_step(const struct kern_gemm_args *a, size_t o, int six, int pk,
+			    size_t end, const int32_t *bp)
 {
 	const size_t bs = six ? sizeof(struct kern_block_q6_k) : sizeof(struct kern_block_q4_k);
 	const size_t nsb = a->n_in / KERN_QKK, st = a->w_stride;
 	const int pf = o + 7 + KG_AHEAD + 1 <= end;
+	const char *g = (const char *)a->w + o * st; /* packed: the group */
 	const char *w[8];
 	struct kl_rows u __attribute__((aligned(32)));
 	__m256 acc[KB_MAX];
@@ -470,12 +532,18 @@ KG_INLINE void kl_rows_step(const struct kern_gemm_args *a, size_t o, int six, s
 		acc[t] = _mm256_setzero_ps();
 	for (size_t s = 0; s < nsb; s++) {
 		const size_t sb = s * bs;
-		if (pf) {
-			KG_UNROLL
-			for (int r = 0; r < 8; r++)
-				kg_prefetch(w[r] + KG_AHEAD * st + sb, bs);
+		if (pk) { /* the same super-block of the group KG_AHEAD rows on */
+			if (pf)
+				kg_prefetch(g + KG_AHEAD * st + 8 * sb, 8 * bs);
+			kl_unpack_pk(g + 8 * sb, &u);
+		} else {
+			if (pf) {
+				KG_UNROLL
+				for (int r = 0; r < 8; r++)
+					kg_prefetch(w[r] + KG_AHEAD * st + sb, bs);
+			}
+			kl_unpack(w, sb, six, &u);
 		}
-		kl_unpack(w, sb, six, &u);
 		/* two tokens a pass (four: 2-4% slower at 8, LEVELS.md), an
 		 * odd count's last three in one */
 		const struct kern_block_q8_k *x[KL_T];
@@ -505,14 +573,20 @@ KG_INLINE void kl_rows_step(const struct kern_gemm_args *a, size_t o, int six, s
 static __attribute__((noinline)) void kl_q4k(const struct kern_gemm_args *a, size_t o, size_t end,
 					     const int32_t *bp)
 {
-	kl_rows_step(a, o, 0, end, bp);
+	kl_rows_step(a, o, 0, 0, end, bp);
 }
 
 static __attribute__((noinline)) void kl_q6k(const struct kern_gemm_args *a, size_t o, size_t end,
 					     const int32_t *bp)
 {
 	(void)bp;
-	kl_rows_step(a, o, 1, end, NULL);
+	kl_rows_step(a, o, 1, 0, end, NULL);
+}
+
+static __attribute__((noinline)) void kl_q4kp(const struct kern_gemm_args *a, size_t o, size_t end,
+					      const int32_t *bp)
+{
+	kl_rows_step(a, o, 0, 1, end, bp);
 }
 
 typedef void (*kl_step_fn)(const struct kern_gemm_args *a, size_t o, size_t end,
@@ -526,7 +600,7 @@ KG_INLINE void kb_batch(kb_step_fn step, kl_step_fn step8, const struct kern_gem
 	int32_t sums[KB_MAX * KL_NSB * 4];
 	const int32_t *bp = NULL;
 
-	if (step8 == kl_q4k && o + 8 <= o1)
+	if ((step8 == kl_q4k || step8 == kl_q4kp) && o + 8 <= o1)
 		bp = kl_sums(a->xk, a->n_tok, a->n_in / KERN_QKK, sums);
 	if (step8)
 		for (; o + 8 <= o1; o += 8)
@@ -571,6 +645,38 @@ KG_INLINE void kb_gemm(kb_step_fn step, kl_step_fn step8, kern_gemm_fn gemv, ker
 void kern_avx2_gemm_q4_k(const struct kern_gemm_args *a, size_t o0, size_t o1)
 {
 	kb_gemm(kb_q4k, kl_q4k, kern_avx2_gemv_q4_k, kern_ref_gemm_q4_k, a, o0, o1);
+}
+
+/* Packed Q4_K (kl_unpack_pk()), rows [o0, o1) in whole groups of 8: any
+ * token count, one included (the GEMV's bits: kl_tokens()), as kb_gemm()
+ * goes; packed rows always come with Q8_K activations (kernels.c). */
+void kern_avx2_pgemm_q4_k(const struct kern_gemm_args *a, size_t o0, size_t o1)
+{
+	assert(a->xk != NULL && o0 % 8 == 0 && o1 % 8 == 0);
+	kb_gemm(kb_q4k, kl_q4kp, kern_avx2_gemv_q4_k, kern_ref_gemm_q4_k, a, o0, o1);
+}
+
+/* kern_pack_fn of packed Q4_K (pack_rows 8): per super-block of each
+ * group, dword k of row r to dword 8k + r (unpack: back), through tmp. */
+void kern_avx2_pack_q4_k(void *w, size_t n_out, size_t nb, size_t bs, size_t g, int unpack,
+			 void *tmp)
+{
+	const size_t row = nb * bs, nd = bs / 4;
+
+	assert(g == 8 && n_out % 8 == 0 && bs == sizeof(struct kern_block_q4_k));
+	for (size_t o = 0; o < n_out; o += 8) {
+		char *grp = (char *)w + o * row;
+		memcpy(tmp, grp, 8 * row);
+		for (size_t b = 0; b < nb; b++)
+			for (size_t r = 0; r < 8; r++)
+				for (size_t k = 0; k < nd; k++) {
+					char *f = grp + r * row + b * bs + 4 * k;
+					char *p = grp + b * 8 * bs + 4 * (8 * k + r);
+					const char *src = (const char *)tmp + (unpack ? p - grp : f - grp);
+					memcpy(unpack ? f : p, src, 4);
+				}
+	}
+	(void)g;
 }
 
 void kern_avx2_gemm_q5_k(const struct kern_gemm_args *a, size_t o0, size_t o1)
