@@ -4,7 +4,9 @@
  * int16 pairs by VPMADDWD, added in int32; Q2_K/Q3_K's batches through
  * the GEMV (kern_avx2_gemm_q8k_*; without Q8_K activations the 32-block
  * gemm of kquants_simd.h); and Q4_K/Q5_K/Q6_K's batches (below: four
- * rows a step, and Q4_K/Q6_K eight rows a step in vector lanes).
+ * rows a step, and Q4_K/Q6_K eight rows a step in vector lanes); and
+ * Q4_K packed at load with rows in lanes (kern_avx2_pgemm_q4_k: batches
+ * and one token).
  */
 #if defined(__x86_64__)
 #include <assert.h>
@@ -340,9 +342,11 @@ KG_INLINE void kl_unpack(const char *const w[8], size_t sb, int six, struct kl_r
  * bytes, holds dword k (0 .. 35) of row r's block at dword 8k + r: so
  * vector 0 is the rows' d and dmin, vectors 1 .. 3 their 12 scale bytes
  * in lanes, and vector 4 + 8p + c is what kl_unpack() transposes into
- * (p, c). Read here straight into kl_rows: no transposes, and the 6-bit
- * scales decoded once for all 8 lanes (~35 operations against ~100 for
- * eight rows' kg_k4_scales() and the transposes that follow).
+ * (p, c). Read here straight into kl_rows: no transposes, and d, dmin
+ * and the 6-bit scales decoded once for all 8 lanes (~27 operations
+ * against ~100 for eight rows' kg_k4_scales() and the transposes that
+ * follow; with the weights' 96 transposes, a super-block's shared work
+ * goes from ~300 to ~125, LEVELS.md).
  */
 KG_INLINE __m256i kl_bytes16(int a, int b) /* bytes a, b of each dword as int16 */
 {
