@@ -269,9 +269,10 @@ START_TEST(avx2_packer_writes_the_layout_and_round_trips)
 END_TEST
 #endif
 
-/* A process capped at avx2 packs Q4_0 / Q8_0 with the avx2 level's own
- * packer and kernels; avx512 (and amx) keep theirs. */
-START_TEST(avx2_packs_q4_0_and_q8_0_with_its_own_kernels)
+/* A process capped at avx2 packs Q4_0 / Q8_0 (16-row groups) and Q4_K
+ * (8-row groups, rows in lanes) with the avx2 level's own packers and
+ * kernels; avx512 (and amx) keep theirs. */
+START_TEST(avx2_packs_q4_0_q8_0_q4_k_with_its_own_kernels)
 {
 #if defined(__x86_64__)
 	struct cpu_features f;
@@ -281,6 +282,14 @@ START_TEST(avx2_packs_q4_0_and_q8_0_with_its_own_kernels)
 	memset(&f, 0xff, sizeof(f));
 	ck_assert_int_eq(kern_resolve(&f, CPU_LEVEL_AVX2, &ops, &org), CPU_LEVEL_AVX2);
 	for (uint32_t t = 0; t < DTYPE_COUNT; t++) {
+		if (t == DTYPE_Q4_K) {
+			ck_assert_uint_eq(ops.pack_rows[t], 8);
+			ck_assert(ops.pgemm[t] == kern_avx2_pgemm_q4_k);
+			ck_assert(ops.pgemv[t] == kern_avx2_pgemm_q4_k);
+			ck_assert(ops.pack_fn[t] == kern_avx2_pack_q4_k);
+			ck_assert_int_eq(org.gemm[t], CPU_LEVEL_AVX2);
+			continue;
+		}
 		if (t != DTYPE_Q4_0 && t != DTYPE_Q8_0) {
 			ck_assert_uint_eq(ops.pack_rows[t], 0);
 			continue;
@@ -295,6 +304,8 @@ START_TEST(avx2_packs_q4_0_and_q8_0_with_its_own_kernels)
 	ck_assert_int_eq(kern_resolve(&f, CPU_LEVEL_AVX512, &ops, NULL), CPU_LEVEL_AVX512);
 	ck_assert(ops.pack_fn[DTYPE_Q8_0] == kern_avx512_pack_q8_0);
 	ck_assert(ops.pgemv[DTYPE_Q4_0] == kern_avx512_pgemv_q4_0);
+	ck_assert(ops.pgemm[DTYPE_Q4_K] != kern_avx2_pgemm_q4_k);
+	ck_assert(ops.pack_fn[DTYPE_Q4_K] != kern_avx2_pack_q4_k);
 #endif
 }
 END_TEST
@@ -310,7 +321,7 @@ Suite *suite_qpacked_avx2(void)
 	tcase_add_test(tc, avx2_packed_batch_of_k_equals_k_single_steps);
 	tcase_add_test(tc, avx2_packer_writes_the_layout_and_round_trips);
 #endif
-	tcase_add_test(tc, avx2_packs_q4_0_and_q8_0_with_its_own_kernels);
+	tcase_add_test(tc, avx2_packs_q4_0_q8_0_q4_k_with_its_own_kernels);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -437,10 +437,15 @@ const struct kern_ops kern_ops_avx2 = {
 			[DTYPE_Q3_K] = kern_avx2_gemv_q3_k,
 		},
 	/* packed rows (kernels.h KERN_PACKED; LEVELS.md "avx2: tiled Q8_0 and
-	 * Q4_0 rows"): 16-row groups tiled at load, bit for bit the above */
-	.pgemm = {[DTYPE_Q8_0] = kern_avx2_pgemm_q8_0, [DTYPE_Q4_0] = kern_avx2_pgemm_q4_0},
-	.pgemv = {[DTYPE_Q8_0] = kern_avx2_pgemv_q8_0, [DTYPE_Q4_0] = kern_avx2_pgemv_q4_0},
-	.pack_rows = {[DTYPE_Q8_0] = 16, [DTYPE_Q4_0] = 16},
-	.pack_fn = {[DTYPE_Q8_0] = kern_avx2_pack_q8_0, [DTYPE_Q4_0] = kern_avx2_pack_q4_0},
+	 * Q4_0 rows"): 16-row groups tiled at load, bit for bit the above;
+	 * Q4_K 8-row groups with rows in lanes (LEVELS.md, thirteenth
+	 * session) */
+	.pgemm = {[DTYPE_Q8_0] = kern_avx2_pgemm_q8_0, [DTYPE_Q4_0] = kern_avx2_pgemm_q4_0,
+		  [DTYPE_Q4_K] = kern_avx2_pgemm_q4_k},
+	.pgemv = {[DTYPE_Q8_0] = kern_avx2_pgemv_q8_0, [DTYPE_Q4_0] = kern_avx2_pgemv_q4_0,
+		  [DTYPE_Q4_K] = kern_avx2_pgemm_q4_k},
+	.pack_rows = {[DTYPE_Q8_0] = 16, [DTYPE_Q4_0] = 16, [DTYPE_Q4_K] = 8},
+	.pack_fn = {[DTYPE_Q8_0] = kern_avx2_pack_q8_0, [DTYPE_Q4_0] = kern_avx2_pack_q4_0,
+		    [DTYPE_Q4_K] = kern_avx2_pack_q4_k},
 };
 #endif

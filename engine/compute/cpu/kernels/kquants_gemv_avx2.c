@@ -4,10 +4,14 @@
  * int16 pairs by VPMADDWD, added in int32; Q2_K/Q3_K's batches through
  * the GEMV (kern_avx2_gemm_q8k_*; without Q8_K activations the 32-block
  * gemm of kquants_simd.h); and Q4_K/Q5_K/Q6_K's batches (below: four
- * rows a step, and Q4_K/Q6_K eight rows a step in vector lanes).
+ * rows a step, and Q4_K/Q6_K eight rows a step in vector lanes); and
+ * Q4_K packed at load with rows in lanes (kern_avx2_pgemm_q4_k: batches
+ * and one token).
  */
 #if defined(__x86_64__)
+#include <assert.h>
 #include <immintrin.h>
+#include <string.h>
 
 #include "kernels_impl.h"
 #include "quants.h"
@@ -332,16 +336,106 @@ KG_INLINE void kl_unpack(const char *const w[8], size_t sb, int six, struct kl_r
 	}
 }
 
+/*
+ * Q4_K packed at load (kernels.h KERN_PACKED, pack_rows 8,
+ * kern_avx2_pack_q4_k()): each super-block of a group of 8 rows, 8 x 144
+ * bytes, holds dword k (0 .. 35) of row r's block at dword 8k + r: so
+ * vector 0 is the rows' d and dmin, vectors 1 .. 3 their 12 scale bytes
+ * in lanes, and vector 4 + 8p + c is what kl_unpack() transposes into
+ * (p, c). Read here straight into kl_rows: no transposes, and d, dmin
+ * and the 6-bit scales decoded once for all 8 lanes (~27 operations
+ * against ~100 for eight rows' kg_k4_scales() and the transposes that
+ * follow; with the weights' 96 transposes, a super-block's shared work
+ * goes from ~300 to ~125, LEVELS.md).
+ */
+KG_INLINE __m256i kl_bytes16(int a, int b) /* bytes a, b of each dword as int16 */
+{
+	const char z = (char)0x80, A = (char)a, B = (char)b;
+
+	return _mm256_setr_epi8(A, z, B, z, A + 4, z, B + 4, z, A + 8, z, B + 8, z, A + 12, z,
+				B + 12, z, A, z, B, z, A + 4, z, B + 4, z, A + 8, z, B + 8, z,
+				A + 12, z, B + 12, z);
+}
+
+KG_INLINE void kl_unpack_pk(const char *blk, struct kl_rows *u)
+{
+	const __m256i m4 = _mm256_set1_epi8(0x0f), m6 = _mm256_set1_epi8(0x3f);
+	const __m256i m30 = _mm256_set1_epi8(0x30);
+	const __m256i dm = _mm256_permute4x64_epi64(
+		_mm256_shuffle_epi8(kg_load(blk), _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6,
+								   7, 10, 11, 14, 15, 0, 1, 4, 5, 8,
+								   9, 12, 13, 2, 3, 6, 7, 10, 11, 14,
+								   15)),
+		0xD8);
+	u->d = _mm256_cvtph_ps(_mm256_castsi256_si128(dm));
+	u->m = _mm256_cvtph_ps(_mm256_extracti128_si256(dm, 1));
+	/* kg_k4_scales() on 8 lanes: bytes j of sc 0..3, sc 4..7, m 0..3,
+	 * m 4..7 */
+	const __m256i s0 = kg_load(blk + 32), s1 = kg_load(blk + 64), s2 = kg_load(blk + 96);
+	const __m256i sl = _mm256_and_si256(s0, m6), ml = _mm256_and_si256(s1, m6);
+	const __m256i sh = _mm256_or_si256(_mm256_and_si256(s2, m4),
+					   _mm256_and_si256(_mm256_srli_epi32(s0, 2), m30));
+	const __m256i mh = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(s2, 4), m4),
+					   _mm256_and_si256(_mm256_srli_epi32(s1, 2), m30));
+	KG_UNROLL
+	for (int j = 0; j < 4; j++) {
+		u->sc[j] = _mm256_shuffle_epi8(sl, kl_bytes16(j, j));
+		u->sc[4 + j] = _mm256_shuffle_epi8(sh, kl_bytes16(j, j));
+	}
+	u->mp[0] = _mm256_shuffle_epi8(ml, kl_bytes16(0, 1));
+	u->mp[1] = _mm256_shuffle_epi8(ml, kl_bytes16(2, 3));
+	u->mp[2] = _mm256_shuffle_epi8(mh, kl_bytes16(0, 1));
+	u->mp[3] = _mm256_shuffle_epi8(mh, kl_bytes16(2, 3));
+	KG_UNROLL
+	for (int p = 0; p < 4; p++) {
+		KG_UNROLL
+		for (int c = 0; c < 8; c++) {
+			const __m256i v = kg_load(blk + 128 + 32 * (8 * p + c));
+			u->w[2 * p][c] = _mm256_and_si256(v, m4);
+			u->w[2 * p + 1][c] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+		}
+	}
+}
+
 /* An empty asm that "changes" v: keeps GCC from turning a chain of adds
  * into a tree that holds every term live (and spills). */
 #define KL_CHAIN(v) __asm__("" : "+x"(v))
 
 #define KL_T 3 /* most tokens a pass over the unpacked rows */
 
+/* Q4_K: the most super-blocks whose activation sums kl_sums() keeps for a
+ * batch (n_in up to 16384; a longer row computes them per step). */
+#define KL_NSB 64
+
+/*
+ * Q4_K's minimums take each 32-block's activation sum (its two bsums
+ * added) as int16 pairs, the same for every row: kl_sums() makes them
+ * once per batch (t, s at bp[4 (t nsb + s)]: dword i = blocks 2i, 2i + 1)
+ * instead of once per 8 rows, and a step reads dword i broadcast (a
+ * load, where the shuffles that made it took ~7 vector operations per
+ * token, super-block and 8 rows, ~4% of the step). The same int16 values
+ * as the GEMV's, so the same bits. NULL where nsb > KL_NSB.
+ */
+KG_INLINE const int32_t *kl_sums(const struct kern_block_q8_k *x, size_t n_tok, size_t nsb,
+				 int32_t bp[KB_MAX * KL_NSB * 4])
+{
+	const __m256i ones = _mm256_set1_epi16(1);
+
+	if (nsb > KL_NSB)
+		return NULL;
+	for (size_t i = 0; i < n_tok * nsb; i++) {
+		const __m256i v = _mm256_madd_epi16(kg_load(x[i].bsums), ones);
+		_mm_storeu_si128((__m128i *)(bp + 4 * i),
+				 _mm_packs_epi32(_mm256_castsi256_si128(v),
+						 _mm256_extracti128_si256(v, 1)));
+	}
+	return bp;
+}
+
 /* Tokens x[0 .. T-1]'s super-block on the unpacked rows: acc[k]'s float
- * steps. */
+ * steps; bp[k] the token's kl_sums() entry (NULL: made here). */
 KG_INLINE void kl_tokens(const struct kl_rows *u, const struct kern_block_q8_k *const x[KL_T],
-			 int T, int six, __m256 acc[KL_T])
+			 const int32_t *const bp[KL_T], int T, int six, __m256 acc[KL_T])
 {
 	const __m256i ones = _mm256_set1_epi16(1);
 	__m256i iv[KL_T];
@@ -398,15 +492,20 @@ KG_INLINE void kl_tokens(const struct kl_rows *u, const struct kern_block_q8_k *
 			continue;
 		}
 		/* the 32-blocks' activation sums as int16 pairs, as the GEMV */
-		const __m256i bp = _mm256_madd_epi16(bs, ones);
-		const __m128i bp16 = _mm_packs_epi32(_mm256_castsi256_si128(bp),
-						     _mm256_extracti128_si256(bp, 1));
+		__m128i bp16 = _mm_setzero_si128();
+		if (!bp[k]) {
+			const __m256i v = _mm256_madd_epi16(bs, ones);
+			bp16 = _mm_packs_epi32(_mm256_castsi256_si128(v),
+					       _mm256_extracti128_si256(v, 1));
+		}
 		__m256i ms = _mm256_setzero_si256();
 		KG_UNROLL
 		for (int i = 0; i < 4; i++) {
 			/* dword i in every lane (a variable index: -O1 does not unroll) */
-			const __m256i b = _mm256_permutevar8x32_epi32(_mm256_castsi128_si256(bp16),
-								      _mm256_set1_epi32(i));
+			const __m256i b =
+				bp[k] ? _mm256_set1_epi32(bp[k][i])
+				      : _mm256_permutevar8x32_epi32(_mm256_castsi128_si256(bp16),
+								    _mm256_set1_epi32(i));
 			const __m256i m = _mm256_madd_epi16(u->mp[i], b);
 			ms = i == 0 ? m : _mm256_add_epi32(ms, m);
 		}
@@ -417,12 +516,15 @@ KG_INLINE void kl_tokens(const struct kl_rows *u, const struct kern_block_q8_k *
 	}
 }
 
-/* Rows o .. o + 7 x the call's tokens (at most KB_MAX). */
-KG_INLINE void kl_rows_step(const struct kern_gemm_args *a, size_t o, int six, size_t end)
+/* Rows o .. o + 7 x the call's tokens (at most KB_MAX); bp: kl_sums()'s
+ * (Q4_K; may be NULL); pk: Q4_K packed (kl_unpack_pk()). */
+KG_INLINE void kl_rows_step(const struct kern_gemm_args *a, size_t o, int six, int pk,
+			    size_t end, const int32_t *bp)
 {
 	const size_t bs = six ? sizeof(struct kern_block_q6_k) : sizeof(struct kern_block_q4_k);
 	const size_t nsb = a->n_in / KERN_QKK, st = a->w_stride;
 	const int pf = o + 7 + KG_AHEAD + 1 <= end;
+	const char *g = (const char *)a->w + o * st; /* packed: the group */
 	const char *w[8];
 	struct kl_rows u __attribute__((aligned(32)));
 	__m256 acc[KB_MAX];
@@ -434,52 +536,79 @@ KG_INLINE void kl_rows_step(const struct kern_gemm_args *a, size_t o, int six, s
 		acc[t] = _mm256_setzero_ps();
 	for (size_t s = 0; s < nsb; s++) {
 		const size_t sb = s * bs;
-		if (pf) {
-			KG_UNROLL
-			for (int r = 0; r < 8; r++)
-				kg_prefetch(w[r] + KG_AHEAD * st + sb, bs);
+		if (pk) { /* the same super-block of the group KG_AHEAD rows on */
+			if (pf)
+				kg_prefetch(g + KG_AHEAD * st + 8 * sb, 8 * bs);
+			kl_unpack_pk(g + 8 * sb, &u);
+		} else {
+			if (pf) {
+				KG_UNROLL
+				for (int r = 0; r < 8; r++)
+					kg_prefetch(w[r] + KG_AHEAD * st + sb, bs);
+			}
+			kl_unpack(w, sb, six, &u);
 		}
-		kl_unpack(w, sb, six, &u);
 		/* two tokens a pass (four: 2-4% slower at 8, LEVELS.md), an
 		 * odd count's last three in one */
 		const struct kern_block_q8_k *x[KL_T];
+		const int32_t *xb[KL_T];
 		size_t t = 0;
 		for (; t + 2 <= a->n_tok && a->n_tok - t != 3; t += 2) {
-			x[0] = a->xk + t * nsb + s;
-			x[1] = a->xk + (t + 1) * nsb + s;
-			kl_tokens(&u, x, 2, six, &acc[t]);
+			KG_UNROLL
+			for (int k = 0; k < 2; k++) {
+				x[k] = a->xk + (t + (size_t)k) * nsb + s;
+				xb[k] = bp ? bp + 4 * ((t + (size_t)k) * nsb + s) : NULL;
+			}
+			kl_tokens(&u, x, xb, 2, six, &acc[t]);
 		}
-		for (int k = 0; k < KL_T && t + (size_t)k < a->n_tok; k++)
+		for (int k = 0; k < KL_T && t + (size_t)k < a->n_tok; k++) {
 			x[k] = a->xk + (t + (size_t)k) * nsb + s;
+			xb[k] = bp ? bp + 4 * ((t + (size_t)k) * nsb + s) : NULL;
+		}
 		if (a->n_tok - t == 3)
-			kl_tokens(&u, x, 3, six, &acc[t]);
+			kl_tokens(&u, x, xb, 3, six, &acc[t]);
 		else if (a->n_tok - t == 1)
-			kl_tokens(&u, x, 1, six, &acc[t]);
+			kl_tokens(&u, x, xb, 1, six, &acc[t]);
 	}
 	for (size_t t = 0; t < a->n_tok; t++)
 		_mm256_storeu_ps(a->y + t * a->y_stride + o, acc[t]);
 }
 
-static __attribute__((noinline)) void kl_q4k(const struct kern_gemm_args *a, size_t o, size_t end)
+static __attribute__((noinline)) void kl_q4k(const struct kern_gemm_args *a, size_t o, size_t end,
+					     const int32_t *bp)
 {
-	kl_rows_step(a, o, 0, end);
+	kl_rows_step(a, o, 0, 0, end, bp);
 }
 
-static __attribute__((noinline)) void kl_q6k(const struct kern_gemm_args *a, size_t o, size_t end)
+static __attribute__((noinline)) void kl_q6k(const struct kern_gemm_args *a, size_t o, size_t end,
+					     const int32_t *bp)
 {
-	kl_rows_step(a, o, 1, end);
+	(void)bp;
+	kl_rows_step(a, o, 1, 0, end, NULL);
 }
 
-typedef void (*kl_step_fn)(const struct kern_gemm_args *a, size_t o, size_t end);
+static __attribute__((noinline)) void kl_q4kp(const struct kern_gemm_args *a, size_t o, size_t end,
+					      const int32_t *bp)
+{
+	kl_rows_step(a, o, 0, 1, end, bp);
+}
+
+typedef void (*kl_step_fn)(const struct kern_gemm_args *a, size_t o, size_t end,
+			   const int32_t *bp);
 
 /* Rows [o, o1) of a batch of at most KB_MAX tokens: by 8 where a step8
- * exists, the rest four at a time. */
+ * exists (Q4_K with the batch's kl_sums()), the rest four at a time. */
 KG_INLINE void kb_batch(kb_step_fn step, kl_step_fn step8, const struct kern_gemm_args *a,
 			size_t o, size_t o1, size_t end)
 {
+	int32_t sums[KB_MAX * KL_NSB * 4];
+	const int32_t *bp = NULL;
+
+	if ((step8 == kl_q4k || step8 == kl_q4kp) && o + 8 <= o1)
+		bp = kl_sums(a->xk, a->n_tok, a->n_in / KERN_QKK, sums);
 	if (step8)
 		for (; o + 8 <= o1; o += 8)
-			step8(a, o, end);
+			step8(a, o, end, bp);
 	for (; o < o1; o += KG_R)
 		step(a, o, o1 - o < KG_R ? (int)(o1 - o) : KG_R, end);
 }
@@ -520,6 +649,38 @@ KG_INLINE void kb_gemm(kb_step_fn step, kl_step_fn step8, kern_gemm_fn gemv, ker
 void kern_avx2_gemm_q4_k(const struct kern_gemm_args *a, size_t o0, size_t o1)
 {
 	kb_gemm(kb_q4k, kl_q4k, kern_avx2_gemv_q4_k, kern_ref_gemm_q4_k, a, o0, o1);
+}
+
+/* Packed Q4_K (kl_unpack_pk()), rows [o0, o1) in whole groups of 8: any
+ * token count, one included (the GEMV's bits: kl_tokens()), as kb_gemm()
+ * goes; packed rows always come with Q8_K activations (kernels.c). */
+void kern_avx2_pgemm_q4_k(const struct kern_gemm_args *a, size_t o0, size_t o1)
+{
+	assert(a->xk != NULL && o0 % 8 == 0 && o1 % 8 == 0);
+	kb_gemm(kb_q4k, kl_q4kp, kern_avx2_gemv_q4_k, kern_ref_gemm_q4_k, a, o0, o1);
+}
+
+/* kern_pack_fn of packed Q4_K (pack_rows 8): per super-block of each
+ * group, dword k of row r to dword 8k + r (unpack: back), through tmp. */
+void kern_avx2_pack_q4_k(void *w, size_t n_out, size_t nb, size_t bs, size_t g, int unpack,
+			 void *tmp)
+{
+	const size_t row = nb * bs, nd = bs / 4;
+
+	assert(g == 8 && n_out % 8 == 0 && bs == sizeof(struct kern_block_q4_k));
+	for (size_t o = 0; o < n_out; o += 8) {
+		char *grp = (char *)w + o * row;
+		memcpy(tmp, grp, 8 * row);
+		for (size_t b = 0; b < nb; b++)
+			for (size_t r = 0; r < 8; r++)
+				for (size_t k = 0; k < nd; k++) {
+					char *f = grp + r * row + b * bs + 4 * k;
+					char *p = grp + b * 8 * bs + 4 * (8 * k + r);
+					const char *src = (const char *)tmp + (unpack ? p - grp : f - grp);
+					memcpy(unpack ? f : p, src, 4);
+				}
+	}
+	(void)g;
 }
 
 void kern_avx2_gemm_q5_k(const struct kern_gemm_args *a, size_t o0, size_t o1)

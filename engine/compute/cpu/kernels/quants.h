@@ -222,6 +222,12 @@ void kern_avx512_gemm_q2_k(const struct kern_gemm_args *a, size_t o0, size_t o1)
 void kern_avx512_gemm_q3_k(const struct kern_gemm_args *a, size_t o0, size_t o1);
 void kern_avx2_gemm_q4_k(const struct kern_gemm_args *a, size_t o0, size_t o1);
 void kern_avx2_gemm_q6_k(const struct kern_gemm_args *a, size_t o0, size_t o1);
+/* Q4_K packed at load for the avx2 level (groups of 8 rows, each
+ * super-block's dwords with rows in lanes; kquants_gemv_avx2.c): any
+ * token count, bit for bit the two above; and its kern_pack_fn. */
+void kern_avx2_pgemm_q4_k(const struct kern_gemm_args *a, size_t o0, size_t o1);
+void kern_avx2_pack_q4_k(void *w, size_t n_out, size_t nb, size_t bs, size_t g, int unpack,
+			 void *tmp);
 /* kquants_vnni_avx512.c: 16 rows x 8 tokens VNNI tiles, decode and prefill. */
 void kern_avx512_vnni_gemm_q4_k(const struct kern_gemm_args *a, size_t o0, size_t o1);
 void kern_avx512_vnni_gemm_q5_k(const struct kern_gemm_args *a, size_t o0, size_t o1);
