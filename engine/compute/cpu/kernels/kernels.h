@@ -241,7 +241,7 @@ struct kern_norm {
 };
 
 /* Rows one kern_norm_rows() call takes at most. */
-#define KERN_NORM_ROWS 4
+#define KERN_NORM_ROWS 16
 
 /* For each of rows r < n (n <= KERN_NORM_ROWS; row r at r * d floats
  * from each base): first res_r += add_r when add is not NULL (res is x,

@@ -303,6 +303,8 @@ void kern_avx2_silu_mul(float *y, const float *g, size_t n);
 void kern_avx512_silu_mul(float *y, const float *g, size_t n);
 void kern_avx2_norm_rows(const struct kern_norm *nm, const float *x, float *res, const float *add,
 			 float *out, size_t n);
+void kern_avx512_norm_rows(const struct kern_norm *nm, const float *x, float *res,
+			   const float *add, float *out, size_t n);
 /* The AVX2 quantized prefill GEMM (kernels_qgemm_avx2.c), n_tok >= 2. */
 void kern_avx2_qgemm_q8_0(const struct kern_gemm_args *a, size_t o0, size_t o1);
 void kern_avx2_qgemm_q4_0(const struct kern_gemm_args *a, size_t o0, size_t o1);
