@@ -194,10 +194,12 @@ struct attn_job {
  * from position j0: S rows (stride ld_s) become P, m and l advance, r
  * gets each row's rescale factor. Query i sees keys up to pos + i, and
  * with a window w > 0 only those after pos + i - w; a row that sees none
- * of the block keeps its state (r = 1, P = 0). */
+ * of the block keeps its state (r = 1, P = 0). `bf`: a prompt tile on
+ * bf16 tiles, whose P is rounded to bf16 next: the prompt rows' shorter
+ * exp (kern_exp_sum_prompt; P and l from the same values). */
 static void softmax_block(float *S, size_t ld_s, uint32_t first, uint32_t n,
 			  uint32_t pos, uint32_t j0, uint32_t nb, uint32_t w, float *m, float *l,
-			  float *r)
+			  float *r, int bf)
 {
 	float m1[ATTENTION_TILE];
 	uint32_t i, a[ATTENTION_TILE], nv[ATTENTION_TILE];
@@ -231,7 +233,8 @@ static void softmax_block(float *S, size_t ld_s, uint32_t first, uint32_t n,
 		/* m1 == m[i] covers both "no growth" (r = 1 exactly) and a row
 		 * of -inf scores, where exp(-inf - -inf) would be NaN. */
 		r[i] = m1[i] == m[i] ? 1.0f : expf(m[i] - m1[i]);
-		l[i] = l[i] * r[i] + kern_exp_sum(s + a[i], nv[i] - a[i], m1[i]);
+		l[i] = l[i] * r[i] + (bf ? kern_exp_sum_prompt(s + a[i], nv[i] - a[i], m1[i])
+					 : kern_exp_sum(s + a[i], nv[i] - a[i], m1[i]));
 		m[i] = m1[i];
 		memset(s, 0, a[i] * sizeof(float));
 		memset(s + nv[i], 0, (nb - nv[i]) * sizeof(float));
@@ -389,7 +392,7 @@ static void attend_heads(const struct attn_job *job, const struct attention_tile
 				softcap_block(S, ATTN_KEYS, nh, nb, a->softcap);
 			for (e = 0; e < nh; e++)
 				softmax_block(S + (size_t)e * ATTN_KEYS, ATTN_KEYS, 0, 1, pos,
-					      j0, nb, w, m + e, l + e, r + e);
+					      j0, nb, w, m + e, l + e, r + e, 0);
 			blk_accum(obuf, ld_o, r, S, ATTN_KEYS, vblk, vh, dv, nh, nb);
 			continue;
 		}
@@ -419,7 +422,7 @@ static void attend_heads(const struct attn_job *job, const struct attention_tile
 				if (a->softcap > 0.0f)
 					softcap_block(Sf, ATTN_KEYS, n - first, nb, a->softcap);
 				softmax_block(Sf, ATTN_KEYS, first, n, pos, j0, nb, w, m + e * n,
-					      l + e * n, r + e * n);
+					      l + e * n, r + e * n, 1);
 				kern_attn_accum_bf16(out + first * ld_o, ld_o, r + e * n + first, Sf,
 						     ATTN_KEYS, vr, kh != NULL, dv, n - first, nb);
 				continue;
@@ -435,7 +438,7 @@ static void attend_heads(const struct attn_job *job, const struct attention_tile
 						      a->softcap);
 			}
 			softmax_block(S, ATTN_KEYS, first, n, pos, j0, nb, w, m + e * n,
-				      l + e * n, r + e * n);
+				      l + e * n, r + e * n, 0);
 			for (i = first; i < n; i = strip_end(pos, j0, nb, i, n))
 				blk_accum(out + i * ld_o, ld_o, r + e * n + i,
 					  S + (size_t)(i - first) * ATTN_KEYS, ATTN_KEYS, vblk, vh, dv,
