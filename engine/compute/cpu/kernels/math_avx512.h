@@ -2,7 +2,8 @@
  * math_avx512.h - vector math shared by the avx512 level's files
  * (act_avx512.c, attention_avx512.c): math_avx2.h's exp on 16 lanes, the
  * same operations in the same order, so every lane equals avx2__exp's
- * bit for bit (tests/test_kernels.c, tests/test_attention.c); and the
+ * bit for bit (tests/test_kernels.c, tests/test_attention.c); a shorter
+ * exp for prompt rows only (avx512__exp_prompt); and the
  * 16 x 16 dword transpose of the amx level's bf16 B tiles (the GEMM's
  * weights, kernels_amx_bf16.c; attention's keys, attention_amx.c).
  * Include only from files built with the avx512 flags.
@@ -43,11 +44,12 @@ static inline __attribute__((always_inline)) __m512 avx512__exp(__m512 x)
 	return _mm512_scalef_ps(e, n);
 }
 
-/* exp(x) for prompt rows (kernels.h kern_exp_sum_prompt): x clamped to [-110, 88] (NaN stays NaN), one
- * reduction constant (ln 2 in float: <= 2.5e-7 of f for |n| <= 159)
- * and a degree-5 Taylor polynomial on |f| <= ln 2 / 2 (its remainder
- * <= 2.4e-6), 2^n by VSCALEFPS: ~4e-6 of exp at most, where avx512__exp
- * is ~1e-7 with four instructions more. */
+/* exp(x) for prompt rows (kernels.h kern_exp_sum_prompt): x clamped to
+ * [-110, 88] (NaN stays NaN), one reduction constant (ln 2 in float:
+ * <= 2.5e-7 of f for |n| <= 159) and a degree-5 Taylor polynomial on
+ * |f| <= ln 2 / 2 (its remainder <= 2.4e-6), 2^n by VSCALEFPS: ~4e-6
+ * of exp at most, where avx512__exp is ~1e-7 with four instructions
+ * more. */
 static inline __attribute__((always_inline)) __m512 avx512__exp_prompt(__m512 x)
 {
 	const __m512 one = _mm512_set1_ps(1.0f);
