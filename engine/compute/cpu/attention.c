@@ -2,10 +2,11 @@
  * attention.c - blockwise causal attention with a running softmax
  * (attention.h).
  *
- * One task is (query head h, tile). Its state is, per query, the running
- * maximum m and sum l of the softmax, and the output row itself as the
- * running numerator. Keys go by blocks of kb rows (ATTN_KEYS, fewer for
- * wide heads); for each block:
+ * One task is (query head h, tile), or a run of one kv head's query heads
+ * (decode tiles; prompt tiles on bf16 tiles). Its state is, per query and
+ * head, the running maximum m and sum l of the softmax, and the output
+ * row itself as the running numerator. Keys go by blocks of kb rows
+ * (ATTN_KEYS, fewer for wide heads); for each block:
  *   S = (Q K^T + bias) * scale          the tile's queries that see the block
  *   per row: m' = max(m, max S), r = exp(m - m'), P = exp(S - m'),
  *            l = l r + sum P, masked keys (j > query position) P = 0
