@@ -415,6 +415,9 @@ struct at_case {
 static const struct at_case at_cases[] = {
 	/* TinyLlama's shape: 4 groups of 8, one prompt of 150 (2 full tiles + 22) */
 	{32, 4, 64, 64, ARCH_ALIBI_NONE, DTYPE_F32, 1, {0}, {150}},
+	/* the same after a cached prefix: prompt tiles whose key blocks start
+	 * inside them (rows before `first`, attend_prompt_heads), F16 rows */
+	{32, 4, 64, 64, ARCH_ALIBI_NONE, DTYPE_F16, 1, {37}, {100}},
 	{8, 8, 64, 64, ARCH_ALIBI_NONE, DTYPE_F16, 1, {37}, {70}},
 	{8, 2, 80, 80, ARCH_ALIBI_F32, DTYPE_F32, 2, {5, 130}, {64, 3}},
 	{12, 1, 64, 64, ARCH_ALIBI_BF16, DTYPE_F16, 2, {0, 300}, {90, 1}},

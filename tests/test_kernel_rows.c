@@ -1,8 +1,9 @@
 /* test_kernel_rows.c - the row kernels of kernels.h at every level
  * against the reference, bit for bit: the norms (kern_norm_rows), the
  * F32 -> F16 rows of the KV cache stores (kern_fp32_to_fp16_row) and the
- * avx512 gated SiLU against the avx2 one. Levels this CPU cannot run are
- * skipped. */
+ * avx512 gated SiLU against the avx2 one; and the prompt rows' exp-sum
+ * (kern_exp_sum_prompt) within its bound of float64. Levels this CPU
+ * cannot run are skipped. */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
@@ -161,6 +162,57 @@ START_TEST(silu_avx512_equals_avx2_bit_for_bit)
 }
 END_TEST
 
+/* The prompt rows' exp-sum at each level that has one: every x[i] =
+ * exp(x[i] - m) within KERN_PROMPT_REL_ERR of float64 (or below FLT_MIN
+ * absolute), the sum within KERN_PROMPT_REL_ERR plus n float roundings,
+ * every length 0..70 (tails), -inf gives 0, NaN stays NaN, untouched
+ * past n. */
+START_TEST(exp_sum_prompt_within_bound)
+{
+	enum { N = 70 };
+	static const enum cpu_level levels[] = {CPU_LEVEL_AVX2, CPU_LEVEL_AVX512, CPU_LEVEL_NEON};
+
+	for (size_t li = 0; li < sizeof(levels) / sizeof(levels[0]); li++) {
+		const struct kern_ops *ops = kern_ops_for(levels[li]);
+		float x0[N + 1], x[N + 1];
+
+		if (!kern_level_runs(levels[li]) || !ops->exp_sum_prompt)
+			continue;
+		for (int pass = 0; pass < 200; pass++)
+			for (size_t n = 0; n <= N; n++) {
+				const float m = pass % 3 ? 3.5f : 0.0f;
+				double want = 0.0, sum;
+
+				kr_fill(x0, N + 1, pass % 2 ? 90.0f : 6.0f);
+				for (size_t i = 0; i < N + 1; i++)
+					x0[i] = x0[i] > 0.0f ? -x0[i] : x0[i]; /* scores - max */
+				if (pass == 1 && n > 3) {
+					x0[1] = -INFINITY;
+					x0[2] = -103.5f;
+				}
+				memcpy(x, x0, sizeof(x));
+				sum = ops->exp_sum_prompt(x, n, m);
+				for (size_t i = 0; i < n; i++) {
+					const double e = exp((double)x0[i] - (double)m);
+
+					want += e;
+					ck_assert_msg(fabs(x[i] - e) <= KERN_PROMPT_REL_ERR * e + 1.2e-38,
+						      "%s exp_sum_prompt x=%g: %g vs %g", ops->name,
+						      (double)x0[i], (double)x[i], e);
+				}
+				ck_assert_msg(fabs(sum - want) <=
+						      (KERN_PROMPT_REL_ERR + n * 6e-8) * want + n * 1.2e-38,
+					      "%s exp_sum_prompt n=%zu: sum %g vs %g", ops->name, n, sum,
+					      want);
+				ck_assert_msg(memcmp(&x[n], &x0[n], sizeof(float)) == 0,
+					      "%s exp_sum_prompt wrote past n", ops->name);
+			}
+		x[0] = NAN;
+		ck_assert(isnan(ops->exp_sum_prompt(x, 1, 0.0f)) && isnan(x[0]));
+	}
+}
+END_TEST
+
 Suite *suite_kernel_rows(void)
 {
 	Suite *s = suite_create("kernel_rows");
@@ -170,6 +222,7 @@ Suite *suite_kernel_rows(void)
 	tcase_add_test(tc, norm_rows_equal_reference_on_every_level);
 	tcase_add_test(tc, fp16_from_row_equals_scalar_on_every_level);
 	tcase_add_test(tc, silu_avx512_equals_avx2_bit_for_bit);
+	tcase_add_test(tc, exp_sum_prompt_within_bound);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -2,10 +2,11 @@
  * attention.c - blockwise causal attention with a running softmax
  * (attention.h).
  *
- * One task is (query head h, tile). Its state is, per query, the running
- * maximum m and sum l of the softmax, and the output row itself as the
- * running numerator. Keys go by blocks of kb rows (ATTN_KEYS, fewer for
- * wide heads); for each block:
+ * One task is (query head h, tile), or a run of one kv head's query heads
+ * (decode tiles; prompt tiles on bf16 tiles). Its state is, per query and
+ * head, the running maximum m and sum l of the softmax, and the output
+ * row itself as the running numerator. Keys go by blocks of kb rows
+ * (ATTN_KEYS, fewer for wide heads); for each block:
  *   S = (Q K^T + bias) * scale          the tile's queries that see the block
  *   per row: m' = max(m, max S), r = exp(m - m'), P = exp(S - m'),
  *            l = l r + sum P, masked keys (j > query position) P = 0
@@ -194,10 +195,12 @@ struct attn_job {
  * from position j0: S rows (stride ld_s) become P, m and l advance, r
  * gets each row's rescale factor. Query i sees keys up to pos + i, and
  * with a window w > 0 only those after pos + i - w; a row that sees none
- * of the block keeps its state (r = 1, P = 0). */
+ * of the block keeps its state (r = 1, P = 0). `bf`: a prompt tile on
+ * bf16 tiles, whose P is rounded to bf16 next: the prompt rows' shorter
+ * exp (kern_exp_sum_prompt; P and l from the same values). */
 static void softmax_block(float *S, size_t ld_s, uint32_t first, uint32_t n,
 			  uint32_t pos, uint32_t j0, uint32_t nb, uint32_t w, float *m, float *l,
-			  float *r)
+			  float *r, int bf)
 {
 	float m1[ATTENTION_TILE];
 	uint32_t i, a[ATTENTION_TILE], nv[ATTENTION_TILE];
@@ -231,7 +234,8 @@ static void softmax_block(float *S, size_t ld_s, uint32_t first, uint32_t n,
 		/* m1 == m[i] covers both "no growth" (r = 1 exactly) and a row
 		 * of -inf scores, where exp(-inf - -inf) would be NaN. */
 		r[i] = m1[i] == m[i] ? 1.0f : expf(m[i] - m1[i]);
-		l[i] = l[i] * r[i] + kern_exp_sum(s + a[i], nv[i] - a[i], m1[i]);
+		l[i] = l[i] * r[i] + (bf ? kern_exp_sum_prompt(s + a[i], nv[i] - a[i], m1[i])
+					 : kern_exp_sum(s + a[i], nv[i] - a[i], m1[i]));
 		m[i] = m1[i];
 		memset(s, 0, a[i] * sizeof(float));
 		memset(s + nv[i], 0, (nb - nv[i]) * sizeof(float));
@@ -304,11 +308,118 @@ static void scale_row(float *dst, const float *src, uint32_t n, float s)
 		dst[c] = src[c] * s;
 }
 
+/* Query heads of one kv head that a prompt tile's task takes together on
+ * bf16 tiles (prompt_shared()): their queries are stacked as the rows of
+ * one score call and one value call per key block, so the block's keys
+ * are converted and transposed, and its values converted and
+ * interleaved, once for all of them (attention_amx.c does that once a
+ * call) rather than once per head. */
+#define ATTN_PROMPT_HEADS 4
+
+/* Whether tile tl's task takes a run of heads on the bf16 tiles: a
+ * prompt tile of several rows, heads the tiles take, no larger than the
+ * task's stacked buffers (ATTN_LOCAL_DIM), no ALiBi (its bias differs by
+ * head; the stacked score call takes one). */
+static int prompt_shared(const struct attention *a, const struct attention_tile *tl)
+{
+	const uint32_t dk = a->head_dim_k, dv = a->head_dim_v;
+
+	return tl->prompt && tl->n > 1 && dk % 32 == 0 && dv % 16 == 0 && dk <= ATTN_LOCAL_DIM &&
+	       dv <= ATTN_LOCAL_DIM && dk <= KERN_ATTN_BF16_DIM && dv <= KERN_ATTN_BF16_DIM &&
+	       !a->alibi && a->n_head / a->n_head_kv > 1 && kern_attn_bf16();
+}
+
+/* Heads [h0, h0 + nh) of one kv head for a prompt tile (prompt_shared()):
+ * head e's rows are e * n16 .. e * n16 + n - 1 of the stacked queries,
+ * scores, state and outputs (n16: n rounded up to a tile's 16 rows).
+ * Per row the same operations as attend_heads()' bf16 path for the head
+ * alone (a score or output element depends only on its own row: the
+ * stacked calls change no result); rows a block does not reach (before
+ * `first`) and the padding rows get P = 0 and r = 1, so the value call
+ * leaves their outputs as they were (o * 1 + 0). Its buffers are ~290 KB
+ * of stack (4 heads of 64 rows up to 128 wide), so it is called beside
+ * attend_heads(), never inside its frame. Prompt tiles are never
+ * decode's (no job->pre: attention_can_pre()). */
+static __attribute__((noinline)) void
+attend_prompt_heads(const struct attn_job *job, const struct attention_tile *tl, uint32_t h0,
+		    uint32_t nh)
+{
+	const struct attention *a = job->a;
+	const struct kv_cache *kv = tl->kv;
+	const uint32_t dk = a->head_dim_k, dv = a->head_dim_v;
+	const uint32_t g = h0 / (a->n_head / a->n_head_kv);
+	const uint32_t wide = dk > dv ? dk : dv;
+	const uint32_t kb = ATTN_KV_FLOATS / wide < ATTN_KEYS ? ATTN_KV_FLOATS / wide : ATTN_KEYS;
+	const uint32_t n = tl->n, n16 = (n + 15) / 16 * 16, pos = tl->pos, end = tl->pos + tl->n;
+	const size_t ld_qs = (size_t)a->n_head * dk, ld_os = (size_t)a->n_head * dv;
+	const void *kc = kv_cache_k(kv, job->il, g), *vc = kv_cache_v(kv, job->il, g);
+	const uint32_t w = attention_window(a, job->il);
+	const int f16k = kern_attn_f16_rows();
+	float kbuf[ATTN_KV_FLOATS], vbuf[ATTN_KV_FLOATS];
+	_Alignas(64) float S[ATTN_PROMPT_HEADS * ATTENTION_TILE * ATTN_KEYS];
+	_Alignas(64) float obuf[ATTN_PROMPT_HEADS * ATTENTION_TILE * ATTN_LOCAL_DIM];
+	_Alignas(64) uint16_t qt[ATTN_PROMPT_HEADS * KERN_ATTN_BF16_QT(ATTENTION_TILE,
+								       ATTN_LOCAL_DIM)];
+	float m[ATTN_PROMPT_HEADS * ATTENTION_TILE], l[ATTN_PROMPT_HEADS * ATTENTION_TILE];
+	float r[ATTN_PROMPT_HEADS * ATTENTION_TILE];
+	uint32_t i, j0, e;
+
+	for (e = 0; e < nh; e++) {
+		kern_attn_q_bf16(job->q + tl->row * ld_qs + (size_t)(h0 + e) * dk, ld_qs, dk, n,
+				 qt + (size_t)e * n16 * dk);
+		for (i = 0; i < n16; i++) {
+			m[e * n16 + i] = -INFINITY;
+			l[e * n16 + i] = 0.0f;
+		}
+	}
+	memset(obuf, 0, (size_t)nh * n16 * dv * sizeof(float));
+	/* keys from the window's start, as attend_heads() */
+	for (j0 = w && pos + 1 > w ? pos + 1 - w : 0; j0 < end; j0 += kb) {
+		const uint32_t nb = end - j0 < kb ? end - j0 : kb;
+		const uint32_t first = j0 > pos ? j0 - pos : 0;
+		const uint16_t *kh = f16k ? kv_rows_f16(kv, job->il, kc, j0, nb, dk) : NULL;
+		const uint16_t *vh = kh ? kv_rows_f16(kv, job->il, vc, j0, nb, dv) : NULL;
+		const float *kblk = kh && vh ? NULL : kv_rows(kv, job->il, kc, j0, nb, dk, kbuf);
+		const float *vblk = kh && vh ? NULL : kv_rows(kv, job->il, vc, j0, nb, dv, vbuf);
+		const int f16 = kh && vh;
+
+		kern_attn_scores_bf16(qt, f16 ? (const void *)kh : kblk, f16, dk, NULL, a->scale, S,
+				      ATTN_KEYS, (size_t)nh * n16, nb);
+		for (e = 0; e < nh; e++) {
+			float *Se = S + (size_t)e * n16 * ATTN_KEYS;
+
+			if (a->softcap > 0.0f)
+				softcap_block(Se + (size_t)first * ATTN_KEYS, ATTN_KEYS, n - first, nb,
+					      a->softcap);
+			softmax_block(Se + (size_t)first * ATTN_KEYS, ATTN_KEYS, first, n, pos, j0,
+				      nb, w, m + e * n16, l + e * n16, r + e * n16, 1);
+			for (i = 0; i < n16; i++) {
+				if (i == first)
+					i = n; /* rows [first, n): softmax_block's */
+				if (i == n16)
+					break;
+				r[e * n16 + i] = 1.0f;
+				memset(Se + (size_t)i * ATTN_KEYS, 0, nb * sizeof(float));
+			}
+		}
+		kern_attn_accum_bf16(obuf, dv, r, S, ATTN_KEYS, f16 ? (const void *)vh : vblk, f16,
+				     dv, (size_t)nh * n16, nb);
+	}
+	for (e = 0; e < nh; e++) {
+		float *os = job->out + tl->row * ld_os + (size_t)(h0 + e) * dv;
+
+		for (i = 0; i < n; i++)
+			scale_row(os + i * ld_os, obuf + ((size_t)e * n16 + i) * dv, dv,
+				  1.0f / l[e * n16 + i]);
+	}
+}
+
 /* Heads [h0, h0 + nh) of one kv head, the queries of one tile. Per head,
  * the same operations on the same values as a task of its own: the
  * sharing changes no result. */
-static void attend_heads(const struct attn_job *job, const struct attention_tile *tl,
-			 uint32_t h0, uint32_t nh)
+static __attribute__((noinline)) void
+attend_heads(const struct attn_job *job, const struct attention_tile *tl, uint32_t h0,
+	     uint32_t nh)
 {
 	const struct attention *a = job->a;
 	const struct kv_cache *kv = tl->kv;
@@ -389,7 +500,7 @@ static void attend_heads(const struct attn_job *job, const struct attention_tile
 				softcap_block(S, ATTN_KEYS, nh, nb, a->softcap);
 			for (e = 0; e < nh; e++)
 				softmax_block(S + (size_t)e * ATTN_KEYS, ATTN_KEYS, 0, 1, pos,
-					      j0, nb, w, m + e, l + e, r + e);
+					      j0, nb, w, m + e, l + e, r + e, 0);
 			blk_accum(obuf, ld_o, r, S, ATTN_KEYS, vblk, vh, dv, nh, nb);
 			continue;
 		}
@@ -419,7 +530,7 @@ static void attend_heads(const struct attn_job *job, const struct attention_tile
 				if (a->softcap > 0.0f)
 					softcap_block(Sf, ATTN_KEYS, n - first, nb, a->softcap);
 				softmax_block(Sf, ATTN_KEYS, first, n, pos, j0, nb, w, m + e * n,
-					      l + e * n, r + e * n);
+					      l + e * n, r + e * n, 1);
 				kern_attn_accum_bf16(out + first * ld_o, ld_o, r + e * n + first, Sf,
 						     ATTN_KEYS, vr, kh != NULL, dv, n - first, nb);
 				continue;
@@ -435,7 +546,7 @@ static void attend_heads(const struct attn_job *job, const struct attention_tile
 						      a->softcap);
 			}
 			softmax_block(S, ATTN_KEYS, first, n, pos, j0, nb, w, m + e * n,
-				      l + e * n, r + e * n);
+				      l + e * n, r + e * n, 0);
 			for (i = first; i < n; i = strip_end(pos, j0, nb, i, n))
 				blk_accum(out + i * ld_o, ld_o, r + e * n + i,
 					  S + (size_t)(i - first) * ATTN_KEYS, ATTN_KEYS, vblk, vh, dv,
@@ -454,12 +565,15 @@ static void attend_heads(const struct attn_job *job, const struct attention_tile
 
 /* Heads a task of tile `tl` takes together: the query heads of a kv group
  * in runs of up to ATTN_SHARE_HEADS while run x queries fits a tile; a
- * prefill tile takes one head a task. */
+ * prefill tile takes one head a task, but for a prompt tile on bf16
+ * tiles: runs of up to ATTN_PROMPT_HEADS (attend_prompt_heads()). */
 static uint32_t attend_run(const struct attention *a, const struct attention_tile *tl)
 {
 	const uint32_t group = a->n_head / a->n_head_kv;
 	const uint32_t run = group < ATTN_SHARE_HEADS ? group : ATTN_SHARE_HEADS;
 
+	if (run * tl->n > ATTENTION_TILE && prompt_shared(a, tl))
+		return group < ATTN_PROMPT_HEADS ? group : ATTN_PROMPT_HEADS;
 	return run * tl->n > ATTENTION_TILE ? 1 : run;
 }
 
@@ -482,12 +596,16 @@ static void attend_tile_cb(void *data, size_t rtile, size_t j)
 	const struct attention_tile *tl = &job->tiles[job->n_tiles - 1 - rtile];
 	const uint32_t group = a->n_head / a->n_head_kv, run = attend_run(a, tl);
 	const uint32_t per = (group + run - 1) / run;
-	uint32_t h0;
+	uint32_t h0, nh;
 
 	if (j >= (size_t)a->n_head_kv * per)
 		return;
 	h0 = (uint32_t)(j / per) * group + (uint32_t)(j % per) * run;
-	attend_heads(job, tl, h0, h0 % group + run > group ? group - h0 % group : run);
+	nh = h0 % group + run > group ? group - h0 % group : run;
+	if (nh > 1 && prompt_shared(a, tl))
+		attend_prompt_heads(job, tl, h0, nh);
+	else
+		attend_heads(job, tl, h0, nh);
 }
 
 int attention_can_pre(const struct attention *a, const struct attention_tile *tiles,

@@ -27,7 +27,8 @@
  * value products on the
  * amx level's bf16 tiles where kern_attn_bf16() says so (the bf16
  * prefill's switch, EMBER_AMX_BF16): q, k, softmax weights and v rounded
- * to bf16, fp32 sums, like the bf16 GEMM's rounding of the same rows.
+ * to bf16, fp32 sums, like the bf16 GEMM's rounding of the same rows;
+ * their softmax's exp is the shorter kern_exp_sum_prompt (within 1e-5).
  * Still a row's result depends on nothing but its own query and the
  * cache, so prompt rows are the same bits in any chunking; sampled
  * rows (prompt = 0) never take them.

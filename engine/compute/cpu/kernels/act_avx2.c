@@ -124,8 +124,6 @@ void kern_avx2_norm_rows(const struct kern_norm *nm, const float *x, float *res,
 			 float *out, size_t n)
 {
 	const size_t d = nm->d;
-	const float *rows[4];
-	double mean[4] = {0.0, 0.0, 0.0, 0.0}, var[4];
 	size_t r, i;
 
 	if (n == 0)
@@ -141,17 +139,25 @@ void kern_avx2_norm_rows(const struct kern_norm *nm, const float *x, float *res,
 			for (; i < d; i++)
 				xr[i] += ar[i];
 		}
-	/* Lanes past n repeat the last row; their sums are not used. */
-	for (r = 0; r < 4; r++)
-		rows[r] = x + (r < n ? r : n - 1) * d;
-	if (nm->center) {
-		_mm256_storeu_pd(mean, norm__sum4(rows, d, _mm256_setzero_pd(), 0));
+	/* four rows a chain (KERN_NORM_ROWS is the avx512 level's 16) */
+	for (size_t r0 = 0; r0 < n; r0 += 4) {
+		const size_t nr = n - r0 < 4 ? n - r0 : 4;
+		const float *rows[4];
+		double mean[4] = {0.0, 0.0, 0.0, 0.0}, var[4];
+
+		/* Lanes past nr repeat the last row; their sums are not used. */
 		for (r = 0; r < 4; r++)
-			mean[r] /= (double)d;
+			rows[r] = x + (r0 + (r < nr ? r : nr - 1)) * d;
+		if (nm->center) {
+			_mm256_storeu_pd(mean, norm__sum4(rows, d, _mm256_setzero_pd(), 0));
+			for (r = 0; r < 4; r++)
+				mean[r] /= (double)d;
+		}
+		_mm256_storeu_pd(var, norm__sum4(rows, d, _mm256_loadu_pd(mean), 1));
+		for (r = 0; r < nr; r++)
+			norm__scale_row(x + (r0 + r) * d, out + (r0 + r) * d, d, mean[r],
+					1.0 / sqrt(var[r] / (double)d + nm->eps), nm->gain,
+					nm->bias);
 	}
-	_mm256_storeu_pd(var, norm__sum4(rows, d, _mm256_loadu_pd(mean), 1));
-	for (r = 0; r < n; r++)
-		norm__scale_row(x + r * d, out + r * d, d, mean[r],
-				1.0 / sqrt(var[r] / (double)d + nm->eps), nm->gain, nm->bias);
 }
 #endif

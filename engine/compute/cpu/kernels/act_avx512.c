@@ -7,9 +7,14 @@
  * a token's activations do not depend on the level of the machine.
  * Half the instructions of the YMM loop for the MLP's ~45 K elements a
  * token (TinyLlama), prompts' millions.
+ *
+ * Also the row norms (kern_norm_rows) with act_avx2.c's operations, the
+ * same bits: eight rows a double vector where AVX2 had four, two
+ * vectors' chains side by side (KERN_NORM_ROWS = 16 rows a call).
  */
 #if defined(__x86_64__)
 #include <immintrin.h>
+#include <math.h>
 
 #include "kernels.h"
 #include "kernels_impl.h"
@@ -36,6 +41,180 @@ void kern_avx512_silu_mul(float *y, const float *g, size_t n)
 		_mm512_mask_storeu_ps(y + i, k,
 				      act512__silu_mul(_mm512_maskz_loadu_ps(k, y + i),
 						       _mm512_maskz_loadu_ps(k, g + i)));
+	}
+}
+
+/* Rows of a double vector: lane k = row k. */
+#define NORM512_ROWS 8
+
+/* Elements i .. i + 3 of rows x[0..7]: c[e] lane k = x[k][i + e], a
+ * 4 x 4 transpose in each 128-bit lane (rows k and k + 4). */
+static inline __attribute__((always_inline)) void norm512__cols4(const float *const x[8], size_t i,
+								__m256 c[4])
+{
+	const __m256 a0 = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(x[0] + i)),
+					       _mm_loadu_ps(x[4] + i), 1);
+	const __m256 a1 = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(x[1] + i)),
+					       _mm_loadu_ps(x[5] + i), 1);
+	const __m256 a2 = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(x[2] + i)),
+					       _mm_loadu_ps(x[6] + i), 1);
+	const __m256 a3 = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(x[3] + i)),
+					       _mm_loadu_ps(x[7] + i), 1);
+	const __m256 t0 = _mm256_unpacklo_ps(a0, a1), t1 = _mm256_unpackhi_ps(a0, a1);
+	const __m256 t2 = _mm256_unpacklo_ps(a2, a3), t3 = _mm256_unpackhi_ps(a2, a3);
+
+	c[0] = _mm256_shuffle_ps(t0, t2, 0x44);
+	c[1] = _mm256_shuffle_ps(t0, t2, 0xee);
+	c[2] = _mm256_shuffle_ps(t1, t3, 0x44);
+	c[3] = _mm256_shuffle_ps(t1, t3, 0xee);
+}
+
+/* The term of one element (lane k = row k): x, or (x - m)^2. */
+static inline __attribute__((always_inline)) __m512d norm512__term(__m256 c, __m512d m, int sq)
+{
+	__m512d v = _mm512_cvtps_pd(c);
+
+	if (sq) {
+		v = _mm512_sub_pd(v, m);
+		v = _mm512_mul_pd(v, v);
+	}
+	return v;
+}
+
+/* Per lane k < 8 (row x[k]), in element order from 0.0:
+ *   s_k += x_k[i]                          (sq = 0: the mean's sum)
+ *   s_k += (x_k[i] - m_k) * (x_k[i] - m_k) (sq = 1: the variance's)
+ * with act_avx2.c norm__sum4's operations (floats widen exactly; no FMA),
+ * eight rows a chain where it had four; with `two` a second group's
+ * chain (rows x2, mean m2) runs beside the first: a chain is a dependent
+ * double addition per element, so two cost little more than one. */
+static inline __attribute__((always_inline)) void
+norm512__sum8(const float *const x[8], const float *const x2[8], int two, size_t d, __m512d m,
+	      __m512d m2, int sq, __m512d *out, __m512d *out2)
+{
+	__m512d s = _mm512_setzero_pd(), s2 = _mm512_setzero_pd();
+	size_t i = 0;
+
+	for (; i + 4 <= d; i += 4) {
+		__m256 c[4], c2[4];
+
+		norm512__cols4(x, i, c);
+		if (two)
+			norm512__cols4(x2, i, c2);
+		s = _mm512_add_pd(s, norm512__term(c[0], m, sq));
+		if (two)
+			s2 = _mm512_add_pd(s2, norm512__term(c2[0], m2, sq));
+		s = _mm512_add_pd(s, norm512__term(c[1], m, sq));
+		if (two)
+			s2 = _mm512_add_pd(s2, norm512__term(c2[1], m2, sq));
+		s = _mm512_add_pd(s, norm512__term(c[2], m, sq));
+		if (two)
+			s2 = _mm512_add_pd(s2, norm512__term(c2[2], m2, sq));
+		s = _mm512_add_pd(s, norm512__term(c[3], m, sq));
+		if (two)
+			s2 = _mm512_add_pd(s2, norm512__term(c2[3], m2, sq));
+	}
+	for (; i < d; i++) {
+		s = _mm512_add_pd(s, norm512__term(_mm256_setr_ps(x[0][i], x[1][i], x[2][i], x[3][i],
+								  x[4][i], x[5][i], x[6][i],
+								  x[7][i]),
+						   m, sq));
+		if (two)
+			s2 = _mm512_add_pd(
+				s2, norm512__term(_mm256_setr_ps(x2[0][i], x2[1][i], x2[2][i],
+								 x2[3][i], x2[4][i], x2[5][i],
+								 x2[6][i], x2[7][i]),
+						  m2, sq));
+	}
+	*out = s;
+	*out2 = s2;
+}
+
+/* o[i] = (float)((x[i] - mean) * scale) * gain[i] + (bias ? bias[i] : 0),
+ * act_avx2.c norm__scale_row's operations on 16 lanes. */
+static void norm512__scale_row(const float *x, float *o, size_t d, double mean, double scale,
+			       const float *gain, const float *bias)
+{
+	const __m512d mv = _mm512_set1_pd(mean), sv = _mm512_set1_pd(scale);
+	size_t i = 0;
+
+	for (; i + 16 <= d; i += 16) {
+		const __m512 xv = _mm512_loadu_ps(x + i);
+		__m512d lo = _mm512_cvtps_pd(_mm512_castps512_ps256(xv));
+		__m512d hi = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(
+			_mm512_castps_pd(xv), 1)));
+		__m512 f;
+
+		lo = _mm512_mul_pd(_mm512_sub_pd(lo, mv), sv);
+		hi = _mm512_mul_pd(_mm512_sub_pd(hi, mv), sv);
+		f = _mm512_insertf32x8(_mm512_castps256_ps512(_mm512_cvtpd_ps(lo)),
+				       _mm512_cvtpd_ps(hi), 1);
+		f = _mm512_mul_ps(f, _mm512_loadu_ps(gain + i));
+		f = _mm512_add_ps(f, bias ? _mm512_loadu_ps(bias + i) : _mm512_setzero_ps());
+		_mm512_storeu_ps(o + i, f);
+	}
+	for (; i < d; i++)
+		o[i] = (float)((x[i] - mean) * scale) * gain[i] + (bias ? bias[i] : 0.0f);
+}
+
+/* kern_avx2_norm_rows on ZMM, the same bits (kernels.h): eight rows a
+ * double vector and two vectors' chains side by side, where the avx2
+ * level's one chain of four rows left a 512-token prompt's norms bound
+ * on the latency of its additions (~3% of a TinyLlama pp512 on Emerald
+ * Rapids, LEVELS.md pre13). */
+void kern_avx512_norm_rows(const struct kern_norm *nm, const float *x, float *res,
+			   const float *add, float *out, size_t n)
+{
+	const size_t d = nm->d;
+	size_t r, i;
+
+	if (n == 0)
+		return;
+	if (add)
+		for (r = 0; r < n; r++) {
+			float *xr = res + r * d;
+			const float *ar = add + r * d;
+
+			for (i = 0; i + 16 <= d; i += 16)
+				_mm512_storeu_ps(xr + i, _mm512_add_ps(_mm512_loadu_ps(xr + i),
+								       _mm512_loadu_ps(ar + i)));
+			for (; i < d; i++)
+				xr[i] += ar[i];
+		}
+	for (size_t r0 = 0; r0 < n; r0 += 2 * NORM512_ROWS) {
+		const size_t nr = n - r0 < 2 * NORM512_ROWS ? n - r0 : 2 * NORM512_ROWS;
+		const int two = nr > NORM512_ROWS;
+		const float *rows[2 * NORM512_ROWS];
+		_Alignas(64) double mean[2 * NORM512_ROWS] = {0}, var[2 * NORM512_ROWS];
+		__m512d s, s2;
+
+		/* Lanes past nr repeat the last row; their sums are not used. */
+		for (r = 0; r < 2 * NORM512_ROWS; r++)
+			rows[r] = x + (r0 + (r < nr ? r : nr - 1)) * d;
+		if (nm->center) {
+			if (two)
+				norm512__sum8(rows, rows + NORM512_ROWS, 1, d, _mm512_setzero_pd(),
+					      _mm512_setzero_pd(), 0, &s, &s2);
+			else
+				norm512__sum8(rows, rows, 0, d, _mm512_setzero_pd(),
+					      _mm512_setzero_pd(), 0, &s, &s2);
+			_mm512_store_pd(mean, s);
+			_mm512_store_pd(mean + NORM512_ROWS, s2);
+			for (r = 0; r < 2 * NORM512_ROWS; r++)
+				mean[r] /= (double)d;
+		}
+		if (two)
+			norm512__sum8(rows, rows + NORM512_ROWS, 1, d, _mm512_load_pd(mean),
+				      _mm512_load_pd(mean + NORM512_ROWS), 1, &s, &s2);
+		else
+			norm512__sum8(rows, rows, 0, d, _mm512_load_pd(mean), _mm512_setzero_pd(), 1,
+				      &s, &s2);
+		_mm512_store_pd(var, s);
+		_mm512_store_pd(var + NORM512_ROWS, s2);
+		for (r = 0; r < nr; r++)
+			norm512__scale_row(x + (r0 + r) * d, out + (r0 + r) * d, d, mean[r],
+					   1.0 / sqrt(var[r] / (double)d + nm->eps), nm->gain,
+					   nm->bias);
 	}
 }
 #endif

@@ -230,6 +230,16 @@ float kern_exp_sum(float *x, size_t n, float m);
  * level's (expf). */
 void kern_silu_mul(float *y, const float *g, size_t n);
 
+/* kern_exp_sum() for prompt rows, whose results are never sampled and
+ * go on to bf16 tiles (attention's weights P; attention.c uses it only
+ * for the tiles that run there): a shorter exp (degree-5 polynomial,
+ * one-constant reduction), each x[i] within KERN_PROMPT_REL_ERR of the
+ * exact value (tests/test_kernel_rows.c), where bf16's rounding is 2^-9,
+ * the sum within that and the float additions'. Levels without one (all
+ * but avx512 and amx) run kern_exp_sum() itself. Row-local like it. */
+float kern_exp_sum_prompt(float *x, size_t n, float m);
+#define KERN_PROMPT_REL_ERR 1e-5
+
 /* A norm of rows (forward.c's RMSNorm and LayerNorm): gain, optional
  * bias, epsilon, width, and whether the row's mean is subtracted. */
 struct kern_norm {
@@ -241,7 +251,7 @@ struct kern_norm {
 };
 
 /* Rows one kern_norm_rows() call takes at most. */
-#define KERN_NORM_ROWS 4
+#define KERN_NORM_ROWS 16
 
 /* For each of rows r < n (n <= KERN_NORM_ROWS; row r at r * d floats
  * from each base): first res_r += add_r when add is not NULL (res is x,

@@ -209,6 +209,8 @@ const struct kern_ops kern_ops_avx512 = {
 	.attn_scores_f16 = kern_avx512_attn_scores_f16,
 	.attn_accum_f16 = kern_avx512_attn_accum_f16,
 	.silu_mul = kern_avx512_silu_mul,
+	.norm_rows = kern_avx512_norm_rows,
+	.exp_sum_prompt = kern_avx512_exp_sum_prompt,
 	.gemm =
 		{
 			[DTYPE_F32] = avx512__gemm_f32,

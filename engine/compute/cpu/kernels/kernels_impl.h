@@ -167,6 +167,9 @@ struct kern_ops {
 	float (*max)(const float *x, size_t n);
 	float (*exp_sum)(float *x, size_t n, float m);
 	void (*silu_mul)(float *y, const float *g, size_t n);
+	/* kern_exp_sum_prompt(): prompt rows only (never sampled), within
+	 * its bound of kernels.h; NULL: exp_sum does them. */
+	float (*exp_sum_prompt)(float *x, size_t n, float m);
 	/* n_tok == 1 (decode, memory bound), NULL: gemm[t] does it. Taken
 	 * with gemm[t] from the same level, never alone: each (row, token)
 	 * result must be the same instruction sequence whatever the batch
@@ -226,6 +229,7 @@ kern_gemm_fn kern_test_set_gemm(uint32_t t, kern_gemm_fn f);
 /* Which level supplied each entry of a resolved table (kern_resolve()). */
 struct kern_origin {
 	enum cpu_level quantize_act, attn_scores, attn_accum, fp16_row, max, exp_sum, silu_mul;
+	enum cpu_level exp_sum_prompt;
 	enum cpu_level gemm[DTYPE_COUNT], gemv[DTYPE_COUNT];
 	enum cpu_level quantize_act_q8k;
 	enum cpu_level norm_rows, fp16_from_row;
@@ -294,6 +298,8 @@ void kern_avx512_attn_accum_f16(float *o, size_t ld_o, const float *r, const flo
  * same value but for a zero's sign (attention.c's softmax). */
 float kern_avx512_exp_sum(float *x, size_t n, float m);
 float kern_avx512_max(const float *x, size_t n);
+/* The prompt rows' exp-sum (kernels.h kern_exp_sum_prompt), avx512. */
+float kern_avx512_exp_sum_prompt(float *x, size_t n, float m);
 void kern_avx2_fp16_from_row(const float *src, uint16_t *dst, size_t n);
 float kern_avx2_max(const float *x, size_t n);
 float kern_avx2_exp_sum(float *x, size_t n, float m);
@@ -303,6 +309,8 @@ void kern_avx2_silu_mul(float *y, const float *g, size_t n);
 void kern_avx512_silu_mul(float *y, const float *g, size_t n);
 void kern_avx2_norm_rows(const struct kern_norm *nm, const float *x, float *res, const float *add,
 			 float *out, size_t n);
+void kern_avx512_norm_rows(const struct kern_norm *nm, const float *x, float *res,
+			   const float *add, float *out, size_t n);
 /* The AVX2 quantized prefill GEMM (kernels_qgemm_avx2.c), n_tok >= 2. */
 void kern_avx2_qgemm_q8_0(const struct kern_gemm_args *a, size_t o0, size_t o1);
 void kern_avx2_qgemm_q4_0(const struct kern_gemm_args *a, size_t o0, size_t o1);

@@ -158,6 +158,7 @@ enum cpu_level kern_resolve(const struct cpu_features *f, enum cpu_level cap,
 		KERN__TAKE(max);
 		KERN__TAKE(exp_sum);
 		KERN__TAKE(silu_mul);
+		KERN__TAKE(exp_sum_prompt);
 		KERN__TAKE(quantize_act_q8k);
 		KERN__TAKE(norm_rows);
 		KERN__TAKE(fp16_from_row);
@@ -320,6 +321,8 @@ char *kern_describe(char *buf, size_t len)
 	kern__line(buf, len, &n, "softmax", NULL, o->exp_sum);
 	kern__line(buf, len, &n, "silu_mul", NULL, o->silu_mul);
 	kern__line(buf, len, &n, "norm", NULL, o->norm_rows);
+	if (kern__ops->exp_sum_prompt)
+		kern__line(buf, len, &n, "softmax", "prompt rows", o->exp_sum_prompt);
 	if (kern_attn_f16_rows()) {
 		kern__line(buf, len, &n, "attn_scores_f16", NULL, o->attn_scores_f16);
 		kern__line(buf, len, &n, "attn_accum_f16", NULL, o->attn_accum_f16);
@@ -346,6 +349,12 @@ int kern_attn_bf16(void)
 #else
 	return 0;
 #endif
+}
+
+float kern_exp_sum_prompt(float *x, size_t n, float m)
+{
+	return kern__ops->exp_sum_prompt ? kern__ops->exp_sum_prompt(x, n, m)
+					 : kern__ops->exp_sum(x, n, m);
 }
 
 void kern_attn_q_bf16(const float *q, size_t ld_q, size_t d, size_t nq, uint16_t *qt)
