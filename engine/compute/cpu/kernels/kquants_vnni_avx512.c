@@ -20,7 +20,8 @@
  * elements 4c..4c+3 of row r; a token's 32-block is then 8 VPDPBUSD
  * against its words broadcast, giving the 16 rows' exact sums in lanes,
  * each sub-block's sum times its scale by one VPMULLD (the scales in row
- * lanes as int32), the minimums by VPDPWSSD on int16 pairs. Up to 8
+ * lanes as int32; Q4_K: its two 16-product halves by one VPDPWSSD each,
+ * kv__k4_blk()), the minimums by VPDPWSSD on int16 pairs. Up to 8
  * tokens (batched decode), a super-block's values are used by the tile's
  * tokens as they are unpacked (kv__tile_s); more (prefill), a tile's
  * super-blocks are unpacked KV_KC at a time into a panel (values, integer
