@@ -330,6 +330,29 @@ static void qs_check_q8k(enum cpu_level level, const struct qs_type *q, kern_gem
 			      "%s q8k reference out=%zu in=%zu row %zu: %.9g, exact %.9g",
 			      dtype_name(q->t), n_out, n_in, o, yr[o], exact);
 	}
+	if (q->t == DTYPE_Q4_K || q->t == DTYPE_Q5_K) {
+		/* the level's batch (8 tokens: batched decode) of this token
+		 * gives the GEMV's bits for each: at the extremes too, where
+		 * the avx512 Q4_K tile's int16 half sums (16 x 15 x 127) are
+		 * closest to their bound */
+		const size_t nt = 8;
+		struct kern_block_q8_k *xt = test_alloc64(nt * nsb * sizeof(*xt));
+		float *yt = test_alloc64(nt * n_out * sizeof(float));
+		struct kern_gemm_args b = a;
+
+		for (size_t t = 0; t < nt; t++)
+			memcpy(xt + t * nsb, xk, nsb * sizeof(*xk));
+		b.xk = xt;
+		b.y = yt;
+		b.n_tok = nt;
+		ops->gemm[q->t](&b, 0, n_out);
+		for (size_t t = 0; t < nt; t++)
+			ck_assert_msg(memcmp(yt + t * n_out, yr, n_out * sizeof(float)) == 0,
+				      "%s %s q8k batch out=%zu in=%zu token %zu differs from the gemv",
+				      ops->name, dtype_name(q->t), n_out, n_in, t);
+		free(xt);
+		free(yt);
+	}
 	free(w);
 	free(wm);
 	free(x);

@@ -20,7 +20,8 @@
  * elements 4c..4c+3 of row r; a token's 32-block is then 8 VPDPBUSD
  * against its words broadcast, giving the 16 rows' exact sums in lanes,
  * each sub-block's sum times its scale by one VPMULLD (the scales in row
- * lanes as int32), the minimums by VPDPWSSD on int16 pairs. Up to 8
+ * lanes as int32; Q4_K: its two 16-product halves by one VPDPWSSD each,
+ * kv__k4_blk()), the minimums by VPDPWSSD on int16 pairs. Up to 8
  * tokens (batched decode), a super-block's values are used by the tile's
  * tokens as they are unpacked (kv__tile_s); more (prefill), a tile's
  * super-blocks are unpacked KV_KC at a time into a panel (values, integer
@@ -75,6 +76,30 @@ QV_INLINE void kv__rows16(struct kv_rows rp, size_t off, __m512i v[4])
 	qv__transpose4(v);
 }
 
+/* kv__rows16() for a packed tile (rp.rst = 16: each group's 4 rows side
+ * by side in 64 bytes, o a multiple of 4) when `pl`: four whole loads and
+ * the transpose, no inserts (12 of its 20 shuffle-port operations), but
+ * dword lane 4 i + g then holds row 4 g + i (kv__lane_row() undoes it).
+ * Every vector of a tile is read one way, so lanes never mix. */
+QV_INLINE void kv__rows16x(struct kv_rows rp, size_t off, __m512i v[4], int pl)
+{
+	if (!pl) {
+		kv__rows16(rp, off, v);
+		return;
+	}
+	QV_UNROLL
+	for (int g = 0; g < 4; g++)
+		v[g] = _mm512_loadu_si512(rp.w + off + g * rp.gst);
+	qv__transpose4(v);
+}
+
+/* Row r's lane under kv__rows16x() with pl (its own inverse): lane r of
+ * the permuted result. */
+QV_INLINE __m512i kv__lane_row(void)
+{
+	return _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+}
+
 /* The fp16 in the low (hi = 0) or high half of each dword lane, as float. */
 QV_INLINE __m512 kv__half(__m512i v, int hi)
 {
@@ -94,12 +119,12 @@ QV_INLINE __m512i kv__bit_to4(__m512i v, int from)
  * nibbles block 2p, high nibbles block 2p + 1; Q5_K (`five`) ors in the
  * fifth bit from qh (its 32 bytes transposed, kv__rows16). */
 QV_INLINE void kv__k4_pair(struct kv_rows rp, size_t qs, int p, const __m512i qh[8], int five,
-			   __m512i u[8], __m512i v[8])
+			   __m512i u[8], __m512i v[8], int pl)
 {
 	const __m512i m4 = _mm512_set1_epi8(0x0f);
 
-	kv__rows16(rp, qs + 32 * p * rp.km, u);
-	kv__rows16(rp, qs + (16 + 32 * p) * rp.km, u + 4);
+	kv__rows16x(rp, qs + 32 * p * rp.km, u, pl);
+	kv__rows16x(rp, qs + (16 + 32 * p) * rp.km, u + 4, pl);
 	QV_UNROLL
 	for (int c = 0; c < 8; c++) {
 		v[c] = _mm512_and_si512(_mm512_srli_epi16(u[c], 4), m4);
@@ -145,14 +170,14 @@ struct kv_panel {
 
 /* Q4_K/Q5_K header of super-block `sb` (byte offset) of the 16 rows into
  * v[0..13] (scales: quants.h kern_k4_scale_min()). */
-QV_INLINE void kv__k4_head(struct kv_rows rp, size_t sb, __m512i v[14])
+QV_INLINE void kv__k4_head(struct kv_rows rp, size_t sb, __m512i v[14], int pl)
 {
 	const __m512i m3f = _mm512_set1_epi32(0x3f3f3f3f), m0f = _mm512_set1_epi32(0x0f0f0f0f);
 	const __m512i m30 = _mm512_set1_epi32(0x30303030), lo16 = _mm512_set1_epi32(0xffff);
 	__m512i h[4];
 
 	/* d, dmin, then the 12 scale bytes in h[1..3] */
-	kv__rows16(rp, sb, h);
+	kv__rows16x(rp, sb, h, pl);
 	const __m512i sc0 = _mm512_and_si512(h[1], m3f);
 	const __m512i mn0 = _mm512_and_si512(h[2], m3f);
 	const __m512i sc1 = _mm512_or_si512(_mm512_and_si512(h[3], m0f),
@@ -188,14 +213,15 @@ static void kv__pack_k4(struct kv_rows rp, size_t s0, size_t n, int five, struct
 		const size_t sb = (s0 + s) * rp.step;
 		__m512i qh[8];
 
-		kv__k4_head(rp, sb, pn->v[s]);
+		kv__k4_head(rp, sb, pn->v[s], 0);
 		if (five) {
 			kv__rows16(rp, sb + 16 * rp.km, qh);
 			kv__rows16(rp, sb + 32 * rp.km, qh + 4);
 		}
 		QV_UNROLL
 		for (int p = 0; p < 4; p++)
-			kv__k4_pair(rp, sb + qs_off * rp.km, p, qh, five, pn->w[s][2 * p], pn->w[s][2 * p + 1]);
+			kv__k4_pair(rp, sb + qs_off * rp.km, p, qh, five, pn->w[s][2 * p],
+				    pn->w[s][2 * p + 1], 0);
 	}
 }
 
@@ -366,9 +392,14 @@ QV_INLINE void kv__q(const struct kern_block_q8_k *const xk[], size_t s, int b, 
 }
 
 /* Q4_K/Q5_K, one 32-block (values w, scale sc in row lanes): isum[i] +=
- * sc x (the exact dot with token i's values q[i]), two chains. */
+ * sc x (the exact dot with token i's values q[i]), two chains of 16
+ * products. Q4_K: each chain's sum is within int16 (16 x 15 x 128 =
+ * 30720), so as words it is (sum, its sign) and one VPDPWSSD by sc (a
+ * dword 0..63: words sc, 0) adds sc x sum exactly: two VPDPWSSD in place
+ * of two VPADDD and a VPMULLD (two operations on Intel's ports 0 and 5,
+ * where every ZMM operation here goes). Q5_K's reach 16 x 31 x 128. */
 QV_INLINE void kv__k4_blk(const __m512i w[8], __m512i sc, const int8_t *const q[], int T,
-			  __m512i isum[])
+			  __m512i isum[], int five)
 {
 	QV_UNROLL
 	for (int i = 0; i < T; i++) {
@@ -379,7 +410,13 @@ QV_INLINE void kv__k4_blk(const __m512i w[8], __m512i sc, const int8_t *const q[
 			s0 = qv__dpbusd_bcst(s0, w[c], q[i] + 4 * c);
 			s1 = qv__dpbusd_bcst(s1, w[c + 4], q[i] + 16 + 4 * c);
 		}
-		isum[i] = _mm512_add_epi32(isum[i], _mm512_mullo_epi32(_mm512_add_epi32(s0, s1), sc));
+		if (five) {
+			isum[i] = _mm512_add_epi32(isum[i],
+						   _mm512_mullo_epi32(_mm512_add_epi32(s0, s1), sc));
+		} else {
+			isum[i] = _mm512_dpwssd_epi32(isum[i], s0, sc);
+			isum[i] = _mm512_dpwssd_epi32(isum[i], s1, sc);
+		}
 	}
 }
 
@@ -499,7 +536,7 @@ QV_INLINE void kv__tile_p(const struct kern_gemm_args *a, const struct kv_panel 
 			if (kind == 2)
 				kv__q6_blk(w, v[2 * b], v[2 * b + 1], q, off, b, T, isum);
 			else
-				kv__k4_blk(w, v[b], q, T, isum);
+				kv__k4_blk(w, v[b], q, T, isum, kind == 1);
 		}
 		if (kind == 2)
 			kv__q6_end(_mm512_castsi512_ps(v[16]), xk, s, T, isum, acc);
@@ -518,7 +555,7 @@ QV_INLINE void kv__tile_p(const struct kern_gemm_args *a, const struct kv_panel 
  * tokens). The same integer sums and float steps as the panel path.
  */
 QV_INLINE void kv__tile_s(const struct kern_gemm_args *a, struct kv_at at, int T, int kind,
-			  size_t bs)
+			  size_t bs, int pl)
 {
 	const size_t nsb = a->n_in / KERN_QKK;
 	const struct kv_rows rp = kv__rows_of(a, at, bs);
@@ -536,10 +573,14 @@ QV_INLINE void kv__tile_s(const struct kern_gemm_args *a, struct kv_at at, int T
 		const size_t sb = s * rp.step;
 		__m512i isum[KV_TOK];
 
-		/* the next tile streams into L2 while this one computes */
-		QV_UNROLL
-		for (size_t pf = 0; pf < QV_ROWS * bs; pf += 64)
-			_mm_prefetch(next + QV_ROWS * s * bs + pf, _MM_HINT_T1);
+		/* the next tile streams into L2 while this one computes (Q4_K,
+		 * Q5_K: a quarter before each pair of 32-blocks below) */
+		const char *npf = next + QV_ROWS * s * bs;
+		if (kind == 2) {
+			QV_UNROLL
+			for (size_t pf = 0; pf < QV_ROWS * bs; pf += 64)
+				_mm_prefetch(npf + pf, _MM_HINT_T1);
+		}
 		QV_UNROLL
 		for (int i = 0; i < T; i++)
 			isum[i] = _mm512_setzero_si512();
@@ -547,21 +588,29 @@ QV_INLINE void kv__tile_s(const struct kern_gemm_args *a, struct kv_at at, int T
 			const int five = kind == 1;
 			__m512i v[14], qh[8];
 
-			kv__k4_head(rp, sb, v);
+			kv__k4_head(rp, sb, v, pl);
 			if (five) {
-				kv__rows16(rp, sb + 16 * rp.km, qh);
-				kv__rows16(rp, sb + 32 * rp.km, qh + 4);
+				kv__rows16x(rp, sb + 16 * rp.km, qh, pl);
+				kv__rows16x(rp, sb + 32 * rp.km, qh + 4, pl);
 			}
 			QV_UNROLL
 			for (int p = 0; p < 4; p++) {
 				__m512i u[8], w[8];
 				const int8_t *q[KV_TOK];
 
-				kv__k4_pair(rp, sb + (five ? 48 : 16) * rp.km, p, qh, five, u, w);
+				/* 9 (Q5_K 11) lines, not 36 at once: the burst
+				 * stalled the loop on Emerald Rapids (a fifth of
+				 * its samples on the prefetches; spread, the
+				 * 8-token step's CPU -13%, LEVELS.md) */
+				QV_UNROLL
+				for (size_t pf = p * QV_ROWS * bs / 4 / 64 * 64;
+				     pf < (p + 1) * QV_ROWS * bs / 4; pf += 64)
+					_mm_prefetch(npf + pf, _MM_HINT_T1);
+				kv__k4_pair(rp, sb + (five ? 48 : 16) * rp.km, p, qh, five, u, w, pl);
 				kv__q(xk, s, 2 * p, T, q);
-				kv__k4_blk(u, v[2 * p], q, T, isum);
+				kv__k4_blk(u, v[2 * p], q, T, isum, five);
 				kv__q(xk, s, 2 * p + 1, T, q);
-				kv__k4_blk(w, v[2 * p + 1], q, T, isum);
+				kv__k4_blk(w, v[2 * p + 1], q, T, isum, five);
 			}
 			kv__k4_end(v, xk, s, T, isum, acc);
 			continue;
@@ -628,8 +677,11 @@ QV_INLINE void kv__tile_s(const struct kern_gemm_args *a, struct kv_at at, int T
 		kv__q6_end(kv__half(g[3], 1), xk, s, T, isum, acc);
 	}
 	QV_UNROLL
-	for (int i = 0; i < T; i++)
+	for (int i = 0; i < T; i++) {
+		if (pl) /* rows back to their lanes */
+			acc[i] = _mm512_permutexvar_ps(kv__lane_row(), acc[i]);
 		_mm512_mask_storeu_ps(a->y + i * a->y_stride + at.o, at.keep, acc[i]);
+	}
 }
 
 typedef void (*kv_stream_fn)(const struct kern_gemm_args *a, struct kv_at at);
@@ -638,7 +690,10 @@ typedef void (*kv_stream_fn)(const struct kern_gemm_args *a, struct kv_at at);
 	static __attribute__((noinline)) void name(const struct kern_gemm_args *a,            \
 						   struct kv_at at)                           \
 	{                                                                                   \
-		kv__tile_s(a, at, T, kind, bs);                                             \
+		if (kind != 2 && at.pk && at.st) /* packed Q4_K/Q5_K tiles: 64-byte units */ \
+			kv__tile_s(a, at, T, kind, bs, 1);                                  \
+		else                                                                        \
+			kv__tile_s(a, at, T, kind, bs, 0);                                  \
 	}
 #define KV_STREAM_FNS(pre, kind, bs)                                                        \
 	KV_STREAM_FN(pre##1, 1, kind, bs)                                                   \
