@@ -74,6 +74,13 @@
 static_assert(KERN_ROW_ALIGN % 16 == 0, "chunks end on packed row groups");
 /* Below this many rows a chunk is not worth a task hand-off. */
 #define KERN_MIN_CHUNK_ROWS 16
+/* Prefill chunks (more than KERN_SMALL_BATCH tokens) have at least this
+ * many rows where every thread still gets a chunk: each call reads all
+ * the tokens' activations (2 MiB of bf16 tiles at 512 x 2048, from L3),
+ * and TinyLlama's k and v (256 rows) in 16-row chunks ran the AMX bf16
+ * GEMM at ~60% of its 64-row rate (one thread, 512 tokens, LEVELS.md
+ * amxg12 and amxg13). */
+#define KERN_MIN_CHUNK_ROWS_PREFILL 64
 /* Prefill: a join waits for the last chunk in flight while the other
  * threads idle, about half a chunk each time; at 4 chunks a thread that
  * was ~1/9 of a GEMM's time on 2 threads. At 16 it is ~1/33, and a chunk
@@ -444,6 +451,12 @@ static size_t kern__chunk_rows(tpool_t pool, size_t n_out, size_t n_tok)
 					       : KERN_CHUNKS_PER_THREAD));
 	if (chunk < KERN_MIN_CHUNK_ROWS)
 		chunk = KERN_MIN_CHUNK_ROWS;
+	if (n_tok > KERN_SMALL_BATCH && chunk < KERN_MIN_CHUNK_ROWS_PREFILL) {
+		const size_t each = (n_out + threads - 1) / threads;
+
+		chunk = each < KERN_MIN_CHUNK_ROWS_PREFILL ? (each > chunk ? each : chunk)
+							   : KERN_MIN_CHUNK_ROWS_PREFILL;
+	}
 	return (chunk + KERN_ROW_ALIGN - 1) / KERN_ROW_ALIGN * KERN_ROW_ALIGN;
 }
 
