@@ -377,8 +377,8 @@ static void kern__region_cb(void *data, size_t r)
  * left (down to one chunk) and each run multiplied in one call. Why runs:
  * a call reads every token's activations once per row block, and at 512
  * tokens they outgrow L2 (bf16 at K 2048: 2 MiB, at 5632: 5.6 MiB), so
- * chunk-sized calls (64 rows of q, o, down; 176 of gate, up; 16 of k, v
- * at two threads) fetched them from L3 again and again: amxg12 measured
+ * chunk-sized calls (64 rows of q, o, down, k, v; 176 of gate, up at
+ * two threads) fetched them from L3 again and again: amxg12 measured
  * the model's call sizes 13% slower than whole-matrix calls, one thread
  * (LEVELS.md). The last claims are single chunks, so a thread slowed by
  * a co-located process still leaves its region's tail to the others.

@@ -75,7 +75,11 @@
  * A loads with the streaming hint and a 32 KiB panel (KC 512) keep B in
  * L1: +7-12% (730 -> 800 GFLOP/s at 2048 x 2048). Dequantizing a B tile
  * costs ~60-110 ns against ~180 ns of its products, and still does not
- * overlap them.
+ * overlap them. amxg13: the tile peak on this VM measured ~2.25 TFLOP/s
+ * (~7.2 ns a TDPBF16PS), this block's loop ~1.9, A from L3 ~0.75; the
+ * last chunk's fold into y's strided rows cost ~22% (now the sums go to
+ * y after each row block, token by token); the panels and y's writes are
+ * the larger parts left.
  *
  * Thread safety: kern_amxbf_enable() runs once under kern_init()'s
  * pthread_once (via kern_amx_enable); the GEMMs are pure, each call
@@ -330,7 +334,7 @@ static void amxbf__fold(const struct amxbf_fold *f, size_t t0, size_t t1)
  * token's rows are one contiguous run of y. Why not the last chunk's fold
  * straight into y, as until amxg13: that wrote 32 token rows of 128
  * bytes n_out floats apart (8 KiB at 2048 rows: one L1 set) per block,
- * and took 25-30% of a 2048 x 2048 x 512 call (LEVELS.md, amxg13). */
+ * and took ~22% of a 2048 x 2048 x 512 call (LEVELS.md, amxg13). */
 static void amxbf__sums_to_y(const struct kern_gemm_args *a, const float *cb, size_t rbw,
 			     size_t rb, size_t re)
 {
