@@ -19,8 +19,8 @@
  * GEMM_Q_ROWS=R (q4_0 / q8_0, 2+ tokens, R and N_OUT multiples of 16,
  * where the AMX bf16 tiles are on): times the bf16 GEMM itself in calls of R rows, the way a pool of
  * two threads hands it a prefill's rows (kernels.c: about n_out / 32 rows
- * a chunk, e.g. 64 of 2048, 176 of 5632, 16 of TinyLlama's 256-row k and
- * v), one thread; the activation tiles are made once, outside the timing,
+ * a chunk, at least 64 in prefill while each thread gets one: e.g. 64 of
+ * 2048 and of TinyLlama's 256-row k and v, 176 of 5632), one thread; the activation tiles are made once, outside the timing,
  * as kern_matmul's quantizing tasks make them. A whole-matrix call reads
  * the activations from L3 once per 256 rows, a 64-row call once per 64
  * (LEVELS.md, amxg12).

@@ -74,6 +74,13 @@
 static_assert(KERN_ROW_ALIGN % 16 == 0, "chunks end on packed row groups");
 /* Below this many rows a chunk is not worth a task hand-off. */
 #define KERN_MIN_CHUNK_ROWS 16
+/* Prefill chunks (more than KERN_SMALL_BATCH tokens) have at least this
+ * many rows where every thread still gets a chunk: each call reads all
+ * the tokens' activations (2 MiB of bf16 tiles at 512 x 2048, from L3),
+ * and TinyLlama's k and v (256 rows) in 16-row chunks ran the AMX bf16
+ * GEMM at ~60% of its 64-row rate (one thread, 512 tokens, LEVELS.md
+ * amxg12 and amxg13). */
+#define KERN_MIN_CHUNK_ROWS_PREFILL 64
 /* Prefill: a join waits for the last chunk in flight while the other
  * threads idle, about half a chunk each time; at 4 chunks a thread that
  * was ~1/9 of a GEMM's time on 2 threads. At 16 it is ~1/33, and a chunk
@@ -371,8 +378,8 @@ static void kern__region_cb(void *data, size_t r)
  * left (down to one chunk) and each run multiplied in one call. Why runs:
  * a call reads every token's activations once per row block, and at 512
  * tokens they outgrow L2 (bf16 at K 2048: 2 MiB, at 5632: 5.6 MiB), so
- * chunk-sized calls (64 rows of q, o, down; 176 of gate, up; 16 of k, v
- * at two threads) fetched them from L3 again and again: amxg12 measured
+ * chunk-sized calls (64 rows of q, o, down, k, v; 176 of gate, up at
+ * two threads) fetched them from L3 again and again: amxg12 measured
  * the model's call sizes 13% slower than whole-matrix calls, one thread
  * (LEVELS.md). The last claims are single chunks, so a thread slowed by
  * a co-located process still leaves its region's tail to the others.
@@ -445,6 +452,12 @@ static size_t kern__chunk_rows(tpool_t pool, size_t n_out, size_t n_tok)
 					       : KERN_CHUNKS_PER_THREAD));
 	if (chunk < KERN_MIN_CHUNK_ROWS)
 		chunk = KERN_MIN_CHUNK_ROWS;
+	if (n_tok > KERN_SMALL_BATCH && chunk < KERN_MIN_CHUNK_ROWS_PREFILL) {
+		const size_t each = (n_out + threads - 1) / threads;
+
+		chunk = each < KERN_MIN_CHUNK_ROWS_PREFILL ? (each > chunk ? each : chunk)
+							   : KERN_MIN_CHUNK_ROWS_PREFILL;
+	}
 	return (chunk + KERN_ROW_ALIGN - 1) / KERN_ROW_ALIGN * KERN_ROW_ALIGN;
 }
 

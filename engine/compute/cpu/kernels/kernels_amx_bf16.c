@@ -46,7 +46,8 @@
  *     stored: the first chunk into the running sums (a call-local 32 x
  *     32 block per token group and row group of the row block; straight
  *     into y when K is one chunk), later chunks into a partial block that
- *     amxbf__fold adds (vector adds) to the sums, the last one to y.
+ *     amxbf__fold adds (vector adds) to the sums; after a row block's
+ *     last chunk its sums go to y token by token (amxbf__sums_to_y).
  *   between the tile steps of each block: the previous block's fold and
  *     a share of the next item's panel (a second buffer), so that the
  *     vector work is in the out-of-order window with tile work.
@@ -74,7 +75,11 @@
  * A loads with the streaming hint and a 32 KiB panel (KC 512) keep B in
  * L1: +7-12% (730 -> 800 GFLOP/s at 2048 x 2048). Dequantizing a B tile
  * costs ~60-110 ns against ~180 ns of its products, and still does not
- * overlap them.
+ * overlap them. amxg13: the tile peak on this VM measured ~2.25 TFLOP/s
+ * (~7.2 ns a TDPBF16PS), this block's loop ~1.9, A from L3 ~0.75; the
+ * last chunk's fold into y's strided rows cost ~22% (now the sums go to
+ * y after each row block, token by token); the panels and y's writes are
+ * the larger parts left.
  *
  * Thread safety: kern_amxbf_enable() runs once under kern_init()'s
  * pthread_once (via kern_amx_enable); the GEMMs are pure, each call
@@ -221,7 +226,8 @@ const char *kern_amxbf_describe(void)
  * tile is bit for bit the file layout's. Built in AMXBF_PIECES pieces of
  * two tile rows (piece q of 8), so the GEMM can spread a tile's vector
  * work between its tile steps. */
-static void amxbf__b_piece(uint32_t wt, const char *grp, size_t b, unsigned q, uint16_t *bt)
+static inline __attribute__((always_inline)) void
+amxbf__b_piece(uint32_t wt, const char *grp, size_t b, unsigned q, uint16_t *bt)
 {
 	const size_t bs = wt == DTYPE_Q8_0 ? sizeof(struct kern_block_q8_0)
 					   : sizeof(struct kern_block_q4_0);
@@ -323,6 +329,27 @@ static void amxbf__fold(const struct amxbf_fold *f, size_t t0, size_t t1)
 	}
 }
 
+/* A row block's finished sums (rows [rb, re), every token group's 32 x
+ * 32 blocks at cb, rbw rows a token group) into y, token by token: each
+ * token's rows are one contiguous run of y. Why not the last chunk's fold
+ * straight into y, as until amxg13: that wrote 32 token rows of 128
+ * bytes n_out floats apart (8 KiB at 2048 rows: one L1 set) per block,
+ * and took ~22% of a 2048 x 2048 x 512 call (LEVELS.md, amxg13). */
+static void amxbf__sums_to_y(const struct kern_gemm_args *a, const float *cb, size_t rbw,
+			     size_t rb, size_t re)
+{
+	for (size_t t = 0; t < a->n_tok; t++) {
+		const float *s = cb + (t / 32) * rbw * 32 + (t % 32) * 32;
+		float *d = a->y + t * a->y_stride + rb;
+
+		for (size_t o = 0; o < re - rb; o += 32, s += 1024) {
+			_mm512_storeu_ps(d + o, _mm512_load_ps(s));
+			if (o + 16 < re - rb)
+				_mm512_storeu_ps(d + o + 16, _mm512_load_ps(s + 16));
+		}
+	}
+}
+
 /* One (row block, K chunk, row group) of a call: the block's first row,
  * the chunk's first step and steps, the group's first row and height. */
 struct amxbf_item {
@@ -372,7 +399,8 @@ static void amxbf__panel(uint32_t wt, const struct kern_gemm_args *a, const stru
 {
 	const int packed = (wt & KERN_PACKED) != 0;
 
-	/* no divisions: this runs between tile steps, a few units a step */
+	/* no divisions: this runs between tile steps, a few units a step;
+	 * the piece inlined per type (its constants and branches out) */
 	for (size_t u = u0; u < u1; u++) {
 		const size_t p = packed ? u / AMXBF_PIECES : u, h = p >= it->n;
 		const size_t i = p - (h ? it->n : 0);
@@ -381,8 +409,10 @@ static void amxbf__panel(uint32_t wt, const struct kern_gemm_args *a, const stru
 
 		if (!packed)
 			kern_amxbf_b_tile(wt, w, a->w_stride, it->kc + i, d);
+		else if (wt == (DTYPE_Q4_0 | KERN_PACKED))
+			amxbf__b_piece(DTYPE_Q4_0, w, it->kc + i, u % AMXBF_PIECES, d);
 		else
-			amxbf__b_piece(wt & ~KERN_PACKED, w, it->kc + i, u % AMXBF_PIECES, d);
+			amxbf__b_piece(DTYPE_Q8_0, w, it->kc + i, u % AMXBF_PIECES, d);
 	}
 }
 
@@ -477,7 +507,8 @@ static void amxbf__gemm(uint32_t wt, kern_gemm_fn i8, const struct kern_gemm_arg
 	const size_t full = a->n_tok / 32 * 32, rows = (o1 - o0) / 16 * 16;
 	const size_t o_end = o0 + rows;
 	const size_t bt_bytes = 2 * AMXBF_KS * AMXBF_TILE * sizeof(uint16_t);
-	const size_t ct_bytes = full < mp ? (32 * rows * sizeof(float) + 63) & ~(size_t)63 : 0;
+	const size_t ct_bytes =
+		full < mp && ns <= ks ? (32 * rows * sizeof(float) + 63) & ~(size_t)63 : 0;
 	const size_t xb_bytes = a->xb ? 0 : mp * a->n_in * sizeof(uint16_t);
 	/* the running sums between K chunks: per token group a row block's
 	 * (rbw rows: the call's, up to AMXBF_RB) 32 x 32 blocks (4 KiB each, contiguous: y's rows are n_out floats
@@ -520,6 +551,9 @@ static void amxbf__gemm(uint32_t wt, kern_gemm_fn i8, const struct kern_gemm_arg
 						 (wt & KERN_PACKED ? AMXBF_PIECES : 1)
 				       : 0;
 		const uint16_t *b = bt[i & 1];
+		const size_t re = it.rb + AMXBF_RB < o_end ? it.rb + AMXBF_RB : o_end;
+		/* the row block's last item (several chunks): its sums go to y */
+		const int fin = ns > ks && it.kc + it.n == ns && (!more || nx.rb != it.rb);
 
 		for (size_t j = 0; j < ntg; j++) {
 			const size_t tg = 32 * j;
@@ -542,19 +576,23 @@ static void amxbf__gemm(uint32_t wt, kern_gemm_fn i8, const struct kern_gemm_arg
 				float *p = part + (nf & 1) * 1024;
 
 				amxbf__block(p, 32, it.two, x0, ns, b, it.n, &side);
-				fold[nf & 1] = (struct amxbf_fold){p, run, last ? out : run, 32,
-								   last ? os : 32, it.two};
+				fold[nf & 1] = (struct amxbf_fold){p, run, run, 32, 32, it.two};
 				nf++;
 			}
+		}
+		/* the row block's last item: its sums into y (the pending
+		 * fold first) */
+		if (fin) {
+			amxbf__fold(&fold[(nf - 1) & 1], 0, 32);
+			nf = 0;
+			amxbf__sums_to_y(a, cb, rbw, it.rb, re);
 		}
 		if (!more)
 			break;
 		it = nx;
 	}
 	_tile_release();
-	if (nf)
-		amxbf__fold(&fold[(nf - 1) & 1], 0, 32);
-	for (size_t t = full; t < a->n_tok; t++)
+	for (size_t t = full; ns <= ks && t < a->n_tok; t++)
 		memcpy(a->y + t * a->y_stride + o0, ct + (t - full) * rows, rows * sizeof(float));
 	free(m);
 	if (o_end < o1) /* rows past the last 16: every token, int8 */
