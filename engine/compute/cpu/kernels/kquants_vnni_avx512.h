@@ -1,0 +1,262 @@
+/*
+ * kquants_vnni_avx512.h - what the K-quant VNNI tiles (kquants_vnni_avx512.c)
+ * and their panel packing (kquants_vnni_pack_avx512.c) share: where a
+ * tile's 16 rows and super-blocks lie (struct kv_rows), the loads that
+ * transpose 16 bytes of the 16 rows into row lanes, the unpacking of a
+ * super-block's values, scales and d into those lanes (used at once by the
+ * streaming tiles, stored by the packing), and the panel (struct kv_panel)
+ * the packing fills for prefill. Private to those two files, included only
+ * by files built with the AVX-512 flags; pure functions but for the two
+ * packing functions declared at the end.
+ */
+#ifndef EMBER_KQUANTS_VNNI_AVX512_H
+#define EMBER_KQUANTS_VNNI_AVX512_H
+
+#include <string.h>
+
+#include "kernels.h"
+#include "kernels_impl.h"
+#include "qvnni_avx512.h"
+#include "quants.h"
+
+#define KV_TOK 8
+#define KV_KC 8 /* super-blocks per panel */
+
+/* A tile's 16 rows: row 4g + i at w + g * gst + i * rst, its super-block
+ * s `step` bytes after s - 1, byte k of a super-block km k bytes past its
+ * start (k a multiple of 16, 16 bytes read). File layout: rst = st, gst =
+ * 4 st, step = bs, km = 1; packed (kernels.h KERN_PACKED, groups of 4):
+ * rst = bs, gst = 4 st, step = 4 bs, km = 1, but Q4_K (16-byte units,
+ * kern_pack_groups16()): rst = 16, km = 4; rst = gst = 0: all the same row.
+ * Packed Q6_K (kern_avx512_pack_q6_k()) is re-ordered inside its 16-byte
+ * lanes (rst = 16, km = 4, kv__q6u_sb() reads it); r0: the row's place in
+ * its group when rst = 0 (the scales and d are not in its lanes). */
+struct kv_rows {
+	const char *w;
+	size_t rst, gst, step, km, r0;
+};
+
+/* Bytes `off` .. off + 15 of rows i, i + 4, i + 8, i + 12. */
+QV_INLINE __m512i kv__load4(struct kv_rows rp, size_t off, int i)
+{
+	const char *p = rp.w + off + i * rp.rst;
+	__m512i v = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)p));
+
+	v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(p + rp.gst)), 1);
+	v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(p + 2 * rp.gst)), 2);
+	return _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(p + 3 * rp.gst)), 3);
+}
+
+/* 16 bytes at `off` of the 16 rows, transposed: v[c] lane r = bytes
+ * off + 4c .. off + 4c + 3 of row r. */
+QV_INLINE void kv__rows16(struct kv_rows rp, size_t off, __m512i v[4])
+{
+	QV_UNROLL
+	for (int i = 0; i < 4; i++)
+		v[i] = kv__load4(rp, off, i);
+	qv__transpose4(v);
+}
+
+/* kv__rows16() for a packed tile (rp.rst = 16: each group's 4 rows side
+ * by side in 64 bytes, o a multiple of 4) when `pl`: four whole loads and
+ * the transpose, no inserts (12 of its 20 shuffle-port operations), but
+ * dword lane 4 i + g then holds row 4 g + i (kv__lane_row() undoes it).
+ * Every vector of a tile is read one way, so lanes never mix. */
+QV_INLINE void kv__rows16x(struct kv_rows rp, size_t off, __m512i v[4], int pl)
+{
+	if (!pl) {
+		kv__rows16(rp, off, v);
+		return;
+	}
+	QV_UNROLL
+	for (int g = 0; g < 4; g++)
+		v[g] = _mm512_loadu_si512(rp.w + off + g * rp.gst);
+	qv__transpose4(v);
+}
+
+/* Row r's lane under kv__rows16x() with pl (its own inverse): lane r of
+ * the permuted result. */
+QV_INLINE __m512i kv__lane_row(void)
+{
+	return _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+}
+
+/* The fp16 in the low (hi = 0) or high half of each dword lane, as float. */
+QV_INLINE __m512 kv__half(__m512i v, int hi)
+{
+	if (hi)
+		v = _mm512_srli_epi32(v, 16);
+	return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(v));
+}
+
+/* Bit `from` of each byte of v moved to bit 4 (other bits: anything). */
+QV_INLINE __m512i kv__bit_to4(__m512i v, int from)
+{
+	return from <= 4 ? _mm512_slli_epi16(v, 4 - from) : _mm512_srli_epi16(v, from - 4);
+}
+
+/* 32-blocks 2p (u) and 2p + 1 (v) of the 16 rows, values in row lanes:
+ * 32 bytes of each row at qs (byte offset of the super-block's qs), low
+ * nibbles block 2p, high nibbles block 2p + 1; Q5_K (`five`) ors in the
+ * fifth bit from qh (its 32 bytes transposed, kv__rows16). */
+QV_INLINE void kv__k4_pair(struct kv_rows rp, size_t qs, int p, const __m512i qh[8], int five,
+			   __m512i u[8], __m512i v[8], int pl)
+{
+	const __m512i m4 = _mm512_set1_epi8(0x0f);
+
+	kv__rows16x(rp, qs + 32 * p * rp.km, u, pl);
+	kv__rows16x(rp, qs + (16 + 32 * p) * rp.km, u + 4, pl);
+	QV_UNROLL
+	for (int c = 0; c < 8; c++) {
+		v[c] = _mm512_and_si512(_mm512_srli_epi16(u[c], 4), m4);
+		u[c] = _mm512_and_si512(u[c], m4);
+		if (five) { /* nibble | (bit 4 of the shifted qh) */
+			const __m512i b4 = _mm512_set1_epi8(0x10);
+			u[c] = _mm512_ternarylogic_epi32(u[c], kv__bit_to4(qh[c], 2 * p), b4, 0xF8);
+			v[c] = _mm512_ternarylogic_epi32(v[c], kv__bit_to4(qh[c], 2 * p + 1), b4,
+							 0xF8);
+		}
+	}
+}
+
+/* Element values of one Q6_K 32-block: low four bits from l (shifted
+ * down 4 if `lhi`), bits 4-5 from h, whose bits 6-7 are clear: one
+ * VPTERNLOGD, (l & 0x0f) | (h & ~0x0f). */
+QV_INLINE __m512i kv__q6(__m512i l, int lhi, __m512i h)
+{
+	if (lhi)
+		l = _mm512_srli_epi16(l, 4);
+	return _mm512_ternarylogic_epi32(l, h, _mm512_set1_epi8(0x0f), 0xE4);
+}
+
+/* Byte k (0..3) of each dword lane, unsigned. */
+QV_INLINE __m512i kv__byte_u(__m512i v, int k)
+{
+	return _mm512_and_si512(_mm512_srli_epi32(v, 8 * k), _mm512_set1_epi32(0xff));
+}
+
+/* Byte k (0..3) of each dword lane, signed. */
+QV_INLINE __m512i kv__byte_s(__m512i v, int k)
+{
+	return _mm512_srai_epi32(_mm512_slli_epi32(v, 24 - 8 * k), 24);
+}
+
+/* A panel: KV_KC super-blocks of a tile's 16 rows, in row lanes. */
+struct kv_panel {
+	__m512i w[KV_KC][8][8]; /* [super-block][32-block][c]: lane r = elements 4c.. of row r */
+	/* Q4_K/Q5_K: sc_j (0..7), m pairs m_2i | m_2i+1 << 16 (8..11), d (12)
+	 * and dmin (13) as float bits; Q6_K: sc_k (0..15), d (16) */
+	__m512i v[KV_KC][17];
+};
+
+/* Q4_K/Q5_K header of super-block `sb` (byte offset) of the 16 rows into
+ * v[0..13] (scales: quants.h kern_k4_scale_min()). */
+QV_INLINE void kv__k4_head(struct kv_rows rp, size_t sb, __m512i v[14], int pl)
+{
+	const __m512i m3f = _mm512_set1_epi32(0x3f3f3f3f), m0f = _mm512_set1_epi32(0x0f0f0f0f);
+	const __m512i m30 = _mm512_set1_epi32(0x30303030), lo16 = _mm512_set1_epi32(0xffff);
+	__m512i h[4];
+
+	/* d, dmin, then the 12 scale bytes in h[1..3] */
+	kv__rows16x(rp, sb, h, pl);
+	const __m512i sc0 = _mm512_and_si512(h[1], m3f);
+	const __m512i mn0 = _mm512_and_si512(h[2], m3f);
+	const __m512i sc1 = _mm512_or_si512(_mm512_and_si512(h[3], m0f),
+					    _mm512_and_si512(_mm512_srli_epi32(h[1], 2), m30));
+	const __m512i mn1 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(h[3], 4), m0f),
+					    _mm512_and_si512(_mm512_srli_epi32(h[2], 2), m30));
+	QV_UNROLL
+	for (int j = 0; j < 4; j++) {
+		v[j] = kv__byte_u(sc0, j);
+		v[j + 4] = kv__byte_u(sc1, j);
+	}
+	/* bytes m0 m1 m2 m3 -> words (m0, m1), (m2, m3) */
+	QV_UNROLL
+	for (int i = 0; i < 2; i++) {
+		const __m512i a = i ? mn1 : mn0;
+		const __m512i b = _mm512_and_si512(a, _mm512_set1_epi32(0x00ff00ff)); /* m0, m2 */
+		const __m512i c = _mm512_and_si512(_mm512_srli_epi32(a, 8),
+						   _mm512_set1_epi32(0x00ff00ff)); /* m1, m3 */
+		v[8 + 2 * i] = _mm512_or_si512(_mm512_and_si512(b, lo16), _mm512_slli_epi32(c, 16));
+		v[9 + 2 * i] = _mm512_or_si512(_mm512_srli_epi32(b, 16),
+					       _mm512_andnot_si512(lo16, c));
+	}
+	v[12] = _mm512_castps_si512(kv__half(h[0], 0));
+	v[13] = _mm512_castps_si512(kv__half(h[0], 1));
+}
+
+/* Packed Q6_K (kern_avx512_pack_q6_k(), rp.km = 4): super-block sb of
+ * the 16 rows as kern_avx512_kv_pack_q6() leaves it (w[b][c] lane r: elements 4c ..
+ * 4c + 3 of 32-block b of row r; v[k] scale k, v[16] d). Dword i of ql
+ * unit 4n + m holds elements 128n + 16i + 4m + e (low nibbles; high: +
+ * 64), so after the transpose each row lane's dword is one (b, c); the
+ * high bits as kquants_gemv_avx512.c's kp_q6u() takes them. */
+QV_INLINE void kv__q6u_sb(struct kv_rows rp, size_t sb, __m512i w[8][8], __m512i v[17])
+{
+	const __m512i m4 = _mm512_set1_epi8(0x0f), k33 = _mm512_set1_epi8(0x33);
+	const __m512i kcc = _mm512_set1_epi8((char)0xcc);
+	const char *g0 = rp.w - 16 * rp.r0 + sb; /* group of row 0 (rst = 0: the row's) */
+	__m256i dh;
+
+	QV_UNROLL
+	for (int n = 0; n < 2; n++) {
+		QV_UNROLL
+		for (int j = 0; j < 2; j++) {
+			__m512i h[4], la[4], lb[4];
+
+			kv__rows16(rp, sb + KERN_Q6P_QH(n, j), h);
+			kv__rows16(rp, sb + KERN_Q6P_QL(n, 2 * j), la);
+			kv__rows16(rp, sb + KERN_Q6P_QL(n, 2 * j + 1), lb);
+			QV_UNROLL
+			for (int i = 0; i < 4; i++) {
+				const __m512i hm = _mm512_and_si512(h[i], k33), hm2 = _mm512_and_si512(h[i], kcc);
+				const int b = 4 * n + i / 2, c = 4 * (i % 2) + 2 * j;
+
+				w[b][c] = _mm512_ternarylogic_epi32(la[i], _mm512_slli_epi16(hm, 4), m4, 0xE4);
+				w[b][c + 1] = _mm512_ternarylogic_epi32(lb[i], _mm512_slli_epi16(hm2, 2), m4, 0xE4);
+				w[b + 2][c] = _mm512_ternarylogic_epi32(_mm512_srli_epi16(la[i], 4), hm, m4, 0xE4);
+				w[b + 2][c + 1] = _mm512_ternarylogic_epi32(
+					_mm512_srli_epi16(lb[i], 4), _mm512_srli_epi16(hm2, 2), m4, 0xE4);
+			}
+		}
+	}
+	/* scales: 16 bytes per q, [row 0 .. row 3] x sub-blocks 4q .. 4q + 3 */
+	QV_UNROLL
+	for (int q = 0; q < 4; q++) {
+		__m512i sc;
+
+		if (rp.rst) {
+			const char *p = g0 + 768 + 16 * q;
+			sc = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)p));
+			sc = _mm512_inserti32x4(sc, _mm_loadu_si128((const __m128i *)(p + rp.gst)), 1);
+			sc = _mm512_inserti32x4(sc, _mm_loadu_si128((const __m128i *)(p + 2 * rp.gst)), 2);
+			sc = _mm512_inserti32x4(sc, _mm_loadu_si128((const __m128i *)(p + 3 * rp.gst)), 3);
+		} else {
+			int32_t d4;
+			memcpy(&d4, g0 + 768 + 16 * q + 4 * rp.r0, 4);
+			sc = _mm512_set1_epi32(d4);
+		}
+		QV_UNROLL
+		for (int i = 0; i < 4; i++)
+			v[4 * q + i] = kv__byte_s(sc, i);
+	}
+	/* d: the four groups' 8 bytes (rst = 0: the row's, 16 times) */
+	if (rp.rst) {
+		int64_t d8[4];
+		for (int g = 0; g < 4; g++)
+			memcpy(&d8[g], g0 + g * rp.gst + 832, 8);
+		dh = _mm256_setr_epi64x(d8[0], d8[1], d8[2], d8[3]);
+	} else {
+		int16_t d2;
+		memcpy(&d2, g0 + 832 + 2 * rp.r0, 2);
+		dh = _mm256_set1_epi16(d2);
+	}
+	v[16] = _mm512_castps_si512(_mm512_cvtph_ps(dh));
+}
+
+/* kquants_vnni_pack_avx512.c: super-blocks [s0, s0 + n) (n <= KV_KC) of
+ * the tile rp into the panel pn; Q4_K, or Q5_K when `five`, and Q6_K. */
+void kern_avx512_kv_pack_k4(struct kv_rows rp, size_t s0, size_t n, int five, struct kv_panel *pn);
+void kern_avx512_kv_pack_q6(struct kv_rows rp, size_t s0, size_t n, struct kv_panel *pn);
+
+#endif
