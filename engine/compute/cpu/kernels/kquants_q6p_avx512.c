@@ -253,7 +253,12 @@ Q6P_INLINE void q6p_rows(const struct kern_gemm_args *a, size_t o0, size_t o1, i
 	for (size_t b0 = o0; b0 < o1; b0 += 4 * gb) {
 		const size_t b1 = o1 - b0 > 4 * gb ? b0 + 4 * gb : o1;
 		const char *nx = (const char *)a->w + b1 * a->w_stride;
-		const size_t nxb = (o1 - b1 > 4 * gb ? 4 * gb : o1 - b1) / 4 * gbytes;
+		/* the call's last block prefetches the rows after o1: the
+		 * pool's next chunk of this thread's region (kernels.c), the
+		 * matrix's n_out rows being y_stride; a prefetch past the
+		 * matrix never faults, at worst it reads a block for nothing */
+		const size_t nend = b1 < o1 ? o1 : a->y_stride > o1 ? a->y_stride : o1;
+		const size_t nxb = (nend - b1 > 4 * gb ? 4 * gb : nend - b1) / 4 * gbytes;
 		const size_t slice = (nxb / (nw * (b1 - b0) / 4) + 63) & ~(size_t)63;
 		size_t k = 0;
 
