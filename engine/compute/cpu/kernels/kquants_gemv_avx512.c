@@ -443,8 +443,6 @@ KG_INLINE void kp_q6u(const struct kern_gemm_args *a, size_t o, size_t end, cons
 		const int32_t *bs = bias + 16 * (s - s0);
 		__m512i ch[4];
 
-		if (pf)
-			kg_prefetch(b + pfo, KP_Q6_SB);
 		if (pxa && s + 1 < s1) {
 			/* the next super-block's activations, back into L1 */
 			KG_UNROLL
@@ -459,6 +457,13 @@ KG_INLINE void kp_q6u(const struct kern_gemm_args *a, size_t o, size_t end, cons
 		for (int n = 0; n < 2; n++) {
 			KG_UNROLL
 			for (int j = 0; j < 2; j++) {
+				/* the same 192 bytes (the last step: + the scales
+				 * and d) of the super-block pfo ahead: one burst of
+				 * 14 lines a super-block waited for fill buffers
+				 * (LEVELS.md "Q6_K prefetch spread", q6k14) */
+				if (pf)
+					kg_prefetch(b + pfo + KERN_Q6P_QH(n, j),
+						    n == 1 && j == 1 ? KP_Q6_SB - KERN_Q6P_QH(1, 1) : 192);
 				const __m512i h = kz_load(b + KERN_Q6P_QH(n, j));
 				const __m512i hm = _mm512_and_si512(h, k33), hm2 = _mm512_and_si512(h, kcc);
 				__m512i qa = kz_load(b + KERN_Q6P_QL(n, 2 * j));

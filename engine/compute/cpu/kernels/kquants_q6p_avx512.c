@@ -118,10 +118,18 @@ Q6P_INLINE __m512i q6p_swap_idx(void)
 
 /* One group (rows o .. o + 3), T tokens, super-blocks s0 .. s1 - 1 of the
  * window the activations were arranged for (q6p_act()); the accumulators
- * from y when s0 > 0. */
+ * from y when s0 > 0. The pfn bytes at pf go into L2 meanwhile, a share
+ * before each (super-block, quad, half) step: the same slice as one burst
+ * before the group (~27 lines at 8 tokens, more than the core's fill
+ * buffers) stalled the group's first loads, 20% of q6p_rows8's samples at
+ * two threads (LEVELS.md "Q6_K prefetch spread", q6k14). */
 Q6P_INLINE void q6p_group(const struct kern_gemm_args *a, size_t o, int T, const int8_t *xa,
-			  const int32_t *bias, const float *xd, size_t s0, size_t s1)
+			  const int32_t *bias, const float *xd, size_t s0, size_t s1, const char *pf,
+			  size_t pfn)
 {
+	const size_t steps = (s1 - s0) * (size_t)((T + 3) / 4) * 2;
+	const size_t per = ((pfn + 63) / 64 + steps - 1) / steps * 64;
+	const char *const pfe = pf + pfn;
 	const char *g = (const char *)a->w + o * a->w_stride;
 	const __m512i m4 = _mm512_set1_epi8(0x0f), k33 = _mm512_set1_epi8(0x33);
 	const __m512i kcc = _mm512_set1_epi8((char)0xcc);
@@ -168,6 +176,9 @@ Q6P_INLINE void q6p_group(const struct kern_gemm_args *a, size_t o, int T, const
 				/* chain 2n: the low nibbles of ql units 4n .. 4n + 3;
 				 * 2n + 1: the high ones (kp_q6u()'s values) */
 				__m512i vl[4], vh[4];
+
+				for (size_t l = 0; l < per && pf < pfe; l += 64, pf += 64)
+					_mm_prefetch(pf, _MM_HINT_T1);
 
 				Q6P_UNROLL
 				for (int j = 0; j < 2; j++) {
@@ -267,9 +278,10 @@ Q6P_INLINE void q6p_rows(const struct kern_gemm_args *a, size_t o0, size_t o1, i
 
 			q6p_act(a, T, s0, s1, xa, bias, xd);
 			for (size_t o = b0; o < b1; o += 4, k++) {
-				for (size_t l = k * slice; l < (k + 1) * slice && l < nxb; l += 64)
-					_mm_prefetch(nx + l, _MM_HINT_T1);
-				q6p_group(a, o, T, xa, bias, xd, s0, s1);
+				const size_t l0 = k * slice < nxb ? k * slice : nxb;
+				const size_t l1 = (k + 1) * slice < nxb ? (k + 1) * slice : nxb;
+
+				q6p_group(a, o, T, xa, bias, xd, s0, s1, nx + l0, l1 - l0);
 			}
 		}
 	}
