@@ -228,7 +228,7 @@ static void kp_check_level(enum cpu_level level)
 		for (size_t oi = 0; oi < 4; oi++)
 			for (size_t ii = 0; ii < 2; ii++) {
 				const size_t n_out = n_outs[oi], n_in = n_ins[ii];
-				if (n_out % g != 0) /* avx2 Q4_K: groups of 8 */
+				if (n_out % g != 0) /* avx2 Q4_K/Q6_K: groups of 8 */
 					continue;
 				const size_t st = dtype_row_size(t, n_in), nb = n_in / dtype_block(t);
 				const size_t nsb = n_in / KERN_QKK, T = 17;

@@ -162,8 +162,8 @@ START_TEST(packed_rows_give_the_file_layout_logits)
 	float *file = malloc(sizeof(float) * n), *pk = malloc(sizeof(float) * n);
 
 	kb_run(&m, file);
-	/* the layers' matrices the level packs (the avx2 level: Q4_K, not
-	 * Q5_K / Q6_K; avx512: all three), none or some */
+	/* the layers' matrices the level packs (the avx2 level: Q4_K and
+	 * Q6_K, not Q5_K; avx512: all three), none or some */
 	int packable = 0;
 	for (size_t l = 0; l < m.hp.n_layer; l++)
 		for (size_t w = 0; w < ARCH_T_COUNT; w++) {

@@ -8,7 +8,9 @@
  * past them and past their 64-token blocks), K across its 16-block
  * packing steps, row ranges cut on group multiples; the packer against
  * the layout written out here, and its round trip; the table wiring;
- * a batch of k = 2 .. 16 tokens equal to its k single steps.
+ * a batch of k = 2 .. 16 tokens equal to its k single steps. Q6_K
+ * packed in 8-row groups with rows in lanes (kquants_pack_avx2.c): its
+ * layout and round trip, and its GEMV and batches at the extremes.
  * Skipped with a message where the CPU lacks AVX2.
  */
 #include <check.h>
@@ -267,12 +269,154 @@ START_TEST(avx2_packer_writes_the_layout_and_round_trips)
 	}
 }
 END_TEST
+
+/* Packed Q6_K's contract (kquants_gemv_avx2.c kl_unpack_pk6()), written
+ * from the file's 6-bit values independently of the packer: super-block
+ * s of group g (rows 8 g + r) at g 8 row + s 8 210; element 4c + e of
+ * 32-block 4n + v (v < 3) of row r in the low 6 bits of byte
+ * 32 (24 n + 3 c + v) + 4 r + e, bits 2v, 2v + 1 of 32-block 4n + 3's
+ * on top of it; row r's scales 4i .. 4i + 3 at 1536 + 32 i + 4 r; its d
+ * at 1664 + 2 r. */
+static uint8_t q2_q6_value(const uint8_t *b, size_t i) /* quants.h's Q6_K */
+{
+	const size_t n = i / 128, k = i % 128 / 32, l = i % 32;
+	const uint8_t ql = b[64 * n + 32 * (k % 2) + l], qh = b[128 + 32 * n + l];
+
+	return (uint8_t)((k < 2 ? ql & 15 : ql >> 4) | ((qh >> (2 * k)) & 3) << 4);
+}
+
+static void q2_q6_pack(const uint8_t *w, uint8_t *p, size_t n_out, size_t nsb)
+{
+	const size_t bs = sizeof(struct kern_block_q6_k), row = nsb * bs;
+
+	memset(p, 0, n_out * row);
+	for (size_t o = 0; o < n_out; o++)
+		for (size_t s = 0; s < nsb; s++) {
+			const uint8_t *f = w + o * row + s * bs;
+			uint8_t *blk = p + o / 8 * 8 * row + s * 8 * bs;
+			const size_t r = o % 8;
+			for (size_t i = 0; i < 256; i++) {
+				const size_t j = i / 32, n = j / 4, k = j % 4, c = i % 32 / 4;
+				const uint8_t q = q2_q6_value(f, i);
+				if (k < 3) {
+					blk[32 * (24 * n + 3 * c + k) + 4 * r + i % 4] |= q;
+					continue;
+				}
+				for (size_t v = 0; v < 3; v++)
+					blk[32 * (24 * n + 3 * c + v) + 4 * r + i % 4] |=
+						(uint8_t)(((q >> (2 * v)) & 3) << 6);
+			}
+			for (size_t i = 0; i < 4; i++)
+				memcpy(blk + 1536 + 32 * i + 4 * r, f + 192 + 4 * i, 4);
+			memcpy(blk + 1664 + 2 * r, f + 208, 2);
+		}
+}
+
+/* The avx2 Q6_K packer writes the layout above and unpacks to the file
+ * bytes (random bytes: every 6-bit value, scale and d pattern). */
+START_TEST(avx2_q6_k_packer_writes_the_layout_and_round_trips)
+{
+	if (q2_skip())
+		return;
+
+	const struct kern_ops *ops = kern_ops_for(CPU_LEVEL_AVX2);
+	const size_t n_out = 24, nsb = 3, bs = sizeof(struct kern_block_q6_k), row = nsb * bs;
+	uint8_t *w = test_alloc64(row * n_out), *c = test_alloc64(row * n_out);
+	uint8_t *q = test_alloc64(row * n_out), *tmp = test_alloc64(8 * row);
+	for (size_t i = 0; i < row * n_out; i++)
+		w[i] = (uint8_t)test_rand(&q2_rng);
+	memcpy(c, w, row * n_out);
+	q2_q6_pack(c, q, n_out, nsb);
+	ck_assert_uint_eq(ops->pack_rows[DTYPE_Q6_K], 8);
+	ops->pack_fn[DTYPE_Q6_K](w, n_out, nsb, bs, 8, 0, tmp);
+	ck_assert_msg(memcmp(w, q, row * n_out) == 0, "Q6_K: layout");
+	ops->pack_fn[DTYPE_Q6_K](w, n_out, nsb, bs, 8, 1, tmp);
+	ck_assert_msg(memcmp(w, c, row * n_out) == 0, "Q6_K: round trip");
+	free(w);
+	free(c);
+	free(q);
+	free(tmp);
+}
+END_TEST
+
+/* Packed Q6_K at the extremes (every 6-bit value 63 or 0, scales 127 /
+ * -128, activations at +-127 after quantizing, so the int16 pair sums
+ * reach 2 x 63 x 127 and the -32 offset its largest) and on random
+ * blocks: the packed GEMV equals the file-layout GEMV bit for bit, and a
+ * batch of 8 copies of the token (the small-batch step, file layout and
+ * packed) gives that result in every column. */
+START_TEST(avx2_q6_k_packed_extremes_and_copies_equal_the_gemv)
+{
+	if (q2_skip())
+		return;
+
+	const struct kern_ops *ops = kern_ops_for(CPU_LEVEL_AVX2);
+	const size_t n_out = 24, n_in = 512, nsb = n_in / KERN_QKK, T = 8;
+	const size_t bs = sizeof(struct kern_block_q6_k), row = nsb * bs;
+	uint8_t *w = test_alloc64(row * n_out), *wp = test_alloc64(row * n_out);
+	uint8_t *tmp = test_alloc64(8 * row);
+	float *x = test_alloc64(sizeof(float) * n_in), *y1 = test_alloc64(sizeof(float) * n_out);
+	float *y0 = test_alloc64(sizeof(float) * n_out);
+	float *yb = test_alloc64(sizeof(float) * n_out * T);
+	struct kern_block_q8_k *xk = test_alloc64(sizeof(*xk) * nsb * T);
+	for (int e = 0; e < 5; e++) {
+		const uint8_t qb = e < 2 ? 0xff : 0x00; /* q 63 or 0 */
+		for (size_t b = 0; b < n_out * nsb; b++) {
+			uint8_t *blk = w + b * bs;
+			if (e == 4) {
+				for (size_t i = 0; i < bs; i++)
+					blk[i] = (uint8_t)test_rand(&q2_rng);
+			} else {
+				memset(blk, qb, 192);
+				for (size_t i = 0; i < 16; i++) /* 127, -128 by turns (e odd) */
+					blk[192 + i] = (uint8_t)(e % 2 && i % 2 ? 0x80 : 0x7f);
+			}
+			const uint16_t h = kern_fp32_to_fp16((float)(b % 7 + 1) * 1e-3f);
+			memcpy(blk + 208, &h, 2);
+		}
+		for (size_t i = 0; i < n_in; i++) /* +-amax: every quantized byte +-127 */
+			x[i] = e == 4 ? (float)((int)(test_rand(&q2_rng) % 2001) - 1000) / 300.0f
+			       : (e == 1 ? (i % 3 ? -2.5f : 2.5f) : (e == 2 ? -2.5f : 2.5f));
+		for (size_t t = 0; t < T; t++)
+			ops->quantize_act_q8k(x, xk + t * nsb, n_in);
+		memcpy(wp, w, row * n_out);
+		ops->pack_fn[DTYPE_Q6_K](wp, n_out, nsb, bs, 8, 0, tmp);
+		struct kern_gemm_args a = {.w = w, .w_stride = row, .n_in = n_in, .x = x,
+					   .x_stride = n_in * 4, .n_tok = 1, .y = y0,
+					   .y_stride = n_out, .xk = xk};
+		ops->gemv[DTYPE_Q6_K](&a, 0, n_out);
+		a.w = wp;
+		a.y = y1;
+		ops->pgemv[DTYPE_Q6_K](&a, 0, n_out);
+		ck_assert_msg(memcmp(y0, y1, sizeof(float) * n_out) == 0, "case %d: packed GEMV", e);
+		for (int pk = 0; pk < 2; pk++) {
+			a.w = pk ? wp : w;
+			a.n_tok = T;
+			a.y = yb;
+			memset(yb, 0x5a, sizeof(float) * n_out * T);
+			(pk ? ops->pgemm : ops->gemm)[DTYPE_Q6_K](&a, 0, n_out);
+			for (size_t t = 0; t < T; t++)
+				ck_assert_msg(memcmp(y0, yb + t * n_out, sizeof(float) * n_out) == 0,
+					      "case %d: %s batch, token %zu", e, pk ? "packed" : "file",
+					      t);
+		}
+	}
+	free(w);
+	free(wp);
+	free(tmp);
+	free(x);
+	free(y0);
+	free(y1);
+	free(yb);
+	free(xk);
+}
+END_TEST
 #endif
 
-/* A process capped at avx2 packs Q4_0 / Q8_0 (16-row groups) and Q4_K
- * (8-row groups, rows in lanes) with the avx2 level's own packers and
+/* A process capped at avx2 packs Q4_0 / Q8_0 (16-row groups) and Q4_K,
+ * Q6_K (8-row groups, rows in lanes) with the avx2 level's own packers and
  * kernels; avx512 (and amx) keep theirs. */
-START_TEST(avx2_packs_q4_0_q8_0_q4_k_with_its_own_kernels)
+START_TEST(avx2_packs_q4_0_q8_0_q4_k_q6_k_with_its_own_kernels)
 {
 #if defined(__x86_64__)
 	struct cpu_features f;
@@ -282,11 +426,12 @@ START_TEST(avx2_packs_q4_0_q8_0_q4_k_with_its_own_kernels)
 	memset(&f, 0xff, sizeof(f));
 	ck_assert_int_eq(kern_resolve(&f, CPU_LEVEL_AVX2, &ops, &org), CPU_LEVEL_AVX2);
 	for (uint32_t t = 0; t < DTYPE_COUNT; t++) {
-		if (t == DTYPE_Q4_K) {
+		if (t == DTYPE_Q4_K || t == DTYPE_Q6_K) {
+			const int six = t == DTYPE_Q6_K;
 			ck_assert_uint_eq(ops.pack_rows[t], 8);
-			ck_assert(ops.pgemm[t] == kern_avx2_pgemm_q4_k);
-			ck_assert(ops.pgemv[t] == kern_avx2_pgemm_q4_k);
-			ck_assert(ops.pack_fn[t] == kern_avx2_pack_q4_k);
+			ck_assert(ops.pgemm[t] == (six ? kern_avx2_pgemm_q6_k : kern_avx2_pgemm_q4_k));
+			ck_assert(ops.pgemv[t] == (six ? kern_avx2_pgemm_q6_k : kern_avx2_pgemm_q4_k));
+			ck_assert(ops.pack_fn[t] == (six ? kern_avx2_pack_q6_k : kern_avx2_pack_q4_k));
 			ck_assert_int_eq(org.gemm[t], CPU_LEVEL_AVX2);
 			continue;
 		}
@@ -306,6 +451,8 @@ START_TEST(avx2_packs_q4_0_q8_0_q4_k_with_its_own_kernels)
 	ck_assert(ops.pgemv[DTYPE_Q4_0] == kern_avx512_pgemv_q4_0);
 	ck_assert(ops.pgemm[DTYPE_Q4_K] != kern_avx2_pgemm_q4_k);
 	ck_assert(ops.pack_fn[DTYPE_Q4_K] != kern_avx2_pack_q4_k);
+	ck_assert(ops.pack_fn[DTYPE_Q6_K] != kern_avx2_pack_q6_k);
+	ck_assert(ops.pgemm[DTYPE_Q6_K] != kern_avx2_pgemm_q6_k);
 #endif
 }
 END_TEST
@@ -320,8 +467,10 @@ Suite *suite_qpacked_avx2(void)
 	tcase_add_test(tc, avx2_packed_products_equal_the_file_layout_bit_for_bit);
 	tcase_add_test(tc, avx2_packed_batch_of_k_equals_k_single_steps);
 	tcase_add_test(tc, avx2_packer_writes_the_layout_and_round_trips);
+	tcase_add_test(tc, avx2_q6_k_packer_writes_the_layout_and_round_trips);
+	tcase_add_test(tc, avx2_q6_k_packed_extremes_and_copies_equal_the_gemv);
 #endif
-	tcase_add_test(tc, avx2_packs_q4_0_q8_0_q4_k_with_its_own_kernels);
+	tcase_add_test(tc, avx2_packs_q4_0_q8_0_q4_k_q6_k_with_its_own_kernels);
 	suite_add_tcase(s, tc);
 	return s;
 }

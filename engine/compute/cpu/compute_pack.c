@@ -6,7 +6,7 @@
  * Which matrices: of those forward.c reads only as matrix products (the
  * layers' q, k, v, qkv, attention output, gate, up, down, and the output
  * head), the ones the chosen kernel level runs packed (kern_pack_type():
- * K-quants at avx512, n_out a multiple of 4; Q4_K at avx2, of 8); never token_embd's bytes
+ * K-quants at avx512, n_out a multiple of 4; Q4_K/Q6_K at avx2, of 8); never token_embd's bytes
  * (the tied output's too: get_rows dequantizes single rows in file order). Only where the weights
  * are the model's private copy of the file (gguf_open_weights(), made
  * writable for the pack and read-only again): a file mapping is shared

@@ -438,14 +438,14 @@ const struct kern_ops kern_ops_avx2 = {
 		},
 	/* packed rows (kernels.h KERN_PACKED; LEVELS.md "avx2: tiled Q8_0 and
 	 * Q4_0 rows"): 16-row groups tiled at load, bit for bit the above;
-	 * Q4_K 8-row groups with rows in lanes (LEVELS.md, thirteenth
-	 * session) */
+	 * Q4_K (thirteenth session) and Q6_K (fourteenth) 8-row groups with
+	 * rows in lanes (LEVELS.md) */
 	.pgemm = {[DTYPE_Q8_0] = kern_avx2_pgemm_q8_0, [DTYPE_Q4_0] = kern_avx2_pgemm_q4_0,
-		  [DTYPE_Q4_K] = kern_avx2_pgemm_q4_k},
+		  [DTYPE_Q4_K] = kern_avx2_pgemm_q4_k, [DTYPE_Q6_K] = kern_avx2_pgemm_q6_k},
 	.pgemv = {[DTYPE_Q8_0] = kern_avx2_pgemv_q8_0, [DTYPE_Q4_0] = kern_avx2_pgemv_q4_0,
-		  [DTYPE_Q4_K] = kern_avx2_pgemm_q4_k},
-	.pack_rows = {[DTYPE_Q8_0] = 16, [DTYPE_Q4_0] = 16, [DTYPE_Q4_K] = 8},
+		  [DTYPE_Q4_K] = kern_avx2_pgemm_q4_k, [DTYPE_Q6_K] = kern_avx2_pgemm_q6_k},
+	.pack_rows = {[DTYPE_Q8_0] = 16, [DTYPE_Q4_0] = 16, [DTYPE_Q4_K] = 8, [DTYPE_Q6_K] = 8},
 	.pack_fn = {[DTYPE_Q8_0] = kern_avx2_pack_q8_0, [DTYPE_Q4_0] = kern_avx2_pack_q4_0,
-		    [DTYPE_Q4_K] = kern_avx2_pack_q4_k},
+		    [DTYPE_Q4_K] = kern_avx2_pack_q4_k, [DTYPE_Q6_K] = kern_avx2_pack_q6_k},
 };
 #endif

@@ -5,8 +5,9 @@
  * the GEMV (kern_avx2_gemm_q8k_*; without Q8_K activations the 32-block
  * gemm of kquants_simd.h); and Q4_K/Q5_K/Q6_K's batches (below: four
  * rows a step, and Q4_K/Q6_K eight rows a step in vector lanes); and
- * Q4_K packed at load with rows in lanes (kern_avx2_pgemm_q4_k: batches
- * and one token).
+ * Q4_K and Q6_K packed at load with rows in lanes (kern_avx2_pgemm_q4_k,
+ * kern_avx2_pgemm_q6_k: batches and one token; the packers are in
+ * kquants_pack_avx2.c).
  */
 #if defined(__x86_64__)
 #include <assert.h>
@@ -397,6 +398,65 @@ KG_INLINE void kl_unpack_pk(const char *blk, struct kl_rows *u)
 	}
 }
 
+/*
+ * Q6_K packed at load (pack_rows 8, kern_avx2_pack_q6_k() in
+ * kquants_pack_avx2.c): each super-block of a group of 8 rows, 8 x 210
+ * bytes, holds
+ *   48 vectors at 32 (24n + 3c + v) (half n, c 0..7, v 0..2): lane r's 4
+ *      bytes are elements 4c..4c+3 of 32-block 4n + v of row r (6 bits),
+ *      with bits 2v, 2v + 1 of the same elements of 32-block 4n + 3 on
+ *      top (bits 6, 7);
+ *   4 vectors at 1536 + 32i: lane r = row r's scales 4i .. 4i + 3;
+ *   the 8 rows' d at 1664 (fp16).
+ * Read straight into kl_rows: one VPAND per 32-block vector, 8 operations
+ * for the fourth (its 6 bits from the other three's tops), 2 per scale
+ * pair and 1 per scale vector, the d by one VCVTPH2PS: ~210 operations a
+ * super-block against ~500 for eight rows' unpacks, their transposes and
+ * the scales' (LEVELS.md, sb14).
+ */
+KG_INLINE __m256i kl_hi16(int a, int b) /* bytes a, b of each dword to int16 tops */
+{
+	const char z = (char)0x80, A = (char)a, B = (char)b;
+
+	return _mm256_setr_epi8(z, A, z, B, z, A + 4, z, B + 4, z, A + 8, z, B + 8, z, A + 12, z,
+				B + 12, z, A, z, B, z, A + 4, z, B + 4, z, A + 8, z, B + 8, z,
+				A + 12, z, B + 12);
+}
+
+KG_INLINE void kl_unpack_pk6(const char *blk, struct kl_rows *u)
+{
+	const __m256i m6 = _mm256_set1_epi8(0x3f), m03 = _mm256_set1_epi8(0x03);
+	const __m256i m0c = _mm256_set1_epi8(0x0c), m30 = _mm256_set1_epi8(0x30);
+
+	u->d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(blk + 1664)));
+	KG_UNROLL
+	for (int i = 0; i < 4; i++) { /* int8 scales to int16 by the top byte */
+		const __m256i s = kg_load(blk + 1536 + 32 * i);
+		u->mp[2 * i] = _mm256_srai_epi16(_mm256_shuffle_epi8(s, kl_hi16(0, 1)), 8);
+		u->mp[2 * i + 1] = _mm256_srai_epi16(_mm256_shuffle_epi8(s, kl_hi16(2, 3)), 8);
+	}
+	KG_UNROLL
+	for (int i = 0; i < 8; i++) { /* constant selectors (-O2 kept a loop over k) */
+		u->sc[2 * i] = kl_dup16(u->mp[i], 0);
+		u->sc[2 * i + 1] = kl_dup16(u->mp[i], 1);
+	}
+	KG_UNROLL
+	for (int n = 0; n < 2; n++) {
+		KG_UNROLL
+		for (int c = 0; c < 8; c++) {
+			const char *p = blk + 32 * (24 * n + 3 * c);
+			const __m256i w0 = kg_load(p), w1 = kg_load(p + 32), w2 = kg_load(p + 64);
+			u->w[4 * n][c] = _mm256_and_si256(w0, m6);
+			u->w[4 * n + 1][c] = _mm256_and_si256(w1, m6);
+			u->w[4 * n + 2][c] = _mm256_and_si256(w2, m6);
+			u->w[4 * n + 3][c] = _mm256_or_si256(
+				_mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(w0, 6), m03),
+						_mm256_and_si256(_mm256_srli_epi16(w1, 4), m0c)),
+				_mm256_and_si256(_mm256_srli_epi16(w2, 2), m30));
+		}
+	}
+}
+
 /* An empty asm that "changes" v: keeps GCC from turning a chain of adds
  * into a tree that holds every term live (and spills). */
 #define KL_CHAIN(v) __asm__("" : "+x"(v))
@@ -517,7 +577,7 @@ KG_INLINE void kl_tokens(const struct kl_rows *u, const struct kern_block_q8_k *
 }
 
 /* Rows o .. o + 7 x the call's tokens (at most KB_MAX); bp: kl_sums()'s
- * (Q4_K; may be NULL); pk: Q4_K packed (kl_unpack_pk()). */
+ * (Q4_K; may be NULL); pk: packed (kl_unpack_pk(), kl_unpack_pk6()). */
 KG_INLINE void kl_rows_step(const struct kern_gemm_args *a, size_t o, int six, int pk,
 			    size_t end, const int32_t *bp)
 {
@@ -539,7 +599,10 @@ KG_INLINE void kl_rows_step(const struct kern_gemm_args *a, size_t o, int six, i
 		if (pk) { /* the same super-block of the group KG_AHEAD rows on */
 			if (pf)
 				kg_prefetch(g + KG_AHEAD * st + 8 * sb, 8 * bs);
-			kl_unpack_pk(g + 8 * sb, &u);
+			if (six)
+				kl_unpack_pk6(g + 8 * sb, &u);
+			else
+				kl_unpack_pk(g + 8 * sb, &u);
 		} else {
 			if (pf) {
 				KG_UNROLL
@@ -591,6 +654,13 @@ static __attribute__((noinline)) void kl_q4kp(const struct kern_gemm_args *a, si
 					      const int32_t *bp)
 {
 	kl_rows_step(a, o, 0, 1, end, bp);
+}
+
+static __attribute__((noinline)) void kl_q6kp(const struct kern_gemm_args *a, size_t o, size_t end,
+					      const int32_t *bp)
+{
+	(void)bp;
+	kl_rows_step(a, o, 1, 1, end, NULL);
 }
 
 typedef void (*kl_step_fn)(const struct kern_gemm_args *a, size_t o, size_t end,
@@ -660,29 +730,6 @@ void kern_avx2_pgemm_q4_k(const struct kern_gemm_args *a, size_t o0, size_t o1)
 	kb_gemm(kb_q4k, kl_q4kp, kern_avx2_gemv_q4_k, kern_ref_gemm_q4_k, a, o0, o1);
 }
 
-/* kern_pack_fn of packed Q4_K (pack_rows 8): per super-block of each
- * group, dword k of row r to dword 8k + r (unpack: back), through tmp. */
-void kern_avx2_pack_q4_k(void *w, size_t n_out, size_t nb, size_t bs, size_t g, int unpack,
-			 void *tmp)
-{
-	const size_t row = nb * bs, nd = bs / 4;
-
-	assert(g == 8 && n_out % 8 == 0 && bs == sizeof(struct kern_block_q4_k));
-	for (size_t o = 0; o < n_out; o += 8) {
-		char *grp = (char *)w + o * row;
-		memcpy(tmp, grp, 8 * row);
-		for (size_t b = 0; b < nb; b++)
-			for (size_t r = 0; r < 8; r++)
-				for (size_t k = 0; k < nd; k++) {
-					char *f = grp + r * row + b * bs + 4 * k;
-					char *p = grp + b * 8 * bs + 4 * (8 * k + r);
-					const char *src = (const char *)tmp + (unpack ? p - grp : f - grp);
-					memcpy(unpack ? f : p, src, 4);
-				}
-	}
-	(void)g;
-}
-
 void kern_avx2_gemm_q5_k(const struct kern_gemm_args *a, size_t o0, size_t o1)
 {
 	kb_gemm(kb_q5k, NULL, kern_avx2_gemv_q5_k, kern_ref_gemm_q5_k, a, o0, o1);
@@ -691,6 +738,14 @@ void kern_avx2_gemm_q5_k(const struct kern_gemm_args *a, size_t o0, size_t o1)
 void kern_avx2_gemm_q6_k(const struct kern_gemm_args *a, size_t o0, size_t o1)
 {
 	kb_gemm(kb_q6k, kl_q6k, kern_avx2_gemv_q6_k, kern_ref_gemm_q6_k, a, o0, o1);
+}
+
+/* Packed Q6_K (kl_unpack_pk6()), as kern_avx2_pgemm_q4_k(): rows [o0, o1)
+ * in whole groups of 8, any token count (one: the GEMV's bits). */
+void kern_avx2_pgemm_q6_k(const struct kern_gemm_args *a, size_t o0, size_t o1)
+{
+	assert(a->xk != NULL && o0 % 8 == 0 && o1 % 8 == 0);
+	kb_gemm(kb_q6k, kl_q6kp, kern_avx2_gemv_q6_k, kern_ref_gemm_q6_k, a, o0, o1);
 }
 
 #endif

@@ -228,6 +228,11 @@ void kern_avx2_gemm_q6_k(const struct kern_gemm_args *a, size_t o0, size_t o1);
 void kern_avx2_pgemm_q4_k(const struct kern_gemm_args *a, size_t o0, size_t o1);
 void kern_avx2_pack_q4_k(void *w, size_t n_out, size_t nb, size_t bs, size_t g, int unpack,
 			 void *tmp);
+/* Q6_K the same way (kl_unpack_pk6()'s layout; the packers are in
+ * kquants_pack_avx2.c). */
+void kern_avx2_pgemm_q6_k(const struct kern_gemm_args *a, size_t o0, size_t o1);
+void kern_avx2_pack_q6_k(void *w, size_t n_out, size_t nb, size_t bs, size_t g, int unpack,
+			 void *tmp);
 /* kquants_vnni_avx512.c: 16 rows x 8 tokens VNNI tiles, decode and prefill. */
 void kern_avx512_vnni_gemm_q4_k(const struct kern_gemm_args *a, size_t o0, size_t o1);
 void kern_avx512_vnni_gemm_q5_k(const struct kern_gemm_args *a, size_t o0, size_t o1);
