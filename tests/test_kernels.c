@@ -683,11 +683,11 @@ static void kt_pre_rows(void *ctx, size_t t0, size_t t1)
 static void kt_row_work_check(tpool_t pool);
 
 /* kern_matmul_n_pre() equals its row work followed by kern_matmul_n(),
- * bit for bit, on every type, 1, 2 and 4 threads, groups of 1 and 4 rows,
- * batch sizes around the groups; and runs the work once per row. One
- * token on 2+ threads runs the work (and the quantization) inside the
- * region job, by whichever thread comes first (kern__region_prologue):
- * its outputs also equal a run without a pool. */
+ * bit for bit, on every type, 1, 2 and 4 threads (4: more regions than
+ * the host's two CPUs), groups of 1 and 4 rows, batch sizes around the
+ * groups; and runs the work once per row. One token's outputs also
+ * equal a run without a pool (a decode step's rows never depend on the
+ * thread that streams them). */
 START_TEST(matmul_with_row_work_equals_work_then_matmul)
 {
 	const int no_threads = test_no_threads("kernels: matmul_with_row_work");

@@ -45,10 +45,7 @@
  * Decode and small batches (<= 16 tokens) cut the chunks into one
  * contiguous region per thread (about equal rows: kern__cut_regions),
  * each streamed in order by its thread,
- * the last chunks balanced by stealing (kern__region_cb). One token's
- * prologue (the deferred norm or SiLU, then the quantization) runs
- * inside its region job, the other threads prefetching their first
- * rows meanwhile (kern__region_prologue).
+ * the last chunks balanced by stealing (kern__region_cb).
  *
  * Packed rows (kernels.h KERN_PACKED): a packed type id runs the level's
  * pgemv/pgemm on the same chunks (whole groups: KERN_ROW_ALIGN is a
@@ -256,13 +253,6 @@ struct kern__job {
 	void *pre_ctx;
 	size_t pre_rows;
 	struct kern_act_lazy lazy; /* args' lazy, where the bf16 tokens' int8 waits */
-	/* One-token streaming jobs: the prologue (pre and/or the activation's
-	 * quantization, one task) run by the region job's first thread, the
-	 * others prefetching their regions' first rows meanwhile
-	 * (kern__region_prologue); NULL: run before the job. pro_state: 0
-	 * not started, 1 running, 2 done. */
-	tpool_fn_1d pro;
-	atomic_int pro_state;
 };
 
 static void kern__quantize_cb(void *data, size_t t)
@@ -355,55 +345,6 @@ static void kern__rows_cb(void *data, size_t i)
 	kern__run_chunks(data, i, i + 1);
 }
 
-/* Most bytes of its region a thread prefetches while another runs the
- * prologue: the prologue of a one-token product (a 2048-wide norm and
- * its quantization, or the SiLU of 5632 and its quantization) is ~7 us,
- * in which one core streams ~100 KB; far below L2 (2 MiB). */
-#define KERN_PRO_PREFETCH_BYTES (128u << 10)
-
-/* Item r's start in a job with a prologue (job->pro): the first thread
- * here runs it; any other prefetches region r's first rows into its L2
- * until it is done, rather than spinning with the memory idle. Before,
- * the caller ran it as a one-task job before publishing the product, so
- * ~2% of a two-thread decode step streamed nothing (Emerald Rapids,
- * LEVELS.md dec14: prologues 7.3 us for q|k|v, 6.7 gate|up, 7.2 down,
- * 1.8 o, 1.3 output, of 23 ms a token). The gain, at most about half
- * of that, was below what the shared host could resolve. */
-static void kern__region_prologue(struct kern__job *job, size_t r)
-{
-	const char *pf = NULL, *end = NULL;
-	int state = 0;
-
-	if (atomic_compare_exchange_strong(&job->pro_state, &state, 1)) {
-		job->pro(job, 0);
-		atomic_store_explicit(&job->pro_state, 2, memory_order_release);
-		return;
-	}
-	if (job->rbeg[r] < job->rend[r]) {
-		const size_t i = job->rbeg[r];
-		size_t p = 0, o0, bytes;
-
-		while (i >= job->first[p + 1])
-			p++;
-		/* rows are whole w_stride runs from row o0 on, packed or not */
-		o0 = (i - job->first[p]) * job->chunk[p];
-		bytes = (job->args[p].y_stride - o0) * job->args[p].w_stride;
-		pf = (const char *)job->args[p].w + o0 * job->args[p].w_stride;
-		end = pf + (bytes < KERN_PRO_PREFETCH_BYTES ? bytes : KERN_PRO_PREFETCH_BYTES);
-	}
-	while (atomic_load_explicit(&job->pro_state, memory_order_acquire) != 2) {
-		if (pf < end) {
-			for (int l = 0; l < 4; l++)
-				__builtin_prefetch(pf + 64 * l, 0, 2); /* T1: into L2 */
-			pf += 256;
-		} else {
-#if defined(__SSE2__)
-			_mm_pause();
-#endif
-		}
-	}
-}
-
 /*
  * A streaming job's item: its own region's chunks in order, then the
  * unclaimed chunks of the other regions. Why regions rather than one
@@ -420,8 +361,6 @@ static void kern__region_cb(void *data, size_t r)
 {
 	struct kern__job *job = data;
 
-	if (job->pro != NULL && atomic_load_explicit(&job->pro_state, memory_order_acquire) != 2)
-		kern__region_prologue(job, r);
 	for (size_t k = 0; k < job->n_region; k++) {
 		size_t q = (r + k) % job->n_region;
 		for (;;) {
@@ -615,8 +554,6 @@ void kern_matmul_n_split(tpool_t pool, uint32_t wtype, size_t n_in,
 	struct kern_gemm_args a = {0};
 	const int packed = (wtype & KERN_PACKED) != 0;
 	int bf = 0; /* tokens [n_exact, n_tok) take the AMX bf16 tiles */
-	tpool_fn_1d pro = NULL; /* the prologue's task: pre and/or quantization */
-	size_t n_pro;
 
 	kern_init();
 	assert(kern_supports(wtype));
@@ -716,13 +653,12 @@ void kern_matmul_n_split(tpool_t pool, uint32_t wtype, size_t n_in,
 		return;
 	}
 	if (kern_wtype_quantized(wtype) && pre)
-		pro = kern__pre_quantize_cb;
+		tpool_run_1d(pool, kern__pre_quantize_cb, &job,
+			     (n_tok + job.pre_rows - 1) / job.pre_rows);
 	else if (kern_wtype_quantized(wtype))
-		pro = kern__quantize_cb;
+		tpool_run_1d(pool, kern__quantize_cb, &job, n_tok);
 	else if (pre)
-		pro = kern__pre_cb;
-	n_pro = kern_wtype_quantized(wtype) && !pre ? n_tok
-						    : (n_tok + job.pre_rows - 1) / job.pre_rows;
+		tpool_run_1d(pool, kern__pre_cb, &job, (n_tok + job.pre_rows - 1) / job.pre_rows);
 	if (pool != NULL && tpool_threads(pool) > 1 &&
 	    (n_tok <= KERN_SMALL_BATCH ? kern__regions : kern__runs)) {
 		size_t nc = job.first[job.n_part], nr = tpool_threads(pool);
@@ -732,18 +668,9 @@ void kern_matmul_n_split(tpool_t pool, uint32_t wtype, size_t n_in,
 			nr = nc;
 		job.n_region = nr;
 		kern__cut_regions(&job, nc, nr);
-		/* one token: its one prologue task inside the region job */
-		if (pro != NULL && n_tok == 1 && n_pro == 1 && nr > 1 && !bf) {
-			job.pro = pro;
-			atomic_init(&job.pro_state, 0);
-		} else if (pro != NULL) {
-			tpool_run_1d(pool, pro, &job, n_pro);
-		}
 		tpool_run_1d(pool, n_tok <= KERN_SMALL_BATCH ? kern__region_cb : kern__runs_cb,
 			     &job, nr);
 	} else {
-		if (pro != NULL)
-			tpool_run_1d(pool, pro, &job, n_pro);
 		tpool_run_1d(pool, kern__rows_cb, &job, job.first[job.n_part]);
 	}
 	if (bf)
