@@ -680,15 +680,28 @@ static void kt_pre_rows(void *ctx, size_t t0, size_t t1)
 	}
 }
 
+static void kt_row_work_check(tpool_t pool);
+
 /* kern_matmul_n_pre() equals its row work followed by kern_matmul_n(),
- * bit for bit, on every type, 1 and 2 threads, groups of 1 and 4 rows,
- * batch sizes around the groups; and runs the work once per row. */
+ * bit for bit, on every type, 1, 2 and 4 threads (4: more regions than
+ * the host's two CPUs), groups of 1 and 4 rows, batch sizes around the
+ * groups; and runs the work once per row. One token's outputs also
+ * equal a run without a pool (a decode step's rows never depend on the
+ * thread that streams them). */
 START_TEST(matmul_with_row_work_equals_work_then_matmul)
+{
+	const int no_threads = test_no_threads("kernels: matmul_with_row_work");
+
+	for (size_t n_thr = 2; n_thr <= 4; n_thr += 2)
+		kt_row_work_check(no_threads ? NULL : tpool_create(n_thr));
+}
+END_TEST
+
+static void kt_row_work_check(tpool_t pool)
 {
 	enum { IN = 288 };
 	static const size_t outs[] = {133, 8};
 	static const size_t toks[] = {1, 5, 8, 17};
-	tpool_t pool = test_no_threads("kernels: matmul_with_row_work") ? NULL : tpool_create(2);
 
 	kern_init();
 	for (size_t ti = 0; ti < sizeof(kt_types) / sizeof(kt_types[0]); ti++)
@@ -724,8 +737,18 @@ START_TEST(matmul_with_row_work_equals_work_then_matmul)
 				for (size_t p = 0; p < 2; p++) {
 					ck_assert_msg(memcmp(pa[p].y, pb[p].y,
 							     outs[p] * n_tok * sizeof(float)) == 0,
-						      "%s tok=%zu rows=%zu part=%zu",
-						      dtype_name(kt_types[ti]), n_tok, rows, p);
+						      "%s tok=%zu rows=%zu part=%zu threads=%zu",
+						      dtype_name(kt_types[ti]), n_tok, rows, p,
+						      tpool_threads(pool));
+					if (n_tok == 1) { /* the pool's run equals one thread's */
+						kern_matmul_n(NULL, kt_types[ti], IN, &pa[p], 1, xa,
+							      1, scratch);
+						ck_assert_msg(memcmp(pa[p].y, pb[p].y,
+								     outs[p] * sizeof(float)) == 0,
+							      "%s part=%zu threads=%zu alone",
+							      dtype_name(kt_types[ti]), p,
+							      tpool_threads(pool));
+					}
 					free(w[p]);
 					free(wf[p]);
 					free(pa[p].y);
@@ -738,7 +761,6 @@ START_TEST(matmul_with_row_work_equals_work_then_matmul)
 			}
 	tpool_destroy(pool);
 }
-END_TEST
 
 START_TEST(q8_0_matmul_tracks_float_math_on_dequantized_weights)
 {
