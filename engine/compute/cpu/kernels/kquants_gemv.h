@@ -42,6 +42,7 @@
 #include "kernels.h"
 #include "quants.h"
 #include "math_avx2.h"
+#include "kquants_q6_avx2.h"
 
 #define KG_R 4      /* rows per step */
 #ifndef KG_CHAINS
@@ -168,25 +169,7 @@ KG_INLINE void kg_prefetch_rows(const char *const w[KG_R], int R, size_t off, si
 		kg_prefetch(w[r] + off, n);
 }
 
-/* Half n (0, 1) of the Q6_K super-block at b: its 128 weights, low
- * nibbles joined with their two high bits, as four vectors of 32
- * unsigned values (sub-block pairs 4n .. 4n + 3, without the -32). */
-KG_INLINE void kg_q6_unpack(const char *b, int n, __m256i q[4])
-{
-	const __m256i m4 = _mm256_set1_epi8(0x0f), m03 = _mm256_set1_epi8(0x03);
-	const __m256i m0c = _mm256_set1_epi8(0x0c), m30 = _mm256_set1_epi8(0x30);
-	const __m256i ql0 = kg_load(b + 64 * n), ql1 = kg_load(b + 64 * n + 32);
-	const __m256i qh = kg_load(b + 128 + 32 * n);
-
-	q[0] = _mm256_or_si256(_mm256_and_si256(ql0, m4),
-			       _mm256_slli_epi16(_mm256_and_si256(qh, m03), 4));
-	q[1] = _mm256_or_si256(_mm256_and_si256(ql1, m4),
-			       _mm256_slli_epi16(_mm256_and_si256(qh, m0c), 2));
-	q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4),
-			       _mm256_and_si256(qh, m30));
-	q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
-			       _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30));
-}
+/* kg_q6_unpack(): kquants_q6_avx2.h (the avx2 packers read it too). */
 
 /* The integer sum of one Q6_K row's super-block at b, spread over eight
  * int32 lanes, without the -32 offset: sum_k sc_k S_k (sc8: the 16 int8

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "kernels_impl.h"
+#include "kquants_q6_avx2.h"
 #include "quants.h"
 
 /* kern_pack_fn of packed Q4_K (pack_rows 8): per super-block of each
@@ -43,23 +44,6 @@ void kern_avx2_pack_q4_k(void *w, size_t n_out, size_t nb, size_t bs, size_t g, 
 #define KP6_SC 1536
 #define KP6_D 1664
 
-/* Half n of the Q6_K block at b as bytes: q[k] = 32-block 4n + k's 6-bit
- * values (the file's ql nibbles and qh pairs, quants.h). */
-static void kp6_values(const uint8_t *b, int n, __m256i q[4])
-{
-	const __m256i m4 = _mm256_set1_epi8(0x0f), m3 = _mm256_set1_epi8(0x03);
-	const __m256i ql0 = _mm256_loadu_si256((const __m256i *)(b + 64 * n));
-	const __m256i ql1 = _mm256_loadu_si256((const __m256i *)(b + 64 * n + 32));
-	const __m256i qh = _mm256_loadu_si256((const __m256i *)(b + 128 + 32 * n));
-
-	for (int k = 0; k < 4; k++) {
-		const __m256i l = k % 2 ? ql1 : ql0;
-		const __m256i lo = _mm256_and_si256(k < 2 ? l : _mm256_srli_epi16(l, 4), m4);
-		const __m256i h = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * k), m3);
-		q[k] = _mm256_or_si256(lo, _mm256_slli_epi16(h, 4));
-	}
-}
-
 /* File block b (210 bytes) to row r of packed super-block p. */
 static void kp6_pack(const uint8_t *b, size_t r, uint8_t *p)
 {
@@ -68,7 +52,7 @@ static void kp6_pack(const uint8_t *b, size_t r, uint8_t *p)
 	for (int n = 0; n < 2; n++) {
 		__m256i q[4];
 		uint8_t v8[3][32];
-		kp6_values(b, n, q);
+		kg_q6_unpack((const char *)b, n, q);
 		for (int v = 0; v < 3; v++) { /* bits 2v, 2v + 1 of 4n + 3 on top */
 			const __m256i t = _mm256_and_si256(_mm256_srli_epi16(q[3], 2 * v), m3);
 			_mm256_storeu_si256((__m256i *)v8[v], _mm256_or_si256(q[v], _mm256_slli_epi16(t, 6)));
