@@ -82,7 +82,10 @@
  * y after each row block, token by token); the panels and y's writes are
  * the larger parts left. amx14: the side work inlined, no stack traffic
  * between the tile steps (+4-9%); the panel's stores are ~1/3 of its
- * cost (two 32 KiB panels do not fit L1 together).
+ * cost (two 32 KiB panels do not fit L1 together). amx15: in the model's
+ * 64-row calls A's stream from L3 (all tokens, once a call) is ~1/3 of
+ * the time and y's copy ~1/4, the panel ~1/6; one panel rewritten in
+ * L1, prefetching A, streaming stores to y: no gain.
  *
  * Thread safety: kern_amxbf_enable() runs once under kern_init()'s
  * pthread_once (via kern_amx_enable); the GEMMs are pure, each call
