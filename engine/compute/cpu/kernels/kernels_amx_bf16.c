@@ -103,6 +103,7 @@
 #include <string.h>
 
 #include "env.h"
+#include "amx_bf16_kq.h"
 #include "amx_selftest.h"
 #include "kernels.h"
 #include "kernels_impl.h"
@@ -167,6 +168,23 @@ static void amxbf__pi8_q4_0(const struct kern_gemm_args *a, size_t o0, size_t o1
 	kern_avx512_pgemm_q4_0(a, o0, o1);
 }
 
+/* The K-quants' (amx_bf16_kq.h): the avx512 level's VNNI GEMMs, which read
+ * the Q8_K blocks (args.xk, made for every token) and only without them
+ * the int8 blocks. */
+#define AMXBF_KQ_I8(name, fn)                                                          \
+	static void name(const struct kern_gemm_args *a, size_t o0, size_t o1)         \
+	{                                                                              \
+		if (a->xk == NULL)                                                     \
+			kern_act_ensure(a);                                            \
+		fn(a, o0, o1);                                                         \
+	}
+AMXBF_KQ_I8(amxbf__i8_q4_k, kern_avx512_vnni_gemm_q4_k)
+AMXBF_KQ_I8(amxbf__i8_q5_k, kern_avx512_vnni_gemm_q5_k)
+AMXBF_KQ_I8(amxbf__i8_q6_k, kern_avx512_vnni_gemm_q6_k)
+AMXBF_KQ_I8(amxbf__pi8_q4_k, kern_avx512_vnni_pgemm_q4_k)
+AMXBF_KQ_I8(amxbf__pi8_q5_k, kern_avx512_vnni_pgemm_q5_k)
+AMXBF_KQ_I8(amxbf__pi8_q6_k, kern_avx512_vnni_pgemm_q6_k)
+
 /* The tiles' shape is kernels_impl.h's kern_amx_cfg_bf16 (AMXBF_TOK
  * rows); loaded through the intrinsic's name, which the tests' software
  * tile model (tests/amx_tile_model.h) redefines. */
@@ -194,7 +212,8 @@ void kern_amxbf_act_row(const float *x, size_t n_in, size_t t, uint16_t *xb)
 
 size_t kern_amxbf_scratch(uint32_t wtype, size_t n_in, size_t n_tok)
 {
-	if ((wtype != DTYPE_Q8_0 && wtype != DTYPE_Q4_0) || !kern_amxbf_on)
+	if ((wtype != DTYPE_Q8_0 && wtype != DTYPE_Q4_0 && !amxkq_is_kquant(wtype)) ||
+	    !kern_amxbf_on)
 		return 0;
 	return kern_amxbf_tokens(n_tok) * n_in * sizeof(uint16_t) + 64;
 }
@@ -209,7 +228,7 @@ const uint16_t *kern_amxbf_tiles(const void *at, size_t n_in, size_t n_tok)
 }
 
 /* kern_amxbf_describe()'s line, written by kern_amxbf_enable(). */
-static char amxbf__desc[192] = "q8_0/q4_0 prefill: int8 tiles (bf16 not tried)";
+static char amxbf__desc[256] = "q8_0/q4_0 prefill: int8 tiles (bf16 not tried)";
 
 const char *kern_amxbf_describe(void)
 {
@@ -283,6 +302,13 @@ void kern_amxbf_b_tile(uint32_t wt, const char *w, size_t st, size_t b, uint16_t
 {
 	__m512i v[16];
 
+	if (amxkq_is_kquant(wt)) { /* its super-block's 8 tiles, one kept */
+		uint16_t sb[8 * AMXBF_TILE] __attribute__((aligned(64)));
+
+		amxkq_sb_tiles(wt, w, st, b / 8, sb);
+		memcpy(bt, sb + b % 8 * AMXBF_TILE, AMXBF_TILE * sizeof(uint16_t));
+		return;
+	}
 	if (wt & KERN_PACKED) {
 		for (unsigned q = 0; q < AMXBF_PIECES; q++)
 			amxbf__b_piece(wt & ~KERN_PACKED, w, b, q, bt);
@@ -405,7 +431,8 @@ static int amxbf__next(const struct amxbf_item *cur, struct amxbf_item *nx, size
 
 /* Work units [u0, u1) of the item's panel: B tile p (half p / n, step
  * p % n) is units 8p..8p+7 on packed rows (amxbf__b_piece), unit p on the
- * file layout (16 rows transposed at once). Inlined, with amxbf__side and
+ * file layout (16 rows transposed at once); K-quants: unit u is a 16-row
+ * super-block, 8 tiles (half u / (n / 8); amx_bf16_kq.h). Inlined, with amxbf__side and
  * amxbf__fold, into the tile loop: as calls, each tile step ran a call
  * with six pushes, a stack realignment and a vzeroupper (amx14). */
 static inline __attribute__((always_inline)) void
@@ -414,6 +441,16 @@ amxbf__panel(uint32_t wt, const struct kern_gemm_args *a, const struct amxbf_ite
 {
 	const int packed = (wt & KERN_PACKED) != 0;
 
+	if (amxkq_is_kquant(wt)) { /* chunks are whole super-blocks */
+		for (size_t u = u0; u < u1; u++) {
+			const size_t nsb = it->n / 8, h = u >= nsb, i = 8 * (u - (h ? nsb : 0));
+
+			amxkq_sb_tiles(wt, (const char *)a->w + (it->o + 16 * h) * a->w_stride,
+				       a->w_stride, (it->kc + i) / 8,
+				       bt + (h * AMXBF_KS + i) * AMXBF_TILE);
+		}
+		return;
+	}
 	/* no divisions: this runs between tile steps, a few units a step;
 	 * the piece inlined per type (its constants and branches out) */
 	for (size_t u = u0; u < u1; u++) {
@@ -429,6 +466,14 @@ amxbf__panel(uint32_t wt, const struct kern_gemm_args *a, const struct amxbf_ite
 		else
 			amxbf__b_piece(DTYPE_Q8_0, w, it->kc + i, u % AMXBF_PIECES, d);
 	}
+}
+
+/* The panel's work units for n steps, two halves or one. */
+static inline size_t amxbf__units(uint32_t wt, size_t n, int two)
+{
+	if (amxkq_is_kquant(wt))
+		return n / 8 * (two ? 2 : 1);
+	return n * (two ? 2 : 1) * (wt & KERN_PACKED ? AMXBF_PIECES : 1);
 }
 
 /* The vector work a block runs between its tile steps: the previous
@@ -558,14 +603,11 @@ static void amxbf__gemm(uint32_t wt, kern_gemm_fn i8, const struct kern_gemm_arg
 		xb = own;
 	}
 	amxbf__set(&it, o0, 0, o0, ns, ks, o_end);
-	amxbf__panel(wt, a, &it, 0, it.n * (it.two ? 2 : 1) * (wt & KERN_PACKED ? AMXBF_PIECES : 1),
-		     bt[0]);
+	amxbf__panel(wt, a, &it, 0, amxbf__units(wt, it.n, it.two), bt[0]);
 	amxbf__configure();
 	for (size_t i = 0;; i++) {
 		const int more = amxbf__next(&it, &nx, ns, ks, o_end);
-		const size_t nu = more ? nx.n * (nx.two ? 2 : 1) *
-						 (wt & KERN_PACKED ? AMXBF_PIECES : 1)
-				       : 0;
+		const size_t nu = more ? amxbf__units(wt, nx.n, nx.two) : 0;
 		const uint16_t *b = bt[i & 1];
 		const size_t re = it.rb + AMXBF_RB < o_end ? it.rb + AMXBF_RB : o_end;
 		/* the row block's last item (several chunks): its sums go to y */
@@ -635,6 +677,20 @@ void kern_amxbf_pgemm_q4_0(const struct kern_gemm_args *a, size_t o0, size_t o1)
 	amxbf__gemm(DTYPE_Q4_0 | KERN_PACKED, amxbf__pi8_q4_0, a, o0, o1, AMXBF_KS);
 }
 
+/* The K-quants (amx_bf16_kq.h's tiles; AMXBF_KC a multiple of 256). */
+static_assert(AMXBF_KS % 8 == 0, "K chunks of whole super-blocks");
+#define AMXBF_KQ_GEMM(name, wt, i8)                                                     \
+	void name(const struct kern_gemm_args *a, size_t o0, size_t o1)                 \
+	{                                                                               \
+		amxbf__gemm(wt, i8, a, o0, o1, AMXBF_KS);                               \
+	}
+AMXBF_KQ_GEMM(kern_amxbf_gemm_q4_k, DTYPE_Q4_K, amxbf__i8_q4_k)
+AMXBF_KQ_GEMM(kern_amxbf_gemm_q5_k, DTYPE_Q5_K, amxbf__i8_q5_k)
+AMXBF_KQ_GEMM(kern_amxbf_gemm_q6_k, DTYPE_Q6_K, amxbf__i8_q6_k)
+AMXBF_KQ_GEMM(kern_amxbf_pgemm_q4_k, DTYPE_Q4_K | KERN_PACKED, amxbf__pi8_q4_k)
+AMXBF_KQ_GEMM(kern_amxbf_pgemm_q5_k, DTYPE_Q5_K | KERN_PACKED, amxbf__pi8_q5_k)
+AMXBF_KQ_GEMM(kern_amxbf_pgemm_q6_k, DTYPE_Q6_K | KERN_PACKED, amxbf__pi8_q6_k)
+
 /* ---- start-up self-test ----------------------------------------------------------- */
 
 /* f rounded to bf16 (nearest even) and back: the tiles' operands. */
@@ -661,6 +717,10 @@ static float amxbf__round(float f)
  * keeps the float64 reference small (the self-test runs at every start).
  */
 #define AMXBF_ST_KS 8
+/* The K-quants (amx_bf16_kq.h) run this same loop; only their B tiles
+ * differ, vector code with no tile instruction, checked bit for bit by
+ * tests/test_amx_bf16_kq.c wherever AVX512-BF16 is: not run again at
+ * every start. */
 int kern_amxbf_selftest(void)
 {
 	enum { OUT = 152, IN = 2 * AMXBF_ST_KS * AMXBF_STEP + 64, NB = IN / KERN_QK, TOK = 101 };
@@ -763,8 +823,9 @@ int kern_amxbf_enable(char *why, size_t len)
 	}
 	kern_amxbf_on = 1;
 	snprintf(amxbf__desc, sizeof(amxbf__desc),
-		 "q8_0/q4_0 prefill: bf16 tiles on prompt rows (weights and activations rounded "
-		 "to bf16, fp32 sums), int8 tiles on sampled rows (EMBER_AMX_BF16=0: int8 only)");
+		 "q8_0/q4_0/q4_k/q5_k/q6_k prefill: bf16 tiles on prompt rows (weights and "
+		 "activations rounded to bf16, fp32 sums), int8 tiles on sampled rows (k-quants: "
+		 "avx512 vnni; EMBER_AMX_BF16=0: all rows)");
 	snprintf(why, len, "on");
 	return 0;
 }
