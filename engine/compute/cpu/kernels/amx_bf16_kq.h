@@ -72,9 +72,10 @@ QV_INLINE void amxkq__tile(const __m512i w[8], __m512 d1a, __m512 d1b, __m512 m1
 	}
 }
 
-/* Super-block s of the 16 rows rp as 8 B tiles at bt (tile j: its 32-block
- * j, AMXKQ_TILE elements apart); Q5_K when `five`. */
-QV_INLINE void amxkq__sb_k4(struct kv_rows rp, size_t s, int five, uint16_t *bt)
+/* Super-block s of the 16 rows rp as B tiles at bt (tile j: its 32-block
+ * j, AMXKQ_TILE elements apart), 32-blocks 2p and 2p + 1 for p in [p0,
+ * p1); Q5_K when `five`. */
+QV_INLINE void amxkq__sb_k4(struct kv_rows rp, size_t s, int five, int p0, int p1, uint16_t *bt)
 {
 	const size_t sb = s * rp.step;
 	const __m512i lo16 = _mm512_set1_epi32(0xffff);
@@ -87,7 +88,7 @@ QV_INLINE void amxkq__sb_k4(struct kv_rows rp, size_t s, int five, uint16_t *bt)
 	}
 	const __m512 d = _mm512_castsi512_ps(v[12]), dmin = _mm512_castsi512_ps(v[13]);
 
-	for (int p = 0; p < 4; p++) {
+	for (int p = p0; p < p1; p++) {
 		/* v[8 + p]: m_2p | m_2p+1 << 16 */
 		const __m512 m0 = _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(_mm512_and_si512(v[8 + p], lo16)));
 		const __m512 m1 = _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(_mm512_srli_epi32(v[8 + p], 16)));
@@ -117,18 +118,30 @@ QV_INLINE void amxkq__sb_q6(struct kv_rows rp, size_t s, uint16_t *bt)
 			    bt + j * AMXKQ_TILE);
 }
 
-/* wt (DTYPE_Q4_K, _Q5_K or _Q6_K, | KERN_PACKED for packed rows): super-
- * block s of the 16 rows at w (st bytes apart) as 8 B tiles at bt. */
-QV_INLINE void amxkq_sb_tiles(uint32_t wt, const char *w, size_t st, size_t s, uint16_t *bt)
+/* A super-block's work units: Q4_K/Q5_K a pair of 32-blocks each (its
+ * header unpacked again per pair: smaller pieces of vector work between
+ * the tile steps), Q6_K the whole (its unpacking makes all 8 at once). */
+static inline size_t amxkq_units(uint32_t wt)
+{
+	return (wt & ~KERN_PACKED) == DTYPE_Q6_K ? 1 : 4;
+}
+
+/* wt (DTYPE_Q4_K, _Q5_K or _Q6_K, | KERN_PACKED for packed rows): unit q
+ * (amxkq_units) of super-block s of the 16 rows at w (st bytes apart) as
+ * B tiles at bt (the super-block's 8 tiles' place). */
+QV_INLINE void amxkq_sb_tiles(uint32_t wt, const char *w, size_t st, size_t s, int q,
+			      uint16_t *bt)
 {
 	const int packed = (wt & KERN_PACKED) != 0;
 
 	switch (wt & ~KERN_PACKED) {
 	case DTYPE_Q4_K:
-		amxkq__sb_k4(amxkq__rows(w, st, packed, sizeof(struct kern_block_q4_k)), s, 0, bt);
+		amxkq__sb_k4(amxkq__rows(w, st, packed, sizeof(struct kern_block_q4_k)), s, 0, q,
+			     q + 1, bt);
 		break;
 	case DTYPE_Q5_K:
-		amxkq__sb_k4(amxkq__rows(w, st, packed, sizeof(struct kern_block_q5_k)), s, 1, bt);
+		amxkq__sb_k4(amxkq__rows(w, st, packed, sizeof(struct kern_block_q5_k)), s, 1, q,
+			     q + 1, bt);
 		break;
 	default:
 		amxkq__sb_q6(amxkq__rows(w, st, packed, sizeof(struct kern_block_q6_k)), s, bt);
