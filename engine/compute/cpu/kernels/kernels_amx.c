@@ -52,6 +52,10 @@
  * last token the same in its chunk as alone after a prefix-cache hit
  * (kern_amx_gemm_*; kern_amx_i8_gemm_* are the int8 path alone).
  *
+ * K-quants (Q4_K, Q5_K, Q6_K; kq15): prompt rows on the bf16 tiles
+ * (amx_bf16_kq.h), sampled rows and the GEMV the avx512 level's VNNI
+ * code, packed as that level packs them (kern_amx_gemm_q4_k ...).
+ *
  * Packed rows (KERN_PACKED, at load): the amx level packs Q4_0 / Q8_0 as
  * the avx512 level does and runs its packed GEMV / GEMM (kern_amx_pgemm_*:
  * the bf16 tiles on the tiled rows where they take the call); the int8

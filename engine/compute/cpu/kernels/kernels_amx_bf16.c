@@ -1,6 +1,6 @@
 /*
  * kernels_amx_bf16.c - the AMX level's bf16 prefill GEMM for Q8_0 and Q4_0
- * weights (TDPBF16PS), for the prompt rows of a call that has float
+ * weights, and Q4_K/Q5_K/Q6_K (B tiles: amx_bf16_kq.h) (TDPBF16PS), for the prompt rows of a call that has float
  * activations (kern_gemm_args xf, or xb made once per matmul): its
  * tokens [n_exact, n_tok), whatever their count (kernels_amx.c).
  *
@@ -167,23 +167,6 @@ static void amxbf__pi8_q4_0(const struct kern_gemm_args *a, size_t o0, size_t o1
 	kern_act_ensure(a);
 	kern_avx512_pgemm_q4_0(a, o0, o1);
 }
-
-/* The K-quants' (amx_bf16_kq.h): the avx512 level's VNNI GEMMs, which read
- * the Q8_K blocks (args.xk, made for every token) and only without them
- * the int8 blocks. */
-#define AMXBF_KQ_I8(name, fn)                                                          \
-	static void name(const struct kern_gemm_args *a, size_t o0, size_t o1)         \
-	{                                                                              \
-		if (a->xk == NULL)                                                     \
-			kern_act_ensure(a);                                            \
-		fn(a, o0, o1);                                                         \
-	}
-AMXBF_KQ_I8(amxbf__i8_q4_k, kern_avx512_vnni_gemm_q4_k)
-AMXBF_KQ_I8(amxbf__i8_q5_k, kern_avx512_vnni_gemm_q5_k)
-AMXBF_KQ_I8(amxbf__i8_q6_k, kern_avx512_vnni_gemm_q6_k)
-AMXBF_KQ_I8(amxbf__pi8_q4_k, kern_avx512_vnni_pgemm_q4_k)
-AMXBF_KQ_I8(amxbf__pi8_q5_k, kern_avx512_vnni_pgemm_q5_k)
-AMXBF_KQ_I8(amxbf__pi8_q6_k, kern_avx512_vnni_pgemm_q6_k)
 
 /* The tiles' shape is kernels_impl.h's kern_amx_cfg_bf16 (AMXBF_TOK
  * rows); loaded through the intrinsic's name, which the tests' software
@@ -682,17 +665,9 @@ void kern_amxbf_pgemm_q4_0(const struct kern_gemm_args *a, size_t o0, size_t o1)
 
 /* The K-quants (amx_bf16_kq.h's tiles; AMXBF_KC a multiple of 256). */
 static_assert(AMXBF_KS % 8 == 0, "K chunks of whole super-blocks");
-#define AMXBF_KQ_GEMM(name, wt, i8)                                                     \
-	void name(const struct kern_gemm_args *a, size_t o0, size_t o1)                 \
-	{                                                                               \
-		amxbf__gemm(wt, i8, a, o0, o1, AMXBF_KS);                               \
-	}
-AMXBF_KQ_GEMM(kern_amxbf_gemm_q4_k, DTYPE_Q4_K, amxbf__i8_q4_k)
-AMXBF_KQ_GEMM(kern_amxbf_gemm_q5_k, DTYPE_Q5_K, amxbf__i8_q5_k)
-AMXBF_KQ_GEMM(kern_amxbf_gemm_q6_k, DTYPE_Q6_K, amxbf__i8_q6_k)
-AMXBF_KQ_GEMM(kern_amxbf_pgemm_q4_k, DTYPE_Q4_K | KERN_PACKED, amxbf__pi8_q4_k)
-AMXBF_KQ_GEMM(kern_amxbf_pgemm_q5_k, DTYPE_Q5_K | KERN_PACKED, amxbf__pi8_q5_k)
-AMXBF_KQ_GEMM(kern_amxbf_pgemm_q6_k, DTYPE_Q6_K | KERN_PACKED, amxbf__pi8_q6_k)
+AMXKQ_GEMMS(q4_k, DTYPE_Q4_K)
+AMXKQ_GEMMS(q5_k, DTYPE_Q5_K)
+AMXKQ_GEMMS(q6_k, DTYPE_Q6_K)
 
 /* ---- start-up self-test ----------------------------------------------------------- */
 

@@ -5,8 +5,9 @@
  * transpose 16 bytes of the 16 rows into row lanes, the unpacking of a
  * super-block's values, scales and d into those lanes (used at once by the
  * streaming tiles, stored by the packing), and the panel (struct kv_panel)
- * the packing fills for prefill. Private to those two files, included only
- * by files built with the AVX-512 flags; pure functions but for the two
+ * the packing fills for prefill. Private to those two files and
+ * amx_bf16_kq.h (the AMX bf16 tiles' K-quant B tiles), included only by
+ * files built with the AVX-512 flags; pure functions but for the two
  * packing functions declared at the end.
  */
 #ifndef EMBER_KQUANTS_VNNI_AVX512_H
