@@ -184,6 +184,7 @@ $(BUILD)/engine/compute/cpu/kernels/kernels_amx_bf16.o: ISAFLAGS = $(ISA_amx)
 ifeq ($(TARGET_ARCH),x86_64)
 $(BUILD)/tests/test_amx_model.o: ISAFLAGS = $(ISA_avx512)
 $(BUILD)/tests/test_amx_bf16.o: ISAFLAGS = $(ISA_avx512)
+$(BUILD)/tests/test_amx_bf16_kq.o: ISAFLAGS = $(ISA_avx512)
 $(BUILD)/tests/test_amx_split.o: ISAFLAGS = $(ISA_avx512)
 endif
 

@@ -30,6 +30,12 @@
 #define kern_amx_i8_gemm_q4_0 model_amx_i8_gemm_q4_0
 #define kern_amx_pgemm_q8_0 model_amx_pgemm_q8_0
 #define kern_amx_pgemm_q4_0 model_amx_pgemm_q4_0
+#define kern_amx_gemm_q4_k model_amx_gemm_q4_k
+#define kern_amx_gemm_q5_k model_amx_gemm_q5_k
+#define kern_amx_gemm_q6_k model_amx_gemm_q6_k
+#define kern_amx_pgemm_q4_k model_amx_pgemm_q4_k
+#define kern_amx_pgemm_q5_k model_amx_pgemm_q5_k
+#define kern_amx_pgemm_q6_k model_amx_pgemm_q6_k
 #define kern_ops_amx model_ops_amx
 #define kern_amx_enable model_amx_enable
 /* the work memory through the model's failing hook */

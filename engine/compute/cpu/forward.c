@@ -531,10 +531,12 @@ static void head(struct forward_pass *f, float *logits)
 }
 
 /* Whether prompt rows' attention may round to bf16 (attention_tile.prompt):
- * only where every q, k and v projection is Q8_0 / Q4_0, the types whose
- * prompt rows the amx level's bf16 GEMM takes, so attention adds that
- * rounding to rows that have it already; an F32, F16 or K-quant model's
- * prompt rows stay float (its embeddings match the exact logits). */
+ * only where every q, k and v projection is Q8_0, Q4_0, Q4_K, Q5_K or
+ * Q6_K, the types whose prompt rows the amx level's bf16 GEMM takes
+ * (the K-quants since kq15, amx_bf16_kq.h), so attention adds that
+ * rounding to rows that have it already; an F32, F16 or other quant
+ * (Q2_K, Q3_K, Q4_1, ...) model's prompt rows stay float (its embeddings
+ * match the exact logits). */
 static int prompt_qkv_bf16(const struct model *m)
 {
 	static const enum arch_tensor qkv[] = {ARCH_T_ATTN_Q, ARCH_T_ATTN_K, ARCH_T_ATTN_V,
@@ -544,7 +546,8 @@ static int prompt_qkv_bf16(const struct model *m)
 		for (size_t i = 0; i < sizeof(qkv) / sizeof(qkv[0]); i++) {
 			const struct model_weight *w = &m->layers[il].w[qkv[i]];
 
-			if (w->data && w->type != DTYPE_Q8_0 && w->type != DTYPE_Q4_0)
+			if (w->data && w->type != DTYPE_Q8_0 && w->type != DTYPE_Q4_0 &&
+			    w->type != DTYPE_Q4_K && w->type != DTYPE_Q5_K && w->type != DTYPE_Q6_K)
 				return 0;
 		}
 	return 1;

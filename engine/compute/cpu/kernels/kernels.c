@@ -265,6 +265,13 @@ static void kern__quantize_cb(void *data, size_t t)
 		job->ops->quantize_act_q8k(job->x + t * a->n_in,
 					   (struct kern_block_q8_k *)a->xk + t * (a->n_in / KERN_QKK),
 					   a->n_in);
+#if defined(__x86_64__)
+		/* a bf16 token's tiles too (its Q8_K blocks for the paths that
+		 * fall back: cheap, and never left to demand) */
+		if (a->xb != NULL && t >= a->n_exact)
+			kern_amxbf_act_row(job->x + t * a->n_in, a->n_in, t - a->n_exact,
+					   (uint16_t *)a->xb);
+#endif
 		return;
 	}
 #if defined(__x86_64__)
@@ -601,7 +608,10 @@ void kern_matmul_n_split(tpool_t pool, uint32_t wtype, size_t n_in,
 		 * (kern__quantize_cb), which leave their int8 blocks to
 		 * kern_act_ensure() */
 		if (bf) {
-			a.xb = kern_amxbf_tiles(a.xs8 + a.xd_stride * n_tok, n_in, n_tok - n_exact);
+			/* after the Q8_K blocks where there are some */
+			a.xb = kern_amxbf_tiles(a.xk ? (const void *)(a.xk + n_in / KERN_QKK * n_tok)
+						     : (const void *)(a.xs8 + a.xd_stride * n_tok),
+						n_in, n_tok - n_exact);
 			job.lazy = (struct kern_act_lazy){
 				.quantize = kern__ops->quantize_act,
 				.xf = x + n_exact * n_in,

@@ -52,6 +52,10 @@
  * last token the same in its chunk as alone after a prefix-cache hit
  * (kern_amx_gemm_*; kern_amx_i8_gemm_* are the int8 path alone).
  *
+ * K-quants (Q4_K, Q5_K, Q6_K; kq15): prompt rows on the bf16 tiles
+ * (amx_bf16_kq.h), sampled rows and the GEMV the avx512 level's VNNI
+ * code, packed as that level packs them (kern_amx_gemm_q4_k ...).
+ *
  * Packed rows (KERN_PACKED, at load): the amx level packs Q4_0 / Q8_0 as
  * the avx512 level does and runs its packed GEMV / GEMM (kern_amx_pgemm_*:
  * the bf16 tiles on the tiled rows where they take the call); the int8
@@ -71,6 +75,7 @@
 #include "amx_selftest.h"
 #include "kernels.h"
 #include "kernels_impl.h"
+#include "quants.h"
 #include "qvnni_avx512.h"
 
 /* Tokens per A and C tile; tokens per pass (the pass's activations,
@@ -327,6 +332,7 @@ static void amx__split(const struct kern_gemm_args *a, size_t o0, size_t o1, ker
 	r.xd = a->xd + t * a->xd_stride;
 	r.xs8 = a->xs8 + t * a->xd_stride;
 	r.xf = a->xf ? a->xf + t * a->xf_stride : NULL;
+	r.xk = a->xk ? a->xk + t * (a->n_in / KERN_QKK) : NULL; /* the K-quants' */
 	r.y = a->y + t * a->y_stride;
 	r.n_tok = a->n_tok - t;
 	r.n_exact = 0;
@@ -356,6 +362,22 @@ void kern_amx_pgemm_q4_0(const struct kern_gemm_args *a, size_t o0, size_t o1)
 	amx__split(a, o0, o1, kern_avx512_pgemm_q4_0, kern_amxbf_pgemm_q4_0);
 }
 
+/* The K-quants: prompt rows on the bf16 tiles (amx_bf16_kq.h), sampled
+ * rows on the avx512 level's VNNI GEMMs, the GEMV's bits (no int8 tiles:
+ * their per-32 scales would need per-16 sums for Q6_K, and the VNNI path
+ * already keeps batched equal to single). */
+#define AMX_KQ(name, vnni, bf16)                                              \
+	void name(const struct kern_gemm_args *a, size_t o0, size_t o1)       \
+	{                                                                     \
+		amx__split(a, o0, o1, vnni, bf16);                            \
+	}
+AMX_KQ(kern_amx_gemm_q4_k, kern_avx512_vnni_gemm_q4_k, kern_amxbf_gemm_q4_k)
+AMX_KQ(kern_amx_gemm_q5_k, kern_avx512_vnni_gemm_q5_k, kern_amxbf_gemm_q5_k)
+AMX_KQ(kern_amx_gemm_q6_k, kern_avx512_vnni_gemm_q6_k, kern_amxbf_gemm_q6_k)
+AMX_KQ(kern_amx_pgemm_q4_k, kern_avx512_vnni_pgemm_q4_k, kern_amxbf_pgemm_q4_k)
+AMX_KQ(kern_amx_pgemm_q5_k, kern_avx512_vnni_pgemm_q5_k, kern_amxbf_pgemm_q5_k)
+AMX_KQ(kern_amx_pgemm_q6_k, kern_avx512_vnni_pgemm_q6_k, kern_amxbf_pgemm_q6_k)
+
 /* The AMX table: only the quantized GEMMs; every other entry, and the
  * one-token GEMV, is the AVX-512 level's (kern_resolve()). Packed rows as
  * the avx512 level packs them (kern_resolve takes a type's packed form
@@ -370,16 +392,30 @@ const struct kern_ops kern_ops_amx = {
 		{
 			[DTYPE_Q8_0] = kern_amx_gemm_q8_0,
 			[DTYPE_Q4_0] = kern_amx_gemm_q4_0,
+			[DTYPE_Q4_K] = kern_amx_gemm_q4_k,
+			[DTYPE_Q5_K] = kern_amx_gemm_q5_k,
+			[DTYPE_Q6_K] = kern_amx_gemm_q6_k,
 		},
 	.gemv =
 		{
 			[DTYPE_Q8_0] = kern_avx512_gemm_q8_0,
 			[DTYPE_Q4_0] = kern_avx512_gemm_q4_0,
+			[DTYPE_Q4_K] = kern_avx512_gemv_q4_k,
+			[DTYPE_Q5_K] = kern_avx512_gemv_q5_k,
+			[DTYPE_Q6_K] = kern_avx512_gemv_q6_k,
 		},
-	.pgemm = {[DTYPE_Q8_0] = kern_amx_pgemm_q8_0, [DTYPE_Q4_0] = kern_amx_pgemm_q4_0},
-	.pgemv = {[DTYPE_Q8_0] = kern_avx512_pgemv_q8_0, [DTYPE_Q4_0] = kern_avx512_pgemv_q4_0},
-	.pack_rows = {[DTYPE_Q8_0] = 16, [DTYPE_Q4_0] = 16},
-	.pack_fn = {[DTYPE_Q8_0] = kern_avx512_pack_q8_0, [DTYPE_Q4_0] = kern_avx512_pack_q4_0},
+	.pgemm = {[DTYPE_Q8_0] = kern_amx_pgemm_q8_0, [DTYPE_Q4_0] = kern_amx_pgemm_q4_0,
+		  [DTYPE_Q4_K] = kern_amx_pgemm_q4_k, [DTYPE_Q5_K] = kern_amx_pgemm_q5_k,
+		  [DTYPE_Q6_K] = kern_amx_pgemm_q6_k},
+	.pgemv = {[DTYPE_Q8_0] = kern_avx512_pgemv_q8_0, [DTYPE_Q4_0] = kern_avx512_pgemv_q4_0,
+		  [DTYPE_Q4_K] = kern_avx512_pgemv_q4_k, [DTYPE_Q5_K] = kern_avx512_pgemv_q5_k,
+		  [DTYPE_Q6_K] = kern_avx512_pgemv_q6_k},
+	/* the K-quants packed as the avx512 level packs them (its GEMV) */
+	.pack_rows = {[DTYPE_Q8_0] = 16, [DTYPE_Q4_0] = 16, [DTYPE_Q4_K] = 4, [DTYPE_Q5_K] = 4,
+		      [DTYPE_Q6_K] = 4},
+	.pack_fn = {[DTYPE_Q8_0] = kern_avx512_pack_q8_0, [DTYPE_Q4_0] = kern_avx512_pack_q4_0,
+		    [DTYPE_Q4_K] = kern_pack_groups16, [DTYPE_Q5_K] = kern_pack_groups16,
+		    [DTYPE_Q6_K] = kern_avx512_pack_q6_k},
 };
 
 /* ---- start-up: permission and self-test ----------------------------------------- */

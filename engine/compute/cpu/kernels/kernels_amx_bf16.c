@@ -1,6 +1,6 @@
 /*
  * kernels_amx_bf16.c - the AMX level's bf16 prefill GEMM for Q8_0 and Q4_0
- * weights (TDPBF16PS), for the prompt rows of a call that has float
+ * weights, and Q4_K/Q5_K/Q6_K (B tiles: amx_bf16_kq.h) (TDPBF16PS), for the prompt rows of a call that has float
  * activations (kern_gemm_args xf, or xb made once per matmul): its
  * tokens [n_exact, n_tok), whatever their count (kernels_amx.c).
  *
@@ -107,6 +107,7 @@
 #include <string.h>
 
 #include "env.h"
+#include "amx_bf16_kq.h"
 #include "amx_selftest.h"
 #include "kernels.h"
 #include "kernels_impl.h"
@@ -201,7 +202,8 @@ void kern_amxbf_act_row(const float *x, size_t n_in, size_t t, uint16_t *xb)
 
 size_t kern_amxbf_scratch(uint32_t wtype, size_t n_in, size_t n_tok)
 {
-	if ((wtype != DTYPE_Q8_0 && wtype != DTYPE_Q4_0) || !kern_amxbf_on)
+	if ((wtype != DTYPE_Q8_0 && wtype != DTYPE_Q4_0 && !amxkq_is_kquant(wtype)) ||
+	    !kern_amxbf_on)
 		return 0;
 	return kern_amxbf_tokens(n_tok) * n_in * sizeof(uint16_t) + 64;
 }
@@ -216,7 +218,7 @@ const uint16_t *kern_amxbf_tiles(const void *at, size_t n_in, size_t n_tok)
 }
 
 /* kern_amxbf_describe()'s line, written by kern_amxbf_enable(). */
-static char amxbf__desc[192] = "q8_0/q4_0 prefill: int8 tiles (bf16 not tried)";
+static char amxbf__desc[256] = "q8_0/q4_0 prefill: int8 tiles (bf16 not tried)";
 
 const char *kern_amxbf_describe(void)
 {
@@ -430,14 +432,11 @@ static void amxbf__gemm(uint32_t wt, kern_gemm_fn i8, const struct kern_gemm_arg
 		xb = own;
 	}
 	amxbf__set(&it, o0, 0, o0, ns, ks, o_end);
-	amxbf__panel(wt, a, &it, 0, it.n * (it.two ? 2 : 1) * (wt & KERN_PACKED ? AMXBF_PIECES : 1),
-		     bt[0]);
+	amxbf__panel(wt, a, &it, 0, amxbf__units(wt, it.n, it.two), bt[0]);
 	amxbf__configure();
 	for (size_t i = 0;; i++) {
 		const int more = amxbf__next(&it, &nx, ns, ks, o_end);
-		const size_t nu = more ? nx.n * (nx.two ? 2 : 1) *
-						 (wt & KERN_PACKED ? AMXBF_PIECES : 1)
-				       : 0;
+		const size_t nu = more ? amxbf__units(wt, nx.n, nx.two) : 0;
 		const uint16_t *b = bt[i & 1];
 		const size_t re = it.rb + AMXBF_RB < o_end ? it.rb + AMXBF_RB : o_end;
 		/* the row block's last item (several chunks): its sums go to y */
@@ -507,6 +506,12 @@ void kern_amxbf_pgemm_q4_0(const struct kern_gemm_args *a, size_t o0, size_t o1)
 	amxbf__gemm(DTYPE_Q4_0 | KERN_PACKED, amxbf__pi8_q4_0, a, o0, o1, AMXBF_KS);
 }
 
+/* The K-quants (amx_bf16_kq.h's tiles; AMXBF_KC a multiple of 256). */
+static_assert(AMXBF_KS % 8 == 0, "K chunks of whole super-blocks");
+AMXKQ_GEMMS(q4_k, DTYPE_Q4_K)
+AMXKQ_GEMMS(q5_k, DTYPE_Q5_K)
+AMXKQ_GEMMS(q6_k, DTYPE_Q6_K)
+
 /* ---- start-up self-test ----------------------------------------------------------- */
 
 /* f rounded to bf16 (nearest even) and back: the tiles' operands. */
@@ -533,6 +538,10 @@ static float amxbf__round(float f)
  * keeps the float64 reference small (the self-test runs at every start).
  */
 #define AMXBF_ST_KS 8
+/* The K-quants (amx_bf16_kq.h) run this same loop; only their B tiles
+ * differ, vector code with no tile instruction, checked bit for bit by
+ * tests/test_amx_bf16_kq.c wherever AVX512-BF16 is: not run again at
+ * every start. */
 int kern_amxbf_selftest(void)
 {
 	enum { OUT = 152, IN = 2 * AMXBF_ST_KS * AMXBF_STEP + 64, NB = IN / KERN_QK, TOK = 101 };
@@ -635,8 +644,9 @@ int kern_amxbf_enable(char *why, size_t len)
 	}
 	kern_amxbf_on = 1;
 	snprintf(amxbf__desc, sizeof(amxbf__desc),
-		 "q8_0/q4_0 prefill: bf16 tiles on prompt rows (weights and activations rounded "
-		 "to bf16, fp32 sums), int8 tiles on sampled rows (EMBER_AMX_BF16=0: int8 only)");
+		 "q8_0/q4_0/q4_k/q5_k/q6_k prefill: bf16 tiles on prompt rows (weights and "
+		 "activations rounded to bf16, fp32 sums), int8 tiles on sampled rows (k-quants: "
+		 "avx512 vnni; EMBER_AMX_BF16=0: all rows)");
 	snprintf(why, len, "on");
 	return 0;
 }

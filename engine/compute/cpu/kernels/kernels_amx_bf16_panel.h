@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "amx_bf16_kq.h"
 #include "kernels_impl.h"
 #include "math_avx512.h"
 
@@ -91,6 +92,14 @@ void kern_amxbf_b_tile(uint32_t wt, const char *w, size_t st, size_t b, uint16_t
 {
 	__m512i v[16];
 
+	if (amxkq_is_kquant(wt)) { /* its super-block's 8 tiles, one kept */
+		uint16_t sb[8 * AMXBF_TILE] __attribute__((aligned(64)));
+
+		for (size_t q = 0; q < amxkq_units(wt); q++)
+			amxkq_sb_tiles(wt, w, st, b / 8, (int)q, sb);
+		memcpy(bt, sb + b % 8 * AMXBF_TILE, AMXBF_TILE * sizeof(uint16_t));
+		return;
+	}
 	if (wt & KERN_PACKED) {
 		for (unsigned q = 0; q < AMXBF_PIECES; q++)
 			amxbf__b_piece(wt & ~KERN_PACKED, w, b, q, bt);
@@ -126,7 +135,8 @@ void kern_amxbf_b_tile(uint32_t wt, const char *w, size_t st, size_t b, uint16_t
 
 /* Work units [u0, u1) of the item's panel: B tile p (half p / n, step
  * p % n) is units 8p..8p+7 on packed rows (amxbf__b_piece), unit p on the
- * file layout (16 rows transposed at once). Inlined, with amxbf__side and
+ * file layout (16 rows transposed at once); K-quants: a 16-row super-
+ * block's amxkq_units() units (amx_bf16_kq.h). Inlined, with amxbf__side and
  * amxbf__fold, into the tile loop: as calls, each tile step ran a call
  * with six pushes, a stack realignment and a vzeroupper (amx14). */
 static inline __attribute__((always_inline)) void
@@ -135,6 +145,18 @@ amxbf__panel(uint32_t wt, const struct kern_gemm_args *a, const struct amxbf_ite
 {
 	const int packed = (wt & KERN_PACKED) != 0;
 
+	if (amxkq_is_kquant(wt)) { /* chunks are whole super-blocks */
+		const size_t us = amxkq_units(wt), nu = it->n / 8 * us;
+
+		for (size_t u = u0; u < u1; u++) {
+			const size_t h = u >= nu, v = u - (h ? nu : 0), i = 8 * (v / us);
+
+			amxkq_sb_tiles(wt, (const char *)a->w + (it->o + 16 * h) * a->w_stride,
+				       a->w_stride, (it->kc + i) / 8, (int)(v % us),
+				       bt + (h * AMXBF_KS + i) * AMXBF_TILE);
+		}
+		return;
+	}
 	/* no divisions: this runs between tile steps, a few units a step;
 	 * the piece inlined per type (its constants and branches out) */
 	for (size_t u = u0; u < u1; u++) {
@@ -150,6 +172,14 @@ amxbf__panel(uint32_t wt, const struct kern_gemm_args *a, const struct amxbf_ite
 		else
 			amxbf__b_piece(DTYPE_Q8_0, w, it->kc + i, u % AMXBF_PIECES, d);
 	}
+}
+
+/* The panel's work units for n steps, two halves or one. */
+static inline size_t amxbf__units(uint32_t wt, size_t n, int two)
+{
+	if (amxkq_is_kquant(wt))
+		return n / 8 * amxkq_units(wt) * (two ? 2 : 1);
+	return n * (two ? 2 : 1) * (wt & KERN_PACKED ? AMXBF_PIECES : 1);
 }
 
 #endif

@@ -395,6 +395,21 @@ void kern_amxbf_pgemm_q8_0(const struct kern_gemm_args *a, size_t o0, size_t o1)
 void kern_amxbf_pgemm_q4_0(const struct kern_gemm_args *a, size_t o0, size_t o1);
 void kern_amx_pgemm_q8_0(const struct kern_gemm_args *a, size_t o0, size_t o1);
 void kern_amx_pgemm_q4_0(const struct kern_gemm_args *a, size_t o0, size_t o1);
+/* The same for Q4_K, Q5_K and Q6_K (amx_bf16_kq.h's B tiles): the bf16
+ * tiles on prompt rows, the avx512 level's VNNI GEMMs (kern_avx512_vnni_*,
+ * the GEMV's bits) on sampled rows; file layout, or packed (_pgemm_). */
+void kern_amxbf_gemm_q4_k(const struct kern_gemm_args *a, size_t o0, size_t o1);
+void kern_amxbf_gemm_q5_k(const struct kern_gemm_args *a, size_t o0, size_t o1);
+void kern_amxbf_gemm_q6_k(const struct kern_gemm_args *a, size_t o0, size_t o1);
+void kern_amxbf_pgemm_q4_k(const struct kern_gemm_args *a, size_t o0, size_t o1);
+void kern_amxbf_pgemm_q5_k(const struct kern_gemm_args *a, size_t o0, size_t o1);
+void kern_amxbf_pgemm_q6_k(const struct kern_gemm_args *a, size_t o0, size_t o1);
+void kern_amx_gemm_q4_k(const struct kern_gemm_args *a, size_t o0, size_t o1);
+void kern_amx_gemm_q5_k(const struct kern_gemm_args *a, size_t o0, size_t o1);
+void kern_amx_gemm_q6_k(const struct kern_gemm_args *a, size_t o0, size_t o1);
+void kern_amx_pgemm_q4_k(const struct kern_gemm_args *a, size_t o0, size_t o1);
+void kern_amx_pgemm_q5_k(const struct kern_gemm_args *a, size_t o0, size_t o1);
+void kern_amx_pgemm_q6_k(const struct kern_gemm_args *a, size_t o0, size_t o1);
 /* Token t's n_in floats x (NULL: zeros, the padding tokens) into the bf16
  * activation tiles xb (64-byte aligned, kern_amxbf_tokens(n_tok) x n_in
  * elements): token group g = t / 16, K step s at xb + (g * n_in / 32 + s)

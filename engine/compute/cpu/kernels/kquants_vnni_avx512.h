@@ -5,8 +5,9 @@
  * transpose 16 bytes of the 16 rows into row lanes, the unpacking of a
  * super-block's values, scales and d into those lanes (used at once by the
  * streaming tiles, stored by the packing), and the panel (struct kv_panel)
- * the packing fills for prefill. Private to those two files, included only
- * by files built with the AVX-512 flags; pure functions but for the two
+ * the packing fills for prefill. Private to those two files and
+ * amx_bf16_kq.h (the AMX bf16 tiles' K-quant B tiles), included only by
+ * files built with the AVX-512 flags; pure functions but for the two
  * packing functions declared at the end.
  */
 #ifndef EMBER_KQUANTS_VNNI_AVX512_H
@@ -252,6 +253,54 @@ QV_INLINE void kv__q6u_sb(struct kv_rows rp, size_t sb, __m512i w[8][8], __m512i
 		dh = _mm256_set1_epi16(d2);
 	}
 	v[16] = _mm512_castps_si512(_mm512_cvtph_ps(dh));
+}
+
+/* File-layout Q6_K: super-block sb (byte offset) of the 16 rows as
+ * kv__q6u_sb() leaves the packed form. ql (128 bytes), qh (64), 16 int8
+ * scales, d; 32-block 4n + kk takes nibble (kk >= 2: high) of
+ * ql[64n + 32(kk & 1) + l] and bits 2kk, 2kk + 1 of qh[32n + l]. */
+QV_INLINE void kv__q6_sb(struct kv_rows rp, size_t sb, __m512i w[8][8], __m512i v[17])
+{
+	__m512i h[4], g[4];
+
+	kv__rows16(rp, sb + 192, h);
+	kv__rows16(rp, sb + 194, g); /* d in the top half of g[3] */
+	QV_UNROLL
+	for (int k = 0; k < 16; k++)
+		v[k] = kv__byte_s(h[k / 4], k % 4);
+	v[16] = _mm512_castps_si512(kv__half(g[3], 1));
+	for (int hf = 0; hf < 2; hf++) {
+		__m512i qh[8], ql[8], qa[8], qb[8];
+
+		kv__rows16(rp, sb + 128 + 32 * hf, qh);
+		kv__rows16(rp, sb + 128 + 32 * hf + 16, qh + 4);
+		/* qa: qh bits 0-1 and 4-5 (kk 0, 2), qb: bits 2-3 and 6-7
+		 * moved down two (kk 1, 3); the others clear */
+		QV_UNROLL
+		for (int c = 0; c < 8; c++) {
+			qa[c] = _mm512_and_si512(qh[c], _mm512_set1_epi8(0x33));
+			qb[c] = _mm512_and_si512(_mm512_srli_epi16(qh[c], 2),
+						 _mm512_set1_epi8(0x33));
+		}
+		for (int half = 0; half < 2; half++) {
+			kv__rows16(rp, sb + 64 * hf + 32 * half, ql);
+			kv__rows16(rp, sb + 64 * hf + 32 * half + 16, ql + 4);
+			QV_UNROLL
+			for (int hi = 0; hi < 2; hi++) {
+				const int kk = half + 2 * hi;
+
+				QV_UNROLL
+				for (int c = 0; c < 8; c++) {
+					/* qh bits 2kk, 2kk + 1 to bits 4, 5 */
+					__m512i q = kk == 0   ? _mm512_slli_epi16(qa[c], 4)
+						    : kk == 1 ? _mm512_slli_epi16(qb[c], 4)
+						    : kk == 2 ? qa[c]
+							      : qb[c];
+					w[4 * hf + kk][c] = kv__q6(ql[c], hi, q);
+				}
+			}
+		}
+	}
 }
 
 /* kquants_vnni_pack_avx512.c: super-blocks [s0, s0 + n) (n <= KV_KC) of

@@ -1,0 +1,185 @@
+/*
+ * amx_bf16_kq.h - the B tiles of the AMX bf16 prefill (kernels_amx_bf16.c)
+ * for Q4_K, Q5_K and Q6_K rows: a 16-row super-block's eight 32-element
+ * K steps dequantized to bf16 with the scales folded in, in the tiles'
+ * VNNI pair layout (tile row k holds elements 2k, 2k + 1 of the 16 rows).
+ *
+ * Why here: the values come from the K-quant VNNI tiles' own unpacking
+ * (kquants_vnni_avx512.h: 16 bytes of 16 rows transposed into row lanes,
+ * lane r of vector c = elements 4c..4c+3 of row r), which reads the file
+ * layout and the rows the level packs at load (kern_pack_groups16, Q6_K's
+ * kern_avx512_pack_q6_k) alike, so the tiles need no layout of their own.
+ * A lane's four bytes are the Q8_0 packed tile's (amxbf__b_piece): each
+ * byte to a float, times its sub-block's scale, and one permutation
+ * makes two tile rows. A 32-element sub-block (Q4_K/Q5_K) is one K step;
+ * Q6_K's 16-element sub-blocks are its two halves (c < 4, c >= 4).
+ *
+ * Values: exactly the reference dequantization's fp32 (quants_ref.c
+ * ref__deq_q4_k / _q5_k / _q6_k, the same operations in the same order,
+ * no fused multiply-add: (d * sc) * q - dmin * m; (d * sc) * (q - 32)),
+ * rounded to bf16 to nearest even: tests/test_amx_bf16.c checks them
+ * against kern_dequantize_row() rounded, bit for bit.
+ *
+ * Private to kernels_amx_bf16.c (AMX flags, which include AVX-512 VNNI).
+ */
+#ifndef EMBER_AMX_BF16_KQ_H
+#define EMBER_AMX_BF16_KQ_H
+
+#include "kquants_vnni_avx512.h"
+
+#define AMXKQ_TILE 512 /* bf16 elements per B tile (16 x 32) */
+
+/* The 16 rows whose first is at w (st bytes apart in the file layout;
+ * packed: w is their first group of 4, kv__rows_of()'s form). */
+QV_INLINE struct kv_rows amxkq__rows(const char *w, size_t st, int packed, size_t bs)
+{
+	if (!packed)
+		return (struct kv_rows){w, st, 4 * st, bs, 1, 0};
+	return (struct kv_rows){w, 16, 4 * st, 4 * bs, 4, 0};
+}
+
+/* One 32-element K step of 16 rows as a B tile at bt: w[c] lane r holds
+ * the unsigned values of elements 4c..4c+3 of row r; Q4_K/Q5_K (q6 = 0):
+ * d1a * q - m1; Q6_K: d1a * (q - 32) for c < 4, d1b * (q - 32) after. */
+QV_INLINE void amxkq__tile(const __m512i w[8], __m512 d1a, __m512 d1b, __m512 m1, int q6,
+			   uint16_t *bt)
+{
+	/* word 2n <- word n (the even element), word 2n + 1 <- word 16 + n */
+	const __m512i pair = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9,
+					      24, 8, 23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17,
+					      1, 16, 0);
+	const __m512i k32 = _mm512_set1_epi32(32);
+
+	QV_UNROLL
+	for (int c = 0; c < 8; c++) {
+		const __m512 d1 = c < 4 ? d1a : d1b;
+		__m512 f[4];
+
+		QV_UNROLL
+		for (int k = 0; k < 4; k++) {
+			const __m512i q = kv__byte_u(w[c], k);
+
+			if (q6)
+				f[k] = _mm512_mul_ps(d1, _mm512_cvtepi32_ps(_mm512_sub_epi32(q, k32)));
+			else
+				f[k] = _mm512_sub_ps(_mm512_mul_ps(d1, _mm512_cvtepi32_ps(q)), m1);
+		}
+		_mm512_store_si512(bt + 2 * c * 32, _mm512_permutexvar_epi16(
+							    pair, (__m512i)_mm512_cvtne2ps_pbh(f[1], f[0])));
+		_mm512_store_si512(bt + (2 * c + 1) * 32,
+				   _mm512_permutexvar_epi16(
+					   pair, (__m512i)_mm512_cvtne2ps_pbh(f[3], f[2])));
+	}
+}
+
+/* Super-block s of the 16 rows rp as B tiles at bt (tile j: its 32-block
+ * j, AMXKQ_TILE elements apart), 32-blocks 2p and 2p + 1 for p in [p0,
+ * p1); Q5_K when `five`. */
+QV_INLINE void amxkq__sb_k4(struct kv_rows rp, size_t s, int five, int p0, int p1, uint16_t *bt)
+{
+	const size_t sb = s * rp.step;
+	const __m512i lo16 = _mm512_set1_epi32(0xffff);
+	__m512i v[14], qh[8] = {0}, u[8], w[8];
+
+	kv__k4_head(rp, sb, v, 0);
+	if (five) {
+		kv__rows16(rp, sb + 16 * rp.km, qh);
+		kv__rows16(rp, sb + 32 * rp.km, qh + 4);
+	}
+	const __m512 d = _mm512_castsi512_ps(v[12]), dmin = _mm512_castsi512_ps(v[13]);
+
+	for (int p = p0; p < p1; p++) {
+		/* v[8 + p]: m_2p | m_2p+1 << 16 */
+		const __m512 m0 = _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(_mm512_and_si512(v[8 + p], lo16)));
+		const __m512 m1 = _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(_mm512_srli_epi32(v[8 + p], 16)));
+		const __m512 d0 = _mm512_mul_ps(d, _mm512_cvtepi32_ps(v[2 * p]));
+		const __m512 d1 = _mm512_mul_ps(d, _mm512_cvtepi32_ps(v[2 * p + 1]));
+
+		kv__k4_pair(rp, sb + (five ? 48 : 16) * rp.km, p, qh, five, u, w, 0);
+		amxkq__tile(u, d0, d0, m0, 0, bt + 2 * p * AMXKQ_TILE);
+		amxkq__tile(w, d1, d1, m1, 0, bt + (2 * p + 1) * AMXKQ_TILE);
+	}
+}
+
+/* The same for Q6_K (scales k = 2j, 2j + 1 for 32-block j). */
+QV_INLINE void amxkq__sb_q6(struct kv_rows rp, size_t s, uint16_t *bt)
+{
+	__m512i w[8][8], v[17];
+
+	if (rp.km == 4)
+		kv__q6u_sb(rp, s * rp.step, w, v);
+	else
+		kv__q6_sb(rp, s * rp.step, w, v);
+	const __m512 d = _mm512_castsi512_ps(v[16]);
+
+	for (int j = 0; j < 8; j++)
+		amxkq__tile(w[j], _mm512_mul_ps(d, _mm512_cvtepi32_ps(v[2 * j])),
+			    _mm512_mul_ps(d, _mm512_cvtepi32_ps(v[2 * j + 1])), _mm512_setzero_ps(), 1,
+			    bt + j * AMXKQ_TILE);
+}
+
+/* A super-block's work units: Q4_K/Q5_K a pair of 32-blocks each (its
+ * header unpacked again per pair: smaller pieces of vector work between
+ * the tile steps), Q6_K the whole (its unpacking makes all 8 at once). */
+static inline size_t amxkq_units(uint32_t wt)
+{
+	return (wt & ~KERN_PACKED) == DTYPE_Q6_K ? 1 : 4;
+}
+
+/* wt (DTYPE_Q4_K, _Q5_K or _Q6_K, | KERN_PACKED for packed rows): unit q
+ * (amxkq_units) of super-block s of the 16 rows at w (st bytes apart) as
+ * B tiles at bt (the super-block's 8 tiles' place). */
+QV_INLINE void amxkq_sb_tiles(uint32_t wt, const char *w, size_t st, size_t s, int q,
+			      uint16_t *bt)
+{
+	const int packed = (wt & KERN_PACKED) != 0;
+
+	switch (wt & ~KERN_PACKED) {
+	case DTYPE_Q4_K:
+		amxkq__sb_k4(amxkq__rows(w, st, packed, sizeof(struct kern_block_q4_k)), s, 0, q,
+			     q + 1, bt);
+		break;
+	case DTYPE_Q5_K:
+		amxkq__sb_k4(amxkq__rows(w, st, packed, sizeof(struct kern_block_q5_k)), s, 1, q,
+			     q + 1, bt);
+		break;
+	default:
+		amxkq__sb_q6(amxkq__rows(w, st, packed, sizeof(struct kern_block_q6_k)), s, bt);
+		break;
+	}
+}
+
+/* kern_amxbf_gemm_T and kern_amxbf_pgemm_T (file layout, packed rows):
+ * kernels_amx_bf16.c's GEMM (amxbf__gemm, expanded there) with the avx512
+ * level's VNNI GEMMs as the fallback, which read the Q8_K blocks (args.xk,
+ * made for every token) and only without them the int8 blocks. */
+#define AMXKQ_GEMMS(t, wt)                                                               \
+	static void amxbf__i8_##t(const struct kern_gemm_args *a, size_t o0, size_t o1)   \
+	{                                                                                \
+		if (a->xk == NULL)                                                       \
+			kern_act_ensure(a);                                              \
+		kern_avx512_vnni_gemm_##t(a, o0, o1);                                    \
+	}                                                                                \
+	static void amxbf__pi8_##t(const struct kern_gemm_args *a, size_t o0, size_t o1)  \
+	{                                                                                \
+		if (a->xk == NULL)                                                       \
+			kern_act_ensure(a);                                              \
+		kern_avx512_vnni_pgemm_##t(a, o0, o1);                                   \
+	}                                                                                \
+	void kern_amxbf_gemm_##t(const struct kern_gemm_args *a, size_t o0, size_t o1)    \
+	{                                                                                \
+		amxbf__gemm(wt, amxbf__i8_##t, a, o0, o1, AMXBF_KS);                     \
+	}                                                                                \
+	void kern_amxbf_pgemm_##t(const struct kern_gemm_args *a, size_t o0, size_t o1)   \
+	{                                                                                \
+		amxbf__gemm((wt) | KERN_PACKED, amxbf__pi8_##t, a, o0, o1, AMXBF_KS);    \
+	}
+
+/* 1 if wt's B tiles are this file's (super-block units of 8 tiles). */
+static inline int amxkq_is_kquant(uint32_t wt)
+{
+	wt &= ~KERN_PACKED;
+	return wt == DTYPE_Q4_K || wt == DTYPE_Q5_K || wt == DTYPE_Q6_K;
+}
+
+#endif
