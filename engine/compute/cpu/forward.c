@@ -421,7 +421,7 @@ static void act_rows_pre(void *data, size_t t0, size_t t1)
  * up left as it was (kernels.h kern_rows_bf16_fn; act_rows_pre() is its
  * redo): gate and up are read once, and the product is not stored as
  * floats to be read back for its tiles. */
-static void act_bf16_pre(void *data, size_t t0, size_t t1, const struct kern_bf16_rows *b)
+static void act_bf16_cb(void *data, size_t t0, size_t t1, const struct kern_bf16_rows *b)
 {
 	const struct forward_pass *f = data;
 	const size_t ff = f->m->hp.n_ff;
@@ -467,7 +467,7 @@ static void mlp(struct forward_pass *f, const struct model_layer *L, uint32_t n)
 	f->pre_ctx = f;
 	f->pre_rows = 1;
 	if (f->m->arch->mlp_gated && f->m->arch->act == ARCH_ACT_SILU) {
-		f->pre_bf16 = act_bf16_pre;
+		f->pre_bf16 = act_bf16_cb;
 		f->pre_redo = act_rows_pre;
 	}
 	linear(f, &L->w[ARCH_T_FFN_DOWN], &L->w[ARCH_T_FFN_DOWN_B], f->up, f->y_mlp, n);

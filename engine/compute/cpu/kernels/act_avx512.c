@@ -11,6 +11,11 @@
  * Also the row norms (kern_norm_rows) with act_avx2.c's operations, the
  * same bits: eight rows a double vector where AVX2 had four, two
  * vectors' chains side by side (KERN_NORM_ROWS = 16 rows a call).
+ *
+ * And both with their results rounded straight into the amx level's bf16
+ * A-tile rows (kern_silu_mul_bf16, kern_norm_rows_bf16: prompt rows that
+ * only the next product reads, forward.c), the same values and the same
+ * VCVTNE2PS2BF16 as kern_amxbf_act_row's, without the float rows.
  */
 #if defined(__x86_64__)
 #include <immintrin.h>

@@ -47,6 +47,13 @@
  * each streamed in order by its thread,
  * the last chunks balanced by stealing (kern__region_cb).
  *
+ * Row work before a product (kern_matmul_n_fused's kern_pre: forward.c's
+ * deferred norms and activations) runs in the quantizing tasks, a group
+ * of rows a task; where the product takes plain bf16 A tiles
+ * (kern_bf16_plain) a group of prompt rows may be written straight into
+ * them by the caller's bf16 writer, no float rows between (LEVELS.md
+ * pre15), the int8 blocks then made from its redo if a path asks.
+ *
  * Packed rows (kernels.h KERN_PACKED): a packed type id runs the level's
  * pgemv/pgemm on the same chunks (whole groups: KERN_ROW_ALIGN is a
  * multiple of every group), with the K-quant activations always made
