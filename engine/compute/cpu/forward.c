@@ -49,15 +49,18 @@ static void add_bias(float *y, const struct model_weight *b, uint32_t n_tok)
 }
 
 /* kern_matmul_n() of parts over x, after the deferred row work that
- * writes x (f->pre) if any, in the same pool tasks. */
+ * writes x (f->pre) if any, in the same pool tasks; its prompt rows
+ * straight into the product's bf16 tiles where it has such a writer
+ * (f->pre_bf16) and the product takes plain ones (kernels.h kern_pre). */
 static void matmul_n(struct forward_pass *f, uint32_t type, size_t n_in,
 		     const struct kern_mm_part *parts, size_t np, const float *x, uint32_t n)
 {
-	kern_rows_fn pre = f->pre;
+	const struct kern_pre pre = {f->pre, f->pre_ctx, f->pre_rows, f->pre_bf16, f->pre_redo};
 
 	f->pre = NULL;
-	kern_matmul_n_split(f->pool, type, n_in, parts, np, x, n, f->mm_exact, f->mm_scratch, pre,
-			    f->pre_ctx, f->pre_rows);
+	f->pre_bf16 = NULL;
+	kern_matmul_n_fused(f->pool, type, n_in, parts, np, x, n, f->mm_exact, f->mm_scratch,
+			    &pre);
 }
 
 /* y[n][w->n_out] = x[n][w->n_in] W^T + b */
@@ -84,6 +87,7 @@ static void linear_n(struct forward_pass *f, const struct model_weight *const w[
 		if ((w[i]->type | w[i]->packed) != (w[0]->type | w[0]->packed) || w[i]->n_in != w[0]->n_in)
 			break;
 	if (i < n) {
+		f->pre_bf16 = NULL; /* the later products read x's floats */
 		for (i = 0; i < n; i++)
 			linear(f, w[i], b[i], x, y[i], n_tok);
 		return;
@@ -144,6 +148,37 @@ static void norm(const struct forward_pass *f, const struct model_weight *w,
 	norm_job_run(f, w, b, x, NULL, NULL, out, n);
 }
 
+/* norm_pre_cb()'s rows as the next product's bf16 tile rows, not into
+ * job->out (kernels.h kern_rows_bf16_fn): groups of prompt rows, t0 a
+ * multiple of KERN_NORM_ROWS (kern_matmul_n_fused). */
+static void norm_bf16_cb(void *data, size_t t0, size_t t1, const struct kern_bf16_rows *b)
+{
+	const struct norm_job *job = data;
+	const size_t d = job->nm.d;
+
+	for (size_t r0 = t0; r0 < t1; r0 += KERN_NORM_ROWS) {
+		const size_t nr = t1 - r0 < KERN_NORM_ROWS ? t1 - r0 : KERN_NORM_ROWS;
+		uint16_t *dst[KERN_NORM_ROWS];
+
+		for (size_t r = 0; r < nr; r++)
+			dst[r] = kern_bf16_row(b, r0 + r);
+		kern_norm_rows_bf16(&job->nm, job->x + r0 * d, job->res ? job->res + r0 * d : NULL,
+				    job->add ? job->add + r0 * d : NULL, dst, KERN_BF16_ROW_STEP, nr);
+	}
+}
+
+/* job->out's rows [t0, t1) after norm_bf16_cb() (the residual added):
+ * norm_pre_cb() less the add, so the same floats. */
+static void norm_redo_cb(void *data, size_t t0, size_t t1)
+{
+	const struct norm_job *job = data;
+	const size_t d = job->nm.d;
+
+	for (size_t r0 = t0; r0 < t1; r0 += KERN_NORM_ROWS)
+		kern_norm_rows(&job->nm, job->x + r0 * d, NULL, NULL, job->out + r0 * d,
+			       t1 - r0 < KERN_NORM_ROWS ? t1 - r0 : KERN_NORM_ROWS);
+}
+
 /* x[n][d] += add[n][d] (a residual), then norm() of x into out: the
  * same operations as add_rows() followed by norm(), deferred to the next
  * matrix product, whose pool tasks run them (matmul_n()); out must be
@@ -158,6 +193,8 @@ static void norm_add(struct forward_pass *f, const struct model_weight *w,
 	f->pre = norm_pre_cb;
 	f->pre_ctx = &f->pre_norm;
 	f->pre_rows = KERN_NORM_ROWS;
+	f->pre_bf16 = norm_bf16_cb;
+	f->pre_redo = norm_redo_cb;
 }
 
 /* ---- attention ------------------------------------------------------------ */
@@ -380,6 +417,20 @@ static void act_rows_pre(void *data, size_t t0, size_t t1)
 			f->up[i] = activate(act, f->up[i]);
 }
 
+/* act_rows_pre()'s gated SiLU as the down projection's bf16 tile rows,
+ * up left as it was (kernels.h kern_rows_bf16_fn; act_rows_pre() is its
+ * redo): gate and up are read once, and the product is not stored as
+ * floats to be read back for its tiles. */
+static void act_bf16_cb(void *data, size_t t0, size_t t1, const struct kern_bf16_rows *b)
+{
+	const struct forward_pass *f = data;
+	const size_t ff = f->m->hp.n_ff;
+
+	for (size_t t = t0; t < t1; t++)
+		kern_silu_mul_bf16(f->up + t * ff, f->gate + t * ff, ff, kern_bf16_row(b, t),
+				   KERN_BF16_ROW_STEP);
+}
+
 /* Phi-3: ffn_up is [gate | up] (2 n_ff outputs), computed into gate's
  * double-width scratch, then each row's halves go to gate and up (the
  * gate half moves down in place: row t's destination ends before any
@@ -415,6 +466,10 @@ static void mlp(struct forward_pass *f, const struct model_layer *L, uint32_t n)
 	f->pre = act_rows_pre; /* run by the down projection's tasks */
 	f->pre_ctx = f;
 	f->pre_rows = 1;
+	if (f->m->arch->mlp_gated && f->m->arch->act == ARCH_ACT_SILU) {
+		f->pre_bf16 = act_bf16_cb;
+		f->pre_redo = act_rows_pre;
+	}
 	linear(f, &L->w[ARCH_T_FFN_DOWN], &L->w[ARCH_T_FFN_DOWN_B], f->up, f->y_mlp, n);
 }
 
@@ -427,6 +482,8 @@ static void block(struct forward_pass *f, uint32_t il, uint32_t n)
 	const size_t len = (size_t)n * f->m->hp.n_embd;
 
 	norm_add(f, &L->w[ARCH_T_ATTN_NORM], &L->w[ARCH_T_ATTN_NORM_B], f->x, f->pending, f->xn, n);
+	if (f->m->arch->residual == ARCH_RESIDUAL_PARALLEL && !ffn_norm->data)
+		f->pre_bf16 = NULL; /* the MLP reads this xn too */
 	f->pending = NULL;
 	attention(f, il, n);
 	if (f->m->arch->residual == ARCH_RESIDUAL_PARALLEL) {

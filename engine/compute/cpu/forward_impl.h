@@ -80,6 +80,11 @@ struct forward_pass {
 	kern_rows_fn pre;
 	void *pre_ctx;
 	size_t pre_rows;
+	/* pre's writer of the product's bf16 A tiles (kernels.h kern_pre),
+	 * and pre_redo its floats after all; NULL: the product's only
+	 * reader may not skip x's float rows (or there is no such writer) */
+	kern_rows_bf16_fn pre_bf16;
+	kern_rows_fn pre_redo;
 	struct norm_job pre_norm;
 };
 

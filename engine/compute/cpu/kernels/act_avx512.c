@@ -11,6 +11,11 @@
  * Also the row norms (kern_norm_rows) with act_avx2.c's operations, the
  * same bits: eight rows a double vector where AVX2 had four, two
  * vectors' chains side by side (KERN_NORM_ROWS = 16 rows a call).
+ *
+ * And both with their results rounded straight into the amx level's bf16
+ * A-tile rows (kern_silu_mul_bf16, kern_norm_rows_bf16: prompt rows that
+ * only the next product reads, forward.c), the same values and the same
+ * VCVTNE2PS2BF16 as kern_amxbf_act_row's, without the float rows.
  */
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -41,6 +46,22 @@ void kern_avx512_silu_mul(float *y, const float *g, size_t n)
 		_mm512_mask_storeu_ps(y + i, k,
 				      act512__silu_mul(_mm512_maskz_loadu_ps(k, y + i),
 						       _mm512_maskz_loadu_ps(k, g + i)));
+	}
+}
+
+/* kern_avx512_silu_mul's values rounded to bf16 A-tile rows (kernels.h
+ * kern_silu_mul_bf16): what kern_amxbf_act_row would make of y after
+ * kern_avx512_silu_mul, without y's store and reload (a 512-token
+ * prompt's up is 11.5 MB a layer at TinyLlama's n_ff). */
+void kern_avx512_silu_mul_bf16(const float *y, const float *g, size_t n, uint16_t *dst,
+			       size_t step)
+{
+	for (size_t i = 0; i + 32 <= n; i += 32, dst += step) {
+		const __m512 lo = act512__silu_mul(_mm512_loadu_ps(y + i), _mm512_loadu_ps(g + i));
+		const __m512 hi = act512__silu_mul(_mm512_loadu_ps(y + i + 16),
+						   _mm512_loadu_ps(g + i + 16));
+
+		_mm512_storeu_si512(dst, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
 	}
 }
 
@@ -130,6 +151,23 @@ norm512__sum8(const float *const x[8], const float *const x2[8], int two, size_t
 	*out2 = s2;
 }
 
+/* Elements i .. i + 15 of norm512__scale_row's o. */
+static inline __attribute__((always_inline)) __m512
+norm512__scale16(const float *x, size_t i, __m512d mv, __m512d sv, const float *gain,
+		 const float *bias)
+{
+	const __m512 xv = _mm512_loadu_ps(x + i);
+	__m512d lo = _mm512_cvtps_pd(_mm512_castps512_ps256(xv));
+	__m512d hi = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(xv), 1)));
+	__m512 f;
+
+	lo = _mm512_mul_pd(_mm512_sub_pd(lo, mv), sv);
+	hi = _mm512_mul_pd(_mm512_sub_pd(hi, mv), sv);
+	f = _mm512_insertf32x8(_mm512_castps256_ps512(_mm512_cvtpd_ps(lo)), _mm512_cvtpd_ps(hi), 1);
+	f = _mm512_mul_ps(f, _mm512_loadu_ps(gain + i));
+	return _mm512_add_ps(f, bias ? _mm512_loadu_ps(bias + i) : _mm512_setzero_ps());
+}
+
 /* o[i] = (float)((x[i] - mean) * scale) * gain[i] + (bias ? bias[i] : 0),
  * act_avx2.c norm__scale_row's operations on 16 lanes. */
 static void norm512__scale_row(const float *x, float *o, size_t d, double mean, double scale,
@@ -138,23 +176,24 @@ static void norm512__scale_row(const float *x, float *o, size_t d, double mean, 
 	const __m512d mv = _mm512_set1_pd(mean), sv = _mm512_set1_pd(scale);
 	size_t i = 0;
 
-	for (; i + 16 <= d; i += 16) {
-		const __m512 xv = _mm512_loadu_ps(x + i);
-		__m512d lo = _mm512_cvtps_pd(_mm512_castps512_ps256(xv));
-		__m512d hi = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(
-			_mm512_castps_pd(xv), 1)));
-		__m512 f;
-
-		lo = _mm512_mul_pd(_mm512_sub_pd(lo, mv), sv);
-		hi = _mm512_mul_pd(_mm512_sub_pd(hi, mv), sv);
-		f = _mm512_insertf32x8(_mm512_castps256_ps512(_mm512_cvtpd_ps(lo)),
-				       _mm512_cvtpd_ps(hi), 1);
-		f = _mm512_mul_ps(f, _mm512_loadu_ps(gain + i));
-		f = _mm512_add_ps(f, bias ? _mm512_loadu_ps(bias + i) : _mm512_setzero_ps());
-		_mm512_storeu_ps(o + i, f);
-	}
+	for (; i + 16 <= d; i += 16)
+		_mm512_storeu_ps(o + i, norm512__scale16(x, i, mv, sv, gain, bias));
 	for (; i < d; i++)
 		o[i] = (float)((x[i] - mean) * scale) * gain[i] + (bias ? bias[i] : 0.0f);
+}
+
+/* norm512__scale_row's o rounded to bf16, 32 elements at dst + s * step
+ * (d a multiple of 32): the A-tile row the product would have made of o
+ * (kern_amxbf_act_row's VCVTNE2PS2BF16), without o's store and reload. */
+static void norm512__scale_row_bf16(const float *x, uint16_t *dst, size_t step, size_t d,
+				    double mean, double scale, const float *gain, const float *bias)
+{
+	const __m512d mv = _mm512_set1_pd(mean), sv = _mm512_set1_pd(scale);
+
+	for (size_t i = 0; i + 32 <= d; i += 32, dst += step)
+		_mm512_storeu_si512(dst, (__m512i)_mm512_cvtne2ps_pbh(
+						 norm512__scale16(x, i + 16, mv, sv, gain, bias),
+						 norm512__scale16(x, i, mv, sv, gain, bias)));
 }
 
 /* kern_avx2_norm_rows on ZMM, the same bits (kernels.h): eight rows a
@@ -162,8 +201,9 @@ static void norm512__scale_row(const float *x, float *o, size_t d, double mean, 
  * level's one chain of four rows left a 512-token prompt's norms bound
  * on the latency of its additions (~3% of a TinyLlama pp512 on Emerald
  * Rapids, LEVELS.md pre13). */
-void kern_avx512_norm_rows(const struct kern_norm *nm, const float *x, float *res,
-			   const float *add, float *out, size_t n)
+static inline __attribute__((always_inline)) void
+norm512__rows(const struct kern_norm *nm, const float *x, float *res, const float *add, float *out,
+	      uint16_t *const dst[], size_t step, size_t n)
 {
 	const size_t d = nm->d;
 	size_t r, i;
@@ -211,10 +251,32 @@ void kern_avx512_norm_rows(const struct kern_norm *nm, const float *x, float *re
 				      &s, &s2);
 		_mm512_store_pd(var, s);
 		_mm512_store_pd(var + NORM512_ROWS, s2);
-		for (r = 0; r < nr; r++)
-			norm512__scale_row(x + (r0 + r) * d, out + (r0 + r) * d, d, mean[r],
-					   1.0 / sqrt(var[r] / (double)d + nm->eps), nm->gain,
-					   nm->bias);
+		for (r = 0; r < nr; r++) {
+			const double scale = 1.0 / sqrt(var[r] / (double)d + nm->eps);
+
+			if (dst)
+				norm512__scale_row_bf16(x + (r0 + r) * d, dst[r0 + r], step, d,
+							mean[r], scale, nm->gain, nm->bias);
+			else
+				norm512__scale_row(x + (r0 + r) * d, out + (r0 + r) * d, d,
+						   mean[r], scale, nm->gain, nm->bias);
+		}
 	}
+}
+
+void kern_avx512_norm_rows(const struct kern_norm *nm, const float *x, float *res,
+			   const float *add, float *out, size_t n)
+{
+	norm512__rows(nm, x, res, add, out, NULL, 0, n);
+}
+
+/* The same rows into bf16 A-tile rows (kernels.h kern_norm_rows_bf16):
+ * a prompt row's norm output only the next product reads, as the tiles
+ * it would have made of it, which saved writing and reading back 2 x 4
+ * bytes an element (LEVELS.md pre15). */
+void kern_avx512_norm_rows_bf16(const struct kern_norm *nm, const float *x, float *res,
+				const float *add, uint16_t *const dst[], size_t step, size_t n)
+{
+	norm512__rows(nm, x, res, add, NULL, dst, step, n);
 }
 #endif

@@ -47,6 +47,13 @@
  * each streamed in order by its thread,
  * the last chunks balanced by stealing (kern__region_cb).
  *
+ * Row work before a product (kern_matmul_n_fused's kern_pre: forward.c's
+ * deferred norms and activations) runs in the quantizing tasks, a group
+ * of rows a task; where the product takes plain bf16 A tiles
+ * (kern_bf16_plain) a group of prompt rows may be written straight into
+ * them by the caller's bf16 writer, no float rows between (LEVELS.md
+ * pre15), the int8 blocks then made from its redo if a path asks.
+ *
  * Packed rows (kernels.h KERN_PACKED): a packed type id runs the level's
  * pgemv/pgemm on the same chunks (whole groups: KERN_ROW_ALIGN is a
  * multiple of every group), with the K-quant activations always made
@@ -100,6 +107,8 @@ static_assert(KERN_ROW_ALIGN % 16 == 0, "chunks end on packed row groups");
 #ifndef KERN_ACT_LAZY
 #define KERN_ACT_LAZY 1
 #endif
+
+int kern_bf16_fuse_off;
 
 int kern_supports(uint32_t t)
 {
@@ -252,6 +261,11 @@ struct kern__job {
 	kern_rows_fn pre;
 	void *pre_ctx;
 	size_t pre_rows;
+	/* kern_pre's bf16 writer where it takes the call's prompt rows (its
+	 * groups from bf16_t0: wholly prompt rows), else NULL */
+	kern_rows_bf16_fn pre_bf16;
+	size_t bf16_t0;
+	struct kern_bf16_rows bf16_rows;
 	struct kern_act_lazy lazy; /* args' lazy, where the bf16 tokens' int8 waits */
 };
 
@@ -296,6 +310,8 @@ void kern_act_ensure(const struct kern_gemm_args *a)
 	if (l == NULL)
 		return;
 	pthread_mutex_lock(&l->lock);
+	if (!l->done && l->redo != NULL)
+		l->redo(l->redo_ctx, l->redo_t0, l->redo_t1);
 	for (size_t t = 0; !l->done && t < l->n; t++) {
 		struct kern_block_q8a *dst = (struct kern_block_q8a *)(l->x + t * l->x_stride);
 
@@ -307,13 +323,20 @@ void kern_act_ensure(const struct kern_gemm_args *a)
 	pthread_mutex_unlock(&l->lock);
 }
 
-/* Token group i of kern_matmul_n_pre(): its rows written, then quantized. */
+/* Token group i of kern_matmul_n_pre(): its rows written, then quantized;
+ * or, a group of prompt rows with a bf16 writer (kern_matmul_n_fused),
+ * written as their tiles, their int8 blocks left to kern_act_ensure as
+ * kern__quantize_cb leaves them. */
 static void kern__pre_quantize_cb(void *data, size_t i)
 {
 	const struct kern__job *job = data;
 	const size_t t0 = i * job->pre_rows, n_tok = job->args[0].n_tok;
 	const size_t t1 = n_tok - t0 < job->pre_rows ? n_tok : t0 + job->pre_rows;
 
+	if (job->pre_bf16 != NULL && t0 >= job->bf16_t0) {
+		job->pre_bf16(job->pre_ctx, t0, t1, &job->bf16_rows);
+		return;
+	}
 	job->pre(job->pre_ctx, t0, t1);
 	for (size_t t = t0; t < t1; t++)
 		kern__quantize_cb(data, t);
@@ -557,6 +580,65 @@ void kern_matmul_n_split(tpool_t pool, uint32_t wtype, size_t n_in,
 			 size_t n_exact, void *scratch, kern_rows_fn pre, void *pre_ctx,
 			 size_t pre_rows)
 {
+	const struct kern_pre p = {pre, pre_ctx, pre_rows, NULL, NULL};
+
+	kern_matmul_n_fused(pool, wtype, n_in, parts, n, x, n_tok, n_exact, scratch, &p);
+}
+
+uint16_t *kern_bf16_row(const struct kern_bf16_rows *b, size_t t)
+{
+#if defined(__x86_64__)
+	static_assert(KERN_BF16_ROW_STEP == 512, "kern_amxbf_row's K step");
+	return kern_amxbf_row(b->xb, b->n_in, t - b->n_exact);
+#else
+	return (void)b, (void)t, NULL;
+#endif
+}
+
+/* The plain layout is kern_amxbf_act_row's (kern__quantize_cb): Q8_0 and
+ * Q4_0 where the bf16 GEMM is on. The fused writers' kernels are the
+ * avx512 ones, the amx level's silu_mul and norm_rows (checked, so their
+ * tiles are the unfused rows' bits). */
+int kern_bf16_plain(uint32_t wtype)
+{
+	wtype &= ~KERN_PACKED;
+#if defined(__x86_64__)
+	return (wtype == DTYPE_Q8_0 || wtype == DTYPE_Q4_0) && kern__bf16_bytes(wtype, 32, 32) != 0 &&
+	       kern__ops->silu_mul == kern_avx512_silu_mul &&
+	       kern__ops->norm_rows == kern_avx512_norm_rows;
+#else
+	return 0;
+#endif
+}
+
+void kern_silu_mul_bf16(const float *y, const float *g, size_t n, uint16_t *dst, size_t step)
+{
+#if defined(__x86_64__)
+	kern_avx512_silu_mul_bf16(y, g, n, dst, step);
+#else
+	(void)y, (void)g, (void)n, (void)dst, (void)step;
+	abort(); /* kern_bf16_plain() is 0 */
+#endif
+}
+
+void kern_norm_rows_bf16(const struct kern_norm *nm, const float *x, float *res, const float *add,
+			 uint16_t *const dst[], size_t step, size_t n)
+{
+#if defined(__x86_64__)
+	kern_avx512_norm_rows_bf16(nm, x, res, add, dst, step, n);
+#else
+	(void)nm, (void)x, (void)res, (void)add, (void)dst, (void)step, (void)n;
+	abort(); /* kern_bf16_plain() is 0 */
+#endif
+}
+
+void kern_matmul_n_fused(tpool_t pool, uint32_t wtype, size_t n_in,
+			 const struct kern_mm_part *parts, size_t n, const float *x, size_t n_tok,
+			 size_t n_exact, void *scratch, const struct kern_pre *pp)
+{
+	const kern_rows_fn pre = pp ? pp->rows : NULL;
+	void *const pre_ctx = pp ? pp->ctx : NULL;
+	const size_t pre_rows = pp ? pp->n_rows : 1;
 	struct kern__job job = {0};
 	struct kern_gemm_args a = {0};
 	const int packed = (wtype & KERN_PACKED) != 0;
@@ -626,6 +708,22 @@ void kern_matmul_n_split(tpool_t pool, uint32_t wtype, size_t n_in,
 			};
 			pthread_mutex_init(&job.lazy.lock, NULL);
 			a.lazy = KERN_ACT_LAZY ? &job.lazy : NULL;
+			/* the writer's groups of prompt rows only, and only where
+			 * the int8 blocks wait for demand (they would read the
+			 * float rows it does not write) */
+			if (pre && pp->bf16 && a.lazy && !kern_bf16_fuse_off &&
+			    kern_bf16_plain(wtype)) {
+				const size_t g = pre_rows ? pre_rows : 1;
+
+				assert(pp->redo != NULL && n_in % 32 == 0);
+				job.pre_bf16 = pp->bf16;
+				job.bf16_t0 = (n_exact + g - 1) / g * g;
+				job.bf16_rows = (struct kern_bf16_rows){(uint16_t *)a.xb, n_in, n_exact};
+				job.lazy.redo = pp->redo;
+				job.lazy.redo_ctx = pre_ctx;
+				job.lazy.redo_t0 = job.bf16_t0 < n_tok ? job.bf16_t0 : n_tok;
+				job.lazy.redo_t1 = n_tok;
+			}
 		}
 #endif
 	} else {

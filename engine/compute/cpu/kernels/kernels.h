@@ -148,6 +148,49 @@ void kern_matmul_n_split(tpool_t pool, uint32_t wtype, size_t n_in,
 			 size_t n_exact, void *scratch, kern_rows_fn pre, void *pre_ctx,
 			 size_t pre_rows);
 
+/* Where a product's prompt rows go when they take the amx level's plain
+ * bf16 A tiles (kern_bf16_plain): token t's (t >= n_exact) elements
+ * 32 s .. 32 s + 31 at kern_bf16_row(b, t) + s * KERN_BF16_ROW_STEP. */
+struct kern_bf16_rows {
+	uint16_t *xb;
+	size_t n_in, n_exact;
+};
+#define KERN_BF16_ROW_STEP 512
+uint16_t *kern_bf16_row(const struct kern_bf16_rows *b, size_t t);
+
+/* Whether a product of wtype weights takes its prompt rows as plain bf16
+ * A-tile rows (the amx level's Q8_0 / Q4_0 tiles, on), the rows a
+ * kern_pre's bf16 writer may write: a weight type whose prompt rows take
+ * another layout (or none) answers 0 and its products run rows(). */
+int kern_bf16_plain(uint32_t wtype);
+
+/* Writes rows [t0, t1) of a product's activations as their bf16 A-tile
+ * rows (b) instead of floats: the float rows rows() would write, each
+ * rounded to bf16 (nearest even), and nothing else of x. */
+typedef void (*kern_rows_bf16_fn)(void *ctx, size_t t0, size_t t1,
+				  const struct kern_bf16_rows *b);
+
+/* A product's deferred row work (kern_matmul_n_fused). */
+struct kern_pre {
+	kern_rows_fn rows; /* x's float rows; NULL: x is ready */
+	void *ctx;
+	size_t n_rows; /* rows a task (0: 1) */
+	/* NULL, or rows() for groups of prompt rows only, written straight
+	 * into the product's bf16 tiles where it takes plain ones
+	 * (kern_bf16_plain): the float rows are not written then, and redo
+	 * (required with bf16) makes them afterwards from what bf16 left, for
+	 * a path that reads them after all (kern_act_ensure): rows() less
+	 * what it did besides writing x (a residual add). */
+	kern_rows_bf16_fn bf16;
+	kern_rows_fn redo;
+};
+
+/* kern_matmul_n_split() with pre's row work (NULL: none). The outputs
+ * are the same bits whether pre->bf16 runs or pre->rows. */
+void kern_matmul_n_fused(tpool_t pool, uint32_t wtype, size_t n_in,
+			 const struct kern_mm_part *parts, size_t n, const float *x, size_t n_tok,
+			 size_t n_exact, void *scratch, const struct kern_pre *pre);
+
 /*
  * Flash-style attention blocks (engine/compute/cpu/attention.c): the scores of a tile
  * of queries against a block of keys, each score row's softmax against a
@@ -230,6 +273,12 @@ float kern_exp_sum(float *x, size_t n, float m);
  * level's (expf). */
 void kern_silu_mul(float *y, const float *g, size_t n);
 
+/* kern_silu_mul(y, g, n) rounded to bf16 (nearest even) into chunks of
+ * 32 (n a multiple of 32): elements 32 s .. at dst + s * step; y is left
+ * as it was. The amx level only (kern_bf16_plain's rows): its
+ * kern_silu_mul's bits. */
+void kern_silu_mul_bf16(const float *y, const float *g, size_t n, uint16_t *dst, size_t step);
+
 /* kern_exp_sum() for prompt rows, whose results are never sampled and
  * go on to bf16 tiles (attention's weights P; attention.c uses it only
  * for the tiles that run there): a shorter exp (degree-5 polynomial,
@@ -264,6 +313,13 @@ struct kern_norm {
  * row per vector lane. */
 void kern_norm_rows(const struct kern_norm *nm, const float *x, float *res, const float *add,
 		    float *out, size_t n);
+
+/* kern_norm_rows() with row r's out rounded to bf16 (nearest even) into
+ * chunks of 32 (d a multiple of 32): elements 32 s .. at dst[r] + s *
+ * step, and no float out. The amx level only (kern_bf16_plain's rows):
+ * its kern_norm_rows' bits, rounded. */
+void kern_norm_rows_bf16(const struct kern_norm *nm, const float *x, float *res, const float *add,
+			 uint16_t *const dst[], size_t step, size_t n);
 
 /* Bound of kern_exp_sum()'s relative error against exp() (the SIMD levels;
  * tests/test_attention.c checks it against expf over the float range). */

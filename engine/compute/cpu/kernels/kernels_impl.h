@@ -115,7 +115,17 @@ struct kern_act_lazy {
 	float *xd;
 	int32_t *xs8;
 	size_t xd_stride, n;
+	/* Where the float rows of tokens [redo_t0, redo_t1) of the call were
+	 * not written (kernels.h kern_pre's bf16 took them): redo(redo_ctx,
+	 * redo_t0, redo_t1) makes them first; NULL: all there. */
+	void (*redo)(void *ctx, size_t t0, size_t t1);
+	void *redo_ctx;
+	size_t redo_t0, redo_t1;
 };
+
+/* Tests: 1 makes kern_matmul_n_fused() run kern_pre's rows() for every
+ * group (the unfused path), to compare the two (test_fuse_bf16.c). */
+extern int kern_bf16_fuse_off;
 
 /* a's int8 blocks and summaries, made if a->lazy says they were left
  * unmade (thread-safe; a no-op for a->lazy NULL or done). */
@@ -311,6 +321,12 @@ void kern_avx2_norm_rows(const struct kern_norm *nm, const float *x, float *res,
 			 float *out, size_t n);
 void kern_avx512_norm_rows(const struct kern_norm *nm, const float *x, float *res,
 			   const float *add, float *out, size_t n);
+/* act_avx512.c: the two above with their results rounded to bf16 A-tile
+ * rows (kernels.h kern_silu_mul_bf16, kern_norm_rows_bf16). */
+void kern_avx512_silu_mul_bf16(const float *y, const float *g, size_t n, uint16_t *dst,
+			       size_t step);
+void kern_avx512_norm_rows_bf16(const struct kern_norm *nm, const float *x, float *res,
+				const float *add, uint16_t *const dst[], size_t step, size_t n);
 /* The AVX2 quantized prefill GEMM (kernels_qgemm_avx2.c), n_tok >= 2. */
 void kern_avx2_qgemm_q8_0(const struct kern_gemm_args *a, size_t o0, size_t o1);
 void kern_avx2_qgemm_q4_0(const struct kern_gemm_args *a, size_t o0, size_t o1);
@@ -415,6 +431,14 @@ void kern_amx_pgemm_q6_k(const struct kern_gemm_args *a, size_t o0, size_t o1);
  * elements): token group g = t / 16, K step s at xb + (g * n_in / 32 + s)
  * * 512 + (t % 16) * 32, rounded to nearest even (AVX512-BF16 only). */
 void kern_amxbf_act_row(const float *x, size_t n_in, size_t t, uint16_t *xb);
+/* That layout's token t, K step 0 (kernels.h kern_bf16_row: step s is
+ * s * KERN_BF16_ROW_STEP elements on), for writers that make the rows
+ * themselves (kernels.h kern_pre's bf16); test_fuse_bf16.c checks it
+ * against kern_amxbf_act_row. */
+static inline uint16_t *kern_amxbf_row(uint16_t *xb, size_t n_in, size_t t)
+{
+	return xb + (t / 16) * (n_in / 32) * 512 + (t % 16) * 32;
+}
 /* Block b of 16 weight rows (w, st bytes apart) as one bf16 B tile at bt
  * (1 KiB, 64-byte aligned): row r = elements 2r, 2r+1 of the 16 rows,
  * weight row n's pair at elements 2n, 2n+1. wt | KERN_PACKED: w is a
