@@ -185,6 +185,7 @@ ifeq ($(TARGET_ARCH),x86_64)
 $(BUILD)/tests/test_amx_model.o: ISAFLAGS = $(ISA_avx512)
 $(BUILD)/tests/test_amx_bf16.o: ISAFLAGS = $(ISA_avx512)
 $(BUILD)/tests/test_amx_split.o: ISAFLAGS = $(ISA_avx512)
+$(BUILD)/tests/test_amx_fx.o: ISAFLAGS = $(ISA_avx512)
 endif
 
 $(LIBEMBER): $(ENGINE_OBJ) $(BUILD)/vulkan.flag

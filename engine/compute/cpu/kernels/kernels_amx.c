@@ -356,6 +356,19 @@ void kern_amx_pgemm_q4_0(const struct kern_gemm_args *a, size_t o0, size_t o1)
 	amx__split(a, o0, o1, kern_avx512_pgemm_q4_0, kern_amxbf_pgemm_q4_0);
 }
 
+/* F16 / BF16: prompt rows as split products on the bf16 tiles
+ * (amx_bf16_fx.h), sampled rows the avx512 level's float GEMM, bit for
+ * bit (static: the table is their only caller). */
+static void amx__gemm_f16(const struct kern_gemm_args *a, size_t o0, size_t o1)
+{
+	amx__split(a, o0, o1, kern_avx512_gemm_f16, kern_amxbf_gemm_f16);
+}
+
+static void amx__gemm_bf16(const struct kern_gemm_args *a, size_t o0, size_t o1)
+{
+	amx__split(a, o0, o1, kern_avx512_gemm_bf16, kern_amxbf_gemm_bf16);
+}
+
 /* The AMX table: only the quantized GEMMs; every other entry, and the
  * one-token GEMV, is the AVX-512 level's (kern_resolve()). Packed rows as
  * the avx512 level packs them (kern_resolve takes a type's packed form
@@ -370,11 +383,15 @@ const struct kern_ops kern_ops_amx = {
 		{
 			[DTYPE_Q8_0] = kern_amx_gemm_q8_0,
 			[DTYPE_Q4_0] = kern_amx_gemm_q4_0,
+			[DTYPE_F16] = amx__gemm_f16,
+			[DTYPE_BF16] = amx__gemm_bf16,
 		},
 	.gemv =
 		{
 			[DTYPE_Q8_0] = kern_avx512_gemm_q8_0,
 			[DTYPE_Q4_0] = kern_avx512_gemm_q4_0,
+			[DTYPE_F16] = kern_avx512_gemm_f16,
+			[DTYPE_BF16] = kern_avx512_gemm_bf16,
 		},
 	.pgemm = {[DTYPE_Q8_0] = kern_amx_pgemm_q8_0, [DTYPE_Q4_0] = kern_amx_pgemm_q4_0},
 	.pgemv = {[DTYPE_Q8_0] = kern_avx512_pgemv_q8_0, [DTYPE_Q4_0] = kern_avx512_pgemv_q4_0},

@@ -103,6 +103,7 @@
 #include <string.h>
 
 #include "env.h"
+#include "amx_bf16_fx.h"
 #include "amx_selftest.h"
 #include "kernels.h"
 #include "kernels_impl.h"
@@ -194,9 +195,10 @@ void kern_amxbf_act_row(const float *x, size_t n_in, size_t t, uint16_t *xb)
 
 size_t kern_amxbf_scratch(uint32_t wtype, size_t n_in, size_t n_tok)
 {
-	if ((wtype != DTYPE_Q8_0 && wtype != DTYPE_Q4_0) || !kern_amxbf_on)
+	if ((wtype != DTYPE_Q8_0 && wtype != DTYPE_Q4_0 && amxfx_widen(wtype) == 1) ||
+	    !kern_amxbf_on)
 		return 0;
-	return kern_amxbf_tokens(n_tok) * n_in * sizeof(uint16_t) + 64;
+	return kern_amxbf_tokens(n_tok) * n_in * amxfx_widen(wtype) * sizeof(uint16_t) + 64;
 }
 
 const uint16_t *kern_amxbf_tiles(const void *at, size_t n_in, size_t n_tok)
@@ -422,7 +424,9 @@ amxbf__panel(uint32_t wt, const struct kern_gemm_args *a, const struct amxbf_ite
 		const char *w = (const char *)a->w + (it->o + 16 * h) * a->w_stride;
 		uint16_t *d = bt + (h * AMXBF_KS + i) * AMXBF_TILE;
 
-		if (!packed)
+		if (!packed && amxfx_widen(wt) > 1) /* F16, BF16: split (amx_bf16_fx.h) */
+			amxfx_b_tile(wt, w, a->w_stride, it->kc + i, d);
+		else if (!packed)
 			kern_amxbf_b_tile(wt, w, a->w_stride, it->kc + i, d);
 		else if (wt == (DTYPE_Q4_0 | KERN_PACKED))
 			amxbf__b_piece(DTYPE_Q4_0, w, it->kc + i, u % AMXBF_PIECES, d);
@@ -519,13 +523,15 @@ static void amxbf__block(float *co, size_t ocs, int two, const uint16_t *x0, siz
 static void amxbf__gemm(uint32_t wt, kern_gemm_fn i8, const struct kern_gemm_args *a, size_t o0,
 			size_t o1, size_t ks)
 {
-	const size_t ns = a->n_in / AMXBF_STEP, mp = kern_amxbf_tokens(a->n_tok), ntg = mp / 32;
+	/* F16, BF16: K steps of the split products (amx_bf16_fx.h) */
+	const size_t wd = amxfx_widen(wt);
+	const size_t ns = a->n_in * wd / AMXBF_STEP, mp = kern_amxbf_tokens(a->n_tok), ntg = mp / 32;
 	const size_t full = a->n_tok / 32 * 32, rows = (o1 - o0) / 16 * 16;
 	const size_t o_end = o0 + rows;
 	const size_t bt_bytes = 2 * AMXBF_KS * AMXBF_TILE * sizeof(uint16_t);
 	const size_t ct_bytes =
 		full < mp && ns <= ks ? (32 * rows * sizeof(float) + 63) & ~(size_t)63 : 0;
-	const size_t xb_bytes = a->xb ? 0 : mp * a->n_in * sizeof(uint16_t);
+	const size_t xb_bytes = a->xb ? 0 : mp * a->n_in * wd * sizeof(uint16_t);
 	/* the running sums between K chunks: per token group a row block's
 	 * (rbw rows: the call's, up to AMXBF_RB) 32 x 32 blocks (4 KiB each, contiguous: y's rows are n_out floats
 	 * apart, all on a few cache sets), then two chunks' partial blocks */
@@ -553,8 +559,8 @@ static void amxbf__gemm(uint32_t wt, kern_gemm_fn i8, const struct kern_gemm_arg
 		uint16_t *own = (uint16_t *)(m + 2 * bt_bytes + ct_bytes + cb_bytes);
 
 		for (size_t t = 0; t < mp; t++)
-			kern_amxbf_act_row(t < a->n_tok ? a->xf + t * a->xf_stride : NULL, a->n_in, t,
-					   own);
+			amxfx_act_row(wt, t < a->n_tok ? a->xf + t * a->xf_stride : NULL, a->n_in, t,
+				      own);
 		xb = own;
 	}
 	amxbf__set(&it, o0, 0, o0, ns, ks, o_end);
@@ -633,6 +639,36 @@ void kern_amxbf_pgemm_q8_0(const struct kern_gemm_args *a, size_t o0, size_t o1)
 void kern_amxbf_pgemm_q4_0(const struct kern_gemm_args *a, size_t o0, size_t o1)
 {
 	amxbf__gemm(DTYPE_Q4_0 | KERN_PACKED, amxbf__pi8_q4_0, a, o0, o1, AMXBF_KS);
+}
+
+/* F16 / BF16 weights as split products (amx_bf16_fx.h); rows past the
+ * last 16 and the fallback run the avx512 level's float GEMM. */
+void kern_amxbf_gemm_f16(const struct kern_gemm_args *a, size_t o0, size_t o1)
+{
+	amxbf__gemm(DTYPE_F16, kern_avx512_gemm_f16, a, o0, o1, AMXBF_KS);
+}
+
+void kern_amxbf_gemm_bf16(const struct kern_gemm_args *a, size_t o0, size_t o1)
+{
+	amxbf__gemm(DTYPE_BF16, kern_avx512_gemm_bf16, a, o0, o1, AMXBF_KS);
+}
+
+void kern_amxbf_act_row_fx(uint32_t wtype, const float *x, size_t n_in, size_t t, uint16_t *xb)
+{
+	amxfx_act_row(wtype, x, n_in, t, xb);
+}
+
+size_t kern_amxbf_widen(uint32_t wtype)
+{
+	return amxfx_widen(wtype);
+}
+
+const char *kern_amxbf_fx_describe(void)
+{
+	return kern_amxbf_on ? "f16/bf16 prefill: split bf16 tile products on prompt rows "
+			       "(w_hi a_hi + w_hi a_lo + w_lo a_hi, fp32 sums, within 2^-16 of "
+			       "each product), avx512 on sampled rows (EMBER_AMX_BF16=0: avx512 only)"
+			     : "f16/bf16 prefill: avx512 (bf16 tiles off)";
 }
 
 /* ---- start-up self-test ----------------------------------------------------------- */
@@ -755,7 +791,8 @@ int kern_amxbf_enable(char *why, size_t len)
 		snprintf(why, len, "off (EMBER_AMX_BF16=0)");
 		return 1;
 	}
-	if (kern_amxbf_selftest() != 0) {
+	if (kern_amxbf_selftest() != 0 ||
+	    amxfx_selftest(kern_amxbf_gemm_f16, kern_amxbf_gemm_bf16) != 0) {
 		snprintf(amxbf__desc, sizeof(amxbf__desc),
 			 "q8_0/q4_0 prefill: int8 tiles (bf16 off: its self-test failed)");
 		snprintf(why, len, "off: the bf16 self-test failed its bounds");
