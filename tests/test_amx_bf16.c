@@ -53,9 +53,6 @@
 #define kern_amxbf_describe bfm_amxbf_describe
 #define kern_amxbf_gemm_f16 bfm_amxbf_gemm_f16
 #define kern_amxbf_gemm_bf16 bfm_amxbf_gemm_bf16
-#define kern_amxbf_act_row_fx bfm_amxbf_act_row_fx
-#define kern_amxbf_widen bfm_amxbf_widen
-#define kern_amxbf_fx_describe bfm_amxbf_fx_describe
 /* both files' work memory through the model's failing hook */
 #define AMX_ALLOC(n) model_alloc(n)
 #define AMXBF_ALLOC(n) model_alloc(n)

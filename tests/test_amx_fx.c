@@ -52,9 +52,6 @@
 #define kern_amxbf_describe fxm_amxbf_describe
 #define kern_amxbf_gemm_f16 fxm_amxbf_gemm_f16
 #define kern_amxbf_gemm_bf16 fxm_amxbf_gemm_bf16
-#define kern_amxbf_act_row_fx fxm_amxbf_act_row_fx
-#define kern_amxbf_widen fxm_amxbf_widen
-#define kern_amxbf_fx_describe fxm_amxbf_fx_describe
 #define AMX_ALLOC(n) model_alloc(n)
 #define AMXBF_ALLOC(n) model_alloc(n)
 #include "kernels_amx.c"
@@ -164,7 +161,7 @@ START_TEST(fx_tiles_and_rows_match_the_scalar_split)
 		}
 		fxm_acts(x, TOK * IN, &s);
 		for (size_t t = 0; t < 64; t++)
-			fxm_amxbf_act_row_fx(wt, t < TOK ? x + t * IN : NULL, IN, t, xb);
+			amxfx_act_row(wt, t < TOK ? x + t * IN : NULL, IN, t, xb);
 		for (size_t t = 0; t < 64; t++)
 			for (size_t b = 0; b < ns * wd; b++)
 				for (int e = 0; e < 32; e++) {

@@ -50,9 +50,6 @@
 #define kern_amxbf_describe spm_amxbf_describe
 #define kern_amxbf_gemm_f16 spm_amxbf_gemm_f16
 #define kern_amxbf_gemm_bf16 spm_amxbf_gemm_bf16
-#define kern_amxbf_act_row_fx spm_amxbf_act_row_fx
-#define kern_amxbf_widen spm_amxbf_widen
-#define kern_amxbf_fx_describe spm_amxbf_fx_describe
 /* both files' work memory through the model's failing hook */
 #define AMX_ALLOC(n) model_alloc(n)
 #define AMXBF_ALLOC(n) model_alloc(n)

@@ -38,6 +38,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "amx_selftest.h"
 #include "dtype.h"
@@ -136,7 +137,7 @@ static inline void amxfx_b_tile(uint32_t wt, const char *w, size_t st, size_t b,
  * exact F16 / BF16 weights and float activations: within AMXFX_BOUND of
  * sum |w x|. Weights of varied magnitude (2^-12 .. 1), so every w_lo
  * and a_lo is in play. 0 when it holds. */
-static int amxfx_selftest(kern_gemm_fn f16, kern_gemm_fn bf16)
+static inline int amxfx_selftest(kern_gemm_fn f16, kern_gemm_fn bf16)
 {
 	enum { OUT = 152, IN = 576, TOK = 69 };
 	uint16_t *w = malloc(sizeof(uint16_t) * OUT * IN);

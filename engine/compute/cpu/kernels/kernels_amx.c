@@ -52,6 +52,10 @@
  * last token the same in its chunk as alone after a prefix-cache hit
  * (kern_amx_gemm_*; kern_amx_i8_gemm_* are the int8 path alone).
  *
+ * F16 / BF16 (amx__gemm_f16 / _bf16): the same split by purpose, prompt
+ * rows as split bf16 products (amx_bf16_fx.h), sampled rows (and the
+ * GEMV) the avx512 level's float GEMM, bit for bit.
+ *
  * Packed rows (KERN_PACKED, at load): the amx level packs Q4_0 / Q8_0 as
  * the avx512 level does and runs its packed GEMV / GEMM (kern_amx_pgemm_*:
  * the bf16 tiles on the tiled rows where they take the call); the int8

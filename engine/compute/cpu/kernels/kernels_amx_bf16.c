@@ -16,7 +16,9 @@
  * (kern_amxbf_enable) checks that bound against a float64 reference and
  * the avx512 level. A token's outputs depend only on its own activations
  * (each C element is its own row and column's sums, in a fixed K order),
- * never on the other tokens of the call.
+ * never on the other tokens of the call. F16 and BF16 weights run here
+ * too, as split products (amx_bf16_fx.h: the K steps three / two times
+ * as many, only their B tiles and activation rows differ).
  *
  * On by default (EMBER_AMX_BF16=0: off, no self-test), for prompt rows
  * only (issue 17): the rows whose logits are sampled (decode tokens, a
@@ -651,24 +653,6 @@ void kern_amxbf_gemm_f16(const struct kern_gemm_args *a, size_t o0, size_t o1)
 void kern_amxbf_gemm_bf16(const struct kern_gemm_args *a, size_t o0, size_t o1)
 {
 	amxbf__gemm(DTYPE_BF16, kern_avx512_gemm_bf16, a, o0, o1, AMXBF_KS);
-}
-
-void kern_amxbf_act_row_fx(uint32_t wtype, const float *x, size_t n_in, size_t t, uint16_t *xb)
-{
-	amxfx_act_row(wtype, x, n_in, t, xb);
-}
-
-size_t kern_amxbf_widen(uint32_t wtype)
-{
-	return amxfx_widen(wtype);
-}
-
-const char *kern_amxbf_fx_describe(void)
-{
-	return kern_amxbf_on ? "f16/bf16 prefill: split bf16 tile products on prompt rows "
-			       "(w_hi a_hi + w_hi a_lo + w_lo a_hi, fp32 sums, within 2^-16 of "
-			       "each product), avx512 on sampled rows (EMBER_AMX_BF16=0: avx512 only)"
-			     : "f16/bf16 prefill: avx512 (bf16 tiles off)";
 }
 
 /* ---- start-up self-test ----------------------------------------------------------- */
