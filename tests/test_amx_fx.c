@@ -350,6 +350,11 @@ START_TEST(fx_sampled_rows_are_avx512_bit_for_bit)
 			ck_assert_int_eq(memcmp(y, y2, sizeof(y)), 0);
 			ck_assert_int_eq(model_bf16_products, 0);
 		}
+		/* the tiles take whole 32-element steps: rows of other
+		 * lengths (F16 / BF16 have them) stay on avx512 */
+		fxm_amxbf_on = 1;
+		ck_assert_uint_eq(fxm_amxbf_scratch(wt, 4096, 8), 32 * 4096 * (ti ? 2 : 3) * 2 + 64);
+		ck_assert_uint_eq(fxm_amxbf_scratch(wt, 4100, 8), 0);
 		fxm_amxbf_on = saved;
 		ck_assert(fxm_ops_amx.gemv[wt] == (ti ? kern_avx512_gemm_bf16 : kern_avx512_gemm_f16));
 	}

@@ -197,8 +197,9 @@ void kern_amxbf_act_row(const float *x, size_t n_in, size_t t, uint16_t *xb)
 
 size_t kern_amxbf_scratch(uint32_t wtype, size_t n_in, size_t n_tok)
 {
+	/* F16 / BF16 rows of any length exist: the tiles take whole steps */
 	if ((wtype != DTYPE_Q8_0 && wtype != DTYPE_Q4_0 && amxfx_widen(wtype) == 1) ||
-	    !kern_amxbf_on)
+	    n_in % AMXBF_STEP != 0 || !kern_amxbf_on)
 		return 0;
 	return kern_amxbf_tokens(n_tok) * n_in * amxfx_widen(wtype) * sizeof(uint16_t) + 64;
 }
