@@ -179,6 +179,7 @@ $(BUILD)/tests/%.o: CFLAGS += -fno-tree-vectorize
 endif
 $(BUILD)/engine/compute/cpu/kernels/%_amx.o: ISAFLAGS = $(ISA_amx)
 $(BUILD)/engine/compute/cpu/kernels/kernels_amx_bf16.o: ISAFLAGS = $(ISA_amx)
+$(BUILD)/engine/compute/cpu/kernels/kernels_amx_fx.o: ISAFLAGS = $(ISA_amx)
 # The AMX blocking on a software tile model (tests/test_amx_model.c)
 # includes kernels_amx.c: AVX-512 code, run only where the CPU has it.
 ifeq ($(TARGET_ARCH),x86_64)
@@ -186,6 +187,7 @@ $(BUILD)/tests/test_amx_model.o: ISAFLAGS = $(ISA_avx512)
 $(BUILD)/tests/test_amx_bf16.o: ISAFLAGS = $(ISA_avx512)
 $(BUILD)/tests/test_amx_bf16_kq.o: ISAFLAGS = $(ISA_avx512)
 $(BUILD)/tests/test_amx_split.o: ISAFLAGS = $(ISA_avx512)
+$(BUILD)/tests/test_amx_fx.o: ISAFLAGS = $(ISA_avx512)
 endif
 
 $(LIBEMBER): $(ENGINE_OBJ) $(BUILD)/vulkan.flag

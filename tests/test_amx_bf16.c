@@ -63,6 +63,8 @@
 #define kern_amxbf_scratch bfm_amxbf_scratch
 #define kern_amxbf_tiles bfm_amxbf_tiles
 #define kern_amxbf_describe bfm_amxbf_describe
+#define kern_amxbf_gemm_f16 bfm_amxbf_gemm_f16
+#define kern_amxbf_gemm_bf16 bfm_amxbf_gemm_bf16
 /* both files' work memory through the model's failing hook */
 #define AMX_ALLOC(n) model_alloc(n)
 #define AMXBF_ALLOC(n) model_alloc(n)

@@ -60,6 +60,8 @@
 #define kern_amxbf_scratch spm_amxbf_scratch
 #define kern_amxbf_tiles spm_amxbf_tiles
 #define kern_amxbf_describe spm_amxbf_describe
+#define kern_amxbf_gemm_f16 spm_amxbf_gemm_f16
+#define kern_amxbf_gemm_bf16 spm_amxbf_gemm_bf16
 /* both files' work memory through the model's failing hook */
 #define AMX_ALLOC(n) model_alloc(n)
 #define AMXBF_ALLOC(n) model_alloc(n)

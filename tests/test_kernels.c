@@ -256,7 +256,12 @@ START_TEST(unsupported_types_and_ragged_rows_are_refused)
 	ck_assert_int_eq(kern_dequantize_row(DTYPE_Q6_K, buf, x, 32), EMBER_EINVAL);
 	ck_assert_int_eq(kern_quantize_row(DTYPE_Q8_0, x, buf, 31), EMBER_EINVAL);
 	ck_assert_int_eq(kern_quantize_row(99, x, buf, 32), EMBER_EINVAL);
-	ck_assert_uint_eq(kern_matmul_scratch(DTYPE_F16, 4096, 8), 0);
+	/* float weights need none, F16 / BF16 only the amx level's split
+	 * tiles (kernels_amx_bf16.c: 8 tokens padded to 32, K three times
+	 * n_in) */
+	ck_assert_uint_eq(kern_matmul_scratch(DTYPE_F32, 4096, 8), 0);
+	ck_assert_uint_eq(kern_matmul_scratch(DTYPE_F16, 4096, 8),
+			  kern_level() == CPU_LEVEL_AMX && kern_amxbf_on ? 32 * 4096 * 3 * 2 + 64 : 0);
 	ck_assert_uint_ge(kern_matmul_scratch(DTYPE_Q4_0, 4096, 8), 8 * 128 * 36);
 	ck_assert_uint_eq(kern_matmul_scratch(DTYPE_Q4_0, 4096, 8) % 64, 0);
 }

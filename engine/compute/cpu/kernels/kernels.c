@@ -196,8 +196,8 @@ size_t kern_matmul_scratch(uint32_t wtype, size_t n_in, size_t n_tok)
 	wtype &= ~KERN_PACKED; /* the same activations either way */
 	size_t q8k = kern__wants_q8k(wtype) ? n_in / KERN_QKK * sizeof(struct kern_block_q8_k) : 0;
 
-	if (!kern_wtype_quantized(wtype))
-		return 0;
+	if (!kern_wtype_quantized(wtype)) /* F16, BF16: the split's tiles alone */
+		return kern__bf16_bytes(wtype, n_in, n_tok);
 	return (((kern__act_row_bytes(n_in) + kern__sum_row_bytes(n_in) + q8k) * n_tok + 63) &
 		~(size_t)63) +
 	       kern__bf16_bytes(wtype, n_in, n_tok);
@@ -267,7 +267,21 @@ struct kern__job {
 	size_t bf16_t0;
 	struct kern_bf16_rows bf16_rows;
 	struct kern_act_lazy lazy; /* args' lazy, where the bf16 tokens' int8 waits */
+	uint32_t wtype;            /* the weights' type (F16 / BF16 tiles: kern__fx_cb) */
 };
+
+#if defined(__x86_64__)
+/* F16 / BF16 weights on the AMX bf16 tiles: prompt token n_exact + t's
+ * rows of the split products (kernels_amx_bf16.c), once per matmul. */
+static void kern__fx_cb(void *data, size_t t)
+{
+	const struct kern__job *job = data;
+	const struct kern_gemm_args *a = &job->args[0];
+
+	kern_amxbf_act_row_fx(job->wtype, job->x + (a->n_exact + t) * a->n_in, a->n_in, t,
+			      (uint16_t *)a->xb);
+}
+#endif
 
 static void kern__quantize_cb(void *data, size_t t)
 {
@@ -729,6 +743,19 @@ void kern_matmul_n_fused(tpool_t pool, uint32_t wtype, size_t n_in,
 	} else {
 		a.x = x;
 		a.x_stride = n_in * sizeof(float);
+#if defined(__x86_64__)
+		/* F16 / BF16 prompt rows on the AMX bf16 tiles: their split
+		 * rows in the scratch, made below (without scratch the GEMM
+		 * makes them from xf, per call) */
+		if (bf) {
+			a.xf = x;
+			a.xf_stride = n_in;
+			a.n_exact = n_exact;
+			if (scratch != NULL)
+				a.xb = kern_amxbf_tiles(scratch, n_in * kern_amxbf_widen(wtype),
+							n_tok - n_exact);
+		}
+#endif
 	}
 	/* Parts with no rows get no tasks; each part keeps the chunking a
 	 * kern_matmul() of its own would use. */
@@ -756,7 +783,7 @@ void kern_matmul_n_fused(tpool_t pool, uint32_t wtype, size_t n_in,
 		tpool_run_1d(pool, kern__pre_cb, &job, (n_tok + job.pre_rows - 1) / job.pre_rows);
 	}
 	if (job.n_part == 0) {
-		if (bf)
+		if (bf && kern_wtype_quantized(wtype))
 			pthread_mutex_destroy(&job.lazy.lock);
 		return;
 	}
@@ -767,6 +794,11 @@ void kern_matmul_n_fused(tpool_t pool, uint32_t wtype, size_t n_in,
 		tpool_run_1d(pool, kern__quantize_cb, &job, n_tok);
 	else if (pre)
 		tpool_run_1d(pool, kern__pre_cb, &job, (n_tok + job.pre_rows - 1) / job.pre_rows);
+#if defined(__x86_64__)
+	job.wtype = wtype;
+	if (!kern_wtype_quantized(wtype) && job.args[0].xb != NULL)
+		tpool_run_1d(pool, kern__fx_cb, &job, n_tok - n_exact);
+#endif
 	if (pool != NULL && tpool_threads(pool) > 1 &&
 	    (n_tok <= KERN_SMALL_BATCH ? kern__regions : kern__runs)) {
 		size_t nc = job.first[job.n_part], nr = tpool_threads(pool);
@@ -781,6 +813,6 @@ void kern_matmul_n_fused(tpool_t pool, uint32_t wtype, size_t n_in,
 	} else {
 		tpool_run_1d(pool, kern__rows_cb, &job, job.first[job.n_part]);
 	}
-	if (bf)
+	if (bf && kern_wtype_quantized(wtype))
 		pthread_mutex_destroy(&job.lazy.lock);
 }

@@ -56,6 +56,10 @@
  * (amx_bf16_kq.h), sampled rows and the GEMV the avx512 level's VNNI
  * code, packed as that level packs them (kern_amx_gemm_q4_k ...).
  *
+ * F16 / BF16 (amx__gemm_f16 / _bf16): the same split by purpose, prompt
+ * rows as split bf16 products (amx_bf16_fx.h), sampled rows (and the
+ * GEMV) the avx512 level's float GEMM, bit for bit.
+ *
  * Packed rows (KERN_PACKED, at load): the amx level packs Q4_0 / Q8_0 as
  * the avx512 level does and runs its packed GEMV / GEMM (kern_amx_pgemm_*:
  * the bf16 tiles on the tiled rows where they take the call); the int8
@@ -378,6 +382,19 @@ AMX_KQ(kern_amx_pgemm_q4_k, kern_avx512_vnni_pgemm_q4_k, kern_amxbf_pgemm_q4_k)
 AMX_KQ(kern_amx_pgemm_q5_k, kern_avx512_vnni_pgemm_q5_k, kern_amxbf_pgemm_q5_k)
 AMX_KQ(kern_amx_pgemm_q6_k, kern_avx512_vnni_pgemm_q6_k, kern_amxbf_pgemm_q6_k)
 
+/* F16 / BF16: prompt rows as split products on the bf16 tiles
+ * (amx_bf16_fx.h), sampled rows the avx512 level's float GEMM, bit for
+ * bit (static: the table is their only caller). */
+static void amx__gemm_f16(const struct kern_gemm_args *a, size_t o0, size_t o1)
+{
+	amx__split(a, o0, o1, kern_avx512_gemm_f16, kern_amxbf_gemm_f16);
+}
+
+static void amx__gemm_bf16(const struct kern_gemm_args *a, size_t o0, size_t o1)
+{
+	amx__split(a, o0, o1, kern_avx512_gemm_bf16, kern_amxbf_gemm_bf16);
+}
+
 /* The AMX table: only the quantized GEMMs; every other entry, and the
  * one-token GEMV, is the AVX-512 level's (kern_resolve()). Packed rows as
  * the avx512 level packs them (kern_resolve takes a type's packed form
@@ -395,6 +412,8 @@ const struct kern_ops kern_ops_amx = {
 			[DTYPE_Q4_K] = kern_amx_gemm_q4_k,
 			[DTYPE_Q5_K] = kern_amx_gemm_q5_k,
 			[DTYPE_Q6_K] = kern_amx_gemm_q6_k,
+			[DTYPE_F16] = amx__gemm_f16,
+			[DTYPE_BF16] = amx__gemm_bf16,
 		},
 	.gemv =
 		{
@@ -403,6 +422,8 @@ const struct kern_ops kern_ops_amx = {
 			[DTYPE_Q4_K] = kern_avx512_gemv_q4_k,
 			[DTYPE_Q5_K] = kern_avx512_gemv_q5_k,
 			[DTYPE_Q6_K] = kern_avx512_gemv_q6_k,
+			[DTYPE_F16] = kern_avx512_gemm_f16,
+			[DTYPE_BF16] = kern_avx512_gemm_bf16,
 		},
 	.pgemm = {[DTYPE_Q8_0] = kern_amx_pgemm_q8_0, [DTYPE_Q4_0] = kern_amx_pgemm_q4_0,
 		  [DTYPE_Q4_K] = kern_amx_pgemm_q4_k, [DTYPE_Q5_K] = kern_amx_pgemm_q5_k,

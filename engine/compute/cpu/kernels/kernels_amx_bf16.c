@@ -16,7 +16,9 @@
  * (kern_amxbf_enable) checks that bound against a float64 reference and
  * the avx512 level. A token's outputs depend only on its own activations
  * (each C element is its own row and column's sums, in a fixed K order),
- * never on the other tokens of the call.
+ * never on the other tokens of the call. F16 and BF16 weights run here
+ * too, as split products (amx_bf16_fx.h: the K steps three / two times
+ * as many, only their B tiles and activation rows differ).
  *
  * On by default (EMBER_AMX_BF16=0: off, no self-test), for prompt rows
  * only (issue 17): the rows whose logits are sampled (decode tokens, a
@@ -108,6 +110,7 @@
 
 #include "env.h"
 #include "amx_bf16_kq.h"
+#include "amx_bf16_fx.h"
 #include "amx_selftest.h"
 #include "kernels.h"
 #include "kernels_impl.h"
@@ -202,10 +205,12 @@ void kern_amxbf_act_row(const float *x, size_t n_in, size_t t, uint16_t *xb)
 
 size_t kern_amxbf_scratch(uint32_t wtype, size_t n_in, size_t n_tok)
 {
-	if ((wtype != DTYPE_Q8_0 && wtype != DTYPE_Q4_0 && !amxkq_is_kquant(wtype)) ||
-	    !kern_amxbf_on)
+	/* F16 / BF16 rows of any length exist: the tiles take whole steps */
+	if ((wtype != DTYPE_Q8_0 && wtype != DTYPE_Q4_0 && !amxkq_is_kquant(wtype) &&
+	     amxfx_widen(wtype) == 1) ||
+	    n_in % AMXBF_STEP != 0 || !kern_amxbf_on)
 		return 0;
-	return kern_amxbf_tokens(n_tok) * n_in * sizeof(uint16_t) + 64;
+	return kern_amxbf_tokens(n_tok) * n_in * amxfx_widen(wtype) * sizeof(uint16_t) + 64;
 }
 
 const uint16_t *kern_amxbf_tiles(const void *at, size_t n_in, size_t n_tok)
@@ -393,13 +398,15 @@ static void amxbf__block(float *co, size_t ocs, int two, const uint16_t *x0, siz
 static void amxbf__gemm(uint32_t wt, kern_gemm_fn i8, const struct kern_gemm_args *a, size_t o0,
 			size_t o1, size_t ks)
 {
-	const size_t ns = a->n_in / AMXBF_STEP, mp = kern_amxbf_tokens(a->n_tok), ntg = mp / 32;
+	/* F16, BF16: K steps of the split products (amx_bf16_fx.h) */
+	const size_t wd = amxfx_widen(wt);
+	const size_t ns = a->n_in * wd / AMXBF_STEP, mp = kern_amxbf_tokens(a->n_tok), ntg = mp / 32;
 	const size_t full = a->n_tok / 32 * 32, rows = (o1 - o0) / 16 * 16;
 	const size_t o_end = o0 + rows;
 	const size_t bt_bytes = 2 * AMXBF_KS * AMXBF_TILE * sizeof(uint16_t);
 	const size_t ct_bytes =
 		full < mp && ns <= ks ? (32 * rows * sizeof(float) + 63) & ~(size_t)63 : 0;
-	const size_t xb_bytes = a->xb ? 0 : mp * a->n_in * sizeof(uint16_t);
+	const size_t xb_bytes = a->xb ? 0 : mp * a->n_in * wd * sizeof(uint16_t);
 	/* the running sums between K chunks: per token group a row block's
 	 * (rbw rows: the call's, up to AMXBF_RB) 32 x 32 blocks (4 KiB each, contiguous: y's rows are n_out floats
 	 * apart, all on a few cache sets), then two chunks' partial blocks */
@@ -427,8 +434,8 @@ static void amxbf__gemm(uint32_t wt, kern_gemm_fn i8, const struct kern_gemm_arg
 		uint16_t *own = (uint16_t *)(m + 2 * bt_bytes + ct_bytes + cb_bytes);
 
 		for (size_t t = 0; t < mp; t++)
-			kern_amxbf_act_row(t < a->n_tok ? a->xf + t * a->xf_stride : NULL, a->n_in, t,
-					   own);
+			amxfx_act_row(wt, t < a->n_tok ? a->xf + t * a->xf_stride : NULL, a->n_in, t,
+				      own);
 		xb = own;
 	}
 	amxbf__set(&it, o0, 0, o0, ns, ks, o_end);
@@ -511,6 +518,18 @@ static_assert(AMXBF_KS % 8 == 0, "K chunks of whole super-blocks");
 AMXKQ_GEMMS(q4_k, DTYPE_Q4_K)
 AMXKQ_GEMMS(q5_k, DTYPE_Q5_K)
 AMXKQ_GEMMS(q6_k, DTYPE_Q6_K)
+
+/* F16 / BF16 weights as split products (amx_bf16_fx.h); rows past the
+ * last 16 and the fallback run the avx512 level's float GEMM. */
+void kern_amxbf_gemm_f16(const struct kern_gemm_args *a, size_t o0, size_t o1)
+{
+	amxbf__gemm(DTYPE_F16, kern_avx512_gemm_f16, a, o0, o1, AMXBF_KS);
+}
+
+void kern_amxbf_gemm_bf16(const struct kern_gemm_args *a, size_t o0, size_t o1)
+{
+	amxbf__gemm(DTYPE_BF16, kern_avx512_gemm_bf16, a, o0, o1, AMXBF_KS);
+}
 
 /* ---- start-up self-test ----------------------------------------------------------- */
 
@@ -636,7 +655,8 @@ int kern_amxbf_enable(char *why, size_t len)
 		snprintf(why, len, "off (EMBER_AMX_BF16=0)");
 		return 1;
 	}
-	if (kern_amxbf_selftest() != 0) {
+	if (kern_amxbf_selftest() != 0 ||
+	    amxfx_selftest(kern_amxbf_gemm_f16, kern_amxbf_gemm_bf16) != 0) {
 		snprintf(amxbf__desc, sizeof(amxbf__desc),
 			 "q8_0/q4_0 prefill: int8 tiles (bf16 off: its self-test failed)");
 		snprintf(why, len, "off: the bf16 self-test failed its bounds");

@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "amx_bf16_fx.h"
 #include "amx_bf16_kq.h"
 #include "kernels_impl.h"
 #include "math_avx512.h"
@@ -165,7 +166,9 @@ amxbf__panel(uint32_t wt, const struct kern_gemm_args *a, const struct amxbf_ite
 		const char *w = (const char *)a->w + (it->o + 16 * h) * a->w_stride;
 		uint16_t *d = bt + (h * AMXBF_KS + i) * AMXBF_TILE;
 
-		if (!packed)
+		if (!packed && amxfx_widen(wt) > 1) /* F16, BF16: split (amx_bf16_fx.h) */
+			amxfx_b_tile(wt, w, a->w_stride, it->kc + i, d);
+		else if (!packed)
 			kern_amxbf_b_tile(wt, w, a->w_stride, it->kc + i, d);
 		else if (wt == (DTYPE_Q4_0 | KERN_PACKED))
 			amxbf__b_piece(DTYPE_Q4_0, w, it->kc + i, u % AMXBF_PIECES, d);

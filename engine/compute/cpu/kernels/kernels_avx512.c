@@ -164,6 +164,18 @@ AVX512_GEMM(avx512__gemm_f32, DTYPE_F32)
 AVX512_GEMM(avx512__gemm_f16, DTYPE_F16)
 AVX512_GEMM(avx512__gemm_bf16, DTYPE_BF16)
 
+/* The amx level's exact share of an F16 / BF16 call (its sampled rows)
+ * and its GEMV: these, bit for bit. */
+void kern_avx512_gemm_f16(const struct kern_gemm_args *a, size_t o0, size_t o1)
+{
+	avx512__gemm_f16(a, o0, o1);
+}
+
+void kern_avx512_gemm_bf16(const struct kern_gemm_args *a, size_t o0, size_t o1)
+{
+	avx512__gemm_bf16(a, o0, o1);
+}
+
 /* ---- activation quantization ----------------------------------------------------- */
 
 /* Two 16-float halves of a block, rounded as kern_round_q8(). */

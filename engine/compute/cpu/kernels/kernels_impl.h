@@ -409,6 +409,21 @@ void kern_amxbf_gemm_q4_0(const struct kern_gemm_args *a, size_t o0, size_t o1);
  * level's packed GEMM. */
 void kern_amxbf_pgemm_q8_0(const struct kern_gemm_args *a, size_t o0, size_t o1);
 void kern_amxbf_pgemm_q4_0(const struct kern_gemm_args *a, size_t o0, size_t o1);
+/* F16 / BF16 weights on the bf16 tiles as split products (amx_bf16_fx.h:
+ * within 2^-16 of each product, fp32 sums; needs a->xb made by
+ * amxfx_act_row, or a->xf); rows past the last 16 and the fallback by the
+ * avx512 level's float GEMM, kern_avx512_gemm_f16 / _bf16. */
+void kern_amxbf_gemm_f16(const struct kern_gemm_args *a, size_t o0, size_t o1);
+void kern_amxbf_gemm_bf16(const struct kern_gemm_args *a, size_t o0, size_t o1);
+void kern_avx512_gemm_f16(const struct kern_gemm_args *a, size_t o0, size_t o1);
+void kern_avx512_gemm_bf16(const struct kern_gemm_args *a, size_t o0, size_t o1);
+/* kern_describe()'s line for them. */
+const char *kern_amxbf_fx_describe(void);
+/* Token t's n_in floats x (NULL: zeros) into the tiles xb of a wtype
+ * product (kern_amxbf_act_row for Q8_0 / Q4_0; F16 / BF16: the split's
+ * rows, amx_bf16_fx.h), xb holding K of n_in * kern_amxbf_widen(wtype). */
+void kern_amxbf_act_row_fx(uint32_t wtype, const float *x, size_t n_in, size_t t, uint16_t *xb);
+size_t kern_amxbf_widen(uint32_t wtype);
 void kern_amx_pgemm_q8_0(const struct kern_gemm_args *a, size_t o0, size_t o1);
 void kern_amx_pgemm_q4_0(const struct kern_gemm_args *a, size_t o0, size_t o1);
 /* The same for Q4_K, Q5_K and Q6_K (amx_bf16_kq.h's B tiles): the bf16

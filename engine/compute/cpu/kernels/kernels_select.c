@@ -311,6 +311,8 @@ char *kern_describe(char *buf, size_t len)
 #if defined(__x86_64__)
 	if (kern_level() == CPU_LEVEL_AMX) /* its prefill tiles (kernels_amx_bf16.c) */
 		kern__line(buf, len, &n, "gemm", kern_amxbf_describe(), CPU_LEVEL_AMX);
+	if (kern_level() == CPU_LEVEL_AMX)
+		kern__line(buf, len, &n, "gemm", kern_amxbf_fx_describe(), CPU_LEVEL_AMX);
 #endif
 	kern__line(buf, len, &n, "quantize_act", NULL, o->quantize_act);
 	kern__line(buf, len, &n, "quantize_act_q8k", NULL, o->quantize_act_q8k);
