@@ -60,6 +60,8 @@
 #define kern_amxbf_scratch kqm_amxbf_scratch
 #define kern_amxbf_tiles kqm_amxbf_tiles
 #define kern_amxbf_describe kqm_amxbf_describe
+#define kern_amxbf_gemm_f16 kqm_amxbf_gemm_f16
+#define kern_amxbf_gemm_bf16 kqm_amxbf_gemm_bf16
 #define AMX_ALLOC(n) model_alloc(n)
 #define AMXBF_ALLOC(n) model_alloc(n)
 #include "kernels_amx.c"

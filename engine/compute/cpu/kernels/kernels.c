@@ -599,32 +599,6 @@ void kern_matmul_n_split(tpool_t pool, uint32_t wtype, size_t n_in,
 	kern_matmul_n_fused(pool, wtype, n_in, parts, n, x, n_tok, n_exact, scratch, &p);
 }
 
-uint16_t *kern_bf16_row(const struct kern_bf16_rows *b, size_t t)
-{
-#if defined(__x86_64__)
-	static_assert(KERN_BF16_ROW_STEP == 512, "kern_amxbf_row's K step");
-	return kern_amxbf_row(b->xb, b->n_in, t - b->n_exact);
-#else
-	return (void)b, (void)t, NULL;
-#endif
-}
-
-/* The plain layout is kern_amxbf_act_row's (kern__quantize_cb): Q8_0 and
- * Q4_0 where the bf16 GEMM is on. The fused writers' kernels are the
- * avx512 ones, the amx level's silu_mul and norm_rows (checked, so their
- * tiles are the unfused rows' bits). */
-int kern_bf16_plain(uint32_t wtype)
-{
-	wtype &= ~KERN_PACKED;
-#if defined(__x86_64__)
-	return (wtype == DTYPE_Q8_0 || wtype == DTYPE_Q4_0) && kern__bf16_bytes(wtype, 32, 32) != 0 &&
-	       kern__ops->silu_mul == kern_avx512_silu_mul &&
-	       kern__ops->norm_rows == kern_avx512_norm_rows;
-#else
-	return 0;
-#endif
-}
-
 void kern_silu_mul_bf16(const float *y, const float *g, size_t n, uint16_t *dst, size_t step)
 {
 #if defined(__x86_64__)

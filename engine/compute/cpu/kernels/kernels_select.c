@@ -376,3 +376,32 @@ void kern_attn_accum_bf16(float *o, size_t ld_o, const float *r, const float *p,
 {
 	kern__ops->attn_accum_bf16(o, ld_o, r, p, ld_p, v, f16, d, nq, nk);
 }
+
+/* Where a prompt token's bf16 row goes (kernels.h kern_bf16_rows). */
+uint16_t *kern_bf16_row(const struct kern_bf16_rows *b, size_t t)
+{
+#if defined(__x86_64__)
+	static_assert(KERN_BF16_ROW_STEP == 512, "kern_amxbf_row's K step");
+	return kern_amxbf_row(b->xb, b->n_in, t - b->n_exact);
+#else
+	return (void)b, (void)t, NULL;
+#endif
+}
+
+/* The plain layout is kern_amxbf_act_row's (kernels.c kern__quantize_cb): Q8_0 and
+ * Q4_0 where the bf16 GEMM is on. The fused writers' kernels are the
+ * avx512 ones, the amx level's silu_mul and norm_rows (checked, so their
+ * tiles are the unfused rows' bits). */
+int kern_bf16_plain(uint32_t wtype)
+{
+	wtype &= ~KERN_PACKED;
+#if defined(__x86_64__)
+	const struct kern_ops *ops = kern_ops_active();
+
+	return (wtype == DTYPE_Q8_0 || wtype == DTYPE_Q4_0) && kern_init() == CPU_LEVEL_AMX &&
+	       kern_amxbf_scratch(wtype, 32, 32) != 0 && ops->silu_mul == kern_avx512_silu_mul &&
+	       ops->norm_rows == kern_avx512_norm_rows;
+#else
+	return 0;
+#endif
+}
