@@ -10,8 +10,12 @@
  *   - the product: kern_matmul_n_fused with a writer against the same
  *     call with kern_bf16_fuse_off, outputs bit for bit, with rows past
  *     the last 16 (the int8 tail reads the float rows: the writer's redo);
- *   - the model: the golden Q4_0 and Q8_0 files' logits after a prompt
- *     and their hidden states (every row a prompt row), fused and not.
+ *     Q4_0, Q8_0 and the K-quants, the scratch poisoned before each call,
+ *     and those rows also the all-sampled call's (the int8 or Q8_K blocks
+ *     left to demand, kern_act_ensure, made and the eager ones' bits);
+ *   - the model: the golden Q4_0, Q8_0, Q4_K_M, Q5_K_M and Q6_K files'
+ *     logits after a prompt and their hidden states (every row a prompt
+ *     row), fused and not.
  * Only where the plain bf16 tiles run (kern_bf16_plain: the amx level
  * with its bf16 GEMM on); elsewhere nothing is fused and it says so.
  */
@@ -157,7 +161,8 @@ static void fb_pre_bf16(void *ctx, size_t t0, size_t t1, const struct kern_bf16_
 START_TEST(fused_product_equals_unfused)
 {
 	enum { IN = 256, N_TOK = 45 };
-	static const uint32_t types[] = {DTYPE_Q4_0, DTYPE_Q8_0};
+	static const uint32_t types[] = {DTYPE_Q4_0, DTYPE_Q8_0, DTYPE_Q4_K, DTYPE_Q5_K,
+					 DTYPE_Q6_K};
 	static const size_t outs[] = {64, 40}; /* 40: 8 rows past the last 16 */
 	static const size_t groups[] = {1, 16};
 	const int no_threads = test_no_threads("fuse_bf16: the product");
@@ -173,7 +178,7 @@ START_TEST(fused_product_equals_unfused)
 
 	fb_fill(u, N_TOK * IN, 2.0f);
 	fb_fill(g, N_TOK * IN, 3.0f);
-	for (size_t ti = 0; ti < 2; ti++)
+	for (size_t ti = 0; ti < sizeof(types) / sizeof(types[0]); ti++)
 		for (size_t gi = 0; gi < 2; gi++)
 			for (size_t n_exact = 1; n_exact <= 17; n_exact += 16) {
 				const uint32_t t = types[ti];
@@ -181,7 +186,7 @@ START_TEST(fused_product_equals_unfused)
 				const size_t sz = kern_matmul_scratch(t, IN, N_TOK);
 				void *scratch = test_alloc64(sz);
 				float *x = test_alloc64(N_TOK * IN * 4);
-				struct kern_mm_part pa[2], pb[2];
+				struct kern_mm_part pa[2], pb[2], pr[2];
 				uint8_t *w[2];
 
 				for (size_t p = 0; p < 2; p++) {
@@ -194,24 +199,46 @@ START_TEST(fused_product_equals_unfused)
 								      test_alloc64(outs[p] * N_TOK * 4)};
 					pb[p] = (struct kern_mm_part){w[p], outs[p],
 								      test_alloc64(outs[p] * N_TOK * 4)};
+					pr[p] = (struct kern_mm_part){w[p], outs[p],
+								      test_alloc64(outs[p] * N_TOK * 4)};
 				}
 				struct fb_pre pre = {u, g, x, IN, 0};
 				const struct kern_pre kp = {fb_pre_rows, &pre, groups[gi], fb_pre_bf16,
 							    fb_pre_rows};
 
+				/* poisoned (NaN scales): a path reading blocks left
+				 * unmade, or the last call's, shows in its rows */
+				memset(scratch, 0xff, sz);
+				memset(x, 0, N_TOK * IN * 4);
+				kern_matmul_n_fused(pool, t, IN, pr, 2, x, N_TOK, N_TOK, scratch, &kp);
 				kern_bf16_fuse_off = 1;
+				memset(scratch, 0xff, sz);
 				memset(x, 0, N_TOK * IN * 4);
 				kern_matmul_n_fused(pool, t, IN, pa, 2, x, N_TOK, n_exact, scratch, &kp);
 				ck_assert_int_eq(pre.bf16_rows, 0);
 				kern_bf16_fuse_off = 0;
+				memset(scratch, 0xff, sz);
 				memset(x, 0, N_TOK * IN * 4);
 				kern_matmul_n_fused(pool, t, IN, pb, 2, x, N_TOK, n_exact, scratch, &kp);
 				ck_assert_int_gt(pre.bf16_rows, 0);
+				pre.bf16_rows = 0;
 				for (size_t p = 0; p < 2; p++) {
 					ck_assert_msg(memcmp(pa[p].y, pb[p].y, outs[p] * N_TOK * 4) == 0,
 						      "%s part %zu group %zu n_exact %zu: fused differs",
 						      dtype_name(t), p, groups[gi], n_exact);
-					free(w[p]), free(pa[p].y), free(pb[p].y);
+					/* rows past the last 16: the int8 / VNNI path on
+					 * every token, its blocks made on demand */
+					for (size_t tok = 0; tok < N_TOK; tok++)
+						for (size_t o = outs[p] / 16 * 16; o < outs[p]; o++)
+							ck_assert_msg(memcmp(pb[p].y + tok * outs[p] + o,
+									     pr[p].y + tok * outs[p] + o,
+									     4) == 0,
+								      "%s token %zu row %zu n_exact %zu: "
+								      "%.9g, sampled %.9g",
+								      dtype_name(t), tok, o, n_exact,
+								      pb[p].y[tok * outs[p] + o],
+								      pr[p].y[tok * outs[p] + o]);
+					free(w[p]), free(pa[p].y), free(pb[p].y), free(pr[p].y);
 				}
 				free(scratch), free(x);
 			}
@@ -250,7 +277,7 @@ static void fb_model_run(const struct model *m, float *out)
 
 START_TEST(fused_model_equals_unfused)
 {
-	static const char *const files[] = {"Q4_0", "Q8_0"};
+	static const char *const files[] = {"Q4_0", "Q8_0", "Q4_K_M", "Q5_K_M", "Q6_K"};
 	char path[256], err[EMBER_ERR_MAX] = "";
 	struct model m;
 
@@ -283,7 +310,7 @@ Suite *suite_fuse_bf16(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, fused_kernels_give_the_unfused_tiles);
 	tcase_add_test(tc, fused_product_equals_unfused);
-	tcase_add_loop_test(tc, fused_model_equals_unfused, 0, 2);
+	tcase_add_loop_test(tc, fused_model_equals_unfused, 0, 5);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -151,19 +151,18 @@ QV_INLINE void amxkq_sb_tiles(uint32_t wt, const char *w, size_t st, size_t s, i
 
 /* kern_amxbf_gemm_T and kern_amxbf_pgemm_T (file layout, packed rows):
  * kernels_amx_bf16.c's GEMM (amxbf__gemm, expanded there) with the avx512
- * level's VNNI GEMMs as the fallback, which read the Q8_K blocks (args.xk,
- * made for every token) and only without them the int8 blocks. */
+ * level's VNNI GEMMs as the fallback, which read the Q8_K blocks (args.xk)
+ * and only without them the int8 blocks: kern_matmul leaves either unmade
+ * for the bf16 tokens (a->lazy), so they are made first. */
 #define AMXKQ_GEMMS(t, wt)                                                               \
 	static void amxbf__i8_##t(const struct kern_gemm_args *a, size_t o0, size_t o1)   \
 	{                                                                                \
-		if (a->xk == NULL)                                                       \
-			kern_act_ensure(a);                                              \
+		kern_act_ensure(a);                                                      \
 		kern_avx512_vnni_gemm_##t(a, o0, o1);                                    \
 	}                                                                                \
 	static void amxbf__pi8_##t(const struct kern_gemm_args *a, size_t o0, size_t o1)  \
 	{                                                                                \
-		if (a->xk == NULL)                                                       \
-			kern_act_ensure(a);                                              \
+		kern_act_ensure(a);                                                      \
 		kern_avx512_vnni_pgemm_##t(a, o0, o1);                                   \
 	}                                                                                \
 	void kern_amxbf_gemm_##t(const struct kern_gemm_args *a, size_t o0, size_t o1)    \

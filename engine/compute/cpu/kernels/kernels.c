@@ -52,7 +52,7 @@
  * of rows a task; where the product takes plain bf16 A tiles
  * (kern_bf16_plain) a group of prompt rows may be written straight into
  * them by the caller's bf16 writer, no float rows between (LEVELS.md
- * pre15), the int8 blocks then made from its redo if a path asks.
+ * pre15), the int8 (Q8_K) blocks then made from its redo if a path asks.
  *
  * Packed rows (kernels.h KERN_PACKED): a packed type id runs the level's
  * pgemv/pgemm on the same chunks (whole groups: KERN_ROW_ALIGN is a
@@ -289,29 +289,23 @@ static void kern__quantize_cb(void *data, size_t t)
 	const struct kern_gemm_args *a = &job->args[0];
 	struct kern_block_q8a *dst = (struct kern_block_q8a *)((char *)a->x + t * a->x_stride);
 
-	if (a->xk != NULL) { /* the K-quant kernels read only these */
-		job->ops->quantize_act_q8k(job->x + t * a->n_in,
-					   (struct kern_block_q8_k *)a->xk + t * (a->n_in / KERN_QKK),
-					   a->n_in);
-#if defined(__x86_64__)
-		/* a bf16 token's tiles too (its Q8_K blocks for the paths that
-		 * fall back: cheap, and never left to demand) */
-		if (a->xb != NULL && t >= a->n_exact)
-			kern_amxbf_act_row(job->x + t * a->n_in, a->n_in, t - a->n_exact,
-					   (uint16_t *)a->xb);
-#endif
-		return;
-	}
 #if defined(__x86_64__)
 	/* A bf16 token (the AMX bf16 prefill's, kern_matmul_n_split): its
-	 * tiles, once per matmul; its int8 blocks only on demand (a->lazy:
-	 * 14-16% of the bf16 GEMM's time at 2048 x 2048 x 512, LEVELS.md). */
+	 * tiles, once per matmul; its int8 or Q8_K blocks only on demand
+	 * (a->lazy: 14-16% of the bf16 GEMM's time at 2048 x 2048 x 512 for
+	 * Q4_0, LEVELS.md; Q4_K's too, kq15b). */
 	if (a->xb != NULL && t >= a->n_exact) {
 		kern_amxbf_act_row(job->x + t * a->n_in, a->n_in, t - a->n_exact, (uint16_t *)a->xb);
 		if (a->lazy != NULL)
 			return;
 	}
 #endif
+	if (a->xk != NULL) { /* the K-quant kernels read only these */
+		job->ops->quantize_act_q8k(job->x + t * a->n_in,
+					   (struct kern_block_q8_k *)a->xk + t * (a->n_in / KERN_QKK),
+					   a->n_in);
+		return;
+	}
 	job->ops->quantize_act(job->x + t * a->n_in, dst, a->n_in);
 	kern_act_summarize(dst, a->n_in / KERN_QK, (float *)a->xd + t * a->xd_stride,
 			   (int32_t *)a->xs8 + t * a->xd_stride);
@@ -329,6 +323,11 @@ void kern_act_ensure(const struct kern_gemm_args *a)
 	for (size_t t = 0; !l->done && t < l->n; t++) {
 		struct kern_block_q8a *dst = (struct kern_block_q8a *)(l->x + t * l->x_stride);
 
+		if (l->xk != NULL) { /* K-quants: kern__quantize_cb's Q8_K blocks */
+			l->quantize_k(l->xf + t * l->xf_stride, l->xk + t * (l->n_in / KERN_QKK),
+				      l->n_in);
+			continue;
+		}
 		l->quantize(l->xf + t * l->xf_stride, dst, l->n_in);
 		kern_act_summarize(dst, l->n_in / KERN_QK, l->xd + t * l->xd_stride,
 				   l->xs8 + t * l->xd_stride);
@@ -693,6 +692,9 @@ void kern_matmul_n_fused(tpool_t pool, uint32_t wtype, size_t n_in,
 				.xs8 = (int32_t *)a.xs8 + n_exact * a.xd_stride,
 				.xd_stride = a.xd_stride,
 				.n = n_tok - n_exact,
+				.quantize_k = kern__ops->quantize_act_q8k,
+				.xk = a.xk ? (struct kern_block_q8_k *)a.xk + n_exact * (n_in / KERN_QKK)
+					   : NULL,
 			};
 			pthread_mutex_init(&job.lazy.lock, NULL);
 			a.lazy = KERN_ACT_LAZY ? &job.lazy : NULL;

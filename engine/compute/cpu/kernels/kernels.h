@@ -159,9 +159,10 @@ struct kern_bf16_rows {
 uint16_t *kern_bf16_row(const struct kern_bf16_rows *b, size_t t);
 
 /* Whether a product of wtype weights takes its prompt rows as plain bf16
- * A-tile rows (the amx level's Q8_0 / Q4_0 tiles, on), the rows a
- * kern_pre's bf16 writer may write: a weight type whose prompt rows take
- * another layout (or none) answers 0 and its products run rows(). */
+ * A-tile rows (the amx level's Q8_0 / Q4_0 / Q4_K / Q5_K / Q6_K tiles,
+ * on), the rows a kern_pre's bf16 writer may write: a weight type whose
+ * prompt rows take another layout (or none) answers 0 and its products
+ * run rows(). */
 int kern_bf16_plain(uint32_t wtype);
 
 /* Writes rows [t0, t1) of a product's activations as their bf16 A-tile

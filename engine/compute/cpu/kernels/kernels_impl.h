@@ -115,6 +115,10 @@ struct kern_act_lazy {
 	float *xd;
 	int32_t *xs8;
 	size_t xd_stride, n;
+	/* K-quants (args' xk not NULL): their Q8_K blocks instead, the first
+	 * token's at xk (the int8 blocks are never made for them) */
+	void (*quantize_k)(const float *x, struct kern_block_q8_k *out, size_t n);
+	struct kern_block_q8_k *xk;
 	/* Where the float rows of tokens [redo_t0, redo_t1) of the call were
 	 * not written (kernels.h kern_pre's bf16 took them): redo(redo_ctx,
 	 * redo_t0, redo_t1) makes them first; NULL: all there. */

@@ -388,8 +388,9 @@ uint16_t *kern_bf16_row(const struct kern_bf16_rows *b, size_t t)
 #endif
 }
 
-/* The plain layout is kern_amxbf_act_row's (kernels.c kern__quantize_cb): Q8_0 and
- * Q4_0 where the bf16 GEMM is on. The fused writers' kernels are the
+/* The plain layout is kern_amxbf_act_row's (kernels.c kern__quantize_cb): Q8_0,
+ * Q4_0 and the K-quants where the bf16 GEMM is on (the K-quants' Q8_K
+ * blocks wait for demand as the int8 ones do: kern_act_ensure). The fused writers' kernels are the
  * avx512 ones, the amx level's silu_mul and norm_rows (checked, so their
  * tiles are the unfused rows' bits). */
 int kern_bf16_plain(uint32_t wtype)
@@ -398,7 +399,9 @@ int kern_bf16_plain(uint32_t wtype)
 #if defined(__x86_64__)
 	const struct kern_ops *ops = kern_ops_active();
 
-	return (wtype == DTYPE_Q8_0 || wtype == DTYPE_Q4_0) && kern_init() == CPU_LEVEL_AMX &&
+	return (wtype == DTYPE_Q8_0 || wtype == DTYPE_Q4_0 || wtype == DTYPE_Q4_K ||
+		wtype == DTYPE_Q5_K || wtype == DTYPE_Q6_K) &&
+	       kern_init() == CPU_LEVEL_AMX &&
 	       kern_amxbf_scratch(wtype, 32, 32) != 0 && ops->silu_mul == kern_avx512_silu_mul &&
 	       ops->norm_rows == kern_avx512_norm_rows;
 #else
