@@ -12,6 +12,8 @@
  *     real tiles (on AMX machines) against the same references;
  *   - sampled rows (n_exact) and EMBER_AMX_BF16=0 (the switch off): the
  *     avx512 level's VNNI GEMM bit for bit;
+ *   - the prompt rows' Q8_K blocks left to demand (a->lazy): made by the
+ *     paths that read them (row tails, no work memory), the eager bytes;
  *   - golden: llama-256's K-quant files' logits with every K-quant
  *     product through the bf16 path within 1.25x llama.cpp's distance of
  *     the exact dequantized reference (test_amx_bf16.c's bound for Q4_0).
@@ -385,6 +387,93 @@ START_TEST(kq_sampled_rows_and_bf16_off_are_the_vnni_path)
 }
 END_TEST
 
+/* The prompt rows' Q8_K blocks left unmade (kern_matmul's a->lazy: the
+ * bf16 GEMM reads their tiles only): the paths that read them anyway (the
+ * VNNI rows past the last 16, the fallback without work memory) make them
+ * first (kern_act_ensure), the eager blocks' bytes, so the results are
+ * the call's with every block made; where none reads them (48 rows, the
+ * memory there) they stay unmade. File layout and packed rows. */
+START_TEST(kq_lazy_q8k_blocks_made_on_demand)
+{
+	const kern_gemm_fn amx[2][3] = {
+		{kqm_amx_gemm_q4_k, kqm_amx_gemm_q5_k, kqm_amx_gemm_q6_k},
+		{kqm_amx_pgemm_q4_k, kqm_amx_pgemm_q5_k, kqm_amx_pgemm_q6_k}};
+	static const int fails[] = {0, 1, 1 << 20};
+	const size_t n_in = 512, n_tok = 37, ne = 5, nbf = n_tok - ne, nk = n_in / KERN_QKK;
+	uint32_t s = 17;
+
+	if (!kqm_runs())
+		return;
+	for (size_t ti = 0; ti < 3; ti++)
+		for (int packed = 0; packed < 2; packed++)
+			for (size_t n_out = 40; n_out <= 48; n_out += 8)
+				for (size_t fi = 0; fi < 3; fi++) {
+		const uint32_t wt = kqm_types[ti];
+		uint8_t *w = kqm_weights(wt, n_out, n_in, &s);
+		uint8_t *p = packed ? kqm_packed(wt, w, n_out, n_in) : NULL;
+		float *xf = malloc(sizeof(float) * n_tok * n_in);
+		struct kern_block_q8_k *xk = malloc(sizeof(*xk) * n_tok * nk);
+		struct kern_block_q8_k *xk2 = malloc(sizeof(*xk) * n_tok * nk);
+		uint16_t *xb = aligned_alloc(64, sizeof(uint16_t) * kern_amxbf_tokens(nbf) * n_in);
+		float *y1 = calloc(n_tok * n_out, sizeof(float));
+		float *y2 = calloc(n_tok * n_out, sizeof(float));
+		const struct kern_ops *v = kern_ops_for(CPU_LEVEL_AVX512);
+		struct kern_act_lazy l = {.quantize_k = v->quantize_act_q8k};
+
+		ck_assert(xf && xk && xk2 && xb && y1 && y2);
+		for (size_t i = 0; i < n_tok * n_in; i++)
+			xf[i] = ((float)(amx_selftest_rand(&s) % 2001) - 1000.0f) * 1e-3f;
+		for (size_t t = 0; t < n_tok; t++)
+			v->quantize_act_q8k(xf + t * n_in, xk + t * nk, n_in);
+		for (size_t t = 0; t < kern_amxbf_tokens(nbf); t++)
+			kqm_amxbf_act_row(t < nbf ? xf + (ne + t) * n_in : NULL, n_in, t, xb);
+		struct kern_gemm_args a = {
+			.w = packed ? p : w, .w_stride = (size_t)dtype_row_size(wt, n_in),
+			.n_in = n_in, .n_tok = n_tok, .y = y1, .y_stride = n_out, .xk = xk,
+			.xf = xf, .xf_stride = n_in, .n_exact = ne, .xb = xb,
+		};
+		kqm_amxbf_on = 1;
+		/* every block made: the reference */
+		model_alloc_fails = fails[fi];
+		amx[packed][ti](&a, 0, n_out);
+		/* the sampled tokens' blocks made, the prompt rows' NaN */
+		memcpy(xk2, xk, sizeof(*xk) * ne * nk);
+		memset(xk2 + ne * nk, 0xff, sizeof(*xk) * nbf * nk);
+		l.xf = xf + ne * n_in;
+		l.xf_stride = n_in;
+		l.n_in = n_in;
+		l.xk = xk2 + ne * nk;
+		l.n = nbf;
+		pthread_mutex_init(&l.lock, NULL);
+		a.xk = xk2;
+		a.lazy = &l;
+		a.y = y2;
+		model_alloc_fails = fails[fi];
+		amx[packed][ti](&a, 0, n_out);
+		model_alloc_fails = 0;
+		pthread_mutex_destroy(&l.lock);
+		kqm_amxbf_on = 0;
+		ck_assert_msg(memcmp(y1, y2, sizeof(float) * n_tok * n_out) == 0,
+			      "%s%s %zu rows, %d allocations failing: lazy blocks change the result",
+			      dtype_name(wt), packed ? " packed" : "", n_out, fails[fi]);
+		/* needed: a row tail, or a fallback; then the eager blocks' bytes */
+		ck_assert_int_eq(l.done, n_out % 16 != 0 || fails[fi] != 0);
+		if (l.done)
+			ck_assert(memcmp(xk, xk2, sizeof(*xk) * n_tok * nk) == 0);
+		free(w);
+		free(p);
+		free(xf);
+		free(xk);
+		free(xk2);
+		free(xb);
+		free(y1);
+		free(y2);
+	}
+	model_alloc_fails = 0;
+	ck_assert(model_ok);
+}
+END_TEST
+
 /* ---- golden: logits through the bf16 prefill -------------------------------------- */
 
 #define KQG_DIR "../shared/golden/quants/llama-256/"
@@ -527,6 +616,7 @@ Suite *suite_amx_bf16_kq(void)
 	tcase_add_test(tc, kq_gemm_matches_the_references);
 	tcase_add_test(tc, kq_real_tiles_match_the_references);
 	tcase_add_test(tc, kq_sampled_rows_and_bf16_off_are_the_vnni_path);
+	tcase_add_test(tc, kq_lazy_q8k_blocks_made_on_demand);
 	tcase_add_loop_test(tc, golden_kq_logits_through_bf16_within_the_llamacpp_bound, 0,
 			    KQG_N_FILES);
 	suite_add_tcase(s, tc);
