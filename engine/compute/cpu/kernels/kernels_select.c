@@ -390,8 +390,8 @@ uint16_t *kern_bf16_row(const struct kern_bf16_rows *b, size_t t)
 
 /* The plain layout is kern_amxbf_act_row's (kernels.c kern__quantize_cb): Q8_0,
  * Q4_0 and the K-quants where the bf16 GEMM is on (the K-quants' Q8_K
- * blocks wait for demand as the int8 ones do: kern_act_ensure). The fused writers' kernels are the
- * avx512 ones, the amx level's silu_mul and norm_rows (checked, so their
+ * blocks wait for demand as the int8 ones do: kern_act_ensure). The
+ * fused writers' kernels are the avx512 ones, the amx level's silu_mul and norm_rows (checked, so their
  * tiles are the unfused rows' bits). */
 int kern_bf16_plain(uint32_t wtype)
 {
