@@ -54,6 +54,7 @@ static int fb_runs(const char *what)
 	return 1;
 }
 
+#if defined(__x86_64__) /* the tiles' layout (kern_amxbf_*): x86-64 only */
 /* Zeroed activation tiles for n_tok tokens of n_in. */
 static uint16_t *fb_tiles(size_t n_in, size_t n_tok)
 {
@@ -63,15 +64,15 @@ static uint16_t *fb_tiles(size_t n_in, size_t n_tok)
 	memset(xb, 0, n);
 	return xb;
 }
+#endif
 
 START_TEST(fused_kernels_give_the_unfused_tiles)
 {
 	enum { N_TOK = 21, FF = 768, D = 256 };
-	const size_t ntiles = kern_amxbf_tokens(N_TOK);
-
 	if (!fb_runs("the kernels"))
 		return;
 #if defined(__x86_64__) /* kern_amxbf_act_row: x86-64 only */
+	const size_t ntiles = kern_amxbf_tokens(N_TOK);
 	/* the gated SiLU: g large enough for exp's clamps either way */
 	float *y = test_alloc64(N_TOK * FF * sizeof(float)), *g = test_alloc64(N_TOK * FF * 4);
 	float *yc = test_alloc64(N_TOK * FF * sizeof(float));
