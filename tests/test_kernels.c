@@ -259,6 +259,7 @@ START_TEST(unsupported_types_and_ragged_rows_are_refused)
 	/* float weights need none, F16 / BF16 only the amx level's split
 	 * tiles (kernels_amx_bf16.c: 8 tokens padded to 32, K three times
 	 * n_in) */
+	kern_init(); /* the level and the bf16 tiles' switch, read below */
 #if defined(__x86_64__)
 	const size_t f16 = kern_level() == CPU_LEVEL_AMX && kern_amxbf_on ? 32 * 4096 * 3 * 2 + 64 : 0;
 #else
