@@ -587,34 +587,6 @@ END_TEST
 static const char *const bfg_files[] = {"llama/Q4_0", "llama/Q8_0", "llama-256/Q4_0",
 					"llama-256/Q8_0"};
 
-static float *bfg_load(const char *path, size_t n)
-{
-	size_t len;
-	char *buf = test_read_file(path, &len);
-
-	ck_assert_msg(buf != NULL, "cannot read %s", path);
-	ck_assert_msg(len == n * sizeof(float), "%s: %zu bytes", path, len);
-	return (float *)buf;
-}
-
-/* tests/test_quants.c's measure: the largest over positions of
- * max |a - b| / max |b|. */
-static double bfg_dist(const float *a, const float *b, uint32_t n_vocab)
-{
-	double worst = 0;
-
-	for (int t = 0; t < BFG_N_IN; t++) {
-		double d = 0, ref = 0;
-
-		for (uint32_t v = 0; v < n_vocab; v++) {
-			d = fmax(d, fabs((double)a[t * n_vocab + v] - b[t * n_vocab + v]));
-			ref = fmax(ref, fabs(b[t * n_vocab + v]));
-		}
-		worst = fmax(worst, d / ref);
-	}
-	return worst;
-}
-
 /* Every row of a call as a prompt row (n_exact 0) on the modelled amx
  * dispatch: forward_eval's logits of every position are sampled rows,
  * int8, otherwise. */
@@ -707,12 +679,12 @@ START_TEST(golden_logits_through_bf16_within_the_llamacpp_bound)
 	ck_assert_uint_le((size_t)nv * BFG_N_IN, cap);
 	bfg_logits(file, lb, &nv, 1);
 	snprintf(path, sizeof(path), BFG_DIR "%s.logits-exact-dequant.f32", file);
-	exact = bfg_load(path, (size_t)BFG_N_IN * nv);
+	exact = test_read_floats(path, (size_t)BFG_N_IN * nv);
 	snprintf(path, sizeof(path), BFG_DIR "%s.logits.f32", file);
-	lcpp = bfg_load(path, (size_t)BFG_N_IN * nv);
-	d8 = bfg_dist(l8, exact, nv);
-	db = bfg_dist(lb, exact, nv);
-	dl = bfg_dist(lcpp, exact, nv);
+	lcpp = test_read_floats(path, (size_t)BFG_N_IN * nv);
+	d8 = test_logits_dist(l8, exact, BFG_N_IN, nv);
+	db = test_logits_dist(lb, exact, BFG_N_IN, nv);
+	dl = test_logits_dist(lcpp, exact, BFG_N_IN, nv);
 	printf("amx_bf16: %-15s prefill vs exact dequant: bf16 tiles %.3e, int8 (%s) %.3e, "
 	       "llama.cpp %.3e\n",
 	       file, db, cpu_level_name(kern_level()), d8, dl);

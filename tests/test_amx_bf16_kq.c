@@ -482,33 +482,6 @@ END_TEST
 static const char *const kqg_files[] = {"Q4_K_M", "Q4_K_S", "Q5_K_M", "Q6_K"};
 #define KQG_N_FILES ((int)(sizeof(kqg_files) / sizeof(kqg_files[0])))
 
-static float *kqg_load(const char *path, size_t n)
-{
-	size_t len;
-	char *buf = test_read_file(path, &len);
-
-	ck_assert_msg(buf != NULL, "cannot read %s", path);
-	ck_assert_msg(len == n * sizeof(float), "%s: %zu bytes", path, len);
-	return (float *)buf;
-}
-
-/* max over positions of max |a - b| / max |b| (tests/test_quants.c's) */
-static double kqg_dist(const float *a, const float *b, uint32_t n_vocab)
-{
-	double worst = 0;
-
-	for (int t = 0; t < KQG_N_IN; t++) {
-		double d = 0, ref = 0;
-
-		for (uint32_t v = 0; v < n_vocab; v++) {
-			d = fmax(d, fabs((double)a[t * n_vocab + v] - b[t * n_vocab + v]));
-			ref = fmax(ref, fabs(b[t * n_vocab + v]));
-		}
-		worst = fmax(worst, d / ref);
-	}
-	return worst;
-}
-
 /* Every row a prompt row (n_exact 0) on the modelled amx dispatch:
  * forward_eval's logits of every position are sampled rows otherwise. */
 #define KQG_GEMM(name, fn)                                                      \
@@ -588,12 +561,12 @@ START_TEST(golden_kq_logits_through_bf16_within_the_llamacpp_bound)
 	kqg_logits(type, lb, &nv, 1);
 	unsetenv("EMBER_PACK");
 	snprintf(path, sizeof(path), KQG_DIR "%s.logits-exact-dequant.f32", type);
-	exact = kqg_load(path, (size_t)KQG_N_IN * nv);
+	exact = test_read_floats(path, (size_t)KQG_N_IN * nv);
 	snprintf(path, sizeof(path), KQG_DIR "%s.logits.f32", type);
-	lcpp = kqg_load(path, (size_t)KQG_N_IN * nv);
-	d8 = kqg_dist(l8, exact, nv);
-	db = kqg_dist(lb, exact, nv);
-	dl = kqg_dist(lcpp, exact, nv);
+	lcpp = test_read_floats(path, (size_t)KQG_N_IN * nv);
+	d8 = test_logits_dist(l8, exact, KQG_N_IN, nv);
+	db = test_logits_dist(lb, exact, KQG_N_IN, nv);
+	dl = test_logits_dist(lcpp, exact, KQG_N_IN, nv);
 	printf("amx_bf16_kq: llama-256/%-7s prefill vs exact dequant: bf16 tiles %.3e, Q8_K (%s) "
 	       "%.3e, llama.cpp %.3e\n",
 	       type, db, cpu_level_name(kern_level()), d8, dl);

@@ -379,50 +379,6 @@ END_TEST
 #define FXG_N_IN 24
 #define FXG_VOCAB 1000
 
-/* The golden F32 model with its 2-D weights stored as type. */
-static void fxg_write(const char *path, uint32_t type)
-{
-	char err[EMBER_ERR_MAX] = "", name[128];
-	struct gguf g;
-	struct gguf_writer *w;
-	uint8_t *buf = malloc(4096 * 4);
-
-	ck_assert_ptr_nonnull(buf);
-	ck_assert_int_eq(gguf_open(&g, FXG_DIR "model-f32.gguf", err), 0);
-	ck_assert_int_eq(gguf_writer_new(&w, path, err), 0);
-	for (uint64_t i = 0; i < g.n_kv; i++)
-		ck_assert_int_eq(gguf_writer_copy_kv(w, &g.kv[i]), 0);
-	for (uint64_t i = 0; i < g.n_tensors; i++) {
-		const struct gguf_tensor *t = &g.tensors[i];
-
-		ck_assert_uint_lt(t->name.len, sizeof(name));
-		memcpy(name, t->name.ptr, t->name.len);
-		name[t->name.len] = '\0';
-		ck_assert_int_eq(gguf_writer_add_tensor(w, name, t->n_dims == 2 ? type : t->type,
-							t->n_dims, t->ne),
-				 0);
-	}
-	ck_assert_int_eq(gguf_writer_write_header(w, err), 0);
-	for (uint64_t i = 0; i < g.n_tensors; i++) {
-		const struct gguf_tensor *t = &g.tensors[i];
-
-		if (t->n_dims != 2) {
-			ck_assert_int_eq(gguf_writer_write_data(w, t->data, t->size, err), 0);
-			continue;
-		}
-		for (uint64_t r = 0; r < t->ne[1]; r++) {
-			ck_assert_int_eq(kern_quantize_row(type, (const float *)t->data + r * t->ne[0],
-							   buf, t->ne[0]),
-					 0);
-			ck_assert_int_eq(gguf_writer_write_data(w, buf, t->ne[0] * 2, err), 0);
-		}
-	}
-	ck_assert_msg(gguf_writer_finish(w, err) == 0, "write %s: %s", path, err);
-	gguf_writer_free(w);
-	gguf_close(&g);
-	free(buf);
-}
-
 /* Every row of a call as a prompt row (forward_eval's logits of every
  * position are sampled rows otherwise): the model's split, or on AMX
  * machines the library's real tiles. */
@@ -498,7 +454,7 @@ START_TEST(fx_golden_logits_through_the_split_match_the_float_path)
 	ck_assert(lf && ls);
 	test_golden_load(&g, "llama", FXG_VOCAB);
 	snprintf(path, sizeof(path), "/tmp/ember-amx-fx-%d-%s.gguf", (int)getpid(), dtype_name(wt));
-	fxg_write(path, wt);
+	test_write_golden_as(FXG_DIR "model-f32.gguf", path, wt);
 	fxg_logits(path, wt, g.input, lf, 0);
 	fxg_logits(path, wt, g.input, ls, 1);
 	for (size_t i = 0; i < (size_t)FXG_N_IN * FXG_VOCAB; i++) {

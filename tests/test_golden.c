@@ -82,25 +82,6 @@ static void convert_golden(int i, const char *recipe, char *out, size_t size)
 	ck_assert_msg(rc == 0, "convert %s -q %s: %s", in, recipe, err);
 }
 
-/* The largest over positions of max|a - b| / max|b| within the position. */
-static double worst_rel_diff(const float *a, const float *b, uint32_t n_vocab)
-{
-	double worst = 0;
-	uint32_t t, v;
-
-	for (t = 0; t < N_IN; t++) {
-		const float *ra = a + (size_t)t * n_vocab, *rb = b + (size_t)t * n_vocab;
-		double d = 0, ref = 0;
-
-		for (v = 0; v < n_vocab; v++) {
-			d = fmax(d, fabs((double)ra[v] - rb[v]));
-			ref = fmax(ref, fabs(rb[v]));
-		}
-		worst = fmax(worst, d / ref);
-	}
-	return worst;
-}
-
 static int32_t argmax(const float *x, uint32_t n)
 {
 	int32_t i, best = 0;
@@ -133,7 +114,7 @@ static void check_model(int i, const char *path, const char *recipe, double tol)
 	logits = malloc(sizeof(float) * N_IN * g.n_vocab);
 	ck_assert_msg(forward_new(&f, &m, &fo, err) == 0, "%s", err);
 	ck_assert_msg(forward_eval(f, g.input, N_IN, logits, 1, err) == 0, "%s", err);
-	rel = worst_rel_diff(logits, g.exact, g.n_vocab);
+	rel = test_logits_dist(logits, g.exact, N_IN, g.n_vocab);
 	printf("golden: %-9s converted %-4s: max|diff|/max|exact| = %.4g (bound %.0e)\n",
 	       archs[i].dir, recipe, rel, tol);
 	ck_assert_msg(rel <= tol, "%s %s: %.3g of max|exact| > %.0e", archs[i].dir, recipe, rel,
@@ -203,12 +184,12 @@ START_TEST(falcon_rw_decode_and_chunks_equal_one_shot_prefill)
 		ck_assert_int_eq(forward_eval(f, &g.input[t], 1, step + (size_t)t * g.n_vocab, 0, err),
 				 0);
 	forward_free(f);
-	rel = worst_rel_diff(step, shot, g.n_vocab);
+	rel = test_logits_dist(step, shot, N_IN, g.n_vocab);
 	ck_assert_msg(rel <= TOL_SAME, "decode vs prefill: %.3g", rel);
 	ck_assert_int_eq(forward_new(&f, &m, &seven, err), 0);
 	ck_assert_int_eq(forward_eval(f, g.input, N_IN, step, 1, err), 0);
 	forward_free(f);
-	rel = worst_rel_diff(step, shot, g.n_vocab);
+	rel = test_logits_dist(step, shot, N_IN, g.n_vocab);
 	ck_assert_msg(rel <= TOL_SAME, "chunks of 7 vs one shot: %.3g", rel);
 	free(shot);
 	free(step);

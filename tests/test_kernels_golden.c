@@ -35,52 +35,6 @@
  * fails if a kernel drops a block, a scale or a sign. */
 #define KG_Q8_TOL 5e-2
 
-/* The golden model with every 2-D tensor quantized to `type` row by row. */
-static void kg_write_quantized(const char *path, uint32_t type)
-{
-	char err[EMBER_ERR_MAX] = "", name[128];
-	struct gguf g;
-	struct gguf_writer *w;
-	uint8_t *buf = malloc(1 << 16);
-
-	ck_assert_ptr_nonnull(buf);
-	ck_assert_msg(gguf_open(&g, KG_DIR "model-f32.gguf", err) == 0, "%s", err);
-	ck_assert_int_eq(gguf_writer_new(&w, path, err), 0);
-	for (uint64_t i = 0; i < g.n_kv; i++)
-		ck_assert_int_eq(gguf_writer_copy_kv(w, &g.kv[i]), 0);
-	for (uint64_t i = 0; i < g.n_tensors; i++) {
-		const struct gguf_tensor *t = &g.tensors[i];
-
-		ck_assert_uint_lt(t->name.len, sizeof(name));
-		memcpy(name, t->name.ptr, t->name.len);
-		name[t->name.len] = '\0';
-		ck_assert_int_eq(gguf_writer_add_tensor(w, name, t->n_dims == 2 ? type : t->type,
-							t->n_dims, t->ne), 0);
-	}
-	ck_assert_int_eq(gguf_writer_write_header(w, err), 0);
-	for (uint64_t i = 0; i < g.n_tensors; i++) {
-		const struct gguf_tensor *t = &g.tensors[i];
-
-		ck_assert_uint_eq(t->type, DTYPE_F32);
-		if (t->n_dims != 2) {
-			ck_assert_int_eq(gguf_writer_write_data(w, t->data, t->size, err), 0);
-			continue;
-		}
-		for (uint64_t r = 0; r < t->ne[1]; r++) {
-			size_t len = (size_t)dtype_row_size(type, t->ne[0]);
-
-			ck_assert_uint_le(len, 1 << 16);
-			ck_assert_int_eq(kern_quantize_row(type, (const float *)t->data + r * t->ne[0],
-							   buf, t->ne[0]), 0);
-			ck_assert_int_eq(gguf_writer_write_data(w, buf, len, err), 0);
-		}
-	}
-	ck_assert_msg(gguf_writer_finish(w, err) == 0, "write %s: %s", path, err);
-	gguf_writer_free(w);
-	gguf_close(&g);
-	free(buf);
-}
-
 /* `ember` next to this test binary. */
 static void kg_ember_path(char *out, size_t size)
 {
@@ -139,22 +93,6 @@ static void kg_eval(const char *ember, const char *level, const char *model,
 	unlink(out);
 }
 
-/* max over positions of max|a - exact| / max|exact|. */
-static double kg_worst_ratio(const float *a, const float *exact)
-{
-	double worst = 0;
-
-	for (int t = 0; t < KG_N_IN; t++) {
-		double d = 0, m = 0;
-		for (int v = 0; v < KG_N_VOCAB; v++) {
-			d = fmax(d, fabs((double)a[t * KG_N_VOCAB + v] - exact[t * KG_N_VOCAB + v]));
-			m = fmax(m, fabs((double)exact[t * KG_N_VOCAB + v]));
-		}
-		worst = fmax(worst, d / m);
-	}
-	return worst;
-}
-
 START_TEST(q8_0_golden_llama_keeps_greedy_and_logits_on_every_level)
 {
 	static const enum cpu_level levels[] = {CPU_LEVEL_SCALAR, CPU_LEVEL_AVX2,
@@ -171,7 +109,7 @@ START_TEST(q8_0_golden_llama_keeps_greedy_and_logits_on_every_level)
 	kg_ember_path(ember, sizeof(ember));
 	snprintf(model, sizeof(model), "/tmp/ember_test_kg_%ld_q8_0.gguf", (long)getpid());
 	snprintf(out, sizeof(out), "/tmp/ember_test_kg_%ld_logits.f32", (long)getpid());
-	kg_write_quantized(model, DTYPE_Q8_0);
+	test_write_golden_as(KG_DIR "model-f32.gguf", model, DTYPE_Q8_0);
 	for (size_t i = 0; i < sizeof(levels) / sizeof(levels[0]); i++) {
 		const char *name = cpu_level_name(levels[i]);
 		double ratio;
@@ -179,7 +117,7 @@ START_TEST(q8_0_golden_llama_keeps_greedy_and_logits_on_every_level)
 		if (!kern_level_runs(levels[i]))
 			continue;
 		kg_eval(ember, name, model, &g, out, greedy, logits);
-		ratio = kg_worst_ratio(logits, g.exact);
+		ratio = test_logits_dist(logits, g.exact, KG_N_IN, KG_N_VOCAB);
 		printf("kernels_golden: %s Q8_0: max|diff| / max|exact| = %.3g\n", name, ratio);
 		ck_assert_msg(ratio <= KG_Q8_TOL, "%s: logits off by %g of max", name, ratio);
 		for (int t = 0; t < KG_N_GREEDY; t++)

@@ -210,35 +210,6 @@ END_TEST
 
 /* ---- logits against the exact dequantized reference --------------------- */
 
-static float *load_logits(const char *path, size_t n)
-{
-	size_t len;
-	char *buf = test_read_file(path, &len);
-
-	ck_assert_msg(buf != NULL, "cannot read %s", path);
-	ck_assert_msg(len == n * sizeof(float), "%s: %zu bytes, expected %zu", path, len,
-		      n * sizeof(float));
-	return (float *)buf;
-}
-
-/* The largest over positions of max|a - b| / max|b| (the README's measure). */
-static double rel_dist(const float *a, const float *b, uint32_t n_vocab)
-{
-	double worst = 0;
-
-	for (int t = 0; t < Q_N_IN; t++) {
-		const float *ra = a + (size_t)t * n_vocab, *rb = b + (size_t)t * n_vocab;
-		double d = 0, ref = 0;
-
-		for (uint32_t v = 0; v < n_vocab; v++) {
-			d = fmax(d, fabs((double)ra[v] - rb[v]));
-			ref = fmax(ref, fabs(rb[v]));
-		}
-		worst = fmax(worst, d / ref);
-	}
-	return worst;
-}
-
 /* File _i's logits over the golden prompt: evaluated at once, or one
  * token a step (`steps`). */
 static void q_check_logits(int i, int steps)
@@ -266,9 +237,9 @@ static void q_check_logits(int i, int steps)
 	ck_assert_msg(model_open(&m, path, err) == 0, "%s: %s", path, err);
 	n = (size_t)Q_N_IN * m.hp.n_vocab;
 	snprintf(path, sizeof(path), QDIR "%s/%s.logits-exact-dequant.f32", dir, type);
-	exact = load_logits(path, n);
+	exact = test_read_floats(path, n);
 	snprintf(path, sizeof(path), QDIR "%s/%s.logits.f32", dir, type);
-	lcpp = load_logits(path, n);
+	lcpp = test_read_floats(path, n);
 	logits = malloc(sizeof(float) * n);
 	ck_assert_msg(forward_new(&f, &m, &fo, err) == 0, "%s", err);
 	if (steps) {
@@ -279,8 +250,8 @@ static void q_check_logits(int i, int steps)
 	} else {
 		ck_assert_msg(forward_eval(f, input, Q_N_IN, logits, 1, err) == 0, "%s", err);
 	}
-	ours = rel_dist(logits, exact, m.hp.n_vocab);
-	theirs = rel_dist(lcpp, exact, m.hp.n_vocab);
+	ours = test_logits_dist(logits, exact, Q_N_IN, m.hp.n_vocab);
+	theirs = test_logits_dist(lcpp, exact, Q_N_IN, m.hp.n_vocab);
 	printf("quants: %-9s %-6s %s vs exact dequant: ember %.3e, llama.cpp %.3e (bound %.3e, "
 	       "%s)\n",
 	       dir, type, steps ? "decode " : "prefill", ours, theirs, Q_LLAMACPP_FACTOR * theirs,

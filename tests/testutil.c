@@ -4,10 +4,16 @@
 #include <check.h>
 #include <ftw.h>
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include "dtype.h"
+#include "ember.h"
+#include "gguf.h"
+#include "kernels.h"
 
 char *test_read_file(const char *path, size_t *len)
 {
@@ -29,6 +35,82 @@ char *test_read_file(const char *path, size_t *len)
 	}
 	fclose(f);
 	return buf;
+}
+
+float *test_read_floats(const char *path, size_t n)
+{
+	size_t len;
+	char *buf = test_read_file(path, &len);
+
+	ck_assert_msg(buf != NULL, "cannot read %s", path);
+	ck_assert_msg(len == n * sizeof(float), "%s: %zu bytes, expected %zu (%zu floats)", path,
+		      len, n * sizeof(float), n);
+	return (float *)buf;
+}
+
+double test_logits_dist(const float *a, const float *b, size_t n_pos, uint32_t n_vocab)
+{
+	double worst = 0;
+
+	for (size_t t = 0; t < n_pos; t++) {
+		const float *ra = a + t * n_vocab, *rb = b + t * n_vocab;
+		double d = 0, ref = 0;
+
+		for (uint32_t v = 0; v < n_vocab; v++) {
+			d = fmax(d, fabs((double)ra[v] - rb[v]));
+			ref = fmax(ref, fabs(rb[v]));
+		}
+		worst = fmax(worst, d / ref);
+	}
+	return worst;
+}
+
+void test_write_golden_as(const char *src, const char *path, uint32_t type)
+{
+	enum { ROW_MAX = 1 << 16 }; /* one converted row; asserted per row below */
+	char err[EMBER_ERR_MAX] = "", name[128];
+	struct gguf g;
+	struct gguf_writer *w;
+	uint8_t *buf = malloc(ROW_MAX);
+
+	ck_assert_ptr_nonnull(buf);
+	ck_assert_msg(gguf_open(&g, src, err) == 0, "%s: %s", src, err);
+	ck_assert_msg(gguf_writer_new(&w, path, err) == 0, "%s: %s", path, err);
+	for (uint64_t i = 0; i < g.n_kv; i++)
+		ck_assert_int_eq(gguf_writer_copy_kv(w, &g.kv[i]), 0);
+	for (uint64_t i = 0; i < g.n_tensors; i++) {
+		const struct gguf_tensor *t = &g.tensors[i];
+
+		ck_assert_uint_lt(t->name.len, sizeof(name));
+		memcpy(name, t->name.ptr, t->name.len);
+		name[t->name.len] = '\0';
+		ck_assert_int_eq(gguf_writer_add_tensor(w, name, t->n_dims == 2 ? type : t->type,
+							t->n_dims, t->ne),
+				 0);
+	}
+	ck_assert_int_eq(gguf_writer_write_header(w, err), 0);
+	for (uint64_t i = 0; i < g.n_tensors; i++) {
+		const struct gguf_tensor *t = &g.tensors[i];
+
+		ck_assert_uint_eq(t->type, DTYPE_F32);
+		if (t->n_dims != 2) {
+			ck_assert_int_eq(gguf_writer_write_data(w, t->data, t->size, err), 0);
+			continue;
+		}
+		for (uint64_t r = 0; r < t->ne[1]; r++) {
+			size_t len = (size_t)dtype_row_size(type, t->ne[0]);
+
+			ck_assert_uint_le(len, ROW_MAX);
+			ck_assert_int_eq(kern_quantize_row(type, (const float *)t->data + r * t->ne[0],
+							   buf, t->ne[0]),
+					 0);
+			ck_assert_int_eq(gguf_writer_write_data(w, buf, len, err), 0);
+		}
+	}
+	ck_assert_msg(gguf_writer_finish(w, err) == 0, "write %s: %s", path, err);
+	gguf_writer_free(w);
+	gguf_close(&g);
+	free(buf);
 }
 
 static void test_read_ids(json_t *root, const char *key, int32_t *out, size_t n)

@@ -30,6 +30,24 @@ void test_golden_free(struct test_golden *g);
  * its length in *len; NULL if it cannot be read. */
 char *test_read_file(const char *path, size_t *len);
 
+/* The float file at `path`, which must hold exactly n floats (a golden
+ * logits file: positions x vocabulary); fails the running Check test
+ * otherwise. Release with free(). */
+float *test_read_floats(const char *path, size_t n);
+
+/* The golden suites' distance of logits a from the reference b, both
+ * [n_pos][n_vocab]: the largest over positions of max|a - b| / max|b|
+ * (the README's measure, as tests/test_quants.c bounds it against
+ * llama.cpp's). Per position, so one position's large logits cannot hide
+ * another's error. */
+double test_logits_dist(const float *a, const float *b, size_t n_pos, uint32_t n_vocab);
+
+/* Writes to `path` the F32 model `src` (a golden model-f32.gguf) with every
+ * 2-D tensor (the weights) converted to `type` row by row through
+ * kern_quantize_row, every other tensor and key copied as is; fails the
+ * running Check test on any error. */
+void test_write_golden_as(const char *src, const char *path, uint32_t type);
+
 /* Nonzero when EMBER_TEST_QUICK is set to anything but "" or "0": the slow
  * suites (kernels) then check fewer shapes, still every type and level and
  * ragged sizes, so they fit under an emulator (tests/arm64/run_qemu.sh). */
