@@ -86,18 +86,6 @@ int kern_amxbf_enable(char *why, size_t len);
 #include "testutil.h"
 #include "amx_acts.h"
 
-static int bfm_runs(void)
-{
-	struct cpu_features f;
-
-	cpu_detect(&f);
-	if (!kern_level_runs(CPU_LEVEL_AVX512) || !f.avx512_bf16) {
-		fprintf(stderr, "amx_bf16: skipping: this CPU lacks avx512 or AVX512-BF16\n");
-		return 0;
-	}
-	return 1;
-}
-
 static float bfm_round(float f)
 {
 	return amxbf__round(f);
@@ -117,7 +105,7 @@ START_TEST(bf16_tiles_match_the_scalar_layout)
 {
 	uint32_t s = 99;
 
-	if (!bfm_runs())
+	if (!test_bf16_tiles_run("amx_bf16"))
 		return;
 	for (int ti = 0; ti < 2; ti++) {
 		const uint32_t wt = ti ? DTYPE_Q4_0 : DTYPE_Q8_0;
@@ -275,7 +263,7 @@ START_TEST(bf16_packed_tiles_equal_the_file_layouts)
 {
 	uint32_t s = 5;
 
-	if (!bfm_runs())
+	if (!test_bf16_tiles_run("amx_bf16"))
 		return;
 	for (int ti = 0; ti < 2; ti++) {
 		const uint32_t wt = ti ? DTYPE_Q4_0 : DTYPE_Q8_0;
@@ -317,7 +305,7 @@ START_TEST(bf16_amx_level_packed_rows_equal_the_file_layout)
 	};
 	uint32_t s = 11;
 
-	if (!bfm_runs())
+	if (!test_bf16_tiles_run("amx_bf16"))
 		return;
 	model_products = 0;
 	for (int ti = 0; ti < 2; ti++)
@@ -410,7 +398,7 @@ START_TEST(bf16_gemm_matches_the_references)
 {
 	uint32_t s = 3;
 
-	if (!bfm_runs())
+	if (!test_bf16_tiles_run("amx_bf16"))
 		return;
 	model_products = 0;
 	for (int ti = 0; ti < 2; ti++)
@@ -431,7 +419,7 @@ START_TEST(bf16_real_tiles_match_the_references_and_the_model)
 	size_t same = 0, all = 0;
 	double worst = 0;
 
-	if (!bfm_runs())
+	if (!test_bf16_tiles_run("amx_bf16"))
 		return;
 	if (!kern_level_runs(CPU_LEVEL_AMX)) {
 		fprintf(stderr, "amx_bf16: skipping the real tiles: no usable AMX here\n");
@@ -485,7 +473,7 @@ START_TEST(bf16_without_work_memory_is_the_int8_path)
 	static const int fails[] = {1, 1 << 20};
 	uint32_t s = 23;
 
-	if (!bfm_runs())
+	if (!test_bf16_tiles_run("amx_bf16"))
 		return;
 	for (int ti = 0; ti < 2; ti++)
 		for (size_t fi = 0; fi < 2; fi++) {
@@ -535,7 +523,7 @@ END_TEST
 
 START_TEST(bf16_startup_selftest_passes_on_the_model)
 {
-	if (!bfm_runs())
+	if (!test_bf16_tiles_run("amx_bf16"))
 		return;
 	model_products = 0;
 	ck_assert_int_eq(bfm_amxbf_selftest(), 0);
@@ -554,7 +542,7 @@ START_TEST(bf16_on_unless_ember_amx_bf16_is_0)
 	static const char *const on[] = {NULL, "1", "yes"};
 	char why[128];
 
-	if (!bfm_runs())
+	if (!test_bf16_tiles_run("amx_bf16"))
 		return;
 	for (size_t i = 0; i < sizeof(on) / sizeof(on[0]); i++) {
 		if (on[i])
@@ -669,7 +657,7 @@ START_TEST(golden_logits_through_bf16_within_the_llamacpp_bound)
 	double d8, db, dl;
 	const size_t cap = (size_t)BFG_N_IN * 4096;
 
-	if (!bfm_runs())
+	if (!test_bf16_tiles_run("amx_bf16"))
 		return;
 	setenv("EMBER_PACK", "0", 1); /* file layout: the table's gemm[] runs */
 	l8 = malloc(sizeof(float) * cap);

@@ -91,18 +91,6 @@ int kern_amxbf_enable(char *why, size_t len);
 
 static const uint32_t kqm_types[] = {DTYPE_Q4_K, DTYPE_Q5_K, DTYPE_Q6_K};
 
-static int kqm_runs(void)
-{
-	struct cpu_features f;
-
-	cpu_detect(&f);
-	if (!kern_level_runs(CPU_LEVEL_AVX512) || !f.avx512_bf16) {
-		fprintf(stderr, "amx_bf16_kq: skipping: this CPU lacks avx512 or AVX512-BF16\n");
-		return 0;
-	}
-	return 1;
-}
-
 static uint16_t kqm_bits(float f)
 {
 	uint32_t u;
@@ -151,7 +139,7 @@ START_TEST(kq_tiles_match_the_scalar_dequantization)
 {
 	uint32_t s = 17;
 
-	if (!kqm_runs())
+	if (!test_bf16_tiles_run("amx_bf16_kq"))
 		return;
 	for (size_t ti = 0; ti < 3; ti++) {
 		const uint32_t wt = kqm_types[ti];
@@ -273,7 +261,7 @@ START_TEST(kq_gemm_matches_the_references)
 	const kern_gemm_fn fl[] = {kqm_amxbf_gemm_q4_k, kqm_amxbf_gemm_q5_k, kqm_amxbf_gemm_q6_k};
 	uint32_t s = 5;
 
-	if (!kqm_runs())
+	if (!test_bf16_tiles_run("amx_bf16_kq"))
 		return;
 	model_products = 0;
 	for (size_t ti = 0; ti < 3; ti++)
@@ -287,7 +275,7 @@ END_TEST
 /* The library's real tiles (AMX machines): the same references. */
 START_TEST(kq_real_tiles_match_the_references)
 {
-	if (!kqm_runs())
+	if (!test_bf16_tiles_run("amx_bf16_kq"))
 		return;
 	if (!kern_level_runs(CPU_LEVEL_AMX)) {
 		fprintf(stderr, "amx_bf16_kq: skipping the real tiles: no usable AMX here\n");
@@ -317,7 +305,7 @@ START_TEST(kq_sampled_rows_and_bf16_off_are_the_vnni_path)
 	const size_t n_out = 64, n_in = 768, n_tok = 45, nk = n_in / KERN_QKK;
 	uint32_t s = 9;
 
-	if (!kqm_runs())
+	if (!test_bf16_tiles_run("amx_bf16_kq"))
 		return;
 	for (size_t ti = 0; ti < 3; ti++)
 		for (size_t ne = 0; ne <= n_tok; ne += 15) {
@@ -402,7 +390,7 @@ START_TEST(kq_lazy_q8k_blocks_made_on_demand)
 	const size_t n_in = 512, n_tok = 37, ne = 5, nbf = n_tok - ne, nk = n_in / KERN_QKK;
 	uint32_t s = 17;
 
-	if (!kqm_runs())
+	if (!test_bf16_tiles_run("amx_bf16_kq"))
 		return;
 	for (size_t ti = 0; ti < 3; ti++)
 		for (int packed = 0; packed < 2; packed++)
@@ -553,7 +541,7 @@ START_TEST(golden_kq_logits_through_bf16_within_the_llamacpp_bound)
 	double d8, db, dl;
 
 	ck_assert(l8 && lb);
-	if (!kqm_runs())
+	if (!test_bf16_tiles_run("amx_bf16_kq"))
 		goto out;
 	setenv("EMBER_PACK", "0", 1); /* file layout: the table's gemm[] runs */
 	kqg_logits(type, l8, &nv, 0);

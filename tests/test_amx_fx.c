@@ -82,18 +82,6 @@ extern int kern_amxbf_on;
 #include "model.h"
 #include "testutil.h"
 
-static int fxm_runs(void)
-{
-	struct cpu_features f;
-
-	cpu_detect(&f);
-	if (!kern_level_runs(CPU_LEVEL_AVX512) || !f.avx512_bf16) {
-		fprintf(stderr, "amx_fx: skipping: this CPU lacks avx512 or AVX512-BF16\n");
-		return 0;
-	}
-	return 1;
-}
-
 /* v's bf16 bits, nearest even (amxbf__round). */
 static uint16_t fxm_bits(float v)
 {
@@ -143,7 +131,7 @@ START_TEST(fx_tiles_and_rows_match_the_scalar_split)
 	enum { IN = 96, TOK = 37 };
 	uint32_t s = 5;
 
-	if (!fxm_runs())
+	if (!test_bf16_tiles_run("amx_fx"))
 		return;
 	for (int ti = 0; ti < 2; ti++) {
 		const uint32_t wt = ti ? DTYPE_BF16 : DTYPE_F16;
@@ -246,7 +234,7 @@ START_TEST(fx_gemm_within_bound_of_float64)
 {
 	uint32_t s = 17;
 
-	if (!fxm_runs())
+	if (!test_bf16_tiles_run("amx_fx"))
 		return;
 	model_products = 0;
 	for (int ti = 0; ti < 2; ti++)
@@ -271,7 +259,7 @@ START_TEST(fx_real_tiles_within_bound_of_float64)
 {
 	uint32_t s = 23;
 
-	if (!fxm_runs())
+	if (!test_bf16_tiles_run("amx_fx"))
 		return;
 	if (!kern_level_runs(CPU_LEVEL_AMX)) {
 		fprintf(stderr, "amx_fx: skipping the real tiles: no usable AMX here\n");
@@ -315,7 +303,7 @@ START_TEST(fx_selftest_passes_and_refuses_a_cheaper_split)
 	uint32_t s = 31;
 	double avx;
 
-	if (!fxm_runs())
+	if (!test_bf16_tiles_run("amx_fx"))
 		return;
 	model_products = 0;
 	ck_assert_int_eq(amxfx_selftest(fxm_amxbf_gemm_f16, fxm_amxbf_gemm_bf16), 0);
@@ -332,7 +320,7 @@ START_TEST(fx_sampled_rows_are_avx512_bit_for_bit)
 	enum { OUT = 48, IN = 128, TOK = 40 };
 	uint32_t s = 41;
 
-	if (!fxm_runs())
+	if (!test_bf16_tiles_run("amx_fx"))
 		return;
 	for (int ti = 0; ti < 2; ti++) {
 		const uint32_t wt = ti ? DTYPE_BF16 : DTYPE_F16;
@@ -444,7 +432,7 @@ START_TEST(fx_golden_logits_through_the_split_match_the_float_path)
 	float *ls = malloc(sizeof(float) * FXG_N_IN * FXG_VOCAB);
 	double d = 0, ref = 0, dx = 0;
 
-	if (!fxm_runs())
+	if (!test_bf16_tiles_run("amx_fx"))
 		goto out;
 	fxg_real = _i >= 2;
 	if (fxg_real && !kern_level_runs(CPU_LEVEL_AMX)) {

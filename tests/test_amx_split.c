@@ -78,18 +78,6 @@ extern int kern_amxbf_on;
 #include "testutil.h"
 #include "amx_acts.h"
 
-static int spm_runs(void)
-{
-	struct cpu_features f;
-
-	cpu_detect(&f);
-	if (!kern_level_runs(CPU_LEVEL_AVX512) || !f.avx512_bf16) {
-		fprintf(stderr, "amx_split: skipping: this CPU lacks avx512 or AVX512-BF16\n");
-		return 0;
-	}
-	return 1;
-}
-
 /* y's rows [t0, t0 + n) against the same rows of ref (rows n_out
  * floats apart), bit for bit. */
 static void spm_same_rows(const float *y, const float *ref, size_t t0, size_t n, size_t n_out,
@@ -135,7 +123,7 @@ START_TEST(bf16_dispatch_by_token_purpose)
 	const size_t n_out = 40, n_in = 128;
 	uint32_t s = 11;
 
-	if (!spm_runs())
+	if (!test_bf16_tiles_run("amx_split"))
 		return;
 	for (int ti = 0; ti < 2; ti++)
 		for (size_t ci = 0; ci < sizeof(cases) / sizeof(cases[0]); ci++)
@@ -212,7 +200,7 @@ START_TEST(bf16_lazy_int8_blocks_made_on_demand)
 	const size_t n_in = 320, n_tok = 37, ne = 5, nbf = n_tok - ne;
 	uint32_t s = 31;
 
-	if (!spm_runs())
+	if (!test_bf16_tiles_run("amx_split"))
 		return;
 	for (int ti = 0; ti < 2; ti++)
 		for (int packed = 0; packed < 2; packed++)
@@ -378,7 +366,7 @@ START_TEST(bf16_sampled_logits_do_not_depend_on_the_step)
 	struct spf f;
 	int tiles;
 
-	if (variant == 0 && !spm_runs())
+	if (variant == 0 && !test_bf16_tiles_run("amx_split"))
 		return;
 	if (variant == 0) {
 		setenv("EMBER_PACK", "0", 1); /* file layout: the table's gemm[] runs */

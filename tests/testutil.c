@@ -13,7 +13,9 @@
 #include "dtype.h"
 #include "ember.h"
 #include "gguf.h"
+#include "cpu.h"
 #include "kernels.h"
+#include "kernels_impl.h"
 
 char *test_read_file(const char *path, size_t *len)
 {
@@ -211,4 +213,16 @@ void *test_alloc64(size_t n)
 
 	ck_assert_ptr_nonnull(p);
 	return p;
+}
+
+int test_bf16_tiles_run(const char *suite)
+{
+	struct cpu_features f;
+
+	cpu_detect(&f);
+	if (!kern_level_runs(CPU_LEVEL_AVX512) || !f.avx512_bf16) {
+		fprintf(stderr, "%s: skipping: this CPU lacks avx512 or AVX512-BF16\n", suite);
+		return 0;
+	}
+	return 1;
 }

@@ -82,4 +82,9 @@ static inline uint32_t test_rand(uint64_t *state)
  * Release with free(). */
 void *test_alloc64(size_t n);
 
+/* Whether the AMX bf16 tests (test_amx_*.c) run here: the tile model and
+ * the kernels need the avx512 level and AVX512-BF16; else one line says
+ * why the suite skips. */
+int test_bf16_tiles_run(const char *suite);
+
 #endif
