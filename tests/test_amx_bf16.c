@@ -23,7 +23,6 @@
 #if defined(__x86_64__)
 #include "amx_tile_model.h"
 
-#include <jansson.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -611,21 +610,10 @@ static double bfg_logits(const char *file, float *logits, uint32_t *n_vocab, int
 	int32_t input[BFG_N_IN];
 	kern_gemm_fn old8 = NULL, old4 = NULL;
 	struct model m;
-	json_t *tok;
-	size_t len;
-	char *txt;
 
 	snprintf(dname, sizeof(dname), "%.*s", (int)(strchr(file, '/') - file), file);
 	snprintf(path, sizeof(path), BFG_DIR "%s/tokens.json", dname);
-	txt = test_read_file(path, &len);
-	ck_assert_msg(txt != NULL, "cannot read %s", path);
-	tok = json_loads(txt, 0, NULL);
-	free(txt);
-	ck_assert_ptr_nonnull(tok);
-	for (int i = 0; i < BFG_N_IN; i++)
-		input[i] = (int32_t)json_integer_value(
-			json_array_get(json_object_get(tok, "input_ids"), (size_t)i));
-	json_decref(tok);
+	test_read_golden_ids(path, input, BFG_N_IN);
 	snprintf(path, sizeof(path), BFG_DIR "%s.gguf", file);
 	ck_assert_msg(model_open(&m, path, err) == 0, "%s: %s", path, err);
 	*n_vocab = m.hp.n_vocab;

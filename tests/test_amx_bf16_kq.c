@@ -82,7 +82,6 @@ void kern_amxbf_pgemm_q6_k(const struct kern_gemm_args *a, size_t o0, size_t o1)
 extern int kern_amxbf_on;
 int kern_amxbf_enable(char *why, size_t len);
 
-#include <jansson.h>
 
 #include "ember.h"
 #include "forward.h"
@@ -497,18 +496,8 @@ static void kqg_logits(const char *type, float *logits, uint32_t *n_vocab, int b
 	int32_t input[KQG_N_IN];
 	kern_gemm_fn old[3] = {NULL};
 	struct model m;
-	json_t *tok;
-	size_t len;
-	char *txt = test_read_file(KQG_DIR "tokens.json", &len);
 
-	ck_assert_msg(txt != NULL, "cannot read " KQG_DIR "tokens.json");
-	tok = json_loads(txt, 0, NULL);
-	free(txt);
-	ck_assert_ptr_nonnull(tok);
-	for (int i = 0; i < KQG_N_IN; i++)
-		input[i] = (int32_t)json_integer_value(
-			json_array_get(json_object_get(tok, "input_ids"), (size_t)i));
-	json_decref(tok);
+	test_read_golden_ids(KQG_DIR "tokens.json", input, KQG_N_IN);
 	snprintf(path, sizeof(path), KQG_DIR "%s.gguf", type);
 	ck_assert_msg(model_open(&m, path, err) == 0, "%s: %s", path, err);
 	*n_vocab = m.hp.n_vocab;

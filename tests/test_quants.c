@@ -222,16 +222,10 @@ static void q_check_logits(int i, int steps)
 	float *logits, *exact, *lcpp;
 	double ours, theirs;
 	struct model m;
-	json_t *tok, *ids;
 	size_t n;
 
 	snprintf(path, sizeof(path), QDIR "%s/tokens.json", dir);
-	tok = load_json(path);
-	ids = json_object_get(tok, "input_ids");
-	ck_assert_int_eq(json_array_size(ids), Q_N_IN);
-	for (int i = 0; i < Q_N_IN; i++)
-		input[i] = (int32_t)json_integer_value(json_array_get(ids, i));
-	json_decref(tok);
+	test_read_golden_ids(path, input, Q_N_IN);
 
 	snprintf(path, sizeof(path), QDIR "%s/%s.gguf", dir, type);
 	ck_assert_msg(model_open(&m, path, err) == 0, "%s: %s", path, err);

@@ -115,14 +115,32 @@ void test_write_golden_as(const char *src, const char *path, uint32_t type)
 	free(buf);
 }
 
+/* root[key] (a tokens.json's id list) into out[0..n): exactly n integers
+ * in 0..INT32_MAX, else the running Check test fails. */
 static void test_read_ids(json_t *root, const char *key, int32_t *out, size_t n)
 {
 	json_t *arr = json_object_get(root, key);
 	size_t i;
 
 	ck_assert_msg(json_is_array(arr) && json_array_size(arr) == n, "tokens.json: %s", key);
-	for (i = 0; i < n; i++)
-		out[i] = (int32_t)json_integer_value(json_array_get(arr, i));
+	for (i = 0; i < n; i++) {
+		json_t *v = json_array_get(arr, i);
+
+		ck_assert_msg(json_is_integer(v) && json_integer_value(v) >= 0 &&
+				      json_integer_value(v) <= INT32_MAX,
+			      "tokens.json: %s[%zu] is not a token id", key, i);
+		out[i] = (int32_t)json_integer_value(v);
+	}
+}
+
+void test_read_golden_ids(const char *path, int32_t *ids, size_t n)
+{
+	json_error_t jerr;
+	json_t *root = json_load_file(path, 0, &jerr);
+
+	ck_assert_msg(root != NULL, "%s: %s", path, jerr.text);
+	test_read_ids(root, "input_ids", ids, n);
+	json_decref(root);
 }
 
 void test_golden_load(struct test_golden *g, const char *arch, uint32_t n_vocab)

@@ -26,6 +26,14 @@ struct test_golden {
 void test_golden_load(struct test_golden *g, const char *arch, uint32_t n_vocab);
 void test_golden_free(struct test_golden *g);
 
+/* The golden prompt of a golden folder: the "input_ids" array of the
+ * tokens.json at `path` (e.g. TEST_GOLDEN_DIR "llama/tokens.json" or a
+ * quants folder's), which must hold exactly n integers in 0..INT32_MAX,
+ * into ids[0..n). Fails the running Check test when the file cannot be
+ * read or parsed, or the array is missing, of another length or holds
+ * anything else. */
+void test_read_golden_ids(const char *path, int32_t *ids, size_t n);
+
 /* The whole file at `path`, NUL-terminated (malloc'd: the caller frees),
  * its length in *len; NULL if it cannot be read. */
 char *test_read_file(const char *path, size_t *len);
