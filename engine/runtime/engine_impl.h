@@ -243,6 +243,30 @@ int scheduler_start_tools(struct engine *e, struct seq *s, char *err);
 int scheduler_lazy_scan(struct engine *e, struct seq *s, const char *piece, size_t n,
 			char *err);
 
+/* Worker, lock held: unlinks the queued jobs it may run that were
+ * cancelled onto *dead, and moves the oldest eligible jobs into free slots
+ * (SEQ_STARTING; a job of n choices takes n slots at once, the further
+ * ones SEQ_FORK) (scheduler_admit.c). */
+void scheduler_admit(struct worker *w, struct job **dead);
+
+/* Worker, without the lock: fills a SEQ_STARTING slot with the session's
+ * and the prompt's tokens and starts its tools (SEQ_WAIT_KV, or
+ * SEQ_EMBED); on failure finishes it (scheduler_admit.c). */
+void scheduler_start_seq(struct worker *w, struct seq *s);
+
+/* Worker: its slot in `phase` (and, with `want`, for which want() holds)
+ * admitted first, or NULL (scheduler_admit.c). With or without the lock:
+ * only the worker changes its slots' phases. */
+struct seq *scheduler_oldest(struct worker *w, enum seq_phase phase,
+			     bool (*want)(const struct seq *));
+
+/* Worker, without the lock (takes it): gives caches to SEQ_WAIT_KV slots
+ * in admission order until every cache is busy; the claims whose prefix
+ * copies are still to do land in claims/claimed[0..*n_claims), both
+ * [slots] (scheduler_admit.c). */
+void scheduler_acquire_caches(struct worker *w, struct kv_claim *claims, struct seq **claimed,
+			      uint32_t *n_claims);
+
 /* Appends a prepared job to the run queue and wakes the workers (lock held). */
 void engine_queue_push(struct engine *e, struct job *j);
 
