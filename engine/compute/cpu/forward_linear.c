@@ -46,7 +46,7 @@ static void matmul_n(struct forward_pass *f, uint32_t type, size_t n_in,
 void forward_linear(struct forward_pass *f, const struct model_weight *w,
 		    const struct model_weight *b, const float *x, float *y, uint32_t n)
 {
-	const struct kern_mm_part part = {w->data, w->n_out, y};
+	const struct kern_mm_part part = {w->data, w->n_out, y, 0};
 
 	matmul_n(f, w->type | w->packed, w->n_in, &part, 1, x, n);
 	if (b)
@@ -54,17 +54,20 @@ void forward_linear(struct forward_pass *f, const struct model_weight *w,
 }
 
 /* forward_linear() for n (<= KERN_MM_PARTS_MAX) weights over the same x:
- * one pool pass when their types and widths agree (results as
- * forward_linear()'s). */
+ * one pool pass when their widths agree and their types share the
+ * activations (kern_mm_parts_share: Q4_K_M's q, k Q4_K and v Q6_K too),
+ * with the deferred norm's bf16 writer (results as forward_linear()'s). */
 void forward_linear_n(struct forward_pass *f, const struct model_weight *const w[],
 		     const struct model_weight *const b[], const float *x, float *const y[], size_t n,
 		     uint32_t n_tok)
 {
+	const uint32_t t0 = w[0]->type | w[0]->packed;
 	struct kern_mm_part parts[KERN_MM_PARTS_MAX];
 	size_t i;
 
 	for (i = 1; i < n; i++)
-		if ((w[i]->type | w[i]->packed) != (w[0]->type | w[0]->packed) || w[i]->n_in != w[0]->n_in)
+		if (w[i]->n_in != w[0]->n_in ||
+		    !kern_mm_parts_share(t0, w[i]->type | w[i]->packed, w[0]->n_in))
 			break;
 	if (i < n) {
 		f->pre_bf16 = NULL; /* the later products read x's floats */
@@ -73,8 +76,9 @@ void forward_linear_n(struct forward_pass *f, const struct model_weight *const w
 		return;
 	}
 	for (i = 0; i < n; i++)
-		parts[i] = (struct kern_mm_part){ w[i]->data, w[i]->n_out, y[i] };
-	matmul_n(f, w[0]->type | w[0]->packed, w[0]->n_in, parts, n, x, n_tok);
+		parts[i] = (struct kern_mm_part){w[i]->data, w[i]->n_out, y[i],
+						 w[i]->type | w[i]->packed};
+	matmul_n(f, t0, w[0]->n_in, parts, n, x, n_tok);
 	for (i = 0; i < n; i++)
 		if (b[i])
 			add_bias(y[i], b[i], n_tok);

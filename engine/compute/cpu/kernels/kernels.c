@@ -207,7 +207,7 @@ void kern_norm_rows(const struct kern_norm *nm, const float *x, float *res, cons
 void kern_matmul(tpool_t pool, uint32_t wtype, const void *w, size_t n_out, size_t n_in,
 		 const float *x, size_t n_tok, float *y, void *scratch)
 {
-	const struct kern_mm_part part = { w, n_out, y };
+	const struct kern_mm_part part = { w, n_out, y, 0 };
 
 	kern_matmul_n(pool, wtype, n_in, &part, 1, x, n_tok, scratch);
 }

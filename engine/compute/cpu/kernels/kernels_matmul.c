@@ -101,6 +101,49 @@ static size_t kern__bf16_bytes(uint32_t wtype, size_t n_in, size_t n_tok)
 	return (void)wtype, (void)n_in, (void)n_tok, 0;
 }
 
+/* Whether a product of wtype (KERN_PACKED included) reads every token's
+ * Q8_K blocks (a->xk) rather than the int8 blocks: kern_matmul_n_fused's
+ * rule for the K-quants. */
+static int kern__reads_q8k(uint32_t wtype)
+{
+	const uint32_t t = wtype & ~KERN_PACKED;
+
+	return kern__wants_q8k(t) &&
+	       ((wtype & KERN_PACKED) || kern__ops->gemv[t] != kern__ops->gemm[t]);
+}
+
+int kern_mm_mixed_off;
+
+int kern_mm_parts_share(uint32_t a, uint32_t b, size_t n_in)
+{
+	const uint32_t ta = a & ~KERN_PACKED, tb = b & ~KERN_PACKED;
+
+	if (a == b)
+		return 1;
+	kern_init();
+	if (kern_mm_mixed_off || !kern_supports(a) || !kern_supports(b) ||
+	    !kern_wtype_quantized(ta) || !kern_wtype_quantized(tb) ||
+	    n_in % dtype_block(ta) != 0 || n_in % dtype_block(tb) != 0)
+		return 0;
+	/* the same scratch layout (kern_matmul_scratch), the same blocks
+	 * made, the same bf16 tiles (their bytes: 0 where none) and writer */
+	return kern__wants_q8k(ta) == kern__wants_q8k(tb) &&
+	       kern__reads_q8k(a) == kern__reads_q8k(b) &&
+	       kern__bf16_bytes(ta, n_in, 64) == kern__bf16_bytes(tb, n_in, 64) &&
+	       kern_bf16_plain(ta) == kern_bf16_plain(tb);
+}
+
+/* The product function of a part of wtype (KERN_PACKED included): one
+ * bf16 token is the GEMM's (its dispatch), not the GEMV's. */
+static kern_gemm_fn kern__gemm_of(uint32_t wtype, size_t n_tok, int bf)
+{
+	const uint32_t t = wtype & ~KERN_PACKED;
+
+	if (wtype & KERN_PACKED) /* rows in groups (kernels.h): chunks end on them */
+		return n_tok == 1 && !bf ? kern__ops->pgemv[t] : kern__ops->pgemm[t];
+	return n_tok == 1 && !bf ? kern__ops->gemv[t] : kern__ops->gemm[t];
+}
+
 size_t kern_matmul_scratch(uint32_t wtype, size_t n_in, size_t n_tok)
 {
 	wtype &= ~KERN_PACKED; /* the same activations either way */
@@ -119,7 +162,7 @@ size_t kern_matmul_scratch(uint32_t wtype, size_t n_in, size_t n_tok)
 
 struct kern__job {
 	const struct kern_ops *ops;
-	kern_gemm_fn gemm;
+	kern_gemm_fn gemm[KERN_MM_PARTS_MAX]; /* one per part: types may differ */
 	struct kern_gemm_args args[KERN_MM_PARTS_MAX]; /* one per part; x shared */
 	size_t chunk[KERN_MM_PARTS_MAX];               /* output rows per task */
 	size_t first[KERN_MM_PARTS_MAX + 1];           /* first task of each part */
@@ -257,7 +300,7 @@ static size_t kern__run_chunks(const struct kern__job *job, size_t i, size_t j)
 	const size_t o0 = (i - job->first[p]) * job->chunk[p];
 	const size_t o1 = (j - job->first[p]) * job->chunk[p];
 
-	job->gemm(&job->args[p], o0, o1 < n_out ? o1 : n_out);
+	job->gemm[p](&job->args[p], o0, o1 < n_out ? o1 : n_out);
 	return j;
 }
 
@@ -392,6 +435,8 @@ void kern_matmul_n_fused(tpool_t pool, uint32_t wtype, size_t n_in,
 	struct kern__job job = {0};
 	struct kern_gemm_args a = {0};
 	const int packed = (wtype & KERN_PACKED) != 0;
+	const uint32_t wcall = wtype; /* the parts' type where theirs is 0 */
+	kern_gemm_fn fn[KERN_MM_PARTS_MAX]; /* each part's product */
 	int bf = 0; /* tokens [n_exact, n_tok) take the AMX bf16 tiles */
 
 	kern_init();
@@ -407,13 +452,15 @@ void kern_matmul_n_fused(tpool_t pool, uint32_t wtype, size_t n_in,
 	bf = n_exact < n_tok && kern__bf16_bytes(wtype, n_in, n_tok) != 0;
 #endif
 	job.ops = kern__ops;
-	/* one bf16 token is the GEMM's (its dispatch), not the GEMV's */
-	if (packed) /* rows in groups (kernels.h): chunks end on them below */
-		job.gemm = n_tok == 1 && !bf ? kern__ops->pgemv[wtype] : kern__ops->pgemm[wtype];
-	else
-		job.gemm = n_tok == 1 && !bf ? kern__ops->gemv[wtype] : kern__ops->gemm[wtype];
-	if (job.gemm == NULL) /* refused at load (kern_supports); never here */
-		return;
+	for (size_t p = 0; p < n; p++) {
+		const uint32_t pt = parts[p].wtype ? parts[p].wtype : wcall;
+
+		/* another type only where it reads the activations made below */
+		assert(kern_mm_parts_share(wcall, pt, n_in));
+		fn[p] = kern__gemm_of(pt, n_tok, bf);
+		if (fn[p] == NULL) /* refused at load (kern_supports); never here */
+			return;
+	}
 	job.x = x;
 	a.w_stride = (size_t)dtype_row_size(wtype, n_in);
 	a.n_in = n_in;
@@ -499,18 +546,21 @@ void kern_matmul_n_fused(tpool_t pool, uint32_t wtype, size_t n_in,
 	/* Parts with no rows get no tasks; each part keeps the chunking a
 	 * kern_matmul() of its own would use. */
 	for (size_t p = 0; p < n; p++) {
+		const uint32_t pt = parts[p].wtype ? parts[p].wtype : wcall, pb = pt & ~KERN_PACKED;
 		size_t k = job.n_part;
 		if (parts[p].n_out == 0)
 			continue;
 		job.args[k] = a;
+		job.gemm[k] = fn[p];
 		job.args[k].w = parts[p].w;
+		job.args[k].w_stride = (size_t)dtype_row_size(pb, n_in);
 		job.args[k].y = parts[p].y;
 		job.args[k].y_stride = parts[p].n_out;
 		job.chunk[k] = kern__chunk_rows(pool, parts[p].n_out, n_tok);
 		/* packed: every chunk whole groups (n_out is a multiple of G,
 		 * and KERN_ROW_ALIGN of every level's G) */
-		assert(!packed || (parts[p].n_out % kern__ops->pack_rows[wtype] == 0 &&
-				   job.chunk[k] % kern__ops->pack_rows[wtype] == 0));
+		assert(!(pt & KERN_PACKED) || (parts[p].n_out % kern__ops->pack_rows[pb] == 0 &&
+					       job.chunk[k] % kern__ops->pack_rows[pb] == 0));
 		job.first[k + 1] = job.first[k] + (parts[p].n_out + job.chunk[k] - 1) / job.chunk[k];
 		job.n_part++;
 	}
