@@ -58,8 +58,8 @@ void forward_linear(struct forward_pass *f, const struct model_weight *w,
  * activations (kern_mm_parts_share: Q4_K_M's q, k Q4_K and v Q6_K too),
  * with the deferred norm's bf16 writer (results as forward_linear()'s). */
 void forward_linear_n(struct forward_pass *f, const struct model_weight *const w[],
-		     const struct model_weight *const b[], const float *x, float *const y[], size_t n,
-		     uint32_t n_tok)
+		      const struct model_weight *const b[], const float *x, float *const y[],
+		      size_t n, uint32_t n_tok)
 {
 	const uint32_t t0 = w[0]->type | w[0]->packed;
 	struct kern_mm_part parts[KERN_MM_PARTS_MAX];
@@ -127,7 +127,7 @@ static void norm_job_run(const struct forward_pass *f, const struct model_weight
 
 /* out[n][d] = norm(x[n][d]) * w (+ b). */
 void forward_norm(const struct forward_pass *f, const struct model_weight *w,
-		 const struct model_weight *b, const float *x, float *out, uint32_t n)
+		  const struct model_weight *b, const float *x, float *out, uint32_t n)
 {
 	norm_job_run(f, w, b, x, NULL, NULL, out, n);
 }
@@ -168,7 +168,8 @@ static void norm_redo_cb(void *data, size_t t0, size_t t1)
  * matrix product, whose pool tasks run them (matmul_n()); out must be
  * what that product reads, and nothing may read x or out before it. */
 void forward_norm_add(struct forward_pass *f, const struct model_weight *w,
-		     const struct model_weight *b, float *x, const float *add, float *out, uint32_t n)
+		      const struct model_weight *b, float *x, const float *add, float *out,
+		      uint32_t n)
 {
 	f->pre_norm = (struct norm_job){
 		{w->data, b ? b->data : NULL, f->m->hp.norm_eps, f->m->hp.n_embd,

@@ -111,7 +111,8 @@ struct kern_mm_part {
 
 /*
  * kern_matmul() for each of parts[0..n) (n <= KERN_MM_PARTS_MAX) against
- * the same x, all of type `wtype` and width n_in, in one pass over the
+ * the same x, all of type `wtype` (or a part's own wtype where
+ * kern_mm_parts_share allows it) and width n_in, in one pass over the
  * pool: x is quantized once and the rows of every part are shared out
  * together, so threads join once instead of once per matrix (TinyLlama's
  * decode runs 111 joins a token, 89 of them products). Each y is bit-identical to kern_matmul()'s.
