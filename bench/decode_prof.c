@@ -89,7 +89,7 @@ static double group(tpool_t pool, const struct model_weight *const w[], size_t n
 	for (size_t i = 0; i < n; i++) {
 		if (!w[i]->data)
 			continue;
-		parts[k++] = (struct kern_mm_part){w[i]->data, w[i]->n_out, y + off};
+		parts[k++] = (struct kern_mm_part){w[i]->data, w[i]->n_out, y + off, 0};
 		off += w[i]->n_out * n_tok;
 		bytes += wbytes(w[i]);
 	}

@@ -165,7 +165,7 @@ int main(int argc, char **argv)
 		}
 		for (size_t i = 0; i < n_in * n_tok; i++)
 			x[i] = rnd(&seed);
-		const struct kern_mm_part part = {w, n_out, y};
+		const struct kern_mm_part part = {w, n_out, y, 0};
 		const size_t n_exact = n_tok == 1; /* decode: exact; prefill: prompt rows */
 
 		if (getenv("GEMM_Q_ROWS")) {

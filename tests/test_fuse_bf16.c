@@ -197,11 +197,11 @@ START_TEST(fused_product_equals_unfused)
 						ck_assert_int_eq(kern_quantize_row(t, src, w[p] + o * row, IN), 0);
 					}
 					pa[p] = (struct kern_mm_part){w[p], outs[p],
-								      test_alloc64(outs[p] * N_TOK * 4)};
+								      test_alloc64(outs[p] * N_TOK * 4), 0};
 					pb[p] = (struct kern_mm_part){w[p], outs[p],
-								      test_alloc64(outs[p] * N_TOK * 4)};
+								      test_alloc64(outs[p] * N_TOK * 4), 0};
 					pr[p] = (struct kern_mm_part){w[p], outs[p],
-								      test_alloc64(outs[p] * N_TOK * 4)};
+								      test_alloc64(outs[p] * N_TOK * 4), 0};
 				}
 				struct fb_pre pre = {u, g, x, IN, 0};
 				const struct kern_pre kp = {fb_pre_rows, &pre, groups[gi], fb_pre_bf16,

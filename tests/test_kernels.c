@@ -558,7 +558,7 @@ END_TEST
 static void kt_matmul_split(tpool_t pool, uint32_t t, const void *w, size_t n_out, size_t n_in,
 			    const float *x, size_t n_tok, float *y)
 {
-	const struct kern_mm_part part = {w, n_out, y};
+	const struct kern_mm_part part = {w, n_out, y, 0};
 	size_t sz = kern_matmul_scratch(t, n_in, n_tok);
 	void *scratch = sz ? test_alloc64(sz) : NULL;
 
@@ -648,7 +648,7 @@ START_TEST(fused_matmul_equals_separate_matmuls_bit_for_bit)
 					y1[p] = test_alloc64((outs[p] + 1) * n_tok * sizeof(float));
 					parts[p] = (struct kern_mm_part){w[p], outs[p],
 									 test_alloc64((outs[p] + 1) * n_tok *
-										  sizeof(float))};
+										  sizeof(float)), 0};
 					kt_matmul(NULL, kt_types[ti], w[p], outs[p], IN, x, n_tok, y1[p]);
 				}
 				kern_matmul_n(pool, kt_types[ti], IN, parts, 4, x, n_tok, scratch);
@@ -734,9 +734,9 @@ static void kt_row_work_check(tpool_t pool)
 				for (size_t p = 0; p < 2; p++) {
 					w[p] = kt_weights(kt_types[ti], outs[p], IN, &wf[p]);
 					pa[p] = (struct kern_mm_part){w[p], outs[p],
-								      test_alloc64(outs[p] * n_tok * sizeof(float))};
+								      test_alloc64(outs[p] * n_tok * sizeof(float)), 0};
 					pb[p] = (struct kern_mm_part){w[p], outs[p],
-								      test_alloc64(outs[p] * n_tok * sizeof(float))};
+								      test_alloc64(outs[p] * n_tok * sizeof(float)), 0};
 				}
 				kern_matmul_n(pool, kt_types[ti], IN, pa, 2, xa, n_tok, scratch);
 				kern_matmul_n_pre(pool, kt_types[ti], IN, pb, 2, xb, n_tok, scratch,

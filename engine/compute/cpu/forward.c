@@ -4,7 +4,8 @@
  * Read top to bottom: forward_pass_run() lays the tokens of every sequence
  * of a step out as rows of one batch; step() embeds them, runs every block,
  * and applies the output head to the rows that want logits. block() is the
- * one decoder block of arch.h, made of norm(), attention() and mlp(); the
+ * one decoder block of arch.h, made of forward_norm(), attention() and
+ * forward_mlp() (forward_linear.c: the products, norms and MLP); the
  * architecture's flags choose among their variants. Everything but
  * attention is row-wise, so sequences share each weight read; attention
  * (attention.h) runs per sequence against its own cache. Shapes use n = rows in this
@@ -26,176 +27,6 @@
 #include "rope.h"
 
 #include "forward_impl.h"
-
-/* ---- small vector helpers ------------------------------------------------ */
-
-static void add_rows(float *restrict x, const float *restrict y, size_t n)
-{
-	size_t i;
-
-	for (i = 0; i < n; i++)
-		x[i] += y[i];
-}
-
-static void add_bias(float *y, const struct model_weight *b, uint32_t n_tok)
-{
-	const float *bias = b->data;
-	uint32_t t;
-
-	if (!bias)
-		return;
-	for (t = 0; t < n_tok; t++)
-		add_rows(y + (size_t)t * b->n_in, bias, b->n_in);
-}
-
-/* kern_matmul_n() of parts over x, after the deferred row work that
- * writes x (f->pre) if any, in the same pool tasks; its prompt rows
- * straight into the product's bf16 tiles where it has such a writer
- * (f->pre_bf16) and the product takes plain ones (kernels.h kern_pre). */
-static void matmul_n(struct forward_pass *f, uint32_t type, size_t n_in,
-		     const struct kern_mm_part *parts, size_t np, const float *x, uint32_t n)
-{
-	const struct kern_pre pre = {f->pre, f->pre_ctx, f->pre_rows, f->pre_bf16, f->pre_redo};
-
-	f->pre = NULL;
-	f->pre_bf16 = NULL;
-	kern_matmul_n_fused(f->pool, type, n_in, parts, np, x, n, f->mm_exact, f->mm_scratch,
-			    &pre);
-}
-
-/* y[n][w->n_out] = x[n][w->n_in] W^T + b */
-static void linear(struct forward_pass *f, const struct model_weight *w, const struct model_weight *b,
-		   const float *x, float *y, uint32_t n)
-{
-	const struct kern_mm_part part = {w->data, w->n_out, y};
-
-	matmul_n(f, w->type | w->packed, w->n_in, &part, 1, x, n);
-	if (b)
-		add_bias(y, b, n);
-}
-
-/* linear() for n (<= KERN_MM_PARTS_MAX) weights over the same x: one pool
- * pass when their types and widths agree (results as linear()'s). */
-static void linear_n(struct forward_pass *f, const struct model_weight *const w[],
-		     const struct model_weight *const b[], const float *x, float *const y[], size_t n,
-		     uint32_t n_tok)
-{
-	struct kern_mm_part parts[KERN_MM_PARTS_MAX];
-	size_t i;
-
-	for (i = 1; i < n; i++)
-		if ((w[i]->type | w[i]->packed) != (w[0]->type | w[0]->packed) || w[i]->n_in != w[0]->n_in)
-			break;
-	if (i < n) {
-		f->pre_bf16 = NULL; /* the later products read x's floats */
-		for (i = 0; i < n; i++)
-			linear(f, w[i], b[i], x, y[i], n_tok);
-		return;
-	}
-	for (i = 0; i < n; i++)
-		parts[i] = (struct kern_mm_part){ w[i]->data, w[i]->n_out, y[i] };
-	matmul_n(f, w[0]->type | w[0]->packed, w[0]->n_in, parts, n, x, n_tok);
-	for (i = 0; i < n; i++)
-		if (b[i])
-			add_bias(y[i], b[i], n_tok);
-}
-
-/* ---- norm ----------------------------------------------------------------- */
-
-/* Rows [t * KERN_NORM_ROWS, +KERN_NORM_ROWS) (a pool task): prompts
- * normalise hundreds of rows per layer, twice, which left the other
- * threads spinning when it ran on one. A task takes several rows because
- * the kernel sums them side by side (kernels.h kern_norm_rows: a row's
- * sum is a chain of dependent additions). */
-static void norm_rows_cb(void *data, size_t t)
-{
-	const struct norm_job *job = data;
-	const size_t r0 = t * KERN_NORM_ROWS, d = job->nm.d;
-	const size_t nr = job->n - r0 < KERN_NORM_ROWS ? job->n - r0 : KERN_NORM_ROWS;
-
-	kern_norm_rows(&job->nm, job->x + r0 * d, job->res ? job->res + r0 * d : NULL,
-		       job->add ? job->add + r0 * d : NULL, job->out + r0 * d, nr);
-}
-
-/* norm_rows_cb() for the row groups of rows [t0, t1) (kern_rows_fn: a
- * deferred norm, run by the next product's tasks). */
-static void norm_pre_cb(void *data, size_t t0, size_t t1)
-{
-	for (size_t t = t0 / KERN_NORM_ROWS; t * KERN_NORM_ROWS < t1; t++)
-		norm_rows_cb(data, t);
-}
-
-/* x[n][d] += add[n][d] (a residual) when add is set (x is then res),
- * then out[n][d] = norm(x[n][d]) * w (+ b), by the architecture's norm
- * kind, in the pool. Sums in double (kern_norm_rows): cheap next to the
- * matrix products and keeps wide rows close to the float64 reference. */
-static void norm_job_run(const struct forward_pass *f, const struct model_weight *w,
-			 const struct model_weight *b, const float *x, float *res, const float *add,
-			 float *out, uint32_t n)
-{
-	struct norm_job job = {
-		{w->data, b ? b->data : NULL, f->m->hp.norm_eps, f->m->hp.n_embd,
-		 f->m->arch->norm == ARCH_NORM_LAYER},
-		x, out, res, add, n};
-
-	tpool_run_1d(f->pool, norm_rows_cb, &job, (n + KERN_NORM_ROWS - 1) / KERN_NORM_ROWS);
-}
-
-/* out[n][d] = norm(x[n][d]) * w (+ b). */
-static void norm(const struct forward_pass *f, const struct model_weight *w,
-		 const struct model_weight *b, const float *x, float *out, uint32_t n)
-{
-	norm_job_run(f, w, b, x, NULL, NULL, out, n);
-}
-
-/* norm_pre_cb()'s rows as the next product's bf16 tile rows, not into
- * job->out (kernels.h kern_rows_bf16_fn): groups of prompt rows, t0 a
- * multiple of KERN_NORM_ROWS (kern_matmul_n_fused). */
-static void norm_bf16_cb(void *data, size_t t0, size_t t1, const struct kern_bf16_rows *b)
-{
-	const struct norm_job *job = data;
-	const size_t d = job->nm.d;
-
-	for (size_t r0 = t0; r0 < t1; r0 += KERN_NORM_ROWS) {
-		const size_t nr = t1 - r0 < KERN_NORM_ROWS ? t1 - r0 : KERN_NORM_ROWS;
-		uint16_t *dst[KERN_NORM_ROWS];
-
-		for (size_t r = 0; r < nr; r++)
-			dst[r] = kern_bf16_row(b, r0 + r);
-		kern_norm_rows_bf16(&job->nm, job->x + r0 * d, job->res ? job->res + r0 * d : NULL,
-				    job->add ? job->add + r0 * d : NULL, dst, KERN_BF16_ROW_STEP, nr);
-	}
-}
-
-/* job->out's rows [t0, t1) after norm_bf16_cb() (the residual added):
- * norm_pre_cb() less the add, so the same floats. */
-static void norm_redo_cb(void *data, size_t t0, size_t t1)
-{
-	const struct norm_job *job = data;
-	const size_t d = job->nm.d;
-
-	for (size_t r0 = t0; r0 < t1; r0 += KERN_NORM_ROWS)
-		kern_norm_rows(&job->nm, job->x + r0 * d, NULL, NULL, job->out + r0 * d,
-			       t1 - r0 < KERN_NORM_ROWS ? t1 - r0 : KERN_NORM_ROWS);
-}
-
-/* x[n][d] += add[n][d] (a residual), then norm() of x into out: the
- * same operations as add_rows() followed by norm(), deferred to the next
- * matrix product, whose pool tasks run them (matmul_n()); out must be
- * what that product reads, and nothing may read x or out before it. */
-static void norm_add(struct forward_pass *f, const struct model_weight *w,
-		     const struct model_weight *b, float *x, const float *add, float *out, uint32_t n)
-{
-	f->pre_norm = (struct norm_job){
-		{w->data, b ? b->data : NULL, f->m->hp.norm_eps, f->m->hp.n_embd,
-		 f->m->arch->norm == ARCH_NORM_LAYER},
-		x, out, add ? x : NULL, add, n};
-	f->pre = norm_pre_cb;
-	f->pre_ctx = &f->pre_norm;
-	f->pre_rows = KERN_NORM_ROWS;
-	f->pre_bf16 = norm_bf16_cb;
-	f->pre_redo = norm_redo_cb;
-}
 
 /* ---- attention ------------------------------------------------------------ */
 
@@ -227,7 +58,7 @@ static void rope_table(struct forward_pass *f, uint32_t n)
 }
 
 /* RMSNorm of every head of x[n][n_heads][head_dim_k] with weight w
- * (Qwen3, Gemma 3: before RoPE); sums in double like norm(). */
+ * (Qwen3, Gemma 3: before RoPE); sums in double like forward_norm(). */
 static void head_norm(const struct forward_pass *f, const struct model_weight *w, float *x,
 		      uint32_t n, uint32_t n_heads)
 {
@@ -267,10 +98,10 @@ static void project_qkv(struct forward_pass *f, const struct model_layer *L, uin
 							 &L->w[ARCH_T_ATTN_V_B] };
 		float *const y[] = { f->q, f->k, f->v };
 
-		linear_n(f, w, b, f->xn, y, 3, n);
+		forward_linear_n(f, w, b, f->xn, y, 3, n);
 		return;
 	}
-	linear(f, &L->w[ARCH_T_ATTN_QKV], &L->w[ARCH_T_ATTN_QKV_B], f->xn, f->qkv, n);
+	forward_linear(f, &L->w[ARCH_T_ATTN_QKV], &L->w[ARCH_T_ATTN_QKV_B], f->xn, f->qkv, n);
 	for (t = 0; t < n; t++) {
 		const float *row = f->qkv + t * (dq + dk + dv);
 
@@ -377,100 +208,8 @@ static void attention(struct forward_pass *f, uint32_t il, uint32_t n)
 		attention_run(&f->attn, f->pool, il, f->plan.tiles, f->plan.n_tiles, f->q,
 			      f->attn_out);
 	}
-	linear(f, &L->w[ARCH_T_ATTN_OUT], &L->w[ARCH_T_ATTN_OUT_B], f->attn_out, f->y_attn, n);
-}
-
-/* ---- MLP ------------------------------------------------------------------ */
-
-static float activate(enum arch_act act, float x)
-{
-	switch (act) {
-	case ARCH_ACT_SILU:
-		return x / (1.0f + expf(-x));
-	case ARCH_ACT_GELU_TANH:
-		return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
-	case ARCH_ACT_GELU_ERF:
-		return 0.5f * x * (1.0f + erff(x * 0.7071067811865476f));
-	}
-	return x;
-}
-
-/* up = act(gate) * up (gated) or act(up), rows [t0, t1) (kern_rows_fn):
- * the activation is a transcendental per element (2.9 M a layer for a
- * 512-token TinyLlama prompt), so it is shared out, one row a task of
- * the down projection's (matmul_n()), rather than left to the calling
- * thread while the others wait. Element-wise: the same values whatever
- * the rows a call takes. */
-static void act_rows_pre(void *data, size_t t0, size_t t1)
-{
-	const struct forward_pass *f = data;
-	const enum arch_act act = f->m->arch->act;
-	size_t i = t0 * f->m->hp.n_ff, end = t1 * f->m->hp.n_ff;
-
-	if (f->m->arch->mlp_gated && act == ARCH_ACT_SILU)
-		kern_silu_mul(f->up + i, f->gate + i, end - i);
-	else if (f->m->arch->mlp_gated)
-		for (; i < end; i++)
-			f->up[i] *= activate(act, f->gate[i]);
-	else
-		for (; i < end; i++)
-			f->up[i] = activate(act, f->up[i]);
-}
-
-/* act_rows_pre()'s gated SiLU as the down projection's bf16 tile rows,
- * up left as it was (kernels.h kern_rows_bf16_fn; act_rows_pre() is its
- * redo): gate and up are read once, and the product is not stored as
- * floats to be read back for its tiles. */
-static void act_bf16_cb(void *data, size_t t0, size_t t1, const struct kern_bf16_rows *b)
-{
-	const struct forward_pass *f = data;
-	const size_t ff = f->m->hp.n_ff;
-
-	for (size_t t = t0; t < t1; t++)
-		kern_silu_mul_bf16(f->up + t * ff, f->gate + t * ff, ff, kern_bf16_row(b, t),
-				   KERN_BF16_ROW_STEP);
-}
-
-/* Phi-3: ffn_up is [gate | up] (2 n_ff outputs), computed into gate's
- * double-width scratch, then each row's halves go to gate and up (the
- * gate half moves down in place: row t's destination ends before any
- * later row's source starts). */
-static void split_gate_up(struct forward_pass *f, const struct model_layer *L, uint32_t n)
-{
-	const size_t ff = f->m->hp.n_ff;
-	uint32_t t;
-
-	linear(f, &L->w[ARCH_T_FFN_UP], NULL, f->xn, f->gate, n);
-	for (t = 0; t < n; t++) {
-		memcpy(f->up + t * ff, f->gate + 2 * t * ff + ff, ff * sizeof(float));
-		memmove(f->gate + t * ff, f->gate + 2 * t * ff, ff * sizeof(float));
-	}
-}
-
-/* y_mlp[n][n_embd] = down(act(gate(xn)) * up(xn))   (gated)
- *                  = down(act(up(xn)))             (non-gated) */
-static void mlp(struct forward_pass *f, const struct model_layer *L, uint32_t n)
-{
-	if (f->m->arch->ffn_gate_up_fused) {
-		split_gate_up(f, L, n);
-	} else if (f->m->arch->mlp_gated) {
-		const struct model_weight *const w[] = { &L->w[ARCH_T_FFN_UP], &L->w[ARCH_T_FFN_GATE] };
-		const struct model_weight *const b[] = { &L->w[ARCH_T_FFN_UP_B],
-							 &L->w[ARCH_T_FFN_GATE_B] };
-		float *const y[] = { f->up, f->gate };
-
-		linear_n(f, w, b, f->xn, y, 2, n);
-	} else {
-		linear(f, &L->w[ARCH_T_FFN_UP], &L->w[ARCH_T_FFN_UP_B], f->xn, f->up, n);
-	}
-	f->pre = act_rows_pre; /* run by the down projection's tasks */
-	f->pre_ctx = f;
-	f->pre_rows = 1;
-	if (f->m->arch->mlp_gated && f->m->arch->act == ARCH_ACT_SILU) {
-		f->pre_bf16 = act_bf16_cb;
-		f->pre_redo = act_rows_pre;
-	}
-	linear(f, &L->w[ARCH_T_FFN_DOWN], &L->w[ARCH_T_FFN_DOWN_B], f->up, f->y_mlp, n);
+	forward_linear(f, &L->w[ARCH_T_ATTN_OUT], &L->w[ARCH_T_ATTN_OUT_B], f->attn_out, f->y_attn,
+		       n);
 }
 
 /* ---- the block -------------------------------------------------------------- */
@@ -481,7 +220,8 @@ static void block(struct forward_pass *f, uint32_t il, uint32_t n)
 	const struct model_weight *ffn_norm = &L->w[ARCH_T_FFN_NORM];
 	const size_t len = (size_t)n * f->m->hp.n_embd;
 
-	norm_add(f, &L->w[ARCH_T_ATTN_NORM], &L->w[ARCH_T_ATTN_NORM_B], f->x, f->pending, f->xn, n);
+	forward_norm_add(f, &L->w[ARCH_T_ATTN_NORM], &L->w[ARCH_T_ATTN_NORM_B], f->x, f->pending,
+			 f->xn, n);
 	if (f->m->arch->residual == ARCH_RESIDUAL_PARALLEL && !ffn_norm->data)
 		f->pre_bf16 = NULL; /* the MLP reads this xn too */
 	f->pending = NULL;
@@ -490,18 +230,18 @@ static void block(struct forward_pass *f, uint32_t il, uint32_t n)
 		/* The MLP reads the same x as attention: its own norm of x when
 		 * the architecture has one, else attention's normalised input. */
 		if (ffn_norm->data)
-			norm(f, ffn_norm, &L->w[ARCH_T_FFN_NORM_B], f->x, f->xn, n);
-		mlp(f, L, n);
+			forward_norm(f, ffn_norm, &L->w[ARCH_T_FFN_NORM_B], f->x, f->xn, n);
+		forward_mlp(f, L, n);
 		add_rows(f->x, f->y_attn, len);
 		add_rows(f->x, f->y_mlp, len);
 		return;
 	}
 	if (L->w[ARCH_T_ATTN_POST_NORM].data) /* Gemma 2 and 3, in place */
-		norm(f, &L->w[ARCH_T_ATTN_POST_NORM], NULL, f->y_attn, f->y_attn, n);
-	norm_add(f, ffn_norm, &L->w[ARCH_T_FFN_NORM_B], f->x, f->y_attn, f->xn, n);
-	mlp(f, L, n);
+		forward_norm(f, &L->w[ARCH_T_ATTN_POST_NORM], NULL, f->y_attn, f->y_attn, n);
+	forward_norm_add(f, ffn_norm, &L->w[ARCH_T_FFN_NORM_B], f->x, f->y_attn, f->xn, n);
+	forward_mlp(f, L, n);
 	if (L->w[ARCH_T_FFN_POST_NORM].data)
-		norm(f, &L->w[ARCH_T_FFN_POST_NORM], NULL, f->y_mlp, f->y_mlp, n);
+		forward_norm(f, &L->w[ARCH_T_FFN_POST_NORM], NULL, f->y_mlp, f->y_mlp, n);
 	f->pending = f->y_mlp; /* added by the next norm of x (or step()) */
 }
 
@@ -576,13 +316,14 @@ static void head(struct forward_pass *f, float *logits)
 	}
 	if (rows == 0)
 		return;
-	norm(f, &m->w[ARCH_T_OUTPUT_NORM], &m->w[ARCH_T_OUTPUT_NORM_B], f->y_attn, f->xn, rows);
+	forward_norm(f, &m->w[ARCH_T_OUTPUT_NORM], &m->w[ARCH_T_OUTPUT_NORM_B], f->y_attn, f->xn,
+		     rows);
 	if (f->plan.seqs[0].logits == FORWARD_HIDDEN_ALL) { /* the whole step is (checked) */
 		memcpy(logits, f->xn, (size_t)rows * d * sizeof(float));
 		return;
 	}
 	f->mm_exact = rows; /* sampled rows, all of them */
-	linear(f, &m->w[ARCH_T_OUTPUT], &m->w[ARCH_T_OUTPUT_B], f->xn, logits, rows);
+	forward_linear(f, &m->w[ARCH_T_OUTPUT], &m->w[ARCH_T_OUTPUT_B], f->xn, logits, rows);
 	if (m->hp.final_softcap > 0.0f)
 		softcap_rows(logits, (size_t)rows * m->hp.n_vocab, m->hp.final_softcap);
 }

@@ -1,11 +1,13 @@
 /*
  * forward_impl.h - the forward pass's private state, shared by forward.c
- * (running a step) and forward_alloc.c (making and freeing passes and
- * sessions). Not part of the engine's API: include forward.h.
+ * (running a step), forward_linear.c (its products, norms and MLP) and
+ * forward_alloc.c (making and freeing passes and sessions). Not part of
+ * the engine's API: include forward.h.
  */
 #ifndef EMBER_FORWARD_IMPL_H
 #define EMBER_FORWARD_IMPL_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "attention.h"
@@ -89,6 +91,37 @@ struct forward_pass {
 };
 
 #define FORWARD_NO_ROW UINT32_MAX
+
+/* x[i] += y[i], i < n: the residual adds (forward.c, forward_linear.c). */
+static inline void add_rows(float *restrict x, const float *restrict y, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		x[i] += y[i];
+}
+
+/* forward_linear.c: the products, norms and MLP of a step (its comment). */
+
+/* y[n][w->n_out] = x[n][w->n_in] W^T + b */
+void forward_linear(struct forward_pass *f, const struct model_weight *w,
+		    const struct model_weight *b, const float *x, float *y, uint32_t n);
+/* forward_linear() for n (<= KERN_MM_PARTS_MAX) weights over the same x:
+ * one pool pass (results as forward_linear()'s). */
+void forward_linear_n(struct forward_pass *f, const struct model_weight *const w[],
+		      const struct model_weight *const b[], const float *x, float *const y[],
+		      size_t n, uint32_t n_tok);
+/* out[n][d] = norm(x[n][d]) * w (+ b), in the pool. */
+void forward_norm(const struct forward_pass *f, const struct model_weight *w,
+		  const struct model_weight *b, const float *x, float *out, uint32_t n);
+/* x[n][d] += add[n][d] (add may be NULL), then forward_norm() of x into
+ * out, deferred to the next product's tasks: out must be what that
+ * product reads, and nothing may read x or out before it. */
+void forward_norm_add(struct forward_pass *f, const struct model_weight *w,
+		      const struct model_weight *b, float *x, const float *add, float *out,
+		      uint32_t n);
+/* y_mlp[n][n_embd] = the MLP of layer L over xn[n][n_embd]. */
+void forward_mlp(struct forward_pass *f, const struct model_layer *L, uint32_t n);
 
 /* A single session: a pass of its own and a cache. */
 struct forward_ctx {

@@ -97,18 +97,22 @@ void kern_matmul(tpool_t pool, uint32_t wtype, const void *w, size_t n_out, size
 		 const float *x, size_t n_tok, float *y, void *scratch);
 
 /* One weight matrix of a kern_matmul_n() call: n_out rows at w, output
- * y[n_tok][n_out]. */
+ * y[n_tok][n_out]; wtype its type (KERN_PACKED included) where it is not
+ * the call's, 0 (left out of an initializer) where it is. A part of
+ * another type must share the call's activations (kern_mm_parts_share). */
 struct kern_mm_part {
 	const void *w;
 	size_t n_out;
 	float *y;
+	uint32_t wtype;
 };
 
 #define KERN_MM_PARTS_MAX 4
 
 /*
  * kern_matmul() for each of parts[0..n) (n <= KERN_MM_PARTS_MAX) against
- * the same x, all of type `wtype` and width n_in, in one pass over the
+ * the same x, all of type `wtype` (or a part's own wtype where
+ * kern_mm_parts_share allows it) and width n_in, in one pass over the
  * pool: x is quantized once and the rows of every part are shared out
  * together, so threads join once instead of once per matrix (TinyLlama's
  * decode runs 111 joins a token, 89 of them products). Each y is bit-identical to kern_matmul()'s.
@@ -116,6 +120,15 @@ struct kern_mm_part {
  */
 void kern_matmul_n(tpool_t pool, uint32_t wtype, size_t n_in, const struct kern_mm_part *parts,
 		   size_t n, const float *x, size_t n_tok, void *scratch);
+
+/* Whether weights of types a and b (KERN_PACKED included; both
+ * kern_supports) and width n_in may be parts of one kern_matmul_n()
+ * call: the same type, or quantized types whose products read the same
+ * activations (the int8 blocks, or the K-quants' Q8_K blocks, and the
+ * same bf16 tiles where the amx level's prompt rows take them), so one
+ * making of them serves every part: Q4_K_M's q, k (Q4_K) with v (Q6_K).
+ * Each part's outputs are then the bits of a call of its own. */
+int kern_mm_parts_share(uint32_t a, uint32_t b, size_t n_in);
 
 /* Writes rows [t0, t1) of a kern_matmul_n_pre() call's x (the caller's
  * per-token work that produces the activations: a norm, an activation

@@ -131,6 +131,10 @@ struct kern_act_lazy {
  * group (the unfused path), to compare the two (test_fuse_bf16.c). */
 extern int kern_bf16_fuse_off;
 
+/* Tests: 1 makes kern_mm_parts_share() refuse parts of differing types
+ * (the callers' separate products), to compare the two (test_mm_mixed.c). */
+extern int kern_mm_mixed_off;
+
 /* a's int8 blocks and summaries, made if a->lazy says they were left
  * unmade (thread-safe; a no-op for a->lazy NULL or done). */
 void kern_act_ensure(const struct kern_gemm_args *a);
