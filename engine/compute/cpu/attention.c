@@ -189,6 +189,7 @@ struct attn_job {
 	float *out;
 	attention_pre_fn pre; /* or NULL (attention_run_pre) */
 	void *pre_ctx;
+	uint32_t prompt_heads; /* a prompt run's most heads (ATTN_PROMPT_HEADS or _FEW) */
 };
 
 /* The softmax step of rows [first, n) of a tile for one block of nb keys
@@ -315,8 +316,11 @@ static void scale_row(float *dst, const float *src, uint32_t n, float s)
  * interleaved, once for all of them (attention_amx.c does that once a
  * call) rather than once per head. 8 (TinyLlama's whole group) where 4
  * were: half the conversions, ~5% of a 512-token prompt's attention
- * (LEVELS.md, attn16). */
+ * (LEVELS.md, attn16); but 4 (_FEW) when a step's tiles would then give
+ * fewer than 4 tasks a thread (short prompts on many threads: TinyLlama
+ * has 4 kv heads, so 8-head runs make only 4 tasks a 64-row tile). */
 #define ATTN_PROMPT_HEADS 8
+#define ATTN_PROMPT_HEADS_FEW 4
 
 /* Whether tile tl's task takes a run of heads on the bf16 tiles: a
  * prompt tile of several rows, heads the tiles take, no larger than the
@@ -581,21 +585,23 @@ attend_heads(const struct attn_job *job, const struct attention_tile *tl, uint32
  * in runs of up to ATTN_SHARE_HEADS while run x queries fits a tile; a
  * prefill tile takes one head a task, but for a prompt tile on bf16
  * tiles: runs of up to ATTN_PROMPT_HEADS (attend_prompt_heads()). */
-static uint32_t attend_run(const struct attention *a, const struct attention_tile *tl)
+static uint32_t attend_run(const struct attention *a, const struct attention_tile *tl,
+			   uint32_t prompt_heads)
 {
 	const uint32_t group = a->n_head / a->n_head_kv;
 	const uint32_t run = group < ATTN_SHARE_HEADS ? group : ATTN_SHARE_HEADS;
 
 	if (run * tl->n > ATTENTION_TILE && prompt_shared(a, tl))
-		return group < ATTN_PROMPT_HEADS ? group : ATTN_PROMPT_HEADS;
+		return group < prompt_heads ? group : prompt_heads;
 	return run * tl->n > ATTENTION_TILE ? 1 : run;
 }
 
 /* Tasks of tile `tl`: per kv head, its group cut into runs (a shorter
  * last run when the group is not a multiple). */
-static uint32_t attend_tasks(const struct attention *a, const struct attention_tile *tl)
+static uint32_t attend_tasks(const struct attention *a, const struct attention_tile *tl,
+			     uint32_t prompt_heads)
 {
-	const uint32_t group = a->n_head / a->n_head_kv, run = attend_run(a, tl);
+	const uint32_t group = a->n_head / a->n_head_kv, run = attend_run(a, tl, prompt_heads);
 
 	return a->n_head_kv * ((group + run - 1) / run);
 }
@@ -608,7 +614,7 @@ static void attend_tile_cb(void *data, size_t rtile, size_t j)
 	const struct attn_job *job = data;
 	const struct attention *a = job->a;
 	const struct attention_tile *tl = &job->tiles[job->n_tiles - 1 - rtile];
-	const uint32_t group = a->n_head / a->n_head_kv, run = attend_run(a, tl);
+	const uint32_t group = a->n_head / a->n_head_kv, run = attend_run(a, tl, job->prompt_heads);
 	const uint32_t per = (group + run - 1) / run;
 	uint32_t h0, nh;
 
@@ -628,7 +634,8 @@ int attention_can_pre(const struct attention *a, const struct attention_tile *ti
 	uint32_t t;
 
 	for (t = 0; t < n_tiles; t++)
-		if (tiles[t].n != 1 || attend_run(a, &tiles[t]) != a->n_head / a->n_head_kv)
+		if (tiles[t].n != 1 ||
+		    attend_run(a, &tiles[t], ATTN_PROMPT_HEADS) != a->n_head / a->n_head_kv)
 			return 0;
 	return 1;
 }
@@ -643,7 +650,7 @@ void attention_run_pre(const struct attention *a, tpool_t pool, uint32_t il,
 		       const struct attention_tile *tiles, uint32_t n_tiles, const float *q,
 		       float *out, attention_pre_fn pre, void *pre_ctx)
 {
-	struct attn_job job = {a, il, tiles, n_tiles, q, out, pre, pre_ctx};
+	struct attn_job job = {a, il, tiles, n_tiles, q, out, pre, pre_ctx, ATTN_PROMPT_HEADS};
 	uint32_t t, most = 0;
 
 	/* Tasks go by query head (or run of heads), not kv head, so decode
@@ -655,8 +662,10 @@ void attention_run_pre(const struct attention *a, tpool_t pool, uint32_t il,
 	 * first tile last: the pool hands items out in order, so the join
 	 * waits on a short task rather than on a head's last tile (prefill:
 	 * 8x a first tile's cost). */
+	if ((size_t)n_tiles * a->n_head_kv < 4 * tpool_threads(pool))
+		job.prompt_heads = ATTN_PROMPT_HEADS_FEW;
 	for (t = 0; t < n_tiles; t++)
-		if (attend_tasks(a, &tiles[t]) > most)
-			most = attend_tasks(a, &tiles[t]);
+		if (attend_tasks(a, &tiles[t], job.prompt_heads) > most)
+			most = attend_tasks(a, &tiles[t], job.prompt_heads);
 	tpool_run_2d(pool, attend_tile_cb, &job, n_tiles, most);
 }
