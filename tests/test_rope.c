@@ -11,7 +11,6 @@
 #include <string.h>
 
 #include "arch.h"
-#include "kernels.h"
 #include "model.h"
 #include "rope.h"
 
@@ -81,29 +80,12 @@ START_TEST(rope_equals_the_pairwise_rotation_bit_for_bit)
 }
 END_TEST
 
-/* The same at the machine's kernel level (kern_init(): the avx512 and
- * amx levels' kern_rope_norm; a fresh process per test, so the test
- * above kept the portable loops). */
-START_TEST(rope_at_the_kernel_level_equals_the_pairwise_rotation_bit_for_bit)
-{
-	static const uint32_t shapes[][2] = {{64, 64}, {64, 24}, {80, 80}, {96, 22}, {6, 6},
-					     {8, 2},   {128, 128}, {34, 34}};
-
-	kern_init();
-	for (size_t k = 0; k < sizeof(shapes) / sizeof(shapes[0]); k++) {
-		rp_check(0, shapes[k][0], shapes[k][1]);
-		rp_check(1, shapes[k][0], shapes[k][1]);
-	}
-}
-END_TEST
-
 Suite *suite_rope(void)
 {
 	Suite *s = suite_create("rope");
 	TCase *tc = tcase_create("core");
 
 	tcase_add_test(tc, rope_equals_the_pairwise_rotation_bit_for_bit);
-	tcase_add_test(tc, rope_at_the_kernel_level_equals_the_pairwise_rotation_bit_for_bit);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -4,8 +4,6 @@
 #include <math.h>
 #include <stddef.h>
 
-#include "kernels.h"
-
 const float *rope_divisors(const struct model *m, uint32_t n_ctx)
 {
 	if (m->w[ARCH_T_ROPE_FREQS].data)
@@ -105,13 +103,8 @@ void rope_apply(const struct model *m, const float *table, float *x, uint32_t n,
 
 	if (m->arch->rope == ARCH_ROPE_NONE)
 		return;
-	for (t = 0; t < n; t++) {
-		/* adjacent pairs on the level's vectors where it has them */
-		if (!neox && kern_rope_norm(x + (size_t)t * n_heads * hd, table + (size_t)t * half * 2,
-					    half, n_heads, hd))
-			continue;
+	for (t = 0; t < n; t++)
 		for (h = 0; h < n_heads; h++)
 			rope_head(x + ((size_t)t * n_heads + h) * hd, table + (size_t)t * half * 2, half,
 				  neox);
-	}
 }

@@ -482,32 +482,4 @@ float kern_avx512_max(const float *x, size_t n)
 {
 	return avx512__max(x, n);
 }
-/* kern_rope_norm (kernels.h): rope.c rope_head's adjacent pairs, 8 a
- * vector: a = x0 c + (x1 s) (-1), b = x1 c + (x0 s) 1, the same two
- * products and one exact sum an element as its 4-lane form and the
- * scalar loop (no contraction in C11 mode), so the same bits. That form
- * built its c, s and swapped x from scalars: ~1% of a TinyLlama pp512's
- * samples (Emerald Rapids, attn16). */
-void kern_avx512_rope_norm(float *x, const float *cs, uint32_t half, uint32_t n_heads, uint32_t hd)
-{
-	const __m512 sign = _mm512_setr_ps(-1, 1, -1, 1, -1, 1, -1, 1, -1, 1, -1, 1, -1, 1, -1, 1);
-
-	for (uint32_t h = 0; h < n_heads; h++) {
-		float *xh = x + (size_t)h * hd;
-
-		for (uint32_t i = 0; i < half; i += 8) {
-			const __mmask16 k = half - i >= 8 ? 0xffff
-							  : (__mmask16)((1u << (2 * (half - i))) - 1);
-			const __m512 v = _mm512_maskz_loadu_ps(k, xh + 2 * i);
-			const __m512 t = _mm512_maskz_loadu_ps(k, cs + 2 * i);
-			const __m512 c = _mm512_moveldup_ps(t), sn = _mm512_movehdup_ps(t);
-			const __m512 vs = _mm512_permute_ps(v, 0xb1);
-
-			_mm512_mask_storeu_ps(
-				xh + 2 * i, k,
-				_mm512_add_ps(_mm512_mul_ps(v, c),
-					      _mm512_mul_ps(_mm512_mul_ps(vs, sn), sign)));
-		}
-	}
-}
 #endif

@@ -265,13 +265,6 @@ void kern_attn_softmax_bf16(float *s, size_t ld_s, const uint32_t *lo, const uin
 			    size_t nq, size_t nk, float *m, float *l, float *r, uint16_t *pt);
 void kern_attn_accum_bf16_tiles(float *o, size_t ld_o, const float *r, const uint16_t *pt,
 				const void *v, int f16, size_t d, size_t nq, size_t nk);
-/* Rotary embedding of one row's n_heads heads (hd floats apart) in
- * adjacent pairs (rope.c, Llama's form): pair i of each head rotated by
- * cs[2i], cs[2i + 1], i < half, with rope.c's bits. Returns 0, doing
- * nothing, where the level has no such kernel (below avx512, or before
- * kern_init()): rope.c then rotates them itself. */
-int kern_rope_norm(float *x, const float *cs, uint32_t half, uint32_t n_heads, uint32_t hd);
-
 /* out row i = o row i * (1.0f / l[i]), i < n, d a multiple of 16: a prompt
  * tile's normalised outputs (one product an element: attention.c's
  * scale_row's bits), where kern_attn_bf16(). */

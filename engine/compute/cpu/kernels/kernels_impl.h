@@ -474,8 +474,6 @@ void kern_amx_attn_accum_bf16(float *o, size_t ld_o, const float *r, const float
 			      size_t ld_p, const void *v, int f16, size_t d, size_t nq, size_t nk);
 void kern_amx_attn_softmax_bf16(float *s, size_t ld_s, const uint32_t *lo, const uint32_t *hi,
 				size_t nq, size_t nk, float *m, float *l, float *r, uint16_t *pt);
-void kern_avx512_rope_norm(float *x, const float *cs, uint32_t half, uint32_t n_heads,
-			   uint32_t hd);
 void kern_amx_attn_out_bf16(const float *o, size_t ld_o, const float *l, float *out,
 			    size_t ld_out, size_t d, size_t n);
 void kern_amx_attn_accum_bf16_tiles(float *o, size_t ld_o, const float *r, const uint16_t *pt,

@@ -411,18 +411,6 @@ void kern_attn_out_bf16(const float *o, size_t ld_o, const float *l, float *out,
 #endif
 }
 
-int kern_rope_norm(float *x, const float *cs, uint32_t half, uint32_t n_heads, uint32_t hd)
-{
-#if defined(__x86_64__)
-	if (kern__level == CPU_LEVEL_AVX512 || kern__level == CPU_LEVEL_AMX) {
-		kern_avx512_rope_norm(x, cs, half, n_heads, hd);
-		return 1;
-	}
-#endif
-	(void)x, (void)cs, (void)half, (void)n_heads, (void)hd;
-	return 0;
-}
-
 /* Where a prompt token's bf16 row goes (kernels.h kern_bf16_rows). */
 uint16_t *kern_bf16_row(const struct kern_bf16_rows *b, size_t t)
 {
