@@ -28,6 +28,15 @@
  * conversions and the 16 x 16 transposes of the keys (~64 shuffles
  * each) are the rest. Emerald Rapids, one thread: a 512-token prompt's
  * attention a layer ~14.5 -> ~9.8 ms (LEVELS.md, attn12).
+ *
+ * The keys' and values' preparation is once a call: attention.c stacks
+ * a kv head's query heads (up to 8) as the rows of one call, so a key
+ * block is transposed once per (64-query tile, run of heads), not per
+ * 16-row tile or head. The softmax between the two products
+ * (kern_amx_attn_softmax_bf16) writes the weights straight into the
+ * value call's A tiles (kern_amx_attn_accum_bf16_tiles), with the
+ * separate steps' bits; kern_amx_attn_out_bf16 divides the outputs by
+ * the sums (attn16).
  */
 #if defined(__x86_64__)
 #include <immintrin.h>
