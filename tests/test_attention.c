@@ -602,55 +602,6 @@ static int at_decode_equals_prefill(enum arch_alibi alibi, uint32_t chunk)
 
 /* Child: every case at `level`, alone and on 2 threads (identical), then
  * one prompt token by token against the same prompt in one call. */
-/* A sliding-window layer's prompt tiles on the bf16 tiles (the rows'
- * key ranges start inside a block: attention.c prompt_ranges, the fused
- * softmax's lo) against the float tiles of the same layer: within
- * AT_TOL_BF16 of max |v|. A window start off by one key moves a row by
- * about one weight in 40 (attn16). 1 when close. */
-static int at_window_prompt_close(void)
-{
-	enum { N = 150, H = 16, HKV = 2, D = 64, W = 40 };
-	struct model_hparams hp = {.n_layer = 2, .n_head = H, .n_head_kv = HKV, .head_dim_k = D,
-				   .head_dim_v = D};
-	const struct arch_desc *arch = arch_find("gemma2", 6);
-	struct attention a;
-	struct kv_cache kv;
-	struct attention_tile tiles[3];
-	char err[EMBER_ERR_MAX] = "";
-	float *q = malloc(N * H * D * sizeof(float)), *o1 = malloc(N * H * D * sizeof(float));
-	float *o2 = malloc(N * H * D * sizeof(float));
-	double worst = 0;
-	uint32_t nt, il = 0;
-
-	if (!arch || attention_init(&a, &hp, ARCH_ALIBI_NONE, err) != 0 ||
-	    kv_cache_init(&kv, &hp, N, DTYPE_F16, err) != 0)
-		return 0;
-	attention_set_window(&a, arch, W);
-	while (!attention_window(&a, il))
-		il++;
-	for (uint32_t g = 0; g < HKV; g++)
-		for (size_t i = 0; i < (size_t)N * D; i++) {
-			((uint16_t *)kv_cache_k(&kv, il, g))[i] = kern_fp32_to_fp16(at_uniform(1.5f));
-			((uint16_t *)kv_cache_v(&kv, il, g))[i] = kern_fp32_to_fp16(at_uniform(1.0f));
-		}
-	at_fill(q, N * H * D, 1.0f);
-	nt = attention_plan(tiles, &kv, 0, 0, N);
-	attention_run(&a, NULL, il, tiles, nt, q, o1);
-	for (uint32_t i = 0; i < nt; i++)
-		tiles[i].prompt = 1;
-	attention_run(&a, NULL, il, tiles, nt, q, o2);
-	for (size_t i = 0; i < (size_t)N * H * D; i++)
-		worst = fabs((double)o1[i] - o2[i]) > worst ? fabs((double)o1[i] - o2[i]) : worst;
-	if (getenv("AT_VERBOSE"))
-		fprintf(stderr, "attention: windowed prompt tiles within %.3g\n", worst);
-	free(q);
-	free(o1);
-	free(o2);
-	kv_cache_free(&kv);
-	attention_free(&a);
-	return worst <= AT_TOL_BF16;
-}
-
 static int at_child(enum cpu_level level)
 {
 	tpool_t pool;
@@ -692,10 +643,6 @@ static int at_child(enum cpu_level level)
 	if (!at_prompt && (!at_decode_equals_prefill(ARCH_ALIBI_F32, 1) ||
 			   !at_decode_equals_prefill(ARCH_ALIBI_NONE, 1))) {
 		fprintf(stderr, "attention %s: decode differs from prefill\n", cpu_level_name(level));
-		bad = 1;
-	}
-	if (at_prompt && !at_window_prompt_close()) {
-		fprintf(stderr, "attention %s: windowed prompt tiles off\n", cpu_level_name(level));
 		bad = 1;
 	}
 	if (at_prompt && (!at_decode_equals_prefill(ARCH_ALIBI_F32, 30) ||

@@ -12,8 +12,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "arch.h"
+#include "attention.h"
+#include "dtype.h"
+#include "ember.h"
 #include "kernels.h"
 #include "kernels_impl.h"
+#include "kv_cache.h"
 
 #if defined(__x86_64__)
 static uint64_t as_rng = 0x9e3779b97f4a7c15ull;
@@ -377,6 +382,64 @@ START_TEST(amx_fused_softmax_equals_the_separate_steps)
 }
 END_TEST
 
+/* A sliding-window layer's prompt tiles on the bf16 tiles (the rows' key
+ * ranges start inside a block: attention.c prompt_ranges, the fused
+ * softmax's lo) against the float tiles of the same layer: within 8e-3
+ * of max |v| (test_attention's AT_TOL_BF16; a window start one key late
+ * gives 0.17: attn16). At the machine's level, where its bf16 tiles
+ * run. */
+START_TEST(amx_windowed_prompt_tiles_near_float_tiles)
+{
+#if defined(__x86_64__)
+	enum { N = 150, H = 16, HKV = 2, D = 64, W = 40 };
+	struct model_hparams hp = {.n_layer = 2, .n_head = H, .n_head_kv = HKV, .head_dim_k = D,
+				   .head_dim_v = D};
+	const struct arch_desc *arch = arch_find("gemma2", 6);
+	struct attention a;
+	struct kv_cache kv;
+	struct attention_tile tiles[3];
+	char err[EMBER_ERR_MAX] = "";
+	float *q = malloc(N * H * D * sizeof(float)), *o1 = malloc(N * H * D * sizeof(float));
+	float *o2 = malloc(N * H * D * sizeof(float)), *row = malloc(N * D * sizeof(float));
+	double worst = 0;
+	uint32_t nt, il = 0;
+
+	kern_init();
+	if (!kern_attn_bf16()) {
+		fprintf(stderr, "attention: skipping windowed prompt tiles: no bf16 tiles here\n");
+		free(q), free(o1), free(o2), free(row);
+		return;
+	}
+	ck_assert_ptr_nonnull(arch);
+	ck_assert_int_eq(attention_init(&a, &hp, ARCH_ALIBI_NONE, err), 0);
+	ck_assert_int_eq(kv_cache_init(&kv, &hp, N, DTYPE_F16, err), 0);
+	attention_set_window(&a, arch, W);
+	while (!attention_window(&a, il))
+		il++;
+	for (uint32_t g = 0; g < HKV; g++) {
+		at_fill(row, (size_t)N * D, 1.5f);
+		kern_fp32_to_fp16_row(row, kv_cache_k(&kv, il, g), (size_t)N * D);
+		at_fill(row, (size_t)N * D, 1.0f);
+		kern_fp32_to_fp16_row(row, kv_cache_v(&kv, il, g), (size_t)N * D);
+	}
+	at_fill(q, N * H * D, 1.0f);
+	nt = attention_plan(tiles, &kv, 0, 0, N);
+	attention_run(&a, NULL, il, tiles, nt, q, o1);
+	for (uint32_t i = 0; i < nt; i++)
+		tiles[i].prompt = 1;
+	attention_run(&a, NULL, il, tiles, nt, q, o2);
+	for (size_t i = 0; i < (size_t)N * H * D; i++)
+		worst = fabs((double)o1[i] - o2[i]) > worst ? fabs((double)o1[i] - o2[i]) : worst;
+	ck_assert_msg(worst <= 8e-3, "windowed prompt tiles off by %g", worst);
+	free(q), free(o1), free(o2), free(row);
+	kv_cache_free(&kv);
+	attention_free(&a);
+#else
+	fprintf(stderr, "attention: skipping windowed prompt tiles: x86-64 only\n");
+#endif
+}
+END_TEST
+
 START_TEST(f16_kernels_equal_float_kernels_on_converted_rows)
 {
 #if defined(__x86_64__)
@@ -407,6 +470,7 @@ Suite *suite_attention_simd(void)
 	tcase_add_test(tc, avx512_softmax_rows_equal_avx2);
 	tcase_add_test(tc, amx_bf16_blocks_within_bound_of_float64);
 	tcase_add_test(tc, amx_fused_softmax_equals_the_separate_steps);
+	tcase_add_test(tc, amx_windowed_prompt_tiles_near_float_tiles);
 	suite_add_tcase(s, tc);
 	return s;
 }
