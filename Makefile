@@ -134,6 +134,7 @@ FWDSTEP  := $(BUILD)/forward_step
 DECPROF  := $(BUILD)/decode_prof
 FCCMP    := $(BUILD)/fc_compare
 GEMMQ    := $(BUILD)/gemm_q
+ATTNP    := $(BUILD)/attn_prompt
 GMASK    := $(BUILD)/grammar_mask
 MEMBW    := $(BUILD)/membw
 PACKAB   := $(BUILD)/pack_ab
@@ -252,6 +253,11 @@ $(FCCMP): $(BUILD)/bench/fc_compare.o $(LIBEMBER)
 
 # Times the quantized GEMM on a TinyLlama layer's shapes (kernel tuning).
 $(GEMMQ): $(BUILD)/bench/gemm_q.o $(LIBEMBER)
+	$(call say,LD,$@)$(CC) $(LDFLAGS) -pthread $^ $(LIBS_ENGINE) -o $@
+
+# Times one prompt's attention on one layer, one thread (LEVELS.md, attn16).
+all: $(ATTNP)
+$(ATTNP): $(BUILD)/bench/attn_prompt.o $(LIBEMBER)
 	$(call say,LD,$@)$(CC) $(LDFLAGS) -pthread $^ $(LIBS_ENGINE) -o $@
 
 # Packed K-quant rows against the file layout, alternated (LEVELS.md).

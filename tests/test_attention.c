@@ -419,6 +419,8 @@ static const struct at_case at_cases[] = {
 	 * inside them (rows before `first`, attend_prompt_heads), F16 rows */
 	{32, 4, 64, 64, ARCH_ALIBI_NONE, DTYPE_F16, 1, {37}, {100}},
 	{8, 8, 64, 64, ARCH_ALIBI_NONE, DTYPE_F16, 1, {37}, {70}},
+	/* a group of 12 on the tiles: stacked runs of 8 and 4 heads */
+	{24, 2, 64, 64, ARCH_ALIBI_NONE, DTYPE_F16, 1, {0}, {80}},
 	{8, 2, 80, 80, ARCH_ALIBI_F32, DTYPE_F32, 2, {5, 130}, {64, 3}},
 	{12, 1, 64, 64, ARCH_ALIBI_BF16, DTYPE_F16, 2, {0, 300}, {90, 1}},
 	/* ^ MQA, decode; bf16(j) rounds past 256, slopes of 12 heads are not powers of 2 */

@@ -12,8 +12,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "arch.h"
+#include "attention.h"
+#include "dtype.h"
+#include "ember.h"
 #include "kernels.h"
 #include "kernels_impl.h"
+#include "kv_cache.h"
 
 #if defined(__x86_64__)
 static uint64_t as_rng = 0x9e3779b97f4a7c15ull;
@@ -263,6 +268,178 @@ START_TEST(amx_bf16_blocks_within_bound_of_float64)
 }
 END_TEST
 
+#if defined(__x86_64__)
+/* kern_amx_attn_softmax_bf16 + kern_amx_attn_accum_bf16_tiles (the fused
+ * prompt softmax, attn16) against attention.c's former steps, bit for
+ * bit: per row kern_avx512_max and kern_avx512_exp_sum_prompt over the
+ * row's keys [lo, hi), the rest of the row set to 0, then
+ * kern_amx_attn_accum_bf16 of the float weights. Rows see ragged ranges
+ * (none, a prefix, a window inside the block, all of it), some with a
+ * state from earlier blocks, nq not a multiple of 16 (a padded group),
+ * nk below 64; and nothing written past KERN_ATTN_BF16_PT(nq, nk).
+ * Then kern_amx_attn_out_bf16 against o * (1.0f / l) per element. */
+static void at_check_softmax_bf16(size_t nq, size_t nk, size_t d, int f16)
+{
+	const size_t ld_s = 64, ld_o = d, npt = KERN_ATTN_BF16_PT(nq, nk);
+	float *s = malloc(nq * ld_s * 4), *s0 = malloc(nq * ld_s * 4);
+	float *vf = malloc(nk * d * 4), *o = malloc(nq * ld_o * 4), *o0 = malloc(nq * ld_o * 4);
+	float *m = malloc(nq * 4), *l = malloc(nq * 4), *r = malloc(nq * 4);
+	float *m0 = malloc(nq * 4), *l0 = malloc(nq * 4), *r0 = malloc(nq * 4);
+	float *out = malloc(nq * d * 4);
+	uint32_t *lo = malloc(nq * 4), *hi = malloc(nq * 4);
+	uint16_t *vh = malloc(nk * d * 2), *pt = aligned_alloc(64, (npt + 64) * 2);
+
+	at_fill(s, nq * ld_s, 8.0f);
+	at_fill(vf, nk * d, 2.0f);
+	at_fill(o, nq * ld_o, 1.0f);
+	at_fill(l, nq, 1.0f);
+	at_fill(m, nq, 4.0f);
+	kern_fp32_to_fp16_row(vf, vh, nk * d);
+	kern_fp16_to_fp32_row(vh, vf, nk * d);
+	memcpy(s0, s, nq * ld_s * 4);
+	memcpy(o0, o, nq * ld_o * 4);
+	for (size_t i = 0; i < nq; i++) {
+		const uint32_t a = (uint32_t)((i * 7) % nk), b = (uint32_t)(nk - (i * 3) % nk);
+
+		switch (i % 5) {
+		case 0: lo[i] = 0, hi[i] = (uint32_t)nk; break;
+		case 1: lo[i] = hi[i] = (uint32_t)(i % nk); break;
+		case 2: lo[i] = 0, hi[i] = 1 + (uint32_t)(i % nk); break;
+		default: lo[i] = a < b ? a : b, hi[i] = a < b ? b : a; break;
+		}
+		l[i] = fabsf(l[i]) + 0.5f;
+		if (i % 3 == 0) /* no earlier block */
+			m[i] = -INFINITY, l[i] = 0.0f;
+		m0[i] = m[i], l0[i] = l[i], r0[i] = r[i] = 777.0f;
+	}
+	for (size_t i = 0; i < npt + 64; i++)
+		pt[i] = 0x5a5a;
+	/* the former steps, on s0 / m0 / l0 / r0 / o0 */
+	for (size_t i = 0; i < nq; i++) {
+		float *x = s0 + i * ld_s;
+
+		if (lo[i] == hi[i]) {
+			r0[i] = 1.0f;
+			memset(x, 0, ld_s * 4);
+			continue;
+		}
+		const float mx = kern_avx512_max(x + lo[i], hi[i] - lo[i]);
+		const float m1 = mx > m0[i] ? mx : m0[i];
+
+		r0[i] = m1 == m0[i] ? 1.0f : expf(m0[i] - m1);
+		l0[i] = l0[i] * r0[i] + kern_avx512_exp_sum_prompt(x + lo[i], hi[i] - lo[i], m1);
+		m0[i] = m1;
+		memset(x, 0, lo[i] * 4);
+		memset(x + hi[i], 0, (ld_s - hi[i]) * 4);
+	}
+	kern_amx_attn_accum_bf16(o0, ld_o, r0, s0, ld_s, f16 ? (const void *)vh : vf, f16, d, nq,
+				 nk);
+	kern_amx_attn_softmax_bf16(s, ld_s, lo, hi, nq, nk, m, l, r, pt);
+	for (size_t i = npt; i < npt + 64; i++)
+		ck_assert_msg(pt[i] == 0x5a5a, "softmax_bf16 %zux%zu wrote past its tiles", nq, nk);
+	kern_amx_attn_accum_bf16_tiles(o, ld_o, r, pt, f16 ? (const void *)vh : vf, f16, d, nq,
+				       nk);
+	for (size_t i = 0; i < nq; i++) {
+		ck_assert_msg(memcmp(&m[i], &m0[i], 4) == 0 && memcmp(&l[i], &l0[i], 4) == 0 &&
+				      memcmp(&r[i], &r0[i], 4) == 0,
+			      "softmax_bf16 %zux%zu row %zu [%u,%u): m %g/%g l %g/%g r %g/%g", nq,
+			      nk, i, lo[i], hi[i], m[i], m0[i], l[i], l0[i], r[i], r0[i]);
+		ck_assert_msg(memcmp(o + i * ld_o, o0 + i * ld_o, d * 4) == 0,
+			      "accum_bf16_tiles %zux%zu d=%zu f16=%d row %zu differs", nq, nk, d,
+			      f16, i);
+	}
+	kern_amx_attn_out_bf16(o, ld_o, l, out, d, d, nq);
+	for (size_t i = 0; i < nq; i++)
+		for (size_t c = 0; c < d; c++) {
+			const float want = o[i * ld_o + c] * (1.0f / l[i]);
+
+			ck_assert_msg(memcmp(&out[i * d + c], &want, 4) == 0,
+				      "attn_out_bf16 row %zu col %zu", i, c);
+		}
+	free(s), free(s0), free(vf), free(o), free(o0), free(m), free(l), free(r);
+	free(m0), free(l0), free(r0), free(out), free(lo), free(hi), free(vh), free(pt);
+}
+#endif
+
+START_TEST(amx_fused_softmax_equals_the_separate_steps)
+{
+#if defined(__x86_64__)
+	static const size_t nqs[] = {1, 5, 16, 17, 40, 64, 256}, nks[] = {1, 7, 16, 33, 63, 64},
+			    ds[] = {64, 128};
+
+	if (!kern_level_runs(CPU_LEVEL_AMX)) {
+		fprintf(stderr, "attention: skipping amx fused softmax: this CPU or kernel has no "
+				"AMX\n");
+		return;
+	}
+	for (size_t a = 0; a < sizeof(nqs) / sizeof(nqs[0]); a++)
+		for (size_t b = 0; b < sizeof(nks) / sizeof(nks[0]); b++)
+			for (size_t c = 0; c < sizeof(ds) / sizeof(ds[0]); c++)
+				at_check_softmax_bf16(nqs[a], nks[b], ds[c], (a + b + c) & 1);
+#else
+	fprintf(stderr, "attention: skipping amx fused softmax: x86-64 only\n");
+#endif
+}
+END_TEST
+
+/* A sliding-window layer's prompt tiles on the bf16 tiles (the rows' key
+ * ranges start inside a block: attention.c prompt_ranges, the fused
+ * softmax's lo) against the float tiles of the same layer: within 8e-3
+ * of max |v| (test_attention's AT_TOL_BF16; a window start one key late
+ * gives 0.17: attn16). At the machine's level, where its bf16 tiles
+ * run. */
+START_TEST(amx_windowed_prompt_tiles_near_float_tiles)
+{
+#if defined(__x86_64__)
+	enum { N = 150, H = 16, HKV = 2, D = 64, W = 40 };
+	struct model_hparams hp = {.n_layer = 2, .n_head = H, .n_head_kv = HKV, .head_dim_k = D,
+				   .head_dim_v = D};
+	const struct arch_desc *arch = arch_find("gemma2", 6);
+	struct attention a;
+	struct kv_cache kv;
+	struct attention_tile tiles[3];
+	char err[EMBER_ERR_MAX] = "";
+	float *q = malloc(N * H * D * sizeof(float)), *o1 = malloc(N * H * D * sizeof(float));
+	float *o2 = malloc(N * H * D * sizeof(float)), *row = malloc(N * D * sizeof(float));
+	double worst = 0;
+	uint32_t nt, il = 0;
+
+	kern_init();
+	if (!kern_attn_bf16()) {
+		fprintf(stderr, "attention: skipping windowed prompt tiles: no bf16 tiles here\n");
+		free(q), free(o1), free(o2), free(row);
+		return;
+	}
+	ck_assert_ptr_nonnull(arch);
+	ck_assert_int_eq(attention_init(&a, &hp, ARCH_ALIBI_NONE, err), 0);
+	ck_assert_int_eq(kv_cache_init(&kv, &hp, N, DTYPE_F16, err), 0);
+	attention_set_window(&a, arch, W);
+	while (!attention_window(&a, il))
+		il++;
+	for (uint32_t g = 0; g < HKV; g++) {
+		at_fill(row, (size_t)N * D, 1.5f);
+		kern_fp32_to_fp16_row(row, kv_cache_k(&kv, il, g), (size_t)N * D);
+		at_fill(row, (size_t)N * D, 1.0f);
+		kern_fp32_to_fp16_row(row, kv_cache_v(&kv, il, g), (size_t)N * D);
+	}
+	at_fill(q, N * H * D, 1.0f);
+	nt = attention_plan(tiles, &kv, 0, 0, N);
+	attention_run(&a, NULL, il, tiles, nt, q, o1);
+	for (uint32_t i = 0; i < nt; i++)
+		tiles[i].prompt = 1;
+	attention_run(&a, NULL, il, tiles, nt, q, o2);
+	for (size_t i = 0; i < (size_t)N * H * D; i++)
+		worst = fabs((double)o1[i] - o2[i]) > worst ? fabs((double)o1[i] - o2[i]) : worst;
+	ck_assert_msg(worst <= 8e-3, "windowed prompt tiles off by %g", worst);
+	free(q), free(o1), free(o2), free(row);
+	kv_cache_free(&kv);
+	attention_free(&a);
+#else
+	fprintf(stderr, "attention: skipping windowed prompt tiles: x86-64 only\n");
+#endif
+}
+END_TEST
+
 START_TEST(f16_kernels_equal_float_kernels_on_converted_rows)
 {
 #if defined(__x86_64__)
@@ -292,6 +469,8 @@ Suite *suite_attention_simd(void)
 	tcase_add_test(tc, f16_kernels_equal_float_kernels_on_converted_rows);
 	tcase_add_test(tc, avx512_softmax_rows_equal_avx2);
 	tcase_add_test(tc, amx_bf16_blocks_within_bound_of_float64);
+	tcase_add_test(tc, amx_fused_softmax_equals_the_separate_steps);
+	tcase_add_test(tc, amx_windowed_prompt_tiles_near_float_tiles);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -189,6 +189,7 @@ struct attn_job {
 	float *out;
 	attention_pre_fn pre; /* or NULL (attention_run_pre) */
 	void *pre_ctx;
+	uint32_t prompt_heads; /* a prompt run's most heads (ATTN_PROMPT_HEADS or _FEW) */
 };
 
 /* The softmax step of rows [first, n) of a tile for one block of nb keys
@@ -313,8 +314,13 @@ static void scale_row(float *dst, const float *src, uint32_t n, float s)
  * one score call and one value call per key block, so the block's keys
  * are converted and transposed, and its values converted and
  * interleaved, once for all of them (attention_amx.c does that once a
- * call) rather than once per head. */
-#define ATTN_PROMPT_HEADS 4
+ * call) rather than once per head. 8 (TinyLlama's whole group) where 4
+ * were: half the conversions, ~5% of a 512-token prompt's attention
+ * (LEVELS.md, attn16); but 4 (_FEW) when a step's tiles would then give
+ * fewer than 4 tasks a thread (short prompts on many threads: TinyLlama
+ * has 4 kv heads, so 8-head runs make only 4 tasks a 64-row tile). */
+#define ATTN_PROMPT_HEADS 8
+#define ATTN_PROMPT_HEADS_FEW 4
 
 /* Whether tile tl's task takes a run of heads on the bf16 tiles: a
  * prompt tile of several rows, heads the tiles take, no larger than the
@@ -329,17 +335,40 @@ static int prompt_shared(const struct attention *a, const struct attention_tile 
 	       !a->alibi && a->n_head / a->n_head_kv > 1 && kern_attn_bf16();
 }
 
+/* Keys [lo[i], hi[i]) of a block (nb keys from position j0) that row i
+ * of a prompt tile sees, i < n16, as softmax_block's range; rows before
+ * `first` and past n see none (lo = hi). */
+static void prompt_ranges(uint32_t first, uint32_t n, uint32_t n16, uint32_t pos, uint32_t j0,
+			  uint32_t nb, uint32_t w, uint32_t *lo, uint32_t *hi)
+{
+	for (uint32_t i = 0; i < n16; i++) {
+		const uint32_t seen = pos + i + 1 - j0;
+		const uint32_t lw = w && pos + i + 1 > w ? pos + i + 1 - w : 0;
+
+		if (i < first || i >= n) {
+			lo[i] = hi[i] = 0;
+			continue;
+		}
+		hi[i] = seen < nb ? seen : nb;
+		lo[i] = lw > j0 ? (lw - j0 < hi[i] ? lw - j0 : hi[i]) : 0;
+	}
+}
+
 /* Heads [h0, h0 + nh) of one kv head for a prompt tile (prompt_shared()):
  * head e's rows are e * n16 .. e * n16 + n - 1 of the stacked queries,
  * scores, state and outputs (n16: n rounded up to a tile's 16 rows).
  * Per row the same operations as attend_heads()' bf16 path for the head
  * alone (a score or output element depends only on its own row: the
- * stacked calls change no result); rows a block does not reach (before
- * `first`) and the padding rows get P = 0 and r = 1, so the value call
- * leaves their outputs as they were (o * 1 + 0). Its buffers are ~290 KB
- * of stack (4 heads of 64 rows up to 128 wide), so it is called beside
- * attend_heads(), never inside its frame. Prompt tiles are never
- * decode's (no job->pre: attention_can_pre()). */
+ * stacked calls change no result; the softmax step is
+ * kern_attn_softmax_bf16, softmax_block's row operations fused with the
+ * weights' rounding to bf16, the same bits); rows a block does not reach
+ * (before `first`) and the padding rows get P = 0 and r = 1, so the
+ * value call leaves their outputs as they were (o * 1 + 0). Its buffers
+ * are ~620 KB of stack (8 heads of 64 rows up to 128 wide: S 128 KB,
+ * outputs 256 KB, queries 128 KB, weights 64 KB, the F16 buffers 32 KB),
+ * so it is called beside attend_heads(), never inside its frame; pool
+ * threads have the default 8 MB. Prompt tiles are never decode's (no
+ * job->pre: attention_can_pre()). */
 static __attribute__((noinline)) void
 attend_prompt_heads(const struct attn_job *job, const struct attention_tile *tl, uint32_t h0,
 		    uint32_t nh)
@@ -360,8 +389,11 @@ attend_prompt_heads(const struct attn_job *job, const struct attention_tile *tl,
 	_Alignas(64) float obuf[ATTN_PROMPT_HEADS * ATTENTION_TILE * ATTN_LOCAL_DIM];
 	_Alignas(64) uint16_t qt[ATTN_PROMPT_HEADS * KERN_ATTN_BF16_QT(ATTENTION_TILE,
 								       ATTN_LOCAL_DIM)];
+	/* the block's weights as bf16 A tiles (kern_attn_softmax_bf16) */
+	_Alignas(64) uint16_t pt[KERN_ATTN_BF16_PT(ATTN_PROMPT_HEADS * ATTENTION_TILE, ATTN_KEYS)];
 	float m[ATTN_PROMPT_HEADS * ATTENTION_TILE], l[ATTN_PROMPT_HEADS * ATTENTION_TILE];
 	float r[ATTN_PROMPT_HEADS * ATTENTION_TILE];
+	uint32_t lo[ATTN_PROMPT_HEADS * ATTENTION_TILE], hi[ATTN_PROMPT_HEADS * ATTENTION_TILE];
 	uint32_t i, j0, e;
 
 	for (e = 0; e < nh; e++) {
@@ -386,32 +418,18 @@ attend_prompt_heads(const struct attn_job *job, const struct attention_tile *tl,
 		kern_attn_scores_bf16(qt, f16 ? (const void *)kh : kblk, f16, dk, NULL, a->scale, S,
 				      ATTN_KEYS, (size_t)nh * n16, nb);
 		for (e = 0; e < nh; e++) {
-			float *Se = S + (size_t)e * n16 * ATTN_KEYS;
-
 			if (a->softcap > 0.0f)
-				softcap_block(Se + (size_t)first * ATTN_KEYS, ATTN_KEYS, n - first, nb,
-					      a->softcap);
-			softmax_block(Se + (size_t)first * ATTN_KEYS, ATTN_KEYS, first, n, pos, j0,
-				      nb, w, m + e * n16, l + e * n16, r + e * n16, 1);
-			for (i = 0; i < n16; i++) {
-				if (i == first)
-					i = n; /* rows [first, n): softmax_block's */
-				if (i == n16)
-					break;
-				r[e * n16 + i] = 1.0f;
-				memset(Se + (size_t)i * ATTN_KEYS, 0, nb * sizeof(float));
-			}
+				softcap_block(S + ((size_t)e * n16 + first) * ATTN_KEYS, ATTN_KEYS,
+					      n - first, nb, a->softcap);
+			prompt_ranges(first, n, n16, pos, j0, nb, w, lo + e * n16, hi + e * n16);
 		}
-		kern_attn_accum_bf16(obuf, dv, r, S, ATTN_KEYS, f16 ? (const void *)vh : vblk, f16,
-				     dv, (size_t)nh * n16, nb);
+		kern_attn_softmax_bf16(S, ATTN_KEYS, lo, hi, (size_t)nh * n16, nb, m, l, r, pt);
+		kern_attn_accum_bf16_tiles(obuf, dv, r, pt, f16 ? (const void *)vh : vblk, f16, dv,
+					   (size_t)nh * n16, nb);
 	}
-	for (e = 0; e < nh; e++) {
-		float *os = job->out + tl->row * ld_os + (size_t)(h0 + e) * dv;
-
-		for (i = 0; i < n; i++)
-			scale_row(os + i * ld_os, obuf + ((size_t)e * n16 + i) * dv, dv,
-				  1.0f / l[e * n16 + i]);
-	}
+	for (e = 0; e < nh; e++)
+		kern_attn_out_bf16(obuf + (size_t)e * n16 * dv, dv, l + e * n16,
+				   job->out + tl->row * ld_os + (size_t)(h0 + e) * dv, ld_os, dv, n);
 }
 
 /* Heads [h0, h0 + nh) of one kv head, the queries of one tile. Per head,
@@ -567,21 +585,23 @@ attend_heads(const struct attn_job *job, const struct attention_tile *tl, uint32
  * in runs of up to ATTN_SHARE_HEADS while run x queries fits a tile; a
  * prefill tile takes one head a task, but for a prompt tile on bf16
  * tiles: runs of up to ATTN_PROMPT_HEADS (attend_prompt_heads()). */
-static uint32_t attend_run(const struct attention *a, const struct attention_tile *tl)
+static uint32_t attend_run(const struct attention *a, const struct attention_tile *tl,
+			   uint32_t prompt_heads)
 {
 	const uint32_t group = a->n_head / a->n_head_kv;
 	const uint32_t run = group < ATTN_SHARE_HEADS ? group : ATTN_SHARE_HEADS;
 
 	if (run * tl->n > ATTENTION_TILE && prompt_shared(a, tl))
-		return group < ATTN_PROMPT_HEADS ? group : ATTN_PROMPT_HEADS;
+		return group < prompt_heads ? group : prompt_heads;
 	return run * tl->n > ATTENTION_TILE ? 1 : run;
 }
 
 /* Tasks of tile `tl`: per kv head, its group cut into runs (a shorter
  * last run when the group is not a multiple). */
-static uint32_t attend_tasks(const struct attention *a, const struct attention_tile *tl)
+static uint32_t attend_tasks(const struct attention *a, const struct attention_tile *tl,
+			     uint32_t prompt_heads)
 {
-	const uint32_t group = a->n_head / a->n_head_kv, run = attend_run(a, tl);
+	const uint32_t group = a->n_head / a->n_head_kv, run = attend_run(a, tl, prompt_heads);
 
 	return a->n_head_kv * ((group + run - 1) / run);
 }
@@ -594,7 +614,7 @@ static void attend_tile_cb(void *data, size_t rtile, size_t j)
 	const struct attn_job *job = data;
 	const struct attention *a = job->a;
 	const struct attention_tile *tl = &job->tiles[job->n_tiles - 1 - rtile];
-	const uint32_t group = a->n_head / a->n_head_kv, run = attend_run(a, tl);
+	const uint32_t group = a->n_head / a->n_head_kv, run = attend_run(a, tl, job->prompt_heads);
 	const uint32_t per = (group + run - 1) / run;
 	uint32_t h0, nh;
 
@@ -614,7 +634,8 @@ int attention_can_pre(const struct attention *a, const struct attention_tile *ti
 	uint32_t t;
 
 	for (t = 0; t < n_tiles; t++)
-		if (tiles[t].n != 1 || attend_run(a, &tiles[t]) != a->n_head / a->n_head_kv)
+		if (tiles[t].n != 1 ||
+		    attend_run(a, &tiles[t], ATTN_PROMPT_HEADS) != a->n_head / a->n_head_kv)
 			return 0;
 	return 1;
 }
@@ -629,7 +650,7 @@ void attention_run_pre(const struct attention *a, tpool_t pool, uint32_t il,
 		       const struct attention_tile *tiles, uint32_t n_tiles, const float *q,
 		       float *out, attention_pre_fn pre, void *pre_ctx)
 {
-	struct attn_job job = {a, il, tiles, n_tiles, q, out, pre, pre_ctx};
+	struct attn_job job = {a, il, tiles, n_tiles, q, out, pre, pre_ctx, ATTN_PROMPT_HEADS};
 	uint32_t t, most = 0;
 
 	/* Tasks go by query head (or run of heads), not kv head, so decode
@@ -641,8 +662,10 @@ void attention_run_pre(const struct attention *a, tpool_t pool, uint32_t il,
 	 * first tile last: the pool hands items out in order, so the join
 	 * waits on a short task rather than on a head's last tile (prefill:
 	 * 8x a first tile's cost). */
+	if ((size_t)n_tiles * a->n_head_kv < 4 * tpool_threads(pool))
+		job.prompt_heads = ATTN_PROMPT_HEADS_FEW;
 	for (t = 0; t < n_tiles; t++)
-		if (attend_tasks(a, &tiles[t]) > most)
-			most = attend_tasks(a, &tiles[t]);
+		if (attend_tasks(a, &tiles[t], job.prompt_heads) > most)
+			most = attend_tasks(a, &tiles[t], job.prompt_heads);
 	tpool_run_2d(pool, attend_tile_cb, &job, n_tiles, most);
 }

@@ -28,9 +28,19 @@
  * conversions and the 16 x 16 transposes of the keys (~64 shuffles
  * each) are the rest. Emerald Rapids, one thread: a 512-token prompt's
  * attention a layer ~14.5 -> ~9.8 ms (LEVELS.md, attn12).
+ *
+ * The keys' and values' preparation is once a call: attention.c stacks
+ * a kv head's query heads (up to 8) as the rows of one call, so a key
+ * block is transposed once per (64-query tile, run of heads), not per
+ * 16-row tile or head. The softmax between the two products
+ * (kern_amx_attn_softmax_bf16) writes the weights straight into the
+ * value call's A tiles (kern_amx_attn_accum_bf16_tiles), with the
+ * separate steps' bits; kern_amx_attn_out_bf16 divides the outputs by
+ * the sums (attn16).
  */
 #if defined(__x86_64__)
 #include <immintrin.h>
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -154,9 +164,11 @@ static void aamx__scores(const uint16_t *qt, const void *k, int f16, size_t d,
 
 /* kern_attn_accum() of weights and values rounded to bf16 (the values as
  * floats or F16 rows), nk <= AAMX_KEYS, d a multiple of 16 up to
- * KERN_ATTN_BF16_DIM: C = P V on the tiles from zero, then o = o r + C. */
+ * KERN_ATTN_BF16_DIM: C = P V on the tiles from zero, then o = o r + C.
+ * The weights as floats p (made into A tiles a group of 16 rows at a
+ * time) or, when pt, already as A tiles (kern_amx_attn_softmax_bf16's). */
 static void aamx__accum(float *o, size_t ld_o, const float *r, const float *p, size_t ld_p,
-			const void *v, int f16, size_t d, size_t nq, size_t nk)
+			const uint16_t *pt, const void *v, int f16, size_t d, size_t nq, size_t nk)
 {
 	const size_t nks = (nk + AAMX_STEP - 1) / AAMX_STEP, ncg = d / AAMX_T;
 	const size_t elt = f16 ? 2 : 4;
@@ -200,7 +212,10 @@ static void aamx__accum(float *o, size_t ld_o, const float *r, const float *p, s
 	for (size_t i0 = 0; i0 < nq; i0 += AAMX_T) {
 		const size_t nr = nq - i0 < AAMX_T ? nq - i0 : AAMX_T;
 
-		aamx__a_tiles(p + i0 * ld_p, ld_p, nr, nks, nk, pa);
+		const uint16_t *pg = pt ? pt + i0 / AAMX_T * nks * AAMX_TILE : pa;
+
+		if (!pt)
+			aamx__a_tiles(p + i0 * ld_p, ld_p, nr, nks, nk, pa);
 		for (size_t g0 = 0; g0 < ncg; g0 += 4) {
 			const size_t ng = ncg - g0 < 4 ? ncg - g0 : 4;
 
@@ -211,7 +226,7 @@ static void aamx__accum(float *o, size_t ld_o, const float *r, const float *p, s
 			for (size_t st = 0; st < nks; st++) {
 				const uint16_t *b = vb + (st * ncg + g0) * AAMX_TILE;
 
-				_tile_loadd(4, pa + st * AAMX_TILE, 64);
+				_tile_loadd(4, pg + st * AAMX_TILE, 64);
 				_tile_loadd(5, b, 64);
 				_tile_dpbf16ps(0, 4, 5);
 				if (ng > 1) {
@@ -265,6 +280,190 @@ void kern_amx_attn_scores_bf16(const uint16_t *qt, const void *k, int f16, size_
 void kern_amx_attn_accum_bf16(float *o, size_t ld_o, const float *r, const float *p,
 			      size_t ld_p, const void *v, int f16, size_t d, size_t nq, size_t nk)
 {
-	aamx__accum(o, ld_o, r, p, ld_p, v, f16, d, nq, nk);
+	aamx__accum(o, ld_o, r, p, ld_p, NULL, v, f16, d, nq, nk);
+}
+
+/* Sixteen rows' _mm512_reduce_add_ps (op add) or _mm512_reduce_max_ps
+ * (max) at once: v[r] row r's 16 lanes, lane r of the result its value.
+ * The same pairing as the one-row form (lane j with j + 8, then j + 4,
+ * then j + 2, then j + 1), so the same sums (IEEE addition commutes);
+ * the maxima differ at most in a zero's sign, which a softmax does not
+ * see (kern_avx512_max). Four rounds of shuffles for 16 rows where the
+ * one-row form took a chain of ~8 dependent steps each. */
+static inline __m512 aamx__reduce16(const __m512 v[16], int max)
+{
+	static const uint32_t row_idx[16] = {0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15};
+	__m512 a[8], b[4], c[2], lo, hi, d;
+
+	/* quarters (2k: 0, 1), (2k + 1: 2, 3): lanes j + j^8 */
+	for (int k = 0; k < 8; k++) {
+		lo = _mm512_shuffle_f32x4(v[2 * k], v[2 * k + 1], 0x44);
+		hi = _mm512_shuffle_f32x4(v[2 * k], v[2 * k + 1], 0xee);
+		a[k] = max ? _mm512_max_ps(lo, hi) : _mm512_add_ps(lo, hi);
+	}
+	/* quarter q of b[m]: row 4m + q, lanes j + j^4 */
+	for (int k = 0; k < 4; k++) {
+		lo = _mm512_shuffle_f32x4(a[2 * k], a[2 * k + 1], 0x88);
+		hi = _mm512_shuffle_f32x4(a[2 * k], a[2 * k + 1], 0xdd);
+		b[k] = max ? _mm512_max_ps(lo, hi) : _mm512_add_ps(lo, hi);
+	}
+	/* per quarter q of c[u]: rows 8u + q, 8u + 4 + q, two lanes each */
+	for (int k = 0; k < 2; k++) {
+		lo = (__m512)_mm512_unpacklo_pd((__m512d)b[2 * k], (__m512d)b[2 * k + 1]);
+		hi = (__m512)_mm512_unpackhi_pd((__m512d)b[2 * k], (__m512d)b[2 * k + 1]);
+		c[k] = max ? _mm512_max_ps(lo, hi) : _mm512_add_ps(lo, hi);
+	}
+	/* lane 4q + k: row 4k + q */
+	lo = _mm512_shuffle_ps(c[0], c[1], 0x88);
+	hi = _mm512_shuffle_ps(c[0], c[1], 0xdd);
+	d = max ? _mm512_max_ps(lo, hi) : _mm512_add_ps(lo, hi);
+	return _mm512_permutexvar_ps(_mm512_loadu_si512(row_idx), d);
+}
+
+/* kern_attn_softmax_bf16 (kernels.h): per group of 16 rows, every row's
+ * maximum, then every row's exponentials (attention.c softmax_block's
+ * two passes), with kern_max's and kern_exp_sum_prompt's operations at
+ * this level (avx512__max, avx512__exp_sum_prompt) but their final
+ * horizontal steps taken for the 16 rows together (aamx__reduce16); then
+ * each row's weights rounded to bf16 into its A tiles while in L1. This
+ * took the place of softmax_block, its memsets of masked keys and
+ * aamx__a_tiles' separate pass over P (LEVELS.md, attn16). */
+void kern_amx_attn_softmax_bf16(float *s, size_t ld_s, const uint32_t *lo, const uint32_t *hi,
+				size_t nq, size_t nk, float *m, float *l, float *r, uint16_t *pt)
+{
+	const size_t nks = (nk + AAMX_STEP - 1) / AAMX_STEP;
+	const __m512 ninf = _mm512_set1_ps(-INFINITY);
+	__m512 acc[AAMX_T];
+	_Alignas(64) float m1[AAMX_T], sum[AAMX_T], rr[AAMX_T];
+
+	for (size_t i0 = 0; i0 < nq; i0 += AAMX_T) {
+		const size_t nr = nq - i0 < AAMX_T ? nq - i0 : AAMX_T;
+		uint16_t *pg = pt + i0 / AAMX_T * nks * AAMX_TILE;
+
+		/* rows that see none of the block: -inf, so m1 = m */
+		for (size_t i = 0; i < AAMX_T; i++) {
+			const size_t q = i0 + i, n = i < nr ? hi[q] - lo[q] : 0;
+			const float *x = i < nr ? s + q * ld_s + lo[q] : s;
+			__m512 mv = ninf;
+			size_t j = 0;
+
+			if (n == AAMX_KEYS) { /* a whole block: straight, the loads at once */
+				const __m512 x0 = _mm512_loadu_ps(x), x1 = _mm512_loadu_ps(x + 16);
+				const __m512 x2 = _mm512_loadu_ps(x + 32), x3 = _mm512_loadu_ps(x + 48);
+
+				acc[i] = _mm512_max_ps(x3, _mm512_max_ps(
+								   x2, _mm512_max_ps(x1, _mm512_max_ps(x0, mv))));
+				continue;
+			}
+			for (; j + 16 <= n; j += 16)
+				mv = _mm512_max_ps(_mm512_loadu_ps(x + j), mv);
+			if (j < n)
+				mv = _mm512_max_ps(_mm512_mask_loadu_ps(ninf, (__mmask16)((1u << (n - j)) - 1),
+									x + j),
+						   mv);
+			acc[i] = mv;
+		}
+		_mm512_store_ps(m1, aamx__reduce16(acc, 1));
+		for (size_t i = 0; i < nr; i++) {
+			const size_t q = i0 + i;
+
+			m1[i] = m1[i] > m[q] ? m1[i] : m[q];
+			/* m1 == m covers "no growth" and a row of -inf scores */
+			rr[i] = m1[i] == m[q] ? 1.0f : expf(m[q] - m1[i]);
+		}
+		for (size_t i = 0; i < AAMX_T; i++) {
+			const size_t q = i0 + i, n = i < nr ? hi[q] - lo[q] : 0;
+			float *x = i < nr ? s + q * ld_s + lo[q] : s;
+			const __m512 mv = _mm512_set1_ps(m1[i]);
+			__m512 sv = _mm512_setzero_ps();
+			size_t j = 0;
+
+			if (n == AAMX_KEYS) { /* the four exps independent, then the sums in order */
+				const __m512 e0 = avx512__exp_prompt(_mm512_sub_ps(_mm512_loadu_ps(x), mv));
+				const __m512 e1 = avx512__exp_prompt(
+					_mm512_sub_ps(_mm512_loadu_ps(x + 16), mv));
+				const __m512 e2 = avx512__exp_prompt(
+					_mm512_sub_ps(_mm512_loadu_ps(x + 32), mv));
+				const __m512 e3 = avx512__exp_prompt(
+					_mm512_sub_ps(_mm512_loadu_ps(x + 48), mv));
+
+				_mm512_storeu_ps(x, e0);
+				_mm512_storeu_ps(x + 16, e1);
+				_mm512_storeu_ps(x + 32, e2);
+				_mm512_storeu_ps(x + 48, e3);
+				acc[i] = _mm512_add_ps(
+					_mm512_add_ps(_mm512_add_ps(_mm512_add_ps(sv, e0), e1), e2), e3);
+				continue;
+			}
+			for (; j + 16 <= n; j += 16) {
+				const __m512 e = avx512__exp_prompt(
+					_mm512_sub_ps(_mm512_loadu_ps(x + j), mv));
+
+				_mm512_storeu_ps(x + j, e);
+				sv = _mm512_add_ps(sv, e);
+			}
+			if (j < n) {
+				const __mmask16 k = (__mmask16)((1u << (n - j)) - 1);
+				const __m512 e = avx512__exp_prompt(
+					_mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + j), mv));
+
+				_mm512_mask_storeu_ps(x + j, k, e);
+				sv = _mm512_mask_add_ps(sv, k, sv, e);
+			}
+			acc[i] = sv;
+		}
+		_mm512_store_ps(sum, aamx__reduce16(acc, 0));
+		for (size_t i = 0; i < AAMX_T; i++) {
+			const size_t q = i0 + i;
+			const float *x = s + (i < nr ? q : 0) * ld_s; /* padding rows: none read */
+			uint64_t seen = 0;
+
+			if (i < nr && lo[q] < hi[q]) {
+				r[q] = rr[i];
+				l[q] = l[q] * rr[i] + sum[i];
+				m[q] = m1[i];
+				/* keys [lo, hi) of the row; the rest weigh 0 */
+				seen = (hi[q] >= 64 ? ~(uint64_t)0 : ((uint64_t)1 << hi[q]) - 1) &
+				       ~(((uint64_t)1 << lo[q]) - 1);
+			} else if (i < nr) {
+				r[q] = 1.0f;
+			}
+			for (size_t st = 0; st < nks; st++) {
+				const __m512 a = _mm512_maskz_loadu_ps(
+					(__mmask16)(seen >> (st * AAMX_STEP)), x + st * AAMX_STEP);
+				const __m512 b = _mm512_maskz_loadu_ps(
+					(__mmask16)(seen >> (st * AAMX_STEP + 16)),
+					x + st * AAMX_STEP + 16);
+
+				_mm512_store_si512(pg + st * AAMX_TILE + i * AAMX_STEP,
+						   (__m512i)_mm512_cvtne2ps_pbh(b, a));
+			}
+		}
+	}
+}
+
+void kern_amx_attn_accum_bf16_tiles(float *o, size_t ld_o, const float *r, const uint16_t *pt,
+				    const void *v, int f16, size_t d, size_t nq, size_t nk)
+{
+	aamx__accum(o, ld_o, r, NULL, 0, pt, v, f16, d, nq, nk);
+}
+/* kern_attn_out_bf16 (kernels.h): scale_row's one product an element
+ * (attention.c), on ZMM; the next rows' loads are issued ahead, as the
+ * output rows are n_head * d floats apart (8 KB for TinyLlama), a page
+ * each, out of the prefetchers' reach. */
+void kern_amx_attn_out_bf16(const float *o, size_t ld_o, const float *l, float *out,
+			    size_t ld_out, size_t d, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		const __m512 sv = _mm512_set1_ps(1.0f / l[i]);
+		const float *src = o + i * ld_o;
+		float *dst = out + i * ld_out;
+
+		if (i + 4 < n)
+			for (size_t c = 0; c < d; c += 16)
+				_mm_prefetch((const char *)(out + (i + 4) * ld_out + c), _MM_HINT_T0);
+		for (size_t c = 0; c < d; c += 16)
+			_mm512_storeu_ps(dst + c, _mm512_mul_ps(_mm512_loadu_ps(src + c), sv));
+	}
 }
 #endif

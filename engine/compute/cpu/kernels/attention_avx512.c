@@ -471,24 +471,7 @@ float kern_avx512_exp_sum(float *x, size_t n, float m)
  * took ~16 (exp 14, the sum's halves and extract 3). */
 float kern_avx512_exp_sum_prompt(float *x, size_t n, float m)
 {
-	const __m512 mv = _mm512_set1_ps(m);
-	__m512 sum = _mm512_setzero_ps();
-	size_t i = 0;
-
-	for (; i + 16 <= n; i += 16) {
-		const __m512 e = avx512__exp_prompt(_mm512_sub_ps(_mm512_loadu_ps(x + i), mv));
-
-		_mm512_storeu_ps(x + i, e);
-		sum = _mm512_add_ps(sum, e);
-	}
-	if (i < n) {
-		const __mmask16 k = (__mmask16)((1u << (n - i)) - 1);
-		const __m512 e = avx512__exp_prompt(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + i), mv));
-
-		_mm512_mask_storeu_ps(x + i, k, e);
-		sum = _mm512_mask_add_ps(sum, k, sum, e);
-	}
-	return _mm512_reduce_add_ps(sum);
+	return avx512__exp_sum_prompt(x, n, m);
 }
 
 /* The largest of x[0..n) (-INFINITY when none; NaNs skipped: VMAXPS
@@ -497,15 +480,6 @@ float kern_avx512_exp_sum_prompt(float *x, size_t n, float m)
  * maximum, which a softmax cannot see (exp(s - 0) either way). */
 float kern_avx512_max(const float *x, size_t n)
 {
-	__m512 m = _mm512_set1_ps(-INFINITY);
-	size_t i = 0;
-
-	for (; i + 16 <= n; i += 16)
-		m = _mm512_max_ps(_mm512_loadu_ps(x + i), m);
-	if (i < n)
-		m = _mm512_max_ps(_mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY),
-						       (__mmask16)((1u << (n - i)) - 1), x + i),
-				  m);
-	return _mm512_reduce_max_ps(m);
+	return avx512__max(x, n);
 }
 #endif

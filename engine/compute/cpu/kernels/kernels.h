@@ -262,6 +262,27 @@ void kern_attn_scores_bf16(const uint16_t *qt, const void *k, int f16, size_t d,
 			   size_t nk);
 void kern_attn_accum_bf16(float *o, size_t ld_o, const float *r, const float *p, size_t ld_p,
 			  const void *v, int f16, size_t d, size_t nq, size_t nk);
+/* The softmax step of nq prompt rows against one block of nk keys on the
+ * bf16 tiles, fused with the weights' rounding (where kern_attn_bf16()):
+ * row i's scores s + i * ld_s, of which keys [lo[i], hi[i]) are seen
+ * (lo[i] == hi[i]: none, the row keeps its state, r[i] = 1); per row as
+ * attention's running softmax with kern_max and kern_exp_sum_prompt (the
+ * same bits): m[i], l[i] advance, r[i] gets the rescale, the seen
+ * scores become their weights, and the weights rounded to bf16 (0 for
+ * keys not seen and rows past nq's last group of 16) go to pt as A tiles:
+ * KERN_ATTN_BF16_PT(nq, nk) elements, 64-byte aligned. Then
+ * kern_attn_accum_bf16_tiles() is kern_attn_accum_bf16() of those
+ * weights, bit for bit. */
+#define KERN_ATTN_BF16_PT(nq, nk) (((nq) + 15) / 16 * 16 * (((nk) + 31) / 32 * 32))
+void kern_attn_softmax_bf16(float *s, size_t ld_s, const uint32_t *lo, const uint32_t *hi,
+			    size_t nq, size_t nk, float *m, float *l, float *r, uint16_t *pt);
+void kern_attn_accum_bf16_tiles(float *o, size_t ld_o, const float *r, const uint16_t *pt,
+				const void *v, int f16, size_t d, size_t nq, size_t nk);
+/* out row i = o row i * (1.0f / l[i]), i < n, d a multiple of 16: a prompt
+ * tile's normalised outputs (one product an element: attention.c's
+ * scale_row's bits), where kern_attn_bf16(). */
+void kern_attn_out_bf16(const float *o, size_t ld_o, const float *l, float *out, size_t ld_out,
+			size_t d, size_t n);
 
 /* dst[i] = the F16 value src[i] as a float, i < n (exact; F16 KV cache
  * rows, converted once per key block). */

@@ -476,6 +476,12 @@ void kern_amx_attn_scores_bf16(const uint16_t *qt, const void *k, int f16, size_
 			       size_t nk);
 void kern_amx_attn_accum_bf16(float *o, size_t ld_o, const float *r, const float *p,
 			      size_t ld_p, const void *v, int f16, size_t d, size_t nq, size_t nk);
+void kern_amx_attn_softmax_bf16(float *s, size_t ld_s, const uint32_t *lo, const uint32_t *hi,
+				size_t nq, size_t nk, float *m, float *l, float *r, uint16_t *pt);
+void kern_amx_attn_out_bf16(const float *o, size_t ld_o, const float *l, float *out,
+			    size_t ld_out, size_t d, size_t n);
+void kern_amx_attn_accum_bf16_tiles(float *o, size_t ld_o, const float *r, const uint16_t *pt,
+				    const void *v, int f16, size_t d, size_t nq, size_t nk);
 /* LDTILECFG, palette 1, all 8 tiles 16 rows x 64 bytes (the bf16 tiles'
  * shape). Tile configuration is per thread: each call that uses the
  * tiles loads it on the thread it runs on. A constant table, never

@@ -377,6 +377,40 @@ void kern_attn_accum_bf16(float *o, size_t ld_o, const float *r, const float *p,
 	kern__ops->attn_accum_bf16(o, ld_o, r, p, ld_p, v, f16, d, nq, nk);
 }
 
+/* The fused prompt softmax and its value products (kernels.h): the amx
+ * level's own, called directly (only where kern_attn_bf16(), which only
+ * that level's table gives). */
+void kern_attn_softmax_bf16(float *s, size_t ld_s, const uint32_t *lo, const uint32_t *hi,
+			    size_t nq, size_t nk, float *m, float *l, float *r, uint16_t *pt)
+{
+#if defined(__x86_64__)
+	kern_amx_attn_softmax_bf16(s, ld_s, lo, hi, nq, nk, m, l, r, pt);
+#else
+	(void)s, (void)ld_s, (void)lo, (void)hi, (void)nq, (void)nk, (void)m, (void)l, (void)r,
+		(void)pt;
+#endif
+}
+
+void kern_attn_accum_bf16_tiles(float *o, size_t ld_o, const float *r, const uint16_t *pt,
+				const void *v, int f16, size_t d, size_t nq, size_t nk)
+{
+#if defined(__x86_64__)
+	kern_amx_attn_accum_bf16_tiles(o, ld_o, r, pt, v, f16, d, nq, nk);
+#else
+	(void)o, (void)ld_o, (void)r, (void)pt, (void)v, (void)f16, (void)d, (void)nq, (void)nk;
+#endif
+}
+
+void kern_attn_out_bf16(const float *o, size_t ld_o, const float *l, float *out, size_t ld_out,
+			size_t d, size_t n)
+{
+#if defined(__x86_64__)
+	kern_amx_attn_out_bf16(o, ld_o, l, out, ld_out, d, n);
+#else
+	(void)o, (void)ld_o, (void)l, (void)out, (void)ld_out, (void)d, (void)n;
+#endif
+}
+
 /* Where a prompt token's bf16 row goes (kernels.h kern_bf16_rows). */
 uint16_t *kern_bf16_row(const struct kern_bf16_rows *b, size_t t)
 {

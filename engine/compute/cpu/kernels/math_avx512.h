@@ -12,6 +12,8 @@
 #define EMBER_MATH_AVX512_H
 
 #include <immintrin.h>
+#include <math.h>
+#include <stddef.h>
 
 /* avx2__exp on 16 lanes: the same steps in the same order, but for the
  * final scaling (below), which gives the same values. */
@@ -67,6 +69,49 @@ static inline __attribute__((always_inline)) __m512 avx512__exp_prompt(__m512 x)
 	e = _mm512_fmadd_ps(e, f, one);
 	e = _mm512_fmadd_ps(e, f, one);
 	return _mm512_scalef_ps(e, n);
+}
+
+/* kern_avx512_exp_sum_prompt's row (kernels.h kern_exp_sum_prompt): x[i]
+ * = avx512__exp_prompt(x[i] - m), i < n, the sum in one ZMM. Here so
+ * that the amx level's fused prompt softmax (attention_amx.c) takes the
+ * same operations in the same order: the same bits. */
+static inline __attribute__((always_inline)) float avx512__exp_sum_prompt(float *x, size_t n,
+									  float m)
+{
+	const __m512 mv = _mm512_set1_ps(m);
+	__m512 sum = _mm512_setzero_ps();
+	size_t i = 0;
+
+	for (; i + 16 <= n; i += 16) {
+		const __m512 e = avx512__exp_prompt(_mm512_sub_ps(_mm512_loadu_ps(x + i), mv));
+
+		_mm512_storeu_ps(x + i, e);
+		sum = _mm512_add_ps(sum, e);
+	}
+	if (i < n) {
+		const __mmask16 k = (__mmask16)((1u << (n - i)) - 1);
+		const __m512 e = avx512__exp_prompt(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + i), mv));
+
+		_mm512_mask_storeu_ps(x + i, k, e);
+		sum = _mm512_mask_add_ps(sum, k, sum, e);
+	}
+	return _mm512_reduce_add_ps(sum);
+}
+
+/* kern_avx512_max's row: the largest of x[0..n) (-INFINITY when none;
+ * NaNs skipped), shared as avx512__exp_sum_prompt is. */
+static inline __attribute__((always_inline)) float avx512__max(const float *x, size_t n)
+{
+	__m512 m = _mm512_set1_ps(-INFINITY);
+	size_t i = 0;
+
+	for (; i + 16 <= n; i += 16)
+		m = _mm512_max_ps(_mm512_loadu_ps(x + i), m);
+	if (i < n)
+		m = _mm512_max_ps(_mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY),
+						       (__mmask16)((1u << (n - i)) - 1), x + i),
+				  m);
+	return _mm512_reduce_max_ps(m);
 }
 
 /* 16 x 16 dwords: r[i] lane j <- r[j] lane i. Unpacks build 4 x 4 blocks
