@@ -167,7 +167,7 @@ amxbf__panel(uint32_t wt, const struct kern_gemm_args *a, const struct amxbf_ite
 		uint16_t *d = bt + (h * AMXBF_KS + i) * AMXBF_TILE;
 
 		if (!packed && amxfx_widen(wt) > 1) /* F16, BF16: split (amx_bf16_fx.h) */
-			amxfx_b_tile(wt, w, a->w_stride, it->kc + i, d);
+			amxfx_panel_tile(wt, w, a->w_stride, it->kc, i, it->n, d - i * AMXBF_TILE);
 		else if (!packed)
 			kern_amxbf_b_tile(wt, w, a->w_stride, it->kc + i, d);
 		else if (wt == (DTYPE_Q4_0 | KERN_PACKED))
