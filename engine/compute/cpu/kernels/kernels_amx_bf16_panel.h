@@ -136,7 +136,9 @@ void kern_amxbf_b_tile(uint32_t wt, const char *w, size_t st, size_t b, uint16_t
 
 /* Work units [u0, u1) of the item's panel: B tile p (half p / n, step
  * p % n) is units 8p..8p+7 on packed rows (amxbf__b_piece), unit p on the
- * file layout (16 rows transposed at once); K-quants: a 16-row super-
+ * file layout (16 rows transposed at once; F16 / BF16: a weight step's
+ * first tile in the chunk builds the step's tiles, the rest nothing,
+ * amxfx_panel_tile); K-quants: a 16-row super-
  * block's amxkq_units() units (amx_bf16_kq.h). Inlined, with amxbf__side and
  * amxbf__fold, into the tile loop: as calls, each tile step ran a call
  * with six pushes, a stack realignment and a vzeroupper (amx14). */
