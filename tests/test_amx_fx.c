@@ -178,6 +178,84 @@ START_TEST(fx_tiles_and_rows_match_the_scalar_split)
 }
 END_TEST
 
+/* The tile model's product of one output (row o of wf, token x) as the
+ * split's K' steps [hi | hi | lo] x [hi | lo | hi] (BF16 [w | w] x [hi |
+ * lo]), every step's B tile loaded: per K chunk of AMXBF_KS steps a sum
+ * from zero in the model's order (TDPBF16PS: pair by pair, DAZ), the
+ * chunks added in fp32 in order (amxbf__fold). */
+static float fxm_tiles_ref(uint32_t wt, const float *wf, const float *x, size_t n_in)
+{
+	static const int wpart[2][3] = {{0, 0, 1}, {0, 0, 0}}, apart[3] = {0, 1, 0};
+	const size_t wd = amxfx_widen(wt), nsteps = n_in / 32 * wd;
+	float run = 0;
+
+	for (size_t kc = 0; kc < nsteps; kc += AMXBF_KS) {
+		float c = 0;
+
+		for (size_t b = kc; b < nsteps && b < kc + AMXBF_KS; b++)
+			for (int e = 0; e < 32; e++) {
+				const size_t k = 32 * (b / wd) + (size_t)e;
+				const uint16_t wb = fxm_part(wf[k], wpart[wt == DTYPE_BF16][b % wd]);
+				const uint16_t ab = fxm_part(x[k], apart[b % wd]);
+
+				c = tm_daz(tm_daz(c) + tm_bf16((const uint8_t *)&ab) *
+							       tm_bf16((const uint8_t *)&wb));
+			}
+		run = kc == 0 ? c : run + c;
+	}
+	return run;
+}
+
+/* Each weight step's w_hi tile built once and kept in the tile registers
+ * for the step after (amxfx_same_b, amxfx_panel_tile): the GEMM's bits
+ * are those of every K' step loading its own [hi | hi | lo] tile, on
+ * chunks that open at each sub-step (576 inputs: K' 54 = 16 + 16 + 16 +
+ * 6, chunks opening at F16 sub-steps 0, 1, 2), both tile loops (32 + 16
+ * rows) and a token tail. A tile kept at the wrong step, or not built
+ * where a chunk opens on it, changes bits. */
+START_TEST(fx_kept_b_tiles_are_every_step_loaded_bit_for_bit)
+{
+	enum { OUT = 48, IN = 576, TOK = 37 };
+	uint32_t s = 53;
+
+	if (!test_bf16_tiles_run("amx_fx"))
+		return;
+	for (int ti = 0; ti < 2; ti++) {
+		const uint32_t wt = ti ? DTYPE_BF16 : DTYPE_F16;
+		uint16_t *w = malloc(sizeof(uint16_t) * OUT * IN);
+		float *wf = malloc(sizeof(float) * OUT * IN), *x = malloc(sizeof(float) * TOK * IN);
+		float *y = malloc(sizeof(float) * TOK * OUT);
+		struct kern_gemm_args a = {
+			.w_stride = IN * sizeof(uint16_t), .n_in = IN, .x_stride = IN * sizeof(float),
+			.n_tok = TOK, .y_stride = OUT, .xf_stride = IN,
+		};
+
+		ck_assert(w && wf && x && y);
+		fxm_weights(wt, w, wf, OUT * IN, &s);
+		fxm_acts(x, TOK * IN, &s);
+		a.w = w;
+		a.x = a.xf = x;
+		a.y = y;
+		model_products = 0;
+		(ti ? fxm_amxbf_gemm_bf16 : fxm_amxbf_gemm_f16)(&a, 0, OUT);
+		ck_assert_int_gt(model_products, 0);
+		for (size_t o = 0; o < OUT; o++)
+			for (size_t t = 0; t < TOK; t++) {
+				const float r = fxm_tiles_ref(wt, wf + o * IN, x + t * IN, IN);
+
+				ck_assert_msg(memcmp(&r, &y[t * OUT + o], sizeof(r)) == 0,
+					      "%s row %zu token %zu: %a, every step loaded %a",
+					      dtype_name(wt), o, t, (double)y[t * OUT + o], (double)r);
+			}
+		free(w);
+		free(wf);
+		free(x);
+		free(y);
+	}
+	ck_assert(model_ok);
+}
+END_TEST
+
 /* One shape: y = W x by gemm (rows [0, n_out)), against float64 of the
  * exact operands; returns the worst |y - ref| / sum |w x| (also of the
  * avx512 level's float GEMM in *avx). */
@@ -468,6 +546,7 @@ Suite *suite_amx_fx(void)
 
 	tcase_set_timeout(tc, 300);
 	tcase_add_test(tc, fx_tiles_and_rows_match_the_scalar_split);
+	tcase_add_test(tc, fx_kept_b_tiles_are_every_step_loaded_bit_for_bit);
 	tcase_add_test(tc, fx_gemm_within_bound_of_float64);
 	tcase_add_test(tc, fx_real_tiles_within_bound_of_float64);
 	tcase_add_test(tc, fx_selftest_passes_and_refuses_a_cheaper_split);

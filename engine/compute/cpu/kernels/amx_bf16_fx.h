@@ -21,7 +21,9 @@
  * holding [a_hi | a_lo | a_hi], and the weights' B tiles [w_hi | w_hi |
  * w_lo]. BF16 weights are exact in bf16 (w_lo = 0): [a_hi | a_lo] with
  * [w | w], K twice as long, the dropped part |w r| <= 2^-17 |w a|. Only
- * the activation rows and the B tiles know the type; both are here.
+ * the activation rows, the B tiles and which K steps reuse the B tiles
+ * of the step before (amxfx_keep: w_hi's second sub-step, built once and
+ * kept in the tile registers) know the type; all three are here.
  * Against a float64 product the error is that bound per product plus the
  * fp32 sums' rounding, the avx512 level's F16 GEMM's own kind of error
  * (LEVELS.md fx15 has the measured distances of both).
@@ -95,32 +97,90 @@ static inline void amxfx_act_row(uint32_t wt, const float *x, size_t n_in, size_
 	}
 }
 
-/* Step b (of K * amxfx_widen(wt) / 32) of 16 F16 or BF16 weight rows (w,
- * st bytes apart) as one B tile at bt (kern_amxbf_b_tile's layout: row r
- * = elements 2r, 2r+1 of the 16 rows): [w_hi | w_hi | w_lo] (F16), [w |
- * w] (BF16), by b's place in its weight step. */
-static inline void amxfx_b_tile(uint32_t wt, const char *w, size_t st, size_t b, uint16_t *bt)
+/* 1 when K' step b's B tile is step b - 1's: the second sub-step of a
+ * weight step (F16 [w_hi | w_hi | w_lo], BF16 [w | w]). The tile loop
+ * keeps step b - 1's B tiles in their registers for it (amxfx_keep) and
+ * the panel does not build it, unless b opens a K chunk (LEVELS.md fx16:
+ * building w_hi twice was a third of an F16 panel). */
+static inline int amxfx_same_b(uint32_t wt, size_t b)
 {
-	const size_t wd = amxfx_widen(wt), s = b / wd, j = b % wd;
+	const size_t wd = amxfx_widen(wt);
+
+	return wd > 1 && b % wd == 1;
+}
+
+/* The K chunk [kc, kc + n)'s steps whose B tiles stay from the step
+ * before (bit i: step kc + i; never bit 0, the chunk's first step loads);
+ * 0 for every type that is not split. */
+static inline uint32_t amxfx_keep(uint32_t wt, size_t kc, size_t n)
+{
+	uint32_t m = 0;
+
+	for (size_t i = 1; i < n && i < 32; i++)
+		m |= (uint32_t)amxfx_same_b(wt, kc + i) << i;
+	return m;
+}
+
+/* Weight step s of 16 F16 or BF16 weight rows (w, st bytes apart) as B
+ * tiles (kern_amxbf_b_tile's layout: row r = elements 2r, 2r+1 of the 16
+ * rows): hi (NULL: not wanted) the w_hi tile (BF16: w), lo the w_lo tile
+ * (F16 only; NULL: not wanted). The raw 16-bit rows are transposed once
+ * (as dword pairs) and split after: the split is per element, so the
+ * tiles are those of splitting first and transposing each, with one
+ * transposition and one conversion per weight step instead of one per
+ * tile (LEVELS.md fx16). */
+static inline void amxfx_b_tiles(uint32_t wt, const char *w, size_t st, size_t s, uint16_t *hi,
+				 uint16_t *lo)
+{
 	__m512i v[16];
 
-	for (int r = 0; r < 16; r++) {
-		const uint16_t *p = (const uint16_t *)(w + r * st) + 32 * s;
-
-		if (wt == DTYPE_BF16) {
-			v[r] = _mm512_loadu_si512(p);
-		} else {
-			__m512i hi, lo;
-
-			amxfx__split(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p)),
-				     _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p + 16))),
-				     &hi, &lo);
-			v[r] = j == 2 ? lo : hi;
-		}
-	}
-	avx512__transpose16(v);
 	for (int r = 0; r < 16; r++)
-		_mm512_store_si512(bt + r * 32, v[r]);
+		v[r] = _mm512_loadu_si512((const uint16_t *)(w + r * st) + 32 * s);
+	avx512__transpose16(v);
+	for (int r = 0; r < 16; r++) {
+		__m512i h = v[r], l = h;
+
+		if (wt != DTYPE_BF16)
+			amxfx__split(_mm512_cvtph_ps(_mm512_castsi512_si256(v[r])),
+				     _mm512_cvtph_ps(_mm512_extracti64x4_epi64(v[r], 1)), &h, &l);
+		if (hi)
+			_mm512_store_si512(hi + r * 32, h);
+		if (lo && wt != DTYPE_BF16)
+			_mm512_store_si512(lo + r * 32, l);
+	}
+}
+
+/* Step b (of K * amxfx_widen(wt) / 32) of the 16 rows as one B tile at
+ * bt: [w_hi | w_hi | w_lo] (F16), [w | w] (BF16), by b's place in its
+ * weight step. */
+static inline void amxfx_b_tile(uint32_t wt, const char *w, size_t st, size_t b, uint16_t *bt)
+{
+	const size_t wd = amxfx_widen(wt), j = b % wd;
+
+	amxfx_b_tiles(wt, w, st, b / wd, j == 2 ? NULL : bt, j == 2 ? bt : NULL);
+}
+
+/* The tiles of a K chunk's panel half that tile i (K' step b = kc + i,
+ * n steps in the chunk) builds, at bt (the half's tile 0): the first
+ * tile of its weight step in the chunk builds every tile of that step
+ * the tile loop loads (amxfx_same_b's ones only where they open the
+ * chunk), the others nothing. */
+static inline void amxfx_panel_tile(uint32_t wt, const char *w, size_t st, size_t kc, size_t i,
+				    size_t n, uint16_t *bt)
+{
+	const size_t wd = amxfx_widen(wt), b = kc + i, j = b % wd;
+	uint16_t *h = NULL, *l = NULL;
+
+	if (i >= j ? j != 0 : i != 0) /* not its weight step's first in the chunk */
+		return;
+	/* sub-step jj of the step sits at chunk place i - j + jj: w_hi at jj
+	 * 0 (in the chunk only when j is 0) and jj 1 (only when it opens the
+	 * chunk), w_lo (F16) at jj 2 */
+	if (j == 0 || (j == 1 && i == 0))
+		h = bt + i * 512;
+	if (wd == 3 && i + 2 - j < n)
+		l = bt + (i + 2 - j) * 512;
+	amxfx_b_tiles(wt, w, st, b / wd, h, l);
 }
 
 /* The bound the split GEMM holds against a float64 product of the

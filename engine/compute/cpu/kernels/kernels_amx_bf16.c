@@ -45,7 +45,9 @@
  *   per item and group of 32 tokens: C tiles tmm0-3 (2 x 2: 16 tokens x
  *     16 rows each; C[token][row] is y's layout) zeroed, then per K step
  *     2 A tiles (tmm4/5, streaming loads: the B panel stays in L1), 2 B
- *     tiles (tmm6/7) and 4 TDPBF16PS, then
+ *     tiles (tmm6/7; F16 / BF16 keep step i - 1's where they are the
+ *     same, amxfx_keep, and their panels skip those tiles) and 4
+ *     TDPBF16PS, then
  *     stored: the first chunk into the running sums (a call-local 32 x
  *     32 block per token group and row group of the row block; straight
  *     into y when K is one chunk), later chunks into a partial block that
@@ -348,7 +350,7 @@ static inline __attribute__((always_inline)) void amxbf__side(const struct amxbf
  * always holds tile work: issued as one run after the block, it filled
  * the window while the block's products retired, and the tiles idled. */
 static void amxbf__block(float *co, size_t ocs, int two, const uint16_t *x0, size_t ns,
-			 const uint16_t *bt, size_t n, const struct amxbf_side *side)
+			 const uint16_t *bt, size_t n, uint32_t keep, const struct amxbf_side *side)
 {
 	const long ob = (long)(ocs * sizeof(float));
 	const uint16_t *x1 = x0 + ns * AMXBF_TILE;
@@ -358,7 +360,8 @@ static void amxbf__block(float *co, size_t ocs, int two, const uint16_t *x0, siz
 	if (!two) {
 		for (size_t i = 0; i < n; i++) {
 			_tile_stream_loadd(4, x0 + i * AMXBF_TILE, 64);
-			_tile_loadd(6, bt + i * AMXBF_TILE, 64);
+			if (!(keep >> i & 1))
+				_tile_loadd(6, bt + i * AMXBF_TILE, 64);
 			_tile_dpbf16ps(0, 4, 6);
 			_tile_stream_loadd(5, x1 + i * AMXBF_TILE, 64);
 			_tile_dpbf16ps(2, 5, 6);
@@ -372,10 +375,15 @@ static void amxbf__block(float *co, size_t ocs, int two, const uint16_t *x0, siz
 	_tile_zero(3);
 	for (size_t i = 0; i < n; i++) {
 		_tile_stream_loadd(4, x0 + i * AMXBF_TILE, 64);
-		_tile_loadd(6, bt + i * AMXBF_TILE, 64);
-		_tile_dpbf16ps(0, 4, 6);
-		_tile_loadd(7, bt + (AMXBF_KS + i) * AMXBF_TILE, 64);
-		_tile_dpbf16ps(1, 4, 7);
+		if (keep >> i & 1) { /* tmm6/7 hold step i - 1's tiles, the same */
+			_tile_dpbf16ps(0, 4, 6);
+			_tile_dpbf16ps(1, 4, 7);
+		} else {
+			_tile_loadd(6, bt + i * AMXBF_TILE, 64);
+			_tile_dpbf16ps(0, 4, 6);
+			_tile_loadd(7, bt + (AMXBF_KS + i) * AMXBF_TILE, 64);
+			_tile_dpbf16ps(1, 4, 7);
+		}
 		_tile_stream_loadd(5, x1 + i * AMXBF_TILE, 64);
 		_tile_dpbf16ps(2, 5, 6);
 		_tile_dpbf16ps(3, 5, 7);
@@ -448,6 +456,8 @@ static void amxbf__gemm(uint32_t wt, kern_gemm_fn i8, const struct kern_gemm_arg
 		const size_t re = it.rb + AMXBF_RB < o_end ? it.rb + AMXBF_RB : o_end;
 		/* the row block's last item (several chunks): its sums go to y */
 		const int fin = ns > ks && it.kc + it.n == ns && (!more || nx.rb != it.rb);
+		/* F16 / BF16: the steps that keep the step before's B tiles */
+		const uint32_t keep = amxfx_keep(wt, it.kc, it.n);
 
 		for (size_t j = 0; j < ntg; j++) {
 			const size_t tg = 32 * j;
@@ -464,12 +474,12 @@ static void amxbf__gemm(uint32_t wt, kern_gemm_fn i8, const struct kern_gemm_arg
 
 			if (it.kc == 0) { /* straight to the sums (or y: one chunk) */
 				amxbf__block(last ? out : run, last ? os : 32, it.two, x0, ns, b, it.n,
-					     &side);
+					     keep, &side);
 				nf = 0;
 			} else {
 				float *p = part + (nf & 1) * 1024;
 
-				amxbf__block(p, 32, it.two, x0, ns, b, it.n, &side);
+				amxbf__block(p, 32, it.two, x0, ns, b, it.n, keep, &side);
 				fold[nf & 1] = (struct amxbf_fold){p, run, run, 32, 32, it.two};
 				nf++;
 			}

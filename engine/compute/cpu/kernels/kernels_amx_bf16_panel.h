@@ -136,7 +136,9 @@ void kern_amxbf_b_tile(uint32_t wt, const char *w, size_t st, size_t b, uint16_t
 
 /* Work units [u0, u1) of the item's panel: B tile p (half p / n, step
  * p % n) is units 8p..8p+7 on packed rows (amxbf__b_piece), unit p on the
- * file layout (16 rows transposed at once); K-quants: a 16-row super-
+ * file layout (16 rows transposed at once; F16 / BF16: a weight step's
+ * first tile in the chunk builds the step's tiles, the rest nothing,
+ * amxfx_panel_tile); K-quants: a 16-row super-
  * block's amxkq_units() units (amx_bf16_kq.h). Inlined, with amxbf__side and
  * amxbf__fold, into the tile loop: as calls, each tile step ran a call
  * with six pushes, a stack realignment and a vzeroupper (amx14). */
@@ -167,7 +169,7 @@ amxbf__panel(uint32_t wt, const struct kern_gemm_args *a, const struct amxbf_ite
 		uint16_t *d = bt + (h * AMXBF_KS + i) * AMXBF_TILE;
 
 		if (!packed && amxfx_widen(wt) > 1) /* F16, BF16: split (amx_bf16_fx.h) */
-			amxfx_b_tile(wt, w, a->w_stride, it->kc + i, d);
+			amxfx_panel_tile(wt, w, a->w_stride, it->kc, i, it->n, d - i * AMXBF_TILE);
 		else if (!packed)
 			kern_amxbf_b_tile(wt, w, a->w_stride, it->kc + i, d);
 		else if (wt == (DTYPE_Q4_0 | KERN_PACKED))
