@@ -249,33 +249,6 @@ START_TEST(fused_product_equals_unfused)
 }
 END_TEST
 
-/* Logits of the last token of a 40-token prompt (its other rows prompt
- * rows, the bf16 tiles), then the hidden states of a 37-token text (all
- * prompt rows), into out[nv + 37 * n_embd]. */
-static void fb_model_run(const struct model *m, float *out)
-{
-	struct forward_opts o = {.max_batch = 48,
-				 .n_threads = getenv("EMBER_TEST_NO_THREADS") ? 1 : 2};
-	const size_t nv = m->hp.n_vocab;
-	struct forward_pass *p = NULL;
-	struct kv_cache kv;
-	char err[EMBER_ERR_MAX] = "";
-	int32_t ids[40];
-
-	for (int j = 0; j < 40; j++)
-		ids[j] = (int32_t)((37 * j + 11) % nv);
-	ck_assert_msg(forward_pass_new(&p, m, &o, err) == 0, "pass: %s", err);
-	ck_assert_int_eq(kv_cache_init(&kv, &m->hp, 96, DTYPE_F16, err), 0);
-	struct forward_seq q = {&kv, ids, 40, FORWARD_LOGITS_LAST, false};
-	ck_assert_msg(forward_pass_run(p, &q, 1, out, err) == 0, "prompt: %s", err);
-	kv_cache_free(&kv);
-	ck_assert_int_eq(kv_cache_init(&kv, &m->hp, 96, DTYPE_F16, err), 0);
-	q = (struct forward_seq){&kv, ids + 3, 37, FORWARD_HIDDEN_ALL, false};
-	ck_assert_msg(forward_pass_run(p, &q, 1, out + nv, err) == 0, "hidden: %s", err);
-	kv_cache_free(&kv);
-	forward_pass_free(p);
-}
-
 START_TEST(fused_model_equals_unfused)
 {
 	static const char *const files[] = {"Q4_0", "Q8_0", "Q4_K_M", "Q5_K_M", "Q6_K"};
@@ -286,17 +259,18 @@ START_TEST(fused_model_equals_unfused)
 		return;
 	snprintf(path, sizeof(path), "../shared/golden/quants/llama-256/%s.gguf", files[_i]);
 	ck_assert_msg(model_open(&m, path, err) == 0, "model_open %s: %s", path, err);
-	const size_t n = m.hp.n_vocab + 37 * (size_t)m.hp.n_embd;
+	const size_t nv = m.hp.n_vocab, n = TEST_MODEL_OUTPUTS(&m);
 	float *a = malloc(n * sizeof(float)), *b = malloc(n * sizeof(float));
 
 	kern_bf16_fuse_off = 1;
-	fb_model_run(&m, a);
+	test_model_outputs(&m, a);
 	kern_bf16_fuse_off = 0;
-	fb_model_run(&m, b);
+	test_model_outputs(&m, b);
 	for (size_t i = 0; i < n; i++)
 		ck_assert_msg(memcmp(a + i, b + i, sizeof(float)) == 0,
 			      "%s: %s %zu: %.9g unfused, %.9g fused", files[_i],
-			      i < m.hp.n_vocab ? "logit" : "hidden value", i, a[i], b[i]);
+			      i < nv ? "prompt logit" : i < 2 * nv ? "decode logit" : "hidden value", i,
+			      a[i], b[i]);
 	model_free(&m);
 	free(a);
 	free(b);

@@ -186,35 +186,6 @@ START_TEST(mixed_parts_equal_separate_products)
 }
 END_TEST
 
-/* Logits of the last token of a 40-token prompt (its other rows prompt
- * rows), of one decode step after it, then the hidden states of a
- * 37-token text (every row a prompt row): out[2 nv + 37 n_embd]. */
-static void mx_model_run(const struct model *m, float *out)
-{
-	struct forward_opts o = {.max_batch = 48,
-				 .n_threads = getenv("EMBER_TEST_NO_THREADS") ? 1 : 2};
-	const size_t nv = m->hp.n_vocab;
-	struct forward_pass *p = NULL;
-	struct kv_cache kv;
-	char err[EMBER_ERR_MAX] = "";
-	int32_t ids[41];
-
-	for (int j = 0; j < 41; j++)
-		ids[j] = (int32_t)((37 * j + 11) % nv);
-	ck_assert_msg(forward_pass_new(&p, m, &o, err) == 0, "pass: %s", err);
-	ck_assert_int_eq(kv_cache_init(&kv, &m->hp, 96, DTYPE_F16, err), 0);
-	struct forward_seq q = {&kv, ids, 40, FORWARD_LOGITS_LAST, false};
-	ck_assert_msg(forward_pass_run(p, &q, 1, out, err) == 0, "prompt: %s", err);
-	q = (struct forward_seq){&kv, ids + 40, 1, FORWARD_LOGITS_LAST, false};
-	ck_assert_msg(forward_pass_run(p, &q, 1, out + nv, err) == 0, "decode: %s", err);
-	kv_cache_free(&kv);
-	ck_assert_int_eq(kv_cache_init(&kv, &m->hp, 96, DTYPE_F16, err), 0);
-	q = (struct forward_seq){&kv, ids + 3, 37, FORWARD_HIDDEN_ALL, false};
-	ck_assert_msg(forward_pass_run(p, &q, 1, out + 2 * nv, err) == 0, "hidden: %s", err);
-	kv_cache_free(&kv);
-	forward_pass_free(p);
-}
-
 START_TEST(mixed_model_equals_separate_products)
 {
 	const char *path = "../shared/golden/quants/llama-256/Q4_K_M.gguf";
@@ -229,13 +200,13 @@ START_TEST(mixed_model_equals_separate_products)
 		mixed += w[ARCH_T_ATTN_V].type != w[ARCH_T_ATTN_Q].type;
 	}
 	ck_assert_msg(mixed > 0, "%s: no layer with q and v of differing types", path);
-	const size_t nv = m.hp.n_vocab, n = 2 * nv + 37 * (size_t)m.hp.n_embd;
+	const size_t nv = m.hp.n_vocab, n = TEST_MODEL_OUTPUTS(&m);
 	float *a = malloc(n * sizeof(float)), *b = malloc(n * sizeof(float));
 
 	kern_mm_mixed_off = 1;
-	mx_model_run(&m, a);
+	test_model_outputs(&m, a);
 	kern_mm_mixed_off = 0;
-	mx_model_run(&m, b);
+	test_model_outputs(&m, b);
 	for (size_t i = 0; i < n; i++)
 		ck_assert_msg(memcmp(a + i, b + i, sizeof(float)) == 0,
 			      "%s %zu: %.9g separate, %.9g one job",

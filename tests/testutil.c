@@ -16,6 +16,9 @@
 #include "cpu.h"
 #include "kernels.h"
 #include "kernels_impl.h"
+#include "forward.h"
+#include "kv_cache.h"
+#include "model.h"
 
 char *test_read_file(const char *path, size_t *len)
 {
@@ -243,4 +246,31 @@ int test_bf16_tiles_run(const char *suite)
 		return 0;
 	}
 	return 1;
+}
+
+/* testutil.h: the prompt, decode and hidden rows' outputs. */
+void test_model_outputs(const struct model *m, float *out)
+{
+	struct forward_opts o = {.max_batch = 48,
+				 .n_threads = getenv("EMBER_TEST_NO_THREADS") ? 1 : 2};
+	const size_t nv = m->hp.n_vocab;
+	struct forward_pass *p = NULL;
+	struct kv_cache kv;
+	char err[EMBER_ERR_MAX] = "";
+	int32_t ids[41];
+
+	for (int j = 0; j < 41; j++)
+		ids[j] = (int32_t)((37 * j + 11) % nv);
+	ck_assert_msg(forward_pass_new(&p, m, &o, err) == 0, "pass: %s", err);
+	ck_assert_int_eq(kv_cache_init(&kv, &m->hp, 96, DTYPE_F16, err), 0);
+	struct forward_seq q = {&kv, ids, 40, FORWARD_LOGITS_LAST, false};
+	ck_assert_msg(forward_pass_run(p, &q, 1, out, err) == 0, "prompt: %s", err);
+	q = (struct forward_seq){&kv, ids + 40, 1, FORWARD_LOGITS_LAST, false};
+	ck_assert_msg(forward_pass_run(p, &q, 1, out + nv, err) == 0, "decode: %s", err);
+	kv_cache_free(&kv);
+	ck_assert_int_eq(kv_cache_init(&kv, &m->hp, 96, DTYPE_F16, err), 0);
+	q = (struct forward_seq){&kv, ids + 3, 37, FORWARD_HIDDEN_ALL, false};
+	ck_assert_msg(forward_pass_run(p, &q, 1, out + 2 * nv, err) == 0, "hidden: %s", err);
+	kv_cache_free(&kv);
+	forward_pass_free(p);
 }

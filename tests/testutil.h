@@ -34,6 +34,18 @@ void test_golden_free(struct test_golden *g);
  * anything else. */
 void test_read_golden_ids(const char *path, int32_t *ids, size_t n);
 
+struct model;
+
+/* A model's outputs through the CPU forward pass (2 threads, or 1 under
+ * EMBER_TEST_NO_THREADS), for comparing two settings of a kernel switch
+ * bit for bit: the logits of the last token of a 40-token prompt (its
+ * other rows prompt rows), those of one decode step after it, then the
+ * hidden states of a 37-token text (every row a prompt row), into
+ * out[2 * n_vocab + 37 * n_embd]. Fails the running Check test on any
+ * error. */
+void test_model_outputs(const struct model *m, float *out);
+#define TEST_MODEL_OUTPUTS(m) (2 * (size_t)(m)->hp.n_vocab + 37 * (size_t)(m)->hp.n_embd)
+
 /* The whole file at `path`, NUL-terminated (malloc'd: the caller frees),
  * its length in *len; NULL if it cannot be read. */
 char *test_read_file(const char *path, size_t *len);
