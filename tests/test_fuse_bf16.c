@@ -130,35 +130,6 @@ START_TEST(fused_kernels_give_the_unfused_tiles)
 }
 END_TEST
 
-/* A product's row work: x[t] = silu(g[t]) * u[t] (u kept), counting the
- * rows the bf16 writer took. */
-struct fb_pre {
-	const float *u, *g;
-	float *x;
-	size_t n_in;
-	int bf16_rows;
-};
-
-static void fb_pre_rows(void *ctx, size_t t0, size_t t1)
-{
-	struct fb_pre *p = ctx;
-
-	for (size_t t = t0; t < t1; t++) {
-		memcpy(p->x + t * p->n_in, p->u + t * p->n_in, p->n_in * sizeof(float));
-		kern_silu_mul(p->x + t * p->n_in, p->g + t * p->n_in, p->n_in);
-	}
-}
-
-static void fb_pre_bf16(void *ctx, size_t t0, size_t t1, const struct kern_bf16_rows *b)
-{
-	struct fb_pre *p = ctx;
-
-	for (size_t t = t0; t < t1; t++)
-		kern_silu_mul_bf16(p->u + t * p->n_in, p->g + t * p->n_in, p->n_in,
-				   kern_bf16_row(b, t), KERN_BF16_ROW_STEP);
-	__atomic_add_fetch(&p->bf16_rows, (int)(t1 - t0), __ATOMIC_RELAXED);
-}
-
 START_TEST(fused_product_equals_unfused)
 {
 	enum { IN = 256, N_TOK = 45 };
@@ -203,9 +174,9 @@ START_TEST(fused_product_equals_unfused)
 					pr[p] = (struct kern_mm_part){w[p], outs[p],
 								      test_alloc64(outs[p] * N_TOK * 4), 0};
 				}
-				struct fb_pre pre = {u, g, x, IN, 0};
-				const struct kern_pre kp = {fb_pre_rows, &pre, groups[gi], fb_pre_bf16,
-							    fb_pre_rows};
+				struct test_silu_pre pre = {u, g, x, IN, 0};
+				const struct kern_pre kp = {test_silu_pre_rows, &pre, groups[gi],
+							    test_silu_pre_bf16, test_silu_pre_rows};
 
 				/* poisoned (NaN scales): a path reading blocks left
 				 * unmade, or the last call's, shows in its rows */

@@ -39,32 +39,6 @@ static void mx_fill(float *x, size_t n, float scale)
 	}
 }
 
-/* The deferred row work: x = u * silu(g) (a float writer and its bf16 one). */
-struct mx_pre {
-	const float *u, *g;
-	float *x;
-	size_t n_in;
-};
-
-static void mx_pre_rows(void *ctx, size_t t0, size_t t1)
-{
-	struct mx_pre *p = ctx;
-
-	for (size_t t = t0; t < t1; t++) {
-		memcpy(p->x + t * p->n_in, p->u + t * p->n_in, p->n_in * sizeof(float));
-		kern_silu_mul(p->x + t * p->n_in, p->g + t * p->n_in, p->n_in);
-	}
-}
-
-static void mx_pre_bf16(void *ctx, size_t t0, size_t t1, const struct kern_bf16_rows *b)
-{
-	struct mx_pre *p = ctx;
-
-	for (size_t t = t0; t < t1; t++)
-		kern_silu_mul_bf16(p->u + t * p->n_in, p->g + t * p->n_in, p->n_in,
-				   kern_bf16_row(b, t), KERN_BF16_ROW_STEP);
-}
-
 /* n_out rows of type t (packed where `pack` and the level packs it) at
  * *w; returns the type id to multiply with. */
 static uint32_t mx_weights(uint32_t t, size_t n_out, size_t n_in, int pack, uint8_t **w)
@@ -131,10 +105,11 @@ START_TEST(mixed_parts_equal_separate_products)
 				for (size_t ei = 0; ei < 3; ei++)
 					for (size_t grp = 1; grp <= 16; grp += 15) {
 						const size_t n_tok = toks[ti], n_exact = exacts[ei];
-						struct mx_pre pre = {u, g, x, IN};
-						const struct kern_pre kp = {mx_pre_rows, &pre, grp, mx_pre_bf16,
-									    mx_pre_rows};
-						const struct kern_pre kr = {mx_pre_rows, &pre, grp, NULL, NULL};
+						struct test_silu_pre pre = {u, g, x, IN, 0};
+						const struct kern_pre kp = {test_silu_pre_rows, &pre, grp,
+									    test_silu_pre_bf16,
+									    test_silu_pre_rows};
+						const struct kern_pre kr = {test_silu_pre_rows, &pre, grp, NULL, NULL};
 						struct kern_mm_part sep[2], mix[2];
 
 						for (size_t p = 0; p < 2; p++) {

@@ -274,3 +274,24 @@ void test_model_outputs(const struct model *m, float *out)
 	kv_cache_free(&kv);
 	forward_pass_free(p);
 }
+
+/* testutil.h: the SiLU row work, float and bf16 writers. */
+void test_silu_pre_rows(void *ctx, size_t t0, size_t t1)
+{
+	struct test_silu_pre *p = ctx;
+
+	for (size_t t = t0; t < t1; t++) {
+		memcpy(p->x + t * p->n_in, p->u + t * p->n_in, p->n_in * sizeof(float));
+		kern_silu_mul(p->x + t * p->n_in, p->g + t * p->n_in, p->n_in);
+	}
+}
+
+void test_silu_pre_bf16(void *ctx, size_t t0, size_t t1, const struct kern_bf16_rows *b)
+{
+	struct test_silu_pre *p = ctx;
+
+	for (size_t t = t0; t < t1; t++)
+		kern_silu_mul_bf16(p->u + t * p->n_in, p->g + t * p->n_in, p->n_in,
+				   kern_bf16_row(b, t), KERN_BF16_ROW_STEP);
+	__atomic_add_fetch(&p->bf16_rows, (int)(t1 - t0), __ATOMIC_RELAXED);
+}

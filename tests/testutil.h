@@ -34,6 +34,21 @@ void test_golden_free(struct test_golden *g);
  * anything else. */
 void test_read_golden_ids(const char *path, int32_t *ids, size_t n);
 
+struct kern_bf16_rows;
+
+/* A product's deferred row work for kern_pre (kernels.h): x[t] =
+ * silu(g[t]) * u[t] as floats (u kept), or the same values written
+ * straight into the bf16 A-tile rows; bf16_rows counts the rows the bf16
+ * writer took (atomic: the pool's threads call it). Rows of n_in. */
+struct test_silu_pre {
+	const float *u, *g;
+	float *x;
+	size_t n_in;
+	int bf16_rows;
+};
+void test_silu_pre_rows(void *ctx, size_t t0, size_t t1);
+void test_silu_pre_bf16(void *ctx, size_t t0, size_t t1, const struct kern_bf16_rows *b);
+
 struct model;
 
 /* A model's outputs through the CPU forward pass (2 threads, or 1 under
