@@ -22,7 +22,7 @@
  * a chunk, at least 64 in prefill while each thread gets one: e.g. 64 of
  * 2048 and of TinyLlama's 256-row k and v, 176 of 5632), one thread; the activation tiles are made once, outside the timing,
  * as kern_matmul's quantizing tasks make them. A whole-matrix call reads
- * the activations from L3 once per 256 rows, a 64-row call once per 64
+ * the activations from L3 once per row block (512 rows at 512 tokens), a 64-row call once
  * (LEVELS.md, amxg12).
  */
 #include <stdio.h>

@@ -67,6 +67,10 @@
 /* both files' work memory through the model's failing hook */
 #define AMX_ALLOC(n) model_alloc(n)
 #define AMXBF_ALLOC(n) model_alloc(n)
+/* the running sums' budget at the cases' token counts (1 MiB at 512 in
+ * the library): blocks of 512 rows at 33 tokens, 320 at 70, 256 at 101,
+ * so the cases below cross row blocks of several heights */
+#define AMXBF_SUMS (128u << 10)
 #include "kernels_amx.c"
 #include "kernels_amx_bf16.c"
 /* the library's own bf16 GEMM (real tiles), for AMX machines */
@@ -214,6 +218,18 @@ static void bfm_check(uint32_t wt, const struct bfm_case *c, uint32_t *s, kern_g
 	ck_assert_msg(memcmp(y1, y3, sizeof(float) * n_tok * n_out) == 0,
 		      "%s %zu x %zu x %zu: ready tiles (xb) differ from xf", dtype_name(wt), n_out,
 		      n_in, n_tok);
+	/* calls that cross row blocks: the same bits in 48-row calls (a
+	 * row's sums never depend on its call's rows or blocks) */
+	if (n_out - c->o0 > 256) {
+		a.y = y3;
+		a.xb = xb;
+		memset(y3, 0, sizeof(float) * n_tok * n_out);
+		for (size_t o = c->o0; o < n_out; o += 48)
+			(wt == DTYPE_Q4_0 ? g4 : g8)(&a, o, n_out - o > 48 ? o + 48 : n_out);
+		ck_assert_msg(memcmp(y1, y3, sizeof(float) * n_tok * n_out) == 0,
+			      "%s %zu x %zu x %zu: 48-row calls differ from one call", dtype_name(wt),
+			      n_out, n_in, n_tok);
+	}
 	for (size_t o = c->o0; o < n_out; o++) {
 		ck_assert_int_eq(kern_dequantize_row(wt, w + o * row, wf, n_in), 0);
 		for (size_t t = 0; t < n_tok; t++) {
@@ -388,10 +404,26 @@ static const struct bfm_case bfm_cases[] = {
 		{64, 0, 1056, 64},  {37, 5, 64, 47},     {80, 0, 544, 70},   {48, 0, 1088, 40},
 		{16, 0, 64, 33},    {56, 16, 32, 64},    {176, 0, 544, 40},  {304, 16, 96, 20},
 		{48, 0, 2112, 40},  {160, 0, 3136, 67},
-		/* two 256-row blocks (AMXBF_RB) and a third of 32, two K chunks */
+		/* one 512-row block (AMXBF_SUMS) and one of 32, two K chunks */
 		{560, 16, 544, 33},
+		/* two 512-row blocks and one of 32; two 320-row blocks and one
+		 * of 32, 70 tokens (not a multiple of 32) */
+		{1072, 16, 544, 33},
+		{688, 16, 544, 70},
 };
 #define BFM_N_CASES (sizeof(bfm_cases) / sizeof(bfm_cases[0]))
+
+/* Row blocks as tall as the sums' budget allows (AMXBF_SUMS, here 128
+ * KiB), on 32-row groups, never under AMXBF_RB. */
+START_TEST(bf16_row_blocks_fill_the_sums_budget)
+{
+	ck_assert_uint_eq(amxbf__rb_rows(32), 1024);
+	ck_assert_uint_eq(amxbf__rb_rows(64), 512);
+	ck_assert_uint_eq(amxbf__rb_rows(96), 320);
+	ck_assert_uint_eq(amxbf__rb_rows(128), AMXBF_RB);
+	ck_assert_uint_eq(amxbf__rb_rows(4096), AMXBF_RB);
+}
+END_TEST
 
 START_TEST(bf16_gemm_matches_the_references)
 {
@@ -680,6 +712,7 @@ Suite *suite_amx_bf16(void)
 
 	tcase_set_timeout(tc, 300);
 	tcase_add_test(tc, bf16_tiles_match_the_scalar_layout);
+	tcase_add_test(tc, bf16_row_blocks_fill_the_sums_budget);
 	tcase_add_test(tc, bf16_gemm_matches_the_references);
 	tcase_add_test(tc, bf16_real_tiles_match_the_references_and_the_model);
 		tcase_add_test(tc, bf16_without_work_memory_is_the_int8_path);

@@ -36,7 +36,7 @@
  *     an A tile is 16 whole cache lines; tokens padded with zeros to a
  *     multiple of 32. Made once per kern_matmul by the quantizing tasks
  *     (kern_amxbf_act_row), else by the call from xf (self-test, tests).
- *   items: per block of AMXBF_RB (256) rows, per K chunk of AMXBF_KC
+ *   items: per block of rows (amxbf__rb_rows: 512 at 512 tokens), per K chunk of AMXBF_KC
  *     (512) elements, per group of 32 weight rows: the B panel, those
  *     rows x chunk dequantized to bf16 (32 KiB) in the VNNI pair layout:
  *     B tile row r = K elements (2r, 2r+1) of 16 weight rows, 64 bytes.
@@ -130,12 +130,22 @@
 #endif
 #define AMXBF_KS (AMXBF_KC / AMXBF_STEP)
 #define AMXBF_PIECES 8 /* a packed B tile's pieces (amxbf__b_piece) */
-/* Rows per block: a block's running sums (512 tokens x 256 rows, 512
- * KiB) stay in L2 across the K chunks, and each K chunk's A tiles (512
- * KiB at 512 tokens) stream from L3 once per 256 rows (128: 5-10% slower
- * on calls that have every row; pool chunks of 64-176 rows are one block
- * either way). */
+/* Rows per block: a block's running sums stay in L2 across the K chunks,
+ * and each K chunk's A tiles (512 KiB at 512 tokens) stream from L3 once
+ * per block. A call's blocks are as tall as AMXBF_SUMS bytes of sums
+ * allow (1 MiB: 512 rows at 512 tokens, beside that A chunk and the two
+ * 32 KiB panels in the 2 MiB L2; 1024 rows at 256 tokens), never under
+ * AMXBF_RB rows (past L2, sums cost the same per row in any block, A's
+ * passes fewer in taller ones). 512 rows against 256 at 512 tokens: +4-5%
+ * in 512-row calls, +9% in 1408-row calls; 1024 (2 MiB of sums) no better
+ * than 512, nor 1024 than 256 at 256 tokens (rb17, LEVELS.md); 128
+ * against 256: 5-10% slower (amxg11). */
+#ifndef AMXBF_RB
 #define AMXBF_RB 256
+#endif
+#ifndef AMXBF_SUMS
+#define AMXBF_SUMS (1u << 20)
+#endif
 /* The int8 path for rows past the last whole 16 (tests rename it). */
 #ifndef AMXBF_INT8_Q8_0
 #define AMXBF_INT8_Q8_0 kern_amx_i8_gemm_q8_0
@@ -288,13 +298,21 @@ static void amxbf__set(struct amxbf_item *it, size_t rb, size_t kc, size_t o, si
 	it->two = o + AMXBF_ROWS <= o_end;
 }
 
-/* The item after cur in the call's order (row blocks of AMXBF_RB rows,
- * in each the chunks of ks steps, in each the row groups; rows end on a
- * 16): 0 past the last. */
-static int amxbf__next(const struct amxbf_item *cur, struct amxbf_item *nx, size_t ns, size_t ks,
-		       size_t o_end)
+/* Rows per block for mp (padded) tokens: amxbf__gemm's blocks. */
+static size_t amxbf__rb_rows(size_t mp)
 {
-	const size_t rb_end = cur->rb + AMXBF_RB < o_end ? cur->rb + AMXBF_RB : o_end;
+	const size_t r = AMXBF_SUMS / (mp * sizeof(float)) / AMXBF_ROWS * AMXBF_ROWS;
+
+	return r > AMXBF_RB ? r : AMXBF_RB;
+}
+
+/* The item after cur in the call's order (row blocks of rb rows, in each
+ * the chunks of ks steps, in each the row groups; rows end on a 16): 0
+ * past the last. */
+static int amxbf__next(const struct amxbf_item *cur, struct amxbf_item *nx, size_t ns, size_t ks,
+		       size_t o_end, size_t rbn)
+{
+	const size_t rb_end = cur->rb + rbn < o_end ? cur->rb + rbn : o_end;
 	size_t rb = cur->rb, kc = cur->kc, o = cur->o + AMXBF_ROWS;
 
 	if (o >= rb_end) {
@@ -302,7 +320,7 @@ static int amxbf__next(const struct amxbf_item *cur, struct amxbf_item *nx, size
 		kc += ks;
 		if (kc >= ns) {
 			kc = 0;
-			rb += AMXBF_RB;
+			rb += rbn;
 			o = rb;
 			if (rb >= o_end)
 				return 0;
@@ -416,9 +434,10 @@ static void amxbf__gemm(uint32_t wt, kern_gemm_fn i8, const struct kern_gemm_arg
 		full < mp && ns <= ks ? (32 * rows * sizeof(float) + 63) & ~(size_t)63 : 0;
 	const size_t xb_bytes = a->xb ? 0 : mp * a->n_in * wd * sizeof(uint16_t);
 	/* the running sums between K chunks: per token group a row block's
-	 * (rbw rows: the call's, up to AMXBF_RB) 32 x 32 blocks (4 KiB each, contiguous: y's rows are n_out floats
+	 * (rbw rows: the call's, up to rbn) 32 x 32 blocks (4 KiB each, contiguous: y's rows are n_out floats
 	 * apart, all on a few cache sets), then two chunks' partial blocks */
-	const size_t rbw = rows < AMXBF_RB ? (rows + 31) / 32 * 32 : AMXBF_RB;
+	const size_t rbn = amxbf__rb_rows(mp);
+	const size_t rbw = rows < rbn ? (rows + 31) / 32 * 32 : rbn;
 	const size_t cb_bytes = ns > ks ? (mp * rbw + 2048) * sizeof(float) : 0;
 	const uint16_t *xb = a->xb;
 	struct amxbf_item it = {0}, nx = {0};
@@ -450,10 +469,10 @@ static void amxbf__gemm(uint32_t wt, kern_gemm_fn i8, const struct kern_gemm_arg
 	amxbf__panel(wt, a, &it, 0, amxbf__units(wt, it.n, it.two), bt[0]);
 	amxbf__configure();
 	for (size_t i = 0;; i++) {
-		const int more = amxbf__next(&it, &nx, ns, ks, o_end);
+		const int more = amxbf__next(&it, &nx, ns, ks, o_end, rbn);
 		const size_t nu = more ? amxbf__units(wt, nx.n, nx.two) : 0;
 		const uint16_t *b = bt[i & 1];
-		const size_t re = it.rb + AMXBF_RB < o_end ? it.rb + AMXBF_RB : o_end;
+		const size_t re = it.rb + rbn < o_end ? it.rb + rbn : o_end;
 		/* the row block's last item (several chunks): its sums go to y */
 		const int fin = ns > ks && it.kc + it.n == ns && (!more || nx.rb != it.rb);
 		/* F16 / BF16: the steps that keep the step before's B tiles */
