@@ -415,15 +415,21 @@ attend_prompt_heads(const struct attn_job *job, const struct attention_tile *tl,
 		const float *vblk = kh && vh ? NULL : kv_rows(kv, job->il, vc, j0, nb, dv, vbuf);
 		const int f16 = kh && vh;
 
-		kern_attn_scores_bf16(qt, f16 ? (const void *)kh : kblk, f16, dk, NULL, a->scale, S,
-				      ATTN_KEYS, (size_t)nh * n16, nb);
-		for (e = 0; e < nh; e++) {
-			if (a->softcap > 0.0f)
+		for (e = 0; e < nh; e++)
+			prompt_ranges(first, n, n16, pos, j0, nb, w, lo + e * n16, hi + e * n16);
+		if (a->softcap > 0.0f) {
+			kern_attn_scores_bf16(qt, f16 ? (const void *)kh : kblk, f16, dk, NULL,
+					      a->scale, S, ATTN_KEYS, (size_t)nh * n16, nb);
+			for (e = 0; e < nh; e++)
 				softcap_block(S + ((size_t)e * n16 + first) * ATTN_KEYS, ATTN_KEYS,
 					      n - first, nb, a->softcap);
-			prompt_ranges(first, n, n16, pos, j0, nb, w, lo + e * n16, hi + e * n16);
+			kern_attn_softmax_bf16(S, ATTN_KEYS, lo, hi, (size_t)nh * n16, nb, m, l, r,
+					       pt);
+		} else { /* the scores kept in L1 (attn17) */
+			kern_attn_scores_softmax_bf16(qt, f16 ? (const void *)kh : kblk, f16, dk,
+						      a->scale, lo, hi, (size_t)nh * n16, nb, m, l,
+						      r, pt);
 		}
-		kern_attn_softmax_bf16(S, ATTN_KEYS, lo, hi, (size_t)nh * n16, nb, m, l, r, pt);
 		kern_attn_accum_bf16_tiles(obuf, dv, r, pt, f16 ? (const void *)vh : vblk, f16, dv,
 					   (size_t)nh * n16, nb);
 	}
