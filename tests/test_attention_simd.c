@@ -326,7 +326,10 @@ static void at_check_softmax_bf16(size_t nq, size_t nk, size_t d, int f16)
 		const float mx = kern_avx512_max(x + lo[i], hi[i] - lo[i]);
 		const float m1 = mx > m0[i] ? mx : m0[i];
 
-		r0[i] = m1 == m0[i] ? 1.0f : expf(m0[i] - m1);
+		float e = m0[i]; /* the rescale by the prompt rows' exp (attn17) */
+
+		kern_avx512_exp_sum_prompt(&e, 1, m1);
+		r0[i] = m1 == m0[i] ? 1.0f : e;
 		l0[i] = l0[i] * r0[i] + kern_avx512_exp_sum_prompt(x + lo[i], hi[i] - lo[i], m1);
 		m0[i] = m1;
 		memset(x, 0, lo[i] * 4);

@@ -198,7 +198,7 @@ struct attn_job {
  * with a window w > 0 only those after pos + i - w; a row that sees none
  * of the block keeps its state (r = 1, P = 0). `bf`: a prompt tile on
  * bf16 tiles, whose P is rounded to bf16 next: the prompt rows' shorter
- * exp (kern_exp_sum_prompt; P and l from the same values). */
+ * exp (kern_exp_sum_prompt; P and l from the same values, and r). */
 static void softmax_block(float *S, size_t ld_s, uint32_t first, uint32_t n,
 			  uint32_t pos, uint32_t j0, uint32_t nb, uint32_t w, float *m, float *l,
 			  float *r, int bf)
@@ -234,7 +234,14 @@ static void softmax_block(float *S, size_t ld_s, uint32_t first, uint32_t n,
 		}
 		/* m1 == m[i] covers both "no growth" (r = 1 exactly) and a row
 		 * of -inf scores, where exp(-inf - -inf) would be NaN. */
-		r[i] = m1[i] == m[i] ? 1.0f : expf(m[i] - m1[i]);
+		if (m1[i] == m[i]) {
+			r[i] = 1.0f;
+		} else if (bf) { /* the same exp (kern_attn_softmax_bf16's r, attn17) */
+			r[i] = m[i];
+			kern_exp_sum_prompt(&r[i], 1, m1[i]);
+		} else {
+			r[i] = expf(m[i] - m1[i]);
+		}
 		l[i] = l[i] * r[i] + (bf ? kern_exp_sum_prompt(s + a[i], nv[i] - a[i], m1[i])
 					 : kern_exp_sum(s + a[i], nv[i] - a[i], m1[i]));
 		m[i] = m1[i];

@@ -383,11 +383,19 @@ aamx__softmax16(float *s, size_t ld_s, float scale, const uint32_t *lo, const ui
 				mv);
 		acc[i] = mv;
 	}
-	_mm512_store_ps(m1, aamx__reduce16(acc, 1));
-	for (size_t i = 0; i < nr; i++) {
-		m1[i] = m1[i] > m[i] ? m1[i] : m[i];
-		/* m1 == m covers "no growth" and a row of -inf scores */
-		rr[i] = m1[i] == m[i] ? 1.0f : expf(m[i] - m1[i]);
+	{
+		/* the rows' new maxima and rescales, 16 at once: rr = 1 where
+		 * m1 == m ("no growth", a row of -inf scores), else
+		 * avx512__exp_prompt(m - m1) (attn17; was expf per row) */
+		const __mmask16 kr = (__mmask16)((1u << nr) - 1);
+		const __m512 mo = _mm512_maskz_loadu_ps(kr, m);
+		const __m512 mn = _mm512_max_ps(aamx__reduce16(acc, 1), mo);
+		const __mmask16 same = _mm512_cmp_ps_mask(mn, mo, _CMP_EQ_OQ);
+
+		_mm512_store_ps(m1, mn);
+		_mm512_store_ps(rr, _mm512_mask_blend_ps(same,
+							 avx512__exp_prompt(_mm512_sub_ps(mo, mn)),
+							 _mm512_set1_ps(1.0f)));
 	}
 	for (size_t i = 0; i < AAMX_T; i++) {
 		const size_t n = i < nr ? hi[i] - lo[i] : 0;

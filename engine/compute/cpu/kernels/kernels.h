@@ -267,7 +267,8 @@ void kern_attn_accum_bf16(float *o, size_t ld_o, const float *r, const float *p,
  * row i's scores s + i * ld_s, of which keys [lo[i], hi[i]) are seen
  * (lo[i] == hi[i]: none, the row keeps its state, r[i] = 1); per row as
  * attention's running softmax with kern_max and kern_exp_sum_prompt (the
- * same bits): m[i], l[i] advance, r[i] gets the rescale (s is scratch
+ * same bits; the rescale too, exp(m - m1) by kern_exp_sum_prompt's exp
+ * since attn17): m[i], l[i] advance, r[i] gets the rescale (s is scratch
  * after), and the weights rounded to bf16 (0 for
  * keys not seen and rows past nq's last group of 16) go to pt as A tiles:
  * KERN_ATTN_BF16_PT(nq, nk) elements, 64-byte aligned. Then
