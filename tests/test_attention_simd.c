@@ -414,7 +414,8 @@ static void at_check_scores_softmax_bf16(size_t nq, size_t nk, size_t d, int f16
 	for (size_t i = 0; i < nq; i++)
 		ck_assert_msg(m[i] == m0[i] && memcmp(&l[i], &l0[i], 4) == 0 &&
 				      memcmp(&r[i], &r0[i], 4) == 0,
-			      "scores_softmax_bf16 %zux%zu row %zu [%u,%u): m %g/%g l %g/%g r %g/%g",
+			      "scores_softmax_bf16 %zux%zu row %zu [%u,%u): m %g/%g l %g/%g "
+			      "r %g/%g",
 			      nq, nk, i, lo[i], hi[i], m[i], m0[i], l[i], l0[i], r[i], r0[i]);
 	free(q), free(kf), free(s), free(m), free(l), free(r), free(m0), free(l0), free(r0);
 	free(lo), free(hi), free(kh), free(qt), free(pt), free(pt0);
@@ -435,7 +436,8 @@ START_TEST(amx_scores_softmax_equals_the_two_calls)
 	for (size_t a = 0; a < sizeof(nqs) / sizeof(nqs[0]); a++)
 		for (size_t b = 0; b < sizeof(nks) / sizeof(nks[0]); b++)
 			for (size_t c = 0; c < sizeof(ds) / sizeof(ds[0]); c++)
-				at_check_scores_softmax_bf16(nqs[a], nks[b], ds[c], (a + b + c) & 1);
+				at_check_scores_softmax_bf16(nqs[a], nks[b], ds[c],
+							     (a + b + c) & 1);
 #else
 	fprintf(stderr, "attention: skipping amx scores + softmax: x86-64 only\n");
 #endif

@@ -167,13 +167,12 @@ static void aamx__scores(const uint16_t *qt, const void *k, int f16, size_t d,
 			const __m512 bv = bias ? _mm512_maskz_loadu_ps(m, bias + j0)
 					       : _mm512_setzero_ps();
 
-			for (size_t i = 0; i < nr; i++)
-				_mm512_mask_storeu_ps(
-					s + (i0 + i) * ld_s + j0, m,
-					_mm512_mul_ps(_mm512_add_ps(_mm512_load_ps(c + i * AAMX_KEYS +
-										    j0),
-								    bv),
-						      sv));
+			for (size_t i = 0; i < nr; i++) {
+				const __m512 x = _mm512_load_ps(c + i * AAMX_KEYS + j0);
+
+				_mm512_mask_storeu_ps(s + (i0 + i) * ld_s + j0, m,
+						      _mm512_mul_ps(_mm512_add_ps(x, bv), sv));
+			}
 		}
 	}
 }
@@ -375,12 +374,13 @@ aamx__softmax16(float *s, size_t ld_s, float scale, const uint32_t *lo, const ui
 		}
 		for (; j + 16 <= n; j += 16)
 			mv = _mm512_max_ps(_mm512_mul_ps(_mm512_loadu_ps(x + j), sc), mv);
-		if (j < n)
-			mv = _mm512_max_ps(
-				_mm512_mul_ps(_mm512_mask_loadu_ps(
-						      ninf, (__mmask16)((1u << (n - j)) - 1), x + j),
-					      sc),
-				mv);
+		if (j < n) {
+			const __mmask16 k = (__mmask16)((1u << (n - j)) - 1);
+
+			const __m512 xj = _mm512_mul_ps(_mm512_mask_loadu_ps(ninf, k, x + j), sc);
+
+			mv = _mm512_max_ps(xj, mv);
+		}
 		acc[i] = mv;
 	}
 	{
@@ -416,7 +416,8 @@ aamx__softmax16(float *s, size_t ld_s, float scale, const uint32_t *lo, const ui
 
 			/* every key seen: the weights straight to the A tiles,
 			 * the last loop skips the row */
-			_mm512_store_si512(pg + i * AAMX_STEP, (__m512i)_mm512_cvtne2ps_pbh(e1, e0));
+			_mm512_store_si512(pg + i * AAMX_STEP,
+					   (__m512i)_mm512_cvtne2ps_pbh(e1, e0));
 			_mm512_store_si512(pg + AAMX_TILE + i * AAMX_STEP,
 					   (__m512i)_mm512_cvtne2ps_pbh(e3, e2));
 			acc[i] = _mm512_add_ps(
@@ -432,8 +433,8 @@ aamx__softmax16(float *s, size_t ld_s, float scale, const uint32_t *lo, const ui
 		}
 		if (j < n) {
 			const __mmask16 k = (__mmask16)((1u << (n - j)) - 1);
-			const __m512 e = avx512__exp_prompt(
-				_mm512_sub_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(k, x + j), sc), mv));
+			const __m512 xj = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, x + j), sc);
+			const __m512 e = avx512__exp_prompt(_mm512_sub_ps(xj, mv));
 
 			_mm512_mask_storeu_ps(x + j, k, e);
 			sv = _mm512_mask_add_ps(sv, k, sv, e);
@@ -458,10 +459,10 @@ aamx__softmax16(float *s, size_t ld_s, float scale, const uint32_t *lo, const ui
 			r[i] = 1.0f;
 		}
 		for (size_t st = 0; st < nks; st++) {
-			const __m512 a = _mm512_maskz_loadu_ps((__mmask16)(seen >> (st * AAMX_STEP)),
-							       x + st * AAMX_STEP);
-			const __m512 b = _mm512_maskz_loadu_ps(
-				(__mmask16)(seen >> (st * AAMX_STEP + 16)), x + st * AAMX_STEP + 16);
+			const __mmask16 ka = (__mmask16)(seen >> (st * AAMX_STEP));
+			const __mmask16 kb = (__mmask16)(seen >> (st * AAMX_STEP + 16));
+			const __m512 a = _mm512_maskz_loadu_ps(ka, x + st * AAMX_STEP);
+			const __m512 b = _mm512_maskz_loadu_ps(kb, x + st * AAMX_STEP + 16);
 
 			_mm512_store_si512(pg + st * AAMX_TILE + i * AAMX_STEP,
 					   (__m512i)_mm512_cvtne2ps_pbh(b, a));
