@@ -326,7 +326,10 @@ static void at_check_softmax_bf16(size_t nq, size_t nk, size_t d, int f16)
 		const float mx = kern_avx512_max(x + lo[i], hi[i] - lo[i]);
 		const float m1 = mx > m0[i] ? mx : m0[i];
 
-		r0[i] = m1 == m0[i] ? 1.0f : expf(m0[i] - m1);
+		float e = m0[i]; /* the rescale by the prompt rows' exp (attn17) */
+
+		kern_avx512_exp_sum_prompt(&e, 1, m1);
+		r0[i] = m1 == m0[i] ? 1.0f : e;
 		l0[i] = l0[i] * r0[i] + kern_avx512_exp_sum_prompt(x + lo[i], hi[i] - lo[i], m1);
 		m0[i] = m1;
 		memset(x, 0, lo[i] * 4);
@@ -360,6 +363,86 @@ static void at_check_softmax_bf16(size_t nq, size_t nk, size_t d, int f16)
 	free(m0), free(l0), free(r0), free(out), free(lo), free(hi), free(vh), free(pt);
 }
 #endif
+
+#if defined(__x86_64__)
+/* kern_amx_attn_scores_softmax_bf16 (attn17: the scores kept in L1)
+ * against kern_amx_attn_scores_bf16 (no bias) then
+ * kern_amx_attn_softmax_bf16 on the stored scores: the same weights'
+ * tiles, l and r bit for bit, m equal (a zero's sign aside), nothing
+ * written past the tiles; ragged ranges and states as above. */
+static void at_check_scores_softmax_bf16(size_t nq, size_t nk, size_t d, int f16)
+{
+	const size_t npt = KERN_ATTN_BF16_PT(nq, nk);
+	const float scale = 1.0f / sqrtf((float)d);
+	float *q = malloc(nq * d * 4), *kf = malloc(nk * d * 4), *s = malloc(nq * 64 * 4);
+	float *m = malloc(nq * 4), *l = malloc(nq * 4), *r = malloc(nq * 4);
+	float *m0 = malloc(nq * 4), *l0 = malloc(nq * 4), *r0 = malloc(nq * 4);
+	uint32_t *lo = malloc(nq * 4), *hi = malloc(nq * 4);
+	uint16_t *kh = malloc(nk * d * 2), *qt = aligned_alloc(64, KERN_ATTN_BF16_QT(nq, d) * 2);
+	uint16_t *pt = aligned_alloc(64, (npt + 64) * 2), *pt0 = aligned_alloc(64, (npt + 64) * 2);
+
+	at_fill(q, nq * d, 3.0f);
+	at_fill(kf, nk * d, 3.0f);
+	at_fill(l, nq, 1.0f);
+	at_fill(m, nq, 4.0f);
+	kern_fp32_to_fp16_row(kf, kh, nk * d);
+	kern_fp16_to_fp32_row(kh, kf, nk * d);
+	for (size_t i = 0; i < nq; i++) {
+		const uint32_t a = (uint32_t)((i * 7) % nk), b = (uint32_t)(nk - (i * 3) % nk);
+
+		switch (i % 5) {
+		case 0: lo[i] = 0, hi[i] = (uint32_t)nk; break;
+		case 1: lo[i] = hi[i] = (uint32_t)(i % nk); break;
+		case 2: lo[i] = 0, hi[i] = 1 + (uint32_t)(i % nk); break;
+		default: lo[i] = a < b ? a : b, hi[i] = a < b ? b : a; break;
+		}
+		l[i] = fabsf(l[i]) + 0.5f;
+		if (i % 3 == 0)
+			m[i] = -INFINITY, l[i] = 0.0f;
+		m0[i] = m[i], l0[i] = l[i], r0[i] = r[i] = 777.0f;
+	}
+	for (size_t i = 0; i < npt + 64; i++)
+		pt[i] = pt0[i] = 0x5a5a;
+	kern_amx_attn_q_bf16(q, d, d, nq, qt);
+	kern_amx_attn_scores_bf16(qt, f16 ? (const void *)kh : kf, f16, d, NULL, scale, s, 64, nq,
+				  nk);
+	kern_amx_attn_softmax_bf16(s, 64, lo, hi, nq, nk, m0, l0, r0, pt0);
+	kern_amx_attn_scores_softmax_bf16(qt, f16 ? (const void *)kh : kf, f16, d, scale, lo, hi,
+					  nq, nk, m, l, r, pt);
+	ck_assert_msg(memcmp(pt, pt0, (npt + 64) * 2) == 0,
+		      "scores_softmax_bf16 %zux%zu d=%zu: weights' tiles differ", nq, nk, d);
+	for (size_t i = 0; i < nq; i++)
+		ck_assert_msg(m[i] == m0[i] && memcmp(&l[i], &l0[i], 4) == 0 &&
+				      memcmp(&r[i], &r0[i], 4) == 0,
+			      "scores_softmax_bf16 %zux%zu row %zu [%u,%u): m %g/%g l %g/%g "
+			      "r %g/%g",
+			      nq, nk, i, lo[i], hi[i], m[i], m0[i], l[i], l0[i], r[i], r0[i]);
+	free(q), free(kf), free(s), free(m), free(l), free(r), free(m0), free(l0), free(r0);
+	free(lo), free(hi), free(kh), free(qt), free(pt), free(pt0);
+}
+#endif
+
+START_TEST(amx_scores_softmax_equals_the_two_calls)
+{
+#if defined(__x86_64__)
+	static const size_t nqs[] = {1, 5, 16, 17, 40, 64, 256}, nks[] = {1, 7, 16, 33, 63, 64},
+			    ds[] = {64, 128};
+
+	if (!kern_level_runs(CPU_LEVEL_AMX)) {
+		fprintf(stderr, "attention: skipping amx scores + softmax: this CPU or kernel has "
+				"no AMX\n");
+		return;
+	}
+	for (size_t a = 0; a < sizeof(nqs) / sizeof(nqs[0]); a++)
+		for (size_t b = 0; b < sizeof(nks) / sizeof(nks[0]); b++)
+			for (size_t c = 0; c < sizeof(ds) / sizeof(ds[0]); c++)
+				at_check_scores_softmax_bf16(nqs[a], nks[b], ds[c],
+							     (a + b + c) & 1);
+#else
+	fprintf(stderr, "attention: skipping amx scores + softmax: x86-64 only\n");
+#endif
+}
+END_TEST
 
 START_TEST(amx_fused_softmax_equals_the_separate_steps)
 {
@@ -470,6 +553,7 @@ Suite *suite_attention_simd(void)
 	tcase_add_test(tc, avx512_softmax_rows_equal_avx2);
 	tcase_add_test(tc, amx_bf16_blocks_within_bound_of_float64);
 	tcase_add_test(tc, amx_fused_softmax_equals_the_separate_steps);
+	tcase_add_test(tc, amx_scores_softmax_equals_the_two_calls);
 	tcase_add_test(tc, amx_windowed_prompt_tiles_near_float_tiles);
 	suite_add_tcase(s, tc);
 	return s;

@@ -198,7 +198,7 @@ struct attn_job {
  * with a window w > 0 only those after pos + i - w; a row that sees none
  * of the block keeps its state (r = 1, P = 0). `bf`: a prompt tile on
  * bf16 tiles, whose P is rounded to bf16 next: the prompt rows' shorter
- * exp (kern_exp_sum_prompt; P and l from the same values). */
+ * exp (kern_exp_sum_prompt; P and l from the same values, and r). */
 static void softmax_block(float *S, size_t ld_s, uint32_t first, uint32_t n,
 			  uint32_t pos, uint32_t j0, uint32_t nb, uint32_t w, float *m, float *l,
 			  float *r, int bf)
@@ -234,7 +234,14 @@ static void softmax_block(float *S, size_t ld_s, uint32_t first, uint32_t n,
 		}
 		/* m1 == m[i] covers both "no growth" (r = 1 exactly) and a row
 		 * of -inf scores, where exp(-inf - -inf) would be NaN. */
-		r[i] = m1[i] == m[i] ? 1.0f : expf(m[i] - m1[i]);
+		if (m1[i] == m[i]) {
+			r[i] = 1.0f;
+		} else if (bf) { /* the same exp (kern_attn_softmax_bf16's r, attn17) */
+			r[i] = m[i];
+			kern_exp_sum_prompt(&r[i], 1, m1[i]);
+		} else {
+			r[i] = expf(m[i] - m1[i]);
+		}
 		l[i] = l[i] * r[i] + (bf ? kern_exp_sum_prompt(s + a[i], nv[i] - a[i], m1[i])
 					 : kern_exp_sum(s + a[i], nv[i] - a[i], m1[i]));
 		m[i] = m1[i];
@@ -415,15 +422,21 @@ attend_prompt_heads(const struct attn_job *job, const struct attention_tile *tl,
 		const float *vblk = kh && vh ? NULL : kv_rows(kv, job->il, vc, j0, nb, dv, vbuf);
 		const int f16 = kh && vh;
 
-		kern_attn_scores_bf16(qt, f16 ? (const void *)kh : kblk, f16, dk, NULL, a->scale, S,
-				      ATTN_KEYS, (size_t)nh * n16, nb);
-		for (e = 0; e < nh; e++) {
-			if (a->softcap > 0.0f)
+		for (e = 0; e < nh; e++)
+			prompt_ranges(first, n, n16, pos, j0, nb, w, lo + e * n16, hi + e * n16);
+		if (a->softcap > 0.0f) {
+			kern_attn_scores_bf16(qt, f16 ? (const void *)kh : kblk, f16, dk, NULL,
+					      a->scale, S, ATTN_KEYS, (size_t)nh * n16, nb);
+			for (e = 0; e < nh; e++)
 				softcap_block(S + ((size_t)e * n16 + first) * ATTN_KEYS, ATTN_KEYS,
 					      n - first, nb, a->softcap);
-			prompt_ranges(first, n, n16, pos, j0, nb, w, lo + e * n16, hi + e * n16);
+			kern_attn_softmax_bf16(S, ATTN_KEYS, lo, hi, (size_t)nh * n16, nb, m, l, r,
+					       pt);
+		} else { /* the scores kept in L1 (attn17) */
+			kern_attn_scores_softmax_bf16(qt, f16 ? (const void *)kh : kblk, f16, dk,
+						      a->scale, lo, hi, (size_t)nh * n16, nb, m, l,
+						      r, pt);
 		}
-		kern_attn_softmax_bf16(S, ATTN_KEYS, lo, hi, (size_t)nh * n16, nb, m, l, r, pt);
 		kern_attn_accum_bf16_tiles(obuf, dv, r, pt, f16 ? (const void *)vh : vblk, f16, dv,
 					   (size_t)nh * n16, nb);
 	}

@@ -91,19 +91,13 @@ static void aamx__a_tiles(const float *x, size_t ld, size_t n, size_t ns, size_t
 		}
 }
 
-/* kern_attn_scores() of queries (given as A tiles, kern_attn_q_bf16) and
- * keys rounded to bf16 (the keys as floats or, when f16, F16 rows),
- * nk <= AAMX_KEYS (64), d a multiple of 32 up to KERN_ATTN_BF16_DIM. */
-static void aamx__scores(const uint16_t *qt, const void *k, int f16, size_t d,
-			 const float *bias, float scale, float *s, size_t ld_s, size_t nq,
-			 size_t nk)
+/* The keys [0, nk) of a block (nk <= AAMX_KEYS; floats or, when f16, F16
+ * rows of d) rounded to bf16 as the B tiles of the scores: key group g,
+ * step s at kt + (g * ns + s) * AAMX_TILE, keys past nk 0. */
+static void aamx__key_tiles(const void *k, int f16, size_t d, size_t nk, uint16_t *kt)
 {
 	const size_t ns = d / AAMX_STEP, elt = f16 ? 2 : 4;
-	_Alignas(64) uint16_t kt[4 * KERN_ATTN_BF16_DIM / AAMX_STEP * AAMX_TILE];
-	_Alignas(64) float c[4 * AAMX_T * AAMX_T];
-	const __m512 sv = _mm512_set1_ps(scale);
 
-	/* B: key group g, step s at kt + (g * ns + s) * AAMX_TILE */
 	for (size_t g = 0; g < 4; g++)
 		for (size_t st = 0; st < ns; st++) {
 			__m512i r[16];
@@ -121,43 +115,64 @@ static void aamx__scores(const uint16_t *qt, const void *k, int f16, size_t d,
 				_mm512_store_si512(kt + (g * ns + st) * AAMX_TILE + kk * AAMX_STEP,
 						   r[kk]);
 		}
+}
+
+/* 16 queries' (A tiles qa, ns steps) products with the 64 keys' B tiles
+ * kt (aamx__key_tiles), unscaled, into c as 16 rows of 64 (row i at c +
+ * 64 i: the four C tiles side by side). The tiles must be configured. */
+static inline void aamx__score_tiles(const uint16_t *qa, const uint16_t *kt, size_t ns, float *c)
+{
+	_tile_zero(0);
+	_tile_zero(1);
+	_tile_zero(2);
+	_tile_zero(3);
+	for (size_t st = 0; st < ns; st++) {
+		_tile_loadd(4, qa + st * AAMX_TILE, 64);
+		_tile_loadd(5, kt + (0 * ns + st) * AAMX_TILE, 64);
+		_tile_loadd(6, kt + (1 * ns + st) * AAMX_TILE, 64);
+		_tile_dpbf16ps(0, 4, 5);
+		_tile_loadd(7, kt + (2 * ns + st) * AAMX_TILE, 64);
+		_tile_dpbf16ps(1, 4, 6);
+		_tile_loadd(5, kt + (3 * ns + st) * AAMX_TILE, 64);
+		_tile_dpbf16ps(2, 4, 7);
+		_tile_dpbf16ps(3, 4, 5);
+	}
+	_tile_stored(0, c, 4 * 64);
+	_tile_stored(1, c + 16, 4 * 64);
+	_tile_stored(2, c + 32, 4 * 64);
+	_tile_stored(3, c + 48, 4 * 64);
+}
+
+/* kern_attn_scores() of queries (given as A tiles, kern_attn_q_bf16) and
+ * keys rounded to bf16 (the keys as floats or, when f16, F16 rows),
+ * nk <= AAMX_KEYS (64), d a multiple of 32 up to KERN_ATTN_BF16_DIM. */
+static void aamx__scores(const uint16_t *qt, const void *k, int f16, size_t d,
+			 const float *bias, float scale, float *s, size_t ld_s, size_t nq,
+			 size_t nk)
+{
+	const size_t ns = d / AAMX_STEP;
+	_Alignas(64) uint16_t kt[4 * KERN_ATTN_BF16_DIM / AAMX_STEP * AAMX_TILE];
+	_Alignas(64) float c[AAMX_T * AAMX_KEYS];
+	const __m512 sv = _mm512_set1_ps(scale);
+
+	aamx__key_tiles(k, f16, d, nk, kt);
 	kern_amx_config_bf16();
 	for (size_t i0 = 0; i0 < nq; i0 += AAMX_T) {
 		const size_t nr = nq - i0 < AAMX_T ? nq - i0 : AAMX_T;
-		const uint16_t *qa = qt + i0 / AAMX_T * ns * AAMX_TILE;
 
-		_tile_zero(0);
-		_tile_zero(1);
-		_tile_zero(2);
-		_tile_zero(3);
-		for (size_t st = 0; st < ns; st++) {
-			_tile_loadd(4, qa + st * AAMX_TILE, 64);
-			_tile_loadd(5, kt + (0 * ns + st) * AAMX_TILE, 64);
-			_tile_loadd(6, kt + (1 * ns + st) * AAMX_TILE, 64);
-			_tile_dpbf16ps(0, 4, 5);
-			_tile_loadd(7, kt + (2 * ns + st) * AAMX_TILE, 64);
-			_tile_dpbf16ps(1, 4, 6);
-			_tile_loadd(5, kt + (3 * ns + st) * AAMX_TILE, 64);
-			_tile_dpbf16ps(2, 4, 7);
-			_tile_dpbf16ps(3, 4, 5);
-		}
-		_tile_stored(0, c, 64);
-		_tile_stored(1, c + 256, 64);
-		_tile_stored(2, c + 512, 64);
-		_tile_stored(3, c + 768, 64);
+		aamx__score_tiles(qt + i0 / AAMX_T * ns * AAMX_TILE, kt, ns, c);
 		for (size_t g = 0; g * AAMX_T < nk; g++) {
 			const size_t j0 = g * AAMX_T, nj = nk - j0 < AAMX_T ? nk - j0 : AAMX_T;
 			const __mmask16 m = (__mmask16)((1u << nj) - 1);
 			const __m512 bv = bias ? _mm512_maskz_loadu_ps(m, bias + j0)
 					       : _mm512_setzero_ps();
 
-			for (size_t i = 0; i < nr; i++)
-				_mm512_mask_storeu_ps(
-					s + (i0 + i) * ld_s + j0, m,
-					_mm512_mul_ps(_mm512_add_ps(_mm512_load_ps(c + g * 256 +
-										    i * 16),
-								    bv),
-						      sv));
+			for (size_t i = 0; i < nr; i++) {
+				const __m512 x = _mm512_load_ps(c + i * AAMX_KEYS + j0);
+
+				_mm512_mask_storeu_ps(s + (i0 + i) * ld_s + j0, m,
+						      _mm512_mul_ps(_mm512_add_ps(x, bv), sv));
+			}
 		}
 	}
 }
@@ -320,125 +335,172 @@ static inline __m512 aamx__reduce16(const __m512 v[16], int max)
 	return _mm512_permutexvar_ps(_mm512_loadu_si512(row_idx), d);
 }
 
-/* kern_attn_softmax_bf16 (kernels.h): per group of 16 rows, every row's
- * maximum, then every row's exponentials (attention.c softmax_block's
- * two passes), with kern_max's and kern_exp_sum_prompt's operations at
- * this level (avx512__max, avx512__exp_sum_prompt) but their final
- * horizontal steps taken for the 16 rows together (aamx__reduce16); then
- * each row's weights rounded to bf16 into its A tiles while in L1. This
- * took the place of softmax_block, its memsets of masked keys and
- * aamx__a_tiles' separate pass over P (LEVELS.md, attn16). */
+/* kern_attn_softmax_bf16 (kernels.h) for one group of 16 rows (nr of
+ * them real): row i's scores are x_i * scale, x_i = s + i * ld_s (scale
+ * 1: the scores themselves; the product is exact and the compiler drops
+ * it). Per group: every row's maximum, then every row's exponentials
+ * (attention.c softmax_block's two passes), with kern_max's and
+ * kern_exp_sum_prompt's operations at this level (avx512__max,
+ * avx512__exp_sum_prompt) but their final horizontal steps taken for the
+ * 16 rows together (aamx__reduce16); then each row's weights rounded to
+ * bf16 into its A tiles pg while in L1 (a row that sees all 64 keys:
+ * straight from the exps' registers, its scores left as they were;
+ * attn17). This took the place of softmax_block, its memsets of masked
+ * keys and aamx__a_tiles' separate pass over P (LEVELS.md, attn16). */
+static inline __attribute__((always_inline)) void
+aamx__softmax16(float *s, size_t ld_s, float scale, const uint32_t *lo, const uint32_t *hi,
+		size_t nr, size_t nks, float *m, float *l, float *r, uint16_t *pg)
+{
+	const __m512 ninf = _mm512_set1_ps(-INFINITY), sc = _mm512_set1_ps(scale);
+	__m512 acc[AAMX_T];
+	_Alignas(64) float m1[AAMX_T], sum[AAMX_T], rr[AAMX_T];
+
+	/* rows that see none of the block: -inf, so m1 = m */
+	for (size_t i = 0; i < AAMX_T; i++) {
+		const size_t n = i < nr ? hi[i] - lo[i] : 0;
+		const float *x = i < nr ? s + i * ld_s + lo[i] : s;
+		__m512 mv = ninf;
+		size_t j = 0;
+
+		if (n == AAMX_KEYS) { /* a whole block: straight, the loads at once */
+			const __m512 x0 = _mm512_mul_ps(_mm512_loadu_ps(x), sc);
+			const __m512 x1 = _mm512_mul_ps(_mm512_loadu_ps(x + 16), sc);
+			const __m512 x2 = _mm512_mul_ps(_mm512_loadu_ps(x + 32), sc);
+			const __m512 x3 = _mm512_mul_ps(_mm512_loadu_ps(x + 48), sc);
+
+			acc[i] = _mm512_max_ps(
+				x3, _mm512_max_ps(x2, _mm512_max_ps(x1, _mm512_max_ps(x0, mv))));
+			continue;
+		}
+		for (; j + 16 <= n; j += 16)
+			mv = _mm512_max_ps(_mm512_mul_ps(_mm512_loadu_ps(x + j), sc), mv);
+		if (j < n) {
+			const __mmask16 k = (__mmask16)((1u << (n - j)) - 1);
+
+			const __m512 xj = _mm512_mul_ps(_mm512_mask_loadu_ps(ninf, k, x + j), sc);
+
+			mv = _mm512_max_ps(xj, mv);
+		}
+		acc[i] = mv;
+	}
+	{
+		/* the rows' new maxima and rescales, 16 at once: rr = 1 where
+		 * m1 == m ("no growth", a row of -inf scores), else
+		 * avx512__exp_prompt(m - m1) (attn17; was expf per row) */
+		const __mmask16 kr = (__mmask16)((1u << nr) - 1);
+		const __m512 mo = _mm512_maskz_loadu_ps(kr, m);
+		const __m512 mn = _mm512_max_ps(aamx__reduce16(acc, 1), mo);
+		const __mmask16 same = _mm512_cmp_ps_mask(mn, mo, _CMP_EQ_OQ);
+
+		_mm512_store_ps(m1, mn);
+		_mm512_store_ps(rr, _mm512_mask_blend_ps(same,
+							 avx512__exp_prompt(_mm512_sub_ps(mo, mn)),
+							 _mm512_set1_ps(1.0f)));
+	}
+	for (size_t i = 0; i < AAMX_T; i++) {
+		const size_t n = i < nr ? hi[i] - lo[i] : 0;
+		float *x = i < nr ? s + i * ld_s + lo[i] : s;
+		const __m512 mv = _mm512_set1_ps(m1[i]);
+		__m512 sv = _mm512_setzero_ps();
+		size_t j = 0;
+
+		if (n == AAMX_KEYS) { /* the four exps independent, then the sums in order */
+			const __m512 e0 = avx512__exp_prompt(
+				_mm512_sub_ps(_mm512_mul_ps(_mm512_loadu_ps(x), sc), mv));
+			const __m512 e1 = avx512__exp_prompt(
+				_mm512_sub_ps(_mm512_mul_ps(_mm512_loadu_ps(x + 16), sc), mv));
+			const __m512 e2 = avx512__exp_prompt(
+				_mm512_sub_ps(_mm512_mul_ps(_mm512_loadu_ps(x + 32), sc), mv));
+			const __m512 e3 = avx512__exp_prompt(
+				_mm512_sub_ps(_mm512_mul_ps(_mm512_loadu_ps(x + 48), sc), mv));
+
+			/* every key seen: the weights straight to the A tiles,
+			 * the last loop skips the row */
+			_mm512_store_si512(pg + i * AAMX_STEP,
+					   (__m512i)_mm512_cvtne2ps_pbh(e1, e0));
+			_mm512_store_si512(pg + AAMX_TILE + i * AAMX_STEP,
+					   (__m512i)_mm512_cvtne2ps_pbh(e3, e2));
+			acc[i] = _mm512_add_ps(
+				_mm512_add_ps(_mm512_add_ps(_mm512_add_ps(sv, e0), e1), e2), e3);
+			continue;
+		}
+		for (; j + 16 <= n; j += 16) {
+			const __m512 e = avx512__exp_prompt(
+				_mm512_sub_ps(_mm512_mul_ps(_mm512_loadu_ps(x + j), sc), mv));
+
+			_mm512_storeu_ps(x + j, e);
+			sv = _mm512_add_ps(sv, e);
+		}
+		if (j < n) {
+			const __mmask16 k = (__mmask16)((1u << (n - j)) - 1);
+			const __m512 xj = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, x + j), sc);
+			const __m512 e = avx512__exp_prompt(_mm512_sub_ps(xj, mv));
+
+			_mm512_mask_storeu_ps(x + j, k, e);
+			sv = _mm512_mask_add_ps(sv, k, sv, e);
+		}
+		acc[i] = sv;
+	}
+	_mm512_store_ps(sum, aamx__reduce16(acc, 0));
+	for (size_t i = 0; i < AAMX_T; i++) {
+		const float *x = s + (i < nr ? i : 0) * ld_s; /* padding rows: none read */
+		uint64_t seen = 0;
+
+		if (i < nr && lo[i] < hi[i]) {
+			r[i] = rr[i];
+			l[i] = l[i] * rr[i] + sum[i];
+			m[i] = m1[i];
+			if (hi[i] - lo[i] == AAMX_KEYS)
+				continue; /* tiles written with the exps */
+			/* keys [lo, hi) of the row; the rest weigh 0 */
+			seen = (hi[i] >= 64 ? ~(uint64_t)0 : ((uint64_t)1 << hi[i]) - 1) &
+			       ~(((uint64_t)1 << lo[i]) - 1);
+		} else if (i < nr) {
+			r[i] = 1.0f;
+		}
+		for (size_t st = 0; st < nks; st++) {
+			const __mmask16 ka = (__mmask16)(seen >> (st * AAMX_STEP));
+			const __mmask16 kb = (__mmask16)(seen >> (st * AAMX_STEP + 16));
+			const __m512 a = _mm512_maskz_loadu_ps(ka, x + st * AAMX_STEP);
+			const __m512 b = _mm512_maskz_loadu_ps(kb, x + st * AAMX_STEP + 16);
+
+			_mm512_store_si512(pg + st * AAMX_TILE + i * AAMX_STEP,
+					   (__m512i)_mm512_cvtne2ps_pbh(b, a));
+		}
+	}
+}
+
 void kern_amx_attn_softmax_bf16(float *s, size_t ld_s, const uint32_t *lo, const uint32_t *hi,
 				size_t nq, size_t nk, float *m, float *l, float *r, uint16_t *pt)
 {
 	const size_t nks = (nk + AAMX_STEP - 1) / AAMX_STEP;
-	const __m512 ninf = _mm512_set1_ps(-INFINITY);
-	__m512 acc[AAMX_T];
-	_Alignas(64) float m1[AAMX_T], sum[AAMX_T], rr[AAMX_T];
 
+	for (size_t i0 = 0; i0 < nq; i0 += AAMX_T)
+		aamx__softmax16(s + i0 * ld_s, ld_s, 1.0f, lo + i0, hi + i0,
+				nq - i0 < AAMX_T ? nq - i0 : AAMX_T, nks, m + i0, l + i0, r + i0,
+				pt + i0 / AAMX_T * nks * AAMX_TILE);
+}
+
+/* kern_attn_scores_softmax_bf16 (kernels.h): aamx__scores' products for a
+ * group of 16 rows, the four C tiles stored as one 16 x 64 block (row i
+ * at c + 64 i, in L1), then aamx__softmax16 on it with the scale: the
+ * scores never go to s (attn17). */
+void kern_amx_attn_scores_softmax_bf16(const uint16_t *qt, const void *k, int f16, size_t d,
+				       float scale, const uint32_t *lo, const uint32_t *hi,
+				       size_t nq, size_t nk, float *m, float *l, float *r,
+				       uint16_t *pt)
+{
+	const size_t ns = d / AAMX_STEP, nks = (nk + AAMX_STEP - 1) / AAMX_STEP;
+	_Alignas(64) uint16_t kt[4 * KERN_ATTN_BF16_DIM / AAMX_STEP * AAMX_TILE];
+	_Alignas(64) float c[AAMX_T * AAMX_KEYS];
+
+	aamx__key_tiles(k, f16, d, nk, kt);
+	kern_amx_config_bf16();
 	for (size_t i0 = 0; i0 < nq; i0 += AAMX_T) {
-		const size_t nr = nq - i0 < AAMX_T ? nq - i0 : AAMX_T;
-		uint16_t *pg = pt + i0 / AAMX_T * nks * AAMX_TILE;
-
-		/* rows that see none of the block: -inf, so m1 = m */
-		for (size_t i = 0; i < AAMX_T; i++) {
-			const size_t q = i0 + i, n = i < nr ? hi[q] - lo[q] : 0;
-			const float *x = i < nr ? s + q * ld_s + lo[q] : s;
-			__m512 mv = ninf;
-			size_t j = 0;
-
-			if (n == AAMX_KEYS) { /* a whole block: straight, the loads at once */
-				const __m512 x0 = _mm512_loadu_ps(x), x1 = _mm512_loadu_ps(x + 16);
-				const __m512 x2 = _mm512_loadu_ps(x + 32), x3 = _mm512_loadu_ps(x + 48);
-
-				acc[i] = _mm512_max_ps(x3, _mm512_max_ps(
-								   x2, _mm512_max_ps(x1, _mm512_max_ps(x0, mv))));
-				continue;
-			}
-			for (; j + 16 <= n; j += 16)
-				mv = _mm512_max_ps(_mm512_loadu_ps(x + j), mv);
-			if (j < n)
-				mv = _mm512_max_ps(_mm512_mask_loadu_ps(ninf, (__mmask16)((1u << (n - j)) - 1),
-									x + j),
-						   mv);
-			acc[i] = mv;
-		}
-		_mm512_store_ps(m1, aamx__reduce16(acc, 1));
-		for (size_t i = 0; i < nr; i++) {
-			const size_t q = i0 + i;
-
-			m1[i] = m1[i] > m[q] ? m1[i] : m[q];
-			/* m1 == m covers "no growth" and a row of -inf scores */
-			rr[i] = m1[i] == m[q] ? 1.0f : expf(m[q] - m1[i]);
-		}
-		for (size_t i = 0; i < AAMX_T; i++) {
-			const size_t q = i0 + i, n = i < nr ? hi[q] - lo[q] : 0;
-			float *x = i < nr ? s + q * ld_s + lo[q] : s;
-			const __m512 mv = _mm512_set1_ps(m1[i]);
-			__m512 sv = _mm512_setzero_ps();
-			size_t j = 0;
-
-			if (n == AAMX_KEYS) { /* the four exps independent, then the sums in order */
-				const __m512 e0 = avx512__exp_prompt(_mm512_sub_ps(_mm512_loadu_ps(x), mv));
-				const __m512 e1 = avx512__exp_prompt(
-					_mm512_sub_ps(_mm512_loadu_ps(x + 16), mv));
-				const __m512 e2 = avx512__exp_prompt(
-					_mm512_sub_ps(_mm512_loadu_ps(x + 32), mv));
-				const __m512 e3 = avx512__exp_prompt(
-					_mm512_sub_ps(_mm512_loadu_ps(x + 48), mv));
-
-				_mm512_storeu_ps(x, e0);
-				_mm512_storeu_ps(x + 16, e1);
-				_mm512_storeu_ps(x + 32, e2);
-				_mm512_storeu_ps(x + 48, e3);
-				acc[i] = _mm512_add_ps(
-					_mm512_add_ps(_mm512_add_ps(_mm512_add_ps(sv, e0), e1), e2), e3);
-				continue;
-			}
-			for (; j + 16 <= n; j += 16) {
-				const __m512 e = avx512__exp_prompt(
-					_mm512_sub_ps(_mm512_loadu_ps(x + j), mv));
-
-				_mm512_storeu_ps(x + j, e);
-				sv = _mm512_add_ps(sv, e);
-			}
-			if (j < n) {
-				const __mmask16 k = (__mmask16)((1u << (n - j)) - 1);
-				const __m512 e = avx512__exp_prompt(
-					_mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + j), mv));
-
-				_mm512_mask_storeu_ps(x + j, k, e);
-				sv = _mm512_mask_add_ps(sv, k, sv, e);
-			}
-			acc[i] = sv;
-		}
-		_mm512_store_ps(sum, aamx__reduce16(acc, 0));
-		for (size_t i = 0; i < AAMX_T; i++) {
-			const size_t q = i0 + i;
-			const float *x = s + (i < nr ? q : 0) * ld_s; /* padding rows: none read */
-			uint64_t seen = 0;
-
-			if (i < nr && lo[q] < hi[q]) {
-				r[q] = rr[i];
-				l[q] = l[q] * rr[i] + sum[i];
-				m[q] = m1[i];
-				/* keys [lo, hi) of the row; the rest weigh 0 */
-				seen = (hi[q] >= 64 ? ~(uint64_t)0 : ((uint64_t)1 << hi[q]) - 1) &
-				       ~(((uint64_t)1 << lo[q]) - 1);
-			} else if (i < nr) {
-				r[q] = 1.0f;
-			}
-			for (size_t st = 0; st < nks; st++) {
-				const __m512 a = _mm512_maskz_loadu_ps(
-					(__mmask16)(seen >> (st * AAMX_STEP)), x + st * AAMX_STEP);
-				const __m512 b = _mm512_maskz_loadu_ps(
-					(__mmask16)(seen >> (st * AAMX_STEP + 16)),
-					x + st * AAMX_STEP + 16);
-
-				_mm512_store_si512(pg + st * AAMX_TILE + i * AAMX_STEP,
-						   (__m512i)_mm512_cvtne2ps_pbh(b, a));
-			}
-		}
+		aamx__score_tiles(qt + i0 / AAMX_T * ns * AAMX_TILE, kt, ns, c);
+		aamx__softmax16(c, AAMX_KEYS, scale, lo + i0, hi + i0,
+				nq - i0 < AAMX_T ? nq - i0 : AAMX_T, nks, m + i0, l + i0, r + i0,
+				pt + i0 / AAMX_T * nks * AAMX_TILE);
 	}
 }
 

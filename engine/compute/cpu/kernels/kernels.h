@@ -267,8 +267,9 @@ void kern_attn_accum_bf16(float *o, size_t ld_o, const float *r, const float *p,
  * row i's scores s + i * ld_s, of which keys [lo[i], hi[i]) are seen
  * (lo[i] == hi[i]: none, the row keeps its state, r[i] = 1); per row as
  * attention's running softmax with kern_max and kern_exp_sum_prompt (the
- * same bits): m[i], l[i] advance, r[i] gets the rescale, the seen
- * scores become their weights, and the weights rounded to bf16 (0 for
+ * same bits; the rescale too, exp(m - m1) by kern_exp_sum_prompt's exp
+ * since attn17): m[i], l[i] advance, r[i] gets the rescale (s is scratch
+ * after), and the weights rounded to bf16 (0 for
  * keys not seen and rows past nq's last group of 16) go to pt as A tiles:
  * KERN_ATTN_BF16_PT(nq, nk) elements, 64-byte aligned. Then
  * kern_attn_accum_bf16_tiles() is kern_attn_accum_bf16() of those
@@ -278,6 +279,14 @@ void kern_attn_softmax_bf16(float *s, size_t ld_s, const uint32_t *lo, const uin
 			    size_t nq, size_t nk, float *m, float *l, float *r, uint16_t *pt);
 void kern_attn_accum_bf16_tiles(float *o, size_t ld_o, const float *r, const uint16_t *pt,
 				const void *v, int f16, size_t d, size_t nq, size_t nk);
+/* kern_attn_scores_bf16() (no bias) and kern_attn_softmax_bf16() in one
+ * call, the scores kept in L1 a group of 16 rows at a time and never
+ * stored: the same m, l, r and weights' tiles as the two calls (the
+ * scores differ at most in a zero's sign, which the softmax does not
+ * see). Where kern_attn_bf16() (attn17). */
+void kern_attn_scores_softmax_bf16(const uint16_t *qt, const void *k, int f16, size_t d,
+				   float scale, const uint32_t *lo, const uint32_t *hi, size_t nq,
+				   size_t nk, float *m, float *l, float *r, uint16_t *pt);
 /* out row i = o row i * (1.0f / l[i]), i < n, d a multiple of 16: a prompt
  * tile's normalised outputs (one product an element: attention.c's
  * scale_row's bits), where kern_attn_bf16(). */
@@ -316,8 +325,8 @@ void kern_silu_mul_bf16(const float *y, const float *g, size_t n, uint16_t *dst,
 
 /* kern_exp_sum() for prompt rows, whose results are never sampled and
  * go on to bf16 tiles (attention's weights P; attention.c uses it only
- * for the tiles that run there): a shorter exp (degree-5 polynomial,
- * one-constant reduction), each x[i] within KERN_PROMPT_REL_ERR of the
+ * for the tiles that run there): a shorter exp (2^t: VREDUCEPS, a
+ * degree-4 polynomial, VSCALEFPS; attn17), each x[i] within KERN_PROMPT_REL_ERR of the
  * exact value (tests/test_kernel_rows.c), where bf16's rounding is 2^-9,
  * the sum within that and the float additions'. Levels without one (all
  * but avx512 and amx) run kern_exp_sum() itself. Row-local like it. */

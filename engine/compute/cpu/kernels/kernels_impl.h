@@ -480,6 +480,10 @@ void kern_amx_attn_softmax_bf16(float *s, size_t ld_s, const uint32_t *lo, const
 				size_t nq, size_t nk, float *m, float *l, float *r, uint16_t *pt);
 void kern_amx_attn_out_bf16(const float *o, size_t ld_o, const float *l, float *out,
 			    size_t ld_out, size_t d, size_t n);
+void kern_amx_attn_scores_softmax_bf16(const uint16_t *qt, const void *k, int f16, size_t d,
+				       float scale, const uint32_t *lo, const uint32_t *hi,
+				       size_t nq, size_t nk, float *m, float *l, float *r,
+				       uint16_t *pt);
 void kern_amx_attn_accum_bf16_tiles(float *o, size_t ld_o, const float *r, const uint16_t *pt,
 				    const void *v, int f16, size_t d, size_t nq, size_t nk);
 /* LDTILECFG, palette 1, all 8 tiles 16 rows x 64 bytes (the bf16 tiles'

@@ -391,6 +391,18 @@ void kern_attn_softmax_bf16(float *s, size_t ld_s, const uint32_t *lo, const uin
 #endif
 }
 
+void kern_attn_scores_softmax_bf16(const uint16_t *qt, const void *k, int f16, size_t d,
+				   float scale, const uint32_t *lo, const uint32_t *hi, size_t nq,
+				   size_t nk, float *m, float *l, float *r, uint16_t *pt)
+{
+#if defined(__x86_64__)
+	kern_amx_attn_scores_softmax_bf16(qt, k, f16, d, scale, lo, hi, nq, nk, m, l, r, pt);
+#else
+	(void)qt, (void)k, (void)f16, (void)d, (void)scale, (void)lo, (void)hi, (void)nq,
+		(void)nk, (void)m, (void)l, (void)r, (void)pt;
+#endif
+}
+
 void kern_attn_accum_bf16_tiles(float *o, size_t ld_o, const float *r, const uint16_t *pt,
 				const void *v, int f16, size_t d, size_t nq, size_t nk)
 {

@@ -46,29 +46,27 @@ static inline __attribute__((always_inline)) __m512 avx512__exp(__m512 x)
 	return _mm512_scalef_ps(e, n);
 }
 
-/* exp(x) for prompt rows (kernels.h kern_exp_sum_prompt): x clamped to
- * [-110, 88] (NaN stays NaN), one reduction constant (ln 2 in float:
- * <= 2.5e-7 of f for |n| <= 159) and a degree-5 Taylor polynomial on
- * |f| <= ln 2 / 2 (its remainder <= 2.4e-6), 2^n by VSCALEFPS: ~4e-6
- * of exp at most, where avx512__exp is ~1e-7 with four instructions
- * more. */
+/* exp(x) for prompt rows (kernels.h kern_exp_sum_prompt) as 2^t, t = x
+ * log2(e) rounded once: f = t - floor(t) in [0, 1) by VREDUCEPS (exact),
+ * 2^f by a degree-4 minimax polynomial (relative error <= 2.6e-6 on
+ * [0, 1)), times 2^floor(t) by VSCALEFPS, which also takes t's
+ * extremes: t >= 128 gives +inf, t -> -inf (or -inf) gives 0 through
+ * the subnormals, NaN stays NaN, so no clamps. t's rounding is
+ * |t| 2^-24 ln 2 of exp: <= 2.7e-6 where exp(x) > FLT_MIN (|t| < 127);
+ * in all <= 5.4e-6 of exp (KERN_PROMPT_REL_ERR 1e-5). Eight operations
+ * where the degree-5 Taylor form (thirteenth session) took twelve
+ * micro-operations: two clamps, VRNDSCALEPS (two), the ln 2 reduction
+ * and one more FMA (LEVELS.md, attn17). */
 static inline __attribute__((always_inline)) __m512 avx512__exp_prompt(__m512 x)
 {
-	const __m512 one = _mm512_set1_ps(1.0f);
+	const __m512 t = _mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f));
+	const __m512 f = _mm512_reduce_ps(t, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+	__m512 e = _mm512_fmadd_ps(_mm512_set1_ps(0.0135341679f), f, _mm512_set1_ps(0.0520114606f));
 
-	x = _mm512_max_ps(_mm512_set1_ps(-110.0f), x); /* NaN: the second operand */
-	x = _mm512_min_ps(_mm512_set1_ps(88.0f), x);
-	const __m512 n = _mm512_roundscale_ps(
-		_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-		_MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-	const __m512 f = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693147180559945309f), x);
-	__m512 e = _mm512_fmadd_ps(_mm512_set1_ps(1.0f / 120), f, _mm512_set1_ps(1.0f / 24));
-
-	e = _mm512_fmadd_ps(e, f, _mm512_set1_ps(1.0f / 6));
-	e = _mm512_fmadd_ps(e, f, _mm512_set1_ps(1.0f / 2));
-	e = _mm512_fmadd_ps(e, f, one);
-	e = _mm512_fmadd_ps(e, f, one);
-	return _mm512_scalef_ps(e, n);
+	e = _mm512_fmadd_ps(e, f, _mm512_set1_ps(0.241442757f));
+	e = _mm512_fmadd_ps(e, f, _mm512_set1_ps(0.693003834f));
+	e = _mm512_fmadd_ps(e, f, _mm512_set1_ps(1.00000259f));
+	return _mm512_scalef_ps(e, t);
 }
 
 /* kern_avx512_exp_sum_prompt's row (kernels.h kern_exp_sum_prompt): x[i]
