@@ -15,10 +15,11 @@
  * Q6_K's 16-element sub-blocks are its two halves (c < 4, c >= 4).
  *
  * Values: exactly the reference dequantization's fp32 (quants_ref.c
- * ref__deq_q4_k / _q5_k / _q6_k, the same operations in the same order,
- * no fused multiply-add: (d * sc) * q - dmin * m; (d * sc) * (q - 32)),
- * rounded to bf16 to nearest even: tests/test_amx_bf16.c checks them
- * against kern_dequantize_row() rounded, bit for bit.
+ * ref__deq_q4_k / _q5_k / _q6_k, the same operations in the same order:
+ * (d * sc) * q - dmin * m; (d * sc) * (q - 32); Q4_K's one FMA gives the
+ * same bits, amxkq__tile4), rounded to bf16 to nearest even:
+ * tests/test_amx_bf16_kq.c checks them against kern_dequantize_row()
+ * rounded, bit for bit.
  *
  * Private to kernels_amx_bf16.c (AMX flags, which include AVX-512 VNNI).
  */
