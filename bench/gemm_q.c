@@ -16,7 +16,7 @@
  * with none exact: the AMX level's bf16 tiles where on, EMBER_AMX_BF16=0
  * for its int8 tiles); one token is a decode step's. Not a test: timings.
  *
- * GEMM_Q_ROWS=R (q4_0 / q8_0, 2+ tokens, R and N_OUT multiples of 16,
+ * GEMM_Q_ROWS=R (q4_0 / q8_0 / q4_k / q6_k, 2+ tokens, R and N_OUT multiples of 16,
  * where the AMX bf16 tiles are on): times the bf16 GEMM itself in calls of R rows, the way a pool of
  * two threads hands it a prefill's rows (kernels.c: about n_out / 32 rows
  * a chunk, at least 64 in prefill while each thread gets one: e.g. 64 of
@@ -62,8 +62,10 @@ static int time_bf16_rows(uint32_t mt, const char *w, size_t n_out, size_t n_in,
 	const uint32_t t = mt & ~KERN_PACKED;
 	const int packed = (mt & KERN_PACKED) != 0;
 	void (*fn)(const struct kern_gemm_args *, size_t, size_t) =
-		t == DTYPE_Q8_0 ? (packed ? kern_amxbf_pgemm_q8_0 : kern_amxbf_gemm_q8_0)
-				: (packed ? kern_amxbf_pgemm_q4_0 : kern_amxbf_gemm_q4_0);
+		t == DTYPE_Q8_0	  ? (packed ? kern_amxbf_pgemm_q8_0 : kern_amxbf_gemm_q8_0)
+		: t == DTYPE_Q4_K ? (packed ? kern_amxbf_pgemm_q4_k : kern_amxbf_gemm_q4_k)
+		: t == DTYPE_Q6_K ? (packed ? kern_amxbf_pgemm_q6_k : kern_amxbf_gemm_q6_k)
+				  : (packed ? kern_amxbf_pgemm_q4_0 : kern_amxbf_gemm_q4_0);
 	const size_t mp = kern_amxbf_tokens(n_tok);
 	uint16_t *xb;
 	struct kern_gemm_args a = {
@@ -73,7 +75,7 @@ static int time_bf16_rows(uint32_t mt, const char *w, size_t n_out, size_t n_in,
 
 	/* rows on 16s: a row tail would take the int8 path, which reads the
 	 * int8 activation blocks this does not make */
-	if (!kern_amxbf_on || (t != DTYPE_Q8_0 && t != DTYPE_Q4_0) || n_tok < 2 || rows == 0 ||
+	if (!kern_amxbf_on || (t != DTYPE_Q8_0 && t != DTYPE_Q4_0 && t != DTYPE_Q4_K && t != DTYPE_Q6_K) || n_tok < 2 || rows == 0 ||
 	    rows % 16 != 0 || n_out % 16 != 0)
 		return -1;
 	xb = aligned_alloc(64, mp * n_in * sizeof(uint16_t));
@@ -176,7 +178,7 @@ int main(int argc, char **argv)
 #endif
 			if (got != 0) {
 				fprintf(stderr, "gemm_q: GEMM_Q_ROWS needs the AMX bf16 tiles, "
-						"q4_0 or q8_0, 2+ tokens, rows on 16s\n");
+						"q4_0, q8_0, q4_k or q6_k, 2+ tokens, rows on 16s\n");
 				goto next;
 			}
 			double flop = 2.0 * (double)n_out * (double)n_in * (double)n_tok;

@@ -15,10 +15,11 @@
  * Q6_K's 16-element sub-blocks are its two halves (c < 4, c >= 4).
  *
  * Values: exactly the reference dequantization's fp32 (quants_ref.c
- * ref__deq_q4_k / _q5_k / _q6_k, the same operations in the same order,
- * no fused multiply-add: (d * sc) * q - dmin * m; (d * sc) * (q - 32)),
- * rounded to bf16 to nearest even: tests/test_amx_bf16.c checks them
- * against kern_dequantize_row() rounded, bit for bit.
+ * ref__deq_q4_k / _q5_k / _q6_k, the same operations in the same order:
+ * (d * sc) * q - dmin * m; (d * sc) * (q - 32); Q4_K's one FMA gives the
+ * same bits, amxkq__tile4), rounded to bf16 to nearest even:
+ * tests/test_amx_bf16_kq.c checks them against kern_dequantize_row()
+ * rounded, bit for bit.
  *
  * Private to kernels_amx_bf16.c (AMX flags, which include AVX-512 VNNI).
  */
@@ -72,6 +73,54 @@ QV_INLINE void amxkq__tile(const __m512i w[8], __m512 d1a, __m512 d1b, __m512 m1
 	}
 }
 
+/* The word permutation that makes two tile rows of a cvtne2ps pair
+ * (f[0], f[1] lanes = rows) for Q4_K: word 2r <- word L(r), word 2r + 1
+ * <- word 16 + L(r), L(r) row r's lane: r, or under kv__rows16x()'s
+ * whole loads (pl) 4 (r % 4) + r / 4 (kv__lane_row()), so the packed
+ * rows' lane order costs no operation. */
+QV_INLINE __m512i amxkq__pair4(int pl)
+{
+	static const uint16_t perm[2][32] __attribute__((aligned(64))) = {
+		{0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23,
+		 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31},
+		{0, 16, 4, 20, 8, 24, 12, 28, 1, 17, 5, 21, 9, 25, 13, 29,
+		 2, 18, 6, 22, 10, 26, 14, 30, 3, 19, 7, 23, 11, 27, 15, 31},
+	};
+
+	return _mm512_load_si512(perm[pl]);
+}
+
+/* One Q4_K 32-block of the 16 rows as a B tile at bt: r[c] lane L(r)
+ * (amxkq__pair4) holds bytes 4c..4c+3 of the block pair's 32 bytes of
+ * row r, the block the low (hi = 0) or high nibbles. Each nibble is a
+ * float by VPERMPS from 0..15 (it reads index bits 3..0: a shift, no mask,
+ * no conversion), then d1 * q - m1 in one FMA: the same bits as the
+ * reference's product then difference, because d1 * q is exact in fp32
+ * (d1 = d * sc: 11 + 6 significant bits, q 4 bits), so the FMA's one
+ * rounding is the difference's. */
+QV_INLINE void amxkq__tile4(const __m512i r[8], int hi, __m512 d1, __m512 m1, __m512i perm,
+			    uint16_t *bt)
+{
+	const __m512 iota = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+
+	QV_UNROLL
+	for (int c = 0; c < 8; c++) {
+		const __m512i x = hi ? _mm512_srli_epi32(r[c], 4) : r[c];
+		const __m512 f0 = _mm512_fmsub_ps(_mm512_permutexvar_ps(x, iota), d1, m1);
+		const __m512 f1 = _mm512_fmsub_ps(
+			_mm512_permutexvar_ps(_mm512_srli_epi32(x, 8), iota), d1, m1);
+		const __m512 f2 = _mm512_fmsub_ps(
+			_mm512_permutexvar_ps(_mm512_srli_epi32(x, 16), iota), d1, m1);
+		const __m512 f3 = _mm512_fmsub_ps(
+			_mm512_permutexvar_ps(_mm512_srli_epi32(x, 24), iota), d1, m1);
+
+		_mm512_store_si512(bt + 2 * c * 32,
+				   _mm512_permutexvar_epi16(perm, (__m512i)_mm512_cvtne2ps_pbh(f1, f0)));
+		_mm512_store_si512(bt + (2 * c + 1) * 32,
+				   _mm512_permutexvar_epi16(perm, (__m512i)_mm512_cvtne2ps_pbh(f3, f2)));
+	}
+}
+
 /* Super-block s of the 16 rows rp as B tiles at bt (tile j: its 32-block
  * j, AMXKQ_TILE elements apart), 32-blocks 2p and 2p + 1 for p in [p0,
  * p1); Q5_K when `five`. */
@@ -79,9 +128,11 @@ QV_INLINE void amxkq__sb_k4(struct kv_rows rp, size_t s, int five, int p0, int p
 {
 	const size_t sb = s * rp.step;
 	const __m512i lo16 = _mm512_set1_epi32(0xffff);
+	/* packed Q4_K (16-byte units): whole loads, rows in kv__lane_row() order */
+	const int pl = !five && rp.km == 4;
 	__m512i v[14], qh[8] = {0}, u[8], w[8];
 
-	kv__k4_head(rp, sb, v, 0);
+	kv__k4_head(rp, sb, v, pl);
 	if (five) {
 		kv__rows16(rp, sb + 16 * rp.km, qh);
 		kv__rows16(rp, sb + 32 * rp.km, qh + 4);
@@ -95,7 +146,14 @@ QV_INLINE void amxkq__sb_k4(struct kv_rows rp, size_t s, int five, int p0, int p
 		const __m512 d0 = _mm512_mul_ps(d, _mm512_cvtepi32_ps(v[2 * p]));
 		const __m512 d1 = _mm512_mul_ps(d, _mm512_cvtepi32_ps(v[2 * p + 1]));
 
-		kv__k4_pair(rp, sb + (five ? 48 : 16) * rp.km, p, qh, five, u, w, 0);
+		if (!five) { /* the pair's 32 bytes a row, both nibbles */
+			kv__rows16x(rp, sb + (16 + 32 * p) * rp.km, u, pl);
+			kv__rows16x(rp, sb + (32 + 32 * p) * rp.km, u + 4, pl);
+			amxkq__tile4(u, 0, d0, m0, amxkq__pair4(pl), bt + 2 * p * AMXKQ_TILE);
+			amxkq__tile4(u, 1, d1, m1, amxkq__pair4(pl), bt + (2 * p + 1) * AMXKQ_TILE);
+			continue;
+		}
+		kv__k4_pair(rp, sb + 48 * rp.km, p, qh, five, u, w, 0);
 		amxkq__tile(u, d0, d0, m0, 0, bt + 2 * p * AMXKQ_TILE);
 		amxkq__tile(w, d1, d1, m1, 0, bt + (2 * p + 1) * AMXKQ_TILE);
 	}
