@@ -64,6 +64,10 @@
 #define kern_amxbf_describe bfm_amxbf_describe
 #define kern_amxbf_gemm_f16 bfm_amxbf_gemm_f16
 #define kern_amxbf_gemm_bf16 bfm_amxbf_gemm_bf16
+#define kern_amxbf_glu bfm_amxbf_glu
+#define kern_amxbf_glu_ok bfm_amxbf_glu_ok
+#define kern_amxbf_glu_y bfm_amxbf_glu_y
+#define kern_amx_prompt_args bfm_amx_prompt_args
 /* both files' work memory through the model's failing hook */
 #define AMX_ALLOC(n) model_alloc(n)
 #define AMXBF_ALLOC(n) model_alloc(n)
