@@ -56,6 +56,12 @@
  *   between the tile steps of each block: the previous block's fold and
  *     a share of the next item's panel (a second buffer), so that the
  *     vector work is in the out-of-order window with tile work.
+ *   parts (kern_amxbf_glu, issue 17): the MLP's up and gate, the same
+ *     rows of two matrices, as one call: items ordered row block, K
+ *     chunk, part, row group, so the second part reads the chunk's A
+ *     tiles from L2; each part its running sums; after the row block's
+ *     last chunk the epilogue (kernels_amx_glu.h) writes silu(gate) * up
+ *     as the down product's bf16 tile rows instead of y (LEVELS.md glu17).
  * Packed rows (kern_amxbf_pgemm_*, the amx level's pgemm where the bf16
  * tiles take the call): the avx512 level's tiled groups, each B tile
  * built from a block's 16 scales (one load) and its qs chunks (a byte
