@@ -24,6 +24,13 @@
  * as kern_matmul's quantizing tasks make them. A whole-matrix call reads
  * the activations from L3 once per row block (512 rows at 512 tokens), a 64-row call once
  * (LEVELS.md, amxg12).
+ *
+ * GEMM_Q_GLU=1 (with GEMM_Q_ROWS; N_OUT N_IN e.g. 5632 2048): the MLP's
+ * gate|up shape, two matrices of that shape over the same tokens, as the
+ * paired calls (kern_amxbf_glu: one A pass, silu(gate) * up into the down
+ * product's bf16 tiles); GEMM_Q_GLU=0: the unpaired path it replaces, the
+ * two products' calls into y, then kern_silu_mul_bf16 from y into the same
+ * tiles (the down job's pre task). GFLOP/s count both products.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -84,14 +91,45 @@ static int time_bf16_rows(uint32_t mt, const char *w, size_t n_out, size_t n_in,
 	for (size_t k = 0; k < mp; k++)
 		kern_amxbf_act_row(k < n_tok ? x + k * n_in : NULL, n_in, k, xb);
 	a.xb = xb;
+	const char *glu = getenv("GEMM_Q_GLU");
+	const size_t wb = (size_t)dtype_row_size(t, n_in) * n_out;
+	char *w2 = glu ? malloc(wb) : NULL; /* gate: a second matrix */
+	float *y2 = glu ? malloc(n_out * n_tok * sizeof(float)) : NULL;
+	uint16_t *ob = glu ? aligned_alloc(64, mp * n_out * sizeof(uint16_t)) : NULL;
+	struct kern_gemm_args g = a;
+
+	if (glu && (!w2 || !y2 || !ob)) {
+		free(w2), free(y2), free(ob), free(xb);
+		return -1;
+	}
+	if (glu) {
+		memcpy(w2, w, wb);
+		g.w = w2;
+		g.y = y2;
+	}
 	for (int r = -1; r < reps; r++) { /* the first: warm-up */
 		double t0 = now_s(CLOCK_THREAD_CPUTIME_ID);
 
-		for (size_t o = 0; o < n_out; o += rows)
-			fn(&a, o, o + rows < n_out ? o + rows : n_out);
+		for (size_t o = 0; o < n_out; o += rows) {
+			const size_t o1 = o + rows < n_out ? o + rows : n_out;
+
+			if (glu && atoi(glu) == 1) {
+				if (kern_amxbf_glu(mt, &a, &g, o, o1, ob) != 0)
+					abort();
+			} else {
+				fn(&a, o, o1);
+				if (glu)
+					fn(&g, o, o1);
+			}
+		}
+		if (glu && atoi(glu) != 1)
+			for (size_t k = 0; k < n_tok; k++)
+				kern_silu_mul_bf16(y + k * n_out, y2 + k * n_out, n_out,
+						   kern_amxbf_row(ob, n_out, k), KERN_BF16_ROW_STEP);
 		if (r >= 0)
 			dt[r] = now_s(CLOCK_THREAD_CPUTIME_ID) - t0;
 	}
+	free(w2), free(y2), free(ob);
 	free(xb);
 	qsort(dt, (size_t)reps, sizeof(double), cmp_double);
 	return 0;
@@ -181,10 +219,15 @@ int main(int argc, char **argv)
 						"q4_0, q8_0, q4_k or q6_k, 2+ tokens, rows on 16s\n");
 				goto next;
 			}
-			double flop = 2.0 * (double)n_out * (double)n_in * (double)n_tok;
-			printf("%s %5zu x %5zu  n_tok %4zu  calls of %zu rows:  best %6.1f  median "
+			double flop = 2.0 * (double)n_out * (double)n_in * (double)n_tok *
+				      (getenv("GEMM_Q_GLU") ? 2 : 1);
+			printf("%s%s %5zu x %5zu  n_tok %4zu  calls of %zu rows:  best %6.1f  median "
 			       "%6.1f GFLOP/s\n",
-			       tname, n_out, n_in, n_tok, rows, flop / dt[0] * 1e-9,
+			       tname,
+			       getenv("GEMM_Q_GLU") ? (atoi(getenv("GEMM_Q_GLU")) == 1 ? " glu paired"
+										: " glu unpaired")
+						    : "",
+			       n_out, n_in, n_tok, rows, flop / dt[0] * 1e-9,
 			       flop / dt[reps / 2] * 1e-9);
 			rc = 0;
 			goto next;

@@ -64,6 +64,10 @@
 #define kern_amxbf_describe bfm_amxbf_describe
 #define kern_amxbf_gemm_f16 bfm_amxbf_gemm_f16
 #define kern_amxbf_gemm_bf16 bfm_amxbf_gemm_bf16
+#define kern_amxbf_glu bfm_amxbf_glu
+#define kern_amxbf_glu_ok bfm_amxbf_glu_ok
+#define kern_amxbf_glu_y bfm_amxbf_glu_y
+#define kern_amx_prompt_args bfm_amx_prompt_args
 /* both files' work memory through the model's failing hook */
 #define AMX_ALLOC(n) model_alloc(n)
 #define AMXBF_ALLOC(n) model_alloc(n)
@@ -414,14 +418,17 @@ static const struct bfm_case bfm_cases[] = {
 #define BFM_N_CASES (sizeof(bfm_cases) / sizeof(bfm_cases[0]))
 
 /* Row blocks as tall as the sums' budget allows (AMXBF_SUMS, here 128
- * KiB), on 32-row groups, never under AMXBF_RB. */
+ * KiB, shared by a call's parts), on 32-row groups, never under AMXBF_RB. */
 START_TEST(bf16_row_blocks_fill_the_sums_budget)
 {
-	ck_assert_uint_eq(amxbf__rb_rows(32), 1024);
-	ck_assert_uint_eq(amxbf__rb_rows(64), 512);
-	ck_assert_uint_eq(amxbf__rb_rows(96), 320);
-	ck_assert_uint_eq(amxbf__rb_rows(128), AMXBF_RB);
-	ck_assert_uint_eq(amxbf__rb_rows(4096), AMXBF_RB);
+	ck_assert_uint_eq(amxbf__rb_rows(32, 1), 1024);
+	ck_assert_uint_eq(amxbf__rb_rows(64, 1), 512);
+	ck_assert_uint_eq(amxbf__rb_rows(96, 1), 320);
+	ck_assert_uint_eq(amxbf__rb_rows(128, 1), AMXBF_RB);
+	ck_assert_uint_eq(amxbf__rb_rows(4096, 1), AMXBF_RB);
+	/* a paired call (kern_amxbf_glu): the budget is both parts' */
+	ck_assert_uint_eq(amxbf__rb_rows(32, 2), 512);
+	ck_assert_uint_eq(amxbf__rb_rows(64, 2), AMXBF_RB);
 }
 END_TEST
 

@@ -64,6 +64,10 @@
 #define kern_amxbf_describe kqm_amxbf_describe
 #define kern_amxbf_gemm_f16 kqm_amxbf_gemm_f16
 #define kern_amxbf_gemm_bf16 kqm_amxbf_gemm_bf16
+#define kern_amxbf_glu kqm_amxbf_glu
+#define kern_amxbf_glu_ok kqm_amxbf_glu_ok
+#define kern_amxbf_glu_y kqm_amxbf_glu_y
+#define kern_amx_prompt_args kqm_amx_prompt_args
 #define AMX_ALLOC(n) model_alloc(n)
 #define AMXBF_ALLOC(n) model_alloc(n)
 #include "kernels_amx.c"

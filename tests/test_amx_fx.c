@@ -64,6 +64,10 @@
 #define kern_amxbf_describe fxm_amxbf_describe
 #define kern_amxbf_gemm_f16 fxm_amxbf_gemm_f16
 #define kern_amxbf_gemm_bf16 fxm_amxbf_gemm_bf16
+#define kern_amxbf_glu fxm_amxbf_glu
+#define kern_amxbf_glu_ok fxm_amxbf_glu_ok
+#define kern_amxbf_glu_y fxm_amxbf_glu_y
+#define kern_amx_prompt_args fxm_amx_prompt_args
 #define AMX_ALLOC(n) model_alloc(n)
 #define AMXBF_ALLOC(n) model_alloc(n)
 #include "kernels_amx.c"

@@ -38,6 +38,7 @@
 #define kern_amx_pgemm_q6_k model_amx_pgemm_q6_k
 #define kern_ops_amx model_ops_amx
 #define kern_amx_enable model_amx_enable
+#define kern_amx_prompt_args model_amx_prompt_args
 /* the work memory through the model's failing hook */
 #define AMX_ALLOC(n) model_alloc(n)
 #include "kernels_amx.c"

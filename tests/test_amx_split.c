@@ -62,6 +62,10 @@
 #define kern_amxbf_describe spm_amxbf_describe
 #define kern_amxbf_gemm_f16 spm_amxbf_gemm_f16
 #define kern_amxbf_gemm_bf16 spm_amxbf_gemm_bf16
+#define kern_amxbf_glu spm_amxbf_glu
+#define kern_amxbf_glu_ok spm_amxbf_glu_ok
+#define kern_amxbf_glu_y spm_amxbf_glu_y
+#define kern_amx_prompt_args spm_amx_prompt_args
 /* both files' work memory through the model's failing hook */
 #define AMX_ALLOC(n) model_alloc(n)
 #define AMXBF_ALLOC(n) model_alloc(n)

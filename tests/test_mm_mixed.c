@@ -108,8 +108,8 @@ START_TEST(mixed_parts_equal_separate_products)
 						struct test_silu_pre pre = {u, g, x, IN, 0};
 						const struct kern_pre kp = {test_silu_pre_rows, &pre, grp,
 									    test_silu_pre_bf16,
-									    test_silu_pre_rows};
-						const struct kern_pre kr = {test_silu_pre_rows, &pre, grp, NULL, NULL};
+									    test_silu_pre_rows, NULL};
+						const struct kern_pre kr = {test_silu_pre_rows, &pre, grp, NULL, NULL, NULL};
 						struct kern_mm_part sep[2], mix[2];
 
 						for (size_t p = 0; p < 2; p++) {

@@ -55,13 +55,18 @@ static int alloc_scratch(struct forward_pass *f)
 			 (void **)&f->qkv, (void **)&f->attn_out, (void **)&f->gate,
 			 (void **)&f->up, (void **)&f->rope, (void **)&f->pos, (void **)&f->row0,
 			 (void **)&f->tiles, (void **)&f->rope_swa, (void **)&f->seq,
-			 (void **)&f->lrow};
+			 (void **)&f->lrow, (void **)&f->glu_xb};
 	size_t lens[] = {B * hp->n_embd, B * hp->n_embd, B * hp->n_embd, B * hp->n_embd,
 			       B * dq, B * dk, B * dv, 0,
 			       B * hp->n_head * hp->head_dim_v, B * hp->n_ff * gate_mul, B * hp->n_ff,
 			       B * (hp->n_rot / 2) * 2, B, B,
 			       (B * sizeof(struct attention_tile) + sizeof(float) - 1) / sizeof(float),
-			       hp->has_rope_base_swa ? B * (hp->n_rot / 2) * 2 : 0, B, B};
+			       hp->has_rope_base_swa ? B * (hp->n_rot / 2) * 2 : 0, B, B,
+			       /* glu_xb: bf16 pairs, tokens padded to 32 */
+			       f->m->arch->mlp_gated && f->m->arch->act == ARCH_ACT_SILU &&
+					       !f->m->arch->ffn_gate_up_fused
+				       ? (B + 32) * hp->n_ff / 2 + 16
+				       : 0};
 	size_t mm = round64(matmul_scratch_size(f->m, f->max_batch));
 	size_t total = mm, off = mm, i;
 	uint8_t *base;

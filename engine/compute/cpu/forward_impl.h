@@ -87,7 +87,16 @@ struct forward_pass {
 	 * reader may not skip x's float rows (or there is no such writer) */
 	kern_rows_bf16_fn pre_bf16;
 	kern_rows_fn pre_redo;
+	/* NULL, or where pre_bf16's rows are made already (kern_pre's xb) */
+	uint16_t *pre_xb;
 	struct norm_job pre_norm;
+	/* The down projection's bf16 A tiles of a gated SiLU MLP's prompt
+	 * rows, written by the paired gate|up calls (kern_matmul_glu) and
+	 * read by the down product in the same forward_mlp() (B + 32 tokens
+	 * x n_ff, 64-byte aligned; NULL where the arch has no such MLP): not
+	 * the matmul scratch, which the gate|up product reads its own
+	 * activations from while it writes these. */
+	uint16_t *glu_xb;
 };
 
 #define FORWARD_NO_ROW UINT32_MAX

@@ -34,10 +34,12 @@ static void add_bias(float *y, const struct model_weight *b, uint32_t n_tok)
 static void matmul_n(struct forward_pass *f, uint32_t type, size_t n_in,
 		     const struct kern_mm_part *parts, size_t np, const float *x, uint32_t n)
 {
-	const struct kern_pre pre = {f->pre, f->pre_ctx, f->pre_rows, f->pre_bf16, f->pre_redo};
+	const struct kern_pre pre = {f->pre,	   f->pre_ctx,	f->pre_rows,
+				     f->pre_bf16, f->pre_redo, f->pre_xb};
 
 	f->pre = NULL;
 	f->pre_bf16 = NULL;
+	f->pre_xb = NULL;
 	kern_matmul_n_fused(f->pool, type, n_in, parts, np, x, n, f->mm_exact, f->mm_scratch,
 			    &pre);
 }
@@ -233,6 +235,57 @@ static void act_bf16_cb(void *data, size_t t0, size_t t1, const struct kern_bf16
 				   KERN_BF16_ROW_STEP);
 }
 
+/* act_rows_pre()'s redo where the paired gate|up calls wrote the down
+ * product's bf16 rows and no float gate or up of those rows exists
+ * (forward_mlp_glu): up's rows [t0, t1) become the bf16 values widened
+ * (exact), for a path that reads floats after all (kern_act_ensure: the
+ * int8 blocks of rows past the last 16, or without the GEMM's work
+ * memory); the unfused path's floats are these before their rounding. */
+static void act_glu_redo(void *data, size_t t0, size_t t1)
+{
+	const struct forward_pass *f = data;
+	const size_t ff = f->m->hp.n_ff;
+	const struct kern_bf16_rows b = {f->glu_xb, ff, f->mm_exact};
+
+	for (size_t t = t0; t < t1; t++) {
+		const uint16_t *row = kern_bf16_row(&b, t);
+
+		for (size_t k = 0; k < ff; k++) {
+			const uint32_t u = (uint32_t)row[(k / 32) * KERN_BF16_ROW_STEP + k % 32] << 16;
+
+			memcpy(f->up + t * ff + k, &u, sizeof(float));
+		}
+	}
+}
+
+/* Gate and up of a gated SiLU MLP without biases as paired calls whose
+ * prompt rows go straight into the down product's bf16 tiles (f->glu_xb,
+ * kernels.h kern_matmul_glu), where the down product takes them
+ * (kern_bf16_ready). Returns 0: nothing run (the caller runs gate and up);
+ * 1: the plain product ran (gate and up hold every row); 2: the paired
+ * calls ran (gate and up hold the sampled rows, f->glu_xb the prompt
+ * rows' tiles). The same bits as the unfused path's either way. */
+static int forward_mlp_glu(struct forward_pass *f, const struct model_layer *L, uint32_t n)
+{
+	const struct model_weight *up = &L->w[ARCH_T_FFN_UP], *gate = &L->w[ARCH_T_FFN_GATE],
+				  *down = &L->w[ARCH_T_FFN_DOWN];
+	const struct kern_mm_part parts[2] = {{up->data, up->n_out, f->up, up->type | up->packed},
+					      {gate->data, gate->n_out, f->gate,
+					       gate->type | gate->packed}};
+	const struct kern_pre pre = {f->pre,	   f->pre_ctx,	f->pre_rows,
+				     f->pre_bf16, f->pre_redo, f->pre_xb};
+
+	if (!f->glu_xb || L->w[ARCH_T_FFN_UP_B].data || L->w[ARCH_T_FFN_GATE_B].data ||
+	    up->n_in != gate->n_in || (up->type | up->packed) != (gate->type | gate->packed) ||
+	    !kern_bf16_ready(down->type | down->packed, down->n_in, n, f->mm_exact))
+		return 0;
+	f->pre = NULL;
+	f->pre_bf16 = NULL;
+	f->pre_xb = NULL;
+	return 1 + kern_matmul_glu(f->pool, up->type | up->packed, up->n_in, parts, f->xn, n,
+				   f->mm_exact, f->mm_scratch, &pre, f->glu_xb);
+}
+
 /* Phi-3: ffn_up is [gate | up] (2 n_ff outputs), computed into gate's
  * double-width scratch, then each row's halves go to gate and up (the
  * gate half moves down in place: row t's destination ends before any
@@ -253,6 +306,8 @@ static void split_gate_up(struct forward_pass *f, const struct model_layer *L, u
  *                  = down(act(up(xn)))             (non-gated) */
 void forward_mlp(struct forward_pass *f, const struct model_layer *L, uint32_t n)
 {
+	int glu = 0; /* forward_mlp_glu's answer */
+
 	if (f->m->arch->ffn_gate_up_fused) {
 		split_gate_up(f, L, n);
 	} else if (f->m->arch->mlp_gated) {
@@ -261,7 +316,9 @@ void forward_mlp(struct forward_pass *f, const struct model_layer *L, uint32_t n
 							 &L->w[ARCH_T_FFN_GATE_B] };
 		float *const y[] = { f->up, f->gate };
 
-		forward_linear_n(f, w, b, f->xn, y, 2, n);
+		glu = forward_mlp_glu(f, L, n);
+		if (glu == 0)
+			forward_linear_n(f, w, b, f->xn, y, 2, n);
 	} else {
 		forward_linear(f, &L->w[ARCH_T_FFN_UP], &L->w[ARCH_T_FFN_UP_B], f->xn, f->up, n);
 	}
@@ -271,6 +328,10 @@ void forward_mlp(struct forward_pass *f, const struct model_layer *L, uint32_t n
 	if (f->m->arch->mlp_gated && f->m->arch->act == ARCH_ACT_SILU) {
 		f->pre_bf16 = act_bf16_cb;
 		f->pre_redo = act_rows_pre;
+	}
+	if (glu == 2) { /* the prompt rows' tiles are made; no float rows */
+		f->pre_redo = act_glu_redo;
+		f->pre_xb = f->glu_xb;
 	}
 	forward_linear(f, &L->w[ARCH_T_FFN_DOWN], &L->w[ARCH_T_FFN_DOWN_B], f->up, f->y_mlp, n);
 }

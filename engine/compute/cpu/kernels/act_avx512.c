@@ -25,26 +25,17 @@
 #include "kernels_impl.h"
 #include "math_avx512.h"
 
-/* act_avx2.c's act__silu_mul on 16 lanes. */
-static inline __attribute__((always_inline)) __m512 act512__silu_mul(__m512 y, __m512 g)
-{
-	const __m512 one = _mm512_set1_ps(1.0f);
-	__m512 e = avx512__exp(_mm512_sub_ps(_mm512_setzero_ps(), g));
-
-	return _mm512_mul_ps(_mm512_div_ps(g, _mm512_add_ps(one, e)), y);
-}
-
 void kern_avx512_silu_mul(float *y, const float *g, size_t n)
 {
 	size_t i = 0;
 
 	for (; i + 16 <= n; i += 16)
-		_mm512_storeu_ps(y + i, act512__silu_mul(_mm512_loadu_ps(y + i), _mm512_loadu_ps(g + i)));
+		_mm512_storeu_ps(y + i, avx512__silu_mul(_mm512_loadu_ps(y + i), _mm512_loadu_ps(g + i)));
 	if (i < n) { /* the tail's lanes as zeros, like act_avx2.c's padded copy */
 		const __mmask16 k = (__mmask16)((1u << (n - i)) - 1);
 
 		_mm512_mask_storeu_ps(y + i, k,
-				      act512__silu_mul(_mm512_maskz_loadu_ps(k, y + i),
+				      avx512__silu_mul(_mm512_maskz_loadu_ps(k, y + i),
 						       _mm512_maskz_loadu_ps(k, g + i)));
 	}
 }
@@ -57,8 +48,8 @@ void kern_avx512_silu_mul_bf16(const float *y, const float *g, size_t n, uint16_
 			       size_t step)
 {
 	for (size_t i = 0; i + 32 <= n; i += 32, dst += step) {
-		const __m512 lo = act512__silu_mul(_mm512_loadu_ps(y + i), _mm512_loadu_ps(g + i));
-		const __m512 hi = act512__silu_mul(_mm512_loadu_ps(y + i + 16),
+		const __m512 lo = avx512__silu_mul(_mm512_loadu_ps(y + i), _mm512_loadu_ps(g + i));
+		const __m512 hi = avx512__silu_mul(_mm512_loadu_ps(y + i + 16),
 						   _mm512_loadu_ps(g + i + 16));
 
 		_mm512_storeu_si512(dst, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));

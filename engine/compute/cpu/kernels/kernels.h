@@ -197,6 +197,11 @@ struct kern_pre {
 	 * what it did besides writing x (a residual add). */
 	kern_rows_bf16_fn bf16;
 	kern_rows_fn redo;
+	/* NULL, or where bf16's rows are already made (kern_matmul_glu's
+	 * output, kern_amxbf_tiles layout, 64-byte aligned, the caller's and
+	 * live until the product returns): the product reads its prompt rows
+	 * there and bf16 is not run. Only where kern_bf16_ready() said 1. */
+	uint16_t *xb;
 };
 
 /* kern_matmul_n_split() with pre's row work (NULL: none). The outputs
@@ -204,6 +209,23 @@ struct kern_pre {
 void kern_matmul_n_fused(tpool_t pool, uint32_t wtype, size_t n_in,
 			 const struct kern_mm_part *parts, size_t n, const float *x, size_t n_tok,
 			 size_t n_exact, void *scratch, const struct kern_pre *pre);
+
+/* 1 where a product of wtype over n_tok tokens (n_exact sampled) would
+ * take its prompt rows made beforehand (kern_pre's xb): the amx level's
+ * plain bf16 tiles with their int8 blocks on demand. */
+int kern_bf16_ready(uint32_t wtype, size_t n_in, size_t n_tok, size_t n_exact);
+
+/* kern_matmul_n_fused() of a gated SiLU MLP's parts[0] = up, parts[1] =
+ * gate (the same type and rows), which, where the amx level's paired
+ * call takes them (kernels_impl.h kern_amxbf_glu), writes the prompt
+ * rows' silu(gate) * up as the down product's bf16 tile rows into xb
+ * (kern_amxbf_tiles layout for K = the parts' n_out, 64-byte aligned, at
+ * least kern_matmul_scratch(DTYPE_Q8_0, n_out, n_tok) bytes) instead of
+ * their y: 1 then (y holds the sampled rows only), 0 where it ran the
+ * plain product (y holds every row). */
+int kern_matmul_glu(tpool_t pool, uint32_t wtype, size_t n_in, const struct kern_mm_part parts[2],
+		    const float *x, size_t n_tok, size_t n_exact, void *scratch,
+		    const struct kern_pre *pre, uint16_t *xb);
 
 /*
  * Flash-style attention blocks (engine/compute/cpu/attention.c): the scores of a tile

@@ -330,17 +330,24 @@ static void amx__split(const struct kern_gemm_args *a, size_t o0, size_t o1, ker
 		r.n_tok = t;
 		r.lazy = NULL;
 		exact(&r, o0, o1);
-		r = *a;
 	}
-	r.x = (const char *)a->x + t * a->x_stride;
-	r.xd = a->xd + t * a->xd_stride;
-	r.xs8 = a->xs8 + t * a->xd_stride;
-	r.xf = a->xf ? a->xf + t * a->xf_stride : NULL;
-	r.xk = a->xk ? a->xk + t * (a->n_in / KERN_QKK) : NULL; /* the K-quants' */
-	r.y = a->y + t * a->y_stride;
-	r.n_tok = a->n_tok - t;
-	r.n_exact = 0;
+	kern_amx_prompt_args(a, &r);
 	bf16(&r, o0, o1);
+}
+
+void kern_amx_prompt_args(const struct kern_gemm_args *a, struct kern_gemm_args *r)
+{
+	const size_t t = a->n_exact;
+
+	*r = *a;
+	r->x = (const char *)a->x + t * a->x_stride;
+	r->xd = a->xd + t * a->xd_stride;
+	r->xs8 = a->xs8 + t * a->xd_stride;
+	r->xf = a->xf ? a->xf + t * a->xf_stride : NULL;
+	r->xk = a->xk ? a->xk + t * (a->n_in / KERN_QKK) : NULL; /* the K-quants' */
+	r->y = a->y + t * a->y_stride;
+	r->n_tok = a->n_tok - t;
+	r->n_exact = 0;
 }
 
 void kern_amx_gemm_q8_0(const struct kern_gemm_args *a, size_t o0, size_t o1)

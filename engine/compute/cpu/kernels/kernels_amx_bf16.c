@@ -56,6 +56,12 @@
  *   between the tile steps of each block: the previous block's fold and
  *     a share of the next item's panel (a second buffer), so that the
  *     vector work is in the out-of-order window with tile work.
+ *   parts (kern_amxbf_glu, issue 17): the MLP's up and gate, the same
+ *     rows of two matrices, as one call: items ordered row block, K
+ *     chunk, part, row group, so the second part reads the chunk's A
+ *     tiles from L2; each part its running sums; after the row block's
+ *     last chunk the epilogue (kernels_amx_glu.h) writes silu(gate) * up
+ *     as the down product's bf16 tile rows instead of y (LEVELS.md glu17).
  * Packed rows (kern_amxbf_pgemm_*, the amx level's pgemm where the bf16
  * tiles take the call): the avx512 level's tiled groups, each B tile
  * built from a block's 16 scales (one load) and its qs chunks (a byte
@@ -115,6 +121,7 @@
 #include "amx_bf16_fx.h"
 #include "amx_selftest.h"
 #include "kernels.h"
+#include "kernels_amx_glu.h"
 #include "kernels_impl.h"
 #include "math_avx512.h"
 
@@ -288,6 +295,19 @@ static void amxbf__sums_to_y(const struct kern_gemm_args *a, const float *cb, si
 	}
 }
 
+/* amxbf__sums_to_y()'s rows for the paired gate|up call: each token's
+ * rows [rb, re) of up's sums (cu) and gate's (cg) through the epilogue
+ * (kernels_amx_glu.h) into the down product's tile row (xb, K n_ff). */
+static void amxbf__glu_rows(size_t n_tok, const float *cu, const float *cg, size_t rbw, size_t rb,
+			    size_t re, uint16_t *xb, size_t n_ff)
+{
+	for (size_t t = 0; t < n_tok; t++) {
+		const size_t e = (t / 32) * rbw * 32 + (t % 32) * 32;
+
+		amxglu__row(cu + e, cg + e, 1024, rb, re, kern_amxbf_row(xb, n_ff, t));
+	}
+}
+
 static void amxbf__set(struct amxbf_item *it, size_t rb, size_t kc, size_t o, size_t ns,
 		       size_t ks, size_t o_end)
 {
@@ -298,25 +318,31 @@ static void amxbf__set(struct amxbf_item *it, size_t rb, size_t kc, size_t o, si
 	it->two = o + AMXBF_ROWS <= o_end;
 }
 
-/* Rows per block for mp (padded) tokens: amxbf__gemm's blocks. */
-static size_t amxbf__rb_rows(size_t mp)
+/* Rows per block for mp (padded) tokens and np parts: amxbf__gemm's
+ * blocks, as tall as AMXBF_SUMS of running sums (all parts') allow. */
+static size_t amxbf__rb_rows(size_t mp, size_t np)
 {
-	const size_t r = AMXBF_SUMS / (mp * sizeof(float)) / AMXBF_ROWS * AMXBF_ROWS;
+	const size_t r = AMXBF_SUMS / (np * mp * sizeof(float)) / AMXBF_ROWS * AMXBF_ROWS;
 
 	return r > AMXBF_RB ? r : AMXBF_RB;
 }
 
-/* The item after cur in the call's order (row blocks of rb rows, in each
- * the chunks of ks steps, in each the row groups; rows end on a 16): 0
- * past the last. */
+/* The item after cur in the call's order (row blocks of rbn rows, in
+ * each the chunks of ks steps, in each the np parts (weight matrices
+ * over the same activations, kern_amxbf_glu), in each the row groups;
+ * rows end on a 16): 0 past the last. Parts inside the chunk, so that a
+ * chunk's A tiles, read again by each part, are still in L2. */
 static int amxbf__next(const struct amxbf_item *cur, struct amxbf_item *nx, size_t ns, size_t ks,
-		       size_t o_end, size_t rbn)
+		       size_t o_end, size_t np, size_t rbn)
 {
 	const size_t rb_end = cur->rb + rbn < o_end ? cur->rb + rbn : o_end;
-	size_t rb = cur->rb, kc = cur->kc, o = cur->o + AMXBF_ROWS;
+	size_t rb = cur->rb, kc = cur->kc, o = cur->o + AMXBF_ROWS, p = cur->p;
 
-	if (o >= rb_end) {
+	if (o >= rb_end && ++p < np) {
 		o = rb;
+	} else if (o >= rb_end) {
+		o = rb;
+		p = 0;
 		kc += ks;
 		if (kc >= ns) {
 			kc = 0;
@@ -327,6 +353,7 @@ static int amxbf__next(const struct amxbf_item *cur, struct amxbf_item *nx, size
 		}
 	}
 	amxbf__set(nx, rb, kc, o, ns, ks, o_end);
+	nx->p = p;
 	return 1;
 }
 
@@ -420,10 +447,16 @@ static void amxbf__block(float *co, size_t ocs, int two, const uint16_t *x0, siz
  * tile products in flight, instead of a pause of ~3,000 cycles per item.
  * wt | KERN_PACKED: tiled packed rows (o0, o1 on 16-row groups, so no
  * row tail), i8 then the avx512 level's packed GEMM (the fallback).
+ * as[0 .. np): the parts, weight matrices of wt over as[0]'s activations
+ * (np 2: kern_amxbf_glu, whose glu is where the epilogue writes; np 1
+ * and glu NULL: y). Returns 0, or -1 where the paired call cannot run
+ * (nothing done: a row tail, which the epilogue does not take, or no
+ * work memory).
  */
-static void amxbf__gemm(uint32_t wt, kern_gemm_fn i8, const struct kern_gemm_args *a, size_t o0,
-			size_t o1, size_t ks)
+static int amxbf__gemm_parts(uint32_t wt, kern_gemm_fn i8, const struct kern_gemm_args *const *as,
+			     size_t np, uint16_t *glu, size_t o0, size_t o1, size_t ks)
 {
+	const struct kern_gemm_args *const a = as[0];
 	/* F16, BF16: K steps of the split products (amx_bf16_fx.h) */
 	const size_t wd = amxfx_widen(wt);
 	const size_t ns = a->n_in * wd / AMXBF_STEP, mp = kern_amxbf_tokens(a->n_tok), ntg = mp / 32;
@@ -431,14 +464,17 @@ static void amxbf__gemm(uint32_t wt, kern_gemm_fn i8, const struct kern_gemm_arg
 	const size_t o_end = o0 + rows;
 	const size_t bt_bytes = 2 * AMXBF_KS * AMXBF_TILE * sizeof(uint16_t);
 	const size_t ct_bytes =
-		full < mp && ns <= ks ? (32 * rows * sizeof(float) + 63) & ~(size_t)63 : 0;
+		full < mp && ns <= ks && !glu ? (32 * rows * sizeof(float) + 63) & ~(size_t)63 : 0;
 	const size_t xb_bytes = a->xb ? 0 : mp * a->n_in * wd * sizeof(uint16_t);
-	/* the running sums between K chunks: per token group a row block's
-	 * (rbw rows: the call's, up to rbn) 32 x 32 blocks (4 KiB each, contiguous: y's rows are n_out floats
-	 * apart, all on a few cache sets), then two chunks' partial blocks */
-	const size_t rbn = amxbf__rb_rows(mp);
+	/* the running sums between K chunks: per part and token group a row
+	 * block's (rbw rows: the call's, up to rbn) 32 x 32 blocks (4 KiB
+	 * each, contiguous: y's rows are n_out floats apart, all on a few
+	 * cache sets), then two chunks' partial blocks */
+	const size_t rbn = amxbf__rb_rows(mp, np);
 	const size_t rbw = rows < rbn ? (rows + 31) / 32 * 32 : rbn;
-	const size_t cb_bytes = ns > ks ? (mp * rbw + 2048) * sizeof(float) : 0;
+	/* (the paired call's epilogue reads sums, even of one chunk) */
+	const int sums = ns > ks || glu;
+	const size_t cb_bytes = sums ? (np * mp * rbw + 2048) * sizeof(float) : 0;
 	const uint16_t *xb = a->xb;
 	struct amxbf_item it = {0}, nx = {0};
 	uint16_t *bt[2];
@@ -447,16 +483,20 @@ static void amxbf__gemm(uint32_t wt, kern_gemm_fn i8, const struct kern_gemm_arg
 	float *ct, *cb, *part;
 	char *m;
 
+	if (glu && rows != o1 - o0)
+		return -1;
 	if (rows == 0 || ns == 0 || (a->xb == NULL && a->xf == NULL) ||
 	    !(m = AMXBF_ALLOC(2 * bt_bytes + ct_bytes + cb_bytes + xb_bytes))) {
+		if (glu)
+			return -1;
 		i8(a, o0, o1);
-		return;
+		return 0;
 	}
 	bt[0] = (uint16_t *)m;
 	bt[1] = (uint16_t *)(m + bt_bytes);
 	ct = (float *)(m + 2 * bt_bytes);
 	cb = (float *)(m + 2 * bt_bytes + ct_bytes);
-	part = cb_bytes ? cb + mp * rbw : NULL;
+	part = cb_bytes ? cb + np * mp * rbw : NULL;
 	if (!xb) {
 		uint16_t *own = (uint16_t *)(m + 2 * bt_bytes + ct_bytes + cb_bytes);
 
@@ -466,28 +506,32 @@ static void amxbf__gemm(uint32_t wt, kern_gemm_fn i8, const struct kern_gemm_arg
 		xb = own;
 	}
 	amxbf__set(&it, o0, 0, o0, ns, ks, o_end);
-	amxbf__panel(wt, a, &it, 0, amxbf__units(wt, it.n, it.two), bt[0]);
+	amxbf__panel(wt, as[0], &it, 0, amxbf__units(wt, it.n, it.two), bt[0]);
 	amxbf__configure();
 	for (size_t i = 0;; i++) {
-		const int more = amxbf__next(&it, &nx, ns, ks, o_end, rbn);
+		const int more = amxbf__next(&it, &nx, ns, ks, o_end, np, rbn);
 		const size_t nu = more ? amxbf__units(wt, nx.n, nx.two) : 0;
 		const uint16_t *b = bt[i & 1];
 		const size_t re = it.rb + rbn < o_end ? it.rb + rbn : o_end;
-		/* the row block's last item (several chunks): its sums go to y */
-		const int fin = ns > ks && it.kc + it.n == ns && (!more || nx.rb != it.rb);
+		/* the row block's last item (several chunks, the last part):
+		 * its sums go to y, or through the epilogue */
+		const int fin = sums && it.kc + it.n == ns && it.p + 1 == np &&
+				(!more || nx.rb != it.rb);
 		/* F16 / BF16: the steps that keep the step before's B tiles */
 		const uint32_t keep = amxfx_keep(wt, it.kc, it.n);
+		const struct kern_gemm_args *ap = as[it.p];
+		float *const cbp = cb + it.p * mp * rbw;
 
 		for (size_t j = 0; j < ntg; j++) {
 			const size_t tg = 32 * j;
 			const uint16_t *x0 = xb + ((tg / AMXBF_TOK) * ns + it.kc) * AMXBF_TILE;
-			float *run = cb + (j * (rbw / 32) + (it.o - it.rb) / 32) * 1024;
-			float *out = tg < full ? a->y + tg * a->y_stride + it.o : ct + (it.o - o0);
-			const size_t os = tg < full ? a->y_stride : rows;
-			const int last = it.kc + it.n == ns;
+			float *run = cbp + (j * (rbw / 32) + (it.o - it.rb) / 32) * 1024;
+			float *out = tg < full ? ap->y + tg * ap->y_stride + it.o : ct + (it.o - o0);
+			const size_t os = tg < full ? ap->y_stride : rows;
+			const int last = it.kc + it.n == ns && !glu;
 			const size_t u0 = nu * j / ntg, u1 = nu * (j + 1) / ntg;
 			const struct amxbf_side side = {
-				nf ? &fold[(nf - 1) & 1] : NULL, wt, a, &nx, u0, u1,
+				nf ? &fold[(nf - 1) & 1] : NULL, wt, as[nx.p], &nx, u0, u1,
 				(u1 - u0 + it.n - 1) / it.n, (32 + it.n - 1) / it.n, bt[(i + 1) & 1],
 			};
 
@@ -503,23 +547,63 @@ static void amxbf__gemm(uint32_t wt, kern_gemm_fn i8, const struct kern_gemm_arg
 				nf++;
 			}
 		}
-		/* the row block's last item: its sums into y (the pending
-		 * fold first) */
+		/* the row block's last item: its sums into y, or up's and
+		 * gate's through the epilogue into the down product's tiles
+		 * (the pending fold first; the earlier part's last folds ran
+		 * in this part's first blocks) */
 		if (fin) {
-			amxbf__fold(&fold[(nf - 1) & 1], 0, 32);
+			if (nf) /* none after a lone chunk (the paired call) */
+				amxbf__fold(&fold[(nf - 1) & 1], 0, 32);
 			nf = 0;
-			amxbf__sums_to_y(a, cb, rbw, it.rb, re);
+			if (glu)
+				amxbf__glu_rows(a->n_tok, cb, cb + mp * rbw, rbw, it.rb, re, glu,
+						as[0]->y_stride);
+			else
+				amxbf__sums_to_y(a, cb, rbw, it.rb, re);
 		}
 		if (!more)
 			break;
 		it = nx;
 	}
 	_tile_release();
-	for (size_t t = full; ns <= ks && t < a->n_tok; t++)
+	for (size_t t = full; ns <= ks && !glu && t < a->n_tok; t++)
 		memcpy(a->y + t * a->y_stride + o0, ct + (t - full) * rows, rows * sizeof(float));
 	free(m);
 	if (o_end < o1) /* rows past the last 16: every token, int8 */
 		i8(a, o_end, o1);
+	return 0;
+}
+
+static void amxbf__gemm(uint32_t wt, kern_gemm_fn i8, const struct kern_gemm_args *a, size_t o0,
+			size_t o1, size_t ks)
+{
+	amxbf__gemm_parts(wt, i8, &a, 1, NULL, o0, o1, ks);
+}
+
+int kern_amxbf_glu(uint32_t wt, const struct kern_gemm_args *up, const struct kern_gemm_args *gate,
+		   size_t o0, size_t o1, uint16_t *xb)
+{
+	const struct kern_gemm_args *const as[2] = {up, gate};
+
+	if (!kern_amxbf_glu_ok(wt) || up->n_in != gate->n_in || up->n_tok != gate->n_tok ||
+	    up->xb != gate->xb || up->y_stride != gate->y_stride)
+		return -1;
+	return amxbf__gemm_parts(wt, NULL, as, 2, xb, o0, o1, AMXBF_KS);
+}
+
+int kern_amxbf_glu_ok(uint32_t wt)
+{
+	const uint32_t t = wt & ~KERN_PACKED;
+
+	return kern_amxbf_on && (t == DTYPE_Q8_0 || t == DTYPE_Q4_0 || amxkq_is_kquant(t));
+}
+
+void kern_amxbf_glu_y(const float *up, const float *gate, size_t stride, size_t n_tok,
+		      size_t o0, size_t o1, uint16_t *xb)
+{
+	for (size_t t = 0; t < n_tok; t++)
+		amxglu__row(up + t * stride + o0, gate + t * stride + o0, 32, o0, o1,
+			    kern_amxbf_row(xb, stride, t));
 }
 
 void kern_amxbf_gemm_q8_0(const struct kern_gemm_args *a, size_t o0, size_t o1)

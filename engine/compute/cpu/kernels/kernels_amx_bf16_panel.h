@@ -24,6 +24,7 @@
 struct amxbf_item {
 	size_t rb, kc, n, o;
 	int two;
+	size_t p; /* the call's part (weight matrix) whose rows these are */
 };
 
 /* Block b of the 16 rows at w (st bytes apart) as one B tile at bt: row r

@@ -130,6 +130,8 @@ struct kern_act_lazy {
 /* Tests: 1 makes kern_matmul_n_fused() run kern_pre's rows() for every
  * group (the unfused path), to compare the two (test_fuse_bf16.c). */
 extern int kern_bf16_fuse_off;
+/* Tests: 1 makes kern_matmul_glu() run the plain product (0 returned). */
+extern int kern_glu_off;
 
 /* Tests: 1 makes kern_mm_parts_share() refuse parts of differing types
  * (the callers' separate products), to compare the two (test_mm_mixed.c). */
@@ -467,6 +469,26 @@ static inline uint16_t *kern_amxbf_row(uint16_t *xb, size_t n_in, size_t t)
  * weight row n's pair at elements 2n, 2n+1. wt | KERN_PACKED: w is a
  * tiled packed 16-row group (st unused), the same tile bit for bit. */
 void kern_amxbf_b_tile(uint32_t wt, const char *w, size_t st, size_t b, uint16_t *bt);
+/* The MLP's gate and up products of prompt rows as one call (issue 17,
+ * kernels_amx_bf16.c): rows [o0, o1) of up and gate (the same type wt,
+ * activations and row count; tokens all prompt rows, n_exact 0, as
+ * kern_amx_prompt_args makes them) share each K chunk's A tiles, and
+ * instead of y their silu(gate) * up goes, rounded to bf16, straight into
+ * the down product's A tiles xb (K n_in = up's n_out, token t's row
+ * kern_amxbf_row(xb, n_out, t)): the bits kern_silu_mul_bf16 makes of
+ * the two products' y. -1: nothing done (work memory, a row tail), then
+ * the caller runs both products and kern_amxbf_glu_y. */
+int kern_amxbf_glu(uint32_t wt, const struct kern_gemm_args *up, const struct kern_gemm_args *gate,
+		   size_t o0, size_t o1, uint16_t *xb);
+/* 1 where kern_amxbf_glu takes wt's weights (Q8_0, Q4_0, Q4/5/6_K, packed or not). */
+int kern_amxbf_glu_ok(uint32_t wt);
+/* kern_amxbf_glu's epilogue from float rows (up, gate: n_tok rows of
+ * stride floats, rows [o0, o1), on 16s), the same bits. */
+void kern_amxbf_glu_y(const float *up, const float *gate, size_t stride, size_t n_tok,
+		      size_t o0, size_t o1, uint16_t *xb);
+/* a's prompt rows [n_exact, n_tok) as a call of their own (n_exact 0):
+ * what the amx level's products hand the bf16 tiles (kernels_amx.c). */
+void kern_amx_prompt_args(const struct kern_gemm_args *a, struct kern_gemm_args *r);
 /* 1 while the bf16 GEMM is on (kern_amxbf_enable). */
 extern int kern_amxbf_on;
 /* The amx level's prompt-row attention blocks (attention_amx.c). */

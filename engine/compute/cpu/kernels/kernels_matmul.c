@@ -69,6 +69,7 @@ static_assert(KERN_ROW_ALIGN % 16 == 0, "chunks end on packed row groups");
 #endif
 
 int kern_bf16_fuse_off;
+int kern_glu_off;
 
 static size_t kern__act_row_bytes(size_t n_in)
 {
@@ -189,6 +190,11 @@ struct kern__job {
 	struct kern_bf16_rows bf16_rows;
 	struct kern_act_lazy lazy; /* args' lazy, where the bf16 tokens' int8 waits */
 	uint32_t wtype;            /* the weights' type (F16 / BF16 tiles: kern__fx_cb) */
+	/* kern_matmul_glu(): args[0] up, args[1] gate, scheduled as one
+	 * part (up's chunks), each run one paired call (kern__glu_run) of
+	 * type glu_wt writing the down product's tiles at glu; else NULL */
+	uint16_t *glu;
+	uint32_t glu_wt;
 };
 
 #if defined(__x86_64__)
@@ -285,6 +291,38 @@ static void kern__pre_cb(void *data, size_t i)
 	job->pre(job->pre_ctx, t0, n_tok - t0 < job->pre_rows ? n_tok : t0 + job->pre_rows);
 }
 
+#if defined(__x86_64__)
+/* Rows [o0, o1) of kern_matmul_glu's up and gate: the sampled rows' y as
+ * the amx level's product makes them (kernels_amx.c amx__split's exact
+ * call), the prompt rows as one paired call into job->glu; where that
+ * call cannot run, both products and the same epilogue from their y. */
+static void kern__glu_run(const struct kern__job *job, size_t o0, size_t o1)
+{
+	struct kern_gemm_args r[2];
+
+	for (size_t p = 0; p < 2 && job->args[0].n_exact > 0; p++) {
+		r[p] = job->args[p];
+		r[p].n_tok = r[p].n_exact;
+		r[p].lazy = NULL; /* sampled rows' blocks are always made */
+		job->gemm[p](&r[p], o0, o1);
+	}
+	kern_amx_prompt_args(&job->args[0], &r[0]);
+	kern_amx_prompt_args(&job->args[1], &r[1]);
+	if (kern_amxbf_glu(job->glu_wt, &r[0], &r[1], o0, o1, job->glu) == 0)
+		return;
+	job->gemm[0](&r[0], o0, o1);
+	job->gemm[1](&r[1], o0, o1);
+	kern_amxbf_glu_y(r[0].y, r[1].y, r[0].y_stride, r[0].n_tok, o0, o1, job->glu);
+}
+#endif
+
+/* A prompt-row writer that has nothing to write: kern_pre's xb holds the
+ * rows already (kern_matmul_glu made them). */
+static void kern__bf16_made(void *ctx, size_t t0, size_t t1, const struct kern_bf16_rows *b)
+{
+	(void)ctx, (void)t0, (void)t1, (void)b;
+}
+
 /* Chunks [i, j) of the job in one product call, as far as chunk i's
  * part reaches (a call has one weight matrix); returns the first chunk
  * not run. */
@@ -300,6 +338,12 @@ static size_t kern__run_chunks(const struct kern__job *job, size_t i, size_t j)
 	const size_t o0 = (i - job->first[p]) * job->chunk[p];
 	const size_t o1 = (j - job->first[p]) * job->chunk[p];
 
+#if defined(__x86_64__)
+	if (job->glu) {
+		kern__glu_run(job, o0, o1 < n_out ? o1 : n_out);
+		return j;
+	}
+#endif
 	job->gemm[p](&job->args[p], o0, o1 < n_out ? o1 : n_out);
 	return j;
 }
@@ -425,9 +469,21 @@ static size_t kern__chunk_rows(tpool_t pool, size_t n_out, size_t n_tok)
 	return (chunk + KERN_ROW_ALIGN - 1) / KERN_ROW_ALIGN * KERN_ROW_ALIGN;
 }
 
-void kern_matmul_n_fused(tpool_t pool, uint32_t wtype, size_t n_in,
-			 const struct kern_mm_part *parts, size_t n, const float *x, size_t n_tok,
-			 size_t n_exact, void *scratch, const struct kern_pre *pp)
+int kern_bf16_ready(uint32_t wtype, size_t n_in, size_t n_tok, size_t n_exact)
+{
+	wtype &= ~KERN_PACKED;
+	kern_init();
+	/* kern_matmul_n_fused's conditions for its bf16 writer, below */
+	return n_exact < n_tok && kern_wtype_quantized(wtype) && n_in % 32 == 0 &&
+	       kern__bf16_bytes(wtype, n_in, n_tok) != 0 && KERN_ACT_LAZY &&
+	       !kern_bf16_fuse_off && kern_bf16_plain(wtype);
+}
+
+/* kern_matmul_n_fused(), and with glu (kern_matmul_glu) the paired
+ * gate|up calls where they run: 1 then. */
+static int kern__matmul(tpool_t pool, uint32_t wtype, size_t n_in, const struct kern_mm_part *parts,
+			size_t n, const float *x, size_t n_tok, size_t n_exact, void *scratch,
+			const struct kern_pre *pp, uint16_t *glu)
 {
 	const kern_rows_fn pre = pp ? pp->rows : NULL;
 	void *const pre_ctx = pp ? pp->ctx : NULL;
@@ -445,7 +501,7 @@ void kern_matmul_n_fused(tpool_t pool, uint32_t wtype, size_t n_in,
 	assert(n_in % dtype_block(wtype) == 0);
 	assert(n <= KERN_MM_PARTS_MAX);
 	if (n_tok == 0 || n == 0 || n > KERN_MM_PARTS_MAX)
-		return;
+		return 0;
 	if (n_exact > n_tok)
 		n_exact = n_tok;
 #if defined(__x86_64__)
@@ -459,7 +515,7 @@ void kern_matmul_n_fused(tpool_t pool, uint32_t wtype, size_t n_in,
 		assert(kern_mm_parts_share(wcall, pt, n_in));
 		fn[p] = kern__gemm_of(pt, n_tok, bf);
 		if (fn[p] == NULL) /* refused at load (kern_supports); never here */
-			return;
+			return 0;
 	}
 	job.x = x;
 	a.w_stride = (size_t)dtype_row_size(wtype, n_in);
@@ -523,7 +579,16 @@ void kern_matmul_n_fused(tpool_t pool, uint32_t wtype, size_t n_in,
 				job.lazy.redo_ctx = pre_ctx;
 				job.lazy.redo_t0 = job.bf16_t0 < n_tok ? job.bf16_t0 : n_tok;
 				job.lazy.redo_t1 = n_tok;
+				/* rows made by the caller (kern_matmul_glu): read
+				 * there, written by no task here; pad rows zeroed */
+				if (pp->xb) {
+					a.xb = kern_amxbf_tiles(pp->xb, n_in, n_tok - n_exact);
+					job.bf16_rows.xb = (uint16_t *)a.xb;
+					job.pre_bf16 = kern__bf16_made;
+				}
 			}
+			/* the caller asked kern_bf16_ready() first */
+			assert(!pp || !pp->xb || job.pre_bf16 == kern__bf16_made);
 		}
 #endif
 	} else {
@@ -574,8 +639,20 @@ void kern_matmul_n_fused(tpool_t pool, uint32_t wtype, size_t n_in,
 	if (job.n_part == 0) {
 		if (bf && kern_wtype_quantized(wtype))
 			pthread_mutex_destroy(&job.lazy.lock);
-		return;
+		return 0;
 	}
+#if defined(__x86_64__)
+	/* the paired gate|up calls: up's chunks, each taking gate's same rows
+	 * (run at the same chunk height: one matrix's n_out) */
+	if (glu && bf && !kern_glu_off && kern_wtype_quantized(wtype) && job.n_part == 2 &&
+	    parts[0].n_out == parts[1].n_out && parts[0].n_out % 16 == 0 &&
+	    (parts[0].wtype ? parts[0].wtype : wcall) == (parts[1].wtype ? parts[1].wtype : wcall) &&
+	    kern_amxbf_glu_ok(parts[0].wtype ? parts[0].wtype : wcall)) {
+		job.glu = glu;
+		job.glu_wt = parts[0].wtype ? parts[0].wtype : wcall;
+		job.n_part = 1;
+	}
+#endif
 	if (kern_wtype_quantized(wtype) && pre)
 		tpool_run_1d(pool, kern__pre_quantize_cb, &job,
 			     (n_tok + job.pre_rows - 1) / job.pre_rows);
@@ -604,4 +681,19 @@ void kern_matmul_n_fused(tpool_t pool, uint32_t wtype, size_t n_in,
 	}
 	if (bf && kern_wtype_quantized(wtype))
 		pthread_mutex_destroy(&job.lazy.lock);
+	return job.glu != NULL;
+}
+
+void kern_matmul_n_fused(tpool_t pool, uint32_t wtype, size_t n_in,
+			 const struct kern_mm_part *parts, size_t n, const float *x, size_t n_tok,
+			 size_t n_exact, void *scratch, const struct kern_pre *pp)
+{
+	kern__matmul(pool, wtype, n_in, parts, n, x, n_tok, n_exact, scratch, pp, NULL);
+}
+
+int kern_matmul_glu(tpool_t pool, uint32_t wtype, size_t n_in, const struct kern_mm_part parts[2],
+		    const float *x, size_t n_tok, size_t n_exact, void *scratch,
+		    const struct kern_pre *pre, uint16_t *xb)
+{
+	return kern__matmul(pool, wtype, n_in, parts, 2, x, n_tok, n_exact, scratch, pre, xb);
 }

@@ -142,4 +142,16 @@ static inline void avx512__transpose16(__m512i r[16])
 	}
 }
 
+/* act_avx2.c's act__silu_mul on 16 lanes: g / (1 + e^-g) * y. One copy
+ * for every writer of the gated SiLU (act_avx512.c's float and bf16 rows,
+ * kernels_amx_glu.h's epilogue of the paired gate|up product), so they
+ * are the same bits. */
+static inline __attribute__((always_inline)) __m512 avx512__silu_mul(__m512 y, __m512 g)
+{
+	const __m512 one = _mm512_set1_ps(1.0f);
+	__m512 e = avx512__exp(_mm512_sub_ps(_mm512_setzero_ps(), g));
+
+	return _mm512_mul_ps(_mm512_div_ps(g, _mm512_add_ps(one, e)), y);
+}
+
 #endif
