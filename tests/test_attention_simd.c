@@ -422,22 +422,29 @@ static void at_check_scores_softmax_bf16(size_t nq, size_t nk, size_t d, int f16
 }
 #endif
 
-START_TEST(amx_scores_softmax_equals_the_two_calls)
-{
 #if defined(__x86_64__)
+/* check over query rows x key counts x head widths (F16 or float keys
+ * alternating), where the amx level runs; what names it in the skip. */
+static void at_for_bf16_cases(void (*check)(size_t, size_t, size_t, int), const char *what)
+{
 	static const size_t nqs[] = {1, 5, 16, 17, 40, 64, 256}, nks[] = {1, 7, 16, 33, 63, 64},
 			    ds[] = {64, 128};
 
 	if (!kern_level_runs(CPU_LEVEL_AMX)) {
-		fprintf(stderr, "attention: skipping amx scores + softmax: this CPU or kernel has "
-				"no AMX\n");
+		fprintf(stderr, "attention: skipping amx %s: this CPU or kernel has no AMX\n", what);
 		return;
 	}
 	for (size_t a = 0; a < sizeof(nqs) / sizeof(nqs[0]); a++)
 		for (size_t b = 0; b < sizeof(nks) / sizeof(nks[0]); b++)
 			for (size_t c = 0; c < sizeof(ds) / sizeof(ds[0]); c++)
-				at_check_scores_softmax_bf16(nqs[a], nks[b], ds[c],
-							     (a + b + c) & 1);
+				check(nqs[a], nks[b], ds[c], (a + b + c) & 1);
+}
+#endif
+
+START_TEST(amx_scores_softmax_equals_the_two_calls)
+{
+#if defined(__x86_64__)
+	at_for_bf16_cases(at_check_scores_softmax_bf16, "scores + softmax");
 #else
 	fprintf(stderr, "attention: skipping amx scores + softmax: x86-64 only\n");
 #endif
@@ -447,18 +454,7 @@ END_TEST
 START_TEST(amx_fused_softmax_equals_the_separate_steps)
 {
 #if defined(__x86_64__)
-	static const size_t nqs[] = {1, 5, 16, 17, 40, 64, 256}, nks[] = {1, 7, 16, 33, 63, 64},
-			    ds[] = {64, 128};
-
-	if (!kern_level_runs(CPU_LEVEL_AMX)) {
-		fprintf(stderr, "attention: skipping amx fused softmax: this CPU or kernel has no "
-				"AMX\n");
-		return;
-	}
-	for (size_t a = 0; a < sizeof(nqs) / sizeof(nqs[0]); a++)
-		for (size_t b = 0; b < sizeof(nks) / sizeof(nks[0]); b++)
-			for (size_t c = 0; c < sizeof(ds) / sizeof(ds[0]); c++)
-				at_check_softmax_bf16(nqs[a], nks[b], ds[c], (a + b + c) & 1);
+	at_for_bf16_cases(at_check_softmax_bf16, "fused softmax");
 #else
 	fprintf(stderr, "attention: skipping amx fused softmax: x86-64 only\n");
 #endif

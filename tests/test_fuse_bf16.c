@@ -230,21 +230,8 @@ START_TEST(fused_model_equals_unfused)
 		return;
 	snprintf(path, sizeof(path), "../shared/golden/quants/llama-256/%s.gguf", files[_i]);
 	ck_assert_msg(model_open(&m, path, err) == 0, "model_open %s: %s", path, err);
-	const size_t nv = m.hp.n_vocab, n = TEST_MODEL_OUTPUTS(&m);
-	float *a = malloc(n * sizeof(float)), *b = malloc(n * sizeof(float));
-
-	kern_bf16_fuse_off = 1;
-	test_model_outputs(&m, a);
-	kern_bf16_fuse_off = 0;
-	test_model_outputs(&m, b);
-	for (size_t i = 0; i < n; i++)
-		ck_assert_msg(memcmp(a + i, b + i, sizeof(float)) == 0,
-			      "%s: %s %zu: %.9g unfused, %.9g fused", files[_i],
-			      i < nv ? "prompt logit" : i < 2 * nv ? "decode logit" : "hidden value", i,
-			      a[i], b[i]);
+	test_model_switch_same(&m, &kern_bf16_fuse_off, files[_i], "unfused", "fused");
 	model_free(&m);
-	free(a);
-	free(b);
 }
 END_TEST
 

@@ -175,21 +175,8 @@ START_TEST(mixed_model_equals_separate_products)
 		mixed += w[ARCH_T_ATTN_V].type != w[ARCH_T_ATTN_Q].type;
 	}
 	ck_assert_msg(mixed > 0, "%s: no layer with q and v of differing types", path);
-	const size_t nv = m.hp.n_vocab, n = TEST_MODEL_OUTPUTS(&m);
-	float *a = malloc(n * sizeof(float)), *b = malloc(n * sizeof(float));
-
-	kern_mm_mixed_off = 1;
-	test_model_outputs(&m, a);
-	kern_mm_mixed_off = 0;
-	test_model_outputs(&m, b);
-	for (size_t i = 0; i < n; i++)
-		ck_assert_msg(memcmp(a + i, b + i, sizeof(float)) == 0,
-			      "%s %zu: %.9g separate, %.9g one job",
-			      i < nv ? "prompt logit" : i < 2 * nv ? "decode logit" : "hidden value",
-			      i, a[i], b[i]);
+	test_model_switch_same(&m, &kern_mm_mixed_off, path, "separate", "one job");
 	model_free(&m);
-	free(a);
-	free(b);
 }
 END_TEST
 

@@ -275,6 +275,25 @@ void test_model_outputs(const struct model *m, float *out)
 	forward_pass_free(p);
 }
 
+/* testutil.h: a switch's two settings, the same outputs. */
+void test_model_switch_same(const struct model *m, int *off, const char *what,
+			    const char *off_name, const char *on_name)
+{
+	const size_t nv = m->hp.n_vocab, n = TEST_MODEL_OUTPUTS(m);
+	float *a = test_alloc64(n * sizeof(float)), *b = test_alloc64(n * sizeof(float));
+
+	*off = 1;
+	test_model_outputs(m, a);
+	*off = 0;
+	test_model_outputs(m, b);
+	for (size_t i = 0; i < n; i++)
+		ck_assert_msg(memcmp(a + i, b + i, sizeof(float)) == 0, "%s: %s %zu: %.9g %s, %.9g %s",
+			      what, i < nv ? "prompt logit" : i < 2 * nv ? "decode logit" : "hidden value",
+			      i, a[i], off_name, b[i], on_name);
+	free(a);
+	free(b);
+}
+
 /* testutil.h: the SiLU row work, float and bf16 writers. */
 void test_silu_pre_rows(void *ctx, size_t t0, size_t t1)
 {

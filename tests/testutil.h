@@ -61,6 +61,13 @@ struct model;
 void test_model_outputs(const struct model *m, float *out);
 #define TEST_MODEL_OUTPUTS(m) (2 * (size_t)(m)->hp.n_vocab + 37 * (size_t)(m)->hp.n_embd)
 
+/* test_model_outputs() with *off set to 1, then to 0 (a kernel switch
+ * that must not change a result), asserted equal bit for bit; what names
+ * the model, off_name and on_name the two settings, in a failure. *off
+ * is left 0. */
+void test_model_switch_same(const struct model *m, int *off, const char *what,
+			    const char *off_name, const char *on_name);
+
 /* The whole file at `path`, NUL-terminated (malloc'd: the caller frees),
  * its length in *len; NULL if it cannot be read. */
 char *test_read_file(const char *path, size_t *len);
