@@ -30,16 +30,6 @@
 #include "model.h"
 #include "testutil.h"
 
-static uint64_t glu_rng = 0x91017;
-
-static void glu_fill(float *x, size_t n, float scale)
-{
-	for (size_t i = 0; i < n; i++) {
-		float u = (float)(test_rand(&glu_rng) & 0xffffff) / 16777216.0f * 2.0f - 1.0f;
-		x[i] = u * scale * ((test_rand(&glu_rng) & 31) == 0 ? 40.0f : 1.0f);
-	}
-}
-
 static int glu_runs(const char *what)
 {
 	kern_init();
@@ -52,6 +42,16 @@ static int glu_runs(const char *what)
 }
 
 #if defined(__x86_64__) /* the tiles' layout (kern_amxbf_*): x86-64 only */
+static uint64_t glu_rng = 0x91017;
+
+static void glu_fill(float *x, size_t n, float scale)
+{
+	for (size_t i = 0; i < n; i++) {
+		float u = (float)(test_rand(&glu_rng) & 0xffffff) / 16777216.0f * 2.0f - 1.0f;
+		x[i] = u * scale * ((test_rand(&glu_rng) & 31) == 0 ? 40.0f : 1.0f);
+	}
+}
+
 /* Token k's tile row (out elements, a multiple of 32) in a and b alike. */
 static int glu_rows_equal(uint16_t *a, uint16_t *b, size_t out, size_t k)
 {

@@ -314,7 +314,6 @@ static void kern__glu_run(const struct kern__job *job, size_t o0, size_t o1)
 	job->gemm[1](&r[1], o0, o1);
 	kern_amxbf_glu_y(r[0].y, r[1].y, r[0].y_stride, r[0].n_tok, o0, o1, job->glu);
 }
-#endif
 
 /* A prompt-row writer that has nothing to write: kern_pre's xb holds the
  * rows already (kern_matmul_glu made them). */
@@ -322,6 +321,7 @@ static void kern__bf16_made(void *ctx, size_t t0, size_t t1, const struct kern_b
 {
 	(void)ctx, (void)t0, (void)t1, (void)b;
 }
+#endif
 
 /* Chunks [i, j) of the job in one product call, as far as chunk i's
  * part reaches (a call has one weight matrix); returns the first chunk
@@ -652,6 +652,8 @@ static int kern__matmul(tpool_t pool, uint32_t wtype, size_t n_in, const struct 
 		job.glu_wt = parts[0].wtype ? parts[0].wtype : wcall;
 		job.n_part = 1;
 	}
+#else
+	(void)glu; /* no bf16 tiles: kern_bf16_ready() said no */
 #endif
 	if (kern_wtype_quantized(wtype) && pre)
 		tpool_run_1d(pool, kern__pre_quantize_cb, &job,
