@@ -1,5 +1,6 @@
 /* test_kernels.c - every kernel level against the scalar reference, the
- * block formats, the conversions, and the threaded driver. */
+ * block formats and the conversions: each kernel's results. The level
+ * choice and the threaded driver are in test_kernels_driver.c. */
 #include <check.h>
 #include <float.h>
 #include <math.h>
@@ -21,18 +22,6 @@
  * |y - y_float| <= sum_b (dx_b / 2) * sum_{i in b} |w_i| (+ KT_SUM_TOL);
  * and over a random matrix the relative RMS error stays below this: */
 #define KT_Q8_REL_RMS 1e-2
-
-static uint64_t kt_rng = 0x9e3779b97f4a7c15ull;
-
-/* Uniform in [-1, 1) times a per-call scale, with an occasional outlier
- * so block scales vary. */
-static void kt_fill(float *x, size_t n, float scale)
-{
-	for (size_t i = 0; i < n; i++) {
-		float u = (float)(test_rand(&kt_rng) & 0xffffff) / 16777216.0f * 2.0f - 1.0f;
-		x[i] = u * scale * ((test_rand(&kt_rng) & 63) == 0 ? 8.0f : 1.0f);
-	}
-}
 
 static uint16_t kt_h(float f)
 {
@@ -214,7 +203,7 @@ START_TEST(quantize_round_trip_within_format_bound)
 	struct kern_block_q8_0 *q8 = test_alloc64(N / 32 * 34);
 	struct kern_block_q4_0 *q4 = test_alloc64(N / 32 * 18);
 
-	kt_fill(x, N, 3.0f);
+	test_kern_fill(x, N, 3.0f);
 	for (size_t i = 0; i < 32; i++)
 		x[32 * 5 + i] = 0.0f; /* an all-zero block: d = 0 */
 	ck_assert_int_eq(kern_quantize_row(DTYPE_Q8_0, x, q8, N), 0);
@@ -274,25 +263,7 @@ END_TEST
 
 /* ---- every level against the reference ---------------------------------------- */
 
-static const uint32_t kt_types[] = {DTYPE_F32, DTYPE_F16, DTYPE_BF16, DTYPE_Q8_0, DTYPE_Q4_0};
-
-/* A weight matrix of `t` from random floats; returns it and, in `wf`, its
- * dequantized values. */
-static void *kt_weights(uint32_t t, size_t n_out, size_t n_in, float **wf)
-{
-	size_t row = (size_t)dtype_row_size(t, n_in);
-	uint8_t *w = test_alloc64(row * n_out);
-	float *src = test_alloc64(n_in * sizeof(float));
-
-	*wf = test_alloc64(n_out * n_in * sizeof(float));
-	for (size_t o = 0; o < n_out; o++) {
-		kt_fill(src, n_in, 0.05f + (float)(o % 7));
-		ck_assert_int_eq(kern_quantize_row(t, src, w + o * row, n_in), 0);
-		ck_assert_int_eq(kern_dequantize_row(t, w + o * row, *wf + o * n_in, n_in), 0);
-	}
-	free(src);
-	return w;
-}
+static const uint32_t kt_types[] = TEST_KERN_TYPES;
 
 /* The activations the kernel sees, as floats (dequantized Q8 blocks for
  * quantized weights). */
@@ -319,7 +290,7 @@ static void kt_check_level(enum cpu_level level, uint32_t t, size_t n_out, size_
 	float *yr = test_alloc64(n_out * n_tok * sizeof(float));
 	size_t act_row = n_in / KERN_QK * sizeof(struct kern_block_q8a);
 	uint8_t *xa = test_alloc64(act_row * n_tok + 1), *xa_ref = test_alloc64(act_row * n_tok + 1);
-	void *w = kt_weights(t, n_out, n_in, &wf);
+	void *w = test_kern_weights(t, n_out, n_in, &wf);
 	float *xd = NULL;
 	int32_t *xs8 = NULL;
 	struct kern_gemm_args a = {
@@ -330,7 +301,7 @@ static void kt_check_level(enum cpu_level level, uint32_t t, size_t n_out, size_
 		.y_stride = n_out,
 	};
 
-	kt_fill(x, n_in * n_tok, 1.0f);
+	test_kern_fill(x, n_in * n_tok, 1.0f);
 	if (kern_wtype_quantized(t)) {
 		for (size_t k = 0; k < n_tok; k++) {
 			kern_ops_ref.quantize_act(x + k * n_in,
@@ -471,8 +442,8 @@ static void kt_check_silu_level(enum cpu_level level)
 		size_t n = lens[li];
 		float g[131], y[131], y0[131];
 
-		kt_fill(g, n, 12.0f);
-		kt_fill(y0, n, 3.0f);
+		test_kern_fill(g, n, 12.0f);
+		test_kern_fill(y0, n, 3.0f);
 		g[0] = -200.0f; /* exp(200) is +inf: silu is -0 */
 		if (n > 1)
 			g[n - 1] = 95.0f;
@@ -501,276 +472,7 @@ START_TEST(silu_matches_double_math_on_every_level)
 }
 END_TEST
 
-/* ---- the public driver -------------------------------------------------------- */
-
-static void kt_matmul(tpool_t pool, uint32_t t, const void *w, size_t n_out, size_t n_in,
-		      const float *x, size_t n_tok, float *y)
-{
-	size_t sz = kern_matmul_scratch(t, n_in, n_tok);
-	void *scratch = sz ? test_alloc64(sz) : NULL;
-
-	kern_matmul(pool, t, w, n_out, n_in, x, n_tok, y, scratch);
-	free(scratch);
-}
-
-START_TEST(threaded_matmul_equals_single_thread_bit_for_bit)
-{
-	enum { OUT = 133, IN = 256 };
-	static const size_t toks[] = {1, 9};
-	tpool_t pool;
-
-	if (test_no_threads("kernels: threaded_matmul_equals_single_thread_bit_for_bit"))
-		return;
-	pool = tpool_create(2);
-
-	ck_assert_ptr_nonnull(pool);
-	kern_init();
-	for (size_t ti = 0; ti < sizeof(kt_types) / sizeof(kt_types[0]); ti++) {
-		for (size_t k = 0; k < 2; k++) {
-			size_t n_tok = toks[k];
-			float *wf, *x = test_alloc64(IN * n_tok * sizeof(float));
-			float *y1 = test_alloc64(OUT * n_tok * sizeof(float));
-			float *y2 = test_alloc64(OUT * n_tok * sizeof(float));
-			void *w = kt_weights(kt_types[ti], OUT, IN, &wf);
-
-			kt_fill(x, IN * n_tok, 1.0f);
-			kt_matmul(NULL, kt_types[ti], w, OUT, IN, x, n_tok, y1);
-			kt_matmul(pool, kt_types[ti], w, OUT, IN, x, n_tok, y2);
-			ck_assert_msg(memcmp(y1, y2, OUT * n_tok * sizeof(float)) == 0, "%s tok=%zu",
-				      dtype_name(kt_types[ti]), n_tok);
-			if (n_tok > 1) { /* a token's result does not depend on its batch */
-				kt_matmul(pool, kt_types[ti], w, OUT, IN, x + IN, 1, y2);
-				ck_assert(memcmp(y1 + OUT, y2, OUT * sizeof(float)) == 0);
-			}
-			free(w);
-			free(wf);
-			free(x);
-			free(y1);
-			free(y2);
-		}
-	}
-	tpool_destroy(pool);
-}
-END_TEST
-
-/* The tokens [1, n_tok) of a matmul as prompt rows (the bf16 tiles where
- * the level has them), token 0 exact. */
-static void kt_matmul_split(tpool_t pool, uint32_t t, const void *w, size_t n_out, size_t n_in,
-			    const float *x, size_t n_tok, float *y)
-{
-	const struct kern_mm_part part = {w, n_out, y, 0};
-	size_t sz = kern_matmul_scratch(t, n_in, n_tok);
-	void *scratch = sz ? test_alloc64(sz) : NULL;
-
-	kern_matmul_n_split(pool, t, n_in, &part, 1, x, n_tok, 1, scratch, NULL, NULL, 0);
-	free(scratch);
-}
-
-/* Threads split the chunks into one region each with stealing: one chunk
- * a claim for decode and small batches (kernels.c, kern__region_cb),
- * shrinking runs of chunks, one call a run, in prefill (kern__runs_cb).
- * Any thread count, more threads than chunks, rows past the last whole
- * tile, token counts on both sides of the small-batch bound, prompt rows
- * on their own path too: all bit-identical to one thread. */
-START_TEST(region_split_equals_single_thread_bit_for_bit)
-{
-	enum { OUT = 301, IN = 256 };
-	static const uint32_t threads[] = {2, 3, 7, 40};
-	static const size_t toks[] = {1, 3, 16, 17, 40};
-
-	if (test_no_threads("kernels: region_split_equals_single_thread_bit_for_bit"))
-		return;
-	kern_init();
-	for (size_t p = 0; p < sizeof(threads) / sizeof(threads[0]); p++) {
-		tpool_t pool = tpool_create(threads[p]);
-		ck_assert_ptr_nonnull(pool);
-		for (size_t ti = 0; ti < sizeof(kt_types) / sizeof(kt_types[0]); ti++)
-			for (size_t k = 0; k < sizeof(toks) / sizeof(toks[0]); k++) {
-				size_t n_tok = toks[k];
-				float *wf, *x = test_alloc64(IN * n_tok * sizeof(float));
-				float *y1 = test_alloc64(OUT * n_tok * sizeof(float));
-				float *y2 = test_alloc64(OUT * n_tok * sizeof(float));
-				void *w = kt_weights(kt_types[ti], OUT, IN, &wf);
-
-				kt_fill(x, IN * n_tok, 0.5f);
-				memset(y2, 0xff, OUT * n_tok * sizeof(float)); /* NaNs: unwritten */
-				kt_matmul(NULL, kt_types[ti], w, OUT, IN, x, n_tok, y1);
-				kt_matmul(pool, kt_types[ti], w, OUT, IN, x, n_tok, y2);
-				ck_assert_msg(memcmp(y1, y2, OUT * n_tok * sizeof(float)) == 0,
-					      "%s tok=%zu threads=%u", dtype_name(kt_types[ti]), n_tok,
-					      threads[p]);
-				memset(y2, 0xff, OUT * n_tok * sizeof(float));
-				kt_matmul_split(NULL, kt_types[ti], w, OUT, IN, x, n_tok, y1);
-				kt_matmul_split(pool, kt_types[ti], w, OUT, IN, x, n_tok, y2);
-				ck_assert_msg(memcmp(y1, y2, OUT * n_tok * sizeof(float)) == 0,
-					      "%s tok=%zu threads=%u, prompt rows",
-					      dtype_name(kt_types[ti]), n_tok, threads[p]);
-				free(w);
-				free(wf);
-				free(x);
-				free(y1);
-				free(y2);
-			}
-		tpool_destroy(pool);
-	}
-}
-END_TEST
-
-START_TEST(fused_matmul_equals_separate_matmuls_bit_for_bit)
-{
-	enum { IN = 288 };
-	static const size_t outs[] = {133, 0, 8, 37};
-	static const size_t toks[] = {1, 9};
-	/* 2, 3 and 5 threads: streaming jobs cut their chunks into regions
-	 * of about equal rows over parts of unequal chunk heights (kernels.c
-	 * kern__cut_regions), regions across part boundaries */
-	static const uint32_t pools[] = {2, 3, 5};
-	tpool_t pool;
-
-	if (test_no_threads("kernels: fused_matmul_equals_separate_matmuls_bit_for_bit"))
-		return;
-	kern_init();
-	for (size_t pi = 0; pi < sizeof(pools) / sizeof(pools[0]); pi++) {
-		pool = tpool_create(pools[pi]);
-		ck_assert_ptr_nonnull(pool);
-		for (size_t ti = 0; ti < sizeof(kt_types) / sizeof(kt_types[0]); ti++) {
-			for (size_t k = 0; k < 2; k++) {
-				size_t n_tok = toks[k], sz = kern_matmul_scratch(kt_types[ti], IN, n_tok);
-				float *x = test_alloc64(IN * n_tok * sizeof(float));
-				void *scratch = sz ? test_alloc64(sz) : NULL;
-				struct kern_mm_part parts[4];
-				void *w[4];
-				float *wf[4], *y1[4];
-
-				kt_fill(x, IN * n_tok, 1.0f);
-				for (size_t p = 0; p < 4; p++) {
-					w[p] = kt_weights(kt_types[ti], outs[p] ? outs[p] : 1, IN, &wf[p]);
-					y1[p] = test_alloc64((outs[p] + 1) * n_tok * sizeof(float));
-					parts[p] = (struct kern_mm_part){w[p], outs[p],
-									 test_alloc64((outs[p] + 1) * n_tok *
-										  sizeof(float)), 0};
-					kt_matmul(NULL, kt_types[ti], w[p], outs[p], IN, x, n_tok, y1[p]);
-				}
-				kern_matmul_n(pool, kt_types[ti], IN, parts, 4, x, n_tok, scratch);
-				for (size_t p = 0; p < 4; p++) {
-					ck_assert_msg(memcmp(y1[p], parts[p].y,
-							     outs[p] * n_tok * sizeof(float)) == 0,
-						      "%s tok=%zu part=%zu", dtype_name(kt_types[ti]), n_tok, p);
-					free(w[p]);
-					free(wf[p]);
-					free(y1[p]);
-					free(parts[p].y);
-				}
-				free(scratch);
-				free(x);
-			}
-		}
-		tpool_destroy(pool);
-	}
-}
-END_TEST
-
-/* kern_matmul_n_pre's row work: x[t] = x0[t] * (t + 1), marking the rows
- * it was called for (each exactly once). */
-struct kt_pre {
-	const float *x0;
-	float *x;
-	size_t n_in;
-	int calls[64];
-};
-
-static void kt_pre_rows(void *ctx, size_t t0, size_t t1)
-{
-	struct kt_pre *p = ctx;
-
-	for (size_t t = t0; t < t1; t++) {
-		for (size_t i = 0; i < p->n_in; i++)
-			p->x[t * p->n_in + i] = p->x0[t * p->n_in + i] * (float)(t + 1);
-		p->calls[t]++;
-	}
-}
-
-static void kt_row_work_check(tpool_t pool);
-
-/* kern_matmul_n_pre() equals its row work followed by kern_matmul_n(),
- * bit for bit, on every type, 1, 2 and 4 threads (4: more regions than
- * the host's two CPUs), groups of 1 and 4 rows, batch sizes around the
- * groups; and runs the work once per row. One token's outputs also
- * equal a run without a pool (a decode step's rows never depend on the
- * thread that streams them). */
-START_TEST(matmul_with_row_work_equals_work_then_matmul)
-{
-	const int no_threads = test_no_threads("kernels: matmul_with_row_work");
-
-	for (size_t n_thr = 2; n_thr <= 4; n_thr += 2)
-		kt_row_work_check(no_threads ? NULL : tpool_create(n_thr));
-}
-END_TEST
-
-static void kt_row_work_check(tpool_t pool)
-{
-	enum { IN = 288 };
-	static const size_t outs[] = {133, 8};
-	static const size_t toks[] = {1, 5, 8, 17};
-
-	kern_init();
-	for (size_t ti = 0; ti < sizeof(kt_types) / sizeof(kt_types[0]); ti++)
-		for (size_t k = 0; k < sizeof(toks) / sizeof(toks[0]); k++)
-			for (size_t rows = 1; rows <= 4; rows += 3) {
-				size_t n_tok = toks[k], sz = kern_matmul_scratch(kt_types[ti], IN, n_tok);
-				float *x0 = test_alloc64(IN * n_tok * sizeof(float));
-				float *xa = test_alloc64(IN * n_tok * sizeof(float));
-				float *xb = test_alloc64(IN * n_tok * sizeof(float));
-				void *scratch = sz ? test_alloc64(sz) : NULL;
-				struct kern_mm_part pa[2], pb[2];
-				struct kt_pre pre = {x0, xb, IN, {0}};
-				void *w[2];
-				float *wf[2];
-
-				kt_fill(x0, IN * n_tok, 1.0f);
-				for (size_t t = 0; t < n_tok; t++)
-					for (size_t i = 0; i < IN; i++)
-						xa[t * IN + i] = x0[t * IN + i] * (float)(t + 1);
-				for (size_t p = 0; p < 2; p++) {
-					w[p] = kt_weights(kt_types[ti], outs[p], IN, &wf[p]);
-					pa[p] = (struct kern_mm_part){w[p], outs[p],
-								      test_alloc64(outs[p] * n_tok * sizeof(float)), 0};
-					pb[p] = (struct kern_mm_part){w[p], outs[p],
-								      test_alloc64(outs[p] * n_tok * sizeof(float)), 0};
-				}
-				kern_matmul_n(pool, kt_types[ti], IN, pa, 2, xa, n_tok, scratch);
-				kern_matmul_n_pre(pool, kt_types[ti], IN, pb, 2, xb, n_tok, scratch,
-						  kt_pre_rows, &pre, rows);
-				ck_assert(memcmp(xa, xb, IN * n_tok * sizeof(float)) == 0);
-				for (size_t t = 0; t < n_tok; t++)
-					ck_assert_int_eq(pre.calls[t], 1);
-				for (size_t p = 0; p < 2; p++) {
-					ck_assert_msg(memcmp(pa[p].y, pb[p].y,
-							     outs[p] * n_tok * sizeof(float)) == 0,
-						      "%s tok=%zu rows=%zu part=%zu threads=%zu",
-						      dtype_name(kt_types[ti]), n_tok, rows, p,
-						      tpool_threads(pool));
-					if (n_tok == 1) { /* the pool's run equals one thread's */
-						kern_matmul_n(NULL, kt_types[ti], IN, &pa[p], 1, xa,
-							      1, scratch);
-						ck_assert_msg(memcmp(pa[p].y, pb[p].y,
-								     outs[p] * sizeof(float)) == 0,
-							      "%s part=%zu threads=%zu alone",
-							      dtype_name(kt_types[ti]), p,
-							      tpool_threads(pool));
-					}
-					free(w[p]);
-					free(wf[p]);
-					free(pa[p].y);
-					free(pb[p].y);
-				}
-				free(scratch);
-				free(x0);
-				free(xa);
-				free(xb);
-			}
-	tpool_destroy(pool);
-}
+/* ---- the quantized paths ------------------------------------------------------ */
 
 START_TEST(q8_0_matmul_tracks_float_math_on_dequantized_weights)
 {
@@ -781,11 +483,11 @@ START_TEST(q8_0_matmul_tracks_float_math_on_dequantized_weights)
 
 	/* The RMS bound is statistical: a fixed draw, whatever ran before
 	 * (EMBER_TEST_QUICK changes how much the tests before draw). */
-	kt_rng = 0x9e3779b97f4a7c15ull;
-	w = kt_weights(DTYPE_Q8_0, OUT, IN, &wf);
+	test_kern_seed(0x9e3779b97f4a7c15ull);
+	w = test_kern_weights(DTYPE_Q8_0, OUT, IN, &wf);
 	kern_init();
-	kt_fill(x, IN * TOK, 1.0f);
-	kt_matmul(NULL, DTYPE_Q8_0, w, OUT, IN, x, TOK, y);
+	test_kern_fill(x, IN * TOK, 1.0f);
+	test_kern_matmul(NULL, DTYPE_Q8_0, w, OUT, IN, x, TOK, y);
 	for (size_t k = 0; k < TOK; k++) {
 		for (size_t o = 0; o < OUT; o++) {
 			double want = 0, bound = 0, scale = 0;
@@ -813,112 +515,6 @@ START_TEST(q8_0_matmul_tracks_float_math_on_dequantized_weights)
 	free(wf);
 	free(x);
 	free(y);
-}
-END_TEST
-
-/* Per-operation choice: with made-up feature sets and every cap, each
- * entry comes from a level the features allow and the cap admits, and no
- * entry is left empty (a level's missing entries come from below). */
-START_TEST(resolve_never_picks_an_unavailable_level)
-{
-	const enum cpu_level *list;
-	size_t n = cpu_levels(&list);
-	struct cpu_features fs[6];
-
-	memset(fs, 0, sizeof(fs));
-	fs[1].avx2 = 1;
-	fs[2].avx2 = fs[2].avx512 = 1; /* no VNNI: not the avx512 level */
-	fs[3].avx2 = fs[3].avx512 = fs[3].avx512_vnni = 1;
-	fs[4].avx512 = fs[4].avx512_vnni = 1; /* AVX-512 without AVX2: scalar */
-	memset(&fs[5], 0xff, sizeof(fs[5]));
-	for (size_t fi = 0; fi < sizeof(fs) / sizeof(fs[0]); fi++) {
-		for (size_t ci = 0; ci < n; ci++) {
-			struct kern_ops ops;
-			struct kern_origin org;
-			enum cpu_level top = kern_resolve(&fs[fi], list[ci], &ops, &org);
-			enum cpu_level got[9 + 2 * DTYPE_COUNT];
-			size_t k = 0, rank_cap = ci;
-
-			got[k++] = org.quantize_act;
-			got[k++] = org.attn_scores;
-			got[k++] = org.attn_accum;
-			got[k++] = org.fp16_row;
-			got[k++] = org.max;
-			got[k++] = org.exp_sum;
-			got[k++] = org.silu_mul;
-			got[k++] = org.norm_rows;
-			got[k++] = org.fp16_from_row;
-			for (uint32_t t = 0; t < DTYPE_COUNT; t++) {
-				if (!kern_supports(t))
-					continue;
-				ck_assert_ptr_nonnull(ops.gemm[t]);
-				ck_assert_ptr_nonnull(ops.gemv[t]);
-				ck_assert_int_eq(org.gemm[t], org.gemv[t]);
-				got[k++] = org.gemm[t];
-			}
-			ck_assert(ops.quantize_act && ops.attn_scores && ops.attn_accum &&
-				  ops.fp16_row && ops.max && ops.exp_sum && ops.silu_mul && ops.norm_rows &&
-				  ops.fp16_from_row);
-			ck_assert(cpu_level_usable(&fs[fi], top));
-			for (size_t j = 0; j < k; j++) {
-				size_t r = 0;
-				while (r < n && list[r] != got[j])
-					r++;
-				ck_assert_msg(r < n && r <= rank_cap && cpu_level_usable(&fs[fi], got[j]),
-					      "features #%zu cap %s: entry %zu from %s", fi,
-					      cpu_level_name(list[ci]), j, cpu_level_name(got[j]));
-			}
-		}
-	}
-	/* Below AVX2 everything is the reference. */
-	{
-		struct kern_ops ops;
-		kern_resolve(&fs[4], CPU_LEVEL_AVX512, &ops, NULL);
-		ck_assert(ops.gemm[DTYPE_Q4_0] == kern_ops_ref.gemm[DTYPE_Q4_0]);
-		ck_assert(ops.silu_mul == kern_ops_ref.silu_mul);
-		/* no F16-in-place attention there: the caller converts rows */
-		ck_assert(ops.attn_scores_f16 == NULL && ops.attn_accum_f16 == NULL);
-	}
-#if defined(__x86_64__)
-	/* the AVX2 and AVX-512 levels read F16 rows in place, each its own */
-	{
-		struct kern_ops ops;
-		struct kern_origin org;
-		kern_resolve(&fs[1], CPU_LEVEL_AVX512, &ops, &org);
-		ck_assert(ops.attn_scores_f16 && ops.attn_accum_f16);
-		ck_assert_int_eq(org.attn_scores_f16, CPU_LEVEL_AVX2);
-		kern_resolve(&fs[3], CPU_LEVEL_AVX512, &ops, &org);
-		ck_assert_int_eq(org.attn_scores_f16, CPU_LEVEL_AVX512);
-		ck_assert_int_eq(org.exp_sum, CPU_LEVEL_AVX512);
-		kern_resolve(&fs[3], CPU_LEVEL_AVX2, &ops, &org);
-		ck_assert_int_eq(org.attn_accum_f16, CPU_LEVEL_AVX2);
-	}
-#endif
-}
-END_TEST
-
-/* kern_describe() names only levels this CPU runs. */
-START_TEST(describe_names_runnable_levels)
-{
-	char buf[KERN_DESCRIBE_MAX], *line;
-
-	kern_init();
-	kern_describe(buf, sizeof(buf));
-	/* not truncated: the last line whole (the version commands print it) */
-	ck_assert_uint_lt(strlen(buf), sizeof(buf) - 64);
-	ck_assert_ptr_nonnull(strstr(buf, "op norm: "));
-	ck_assert_ptr_nonnull(strstr(buf, "op gemv q4_0: "));
-	ck_assert_ptr_nonnull(strstr(buf, "op silu_mul: "));
-	for (line = strtok(buf, "\n"); line; line = strtok(NULL, "\n")) {
-		const char *lv = strrchr(line, ' ') + 1;
-		int ok = 0;
-		for (int l = 0; l < CPU_LEVEL_COUNT; l++)
-			if (strcmp(lv, cpu_level_name((enum cpu_level)l)) == 0)
-				ok = kern_level_runs((enum cpu_level)l);
-		ck_assert_msg(ok, "%s", line);
-	}
-	kern_describe(buf, 10); /* truncates, stays terminated */
-	ck_assert_uint_le(strlen(buf), 9);
 }
 END_TEST
 
@@ -986,9 +582,9 @@ START_TEST(avx512_quantized_equals_avx2_bit_for_bit)
 		uint8_t *xa = test_alloc64(act_row * n_tok);
 		float *xd = test_alloc64(pad * n_tok * sizeof(float));
 		int32_t *xs8 = test_alloc64(pad * n_tok * sizeof(int32_t));
-		void *w = kt_weights(t, n_out, n_in, &wf);
+		void *w = test_kern_weights(t, n_out, n_in, &wf);
 
-		kt_fill(x, n_in * n_tok, 1.0f);
+		test_kern_fill(x, n_in * n_tok, 1.0f);
 		for (size_t k = 0; k < n_tok; k++) {
 			struct kern_block_q8a *blk = (struct kern_block_q8a *)(xa + k * act_row);
 			kern_ops_ref.quantize_act(x + k * n_in, blk, n_in);
@@ -1021,18 +617,6 @@ START_TEST(avx512_quantized_equals_avx2_bit_for_bit)
 	}
 }
 END_TEST
-
-START_TEST(init_picks_a_level_this_cpu_runs)
-{
-	enum cpu_level level = kern_init();
-
-	ck_assert_int_eq(kern_init(), level);
-	ck_assert_int_eq(kern_level(), level);
-	ck_assert(kern_level_runs(level));
-	ck_assert_ptr_nonnull(kern_ops_for(level));
-}
-END_TEST
-
 Suite *suite_kernels(void)
 {
 	Suite *s = suite_create("kernels");
@@ -1056,14 +640,7 @@ Suite *suite_kernels(void)
 	tcase_add_test(tc, arm_levels_match_reference);
 	tcase_add_test(tc, amx_level_matches_reference);
 	tcase_add_test(tc, silu_matches_double_math_on_every_level);
-	tcase_add_test(tc, threaded_matmul_equals_single_thread_bit_for_bit);
-	tcase_add_test(tc, fused_matmul_equals_separate_matmuls_bit_for_bit);
-	tcase_add_test(tc, matmul_with_row_work_equals_work_then_matmul);
-	tcase_add_test(tc, region_split_equals_single_thread_bit_for_bit);
 	tcase_add_test(tc, q8_0_matmul_tracks_float_math_on_dequantized_weights);
-	tcase_add_test(tc, init_picks_a_level_this_cpu_runs);
-	tcase_add_test(tc, resolve_never_picks_an_unavailable_level);
-	tcase_add_test(tc, describe_names_runnable_levels);
 	tcase_add_test(tc, avx512_quantized_equals_avx2_bit_for_bit);
 	suite_add_tcase(s, tc);
 	return s;

@@ -314,3 +314,45 @@ void test_silu_pre_bf16(void *ctx, size_t t0, size_t t1, const struct kern_bf16_
 				   kern_bf16_row(b, t), KERN_BF16_ROW_STEP);
 	__atomic_add_fetch(&p->bf16_rows, (int)(t1 - t0), __ATOMIC_RELAXED);
 }
+
+/* The kernel suites' one random stream (test_kern_fill). */
+static uint64_t test_kern_rng = 0x9e3779b97f4a7c15ull;
+
+void test_kern_seed(uint64_t seed)
+{
+	test_kern_rng = seed;
+}
+
+void test_kern_fill(float *x, size_t n, float scale)
+{
+	for (size_t i = 0; i < n; i++) {
+		float u = (float)(test_rand(&test_kern_rng) & 0xffffff) / 16777216.0f * 2.0f - 1.0f;
+		x[i] = u * scale * ((test_rand(&test_kern_rng) & 63) == 0 ? 8.0f : 1.0f);
+	}
+}
+
+void *test_kern_weights(uint32_t t, size_t n_out, size_t n_in, float **wf)
+{
+	size_t row = (size_t)dtype_row_size(t, n_in);
+	uint8_t *w = test_alloc64(row * n_out);
+	float *src = test_alloc64(n_in * sizeof(float));
+
+	*wf = test_alloc64(n_out * n_in * sizeof(float));
+	for (size_t o = 0; o < n_out; o++) {
+		test_kern_fill(src, n_in, 0.05f + (float)(o % 7));
+		ck_assert_int_eq(kern_quantize_row(t, src, w + o * row, n_in), 0);
+		ck_assert_int_eq(kern_dequantize_row(t, w + o * row, *wf + o * n_in, n_in), 0);
+	}
+	free(src);
+	return w;
+}
+
+void test_kern_matmul(struct tpool *pool, uint32_t t, const void *w, size_t n_out, size_t n_in,
+		      const float *x, size_t n_tok, float *y)
+{
+	size_t sz = kern_matmul_scratch(t, n_in, n_tok);
+	void *scratch = sz ? test_alloc64(sz) : NULL;
+
+	kern_matmul(pool, t, w, n_out, n_in, x, n_tok, y, scratch);
+	free(scratch);
+}

@@ -124,6 +124,28 @@ static inline uint32_t test_rand(uint64_t *state)
  * Release with free(). */
 void *test_alloc64(size_t n);
 
+/* The weight types the kernel suites (test_kernels.c,
+ * test_kernels_driver.c) run every check over, as an initializer. */
+#define TEST_KERN_TYPES {DTYPE_F32, DTYPE_F16, DTYPE_BF16, DTYPE_Q8_0, DTYPE_Q4_0}
+
+/* The kernel suites' random data, from one xorshift64 stream (test_rand)
+ * with a fixed seed: x[0..n) uniform in [-1, 1) times scale, with an
+ * occasional 8x outlier so block scales vary. */
+void test_kern_fill(float *x, size_t n, float scale);
+/* Restarts that stream at `seed` (its start is 0x9e3779b97f4a7c15). */
+void test_kern_seed(uint64_t seed);
+
+/* A weight matrix of type t (n_out rows of n_in) from test_kern_fill()
+ * floats, aligned (test_alloc64); its dequantized values in *wf (malloc'd
+ * the same way). Release both with free(). */
+void *test_kern_weights(uint32_t t, size_t n_out, size_t n_in, float **wf);
+
+/* kern_matmul() with its scratch allocated and freed here (pool NULL: one
+ * thread). */
+struct tpool;
+void test_kern_matmul(struct tpool *pool, uint32_t t, const void *w, size_t n_out, size_t n_in,
+		      const float *x, size_t n_tok, float *y);
+
 /* Whether the AMX bf16 tests (test_amx_*.c) run here: the tile model and
  * the kernels need the avx512 level and AVX512-BF16; else one line says
  * why the suite skips. */

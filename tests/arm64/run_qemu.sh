@@ -9,7 +9,8 @@
 # `ember --version` must report the expected level for the Q4_0 GEMM, so a
 # run can never silently test another level than it names. The kernels
 # suite checks every level the core has (not EMBER_CPU's cap), so the three
-# cores cover neon, dotprod and i8mm; EMBER_TEST_QUICK=1 gives it fewer
+# cores cover neon, dotprod and i8mm (kernels_driver, its level choice, runs
+# beside it on each core); EMBER_TEST_QUICK=1 gives it fewer
 # shapes (every type, ragged sizes) so it fits under emulation.
 #
 # Check runs without fork (CK_FORK=no): under Debian 12's qemu-user a
@@ -30,9 +31,9 @@ SUITE_TIMEOUT=${SUITE_TIMEOUT:-600}
 
 # cpu model | EMBER_CPU ("" = none) | expected level | suites (all = every one)
 RUNS=(
-	"cortex-a53||neon|cpu neon attention kernels golden"
+	"cortex-a53||neon|cpu neon attention kernels kernels_driver golden"
 	"cortex-a53|scalar|scalar|golden"
-	"cortex-a76||dotprod|neon kernels golden"
+	"cortex-a76||dotprod|neon kernels kernels_driver golden"
 	"max||i8mm|all"
 	"max|dotprod|dotprod|golden"
 	"max|neon|neon|golden"
