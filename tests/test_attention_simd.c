@@ -269,6 +269,29 @@ START_TEST(amx_bf16_blocks_within_bound_of_float64)
 END_TEST
 
 #if defined(__x86_64__)
+/* The rows' key ranges [lo, hi) and running states for the bf16
+ * softmax checks: ragged ranges (all keys, none, a prefix, a window
+ * inside the block) and every third row with no earlier block (m -inf,
+ * l 0); m, l filled by the caller, copied to m0, l0; r and r0 poisoned. */
+static void at_ragged_rows(size_t nq, size_t nk, uint32_t *lo, uint32_t *hi, float *m, float *l,
+			   float *r, float *m0, float *l0, float *r0)
+{
+	for (size_t i = 0; i < nq; i++) {
+		const uint32_t a = (uint32_t)((i * 7) % nk), b = (uint32_t)(nk - (i * 3) % nk);
+
+		switch (i % 5) {
+		case 0: lo[i] = 0, hi[i] = (uint32_t)nk; break;
+		case 1: lo[i] = hi[i] = (uint32_t)(i % nk); break;
+		case 2: lo[i] = 0, hi[i] = 1 + (uint32_t)(i % nk); break;
+		default: lo[i] = a < b ? a : b, hi[i] = a < b ? b : a; break;
+		}
+		l[i] = fabsf(l[i]) + 0.5f;
+		if (i % 3 == 0) /* no earlier block */
+			m[i] = -INFINITY, l[i] = 0.0f;
+		m0[i] = m[i], l0[i] = l[i], r0[i] = r[i] = 777.0f;
+	}
+}
+
 /* kern_amx_attn_softmax_bf16 + kern_amx_attn_accum_bf16_tiles (the fused
  * prompt softmax, attn16) against attention.c's former steps, bit for
  * bit: per row kern_avx512_max and kern_avx512_exp_sum_prompt over the
@@ -298,20 +321,7 @@ static void at_check_softmax_bf16(size_t nq, size_t nk, size_t d, int f16)
 	kern_fp16_to_fp32_row(vh, vf, nk * d);
 	memcpy(s0, s, nq * ld_s * 4);
 	memcpy(o0, o, nq * ld_o * 4);
-	for (size_t i = 0; i < nq; i++) {
-		const uint32_t a = (uint32_t)((i * 7) % nk), b = (uint32_t)(nk - (i * 3) % nk);
-
-		switch (i % 5) {
-		case 0: lo[i] = 0, hi[i] = (uint32_t)nk; break;
-		case 1: lo[i] = hi[i] = (uint32_t)(i % nk); break;
-		case 2: lo[i] = 0, hi[i] = 1 + (uint32_t)(i % nk); break;
-		default: lo[i] = a < b ? a : b, hi[i] = a < b ? b : a; break;
-		}
-		l[i] = fabsf(l[i]) + 0.5f;
-		if (i % 3 == 0) /* no earlier block */
-			m[i] = -INFINITY, l[i] = 0.0f;
-		m0[i] = m[i], l0[i] = l[i], r0[i] = r[i] = 777.0f;
-	}
+	at_ragged_rows(nq, nk, lo, hi, m, l, r, m0, l0, r0);
 	for (size_t i = 0; i < npt + 64; i++)
 		pt[i] = 0x5a5a;
 	/* the former steps, on s0 / m0 / l0 / r0 / o0 */
@@ -387,20 +397,7 @@ static void at_check_scores_softmax_bf16(size_t nq, size_t nk, size_t d, int f16
 	at_fill(m, nq, 4.0f);
 	kern_fp32_to_fp16_row(kf, kh, nk * d);
 	kern_fp16_to_fp32_row(kh, kf, nk * d);
-	for (size_t i = 0; i < nq; i++) {
-		const uint32_t a = (uint32_t)((i * 7) % nk), b = (uint32_t)(nk - (i * 3) % nk);
-
-		switch (i % 5) {
-		case 0: lo[i] = 0, hi[i] = (uint32_t)nk; break;
-		case 1: lo[i] = hi[i] = (uint32_t)(i % nk); break;
-		case 2: lo[i] = 0, hi[i] = 1 + (uint32_t)(i % nk); break;
-		default: lo[i] = a < b ? a : b, hi[i] = a < b ? b : a; break;
-		}
-		l[i] = fabsf(l[i]) + 0.5f;
-		if (i % 3 == 0)
-			m[i] = -INFINITY, l[i] = 0.0f;
-		m0[i] = m[i], l0[i] = l[i], r0[i] = r[i] = 777.0f;
-	}
+	at_ragged_rows(nq, nk, lo, hi, m, l, r, m0, l0, r0);
 	for (size_t i = 0; i < npt + 64; i++)
 		pt[i] = pt0[i] = 0x5a5a;
 	kern_amx_attn_q_bf16(q, d, d, nq, qt);
