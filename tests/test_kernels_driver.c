@@ -17,6 +17,34 @@
 
 static const uint32_t kt_types[] = TEST_KERN_TYPES;
 
+/* One matmul case: weights of type over out x in (w, their float
+ * values wf), n_tok activation rows x filled at scale (after the
+ * weights, so the random stream is the one the tests always drew), and
+ * two outputs y1, y2 to compare. kt_case_free() releases them. */
+struct kt_case {
+	void *w;
+	float *wf, *x, *y1, *y2;
+};
+
+static void kt_case_new(struct kt_case *c, uint32_t type, size_t out, size_t in, size_t n_tok,
+			float scale)
+{
+	c->x = test_alloc64(in * n_tok * sizeof(float));
+	c->y1 = test_alloc64(out * n_tok * sizeof(float));
+	c->y2 = test_alloc64(out * n_tok * sizeof(float));
+	c->w = test_kern_weights(type, out, in, &c->wf);
+	test_kern_fill(c->x, in * n_tok, scale);
+}
+
+static void kt_case_free(struct kt_case *c)
+{
+	free(c->w);
+	free(c->wf);
+	free(c->x);
+	free(c->y1);
+	free(c->y2);
+}
+
 /* ---- the public driver -------------------------------------------------------- */
 
 START_TEST(threaded_matmul_equals_single_thread_bit_for_bit)
@@ -34,12 +62,12 @@ START_TEST(threaded_matmul_equals_single_thread_bit_for_bit)
 	for (size_t ti = 0; ti < sizeof(kt_types) / sizeof(kt_types[0]); ti++) {
 		for (size_t k = 0; k < 2; k++) {
 			size_t n_tok = toks[k];
-			float *wf, *x = test_alloc64(IN * n_tok * sizeof(float));
-			float *y1 = test_alloc64(OUT * n_tok * sizeof(float));
-			float *y2 = test_alloc64(OUT * n_tok * sizeof(float));
-			void *w = test_kern_weights(kt_types[ti], OUT, IN, &wf);
+			struct kt_case c;
+			float *x, *y1, *y2;
+			void *w;
 
-			test_kern_fill(x, IN * n_tok, 1.0f);
+			kt_case_new(&c, kt_types[ti], OUT, IN, n_tok, 1.0f);
+			w = c.w, x = c.x, y1 = c.y1, y2 = c.y2;
 			test_kern_matmul(NULL, kt_types[ti], w, OUT, IN, x, n_tok, y1);
 			test_kern_matmul(pool, kt_types[ti], w, OUT, IN, x, n_tok, y2);
 			ck_assert_msg(memcmp(y1, y2, OUT * n_tok * sizeof(float)) == 0, "%s tok=%zu",
@@ -48,11 +76,7 @@ START_TEST(threaded_matmul_equals_single_thread_bit_for_bit)
 				test_kern_matmul(pool, kt_types[ti], w, OUT, IN, x + IN, 1, y2);
 				ck_assert(memcmp(y1 + OUT, y2, OUT * sizeof(float)) == 0);
 			}
-			free(w);
-			free(wf);
-			free(x);
-			free(y1);
-			free(y2);
+			kt_case_free(&c);
 		}
 	}
 	tpool_destroy(pool);
@@ -93,12 +117,12 @@ START_TEST(region_split_equals_single_thread_bit_for_bit)
 		for (size_t ti = 0; ti < sizeof(kt_types) / sizeof(kt_types[0]); ti++)
 			for (size_t k = 0; k < sizeof(toks) / sizeof(toks[0]); k++) {
 				size_t n_tok = toks[k];
-				float *wf, *x = test_alloc64(IN * n_tok * sizeof(float));
-				float *y1 = test_alloc64(OUT * n_tok * sizeof(float));
-				float *y2 = test_alloc64(OUT * n_tok * sizeof(float));
-				void *w = test_kern_weights(kt_types[ti], OUT, IN, &wf);
+				struct kt_case c;
+				float *x, *y1, *y2;
+				void *w;
 
-				test_kern_fill(x, IN * n_tok, 0.5f);
+				kt_case_new(&c, kt_types[ti], OUT, IN, n_tok, 0.5f);
+				w = c.w, x = c.x, y1 = c.y1, y2 = c.y2;
 				memset(y2, 0xff, OUT * n_tok * sizeof(float)); /* NaNs: unwritten */
 				test_kern_matmul(NULL, kt_types[ti], w, OUT, IN, x, n_tok, y1);
 				test_kern_matmul(pool, kt_types[ti], w, OUT, IN, x, n_tok, y2);
@@ -111,11 +135,7 @@ START_TEST(region_split_equals_single_thread_bit_for_bit)
 				ck_assert_msg(memcmp(y1, y2, OUT * n_tok * sizeof(float)) == 0,
 					      "%s tok=%zu threads=%u, prompt rows",
 					      dtype_name(kt_types[ti]), n_tok, threads[p]);
-				free(w);
-				free(wf);
-				free(x);
-				free(y1);
-				free(y2);
+				kt_case_free(&c);
 			}
 		tpool_destroy(pool);
 	}
