@@ -608,7 +608,6 @@ END_TEST
 /* ---- golden: logits through the bf16 prefill -------------------------------------- */
 
 #define BFG_DIR "../shared/golden/quants/"
-#define BFG_N_IN 24
 
 static const char *const bfg_files[] = {"llama/Q4_0", "llama/Q8_0", "llama-256/Q4_0",
 					"llama-256/Q8_0"};
@@ -638,77 +637,32 @@ static void bfg_gemm_q4_0(const struct kern_gemm_args *a, size_t o0, size_t o1)
 	bfm_amx_gemm_q4_0(&r, o0, o1);
 }
 
-/* The golden prompt evaluated at once (24 tokens); every quantized GEMM
- * of both types on the modelled bf16 path (bfg_gemm_*), the rest as the
- * level runs it. */
-static double bfg_logits(const char *file, float *logits, uint32_t *n_vocab, int bf16)
+/* test_bf16_golden_check's switch: every quantized GEMM of both types on
+ * the modelled bf16 path (bfg_gemm_*), the rest as the level runs it. */
+static void bfg_bf16(int on)
 {
-	struct forward_opts fo = {.n_ctx = BFG_N_IN};
-	char path[512], err[EMBER_ERR_MAX] = "", dname[64];
-	struct forward_ctx *f = NULL;
-	int32_t input[BFG_N_IN];
-	kern_gemm_fn old8 = NULL, old4 = NULL;
-	struct model m;
+	static kern_gemm_fn old8, old4;
 
-	snprintf(dname, sizeof(dname), "%.*s", (int)(strchr(file, '/') - file), file);
-	snprintf(path, sizeof(path), BFG_DIR "%s/tokens.json", dname);
-	test_read_golden_ids(path, input, BFG_N_IN);
-	snprintf(path, sizeof(path), BFG_DIR "%s.gguf", file);
-	ck_assert_msg(model_open(&m, path, err) == 0, "%s: %s", path, err);
-	*n_vocab = m.hp.n_vocab;
-	ck_assert_msg(forward_new(&f, &m, &fo, err) == 0, "%s", err);
-	if (bf16) {
+	if (on) {
 		bfm_amxbf_on = 1;
 		old8 = kern_test_set_gemm(DTYPE_Q8_0, bfg_gemm_q8_0);
 		old4 = kern_test_set_gemm(DTYPE_Q4_0, bfg_gemm_q4_0);
+		model_bf16_products = 0;
+		return;
 	}
-	model_bf16_products = 0;
-	ck_assert_msg(forward_eval(f, input, BFG_N_IN, logits, 1, err) == 0, "%s", err);
-	if (bf16) {
-		kern_test_set_gemm(DTYPE_Q8_0, old8);
-		kern_test_set_gemm(DTYPE_Q4_0, old4);
-		bfm_amxbf_on = 0;
-		ck_assert_int_gt(model_bf16_products, 0); /* the bf16 tiles ran */
-	}
-	forward_free(f);
-	model_free(&m);
-	return 0;
+	kern_test_set_gemm(DTYPE_Q8_0, old8);
+	kern_test_set_gemm(DTYPE_Q4_0, old4);
+	bfm_amxbf_on = 0;
+	ck_assert_int_gt(model_bf16_products, 0); /* the bf16 tiles ran */
 }
 
 START_TEST(golden_logits_through_bf16_within_the_llamacpp_bound)
 {
-	const char *file = bfg_files[_i];
-	char path[512];
-	uint32_t nv = 0;
-	float *l8, *lb, *exact, *lcpp;
-	double d8, db, dl;
-	const size_t cap = (size_t)BFG_N_IN * 4096;
+	static const struct test_bf16_golden g = {.suite = "amx_bf16", .dir = BFG_DIR,
+						  .prefix = "", .width = 15, .own = "int8",
+						  .bf16 = bfg_bf16};
 
-	if (!test_bf16_tiles_run("amx_bf16"))
-		return;
-	setenv("EMBER_PACK", "0", 1); /* file layout: the table's gemm[] runs */
-	l8 = malloc(sizeof(float) * cap);
-	lb = malloc(sizeof(float) * cap);
-	ck_assert(l8 && lb);
-	bfg_logits(file, l8, &nv, 0);
-	ck_assert_uint_le((size_t)nv * BFG_N_IN, cap);
-	bfg_logits(file, lb, &nv, 1);
-	snprintf(path, sizeof(path), BFG_DIR "%s.logits-exact-dequant.f32", file);
-	exact = test_read_floats(path, (size_t)BFG_N_IN * nv);
-	snprintf(path, sizeof(path), BFG_DIR "%s.logits.f32", file);
-	lcpp = test_read_floats(path, (size_t)BFG_N_IN * nv);
-	d8 = test_logits_dist(l8, exact, BFG_N_IN, nv);
-	db = test_logits_dist(lb, exact, BFG_N_IN, nv);
-	dl = test_logits_dist(lcpp, exact, BFG_N_IN, nv);
-	printf("amx_bf16: %-15s prefill vs exact dequant: bf16 tiles %.3e, int8 (%s) %.3e, "
-	       "llama.cpp %.3e\n",
-	       file, db, cpu_level_name(kern_level()), d8, dl);
-	ck_assert_msg(db <= 1.25 * dl, "%s: bf16 %.3e > 1.25 x llama.cpp's %.3e", file, db, dl);
-	unsetenv("EMBER_PACK");
-	free(l8);
-	free(lb);
-	free(exact);
-	free(lcpp);
+	test_bf16_golden_check(&g, bfg_files[_i]);
 }
 END_TEST
 

@@ -468,7 +468,6 @@ END_TEST
 /* ---- golden: logits through the bf16 prefill -------------------------------------- */
 
 #define KQG_DIR "../shared/golden/quants/llama-256/"
-#define KQG_N_IN 24
 
 static const char *const kqg_files[] = {"Q4_K_M", "Q4_K_S", "Q5_K_M", "Q6_K"};
 #define KQG_N_FILES ((int)(sizeof(kqg_files) / sizeof(kqg_files[0])))
@@ -489,74 +488,33 @@ KQG_GEMM(kqg_gemm_q4_k, kqm_amx_gemm_q4_k)
 KQG_GEMM(kqg_gemm_q5_k, kqm_amx_gemm_q5_k)
 KQG_GEMM(kqg_gemm_q6_k, kqm_amx_gemm_q6_k)
 
-/* The golden prompt evaluated at once; with bf16, every K-quant GEMM on
- * the modelled bf16 path (file layout: EMBER_PACK=0). */
-static void kqg_logits(const char *type, float *logits, uint32_t *n_vocab, int bf16)
+/* test_bf16_golden_check's switch: every K-quant GEMM on the modelled
+ * bf16 path. */
+static void kqg_bf16(int on)
 {
 	static const kern_gemm_fn fns[] = {kqg_gemm_q4_k, kqg_gemm_q5_k, kqg_gemm_q6_k};
-	struct forward_opts fo = {.n_ctx = KQG_N_IN};
-	char path[512], err[EMBER_ERR_MAX] = "";
-	struct forward_ctx *f = NULL;
-	int32_t input[KQG_N_IN];
-	kern_gemm_fn old[3] = {NULL};
-	struct model m;
+	static kern_gemm_fn old[3];
 
-	test_read_golden_ids(KQG_DIR "tokens.json", input, KQG_N_IN);
-	snprintf(path, sizeof(path), KQG_DIR "%s.gguf", type);
-	ck_assert_msg(model_open(&m, path, err) == 0, "%s: %s", path, err);
-	*n_vocab = m.hp.n_vocab;
-	ck_assert_msg(forward_new(&f, &m, &fo, err) == 0, "%s", err);
-	if (bf16) {
+	if (on) {
 		kqm_amxbf_on = 1;
 		for (int i = 0; i < 3; i++)
 			old[i] = kern_test_set_gemm(kqm_types[i], fns[i]);
+		model_bf16_products = 0;
+		return;
 	}
-	model_bf16_products = 0;
-	ck_assert_msg(forward_eval(f, input, KQG_N_IN, logits, 1, err) == 0, "%s", err);
-	if (bf16) {
-		for (int i = 0; i < 3; i++)
-			kern_test_set_gemm(kqm_types[i], old[i]);
-		kqm_amxbf_on = 0;
-		ck_assert_int_gt(model_bf16_products, 0); /* the bf16 tiles ran */
-	}
-	forward_free(f);
-	model_free(&m);
+	for (int i = 0; i < 3; i++)
+		kern_test_set_gemm(kqm_types[i], old[i]);
+	kqm_amxbf_on = 0;
+	ck_assert_int_gt(model_bf16_products, 0); /* the bf16 tiles ran */
 }
 
 START_TEST(golden_kq_logits_through_bf16_within_the_llamacpp_bound)
 {
-	const char *type = kqg_files[_i];
-	const size_t cap = (size_t)KQG_N_IN * 4096;
-	float *l8 = malloc(sizeof(float) * cap), *lb = malloc(sizeof(float) * cap);
-	float *exact, *lcpp;
-	char path[512];
-	uint32_t nv = 0;
-	double d8, db, dl;
+	static const struct test_bf16_golden g = {.suite = "amx_bf16_kq", .dir = KQG_DIR,
+						  .prefix = "llama-256/", .width = 7, .own = "Q8_K",
+						  .bf16 = kqg_bf16};
 
-	ck_assert(l8 && lb);
-	if (!test_bf16_tiles_run("amx_bf16_kq"))
-		goto out;
-	setenv("EMBER_PACK", "0", 1); /* file layout: the table's gemm[] runs */
-	kqg_logits(type, l8, &nv, 0);
-	ck_assert_uint_le((size_t)nv * KQG_N_IN, cap);
-	kqg_logits(type, lb, &nv, 1);
-	unsetenv("EMBER_PACK");
-	snprintf(path, sizeof(path), KQG_DIR "%s.logits-exact-dequant.f32", type);
-	exact = test_read_floats(path, (size_t)KQG_N_IN * nv);
-	snprintf(path, sizeof(path), KQG_DIR "%s.logits.f32", type);
-	lcpp = test_read_floats(path, (size_t)KQG_N_IN * nv);
-	d8 = test_logits_dist(l8, exact, KQG_N_IN, nv);
-	db = test_logits_dist(lb, exact, KQG_N_IN, nv);
-	dl = test_logits_dist(lcpp, exact, KQG_N_IN, nv);
-	printf("amx_bf16_kq: llama-256/%-7s prefill vs exact dequant: bf16 tiles %.3e, Q8_K (%s) "
-	       "%.3e, llama.cpp %.3e\n",
-	       type, db, cpu_level_name(kern_level()), d8, dl);
-	ck_assert_msg(db <= 1.25 * dl, "%s: bf16 %.3e > 1.25 x llama.cpp's %.3e", type, db, dl);
-	free(exact);
-	free(lcpp);
-out:
-	free(l8);
-	free(lb);
+	test_bf16_golden_check(&g, kqg_files[_i]);
 }
 END_TEST
 

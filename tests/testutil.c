@@ -356,3 +356,67 @@ void test_kern_matmul(struct tpool *pool, uint32_t t, const void *w, size_t n_ou
 	kern_matmul(pool, t, w, n_out, n_in, x, n_tok, y, scratch);
 	free(scratch);
 }
+
+/* test_bf16_golden_check's logits of one model (bf16: through the
+ * suite's modelled bf16 path) into logits, its vocabulary in *n_vocab. */
+static void test_bf16_golden_logits(const struct test_bf16_golden *g, const char *file,
+				    float *logits, uint32_t *n_vocab, int bf16)
+{
+	struct forward_opts fo = {.n_ctx = TEST_GOLDEN_N_IN};
+	char path[512], err[EMBER_ERR_MAX] = "";
+	const char *slash = strrchr(file, '/'); /* the tokens.json beside the model */
+	struct forward_ctx *f = NULL;
+	int32_t input[TEST_GOLDEN_N_IN];
+	struct model m;
+
+	snprintf(path, sizeof(path), "%s%.*stokens.json", g->dir, slash ? (int)(slash + 1 - file) : 0,
+		 file);
+	test_read_golden_ids(path, input, TEST_GOLDEN_N_IN);
+	snprintf(path, sizeof(path), "%s%s.gguf", g->dir, file);
+	ck_assert_msg(model_open(&m, path, err) == 0, "%s: %s", path, err);
+	*n_vocab = m.hp.n_vocab;
+	ck_assert_msg(forward_new(&f, &m, &fo, err) == 0, "%s", err);
+	if (bf16)
+		g->bf16(1);
+	ck_assert_msg(forward_eval(f, input, TEST_GOLDEN_N_IN, logits, 1, err) == 0, "%s", err);
+	if (bf16)
+		g->bf16(0);
+	forward_free(f);
+	model_free(&m);
+}
+
+void test_bf16_golden_check(const struct test_bf16_golden *g, const char *file)
+{
+	const size_t n_in = TEST_GOLDEN_N_IN, cap = n_in * 4096;
+	float *l8 = malloc(sizeof(float) * cap), *lb = malloc(sizeof(float) * cap);
+	float *exact, *lcpp;
+	char path[512];
+	uint32_t nv = 0;
+	double d8, db, dl;
+
+	ck_assert(l8 && lb);
+	if (!test_bf16_tiles_run(g->suite))
+		goto out;
+	setenv("EMBER_PACK", "0", 1);
+	test_bf16_golden_logits(g, file, l8, &nv, 0);
+	ck_assert_uint_le((size_t)nv * n_in, cap);
+	test_bf16_golden_logits(g, file, lb, &nv, 1);
+	unsetenv("EMBER_PACK");
+	snprintf(path, sizeof(path), "%s%s.logits-exact-dequant.f32", g->dir, file);
+	exact = test_read_floats(path, n_in * nv);
+	snprintf(path, sizeof(path), "%s%s.logits.f32", g->dir, file);
+	lcpp = test_read_floats(path, n_in * nv);
+	d8 = test_logits_dist(l8, exact, n_in, nv);
+	db = test_logits_dist(lb, exact, n_in, nv);
+	dl = test_logits_dist(lcpp, exact, n_in, nv);
+	printf("%s: %s%-*s prefill vs exact dequant: bf16 tiles %.3e, %s (%s) %.3e, "
+	       "llama.cpp %.3e\n",
+	       g->suite, g->prefix, g->width, file, db, g->own, cpu_level_name(kern_level()), d8,
+	       dl);
+	ck_assert_msg(db <= 1.25 * dl, "%s: bf16 %.3e > 1.25 x llama.cpp's %.3e", file, db, dl);
+	free(exact);
+	free(lcpp);
+out:
+	free(l8);
+	free(lb);
+}

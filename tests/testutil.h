@@ -151,4 +151,25 @@ void test_kern_matmul(struct tpool *pool, uint32_t t, const void *w, size_t n_ou
  * why the suite skips. */
 int test_bf16_tiles_run(const char *suite);
 
+/* The amx bf16 suites' golden check, written once for test_amx_bf16.c
+ * (Q4_0 / Q8_0 models) and test_amx_bf16_kq.c (the K-quants): the
+ * golden prompt (TEST_GOLDEN_N_IN ids from the tokens.json beside
+ * <dir><file>.gguf) evaluated at once through that model, first as the
+ * level runs it, then between bf16(1) and bf16(0) (the suite's modelled
+ * bf16 path on, then off, asserting it ran), under EMBER_PACK=0 (file
+ * layout: the table's gemm[] runs; at most 4096 logits a position); the
+ * distances of both from <dir><file>.logits-exact-dequant.f32 printed
+ * with llama.cpp's (<dir><file>.logits.f32), and the bf16 one asserted
+ * within 1.25x llama.cpp's. Skips (one line) where
+ * test_bf16_tiles_run(suite) says so. */
+struct test_bf16_golden {
+	const char *suite;
+	const char *dir;       /* the golden files' folder, ending in '/' */
+	const char *prefix;    /* printed before the file's name */
+	int width;             /* the printed name's width */
+	const char *own;       /* what the level's own path is called */
+	void (*bf16)(int on);
+};
+void test_bf16_golden_check(const struct test_bf16_golden *g, const char *file);
+
 #endif
