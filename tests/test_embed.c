@@ -24,7 +24,7 @@
 #include "engine.h"
 #include "testutil.h"
 
-#define GOLDEN TEST_GOLDEN_DIR "llama/model-f32.gguf"
+#define GOLDEN TEST_GOLDEN_LLAMA
 #define N_EMBD_MAX 4096
 
 static atomic_int DONE_COUNT;
@@ -64,15 +64,13 @@ static struct vec_sink *sink_new(void)
 {
 	struct vec_sink *s = calloc(1, sizeof(*s));
 
-	pthread_mutex_init(&s->lock, NULL);
-	pthread_cond_init(&s->cond, NULL);
+	test_sink_sync_init(&s->lock, &s->cond);
 	return s;
 }
 
 static void sink_free(struct vec_sink *s)
 {
-	pthread_mutex_destroy(&s->lock);
-	pthread_cond_destroy(&s->cond);
+	test_sink_sync_destroy(&s->lock, &s->cond);
 	free(s);
 }
 

@@ -20,8 +20,8 @@
 #include "kernels.h"
 #include "model.h"
 #include "tokenizer.h"
+#include "testutil.h"
 
-#define GOLDEN "../shared/golden/llama/model-f32.gguf"
 #define TEXT_MAX 8192
 
 static struct model M;
@@ -29,17 +29,12 @@ static struct tokenizer *TOK;
 
 static void setup(void)
 {
-	char err[EMBER_ERR_MAX] = "";
-
-	kern_init();
-	ck_assert_msg(model_open(&M, GOLDEN, err) == 0, "model: %s", err);
-	ck_assert_msg(tokenizer_new(&TOK, M.gguf, err) == 0, "tokenizer: %s", err);
+	test_llama_open(&M, &TOK);
 }
 
 static void teardown(void)
 {
-	tokenizer_free(TOK);
-	model_free(&M);
+	test_llama_close(&M, TOK);
 }
 
 /* What the callbacks of one request saw. */
@@ -60,14 +55,12 @@ struct sink {
 static void sink_init(struct sink *s)
 {
 	memset(s, 0, sizeof(*s));
-	pthread_mutex_init(&s->lock, NULL);
-	pthread_cond_init(&s->cond, NULL);
+	test_sink_sync_init(&s->lock, &s->cond);
 }
 
 static void sink_destroy(struct sink *s)
 {
-	pthread_mutex_destroy(&s->lock);
-	pthread_cond_destroy(&s->cond);
+	test_sink_sync_destroy(&s->lock, &s->cond);
 }
 
 static void on_text(void *data, const char *text, size_t len, int n_tokens)
@@ -76,11 +69,7 @@ static void on_text(void *data, const char *text, size_t len, int n_tokens)
 
 	pthread_mutex_lock(&s->lock);
 	ck_assert_int_eq(s->n_done, 0);
-	if (s->len + len < TEXT_MAX) {
-		memcpy(s->text + s->len, text, len);
-		s->len += len;
-		s->text[s->len] = '\0';
-	}
+	test_text_append(s->text, &s->len, TEXT_MAX, text, len);
 	s->n_text_calls++;
 	s->n_tokens += n_tokens;
 	while (s->block)

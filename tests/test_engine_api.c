@@ -15,8 +15,9 @@
 
 #include "ember.h"
 #include "engine.h"
+#include "testutil.h"
 
-#define GOLDEN "../shared/golden/llama/model-f32.gguf"
+#define GOLDEN TEST_GOLDEN_LLAMA
 #define TEXT_MAX 4096
 
 struct sink {
@@ -34,14 +35,12 @@ static atomic_int DONE_COUNT;
 static void sink_init(struct sink *s)
 {
 	memset(s, 0, sizeof(*s));
-	pthread_mutex_init(&s->lock, NULL);
-	pthread_cond_init(&s->cond, NULL);
+	test_sink_sync_init(&s->lock, &s->cond);
 }
 
 static void sink_destroy(struct sink *s)
 {
-	pthread_mutex_destroy(&s->lock);
-	pthread_cond_destroy(&s->cond);
+	test_sink_sync_destroy(&s->lock, &s->cond);
 }
 
 static void on_text(void *data, const char *text, size_t len, int n_tokens)
@@ -49,11 +48,7 @@ static void on_text(void *data, const char *text, size_t len, int n_tokens)
 	struct sink *s = data;
 
 	pthread_mutex_lock(&s->lock);
-	if (s->len + len < TEXT_MAX) {
-		memcpy(s->text + s->len, text, len);
-		s->len += len;
-		s->text[s->len] = '\0';
-	}
+	test_text_append(s->text, &s->len, TEXT_MAX, text, len);
 	s->n_tokens += n_tokens;
 	pthread_cond_broadcast(&s->cond);
 	while (s->block)

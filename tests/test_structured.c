@@ -20,8 +20,8 @@
 #include "kernels.h"
 #include "model.h"
 #include "tokenizer.h"
+#include "testutil.h"
 
-#define GOLDEN "../shared/golden/llama/model-f32.gguf"
 #define N_SEEDS 300
 #define TEXT_MAX 4096
 
@@ -50,10 +50,7 @@ static void on_text(void *data, const char *text, size_t len, int n_tokens)
 	struct out *o = data;
 
 	(void)n_tokens;
-	if (o->len + len < TEXT_MAX) {
-		memcpy(o->text + o->len, text, len);
-		o->len += len;
-	}
+	test_text_append(o->text, &o->len, TEXT_MAX, text, len);
 }
 
 static void on_done(void *data, const struct engine_result *res)
@@ -138,9 +135,7 @@ START_TEST(every_sampled_output_parses_and_fits_the_schema)
 	struct out *o = calloc(N_SEEDS, sizeof(*o));
 	int i, stopped = 0;
 
-	kern_init();
-	ck_assert_msg(model_open(&m, GOLDEN, err) == 0, "%s", err);
-	ck_assert_msg(tokenizer_new(&tok, m.gguf, err) == 0, "%s", err);
+	test_llama_open(&m, &tok);
 	ck_assert_msg(engine_new(&e, &m, tok, &cfg, err) == 0, "%s", err);
 	ck_assert_msg(json_schema_to_gbnf(schema, &gbnf, serr) == 0, "%s", serr);
 	ck_assert_int_eq(grammar_parse_gbnf(&g, gbnf, strlen(gbnf), err), 0);
@@ -171,8 +166,7 @@ START_TEST(every_sampled_output_parses_and_fits_the_schema)
 	free(gbnf);
 	free(o);
 	json_decref(schema);
-	tokenizer_free(tok);
-	model_free(&m);
+	test_llama_close(&m, tok);
 }
 END_TEST
 
@@ -187,9 +181,7 @@ START_TEST(a_finished_grammar_stops_the_output_and_a_bad_one_is_refused)
 	char err[EMBER_ERR_MAX] = "";
 	uint64_t id;
 
-	kern_init();
-	ck_assert_msg(model_open(&m, GOLDEN, err) == 0, "%s", err);
-	ck_assert_msg(tokenizer_new(&tok, m.gguf, err) == 0, "%s", err);
+	test_llama_open(&m, &tok);
 	ck_assert_msg(engine_new(&e, &m, tok, &cfg, err) == 0, "%s", err);
 	{
 		struct engine_request r = {.prompt = "Answer:", .prompt_len = 7, .add_special = true,
@@ -208,8 +200,7 @@ START_TEST(a_finished_grammar_stops_the_output_and_a_bad_one_is_refused)
 		ck_assert(strstr(err, "undefined") != NULL);
 	}
 	engine_free(e);
-	tokenizer_free(tok);
-	model_free(&m);
+	test_llama_close(&m, tok);
 }
 END_TEST
 

@@ -20,8 +20,8 @@
 #include "model.h"
 #include "tokenizer.h"
 #include "tool_call.h"
+#include "testutil.h"
 
-#define GOLDEN "../shared/golden/llama/model-f32.gguf"
 #define N_SEEDS 24 /* per family and mode */
 #define TEXT_MAX 4096
 
@@ -46,10 +46,7 @@ static void on_text(void *data, const char *text, size_t len, int n_tokens)
 	struct out *o = data;
 
 	(void)n_tokens;
-	if (o->len + len < TEXT_MAX) {
-		memcpy(o->text + o->len, text, len);
-		o->len += len;
-	}
+	test_text_append(o->text, &o->len, TEXT_MAX, text, len);
 }
 
 static void on_done(void *data, const struct engine_result *res)
@@ -117,9 +114,7 @@ START_TEST(a_forced_call_always_parses_and_fits_its_schema)
 	struct timespec until;
 	int i;
 
-	kern_init();
-	ck_assert_msg(model_open(&m, GOLDEN, err) == 0, "%s", err);
-	ck_assert_msg(tokenizer_new(&tok, m.gguf, err) == 0, "%s", err);
+	test_llama_open(&m, &tok);
 	ck_assert_msg(engine_new(&e, &m, tok, &cfg, err) == 0, "%s", err);
 	ck_assert_msg(tool_call_grammar(f, TOOLS, named, false, &gbnf, err) == 0, "%s", err);
 	sampler_config_default(&sc);
@@ -158,8 +153,7 @@ START_TEST(a_forced_call_always_parses_and_fits_its_schema)
 	engine_free(e);
 	free(gbnf);
 	free(o);
-	tokenizer_free(tok);
-	model_free(&m);
+	test_llama_close(&m, tok);
 }
 END_TEST
 
@@ -215,9 +209,7 @@ START_TEST(a_lazy_grammar_holds_the_output_from_its_trigger_on)
 	struct out *o = calloc(N_SEEDS, sizeof(*o));
 	int i, held = 0, free_ = 0;
 
-	kern_init();
-	ck_assert_msg(model_open(&m, GOLDEN, err) == 0, "%s", err);
-	ck_assert_msg(tokenizer_new(&tok, m.gguf, err) == 0, "%s", err);
+	test_llama_open(&m, &tok);
 	ck_assert_msg(engine_new(&e, &m, tok, &cfg, err) == 0, "%s", err);
 	if (at_start) {
 		run_seeds(e, o, NULL, NULL, false);
@@ -252,8 +244,7 @@ START_TEST(a_lazy_grammar_holds_the_output_from_its_trigger_on)
 	ck_assert_msg(at_start ? held >= 1 : held >= N_SEEDS / 2, "only %d held", held);
 	engine_free(e);
 	free(o);
-	tokenizer_free(tok);
-	model_free(&m);
+	test_llama_close(&m, tok);
 }
 END_TEST
 

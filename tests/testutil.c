@@ -19,6 +19,7 @@
 #include "forward.h"
 #include "kv_cache.h"
 #include "model.h"
+#include "tokenizer.h"
 
 char *test_read_file(const char *path, size_t *len)
 {
@@ -355,6 +356,42 @@ void test_kern_matmul(struct tpool *pool, uint32_t t, const void *w, size_t n_ou
 
 	kern_matmul(pool, t, w, n_out, n_in, x, n_tok, y, scratch);
 	free(scratch);
+}
+
+void test_llama_open(struct model *m, struct tokenizer **tok)
+{
+	char err[EMBER_ERR_MAX] = "";
+
+	kern_init();
+	ck_assert_msg(model_open(m, TEST_GOLDEN_LLAMA, err) == 0, "model: %s", err);
+	ck_assert_msg(tokenizer_new(tok, m->gguf, err) == 0, "tokenizer: %s", err);
+}
+
+void test_llama_close(struct model *m, struct tokenizer *tok)
+{
+	tokenizer_free(tok);
+	model_free(m);
+}
+
+void test_sink_sync_init(pthread_mutex_t *lock, pthread_cond_t *cond)
+{
+	pthread_mutex_init(lock, NULL);
+	pthread_cond_init(cond, NULL);
+}
+
+void test_sink_sync_destroy(pthread_mutex_t *lock, pthread_cond_t *cond)
+{
+	pthread_mutex_destroy(lock);
+	pthread_cond_destroy(cond);
+}
+
+void test_text_append(char *buf, size_t *used, size_t cap, const char *text, size_t len)
+{
+	if (*used + len < cap) {
+		memcpy(buf + *used, text, len);
+		*used += len;
+		buf[*used] = '\0';
+	}
 }
 
 /* test_bf16_golden_check's logits of one model (bf16: through the

@@ -4,6 +4,7 @@
 #ifndef EMBER_TESTUTIL_H
 #define EMBER_TESTUTIL_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -67,6 +68,26 @@ void test_model_outputs(const struct model *m, float *out);
  * is left 0. */
 void test_model_switch_same(const struct model *m, int *off, const char *what,
 			    const char *off_name, const char *on_name);
+
+struct tokenizer;
+
+/* The engine suites' model: kern_init(), then the golden llama model
+ * (TEST_GOLDEN_LLAMA, tiny, with a real SentencePiece vocabulary) into *m
+ * and its tokenizer into *tok; fails the running Check test when either
+ * cannot be opened. Release with test_llama_close(). */
+#define TEST_GOLDEN_LLAMA TEST_GOLDEN_DIR "llama/model-f32.gguf"
+void test_llama_open(struct model *m, struct tokenizer **tok);
+void test_llama_close(struct model *m, struct tokenizer *tok);
+
+/* The lock and condition of an engine suite's callback sink (defaults);
+ * test_sink_sync_destroy() releases them. */
+void test_sink_sync_init(pthread_mutex_t *lock, pthread_cond_t *cond);
+void test_sink_sync_destroy(pthread_mutex_t *lock, pthread_cond_t *cond);
+
+/* What an engine suite's on_text keeps: text[0..len) appended to buf,
+ * which holds *used bytes of cap, and NUL-terminated, when it fits with
+ * room for the NUL; a chunk that does not fit is dropped whole. */
+void test_text_append(char *buf, size_t *used, size_t cap, const char *text, size_t len);
 
 /* The whole file at `path`, NUL-terminated (malloc'd: the caller frees),
  * its length in *len; NULL if it cannot be read. */
