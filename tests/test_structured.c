@@ -23,7 +23,6 @@
 #include "testutil.h"
 
 #define N_SEEDS 300
-#define TEXT_MAX 4096
 
 static const char SCHEMA[] =
 	"{\"type\":\"object\",\"properties\":{"
@@ -34,50 +33,6 @@ static const char SCHEMA[] =
 	"\"kind\":{\"anyOf\":[{\"const\":\"x\"},{\"type\":\"null\"}]},"
 	"\"when\":{\"type\":\"string\",\"format\":\"date\"}},"
 	"\"required\":[\"name\",\"age\",\"tags\",\"when\"]}";
-
-struct out {
-	char text[TEXT_MAX];
-	size_t len;
-	struct engine_result res;
-	int done;
-};
-
-static pthread_mutex_t LOCK = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t COND = PTHREAD_COND_INITIALIZER;
-
-static void on_text(void *data, const char *text, size_t len, int n_tokens)
-{
-	struct out *o = data;
-
-	(void)n_tokens;
-	test_text_append(o->text, &o->len, TEXT_MAX, text, len);
-}
-
-static void on_done(void *data, const struct engine_result *res)
-{
-	struct out *o = data;
-
-	pthread_mutex_lock(&LOCK);
-	o->res = *res;
-	o->done = 1;
-	pthread_cond_broadcast(&COND);
-	pthread_mutex_unlock(&LOCK);
-}
-
-static void wait_all(struct out *o, int n)
-{
-	struct timespec until;
-	int i;
-
-	clock_gettime(CLOCK_REALTIME, &until);
-	until.tv_sec += 240;
-	pthread_mutex_lock(&LOCK);
-	for (i = 0; i < n; i++)
-		while (!o[i].done)
-			ck_assert_msg(pthread_cond_timedwait(&COND, &LOCK, &until) == 0,
-				      "generation %d never finished", i);
-	pthread_mutex_unlock(&LOCK);
-}
 
 /* The schema's rules, checked on the parsed document. */
 static void check_document(const char *text)
@@ -132,7 +87,7 @@ START_TEST(every_sampled_output_parses_and_fits_the_schema)
 	struct grammar *g = NULL;
 	json_t *schema = json_loads(SCHEMA, 0, NULL);
 	char err[EMBER_ERR_MAX] = "", serr[JSON_SCHEMA_ERR_MAX], *gbnf = NULL;
-	struct out *o = calloc(N_SEEDS, sizeof(*o));
+	struct test_out *o = calloc(N_SEEDS, sizeof(*o));
 	int i, stopped = 0;
 
 	test_llama_open(&m, &tok);
@@ -145,13 +100,14 @@ START_TEST(every_sampled_output_parses_and_fits_the_schema)
 					   .prompt_len = 26, .add_special = true,
 					   .max_tokens = 400, .sampling = &sc,
 					   .grammar = gbnf, .grammar_len = strlen(gbnf),
-					   .on_text = on_text, .on_done = on_done, .data = &o[i]};
+					   .on_text = test_out_on_text, .on_done = test_out_on_done,
+					   .data = &o[i]};
 		uint64_t id;
 
 		sc.seed = (uint64_t)i * 7919u + 1;
 		ck_assert_msg(engine_submit(e, &r, &id, err) == 0, "%s", err);
 	}
-	wait_all(o, N_SEEDS);
+	test_outs_wait(o, N_SEEDS, "generation");
 	for (i = 0; i < N_SEEDS; i++) {
 		o[i].text[o[i].len] = '\0';
 		ck_assert_msg(o[i].res.finish == ENGINE_FINISH_STOP, "seed %d: finish %d (%s) after '%s'",
@@ -177,7 +133,7 @@ START_TEST(a_finished_grammar_stops_the_output_and_a_bad_one_is_refused)
 	struct engine *e = NULL;
 	struct engine_config cfg = {.slots = 1, .n_ctx = 256, .kv_f32 = true};
 	const char *gbnf = "root ::= \"yes\" | \"no\"";
-	struct out o = {0};
+	struct test_out o = {0};
 	char err[EMBER_ERR_MAX] = "";
 	uint64_t id;
 
@@ -186,11 +142,11 @@ START_TEST(a_finished_grammar_stops_the_output_and_a_bad_one_is_refused)
 	{
 		struct engine_request r = {.prompt = "Answer:", .prompt_len = 7, .add_special = true,
 					   .max_tokens = 50, .grammar = gbnf,
-					   .grammar_len = strlen(gbnf), .on_text = on_text,
-					   .on_done = on_done, .data = &o};
+					   .grammar_len = strlen(gbnf), .on_text = test_out_on_text,
+					   .on_done = test_out_on_done, .data = &o};
 
 		ck_assert_msg(engine_submit(e, &r, &id, err) == 0, "%s", err);
-		wait_all(&o, 1);
+		test_outs_wait(&o, 1, "generation");
 		o.text[o.len] = '\0';
 		ck_assert_int_eq(o.res.finish, ENGINE_FINISH_STOP);
 		ck_assert_msg(!strcmp(o.text, "yes") || !strcmp(o.text, "no"), "'%s'", o.text);

@@ -23,42 +23,12 @@
 #include "testutil.h"
 
 #define N_SEEDS 24 /* per family and mode */
-#define TEXT_MAX 4096
 
 static const char TOOLS[] =
 	"[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"parameters\":{\"type\":\"object\","
 	"\"properties\":{\"city\":{\"type\":\"string\",\"maxLength\":8},\"days\":{\"type\":\"integer\","
 	"\"minimum\":1,\"maximum\":7},\"unit\":{\"enum\":[\"c\",\"f\"]}},\"required\":[\"city\",\"days\"]}}},"
 	"{\"type\":\"function\",\"function\":{\"name\":\"now\"}}]";
-
-struct out {
-	char text[TEXT_MAX];
-	size_t len;
-	struct engine_result res;
-	int done;
-};
-
-static pthread_mutex_t LOCK = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t COND = PTHREAD_COND_INITIALIZER;
-
-static void on_text(void *data, const char *text, size_t len, int n_tokens)
-{
-	struct out *o = data;
-
-	(void)n_tokens;
-	test_text_append(o->text, &o->len, TEXT_MAX, text, len);
-}
-
-static void on_done(void *data, const struct engine_result *res)
-{
-	struct out *o = data;
-
-	pthread_mutex_lock(&LOCK);
-	o->res = *res;
-	o->done = 1;
-	pthread_cond_broadcast(&COND);
-	pthread_mutex_unlock(&LOCK);
-}
 
 static size_t code_points(const char *s)
 {
@@ -110,8 +80,7 @@ START_TEST(a_forced_call_always_parses_and_fits_its_schema)
 	struct engine_config cfg = {.slots = 8, .n_ctx = 512, .kv_f32 = true, .queue_max = N_SEEDS};
 	struct sampler_config sc;
 	char err[EMBER_ERR_MAX] = "", *gbnf = NULL;
-	struct out *o = calloc(N_SEEDS, sizeof(*o));
-	struct timespec until;
+	struct test_out *o = calloc(N_SEEDS, sizeof(*o));
 	int i;
 
 	test_llama_open(&m, &tok);
@@ -122,19 +91,14 @@ START_TEST(a_forced_call_always_parses_and_fits_its_schema)
 		struct engine_request r = {.prompt = "What is the weather?", .prompt_len = 20,
 					   .add_special = true, .max_tokens = 300, .sampling = &sc,
 					   .grammar = gbnf, .grammar_len = strlen(gbnf),
-					   .on_text = on_text, .on_done = on_done, .data = &o[i]};
+					   .on_text = test_out_on_text, .on_done = test_out_on_done,
+					   .data = &o[i]};
 		uint64_t id;
 
 		sc.seed = (uint64_t)i * 104729u + (uint64_t)_i;
 		ck_assert_msg(engine_submit(e, &r, &id, err) == 0, "%s", err);
 	}
-	clock_gettime(CLOCK_REALTIME, &until);
-	until.tv_sec += 240;
-	pthread_mutex_lock(&LOCK);
-	for (i = 0; i < N_SEEDS; i++)
-		while (!o[i].done)
-			ck_assert_msg(pthread_cond_timedwait(&COND, &LOCK, &until) == 0, "seed %d hangs", i);
-	pthread_mutex_unlock(&LOCK);
+	test_outs_wait(o, N_SEEDS, "seed");
 	for (i = 0; i < N_SEEDS; i++) {
 		struct tool_parse p;
 
@@ -158,11 +122,10 @@ START_TEST(a_forced_call_always_parses_and_fits_its_schema)
 END_TEST
 
 /* Runs N_SEEDS generations of "Say:" (grammar and trigger may be NULL). */
-static void run_seeds(struct engine *e, struct out *o, const char *gbnf, const char *trigger,
+static void run_seeds(struct engine *e, struct test_out *o, const char *gbnf, const char *trigger,
 		      bool at_start)
 {
 	struct sampler_config sc;
-	struct timespec until;
 	char err[EMBER_ERR_MAX] = "";
 	int i;
 
@@ -173,19 +136,14 @@ static void run_seeds(struct engine *e, struct out *o, const char *gbnf, const c
 					   .max_tokens = 120, .sampling = &sc, .grammar = gbnf,
 					   .grammar_len = gbnf ? strlen(gbnf) : 0, .grammar_trigger = trigger,
 					   .grammar_trigger_at_start = at_start,
-					   .on_text = on_text, .on_done = on_done, .data = &o[i]};
+					   .on_text = test_out_on_text, .on_done = test_out_on_done,
+					   .data = &o[i]};
 		uint64_t id;
 
 		sc.seed = (uint64_t)i * 7919u + 5;
 		ck_assert_msg(engine_submit(e, &r, &id, err) == 0, "%s", err);
 	}
-	clock_gettime(CLOCK_REALTIME, &until);
-	until.tv_sec += 240;
-	pthread_mutex_lock(&LOCK);
-	for (i = 0; i < N_SEEDS; i++)
-		while (!o[i].done)
-			ck_assert_msg(pthread_cond_timedwait(&COND, &LOCK, &until) == 0, "seed %d hangs", i);
-	pthread_mutex_unlock(&LOCK);
+	test_outs_wait(o, N_SEEDS, "seed");
 	for (i = 0; i < N_SEEDS; i++)
 		o[i].text[o[i].len] = '\0';
 }
@@ -206,7 +164,7 @@ START_TEST(a_lazy_grammar_holds_the_output_from_its_trigger_on)
 	struct engine *e = NULL;
 	struct engine_config cfg = {.slots = 8, .n_ctx = 256, .kv_f32 = true, .queue_max = N_SEEDS};
 	char err[EMBER_ERR_MAX] = "", trig[2] = "e", gbnf[64];
-	struct out *o = calloc(N_SEEDS, sizeof(*o));
+	struct test_out *o = calloc(N_SEEDS, sizeof(*o));
 	int i, held = 0, free_ = 0;
 
 	test_llama_open(&m, &tok);

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "dtype.h"
@@ -392,6 +393,43 @@ void test_text_append(char *buf, size_t *used, size_t cap, const char *text, siz
 		*used += len;
 		buf[*used] = '\0';
 	}
+}
+
+static pthread_mutex_t test_out_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t test_out_cond = PTHREAD_COND_INITIALIZER;
+
+void test_out_on_text(void *data, const char *text, size_t len, int n_tokens)
+{
+	struct test_out *o = data;
+
+	(void)n_tokens;
+	test_text_append(o->text, &o->len, TEST_OUT_TEXT_MAX, text, len);
+}
+
+void test_out_on_done(void *data, const struct engine_result *res)
+{
+	struct test_out *o = data;
+
+	pthread_mutex_lock(&test_out_lock);
+	o->res = *res;
+	o->done = 1;
+	pthread_cond_broadcast(&test_out_cond);
+	pthread_mutex_unlock(&test_out_lock);
+}
+
+void test_outs_wait(struct test_out *o, int n, const char *what)
+{
+	struct timespec until;
+
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 240;
+	pthread_mutex_lock(&test_out_lock);
+	for (int i = 0; i < n; i++)
+		while (!o[i].done)
+			ck_assert_msg(pthread_cond_timedwait(&test_out_cond, &test_out_lock,
+							     &until) == 0,
+				      "%s %d never finished", what, i);
+	pthread_mutex_unlock(&test_out_lock);
 }
 
 /* test_bf16_golden_check's logits of one model (bf16: through the

@@ -8,6 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "engine.h"
+
 /* One folder of ../shared/golden (see its README): 24 input ids, the
  * 16-token greedy continuation and the exact logits of every position. */
 #define TEST_GOLDEN_DIR "../shared/golden/"
@@ -88,6 +90,24 @@ void test_sink_sync_destroy(pthread_mutex_t *lock, pthread_cond_t *cond);
  * which holds *used bytes of cap, and NUL-terminated, when it fits with
  * room for the NUL; a chunk that does not fit is dropped whole. */
 void test_text_append(char *buf, size_t *used, size_t cap, const char *text, size_t len);
+
+/* One generation's output in the engine suites that run many requests at
+ * once and wait for all (test_structured.c, test_tool_golden.c): pass
+ * test_out_on_text and test_out_on_done as the request's callbacks and
+ * the struct (zeroed) as their data. text is NUL-terminated; done is set
+ * with res, under one lock for all, when the request ends. */
+#define TEST_OUT_TEXT_MAX 4096
+struct test_out {
+	char text[TEST_OUT_TEXT_MAX];
+	size_t len;
+	struct engine_result res;
+	int done;
+};
+void test_out_on_text(void *data, const char *text, size_t len, int n_tokens);
+void test_out_on_done(void *data, const struct engine_result *res);
+/* Waits, 240 s at the most (so that a hang fails), until o[0..n) are
+ * done; a failure names the i-th as "<what> i". */
+void test_outs_wait(struct test_out *o, int n, const char *what);
 
 /* The whole file at `path`, NUL-terminated (malloc'd: the caller frees),
  * its length in *len; NULL if it cannot be read. */
