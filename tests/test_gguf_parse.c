@@ -209,30 +209,6 @@ static void bad_magic(struct buf *b)
 	b->p[0] = 'X';
 }
 
-static void version_1(struct buf *b)
-{
-	header(b, 1, 0, 1);
-	kv_u32(b, "a", 1);
-}
-
-static void version_4(struct buf *b)
-{
-	header(b, 4, 0, 1);
-	kv_u32(b, "a", 1);
-}
-
-static void big_endian(struct buf *b)
-{
-	header(b, 3u << 24, 0, 1);
-	kv_u32(b, "a", 1);
-}
-
-static void absurd_n_kv(struct buf *b)
-{
-	header(b, 3, 0, 1ull << 60);
-	kv_u32(b, "a", 1);
-}
-
 static void absurd_n_tensors(struct buf *b)
 {
 	header(b, 3, 1ull << 60, 1);
@@ -311,24 +287,6 @@ static void duplicate_key(struct buf *b)
 	kv_str(b, "a", "again");
 }
 
-static void empty_key(struct buf *b)
-{
-	header(b, 3, 0, 1);
-	kv_u32(b, "", 1);
-}
-
-static void alignment_not_pow2(struct buf *b)
-{
-	header(b, 3, 0, 1);
-	kv_u32(b, "general.alignment", 48);
-}
-
-static void alignment_zero(struct buf *b)
-{
-	header(b, 3, 0, 1);
-	kv_u32(b, "general.alignment", 0);
-}
-
 static void alignment_wrong_type(struct buf *b)
 {
 	header(b, 3, 0, 1);
@@ -349,66 +307,6 @@ static const uint64_t NE_5[] = {2, 2, 2, 2, 2}, NE_ZERO[] = {8, 0},
 		      NE_HUGE[] = {1ull << 32, 1ull << 32}, NE_BYTES_HUGE[] = {1ull << 30, 1ull << 30},
 		      NE_BYTES_OVERFLOW[] = {1ull << 31, 1ull << 31},
 		      NE_33[] = {33};
-
-static void unknown_tensor_type(struct buf *b)
-{
-	one_tensor(b, 4, 1, NE_8, 0); /* 4 was Q4_2, removed */
-}
-
-static void tensor_type_huge(struct buf *b)
-{
-	one_tensor(b, 0xffffffffu, 1, NE_8, 0);
-}
-
-static void n_dims_0(struct buf *b)
-{
-	one_tensor(b, DTYPE_F32, 0, NE_8, 0);
-}
-
-static void n_dims_5(struct buf *b)
-{
-	one_tensor(b, DTYPE_F32, 5, NE_5, 0);
-}
-
-static void ne_zero(struct buf *b)
-{
-	one_tensor(b, DTYPE_F32, 2, NE_ZERO, 0);
-}
-
-static void ne_product_overflow(struct buf *b)
-{
-	one_tensor(b, DTYPE_F32, 2, NE_HUGE, 0);
-}
-
-static void ne_bytes_past_file(struct buf *b)
-{
-	one_tensor(b, DTYPE_F64, 2, NE_BYTES_HUGE, 0);
-}
-
-static void ne_bytes_overflow(struct buf *b)
-{
-	one_tensor(b, DTYPE_F64, 2, NE_BYTES_OVERFLOW, 0); /* 2^62 elements, 2^65 bytes */
-}
-
-static void ne0_not_block_multiple(struct buf *b)
-{
-	one_tensor(b, DTYPE_Q8_0, 1, NE_33, 0);
-}
-
-static void offset_past_end(struct buf *b)
-{
-	one_tensor(b, DTYPE_F32, 1, NE_8, 64);
-}
-
-static void offset_huge(struct buf *b)
-{
-	one_tensor(b, DTYPE_F32, 1, NE_8, UINT64_MAX - 31);
-}
-
-static void offset_misaligned(struct buf *b)
-{
-	one_tensor(b, DTYPE_F32, 1, NE_8, 4);
-}
 
 static void data_section_missing(struct buf *b)
 {
@@ -435,46 +333,82 @@ static void duplicate_tensor_name(struct buf *b)
 	data(b, 64);
 }
 
+/* A malformed file: build's bytes, or without build the one field
+ * wrong of one of two shapes: with t.ne, one_tensor(t...); else a header
+ * of kv.version and kv.n_kv keys and then one u32 key kv.key = kv.value. */
 struct bad_case {
 	const char *name;
-	void (*build)(struct buf *b);
 	int code;
 	const char *msg; /* a substring the error message must contain */
+	void (*build)(struct buf *b);
+	struct {
+		uint32_t version;
+		uint64_t n_kv;
+		const char *key;
+		uint32_t value;
+	} kv;
+	struct {
+		uint32_t type, n_dims;
+		const uint64_t *ne;
+		uint64_t offset;
+	} t;
 };
 
+static void bad_case_build(struct buf *b, const struct bad_case *c)
+{
+	if (c->build) {
+		c->build(b);
+	} else if (c->t.ne) {
+		one_tensor(b, c->t.type, c->t.n_dims, c->t.ne, c->t.offset);
+	} else {
+		header(b, c->kv.version, 0, c->kv.n_kv);
+		kv_u32(b, c->kv.key, c->kv.value);
+	}
+}
+
 static const struct bad_case bad_cases[] = {
-	{"bad magic", bad_magic, EMBER_EFORMAT, "magic"},
-	{"version 1", version_1, EMBER_EUNSUPPORTED, "version 1"},
-	{"version 4", version_4, EMBER_EUNSUPPORTED, "version 4"},
-	{"big-endian", big_endian, EMBER_EUNSUPPORTED, "big-endian"},
-	{"absurd n_kv", absurd_n_kv, EMBER_EFORMAT, "n_kv"},
-	{"absurd n_tensors", absurd_n_tensors, EMBER_EFORMAT, "n_tensors"},
-	{"absurd string length", absurd_string_length, EMBER_EFORMAT, "length"},
-	{"array count overflow", array_count_overflows_size, EMBER_EFORMAT, "cannot fit"},
-	{"string array count", string_array_count_absurd, EMBER_EFORMAT, "cannot fit"},
-	{"unknown value type", unknown_value_type, EMBER_EFORMAT, "value type 13"},
-	{"unknown array elem type", unknown_array_element_type, EMBER_EFORMAT, "element type"},
-	{"nesting bomb", nesting_bomb, EMBER_EFORMAT, "nested"},
-	{"duplicate key", duplicate_key, EMBER_EFORMAT, "duplicate key 'a'"},
-	{"empty key", empty_key, EMBER_EFORMAT, "empty key"},
-	{"alignment 48", alignment_not_pow2, EMBER_EFORMAT, "power of two"},
-	{"alignment 0", alignment_zero, EMBER_EFORMAT, "power of two"},
-	{"alignment as string", alignment_wrong_type, EMBER_EFORMAT, "not u32"},
-	{"unknown tensor type", unknown_tensor_type, EMBER_EUNSUPPORTED, "type 4"},
-	{"tensor type 2^32-1", tensor_type_huge, EMBER_EUNSUPPORTED, "unknown tensor type"},
-	{"n_dims 0", n_dims_0, EMBER_EFORMAT, "0 dimensions"},
-	{"n_dims 5", n_dims_5, EMBER_EFORMAT, "5 dimensions"},
-	{"ne zero", ne_zero, EMBER_EFORMAT, "zero"},
-	{"ne product overflow", ne_product_overflow, EMBER_EFORMAT, "overflow"},
-	{"ne bytes past file", ne_bytes_past_file, EMBER_EFORMAT, "past end of file"},
-	{"ne bytes overflow", ne_bytes_overflow, EMBER_EFORMAT, "byte size overflows"},
-	{"ne[0] % block", ne0_not_block_multiple, EMBER_EFORMAT, "multiple of the q8_0 block"},
-	{"offset past end", offset_past_end, EMBER_EFORMAT, "tensor 'w': data ["},
-	{"offset near 2^64", offset_huge, EMBER_EFORMAT, "past end of file"},
-	{"offset misaligned", offset_misaligned, EMBER_EFORMAT, "alignment"},
-	{"data section missing", data_section_missing, EMBER_EFORMAT, "past end of file"},
-	{"overlapping tensors", overlapping_tensors, EMBER_EFORMAT, "overlap"},
-	{"duplicate tensor name", duplicate_tensor_name, EMBER_EFORMAT, "duplicate tensor name"},
+	{"bad magic", EMBER_EFORMAT, "magic", .build = bad_magic},
+	{"version 1", EMBER_EUNSUPPORTED, "version 1", .kv = {1, 1, "a", 1}},
+	{"version 4", EMBER_EUNSUPPORTED, "version 4", .kv = {4, 1, "a", 1}},
+	{"big-endian", EMBER_EUNSUPPORTED, "big-endian", .kv = {3u << 24, 1, "a", 1}},
+	{"absurd n_kv", EMBER_EFORMAT, "n_kv", .kv = {3, 1ull << 60, "a", 1}},
+	{"absurd n_tensors", EMBER_EFORMAT, "n_tensors", .build = absurd_n_tensors},
+	{"absurd string length", EMBER_EFORMAT, "length", .build = absurd_string_length},
+	{"array count overflow", EMBER_EFORMAT, "cannot fit", .build = array_count_overflows_size},
+	{"string array count", EMBER_EFORMAT, "cannot fit", .build = string_array_count_absurd},
+	{"unknown value type", EMBER_EFORMAT, "value type 13", .build = unknown_value_type},
+	{"unknown array elem type", EMBER_EFORMAT, "element type",
+	 .build = unknown_array_element_type},
+	{"nesting bomb", EMBER_EFORMAT, "nested", .build = nesting_bomb},
+	{"duplicate key", EMBER_EFORMAT, "duplicate key 'a'", .build = duplicate_key},
+	{"empty key", EMBER_EFORMAT, "empty key", .kv = {3, 1, "", 1}},
+	{"alignment 48", EMBER_EFORMAT, "power of two",
+	 .kv = {3, 1, "general.alignment", 48}},
+	{"alignment 0", EMBER_EFORMAT, "power of two", .kv = {3, 1, "general.alignment", 0}},
+	{"alignment as string", EMBER_EFORMAT, "not u32", .build = alignment_wrong_type},
+	{"unknown tensor type", EMBER_EUNSUPPORTED, "type 4",
+	 .t = {4, 1, NE_8, 0}}, /* 4 was Q4_2, removed */
+	{"tensor type 2^32-1", EMBER_EUNSUPPORTED, "unknown tensor type",
+	 .t = {0xffffffffu, 1, NE_8, 0}},
+	{"n_dims 0", EMBER_EFORMAT, "0 dimensions", .t = {DTYPE_F32, 0, NE_8, 0}},
+	{"n_dims 5", EMBER_EFORMAT, "5 dimensions", .t = {DTYPE_F32, 5, NE_5, 0}},
+	{"ne zero", EMBER_EFORMAT, "zero", .t = {DTYPE_F32, 2, NE_ZERO, 0}},
+	{"ne product overflow", EMBER_EFORMAT, "overflow", .t = {DTYPE_F32, 2, NE_HUGE, 0}},
+	{"ne bytes past file", EMBER_EFORMAT, "past end of file",
+	 .t = {DTYPE_F64, 2, NE_BYTES_HUGE, 0}},
+	{"ne bytes overflow", EMBER_EFORMAT, "byte size overflows",
+	 .t = {DTYPE_F64, 2, NE_BYTES_OVERFLOW, 0}}, /* 2^62 elements, 2^65 bytes */
+	{"ne[0] % block", EMBER_EFORMAT, "multiple of the q8_0 block",
+	 .t = {DTYPE_Q8_0, 1, NE_33, 0}},
+	{"offset past end", EMBER_EFORMAT, "tensor 'w': data [",
+	 .t = {DTYPE_F32, 1, NE_8, 64}},
+	{"offset near 2^64", EMBER_EFORMAT, "past end of file",
+	 .t = {DTYPE_F32, 1, NE_8, UINT64_MAX - 31}},
+	{"offset misaligned", EMBER_EFORMAT, "alignment", .t = {DTYPE_F32, 1, NE_8, 4}},
+	{"data section missing", EMBER_EFORMAT, "past end of file", .build = data_section_missing},
+	{"overlapping tensors", EMBER_EFORMAT, "overlap", .build = overlapping_tensors},
+	{"duplicate tensor name", EMBER_EFORMAT, "duplicate tensor name",
+	 .build = duplicate_tensor_name},
 };
 
 START_TEST(malformed_files_are_rejected_with_a_reason)
@@ -486,7 +420,7 @@ START_TEST(malformed_files_are_rejected_with_a_reason)
 	uint8_t *copy;
 	int rc;
 
-	bc->build(&b);
+	bad_case_build(&b, bc);
 	rc = open_copy(&g, b.p, b.len, err, &copy);
 	ck_assert_msg(rc == bc->code, "%s: got %d (%s), want %d", bc->name, rc, err, bc->code);
 	ck_assert_msg(strstr(err, bc->msg) != NULL, "%s: message '%s' lacks '%s'", bc->name, err,
