@@ -124,21 +124,13 @@ void kern_avx2_norm_rows(const struct kern_norm *nm, const float *x, float *res,
 			 float *out, size_t n)
 {
 	const size_t d = nm->d;
-	size_t r, i;
+	size_t r;
 
 	if (n == 0)
 		return;
 	if (add)
-		for (r = 0; r < n; r++) {
-			float *xr = res + r * d;
-			const float *ar = add + r * d;
-
-			for (i = 0; i + 8 <= d; i += 8)
-				_mm256_storeu_ps(xr + i, _mm256_add_ps(_mm256_loadu_ps(xr + i),
-								       _mm256_loadu_ps(ar + i)));
-			for (; i < d; i++)
-				xr[i] += ar[i];
-		}
+		KERN_NORM_ADD_ROWS(res, add, n, d, 8, _mm256_loadu_ps, _mm256_add_ps,
+				   _mm256_storeu_ps);
 	/* four rows a chain (KERN_NORM_ROWS is the avx512 level's 16) */
 	for (size_t r0 = 0; r0 < n; r0 += 4) {
 		const size_t nr = n - r0 < 4 ? n - r0 : 4;

@@ -197,21 +197,13 @@ norm512__rows(const struct kern_norm *nm, const float *x, float *res, const floa
 	      uint16_t *const dst[], size_t step, size_t n)
 {
 	const size_t d = nm->d;
-	size_t r, i;
+	size_t r;
 
 	if (n == 0)
 		return;
 	if (add)
-		for (r = 0; r < n; r++) {
-			float *xr = res + r * d;
-			const float *ar = add + r * d;
-
-			for (i = 0; i + 16 <= d; i += 16)
-				_mm512_storeu_ps(xr + i, _mm512_add_ps(_mm512_loadu_ps(xr + i),
-								       _mm512_loadu_ps(ar + i)));
-			for (; i < d; i++)
-				xr[i] += ar[i];
-		}
+		KERN_NORM_ADD_ROWS(res, add, n, d, 16, _mm512_loadu_ps, _mm512_add_ps,
+				   _mm512_storeu_ps);
 	for (size_t r0 = 0; r0 < n; r0 += 2 * NORM512_ROWS) {
 		const size_t nr = n - r0 < 2 * NORM512_ROWS ? n - r0 : 2 * NORM512_ROWS;
 		const int two = nr > NORM512_ROWS;

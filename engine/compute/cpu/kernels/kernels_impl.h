@@ -337,6 +337,25 @@ void kern_avx512_silu_mul_bf16(const float *y, const float *g, size_t n, uint16_
 			       size_t step);
 void kern_avx512_norm_rows_bf16(const struct kern_norm *nm, const float *x, float *res,
 				const float *add, uint16_t *const dst[], size_t step, size_t n);
+/* The row norms' residual add (kern_norm_rows with `add`), written once
+ * for act_avx2.c and act_avx512.c: res[r][i] += add[r][i] for n rows of
+ * d, W lanes a step through the level's LOADU / ADD / STOREU intrinsics,
+ * the tail one element at a time. One float addition an element either
+ * way: every level gives the reference's bits. */
+#define KERN_NORM_ADD_ROWS(res, add, n, d, W, LOADU, ADD, STOREU)                  \
+	do {                                                                       \
+		size_t r_, i_;                                                     \
+                                                                                   \
+		for (r_ = 0; r_ < (n); r_++) {                                     \
+			float *xr_ = (res) + r_ * (d);                             \
+			const float *ar_ = (add) + r_ * (d);                       \
+                                                                                   \
+			for (i_ = 0; i_ + (W) <= (d); i_ += (W))                   \
+				STOREU(xr_ + i_, ADD(LOADU(xr_ + i_), LOADU(ar_ + i_))); \
+			for (; i_ < (d); i_++)                                     \
+				xr_[i_] += ar_[i_];                                \
+		}                                                                  \
+	} while (0)
 /* The AVX2 quantized prefill GEMM (kernels_qgemm_avx2.c), n_tok >= 2. */
 void kern_avx2_qgemm_q8_0(const struct kern_gemm_args *a, size_t o0, size_t o1);
 void kern_avx2_qgemm_q4_0(const struct kern_gemm_args *a, size_t o0, size_t o1);
