@@ -265,7 +265,7 @@ $(PACKAB): $(BUILD)/bench/pack_ab.o $(LIBEMBER)
 	$(call say,LD,$@)$(CC) $(LDFLAGS) -pthread $^ $(LIBS_ENGINE) -o $@
 
 # Streaming read bandwidth, to set decode rates against (bench/RESULTS.md).
-$(MEMBW): $(call obj,bench/membw.c engine/base/clock.c)
+$(MEMBW): $(call obj,bench/membw.c bench/membw_read.c engine/base/clock.c)
 	$(call say,LD,$@)$(CC) $(LDFLAGS) -pthread $^ -o $@
 
 # The grammar mask's cost per token on real vocabularies (issue 20).
