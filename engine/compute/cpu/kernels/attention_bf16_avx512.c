@@ -271,9 +271,10 @@ AVX512B_INLINE void avx512b__accum_cols(float *o, size_t ld_o, const float *r,
 	}
 }
 
-/* Row i's weights as bf16 key pairs into pw + i * AVX512B_KEYS / 2: from
- * the floats of p (ld_p apart) or, when pt, from the softmax's A-tile rows
- * (softmax16_avx512.h's layout, nks steps a group of 16 rows). */
+/* Row i's weights as bf16 key pairs into pw + i * AVX512B_KEYS / 2 (all
+ * 32, zeros past nk): from the floats of p (ld_p apart) or, when pt, from
+ * the softmax's A-tile rows (softmax16_avx512.h's layout, nks steps a
+ * group of 16 rows). */
 AVX512B_INLINE void avx512b__weights(const float *p, size_t ld_p, const uint16_t *pt,
 				     size_t i0, size_t nks, size_t nk, const int nr, uint32_t *pw)
 {
@@ -282,17 +283,37 @@ AVX512B_INLINE void avx512b__weights(const float *p, size_t ld_p, const uint16_t
 
 		if (pt) {
 			const size_t row = i0 + (size_t)i;
-			const uint16_t *src = pt + row / SM16_T * nks * SM16_TILE + row % SM16_T * SM16_STEP;
+			const uint16_t *src =
+				pt + row / SM16_T * nks * SM16_TILE + row % SM16_T * SM16_STEP;
 
-			for (size_t st = 0; st < nks; st++)
-				_mm512_store_si512(dst + st * 16,
-						   _mm512_load_si512(src + st * SM16_TILE));
+			_mm512_store_si512(dst, _mm512_load_si512(src));
+			_mm512_store_si512(dst + 16, nks > 1 ? _mm512_load_si512(src + SM16_TILE)
+							     : _mm512_setzero_si512());
 			continue;
 		}
 		_mm512_store_si512(dst, avx512__bf16x32(p + i * ld_p, 0, nk));
-		if (nk > 32)
-			_mm512_store_si512(dst + 16, avx512__bf16x32(p + i * ld_p + 32, 0, nk - 32));
+		_mm512_store_si512(dst + 16, nk > 32 ? avx512__bf16x32(p + i * ld_p + 32, 0, nk - 32)
+						     : _mm512_setzero_si512());
 	}
+}
+
+/* Key pairs [0, n) of the nr rows' weights pw past which all are 0 (n
+ * <= np): the diagonal block's early rows, whose masked keys weigh 0.
+ * Leaving them out changes no bit: with finite values a product is +-0,
+ * and acc + +-0 is acc for an acc that is never -0 (o starts at +0,
+ * scales by r > 0, and a sum rounds an exact 0 to +0). */
+AVX512B_INLINE size_t avx512b__pairs_used(const uint32_t *pw, size_t np, const int nr)
+{
+	__m512i a = _mm512_setzero_si512(), b = _mm512_setzero_si512();
+	uint32_t nz;
+
+	for (int i = 0; i < nr; i++) {
+		a = _mm512_or_si512(a, _mm512_load_si512(pw + i * (AVX512B_KEYS / 2)));
+		b = _mm512_or_si512(b, _mm512_load_si512(pw + i * (AVX512B_KEYS / 2) + 16));
+	}
+	nz = (uint32_t)_mm512_test_epi32_mask(a, a) | (uint32_t)_mm512_test_epi32_mask(b, b) << 16;
+	return nz ? (32u - (size_t)__builtin_clz(nz) < np ? 32u - (size_t)__builtin_clz(nz) : np)
+		  : 0;
 }
 
 /* kern_attn_accum_bf16 (p, ld_p) or kern_attn_accum_bf16_tiles (pt). */
@@ -308,7 +329,8 @@ static void avx512b__accum(float *o, size_t ld_o, const float *r, const float *p
 	avx512b__value_pairs(v, f16, d, nk, vt);
 	for (; i + AVX512B_ROWS <= nq; i += AVX512B_ROWS) {
 		avx512b__weights(p ? p + i * ld_p : NULL, ld_p, pt, i, nks, nk, AVX512B_ROWS, pw);
-		avx512b__accum_cols(o + i * ld_o, ld_o, r + i, pw, vt, d, np, AVX512B_ROWS);
+		avx512b__accum_cols(o + i * ld_o, ld_o, r + i, pw, vt, d,
+				    avx512b__pairs_used(pw, np, AVX512B_ROWS), AVX512B_ROWS);
 	}
 	for (; i < nq; i++) {
 		avx512b__weights(p ? p + i * ld_p : NULL, ld_p, pt, i, nks, nk, 1, pw);
@@ -345,15 +367,18 @@ void kern_avx512_attn_scores_softmax_bf16(const uint16_t *qt, const void *k, int
 	avx512b__key_pairs(k, f16, d, nk, kt);
 	for (size_t i0 = 0; i0 < nq; i0 += SM16_T) {
 		const size_t nr = nq - i0 < SM16_T ? nq - i0 : SM16_T;
-		size_t seen = 0; /* keys the group's rows see: [0, seen) */
+		/* by 4 rows, only the key groups they see (the diagonal block's
+		 * early rows: the softmax reads no score past hi) */
+		for (size_t i = 0; i < nr; i += AVX512B_ROWS) {
+			const size_t n4 = nr - i < AVX512B_ROWS ? nr - i : AVX512B_ROWS;
+			size_t seen = 0; /* keys [0, seen) */
 
-		for (size_t i = 0; i < nr; i++)
-			seen = hi[i0 + i] > lo[i0 + i] && hi[i0 + i] > seen ? hi[i0 + i] : seen;
-		/* the diagonal block's early rows: only the key groups they see
-		 * (the softmax reads no score past hi) */
-		if (seen)
-			avx512b__scores_groups(qt + i0 * d, d, kt, NULL, 1.0f, c, SM16_KEYS, nr,
-					       seen);
+			for (size_t e = i0 + i; e < i0 + i + n4; e++)
+				seen = hi[e] > lo[e] && hi[e] > seen ? hi[e] : seen;
+			if (seen)
+				avx512b__scores_groups(qt + (i0 + i) * d, d, kt, NULL, 1.0f,
+						       c + i * SM16_KEYS, SM16_KEYS, n4, seen);
+		}
 		avx512__softmax16(c, SM16_KEYS, scale, lo + i0, hi + i0, nr, nks, m + i0, l + i0,
 				  r + i0, pt + i0 / SM16_T * nks * SM16_TILE);
 	}
