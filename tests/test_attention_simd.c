@@ -287,46 +287,42 @@ static void at_check_bf16(const struct at_bf16_ops *ops, size_t nq, size_t nk, s
 }
 #endif
 
-START_TEST(amx_bf16_blocks_within_bound_of_float64)
-{
 #if defined(__x86_64__)
-	static const size_t nqs[] = {1, 5, 16, 17, 40, 64}, nks[] = {1, 7, 16, 33, 64},
-			    ds[] = {64, 96, 128, 256};
+/* at_check_bf16 over query rows x key counts x head widths (the 16- to
+ * 48-column value tails of the avx512 blocks at 96 and 160) where ops'
+ * level runs. */
+static void at_bf16_blocks(const struct at_bf16_ops *ops)
+{
+	static const size_t nqs[] = {1, 3, 4, 5, 16, 17, 40, 64}, nks[] = {1, 7, 16, 33, 63, 64},
+			    ds[] = {32, 64, 96, 128, 160, 256};
 
-	if (!kern_level_runs(CPU_LEVEL_AMX)) {
-		fprintf(stderr, "attention: skipping amx bf16 blocks: this CPU or kernel has no "
-				"AMX\n");
+	if (!at_bf16_runs(ops)) {
+		fprintf(stderr, "attention: skipping %s bf16 blocks: this CPU or kernel lacks them\n",
+			ops->name);
 		return;
 	}
 	for (size_t a = 0; a < sizeof(nqs) / sizeof(nqs[0]); a++)
 		for (size_t b = 0; b < sizeof(nks) / sizeof(nks[0]); b++)
 			for (size_t c = 0; c < sizeof(ds) / sizeof(ds[0]); c++)
-				at_check_bf16(&at_amx_bf16, nqs[a], nks[b], ds[c], (a + c) & 1,
-					      (a + b) & 1);
+				at_check_bf16(ops, nqs[a], nks[b], ds[c], (a + c) & 1, (a + b) & 1);
+}
+#endif
+
+START_TEST(amx_bf16_blocks_within_bound_of_float64)
+{
+#if defined(__x86_64__)
+	at_bf16_blocks(&at_amx_bf16);
 #else
 	fprintf(stderr, "attention: skipping amx bf16 blocks: x86-64 only\n");
 #endif
 }
 END_TEST
 
-/* The avx512 level's VDPBF16PS blocks (CPUs with AVX512-BF16, no AMX):
- * the same bound and guards, and head widths that are a multiple of 16
- * but not 64 for the values (80, 112: the 16- to 48-column tails). */
+/* The avx512 level's VDPBF16PS blocks (CPUs with AVX512-BF16, no AMX). */
 START_TEST(avx512_bf16_blocks_within_bound_of_float64)
 {
 #if defined(__x86_64__)
-	static const size_t nqs[] = {1, 3, 4, 5, 16, 17, 40, 64}, nks[] = {1, 7, 16, 33, 63, 64},
-			    ds[] = {32, 64, 96, 128, 160, 256};
-	if (!at_bf16_runs(&at_avx512_bf16)) {
-		fprintf(stderr, "attention: skipping avx512 bf16 blocks: this CPU lacks "
-				"AVX512-BF16\n");
-		return;
-	}
-	for (size_t a = 0; a < sizeof(nqs) / sizeof(nqs[0]); a++)
-		for (size_t b = 0; b < sizeof(nks) / sizeof(nks[0]); b++)
-			for (size_t c = 0; c < sizeof(ds) / sizeof(ds[0]); c++)
-				at_check_bf16(&at_avx512_bf16, nqs[a], nks[b], ds[c], (a + c) & 1,
-					      (a + b) & 1);
+	at_bf16_blocks(&at_avx512_bf16);
 #else
 	fprintf(stderr, "attention: skipping avx512 bf16 blocks: x86-64 only\n");
 #endif
