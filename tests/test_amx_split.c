@@ -431,13 +431,15 @@ START_TEST(bf16_sampled_logits_do_not_depend_on_the_step)
 		int *on = variant == 0 ? &spm_amxbf_on : &kern_amxbf_on;
 		/* the real switch too: prompt rows' attention takes the bf16
 		 * tiles with it (kern_attn_bf16), the model's GEMM or not */
-		const int real_on = kern_amxbf_on;
+		const int real_on = kern_amxbf_on, attn_on = kern_attn_bf16_on;
 
 		*on = 0;
 		kern_amxbf_on = 0;
+		kern_attn_bf16_on = 0; /* the avx512 level's (attention_bf16_avx512.c) */
 		kv_cache_truncate(&f.kv[5], 0);
 		spf_step(&f, (struct spf_entry[]){{5, 0, SPF_P, FORWARD_LOGITS_LAST, false}}, 1, l8);
 		kern_amxbf_on = real_on;
+		kern_attn_bf16_on = attn_on;
 		*on = 1;
 		ck_assert_msg(memcmp(la, l8, sizeof(float) * nv) != 0,
 			      "%s: the prompt rows did not take the bf16 tiles", file);

@@ -695,9 +695,13 @@ START_TEST(attention_matches_float64_softmax_at_avx2_level)
 }
 END_TEST
 
+/* The avx512 level: prompt tiles on its VDPBF16PS blocks where the CPU
+ * has AVX512-BF16 (else its float kernels), within AT_TOL_BF16, the same
+ * bits in any chunking and thread count. */
 START_TEST(attention_matches_float64_softmax_at_avx512_level)
 {
 	at_check_level(CPU_LEVEL_AVX512, 0);
+	at_check_level(CPU_LEVEL_AVX512, 1);
 }
 END_TEST
 

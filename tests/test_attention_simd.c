@@ -14,6 +14,7 @@
 
 #include "arch.h"
 #include "attention.h"
+#include "cpu.h"
 #include "dtype.h"
 #include "ember.h"
 #include "kernels.h"
@@ -163,11 +164,50 @@ static double at_bf(float x)
  * rounding. */
 #define AT_BF16_BOUND 1e-5
 
-/* kern_amx_attn_scores_bf16 / kern_amx_attn_accum_bf16 (prompt rows,
- * attention_amx.c) against float64 on bf16-rounded operands, keys and
- * values as floats and as F16 rows, and nothing written past the nq x
- * nk scores or the nq x d outputs (guard values). */
-static void at_check_bf16(size_t nq, size_t nk, size_t d, int f16, int with_bias)
+/* A level's prompt-row bf16 blocks (kernels_impl.h's kern_ops fields). */
+struct at_bf16_ops {
+	void (*q_bf16)(const float *q, size_t ld_q, size_t d, size_t nq, uint16_t *qt);
+	void (*scores_bf16)(const uint16_t *qt, const void *k, int f16, size_t d,
+			    const float *bias, float scale, float *s, size_t ld_s, size_t nq,
+			    size_t nk);
+	void (*accum_bf16)(float *o, size_t ld_o, const float *r, const float *p, size_t ld_p,
+			   const void *v, int f16, size_t d, size_t nq, size_t nk);
+	/* the fused calls (kernels.h kern_attn_scores_softmax_bf16,
+	 * kern_attn_accum_bf16_tiles) */
+	void (*scores_softmax)(const uint16_t *qt, const void *k, int f16, size_t d, float scale,
+			       const uint32_t *lo, const uint32_t *hi, size_t nq, size_t nk,
+			       float *m, float *l, float *r, uint16_t *pt);
+	void (*accum_tiles)(float *o, size_t ld_o, const float *r, const uint16_t *pt,
+			    const void *v, int f16, size_t d, size_t nq, size_t nk);
+	const char *name;
+};
+
+static const struct at_bf16_ops at_amx_bf16 = {
+	kern_amx_attn_q_bf16,		   kern_amx_attn_scores_bf16,
+	kern_amx_attn_accum_bf16,	   kern_amx_attn_scores_softmax_bf16,
+	kern_amx_attn_accum_bf16_tiles, "amx"};
+static const struct at_bf16_ops at_avx512_bf16 = {
+	kern_avx512_attn_q_bf16,	      kern_avx512_attn_scores_bf16,
+	kern_avx512_attn_accum_bf16,	      kern_avx512_attn_scores_softmax_bf16,
+	kern_avx512_attn_accum_bf16_tiles, "avx512"};
+
+/* Whether ops' level runs here (the avx512 blocks: AVX512-BF16 too). */
+static int at_bf16_runs(const struct at_bf16_ops *ops)
+{
+	struct cpu_features f;
+
+	cpu_detect(&f);
+	return ops == &at_amx_bf16 ? kern_level_runs(CPU_LEVEL_AMX)
+				   : kern_level_runs(CPU_LEVEL_AVX512) && f.avx512_bf16;
+}
+
+/* A level's kern_attn_scores_bf16 / kern_attn_accum_bf16 (prompt rows:
+ * attention_amx.c, attention_bf16_avx512.c) against float64 on
+ * bf16-rounded operands, keys and values as floats and as F16 rows, and
+ * nothing written past the nq x nk scores or the nq x d outputs (guard
+ * values). */
+static void at_check_bf16(const struct at_bf16_ops *ops, size_t nq, size_t nk, size_t d, int f16,
+			  int with_bias)
 {
 	const size_t ld_q = d + 32, ld_s = 72, ld_p = 64, ld_o = d + 16;
 	float *q = malloc(nq * ld_q * 4), *kf = malloc(nk * d * 4), *vf = malloc(nk * d * 4);
@@ -192,9 +232,9 @@ static void at_check_bf16(size_t nq, size_t nk, size_t d, int f16, int with_bias
 	kern_fp16_to_fp32_row(vh, vf, nk * d);
 	uint16_t *qt = aligned_alloc(64, KERN_ATTN_BF16_QT(nq, d) * 2);
 
-	kern_amx_attn_q_bf16(q, ld_q, d, nq, qt);
-	kern_amx_attn_scores_bf16(qt, f16 ? (const void *)kh : kf, f16, d,
-				  with_bias ? bias : NULL, scale, s, ld_s, nq, nk);
+	ops->q_bf16(q, ld_q, d, nq, qt);
+	ops->scores_bf16(qt, f16 ? (const void *)kh : kf, f16, d, with_bias ? bias : NULL, scale,
+			 s, ld_s, nq, nk);
 	free(qt);
 	for (size_t i = 0; i < nq; i++) {
 		for (size_t j = 0; j < nk; j++) {
@@ -215,7 +255,7 @@ static void at_check_bf16(size_t nq, size_t nk, size_t d, int f16, int with_bias
 		for (size_t j = nk; j < ld_s; j++)
 			ck_assert_msg(s[i * ld_s + j] == 12345.0f, "bf16 scores wrote past nk");
 	}
-	kern_amx_attn_accum_bf16(o, ld_o, r, p, ld_p, f16 ? (const void *)vh : vf, f16, d, nq, nk);
+	ops->accum_bf16(o, ld_o, r, p, ld_p, f16 ? (const void *)vh : vf, f16, d, nq, nk);
 	for (size_t i = 0; i < nq; i++) {
 		for (size_t c = 0; c < d; c++) {
 			double sum = 0, mag = 0;
@@ -247,23 +287,44 @@ static void at_check_bf16(size_t nq, size_t nk, size_t d, int f16, int with_bias
 }
 #endif
 
-START_TEST(amx_bf16_blocks_within_bound_of_float64)
-{
 #if defined(__x86_64__)
-	static const size_t nqs[] = {1, 5, 16, 17, 40, 64}, nks[] = {1, 7, 16, 33, 64},
-			    ds[] = {64, 96, 128, 256};
+/* at_check_bf16 over query rows x key counts x head widths (the 16- to
+ * 48-column value tails of the avx512 blocks at 96 and 160) where ops'
+ * level runs. */
+static void at_bf16_blocks(const struct at_bf16_ops *ops)
+{
+	static const size_t nqs[] = {1, 3, 4, 5, 16, 17, 40, 64}, nks[] = {1, 7, 16, 33, 63, 64},
+			    ds[] = {32, 64, 96, 128, 160, 256};
 
-	if (!kern_level_runs(CPU_LEVEL_AMX)) {
-		fprintf(stderr, "attention: skipping amx bf16 blocks: this CPU or kernel has no "
-				"AMX\n");
+	if (!at_bf16_runs(ops)) {
+		fprintf(stderr, "attention: skipping %s bf16 blocks: this CPU or kernel lacks them\n",
+			ops->name);
 		return;
 	}
 	for (size_t a = 0; a < sizeof(nqs) / sizeof(nqs[0]); a++)
 		for (size_t b = 0; b < sizeof(nks) / sizeof(nks[0]); b++)
 			for (size_t c = 0; c < sizeof(ds) / sizeof(ds[0]); c++)
-				at_check_bf16(nqs[a], nks[b], ds[c], (a + c) & 1, (a + b) & 1);
+				at_check_bf16(ops, nqs[a], nks[b], ds[c], (a + c) & 1, (a + b) & 1);
+}
+#endif
+
+START_TEST(amx_bf16_blocks_within_bound_of_float64)
+{
+#if defined(__x86_64__)
+	at_bf16_blocks(&at_amx_bf16);
 #else
 	fprintf(stderr, "attention: skipping amx bf16 blocks: x86-64 only\n");
+#endif
+}
+END_TEST
+
+/* The avx512 level's VDPBF16PS blocks (CPUs with AVX512-BF16, no AMX). */
+START_TEST(avx512_bf16_blocks_within_bound_of_float64)
+{
+#if defined(__x86_64__)
+	at_bf16_blocks(&at_avx512_bf16);
+#else
+	fprintf(stderr, "attention: skipping avx512 bf16 blocks: x86-64 only\n");
 #endif
 }
 END_TEST
@@ -301,7 +362,8 @@ static void at_ragged_rows(size_t nq, size_t nk, uint32_t *lo, uint32_t *hi, flo
  * state from earlier blocks, nq not a multiple of 16 (a padded group),
  * nk below 64; and nothing written past KERN_ATTN_BF16_PT(nq, nk).
  * Then kern_amx_attn_out_bf16 against o * (1.0f / l) per element. */
-static void at_check_softmax_bf16(size_t nq, size_t nk, size_t d, int f16)
+static void at_check_softmax_bf16(const struct at_bf16_ops *ops, size_t nq, size_t nk, size_t d,
+				  int f16)
 {
 	const size_t ld_s = 64, ld_o = d, npt = KERN_ATTN_BF16_PT(nq, nk);
 	float *s = malloc(nq * ld_s * 4), *s0 = malloc(nq * ld_s * 4);
@@ -345,13 +407,11 @@ static void at_check_softmax_bf16(size_t nq, size_t nk, size_t d, int f16)
 		memset(x, 0, lo[i] * 4);
 		memset(x + hi[i], 0, (ld_s - hi[i]) * 4);
 	}
-	kern_amx_attn_accum_bf16(o0, ld_o, r0, s0, ld_s, f16 ? (const void *)vh : vf, f16, d, nq,
-				 nk);
+	ops->accum_bf16(o0, ld_o, r0, s0, ld_s, f16 ? (const void *)vh : vf, f16, d, nq, nk);
 	kern_amx_attn_softmax_bf16(s, ld_s, lo, hi, nq, nk, m, l, r, pt);
 	for (size_t i = npt; i < npt + 64; i++)
 		ck_assert_msg(pt[i] == 0x5a5a, "softmax_bf16 %zux%zu wrote past its tiles", nq, nk);
-	kern_amx_attn_accum_bf16_tiles(o, ld_o, r, pt, f16 ? (const void *)vh : vf, f16, d, nq,
-				       nk);
+	ops->accum_tiles(o, ld_o, r, pt, f16 ? (const void *)vh : vf, f16, d, nq, nk);
 	for (size_t i = 0; i < nq; i++) {
 		ck_assert_msg(memcmp(&m[i], &m0[i], 4) == 0 && memcmp(&l[i], &l0[i], 4) == 0 &&
 				      memcmp(&r[i], &r0[i], 4) == 0,
@@ -380,7 +440,8 @@ static void at_check_softmax_bf16(size_t nq, size_t nk, size_t d, int f16)
  * kern_amx_attn_softmax_bf16 on the stored scores: the same weights'
  * tiles, l and r bit for bit, m equal (a zero's sign aside), nothing
  * written past the tiles; ragged ranges and states as above. */
-static void at_check_scores_softmax_bf16(size_t nq, size_t nk, size_t d, int f16)
+static void at_check_scores_softmax_bf16(const struct at_bf16_ops *ops, size_t nq, size_t nk,
+					 size_t d, int f16)
 {
 	const size_t npt = KERN_ATTN_BF16_PT(nq, nk);
 	const float scale = 1.0f / sqrtf((float)d);
@@ -400,12 +461,11 @@ static void at_check_scores_softmax_bf16(size_t nq, size_t nk, size_t d, int f16
 	at_ragged_rows(nq, nk, lo, hi, m, l, r, m0, l0, r0);
 	for (size_t i = 0; i < npt + 64; i++)
 		pt[i] = pt0[i] = 0x5a5a;
-	kern_amx_attn_q_bf16(q, d, d, nq, qt);
-	kern_amx_attn_scores_bf16(qt, f16 ? (const void *)kh : kf, f16, d, NULL, scale, s, 64, nq,
-				  nk);
+	ops->q_bf16(q, d, d, nq, qt);
+	ops->scores_bf16(qt, f16 ? (const void *)kh : kf, f16, d, NULL, scale, s, 64, nq, nk);
 	kern_amx_attn_softmax_bf16(s, 64, lo, hi, nq, nk, m0, l0, r0, pt0);
-	kern_amx_attn_scores_softmax_bf16(qt, f16 ? (const void *)kh : kf, f16, d, scale, lo, hi,
-					  nq, nk, m, l, r, pt);
+	ops->scores_softmax(qt, f16 ? (const void *)kh : kf, f16, d, scale, lo, hi, nq, nk, m, l,
+			    r, pt);
 	ck_assert_msg(memcmp(pt, pt0, (npt + 64) * 2) == 0,
 		      "scores_softmax_bf16 %zux%zu d=%zu: weights' tiles differ", nq, nk, d);
 	for (size_t i = 0; i < nq; i++)
@@ -421,27 +481,34 @@ static void at_check_scores_softmax_bf16(size_t nq, size_t nk, size_t d, int f16
 
 #if defined(__x86_64__)
 /* check over query rows x key counts x head widths (F16 or float keys
- * alternating), where the amx level runs; what names it in the skip. */
-static void at_for_bf16_cases(void (*check)(size_t, size_t, size_t, int), const char *what)
+ * alternating), where ops' level runs; what names it in the skip. */
+static void at_for_bf16_cases(const struct at_bf16_ops *ops,
+			      void (*check)(const struct at_bf16_ops *, size_t, size_t, size_t, int),
+			      const char *what)
 {
 	static const size_t nqs[] = {1, 5, 16, 17, 40, 64, 256}, nks[] = {1, 7, 16, 33, 63, 64},
 			    ds[] = {64, 128};
 
-	if (!kern_level_runs(CPU_LEVEL_AMX)) {
-		fprintf(stderr, "attention: skipping amx %s: this CPU or kernel has no AMX\n", what);
+	if (!at_bf16_runs(ops)) {
+		fprintf(stderr, "attention: skipping %s %s: this CPU or kernel lacks it\n",
+			ops->name, what);
 		return;
 	}
 	for (size_t a = 0; a < sizeof(nqs) / sizeof(nqs[0]); a++)
 		for (size_t b = 0; b < sizeof(nks) / sizeof(nks[0]); b++)
 			for (size_t c = 0; c < sizeof(ds) / sizeof(ds[0]); c++)
-				check(nqs[a], nks[b], ds[c], (a + b + c) & 1);
+				check(ops, nqs[a], nks[b], ds[c], (a + b + c) & 1);
 }
 #endif
 
+/* At the amx level (its tiles) and the avx512 level (VDPBF16PS, where
+ * the CPU has AVX512-BF16: attention_bf16_avx512.c with the shared
+ * softmax step, softmax16_avx512.h). */
 START_TEST(amx_scores_softmax_equals_the_two_calls)
 {
 #if defined(__x86_64__)
-	at_for_bf16_cases(at_check_scores_softmax_bf16, "scores + softmax");
+	at_for_bf16_cases(&at_amx_bf16, at_check_scores_softmax_bf16, "scores + softmax");
+	at_for_bf16_cases(&at_avx512_bf16, at_check_scores_softmax_bf16, "scores + softmax");
 #else
 	fprintf(stderr, "attention: skipping amx scores + softmax: x86-64 only\n");
 #endif
@@ -451,7 +518,8 @@ END_TEST
 START_TEST(amx_fused_softmax_equals_the_separate_steps)
 {
 #if defined(__x86_64__)
-	at_for_bf16_cases(at_check_softmax_bf16, "fused softmax");
+	at_for_bf16_cases(&at_amx_bf16, at_check_softmax_bf16, "fused softmax");
+	at_for_bf16_cases(&at_avx512_bf16, at_check_softmax_bf16, "fused softmax");
 #else
 	fprintf(stderr, "attention: skipping amx fused softmax: x86-64 only\n");
 #endif
@@ -545,6 +613,7 @@ Suite *suite_attention_simd(void)
 	tcase_add_test(tc, f16_kernels_equal_float_kernels_on_converted_rows);
 	tcase_add_test(tc, avx512_softmax_rows_equal_avx2);
 	tcase_add_test(tc, amx_bf16_blocks_within_bound_of_float64);
+	tcase_add_test(tc, avx512_bf16_blocks_within_bound_of_float64);
 	tcase_add_test(tc, amx_fused_softmax_equals_the_separate_steps);
 	tcase_add_test(tc, amx_scores_softmax_equals_the_two_calls);
 	tcase_add_test(tc, amx_windowed_prompt_tiles_near_float_tiles);

@@ -23,12 +23,13 @@
  * allocated while running.
  *
  * Prompt tiles (attention_tile.prompt: rows whose outputs are never
- * sampled, of a model whose q, k, v projections are Q8_0 / Q4_0 and so
- * already bf16-rounded there, forward.c plan()) take their score and
- * value products on the
- * amx level's bf16 tiles where kern_attn_bf16() says so (the bf16
- * prefill's switch, EMBER_AMX_BF16): q, k, softmax weights and v rounded
- * to bf16, fp32 sums, like the bf16 GEMM's rounding of the same rows;
+ * sampled, of a model whose q, k, v projections are Q8_0 / Q4_0 or the
+ * K-quants, forward.c plan()) take their score and value products in
+ * bf16 where kern_attn_bf16() says so (EMBER_AMX_BF16): on the amx
+ * level's tiles (the bf16 prefill's switch), or on the avx512 level's
+ * VDPBF16PS blocks where the CPU has AVX512-BF16 (Zen 4; there the
+ * prompt rows' products stay int8, whose activations are coarser than
+ * bf16 already): q, k, softmax weights and v rounded to bf16, fp32 sums;
  * their softmax's exp is the shorter kern_exp_sum_prompt (within 1e-5).
  * Still a row's result depends on nothing but its own query and the
  * cache, so prompt rows are the same bits in any chunking; sampled
@@ -90,8 +91,8 @@ struct attention_tile {
 	uint32_t pos;
 	uint32_t n; /* 1 .. ATTENTION_TILE */
 	/* 1: prompt rows, whose outputs are never sampled (forward.c plan()):
-	 * where kern_attn_bf16() says so their products run on bf16 tiles,
-	 * other bits than the float kernels'. 0 (attention_plan's): the
+	 * where kern_attn_bf16() says so their products run in bf16 (amx
+	 * tiles, avx512 VDPBF16PS), other bits than the float kernels'. 0 (attention_plan's): the
 	 * float kernels, the same bits whatever the tile or batch. */
 	uint32_t prompt;
 };

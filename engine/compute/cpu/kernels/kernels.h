@@ -276,7 +276,10 @@ void kern_attn_accum_f16(float *o, size_t ld_o, const float *r, const float *p, 
 #define KERN_ATTN_BF16_KEYS 64
 #define KERN_ATTN_BF16_DIM 256
 #define KERN_ATTN_BF16_QT(nq, d) (((nq) + 15) / 16 * 16 * (d))
-/* 1 where the three below run (else the caller keeps the float kernels). */
+/* 1 where the three below run (else the caller keeps the float kernels):
+ * the amx level's tiles, or the avx512 level's VDPBF16PS form on CPUs
+ * with AVX512-BF16 (attention_bf16_avx512.c: the same rounding of q, k,
+ * p and v, other sums' order). EMBER_AMX_BF16=0 turns either off. */
 int kern_attn_bf16(void);
 void kern_attn_q_bf16(const float *q, size_t ld_q, size_t d, size_t nq, uint16_t *qt);
 void kern_attn_scores_bf16(const uint16_t *qt, const void *k, int f16, size_t d,

@@ -231,7 +231,8 @@ struct kern_ops {
 	 * interleave, kern_pack_groups(). Taken with pgemm[t]. */
 	kern_pack_fn pack_fn[DTYPE_COUNT];
 	/* kern_attn_scores_bf16() / kern_attn_accum_bf16(): prompt-row
-	 * attention on bf16 tiles (amx only; used while kern_amxbf_on). */
+	 * attention on bf16 (the amx level's tiles; the avx512 level's VDPBF16PS
+	 * blocks, set by kern_resolve where the CPU has AVX512-BF16). */
 	void (*attn_q_bf16)(const float *q, size_t ld_q, size_t d, size_t nq, uint16_t *qt);
 	void (*attn_scores_bf16)(const uint16_t *qt, const void *k, int f16, size_t d,
 				 const float *bias, float scale, float *s, size_t ld_s, size_t nq,
@@ -320,6 +321,25 @@ float kern_avx512_exp_sum(float *x, size_t n, float m);
 float kern_avx512_max(const float *x, size_t n);
 /* The prompt rows' exp-sum (kernels.h kern_exp_sum_prompt), avx512. */
 float kern_avx512_exp_sum_prompt(float *x, size_t n, float m);
+
+/* attention_bf16_avx512.c: the prompt-row attention blocks (kernels.h
+ * kern_attn_*_bf16) on VDPBF16PS, for CPUs with AVX512-BF16 (taken by
+ * kern_resolve at the avx512 level only where the CPU has it). */
+void kern_avx512_attn_q_bf16(const float *q, size_t ld_q, size_t d, size_t nq, uint16_t *qt);
+void kern_avx512_attn_scores_bf16(const uint16_t *qt, const void *k, int f16, size_t d,
+				  const float *bias, float scale, float *s, size_t ld_s, size_t nq,
+				  size_t nk);
+void kern_avx512_attn_accum_bf16(float *o, size_t ld_o, const float *r, const float *p,
+				 size_t ld_p, const void *v, int f16, size_t d, size_t nq, size_t nk);
+/* ... and the fused calls (kernels.h kern_attn_scores_softmax_bf16,
+ * kern_attn_accum_bf16_tiles) at that level. */
+void kern_avx512_attn_scores_softmax_bf16(const uint16_t *qt, const void *k, int f16, size_t d,
+					  float scale, const uint32_t *lo, const uint32_t *hi,
+					  size_t nq, size_t nk, float *m, float *l, float *r,
+					  uint16_t *pt);
+void kern_avx512_attn_accum_bf16_tiles(float *o, size_t ld_o, const float *r,
+				       const uint16_t *pt, const void *v, int f16, size_t d,
+				       size_t nq, size_t nk);
 void kern_avx2_fp16_from_row(const float *src, uint16_t *dst, size_t n);
 float kern_avx2_max(const float *x, size_t n);
 float kern_avx2_exp_sum(float *x, size_t n, float m);
@@ -510,6 +530,10 @@ void kern_amxbf_glu_y(const float *up, const float *gate, size_t stride, size_t 
 void kern_amx_prompt_args(const struct kern_gemm_args *a, struct kern_gemm_args *r);
 /* 1 while the bf16 GEMM is on (kern_amxbf_enable). */
 extern int kern_amxbf_on;
+/* 1 while the avx512 level's prompt-row attention takes its VDPBF16PS
+ * blocks (kern_attn_bf16; EMBER_AMX_BF16, read once at kern_init; tests
+ * turn it off with kern_amxbf_on to run every row on the float path). */
+extern int kern_attn_bf16_on;
 /* The amx level's prompt-row attention blocks (attention_amx.c). */
 void kern_amx_attn_q_bf16(const float *q, size_t ld_q, size_t d, size_t nq, uint16_t *qt);
 void kern_amx_attn_scores_bf16(const uint16_t *qt, const void *k, int f16, size_t d,

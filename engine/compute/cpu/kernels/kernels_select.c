@@ -38,6 +38,8 @@ int kern__runs = 1; /* kernels_impl.h */
  * prefetch: results never depend on it). */
 size_t kern_pack_ahead = 0; /* kernels_impl.h */
 static enum cpu_level kern__level = CPU_LEVEL_SCALAR;
+/* kern_attn_bf16()'s switch below the amx level (kernels_impl.h). */
+int kern_attn_bf16_on;
 static struct kern_ops kern__table;
 static struct kern_origin kern__org;
 const struct kern_ops *kern__ops = &kern_ops_ref; /* kernels_impl.h */
@@ -167,6 +169,17 @@ enum cpu_level kern_resolve(const struct cpu_features *f, enum cpu_level cap,
 		KERN__TAKE(attn_q_bf16);
 		KERN__TAKE(attn_scores_bf16);
 		KERN__TAKE(attn_accum_bf16);
+#if defined(__x86_64__)
+		/* Prompt-row attention on VDPBF16PS: the avx512 level where the
+		 * CPU has AVX512-BF16 (the level itself does not need it); the
+		 * amx level, above it, takes its tiles' instead. */
+		if (level == CPU_LEVEL_AVX512 && f->avx512_bf16) {
+			out->attn_q_bf16 = kern_avx512_attn_q_bf16;
+			out->attn_scores_bf16 = kern_avx512_attn_scores_bf16;
+			out->attn_accum_bf16 = kern_avx512_attn_accum_bf16;
+			org->attn_q_bf16 = org->attn_scores_bf16 = org->attn_accum_bf16 = level;
+		}
+#endif
 		/* A type's GEMV and GEMM come from one level: a token's result
 		 * must not depend on the batch it shares (kernels_impl.h). */
 		for (size_t t = 0; t < DTYPE_COUNT; t++) {
@@ -222,13 +235,16 @@ static void kern__choose(void)
 	enum cpu_level cap;
 	static const char *const splits[] = {"chunks", "regions"};
 	static const char *const gsplits[] = {"chunks", "runs"};
-	size_t split = 1;
+	static const char *const offon[] = {"0", "1"};
+	size_t split = 1, on = 1;
 
 	env_choice("EMBER_GEMV_SPLIT", splits, 2, &split);
 	kern__regions = (int)split;
 	split = 1;
 	env_choice("EMBER_GEMM_SPLIT", gsplits, 2, &split);
 	kern__runs = (int)split;
+	env_choice("EMBER_AMX_BF16", offon, 2, &on);
+	kern_attn_bf16_on = (int)on;
 	/* before the AMX self-test, which may run the packed GEMVs */
 	kern_pack_ahead = kern_pack_ahead_choose();
 	cpu_detect(&f);
@@ -338,16 +354,21 @@ char *kern_describe(char *buf, size_t len)
 	return buf;
 }
 
-/* The prompt-row attention blocks (kernels.h): the level's bf16 tiles
- * while the bf16 prefill is on (EMBER_AMX_BF16, its self-test), so
- * that one switch puts a prompt row's every product on bf16 or none. */
+/* The prompt-row attention blocks (kernels.h): the amx level's bf16
+ * tiles while the bf16 prefill is on (EMBER_AMX_BF16, its self-test), so
+ * that one switch puts a prompt row's every product on bf16 or none; the
+ * avx512 level's VDPBF16PS blocks (attention_bf16_avx512.c, CPUs with
+ * AVX512-BF16 and no AMX, whose prompt rows' products are int8) unless
+ * EMBER_AMX_BF16=0, the same switch: every row on the float kernels. */
 int kern_attn_bf16(void)
 {
 #if defined(__x86_64__)
 	const struct kern_ops *ops = kern_ops_active();
 
-	return ops->attn_q_bf16 != NULL && ops->attn_scores_bf16 != NULL &&
-	       ops->attn_accum_bf16 != NULL && kern_amxbf_on;
+	if (ops->attn_q_bf16 == NULL || ops->attn_scores_bf16 == NULL ||
+	    ops->attn_accum_bf16 == NULL)
+		return 0;
+	return kern_level() == CPU_LEVEL_AMX ? kern_amxbf_on : kern_attn_bf16_on;
 #else
 	return 0;
 #endif
@@ -377,9 +398,11 @@ void kern_attn_accum_bf16(float *o, size_t ld_o, const float *r, const float *p,
 	kern__ops->attn_accum_bf16(o, ld_o, r, p, ld_p, v, f16, d, nq, nk);
 }
 
-/* The fused prompt softmax and its value products (kernels.h): the amx
- * level's own, called directly (only where kern_attn_bf16(), which only
- * that level's table gives). */
+/* The fused prompt softmax and its value products (kernels.h), called
+ * directly (only where kern_attn_bf16()): the score and value products
+ * the amx level's tiles or the avx512 level's VDPBF16PS blocks; the
+ * softmax step (softmax16_avx512.h) and the outputs' scaling, which use
+ * no tile instructions, the amx level's functions at both levels. */
 void kern_attn_softmax_bf16(float *s, size_t ld_s, const uint32_t *lo, const uint32_t *hi,
 			    size_t nq, size_t nk, float *m, float *l, float *r, uint16_t *pt)
 {
@@ -396,7 +419,12 @@ void kern_attn_scores_softmax_bf16(const uint16_t *qt, const void *k, int f16, s
 				   size_t nk, float *m, float *l, float *r, uint16_t *pt)
 {
 #if defined(__x86_64__)
-	kern_amx_attn_scores_softmax_bf16(qt, k, f16, d, scale, lo, hi, nq, nk, m, l, r, pt);
+	if (kern_level() == CPU_LEVEL_AMX)
+		kern_amx_attn_scores_softmax_bf16(qt, k, f16, d, scale, lo, hi, nq, nk, m, l, r,
+						  pt);
+	else
+		kern_avx512_attn_scores_softmax_bf16(qt, k, f16, d, scale, lo, hi, nq, nk, m, l,
+						     r, pt);
 #else
 	(void)qt, (void)k, (void)f16, (void)d, (void)scale, (void)lo, (void)hi, (void)nq,
 		(void)nk, (void)m, (void)l, (void)r, (void)pt;
@@ -407,7 +435,10 @@ void kern_attn_accum_bf16_tiles(float *o, size_t ld_o, const float *r, const uin
 				const void *v, int f16, size_t d, size_t nq, size_t nk)
 {
 #if defined(__x86_64__)
-	kern_amx_attn_accum_bf16_tiles(o, ld_o, r, pt, v, f16, d, nq, nk);
+	if (kern_level() == CPU_LEVEL_AMX)
+		kern_amx_attn_accum_bf16_tiles(o, ld_o, r, pt, v, f16, d, nq, nk);
+	else
+		kern_avx512_attn_accum_bf16_tiles(o, ld_o, r, pt, v, f16, d, nq, nk);
 #else
 	(void)o, (void)ld_o, (void)r, (void)pt, (void)v, (void)f16, (void)d, (void)nq, (void)nk;
 #endif

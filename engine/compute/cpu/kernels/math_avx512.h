@@ -14,6 +14,7 @@
 #include <immintrin.h>
 #include <math.h>
 #include <stddef.h>
+#include <stdint.h>
 
 /* avx2__exp on 16 lanes: the same steps in the same order, but for the
  * final scaling (below), which gives the same values. */
@@ -140,6 +141,30 @@ static inline void avx512__transpose16(__m512i r[16])
 		r[8 + j] = _mm512_shuffle_i32x4(v1, w1, 0x88);
 		r[12 + j] = _mm512_shuffle_i32x4(v1, w1, 0xdd);
 	}
+}
+
+/* 32 floats from x (n of them valid, the rest 0; or F16 when f16) as
+ * bf16 pairs, rounded to nearest even: dword j = elements 2j (low half),
+ * 2j + 1. Shared by the prompt-row attention of the amx level
+ * (attention_amx.c) and of the avx512 level (attention_bf16_avx512.c). */
+static inline __attribute__((always_inline)) __m512i avx512__bf16x32(const void *x, int f16, size_t n)
+{
+	const __mmask16 k0 = n >= 16 ? 0xffff : (__mmask16)((1u << n) - 1);
+	const __mmask16 k1 = n >= 32 ? 0xffff : n <= 16 ? 0 : (__mmask16)((1u << (n - 16)) - 1);
+	__m512 lo, hi;
+
+	if (f16) {
+		const uint16_t *h = x;
+
+		lo = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(k0, h));
+		hi = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(k1, h + 16));
+	} else {
+		const float *f = x;
+
+		lo = _mm512_maskz_loadu_ps(k0, f);
+		hi = _mm512_maskz_loadu_ps(k1, f + 16);
+	}
+	return (__m512i)_mm512_cvtne2ps_pbh(hi, lo);
 }
 
 /* act_avx2.c's act__silu_mul on 16 lanes: g / (1 + e^-g) * y. One copy
