@@ -462,6 +462,11 @@ START_TEST(packed_products_equal_the_file_layout_bit_for_bit)
 }
 END_TEST
 
+START_TEST(small_batches_of_9_to_16_are_each_token_alone)
+{
+}
+END_TEST
+
 START_TEST(packed_row_ranges_inside_groups_are_exact)
 {
 }
