@@ -292,28 +292,6 @@ static void kern__pre_cb(void *data, size_t i)
 	job->pre(job->pre_ctx, t0, n_tok - t0 < job->pre_rows ? n_tok : t0 + job->pre_rows);
 }
 
-/*
- * Whether pre runs as a job of its own and the rows are quantized by a
- * second, a task a token (kern__pre_cb, kern__quantize_cb), rather than
- * each group's task quantizing its rows after its pre: where there are
- * fewer groups than threads and a group holds several tokens. A decode
- * step of 2..16 sequences is one group (forward_linear.c: KERN_NORM_ROWS
- * rows a norm task), so one thread normed and quantized all its tokens
- * while the others spun: TinyLlama at 16 sequences, 4.0-4.3 ms a step on
- * one thread or two (Zen 4), 8% of a two-thread step. The norm stays
- * one task (its kernel sums the group's rows side by side); the
- * quantization, most of it, is spread, for one more join. Same rows,
- * same operations: the same bits. Not with the bf16 tiles' writer
- * (prompt rows), which writes its groups in kern__pre_quantize_cb.
- */
-static int kern__pre_apart(const struct kern__job *job, tpool_t pool, size_t n_groups)
-{
-	const size_t threads = pool ? tpool_threads(pool) : 1;
-
-	return job->pre_bf16 == NULL && job->args[0].xb == NULL && n_groups < threads &&
-	       job->args[0].n_tok > n_groups;
-}
-
 #if defined(__x86_64__)
 /* Rows [o0, o1) of kern_matmul_glu's up and gate: the sampled rows' y as
  * the amx level's product makes them (kernels_amx.c amx__split's exact
@@ -700,16 +678,13 @@ static int kern__matmul(tpool_t pool, uint32_t wtype, size_t n_in, const struct 
 #else
 	(void)glu; /* no bf16 tiles: kern_bf16_ready() said no */
 #endif
-	const size_t n_groups = (n_tok + job.pre_rows - 1) / job.pre_rows;
-	if (kern_wtype_quantized(wtype) && pre && kern__pre_apart(&job, pool, n_groups)) {
-		tpool_run_1d(pool, kern__pre_cb, &job, n_groups);
-		tpool_run_1d(pool, kern__quantize_cb, &job, n_tok);
-	} else if (kern_wtype_quantized(wtype) && pre)
-		tpool_run_1d(pool, kern__pre_quantize_cb, &job, n_groups);
+	if (kern_wtype_quantized(wtype) && pre)
+		tpool_run_1d(pool, kern__pre_quantize_cb, &job,
+			     (n_tok + job.pre_rows - 1) / job.pre_rows);
 	else if (kern_wtype_quantized(wtype))
 		tpool_run_1d(pool, kern__quantize_cb, &job, n_tok);
 	else if (pre)
-		tpool_run_1d(pool, kern__pre_cb, &job, n_groups);
+		tpool_run_1d(pool, kern__pre_cb, &job, (n_tok + job.pre_rows - 1) / job.pre_rows);
 #if defined(__x86_64__)
 	job.wtype = wtype;
 	if (!kern_wtype_quantized(wtype) && job.args[0].xb != NULL)
