@@ -447,20 +447,16 @@ QV_INLINE void qv__tile_p(uint32_t wt, const struct kern_gemm_args *a, const str
 
 /* One function per (type, token count, layout): each keeps its
  * accumulators in registers (inlined into one driver, GCC spilled them). */
+/* T <= 8: qv__tile (software-pipelined); 9..16: qv__tile2 (one pass) */
 #define QV_TILE_FN(name, wt, T, pk)                                                      \
 	static __attribute__((noinline)) void name(const struct kern_gemm_args *a,        \
 						   const struct qv_xsum *xs, size_t o,    \
 						   size_t t, size_t b0, size_t n)         \
 	{                                                                                \
-		qv__tile(wt, a, xs, o, t, b0, n, T, pk);                                 \
-	}
-#define QV_TILE2_FN(name, wt, T, pk)                                                     \
-	static __attribute__((noinline)) void name(const struct kern_gemm_args *a,        \
-						   const struct qv_xsum *xs, size_t o,    \
-						   size_t t, size_t b0, size_t n)         \
-	{                                                                                \
-		(void)t;                                                                 \
-		qv__tile2(wt, a, xs, o, b0, n, T, pk);                                   \
+		if ((T) > QV_TOK)                                                        \
+			qv__tile2(wt, a, xs, o, b0, n, T, pk);                           \
+		else                                                                     \
+			qv__tile(wt, a, xs, o, t, b0, n, T, pk);                         \
 	}
 #define QV_PANEL_FN(name, wt, T)                                                         \
 	static __attribute__((noinline)) void name(const struct kern_gemm_args *a,        \
@@ -490,22 +486,18 @@ QV_INLINE void qv__tile_p(uint32_t wt, const struct kern_gemm_args *a, const str
 	QV_TILE_FN(pre##_6, wt, 6, pk)                                                   \
 	QV_TILE_FN(pre##_7, wt, 7, pk)                                                   \
 	QV_TILE_FN(pre##_8, wt, 8, pk)                                                   \
-	static const qv_tile_fn pre[QV_TOK + 1] = {NULL,     pre##_1, pre##_2,           \
-						   pre##_3, pre##_4, pre##_5,           \
-						   pre##_6, pre##_7, pre##_8};
-/* pre[T - 8], T = 9..16: one pass of T tokens (qv__tile2) */
-#define QV_TILE2_FNS(pre, wt, pk)                                                        \
-	QV_TILE2_FN(pre##_9, wt, 9, pk)                                                  \
-	QV_TILE2_FN(pre##_10, wt, 10, pk)                                                \
-	QV_TILE2_FN(pre##_11, wt, 11, pk)                                                \
-	QV_TILE2_FN(pre##_12, wt, 12, pk)                                                \
-	QV_TILE2_FN(pre##_13, wt, 13, pk)                                                \
-	QV_TILE2_FN(pre##_14, wt, 14, pk)                                                \
-	QV_TILE2_FN(pre##_15, wt, 15, pk)                                                \
-	QV_TILE2_FN(pre##_16, wt, 16, pk)                                                \
-	static const qv_tile_fn pre[QV_TOK + 1] = {NULL,      pre##_9,  pre##_10,        \
-						   pre##_11, pre##_12, pre##_13,        \
-						   pre##_14, pre##_15, pre##_16};
+	QV_TILE_FN(pre##_9, wt, 9, pk)                                                   \
+	QV_TILE_FN(pre##_10, wt, 10, pk)                                                 \
+	QV_TILE_FN(pre##_11, wt, 11, pk)                                                 \
+	QV_TILE_FN(pre##_12, wt, 12, pk)                                                 \
+	QV_TILE_FN(pre##_13, wt, 13, pk)                                                 \
+	QV_TILE_FN(pre##_14, wt, 14, pk)                                                 \
+	QV_TILE_FN(pre##_15, wt, 15, pk)                                                 \
+	QV_TILE_FN(pre##_16, wt, 16, pk)                                                 \
+	static const qv_tile_fn pre[2 * QV_TOK + 1] = {                                   \
+		NULL,	  pre##_1,  pre##_2,  pre##_3,  pre##_4,  pre##_5,		  \
+		pre##_6,  pre##_7,  pre##_8,  pre##_9,  pre##_10, pre##_11,		  \
+		pre##_12, pre##_13, pre##_14, pre##_15, pre##_16};
 #define QV_PANEL_FNS(pre, wt)                                                            \
 	QV_PANEL_FN(pre##_1, wt, 1)                                                      \
 	QV_PANEL_FN(pre##_2, wt, 2)                                                      \
@@ -528,10 +520,6 @@ QV_TILE_FNS(qv__q8, DTYPE_Q8_0, 0)
 QV_TILE_FNS(qv__q4, DTYPE_Q4_0, 0)
 QV_TILE_FNS(qv__q8p, DTYPE_Q8_0, 1)
 QV_TILE_FNS(qv__q4p, DTYPE_Q4_0, 1)
-QV_TILE2_FNS(qv__w8, DTYPE_Q8_0, 0)
-QV_TILE2_FNS(qv__w4, DTYPE_Q4_0, 0)
-QV_TILE2_FNS(qv__w8p, DTYPE_Q8_0, 1)
-QV_TILE2_FNS(qv__w4p, DTYPE_Q4_0, 1)
 QV_PANEL_FNS(qv__p8, DTYPE_Q8_0)
 QV_PANEL_FNS(qv__p4, DTYPE_Q4_0)
 QV_ONE_FN(qv__one8, DTYPE_Q8_0, 0)
@@ -546,8 +534,7 @@ QV_PACK_FN(qv__pack4p, DTYPE_Q4_0, 1)
 /* One type and layout's functions for qv__gemm(). */
 struct qv_fns {
 	void (*one)(const struct kern_gemm_args *a, size_t o);
-	const qv_tile_fn *tile;
-	const qv_tile_fn *tile2; /* 9..16 tokens, [T - 8] */
+	const qv_tile_fn *tile; /* [T], 1..16 tokens */
 	const qv_panel_fn *panel;
 	void (*pack)(const struct kern_gemm_args *a, size_t o, size_t b0, size_t n,
 		     struct qv_panel *p);
@@ -584,10 +571,7 @@ static void qv__gemm(uint32_t wt, const struct qv_fns *f, const struct kern_gemm
 			if (g1)
 				qv__xsum(wt, a, QV_TOK, g1, b0, n, xs[1]);
 			for (o = o0; o < oe; o += QV_ROWS)
-				if (g1)
-					f->tile2[g1](a, xs[0], o, 0, b0, n);
-				else
-					fn[g0](a, xs[0], o, 0, b0, n);
+				fn[a->n_tok](a, xs[0], o, 0, b0, n);
 		}
 		o = oe;
 	} else {
@@ -610,10 +594,10 @@ static void qv__gemm(uint32_t wt, const struct qv_fns *f, const struct kern_gemm
 		tail(a, o, o1);
 }
 
-static const struct qv_fns qv__f8 = {qv__one8, qv__q8, qv__w8, qv__p8, qv__pack8};
-static const struct qv_fns qv__f4 = {qv__one4, qv__q4, qv__w4, qv__p4, qv__pack4};
-static const struct qv_fns qv__f8p = {qv__one8p, qv__q8p, qv__w8p, qv__p8, qv__pack8p};
-static const struct qv_fns qv__f4p = {qv__one4p, qv__q4p, qv__w4p, qv__p4, qv__pack4p};
+static const struct qv_fns qv__f8 = {qv__one8, qv__q8, qv__p8, qv__pack8};
+static const struct qv_fns qv__f4 = {qv__one4, qv__q4, qv__p4, qv__pack4};
+static const struct qv_fns qv__f8p = {qv__one8p, qv__q8p, qv__p8, qv__pack8p};
+static const struct qv_fns qv__f4p = {qv__one4p, qv__q4p, qv__p4, qv__pack4p};
 
 /* The packed (aligned) products: rows [o0, o1) in whole groups. */
 static void qv__pgemm_q8_0(const struct kern_gemm_args *a, size_t o0, size_t o1)
