@@ -5,7 +5,7 @@
  * bytes at group_base + b * 16 * type_size, tiled: qp_pack)
  * against the same level's file-layout products, bit for
  * bit: random blocks, token counts across the one-token GEMV, the
- * streaming tiles (2..8, two groups 9..16) and the panel path (17+),
+ * streaming tiles (2..8, one pass of 9..16) and the panel path (17+),
  * K across the panel's 64-block chunks, and row ranges that start and
  * end inside 16-row groups (the part-group path) as well as on them.
  * Skipped with a message where the CPU lacks AVX-512.
@@ -51,6 +51,7 @@ static void qp_pack(const uint8_t *w, uint8_t *p, size_t n_out, size_t row, size
 struct qp_case {
 	uint32_t t;
 	size_t n_out, n_in, n_tok, o0, o1;
+	int alone; /* also every token alone through the file layout's GEMV */
 };
 
 /* The file-layout gemm (and gemv for one token) against the packed ones
@@ -114,6 +115,23 @@ static void qp_check(const struct qp_case *c)
 	ck_assert_msg(memcmp(y, yp, c->n_out * c->n_tok * sizeof(float)) == 0,
 		      "%s out %zu in %zu tok %zu rows [%zu, %zu): packed gemv differs",
 		      dtype_name(c->t), c->n_out, c->n_in, c->n_tok, c->o0, c->o1);
+	/* each token alone (the one-token GEMV) as in the batch */
+	for (size_t k = 0; c->alone && k < c->n_tok; k++) {
+		struct kern_gemm_args one = a;
+
+		one.w = w;
+		one.x = xa + k * act_row;
+		one.xd = xd + k * a.xd_stride;
+		one.xs8 = xs8 + k * a.xd_stride;
+		one.n_tok = 1;
+		one.y = yp;
+		memset(yp, 0x5a, c->n_out * sizeof(float));
+		ops->gemv[c->t](&one, c->o0, c->o1);
+		ck_assert_msg(memcmp(y + k * c->n_out + c->o0, yp + c->o0,
+				     (c->o1 - c->o0) * sizeof(float)) == 0,
+			      "%s out %zu in %zu tok %zu rows [%zu, %zu): token %zu alone differs",
+			      dtype_name(c->t), c->n_out, c->n_in, c->n_tok, c->o0, c->o1, k);
+	}
 	free(w);
 	free(wp);
 	free(xa);
@@ -147,7 +165,36 @@ START_TEST(packed_products_equal_the_file_layout_bit_for_bit)
 			for (size_t o = 0; o < sizeof(outs) / sizeof(outs[0]); o++)
 				for (size_t k = 0; k < sizeof(toks) / sizeof(toks[0]); k++) {
 					struct qp_case c = {types[t], outs[o], ins[i], toks[k], 0,
-							    outs[o]};
+							    outs[o], 1};
+					qp_check(&c);
+				}
+}
+END_TEST
+
+/* 9..16 tokens run as one pass over the weights (kernels_qvnni_avx512.c
+ * qv__tile2, one function per count): every count, K of 3 blocks and of
+ * 513 (past the streaming tile's 512-block K chunk: the accumulators
+ * through y between chunks), whole groups and a range ending inside one
+ * (file layout: the last rows by the AVX2 level; packed: the part-group
+ * path); each token also alone. */
+START_TEST(small_batches_of_9_to_16_are_each_token_alone)
+{
+	static const size_t ins[] = {96, 513 * KERN_QK};
+	static const size_t ranges[][2] = {{0, 48}, {0, 37}};
+
+	if (qp_skip())
+		return;
+	for (uint32_t t = 0; t < 2; t++)
+		for (size_t i = 0; i < sizeof(ins) / sizeof(ins[0]); i++)
+			for (size_t r = 0; r < 2; r++)
+				for (size_t k = 9; k <= 16; k++) {
+					struct qp_case c = {t ? DTYPE_Q8_0 : DTYPE_Q4_0,
+							    48,
+							    ins[i],
+							    k,
+							    ranges[r][0],
+							    ranges[r][1],
+							    1};
 					qp_check(&c);
 				}
 }
@@ -167,7 +214,7 @@ START_TEST(packed_row_ranges_inside_groups_are_exact)
 		for (size_t r = 0; r < sizeof(ranges) / sizeof(ranges[0]); r++)
 			for (size_t k = 0; k < sizeof(toks) / sizeof(toks[0]); k++) {
 				struct qp_case c = {t ? DTYPE_Q8_0 : DTYPE_Q4_0, 48, 256, toks[k],
-						    ranges[r][0], ranges[r][1]};
+						    ranges[r][0], ranges[r][1], 1};
 				qp_check(&c);
 			}
 }
@@ -415,6 +462,11 @@ START_TEST(packed_products_equal_the_file_layout_bit_for_bit)
 }
 END_TEST
 
+START_TEST(small_batches_of_9_to_16_are_each_token_alone)
+{
+}
+END_TEST
+
 START_TEST(packed_row_ranges_inside_groups_are_exact)
 {
 }
@@ -482,6 +534,7 @@ Suite *suite_qpacked(void)
 
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, packed_products_equal_the_file_layout_bit_for_bit);
+	tcase_add_test(tc, small_batches_of_9_to_16_are_each_token_alone);
 	tcase_add_test(tc, packed_row_ranges_inside_groups_are_exact);
 	tcase_add_test(tc, q6_k_simd_packer_equals_the_scalar_one);
 	tcase_add_test(tc, packed_matmul_equals_the_file_layout_bit_for_bit);

@@ -88,6 +88,21 @@ void forward_linear_n(struct forward_pass *f, const struct model_weight *const w
 
 /* ---- norm ----------------------------------------------------------------- */
 
+/* Exactly rows [t0, t1), KERN_NORM_ROWS a kernel call (kern_rows_fn: a
+ * deferred norm, run by the next product's tasks, whose groups may be
+ * smaller than KERN_NORM_ROWS: norm_pre_rows()). A row's bits do not
+ * depend on the rows beside it in a call (kern_norm_rows). */
+static void norm_pre_cb(void *data, size_t t0, size_t t1)
+{
+	const struct norm_job *job = data;
+	const size_t d = job->nm.d;
+
+	for (size_t r0 = t0; r0 < t1; r0 += KERN_NORM_ROWS)
+		kern_norm_rows(&job->nm, job->x + r0 * d, job->res ? job->res + r0 * d : NULL,
+			       job->add ? job->add + r0 * d : NULL, job->out + r0 * d,
+			       t1 - r0 < KERN_NORM_ROWS ? t1 - r0 : KERN_NORM_ROWS);
+}
+
 /* Rows [t * KERN_NORM_ROWS, +KERN_NORM_ROWS) (a pool task): prompts
  * normalise hundreds of rows per layer, twice, which left the other
  * threads spinning when it ran on one. A task takes several rows because
@@ -96,19 +111,23 @@ void forward_linear_n(struct forward_pass *f, const struct model_weight *const w
 static void norm_rows_cb(void *data, size_t t)
 {
 	const struct norm_job *job = data;
-	const size_t r0 = t * KERN_NORM_ROWS, d = job->nm.d;
-	const size_t nr = job->n - r0 < KERN_NORM_ROWS ? job->n - r0 : KERN_NORM_ROWS;
+	const size_t t0 = t * KERN_NORM_ROWS;
 
-	kern_norm_rows(&job->nm, job->x + r0 * d, job->res ? job->res + r0 * d : NULL,
-		       job->add ? job->add + r0 * d : NULL, job->out + r0 * d, nr);
+	norm_pre_cb(data, t0, job->n - t0 < KERN_NORM_ROWS ? job->n : t0 + KERN_NORM_ROWS);
 }
 
-/* norm_rows_cb() for the row groups of rows [t0, t1) (kern_rows_fn: a
- * deferred norm, run by the next product's tasks). */
-static void norm_pre_cb(void *data, size_t t0, size_t t1)
+/* Rows a task of a deferred norm over n rows: KERN_NORM_ROWS, or for a
+ * batch too small to give each thread two such groups, about two groups
+ * a thread. A 16-sequence decode step's norm (and its rows' quantization)
+ * was one task: one thread worked ~25 us per q|k|v and gate|up product
+ * while the others waited (LEVELS.md, step18). */
+static size_t norm_pre_rows(const struct forward_pass *f, uint32_t n)
 {
-	for (size_t t = t0 / KERN_NORM_ROWS; t * KERN_NORM_ROWS < t1; t++)
-		norm_rows_cb(data, t);
+	const size_t parts = 2 * tpool_threads(f->pool);
+
+	if ((n + KERN_NORM_ROWS - 1) / KERN_NORM_ROWS >= parts)
+		return KERN_NORM_ROWS;
+	return (n + parts - 1) / parts;
 }
 
 /* x[n][d] += add[n][d] (a residual) when add is set (x is then res),
@@ -136,7 +155,7 @@ void forward_norm(const struct forward_pass *f, const struct model_weight *w,
 
 /* norm_pre_cb()'s rows as the next product's bf16 tile rows, not into
  * job->out (kernels.h kern_rows_bf16_fn): groups of prompt rows, t0 a
- * multiple of KERN_NORM_ROWS (kern_matmul_n_fused). */
+ * multiple of the task's rows (kern_matmul_n_fused, norm_pre_rows). */
 static void norm_bf16_cb(void *data, size_t t0, size_t t1, const struct kern_bf16_rows *b)
 {
 	const struct norm_job *job = data;
@@ -179,7 +198,7 @@ void forward_norm_add(struct forward_pass *f, const struct model_weight *w,
 		x, out, add ? x : NULL, add, n};
 	f->pre = norm_pre_cb;
 	f->pre_ctx = &f->pre_norm;
-	f->pre_rows = KERN_NORM_ROWS;
+	f->pre_rows = norm_pre_rows(f, n);
 	f->pre_bf16 = norm_bf16_cb;
 	f->pre_redo = norm_redo_cb;
 }

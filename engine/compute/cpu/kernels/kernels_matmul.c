@@ -12,7 +12,8 @@
  * Decode and small batches (<= 16 tokens) cut the chunks into one
  * contiguous region per thread (about equal rows: kern__cut_regions),
  * each streamed in order by its thread,
- * the last chunks balanced by stealing (kern__region_cb).
+ * the last chunks balanced by stealing (kern__region_cb; 2..16 tokens:
+ * one-tile chunks in shrinking runs, kern__small_runs).
  *
  * Row work before a product (kern_matmul_n_fused's kern_pre: forward.c's
  * deferred norms and activations) runs in the quantizing tasks, a group
@@ -449,6 +450,26 @@ static void kern__cut_regions(struct kern__job *job, size_t nc, size_t nr)
 	}
 }
 
+/*
+ * Small batches (2..KERN_SMALL_BATCH tokens: a decode step of several
+ * sequences) on 2+ threads: one-tile chunks (KERN_MIN_CHUNK_ROWS), each
+ * region claimed in shrinking runs (kern__runs_cb), one call a run. A
+ * 16-token step is bound by the multiply pipes, not memory: its chunks
+ * of 1/16 of a thread's rows (q and o of TinyLlama: 64 rows, 12 us at 16
+ * tokens; gate, up, down: 32 us; output: 180 us) left the other thread
+ * spinning for half a chunk at each of a step's ~90 joins, and each
+ * chunk's call copied its tokens' terms again (qv__xsum: 2.5% of the
+ * tiles' time at two threads). Runs start at half a region, so a thread
+ * makes ~log2 of its chunks' calls, in order (its next-tile prefetch
+ * still used), and the tail is one 16-row tile. One token keeps its
+ * chunks and chunk-by-chunk claims (streaming: a chunk is a few us).
+ */
+static int kern__small_runs(tpool_t pool, size_t n_tok)
+{
+	return pool != NULL && tpool_threads(pool) > 1 && n_tok > 1 && n_tok <= KERN_SMALL_BATCH &&
+	       kern__regions && kern__runs;
+}
+
 static size_t kern__chunk_rows(tpool_t pool, size_t n_out, size_t n_tok)
 {
 	size_t threads = pool ? tpool_threads(pool) : 1;
@@ -456,6 +477,8 @@ static size_t kern__chunk_rows(tpool_t pool, size_t n_out, size_t n_tok)
 
 	if (threads <= 1)
 		return n_out;
+	if (kern__small_runs(pool, n_tok))
+		return KERN_MIN_CHUNK_ROWS;
 	chunk = n_out / (threads * (n_tok <= KERN_SMALL_BATCH ? KERN_CHUNKS_PER_THREAD_GEMV
 					       : KERN_CHUNKS_PER_THREAD));
 	if (chunk < KERN_MIN_CHUNK_ROWS)
@@ -676,7 +699,10 @@ static int kern__matmul(tpool_t pool, uint32_t wtype, size_t n_in, const struct 
 			nr = nc;
 		job.n_region = nr;
 		kern__cut_regions(&job, nc, nr);
-		tpool_run_1d(pool, n_tok <= KERN_SMALL_BATCH ? kern__region_cb : kern__runs_cb,
+		tpool_run_1d(pool,
+			     n_tok <= KERN_SMALL_BATCH && !kern__small_runs(pool, n_tok)
+				     ? kern__region_cb
+				     : kern__runs_cb,
 			     &job, nr);
 	} else {
 		tpool_run_1d(pool, kern__rows_cb, &job, job.first[job.n_part]);

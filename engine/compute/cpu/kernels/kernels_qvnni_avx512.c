@@ -4,8 +4,8 @@
  * tokens (decode of one or several sequences, prefill): 16-row tiles.
  * Up to 8 tokens, a tile streams the weights in their file layout (no
  * packing; the next tile is prefetched into L2), so a k-token decode
- * step reads each weight once; 9 to 16 tokens, two such groups per tile,
- * the second from cache (QV_SMALL2). 17 or more tokens (prefill), a tile's
+ * step reads each weight once; 9 to 16 tokens, one pass of all of them
+ * (QV_SMALL2, qv__tile2). 17 or more tokens (prefill), a tile's
  * blocks are unpacked once into a 36 KiB panel per 64 blocks of K and
  * every group of 8 tokens runs from it.
  *
@@ -39,12 +39,13 @@
 #include "quants.h"
 
 #define QV_TOK 8
-/* Up to this many tokens (a decode step of 9..16 sequences) a tile runs
- * as two streaming groups, the second re-reading the tile's 16 rows from
- * L1/L2, rather than packing a panel that only two groups use: a 16-
- * sequence TinyLlama step 138.9-142.9 -> 132.1-137.2 ms of CPU (forward_step,
- * one thread, Zen 4, alternated on a loaded machine). Same bits: every
- * (row, token) sees the same block-by-block operations either way. */
+/* Up to this many tokens (a decode step of 9..16 sequences) a tile
+ * streams its weights once for all of them (qv__tile2), rather than
+ * packing a panel that only two token groups use (a 16-sequence
+ * TinyLlama step 138.9-142.9 -> 132.1-137.2 ms of CPU against the panel,
+ * when this was two 8-token passes; one pass: LEVELS.md, eighteenth
+ * session). Same bits: every (row, token) sees the same block-by-block
+ * operations either way. */
 #define QV_SMALL2 16
 
 /* One block's dots for a token of the panel tile: eight VPDPBUSD against
@@ -239,6 +240,56 @@ QV_INLINE void qv__tile(uint32_t wt, const struct kern_gemm_args *a, const struc
 }
 
 /*
+ * 9 to 16 tokens (a decode step of that many sequences): rows [o, o + 16)
+ * for tokens [0, T), blocks [b0, b0 + n), in one pass over the weights:
+ * a block is unpacked once and all T tokens' dots run from the same u
+ * vectors (16 accumulators, the 8 u, the scales: 28 of the 32 ZMM, so no
+ * software pipelining; 16 tokens of dots, ~160 cycles of the multiply
+ * pipes a block, leave the out-of-order core room to load and unpack the
+ * next block beside them). Two 8-token passes had unpacked every block
+ * twice and read the tile a second time from L2. Tokens 0..7's terms
+ * are xs, 8..15's xs + QV_XB (qv__gemm's two groups). A token's qs are
+ * reached by one pointer stepped by the row stride (kept opaque to GCC,
+ * which otherwise held 16 row pointers and spilled them). Each (row,
+ * token) sees qv__dot_n()'s operations in the same order as in the
+ * 8-token tile, so the same bits.
+ */
+QV_INLINE void qv__tile2(uint32_t wt, const struct kern_gemm_args *a, const struct qv_xsum *xs,
+			 size_t o, size_t b0, size_t n, int T, int pk)
+{
+	const size_t bs = qv__bsize(wt), st = a->w_stride, b1 = b0 + n, xst = a->x_stride;
+	const size_t rs = qv__rs(st, bs, pk), bstep = qv__bstep(bs, pk);
+	const char *w = (const char *)a->w + o * st;
+	const char *next = qv__tile_ahead(w, st, wt == DTYPE_Q8_0);
+	const char *xb = (const char *)a->x + b0 * sizeof(struct kern_block_q8a);
+	__m512 acc[2 * QV_TOK];
+
+	QV_UNROLL
+	for (int k = 0; k < T; k++)
+		acc[k] = b0 == 0 ? _mm512_setzero_ps() : _mm512_loadu_ps(a->y + k * a->y_stride + o);
+	for (size_t b = b0; b < b1; b++, xs++, xb += sizeof(struct kern_block_q8a)) {
+		const __m512 dw = qv__scales_p(wt, w, rs, b * bstep, pk);
+		const char *p = xb + offsetof(struct kern_block_q8a, qs);
+		__m512i u[8];
+
+		qv__prefetch_ahead(next, b, bs);
+		qv__unpack_p(wt, w, rs, b * bstep, 1, pk, u);
+		QV_UNROLL
+		for (int k = 0; k < T; k++) {
+			const struct qv_xsum *g = xs + (k / QV_TOK) * QV_XB;
+
+			acc[k] = qv__dot_n(u, dw, (const int8_t *)p, g->d[k % QV_TOK],
+					   &g->n[k % QV_TOK], acc[k], 1);
+			p += xst;
+			__asm__("" : "+r"(p));
+		}
+	}
+	QV_UNROLL
+	for (int k = 0; k < T; k++)
+		_mm512_storeu_ps(a->y + k * a->y_stride + o, acc[k]);
+}
+
+/*
  * One token (decode of one sequence): rows [o, o + 16) for tokens
  * [t, t + T), weights straight from the file layout, each token's terms
  * from its own rows (this was the tile for every T up to 8; one token
@@ -396,12 +447,16 @@ QV_INLINE void qv__tile_p(uint32_t wt, const struct kern_gemm_args *a, const str
 
 /* One function per (type, token count, layout): each keeps its
  * accumulators in registers (inlined into one driver, GCC spilled them). */
+/* T <= 8: qv__tile (software-pipelined); 9..16: qv__tile2 (one pass) */
 #define QV_TILE_FN(name, wt, T, pk)                                                      \
 	static __attribute__((noinline)) void name(const struct kern_gemm_args *a,        \
 						   const struct qv_xsum *xs, size_t o,    \
 						   size_t t, size_t b0, size_t n)         \
 	{                                                                                \
-		qv__tile(wt, a, xs, o, t, b0, n, T, pk);                                 \
+		if ((T) > QV_TOK)                                                        \
+			qv__tile2(wt, a, xs, o, b0, n, T, pk);                           \
+		else                                                                     \
+			qv__tile(wt, a, xs, o, t, b0, n, T, pk);                         \
 	}
 #define QV_PANEL_FN(name, wt, T)                                                         \
 	static __attribute__((noinline)) void name(const struct kern_gemm_args *a,        \
@@ -431,9 +486,18 @@ QV_INLINE void qv__tile_p(uint32_t wt, const struct kern_gemm_args *a, const str
 	QV_TILE_FN(pre##_6, wt, 6, pk)                                                   \
 	QV_TILE_FN(pre##_7, wt, 7, pk)                                                   \
 	QV_TILE_FN(pre##_8, wt, 8, pk)                                                   \
-	static const qv_tile_fn pre[QV_TOK + 1] = {NULL,     pre##_1, pre##_2,           \
-						   pre##_3, pre##_4, pre##_5,           \
-						   pre##_6, pre##_7, pre##_8};
+	QV_TILE_FN(pre##_9, wt, 9, pk)                                                   \
+	QV_TILE_FN(pre##_10, wt, 10, pk)                                                 \
+	QV_TILE_FN(pre##_11, wt, 11, pk)                                                 \
+	QV_TILE_FN(pre##_12, wt, 12, pk)                                                 \
+	QV_TILE_FN(pre##_13, wt, 13, pk)                                                 \
+	QV_TILE_FN(pre##_14, wt, 14, pk)                                                 \
+	QV_TILE_FN(pre##_15, wt, 15, pk)                                                 \
+	QV_TILE_FN(pre##_16, wt, 16, pk)                                                 \
+	static const qv_tile_fn pre[2 * QV_TOK + 1] = {                                   \
+		NULL,	  pre##_1,  pre##_2,  pre##_3,  pre##_4,  pre##_5,		  \
+		pre##_6,  pre##_7,  pre##_8,  pre##_9,  pre##_10, pre##_11,		  \
+		pre##_12, pre##_13, pre##_14, pre##_15, pre##_16};
 #define QV_PANEL_FNS(pre, wt)                                                            \
 	QV_PANEL_FN(pre##_1, wt, 1)                                                      \
 	QV_PANEL_FN(pre##_2, wt, 2)                                                      \
@@ -470,7 +534,7 @@ QV_PACK_FN(qv__pack4p, DTYPE_Q4_0, 1)
 /* One type and layout's functions for qv__gemm(). */
 struct qv_fns {
 	void (*one)(const struct kern_gemm_args *a, size_t o);
-	const qv_tile_fn *tile;
+	const qv_tile_fn *tile; /* [T], 1..16 tokens */
 	const qv_panel_fn *panel;
 	void (*pack)(const struct kern_gemm_args *a, size_t o, size_t b0, size_t n,
 		     struct qv_panel *p);
@@ -495,8 +559,8 @@ static void qv__gemm(uint32_t wt, const struct qv_fns *f, const struct kern_gemm
 		for (; o + QV_ROWS <= o1; o += QV_ROWS)
 			f->one(a, o);
 	} else if (a->n_tok <= QV_SMALL2) {
-		/* one group (two past QV_TOK tokens): stream the weights
-		 * straight from their layout */
+		/* stream the weights straight from their layout: one group
+		 * of terms up to QV_TOK tokens, two past it (one pass) */
 		struct qv_xsum xs[2][QV_XB] __attribute__((aligned(64)));
 		const size_t g1 = a->n_tok > QV_TOK ? a->n_tok - QV_TOK : 0, g0 = a->n_tok - g1;
 		const size_t oe = o0 + (o1 - o0) / QV_ROWS * QV_ROWS;
@@ -506,11 +570,8 @@ static void qv__gemm(uint32_t wt, const struct qv_fns *f, const struct kern_gemm
 			qv__xsum(wt, a, 0, g0, b0, n, xs[0]);
 			if (g1)
 				qv__xsum(wt, a, QV_TOK, g1, b0, n, xs[1]);
-			for (o = o0; o < oe; o += QV_ROWS) {
-				fn[g0](a, xs[0], o, 0, b0, n);
-				if (g1)
-					fn[g1](a, xs[1], o, QV_TOK, b0, n);
-			}
+			for (o = o0; o < oe; o += QV_ROWS)
+				fn[a->n_tok](a, xs[0], o, 0, b0, n);
 		}
 		o = oe;
 	} else {
