@@ -214,7 +214,7 @@ static void kp_check_level(enum cpu_level level)
 {
 	static const size_t n_outs[] = {40, 8, 4, 64};
 	static const size_t n_ins[] = {512, 65 * 256};
-	static const size_t toks[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 17};
+	static const size_t toks[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 16, 17};
 	const struct kern_ops *ops = kern_ops_for(level);
 
 	for (uint32_t t = 0; t < DTYPE_COUNT; t++) {

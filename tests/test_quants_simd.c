@@ -220,7 +220,9 @@ static void qs_check(enum cpu_level level, const struct qs_type *q, size_t n_out
 static void qs_check_level(enum cpu_level level)
 {
 	static const size_t outs[] = {1, 3, 16, 37};
-	static const size_t toks[] = {1, 2, 3, 4, 5, 7, 8, 9, 64, 70};
+	/* 1..16: every small-batch split (avx512 Q4_K/Q5_K: 9..16 in two
+	 * streaming passes); 64, 70: the prefill panels */
+	static const size_t toks[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 64, 70};
 	static const size_t ins[] = {256, 768, 2304}; /* 2304: two K chunks of the panels */
 	const struct kern_ops *ops = kern_ops_for(level);
 	int tested = 0;

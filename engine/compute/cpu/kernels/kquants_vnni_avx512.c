@@ -22,8 +22,9 @@
  * each sub-block's sum times its scale by one VPMULLD (the scales in row
  * lanes as int32; Q4_K: its two 16-product halves by one VPDPWSSD each,
  * kv__k4_blk()), the minimums by VPDPWSSD on int16 pairs. Up to 8
- * tokens (batched decode), a super-block's values are used by the tile's
- * tokens as they are unpacked (kv__tile_s); more (prefill), a tile's
+ * tokens (batched decode; Q4_K/Q5_K up to 16, in two passes over the
+ * tile), a super-block's values are used by the tile's tokens as they
+ * are unpacked (kv__tile_s); more (prefill), a tile's
  * super-blocks are unpacked KV_KC at a time into a panel (values, integer
  * scales, d and dmin: ~41 KiB, L1/L2) that every group of up to 8 tokens
  * reads (kv__tile_p); a group's accumulators go through y between chunks
@@ -179,7 +180,10 @@ QV_INLINE void kv__q6_end(__m512 d, const struct kern_block_q8_k *const xk[], si
 
 /* Tokens [t, t + T) against the panel of the tile `at`, super-blocks
  * [s0, s0 + n). The first group (t = 0) prefetches the same super-blocks
- * of the next tile into L2 as it goes, for the next pack. kind: 0 Q4_K,
+ * of the next tile into L2 as it goes, for the next pack, an eighth of a
+ * super-block's lines before each 32-block: as one burst a super-block
+ * (53 lines of Q6_K) the pack waited on the stream, a 16-token Q6_K step
+ * 156 -> 140 ms of CPU spread (Zen 4, LEVELS.md, sbk18). kind: 0 Q4_K,
  * 1 Q5_K, 2 Q6_K; bs its block size. */
 QV_INLINE void kv__tile_p(const struct kern_gemm_args *a, const struct kv_panel *pn,
 			  struct kv_at at, size_t t, size_t s0, size_t n, int T, int kind, size_t bs)
@@ -201,11 +205,6 @@ QV_INLINE void kv__tile_p(const struct kern_gemm_args *a, const struct kv_panel 
 		__m512i isum[KV_TOK];
 		int32_t off[KV_TOK][16] __attribute__((aligned(64)));
 
-		if (t == 0) {
-			QV_UNROLL
-			for (size_t pf = 0; pf < QV_ROWS * bs; pf += 64)
-				_mm_prefetch(next + QV_ROWS * s * bs + pf, _MM_HINT_T1);
-		}
 		QV_UNROLL
 		for (int i = 0; i < T; i++)
 			isum[i] = _mm512_setzero_si512();
@@ -216,6 +215,12 @@ QV_INLINE void kv__tile_p(const struct kern_gemm_args *a, const struct kv_panel 
 			__m512i w[8];
 			const int8_t *q[KV_TOK];
 
+			if (t == 0) {
+				QV_UNROLL
+				for (size_t pf = b * QV_ROWS * bs / 8 / 64 * 64;
+				     pf < (b + 1) * QV_ROWS * bs / 8; pf += 64)
+					_mm_prefetch(next + QV_ROWS * s * bs + pf, _MM_HINT_T1);
+			}
 			QV_UNROLL
 			for (int c = 0; c < 8; c++)
 				w[c] = _mm512_load_si512(&pn->w[j][b][c]);
@@ -423,8 +428,15 @@ KV_PANEL_FNS(kv__p4k_, 0, sizeof(struct kern_block_q4_k))
 KV_PANEL_FNS(kv__p5k_, 1, sizeof(struct kern_block_q5_k))
 KV_PANEL_FNS(kv__p6k_, 2, sizeof(struct kern_block_q6_k))
 
-/* One tile `at`, every token: K chunks outside (packed once), token
- * groups inside. */
+/* One tile `at`, every token: up to KV_TOK tokens the streaming tile;
+ * Q4_K/Q5_K up to twice that (batched decode of 9..16 sequences) the
+ * streaming tile twice over the same rows, the tokens halved (the second
+ * pass reads the tile from L1/L2): a panel packed for two groups cost a
+ * quarter of their time in the packing (gemm_q q4_kp 16, 2048 x 2048, one
+ * thread: 257 against 292 GFLOP/s; 9 tokens 206 / 272; LEVELS.md, sbk18);
+ * more (prefill, Q6_K's 9..16): K chunks outside (packed once), token
+ * groups inside. Every token's sums and float steps are the same in
+ * either path. */
 static void kv__tile(const kv_panel_fn *pfn, const kv_stream_fn *sfn, int kind,
 		     const struct kern_gemm_args *a, struct kv_at at, struct kv_panel *pn)
 {
@@ -436,6 +448,17 @@ static void kv__tile(const kv_panel_fn *pfn, const kv_stream_fn *sfn, int kind,
 
 	if (a->n_tok <= KV_TOK) {
 		sfn[a->n_tok](a, at);
+		return;
+	}
+	if (kind != 2 && a->n_tok <= 2 * KV_TOK) {
+		struct kern_gemm_args h = *a;
+
+		h.n_tok = (a->n_tok + 1) / 2;
+		sfn[h.n_tok](&h, at);
+		h.xk += h.n_tok * nsb;
+		h.y += h.n_tok * a->y_stride;
+		h.n_tok = a->n_tok - h.n_tok;
+		sfn[h.n_tok](&h, at);
 		return;
 	}
 	for (size_t s0 = 0; s0 < nsb; s0 += KV_KC) {
