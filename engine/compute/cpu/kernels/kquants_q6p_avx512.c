@@ -163,44 +163,49 @@ Q6P_INLINE void q6p_group(const struct kern_gemm_args *a, size_t o, int T, const
 		const __m512 d = _mm512_permutexvar_ps(
 			dsel, _mm512_castps128_ps512(_mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)(b + 832)))));
 
-		/* a quad of tokens at a time: more would keep 8+ partial sums
-		 * beside the 8 value vectors (spills); the values of the next
-		 * quad are made again from L1 */
+		/* per half super-block the 8 value vectors are made once for
+		 * all the tokens; each quad's four partial sums are reduced at
+		 * once into its one accumulator (the reduction is linear), so
+		 * no token's sum stays live across the halves (8 tokens: the
+		 * quads' 4 sums each, held over both halves beside the values,
+		 * spilled 20 ZMM a group and super-block, and the values were
+		 * made again for the second quad) */
+		__m512i is[2];
+
 		Q6P_UNROLL
-		for (int q = 0; q < Q; q++) {
-			const int nq = T - 4 * q < 4 ? T - 4 * q : 4;
-			__m512i t[4];
+		for (int n = 0; n < 2; n++) {
+			/* chain 2n: the low nibbles of ql units 4n .. 4n + 3;
+			 * 2n + 1: the high ones (kp_q6u()'s values) */
+			__m512i vl[4], vh[4];
 
 			Q6P_UNROLL
-			for (int n = 0; n < 2; n++) {
-				/* chain 2n: the low nibbles of ql units 4n .. 4n + 3;
-				 * 2n + 1: the high ones (kp_q6u()'s values) */
-				__m512i vl[4], vh[4];
+			for (int j = 0; j < 2; j++) {
+				const __m512i h = _mm512_loadu_si512(b + KERN_Q6P_QH(n, j));
+				const __m512i hm = _mm512_and_si512(h, k33);
+				const __m512i hm2 = _mm512_and_si512(h, kcc);
+				__m512i qa = _mm512_loadu_si512(b + KERN_Q6P_QL(n, 2 * j));
+				__m512i qb = _mm512_loadu_si512(b + KERN_Q6P_QL(n, 2 * j + 1));
+
+				/* one load each: GCC would fold them twice */
+				__asm__("" : "+v"(qa), "+v"(qb));
+				vl[2 * j] = _mm512_ternarylogic_epi32(qa, _mm512_slli_epi16(hm, 4), m4, 0xE4);
+				vl[2 * j + 1] = _mm512_ternarylogic_epi32(qb, _mm512_slli_epi16(hm2, 2), m4, 0xE4);
+				vh[2 * j] = _mm512_ternarylogic_epi32(_mm512_srli_epi16(qa, 4), hm, m4, 0xE4);
+				vh[2 * j + 1] = _mm512_ternarylogic_epi32(_mm512_srli_epi16(qb, 4),
+									  _mm512_srli_epi16(hm2, 2), m4, 0xE4);
+			}
+			const __m512i sl =
+				_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(b + 768 + 16 * (2 * n))));
+			const __m512i sh =
+				_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(b + 768 + 16 * (2 * n + 1))));
+
+			Q6P_UNROLL
+			for (int q = 0; q < Q; q++) {
+				const int nq = T - 4 * q < 4 ? T - 4 * q : 4;
+				__m512i t[4];
 
 				for (size_t l = 0; l < per && pf < pfe; l += 64, pf += 64)
 					_mm_prefetch(pf, _MM_HINT_T1);
-
-				Q6P_UNROLL
-				for (int j = 0; j < 2; j++) {
-					const __m512i h = _mm512_loadu_si512(b + KERN_Q6P_QH(n, j));
-					const __m512i hm = _mm512_and_si512(h, k33);
-					const __m512i hm2 = _mm512_and_si512(h, kcc);
-					__m512i qa = _mm512_loadu_si512(b + KERN_Q6P_QL(n, 2 * j));
-					__m512i qb = _mm512_loadu_si512(b + KERN_Q6P_QL(n, 2 * j + 1));
-
-					/* one load each: GCC would fold them twice */
-					__asm__("" : "+v"(qa), "+v"(qb));
-					vl[2 * j] = _mm512_ternarylogic_epi32(qa, _mm512_slli_epi16(hm, 4), m4, 0xE4);
-					vl[2 * j + 1] =
-						_mm512_ternarylogic_epi32(qb, _mm512_slli_epi16(hm2, 2), m4, 0xE4);
-					vh[2 * j] = _mm512_ternarylogic_epi32(_mm512_srli_epi16(qa, 4), hm, m4, 0xE4);
-					vh[2 * j + 1] = _mm512_ternarylogic_epi32(
-						_mm512_srli_epi16(qb, 4), _mm512_srli_epi16(hm2, 2), m4, 0xE4);
-				}
-				const __m512i sl = _mm512_cvtepi8_epi32(
-					_mm_loadu_si128((const __m128i *)(b + 768 + 16 * (2 * n))));
-				const __m512i sh = _mm512_cvtepi8_epi32(
-					_mm_loadu_si128((const __m128i *)(b + 768 + 16 * (2 * n + 1))));
 
 				Q6P_UNROLL
 				for (int k = 0; k < nq; k++) {
@@ -216,17 +221,20 @@ Q6P_INLINE void q6p_group(const struct kern_gemm_args *a, size_t o, int T, const
 									 Q6P_X(x + 256 * (2 * n + 1) + 64 * u));
 					}
 #undef Q6P_X
-					const __m512i p = _mm512_add_epi32(_mm512_mullo_epi32(cl, sl),
-									   _mm512_mullo_epi32(ch, sh));
-					t[k] = n == 0 ? p : _mm512_add_epi32(t[k], p);
+					t[k] = _mm512_add_epi32(_mm512_mullo_epi32(cl, sl), _mm512_mullo_epi32(ch, sh));
 				}
+				const __m512i r = q6p_reduce4(t[0], t[q6p_tok(1, nq)], t[q6p_tok(2, nq)],
+							      t[q6p_tok(3, nq)]);
+
+				is[q] = n == 0 ? r : _mm512_add_epi32(is[q], r);
 			}
-			const __m512i is = q6p_reduce4(t[0], t[q6p_tok(1, nq)], t[q6p_tok(2, nq)],
-						       t[q6p_tok(3, nq)]);
+		}
+		Q6P_UNROLL
+		for (int q = 0; q < Q; q++) {
 			const __m512 dk = _mm512_mul_ps(
 				d, _mm512_broadcast_f32x4(_mm_loadu_ps(xd + 4 * (2 * (s - s0) + q))));
 
-			acc[q] = _mm512_add_ps(acc[q], _mm512_mul_ps(dk, _mm512_cvtepi32_ps(is)));
+			acc[q] = _mm512_add_ps(acc[q], _mm512_mul_ps(dk, _mm512_cvtepi32_ps(is[q])));
 		}
 	}
 	Q6P_UNROLL
