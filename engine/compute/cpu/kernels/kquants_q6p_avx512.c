@@ -15,10 +15,10 @@
  * against its activations pre-arranged per window of super-blocks (the
  * GEMV's dword transpose, each 16 bytes broadcast to the lanes in
  * memory), 4 chains from -32 x its sums of 16, one VPMULLD each by the
- * scales; the values are made per half super-block and the sums reduced
- * per quad of tokens (6 unpacks and adds: lane 4 r + k row r, token k;
- * more partial sums beside the 8 value vectors would spill), one float
- * step serving a quad.
+ * scales; the values are made per half super-block for all the tokens
+ * and each quad's four sums reduced per half (6 unpacks and adds: lane
+ * 4 r + k row r, token k) into one accumulator a quad (more partial sums
+ * beside the 8 value vectors spill), one float step serving a quad.
  *
  * Bit for bit the file layout's and the GEMV's results: the same exact
  * int32 sums per super-block (only their order of addition differs), then
