@@ -412,6 +412,8 @@ const struct kern_ops kern_ops_amx = {
 	.attn_q_bf16 = kern_amx_attn_q_bf16,
 	.attn_scores_bf16 = kern_amx_attn_scores_bf16,
 	.attn_accum_bf16 = kern_amx_attn_accum_bf16,
+	.attn_scores_softmax_bf16 = kern_amx_attn_scores_softmax_bf16,
+	.attn_accum_bf16_tiles = kern_amx_attn_accum_bf16_tiles,
 	.gemm =
 		{
 			[DTYPE_Q8_0] = kern_amx_gemm_q8_0,

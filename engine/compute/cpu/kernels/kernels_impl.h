@@ -240,6 +240,14 @@ struct kern_ops {
 	void (*attn_accum_bf16)(float *o, size_t ld_o, const float *r, const float *p,
 				size_t ld_p, const void *v, int f16, size_t d, size_t nq,
 				size_t nk);
+	/* kern_attn_scores_softmax_bf16() / kern_attn_accum_bf16_tiles(): the
+	 * fused forms of the two above, from the same level. */
+	void (*attn_scores_softmax_bf16)(const uint16_t *qt, const void *k, int f16, size_t d,
+					 float scale, const uint32_t *lo, const uint32_t *hi,
+					 size_t nq, size_t nk, float *m, float *l, float *r,
+					 uint16_t *pt);
+	void (*attn_accum_bf16_tiles)(float *o, size_t ld_o, const float *r, const uint16_t *pt,
+				      const void *v, int f16, size_t d, size_t nq, size_t nk);
 };
 
 /* Tests only: the active table's gemm[t] (batches of 2+ tokens, file
@@ -256,6 +264,7 @@ struct kern_origin {
 	enum cpu_level norm_rows, fp16_from_row;
 	enum cpu_level attn_scores_f16, attn_accum_f16;
 	enum cpu_level attn_q_bf16, attn_scores_bf16, attn_accum_bf16;
+	enum cpu_level attn_scores_softmax_bf16, attn_accum_bf16_tiles;
 };
 
 /* Moves n_out rows (nb blocks of bs bytes each, rows contiguous) between

@@ -169,6 +169,8 @@ enum cpu_level kern_resolve(const struct cpu_features *f, enum cpu_level cap,
 		KERN__TAKE(attn_q_bf16);
 		KERN__TAKE(attn_scores_bf16);
 		KERN__TAKE(attn_accum_bf16);
+		KERN__TAKE(attn_scores_softmax_bf16);
+		KERN__TAKE(attn_accum_bf16_tiles);
 #if defined(__x86_64__)
 		/* Prompt-row attention on VDPBF16PS: the avx512 level where the
 		 * CPU has AVX512-BF16 (the level itself does not need it); the
@@ -177,7 +179,10 @@ enum cpu_level kern_resolve(const struct cpu_features *f, enum cpu_level cap,
 			out->attn_q_bf16 = kern_avx512_attn_q_bf16;
 			out->attn_scores_bf16 = kern_avx512_attn_scores_bf16;
 			out->attn_accum_bf16 = kern_avx512_attn_accum_bf16;
+			out->attn_scores_softmax_bf16 = kern_avx512_attn_scores_softmax_bf16;
+			out->attn_accum_bf16_tiles = kern_avx512_attn_accum_bf16_tiles;
 			org->attn_q_bf16 = org->attn_scores_bf16 = org->attn_accum_bf16 = level;
+			org->attn_scores_softmax_bf16 = org->attn_accum_bf16_tiles = level;
 		}
 #endif
 		/* A type's GEMV and GEMM come from one level: a token's result
@@ -366,7 +371,8 @@ int kern_attn_bf16(void)
 	const struct kern_ops *ops = kern_ops_active();
 
 	if (ops->attn_q_bf16 == NULL || ops->attn_scores_bf16 == NULL ||
-	    ops->attn_accum_bf16 == NULL)
+	    ops->attn_accum_bf16 == NULL || ops->attn_scores_softmax_bf16 == NULL ||
+	    ops->attn_accum_bf16_tiles == NULL)
 		return 0;
 	return kern_level() == CPU_LEVEL_AMX ? kern_amxbf_on : kern_attn_bf16_on;
 #else
@@ -398,11 +404,12 @@ void kern_attn_accum_bf16(float *o, size_t ld_o, const float *r, const float *p,
 	kern__ops->attn_accum_bf16(o, ld_o, r, p, ld_p, v, f16, d, nq, nk);
 }
 
-/* The fused prompt softmax and its value products (kernels.h), called
- * directly (only where kern_attn_bf16()): the score and value products
- * the amx level's tiles or the avx512 level's VDPBF16PS blocks; the
- * softmax step (softmax16_avx512.h) and the outputs' scaling, which use
- * no tile instructions, the amx level's functions at both levels. */
+/* The fused prompt softmax and its value products (kernels.h), only
+ * where kern_attn_bf16(): the score and value products from the table
+ * (the amx level's tiles or the avx512 level's VDPBF16PS blocks,
+ * kern_resolve); the softmax step (softmax16_avx512.h) and the outputs'
+ * scaling, which use no tile instructions, the amx level's functions at
+ * both levels. */
 void kern_attn_softmax_bf16(float *s, size_t ld_s, const uint32_t *lo, const uint32_t *hi,
 			    size_t nq, size_t nk, float *m, float *l, float *r, uint16_t *pt)
 {
@@ -418,30 +425,13 @@ void kern_attn_scores_softmax_bf16(const uint16_t *qt, const void *k, int f16, s
 				   float scale, const uint32_t *lo, const uint32_t *hi, size_t nq,
 				   size_t nk, float *m, float *l, float *r, uint16_t *pt)
 {
-#if defined(__x86_64__)
-	if (kern_level() == CPU_LEVEL_AMX)
-		kern_amx_attn_scores_softmax_bf16(qt, k, f16, d, scale, lo, hi, nq, nk, m, l, r,
-						  pt);
-	else
-		kern_avx512_attn_scores_softmax_bf16(qt, k, f16, d, scale, lo, hi, nq, nk, m, l,
-						     r, pt);
-#else
-	(void)qt, (void)k, (void)f16, (void)d, (void)scale, (void)lo, (void)hi, (void)nq,
-		(void)nk, (void)m, (void)l, (void)r, (void)pt;
-#endif
+	kern__ops->attn_scores_softmax_bf16(qt, k, f16, d, scale, lo, hi, nq, nk, m, l, r, pt);
 }
 
 void kern_attn_accum_bf16_tiles(float *o, size_t ld_o, const float *r, const uint16_t *pt,
 				const void *v, int f16, size_t d, size_t nq, size_t nk)
 {
-#if defined(__x86_64__)
-	if (kern_level() == CPU_LEVEL_AMX)
-		kern_amx_attn_accum_bf16_tiles(o, ld_o, r, pt, v, f16, d, nq, nk);
-	else
-		kern_avx512_attn_accum_bf16_tiles(o, ld_o, r, pt, v, f16, d, nq, nk);
-#else
-	(void)o, (void)ld_o, (void)r, (void)pt, (void)v, (void)f16, (void)d, (void)nq, (void)nk;
-#endif
+	kern__ops->attn_accum_bf16_tiles(o, ld_o, r, pt, v, f16, d, nq, nk);
 }
 
 void kern_attn_out_bf16(const float *o, size_t ld_o, const float *l, float *out, size_t ld_out,
