@@ -554,15 +554,17 @@ static double at_run_case(const struct at_case *tc, tpool_t pool, float **out_ke
 /* 1 if 100 queries in one call (tiles of 64 + 36) and one by one (decode)
  * give equal outputs: each query's result must not depend on its tile.
  * Without ALiBi a decode tile's heads go through the kernels as the rows
- * of one call (attend_heads), with it one head a call. */
-static int at_decode_equals_prefill(enum arch_alibi alibi, uint32_t chunk)
+ * of one call (attend_heads), with it one head a call. With a pool and
+ * chunk 1, the queries go 3 one-query tiles a call, the decode steps'
+ * regions of tasks (attention.c attend_region_cb) on its threads. */
+static int at_decode_equals_prefill(enum arch_alibi alibi, uint32_t chunk, tpool_t pool)
 {
 	enum { N = 100, H = 16, HKV = 2, D = 64 };
 	struct model_hparams hp = {.n_layer = 1, .n_head = H, .n_head_kv = HKV, .head_dim_k = D,
 				   .head_dim_v = D};
 	struct attention a;
 	struct kv_cache kv;
-	struct attention_tile tiles[2];
+	struct attention_tile tiles[3];
 	char err[EMBER_ERR_MAX] = "";
 	float *q = malloc(N * H * D * sizeof(float)), *o1 = malloc(N * H * D * sizeof(float));
 	float *o2 = malloc(N * H * D * sizeof(float));
@@ -583,12 +585,16 @@ static int at_decode_equals_prefill(enum arch_alibi alibi, uint32_t chunk)
 			tiles[i].prompt = at_prompt;
 		attention_run(&a, NULL, 0, tiles, nt, q, o1);
 	}
-	for (uint32_t t = 0; t < N; t += chunk) {
-		const uint32_t nc = N - t < chunk ? N - t : chunk, nt = attention_plan(tiles, &kv, t, t, nc);
+	for (uint32_t t = 0; t < N;) {
+		const uint32_t nc = N - t < chunk ? N - t : chunk;
+		uint32_t nt = attention_plan(tiles, &kv, t, t, nc);
 
+		t += nc;
+		while (pool && chunk == 1 && nt < 3 && t < N) /* more one-query tiles */
+			nt += attention_plan(tiles + nt, &kv, t, t, 1), t++;
 		for (uint32_t i = 0; i < nt; i++)
 			tiles[i].prompt = at_prompt;
-		attention_run(&a, NULL, 0, tiles, nt, q, o2);
+		attention_run(&a, pool, 0, tiles, nt, q, o2);
 	}
 	for (size_t i = 0; i < (size_t)N * H * D; i++)
 		same &= o1[i] == o2[i];
@@ -637,20 +643,22 @@ static int at_child(enum cpu_level level)
 		free(o1);
 		free(o2);
 	}
-	tpool_destroy(pool);
-	/* decode: float tiles, the same bits one by one as in one call;
-	 * prompt tiles (amx, bf16): the same bits in chunks of 30 and 7 */
-	if (!at_prompt && (!at_decode_equals_prefill(ARCH_ALIBI_F32, 1) ||
-			   !at_decode_equals_prefill(ARCH_ALIBI_NONE, 1))) {
+	/* decode: float tiles, the same bits one by one as in one call, alone
+	 * and on 2 threads; prompt tiles (amx, bf16): the same bits in chunks
+	 * of 30 and 7 */
+	if (!at_prompt && (!at_decode_equals_prefill(ARCH_ALIBI_F32, 1, NULL) ||
+			   !at_decode_equals_prefill(ARCH_ALIBI_NONE, 1, NULL) ||
+			   !at_decode_equals_prefill(ARCH_ALIBI_NONE, 1, pool))) {
 		fprintf(stderr, "attention %s: decode differs from prefill\n", cpu_level_name(level));
 		bad = 1;
 	}
-	if (at_prompt && (!at_decode_equals_prefill(ARCH_ALIBI_F32, 30) ||
-			  !at_decode_equals_prefill(ARCH_ALIBI_NONE, 7))) {
+	if (at_prompt && (!at_decode_equals_prefill(ARCH_ALIBI_F32, 30, NULL) ||
+			  !at_decode_equals_prefill(ARCH_ALIBI_NONE, 7, NULL))) {
 		fprintf(stderr, "attention %s: prompt rows in chunks differ from one call\n",
 			cpu_level_name(level));
 		bad = 1;
 	}
+	tpool_destroy(pool);
 	return bad;
 }
 

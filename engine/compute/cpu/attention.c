@@ -18,6 +18,7 @@
 #include "attention.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -39,6 +40,10 @@
  * heads of 64), so a tile's 64 rows fall in the same few L1 sets and evict
  * each other on every key block; contiguous copies do not. */
 #define ATTN_LOCAL_DIM 128
+
+/* Most regions a decode step's attention tasks are cut into (one per
+ * thread; more threads share them). */
+#define ATTN_REGIONS_MAX 64
 
 static float bf16_round(float x)
 {
@@ -144,6 +149,19 @@ static const uint16_t *kv_rows_f16(const struct kv_cache *kv, uint32_t il, const
 	return (const uint16_t *)head + (size_t)r0 * d;
 }
 
+/* Asks for positions j0 .. j0+n-1 of a cache head block (up to a ring
+ * layer's wrap) ahead of their reads. */
+static void kv_prefetch(const struct kv_cache *kv, uint32_t il, const void *head, uint32_t j0,
+			uint32_t n, uint32_t d)
+{
+	const uint32_t r0 = kv_cache_row(kv, il, j0);
+	const uint32_t n1 = kv_cache_is_ring(kv, il) && r0 + n > kv->rows[il] ? kv->rows[il] - r0 : n;
+	const char *p = (const char *)head + (size_t)r0 * d * kv->elt;
+
+	for (size_t o = 0; o < (size_t)n1 * d * kv->elt; o += 64)
+		__builtin_prefetch(p + o, 0, 3);
+}
+
 /* kern_attn_scores() of a key block given as floats (kf) or, when kh is
  * set, as F16 rows in place (levels where kern_attn_f16_rows(): the
  * decode step's conversion of every key and value block, a store and a
@@ -190,18 +208,26 @@ struct attn_job {
 	attention_pre_fn pre; /* or NULL (attention_run_pre) */
 	void *pre_ctx;
 	uint32_t prompt_heads; /* a prompt run's most heads (ATTN_PROMPT_HEADS or _FEW) */
+	/* Decode steps on 2+ threads (attention_run_pre): the tasks (tile,
+	 * kv head) cut into n_region contiguous regions, one pool item each,
+	 * claimed in order through next[r] by their own item first, then by
+	 * items whose region is done (attend_region_cb). */
+	uint32_t n_region, beg[ATTN_REGIONS_MAX + 1];
+	atomic_uint next[ATTN_REGIONS_MAX];
 };
 
 /* The softmax step of rows [first, n) of a tile for one block of nb keys
  * from position j0: S rows (stride ld_s) become P, m and l advance, r
- * gets each row's rescale factor. Query i sees keys up to pos + i, and
- * with a window w > 0 only those after pos + i - w; a row that sees none
- * of the block keeps its state (r = 1, P = 0). `bf`: a prompt tile on
- * bf16 tiles, whose P is rounded to bf16 next: the prompt rows' shorter
- * exp (kern_exp_sum_prompt; P and l from the same values, and r). */
+ * gets each row's rescale factor. Query i is at position pos + i * dp
+ * (dp 1: a tile's queries; 0: a decode group's heads, one query) and
+ * sees keys up to there, and with a window w > 0 only those after it
+ * less w; a row that sees none of the block keeps its state (r = 1,
+ * P = 0). `bf`: a prompt tile on bf16 tiles, whose P is rounded to bf16
+ * next: the prompt rows' shorter exp (kern_exp_sum_prompt; P and l from
+ * the same values, and r). */
 static void softmax_block(float *S, size_t ld_s, uint32_t first, uint32_t n,
-			  uint32_t pos, uint32_t j0, uint32_t nb, uint32_t w, float *m, float *l,
-			  float *r, int bf)
+			  uint32_t pos, uint32_t dp, uint32_t j0, uint32_t nb, uint32_t w, float *m,
+			  float *l, float *r, int bf)
 {
 	float m1[ATTENTION_TILE];
 	uint32_t i, a[ATTENTION_TILE], nv[ATTENTION_TILE];
@@ -214,8 +240,9 @@ static void softmax_block(float *S, size_t ld_s, uint32_t first, uint32_t n,
 	 * back to back it overlaps them. The same operations on each row. */
 	for (i = first; i < n; i++) {
 		float *s = S + (size_t)(i - first) * ld_s;
-		const uint32_t seen = pos + i + 1 - j0;
-		const uint32_t lo = w && pos + i + 1 > w ? pos + i + 1 - w : 0;
+		const uint32_t at = pos + i * dp;
+		const uint32_t seen = at + 1 - j0;
+		const uint32_t lo = w && at + 1 > w ? at + 1 - w : 0;
 
 		nv[i] = seen < nb ? seen : nb;
 		a[i] = lo > j0 ? (lo - j0 < nv[i] ? lo - j0 : nv[i]) : 0;
@@ -445,6 +472,28 @@ attend_prompt_heads(const struct attn_job *job, const struct attention_tile *tl,
 				   job->out + tl->row * ld_os + (size_t)(h0 + e) * dv, ld_os, dv, n);
 }
 
+/* Keys a block of attend_heads() holds: ATTN_KEYS, fewer for wide heads
+ * (its conversion buffers). */
+static uint32_t attend_block_keys(const struct attention *a)
+{
+	const uint32_t wide = a->head_dim_k > a->head_dim_v ? a->head_dim_k : a->head_dim_v;
+
+	return ATTN_KV_FLOATS / wide < ATTN_KEYS ? ATTN_KV_FLOATS / wide : ATTN_KEYS;
+}
+
+/* Asks for up to two blocks of keys and values of kv head g from
+ * position j0 (at most n of them) of tile tl's cache, layer il. */
+static void attend_prefetch(const struct attention *a, const struct attention_tile *tl,
+			    uint32_t il, uint32_t g, uint32_t j0, uint32_t n)
+{
+	const uint32_t most = 2 * attend_block_keys(a);
+
+	if (n > most)
+		n = most;
+	kv_prefetch(tl->kv, il, kv_cache_k(tl->kv, il, g), j0, n, a->head_dim_k);
+	kv_prefetch(tl->kv, il, kv_cache_v(tl->kv, il, g), j0, n, a->head_dim_v);
+}
+
 /* Heads [h0, h0 + nh) of one kv head, the queries of one tile. Per head,
  * the same operations on the same values as a task of its own: the
  * sharing changes no result. */
@@ -456,8 +505,7 @@ attend_heads(const struct attn_job *job, const struct attention_tile *tl, uint32
 	const struct kv_cache *kv = tl->kv;
 	const uint32_t dk = a->head_dim_k, dv = a->head_dim_v;
 	const uint32_t g = h0 / (a->n_head / a->n_head_kv);
-	const uint32_t wide = dk > dv ? dk : dv;
-	const uint32_t kb = ATTN_KV_FLOATS / wide < ATTN_KEYS ? ATTN_KV_FLOATS / wide : ATTN_KEYS;
+	const uint32_t kb = attend_block_keys(a);
 	const uint32_t n = tl->n, pos = tl->pos, end = tl->pos + tl->n; /* keys [0, end) */
 	const size_t ld_qs = (size_t)a->n_head * dk, ld_os = (size_t)a->n_head * dv;
 	const int local = dk <= ATTN_LOCAL_DIM && dv <= ATTN_LOCAL_DIM;
@@ -517,6 +565,8 @@ attend_heads(const struct attn_job *job, const struct attention_tile *tl, uint32
 
 		if (!vh)
 			kh = NULL;
+		if (n == 1 && j0 + 2 * kb < end) /* a long context's block after next */
+			attend_prefetch(a, tl, job->il, g, j0 + 2 * kb, end - j0 - 2 * kb);
 		if (n == 1 && local && !a->alibi) {
 			/* Decode: the group's heads are the rows of one score
 			 * call and one value call (tiles of 4 queries share each
@@ -529,9 +579,11 @@ attend_heads(const struct attn_job *job, const struct attention_tile *tl, uint32
 			blk_scores(qbuf, ld_q, kblk, kh, dk, NULL, scale, S, ATTN_KEYS, nh, nb);
 			if (a->softcap > 0.0f)
 				softcap_block(S, ATTN_KEYS, nh, nb, a->softcap);
-			for (e = 0; e < nh; e++)
-				softmax_block(S + (size_t)e * ATTN_KEYS, ATTN_KEYS, 0, 1, pos,
-					      j0, nb, w, m + e, l + e, r + e, 0);
+			/* the heads as the rows of one call, each at pos: their
+			 * maxima, then their exponentials, back to back (a call a
+			 * head left each row's exp_sum chain to wait on its own
+			 * maximum) */
+			softmax_block(S, ATTN_KEYS, 0, nh, pos, 0, j0, nb, w, m, l, r, 0);
 			blk_accum(obuf, ld_o, r, S, ATTN_KEYS, vblk, vh, dv, nh, nb);
 			continue;
 		}
@@ -560,7 +612,7 @@ attend_heads(const struct attn_job *job, const struct attention_tile *tl, uint32
 						      nb);
 				if (a->softcap > 0.0f)
 					softcap_block(Sf, ATTN_KEYS, n - first, nb, a->softcap);
-				softmax_block(Sf, ATTN_KEYS, first, n, pos, j0, nb, w, m + e * n,
+				softmax_block(Sf, ATTN_KEYS, first, n, pos, 1, j0, nb, w, m + e * n,
 					      l + e * n, r + e * n, 1);
 				kern_attn_accum_bf16(out + first * ld_o, ld_o, r + e * n + first, Sf,
 						     ATTN_KEYS, vr, kh != NULL, dv, n - first, nb);
@@ -576,7 +628,7 @@ attend_heads(const struct attn_job *job, const struct attention_tile *tl, uint32
 					softcap_block(Si, ATTN_KEYS, i1 - i, strip_keys(pos, j0, nb, i1),
 						      a->softcap);
 			}
-			softmax_block(S, ATTN_KEYS, first, n, pos, j0, nb, w, m + e * n,
+			softmax_block(S, ATTN_KEYS, first, n, pos, 1, j0, nb, w, m + e * n,
 				      l + e * n, r + e * n, 0);
 			for (i = first; i < n; i = strip_end(pos, j0, nb, i, n))
 				blk_accum(out + i * ld_o, ld_o, r + e * n + i,
@@ -641,6 +693,51 @@ static void attend_tile_cb(void *data, size_t rtile, size_t j)
 		attend_heads(job, tl, h0, nh);
 }
 
+/* Decode task i's (tile i / n_head_kv, kv head i % n_head_kv) first keys
+ * asked for. */
+static void attend_prefetch_task(const struct attn_job *job, size_t i)
+{
+	const struct attention *a = job->a;
+	const struct attention_tile *tl = &job->tiles[job->n_tiles - 1 - i / a->n_head_kv];
+	const uint32_t w = attention_window(a, job->il), end = tl->pos + 1;
+	const uint32_t j0 = w && end > w ? end - w : 0;
+
+	attend_prefetch(a, tl, job->il, (uint32_t)(i % a->n_head_kv), j0, end - j0);
+}
+
+/*
+ * A decode step's item on 2+ threads: the tasks of its own region in
+ * order, then the unclaimed tasks of the others'. Each task first asks
+ * for the cache rows of the task after it in the region, which its
+ * thread most likely runs next: a decode task's keys and values are
+ * cold (the step's weight stream evicted them since the last step), and
+ * their misses are most of its time (8 TinyLlama sequences, 100
+ * positions, Zen 4: ~9 us a task, ~3 us with the rows in cache). One
+ * pool item per thread, as the products' regions (kernels_matmul.c):
+ * with claims from one counter the next task a thread got was unknown.
+ * Measured gain small (LEVELS.md, join19): the 4 KiB pages' TLB walks
+ * stay.
+ */
+static void attend_region_cb(void *data, size_t r)
+{
+	struct attn_job *job = data;
+	const struct attention *a = job->a;
+
+	for (uint32_t k = 0; k < job->n_region; k++) {
+		const uint32_t q = (uint32_t)(r + k) % job->n_region;
+
+		for (;;) {
+			const uint32_t i = atomic_fetch_add_explicit(&job->next[q], 1,
+								     memory_order_relaxed);
+			if (i >= job->beg[q + 1])
+				break;
+			if (i + 1 < job->beg[q + 1])
+				attend_prefetch_task(job, i + 1);
+			attend_tile_cb(job, i / a->n_head_kv, i % a->n_head_kv);
+		}
+	}
+}
+
 int attention_can_pre(const struct attention *a, const struct attention_tile *tiles,
 		      uint32_t n_tiles)
 {
@@ -663,7 +760,9 @@ void attention_run_pre(const struct attention *a, tpool_t pool, uint32_t il,
 		       const struct attention_tile *tiles, uint32_t n_tiles, const float *q,
 		       float *out, attention_pre_fn pre, void *pre_ctx)
 {
-	struct attn_job job = {a, il, tiles, n_tiles, q, out, pre, pre_ctx, ATTN_PROMPT_HEADS};
+	struct attn_job job = {.a = a, .il = il, .tiles = tiles, .n_tiles = n_tiles, .q = q,
+			       .out = out, .pre = pre, .pre_ctx = pre_ctx,
+			       .prompt_heads = ATTN_PROMPT_HEADS};
 	uint32_t t, most = 0;
 
 	/* Tasks go by query head (or run of heads), not kv head, so decode
@@ -680,5 +779,20 @@ void attention_run_pre(const struct attention *a, tpool_t pool, uint32_t il,
 	for (t = 0; t < n_tiles; t++)
 		if (attend_tasks(a, &tiles[t], job.prompt_heads) > most)
 			most = attend_tasks(a, &tiles[t], job.prompt_heads);
+	if (tpool_threads(pool) > 1 && attention_can_pre(a, tiles, n_tiles)) {
+		/* decode: one task per (tile, kv head), most = n_head_kv */
+		const size_t nt = (size_t)n_tiles * most;
+		size_t nr = tpool_threads(pool);
+
+		nr = nr < ATTN_REGIONS_MAX ? nr : ATTN_REGIONS_MAX;
+		nr = nr < nt ? nr : nt;
+		job.n_region = (uint32_t)nr;
+		for (size_t r = 0; r <= nr; r++)
+			job.beg[r] = (uint32_t)(r * nt / nr);
+		for (size_t r = 0; r < nr; r++)
+			atomic_init(&job.next[r], job.beg[r]);
+		tpool_run_1d(pool, attend_region_cb, &job, nr);
+		return;
+	}
 	tpool_run_2d(pool, attend_tile_cb, &job, n_tiles, most);
 }

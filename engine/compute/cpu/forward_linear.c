@@ -117,13 +117,18 @@ static void norm_rows_cb(void *data, size_t t)
 }
 
 /* Rows a task of a deferred norm over n rows: KERN_NORM_ROWS, or for a
- * batch too small to give each thread two such groups, about two groups
- * a thread. A 16-sequence decode step's norm (and its rows' quantization)
- * was one task: one thread worked ~25 us per q|k|v and gate|up product
- * while the others waited (LEVELS.md, step18). */
+ * batch too small to give each thread such a group, one group a thread.
+ * A 16-sequence decode step's norm (and its rows' quantization) was one
+ * task: one thread worked ~25 us per q|k|v and gate|up product while the
+ * others waited (LEVELS.md, step18). Not two groups a thread (step18's
+ * first cut): a group's sums are one latency-bound chain whatever its
+ * rows (kern_norm_rows of 2048-wide rows, Zen 4: 1 row 2.8 us, 2 rows
+ * 3.2, 4 rows 3.9), so an 8-sequence step's two 2-row tasks a thread
+ * took ~2.4 us longer than one of 4 rows, twice a layer (LEVELS.md,
+ * join19). */
 static size_t norm_pre_rows(const struct forward_pass *f, uint32_t n)
 {
-	const size_t parts = 2 * tpool_threads(f->pool);
+	const size_t parts = tpool_threads(f->pool);
 
 	if ((n + KERN_NORM_ROWS - 1) / KERN_NORM_ROWS >= parts)
 		return KERN_NORM_ROWS;
