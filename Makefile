@@ -138,6 +138,7 @@ ATTNP    := $(BUILD)/attn_prompt
 GMASK    := $(BUILD)/grammar_mask
 MEMBW    := $(BUILD)/membw
 PACKAB   := $(BUILD)/pack_ab
+PIPERATE := $(BUILD)/pipe_rate
 # Fuzz targets: tests/fuzz/fuzz_<name>.c. replay_<name> runs the kept
 # corpus through the same code in every build (make test); fuzz_<name> is
 # the libFuzzer binary (make fuzz).
@@ -159,7 +160,7 @@ all: $(LIBEMBER) $(EMBERD) $(EMBER) $(LOADGEN) $(FWDSTEP) $(GEMMQ) $(GMASK) $(RE
 
 # The benchmarks that need more than the build's own libraries: fc_compare
 # links XNNPACK, which nothing else uses (README, Kernels).
-bench: all $(FCCMP) $(MEMBW) $(PACKAB)
+bench: all $(FCCMP) $(MEMBW) $(PACKAB) $(PIPERATE)
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(@D)
@@ -189,6 +190,7 @@ $(BUILD)/tests/test_amx_bf16.o: ISAFLAGS = $(ISA_avx512)
 $(BUILD)/tests/test_amx_bf16_kq.o: ISAFLAGS = $(ISA_avx512)
 $(BUILD)/tests/test_amx_split.o: ISAFLAGS = $(ISA_avx512)
 $(BUILD)/tests/test_amx_fx.o: ISAFLAGS = $(ISA_avx512)
+$(BUILD)/bench/pipe_rate.o: ISAFLAGS = $(ISA_avx512)
 endif
 
 $(LIBEMBER): $(ENGINE_OBJ) $(BUILD)/vulkan.flag
@@ -263,6 +265,11 @@ $(ATTNP): $(BUILD)/bench/attn_prompt.o $(LIBEMBER)
 # Packed K-quant rows against the file layout, alternated (LEVELS.md).
 $(PACKAB): $(BUILD)/bench/pack_ab.o $(LIBEMBER)
 	$(call say,LD,$@)$(CC) $(LDFLAGS) -pthread $^ $(LIBS_ENGINE) -o $@
+
+# The VNNI tiles' instruction mixes in core cycles: a kernel's floor
+# (LEVELS.md, "The 8-token step's floor").
+$(PIPERATE): $(BUILD)/bench/pipe_rate.o
+	$(call say,LD,$@)$(CC) $(LDFLAGS) $^ -o $@
 
 # Streaming read bandwidth, to set decode rates against (bench/RESULTS.md).
 $(MEMBW): $(call obj,bench/membw.c bench/membw_read.c engine/base/clock.c)
