@@ -18,68 +18,28 @@
 #include "testutil.h"
 
 #define GOLDEN TEST_GOLDEN_LLAMA
-#define TEXT_MAX 4096
 
+/* A request's test_sink, with the order in which the requests ended. */
 struct sink {
-	pthread_mutex_t lock;
-	pthread_cond_t cond;
-	char text[TEXT_MAX];
-	size_t len;
-	int n_tokens, n_done, block;
+	struct test_sink t;        /* first: the callbacks' data */
 	int done_order;            /* 1 + the done calls before this one */
-	struct engine_result res;
 };
 
 static atomic_int DONE_COUNT;
 
+/* done_hook: this request's place among the ends. */
+static void sink_order_cb(struct test_sink *t)
+{
+	struct sink *s = (struct sink *)t;
+
+	s->done_order = atomic_fetch_add(&DONE_COUNT, 1) + 1;
+}
+
 static void sink_init(struct sink *s)
 {
 	memset(s, 0, sizeof(*s));
-	test_sink_sync_init(&s->lock, &s->cond);
-}
-
-static void sink_destroy(struct sink *s)
-{
-	test_sink_sync_destroy(&s->lock, &s->cond);
-}
-
-static void on_text(void *data, const char *text, size_t len, int n_tokens)
-{
-	struct sink *s = data;
-
-	pthread_mutex_lock(&s->lock);
-	test_text_append(s->text, &s->len, TEXT_MAX, text, len);
-	s->n_tokens += n_tokens;
-	pthread_cond_broadcast(&s->cond);
-	while (s->block)
-		pthread_cond_wait(&s->cond, &s->lock);
-	pthread_mutex_unlock(&s->lock);
-}
-
-static void on_done(void *data, const struct engine_result *res)
-{
-	struct sink *s = data;
-
-	pthread_mutex_lock(&s->lock);
-	s->n_done++;
-	s->done_order = atomic_fetch_add(&DONE_COUNT, 1) + 1;
-	s->res = *res;
-	pthread_cond_broadcast(&s->cond);
-	pthread_mutex_unlock(&s->lock);
-}
-
-/* Waits until the sink has seen `tokens` tokens or is done. */
-static void sink_wait(struct sink *s, int tokens)
-{
-	struct timespec until;
-
-	clock_gettime(CLOCK_REALTIME, &until);
-	until.tv_sec += 60;
-	pthread_mutex_lock(&s->lock);
-	while (s->n_done == 0 && (tokens == 0 || s->n_tokens < tokens))
-		ck_assert_msg(pthread_cond_timedwait(&s->cond, &s->lock, &until) == 0,
-			      "request never got there");
-	pthread_mutex_unlock(&s->lock);
+	test_sink_init(&s->t);
+	s->t.done_hook = sink_order_cb;
 }
 
 static struct engine *open_engine(uint32_t slots, uint32_t n_ctx)
@@ -98,8 +58,8 @@ static void submit(struct engine *e, struct engine_request *r, struct sink *s)
 	char err[EMBER_ERR_MAX] = "";
 	uint64_t id = 0;
 
-	r->on_text = on_text;
-	r->on_done = on_done;
+	r->on_text = test_sink_on_text;
+	r->on_done = test_sink_on_done;
 	r->data = s;
 	ck_assert_msg(engine_submit(e, r, &id, err) == 0, "submit: %s", err);
 }
@@ -146,15 +106,15 @@ START_TEST(messages_give_what_their_rendered_prompt_gives)
 	sink_init(&sb);
 	submit(e, &a, &sa);
 	submit(e, &b, &sb);
-	sink_wait(&sa, 0);
-	sink_wait(&sb, 0);
-	ck_assert_int_ne(sa.res.finish, ENGINE_FINISH_ERROR);
-	ck_assert_int_eq(sa.res.prompt_tokens, sb.res.prompt_tokens);
+	test_sink_wait(&sa.t, 0);
+	test_sink_wait(&sb.t, 0);
+	ck_assert_int_ne(sa.t.res.finish, ENGINE_FINISH_ERROR);
+	ck_assert_int_eq(sa.t.res.prompt_tokens, sb.t.res.prompt_tokens);
 	/* b has no stop strings: a's may only have cut it shorter. */
-	ck_assert_int_eq(strncmp(sa.text, sb.text, sa.len), 0);
+	ck_assert_int_eq(strncmp(sa.t.text, sb.t.text, sa.t.len), 0);
 	free(prompt);
-	sink_destroy(&sa);
-	sink_destroy(&sb);
+	test_sink_destroy(&sa.t);
+	test_sink_destroy(&sb.t);
 	engine_free(e);
 }
 END_TEST
@@ -193,18 +153,18 @@ START_TEST(a_nul_in_content_is_an_ordinary_character)
 	sink_init(&sb);
 	submit(e, &a, &sa);
 	submit(e, &b, &sb);
-	sink_wait(&sa, 0);
-	sink_wait(&sb, 0);
-	ck_assert_int_ne(sa.res.finish, ENGINE_FINISH_ERROR);
-	ck_assert_int_eq(sa.res.prompt_tokens, (int)n);
-	ck_assert_int_eq(sb.res.prompt_tokens, (int)n);
-	ck_assert_int_eq(strncmp(sa.text, sb.text, sa.len), 0);
+	test_sink_wait(&sa.t, 0);
+	test_sink_wait(&sb.t, 0);
+	ck_assert_int_ne(sa.t.res.finish, ENGINE_FINISH_ERROR);
+	ck_assert_int_eq(sa.t.res.prompt_tokens, (int)n);
+	ck_assert_int_eq(sb.t.res.prompt_tokens, (int)n);
+	ck_assert_int_eq(strncmp(sa.t.text, sb.t.text, sa.t.len), 0);
 	free(ids);
 	free(ids2);
 	free(bare);
 	free(prompt);
-	sink_destroy(&sa);
-	sink_destroy(&sb);
+	test_sink_destroy(&sa.t);
+	test_sink_destroy(&sb.t);
 	engine_free(e);
 }
 END_TEST
@@ -249,21 +209,18 @@ START_TEST(a_long_prompt_does_not_stall_a_running_stream)
 	b.prompt_len = n;
 	sink_init(&sa);
 	sink_init(&sb);
-	sa.block = 1;
+	sa.t.block = 1;
 	submit(e, &a, &sa);
-	sink_wait(&sa, 1);
+	test_sink_wait(&sa.t, 1);
 	submit(e, &b, &sb);
-	pthread_mutex_lock(&sa.lock);
-	sa.block = 0;
-	pthread_cond_broadcast(&sa.cond);
-	pthread_mutex_unlock(&sa.lock);
-	sink_wait(&sa, 0);
-	sink_wait(&sb, 0);
-	ck_assert_int_eq(sb.res.code, EMBER_ECONTEXT);
+	test_sink_unblock(&sa.t);
+	test_sink_wait(&sa.t, 0);
+	test_sink_wait(&sb.t, 0);
+	ck_assert_int_eq(sb.t.res.code, EMBER_ECONTEXT);
 	ck_assert_int_lt(sa.done_order, sb.done_order);
 	free(big);
-	sink_destroy(&sa);
-	sink_destroy(&sb);
+	test_sink_destroy(&sa.t);
+	test_sink_destroy(&sb.t);
 	engine_free(e);
 }
 END_TEST
@@ -296,14 +253,14 @@ START_TEST(a_session_gets_bos_from_the_request_that_opens_it)
 	sink_init(&s2);
 	submit(e, &r1, &s1);
 	submit(e, &r2, &s2);
-	sink_wait(&s1, 0);
-	sink_wait(&s2, 0);
-	ck_assert_int_eq(s1.res.code, EMBER_ECONTEXT);
-	ck_assert_int_ne(s2.res.finish, ENGINE_FINISH_ERROR);
-	ck_assert_int_eq(s2.res.prompt_tokens, (int64_t)n);
+	test_sink_wait(&s1.t, 0);
+	test_sink_wait(&s2.t, 0);
+	ck_assert_int_eq(s1.t.res.code, EMBER_ECONTEXT);
+	ck_assert_int_ne(s2.t.res.finish, ENGINE_FINISH_ERROR);
+	ck_assert_int_eq(s2.t.res.prompt_tokens, (int64_t)n);
 	free(ids);
-	sink_destroy(&s1);
-	sink_destroy(&s2);
+	test_sink_destroy(&s1.t);
+	test_sink_destroy(&s2.t);
 	engine_free(e);
 }
 END_TEST
