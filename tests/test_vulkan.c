@@ -24,42 +24,7 @@
 #include "rope.h"
 #include "testutil.h"
 #include "vk.h"
-
-/* Push-constant blocks as in the shaders (and vk_pass.c). */
-struct pc_matmul {
-	uint64_t w, x, y, bias;
-	uint32_t type, n_in, n_out, n_tok, flags;
-	float cap;
-};
-struct pc_norm {
-	uint64_t x, out, gain, bias, map;
-	uint32_t dim, stride_in, stride_out, flags;
-	float eps;
-	uint32_t rows;
-};
-struct pc_rope {
-	uint64_t x, table;
-	uint32_t n, heads, hd, half, neox;
-};
-struct pc_embed {
-	uint64_t w, x, tokens;
-	uint32_t type, dim, n;
-	float scale;
-};
-struct pc_act {
-	uint64_t gate, up;
-	uint32_t n, act, gated;
-};
-struct pc_kv_store {
-	uint64_t k, v, kc, vc;
-	uint32_t r0, pos0, n, heads, dk, dv, n_ctx, f16, ring;
-};
-struct pc_attention {
-	uint64_t q, out, kc, vc, slopes;
-	uint32_t row0, pos0, heads, heads_kv, dk, dv, n_ctx, f16, window, alibi;
-	float scale, cap;
-	uint32_t ring;
-};
+#include "vk_pc.h"
 
 static uint64_t rng = 88172645463325252ull;
 
