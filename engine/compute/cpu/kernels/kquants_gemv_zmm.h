@@ -258,7 +258,7 @@ KG_INLINE void kz_q6_bias(const struct kern_block_q8_k *x, size_t s0, size_t s1,
 }
 
 /* Super-blocks s0 .. s1 - 1 of rows o .. o + R - 1 of Q6_K (layout:
- * kg_q6_rows()), added to y (s0 > 0: the float steps go on from the
+ * kg_q6_row_sum()), added to y (s0 > 0: the float steps go on from the
  * stored sums, in the reference's order). Per row and half n of a
  * super-block: [ql | qh] make q01, elements 128n .. 128n + 63, and q23,
  * 128n + 64 .. 128n + 127, whose activations are contiguous; a 128-bit
