@@ -22,7 +22,6 @@
 #include "tokenizer.h"
 #include "testutil.h"
 
-
 static struct model M;
 static struct tokenizer *TOK;
 

@@ -64,6 +64,19 @@ static void submit(struct engine *e, struct engine_request *r, struct sink *s)
 	ck_assert_msg(engine_submit(e, r, &id, err) == 0, "submit: %s", err);
 }
 
+/* Requests a and b submitted together (a first) into fresh sinks, and
+ * both waited for; release the sinks with test_sink_destroy(). */
+static void run_pair(struct engine *e, struct engine_request *a, struct sink *sa,
+		     struct engine_request *b, struct sink *sb)
+{
+	sink_init(sa);
+	sink_init(sb);
+	submit(e, a, sa);
+	submit(e, b, sb);
+	test_sink_wait(&sa->t, 0);
+	test_sink_wait(&sb->t, 0);
+}
+
 START_TEST(tokenize_and_detokenize_round_trip)
 {
 	struct engine *e = open_engine(1, 128);
@@ -102,12 +115,7 @@ START_TEST(messages_give_what_their_rendered_prompt_gives)
 	b.n_messages = 0;
 	b.prompt = prompt;
 	b.prompt_len = len;
-	sink_init(&sa);
-	sink_init(&sb);
-	submit(e, &a, &sa);
-	submit(e, &b, &sb);
-	test_sink_wait(&sa.t, 0);
-	test_sink_wait(&sb.t, 0);
+	run_pair(e, &a, &sa, &b, &sb);
 	ck_assert_int_ne(sa.t.res.finish, ENGINE_FINISH_ERROR);
 	ck_assert_int_eq(sa.t.res.prompt_tokens, sb.t.res.prompt_tokens);
 	/* b has no stop strings: a's may only have cut it shorter. */
@@ -149,12 +157,7 @@ START_TEST(a_nul_in_content_is_an_ordinary_character)
 	b.n_messages = 0;
 	b.prompt = prompt;
 	b.prompt_len = len;
-	sink_init(&sa);
-	sink_init(&sb);
-	submit(e, &a, &sa);
-	submit(e, &b, &sb);
-	test_sink_wait(&sa.t, 0);
-	test_sink_wait(&sb.t, 0);
+	run_pair(e, &a, &sa, &b, &sb);
 	ck_assert_int_ne(sa.t.res.finish, ENGINE_FINISH_ERROR);
 	ck_assert_int_eq(sa.t.res.prompt_tokens, (int)n);
 	ck_assert_int_eq(sb.t.res.prompt_tokens, (int)n);
@@ -249,12 +252,7 @@ START_TEST(a_session_gets_bos_from_the_request_that_opens_it)
 			 0);
 	ck_assert_msg(engine_session_new(e, &o, &sid, err) == 0, "%s", err);
 	r1.session = r2.session = sid;
-	sink_init(&s1);
-	sink_init(&s2);
-	submit(e, &r1, &s1);
-	submit(e, &r2, &s2);
-	test_sink_wait(&s1.t, 0);
-	test_sink_wait(&s2.t, 0);
+	run_pair(e, &r1, &s1, &r2, &s2);
 	ck_assert_int_eq(s1.t.res.code, EMBER_ECONTEXT);
 	ck_assert_int_ne(s2.t.res.finish, ENGINE_FINISH_ERROR);
 	ck_assert_int_eq(s2.t.res.prompt_tokens, (int64_t)n);

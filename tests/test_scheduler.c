@@ -20,7 +20,6 @@
 #include "tokenizer.h"
 #include "testutil.h"
 
-
 static struct model M;
 static struct tokenizer *TOK;
 
