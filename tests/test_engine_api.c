@@ -77,6 +77,31 @@ static void run_pair(struct engine *e, struct engine_request *a, struct sink *sa
 	test_sink_wait(&sb->t, 0);
 }
 
+/* Request a (messages) and the same request given their rendering
+ * `prompt` instead, run together: a ends well, both with the same prompt
+ * tokens (returned), a's text a prefix of b's (b has no stop strings: a's
+ * may only have cut it shorter). */
+static int messages_vs_prompt(struct engine *e, const struct engine_request *a,
+			      const char *prompt, size_t len)
+{
+	struct engine_request ra = *a, rb = *a;
+	struct sink sa, sb;
+	int n;
+
+	rb.messages = NULL;
+	rb.n_messages = 0;
+	rb.prompt = prompt;
+	rb.prompt_len = len;
+	run_pair(e, &ra, &sa, &rb, &sb);
+	ck_assert_int_ne(sa.t.res.finish, ENGINE_FINISH_ERROR);
+	ck_assert_int_eq(sa.t.res.prompt_tokens, sb.t.res.prompt_tokens);
+	ck_assert_int_eq(strncmp(sa.t.text, sb.t.text, sa.t.len), 0);
+	n = (int)sa.t.res.prompt_tokens;
+	test_sink_destroy(&sa.t);
+	test_sink_destroy(&sb.t);
+	return n;
+}
+
 START_TEST(tokenize_and_detokenize_round_trip)
 {
 	struct engine *e = open_engine(1, 128);
@@ -103,26 +128,14 @@ START_TEST(messages_give_what_their_rendered_prompt_gives)
 	const struct engine_message msgs[] = {{.role = "system", .content = "Be brief."}, {.role = "user", .content = "Name a color."}};
 	struct engine *e = open_engine(2, 256);
 	char err[EMBER_ERR_MAX] = "", *prompt = NULL;
-	struct engine_request a = {.messages = msgs, .n_messages = 2, .add_special = true,
-				   .parse_special = true, .max_tokens = 12};
-	struct engine_request b = a;
-	struct sink sa, sb;
+	const struct engine_request a = {.messages = msgs, .n_messages = 2, .add_special = true,
+					 .parse_special = true, .max_tokens = 12};
 	size_t len = 0;
 
 	ck_assert_int_eq(engine_render(e, msgs, 2, NULL, &prompt, &len, err), 0);
 	ck_assert_ptr_nonnull(strstr(prompt, "Name a color."));
-	b.messages = NULL;
-	b.n_messages = 0;
-	b.prompt = prompt;
-	b.prompt_len = len;
-	run_pair(e, &a, &sa, &b, &sb);
-	ck_assert_int_ne(sa.t.res.finish, ENGINE_FINISH_ERROR);
-	ck_assert_int_eq(sa.t.res.prompt_tokens, sb.t.res.prompt_tokens);
-	/* b has no stop strings: a's may only have cut it shorter. */
-	ck_assert_int_eq(strncmp(sa.t.text, sb.t.text, sa.t.len), 0);
+	messages_vs_prompt(e, &a, prompt, len);
 	free(prompt);
-	test_sink_destroy(&sa.t);
-	test_sink_destroy(&sb.t);
 	engine_free(e);
 }
 END_TEST
@@ -136,12 +149,10 @@ START_TEST(a_nul_in_content_is_an_ordinary_character)
 	const struct engine_message msgs[] = {{.role = "user", .content = "Name a\0 color.", .content_len = 14}};
 	struct engine *e = open_engine(2, 256);
 	char err[EMBER_ERR_MAX] = "", *prompt = NULL, *hit, *bare = NULL;
-	struct engine_request a = {.messages = msgs, .n_messages = 1, .add_special = true,
-				   .parse_special = true, .max_tokens = 4};
-	struct engine_request b = a;
+	const struct engine_request a = {.messages = msgs, .n_messages = 1, .add_special = true,
+					 .parse_special = true, .max_tokens = 4};
 	int32_t *ids = NULL, *ids2 = NULL;
 	size_t len = 0, n = 0, n2 = 0;
-	struct sink sa, sb;
 
 	ck_assert_int_eq(engine_render(e, msgs, 1, NULL, &prompt, &len, err), 0);
 	hit = memmem(prompt, len, "Name a\0 color.", 14);
@@ -153,21 +164,11 @@ START_TEST(a_nul_in_content_is_an_ordinary_character)
 	memcpy(bare + (hit - prompt) + 6, hit + 7, len - (size_t)(hit - prompt) - 7);
 	ck_assert_int_eq(engine_tokenize(e, bare, len - 1, true, true, &ids2, &n2, err), 0);
 	ck_assert_uint_gt(n, n2);
-	b.messages = NULL;
-	b.n_messages = 0;
-	b.prompt = prompt;
-	b.prompt_len = len;
-	run_pair(e, &a, &sa, &b, &sb);
-	ck_assert_int_ne(sa.t.res.finish, ENGINE_FINISH_ERROR);
-	ck_assert_int_eq(sa.t.res.prompt_tokens, (int)n);
-	ck_assert_int_eq(sb.t.res.prompt_tokens, (int)n);
-	ck_assert_int_eq(strncmp(sa.t.text, sb.t.text, sa.t.len), 0);
+	ck_assert_int_eq(messages_vs_prompt(e, &a, prompt, len), (int)n);
 	free(ids);
 	free(ids2);
 	free(bare);
 	free(prompt);
-	test_sink_destroy(&sa.t);
-	test_sink_destroy(&sb.t);
 	engine_free(e);
 }
 END_TEST
