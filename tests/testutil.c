@@ -21,6 +21,7 @@
 #include "kv_cache.h"
 #include "model.h"
 #include "tokenizer.h"
+#include "vk.h"
 
 char *test_read_file(const char *path, size_t *len)
 {
@@ -557,4 +558,27 @@ void test_bf16_golden_check(const struct test_bf16_golden *g, const char *file)
 out:
 	free(l8);
 	free(lb);
+}
+
+int test_vulkan_skip(void)
+{
+	char err[EMBER_ERR_MAX] = "";
+
+	if (vk_open(-1, err) == 0)
+		return 0;
+	printf("skip vulkan test: %s\n", err);
+	return 1;
+}
+
+void test_vulkan_close(const float *got, const double *want, size_t n, double tol,
+		       const char *what)
+{
+	double worst = 0.0, mx = 1e-30;
+
+	for (size_t i = 0; i < n; i++) {
+		worst = fmax(worst, fabs(got[i] - want[i]));
+		mx = fmax(mx, fabs(want[i]));
+	}
+	printf("vulkan %s: max |diff| %.3g (max |ref| %.3g)\n", what, worst, mx);
+	ck_assert_msg(worst <= tol * mx, "%s: max |diff| %g > %g x %g", what, worst, tol, mx);
 }

@@ -253,4 +253,15 @@ struct test_bf16_golden {
 };
 void test_bf16_golden_check(const struct test_bf16_golden *g, const char *file);
 
+/* The Vulkan suites (test_vulkan.c, test_vulkan_pass.c): nonzero, after
+ * printing why, when no Vulkan device opens here (not built in, no
+ * driver), so the test skips. */
+int test_vulkan_skip(void);
+
+/* Their check of a device result against its double reference: max
+ * |got - want| within tol x max |want| over n values, printed as
+ * "vulkan <what>: ..." either way; fails the running Check test if not. */
+void test_vulkan_close(const float *got, const double *want, size_t n, double tol,
+		       const char *what);
+
 #endif
