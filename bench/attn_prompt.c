@@ -17,6 +17,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_util.h"
 #include "attention.h"
 #include "cpu.h"
 #include "dtype.h"
@@ -24,27 +25,12 @@
 #include "kernels.h"
 #include "kv_cache.h"
 
-static double thread_cpu_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 static uint32_t rng = 12345;
 
 static float uniform(float a)
 {
 	rng = rng * 1664525u + 1013904223u;
 	return a * ((float)(rng >> 8) / 8388608.0f - 1.0f);
-}
-
-static int cmp_d(const void *x, const void *y)
-{
-	const double a = *(const double *)x, b = *(const double *)y;
-
-	return a < b ? -1 : a > b;
 }
 
 int main(int argc, char **argv)
@@ -89,10 +75,10 @@ int main(int argc, char **argv)
 		q[i] = uniform(1.0f);
 	attention_run(&a, NULL, 0, tiles, n_tiles, q, out); /* warm-up */
 	for (int r = 0; r < reps; r++) {
-		const double t0 = thread_cpu_s();
+		const double t0 = bench_clock_s(CLOCK_THREAD_CPUTIME_ID);
 
 		attention_run(&a, NULL, 0, tiles, n_tiles, q, out);
-		ms[r] = (thread_cpu_s() - t0) * 1e3;
+		ms[r] = (bench_clock_s(CLOCK_THREAD_CPUTIME_ID) - t0) * 1e3;
 	}
 	for (size_t i = 0; i < (size_t)n_tok * 32 * 64; i++) {
 		uint32_t b;
@@ -100,7 +86,7 @@ int main(int argc, char **argv)
 		memcpy(&b, &out[i], 4);
 		sum = sum * 1000003u + b;
 	}
-	qsort(ms, (size_t)reps, sizeof(double), cmp_d);
+	bench_sort(ms, (size_t)reps);
 	printf("attn_prompt n_tok %u prompt %d level %s: best %.3f ms median %.3f ms  sum %016llx\n",
 	       n_tok, prompt, cpu_level_name(kern_level()), ms[0], ms[reps / 2], (unsigned long long)sum);
 	free(q);

@@ -29,6 +29,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_util.h"
 #include "clock.h"
 #include "dtype.h"
 #include "ember.h"
@@ -57,21 +58,6 @@ struct prof_row {
 
 static struct prof_row prof_rows[PROF_KINDS][PROF_TYPES];
 static int prof_on;
-
-static double cpu_now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return (x > y) - (x < y);
-}
 
 static double wbytes(const struct model_weight *w)
 {
@@ -201,7 +187,7 @@ static void prof_print(int steps)
 
 			if (!r->sec || !r->jobs)
 				continue;
-			qsort(r->sec, (size_t)steps, sizeof(double), cmp_double);
+			bench_sort(r->sec, (size_t)steps);
 			med = r->sec[steps / 2];
 			printf("%-8s %-6s %5zu %10.3f %9.1f %9.1f %8.2f\n", prof_kind[k],
 			       dtype_name(r->type), r->jobs, med * 1e3, med * 1e6 / (double)r->jobs,
@@ -268,24 +254,24 @@ int main(int argc, char **argv)
 		sq[q] = (struct forward_seq){&kv[q], &tok[q], 1, FORWARD_LOGITS_LAST, false};
 	}
 	for (s = 0; s < steps; s++) {
-		double t0 = clock_now_s(), c0 = cpu_now_s();
+		double t0 = clock_now_s(), c0 = clock_cpu_s();
 
 		for (int q = 0; q < n_seq; q++)
 			tok[q] = 1 + (s * 31 + q * 7) % (int)(mp->hp.n_vocab - 1);
 		if (forward_pass_run(p, sq, (uint32_t)n_seq, logits, err) != 0)
 			goto fail;
 		t[0][s] = clock_now_s() - t0;
-		t[1][s] = cpu_now_s() - c0;
+		t[1][s] = clock_cpu_s() - c0;
 		for (int q = 0; q < n_seq; q++)
 			kv_cache_truncate(&kv[q], PROF_CTX);
 		t0 = clock_now_s();
-		c0 = cpu_now_s();
+		c0 = clock_cpu_s();
 		bytes = matmuls(mp, pool, x, y, scratch, (size_t)n_seq, s);
 		t[2][s] = clock_now_s() - t0;
-		t[3][s] = cpu_now_s() - c0;
+		t[3][s] = clock_cpu_s() - c0;
 	}
 	for (int i = 0; i < 4; i++)
-		qsort(t[i], (size_t)steps, sizeof(double), cmp_double);
+		bench_sort(t[i], (size_t)steps);
 	printf("decode_prof: %d threads, %d steps, %d sequences, weights %.1f MB a step\n",
 	       n_threads, steps, n_seq, bytes / 1e6);
 	printf("%-7s %9s %9s %9s %9s %12s\n", "", "wall best", "wall med", "cpu best", "cpu med",

@@ -16,16 +16,10 @@
 #include <time.h>
 #include <xnnpack.h>
 
+#include "bench_util.h"
 #include "clock.h"
 #include "dtype.h"
 #include "kernels.h"
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return (x > y) - (x < y);
-}
 
 int main(int argc, char **argv)
 {
@@ -78,8 +72,8 @@ int main(int argc, char **argv)
 		double d = fabs((double)y0[i] - y1[i]) / (fabs((double)y1[i]) + 1e-3);
 		maxrel = d > maxrel ? d : maxrel;
 	}
-	qsort(t_ours, (size_t)reps, sizeof(double), cmp_double);
-	qsort(t_xnn, (size_t)reps, sizeof(double), cmp_double);
+	bench_sort(t_ours, (size_t)reps);
+	bench_sort(t_xnn, (size_t)reps);
 	printf("shape %zu x %zu -> %zu, %zu threads, kernels %s, median of %d\n", n_tok, n_in, n_out,
 	       threads, cpu_level_name(kern_level()), reps);
 	printf("ember kern_matmul f32: %8.1f GFLOP/s\n", flop / t_ours[reps / 2] / 1e9);

@@ -29,6 +29,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_util.h"
 #include "clock.h"
 #include "dtype.h"
 #include "ember.h"
@@ -38,21 +39,6 @@
 #include "model.h"
 
 #define MAX_SEQ 16
-
-static double cpu_now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return (x > y) - (x < y);
-}
 
 /* Bytes of the matrices one decode step reads (token_embd only by row). */
 static double weight_bytes(const struct model *m)
@@ -82,7 +68,7 @@ static int prefill(struct forward_pass *p, struct kv_cache *kv, int n_seq,
 {
 	uint32_t chunk = forward_pass_max_batch(p), done;
 	struct forward_seq s;
-	double t0 = clock_now_s(), c0 = cpu_now_s();
+	double t0 = clock_now_s(), c0 = clock_cpu_s();
 	int i, rc;
 
 	for (i = 0; i < n_seq; i++) {
@@ -96,7 +82,7 @@ static int prefill(struct forward_pass *p, struct kv_cache *kv, int n_seq,
 		}
 		if (i == 0) {
 			*first_s = clock_now_s() - t0;
-			*first_cpu_s = cpu_now_s() - c0;
+			*first_cpu_s = clock_cpu_s() - c0;
 		}
 	}
 	return 0;
@@ -163,14 +149,14 @@ int main(int argc, char **argv)
 				seqs[k] = (struct forward_seq){&kv[k], &tok[k], 1, FORWARD_LOGITS_LAST, false};
 			}
 			t0 = clock_now_s();
-			c0 = cpu_now_s();
+			c0 = clock_cpu_s();
 			if (forward_pass_run(p, seqs, (uint32_t)b, logits, err) != 0)
 				goto fail;
-			c[s] = cpu_now_s() - c0;
+			c[s] = clock_cpu_s() - c0;
 			t[s] = clock_now_s() - t0;
 		}
-		qsort(t, (size_t)steps, sizeof(double), cmp_double);
-		qsort(c, (size_t)steps, sizeof(double), cmp_double);
+		bench_sort(t, (size_t)steps);
+		bench_sort(c, (size_t)steps);
 		if (b == 1) {
 			one = t[steps / 2];
 			one_c = c[0];

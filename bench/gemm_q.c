@@ -37,27 +37,13 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_util.h"
 #include "cpu.h"
 #include "dtype.h"
 #include "ember.h"
 #include "kernels.h"
 #include "kernels_impl.h"
 #include "threadpool.h"
-
-static double now_s(clockid_t clk)
-{
-	struct timespec ts;
-
-	clock_gettime(clk, &ts);
-	return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return (x > y) - (x < y);
-}
 
 #if defined(__x86_64__)
 /* GEMM_Q_ROWS: the bf16 GEMM on the (packed: mt) matrix in calls of rows
@@ -108,7 +94,7 @@ static int time_bf16_rows(uint32_t mt, const char *w, size_t n_out, size_t n_in,
 		g.y = y2;
 	}
 	for (int r = -1; r < reps; r++) { /* the first: warm-up */
-		double t0 = now_s(CLOCK_THREAD_CPUTIME_ID);
+		double t0 = bench_clock_s(CLOCK_THREAD_CPUTIME_ID);
 
 		for (size_t o = 0; o < n_out; o += rows) {
 			const size_t o1 = o + rows < n_out ? o + rows : n_out;
@@ -127,11 +113,11 @@ static int time_bf16_rows(uint32_t mt, const char *w, size_t n_out, size_t n_in,
 				kern_silu_mul_bf16(y + k * n_out, y2 + k * n_out, n_out,
 						   kern_amxbf_row(ob, n_out, k), KERN_BF16_ROW_STEP);
 		if (r >= 0)
-			dt[r] = now_s(CLOCK_THREAD_CPUTIME_ID) - t0;
+			dt[r] = bench_clock_s(CLOCK_THREAD_CPUTIME_ID) - t0;
 	}
 	free(w2), free(y2), free(ob);
 	free(xb);
-	qsort(dt, (size_t)reps, sizeof(double), cmp_double);
+	bench_sort(dt, (size_t)reps);
 	return 0;
 }
 #endif
@@ -236,12 +222,12 @@ int main(int argc, char **argv)
 		kern_matmul_n_split(pool, mt, n_in, &part, 1, x, n_tok, n_exact, scratch, NULL, NULL,
 				    1); /* warm up */
 		for (int r = 0; r < reps; r++) {
-			double t0 = now_s(clk);
+			double t0 = bench_clock_s(clk);
 			kern_matmul_n_split(pool, mt, n_in, &part, 1, x, n_tok, n_exact, scratch, NULL,
 					    NULL, 1);
-			dt[r] = now_s(clk) - t0;
+			dt[r] = bench_clock_s(clk) - t0;
 		}
-		qsort(dt, (size_t)reps, sizeof(double), cmp_double);
+		bench_sort(dt, (size_t)reps);
 		double flop = 2.0 * (double)n_out * (double)n_in * (double)n_tok;
 		printf("%s %5zu x %5zu  n_tok %4zu  threads %zu:  best %6.1f  median %6.1f GFLOP/s\n",
 		       tname, n_out, n_in, n_tok, threads, flop / dt[0] * 1e-9,

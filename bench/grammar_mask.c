@@ -20,6 +20,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_util.h"
 #include "ember.h"
 #include "gguf.h"
 #include "grammar.h"
@@ -53,21 +54,6 @@ static const char SCHEMA[] =
 	" \"since\":{\"type\":\"string\",\"format\":\"date\"}},"
 	"\"required\":[\"id\",\"name\",\"address\",\"orders\",\"active\"]}";
 
-static double now_us(clockid_t clk)
-{
-	struct timespec ts;
-
-	clock_gettime(clk, &ts);
-	return ts.tv_sec * 1e6 + ts.tv_nsec * 1e-3;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return (x > y) - (x < y);
-}
-
 static int bench_vocab(const char *path, struct grammar *g)
 {
 	struct gguf gf;
@@ -88,14 +74,14 @@ static int bench_vocab(const char *path, struct grammar *g)
 		fprintf(stderr, "%s: %s\n", path, err);
 		goto out;
 	}
-	t0 = now_us(CLOCK_MONOTONIC);
+	t0 = 1e6 * bench_clock_s(CLOCK_MONOTONIC);
 	if (grammar_vocab_from_tokenizer(&v, tok, err) != 0) {
 		fprintf(stderr, "%s: %s\n", path, err);
 		goto out;
 	}
 	n = grammar_vocab_n(v);
 	printf("%s: %d tokens, vocabulary trie built in %.1f ms\n", path, (int)n,
-	       (now_us(CLOCK_MONOTONIC) - t0) / 1e3);
+	       (1e6 * bench_clock_s(CLOCK_MONOTONIC) - t0) / 1e3);
 	mask = malloc(((size_t)n + 31) / 32 * sizeof(uint32_t));
 	for (d = 0; d < DOCS; d++) {
 		struct grammar_matcher *m = NULL;
@@ -106,12 +92,12 @@ static int bench_vocab(const char *path, struct grammar *g)
 			goto out;
 		}
 		for (step = 0; step < MAX_STEPS && !grammar_matcher_done(m); step++) {
-			double t = now_us(CLOCK_THREAD_CPUTIME_ID);
+			double t = 1e6 * bench_clock_s(CLOCK_THREAD_CPUTIME_ID);
 			int64_t allowed = grammar_matcher_fill_mask(m, mask, err);
 			int64_t pick, k;
 			int32_t tkn;
 
-			times[n_times] = now_us(CLOCK_THREAD_CPUTIME_ID) - t;
+			times[n_times] = 1e6 * bench_clock_s(CLOCK_THREAD_CPUTIME_ID) - t;
 			sum += times[n_times++];
 			if (allowed <= 0) {
 				fprintf(stderr, "dead end: %s\n", err);
@@ -134,7 +120,7 @@ static int bench_vocab(const char *path, struct grammar *g)
 		done_docs += grammar_matcher_done(m);
 		grammar_matcher_free(m);
 	}
-	qsort(times, (size_t)n_times, sizeof(double), cmp_double);
+	bench_sort(times, (size_t)n_times);
 	printf("  mask per token over %d steps (%d documents, %d complete): mean %.1f us, "
 	       "median %.1f us, p99 %.1f us, max %.1f us\n",
 	       n_times, DOCS, done_docs, sum / n_times, times[n_times / 2],
@@ -160,7 +146,7 @@ int main(int argc, char **argv)
 	char err[JSON_SCHEMA_ERR_MAX], gerr[EMBER_ERR_MAX], *gbnf = NULL;
 	json_t *schema = json_loads(SCHEMA, 0, NULL);
 	struct grammar *g = NULL;
-	double t0 = now_us(CLOCK_MONOTONIC);
+	double t0 = 1e6 * bench_clock_s(CLOCK_MONOTONIC);
 
 	if (schema == NULL || json_schema_to_gbnf(schema, &gbnf, err) != 0) {
 		fprintf(stderr, "schema: %s\n", schema ? err : "bad JSON");
@@ -171,7 +157,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	printf("nested schema (%zu bytes of GBNF, %u rules) compiled in %.2f ms\n", strlen(gbnf),
-	       grammar_n_rules(g), (now_us(CLOCK_MONOTONIC) - t0) / 1e3);
+	       grammar_n_rules(g), (1e6 * bench_clock_s(CLOCK_MONOTONIC) - t0) / 1e3);
 	for (i = 0; i < n_paths; i++)
 		rc |= bench_vocab(paths[i], g);
 	grammar_free(g);

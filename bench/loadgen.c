@@ -41,6 +41,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_util.h"
 #include "clock.h"
 #include "response.h"
 
@@ -427,13 +428,6 @@ static double order_inversions(const struct result *res, int n)
 	return pairs ? (double)inv / (double)pairs : 0;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return (x > y) - (x < y);
-}
-
 /* Nearest-rank percentile of n sorted values; 0 when n is 0. */
 static double pct(const double *v, int n, double p)
 {
@@ -485,8 +479,8 @@ static int stats_compute(const struct result *res, int n, double wall,
 	s->wall = wall;
 	s->agg_tps = wall > 0 ? s->tokens / wall : 0;
 	s->prompt_mean = nprompt ? s->prompt_mean / nprompt : -1;
-	qsort(ttft, (size_t)nt, sizeof(double), cmp_double);
-	qsort(tps, (size_t)np, sizeof(double), cmp_double);
+	bench_sort(ttft, (size_t)nt);
+	bench_sort(tps, (size_t)np);
 	for (i = 0; i < nt; i++)
 		s->ttft_mean += ttft[i] / nt;
 	s->ttft_p50 = pct(ttft, nt, 50);

@@ -20,19 +20,6 @@ static int fail(struct api_error *e, const char *param, const char *fmt, const c
 	return EMBER_EINVAL;
 }
 
-static int oom(struct api_error *e)
-{
-	api_error_set(e, 500, API_ERR_SERVER, NULL, NULL, "out of memory");
-	return EMBER_ENOMEM;
-}
-
-static json_t *field(json_t *o, const char *key)
-{
-	json_t *v = json_object_get(o, key);
-
-	return json_is_null(v) ? NULL : v;
-}
-
 static int read_text(json_t *v, const char *param, struct api_embed_input *in,
 		     struct api_error *e)
 {
@@ -41,7 +28,7 @@ static int read_text(json_t *v, const char *param, struct api_embed_input *in,
 		return fail(e, param, "'%s' must not be empty.", param);
 	in->text = malloc(in->len + 1);
 	if (!in->text)
-		return oom(e);
+		return api_error_oom(e);
 	memcpy(in->text, json_string_value(v), in->len + 1);
 	return 0;
 }
@@ -55,7 +42,7 @@ static int read_ids(json_t *v, const char *param, struct api_embed_input *in,
 		return fail(e, param, "'%s' must not be empty.", param);
 	in->ids = malloc(n * sizeof(int32_t));
 	if (!in->ids)
-		return oom(e);
+		return api_error_oom(e);
 	in->n_ids = n;
 	for (i = 0; i < n; i++) {
 		json_t *t = json_array_get(v, i);
@@ -79,7 +66,7 @@ static int read_inputs(json_t *v, const char *param, bool ids_ok, struct api_emb
 
 	if (json_is_string(v)) {
 		if (!(r->in = calloc(1, sizeof(*r->in))))
-			return oom(e);
+			return api_error_oom(e);
 		r->n = 1;
 		return read_text(v, param, &r->in[0], e);
 	}
@@ -90,7 +77,7 @@ static int read_inputs(json_t *v, const char *param, bool ids_ok, struct api_emb
 		return fail(e, param, "'%s' must not be empty.", param);
 	if (ids_ok && json_is_integer(json_array_get(v, 0))) {
 		if (!(r->in = calloc(1, sizeof(*r->in))))
-			return oom(e);
+			return api_error_oom(e);
 		r->n = 1;
 		return read_ids(v, param, &r->in[0], e);
 	}
@@ -101,7 +88,7 @@ static int read_inputs(json_t *v, const char *param, bool ids_ok, struct api_emb
 		return EMBER_EINVAL;
 	}
 	if (!(r->in = calloc(n, sizeof(*r->in))))
-		return oom(e);
+		return api_error_oom(e);
 	r->n = n;
 	for (i = 0; i < n; i++) {
 		json_t *x = json_array_get(v, i);
@@ -122,14 +109,14 @@ static int read_inputs(json_t *v, const char *param, bool ids_ok, struct api_emb
 
 static int read_openai(json_t *root, struct api_embed_request *r, struct api_error *e)
 {
-	json_t *v = field(root, "encoding_format"), *d;
+	json_t *v = api_openai_field(root, "encoding_format"), *d;
 
 	if (v && (!json_is_string(v) || (strcmp(json_string_value(v), "float") &&
 					  strcmp(json_string_value(v), "base64"))))
 		return fail(e, "encoding_format", "'%s' must be \"float\" or \"base64\".",
 			    "encoding_format");
 	r->base64 = v && !strcmp(json_string_value(v), "base64");
-	d = field(root, "dimensions");
+	d = api_openai_field(root, "dimensions");
 	if (d && (!json_is_integer(d) || json_integer_value(d) < 1))
 		return fail(e, "dimensions", "'%s' must be a positive integer.", "dimensions");
 	r->dimensions = d ? json_integer_value(d) : 0;
@@ -140,7 +127,7 @@ static int read_openai(json_t *root, struct api_embed_request *r, struct api_err
  * vector pass (api_ollama.c's list); anything else is refused by name. */
 static int read_ollama(json_t *root, struct api_embed_request *r, struct api_error *e)
 {
-	json_t *v = field(root, "truncate"), *d = field(root, "dimensions");
+	json_t *v = api_openai_field(root, "truncate"), *d = api_openai_field(root, "dimensions");
 	const char *bad;
 
 	if (v && !json_is_boolean(v))
@@ -149,7 +136,7 @@ static int read_ollama(json_t *root, struct api_embed_request *r, struct api_err
 	if (d && (!json_is_integer(d) || json_integer_value(d) < 1))
 		return fail(e, "dimensions", "'%s' must be a positive integer.", "dimensions");
 	r->dimensions = d ? json_integer_value(d) : 0;
-	v = field(root, "options");
+	v = api_openai_field(root, "options");
 	if (v && !json_is_object(v))
 		return fail(e, "options", "'%s' must be an object.", "options");
 	if (v && (bad = api_ollama_embed_option_refused(v)) != NULL) {
@@ -173,18 +160,18 @@ int api_embed_parse(const char *body, size_t len, enum api_embed_kind kind,
 	root = api_openai_decode_object(body, len, e);
 	if (!root)
 		return EMBER_EINVAL;
-	v = field(root, "model");
+	v = api_openai_field(root, "model");
 	if (v && !json_is_string(v)) {
 		rc = fail(e, "model", "'%s' must be a string.", "model");
 		goto out;
 	}
 	if (v && !(r->model = strdup(json_string_value(v)))) {
-		rc = oom(e);
+		rc = api_error_oom(e);
 		goto out;
 	}
 	key = kind == API_EMBED_OLLAMA_LEGACY ? "prompt"
-	      : kind == API_EMBED_LLAMA && field(root, "content") ? "content" : "input";
-	v = field(root, key);
+	      : kind == API_EMBED_LLAMA && api_openai_field(root, "content") ? "content" : "input";
+	v = api_openai_field(root, key);
 	if (!v) {
 		api_error_set(e, 400, API_ERR_INVALID_REQUEST, key, "missing_required_parameter",
 			      "Missing required parameter: '%s'.", key);

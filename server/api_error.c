@@ -25,6 +25,12 @@ void api_error_set(struct api_error *e, int status, enum api_error_type type,
 	va_end(ap);
 }
 
+int api_error_oom(struct api_error *e)
+{
+	api_error_set(e, 500, API_ERR_SERVER, NULL, NULL, "out of memory");
+	return EMBER_ENOMEM;
+}
+
 /* The one table from the engine's error codes to HTTP answers; codes not
  * here are 500. `param`: whether the caller's param names the culprit. */
 static const struct {

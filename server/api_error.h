@@ -32,6 +32,10 @@ struct api_error {
 	char message[256];
 };
 
+/* Fills `e` with the 500 "out of memory" that request readers answer
+ * when an allocation fails; returns EMBER_ENOMEM for them to pass on. */
+int api_error_oom(struct api_error *e);
+
 /* Fills `e`. `param` and `code` may be NULL (JSON null). The message is
  * printf-formatted and truncated to fit. */
 void api_error_set(struct api_error *e, int status, enum api_error_type type,

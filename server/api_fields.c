@@ -6,15 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api_openai.h"
 #include "ember.h"
-
-/* JSON null counts as absent, as everywhere in the API. */
-static json_t *field(json_t *obj, const char *key)
-{
-	json_t *v = json_object_get(obj, key);
-
-	return json_is_null(v) ? NULL : v;
-}
 
 static int wrong_type(struct api_error *e, const char *param, const char *what)
 {
@@ -50,7 +43,7 @@ static int read_top(json_t *v, const char *param, int32_t *out, struct api_error
 /* chat: "logprobs": bool, "top_logprobs": 0..20 (needs logprobs true). */
 static int read_chat_logprobs(json_t *root, struct gen_request *r, struct api_error *e)
 {
-	json_t *v = field(root, "logprobs"), *t = field(root, "top_logprobs");
+	json_t *v = api_openai_field(root, "logprobs"), *t = api_openai_field(root, "top_logprobs");
 	int rc;
 
 	if (v != NULL) {
@@ -77,12 +70,12 @@ static int read_completion_fields(json_t *root, struct gen_request *r,
 	json_t *v;
 	int rc;
 
-	if ((v = field(root, "logprobs")) != NULL) {
+	if ((v = api_openai_field(root, "logprobs")) != NULL) {
 		if ((rc = read_top(v, "logprobs", &r->top_logprobs, e)) != 0)
 			return rc;
 		r->logprobs = true;
 	}
-	if ((v = field(root, "echo")) != NULL) {
+	if ((v = api_openai_field(root, "echo")) != NULL) {
 		if (!json_is_boolean(v))
 			return wrong_type(e, "echo", "a boolean");
 		r->echo = json_is_true(v);
@@ -91,7 +84,7 @@ static int read_completion_fields(json_t *root, struct gen_request *r,
 		return unsupported(e, "echo", "with 'logprobs', echo needs the prompt's "
 				   "log-probabilities, which this server does not compute; "
 				   "use echo or logprobs, not both.");
-	if ((v = field(root, "suffix")) != NULL) {
+	if ((v = api_openai_field(root, "suffix")) != NULL) {
 		if (!json_is_string(v))
 			return wrong_type(e, "suffix", "a string");
 		if (r->echo)
@@ -99,11 +92,10 @@ static int read_completion_fields(json_t *root, struct gen_request *r,
 		if (strlen(json_string_value(v)) != json_string_length(v))
 			return unsupported(e, "suffix", "it holds a NUL character.");
 		if ((r->suffix = strdup(json_string_value(v))) == NULL) {
-			api_error_set(e, 500, API_ERR_SERVER, NULL, NULL, "out of memory");
-			return EMBER_ENOMEM;
+			return api_error_oom(e);
 		}
 	}
-	if ((v = field(root, "best_of")) != NULL) {
+	if ((v = api_openai_field(root, "best_of")) != NULL) {
 		if (!json_is_integer(v))
 			return wrong_type(e, "best_of", "an integer");
 		if (json_integer_value(v) != 1)
@@ -117,7 +109,7 @@ static int read_completion_fields(json_t *root, struct gen_request *r,
  * vocabulary are found by the server, which knows its size. */
 static int read_logit_bias(json_t *root, struct gen_request *r, struct api_error *e)
 {
-	json_t *v = field(root, "logit_bias"), *b;
+	json_t *v = api_openai_field(root, "logit_bias"), *b;
 	const char *key;
 	size_t n = 0;
 
@@ -134,8 +126,7 @@ static int read_logit_bias(json_t *root, struct gen_request *r, struct api_error
 	}
 	r->logit_bias = malloc(json_object_size(v) * sizeof(*r->logit_bias));
 	if (r->logit_bias == NULL) {
-		api_error_set(e, 500, API_ERR_SERVER, NULL, NULL, "out of memory");
-		return EMBER_ENOMEM;
+		return api_error_oom(e);
 	}
 	json_object_foreach(v, key, b) {
 		char *end;
@@ -162,7 +153,7 @@ static int read_logit_bias(json_t *root, struct gen_request *r, struct api_error
 /* A field that must be a string and is only a label here. */
 static int label(json_t *root, const char *key, struct api_error *e)
 {
-	json_t *v = field(root, key);
+	json_t *v = api_openai_field(root, key);
 
 	if (v != NULL && !json_is_string(v))
 		return wrong_type(e, key, "a string");
@@ -177,15 +168,15 @@ static int read_chat_fields(json_t *root, struct api_error *e)
 	size_t i;
 	int rc;
 
-	if ((v = field(root, "store")) != NULL) {
+	if ((v = api_openai_field(root, "store")) != NULL) {
 		if (!json_is_boolean(v))
 			return wrong_type(e, "store", "a boolean");
 		if (json_is_true(v))
 			return unsupported(e, "store", "this server keeps no completions.");
 	}
-	if ((v = field(root, "metadata")) != NULL && !json_is_object(v))
+	if ((v = api_openai_field(root, "metadata")) != NULL && !json_is_object(v))
 		return wrong_type(e, "metadata", "an object");
-	if ((v = field(root, "service_tier")) != NULL) {
+	if ((v = api_openai_field(root, "service_tier")) != NULL) {
 		if (!json_is_string(v))
 			return wrong_type(e, "service_tier", "a string");
 		if (strcmp(json_string_value(v), "auto") != 0 &&
@@ -193,7 +184,7 @@ static int read_chat_fields(json_t *root, struct api_error *e)
 			return unsupported(e, "service_tier", "this server has one tier "
 					   "(auto, default).");
 	}
-	if ((v = field(root, "modalities")) != NULL) {
+	if ((v = api_openai_field(root, "modalities")) != NULL) {
 		if (!json_is_array(v))
 			return wrong_type(e, "modalities", "an array of strings");
 		json_array_foreach(v, i, so)
@@ -201,26 +192,26 @@ static int read_chat_fields(json_t *root, struct api_error *e)
 				return unsupported(e, "modalities", "only [\"text\"] is "
 						   "supported.");
 	}
-	if (field(root, "audio") != NULL)
+	if (api_openai_field(root, "audio") != NULL)
 		return unsupported(e, "audio", "this server has no audio output.");
-	if ((v = field(root, "prediction")) != NULL) {
+	if ((v = api_openai_field(root, "prediction")) != NULL) {
 		/* Predicted outputs only speed OpenAI up; the answer is the same
 		 * without them, so accepting one changes nothing a client sees. */
 		if (!json_is_object(v))
 			return wrong_type(e, "prediction", "an object");
 	}
-	if (field(root, "reasoning_effort") != NULL)
+	if (api_openai_field(root, "reasoning_effort") != NULL)
 		return unsupported(e, "reasoning_effort", "the model has no "
 				   "reasoning-effort control.");
-	if (field(root, "verbosity") != NULL)
+	if (api_openai_field(root, "verbosity") != NULL)
 		return unsupported(e, "verbosity", "the model has no verbosity control.");
-	if (field(root, "web_search_options") != NULL)
+	if (api_openai_field(root, "web_search_options") != NULL)
 		return unsupported(e, "web_search_options", "this server does not "
 				   "search the web.");
-	if ((v = field(root, "parallel_tool_calls")) != NULL && !json_is_boolean(v))
+	if ((v = api_openai_field(root, "parallel_tool_calls")) != NULL && !json_is_boolean(v))
 		return wrong_type(e, "parallel_tool_calls", "a boolean");
-	if ((so = field(root, "stream_options")) != NULL && json_is_object(so) &&
-	    (v = field(so, "include_obfuscation")) != NULL) {
+	if ((so = api_openai_field(root, "stream_options")) != NULL && json_is_object(so) &&
+	    (v = api_openai_field(so, "include_obfuscation")) != NULL) {
 		if (!json_is_boolean(v))
 			return wrong_type(e, "stream_options.include_obfuscation", "a boolean");
 		if (json_is_true(v))

@@ -151,8 +151,7 @@ static int translate(json_t *root, struct api_error *e)
 			goto oom;
 	return 0;
 oom:
-	api_error_set(e, 500, API_ERR_SERVER, NULL, NULL, "out of memory");
-	return EMBER_ENOMEM;
+	return api_error_oom(e);
 }
 
 /* An error the OpenAI parser raised names the llama.cpp field again. */
@@ -210,8 +209,7 @@ static int infill_fields(json_t *root, char **suffix, char **middle, struct api_
 	*middle = strdup(json_is_string(mid) ? json_string_value(mid) : "");
 	if (pre == NULL || *suffix == NULL || *middle == NULL ||
 	    json_object_set_new(root, "prompt", pre) != 0) {
-		api_error_set(e, 500, API_ERR_SERVER, NULL, NULL, "out of memory");
-		return EMBER_ENOMEM;
+		return api_error_oom(e);
 	}
 	return 0;
 }

@@ -66,8 +66,7 @@ int api_native_parse_tokenize(const char *body, size_t len, char **content,
 	*content_len = json_string_length(v);
 	*content = malloc(*content_len + 1);
 	if (*content == NULL) {
-		api_error_set(e, 500, API_ERR_SERVER, NULL, NULL, "out of memory");
-		rc = EMBER_ENOMEM;
+		rc = api_error_oom(e);
 		goto out;
 	}
 	memcpy(*content, json_string_value(v), *content_len + 1);
@@ -95,8 +94,7 @@ int api_native_parse_detokenize(const char *body, size_t len, int32_t **ids,
 	}
 	*ids = malloc((json_array_size(v) + 1) * sizeof(**ids));
 	if (*ids == NULL) {
-		api_error_set(e, 500, API_ERR_SERVER, NULL, NULL, "out of memory");
-		rc = EMBER_ENOMEM;
+		rc = api_error_oom(e);
 		goto out;
 	}
 	json_array_foreach(v, i, t) {

@@ -53,19 +53,6 @@ static int bad(struct api_error *e, const char *param, const char *fmt, ...)
 	return EMBER_EINVAL;
 }
 
-static int oom(struct api_error *e)
-{
-	api_error_set(e, 500, API_ERR_SERVER, NULL, NULL, "out of memory");
-	return EMBER_ENOMEM;
-}
-
-static json_t *field(json_t *o, const char *key)
-{
-	json_t *v = json_object_get(o, key);
-
-	return json_is_null(v) ? NULL : v;
-}
-
 /* ---- options ------------------------------------------------------------------ */
 
 /* Hints about hardware and loading that leave the output unchanged: a
@@ -133,7 +120,7 @@ static int read_stop(json_t *v, struct gen_request *r, struct api_error *e)
 			return bad(e, "stop", "option 'stop' cannot hold a NUL character (\\u0000)");
 		r->stop[0] = strdup(json_string_value(v));
 		r->n_stop = r->stop[0] ? 1 : 0;
-		return r->stop[0] ? 0 : oom(e);
+		return r->stop[0] ? 0 : api_error_oom(e);
 	}
 	if (!json_is_array(v))
 		return bad(e, "stop", "option 'stop' must be an array of strings");
@@ -146,7 +133,7 @@ static int read_stop(json_t *v, struct gen_request *r, struct api_error *e)
 		if (stop_has_nul(s))
 			return bad(e, "stop", "option 'stop' cannot hold a NUL character (\\u0000)");
 		if (!(r->stop[r->n_stop] = strdup(json_string_value(s))))
-			return oom(e);
+			return api_error_oom(e);
 		r->n_stop++;
 	}
 	return 0;
@@ -239,7 +226,7 @@ int api_ollama_read_options(json_t *o, const struct api_ollama_limits *lim,
  * character of the texts that are copied by length). */
 static int str_field(json_t *root, const char *k, bool nul_ok, json_t **out, struct api_error *e)
 {
-	*out = field(root, k);
+	*out = api_openai_field(root, k);
 	if (*out && !json_is_string(*out))
 		return bad(e, k, "'%s' must be a string", k);
 	if (*out && !nul_ok && strlen(json_string_value(*out)) != json_string_length(*out))
@@ -257,7 +244,7 @@ static int refuse_unsupported(json_t *root, bool chat, struct api_error *e)
 	size_t i;
 
 	for (i = 0; i < sizeof(when_set) / sizeof(when_set[0]); i++) {
-		v = field(root, when_set[i]);
+		v = api_openai_field(root, when_set[i]);
 		if (!v || (json_is_string(v) && json_string_length(v) == 0) ||
 		    (json_is_array(v) && json_array_size(v) == 0))
 			continue;
@@ -266,7 +253,7 @@ static int refuse_unsupported(json_t *root, bool chat, struct api_error *e)
 		return bad(e, when_set[i], "'%s' is not supported by this server",
 			   when_set[i]);
 	}
-	v = field(root, "think");
+	v = api_openai_field(root, "think");
 	if (v && !json_is_false(v))
 		return bad(e, "think", "'think' is not supported by this server");
 	return 0;
@@ -275,7 +262,7 @@ static int refuse_unsupported(json_t *root, bool chat, struct api_error *e)
 static int read_format(json_t *root, struct gen_request *r, struct api_error *e)
 {
 	char err[JSON_SCHEMA_ERR_MAX];
-	json_t *v = field(root, "format");
+	json_t *v = api_openai_field(root, "format");
 
 	if (!v || (json_is_string(v) && json_string_length(v) == 0))
 		return 0;
@@ -283,7 +270,7 @@ static int read_format(json_t *root, struct gen_request *r, struct api_error *e)
 		if (strcmp(json_string_value(v), "json") != 0)
 			return bad(e, "format", "'format' must be \"json\" or a JSON schema");
 		r->grammar = json_schema_any_object();
-		return r->grammar ? 0 : oom(e);
+		return r->grammar ? 0 : api_error_oom(e);
 	}
 	if (!json_is_object(v))
 		return bad(e, "format", "'format' must be \"json\" or a JSON schema");
@@ -301,7 +288,7 @@ static int add_message(struct gen_request *r, enum gen_role role, json_t *text,
 
 	m->role = role;
 	if (!(m->content = malloc(n + 1)))
-		return oom(e);
+		return api_error_oom(e);
 	memcpy(m->content, text ? json_string_value(text) : "", n + 1);
 	m->content_len = n;
 	r->n_messages++;
@@ -317,7 +304,7 @@ static int read_messages(json_t *v, struct gen_request *r, struct api_error *e)
 	if (!json_is_array(v))
 		return bad(e, "messages", "'messages' must be an array");
 	if (!(r->messages = calloc(json_array_size(v) + 1, sizeof(*r->messages))))
-		return oom(e);
+		return api_error_oom(e);
 	json_array_foreach(v, i, m) {
 		const char *rs;
 		enum gen_role gr;
@@ -340,18 +327,18 @@ static int read_messages(json_t *v, struct gen_request *r, struct api_error *e)
 			return bad(e, "messages", "messages[%zu].role must be system, user, "
 				   "assistant or tool", i);
 		snprintf(p, sizeof(p), "messages[%zu]", i);
-		x = field(m, "images");
+		x = api_openai_field(m, "images");
 		if (x && !(json_is_array(x) && json_array_size(x) == 0))
 			return bad(e, "images", "%s.images: images are not supported by this "
 				   "server", p);
-		x = field(m, "tool_calls");
+		x = api_openai_field(m, "tool_calls");
 		if (x && !(json_is_array(x) && json_array_size(x) == 0))
 			return bad(e, "tool_calls", "%s.tool_calls: tool calls are not "
 				   "supported on /api/chat by this server", p);
-		x = field(m, "thinking");
+		x = api_openai_field(m, "thinking");
 		if (x && !(json_is_string(x) && json_string_length(x) == 0))
 			return bad(e, "thinking", "%s.thinking is not supported by this server", p);
-		c = field(m, "content");
+		c = api_openai_field(m, "content");
 		if (c && !json_is_string(c))
 			return bad(e, "content", "%s.content must be a string", p);
 		if (add_message(r, gr, c, e))
@@ -365,7 +352,7 @@ static int read_messages(json_t *v, struct gen_request *r, struct api_error *e)
 static int read_generate(json_t *root, struct gen_request *r, struct api_ollama_extra *x,
 			 struct api_error *e)
 {
-	json_t *prompt, *system, *raw = field(root, "raw");
+	json_t *prompt, *system, *raw = api_openai_field(root, "raw");
 	int rc;
 
 	if ((rc = str_field(root, "prompt", true, &prompt, e)) ||
@@ -384,12 +371,12 @@ static int read_generate(json_t *root, struct gen_request *r, struct api_ollama_
 		r->kind = GEN_COMPLETION;
 		r->prompt_len = json_string_length(prompt);
 		if (!(r->prompt = malloc(r->prompt_len + 1)))
-			return oom(e);
+			return api_error_oom(e);
 		memcpy(r->prompt, json_string_value(prompt), r->prompt_len + 1);
 		return 0;
 	}
 	if (!(r->messages = calloc(2, sizeof(*r->messages))))
-		return oom(e);
+		return api_error_oom(e);
 	if (system && json_string_length(system) &&
 	    add_message(r, GEN_ROLE_SYSTEM, system, e))
 		return EMBER_ENOMEM;
@@ -415,25 +402,25 @@ int api_ollama_parse(const char *body, size_t len, const struct api_ollama_limit
 		goto out;
 	}
 	if (!(r->model = strdup(json_string_value(v)))) {
-		rc = oom(e);
+		rc = api_error_oom(e);
 		goto out;
 	}
 	if ((rc = refuse_unsupported(root, x->chat, e)))
 		goto out;
-	v = field(root, "stream");
+	v = api_openai_field(root, "stream");
 	if (v && !json_is_boolean(v)) {
 		rc = bad(e, "stream", "'stream' must be a boolean");
 		goto out;
 	}
 	if (v)
 		r->stream = json_is_true(v);
-	v = field(root, "keep_alive"); /* the model stays loaded whatever it says */
+	v = api_openai_field(root, "keep_alive"); /* the model stays loaded whatever it says */
 	if (v && !json_is_string(v) && !json_is_number(v)) {
 		rc = bad(e, "keep_alive", "'keep_alive' must be a duration string or a number");
 		goto out;
 	}
 	if (x->chat) {
-		v = field(root, "messages");
+		v = api_openai_field(root, "messages");
 		if (!v || (json_is_array(v) && json_array_size(v) == 0))
 			x->load_only = true;
 		else
@@ -443,7 +430,7 @@ int api_ollama_parse(const char *body, size_t len, const struct api_ollama_limit
 	}
 	if (rc)
 		goto out;
-	if ((v = field(root, "options")) && (rc = api_ollama_read_options(v, lim, r, e)))
+	if ((v = api_openai_field(root, "options")) && (rc = api_ollama_read_options(v, lim, r, e)))
 		goto out;
 	rc = read_format(root, r, e);
 out:
@@ -574,9 +561,9 @@ void api_ollama_show(struct backend *b, struct http_req *req)
 		api_ollama_respond_error(req, &e);
 		return;
 	}
-	v = field(root, "model");
+	v = api_openai_field(root, "model");
 	if (!v)
-		v = field(root, "name"); /* older clients */
+		v = api_openai_field(root, "name"); /* older clients */
 	if (!json_is_string(v) || json_string_length(v) == 0) {
 		bad(&e, "model", "model is required");
 	} else if (!api_ollama_model_ok(json_string_value(v), id)) {

@@ -84,8 +84,7 @@ static int wrong_type(struct api_error *e, const char *param, const char *what)
 	return EMBER_EINVAL;
 }
 
-/* Looks a key up; JSON null counts as absent. */
-static json_t *field(json_t *obj, const char *key)
+json_t *api_openai_field(json_t *obj, const char *key)
 {
 	json_t *v = json_object_get(obj, key);
 
@@ -95,7 +94,7 @@ static json_t *field(json_t *obj, const char *key)
 static int read_number(json_t *obj, const char *key, double lo, double hi,
 		       int lo_open, float *out, struct api_error *e)
 {
-	json_t *v = field(obj, key);
+	json_t *v = api_openai_field(obj, key);
 	double x;
 
 	if (v == NULL)
@@ -117,7 +116,7 @@ static int read_number(json_t *obj, const char *key, double lo, double hi,
 static int read_int(json_t *obj, const char *key, json_int_t lo, json_int_t hi,
 		    json_int_t *out, struct api_error *e)
 {
-	json_t *v = field(obj, key);
+	json_t *v = api_openai_field(obj, key);
 	json_int_t x;
 
 	if (v == NULL)
@@ -139,7 +138,7 @@ static int read_int(json_t *obj, const char *key, json_int_t lo, json_int_t hi,
 static int read_bool(json_t *obj, const char *key, bool *out,
 		     struct api_error *e)
 {
-	json_t *v = field(obj, key);
+	json_t *v = api_openai_field(obj, key);
 
 	if (v == NULL)
 		return 0;
@@ -147,12 +146,6 @@ static int read_bool(json_t *obj, const char *key, bool *out,
 		return wrong_type(e, key, "a boolean");
 	*out = json_is_true(v);
 	return 0;
-}
-
-static int oom(struct api_error *e)
-{
-	api_error_set(e, 500, API_ERR_SERVER, NULL, NULL, "out of memory");
-	return EMBER_ENOMEM;
 }
 
 /* A JSON string as a C string. "\u0000" is valid JSON but would silently
@@ -168,12 +161,12 @@ static int dup_string(json_t *v, char **out, const char *param, struct api_error
 		return EMBER_EINVAL;
 	}
 	*out = strdup(json_string_value(v));
-	return *out ? 0 : oom(e);
+	return *out ? 0 : api_error_oom(e);
 }
 
 static int read_stop(json_t *obj, struct gen_request *r, struct api_error *e)
 {
-	json_t *v = field(obj, "stop"), *s;
+	json_t *v = api_openai_field(obj, "stop"), *s;
 	char most[16];
 	size_t i;
 	int rc;
@@ -242,7 +235,7 @@ static int read_response_format(json_t *rf, struct gen_request *r,
 		return 0;
 	if (!strcmp(type, "json_object")) {
 		r->grammar = json_schema_any_object();
-		return r->grammar ? 0 : oom(e);
+		return r->grammar ? 0 : api_error_oom(e);
 	}
 	if (strcmp(type, "json_schema") != 0) {
 		api_error_set(e, 400, API_ERR_INVALID_REQUEST, "response_format.type",
@@ -288,13 +281,14 @@ static int read_structured(json_t *root, bool render_only, struct gen_request *r
 	const char *given = NULL;
 	size_t i;
 
-	if (!render_only && r->kind != GEN_CHAT && (field(root, "tools") || field(root, "functions") ||
-	    field(root, "function_call") ||
-	    ((tc = field(root, "tool_choice")) &&
-	     !(json_is_string(tc) && !strcmp(json_string_value(tc), "none"))))) {
-		const char *f = field(root, "tools") ? "tools"
-				: field(root, "functions") ? "functions"
-				: field(root, "function_call") ? "function_call"
+	if (!render_only && r->kind != GEN_CHAT &&
+	    (api_openai_field(root, "tools") || api_openai_field(root, "functions") ||
+	     api_openai_field(root, "function_call") ||
+	     ((tc = api_openai_field(root, "tool_choice")) &&
+	      !(json_is_string(tc) && !strcmp(json_string_value(tc), "none"))))) {
+		const char *f = api_openai_field(root, "tools") ? "tools"
+				: api_openai_field(root, "functions") ? "functions"
+				: api_openai_field(root, "function_call") ? "function_call"
 				: "tool_choice";
 
 		api_error_set(e, 400, API_ERR_INVALID_REQUEST, f, "unsupported_parameter",
@@ -303,7 +297,7 @@ static int read_structured(json_t *root, bool render_only, struct gen_request *r
 		return EMBER_EINVAL;
 	}
 	for (i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
-		if (field(root, fields[i]) == NULL)
+		if (api_openai_field(root, fields[i]) == NULL)
 			continue;
 		if (given != NULL) {
 			api_error_set(e, 400, API_ERR_INVALID_REQUEST, fields[i],
@@ -314,11 +308,11 @@ static int read_structured(json_t *root, bool render_only, struct gen_request *r
 		}
 		given = fields[i];
 	}
-	if ((v = field(root, "response_format")) != NULL)
+	if ((v = api_openai_field(root, "response_format")) != NULL)
 		return read_response_format(v, r, e);
-	if ((v = field(root, "json_schema")) != NULL)
+	if ((v = api_openai_field(root, "json_schema")) != NULL)
 		return use_schema(v, "json_schema", r, e);
-	if ((v = field(root, "grammar")) != NULL) {
+	if ((v = api_openai_field(root, "grammar")) != NULL) {
 		struct grammar *g = NULL;
 		char err[EMBER_ERR_MAX];
 
@@ -343,7 +337,7 @@ static int read_common(json_t *root, const struct api_limits *lim,
 	json_t *v, *so;
 	int rc;
 
-	if ((v = field(root, "model")) != NULL) {
+	if ((v = api_openai_field(root, "model")) != NULL) {
 		if (!json_is_string(v))
 			return wrong_type(e, "model", "a string");
 		if ((rc = dup_string(v, &r->model, "model", e)) != 0)
@@ -372,7 +366,7 @@ static int read_common(json_t *root, const struct api_limits *lim,
 	if ((rc = read_int(root, "top_k", 0, INT32_MAX, &x, e)) != 0)
 		return rc;
 	r->top_k = (int32_t)x;
-	if (field(root, "seed") != NULL) {
+	if (api_openai_field(root, "seed") != NULL) {
 		if ((rc = read_int(root, "seed", INT64_MIN, INT64_MAX, &x, e)) != 0)
 			return rc;
 		r->has_seed = true;
@@ -385,7 +379,7 @@ static int read_common(json_t *root, const struct api_limits *lim,
 	if ((rc = read_stop(root, r, e)) != 0 ||
 	    (rc = read_bool(root, "stream", &r->stream, e)) != 0)
 		return rc;
-	if ((so = field(root, "stream_options")) != NULL) {
+	if ((so = api_openai_field(root, "stream_options")) != NULL) {
 		if (!json_is_object(so))
 			return wrong_type(e, "stream_options", "an object");
 		if (!r->stream)
@@ -414,7 +408,7 @@ static int read_content(json_t *v, const char *param, char **out, size_t *out_le
 	if (json_is_string(v)) {
 		n = json_string_length(v);
 		if ((*out = malloc(n + 1)) == NULL)
-			return oom(e);
+			return api_error_oom(e);
 		memcpy(*out, json_string_value(v), n + 1);
 		*out_len = n;
 		return 0;
@@ -433,7 +427,7 @@ static int read_content(json_t *v, const char *param, char **out, size_t *out_le
 	}
 	buf = malloc(total + 1);
 	if (buf == NULL)
-		return oom(e);
+		return api_error_oom(e);
 	json_array_foreach(v, i, part) {
 		t = json_object_get(part, "text");
 		if (i > 0)
@@ -475,7 +469,7 @@ static int read_role(json_t *v, const char *param, enum gen_role *role,
 static int dump_json(json_t *v, char **out, struct api_error *e)
 {
 	*out = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
-	return *out == NULL ? oom(e) : 0;
+	return *out == NULL ? api_error_oom(e) : 0;
 }
 
 /* An assistant's tool_calls (an array, kept as JSON text) and a tool
@@ -512,7 +506,7 @@ static int read_tool_fields(json_t *m, size_t i, struct gen_message *msg,
 static int read_tools(json_t *root, struct gen_request *r,
 		      struct api_error *e)
 {
-	json_t *v = field(root, "tools");
+	json_t *v = api_openai_field(root, "tools");
 
 	if (v == NULL || json_is_null(v))
 		return 0;
@@ -526,7 +520,7 @@ static int read_tools(json_t *root, struct gen_request *r,
 static int read_messages(json_t *root, struct gen_request *r,
 			 struct api_error *e)
 {
-	json_t *v = field(root, "messages"), *m, *c;
+	json_t *v = api_openai_field(root, "messages"), *m, *c;
 	char param[64];
 	size_t i;
 	int rc;
@@ -543,7 +537,7 @@ static int read_messages(json_t *root, struct gen_request *r,
 		return bad(e, "messages", "'%s' must not be empty%s.", "");
 	r->messages = calloc(json_array_size(v), sizeof(*r->messages));
 	if (r->messages == NULL)
-		return oom(e);
+		return api_error_oom(e);
 	json_array_foreach(v, i, m) {
 		struct gen_message *msg = &r->messages[i];
 
@@ -583,14 +577,14 @@ static int read_prompt_item(json_t *v, struct gen_prompt *p, const char *param,
 	if (json_is_string(v)) {
 		p->len = json_string_length(v);
 		if ((p->text = malloc(p->len + 1)) == NULL)
-			return oom(e);
+			return api_error_oom(e);
 		memcpy(p->text, json_string_value(v), p->len + 1);
 		return 0;
 	}
 	if (!json_is_array(v) || json_array_size(v) == 0)
 		return wrong_type(e, param, "a string or a non-empty array of token ids");
 	if ((p->ids = malloc(json_array_size(v) * sizeof(int32_t))) == NULL)
-		return oom(e);
+		return api_error_oom(e);
 	json_array_foreach(v, i, t) {
 		if (!json_is_integer(t) || json_integer_value(t) < 0 ||
 		    json_integer_value(t) > INT32_MAX)
@@ -616,7 +610,7 @@ static int read_prompts(json_t *v, struct gen_request *r, struct api_error *e)
 		return bad(e, "prompt", "'%s' must not be empty%s.", "");
 	if ((r->prompt = calloc(1, 1)) == NULL ||
 	    (r->prompts = calloc(n, sizeof(*r->prompts))) == NULL)
-		return oom(e);
+		return api_error_oom(e);
 	r->n_prompts = n;
 	if (ids)
 		return read_prompt_item(v, &r->prompts[0], "prompt", e);
@@ -631,7 +625,7 @@ static int read_prompts(json_t *v, struct gen_request *r, struct api_error *e)
 static int read_prompt(json_t *root, struct gen_request *r,
 		       struct api_error *e)
 {
-	json_t *v = field(root, "prompt");
+	json_t *v = api_openai_field(root, "prompt");
 
 	if (v == NULL) {
 		api_error_set(e, 400, API_ERR_INVALID_REQUEST, "prompt",
@@ -650,7 +644,7 @@ static int read_prompt(json_t *root, struct gen_request *r,
 	r->prompt_len = json_string_length(v);
 	r->prompt = malloc(r->prompt_len + 1);
 	if (r->prompt == NULL)
-		return oom(e);
+		return api_error_oom(e);
 	memcpy(r->prompt, json_string_value(v), r->prompt_len + 1);
 	return 0;
 }

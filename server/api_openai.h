@@ -55,6 +55,11 @@ int api_openai_check_depth(const char *body, size_t len, int max_depth);
  * non-objects; or fills `e` (400 invalid_json) and returns NULL. */
 json_t *api_openai_decode_object(const char *body, size_t len, struct api_error *e);
 
+/* Member `key` of a request object, or NULL when it is absent or JSON null
+ * (null counts as absent, above; every API's reader looks fields up so).
+ * obj may be NULL or not an object: NULL. */
+json_t *api_openai_field(json_t *obj, const char *key);
+
 int api_openai_parse_chat(const char *body, size_t len,
 			  const struct api_limits *lim, struct gen_request *req,
 			  struct api_error *e);

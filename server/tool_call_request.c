@@ -8,27 +8,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api_openai.h"
 #include "buf.h"
 #include "ember.h"
 #include "json_schema.h"
-
-static json_t *field(json_t *obj, const char *key)
-{
-	json_t *v = json_object_get(obj, key);
-
-	return json_is_null(v) ? NULL : v;
-}
 
 static int refuse(struct api_error *e, const char *param, const char *code, const char *msg)
 {
 	api_error_set(e, 400, API_ERR_INVALID_REQUEST, param, code, "%s", msg);
 	return EMBER_EINVAL;
-}
-
-static int oom(struct api_error *e)
-{
-	api_error_set(e, 500, API_ERR_SERVER, NULL, NULL, "out of memory");
-	return EMBER_ENOMEM;
 }
 
 /* OpenAI's rule for function names; it also keeps them safe inside GBNF
@@ -51,13 +39,13 @@ static bool valid_name(json_t *v)
  * "parameters"?,"strict"?}}. */
 static int check_tool(json_t *t, size_t i, struct api_error *e)
 {
-	json_t *fn = field(t, "function"), *v;
+	json_t *fn = api_openai_field(t, "function"), *v;
 	char param[64];
 
 	snprintf(param, sizeof(param), "tools[%zu]", i);
 	if (!json_is_object(t))
 		return refuse(e, param, "invalid_type", "Each tool must be an object.");
-	v = field(t, "type");
+	v = api_openai_field(t, "type");
 	if (!json_is_string(v) || strcmp(json_string_value(v), "function") != 0) {
 		snprintf(param, sizeof(param), "tools[%zu].type", i);
 		return refuse(e, param, "invalid_value",
@@ -67,17 +55,17 @@ static int check_tool(json_t *t, size_t i, struct api_error *e)
 	if (!json_is_object(fn))
 		return refuse(e, param, "invalid_type", "A function tool needs a 'function' object.");
 	snprintf(param, sizeof(param), "tools[%zu].function.name", i);
-	if (!valid_name(field(fn, "name")))
+	if (!valid_name(api_openai_field(fn, "name")))
 		return refuse(e, param, "invalid_value",
 			      "A function name must be 1 to 64 of a-z, A-Z, 0-9, '_' and '-'.");
 	snprintf(param, sizeof(param), "tools[%zu].function.description", i);
-	if ((v = field(fn, "description")) != NULL && !json_is_string(v))
+	if ((v = api_openai_field(fn, "description")) != NULL && !json_is_string(v))
 		return refuse(e, param, "invalid_type", "Expected a string.");
 	snprintf(param, sizeof(param), "tools[%zu].function.parameters", i);
-	if ((v = field(fn, "parameters")) != NULL && !json_is_object(v))
+	if ((v = api_openai_field(fn, "parameters")) != NULL && !json_is_object(v))
 		return refuse(e, param, "invalid_type", "Expected a JSON Schema object.");
 	snprintf(param, sizeof(param), "tools[%zu].function.strict", i);
-	if ((v = field(fn, "strict")) != NULL && !json_is_boolean(v))
+	if ((v = api_openai_field(fn, "strict")) != NULL && !json_is_boolean(v))
 		return refuse(e, param, "invalid_type", "Expected a boolean.");
 	return 0;
 }
@@ -111,10 +99,11 @@ static int read_choice(json_t *tc, json_t *tools, struct gen_request *r, struct 
 				      "'tool_choice' must be 'none', 'auto', 'required' or "
 				      "{\"type\":\"function\",\"function\":{\"name\":...}}.");
 	} else if (json_is_object(tc)) {
-		fn = field(tc, "function");
-		name = json_is_object(fn) ? field(fn, "name") : NULL;
-		if (!json_is_string(field(tc, "type")) ||
-		    strcmp(json_string_value(field(tc, "type")), "function") != 0 || !json_is_string(name))
+		fn = api_openai_field(tc, "function");
+		name = json_is_object(fn) ? api_openai_field(fn, "name") : NULL;
+		if (!json_is_string(api_openai_field(tc, "type")) ||
+		    strcmp(json_string_value(api_openai_field(tc, "type")), "function") != 0 ||
+		    !json_is_string(name))
 			return refuse(e, "tool_choice", "invalid_value",
 				      "A named 'tool_choice' is {\"type\":\"function\",\"function\":"
 				      "{\"name\":...}}.");
@@ -126,7 +115,7 @@ static int read_choice(json_t *tc, json_t *tools, struct gen_request *r, struct 
 				      "'tool_choice' names a function that is not in 'tools'.");
 		r->tool_mode = GEN_TOOLS_NAMED;
 		if ((r->tool_name = strdup(json_string_value(name))) == NULL)
-			return oom(e);
+			return api_error_oom(e);
 	} else {
 		return refuse(e, "tool_choice", "invalid_type", "Expected a string or an object.");
 	}
@@ -135,12 +124,13 @@ static int read_choice(json_t *tc, json_t *tools, struct gen_request *r, struct 
 
 int tool_call_read_request(json_t *root, struct gen_request *r, struct api_error *e)
 {
-	json_t *tools = field(root, "tools"), *ptc = field(root, "parallel_tool_calls");
+	json_t *tools = api_openai_field(root, "tools");
+	json_t *ptc = api_openai_field(root, "parallel_tool_calls");
 	char err[JSON_SCHEMA_ERR_MAX], param[64];
 	int rc;
 
-	if (field(root, "functions") || field(root, "function_call"))
-		return refuse(e, field(root, "functions") ? "functions" : "function_call",
+	if (api_openai_field(root, "functions") || api_openai_field(root, "function_call"))
+		return refuse(e, api_openai_field(root, "functions") ? "functions" : "function_call",
 			      "unsupported_parameter",
 			      "The deprecated 'functions' and 'function_call' are not supported: "
 			      "use 'tools' and 'tool_choice'.");
@@ -154,7 +144,7 @@ int tool_call_read_request(json_t *root, struct gen_request *r, struct api_error
 			if ((rc = check_tool(json_array_get(tools, i), i, e)) != 0)
 				return rc;
 	}
-	if ((rc = read_choice(field(root, "tool_choice"), tools, r, e)) != 0)
+	if ((rc = read_choice(api_openai_field(root, "tool_choice"), tools, r, e)) != 0)
 		return rc;
 	if (r->tool_mode != GEN_TOOLS_OFF && r->grammar != NULL)
 		return refuse(e, "tools", "invalid_value",
@@ -165,7 +155,8 @@ int tool_call_read_request(json_t *root, struct gen_request *r, struct api_error
 	/* The arguments will be constrained by these schemas: a keyword the
 	 * compiler does not cover is an error now, not a silent hint. */
 	for (size_t i = 0; i < json_array_size(tools); i++) {
-		json_t *schema = field(field(json_array_get(tools, i), "function"), "parameters");
+		json_t *fn = api_openai_field(json_array_get(tools, i), "function");
+		json_t *schema = api_openai_field(fn, "parameters");
 		char *g = NULL;
 
 		if (schema == NULL || (r->tool_name && strcmp(r->tool_name, tool_name(tools, i)) != 0))
@@ -286,7 +277,7 @@ int tool_call_grammar(enum tool_family fam, const char *tools_json, const char *
 	puts_(&b, "\nfn ::=");
 	for (i = 0; i < json_array_size(tools); i++) {
 		json_t *fn = json_object_get(json_array_get(tools, i), "function");
-		json_t *schema = field(fn, "parameters");
+		json_t *schema = api_openai_field(fn, "parameters");
 		const char *nm = json_string_value(json_object_get(fn, "name"));
 		char *g = NULL;
 

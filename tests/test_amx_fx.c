@@ -102,26 +102,6 @@ static uint16_t fxm_part(float v, int lo)
 	return lo ? fxm_bits(v - amxbf__round(v)) : fxm_bits(v);
 }
 
-/* Random values over 2^-12 .. 1 in magnitude, as the weights' storage
- * type holds them (wf: their exact floats). */
-static void fxm_weights(uint32_t wt, uint16_t *w, float *wf, size_t n, uint32_t *s)
-{
-	for (size_t i = 0; i < n; i++) {
-		const float v = ((float)(amx_selftest_rand(s) % 2001) - 1000.0f) * 1e-3f /
-				(float)(1u << (amx_selftest_rand(s) % 12));
-		uint32_t u;
-
-		if (wt == DTYPE_F16) {
-			w[i] = kern_fp32_to_fp16(v);
-			wf[i] = kern_fp16_to_fp32(w[i]);
-		} else {
-			memcpy(&u, &v, sizeof(u));
-			w[i] = (uint16_t)(u >> 16);
-			wf[i] = kern_bf16_to_fp32(w[i]);
-		}
-	}
-}
-
 static void fxm_acts(float *x, size_t n, uint32_t *s)
 {
 	for (size_t i = 0; i < n; i++)
@@ -147,7 +127,7 @@ START_TEST(fx_tiles_and_rows_match_the_scalar_split)
 		uint16_t *xb = aligned_alloc(64, 64 * IN * wd * sizeof(uint16_t));
 
 		ck_assert_ptr_nonnull(xb);
-		fxm_weights(wt, w, wf, 16 * IN, &s);
+		amx_selftest_weights16(wt, w, wf, 16 * IN, &s);
 		for (size_t b = 0; b < ns * wd; b++) {
 			const size_t st = b / wd, j = b % wd;
 
@@ -235,7 +215,7 @@ START_TEST(fx_kept_b_tiles_are_every_step_loaded_bit_for_bit)
 		};
 
 		ck_assert(w && wf && x && y);
-		fxm_weights(wt, w, wf, OUT * IN, &s);
+		amx_selftest_weights16(wt, w, wf, OUT * IN, &s);
 		fxm_acts(x, TOK * IN, &s);
 		a.w = w;
 		a.x = a.xf = x;
@@ -276,7 +256,7 @@ static double fxm_check(uint32_t wt, size_t n_out, size_t n_in, size_t n_tok, ui
 	double worst = 0;
 
 	ck_assert(w && wf && x && y && y2);
-	fxm_weights(wt, w, wf, n_out * n_in, s);
+	amx_selftest_weights16(wt, w, wf, n_out * n_in, s);
 	fxm_acts(x, n_tok * n_in, s);
 	a.w = w;
 	a.x = a.xf = x;
@@ -414,7 +394,7 @@ START_TEST(fx_sampled_rows_are_avx512_bit_for_bit)
 		};
 		const int saved = fxm_amxbf_on;
 
-		fxm_weights(wt, w, wf, OUT * IN, &s);
+		amx_selftest_weights16(wt, w, wf, OUT * IN, &s);
 		fxm_acts(x, TOK * IN, &s);
 		a.y = y2;
 		(ti ? kern_avx512_gemm_bf16 : kern_avx512_gemm_f16)(&a, 0, OUT);

@@ -22,8 +22,6 @@
 #include "tokenizer.h"
 #include "testutil.h"
 
-#define TEXT_MAX 8192
-
 static struct model M;
 static struct tokenizer *TOK;
 
@@ -37,80 +35,32 @@ static void teardown(void)
 	test_llama_close(&M, TOK);
 }
 
-/* What the callbacks of one request saw. */
+/* A request's test_sink, with an optional cancel from on_text. */
 struct sink {
-	pthread_mutex_t lock;
-	pthread_cond_t cond;
-	char text[TEXT_MAX];
-	size_t len;
-	int n_text_calls, n_tokens, n_done;
-	struct engine_result res;
-	/* Optional hooks run from on_text. */
+	struct test_sink t; /* first: the callbacks' data */
 	struct engine *cancel_engine;
 	uint64_t cancel_id;
-	int cancel_after;          /* tokens */
-	int block;                 /* on_text waits while set */
+	int cancel_after;   /* tokens */
 };
+
+/* text_hook: cancels the request once it has streamed cancel_after
+ * tokens, from inside on_text (a cancel racing the worker). */
+static void sink_cancel_cb(struct test_sink *t, int n_tokens)
+{
+	struct sink *s = (struct sink *)t;
+
+	(void)n_tokens;
+	if (s->cancel_engine && t->n_tokens >= s->cancel_after) {
+		engine_cancel(s->cancel_engine, s->cancel_id);
+		s->cancel_engine = NULL;
+	}
+}
 
 static void sink_init(struct sink *s)
 {
 	memset(s, 0, sizeof(*s));
-	test_sink_sync_init(&s->lock, &s->cond);
-}
-
-static void sink_destroy(struct sink *s)
-{
-	test_sink_sync_destroy(&s->lock, &s->cond);
-}
-
-static void on_text(void *data, const char *text, size_t len, int n_tokens)
-{
-	struct sink *s = data;
-
-	pthread_mutex_lock(&s->lock);
-	ck_assert_int_eq(s->n_done, 0);
-	test_text_append(s->text, &s->len, TEXT_MAX, text, len);
-	s->n_text_calls++;
-	s->n_tokens += n_tokens;
-	while (s->block)
-		pthread_cond_wait(&s->cond, &s->lock);
-	if (s->cancel_engine && s->n_tokens >= s->cancel_after) {
-		engine_cancel(s->cancel_engine, s->cancel_id);
-		s->cancel_engine = NULL;
-	}
-	pthread_mutex_unlock(&s->lock);
-}
-
-static void on_done(void *data, const struct engine_result *res)
-{
-	struct sink *s = data;
-
-	pthread_mutex_lock(&s->lock);
-	s->n_done++;
-	s->res = *res;
-	pthread_cond_broadcast(&s->cond);
-	pthread_mutex_unlock(&s->lock);
-}
-
-static void sink_wait(struct sink *s)
-{
-	struct timespec until;
-
-	clock_gettime(CLOCK_REALTIME, &until);
-	until.tv_sec += 30;
-	pthread_mutex_lock(&s->lock);
-	while (s->n_done == 0)
-		ck_assert_msg(pthread_cond_timedwait(&s->cond, &s->lock, &until) == 0,
-			      "request never finished");
-	pthread_mutex_unlock(&s->lock);
-}
-
-static void sink_unblock(struct sink *s)
-{
-	pthread_mutex_lock(&s->lock);
-	s->block = 0;
-	pthread_cond_broadcast(&s->cond);
-	pthread_mutex_unlock(&s->lock);
+	test_sink_init(&s->t);
+	s->t.text_hook = sink_cancel_cb;
 }
 
 static struct engine *engine(uint32_t slots, uint32_t n_ctx, uint32_t kv_mb, uint32_t queue)
@@ -129,8 +79,8 @@ static uint64_t submit(struct engine *e, struct sink *s, const char *prompt, int
 {
 	struct engine_request r = {.prompt = prompt, .prompt_len = strlen(prompt),
 				   .add_special = true, .max_tokens = max_tokens,
-				   .session = session, .on_text = on_text, .on_done = on_done,
-				   .data = s};
+				   .session = session, .on_text = test_sink_on_text,
+				   .on_done = test_sink_on_done, .data = s};
 	char err[EMBER_ERR_MAX] = "";
 	uint64_t id = 0;
 
@@ -146,7 +96,7 @@ static void run_alone(const char *prompt, int max_tokens, struct sink *s)
 
 	sink_init(s);
 	submit(e, s, prompt, max_tokens, 0);
-	sink_wait(s);
+	test_sink_wait(&s->t, 0);
 	engine_free(e);
 }
 
@@ -162,16 +112,16 @@ START_TEST(engine_streams_text_then_reports_done_once)
 	struct sink s;
 
 	run_alone(PROMPTS[0], 12, &s);
-	ck_assert_int_eq(s.n_done, 1);
-	ck_assert(s.res.finish == ENGINE_FINISH_LENGTH || s.res.finish == ENGINE_FINISH_STOP);
-	ck_assert_int_gt(s.res.completion_tokens, 0);
-	ck_assert_int_le(s.res.completion_tokens, 12);
-	ck_assert_int_gt(s.res.prompt_tokens, 1);
-	ck_assert_int_eq(s.res.cached_tokens, 0);
-	ck_assert(s.res.ttft_ms >= 0.0);
-	ck_assert_int_gt(s.n_text_calls, 0);
-	ck_assert_int_le(s.n_tokens, s.res.completion_tokens);
-	sink_destroy(&s);
+	ck_assert_int_eq(s.t.n_done, 1);
+	ck_assert(s.t.res.finish == ENGINE_FINISH_LENGTH || s.t.res.finish == ENGINE_FINISH_STOP);
+	ck_assert_int_gt(s.t.res.completion_tokens, 0);
+	ck_assert_int_le(s.t.res.completion_tokens, 12);
+	ck_assert_int_gt(s.t.res.prompt_tokens, 1);
+	ck_assert_int_eq(s.t.res.cached_tokens, 0);
+	ck_assert(s.t.res.ttft_ms >= 0.0);
+	ck_assert_int_gt(s.t.n_text_calls, 0);
+	ck_assert_int_le(s.t.n_tokens, s.t.res.completion_tokens);
+	test_sink_destroy(&s.t);
 }
 END_TEST
 
@@ -220,15 +170,15 @@ static size_t reference_greedy(const char *prompt, int max_tokens, char *out, si
 
 START_TEST(greedy_output_equals_a_plain_forward_loop)
 {
-	char want[TEXT_MAX];
+	char want[TEST_SINK_TEXT_MAX];
 	struct sink s;
 	size_t i;
 
 	for (i = 0; i < 2; i++) {
 		reference_greedy(PROMPTS[i], 20, want, sizeof(want));
 		run_alone(PROMPTS[i], 20, &s);
-		ck_assert_str_eq(s.text, want);
-		sink_destroy(&s);
+		ck_assert_str_eq(s.t.text, want);
+		test_sink_destroy(&s.t);
 	}
 }
 END_TEST
@@ -245,13 +195,14 @@ START_TEST(batched_sequences_give_the_tokens_each_gives_alone)
 		submit(e, &together[i], PROMPTS[i], 24, 0);
 	}
 	for (i = 0; i < 4; i++) {
-		sink_wait(&together[i]);
-		ck_assert_uint_gt(alone[i].len, 0);
-		ck_assert_int_eq(together[i].res.finish, alone[i].res.finish);
-		ck_assert_str_eq(together[i].text, alone[i].text);
-		ck_assert_int_eq(together[i].res.completion_tokens, alone[i].res.completion_tokens);
-		sink_destroy(&alone[i]);
-		sink_destroy(&together[i]);
+		test_sink_wait(&together[i].t, 0);
+		ck_assert_uint_gt(alone[i].t.len, 0);
+		ck_assert_int_eq(together[i].t.res.finish, alone[i].t.res.finish);
+		ck_assert_str_eq(together[i].t.text, alone[i].t.text);
+		ck_assert_int_eq(together[i].t.res.completion_tokens,
+				 alone[i].t.res.completion_tokens);
+		test_sink_destroy(&alone[i].t);
+		test_sink_destroy(&together[i].t);
 	}
 	engine_free(e);
 }
@@ -270,29 +221,29 @@ START_TEST(cancel_mid_batch_frees_the_slot_and_spares_the_others)
 	}
 	s[1].cancel_engine = e;
 	s[1].cancel_after = 3;
-	s[1].block = 1; /* until its id is known */
+	s[1].t.block = 1; /* until its id is known */
 	for (i = 0; i < 3; i++) {
 		uint64_t id = submit(e, &s[i], PROMPTS[i], 40, 0);
 
 		if (i == 1) {
-			pthread_mutex_lock(&s[1].lock);
+			pthread_mutex_lock(&s[1].t.lock);
 			s[1].cancel_id = id;
-			pthread_mutex_unlock(&s[1].lock);
-			sink_unblock(&s[1]);
+			pthread_mutex_unlock(&s[1].t.lock);
+			test_sink_unblock(&s[1].t);
 		}
 	}
 	for (i = 0; i < 3; i++)
-		sink_wait(&s[i]);
-	ck_assert_int_eq(s[1].res.finish, ENGINE_FINISH_CANCELLED);
-	ck_assert_int_lt(s[1].res.completion_tokens, 40);
+		test_sink_wait(&s[i].t, 0);
+	ck_assert_int_eq(s[1].t.res.finish, ENGINE_FINISH_CANCELLED);
+	ck_assert_int_lt(s[1].t.res.completion_tokens, 40);
 	for (i = 0; i < 3; i += 2)
-		ck_assert_str_eq(s[i].text, alone[i].text);
+		ck_assert_str_eq(s[i].t.text, alone[i].t.text);
 	engine_stats(e, &st);
 	ck_assert_uint_eq(st.slots_busy, 0);
 	for (i = 0; i < 3; i++) {
-		ck_assert_int_eq(s[i].n_done, 1);
-		sink_destroy(&alone[i]);
-		sink_destroy(&s[i]);
+		ck_assert_int_eq(s[i].t.n_done, 1);
+		test_sink_destroy(&alone[i].t);
+		test_sink_destroy(&s[i].t);
 	}
 	engine_free(e);
 }
@@ -310,7 +261,7 @@ START_TEST(a_full_queue_answers_efull)
 
 	for (i = 0; i < 3; i++)
 		sink_init(&s[i]);
-	s[0].block = 1;
+	s[0].t.block = 1;
 	submit(e, &s[0], PROMPTS[0], 8, 0);
 	/* Wait until the worker has taken it (it then blocks in on_text). */
 	for (;;) {
@@ -324,11 +275,11 @@ START_TEST(a_full_queue_answers_efull)
 	ck_assert_int_eq(engine_submit(e, &r, &id, err), EMBER_EFULL);
 	engine_stats(e, &st);
 	ck_assert_uint_eq(st.queue_depth, 2);
-	sink_unblock(&s[0]);
+	test_sink_unblock(&s[0].t);
 	for (i = 0; i < 3; i++) {
-		sink_wait(&s[i]);
-		ck_assert_int_ne(s[i].res.finish, ENGINE_FINISH_ERROR);
-		sink_destroy(&s[i]);
+		test_sink_wait(&s[i].t, 0);
+		ck_assert_int_ne(s[i].t.res.finish, ENGINE_FINISH_ERROR);
+		test_sink_destroy(&s[i].t);
 	}
 	engine_free(e);
 }
@@ -342,14 +293,14 @@ START_TEST(context_overflow_is_reported_with_the_numbers)
 	sink_init(&s);
 	submit(e, &s, "This prompt is much longer than sixteen tokens of context, surely, "
 		      "because it goes on and on and on for a while.", 4, 0);
-	sink_wait(&s);
-	ck_assert_int_eq(s.res.finish, ENGINE_FINISH_ERROR);
-	ck_assert_int_eq(s.res.code, EMBER_ECONTEXT);
-	ck_assert_int_gt(s.res.prompt_tokens, 16);
-	ck_assert_uint_eq(s.res.n_ctx, 16);
-	ck_assert_int_eq(s.n_text_calls, 0);
-	ck_assert_ptr_nonnull(strstr(s.res.message, "16"));
-	sink_destroy(&s);
+	test_sink_wait(&s.t, 0);
+	ck_assert_int_eq(s.t.res.finish, ENGINE_FINISH_ERROR);
+	ck_assert_int_eq(s.t.res.code, EMBER_ECONTEXT);
+	ck_assert_int_gt(s.t.res.prompt_tokens, 16);
+	ck_assert_uint_eq(s.t.res.n_ctx, 16);
+	ck_assert_int_eq(s.t.n_text_calls, 0);
+	ck_assert_ptr_nonnull(strstr(s.t.res.message, "16"));
+	test_sink_destroy(&s.t);
 	engine_free(e);
 }
 END_TEST
@@ -362,27 +313,27 @@ START_TEST(prefix_reuse_matches_a_cold_run_with_fewer_prefilled_tokens)
 
 	sink_init(&first);
 	submit(e, &first, longer, 6, 0);
-	sink_wait(&first);
-	ck_assert_int_eq(first.res.cached_tokens, 0);
-	ck_assert_uint_gt(first.len, 0);
+	test_sink_wait(&first.t, 0);
+	ck_assert_int_eq(first.t.res.cached_tokens, 0);
+	ck_assert_uint_gt(first.t.len, 0);
 	/* The same prompt again: all but the last token come from the cache. */
 	sink_init(&warm);
 	submit(e, &warm, longer, 6, 0);
-	sink_wait(&warm);
-	ck_assert_int_eq(warm.res.cached_tokens, warm.res.prompt_tokens - 1);
-	ck_assert_str_eq(warm.text, first.text);
-	sink_destroy(&warm);
+	test_sink_wait(&warm.t, 0);
+	ck_assert_int_eq(warm.t.res.cached_tokens, warm.t.res.prompt_tokens - 1);
+	ck_assert_str_eq(warm.t.text, first.t.text);
+	test_sink_destroy(&warm.t);
 	/* A longer prompt sharing the start. */
 	sink_init(&warm);
 	submit(e, &warm, "Once upon a time there was a small dragon who lived", 8, 0);
-	sink_wait(&warm);
-	ck_assert_int_gt(warm.res.cached_tokens, 0);
+	test_sink_wait(&warm.t, 0);
+	ck_assert_int_gt(warm.t.res.cached_tokens, 0);
 	run_alone("Once upon a time there was a small dragon who lived", 8, &cold);
-	ck_assert_int_eq(cold.res.cached_tokens, 0);
-	ck_assert_str_eq(warm.text, cold.text);
-	sink_destroy(&first);
-	sink_destroy(&warm);
-	sink_destroy(&cold);
+	ck_assert_int_eq(cold.t.res.cached_tokens, 0);
+	ck_assert_str_eq(warm.t.text, cold.t.text);
+	test_sink_destroy(&first.t);
+	test_sink_destroy(&warm.t);
+	test_sink_destroy(&cold.t);
 	engine_free(e);
 }
 END_TEST
@@ -404,8 +355,8 @@ START_TEST(a_tiny_budget_evicts_the_least_recently_used_cache)
 	for (i = 0; i < 3; i++) {
 		sink_init(&s);
 		submit(e, &s, p[i], 2, 0);
-		sink_wait(&s);
-		sink_destroy(&s);
+		test_sink_wait(&s.t, 0);
+		test_sink_destroy(&s.t);
 	}
 	engine_stats(e, &st);
 	ck_assert_uint_le(st.kv_bytes, 1u << 20);
@@ -413,14 +364,14 @@ START_TEST(a_tiny_budget_evicts_the_least_recently_used_cache)
 	/* The second prompt is still cached; the first was evicted. */
 	sink_init(&s);
 	submit(e, &s, p[1], 2, 0);
-	sink_wait(&s);
-	ck_assert_int_gt(s.res.cached_tokens, 1);
-	sink_destroy(&s);
+	test_sink_wait(&s.t, 0);
+	ck_assert_int_gt(s.t.res.cached_tokens, 1);
+	test_sink_destroy(&s.t);
 	sink_init(&s);
 	submit(e, &s, p[0], 2, 0);
-	sink_wait(&s);
-	ck_assert_int_le(s.res.cached_tokens, 1);
-	sink_destroy(&s);
+	test_sink_wait(&s.t, 0);
+	ck_assert_int_le(s.t.res.cached_tokens, 1);
+	test_sink_destroy(&s.t);
 	engine_free(e);
 	/* A budget below one context is refused. */
 	c.n_ctx = 4096;
@@ -442,12 +393,12 @@ START_TEST(a_session_keeps_its_cache_and_a_clone_diverges)
 	ck_assert_msg(engine_session_new(e, &o, &sid, err) == 0, "%s", err);
 	sink_init(&a);
 	submit(e, &a, " Tell me about the sea.", 6, sid);
-	sink_wait(&a);
-	ck_assert_int_ne(a.res.finish, ENGINE_FINISH_ERROR);
+	test_sink_wait(&a.t, 0);
+	ck_assert_int_ne(a.t.res.finish, ENGINE_FINISH_ERROR);
 	/* The system text was prefilled before: this turn reused it. */
-	ck_assert_int_gt(a.res.cached_tokens, 0);
+	ck_assert_int_gt(a.t.res.cached_tokens, 0);
 	ck_assert_int_eq(engine_session_info(e, sid, &pi), 0);
-	ck_assert_uint_gt(pi.n_tokens, (uint32_t)a.res.prompt_tokens);
+	ck_assert_uint_gt(pi.n_tokens, (uint32_t)a.t.res.prompt_tokens);
 	ck_assert_uint_eq(pi.n_left, 512 - pi.n_tokens);
 
 	ck_assert_msg(engine_session_clone(e, sid, &cid, err) == 0, "%s", err);
@@ -457,26 +408,26 @@ START_TEST(a_session_keeps_its_cache_and_a_clone_diverges)
 	 * came from the parent's. */
 	sink_init(&b);
 	submit(e, &b, " And the mountains?", 6, cid);
-	sink_wait(&b);
-	ck_assert_int_ge(b.res.cached_tokens, pi.n_tokens - 1);
+	test_sink_wait(&b.t, 0);
+	ck_assert_int_ge(b.t.res.cached_tokens, pi.n_tokens - 1);
 	sink_init(&c);
 	submit(e, &c, " And the mountains?", 6, sid);
-	sink_wait(&c);
-	ck_assert_str_eq(b.text, c.text);
+	test_sink_wait(&c.t, 0);
+	ck_assert_str_eq(b.t.text, c.t.text);
 	/* Diverging: another turn into the clone only. */
 	sink_init(&d);
 	submit(e, &d, " Now rivers.", 4, cid);
-	sink_wait(&d);
+	test_sink_wait(&d.t, 0);
 	ck_assert_int_eq(engine_session_info(e, sid, &pi), 0);
 	ck_assert_int_eq(engine_session_info(e, cid, &ci), 0);
 	ck_assert_uint_gt(ci.n_tokens, pi.n_tokens);
 	ck_assert_int_eq(engine_session_delete(e, cid), 0);
 	ck_assert_int_eq(engine_session_info(e, cid, &ci), EMBER_ENOTFOUND);
 	ck_assert_int_eq(engine_session_delete(e, cid), EMBER_ENOTFOUND);
-	sink_destroy(&a);
-	sink_destroy(&b);
-	sink_destroy(&c);
-	sink_destroy(&d);
+	test_sink_destroy(&a.t);
+	test_sink_destroy(&b.t);
+	test_sink_destroy(&c.t);
+	test_sink_destroy(&d.t);
 	engine_free(e);
 }
 END_TEST
@@ -524,11 +475,11 @@ START_TEST(two_workers_give_the_tokens_one_gives)
 		submit(e, &both[i], PROMPTS[i], 8, 0);
 	}
 	for (i = 0; i < 4; i++) {
-		sink_wait(&both[i]);
-		ck_assert_str_eq(both[i].text, alone[i].text);
-		ck_assert_int_eq(both[i].n_done, 1);
-		sink_destroy(&both[i]);
-		sink_destroy(&alone[i]);
+		test_sink_wait(&both[i].t, 0);
+		ck_assert_str_eq(both[i].t.text, alone[i].t.text);
+		ck_assert_int_eq(both[i].t.n_done, 1);
+		test_sink_destroy(&both[i].t);
+		test_sink_destroy(&alone[i].t);
 	}
 	engine_free(e);
 }
@@ -548,8 +499,8 @@ START_TEST(engine_free_with_requests_in_flight_reports_each_once)
 	}
 	engine_free(e);
 	for (i = 0; i < 6; i++) {
-		ck_assert_int_eq(s[i].n_done, 1);
-		sink_destroy(&s[i]);
+		ck_assert_int_eq(s[i].t.n_done, 1);
+		test_sink_destroy(&s[i].t);
 	}
 }
 END_TEST
@@ -564,24 +515,24 @@ START_TEST(cancel_all_ends_running_and_queued_requests)
 
 	for (i = 0; i < 5; i++) {
 		sink_init(&s[i]);
-		s[i].block = i == 0; /* holds the worker inside on_text */
+		s[i].t.block = i == 0; /* holds the worker inside on_text */
 		submit(e, &s[i], PROMPTS[i % 4], 200, 0);
 	}
 	engine_cancel_all(e);
-	sink_unblock(&s[0]);
+	test_sink_unblock(&s[0].t);
 	for (i = 0; i < 5; i++) {
-		sink_wait(&s[i]);
-		ck_assert_int_eq(s[i].n_done, 1);
-		ck_assert_int_eq(s[i].res.finish, ENGINE_FINISH_CANCELLED);
+		test_sink_wait(&s[i].t, 0);
+		ck_assert_int_eq(s[i].t.n_done, 1);
+		ck_assert_int_eq(s[i].t.res.finish, ENGINE_FINISH_CANCELLED);
 	}
 	sink_init(&after);
 	submit(e, &after, PROMPTS[0], 4, 0);
-	sink_wait(&after);
-	ck_assert_int_ne(after.res.finish, ENGINE_FINISH_CANCELLED);
+	test_sink_wait(&after.t, 0);
+	ck_assert_int_ne(after.t.res.finish, ENGINE_FINISH_CANCELLED);
 	engine_free(e);
 	for (i = 0; i < 5; i++)
-		sink_destroy(&s[i]);
-	sink_destroy(&after);
+		test_sink_destroy(&s[i].t);
+	test_sink_destroy(&after.t);
 }
 END_TEST
 

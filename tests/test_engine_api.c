@@ -18,68 +18,28 @@
 #include "testutil.h"
 
 #define GOLDEN TEST_GOLDEN_LLAMA
-#define TEXT_MAX 4096
 
+/* A request's test_sink, with the order in which the requests ended. */
 struct sink {
-	pthread_mutex_t lock;
-	pthread_cond_t cond;
-	char text[TEXT_MAX];
-	size_t len;
-	int n_tokens, n_done, block;
+	struct test_sink t;        /* first: the callbacks' data */
 	int done_order;            /* 1 + the done calls before this one */
-	struct engine_result res;
 };
 
 static atomic_int DONE_COUNT;
 
+/* done_hook: this request's place among the ends. */
+static void sink_order_cb(struct test_sink *t)
+{
+	struct sink *s = (struct sink *)t;
+
+	s->done_order = atomic_fetch_add(&DONE_COUNT, 1) + 1;
+}
+
 static void sink_init(struct sink *s)
 {
 	memset(s, 0, sizeof(*s));
-	test_sink_sync_init(&s->lock, &s->cond);
-}
-
-static void sink_destroy(struct sink *s)
-{
-	test_sink_sync_destroy(&s->lock, &s->cond);
-}
-
-static void on_text(void *data, const char *text, size_t len, int n_tokens)
-{
-	struct sink *s = data;
-
-	pthread_mutex_lock(&s->lock);
-	test_text_append(s->text, &s->len, TEXT_MAX, text, len);
-	s->n_tokens += n_tokens;
-	pthread_cond_broadcast(&s->cond);
-	while (s->block)
-		pthread_cond_wait(&s->cond, &s->lock);
-	pthread_mutex_unlock(&s->lock);
-}
-
-static void on_done(void *data, const struct engine_result *res)
-{
-	struct sink *s = data;
-
-	pthread_mutex_lock(&s->lock);
-	s->n_done++;
-	s->done_order = atomic_fetch_add(&DONE_COUNT, 1) + 1;
-	s->res = *res;
-	pthread_cond_broadcast(&s->cond);
-	pthread_mutex_unlock(&s->lock);
-}
-
-/* Waits until the sink has seen `tokens` tokens or is done. */
-static void sink_wait(struct sink *s, int tokens)
-{
-	struct timespec until;
-
-	clock_gettime(CLOCK_REALTIME, &until);
-	until.tv_sec += 60;
-	pthread_mutex_lock(&s->lock);
-	while (s->n_done == 0 && (tokens == 0 || s->n_tokens < tokens))
-		ck_assert_msg(pthread_cond_timedwait(&s->cond, &s->lock, &until) == 0,
-			      "request never got there");
-	pthread_mutex_unlock(&s->lock);
+	test_sink_init(&s->t);
+	s->t.done_hook = sink_order_cb;
 }
 
 static struct engine *open_engine(uint32_t slots, uint32_t n_ctx)
@@ -98,10 +58,48 @@ static void submit(struct engine *e, struct engine_request *r, struct sink *s)
 	char err[EMBER_ERR_MAX] = "";
 	uint64_t id = 0;
 
-	r->on_text = on_text;
-	r->on_done = on_done;
+	r->on_text = test_sink_on_text;
+	r->on_done = test_sink_on_done;
 	r->data = s;
 	ck_assert_msg(engine_submit(e, r, &id, err) == 0, "submit: %s", err);
+}
+
+/* Requests a and b submitted together (a first) into fresh sinks, and
+ * both waited for; release the sinks with test_sink_destroy(). */
+static void run_pair(struct engine *e, struct engine_request *a, struct sink *sa,
+		     struct engine_request *b, struct sink *sb)
+{
+	sink_init(sa);
+	sink_init(sb);
+	submit(e, a, sa);
+	submit(e, b, sb);
+	test_sink_wait(&sa->t, 0);
+	test_sink_wait(&sb->t, 0);
+}
+
+/* Request a (messages) and the same request given their rendering
+ * `prompt` instead, run together: a ends well, both with the same prompt
+ * tokens (returned), a's text a prefix of b's (b has no stop strings: a's
+ * may only have cut it shorter). */
+static int messages_vs_prompt(struct engine *e, const struct engine_request *a,
+			      const char *prompt, size_t len)
+{
+	struct engine_request ra = *a, rb = *a;
+	struct sink sa, sb;
+	int n;
+
+	rb.messages = NULL;
+	rb.n_messages = 0;
+	rb.prompt = prompt;
+	rb.prompt_len = len;
+	run_pair(e, &ra, &sa, &rb, &sb);
+	ck_assert_int_ne(sa.t.res.finish, ENGINE_FINISH_ERROR);
+	ck_assert_int_eq(sa.t.res.prompt_tokens, sb.t.res.prompt_tokens);
+	ck_assert_int_eq(strncmp(sa.t.text, sb.t.text, sa.t.len), 0);
+	n = (int)sa.t.res.prompt_tokens;
+	test_sink_destroy(&sa.t);
+	test_sink_destroy(&sb.t);
+	return n;
 }
 
 START_TEST(tokenize_and_detokenize_round_trip)
@@ -130,31 +128,14 @@ START_TEST(messages_give_what_their_rendered_prompt_gives)
 	const struct engine_message msgs[] = {{.role = "system", .content = "Be brief."}, {.role = "user", .content = "Name a color."}};
 	struct engine *e = open_engine(2, 256);
 	char err[EMBER_ERR_MAX] = "", *prompt = NULL;
-	struct engine_request a = {.messages = msgs, .n_messages = 2, .add_special = true,
-				   .parse_special = true, .max_tokens = 12};
-	struct engine_request b = a;
-	struct sink sa, sb;
+	const struct engine_request a = {.messages = msgs, .n_messages = 2, .add_special = true,
+					 .parse_special = true, .max_tokens = 12};
 	size_t len = 0;
 
 	ck_assert_int_eq(engine_render(e, msgs, 2, NULL, &prompt, &len, err), 0);
 	ck_assert_ptr_nonnull(strstr(prompt, "Name a color."));
-	b.messages = NULL;
-	b.n_messages = 0;
-	b.prompt = prompt;
-	b.prompt_len = len;
-	sink_init(&sa);
-	sink_init(&sb);
-	submit(e, &a, &sa);
-	submit(e, &b, &sb);
-	sink_wait(&sa, 0);
-	sink_wait(&sb, 0);
-	ck_assert_int_ne(sa.res.finish, ENGINE_FINISH_ERROR);
-	ck_assert_int_eq(sa.res.prompt_tokens, sb.res.prompt_tokens);
-	/* b has no stop strings: a's may only have cut it shorter. */
-	ck_assert_int_eq(strncmp(sa.text, sb.text, sa.len), 0);
+	messages_vs_prompt(e, &a, prompt, len);
 	free(prompt);
-	sink_destroy(&sa);
-	sink_destroy(&sb);
 	engine_free(e);
 }
 END_TEST
@@ -168,12 +149,10 @@ START_TEST(a_nul_in_content_is_an_ordinary_character)
 	const struct engine_message msgs[] = {{.role = "user", .content = "Name a\0 color.", .content_len = 14}};
 	struct engine *e = open_engine(2, 256);
 	char err[EMBER_ERR_MAX] = "", *prompt = NULL, *hit, *bare = NULL;
-	struct engine_request a = {.messages = msgs, .n_messages = 1, .add_special = true,
-				   .parse_special = true, .max_tokens = 4};
-	struct engine_request b = a;
+	const struct engine_request a = {.messages = msgs, .n_messages = 1, .add_special = true,
+					 .parse_special = true, .max_tokens = 4};
 	int32_t *ids = NULL, *ids2 = NULL;
 	size_t len = 0, n = 0, n2 = 0;
-	struct sink sa, sb;
 
 	ck_assert_int_eq(engine_render(e, msgs, 1, NULL, &prompt, &len, err), 0);
 	hit = memmem(prompt, len, "Name a\0 color.", 14);
@@ -185,26 +164,11 @@ START_TEST(a_nul_in_content_is_an_ordinary_character)
 	memcpy(bare + (hit - prompt) + 6, hit + 7, len - (size_t)(hit - prompt) - 7);
 	ck_assert_int_eq(engine_tokenize(e, bare, len - 1, true, true, &ids2, &n2, err), 0);
 	ck_assert_uint_gt(n, n2);
-	b.messages = NULL;
-	b.n_messages = 0;
-	b.prompt = prompt;
-	b.prompt_len = len;
-	sink_init(&sa);
-	sink_init(&sb);
-	submit(e, &a, &sa);
-	submit(e, &b, &sb);
-	sink_wait(&sa, 0);
-	sink_wait(&sb, 0);
-	ck_assert_int_ne(sa.res.finish, ENGINE_FINISH_ERROR);
-	ck_assert_int_eq(sa.res.prompt_tokens, (int)n);
-	ck_assert_int_eq(sb.res.prompt_tokens, (int)n);
-	ck_assert_int_eq(strncmp(sa.text, sb.text, sa.len), 0);
+	ck_assert_int_eq(messages_vs_prompt(e, &a, prompt, len), (int)n);
 	free(ids);
 	free(ids2);
 	free(bare);
 	free(prompt);
-	sink_destroy(&sa);
-	sink_destroy(&sb);
 	engine_free(e);
 }
 END_TEST
@@ -249,21 +213,18 @@ START_TEST(a_long_prompt_does_not_stall_a_running_stream)
 	b.prompt_len = n;
 	sink_init(&sa);
 	sink_init(&sb);
-	sa.block = 1;
+	sa.t.block = 1;
 	submit(e, &a, &sa);
-	sink_wait(&sa, 1);
+	test_sink_wait(&sa.t, 1);
 	submit(e, &b, &sb);
-	pthread_mutex_lock(&sa.lock);
-	sa.block = 0;
-	pthread_cond_broadcast(&sa.cond);
-	pthread_mutex_unlock(&sa.lock);
-	sink_wait(&sa, 0);
-	sink_wait(&sb, 0);
-	ck_assert_int_eq(sb.res.code, EMBER_ECONTEXT);
+	test_sink_unblock(&sa.t);
+	test_sink_wait(&sa.t, 0);
+	test_sink_wait(&sb.t, 0);
+	ck_assert_int_eq(sb.t.res.code, EMBER_ECONTEXT);
 	ck_assert_int_lt(sa.done_order, sb.done_order);
 	free(big);
-	sink_destroy(&sa);
-	sink_destroy(&sb);
+	test_sink_destroy(&sa.t);
+	test_sink_destroy(&sb.t);
 	engine_free(e);
 }
 END_TEST
@@ -292,18 +253,13 @@ START_TEST(a_session_gets_bos_from_the_request_that_opens_it)
 			 0);
 	ck_assert_msg(engine_session_new(e, &o, &sid, err) == 0, "%s", err);
 	r1.session = r2.session = sid;
-	sink_init(&s1);
-	sink_init(&s2);
-	submit(e, &r1, &s1);
-	submit(e, &r2, &s2);
-	sink_wait(&s1, 0);
-	sink_wait(&s2, 0);
-	ck_assert_int_eq(s1.res.code, EMBER_ECONTEXT);
-	ck_assert_int_ne(s2.res.finish, ENGINE_FINISH_ERROR);
-	ck_assert_int_eq(s2.res.prompt_tokens, (int64_t)n);
+	run_pair(e, &r1, &s1, &r2, &s2);
+	ck_assert_int_eq(s1.t.res.code, EMBER_ECONTEXT);
+	ck_assert_int_ne(s2.t.res.finish, ENGINE_FINISH_ERROR);
+	ck_assert_int_eq(s2.t.res.prompt_tokens, (int64_t)n);
 	free(ids);
-	sink_destroy(&s1);
-	sink_destroy(&s2);
+	test_sink_destroy(&s1.t);
+	test_sink_destroy(&s2.t);
 	engine_free(e);
 }
 END_TEST

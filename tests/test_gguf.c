@@ -186,11 +186,26 @@ START_TEST(round_trip_of_llama_cpp_file_is_byte_identical)
 }
 END_TEST
 
+/* The writer test's keys, one of each type, in this order (the
+ * architecture is set again later: it keeps its first place). */
+static const char *const toks[] = {"<s>", "hello", ""};
+static const float scores[] = {0.5f, -1.25f, 3};
+static const int32_t ids[] = {-7, 0, 42};
+
+static void writer_set_keys(struct gguf_writer *w)
+{
+	ck_assert_int_eq(gguf_writer_set_str(w, "general.architecture", "first"), 0);
+	ck_assert_int_eq(gguf_writer_set_i32(w, "x.i32", -5), 0);
+	ck_assert_int_eq(gguf_writer_set_u64(w, "x.u64", 1ull << 40), 0);
+	ck_assert_int_eq(gguf_writer_set_f32(w, "x.f32", 0.25f), 0);
+	ck_assert_int_eq(gguf_writer_set_bool(w, "x.bool", 7), 0);
+	ck_assert_int_eq(gguf_writer_set_arr_str(w, "x.toks", toks, NULL, 3), 0);
+	ck_assert_int_eq(gguf_writer_set_arr(w, "x.scores", GGUF_TYPE_FLOAT32, scores, 3), 0);
+	ck_assert_int_eq(gguf_writer_set_arr(w, "x.ids", GGUF_TYPE_INT32, ids, 3), 0);
+}
+
 START_TEST(writer_keeps_key_order_types_and_alignment)
 {
-	static const char *const toks[] = {"<s>", "hello", ""};
-	static const float scores[] = {0.5f, -1.25f, 3};
-	static const int32_t ids[] = {-7, 0, 42};
 	static const uint8_t blob[200] = {1, 2, 3};
 	const uint64_t ne_a[] = {10}, ne_b[] = {32, 2};
 	char err[EMBER_ERR_MAX] = "", out[128];
@@ -208,14 +223,7 @@ START_TEST(writer_keeps_key_order_types_and_alignment)
 	make_tmpdir();
 	snprintf(out, sizeof(out), "%s/w.gguf", tmpdir);
 	ck_assert_int_eq(gguf_writer_new(&w, out, err), 0);
-	ck_assert_int_eq(gguf_writer_set_str(w, "general.architecture", "first"), 0);
-	ck_assert_int_eq(gguf_writer_set_i32(w, "x.i32", -5), 0);
-	ck_assert_int_eq(gguf_writer_set_u64(w, "x.u64", 1ull << 40), 0);
-	ck_assert_int_eq(gguf_writer_set_f32(w, "x.f32", 0.25f), 0);
-	ck_assert_int_eq(gguf_writer_set_bool(w, "x.bool", 7), 0);
-	ck_assert_int_eq(gguf_writer_set_arr_str(w, "x.toks", toks, NULL, 3), 0);
-	ck_assert_int_eq(gguf_writer_set_arr(w, "x.scores", GGUF_TYPE_FLOAT32, scores, 3), 0);
-	ck_assert_int_eq(gguf_writer_set_arr(w, "x.ids", GGUF_TYPE_INT32, ids, 3), 0);
+	writer_set_keys(w);
 	ck_assert_int_eq(gguf_writer_set_u32(w, "general.alignment", 64), 0);
 	ck_assert_int_eq(gguf_writer_set_str(w, "general.architecture", "llama"), 0);
 	ck_assert_int_eq(gguf_writer_set_arr(w, "x.bad", GGUF_TYPE_STRING, toks, 3), EMBER_EINVAL);
@@ -228,14 +236,7 @@ START_TEST(writer_keeps_key_order_types_and_alignment)
 	ck_assert(!exists(out));
 
 	ck_assert_int_eq(gguf_writer_new(&w, out, err), 0);
-	ck_assert_int_eq(gguf_writer_set_str(w, "general.architecture", "first"), 0);
-	ck_assert_int_eq(gguf_writer_set_i32(w, "x.i32", -5), 0);
-	ck_assert_int_eq(gguf_writer_set_u64(w, "x.u64", 1ull << 40), 0);
-	ck_assert_int_eq(gguf_writer_set_f32(w, "x.f32", 0.25f), 0);
-	ck_assert_int_eq(gguf_writer_set_bool(w, "x.bool", 7), 0);
-	ck_assert_int_eq(gguf_writer_set_arr_str(w, "x.toks", toks, NULL, 3), 0);
-	ck_assert_int_eq(gguf_writer_set_arr(w, "x.scores", GGUF_TYPE_FLOAT32, scores, 3), 0);
-	ck_assert_int_eq(gguf_writer_set_arr(w, "x.ids", GGUF_TYPE_INT32, ids, 3), 0);
+	writer_set_keys(w);
 	ck_assert_int_eq(gguf_writer_add_tensor(w, "a", DTYPE_F32, 1, ne_a), 0);
 	ck_assert_int_eq(gguf_writer_add_tensor(w, "b", DTYPE_Q8_0, 2, ne_b), 0);
 	ck_assert_int_eq(gguf_writer_set_u32(w, "general.alignment", 64), 0);

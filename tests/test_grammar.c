@@ -135,6 +135,28 @@ static struct grammar_vocab *small_vocab(void)
 	return v;
 }
 
+/* The matcher tests' fixture: grammar `gbnf` compiled, small_vocab() and a
+ * fresh matcher over both; matcher_fx_close() releases all three. */
+struct matcher_fx {
+	struct grammar *g;
+	struct grammar_vocab *v;
+	struct grammar_matcher *m;
+};
+
+static void matcher_fx_open(struct matcher_fx *f, const char *gbnf)
+{
+	f->g = compile(gbnf);
+	f->v = small_vocab();
+	ck_assert_int_eq(grammar_matcher_new(&f->m, f->g, f->v, NULL), 0);
+}
+
+static void matcher_fx_close(struct matcher_fx *f)
+{
+	grammar_matcher_free(f->m);
+	grammar_vocab_free(f->v);
+	grammar_free(f->g);
+}
+
 /* Brute force: may token t follow `prefix`? */
 static int allowed(const struct grammar *g, const struct grammar_vocab *v, const char *prefix,
 		   int32_t t)
@@ -207,45 +229,37 @@ END_TEST
 
 START_TEST(end_of_generation_only_when_complete_and_done_when_nothing_follows)
 {
-	struct grammar *g = compile("root ::= \"{\" \"a\"* \"}\"");
-	struct grammar_vocab *v = small_vocab();
-	struct grammar_matcher *m;
+	struct matcher_fx f;
 	uint32_t mask[1];
 
-	ck_assert_int_eq(grammar_matcher_new(&m, g, v, NULL), 0);
-	ck_assert(!grammar_matcher_accepting(m));
-	ck_assert_int_eq(grammar_matcher_accept(m, EOG, NULL), EMBER_EINVAL);
-	ck_assert_int_eq(grammar_matcher_accept(m, 0, NULL), 0);
-	ck_assert_int_eq(grammar_matcher_accept(m, 4, NULL), EMBER_EINVAL); /* "ab" */
-	ck_assert_int_eq(grammar_matcher_accept(m, 3, NULL), 0);
-	ck_assert(!grammar_matcher_done(m));
-	ck_assert_int_eq(grammar_matcher_accept(m, 1, NULL), 0);
-	ck_assert(grammar_matcher_accepting(m));
-	ck_assert(grammar_matcher_done(m));
-	ck_assert_int_eq(grammar_matcher_fill_mask(m, mask, NULL), 1);
+	matcher_fx_open(&f, "root ::= \"{\" \"a\"* \"}\"");
+	ck_assert(!grammar_matcher_accepting(f.m));
+	ck_assert_int_eq(grammar_matcher_accept(f.m, EOG, NULL), EMBER_EINVAL);
+	ck_assert_int_eq(grammar_matcher_accept(f.m, 0, NULL), 0);
+	ck_assert_int_eq(grammar_matcher_accept(f.m, 4, NULL), EMBER_EINVAL); /* "ab" */
+	ck_assert_int_eq(grammar_matcher_accept(f.m, 3, NULL), 0);
+	ck_assert(!grammar_matcher_done(f.m));
+	ck_assert_int_eq(grammar_matcher_accept(f.m, 1, NULL), 0);
+	ck_assert(grammar_matcher_accepting(f.m));
+	ck_assert(grammar_matcher_done(f.m));
+	ck_assert_int_eq(grammar_matcher_fill_mask(f.m, mask, NULL), 1);
 	ck_assert_uint_eq(mask[0], 1u << EOG);
-	ck_assert_int_eq(grammar_matcher_accept(m, EOG, NULL), 0);
-	grammar_matcher_free(m);
-	grammar_vocab_free(v);
-	grammar_free(g);
+	ck_assert_int_eq(grammar_matcher_accept(f.m, EOG, NULL), 0);
+	matcher_fx_close(&f);
 }
 END_TEST
 
 START_TEST(a_dead_end_is_an_error_with_a_message)
 {
 	/* No token of the vocabulary starts with 'q'. */
-	struct grammar *g = compile("root ::= \"q\"");
-	struct grammar_vocab *v = small_vocab();
-	struct grammar_matcher *m;
+	struct matcher_fx f;
 	uint32_t mask[1];
 	char err[EMBER_ERR_MAX] = "";
 
-	ck_assert_int_eq(grammar_matcher_new(&m, g, v, NULL), 0);
-	ck_assert_int_eq(grammar_matcher_fill_mask(m, mask, err), EMBER_ERANGE);
+	matcher_fx_open(&f, "root ::= \"q\"");
+	ck_assert_int_eq(grammar_matcher_fill_mask(f.m, mask, err), EMBER_ERANGE);
 	ck_assert(strstr(err, "dead end") != NULL);
-	grammar_matcher_free(m);
-	grammar_vocab_free(v);
-	grammar_free(g);
+	matcher_fx_close(&f);
 }
 END_TEST
 
@@ -255,23 +269,19 @@ START_TEST(prefixes_of_invalid_utf8_are_never_allowed)
 	/* Surrogate (ED A0), overlong (C1, E0 80) and beyond-U+10FFFF (F4 90)
 	 * prefixes cannot complete to a valid code point: a mask allowing them
 	 * would lead to a dead end. */
-	struct grammar *g = compile("root ::= \"\\\"\" [^\"]* \"\\\"\"");
-	struct grammar_vocab *v = small_vocab();
-	struct grammar_matcher *m;
+	struct matcher_fx f;
 	uint32_t mask[(NV + 31) / 32];
 	int32_t t;
 
-	ck_assert_int_eq(grammar_matcher_new(&m, g, v, NULL), 0);
-	ck_assert_int_eq(grammar_matcher_accept(m, 2, NULL), 0);
-	ck_assert(grammar_matcher_fill_mask(m, mask, NULL) > 0);
+	matcher_fx_open(&f, "root ::= \"\\\"\" [^\"]* \"\\\"\"");
+	ck_assert_int_eq(grammar_matcher_accept(f.m, 2, NULL), 0);
+	ck_assert(grammar_matcher_fill_mask(f.m, mask, NULL) > 0);
 	for (t = 20; t < 24; t++) {
 		ck_assert_msg(!((mask[t >> 5] >> (t & 31)) & 1), "token %d allowed", t);
-		ck_assert_int_eq(grammar_matcher_accept(m, t, NULL), EMBER_EINVAL);
+		ck_assert_int_eq(grammar_matcher_accept(f.m, t, NULL), EMBER_EINVAL);
 	}
-	ck_assert_int_eq(grammar_matcher_accept(m, 14, NULL), 0); /* a whole e-acute */
-	grammar_matcher_free(m);
-	grammar_vocab_free(v);
-	grammar_free(g);
+	ck_assert_int_eq(grammar_matcher_accept(f.m, 14, NULL), 0); /* a whole e-acute */
+	matcher_fx_close(&f);
 }
 END_TEST
 
@@ -279,26 +289,22 @@ START_TEST(a_long_bounded_repetition_outlives_the_cache)
 {
 	/* Every position of X{0,700} is its own cache key: more than the
 	 * matcher keeps, so the cache is emptied on the way. */
-	struct grammar *g = compile("root ::= [^\"]{0,700} \"\\\"\"");
-	struct grammar_vocab *v = small_vocab();
-	struct grammar_matcher *m;
+	struct matcher_fx f;
 	uint32_t mask[(NV + 31) / 32];
 	int i;
 
-	ck_assert_int_eq(grammar_matcher_new(&m, g, v, NULL), 0);
+	matcher_fx_open(&f, "root ::= [^\"]{0,700} \"\\\"\"");
 	for (i = 0; i < 700; i++) {
-		ck_assert(grammar_matcher_fill_mask(m, mask, NULL) > 0);
+		ck_assert(grammar_matcher_fill_mask(f.m, mask, NULL) > 0);
 		ck_assert(mask[0] >> 3 & 1);      /* "a" */
 		ck_assert(mask[0] >> 2 & 1);      /* the closing quote */
-		ck_assert_int_eq(grammar_matcher_accept(m, 3, NULL), 0);
+		ck_assert_int_eq(grammar_matcher_accept(f.m, 3, NULL), 0);
 	}
-	ck_assert(grammar_matcher_fill_mask(m, mask, NULL) > 0);
+	ck_assert(grammar_matcher_fill_mask(f.m, mask, NULL) > 0);
 	ck_assert(!(mask[0] >> 3 & 1));           /* the 701st "a" */
-	ck_assert_int_eq(grammar_matcher_accept(m, 2, NULL), 0);
-	ck_assert(grammar_matcher_done(m));
-	grammar_matcher_free(m);
-	grammar_vocab_free(v);
-	grammar_free(g);
+	ck_assert_int_eq(grammar_matcher_accept(f.m, 2, NULL), 0);
+	ck_assert(grammar_matcher_done(f.m));
+	matcher_fx_close(&f);
 }
 END_TEST
 

@@ -20,8 +20,6 @@
 #include "tokenizer.h"
 #include "testutil.h"
 
-#define TEXT_MAX 8192
-
 static struct model M;
 static struct tokenizer *TOK;
 
@@ -35,71 +33,44 @@ static void teardown(void)
 	test_llama_close(&M, TOK);
 }
 
+/* A request's test_sink, with the engine's counters at its first text
+ * and at its end when `e` is set. */
 struct sink {
-	pthread_mutex_t lock;
-	pthread_cond_t cond;
-	char text[TEXT_MAX];
-	size_t len;
-	int n_tokens, n_done;
-	struct engine_result res;
-	/* With `e`: the engine's counters at the first text. */
+	struct test_sink t;        /* first: the callbacks' data */
 	struct engine *e;
 	struct engine_stats first;
 	int first_tokens;          /* tokens behind that first text */
 	bool have_first;
-	struct engine_stats last;  /* with `e`: the counters when it ended */
+	struct engine_stats last;  /* the counters when it ended */
 };
 
-static void sink_init(struct sink *s)
+/* text_hook: the counters at the first text. */
+static void sink_first_cb(struct test_sink *t, int n_tokens)
 {
-	memset(s, 0, sizeof(*s));
-	test_sink_sync_init(&s->lock, &s->cond);
-}
+	struct sink *s = (struct sink *)t;
 
-static void sink_destroy(struct sink *s)
-{
-	test_sink_sync_destroy(&s->lock, &s->cond);
-}
-
-static void on_text(void *data, const char *text, size_t len, int n_tokens)
-{
-	struct sink *s = data;
-
-	pthread_mutex_lock(&s->lock);
-	test_text_append(s->text, &s->len, TEXT_MAX, text, len);
-	s->n_tokens += n_tokens;
 	if (s->e && !s->have_first) {
 		engine_stats(s->e, &s->first);
 		s->first_tokens = n_tokens;
 		s->have_first = true;
 	}
-	pthread_mutex_unlock(&s->lock);
 }
 
-static void on_done(void *data, const struct engine_result *res)
+/* done_hook: the counters at the end. */
+static void sink_last_cb(struct test_sink *t)
 {
-	struct sink *s = data;
+	struct sink *s = (struct sink *)t;
 
-	pthread_mutex_lock(&s->lock);
 	if (s->e)
 		engine_stats(s->e, &s->last);
-	s->n_done++;
-	s->res = *res;
-	pthread_cond_broadcast(&s->cond);
-	pthread_mutex_unlock(&s->lock);
 }
 
-static void sink_wait(struct sink *s)
+static void sink_init(struct sink *s)
 {
-	struct timespec until;
-
-	clock_gettime(CLOCK_REALTIME, &until);
-	until.tv_sec += 60;
-	pthread_mutex_lock(&s->lock);
-	while (s->n_done == 0)
-		ck_assert_msg(pthread_cond_timedwait(&s->cond, &s->lock, &until) == 0,
-			      "request never finished");
-	pthread_mutex_unlock(&s->lock);
+	memset(s, 0, sizeof(*s));
+	test_sink_init(&s->t);
+	s->t.text_hook = sink_first_cb;
+	s->t.done_hook = sink_last_cb;
 }
 
 static struct engine *engine(uint32_t slots, uint32_t chunk)
@@ -118,8 +89,8 @@ static void submit_req(struct engine *e, struct engine_request *r)
 	char err[EMBER_ERR_MAX] = "";
 	uint64_t id = 0;
 
-	r->on_text = on_text;
-	r->on_done = on_done;
+	r->on_text = test_sink_on_text;
+	r->on_done = test_sink_on_done;
 	ck_assert_msg(engine_submit(e, r, &id, err) == 0, "submit: %s", err);
 }
 
@@ -160,8 +131,8 @@ START_TEST(concurrent_greedy_equals_sequential_with_every_chunk_size)
 	for (i = 0; i < N_PROMPTS; i++) {
 		sink_init(&alone[i]);
 		submit(e, &alone[i], PROMPTS[i], 24);
-		sink_wait(&alone[i]);
-		ck_assert_uint_gt(alone[i].len, 0);
+		test_sink_wait(&alone[i].t, 0);
+		ck_assert_uint_gt(alone[i].t.len, 0);
 	}
 	engine_free(e);
 	for (c = 0; c < sizeof(chunks) / sizeof(chunks[0]); c++) {
@@ -171,22 +142,22 @@ START_TEST(concurrent_greedy_equals_sequential_with_every_chunk_size)
 			sink_init(&together[i]);
 			submit(e, &together[i], PROMPTS[i], 24);
 			if (i == 1)
-				sink_wait(&together[0]);
+				test_sink_wait(&together[0].t, 0);
 		}
 		for (i = 0; i < N_PROMPTS; i++) {
-			sink_wait(&together[i]);
-			ck_assert_msg(strcmp(together[i].text, alone[i].text) == 0,
+			test_sink_wait(&together[i].t, 0);
+			ck_assert_msg(strcmp(together[i].t.text, alone[i].t.text) == 0,
 				      "chunk %u, prompt %d: '%s' != '%s'", chunks[c], i,
-				      together[i].text, alone[i].text);
-			ck_assert_int_eq(together[i].res.completion_tokens,
-					 alone[i].res.completion_tokens);
-			ck_assert_int_eq(together[i].res.finish, alone[i].res.finish);
-			sink_destroy(&together[i]);
+				      together[i].t.text, alone[i].t.text);
+			ck_assert_int_eq(together[i].t.res.completion_tokens,
+					 alone[i].t.res.completion_tokens);
+			ck_assert_int_eq(together[i].t.res.finish, alone[i].t.res.finish);
+			test_sink_destroy(&together[i].t);
 		}
 		engine_free(e);
 	}
 	for (i = 0; i < N_PROMPTS; i++)
-		sink_destroy(&alone[i]);
+		test_sink_destroy(&alone[i].t);
 }
 END_TEST
 
@@ -197,9 +168,9 @@ static void wait_text(struct sink *s)
 	int i, n;
 
 	for (i = 0; i < 60000; i++) {
-		pthread_mutex_lock(&s->lock);
-		n = s->n_tokens;
-		pthread_mutex_unlock(&s->lock);
+		pthread_mutex_lock(&s->t.lock);
+		n = s->t.n_tokens;
+		pthread_mutex_unlock(&s->t.lock);
 		if (n > 0)
 			return;
 		nanosleep(&ts, NULL);
@@ -232,16 +203,16 @@ static int long_prompt_round(void)
 	engine_stats(e, &st0);
 	l.e = e;
 	submit(e, &l, PROMPTS[2], 4);
-	sink_wait(&l);
-	sink_wait(&a);
-	sink_wait(&b);
+	test_sink_wait(&l.t, 0);
+	test_sink_wait(&a.t, 0);
+	test_sink_wait(&b.t, 0);
 	ck_assert(l.have_first);
-	ck_assert_int_eq(a.res.finish, ENGINE_FINISH_LENGTH);
-	ck_assert_int_eq(b.res.finish, ENGINE_FINISH_LENGTH);
+	ck_assert_int_eq(a.t.res.finish, ENGINE_FINISH_LENGTH);
+	ck_assert_int_eq(b.t.res.finish, ENGINE_FINISH_LENGTH);
 	valid = a.last.steps >= l.first.steps && b.last.steps >= l.first.steps;
 	if (valid) {
 		steps = l.first.steps - st0.steps;
-		p = (uint64_t)l.res.prompt_tokens;
+		p = (uint64_t)l.t.res.prompt_tokens;
 		ck_assert_uint_gt(p, 4 * chunk2);
 		/* The two streams were in every step until the long prompt's
 		 * first text: they never waited more than that one step's
@@ -271,9 +242,9 @@ static int long_prompt_round(void)
 	if (valid)
 		ck_assert(st1.mixed_s > 0);
 	engine_free(e);
-	sink_destroy(&a);
-	sink_destroy(&b);
-	sink_destroy(&l);
+	test_sink_destroy(&a.t);
+	test_sink_destroy(&b.t);
+	test_sink_destroy(&l.t);
 	return valid;
 }
 
@@ -308,16 +279,16 @@ START_TEST(a_token_id_prompt_equals_its_text)
 	sink_init(&text);
 	sink_init(&ids);
 	submit(e, &text, PROMPTS[1], 16);
-	sink_wait(&text);
+	test_sink_wait(&text.t, 0);
 	r.tokens = tok;
 	r.n_tokens = n;
 	r.max_tokens = 16;
 	r.data = &ids;
 	submit_req(e, &r);
-	sink_wait(&ids);
-	ck_assert_str_eq(ids.text, text.text);
-	ck_assert_int_eq(ids.res.prompt_tokens, (int64_t)n);
-	ck_assert_int_eq(ids.res.completion_tokens, text.res.completion_tokens);
+	test_sink_wait(&ids.t, 0);
+	ck_assert_str_eq(ids.t.text, text.t.text);
+	ck_assert_int_eq(ids.t.res.prompt_tokens, (int64_t)n);
+	ck_assert_int_eq(ids.t.res.completion_tokens, text.t.res.completion_tokens);
 	/* An id outside the vocabulary is refused at submit, named. */
 	r.tokens = &bad;
 	r.n_tokens = 1;
@@ -325,8 +296,8 @@ START_TEST(a_token_id_prompt_equals_its_text)
 	ck_assert_ptr_nonnull(strstr(err, "1073741824"));
 	engine_free(e);
 	free(tok);
-	sink_destroy(&text);
-	sink_destroy(&ids);
+	test_sink_destroy(&text.t);
+	test_sink_destroy(&ids.t);
 }
 END_TEST
 
@@ -358,7 +329,7 @@ START_TEST(n_choices_share_one_prefill_and_sample_with_their_own_seeds)
 		r1.data = &alone[i];
 		sink_init(&alone[i]);
 		submit_req(e, &r1);
-		sink_wait(&alone[i]);
+		test_sink_wait(&alone[i].t, 0);
 	}
 	engine_free(e);
 	e = engine(4, 8);
@@ -366,19 +337,19 @@ START_TEST(n_choices_share_one_prefill_and_sample_with_their_own_seeds)
 		sink_init(&ch[i]);
 	submit_req(e, &r);
 	for (i = 0; i < 3; i++) {
-		sink_wait(&ch[i]);
-		ck_assert_int_eq(ch[i].n_done, 1);
-		ck_assert_str_eq(ch[i].text, alone[i].text);
-		ck_assert_int_eq(ch[i].res.completion_tokens, alone[i].res.completion_tokens);
-		ck_assert_int_eq(ch[i].res.prompt_tokens, alone[i].res.prompt_tokens);
+		test_sink_wait(&ch[i].t, 0);
+		ck_assert_int_eq(ch[i].t.n_done, 1);
+		ck_assert_str_eq(ch[i].t.text, alone[i].t.text);
+		ck_assert_int_eq(ch[i].t.res.completion_tokens, alone[i].t.res.completion_tokens);
+		ck_assert_int_eq(ch[i].t.res.prompt_tokens, alone[i].t.res.prompt_tokens);
 	}
 	/* The prompt was prefilled once for the three (with chunks of 8). */
 	engine_stats(e, &st);
-	ck_assert_uint_eq(st.prefill_tokens, (uint64_t)alone[0].res.prompt_tokens);
+	ck_assert_uint_eq(st.prefill_tokens, (uint64_t)alone[0].t.res.prompt_tokens);
 	engine_free(e);
 	for (i = 0; i < 3; i++) {
-		sink_destroy(&alone[i]);
-		sink_destroy(&ch[i]);
+		test_sink_destroy(&alone[i].t);
+		test_sink_destroy(&ch[i].t);
 	}
 }
 END_TEST
@@ -407,23 +378,23 @@ START_TEST(n_choices_are_refused_beyond_the_slots_and_end_together_on_cancel)
 	submit(e, &s[1], PROMPTS[3], 100);
 	r.max_tokens = 4;
 	r.choice_data = data;
-	r.on_text = on_text;
-	r.on_done = on_done;
+	r.on_text = test_sink_on_text;
+	r.on_done = test_sink_on_done;
 	ck_assert_int_eq(engine_submit(e, &r, &id, err), 0);
 	engine_cancel(e, id);
-	sink_wait(&c[0]);
-	sink_wait(&c[1]);
-	ck_assert_int_eq(c[0].res.finish, ENGINE_FINISH_CANCELLED);
-	ck_assert_int_eq(c[1].res.finish, ENGINE_FINISH_CANCELLED);
-	sink_wait(&s[0]);
-	sink_wait(&s[1]);
+	test_sink_wait(&c[0].t, 0);
+	test_sink_wait(&c[1].t, 0);
+	ck_assert_int_eq(c[0].t.res.finish, ENGINE_FINISH_CANCELLED);
+	ck_assert_int_eq(c[1].t.res.finish, ENGINE_FINISH_CANCELLED);
+	test_sink_wait(&s[0].t, 0);
+	test_sink_wait(&s[1].t, 0);
 	engine_free(e);
-	ck_assert_int_eq(c[0].n_done, 1);
-	ck_assert_int_eq(c[1].n_done, 1);
-	sink_destroy(&s[0]);
-	sink_destroy(&s[1]);
-	sink_destroy(&c[0]);
-	sink_destroy(&c[1]);
+	ck_assert_int_eq(c[0].t.n_done, 1);
+	ck_assert_int_eq(c[1].t.n_done, 1);
+	test_sink_destroy(&s[0].t);
+	test_sink_destroy(&s[1].t);
+	test_sink_destroy(&c[0].t);
+	test_sink_destroy(&c[1].t);
 }
 END_TEST
 
@@ -442,16 +413,16 @@ START_TEST(queued_requests_start_in_arrival_order)
 		submit(e, &s[i], PROMPTS[i % N_PROMPTS], 6);
 	}
 	for (i = 0; i < 12; i++) {
-		sink_wait(&s[i]);
-		ck_assert(s[i].res.finish == ENGINE_FINISH_LENGTH ||
-			  s[i].res.finish == ENGINE_FINISH_STOP);
+		test_sink_wait(&s[i].t, 0);
+		ck_assert(s[i].t.res.finish == ENGINE_FINISH_LENGTH ||
+			  s[i].t.res.finish == ENGINE_FINISH_STOP);
 		ck_assert(s[i].have_first);
 		if (i > 0)
 			ck_assert_uint_le(s[i - 1].first.steps, s[i].first.steps);
 	}
 	engine_free(e);
 	for (i = 0; i < 12; i++)
-		sink_destroy(&s[i]);
+		test_sink_destroy(&s[i].t);
 }
 END_TEST
 

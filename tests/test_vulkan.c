@@ -24,42 +24,7 @@
 #include "rope.h"
 #include "testutil.h"
 #include "vk.h"
-
-/* Push-constant blocks as in the shaders (and vk_pass.c). */
-struct pc_matmul {
-	uint64_t w, x, y, bias;
-	uint32_t type, n_in, n_out, n_tok, flags;
-	float cap;
-};
-struct pc_norm {
-	uint64_t x, out, gain, bias, map;
-	uint32_t dim, stride_in, stride_out, flags;
-	float eps;
-	uint32_t rows;
-};
-struct pc_rope {
-	uint64_t x, table;
-	uint32_t n, heads, hd, half, neox;
-};
-struct pc_embed {
-	uint64_t w, x, tokens;
-	uint32_t type, dim, n;
-	float scale;
-};
-struct pc_act {
-	uint64_t gate, up;
-	uint32_t n, act, gated;
-};
-struct pc_kv_store {
-	uint64_t k, v, kc, vc;
-	uint32_t r0, pos0, n, heads, dk, dv, n_ctx, f16, ring;
-};
-struct pc_attention {
-	uint64_t q, out, kc, vc, slopes;
-	uint32_t row0, pos0, heads, heads_kv, dk, dv, n_ctx, f16, window, alibi;
-	float scale, cap;
-	uint32_t ring;
-};
+#include "vk_pc.h"
 
 static uint64_t rng = 88172645463325252ull;
 
@@ -67,16 +32,6 @@ static float frand(void) /* uniform in [-1, 1) */
 {
 	rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
 	return (float)((rng >> 11) * (1.0 / 9007199254740992.0)) * 2.0f - 1.0f;
-}
-
-static int no_device(void)
-{
-	char err[EMBER_ERR_MAX] = "";
-
-	if (vk_open(-1, err) == 0)
-		return 0;
-	printf("skip vulkan test: %s\n", err);
-	return 1;
 }
 
 static float *frands(size_t n, float scale)
@@ -113,20 +68,6 @@ static void shader_name(char *buf, size_t cap, const char *base, uint32_t t)
 		snprintf(buf, cap, "%s", base);
 	else
 		snprintf(buf, cap, "%s_%s", base, dtype_name(t));
-}
-
-static void close_enough(const float *got, const double *want, size_t n, double tol,
-			 const char *what)
-{
-	double worst = 0.0, mx = 1e-30;
-	size_t i;
-
-	for (i = 0; i < n; i++) {
-		worst = fmax(worst, fabs(got[i] - want[i]));
-		mx = fmax(mx, fabs(want[i]));
-	}
-	printf("vulkan %s: max |diff| %.3g (max |ref| %.3g)\n", what, worst, mx);
-	ck_assert_msg(worst <= tol * mx, "%s: max |diff| %g > %g x %g", what, worst, tol, mx);
 }
 
 /* ---- matmul: every weight type, bias, accumulate, cap -------------------- */
@@ -189,7 +130,7 @@ static void check_matmul(const char *base, uint32_t t, uint32_t n_out, uint32_t 
 	uint32_t o, k, i;
 	double pre_max = 0.0, want_max = 1e-30, tol = 1e-5;
 
-	if (no_device())
+	if (test_vulkan_skip())
 		goto done;
 	for (o = 0; o < n_out; o++)
 		make_row(t, wf + o * n_in, w + o * row, n_in);
@@ -228,7 +169,7 @@ static void check_matmul(const char *base, uint32_t t, uint32_t n_out, uint32_t 
 		printf("vulkan %s iq4_xs: sums before the cap up to %.3g\n", base, pre_max);
 	}
 	snprintf(name, sizeof(name), "%s %s", base, dtype_name(t));
-	close_enough(y, want, (size_t)n_tok * n_out, tol, name);
+	test_vulkan_close(y, want, (size_t)n_tok * n_out, tol, name);
 done:
 	free(wf), free(x), free(bias), free(y), free(want), free(w);
 }
@@ -260,7 +201,7 @@ START_TEST(norms_match_forward_c)
 	double *want = calloc((size_t)rows * d, sizeof(double));
 	uint32_t map[5] = {4, 0, 3, 1, 2}, r, i;
 
-	if (no_device())
+	if (test_vulkan_skip())
 		goto done;
 	for (r = 0; r < rows; r++) {
 		const float *xr = x + (size_t)(layer ? map[r] : r) * d;
@@ -283,7 +224,7 @@ START_TEST(norms_match_forward_c)
 		run("norm", &pc, sizeof(pc), bufs, bytes, at, 5, rows < 32768 ? rows : 32768,
 		    (rows + 32767) / 32768, 1);
 	}
-	close_enough(out, want, (size_t)rows * d, 1e-5,
+	test_vulkan_close(out, want, (size_t)rows * d, 1e-5,
 		     _i == 0 ? "rmsnorm" : _i == 1 ? "layernorm" : "rmsnorm 40000 rows");
 done:
 	free(x), free(gain), free(b), free(out), free(want);
@@ -302,7 +243,7 @@ START_TEST(rope_matches_rope_c)
 	double *want;
 	size_t i;
 
-	if (no_device()) {
+	if (test_vulkan_skip()) {
 		free(x);
 		return;
 	}
@@ -326,7 +267,7 @@ START_TEST(rope_matches_rope_c)
 
 		run("rope", &pc, sizeof(pc), bufs, bytes, at, 2, (n * heads * 12 + 63) / 64, 1, 1);
 	}
-	close_enough(x, want, (size_t)n * heads * hd, 1e-6, _i ? "rope neox" : "rope norm");
+	test_vulkan_close(x, want, (size_t)n * heads * hd, 1e-6, _i ? "rope neox" : "rope norm");
 	free(x), free(table), free(y), free(want);
 }
 END_TEST
@@ -341,7 +282,7 @@ START_TEST(activations_match_forward_c)
 	uint32_t i;
 	char what[32];
 
-	if (no_device())
+	if (test_vulkan_skip())
 		goto done;
 	for (i = 0; i < n; i++) {
 		double v = gated ? g[i] : u[i], a;
@@ -361,7 +302,7 @@ START_TEST(activations_match_forward_c)
 	}
 	snprintf(what, sizeof(what), "act %s%s", arch_act_name((enum arch_act)act),
 		 gated ? " gated" : "");
-	close_enough(u, want, n, 1e-6, what);
+	test_vulkan_close(u, want, n, 1e-6, what);
 done:
 	free(g), free(u), free(want);
 }
@@ -384,7 +325,7 @@ START_TEST(embed_matches_dequantize_row)
 	float deq[768];
 	char name[32];
 
-	if (no_device())
+	if (test_vulkan_skip())
 		goto done;
 	for (r = 0; r < vocab; r++)
 		make_row(t, src + r * d, w + r * row, d);
@@ -402,7 +343,7 @@ START_TEST(embed_matches_dequantize_row)
 		shader_name(name, sizeof(name), "embed", t);
 		run(name, &pc, sizeof(pc), bufs, bytes, at, 3, (n * d / per + 63) / 64, 1, 1);
 	}
-	close_enough(x, want, (size_t)n * d, 1e-6, dtype_name(t));
+	test_vulkan_close(x, want, (size_t)n * d, 1e-6, dtype_name(t));
 done:
 	free(src), free(x), free(w), free(want);
 }
@@ -436,7 +377,7 @@ START_TEST(kv_store_and_attention_match_the_reference)
 	double *want = calloc((size_t)n * heads * dv, sizeof(double));
 	uint32_t t, h, j, i;
 
-	if (no_device())
+	if (test_vulkan_skip())
 		goto done;
 	for (h = 0; h < heads; h++)
 		slopes[h] = kern_bf16_to_fp32(kern_fp32_to_bf16(
@@ -510,7 +451,7 @@ START_TEST(kv_store_and_attention_match_the_reference)
 
 		run("attention", &pc, sizeof(pc), bufs, bytes, at, 5, heads, n, 1);
 	}
-	close_enough(out, want, (size_t)n * heads * dv, 1e-5,
+	test_vulkan_close(out, want, (size_t)n * heads * dv, 1e-5,
 		     _i == 0 ? "attention f32" : _i == 1 ? "attention f16 window cap"
 							   : "attention alibi");
 done:

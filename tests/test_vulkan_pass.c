@@ -21,37 +21,13 @@
 #include "testutil.h"
 #include "vk.h"
 
-static int no_device(void)
-{
-	char err[EMBER_ERR_MAX] = "";
-
-	if (vk_open(-1, err) == 0)
-		return 0;
-	printf("skip vulkan test: %s\n", err);
-	return 1;
-}
-
-static void close_enough(const float *got, const double *want, size_t n, double tol,
-			 const char *what)
-{
-	double worst = 0.0, mx = 1e-30;
-	size_t i;
-
-	for (i = 0; i < n; i++) {
-		worst = fmax(worst, fabs(got[i] - want[i]));
-		mx = fmax(mx, fabs(want[i]));
-	}
-	printf("vulkan %s: max |diff| %.3g (max |ref| %.3g)\n", what, worst, mx);
-	ck_assert_msg(worst <= tol * mx, "%s: max |diff| %g > %g x %g", what, worst, tol, mx);
-}
-
 #define LLAMA TEST_GOLDEN_DIR "llama/model-f32.gguf"
 
 static int open_vulkan(struct model *m, const char *path)
 {
 	char err[EMBER_ERR_MAX] = "";
 
-	if (no_device())
+	if (test_vulkan_skip())
 		return -1;
 	ck_assert_msg(compute_device_select("vulkan", err) == 0, "%s", err);
 	ck_assert_int_eq(compute_device_vulkan(), 1);
@@ -162,7 +138,7 @@ START_TEST(hidden_states_match_the_cpu)
 	}
 	for (i = 0; i < (n0 + n1) * D; i++)
 		want[i] = h[1][i];
-	close_enough(h[0], want, (size_t)(n0 + n1) * D, 1e-5, "hidden states vs the CPU");
+	test_vulkan_close(h[0], want, (size_t)(n0 + n1) * D, 1e-5, "hidden states vs the CPU");
 	{
 		struct compute_seq mixed[2] = {{kv[0][0], g.input, 1, COMPUTE_HIDDEN_ALL, false},
 					       {kv[0][1], g.input, 1, COMPUTE_LOGITS_LAST, false}};
@@ -285,7 +261,7 @@ START_TEST(prefill_gemm_matches_the_per_token_matmul)
 	unsetenv("EMBER_VK_GEMM");
 	for (i = 0; i < (size_t)n * V; i++)
 		want[i] = l[1][i];
-	close_enough(l[0], want, (size_t)n * V, coop ? 2e-2 : 1e-5,
+	test_vulkan_close(l[0], want, (size_t)n * V, coop ? 2e-2 : 1e-5,
 		     coop ? "prefill coopmat vs per-token matmul" : "prefill gemm vs per-token matmul");
 	test_golden_free(&g);
 	model_free(&m);

@@ -21,6 +21,7 @@
 #include "kv_cache.h"
 #include "model.h"
 #include "tokenizer.h"
+#include "vk.h"
 
 char *test_read_file(const char *path, size_t *len)
 {
@@ -395,6 +396,69 @@ void test_text_append(char *buf, size_t *used, size_t cap, const char *text, siz
 	}
 }
 
+void test_sink_init(struct test_sink *s)
+{
+	memset(s, 0, sizeof(*s));
+	test_sink_sync_init(&s->lock, &s->cond);
+}
+
+void test_sink_destroy(struct test_sink *s)
+{
+	test_sink_sync_destroy(&s->lock, &s->cond);
+}
+
+void test_sink_on_text(void *data, const char *text, size_t len, int n_tokens)
+{
+	struct test_sink *s = data;
+
+	pthread_mutex_lock(&s->lock);
+	ck_assert_int_eq(s->n_done, 0);
+	test_text_append(s->text, &s->len, TEST_SINK_TEXT_MAX, text, len);
+	s->n_text_calls++;
+	s->n_tokens += n_tokens;
+	pthread_cond_broadcast(&s->cond);
+	while (s->block)
+		pthread_cond_wait(&s->cond, &s->lock);
+	if (s->text_hook)
+		s->text_hook(s, n_tokens);
+	pthread_mutex_unlock(&s->lock);
+}
+
+void test_sink_on_done(void *data, const struct engine_result *res)
+{
+	struct test_sink *s = data;
+
+	pthread_mutex_lock(&s->lock);
+	if (s->done_hook)
+		s->done_hook(s);
+	s->n_done++;
+	s->res = *res;
+	pthread_cond_broadcast(&s->cond);
+	pthread_mutex_unlock(&s->lock);
+}
+
+void test_sink_wait(struct test_sink *s, int tokens)
+{
+	struct timespec until;
+
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 60;
+	pthread_mutex_lock(&s->lock);
+	while (s->n_done == 0 && (tokens <= 0 || s->n_tokens < tokens))
+		ck_assert_msg(pthread_cond_timedwait(&s->cond, &s->lock, &until) == 0,
+			      "request never got there (%d tokens of %d, done %d)", s->n_tokens,
+			      tokens, s->n_done);
+	pthread_mutex_unlock(&s->lock);
+}
+
+void test_sink_unblock(struct test_sink *s)
+{
+	pthread_mutex_lock(&s->lock);
+	s->block = 0;
+	pthread_cond_broadcast(&s->cond);
+	pthread_mutex_unlock(&s->lock);
+}
+
 static pthread_mutex_t test_out_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t test_out_cond = PTHREAD_COND_INITIALIZER;
 
@@ -494,4 +558,27 @@ void test_bf16_golden_check(const struct test_bf16_golden *g, const char *file)
 out:
 	free(l8);
 	free(lb);
+}
+
+int test_vulkan_skip(void)
+{
+	char err[EMBER_ERR_MAX] = "";
+
+	if (vk_open(-1, err) == 0)
+		return 0;
+	printf("skip vulkan test: %s\n", err);
+	return 1;
+}
+
+void test_vulkan_close(const float *got, const double *want, size_t n, double tol,
+		       const char *what)
+{
+	double worst = 0.0, mx = 1e-30;
+
+	for (size_t i = 0; i < n; i++) {
+		worst = fmax(worst, fabs(got[i] - want[i]));
+		mx = fmax(mx, fabs(want[i]));
+	}
+	printf("vulkan %s: max |diff| %.3g (max |ref| %.3g)\n", what, worst, mx);
+	ck_assert_msg(worst <= tol * mx, "%s: max |diff| %g > %g x %g", what, worst, tol, mx);
 }

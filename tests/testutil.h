@@ -86,6 +86,46 @@ void test_llama_close(struct model *m, struct tokenizer *tok);
 void test_sink_sync_init(pthread_mutex_t *lock, pthread_cond_t *cond);
 void test_sink_sync_destroy(pthread_mutex_t *lock, pthread_cond_t *cond);
 
+/*
+ * What the callbacks of one request saw, in the engine suites that follow
+ * a request as it streams (test_engine.c, test_scheduler.c,
+ * test_engine_api.c): pass test_sink_on_text and test_sink_on_done as the
+ * request's callbacks and the sink as their data. A suite that keeps more
+ * embeds it as the first member of its own struct and sets the hooks,
+ * which run under `lock` and may cast the sink back to that struct. Every
+ * field is read and written under `lock`; `cond` is broadcast on each text,
+ * at the end and by test_sink_unblock().
+ */
+#define TEST_SINK_TEXT_MAX 8192
+struct test_sink {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	char text[TEST_SINK_TEXT_MAX]; /* NUL-terminated (test_text_append) */
+	size_t len;
+	int n_text_calls, n_tokens, n_done;
+	int block;                     /* on_text waits while set */
+	struct engine_result res;      /* the on_done result */
+	/* After a text's count (n_tokens: that text's), and before the end
+	 * is counted; NULL for none. */
+	void (*text_hook)(struct test_sink *s, int n_tokens);
+	void (*done_hook)(struct test_sink *s);
+};
+
+/* Zeroes *s and starts its lock and condition; release with
+ * test_sink_destroy(). */
+void test_sink_init(struct test_sink *s);
+void test_sink_destroy(struct test_sink *s);
+/* The callbacks (engine.h): text appended and counted (a text after the
+ * end fails the test), then waiting while `block` is set; the result
+ * kept and n_done counted. */
+void test_sink_on_text(void *data, const char *text, size_t len, int n_tokens);
+void test_sink_on_done(void *data, const struct engine_result *res);
+/* Waits until the request has ended or, with tokens > 0, has streamed
+ * that many tokens; bounded (60 s) only so that a hang fails the test. */
+void test_sink_wait(struct test_sink *s, int tokens);
+/* Clears `block`, releasing an on_text that waits on it. */
+void test_sink_unblock(struct test_sink *s);
+
 /* What an engine suite's on_text keeps: text[0..len) appended to buf,
  * which holds *used bytes of cap, and NUL-terminated, when it fits with
  * room for the NUL; a chunk that does not fit is dropped whole. */
@@ -212,5 +252,16 @@ struct test_bf16_golden {
 	void (*bf16)(int on);
 };
 void test_bf16_golden_check(const struct test_bf16_golden *g, const char *file);
+
+/* The Vulkan suites (test_vulkan.c, test_vulkan_pass.c): nonzero, after
+ * printing why, when no Vulkan device opens here (not built in, no
+ * driver), so the test skips. */
+int test_vulkan_skip(void);
+
+/* Their check of a device result against its double reference: max
+ * |got - want| within tol x max |want| over n values, printed as
+ * "vulkan <what>: ..." either way; fails the running Check test if not. */
+void test_vulkan_close(const float *got, const double *want, size_t n, double tol,
+		       const char *what);
 
 #endif

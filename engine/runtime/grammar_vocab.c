@@ -146,21 +146,16 @@ int grammar_vocab_from_tokenizer(struct grammar_vocab **out, const struct tokeni
 		eog[i] = (uint8_t)(tokenizer_is_eog(tok, i) == 1);
 		if (len <= 0)
 			continue;
-		if ((size_t)len > sizeof(buf)) {
-			pieces[i] = malloc((size_t)len);
-			if (pieces[i] == NULL) {
-				rc = ember_seterr(err, EMBER_ENOMEM, "grammar vocabulary: out of memory");
-				goto out;
-			}
-			len = tokenizer_piece(tok, i, 0, pieces[i], (size_t)len);
-		} else {
-			pieces[i] = malloc((size_t)len);
-			if (pieces[i] == NULL) {
-				rc = ember_seterr(err, EMBER_ENOMEM, "grammar vocabulary: out of memory");
-				goto out;
-			}
-			memcpy(pieces[i], buf, (size_t)len);
+		pieces[i] = malloc((size_t)len);
+		if (pieces[i] == NULL) {
+			rc = ember_seterr(err, EMBER_ENOMEM, "grammar vocabulary: out of memory");
+			goto out;
 		}
+		/* a piece longer than buf is asked for again, into its own */
+		if ((size_t)len > sizeof(buf))
+			len = tokenizer_piece(tok, i, 0, pieces[i], (size_t)len);
+		else
+			memcpy(pieces[i], buf, (size_t)len);
 		lens[i] = len > 0 ? (uint32_t)len : 0;
 	}
 	rc = grammar_vocab_new(out, n, (const char *const *)pieces, lens, eog, err);
@@ -174,6 +169,23 @@ out:
 	return rc;
 }
 
+/* A class table and everything it owns (table_build(); fields it did
+ * not get to are NULL). */
+static void table_free(struct gclass_table *t)
+{
+	free(t->ranges);
+	free(t->run);
+	free(t->run_cp);
+	free(t->cum);
+	free(t->other);
+	free(t->other_cp);
+	free(t->other_off);
+	free(t->tail);
+	free(t->tail_off);
+	free(t->lcp);
+	free(t);
+}
+
 void grammar_vocab_free(struct grammar_vocab *v)
 {
 	if (v == NULL)
@@ -182,17 +194,7 @@ void grammar_vocab_free(struct grammar_vocab *v)
 		struct gclass_table *t = v->tables;
 
 		v->tables = t->next;
-		free(t->ranges);
-		free(t->run);
-		free(t->run_cp);
-		free(t->cum);
-		free(t->other);
-		free(t->other_cp);
-		free(t->other_off);
-		free(t->tail);
-		free(t->tail_off);
-		free(t->lcp);
-		free(t);
+		table_free(t);
 	}
 	pthread_mutex_destroy(&v->lock);
 	free(v->bytes);
@@ -416,17 +418,7 @@ static struct gclass_table *table_build(const struct grammar_vocab *v, const uin
 		goto fail;
 	return t;
 fail:
-	free(t->ranges);
-	free(t->run);
-	free(t->run_cp);
-	free(t->cum);
-	free(t->other);
-	free(t->other_cp);
-	free(t->other_off);
-	free(t->tail);
-	free(t->tail_off);
-	free(t->lcp);
-	free(t);
+	table_free(t);
 	return NULL;
 }
 

@@ -570,6 +570,25 @@ static void jw_indent(struct jbuf *b, int indent, int depth)
 		jbuf_putc(b, ' ');
 }
 
+/* Before item i of a list or dict at `depth`: the separator after the
+ * first, then (indent > 0) a new line at the item's depth. */
+static void jw_item(struct jbuf *b, size_t i, const char *sep, int indent, int depth)
+{
+	if (i)
+		jbuf_put(b, sep, strlen(sep));
+	if (indent > 0)
+		jw_indent(b, indent, depth + 1);
+}
+
+/* The closing bracket of a list or dict of n items, on a line of its own
+ * when indented and not empty. */
+static void jw_close(struct jbuf *b, char bracket, size_t n, int indent, int depth)
+{
+	if (indent > 0 && n)
+		jw_indent(b, indent, depth);
+	jbuf_putc(b, bracket);
+}
+
 void jv_to_json(struct jbuf *b, struct jval v, int indent, int depth)
 {
 	/* Values can hold themselves ({% set ns.x = ns %}, list.append(list)):
@@ -598,30 +617,20 @@ void jv_to_json(struct jbuf *b, struct jval v, int indent, int depth)
 	case JT_LIST:
 		jbuf_putc(b, '[');
 		for (size_t i = 0; i < v.u.l->n; i++) {
-			if (i)
-				jbuf_put(b, sep, strlen(sep));
-			if (indent > 0)
-				jw_indent(b, indent, depth + 1);
+			jw_item(b, i, sep, indent, depth);
 			jv_to_json(b, v.u.l->v[i], indent, depth + 1);
 		}
-		if (indent > 0 && v.u.l->n)
-			jw_indent(b, indent, depth);
-		jbuf_putc(b, ']');
+		jw_close(b, ']', v.u.l->n, indent, depth);
 		return;
 	case JT_DICT:
 		jbuf_putc(b, '{');
 		for (size_t i = 0; i < v.u.d->n; i++) {
-			if (i)
-				jbuf_put(b, sep, strlen(sep));
-			if (indent > 0)
-				jw_indent(b, indent, depth + 1);
+			jw_item(b, i, sep, indent, depth);
 			jw_string(b, v.u.d->kp[i], v.u.d->kn[i]);
 			jbuf_put(b, ": ", 2);
 			jv_to_json(b, v.u.d->v[i], indent, depth + 1);
 		}
-		if (indent > 0 && v.u.d->n)
-			jw_indent(b, indent, depth);
-		jbuf_putc(b, '}');
+		jw_close(b, '}', v.u.d->n, indent, depth);
 		return;
 	default:
 		jbuf_put(b, "null", 4);
@@ -637,13 +646,6 @@ void jv_to_text(struct jbuf *b, struct jval v)
 	case JT_STR:
 		jbuf_put(b, v.u.s.p, v.u.s.n);
 		return;
-	case JT_BOOL:
-		jbuf_put(b, v.u.i ? "true" : "false", v.u.i ? 4 : 5);
-		return;
-	case JT_INT:
-		snprintf(tmp, sizeof(tmp), "%lld", (long long)v.u.i);
-		jbuf_put(b, tmp, strlen(tmp));
-		return;
 	case JT_FLOAT:
 		if (isfinite(v.u.f) && v.u.f == floor(v.u.f) && fabs(v.u.f) < 1e21) {
 			snprintf(tmp, sizeof(tmp), "%.1f", v.u.f);
@@ -652,6 +654,8 @@ void jv_to_text(struct jbuf *b, struct jval v)
 			jw_double(b, v.u.f);
 		}
 		return;
+	case JT_BOOL: /* these print as their JSON */
+	case JT_INT:
 	case JT_LIST:
 	case JT_DICT:
 		jv_to_json(b, v, 0, 0);

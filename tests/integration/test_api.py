@@ -18,8 +18,13 @@ import re
 import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
+
+# check() and free_port(), shared with the stress drivers.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "stress"))
+from stresslib import check, free_port  # noqa: E402
 
 BUILD = os.environ.get("BUILD", "build")
 TMP = os.environ["TMPDIR"]
@@ -27,18 +32,6 @@ EMBERD = os.path.join(BUILD, "emberd")
 EMBER = os.path.join(BUILD, "ember")
 HOST = "127.0.0.1"
 JSON = {"Content-Type": "application/json"}
-
-
-def check(cond, what):
-    if not cond:
-        raise AssertionError(what)
-    print("ok -", what)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind((HOST, 0))
-        return s.getsockname()[1]
 
 
 def synth(preset):

@@ -12,24 +12,7 @@
 # rope scaling types, experts).
 set -eu
 cmp_py=$ROOT/tests/integration/gguf_compare.py
-check_py=$TMPDIR/check.py
-cat >"$check_py" <<'PY'
-import array, sys
-got, exact = array.array('f'), array.array('f')
-got.frombytes(open(sys.argv[1], 'rb').read())
-exact.frombytes(open(sys.argv[2], 'rb').read())
-assert len(got) == len(exact), (len(got), len(exact))
-n = 24
-V = len(exact) // n
-worst = 0.0
-for t in range(n):
-    g, e = got[t * V:(t + 1) * V], exact[t * V:(t + 1) * V]
-    d = max(abs(a - b) for a, b in zip(g, e))
-    r = max(abs(b) for b in e)
-    worst = max(worst, d / r)
-print("worst max|diff|/max|exact| %.3g" % worst)
-assert worst <= 1e-4, "logits differ from the exact reference"
-PY
+check_py=$ROOT/tests/integration/logits_check.py
 
 levels=(scalar)
 grep -qw avx2 /proc/cpuinfo && levels+=(avx2) || echo "skip avx2: this CPU lacks it"

@@ -8,6 +8,7 @@
 # that is not loopback. Every wait is bounded.
 set -eu
 : "${BUILD:?}" "${ROOT:?}" "${TMPDIR:?}"
+. "$ROOT/tests/integration/emberd_lib.sh"
 LG=$BUILD/loadgen
 PY=/usr/bin/python3
 fails=0
@@ -35,17 +36,12 @@ set +e; "$LG" --clients 0 >/dev/null 2>&1; rc=$?; set -e
 
 # ---- the real daemon ----
 "$BUILD/ember" synth --preset tiny --type q8_0 -o "$TMPDIR/m.gguf" >/dev/null
-port=$($PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+port=$(free_port)
 "$BUILD/emberd" --model="$TMPDIR/m.gguf" --port="$port" --threads=1 --slots=4 \
 	--api_key=sekrit 2>"$TMPDIR/emberd.log" &
 pid=$!
 pids+=($pid)
-for _ in $(seq 1 600); do
-	curl -sf "http://127.0.0.1:$port/health" >/dev/null 2>&1 && break
-	kill -0 $pid 2>/dev/null || { cat "$TMPDIR/emberd.log"; exit 1; }
-	sleep 0.1
-done
-curl -sf "http://127.0.0.1:$port/health" >/dev/null || { echo "emberd not ready"; exit 1; }
+wait_health "$port" $pid "$TMPDIR/emberd.log"
 
 for ep in chat completions; do
 	out=$TMPDIR/$ep.json

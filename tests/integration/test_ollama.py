@@ -20,7 +20,12 @@ import signal
 import socket
 import struct
 import subprocess
+import sys
 import time
+
+# check() and free_port(), shared with the stress drivers.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "stress"))
+from stresslib import check, free_port  # noqa: E402
 
 BUILD = os.environ.get("BUILD", "build")
 TMP = os.environ["TMPDIR"]
@@ -29,18 +34,6 @@ EMBERD = os.path.join(BUILD, "emberd")
 HOST = "127.0.0.1"
 MODEL = os.path.join(TMP, "golden-llama.gguf")
 ID = "golden-llama"
-
-
-def check(cond, what):
-    if not cond:
-        raise AssertionError(what)
-    print("ok -", what)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind((HOST, 0))
-        return s.getsockname()[1]
 
 
 class Daemon:

@@ -7,6 +7,7 @@
 # SDK's embeddings.create runs here too (openai_embeddings.mjs).
 set -eu
 : "${BUILD:?}" "${ROOT:?}" "${TMPDIR:?}" "${SHARED:?}"
+. "$ROOT/tests/integration/emberd_lib.sh"
 command -v node >/dev/null || { echo "FAIL: node not on PATH (make deps installs it)"; exit 1; }
 command -v npm >/dev/null || { echo "FAIL: npm not on PATH (make deps installs it)"; exit 1; }
 
@@ -18,16 +19,11 @@ cp "$ROOT/tests/clients/package.json" "$ROOT/tests/clients/ollama_client.mjs" \
 	{ echo "FAIL: npm install failed"; exit 1; }
 
 cp "$SHARED/golden/llama/model-f32.gguf" "$TMPDIR/golden-llama.gguf"
-port=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+port=$(free_port)
 "$BUILD/emberd" --model="$TMPDIR/golden-llama.gguf" --port="$port" --threads=1 2>"$TMPDIR/emberd.log" &
 pid=$!
 trap 'kill $pid 2>/dev/null || true' EXIT
-for _ in $(seq 1 600); do
-	curl -sf "http://127.0.0.1:$port/health" >/dev/null 2>&1 && break
-	kill -0 $pid 2>/dev/null || { cat "$TMPDIR/emberd.log"; exit 1; }
-	sleep 0.1
-done
-curl -sf "http://127.0.0.1:$port/health" >/dev/null || { echo "emberd not ready"; exit 1; }
+wait_health "$port" $pid "$TMPDIR/emberd.log"
 
 (cd "$clients" && timeout 120 node ollama_client.mjs "http://127.0.0.1:$port" golden-llama)
 # The same daemon's /v1/embeddings through the OpenAI SDK.

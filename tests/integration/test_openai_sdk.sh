@@ -8,6 +8,7 @@
 # FAILURE, not a skip: the SDK is the compatibility claim.
 set -eu
 : "${BUILD:?}" "${ROOT:?}" "${TMPDIR:?}"
+. "$ROOT/tests/integration/emberd_lib.sh"
 command -v node >/dev/null || { echo "FAIL: node not on PATH (make deps installs it)"; exit 1; }
 command -v npm >/dev/null || { echo "FAIL: npm not on PATH (make deps installs it)"; exit 1; }
 echo "node $(node --version), npm $(npm --version 2>/dev/null)"
@@ -20,16 +21,11 @@ cp "$ROOT/tests/clients/package.json" "$ROOT/tests/clients/openai_sdk.mjs" \
 	{ echo "FAIL: npm install of the client libraries failed"; exit 1; }
 
 "$BUILD/ember" synth --preset tiny --type q8_0 -o "$TMPDIR/m.gguf" >/dev/null
-port=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+port=$(free_port)
 "$BUILD/emberd" --model="$TMPDIR/m.gguf" --port="$port" --threads=1 2>"$TMPDIR/emberd.log" &
 pid=$!
 trap 'kill $pid 2>/dev/null || true' EXIT
-for _ in $(seq 1 600); do
-	curl -sf "http://127.0.0.1:$port/health" >/dev/null 2>&1 && break
-	kill -0 $pid 2>/dev/null || { cat "$TMPDIR/emberd.log"; exit 1; }
-	sleep 0.1
-done
-curl -sf "http://127.0.0.1:$port/health" >/dev/null || { echo "emberd not ready"; exit 1; }
+wait_health "$port" $pid "$TMPDIR/emberd.log"
 
 for script in openai_sdk vercel_ai langchain; do
 	(cd "$clients" && timeout 120 node $script.mjs "http://127.0.0.1:$port/v1")
@@ -47,11 +43,7 @@ cp "$ROOT/tests/clients/openai_sdk_tools.mjs" "$clients/"
 	--chat-template-file="$ROOT/../shared/chat-templates/Qwen-Qwen2.5-7B-Instruct.jinja" 2>"$TMPDIR/emberd2.log" &
 pid=$!
 trap 'kill $pid 2>/dev/null || true' EXIT
-for _ in $(seq 1 600); do
-	curl -sf "http://127.0.0.1:$port/health" >/dev/null 2>&1 && break
-	kill -0 $pid 2>/dev/null || { cat "$TMPDIR/emberd2.log"; exit 1; }
-	sleep 0.1
-done
+wait_health "$port" $pid "$TMPDIR/emberd2.log"
 (cd "$clients" && timeout 120 node openai_sdk_tools.mjs "http://127.0.0.1:$port/v1")
 kill -TERM $pid
 wait $pid

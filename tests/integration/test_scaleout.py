@@ -24,23 +24,15 @@ import sys
 import threading
 import time
 
+# check() and free_port(), shared with the stress drivers.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "stress"))
+from stresslib import check, free_port  # noqa: E402
+
 BUILD = os.environ.get("BUILD", "build")
 ROOT = os.environ.get("ROOT", ".")
 TMP = os.environ["TMPDIR"]
 HOST = "127.0.0.1"
 JSON = {"Content-Type": "application/json"}
-
-
-def check(cond, what):
-    if not cond:
-        raise AssertionError(what)
-    print("ok -", what)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind((HOST, 0))
-        return s.getsockname()[1]
 
 
 def wait_port(port, proc, what):

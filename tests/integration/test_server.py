@@ -19,15 +19,13 @@ import subprocess
 import sys
 import time
 
+# check() and free_port(), shared with the stress drivers.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "stress"))
+from stresslib import check, free_port  # noqa: E402
+
 BUILD = os.environ.get("BUILD", "build")
 EMBERD = os.path.join(BUILD, "emberd")
 HOST = "127.0.0.1"
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind((HOST, 0))
-        return s.getsockname()[1]
 
 
 class Daemon:
@@ -66,12 +64,6 @@ class Daemon:
             raise AssertionError("emberd did not exit on SIGTERM")
         self.proc.stderr.close()
         return rc
-
-
-def check(cond, what):
-    if not cond:
-        raise AssertionError(what)
-    print("ok -", what)
 
 
 def error_of(body):

@@ -7,6 +7,7 @@
 # completion with the CPU's text and embeddings within 1e-4 of the CPU's; ember bench --device=vulkan lists the
 # device. Skipped, with the reason, where there is no Vulkan device.
 set -eu
+. "$ROOT/tests/integration/emberd_lib.sh"
 E=$BUILD/ember
 if ! "$E" --version | grep -q '^vulkan:[0-9]*: .*: usable'; then
 	echo "skip: no usable Vulkan device: $("$E" --version | grep '^vulkan' | head -1)"
@@ -65,15 +66,11 @@ echo "ok bench --device=vulkan"
 
 # emberd: the same greedy completion on both devices.
 complete() { # DEVICE-ENV... -> the completion's text
-	port=$("$PYTHON" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+	port=$(free_port)
 	env "$@" "$BUILD/emberd" --model="$G/model-f32.gguf" --port="$port" --threads=1 --slots=2 \
 		2>"$TMPDIR/emberd.log" &
 	pid=$!
-	for _ in $(seq 1 600); do
-		curl -sf "http://127.0.0.1:$port/health" >/dev/null 2>&1 && break
-		kill -0 $pid 2>/dev/null || { cat "$TMPDIR/emberd.log"; exit 1; }
-		sleep 0.1
-	done
+	wait_health "$port" $pid "$TMPDIR/emberd.log"
 	curl -sf "http://127.0.0.1:$port/v1/completions" -H 'Content-Type: application/json' \
 		-d '{"prompt": "The quick brown fox", "max_tokens": 8, "temperature": 0}' |
 		"$PYTHON" -c 'import json,sys; print(ascii(json.load(sys.stdin)["choices"][0]["text"]))'

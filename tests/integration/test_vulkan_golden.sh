@@ -10,24 +10,7 @@ if ! "$BUILD/ember" --version | grep -q '^vulkan:[0-9]*: .*: usable'; then
 	echo "skip: no usable Vulkan device: $("$BUILD/ember" --version | grep '^vulkan' | head -1)"
 	exit 0
 fi
-check_py=$TMPDIR/check.py
-cat >"$check_py" <<'PY'
-import array, sys
-got, exact = array.array('f'), array.array('f')
-got.frombytes(open(sys.argv[1], 'rb').read())
-exact.frombytes(open(sys.argv[2], 'rb').read())
-assert len(got) == len(exact), (len(got), len(exact))
-n = 24
-V = len(exact) // n
-worst = wabs = 0.0
-for t in range(n):
-    g, e = got[t * V:(t + 1) * V], exact[t * V:(t + 1) * V]
-    d = max(abs(a - b) for a, b in zip(g, e))
-    worst = max(worst, d / max(abs(b) for b in e))
-    wabs = max(wabs, d)
-print("max|diff| %.3g, /max|exact| %.3g" % (wabs, worst))
-assert worst <= float(sys.argv[3]), "logits differ from the reference"
-PY
+check_py=$ROOT/tests/integration/logits_check.py
 # One arch (run three at a time: lavapipe's steps mostly wait on its threads).
 one() {
 	arch=$1

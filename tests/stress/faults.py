@@ -76,22 +76,30 @@ def complete_events_parse(raw):
     return True
 
 
+def start_streams(a, d, n):
+    """a.streams streams of n tokens against daemon d, each on its own
+    thread into out[i]; returns (out, threads) once every stream is in
+    (+1: the metrics scrape) and 4 are decoding, or after 30 s, so that a
+    signal sent next finds them running."""
+    out = [None] * a.streams
+    th = [threading.Thread(target=read_stream, args=(d.port, out, i, n))
+          for i in range(a.streams)]
+    for t in th:
+        t.start()
+    deadline = time.monotonic() + 30
+    while ((d.gauge("ember_requests_in_flight") or 0) < a.streams + 1 or
+           (d.gauge("ember_slots_busy") or 0) < 4) and \
+            time.monotonic() < deadline:
+        time.sleep(0.05)
+    return out, th
+
+
 def t_sigterm(a):
     model = synth("demo")   # slower per token: streams are still running
     drain = 20
     d = Daemon(model, "--slots=4", "--drain-timeout=%d" % drain,
                "--max-tokens=1500", "--context=2048")
-    out = [None] * a.streams
-    th = [threading.Thread(target=read_stream, args=(d.port, out, i, 1500))
-          for i in range(a.streams)]
-    for t in th:
-        t.start()
-    deadline = time.monotonic() + 30
-    # Every stream in (+1: the scrape) and 4 decoding before the signal.
-    while ((d.gauge("ember_requests_in_flight") or 0) < a.streams + 1 or
-           (d.gauge("ember_slots_busy") or 0) < 4) and \
-            time.monotonic() < deadline:
-        time.sleep(0.05)
+    out, th = start_streams(a, d, 1500)
     busy = d.gauge("ember_slots_busy")
     check(busy >= 1, "SIGTERM sent with %d streams decoding" % busy)
     t0 = time.monotonic()
@@ -123,17 +131,7 @@ def t_drain_timeout(a):
     drain = 1
     d = Daemon(model, "--slots=4", "--drain-timeout=%d" % drain,
                "--max-tokens=4000", "--context=4096")
-    out = [None] * a.streams
-    th = [threading.Thread(target=read_stream, args=(d.port, out, i, 4000))
-          for i in range(a.streams)]
-    for t in th:
-        t.start()
-    deadline = time.monotonic() + 30
-    # Every stream in (+1: the scrape) and 4 decoding before the signal.
-    while ((d.gauge("ember_requests_in_flight") or 0) < a.streams + 1 or
-           (d.gauge("ember_slots_busy") or 0) < 4) and \
-            time.monotonic() < deadline:
-        time.sleep(0.05)
+    out, th = start_streams(a, d, 4000)
     t0 = time.monotonic()
     rc = d.stop(signal.SIGTERM, timeout=drain + 15)
     took = time.monotonic() - t0

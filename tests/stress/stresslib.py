@@ -1,4 +1,6 @@
-"""Shared helpers for the stress and fault drivers (tests/stress/).
+"""Shared helpers for the stress and fault drivers (tests/stress/); the
+Python integration tests (tests/integration/) take check() and
+free_port() from here too.
 
 Starts the real emberd on 127.0.0.1 with a model (a synthesized tiny one
 unless given), reads its /metrics, RSS and open file descriptors from
@@ -13,6 +15,7 @@ import re
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 
@@ -52,7 +55,9 @@ def synth(preset="tiny", qtype="q8_0"):
 def check(cond, what):
     if not cond:
         raise AssertionError(what)
-    print("ok -", what, flush=True)
+    # one write: checks from several threads keep a line each
+    sys.stdout.write("ok - %s\n" % what)
+    sys.stdout.flush()
 
 
 _STARTED = []

@@ -132,32 +132,43 @@ static const struct conv_key phi2_keys[] = {
 
 /* ---- Falcon ----------------------------------------------------------------- */
 
+/* The rows Falcon-7B and Falcon-RW share: the global tensors, the block's
+ * linear layers (fused q/k/v regrouped to [q | k | v]) and the keys. */
+#define FALCON_GLOBAL                                                                              \
+	{"transformer.word_embeddings", "token_embd", D_VOCAB, D_EMBD, XF_NONE, CT_REQUIRED},      \
+	{"transformer.ln_f", "output_norm", D_EMBD, D_NONE, XF_NONE, CT_REQUIRED},                 \
+	{"lm_head", "output", D_VOCAB, D_EMBD, XF_NONE, 0}
+
+#define FALCON_LINEAR                                                                              \
+	{"transformer.h.#.self_attention.query_key_value", "blk.#.attn_qkv", D_QKV, D_EMBD,        \
+	 XF_FALCON_QKV, CT_REQUIRED},                                                              \
+	{"transformer.h.#.self_attention.dense", "blk.#.attn_output", D_EMBD, D_Q, XF_NONE,        \
+	 CT_REQUIRED},                                                                             \
+	{"transformer.h.#.mlp.dense_h_to_4h", "blk.#.ffn_up", D_FF, D_EMBD, XF_NONE, CT_REQUIRED}, \
+	{"transformer.h.#.mlp.dense_4h_to_h", "blk.#.ffn_down", D_EMBD, D_FF, XF_NONE, CT_REQUIRED}
+
+#define FALCON_KEYS                                                                                \
+	{"context_length", HP_N_CTX, NULL},                                                        \
+	{"tensor_data_layout", HP_STR, "jploski"},                                                 \
+	{"embedding_length", HP_N_EMBD, NULL},                                                     \
+	{"feed_forward_length", HP_N_FF, NULL},                                                    \
+	{"block_count", HP_N_LAYER, NULL},                                                         \
+	{"attention.head_count", HP_N_HEAD, NULL},                                                 \
+	{"attention.head_count_kv", HP_N_KV, NULL},                                                \
+	{"attention.layer_norm_epsilon", HP_EPS, NULL}
+
 /* Falcon-7B (parallel attention + MLP off one norm, multi-query), and the
  * Falcon-40B names (ln_attn / ln_mlp). */
 static const struct conv_tensor falcon_tensors[] = {
-	{"transformer.word_embeddings", "token_embd", D_VOCAB, D_EMBD, XF_NONE, CT_REQUIRED},
-	{"transformer.ln_f", "output_norm", D_EMBD, D_NONE, XF_NONE, CT_REQUIRED},
-	{"lm_head", "output", D_VOCAB, D_EMBD, XF_NONE, 0},
+	FALCON_GLOBAL,
 	{"transformer.h.#.input_layernorm", "blk.#.attn_norm", D_EMBD, D_NONE, XF_NONE, 0},
 	{"transformer.h.#.ln_attn", "blk.#.attn_norm", D_EMBD, D_NONE, XF_NONE, 0},
 	{"transformer.h.#.ln_mlp", "blk.#.attn_norm_2", D_EMBD, D_NONE, XF_NONE, 0},
-	{"transformer.h.#.self_attention.query_key_value", "blk.#.attn_qkv", D_QKV, D_EMBD,
-	 XF_FALCON_QKV, CT_REQUIRED},
-	{"transformer.h.#.self_attention.dense", "blk.#.attn_output", D_EMBD, D_Q, XF_NONE,
-	 CT_REQUIRED},
-	{"transformer.h.#.mlp.dense_h_to_4h", "blk.#.ffn_up", D_FF, D_EMBD, XF_NONE, CT_REQUIRED},
-	{"transformer.h.#.mlp.dense_4h_to_h", "blk.#.ffn_down", D_EMBD, D_FF, XF_NONE, CT_REQUIRED},
+	FALCON_LINEAR,
 };
 
 static const struct conv_key falcon_keys[] = {
-	{"context_length", HP_N_CTX, NULL},
-	{"tensor_data_layout", HP_STR, "jploski"},
-	{"embedding_length", HP_N_EMBD, NULL},
-	{"feed_forward_length", HP_N_FF, NULL},
-	{"block_count", HP_N_LAYER, NULL},
-	{"attention.head_count", HP_N_HEAD, NULL},
-	{"attention.head_count_kv", HP_N_KV, NULL},
-	{"attention.layer_norm_epsilon", HP_EPS, NULL},
+	FALCON_KEYS,
 };
 
 /*
@@ -176,30 +187,16 @@ static const struct conv_key falcon_keys[] = {
  *   with .bias; token_embd, output_norm; no output.weight (tied head).
  */
 static const struct conv_tensor falcon_rw_tensors[] = {
-	{"transformer.word_embeddings", "token_embd", D_VOCAB, D_EMBD, XF_NONE, CT_REQUIRED},
-	{"transformer.ln_f", "output_norm", D_EMBD, D_NONE, XF_NONE, CT_REQUIRED},
-	{"lm_head", "output", D_VOCAB, D_EMBD, XF_NONE, 0},
+	FALCON_GLOBAL,
 	{"transformer.h.#.input_layernorm", "blk.#.attn_norm", D_EMBD, D_NONE, XF_NONE,
 	 CT_REQUIRED},
 	{"transformer.h.#.post_attention_layernorm", "blk.#.ffn_norm", D_EMBD, D_NONE, XF_NONE,
 	 CT_REQUIRED},
-	{"transformer.h.#.self_attention.query_key_value", "blk.#.attn_qkv", D_QKV, D_EMBD,
-	 XF_FALCON_QKV, CT_REQUIRED},
-	{"transformer.h.#.self_attention.dense", "blk.#.attn_output", D_EMBD, D_Q, XF_NONE,
-	 CT_REQUIRED},
-	{"transformer.h.#.mlp.dense_h_to_4h", "blk.#.ffn_up", D_FF, D_EMBD, XF_NONE, CT_REQUIRED},
-	{"transformer.h.#.mlp.dense_4h_to_h", "blk.#.ffn_down", D_EMBD, D_FF, XF_NONE, CT_REQUIRED},
+	FALCON_LINEAR,
 };
 
 static const struct conv_key falcon_rw_keys[] = {
-	{"context_length", HP_N_CTX, NULL},
-	{"tensor_data_layout", HP_STR, "jploski"},
-	{"embedding_length", HP_N_EMBD, NULL},
-	{"feed_forward_length", HP_N_FF, NULL},
-	{"block_count", HP_N_LAYER, NULL},
-	{"attention.head_count", HP_N_HEAD, NULL},
-	{"attention.head_count_kv", HP_N_KV, NULL},
-	{"attention.layer_norm_epsilon", HP_EPS, NULL},
+	FALCON_KEYS,
 	{"use_alibi", HP_TRUE, NULL},
 	{"attention.max_alibi_bias", HP_ALIBI_MAX, NULL},
 	{"use_parallel_residual", HP_FALSE, NULL},

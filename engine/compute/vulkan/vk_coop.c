@@ -35,13 +35,7 @@ int vk_coopmat_check(uint32_t type, VkDeviceAddress w, uint32_t n_in, uint32_t n
 	const int sh_gemm = vk_shader_gemm(type), sh_coop = vk_shader_coopmat(type);
 	const uint32_t rows = n_out < MAX_ROWS ? n_out : MAX_ROWS;
 	const VkDeviceSize xb = (VkDeviceSize)N_TOK * n_in * 4, yb = (VkDeviceSize)N_TOK * rows * 4;
-	VkCommandPoolCreateInfo pci = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
-				       .queueFamilyIndex = c->qfam};
-	VkCommandBufferAllocateInfo cai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
-					   .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
-					   .commandBufferCount = 1};
 	VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
-	VkFenceCreateInfo fci = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
 	VkCommandPool pool = VK_NULL_HANDLE;
 	VkCommandBuffer cb;
 	VkFence fence = VK_NULL_HANDLE;
@@ -69,9 +63,7 @@ int vk_coopmat_check(uint32_t type, VkDeviceAddress w, uint32_t n_in, uint32_t n
 		rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
 		x[i] = (float)((rng >> 11) * (1.0 / 9007199254740992.0)) * 2.0f - 1.0f;
 	}
-	if (c->f.CreateCommandPool(c->dev, &pci, NULL, &pool) != VK_SUCCESS ||
-	    (cai.commandPool = pool, c->f.AllocateCommandBuffers(c->dev, &cai, &cb) != VK_SUCCESS) ||
-	    c->f.CreateFence(c->dev, &fci, NULL, &fence) != VK_SUCCESS)
+	if (vk_cmd_new(&pool, &cb, &fence, 0) < 0)
 		goto done;
 	c->f.BeginCommandBuffer(cb, &bi);
 	{
@@ -99,10 +91,7 @@ int vk_coopmat_check(uint32_t type, VkDeviceAddress w, uint32_t n_in, uint32_t n
 				  "differs from the tiled one by %.3g (max %.3g) on type %u", worst,
 				  mx, type);
 done:
-	if (fence)
-		c->f.DestroyFence(c->dev, fence, NULL);
-	if (pool)
-		c->f.DestroyCommandPool(c->dev, pool, NULL);
+	vk_cmd_free(pool, fence);
 	vk_buf_free(&buf);
 	return rc;
 }

@@ -340,12 +340,6 @@ static int open_device(int index, char *err)
 				       .queueCount = 1, .pQueuePriorities = &prio};
 	VkDeviceCreateInfo dci = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, .pNext = &f2,
 				  .queueCreateInfoCount = 1, .pQueueCreateInfos = &qci};
-	VkCommandPoolCreateInfo pci = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
-				       .flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT};
-	VkCommandBufferAllocateInfo cai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
-					   .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
-					   .commandBufferCount = 1};
-	VkFenceCreateInfo fci = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
 	VkPhysicalDeviceCooperativeMatrixFeaturesNV cm = {
 		.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV,
 		.cooperativeMatrix = VK_TRUE};
@@ -401,11 +395,7 @@ static int open_device(int index, char *err)
 			c->dev, "vkGetMemoryHostPointerPropertiesEXT");
 	c->f.GetDeviceQueue(c->dev, c->qfam, 0, &c->queue);
 	pthread_mutex_init(&c->qlock, NULL);
-	pci.queueFamilyIndex = c->qfam;
-	if (c->f.CreateCommandPool(c->dev, &pci, NULL, &c->pool) != VK_SUCCESS ||
-	    (cai.commandPool = c->pool,
-	     c->f.AllocateCommandBuffers(c->dev, &cai, &c->cb) != VK_SUCCESS) ||
-	    c->f.CreateFence(c->dev, &fci, NULL, &c->fence) != VK_SUCCESS)
+	if (vk_cmd_new(&c->pool, &c->cb, &c->fence, 1) < 0)
 		return ember_seterr(err, EMBER_EUNSUPPORTED, "vulkan: command pool");
 	return make_pipelines(err);
 }
@@ -555,6 +545,37 @@ void vk_buf_free(struct vk_buf *b)
 	if (b->m)
 		vk__ctx.f.FreeMemory(vk__ctx.dev, b->m, NULL); /* unmaps */
 	memset(b, 0, sizeof(*b));
+}
+
+int vk_cmd_new(VkCommandPool *pool, VkCommandBuffer *cb, VkFence *fence, int reset)
+{
+	struct vk_ctx *c = &vk__ctx;
+	VkCommandPoolCreateInfo pci = {
+		.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
+		.flags = reset ? VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT : 0,
+		.queueFamilyIndex = c->qfam};
+	VkCommandBufferAllocateInfo cai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
+					   .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
+					   .commandBufferCount = 1};
+	VkFenceCreateInfo fci = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+
+	if (c->f.CreateCommandPool(c->dev, &pci, NULL, pool) != VK_SUCCESS)
+		return -1;
+	cai.commandPool = *pool;
+	if (c->f.AllocateCommandBuffers(c->dev, &cai, cb) != VK_SUCCESS ||
+	    c->f.CreateFence(c->dev, &fci, NULL, fence) != VK_SUCCESS)
+		return -1;
+	return 0;
+}
+
+void vk_cmd_free(VkCommandPool pool, VkFence fence)
+{
+	struct vk_ctx *c = &vk__ctx;
+
+	if (fence)
+		c->f.DestroyFence(c->dev, fence, NULL);
+	if (pool)
+		c->f.DestroyCommandPool(c->dev, pool, NULL);
 }
 
 int vk_submit_wait(VkCommandBuffer cb, VkFence fence, char *err)

@@ -152,6 +152,15 @@ int vk_shader_coopmat(uint32_t t);
 /* Makes shader s's pipeline unless it exists (thread-safe; vk_device.c). */
 int vk_shader_ready(enum vk_shader s, char *err);
 
+/* A command pool on the compute queue's family with one primary command
+ * buffer, and a fence: what each recorder (the context's, a pass, a
+ * staging area, the checks) submits and waits with (vk_submit_wait).
+ * reset: the buffer may be reset and recorded again. 0, or -1 with the
+ * handles made so far set (start pool and fence at VK_NULL_HANDLE);
+ * vk_cmd_free() releases either way (freeing the pool frees the buffer). */
+int vk_cmd_new(VkCommandPool *pool, VkCommandBuffer *cb, VkFence *fence, int reset);
+void vk_cmd_free(VkCommandPool pool, VkFence fence);
+
 /* Submits cb and waits for it (fence reset first); under ctx.qlock. */
 int vk_submit_wait(VkCommandBuffer cb, VkFence fence, char *err);
 

@@ -394,28 +394,28 @@ void vk_test_staging(size_t bytes)
 	stage_forced = bytes;
 }
 
-int vk_test_n_staged(void)
+/* How many registered weight sets import the file's map (imported), or
+ * else were staged into device-local chunks. */
+static int reg_count(int imported)
 {
 	struct vk_weights *w;
 	int n = 0;
 
 	pthread_mutex_lock(&reg_lock);
 	for (w = reg; w; w = w->next)
-		n += w->staged;
+		n += imported ? w->imported : w->staged;
 	pthread_mutex_unlock(&reg_lock);
 	return n;
 }
 
+int vk_test_n_staged(void)
+{
+	return reg_count(0);
+}
+
 int vk_test_n_imported(void)
 {
-	struct vk_weights *w;
-	int n = 0;
-
-	pthread_mutex_lock(&reg_lock);
-	for (w = reg; w; w = w->next)
-		n += w->imported;
-	pthread_mutex_unlock(&reg_lock);
-	return n;
+	return reg_count(1);
 }
 
 int vk_weights_get(struct vk_weights **out, const struct model *m, char *err)

@@ -26,51 +26,7 @@
 #include "dtype.h"
 #include "ember.h"
 #include "vk_kv.h"
-
-/* Push-constant blocks, field for field as in the shaders (scalar
- * layout: device addresses first, then 32-bit values). */
-struct pc_matmul {
-	uint64_t w, x, y, bias;
-	uint32_t type, n_in, n_out, n_tok, flags;
-	float cap;
-};
-struct pc_norm {
-	uint64_t x, out, gain, bias, map;
-	uint32_t dim, stride_in, stride_out, flags;
-	float eps;
-	uint32_t rows;
-};
-struct pc_rope {
-	uint64_t x, table;
-	uint32_t n, heads, hd, half, neox;
-};
-struct pc_embed {
-	uint64_t w, x, tokens;
-	uint32_t type, dim, n;
-	float scale;
-};
-struct pc_act {
-	uint64_t gate, up;
-	uint32_t n, act, gated;
-};
-struct pc_add {
-	uint64_t x, y;
-	uint32_t n;
-};
-struct pc_kv_store {
-	uint64_t k, v, kc, vc;
-	uint32_t r0, pos0, n, heads, dk, dv, n_ctx, f16, ring;
-};
-struct pc_attention {
-	uint64_t q, out, kc, vc, slopes;
-	uint32_t row0, pos0, heads, heads_kv, dk, dv, n_ctx, f16, window, alibi;
-	float scale, cap;
-	uint32_t ring;
-};
-struct pc_copy {
-	uint64_t src, dst;
-	uint32_t n, width, src_stride, off;
-};
+#include "vk_pc.h"
 
 #define MM_BIAS 1u
 #define MM_ACC 2u
@@ -134,7 +90,6 @@ static int gemm_min(uint32_t *out, char *err)
 
 int vk_pass_new(struct vk_pass **out, const struct model *m, uint32_t max_batch, char *err)
 {
-	struct vk_ctx *c = &vk__ctx;
 	const struct model_hparams *hp = &m->hp;
 	const uint64_t B = max_batch ? max_batch : 64, half = hp->n_rot / 2;
 	const uint64_t lens[] = {B * hp->n_embd, B * hp->n_embd, B * hp->n_embd,
@@ -146,13 +101,6 @@ int vk_pass_new(struct vk_pass **out, const struct model *m, uint32_t max_batch,
 									   : hp->head_dim_v) +
 					 B * 2 * hp->n_ff};
 	VkDeviceAddress *addrs[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
-	VkCommandPoolCreateInfo pci = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
-				       .flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
-				       .queueFamilyIndex = c->qfam};
-	VkCommandBufferAllocateInfo cai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
-					   .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
-					   .commandBufferCount = 1};
-	VkFenceCreateInfo fci = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
 	struct vk_pass *p;
 	uint64_t total = 0, off = 0, rope_bytes = round256(B * half * 2 * 4);
 	size_t i;
@@ -209,10 +157,7 @@ int vk_pass_new(struct vk_pass **out, const struct model *m, uint32_t max_batch,
 		}
 		((float *)((char *)p->rope_swa + rope_bytes))[i] = sl;
 	}
-	if (c->f.CreateCommandPool(c->dev, &pci, NULL, &p->pool) != VK_SUCCESS ||
-	    (cai.commandPool = p->pool,
-	     c->f.AllocateCommandBuffers(c->dev, &cai, &p->cb) != VK_SUCCESS) ||
-	    c->f.CreateFence(c->dev, &fci, NULL, &p->fence) != VK_SUCCESS) {
+	if (vk_cmd_new(&p->pool, &p->cb, &p->fence, 1) < 0) {
 		rc = ember_seterr(err, EMBER_ENOMEM, "vulkan: command buffer");
 		goto fail;
 	}
@@ -225,14 +170,9 @@ fail:
 
 void vk_pass_free(struct vk_pass *p)
 {
-	struct vk_ctx *c = &vk__ctx;
-
 	if (!p)
 		return;
-	if (p->fence)
-		c->f.DestroyFence(c->dev, p->fence, NULL);
-	if (p->pool)
-		c->f.DestroyCommandPool(c->dev, p->pool, NULL);
+	vk_cmd_free(p->pool, p->fence);
 	vk_buf_free(&p->scratch);
 	vk_buf_free(&p->in);
 	vk_buf_free(&p->out);

@@ -33,14 +33,6 @@ struct vk_stage {
 
 int vk_stage_new(struct vk_stage **out, VkDeviceSize bytes, char *err)
 {
-	struct vk_ctx *c = &vk__ctx;
-	VkCommandPoolCreateInfo pci = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
-				       .flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
-				       .queueFamilyIndex = c->qfam};
-	VkCommandBufferAllocateInfo cai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
-					   .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
-					   .commandBufferCount = 1};
-	VkFenceCreateInfo fci = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
 	struct vk_stage *s;
 	int rc;
 
@@ -54,10 +46,7 @@ int vk_stage_new(struct vk_stage **out, VkDeviceSize bytes, char *err)
 	if (!s->buf.map)
 		goto fail;
 	rc = ember_seterr(err, EMBER_ENOMEM, "vulkan: staging command buffer");
-	if (c->f.CreateCommandPool(c->dev, &pci, NULL, &s->pool) != VK_SUCCESS ||
-	    (cai.commandPool = s->pool,
-	     c->f.AllocateCommandBuffers(c->dev, &cai, &s->cb) != VK_SUCCESS) ||
-	    c->f.CreateFence(c->dev, &fci, NULL, &s->fence) != VK_SUCCESS)
+	if (vk_cmd_new(&s->pool, &s->cb, &s->fence, 1) < 0)
 		goto fail;
 	*out = s;
 	return 0;
@@ -68,14 +57,9 @@ fail:
 
 void vk_stage_free(struct vk_stage *s)
 {
-	struct vk_ctx *c = &vk__ctx;
-
 	if (!s)
 		return;
-	if (s->fence)
-		c->f.DestroyFence(c->dev, s->fence, NULL);
-	if (s->pool)
-		c->f.DestroyCommandPool(c->dev, s->pool, NULL);
+	vk_cmd_free(s->pool, s->fence);
 	vk_buf_free(&s->buf);
 	free(s);
 }

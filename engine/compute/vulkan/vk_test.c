@@ -14,13 +14,7 @@ int vk_test_dispatch(const char *name, void *pc, size_t pc_bytes, void *const *b
 		     uint32_t gy, uint32_t gz, char *err)
 {
 	struct vk_ctx *c = &vk__ctx;
-	VkCommandPoolCreateInfo pci = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
-				       .queueFamilyIndex = c->qfam};
-	VkCommandBufferAllocateInfo cai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
-					   .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
-					   .commandBufferCount = 1};
 	VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
-	VkFenceCreateInfo fci = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
 	VkCommandPool pool = VK_NULL_HANDLE;
 	VkCommandBuffer cb;
 	VkFence fence = VK_NULL_HANDLE;
@@ -48,9 +42,7 @@ int vk_test_dispatch(const char *name, void *pc, size_t pc_bytes, void *const *b
 		memcpy((char *)pc + addr_at[i], &a, sizeof(a));
 	}
 	rc = ember_seterr(err, EMBER_ENOMEM, "vulkan: test command buffer");
-	if (c->f.CreateCommandPool(c->dev, &pci, NULL, &pool) != VK_SUCCESS ||
-	    (cai.commandPool = pool, c->f.AllocateCommandBuffers(c->dev, &cai, &cb) != VK_SUCCESS) ||
-	    c->f.CreateFence(c->dev, &fci, NULL, &fence) != VK_SUCCESS)
+	if (vk_cmd_new(&pool, &cb, &fence, 0) < 0)
 		goto done;
 	c->f.BeginCommandBuffer(cb, &bi);
 	vk_dispatch(cb, (enum vk_shader)s, pc, pc_bytes, gx, gy, gz);
@@ -60,10 +52,7 @@ int vk_test_dispatch(const char *name, void *pc, size_t pc_bytes, void *const *b
 	for (i = 0; i < n_bufs; i++)
 		memcpy(bufs[i], b[i].map, bytes[i]);
 done:
-	if (fence)
-		c->f.DestroyFence(c->dev, fence, NULL);
-	if (pool)
-		c->f.DestroyCommandPool(c->dev, pool, NULL);
+	vk_cmd_free(pool, fence);
 	for (i = 0; i < n_bufs; i++)
 		vk_buf_free(&b[i]);
 	free(b);

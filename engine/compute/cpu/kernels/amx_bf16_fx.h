@@ -218,20 +218,7 @@ static inline int amxfx_selftest(kern_gemm_fn f16, kern_gemm_fn bf16)
 			.xf = xf, .xf_stride = IN,
 		};
 
-		for (size_t i = 0; i < OUT * IN; i++) {
-			const float v = ((float)(amx_selftest_rand(&s) % 2001) - 1000.0f) * 1e-3f /
-					(float)(1u << (amx_selftest_rand(&s) % 12));
-			uint32_t u;
-
-			if (wt == DTYPE_F16) {
-				w[i] = kern_fp32_to_fp16(v);
-				wf[i] = kern_fp16_to_fp32(w[i]);
-			} else {
-				memcpy(&u, &v, sizeof(u));
-				w[i] = (uint16_t)(u >> 16);
-				wf[i] = kern_bf16_to_fp32(w[i]);
-			}
-		}
+		amx_selftest_weights16(wt, w, wf, OUT * IN, &s);
 		(ti ? bf16 : f16)(&a, 0, OUT);
 		for (size_t o = 0; o < OUT; o++)
 			for (size_t k = 0; k < TOK; k++) {

@@ -11,6 +11,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "kernels.h"
 #include "kernels_impl.h"
@@ -33,6 +34,28 @@ static inline void amx_selftest_weights(struct kern_block_q8_0 *w8, struct kern_
 			w8[i].qs[j] = (int8_t)(amx_selftest_rand(s) % 255 - 127);
 		for (int j = 0; j < KERN_QK / 2; j++)
 			w4[i].qs[j] = (uint8_t)amx_selftest_rand(s);
+	}
+}
+
+/* n F16 (wt DTYPE_F16) or BF16 (else: truncated) weights from *s, of
+ * varied magnitude (2^-12 .. 1, so every low part of a split product is
+ * in play), into w; their exact floats into wf. */
+static inline void amx_selftest_weights16(uint32_t wt, uint16_t *w, float *wf, size_t n,
+					  uint32_t *s)
+{
+	for (size_t i = 0; i < n; i++) {
+		const float v = ((float)(amx_selftest_rand(s) % 2001) - 1000.0f) * 1e-3f /
+				(float)(1u << (amx_selftest_rand(s) % 12));
+		uint32_t u;
+
+		if (wt == DTYPE_F16) {
+			w[i] = kern_fp32_to_fp16(v);
+			wf[i] = kern_fp16_to_fp32(w[i]);
+		} else {
+			memcpy(&u, &v, sizeof(u));
+			w[i] = (uint16_t)(u >> 16);
+			wf[i] = kern_bf16_to_fp32(w[i]);
+		}
 	}
 }
 

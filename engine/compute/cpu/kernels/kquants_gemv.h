@@ -169,6 +169,41 @@ KG_INLINE void kg_prefetch_rows(const char *const w[KG_R], int R, size_t off, si
 		kg_prefetch(w[r] + off, n);
 }
 
+/* Whether a step at rows o .. o + R - 1 prefetches: the rows KG_AHEAD
+ * past its last stay below `end` (kg_gemv()). */
+KG_INLINE int kg_prefetch_ok(size_t o, int R, size_t end)
+{
+	return o + (size_t)(R - 1) + KG_AHEAD + 1 <= end;
+}
+
+/* A super-block's float step with a minimum (Q4_K, Q5_K, Q2_K): the rows'
+ * d and dmin (fp16 at `off` of each row's block), times the activations'
+ * scale xd, on the integer sums i4 and minimum sums m4. */
+KG_INLINE __m128 kg_step_dmin(__m128 acc, const char *const w[KG_R], size_t off, __m128 xd,
+			      __m128i i4, __m128i m4)
+{
+	__m128 d4, dmin4;
+
+	kg_halves4(w, off, &d4, &dmin4);
+	const __m128 dk = _mm_mul_ps(d4, xd);
+	const __m128 mk = _mm_mul_ps(dmin4, xd);
+	acc = _mm_add_ps(acc, _mm_mul_ps(dk, _mm_cvtepi32_ps(i4)));
+	return _mm_sub_ps(acc, _mm_mul_ps(mk, _mm_cvtepi32_ps(m4)));
+}
+
+/* The same without a minimum (Q6_K, Q3_K): d is the second fp16 at `off`
+ * (the 4 bytes there end the block: two scale bytes, then d). */
+KG_INLINE __m128 kg_step_d(__m128 acc, const char *const w[KG_R], size_t off, __m128 xd,
+			   __m128i i4)
+{
+	__m128 sc4, d4;
+
+	kg_halves4(w, off, &sc4, &d4);
+	(void)sc4;
+	const __m128 dk = _mm_mul_ps(d4, xd);
+	return _mm_add_ps(acc, _mm_mul_ps(dk, _mm_cvtepi32_ps(i4)));
+}
+
 /* kg_q6_unpack(): kquants_q6_avx2.h (the avx2 packers read it too). */
 
 /* The integer sum of one Q6_K row's super-block at b, spread over eight
@@ -227,7 +262,7 @@ KG_INLINE void kg_k4_rows(const struct kern_gemm_args *a, size_t o, int R, int f
 	const __m256i m4 = _mm256_set1_epi8(0x0f), b16 = _mm256_set1_epi8(16);
 	const struct kern_block_q8_k *x = a->xk;
 	const char *w[KG_R];
-	const int pf = o + (size_t)(R - 1) + KG_AHEAD + 1 <= end;
+	const int pf = kg_prefetch_ok(o, R, end);
 	__m128 acc = _mm_setzero_ps();
 
 	kg_rows(a, o, R, w);
@@ -289,61 +324,22 @@ KG_INLINE void kg_k4_rows(const struct kern_gemm_args *a, size_t o, int R, int f
 		const __m128i i4 = kg_hsum4(iv);
 		const __m128i m4s = _mm_hadd_epi32(_mm_hadd_epi32(mv[0], mv[1]),
 						   _mm_hadd_epi32(mv[2], mv[3]));
-		const __m128 xd = _mm_set1_ps(x[s].d);
-		__m128 d4, dmin4;
-		kg_halves4(w, sb, &d4, &dmin4);
-		const __m128 dk = _mm_mul_ps(d4, xd);
-		const __m128 mk = _mm_mul_ps(dmin4, xd);
-		acc = _mm_add_ps(acc, _mm_mul_ps(dk, _mm_cvtepi32_ps(i4)));
-		acc = _mm_sub_ps(acc, _mm_mul_ps(mk, _mm_cvtepi32_ps(m4s)));
+		acc = kg_step_dmin(acc, w, sb, _mm_set1_ps(x[s].d), i4, m4s);
 	}
 	kg_store(a, o, R, acc);
 }
 
-/* Rows o .. o + R - 1 of Q6_K: ql (128 bytes), qh (64), 16 int8 scales,
- * d; element e: n = e / 128, k = (e % 128) / 32, l = e % 32 takes a
- * nibble of ql[64n + 32(k & 1) + l] (k < 2 low) and bits 2k, 2k + 1 of
- * qh[32n + l]. */
-KG_INLINE void kg_q6_rows(const struct kern_gemm_args *a, size_t o, int R, size_t end)
+/* The integer sum of one Q6_K row's super-block at b (ql 128 bytes, qh
+ * 64, 16 int8 scales, d; element e: n = e / 128, k = (e % 128) / 32,
+ * l = e % 32 takes a nibble of ql[64n + 32(k & 1) + l] (k < 2 low) and
+ * bits 2k, 2k + 1 of qh[32n + l]), with the -32 offset through the
+ * activation sums: sum_k sc_k S_k - 32 sum_k sc_k (sum of x_k). */
+KG_INLINE __m256i kg_q6_row_sum(const char *b, const int8_t *xq, __m256i bsums)
 {
-	const size_t bs = sizeof(struct kern_block_q6_k), nsb = a->n_in / KERN_QKK;
-	const size_t st = a->w_stride;
-	const struct kern_block_q8_k *x = a->xk;
-	const char *w[KG_R];
-	const int pf = o + (size_t)(R - 1) + KG_AHEAD + 1 <= end;
-	__m128 acc = _mm_setzero_ps();
+	const __m128i sc8 = _mm_loadu_si128((const __m128i *)(b + 192));
+	const __m256i off = _mm256_slli_epi32(_mm256_madd_epi16(_mm256_cvtepi8_epi16(sc8), bsums), 5);
 
-	kg_rows(a, o, R, w);
-	for (size_t s = 0; s < nsb; s++) {
-		const size_t sb = s * bs;
-		const int8_t *xq = x[s].qs;
-		const __m256i bsums = kg_load(x[s].bsums);
-		__m256i iv[KG_R];
-
-		if (pf)
-			kg_prefetch_rows(w, R, KG_AHEAD * st + sb, bs);
-		KG_UNROLL
-		for (int r = 0; r < KG_R; r++) {
-			if (r >= R) {
-				iv[r] = _mm256_setzero_si256();
-				continue;
-			}
-			const char *b = w[r] + sb;
-			const __m128i sc8 = _mm_loadu_si128((const __m128i *)(b + 192));
-			/* the -32 offset: 32 x sum_k sc_k x (sum of x_k) */
-			const __m256i off = _mm256_slli_epi32(
-				_mm256_madd_epi16(_mm256_cvtepi8_epi16(sc8), bsums), 5);
-
-			iv[r] = _mm256_sub_epi32(kg_q6_row_y(b, sc8, xq), off);
-		}
-		const __m128i i4 = kg_hsum4(iv);
-		__m128 sc4, d4; /* bytes 206..209: scales 14, 15, then d */
-		kg_halves4(w, sb + 206, &sc4, &d4);
-		(void)sc4;
-		const __m128 dk = _mm_mul_ps(d4, _mm_set1_ps(x[s].d));
-		acc = _mm_add_ps(acc, _mm_mul_ps(dk, _mm_cvtepi32_ps(i4)));
-	}
-	kg_store(a, o, R, acc);
+	return _mm256_sub_epi32(kg_q6_row_y(b, sc8, xq), off);
 }
 
 /* The integer sums of one Q2_K row's super-block at b (16 sub-blocks of
@@ -379,44 +375,6 @@ KG_INLINE __m256i kg_q2_row_y(const char *b, const int8_t *xq, __m256i bsums, __
 		}
 	}
 	return _mm256_add_epi32(isum, isum2);
-}
-
-/* Rows o .. o + R - 1 of Q2_K; the float step is Q4_K's (d, dmin at 80). */
-KG_INLINE void kg_q2_rows(const struct kern_gemm_args *a, size_t o, int R, size_t end)
-{
-	const size_t bs = sizeof(struct kern_block_q2_k), nsb = a->n_in / KERN_QKK;
-	const size_t st = a->w_stride;
-	const struct kern_block_q8_k *x = a->xk;
-	const char *w[KG_R];
-	const int pf = o + (size_t)(R - 1) + KG_AHEAD + 1 <= end;
-	__m128 acc = _mm_setzero_ps();
-
-	kg_rows(a, o, R, w);
-	for (size_t s = 0; s < nsb; s++) {
-		const size_t sb = s * bs;
-		const __m256i bsums = kg_load(x[s].bsums);
-		__m256i iv[KG_R], mv[KG_R];
-
-		if (pf)
-			kg_prefetch_rows(w, R, KG_AHEAD * st + sb, bs);
-		KG_UNROLL
-		for (int r = 0; r < KG_R; r++) {
-			if (r >= R) {
-				iv[r] = mv[r] = _mm256_setzero_si256();
-				continue;
-			}
-			iv[r] = kg_q2_row_y(w[r] + sb, x[s].qs, bsums, &mv[r]);
-		}
-		const __m128i i4 = kg_hsum4(iv), m4s = kg_hsum4(mv);
-		const __m128 xd = _mm_set1_ps(x[s].d);
-		__m128 d4, dmin4;
-		kg_halves4(w, sb + 80, &d4, &dmin4);
-		const __m128 dk = _mm_mul_ps(d4, xd);
-		const __m128 mk = _mm_mul_ps(dmin4, xd);
-		acc = _mm_add_ps(acc, _mm_mul_ps(dk, _mm_cvtepi32_ps(i4)));
-		acc = _mm_sub_ps(acc, _mm_mul_ps(mk, _mm_cvtepi32_ps(m4s)));
-	}
-	kg_store(a, o, R, acc);
 }
 
 /* Q3_K's 16 signed scales (kern_q3k_scale()) as int8, from the 16 bytes
@@ -477,33 +435,52 @@ KG_INLINE __m256i kg_q3_row_y(const char *b, const int8_t *xq, __m256i bsums)
 	return _mm256_sub_epi32(_mm256_add_epi32(isum, isum2), off);
 }
 
-/* Rows o .. o + R - 1 of Q3_K; the float step is Q6_K's (d at 108). */
-KG_INLINE void kg_q3_rows(const struct kern_gemm_args *a, size_t o, int R, size_t end)
+/* The K-quants whose rows kg_qk_rows() runs. */
+enum kg_qk { KG_QK_Q2, KG_QK_Q3, KG_QK_Q6 };
+
+/* Rows o .. o + R - 1 of Q2_K, Q3_K or Q6_K (qk, a constant once
+ * inlined): per super-block each row's integer sums (and Q2_K's minimum
+ * sums), then the float step, Q4_K's for Q2_K (d, dmin at 80), without a
+ * minimum for Q3_K (d at 108) and Q6_K (d at 208). */
+KG_INLINE void kg_qk_rows(const struct kern_gemm_args *a, size_t o, int R, size_t end,
+			  enum kg_qk qk)
 {
-	const size_t bs = sizeof(struct kern_block_q3_k), nsb = a->n_in / KERN_QKK;
-	const size_t st = a->w_stride;
+	const size_t bs = qk == KG_QK_Q2   ? sizeof(struct kern_block_q2_k)
+			  : qk == KG_QK_Q3 ? sizeof(struct kern_block_q3_k)
+					   : sizeof(struct kern_block_q6_k);
+	const size_t nsb = a->n_in / KERN_QKK, st = a->w_stride;
 	const struct kern_block_q8_k *x = a->xk;
 	const char *w[KG_R];
-	const int pf = o + (size_t)(R - 1) + KG_AHEAD + 1 <= end;
+	const int pf = kg_prefetch_ok(o, R, end);
 	__m128 acc = _mm_setzero_ps();
 
 	kg_rows(a, o, R, w);
 	for (size_t s = 0; s < nsb; s++) {
 		const size_t sb = s * bs;
 		const __m256i bsums = kg_load(x[s].bsums);
-		__m256i iv[KG_R];
+		__m256i iv[KG_R], mv[KG_R];
 
 		if (pf)
 			kg_prefetch_rows(w, R, KG_AHEAD * st + sb, bs);
 		KG_UNROLL
-		for (int r = 0; r < KG_R; r++)
-			iv[r] = r < R ? kg_q3_row_y(w[r] + sb, x[s].qs, bsums) : _mm256_setzero_si256();
+		for (int r = 0; r < KG_R; r++) {
+			if (r >= R) {
+				iv[r] = mv[r] = _mm256_setzero_si256();
+				continue;
+			}
+			if (qk == KG_QK_Q2) {
+				iv[r] = kg_q2_row_y(w[r] + sb, x[s].qs, bsums, &mv[r]);
+				continue;
+			}
+			iv[r] = qk == KG_QK_Q3 ? kg_q3_row_y(w[r] + sb, x[s].qs, bsums)
+					       : kg_q6_row_sum(w[r] + sb, x[s].qs, bsums);
+		}
 		const __m128i i4 = kg_hsum4(iv);
-		__m128 sc4, d4; /* bytes 106..109: scale bytes 10, 11, then d */
-		kg_halves4(w, sb + 106, &sc4, &d4);
-		(void)sc4;
-		const __m128 dk = _mm_mul_ps(d4, _mm_set1_ps(x[s].d));
-		acc = _mm_add_ps(acc, _mm_mul_ps(dk, _mm_cvtepi32_ps(i4)));
+		if (qk == KG_QK_Q2)
+			acc = kg_step_dmin(acc, w, sb + 80, _mm_set1_ps(x[s].d), i4, kg_hsum4(mv));
+		else
+			acc = kg_step_d(acc, w, sb + (qk == KG_QK_Q3 ? 106 : 206), _mm_set1_ps(x[s].d),
+					i4);
 	}
 	kg_store(a, o, R, acc);
 }
@@ -568,9 +545,9 @@ void KG_FN(quantize_act_q8k)(const float *x, struct kern_block_q8_k *y, size_t n
 #define KG_Q3_ROWS kz_q3_rows
 #else
 #define KG_K4_ROWS kg_k4_rows
-#define KG_Q6_ROWS kg_q6_rows
-#define KG_Q2_ROWS kg_q2_rows
-#define KG_Q3_ROWS kg_q3_rows
+#define KG_Q6_ROWS(a, o, R, end) kg_qk_rows(a, o, R, end, KG_QK_Q6)
+#define KG_Q2_ROWS(a, o, R, end) kg_qk_rows(a, o, R, end, KG_QK_Q2)
+#define KG_Q3_ROWS(a, o, R, end) kg_qk_rows(a, o, R, end, KG_QK_Q3)
 #endif
 
 /* One function per (type, rows): constant R, the loops unrolled. */
@@ -591,19 +568,25 @@ KG_ROWS_FN(KG_FN(q6k_1), KG_Q6_ROWS(a, o, 1, end))
 
 typedef void (*kg_rows_fn)(const struct kern_gemm_args *a, size_t o, size_t end);
 
-/* Four rows a step; the last one to three one at a time (each lane is
+/* A call without kern_block_q8_k activations, or of more than one token,
+ * goes to the level's gemm; one token: four rows a step, the last one to
+ * three one at a time (each lane is
  * the same instruction sequence, so a row's result does not depend on
  * the step it falls in). The row functions prefetch up to the matrix's
  * last row (y_stride: n_out for one token), not the chunk's: a thread
  * goes on to the next chunk of its region, whose first KG_AHEAD rows
  * would otherwise come from DRAM unannounced (one 64-row chunk in four
  * of a two-thread decode: 25.6 -> 16.6 GB/s, one thread). */
-KG_INLINE void kg_gemv(kg_rows_fn four, kg_rows_fn one, const struct kern_gemm_args *a,
-		       size_t o0, size_t o1)
+KG_INLINE void kg_gemv(kern_gemm_fn gemm, kg_rows_fn four, kg_rows_fn one,
+		       const struct kern_gemm_args *a, size_t o0, size_t o1)
 {
 	const size_t end = a->y_stride > o1 ? a->y_stride : o1;
 	size_t o = o0;
 
+	if (a->xk == NULL || a->n_tok != 1) {
+		gemm(a, o0, o1);
+		return;
+	}
 	for (; o + KG_R <= o1; o += KG_R)
 		four(a, o, end);
 	for (; o < o1; o++)
@@ -612,18 +595,12 @@ KG_INLINE void kg_gemv(kg_rows_fn four, kg_rows_fn one, const struct kern_gemm_a
 
 void KG_FN(gemv_q4_k)(const struct kern_gemm_args *a, size_t o0, size_t o1)
 {
-	if (a->xk == NULL || a->n_tok != 1)
-		KG_GEMM_Q4_K(a, o0, o1);
-	else
-		kg_gemv(KG_FN(q4k_4), KG_FN(q4k_1), a, o0, o1);
+	kg_gemv(KG_GEMM_Q4_K, KG_FN(q4k_4), KG_FN(q4k_1), a, o0, o1);
 }
 
 void KG_FN(gemv_q5_k)(const struct kern_gemm_args *a, size_t o0, size_t o1)
 {
-	if (a->xk == NULL || a->n_tok != 1)
-		KG_GEMM_Q5_K(a, o0, o1);
-	else
-		kg_gemv(KG_FN(q5k_4), KG_FN(q5k_1), a, o0, o1);
+	kg_gemv(KG_GEMM_Q5_K, KG_FN(q5k_4), KG_FN(q5k_1), a, o0, o1);
 }
 
 #ifdef KG_ZMM
@@ -659,13 +636,13 @@ static void KG_FN(q6k_gemv)(const struct kern_gemm_args *a, size_t o0, size_t o1
 
 void KG_FN(gemv_q6_k)(const struct kern_gemm_args *a, size_t o0, size_t o1)
 {
+#ifdef KG_ZMM
 	if (a->xk == NULL || a->n_tok != 1)
 		KG_GEMM_Q6_K(a, o0, o1);
 	else
-#ifdef KG_ZMM
 		KG_FN(q6k_gemv)(a, o0, o1);
 #else
-		kg_gemv(KG_FN(q6k_4), KG_FN(q6k_1), a, o0, o1);
+	kg_gemv(KG_GEMM_Q6_K, KG_FN(q6k_4), KG_FN(q6k_1), a, o0, o1);
 #endif
 }
 
@@ -674,10 +651,7 @@ KG_ROWS_FN(KG_FN(q2k_1), KG_Q2_ROWS(a, o, 1, end))
 
 void KG_FN(gemv_q2_k)(const struct kern_gemm_args *a, size_t o0, size_t o1)
 {
-	if (a->xk == NULL || a->n_tok != 1)
-		KG_GEMM_Q2_K(a, o0, o1);
-	else
-		kg_gemv(KG_FN(q2k_4), KG_FN(q2k_1), a, o0, o1);
+	kg_gemv(KG_GEMM_Q2_K, KG_FN(q2k_4), KG_FN(q2k_1), a, o0, o1);
 }
 
 KG_ROWS_FN(KG_FN(q3k_4), KG_Q3_ROWS(a, o, 4, end))
@@ -685,10 +659,7 @@ KG_ROWS_FN(KG_FN(q3k_1), KG_Q3_ROWS(a, o, 1, end))
 
 void KG_FN(gemv_q3_k)(const struct kern_gemm_args *a, size_t o0, size_t o1)
 {
-	if (a->xk == NULL || a->n_tok != 1)
-		KG_GEMM_Q3_K(a, o0, o1);
-	else
-		kg_gemv(KG_FN(q3k_4), KG_FN(q3k_1), a, o0, o1);
+	kg_gemv(KG_GEMM_Q3_K, KG_FN(q3k_4), KG_FN(q3k_1), a, o0, o1);
 }
 
 /* Q2_K and Q3_K for 2+ tokens: every token through the GEMV

@@ -30,7 +30,7 @@
 /*
  * Q4_K, Q5_K and Q6_K for 2 or more tokens (a batched decode step, and
  * prefill KB_MAX tokens at a time):
- * the GEMV's four-row steps (kg_k4_rows(), kg_q6_rows()), with each
+ * the GEMV's four-row steps (kg_k4_rows(), kg_qk_rows()), with each
  * super-block of the four rows unpacked once (its 8 x 32 weights as
  * bytes, each 32's int16 scale spread for VPMADDWD, the Q4_K/Q5_K
  * minimums, the Q6_K scales for the -32 offset) into kb_rows, then every

@@ -258,7 +258,7 @@ KG_INLINE void kz_q6_bias(const struct kern_block_q8_k *x, size_t s0, size_t s1,
 }
 
 /* Super-blocks s0 .. s1 - 1 of rows o .. o + R - 1 of Q6_K (layout:
- * kg_q6_rows()), added to y (s0 > 0: the float steps go on from the
+ * kg_q6_row_sum()), added to y (s0 > 0: the float steps go on from the
  * stored sums, in the reference's order). Per row and half n of a
  * super-block: [ql | qh] make q01, elements 128n .. 128n + 63, and q23,
  * 128n + 64 .. 128n + 127, whose activations are contiguous; a 128-bit
@@ -349,11 +349,7 @@ KG_INLINE void kz_q6_rows(const struct kern_gemm_args *a, size_t o, int R, size_
 			_mm512_castsi512_ps(t0), _mm512_castsi512_ps(t1), _MM_SHUFFLE(2, 0, 2, 0)));
 		const __m256i u2 = _mm256_add_epi32(_mm512_castsi512_si256(u), _mm512_extracti64x4_epi64(u, 1));
 		const __m128i im = _mm_add_epi32(_mm256_castsi256_si128(u2), _mm256_extracti128_si256(u2, 1));
-		__m128 sc4, d4; /* bytes 206..209: scales 14, 15, then d */
-		kg_halves4(w, sb + 206, &sc4, &d4);
-		(void)sc4;
-		const __m128 dk = _mm_mul_ps(d4, _mm_set1_ps(x[s].d));
-		acc = _mm_add_ps(acc, _mm_mul_ps(dk, _mm_cvtepi32_ps(im)));
+		acc = kg_step_d(acc, w, sb + 206, _mm_set1_ps(x[s].d), im);
 	}
 	kg_store(a, o, R, acc);
 }
@@ -369,6 +365,27 @@ KG_INLINE __m512i kz_q2_idx(int r2, int jj)
 	for (int k = 0; k < 32; k++)
 		v[k] = (short)(16 * r2 + base[k / 8] + 4 * jj + 2 * (k % 8 / 4));
 	return _mm512_loadu_si512(v);
+}
+
+/* kz_q2_idx() of both rows of a pair and both plane pairs: idx[r2][jj]. */
+KG_INLINE void kz_q2_idx_all(__m512i idx[2][2])
+{
+	KG_UNROLL
+	for (int r = 0; r < 2; r++) {
+		KG_UNROLL
+		for (int jj = 0; jj < 2; jj++)
+			idx[r][jj] = kz_q2_idx(r, jj);
+	}
+}
+
+/* A super-block's activations for Q2_K's and Q3_K's planes: xv[j] holds
+ * elements [32j .. 32j + 31 | 128 + 32j ..], as (qs >> 2j) & 3 holds the
+ * values. */
+KG_INLINE void kz_q2_acts(const int8_t *xq, __m512i xv[4])
+{
+	KG_UNROLL
+	for (int j = 0; j < 4; j++)
+		xv[j] = kz_join(kg_load(xq + 32 * j), kg_load(xq + 128 + 32 * j));
 }
 
 /* Q2_K scales of rows 2i, 2i + 1 as int16 (sc[i]) and the four rows'
@@ -410,17 +427,12 @@ KG_INLINE void kz_q2_rows(const struct kern_gemm_args *a, size_t o, int R, size_
 	const struct kern_block_q8_k *x = a->xk;
 	const char *w[KG_R];
 	const size_t ah = KG_AHEAD;
-	const int pf = o + (size_t)(R - 1) + ah + 1 <= end;
+	const int pf = kg_prefetch_ok(o, R, end);
 	__m512i pidx[2][2];
 	__m128 acc = _mm_setzero_ps();
 
 	kg_rows(a, o, R, w);
-	KG_UNROLL
-	for (int r = 0; r < 2; r++) {
-		KG_UNROLL
-		for (int jj = 0; jj < 2; jj++)
-			pidx[r][jj] = kz_q2_idx(r, jj);
-	}
+	kz_q2_idx_all(pidx);
 	__m512i sc_n[2], mins_n;
 	kz_q2_decode(w, 0, x, sc_n, &mins_n);
 	for (size_t s = 0; s < nsb; s++) {
@@ -433,9 +445,7 @@ KG_INLINE void kz_q2_rows(const struct kern_gemm_args *a, size_t o, int R, size_
 		if (s + 1 < nsb)
 			kz_q2_decode(w, sb + bs, x + s + 1, sc_n, &mins_n);
 		__m512i xv[4];
-		KG_UNROLL
-		for (int j = 0; j < 4; j++)
-			xv[j] = kz_join(kg_load(xq + 32 * j), kg_load(xq + 128 + 32 * j));
+		kz_q2_acts(xq, xv);
 		__m512i iacc[KG_R];
 
 		KG_UNROLL
@@ -505,17 +515,12 @@ KG_INLINE void kz_q3_rows(const struct kern_gemm_args *a, size_t o, int R, size_
 	const struct kern_block_q8_k *x = a->xk;
 	const char *w[KG_R];
 	const size_t ah = KG_AHEAD;
-	const int pf = o + (size_t)(R - 1) + ah + 1 <= end;
+	const int pf = kg_prefetch_ok(o, R, end);
 	__m512i pidx[2][2];
 	__m128 acc = _mm_setzero_ps();
 
 	kg_rows(a, o, R, w);
-	KG_UNROLL
-	for (int r = 0; r < 2; r++) {
-		KG_UNROLL
-		for (int jj = 0; jj < 2; jj++)
-			pidx[r][jj] = kz_q2_idx(r, jj);
-	}
+	kz_q2_idx_all(pidx);
 	__m512i sc_n[2];
 	kz_q3_scales(w, 94, sc_n);
 	for (size_t s = 0; s < nsb; s++) {
@@ -531,9 +536,7 @@ KG_INLINE void kz_q3_rows(const struct kern_gemm_args *a, size_t o, int R, size_
 		const __m512i nbs = _mm512_sub_epi16(_mm512_setzero_si512(),
 						     _mm512_broadcast_i64x4(kg_load(x[s].bsums)));
 		__m512i xv[4];
-		KG_UNROLL
-		for (int j = 0; j < 4; j++)
-			xv[j] = kz_join(kg_load(xq + 32 * j), kg_load(xq + 128 + 32 * j));
+		kz_q2_acts(xq, xv);
 		__m512i iacc[KG_R];
 
 		KG_UNROLL
@@ -568,11 +571,7 @@ KG_INLINE void kz_q3_rows(const struct kern_gemm_args *a, size_t o, int R, size_
 					_mm512_permutexvar_epi16(pidx[r % 2][jj], sc[r / 2]));
 		}
 		const __m256i im = kz_reduce4(iacc, _mm512_setzero_si512());
-		__m128 sc4, d4; /* bytes 106..109: scale bytes 10, 11, then d */
-		kg_halves4(w, sb + 106, &sc4, &d4);
-		(void)sc4;
-		const __m128 dk = _mm_mul_ps(d4, _mm_set1_ps(x[s].d));
-		acc = _mm_add_ps(acc, _mm_mul_ps(dk, _mm_cvtepi32_ps(_mm256_castsi256_si128(im))));
+		acc = kg_step_d(acc, w, sb + 106, _mm_set1_ps(x[s].d), _mm256_castsi256_si128(im));
 	}
 	kg_store(a, o, R, acc);
 }

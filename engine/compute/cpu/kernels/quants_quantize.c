@@ -77,8 +77,26 @@ static void kq__minmax(const float *x, int n, float *min, float *max)
 	}
 }
 
-static void kq__quantize_q4_1(const float *x, struct kern_block_q4_1 *y, size_t nb)
+/* The value of largest magnitude in x[0..n) (the first of equals; 0 when
+ * all are 0 or NaN), its magnitude in *amax: the signed formats' scale
+ * reference, whose sign they keep. */
+static float kq__absmax(const float *x, int n, float *amax)
 {
+	float max = 0.0f;
+
+	*amax = 0.0f;
+	for (int j = 0; j < n; j++) {
+		if (fabsf(x[j]) > *amax) {
+			*amax = fabsf(x[j]);
+			max = x[j];
+		}
+	}
+	return max;
+}
+
+static void kq__quantize_q4_1(const float *x, void *dst, size_t nb)
+{
+	struct kern_block_q4_1 *y = dst;
 	for (size_t b = 0; b < nb; b++, x += KERN_QK) {
 		float min, max;
 		kq__minmax(x, KERN_QK, &min, &max);
@@ -96,16 +114,12 @@ static void kq__quantize_q4_1(const float *x, struct kern_block_q4_1 *y, size_t 
 	}
 }
 
-static void kq__quantize_q5_0(const float *x, struct kern_block_q5_0 *y, size_t nb)
+static void kq__quantize_q5_0(const float *x, void *dst, size_t nb)
 {
+	struct kern_block_q5_0 *y = dst;
 	for (size_t b = 0; b < nb; b++, x += KERN_QK) {
-		float amax = 0.0f, max = 0.0f;
-		for (int j = 0; j < KERN_QK; j++) {
-			if (amax < fabsf(x[j])) {
-				amax = fabsf(x[j]);
-				max = x[j];
-			}
-		}
+		float amax;
+		const float max = kq__absmax(x, KERN_QK, &amax);
 		const float d = max / -16;
 		const float id = d ? 1.0f / d : 0.0f;
 		uint32_t qh = 0;
@@ -123,8 +137,9 @@ static void kq__quantize_q5_0(const float *x, struct kern_block_q5_0 *y, size_t 
 	}
 }
 
-static void kq__quantize_q5_1(const float *x, struct kern_block_q5_1 *y, size_t nb)
+static void kq__quantize_q5_1(const float *x, void *dst, size_t nb)
 {
+	struct kern_block_q5_1 *y = dst;
 	for (size_t b = 0; b < nb; b++, x += KERN_QK) {
 		float min, max;
 		kq__minmax(x, KERN_QK, &min, &max);
@@ -226,15 +241,9 @@ static float kq__fit_min_scale(int n, int nmax, const float *x, const float *w, 
  * (sum w x l)^2 / sum w l^2, refit by least squares. */
 static float kq__fit_signed(int n, int nmax, const float *x, int8_t *L)
 {
-	float max = 0, amax = 0;
+	float amax;
+	const float max = kq__absmax(x, n, &amax);
 
-	for (int i = 0; i < n; i++) {
-		float ax = fabsf(x[i]);
-		if (ax > amax) {
-			amax = ax;
-			max = x[i];
-		}
-	}
 	if (amax < 1e-15f) {
 		memset(L, 0, (size_t)n);
 		return 0.0f;
@@ -275,15 +284,9 @@ static float kq__fit_signed(int n, int nmax, const float *x, int8_t *L)
  * (sum w x l)^2 / sum w l^2 (w = x^2). L is stored + nmax. */
 static float kq__fit_q3(int n, int nmax, const float *x, int8_t *L)
 {
-	float max = 0, amax = 0, sumlx = 0, suml2 = 0;
+	float amax, sumlx = 0, suml2 = 0;
+	const float max = kq__absmax(x, n, &amax);
 
-	for (int i = 0; i < n; i++) {
-		float ax = fabsf(x[i]);
-		if (ax > amax) {
-			amax = ax;
-			max = x[i];
-		}
-	}
 	if (amax < 1e-15f) {
 		memset(L, 0, (size_t)n);
 		return 0.0f;
@@ -381,8 +384,9 @@ static void kq__k4_super(const float *x, int nmax, uint16_t *dp, uint16_t *dminp
 	}
 }
 
-static void kq__quantize_q4_k(const float *x, struct kern_block_q4_k *y, size_t nb)
+static void kq__quantize_q4_k(const float *x, void *dst, size_t nb)
 {
+	struct kern_block_q4_k *y = dst;
 	uint8_t L[KERN_QKK];
 
 	for (size_t b = 0; b < nb; b++, x += KERN_QKK) {
@@ -393,8 +397,9 @@ static void kq__quantize_q4_k(const float *x, struct kern_block_q4_k *y, size_t 
 	}
 }
 
-static void kq__quantize_q5_k(const float *x, struct kern_block_q5_k *y, size_t nb)
+static void kq__quantize_q5_k(const float *x, void *dst, size_t nb)
 {
+	struct kern_block_q5_k *y = dst;
 	uint8_t L[KERN_QKK];
 
 	for (size_t b = 0; b < nb; b++, x += KERN_QKK) {
@@ -417,20 +422,17 @@ static void kq__quantize_q5_k(const float *x, struct kern_block_q5_k *y, size_t 
 	}
 }
 
-static void kq__quantize_q6_k(const float *x, struct kern_block_q6_k *y, size_t nb)
+static void kq__quantize_q6_k(const float *x, void *dst, size_t nb)
 {
+	struct kern_block_q6_k *y = dst;
 	int8_t L[KERN_QKK];
 	float sc[16];
 
 	for (size_t b = 0; b < nb; b++, x += KERN_QKK) {
-		float max_scale = 0, max_abs = 0;
-		for (int j = 0; j < 16; j++) {
+		float max_abs;
+		for (int j = 0; j < 16; j++)
 			sc[j] = kq__fit_signed(16, 32, x + 16 * j, L + 16 * j);
-			if (fabsf(sc[j]) > max_abs) {
-				max_abs = fabsf(sc[j]);
-				max_scale = sc[j];
-			}
-		}
+		const float max_scale = kq__absmax(sc, 16, &max_abs);
 		if (max_abs < 1e-15f) {
 			memset(&y[b], 0, sizeof(y[b]));
 			continue;
@@ -470,8 +472,9 @@ static void kq__pack2(const int8_t *L, uint8_t *qs)
 						   L[128 * n + l + 64] << 4 | L[128 * n + l + 96] << 6);
 }
 
-static void kq__quantize_q2_k(const float *x, struct kern_block_q2_k *y, size_t nb)
+static void kq__quantize_q2_k(const float *x, void *dst, size_t nb)
 {
+	struct kern_block_q2_k *y = dst;
 	uint8_t L[KERN_QKK];
 	int8_t L8[KERN_QKK];
 	float w[16], mins[16], sc[16];
@@ -519,20 +522,17 @@ static void kq__quantize_q2_k(const float *x, struct kern_block_q2_k *y, size_t 
 	}
 }
 
-static void kq__quantize_q3_k(const float *x, struct kern_block_q3_k *y, size_t nb)
+static void kq__quantize_q3_k(const float *x, void *dst, size_t nb)
 {
+	struct kern_block_q3_k *y = dst;
 	int8_t L[KERN_QKK];
 	float sc[16];
 
 	for (size_t b = 0; b < nb; b++, x += KERN_QKK) {
-		float max_scale = 0, amax = 0;
-		for (int j = 0; j < 16; j++) {
+		float amax;
+		for (int j = 0; j < 16; j++)
 			sc[j] = kq__fit_q3(16, 4, x + 16 * j, L + 16 * j);
-			if (fabsf(sc[j]) > amax) {
-				amax = fabsf(sc[j]);
-				max_scale = sc[j];
-			}
-		}
+		const float max_scale = kq__absmax(sc, 16, &amax);
 		memset(y[b].scales, 0, 12);
 		if (max_scale) {
 			float iscale = -32.f / max_scale;
@@ -603,7 +603,7 @@ static void kq__iq4_super(const float *x, int n, uint16_t *dh, uint8_t *q4, uint
 {
 	const int8_t *val = kern_iq4nl_values;
 	const int nb = n / 32, ntry = 7;
-	float scales[8], w[32], max_scale = 0, amax_scale = 0;
+	float scales[8], w[32], amax_scale;
 	uint8_t L[KERN_QKK];
 
 	memset(q4, 0, (size_t)n / 2);
@@ -611,14 +611,10 @@ static void kq__iq4_super(const float *x, int n, uint16_t *dh, uint8_t *q4, uint
 	for (int ib = 0; ib < nb; ib++) {
 		const float *xb = x + 32 * ib;
 		uint8_t *Lb = L + 32 * ib;
-		float amax = 0, max = 0;
-		for (int j = 0; j < 32; j++) {
+		float amax;
+		const float max = kq__absmax(xb, 32, &amax);
+		for (int j = 0; j < 32; j++)
 			w[j] = xb[j] * xb[j];
-			if (fabsf(xb[j]) > amax) {
-				amax = fabsf(xb[j]);
-				max = xb[j];
-			}
-		}
 		if (amax < 1e-15f) {
 			scales[ib] = 0;
 			continue;
@@ -647,11 +643,8 @@ static void kq__iq4_super(const float *x, int n, uint16_t *dh, uint8_t *q4, uint
 			}
 		}
 		scales[ib] = d;
-		if (fabsf(d) > amax_scale) {
-			amax_scale = fabsf(d);
-			max_scale = d;
-		}
 	}
+	const float max_scale = kq__absmax(scales, nb, &amax_scale);
 	if (nb > 1) {
 		float d = -max_scale / 32, id = d ? 1 / d : 0.f;
 		*dh = kern_fp32_to_fp16(d);
@@ -679,48 +672,46 @@ static void kq__iq4_super(const float *x, int n, uint16_t *dh, uint8_t *q4, uint
 			q4[16 * i + j] = (uint8_t)(L[32 * i + j] | L[32 * i + 16 + j] << 4);
 }
 
+/* IQ4_NL / IQ4_XS rows: kq__iq4_super() per block (IQ4_NL has no
+ * sub-block scales to store). */
+static void kq__quantize_iq4_nl(const float *x, void *dst, size_t nb)
+{
+	struct kern_block_iq4_nl *y = dst;
+	uint16_t unused_h;
+
+	for (size_t b = 0; b < nb; b++)
+		kq__iq4_super(x + 32 * b, 32, &y[b].d, y[b].qs, &unused_h, NULL);
+}
+
+static void kq__quantize_iq4_xs(const float *x, void *dst, size_t nb)
+{
+	struct kern_block_iq4_xs *y = dst;
+
+	for (size_t b = 0; b < nb; b++)
+		kq__iq4_super(x + KERN_QKK * b, KERN_QKK, &y[b].d, y[b].qs, &y[b].scales_h,
+			      y[b].scales_l);
+}
+
+/* The formats quantized here, each by its own function of whole blocks
+ * (a table, not a switch: adding one is one row). */
+static const struct {
+	uint32_t type;
+	void (*quantize)(const float *x, void *dst, size_t nb);
+} kq__formats[] = {
+	{DTYPE_Q4_1, kq__quantize_q4_1},     {DTYPE_Q5_0, kq__quantize_q5_0},
+	{DTYPE_Q5_1, kq__quantize_q5_1},     {DTYPE_Q2_K, kq__quantize_q2_k},
+	{DTYPE_Q3_K, kq__quantize_q3_k},     {DTYPE_Q4_K, kq__quantize_q4_k},
+	{DTYPE_Q5_K, kq__quantize_q5_k},     {DTYPE_Q6_K, kq__quantize_q6_k},
+	{DTYPE_IQ4_NL, kq__quantize_iq4_nl}, {DTYPE_IQ4_XS, kq__quantize_iq4_xs},
+};
+
 int kern_quants_quantize(uint32_t t, const float *src, void *dst, size_t n)
 {
-	if (t == DTYPE_IQ4_NL || t == DTYPE_IQ4_XS) {
-		for (size_t b = 0; b < n / dtype_block(t); b++) {
-			if (t == DTYPE_IQ4_NL) {
-				struct kern_block_iq4_nl *y = (struct kern_block_iq4_nl *)dst + b;
-				uint16_t unused_h;
-				kq__iq4_super(src + 32 * b, 32, &y->d, y->qs, &unused_h, NULL);
-			} else {
-				struct kern_block_iq4_xs *y = (struct kern_block_iq4_xs *)dst + b;
-				kq__iq4_super(src + KERN_QKK * b, KERN_QKK, &y->d, y->qs, &y->scales_h,
-					      y->scales_l);
-			}
+	for (size_t i = 0; i < sizeof(kq__formats) / sizeof(kq__formats[0]); i++) {
+		if (kq__formats[i].type == t) {
+			kq__formats[i].quantize(src, dst, n / dtype_block(t));
+			return 0;
 		}
-		return 0;
 	}
-	switch (t) {
-	case DTYPE_Q4_1:
-		kq__quantize_q4_1(src, dst, n / KERN_QK);
-		return 0;
-	case DTYPE_Q5_0:
-		kq__quantize_q5_0(src, dst, n / KERN_QK);
-		return 0;
-	case DTYPE_Q5_1:
-		kq__quantize_q5_1(src, dst, n / KERN_QK);
-		return 0;
-	case DTYPE_Q2_K:
-		kq__quantize_q2_k(src, dst, n / KERN_QKK);
-		return 0;
-	case DTYPE_Q3_K:
-		kq__quantize_q3_k(src, dst, n / KERN_QKK);
-		return 0;
-	case DTYPE_Q4_K:
-		kq__quantize_q4_k(src, dst, n / KERN_QKK);
-		return 0;
-	case DTYPE_Q5_K:
-		kq__quantize_q5_k(src, dst, n / KERN_QKK);
-		return 0;
-	case DTYPE_Q6_K:
-		kq__quantize_q6_k(src, dst, n / KERN_QKK);
-		return 0;
-	default:
-		return -1;
-	}
+	return -1;
 }

@@ -39,6 +39,16 @@ static float ref__h(uint16_t h)
 	return kern_fp16_to_fp32(h);
 }
 
+/* The scales of a 32-element block (one scale d; with a minimum, value
+ * = d * q - dmin, dmin = -m): both halves scale 1, minimum 1 or 0. */
+static void ref__set_scales_32(struct ref__blk *u, float d, float dmin, int has_min)
+{
+	u->sc[0] = u->sc[1] = 1;
+	u->m[0] = u->m[1] = has_min;
+	u->d = d;
+	u->dmin = dmin;
+}
+
 /* The fifth bit of element j of a Q5_0/Q5_1 block. */
 static int ref__q5_high(const uint8_t qh[4], int j)
 {
@@ -58,10 +68,7 @@ static void ref__unpack_q4_1(const void *row, size_t b, struct ref__blk *u)
 		u->q[j] = (int8_t)(x->qs[j] & 15);
 		u->q[j + 16] = (int8_t)(x->qs[j] >> 4);
 	}
-	u->sc[0] = u->sc[1] = 1;
-	u->m[0] = u->m[1] = 1;
-	u->d = ref__h(x->d);
-	u->dmin = -ref__h(x->m);
+	ref__set_scales_32(u, ref__h(x->d), -ref__h(x->m), 1);
 }
 
 static void ref__unpack_q5_0(const void *row, size_t b, struct ref__blk *u)
@@ -72,10 +79,7 @@ static void ref__unpack_q5_0(const void *row, size_t b, struct ref__blk *u)
 		u->q[j] = (int8_t)(((x->qs[j] & 15) | ref__q5_high(x->qh, j) << 4) - 16);
 		u->q[j + 16] = (int8_t)(((x->qs[j] >> 4) | ref__q5_high(x->qh, j + 16) << 4) - 16);
 	}
-	u->sc[0] = u->sc[1] = 1;
-	u->m[0] = u->m[1] = 0;
-	u->d = ref__h(x->d);
-	u->dmin = 0.0f;
+	ref__set_scales_32(u, ref__h(x->d), 0.0f, 0);
 }
 
 static void ref__unpack_q5_1(const void *row, size_t b, struct ref__blk *u)
@@ -86,10 +90,7 @@ static void ref__unpack_q5_1(const void *row, size_t b, struct ref__blk *u)
 		u->q[j] = (int8_t)((x->qs[j] & 15) | ref__q5_high(x->qh, j) << 4);
 		u->q[j + 16] = (int8_t)((x->qs[j] >> 4) | ref__q5_high(x->qh, j + 16) << 4);
 	}
-	u->sc[0] = u->sc[1] = 1;
-	u->m[0] = u->m[1] = 1;
-	u->d = ref__h(x->d);
-	u->dmin = -ref__h(x->m);
+	ref__set_scales_32(u, ref__h(x->d), -ref__h(x->m), 1);
 }
 
 static void ref__unpack_iq4_nl(const void *row, size_t b, struct ref__blk *u)
@@ -100,10 +101,7 @@ static void ref__unpack_iq4_nl(const void *row, size_t b, struct ref__blk *u)
 		u->q[j] = kern_iq4nl_values[x->qs[j] & 15];
 		u->q[j + 16] = kern_iq4nl_values[x->qs[j] >> 4];
 	}
-	u->sc[0] = u->sc[1] = 1;
-	u->m[0] = u->m[1] = 0;
-	u->d = ref__h(x->d);
-	u->dmin = 0.0f;
+	ref__set_scales_32(u, ref__h(x->d), 0.0f, 0);
 }
 
 /* Element e (0..255) of a Q2_K/Q3_K super-block: its 2-bit field. The
