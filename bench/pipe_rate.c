@@ -29,12 +29,13 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 
+#include "bench_util.h"
+
+/* Thread CPU time: the helpers' builds beside a run take the core away,
+ * not cycles from the mix. */
 static double now_s(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+	return bench_clock_s(CLOCK_THREAD_CPUTIME_ID);
 }
 
 /* ns per core cycle: 64 dependent adds an iteration, one cycle each. */
