@@ -108,28 +108,46 @@ QV_INLINE void kv__k4_blk(const __m512i w[8], __m512i sc, const int8_t *const q[
 	}
 }
 
-/* Q4_K/Q5_K, the end of super-block s for one token (x its Q8_K block;
- * header v: kv__k4_head()): the minimums' sum, then the GEMV's two float
- * steps on acc. */
-QV_INLINE __m512 kv__k4_step(const __m512i *v, const struct kern_block_q8_k *x, __m512i isum,
-			     __m512 acc)
+/* Q4_K/Q5_K: token x's sums per 32 of its super-block as int16 pairs
+ * (|sum| <= 4096), mp[p] = sums 2p, 2p + 1, for kv__k4_step(). */
+QV_INLINE void kv__k4_mp(const struct kern_block_q8_k *x, int32_t mp[4])
 {
-	const __m512 d = _mm512_castsi512_ps(v[12]), dmin = _mm512_castsi512_ps(v[13]);
-	int32_t mp[4] __attribute__((aligned(16)));
-
-	/* the token's sums per 32 as int16 pairs (|sum| <= 4096) */
 	const __m256i b = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)x->bsums),
 					    _mm256_set1_epi16(1));
 	_mm_store_si128((__m128i *)mp,
 			_mm_packs_epi32(_mm256_castsi256_si128(b), _mm256_extracti128_si256(b, 1)));
+}
+
+/* Q4_K/Q5_K, super-block s of one token (x its Q8_K block, mp its sums:
+ * kv__k4_mp(); header v: kv__k4_head()): the minimums' term of the GEMV's
+ * second float step, (dmin D) x their sum. */
+QV_INLINE __m512 kv__k4_fmin(const __m512i *v, const struct kern_block_q8_k *x,
+			     const int32_t mp[4])
+{
 	__m512i msum = _mm512_setzero_si512();
+
 	QV_UNROLL
 	for (int p = 0; p < 4; p++)
 		msum = kv__dpwssd_bcst(msum, v[8 + p], &mp[p]);
-	const __m512 xd = _mm512_set1_ps(x->d);
-	const __m512 dk = _mm512_mul_ps(d, xd), mk = _mm512_mul_ps(dmin, xd);
-	acc = _mm512_add_ps(acc, _mm512_mul_ps(dk, _mm512_cvtepi32_ps(isum)));
-	return _mm512_sub_ps(acc, _mm512_mul_ps(mk, _mm512_cvtepi32_ps(msum)));
+	return _mm512_mul_ps(_mm512_mul_ps(_mm512_castsi512_ps(v[13]), _mm512_set1_ps(x->d)),
+			     _mm512_cvtepi32_ps(msum));
+}
+
+/* The GEMV's two float steps on acc: + (d D) isum, - fm (kv__k4_fmin()). */
+QV_INLINE __m512 kv__k4_fstep(__m512 d, const struct kern_block_q8_k *x, __m512i isum, __m512 fm,
+			      __m512 acc)
+{
+	const __m512 dk = _mm512_mul_ps(d, _mm512_set1_ps(x->d));
+
+	return _mm512_sub_ps(_mm512_add_ps(acc, _mm512_mul_ps(dk, _mm512_cvtepi32_ps(isum))), fm);
+}
+
+/* Q4_K/Q5_K, the end of super-block s for one token: the minimums' sum,
+ * then the GEMV's two float steps on acc. */
+QV_INLINE __m512 kv__k4_step(const __m512i *v, const struct kern_block_q8_k *x,
+			     const int32_t mp[4], __m512i isum, __m512 acc)
+{
+	return kv__k4_fstep(_mm512_castsi512_ps(v[12]), x, isum, kv__k4_fmin(v, x, mp), acc);
 }
 
 /* kv__k4_step() for the T tokens. */
@@ -137,8 +155,12 @@ QV_INLINE void kv__k4_end(const __m512i *v, const struct kern_block_q8_k *const 
 			  int T, const __m512i isum[], __m512 acc[])
 {
 	QV_UNROLL
-	for (int i = 0; i < T; i++)
-		acc[i] = kv__k4_step(v, &xk[i][s], isum[i], acc[i]);
+	for (int i = 0; i < T; i++) {
+		int32_t mp[4] __attribute__((aligned(16)));
+
+		kv__k4_mp(&xk[i][s], mp);
+		acc[i] = kv__k4_step(v, &xk[i][s], mp, isum[i], acc[i]);
+	}
 }
 
 /* Q6_K: -32 x the tokens' sums per 16 of super-block s, the chains'
@@ -428,6 +450,7 @@ QV_INLINE void kv__tile_k4(const struct kern_gemm_args *a, struct kv_at at, int 
 	const int nc = T <= 4 ? 2 : 1;
 	const __m512i m4 = _mm512_set1_epi8(0x0f);
 	float accm[KV_TOK][16] __attribute__((aligned(64)));
+	float fm[KV_TOK][16] __attribute__((aligned(64))), dv[16] __attribute__((aligned(64)));
 	float(*am)[16] = accm;
 	__m512 acc[KV_TOK];
 
@@ -450,15 +473,29 @@ QV_INLINE void kv__tile_k4(const struct kern_gemm_args *a, struct kv_at at, int 
 			ch[0][i] = ch[1][i] = _mm512_setzero_si512();
 			isum[i] = _mm512_setzero_si512();
 		}
+		/* the header once: the scales' differences, and the minimums'
+		 * terms made now and kept for the end (as fast as making them
+		 * there, one load and transpose fewer) */
 		kv__rows16x(rp, sb, h, pl);
+		kv__k4_head_of(h, v);
 		kv__k4_dsc(h, dd);
+		_mm512_store_si512(dv, v[12]);
+		QV_UNROLL
+		for (int i = 0; i < T; i++) {
+			const struct kern_block_q8_k *x =
+				(const struct kern_block_q8_k *)(x0 + i * xst);
+			int32_t mp[4] __attribute__((aligned(16)));
+
+			kv__k4_mp(x, mp);
+			_mm512_store_ps(fm[i], kv__k4_fmin(v, x, mp));
+		}
 		QV_UNROLL
 		for (int p = 0; p < 4; p++) {
 			__m512i r[8];
 
 			QV_UNROLL
-			for (size_t pf = p * QV_ROWS * bs / 4 / 64 * 64; pf < (p + 1) * QV_ROWS * bs / 4;
-			     pf += 64)
+			for (size_t pf = p * QV_ROWS * bs / 4 / 64 * 64;
+			     pf < (p + 1) * QV_ROWS * bs / 4; pf += 64)
 				_mm_prefetch(npf + pf, _MM_HINT_T1);
 			kv__rows16x(rp, sb + (16 + 32 * p) * rp.km, r, pl);
 			kv__rows16x(rp, sb + (32 + 32 * p) * rp.km, r + 4, pl);
@@ -474,19 +511,23 @@ QV_INLINE void kv__tile_k4(const struct kern_gemm_args *a, struct kv_at at, int 
 					/* the tokens' words through one pointer stepped
 					 * by xst, opaque (GCC otherwise holds 8 pointers
 					 * and spills them) */
-					const char *q = x0 + offsetof(struct kern_block_q8_k, qs) + 32 * b + 4 * c;
+					const char *q =
+						x0 + offsetof(struct kern_block_q8_k, qs) + 32 * b + 4 * c;
 
 					QV_UNROLL
 					for (int i = 0; i < T; i++) {
-						ch[c / 4 % nc][i] = qv__dpbusd_bcst(ch[c / 4 % nc][i], u,
-										    (const int8_t *)q);
+						__m512i *cp = &ch[c / 4 % nc][i];
+
+						*cp = qv__dpbusd_bcst(*cp, u, (const int8_t *)q);
 						q += xst;
 						__asm__("" : "+r"(q));
 					}
 				}
 				QV_UNROLL
 				for (int i = 0; i < T; i++) {
-					const __m512i t = nc == 2 ? _mm512_add_epi32(ch[0][i], ch[1][i]) : ch[0][i];
+					const __m512i t =
+						nc == 2 ? _mm512_add_epi32(ch[0][i], ch[1][i]) : ch[0][i];
+
 					isum[i] = _mm512_add_epi32(isum[i], _mm512_mullo_epi32(t, dsc));
 					/* in order: GCC would otherwise sum the products
 					 * late and hold (spill) them */
@@ -494,15 +535,17 @@ QV_INLINE void kv__tile_k4(const struct kern_gemm_args *a, struct kv_at at, int 
 				}
 			}
 		}
-		kv__k4_head(rp, sb, v, pl); /* again: the minimums, d and dmin */
 		QV_UNROLL
 		for (int i = 0; i < T; i++) {
 			const struct kern_block_q8_k *x = (const struct kern_block_q8_k *)x0;
+			const __m512 d = _mm512_load_ps(dv);
 
 			if (T > 4)
-				_mm512_store_ps(am[i], kv__k4_step(v, x, isum[i], _mm512_load_ps(am[i])));
+				_mm512_store_ps(am[i],
+						kv__k4_fstep(d, x, isum[i], _mm512_load_ps(fm[i]),
+							     _mm512_load_ps(am[i])));
 			else
-				acc[i] = kv__k4_step(v, x, isum[i], acc[i]);
+				acc[i] = kv__k4_fstep(d, x, isum[i], _mm512_load_ps(fm[i]), acc[i]);
 			x0 += xst;
 			__asm__("" : "+r"(x0));
 		}
