@@ -21,10 +21,12 @@
  * against its words broadcast, giving the 16 rows' exact sums in lanes,
  * each sub-block's sum times its scale by one VPMULLD (the scales in row
  * lanes as int32; Q4_K: its two 16-product halves by one VPDPWSSD each,
- * kv__k4_blk()), the minimums by VPDPWSSD on int16 pairs. Up to 8
- * tokens (batched decode; Q4_K/Q5_K up to 16, in two passes over the
- * tile), a super-block's values are used by the tile's tokens as they
- * are unpacked (kv__tile_s); more (prefill), a tile's
+ * kv__k4_blk(), or in the streaming tile one VPMULLD by a scale
+ * difference on a running sum, kv__tile_k4()), the minimums by VPDPWSSD
+ * on int16 pairs. Up to 8 tokens (batched decode; Q4_K/Q5_K up to 16, in
+ * two passes over the tile), a super-block's values are used by the
+ * tile's tokens as they are unpacked (kv__tile_s, Q4_K's kv__tile_k4);
+ * more (prefill), a tile's
  * super-blocks are unpacked KV_KC at a time into a panel (values, integer
  * scales, d and dmin: ~41 KiB, L1/L2) that every group of up to 8 tokens
  * reads (kv__tile_p); a group's accumulators go through y between chunks
