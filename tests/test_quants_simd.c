@@ -254,9 +254,16 @@ static void qs_check_level(enum cpu_level level)
 }
 
 /* Rows at the format's extremes: every weight and 6-bit scale at its
- * maximum (Q6_K's int8 scales at -128), only d and dmin kept sane. */
-static void qs_extreme_weights(const struct qs_type *q, uint8_t *w, size_t bytes)
+ * maximum (Q6_K's int8 scales at -128), only d and dmin kept sane; alt:
+ * Q4_K/Q5_K's sub-block scales 63, 0, 63, 0, ... instead (the avx512
+ * batch tile multiplies by their differences, -63 and 63 here). */
+static void qs_extreme_weights(const struct qs_type *q, uint8_t *w, size_t bytes, int alt)
 {
+	/* kern_k4_scale_min(): sc_0..3 in bytes 0..3, sc_4..7 low nibbles
+	 * of 8..11 and the top bits of 0..3; the minimums all 63 */
+	static const uint8_t alt_sc[12] = {0xff, 0x00, 0xff, 0x00, 0xff, 0xff,
+					   0xff, 0xff, 0xff, 0xf0, 0xff, 0xf0};
+
 	size_t bs = dtype_type_size(q->t);
 	uint8_t keep[4] = {0};
 
@@ -271,12 +278,16 @@ static void qs_extreme_weights(const struct qs_type *q, uint8_t *w, size_t bytes
 		memcpy(blk + q->d_off, keep, 2);
 		if (q->dmin_off >= 0)
 			memcpy(blk + q->dmin_off, keep + 2, 2);
+		if (alt && (q->t == DTYPE_Q4_K || q->t == DTYPE_Q5_K))
+			memcpy(blk + 4, alt_sc, sizeof(alt_sc));
 	}
 }
 
 /* One Q8_K-activation GEMV case: level `level`, type t, n_out x n_in;
  * extreme != 0: qs_extreme_weights() and every activation +-127
- * (extreme's sign), where any int16 step of a level would saturate. */
+ * (extreme's sign), where any int16 step of a level would saturate;
+ * extreme +-2: the alternating scales, and the activations' sign
+ * alternating by 32-block too. */
 static void qs_check_q8k(enum cpu_level level, const struct qs_type *q, kern_gemm_fn ref,
 			 size_t n_out, size_t n_in, int extreme)
 {
@@ -285,7 +296,7 @@ static void qs_check_q8k(enum cpu_level level, const struct qs_type *q, kern_gem
 	uint8_t *w = qs_weights(q, n_out, n_in), *wm;
 
 	if (extreme)
-		qs_extreme_weights(q, w, row * n_out);
+		qs_extreme_weights(q, w, row * n_out, extreme == 2 || extreme == -2);
 	wm = qs_min_part(q, w, row * n_out);
 	float *x = test_alloc64(n_in * sizeof(float)), *xf = test_alloc64(n_in * sizeof(float));
 	float *wf = test_alloc64(n_in * sizeof(float)), *wmf = test_alloc64(n_in * sizeof(float));
@@ -296,7 +307,8 @@ static void qs_check_q8k(enum cpu_level level, const struct qs_type *q, kern_gem
 	};
 
 	for (size_t i = 0; i < n_in; i++)
-		x[i] = extreme ? (float)extreme
+		x[i] = extreme ? (extreme > 0 ? 1.0f : -1.0f) *
+					 (extreme % 2 == 0 && i / 32 % 2 ? -1.0f : 1.0f)
 			       : ((float)(test_rand(&qs_rng) & 0xffff) / 32768.0f - 1.0f) *
 					 ((test_rand(&qs_rng) & 31) ? 1 : 8);
 	kern_quantize_act_q8k(x, xk, n_in);
@@ -400,6 +412,8 @@ static void qs_check_q8k_level(enum cpu_level level)
 				qs_check_q8k(level, q, types[i].ref, outs[c], ins[b], 0);
 		qs_check_q8k(level, q, types[i].ref, 5, 768, 1);
 		qs_check_q8k(level, q, types[i].ref, 5, 768, -1);
+		qs_check_q8k(level, q, types[i].ref, 37, 768, 2);
+		qs_check_q8k(level, q, types[i].ref, 37, 768, -2);
 		/* 65 super-blocks: past the avx512 Q6_K body's 64-block window
 		 * of activation offsets (kz_q6_bias), so a row is summed in two */
 		qs_check_q8k(level, q, types[i].ref, 5, 65 * KERN_QKK, 0);

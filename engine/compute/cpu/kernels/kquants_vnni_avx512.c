@@ -21,10 +21,12 @@
  * against its words broadcast, giving the 16 rows' exact sums in lanes,
  * each sub-block's sum times its scale by one VPMULLD (the scales in row
  * lanes as int32; Q4_K: its two 16-product halves by one VPDPWSSD each,
- * kv__k4_blk()), the minimums by VPDPWSSD on int16 pairs. Up to 8
- * tokens (batched decode; Q4_K/Q5_K up to 16, in two passes over the
- * tile), a super-block's values are used by the tile's tokens as they
- * are unpacked (kv__tile_s); more (prefill), a tile's
+ * kv__k4_blk(), or in the streaming tile one VPMULLD by a scale
+ * difference on a running sum, kv__tile_k4()), the minimums by VPDPWSSD
+ * on int16 pairs. Up to 8 tokens (batched decode; Q4_K/Q5_K up to 16, in
+ * two passes over the tile), a super-block's values are used by the
+ * tile's tokens as they are unpacked (kv__tile_s, Q4_K's kv__tile_k4);
+ * more (prefill), a tile's
  * super-blocks are unpacked KV_KC at a time into a panel (values, integer
  * scales, d and dmin: ~41 KiB, L1/L2) that every group of up to 8 tokens
  * reads (kv__tile_p); a group's accumulators go through y between chunks
@@ -108,29 +110,58 @@ QV_INLINE void kv__k4_blk(const __m512i w[8], __m512i sc, const int8_t *const q[
 	}
 }
 
-/* Q4_K/Q5_K, the end of super-block s (header v: kv__k4_head()): the
- * minimums' sum, then the GEMV's two float steps. */
+/* Q4_K/Q5_K: token x's sums per 32 of its super-block as int16 pairs
+ * (|sum| <= 4096), mp[p] = sums 2p, 2p + 1, for kv__k4_step(). */
+QV_INLINE void kv__k4_mp(const struct kern_block_q8_k *x, int32_t mp[4])
+{
+	const __m256i b = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)x->bsums),
+					    _mm256_set1_epi16(1));
+	_mm_store_si128((__m128i *)mp,
+			_mm_packs_epi32(_mm256_castsi256_si128(b), _mm256_extracti128_si256(b, 1)));
+}
+
+/* Q4_K/Q5_K, super-block s of one token (x its Q8_K block, mp its sums:
+ * kv__k4_mp(); header v: kv__k4_head()): the minimums' term of the GEMV's
+ * second float step, (dmin D) x their sum. */
+QV_INLINE __m512 kv__k4_fmin(const __m512i *v, const struct kern_block_q8_k *x,
+			     const int32_t mp[4])
+{
+	__m512i msum = _mm512_setzero_si512();
+
+	QV_UNROLL
+	for (int p = 0; p < 4; p++)
+		msum = kv__dpwssd_bcst(msum, v[8 + p], &mp[p]);
+	return _mm512_mul_ps(_mm512_mul_ps(_mm512_castsi512_ps(v[13]), _mm512_set1_ps(x->d)),
+			     _mm512_cvtepi32_ps(msum));
+}
+
+/* The GEMV's two float steps on acc: + (d D) isum, - fm (kv__k4_fmin()). */
+QV_INLINE __m512 kv__k4_fstep(__m512 d, const struct kern_block_q8_k *x, __m512i isum, __m512 fm,
+			      __m512 acc)
+{
+	const __m512 dk = _mm512_mul_ps(d, _mm512_set1_ps(x->d));
+
+	return _mm512_sub_ps(_mm512_add_ps(acc, _mm512_mul_ps(dk, _mm512_cvtepi32_ps(isum))), fm);
+}
+
+/* Q4_K/Q5_K, the end of super-block s for one token: the minimums' sum,
+ * then the GEMV's two float steps on acc. */
+QV_INLINE __m512 kv__k4_step(const __m512i *v, const struct kern_block_q8_k *x,
+			     const int32_t mp[4], __m512i isum, __m512 acc)
+{
+	return kv__k4_fstep(_mm512_castsi512_ps(v[12]), x, isum, kv__k4_fmin(v, x, mp), acc);
+}
+
+/* kv__k4_step() for the T tokens. */
 QV_INLINE void kv__k4_end(const __m512i *v, const struct kern_block_q8_k *const xk[], size_t s,
 			  int T, const __m512i isum[], __m512 acc[])
 {
-	const __m512 d = _mm512_castsi512_ps(v[12]), dmin = _mm512_castsi512_ps(v[13]);
-	int32_t mp[KV_TOK][4] __attribute__((aligned(16)));
-
 	QV_UNROLL
 	for (int i = 0; i < T; i++) {
-		/* the token's sums per 32 as int16 pairs (|sum| <= 4096) */
-		const __m256i b = _mm256_madd_epi16(
-			_mm256_loadu_si256((const __m256i *)xk[i][s].bsums), _mm256_set1_epi16(1));
-		_mm_store_si128((__m128i *)mp[i], _mm_packs_epi32(_mm256_castsi256_si128(b),
-								  _mm256_extracti128_si256(b, 1)));
-		__m512i msum = _mm512_setzero_si512();
-		QV_UNROLL
-		for (int p = 0; p < 4; p++)
-			msum = kv__dpwssd_bcst(msum, v[8 + p], &mp[i][p]);
-		const __m512 xd = _mm512_set1_ps(xk[i][s].d);
-		const __m512 dk = _mm512_mul_ps(d, xd), mk = _mm512_mul_ps(dmin, xd);
-		acc[i] = _mm512_add_ps(acc[i], _mm512_mul_ps(dk, _mm512_cvtepi32_ps(isum[i])));
-		acc[i] = _mm512_sub_ps(acc[i], _mm512_mul_ps(mk, _mm512_cvtepi32_ps(msum)));
+		int32_t mp[4] __attribute__((aligned(16)));
+
+		kv__k4_mp(&xk[i][s], mp);
+		acc[i] = kv__k4_step(v, &xk[i][s], mp, isum[i], acc[i]);
 	}
 }
 
@@ -376,13 +407,173 @@ QV_INLINE void kv__tile_s(const struct kern_gemm_args *a, struct kv_at at, int T
 	}
 }
 
+/* Q4_K's sub-block scales as differences, bytes: d[0] byte j = sc_j -
+ * sc_j+1 (j 0..3), d[1] byte j = sc_4+j - sc_5+j (sc_8 = 0), each in
+ * -63..63; h: the super-block's first 16 bytes transposed (kv__k4_head()). */
+QV_INLINE void kv__k4_dsc(const __m512i h[4], __m512i d[2])
+{
+	const __m512i m3f = _mm512_set1_epi32(0x3f3f3f3f), m0f = _mm512_set1_epi32(0x0f0f0f0f);
+	const __m512i m30 = _mm512_set1_epi32(0x30303030);
+	const __m512i sc0 = _mm512_and_si512(h[1], m3f);
+	const __m512i sc1 = _mm512_ternarylogic_epi32(_mm512_and_si512(h[3], m0f),
+						      _mm512_srli_epi32(h[1], 2), m30, 0xF8);
+
+	d[0] = _mm512_sub_epi8(sc0, _mm512_or_si512(_mm512_srli_epi32(sc0, 8),
+						    _mm512_slli_epi32(sc1, 24)));
+	d[1] = _mm512_sub_epi8(sc1, _mm512_srli_epi32(sc1, 8));
+}
+
+/*
+ * Q4_K, up to KV_TOK tokens (batched decode), streaming: the same sums as
+ * kv__tile_s with fewer multiply-pipe operations. On Zen 4 VPDPBUSD,
+ * VPDPWSSD, VPMULLD and VMULPS each take one of the two multiply pipes'
+ * cycles (one ZMM operation a cycle in all), where the adds, logic,
+ * shifts and shuffles go beside them (LEVELS.md, k4s19); kv__k4_blk()
+ * spends 8 VPDPBUSD + 2 VPDPWSSD a 32-block and token. Here each token
+ * keeps a running sum through the super-block's 32-blocks, T_b = S_0 +
+ * .. + S_b (nc chains: two for 4 tokens or fewer, for the VPDPBUSD's
+ * latency), never restarted inside it, and by Abel's summation
+ *   sum_b sc_b S_b = sum_b (sc_b - sc_b+1) T_b   (sc_8 = 0)
+ * one VPMULLD by the difference and a VPADDD after each 32-block give
+ * the same exact isum (int32 wraps, but the sum fits: the same value):
+ * 8 + 1 multiply-pipe operations. Each 32-block's values are made from
+ * the pair's transposed bytes as they are used (one AND, or a shift and
+ * an AND), so 8 chains + 8 isum + the pair's 8 byte vectors stay in
+ * registers; above 4 tokens the float accumulators live in memory (one
+ * load and store a super-block and token: spilled registers were worse,
+ * a ZMM store also costs the multiply pipes time here).
+ */
+QV_INLINE void kv__tile_k4(const struct kern_gemm_args *a, struct kv_at at, int T, int pl)
+{
+	const size_t nsb = a->n_in / KERN_QKK, bs = sizeof(struct kern_block_q4_k);
+	const size_t xst = nsb * sizeof(struct kern_block_q8_k); /* token to token */
+	const struct kv_rows rp = kv__rows_of(a, at, bs);
+	const char *next = (const char *)a->w + at.o * a->w_stride + QV_ROWS * at.st;
+	const int nc = T <= 4 ? 2 : 1;
+	const __m512i m4 = _mm512_set1_epi8(0x0f);
+	float accm[KV_TOK][16] __attribute__((aligned(64)));
+	float fm[KV_TOK][16] __attribute__((aligned(64))), dv[16] __attribute__((aligned(64)));
+	float(*am)[16] = accm;
+	__m512 acc[KV_TOK];
+
+	/* opaque to GCC: the accumulators stay in memory above 4 tokens */
+	__asm__("" : "+r"(am));
+	QV_UNROLL
+	for (int i = 0; i < T; i++) {
+		acc[i] = _mm512_setzero_ps();
+		if (T > 4)
+			_mm512_store_ps(am[i], acc[i]);
+	}
+	for (size_t s = 0; s < nsb; s++) {
+		const size_t sb = s * rp.step;
+		const char *npf = next + QV_ROWS * s * bs;
+		const char *x0 = (const char *)(a->xk + s); /* token 0's block */
+		__m512i ch[2][KV_TOK], isum[KV_TOK], h[4], dd[2], v[14];
+
+		QV_UNROLL
+		for (int i = 0; i < T; i++) {
+			ch[0][i] = ch[1][i] = _mm512_setzero_si512();
+			isum[i] = _mm512_setzero_si512();
+		}
+		/* the header once: the scales' differences, and the minimums'
+		 * terms made now and kept for the end (as fast as making them
+		 * there, one load and transpose fewer) */
+		kv__rows16x(rp, sb, h, pl);
+		kv__k4_head_of(h, v);
+		kv__k4_dsc(h, dd);
+		_mm512_store_si512(dv, v[12]);
+		QV_UNROLL
+		for (int i = 0; i < T; i++) {
+			const struct kern_block_q8_k *x =
+				(const struct kern_block_q8_k *)(x0 + i * xst);
+			int32_t mp[4] __attribute__((aligned(16)));
+
+			kv__k4_mp(x, mp);
+			_mm512_store_ps(fm[i], kv__k4_fmin(v, x, mp));
+		}
+		QV_UNROLL
+		for (int p = 0; p < 4; p++) {
+			__m512i r[8];
+
+			QV_UNROLL
+			for (size_t pf = p * QV_ROWS * bs / 4 / 64 * 64;
+			     pf < (p + 1) * QV_ROWS * bs / 4; pf += 64)
+				_mm_prefetch(npf + pf, _MM_HINT_T1);
+			kv__rows16x(rp, sb + (16 + 32 * p) * rp.km, r, pl);
+			kv__rows16x(rp, sb + (32 + 32 * p) * rp.km, r + 4, pl);
+			QV_UNROLL
+			for (int hi = 0; hi < 2; hi++) {
+				const int b = 2 * p + hi;
+				const __m512i dsc = kv__byte_s(dd[b / 4], b % 4);
+
+				QV_UNROLL
+				for (int c = 0; c < 8; c++) {
+					const __m512i u = _mm512_and_si512(
+						hi ? _mm512_srli_epi16(r[c], 4) : r[c], m4);
+					/* the tokens' words through one pointer stepped
+					 * by xst, opaque (GCC otherwise holds 8 pointers
+					 * and spills them) */
+					const char *q =
+						x0 + offsetof(struct kern_block_q8_k, qs) + 32 * b + 4 * c;
+
+					QV_UNROLL
+					for (int i = 0; i < T; i++) {
+						__m512i *cp = &ch[c / 4 % nc][i];
+
+						*cp = qv__dpbusd_bcst(*cp, u, (const int8_t *)q);
+						q += xst;
+						__asm__("" : "+r"(q));
+					}
+				}
+				QV_UNROLL
+				for (int i = 0; i < T; i++) {
+					const __m512i t =
+						nc == 2 ? _mm512_add_epi32(ch[0][i], ch[1][i]) : ch[0][i];
+
+					isum[i] = _mm512_add_epi32(isum[i], _mm512_mullo_epi32(t, dsc));
+					/* in order: GCC would otherwise sum the products
+					 * late and hold (spill) them */
+					__asm__("" : "+v"(isum[i]));
+				}
+			}
+		}
+		QV_UNROLL
+		for (int i = 0; i < T; i++) {
+			const struct kern_block_q8_k *x = (const struct kern_block_q8_k *)x0;
+			const __m512 d = _mm512_load_ps(dv);
+
+			if (T > 4)
+				_mm512_store_ps(am[i],
+						kv__k4_fstep(d, x, isum[i], _mm512_load_ps(fm[i]),
+							     _mm512_load_ps(am[i])));
+			else
+				acc[i] = kv__k4_fstep(d, x, isum[i], _mm512_load_ps(fm[i]), acc[i]);
+			x0 += xst;
+			__asm__("" : "+r"(x0));
+		}
+	}
+	QV_UNROLL
+	for (int i = 0; i < T; i++) {
+		if (T > 4)
+			acc[i] = _mm512_load_ps(am[i]);
+		if (pl) /* rows back to their lanes */
+			acc[i] = _mm512_permutexvar_ps(kv__lane_row(), acc[i]);
+		_mm512_mask_storeu_ps(a->y + i * a->y_stride + at.o, at.keep, acc[i]);
+	}
+}
+
 typedef void (*kv_stream_fn)(const struct kern_gemm_args *a, struct kv_at at);
 
 #define KV_STREAM_FN(name, T, kind, bs)                                                     \
 	static __attribute__((noinline)) void name(const struct kern_gemm_args *a,            \
 						   struct kv_at at)                           \
 	{                                                                                   \
-		if (kind != 2 && at.pk && at.st) /* packed Q4_K/Q5_K tiles: 64-byte units */ \
+		const int pl = at.pk && at.st; /* packed Q4_K/Q5_K: 64-byte units */      \
+		if (kind == 0 && pl)                                                        \
+			kv__tile_k4(a, at, T, 1);                                           \
+		else if (kind == 0)                                                         \
+			kv__tile_k4(a, at, T, 0);                                           \
+		else if (kind != 2 && pl)                                                   \
 			kv__tile_s(a, at, T, kind, bs, 1);                                  \
 		else                                                                        \
 			kv__tile_s(a, at, T, kind, bs, 0);                                  \

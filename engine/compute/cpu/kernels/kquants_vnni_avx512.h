@@ -150,16 +150,14 @@ struct kv_panel {
 	__m512i v[KV_KC][17];
 };
 
-/* Q4_K/Q5_K header of super-block `sb` (byte offset) of the 16 rows into
- * v[0..13] (scales: quants.h kern_k4_scale_min()). */
-QV_INLINE void kv__k4_head(struct kv_rows rp, size_t sb, __m512i v[14], int pl)
+/* Q4_K/Q5_K header of the 16 rows into v[0..13] (scales: quants.h
+ * kern_k4_scale_min()) from its 16 bytes transposed (kv__rows16x()): d,
+ * dmin, then the 12 scale bytes in h[1..3]. */
+QV_INLINE void kv__k4_head_of(const __m512i h[4], __m512i v[14])
 {
 	const __m512i m3f = _mm512_set1_epi32(0x3f3f3f3f), m0f = _mm512_set1_epi32(0x0f0f0f0f);
 	const __m512i m30 = _mm512_set1_epi32(0x30303030), lo16 = _mm512_set1_epi32(0xffff);
-	__m512i h[4];
 
-	/* d, dmin, then the 12 scale bytes in h[1..3] */
-	kv__rows16x(rp, sb, h, pl);
 	const __m512i sc0 = _mm512_and_si512(h[1], m3f);
 	const __m512i mn0 = _mm512_and_si512(h[2], m3f);
 	const __m512i sc1 = _mm512_or_si512(_mm512_and_si512(h[3], m0f),
@@ -184,6 +182,15 @@ QV_INLINE void kv__k4_head(struct kv_rows rp, size_t sb, __m512i v[14], int pl)
 	}
 	v[12] = _mm512_castps_si512(kv__half(h[0], 0));
 	v[13] = _mm512_castps_si512(kv__half(h[0], 1));
+}
+
+/* kv__k4_head_of() of super-block `sb` (byte offset). */
+QV_INLINE void kv__k4_head(struct kv_rows rp, size_t sb, __m512i v[14], int pl)
+{
+	__m512i h[4];
+
+	kv__rows16x(rp, sb, h, pl);
+	kv__k4_head_of(h, v);
 }
 
 /* Packed Q6_K (kern_avx512_pack_q6_k(), rp.km = 4): super-block sb of
