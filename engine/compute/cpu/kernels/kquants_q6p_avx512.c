@@ -44,9 +44,13 @@
  * Q6P_BLOCK bytes that the windows take in turn from L2, the next block
  * prefetched beside them, linearly (windows over the whole matrix read
  * DRAM in strided runs: a 4-sequence TinyLlama Q6_K decode step 76 ->
- * 120 ms of CPU, one thread; blocks: 57). */
+ * 120 ms of CPU, one thread; blocks: 57). A block's windows each
+ * arrange their activations again (q6p_act(): 1280 bytes stored a token
+ * and super-block), so more groups a block share them: 384 KiB (with the
+ * next block prefetched, 768 of L2's 1024) against 192, 8 tokens
+ * 2048 x 5632 223 -> 243 GFLOP/s (LEVELS.md, q6s19). */
 #define Q6P_NW1 1
-#define Q6P_BLOCK (192 * 1024)
+#define Q6P_BLOCK (384 * 1024)
 
 /* Which token of its quad fills lane k when the quad has `n` tokens (1..4):
  * the missing ones repeat a present one (computed, never stored). */
@@ -100,30 +104,37 @@ static void q6p_act(const struct kern_gemm_args *a, int T, size_t s0, size_t s1,
 		}
 }
 
-/* Lane 4 r + k of the result: the sum of the four dwords of lane r of
- * v[k] (row r's four partial sums of token k). */
-Q6P_INLINE __m512i q6p_reduce4(__m512i v0, __m512i v1, __m512i v2, __m512i v3)
-{
-	const __m512i t1 = _mm512_add_epi32(_mm512_unpacklo_epi32(v0, v1), _mm512_unpackhi_epi32(v0, v1));
-	const __m512i t2 = _mm512_add_epi32(_mm512_unpacklo_epi32(v2, v3), _mm512_unpackhi_epi32(v2, v3));
-
-	return _mm512_add_epi32(_mm512_unpacklo_epi64(t1, t2), _mm512_unpackhi_epi64(t1, t2));
-}
-
 /* Lane 4 r + k <-> lane 4 k + r (its own inverse). */
 Q6P_INLINE __m512i q6p_swap_idx(void)
 {
 	return _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
 }
 
-/* One group (rows o .. o + 3), T tokens, super-blocks s0 .. s1 - 1 of the
- * window the activations were arranged for (q6p_act()); the accumulators
- * from y when s0 > 0. The pfn bytes at pf go into L2 meanwhile, a share
- * before each (super-block, quad, half) step: the same slice as one burst
- * before the group (~27 lines at 8 tokens, more than the core's fill
- * buffers) stalled the group's first loads, 20% of q6p_rows8's samples at
- * two threads (LEVELS.md "Q6_K prefetch spread", q6k14). */
-Q6P_INLINE void q6p_group(const struct kern_gemm_args *a, size_t o, int T, const int8_t *xa,
+/* Lane 4 r + k of q6p_pairs(q6p_pair(v0, v1), q6p_pair(v2, v3)): the
+ * sum of the four dwords of lane r of v[k] (row r's four partial sums of
+ * token k); in two steps so that a quad's first pair is reduced as its
+ * tokens come. */
+Q6P_INLINE __m512i q6p_pair(__m512i v0, __m512i v1)
+{
+	return _mm512_add_epi32(_mm512_unpacklo_epi32(v0, v1), _mm512_unpackhi_epi32(v0, v1));
+}
+
+Q6P_INLINE __m512i q6p_pairs(__m512i p01, __m512i p23)
+{
+	return _mm512_add_epi32(_mm512_unpacklo_epi64(p01, p23), _mm512_unpackhi_epi64(p01, p23));
+}
+
+/* G groups (rows o .. o + 4 G - 1, G 1 or 2), T tokens, super-blocks s0
+ * .. s1 - 1 of the window the activations were arranged for (q6p_act());
+ * the accumulators from y when s0 > 0. Two groups share each activation
+ * load: each VPDPBUSD took its own 64-byte operand, and Zen 4 loads one
+ * ZMM a cycle, as many as it issues VPDPBUSD (8 tokens 232 -> 252
+ * GFLOP/s). The pfn bytes at pf go into L2 meanwhile, a share before each
+ * (super-block, quad, half) step: the same slice as one burst before the
+ * group (~27 lines at 8 tokens, more than the core's fill buffers)
+ * stalled the group's first loads, 20% of q6p_rows8's samples at two
+ * threads (LEVELS.md "Q6_K prefetch spread", q6k14). */
+Q6P_INLINE void q6p_group(const struct kern_gemm_args *a, size_t o, int G, int T, const int8_t *xa,
 			  const int32_t *bias, const float *xd, size_t s0, size_t s1, const char *pf,
 			  size_t pfn)
 {
@@ -131,78 +142,82 @@ Q6P_INLINE void q6p_group(const struct kern_gemm_args *a, size_t o, int T, const
 	const size_t per = ((pfn + 63) / 64 + steps - 1) / steps * 64;
 	const char *const pfe = pf + pfn;
 	const char *g = (const char *)a->w + o * a->w_stride;
+	const size_t gs = 4 * a->w_stride;
 	const __m512i m4 = _mm512_set1_epi8(0x0f), k33 = _mm512_set1_epi8(0x33);
 	const __m512i kcc = _mm512_set1_epi8((char)0xcc);
 	const __m512i dsel = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
 	const int Q = (T + 3) / 4;
-	__m512 acc[2];
+	__m512 acc[2][2];
 
 	Q6P_UNROLL
-	for (int q = 0; q < Q; q++) {
-		const int n = T - 4 * q < 4 ? T - 4 * q : 4;
-		/* (the lanes spelt out: -O1 does not unroll a loop into the
-		 * immediates; through a stack array the store forwarding fails,
-		 * 8 tokens 221 -> 207 GFLOP/s) */
-		acc[q] = _mm512_setzero_ps();
-		if (s0 > 0) {
-#define Q6P_Y(k) _mm_loadu_ps(a->y + (4 * q + q6p_tok(k, n)) * a->y_stride + o)
-			__m512 in = _mm512_castps128_ps512(Q6P_Y(0));
+	for (int e = 0; e < G; e++)
+		Q6P_UNROLL
+		for (int q = 0; q < Q; q++) {
+			const int n = T - 4 * q < 4 ? T - 4 * q : 4;
+			/* (the lanes spelt out: -O1 does not unroll a loop into
+			 * the immediates; through a stack array the store
+			 * forwarding fails, 8 tokens 221 -> 207 GFLOP/s) */
+			acc[e][q] = _mm512_setzero_ps();
+			if (s0 > 0) {
+#define Q6P_Y(k) _mm_loadu_ps(a->y + (4 * q + q6p_tok(k, n)) * a->y_stride + o + 4 * e)
+				__m512 in = _mm512_castps128_ps512(Q6P_Y(0));
 
-			in = _mm512_insertf32x4(in, Q6P_Y(1), 1);
-			in = _mm512_insertf32x4(in, Q6P_Y(2), 2);
-			in = _mm512_insertf32x4(in, Q6P_Y(3), 3);
+				in = _mm512_insertf32x4(in, Q6P_Y(1), 1);
+				in = _mm512_insertf32x4(in, Q6P_Y(2), 2);
+				in = _mm512_insertf32x4(in, Q6P_Y(3), 3);
 #undef Q6P_Y
-			acc[q] = _mm512_permutexvar_ps(q6p_swap_idx(), in);
+				acc[e][q] = _mm512_permutexvar_ps(q6p_swap_idx(), in);
+			}
 		}
-	}
 	for (size_t s = s0; s < s1; s++) {
-		const char *b = g + s * Q6P_SB;
 		const int8_t *xs = xa + 1024 * T * (s - s0);
 		const int32_t *bs = bias + 64 * T * (s - s0);
-		/* the rows' d, lane 4 r + k = row r's */
-		const __m512 d = _mm512_permutexvar_ps(
-			dsel, _mm512_castps128_ps512(_mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)(b + 832)))));
-
-		/* per half super-block the 8 value vectors are made once for
-		 * all the tokens; each quad's four partial sums are reduced at
-		 * once into its one accumulator (the reduction is linear), so
-		 * no token's sum stays live across the halves (8 tokens: the
-		 * quads' 4 sums each, held over both halves beside the values,
-		 * spilled 20 ZMM a group and super-block, and the values were
-		 * made again for the second quad) */
-		__m512i is[2];
+		/* per half super-block the 8 value vectors of a group are made
+		 * once for all the tokens (a quad at a time, the values were
+		 * made again for the second quad); each token's scaled sums of
+		 * the first half wait in th (stack, L1) for the second's, and
+		 * each quad's four are reduced once a super-block, linear, as
+		 * one (reduced per half: 8 tokens 249 -> 253, 4 tokens 229 ->
+		 * 234 GFLOP/s; held in registers the quads' sums spilled, 20
+		 * ZMM a group and super-block, q6p18) */
+		__m512i th[2][Q6P_TOK], is[2][2];
 
 		Q6P_UNROLL
 		for (int n = 0; n < 2; n++) {
 			/* chain 2n: the low nibbles of ql units 4n .. 4n + 3;
 			 * 2n + 1: the high ones (kp_q6u()'s values) */
-			__m512i vl[4], vh[4];
+			__m512i vl[2][4], vh[2][4], sl[2], sh[2];
 
 			Q6P_UNROLL
-			for (int j = 0; j < 2; j++) {
-				const __m512i h = _mm512_loadu_si512(b + KERN_Q6P_QH(n, j));
-				const __m512i hm = _mm512_and_si512(h, k33);
-				const __m512i hm2 = _mm512_and_si512(h, kcc);
-				__m512i qa = _mm512_loadu_si512(b + KERN_Q6P_QL(n, 2 * j));
-				__m512i qb = _mm512_loadu_si512(b + KERN_Q6P_QL(n, 2 * j + 1));
+			for (int e = 0; e < G; e++) {
+				const char *b = g + e * gs + s * Q6P_SB;
 
-				/* one load each: GCC would fold them twice */
-				__asm__("" : "+v"(qa), "+v"(qb));
-				vl[2 * j] = _mm512_ternarylogic_epi32(qa, _mm512_slli_epi16(hm, 4), m4, 0xE4);
-				vl[2 * j + 1] = _mm512_ternarylogic_epi32(qb, _mm512_slli_epi16(hm2, 2), m4, 0xE4);
-				vh[2 * j] = _mm512_ternarylogic_epi32(_mm512_srli_epi16(qa, 4), hm, m4, 0xE4);
-				vh[2 * j + 1] = _mm512_ternarylogic_epi32(_mm512_srli_epi16(qb, 4),
-									  _mm512_srli_epi16(hm2, 2), m4, 0xE4);
+				Q6P_UNROLL
+				for (int j = 0; j < 2; j++) {
+					const __m512i h = _mm512_loadu_si512(b + KERN_Q6P_QH(n, j));
+					const __m512i hm = _mm512_and_si512(h, k33);
+					const __m512i hm2 = _mm512_and_si512(h, kcc);
+					__m512i qa = _mm512_loadu_si512(b + KERN_Q6P_QL(n, 2 * j));
+					__m512i qb = _mm512_loadu_si512(b + KERN_Q6P_QL(n, 2 * j + 1));
+
+					/* one load each: GCC would fold them twice */
+					__asm__("" : "+v"(qa), "+v"(qb));
+					vl[e][2 * j] = _mm512_ternarylogic_epi32(qa, _mm512_slli_epi16(hm, 4), m4, 0xE4);
+					vl[e][2 * j + 1] =
+						_mm512_ternarylogic_epi32(qb, _mm512_slli_epi16(hm2, 2), m4, 0xE4);
+					vh[e][2 * j] = _mm512_ternarylogic_epi32(_mm512_srli_epi16(qa, 4), hm, m4, 0xE4);
+					vh[e][2 * j + 1] = _mm512_ternarylogic_epi32(
+						_mm512_srli_epi16(qb, 4), _mm512_srli_epi16(hm2, 2), m4, 0xE4);
+				}
+				sl[e] = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(b + 768 + 16 * (2 * n))));
+				sh[e] = _mm512_cvtepi8_epi32(
+					_mm_loadu_si128((const __m128i *)(b + 768 + 16 * (2 * n + 1))));
 			}
-			const __m512i sl =
-				_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(b + 768 + 16 * (2 * n))));
-			const __m512i sh =
-				_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(b + 768 + 16 * (2 * n + 1))));
 
 			Q6P_UNROLL
 			for (int q = 0; q < Q; q++) {
 				const int nq = T - 4 * q < 4 ? T - 4 * q : 4;
-				__m512i t[4];
+				__m512i t[2][4], p[2][2];
 
 				for (size_t l = 0; l < per && pf < pfe; l += 64, pf += 64)
 					_mm_prefetch(pf, _MM_HINT_T1);
@@ -211,47 +226,89 @@ Q6P_INLINE void q6p_group(const struct kern_gemm_args *a, size_t o, int T, const
 				for (int k = 0; k < nq; k++) {
 					const int8_t *x = xs + 1024 * (4 * q + k);
 					const int32_t *bk = bs + 64 * (4 * q + k);
-#define Q6P_X(p) _mm512_load_si512(p)
-					__m512i cl = Q6P_X(bk + 16 * (2 * n)), ch = Q6P_X(bk + 16 * (2 * n + 1));
+					const __m512i bl = _mm512_load_si512(bk + 16 * (2 * n));
+					const __m512i bh = _mm512_load_si512(bk + 16 * (2 * n + 1));
+					__m512i cl[2], ch[2];
 
 					Q6P_UNROLL
-					for (int u = 0; u < 4; u++) {
-						cl = _mm512_dpbusd_epi32(cl, vl[u], Q6P_X(x + 256 * (2 * n) + 64 * u));
-						ch = _mm512_dpbusd_epi32(ch, vh[u],
-									 Q6P_X(x + 256 * (2 * n + 1) + 64 * u));
+					for (int e = 0; e < G; e++) {
+						cl[e] = bl;
+						ch[e] = bh;
 					}
-#undef Q6P_X
-					t[k] = _mm512_add_epi32(_mm512_mullo_epi32(cl, sl), _mm512_mullo_epi32(ch, sh));
-				}
-				const __m512i r = q6p_reduce4(t[0], t[q6p_tok(1, nq)], t[q6p_tok(2, nq)],
-							      t[q6p_tok(3, nq)]);
+					Q6P_UNROLL
+					for (int u = 0; u < 4; u++) {
+						__m512i xl = _mm512_load_si512(x + 256 * (2 * n) + 64 * u);
+						__m512i xh = _mm512_load_si512(x + 256 * (2 * n + 1) + 64 * u);
 
-				is[q] = n == 0 ? r : _mm512_add_epi32(is[q], r);
+						/* one load for both groups */
+						if (G > 1)
+							__asm__("" : "+v"(xl), "+v"(xh));
+						Q6P_UNROLL
+						for (int e = 0; e < G; e++) {
+							cl[e] = _mm512_dpbusd_epi32(cl[e], vl[e][u], xl);
+							ch[e] = _mm512_dpbusd_epi32(ch[e], vh[e][u], xh);
+						}
+					}
+					Q6P_UNROLL
+					for (int e = 0; e < G; e++) {
+						const __m512i v = _mm512_add_epi32(_mm512_mullo_epi32(cl[e], sl[e]),
+										   _mm512_mullo_epi32(ch[e], sh[e]));
+
+						if (n == 0) {
+							th[e][4 * q + k] = v;
+							continue;
+						}
+						t[e][k] = _mm512_add_epi32(v, th[e][4 * q + k]);
+						if (k == 1)
+							p[e][0] = q6p_pair(t[e][0], t[e][1]);
+					}
+				}
+				if (n == 0)
+					continue;
+				/* a quad short of tokens: the missing lanes hold a
+				 * present token's sums (computed, never stored) */
+				Q6P_UNROLL
+				for (int e = 0; e < G; e++) {
+					if (nq == 1)
+						p[e][0] = q6p_pair(t[e][0], t[e][0]);
+					p[e][1] = nq < 3 ? p[e][0] : q6p_pair(t[e][2], t[e][q6p_tok(3, nq)]);
+					is[e][q] = q6p_pairs(p[e][0], p[e][1]);
+				}
 			}
 		}
 		Q6P_UNROLL
-		for (int q = 0; q < Q; q++) {
-			const __m512 dk = _mm512_mul_ps(
-				d, _mm512_broadcast_f32x4(_mm_loadu_ps(xd + 4 * (2 * (s - s0) + q))));
+		for (int e = 0; e < G; e++) {
+			/* the rows' d, lane 4 r + k = row r's */
+			const __m512 d = _mm512_permutexvar_ps(
+				dsel, _mm512_castps128_ps512(_mm_cvtph_ps(
+					      _mm_loadl_epi64((const __m128i *)(g + e * gs + s * Q6P_SB + 832)))));
 
-			acc[q] = _mm512_add_ps(acc[q], _mm512_mul_ps(dk, _mm512_cvtepi32_ps(is[q])));
+			Q6P_UNROLL
+			for (int q = 0; q < Q; q++) {
+				const __m512 dk = _mm512_mul_ps(
+					d, _mm512_broadcast_f32x4(_mm_loadu_ps(xd + 4 * (2 * (s - s0) + q))));
+
+				acc[e][q] = _mm512_add_ps(acc[e][q], _mm512_mul_ps(dk, _mm512_cvtepi32_ps(is[e][q])));
+			}
 		}
 	}
 	Q6P_UNROLL
-	for (int q = 0; q < Q; q++) {
-		const int n = T - 4 * q < 4 ? T - 4 * q : 4;
-		/* lane 4 k + r: token k's four rows */
-		const __m512 out = _mm512_permutexvar_ps(q6p_swap_idx(), acc[q]);
-		float *y = a->y + 4 * q * a->y_stride + o;
+	for (int e = 0; e < G; e++)
+		Q6P_UNROLL
+		for (int q = 0; q < Q; q++) {
+			const int n = T - 4 * q < 4 ? T - 4 * q : 4;
+			/* lane 4 k + r: token k's four rows */
+			const __m512 out = _mm512_permutexvar_ps(q6p_swap_idx(), acc[e][q]);
+			float *y = a->y + 4 * q * a->y_stride + o + 4 * e;
 
-		_mm_storeu_ps(y, _mm512_castps512_ps128(out));
-		if (n > 1)
-			_mm_storeu_ps(y + a->y_stride, _mm512_extractf32x4_ps(out, 1));
-		if (n > 2)
-			_mm_storeu_ps(y + 2 * a->y_stride, _mm512_extractf32x4_ps(out, 2));
-		if (n > 3)
-			_mm_storeu_ps(y + 3 * a->y_stride, _mm512_extractf32x4_ps(out, 3));
-	}
+			_mm_storeu_ps(y, _mm512_castps512_ps128(out));
+			if (n > 1)
+				_mm_storeu_ps(y + a->y_stride, _mm512_extractf32x4_ps(out, 1));
+			if (n > 2)
+				_mm_storeu_ps(y + 2 * a->y_stride, _mm512_extractf32x4_ps(out, 2));
+			if (n > 3)
+				_mm_storeu_ps(y + 3 * a->y_stride, _mm512_extractf32x4_ps(out, 3));
+		}
 }
 
 /* Rows [o0, o1) (whole groups), T tokens. */
@@ -285,11 +342,15 @@ Q6P_INLINE void q6p_rows(const struct kern_gemm_args *a, size_t o0, size_t o1, i
 			const size_t s1 = nsb - s0 > W ? s0 + W : nsb;
 
 			q6p_act(a, T, s0, s1, xa, bias, xd);
-			for (size_t o = b0; o < b1; o += 4, k++) {
+			/* groups in pairs (q6p_group()), an odd one alone */
+			for (size_t o = b0; o < b1; o += 8, k += 2) {
 				const size_t l0 = k * slice < nxb ? k * slice : nxb;
-				const size_t l1 = (k + 1) * slice < nxb ? (k + 1) * slice : nxb;
+				const size_t l1 = (k + 2) * slice < nxb ? (k + 2) * slice : nxb;
 
-				q6p_group(a, o, T, xa, bias, xd, s0, s1, nx + l0, l1 - l0);
+				if (b1 - o >= 8)
+					q6p_group(a, o, 2, T, xa, bias, xd, s0, s1, nx + l0, l1 - l0);
+				else
+					q6p_group(a, o, 1, T, xa, bias, xd, s0, s1, nx + l0, l1 - l0);
 			}
 		}
 	}
