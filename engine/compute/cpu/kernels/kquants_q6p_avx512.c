@@ -36,20 +36,25 @@
 #define Q6P_UNROLL _Pragma("GCC unroll 16")
 #define Q6P_TOK 8
 #define Q6P_SB (4 * sizeof(struct kern_block_q6_k)) /* a group's super-block */
-/* token x super-blocks of activations per window, 1280 bytes each: 20
- * KiB, L1 beside the weights' stream (32: 40 KiB, 8 tokens 225 -> 168
- * GFLOP/s) */
-#define Q6P_WIN 16
-/* One window: the rows read as one stream. More: blocks of groups of
- * Q6P_BLOCK bytes that the windows take in turn from L2, the next block
- * prefetched beside them, linearly (windows over the whole matrix read
- * DRAM in strided runs: a 4-sequence TinyLlama Q6_K decode step 76 ->
- * 120 ms of CPU, one thread; blocks: 57). A block's windows each
- * arrange their activations again (q6p_act(): 1280 bytes stored a token
- * and super-block), so more groups a block share them: 384 KiB (with the
- * next block prefetched, 768 of L2's 1024) against 192, 8 tokens
- * 2048 x 5632 223 -> 243 GFLOP/s (LEVELS.md, q6s19). */
-#define Q6P_NW1 1
+/* token x super-blocks of activations per window, 320 bytes each (the
+ * quants as the GEMV lays them, 16 bytes a unit, each broadcast to the
+ * lanes as it is loaded; -32 x the sums of 16): 20 KiB, L1 beside the
+ * weights' stream. Broadcast in memory (1280 bytes each, 16 a window)
+ * each VPDPBUSD took its operand from memory for free; with two groups a
+ * load the VBROADCASTI32X4 costs the same and the window is 4 x as long
+ * (fewer arrangements, fewer y round trips; 8 tokens 2048 x 2048 258 ->
+ * 267 GFLOP/s, LEVELS.md q6s19) */
+#define Q6P_WIN 64
+#define Q6P_X4(p) _mm512_broadcast_i32x4(_mm_load_si128((const __m128i *)(p)))
+/* Blocks of groups of Q6P_BLOCK bytes that the windows take in turn from
+ * L2, the next block prefetched beside them, linearly (windows over the
+ * whole matrix read DRAM in strided runs: a 4-sequence TinyLlama Q6_K
+ * decode step 76 -> 120 ms of CPU, one thread; blocks: 57). Also with
+ * one window: the hardware prefetchers alone left a TinyLlama 8-sequence
+ * step 15.1 cpu ms a token against 9.7 (q6s19). A block's windows each
+ * arrange their activations again, so more groups a block share them:
+ * 384 KiB (with the next block prefetched, 768 of L2's 1024) against
+ * 192, 8 tokens 2048 x 5632 223 -> 243 GFLOP/s (q6s19). */
 #define Q6P_BLOCK (384 * 1024)
 
 /* Which token of its quad fills lane k when the quad has `n` tokens (1..4):
@@ -59,15 +64,12 @@ Q6P_INLINE int q6p_tok(int k, int n)
 	return k < n ? k : n - 1;
 }
 
-/* The window's activations: token k's super-block s at xa + 1024 ((s -
+/* The window's activations: token k's super-block s at xa + 256 ((s -
  * s0) T + k) as kp_q6_act() lays them (per 64-element chunk c, dword i of
- * ql unit u: elements 64c + 16i + 4u ..), but each unit's 16 bytes
- * already broadcast to the four lanes (64 bytes at 256c + 64u: VPDPBUSD
- * takes them as its memory operand; 16-byte VBROADCASTI32X4 loads cost
- * 8 tokens 225 -> 206, 2 tokens 184 -> 161 GFLOP/s); -32 x its sums of 16
- * at bias + 64 ((s - s0) T + k), chain c's broadcast at + 16c; per
- * super-block and quad the four tokens' D at xd + 4 (2 (s - s0) + q). A
- * super-block's tokens at fixed offsets from one base. */
+ * ql unit u: elements 64c + 16i + 4u .., unit u's 16 bytes at 64c + 16u);
+ * -32 x its sums of 16 at bias + 16 ((s - s0) T + k), chain c's at + 4c;
+ * per super-block and quad the four tokens' D at xd + 4 (2 (s - s0) + q).
+ * A super-block's tokens at fixed offsets from one base. */
 static void q6p_act(const struct kern_gemm_args *a, int T, size_t s0, size_t s1, int8_t *xa,
 		    int32_t *bias, float *xd)
 {
@@ -79,21 +81,14 @@ static void q6p_act(const struct kern_gemm_args *a, int T, size_t s0, size_t s1,
 			const struct kern_block_q8_k *x = a->xk + k * nsb + s;
 			const size_t i = (s - s0) * T + k;
 
-			for (int c = 0; c < 4; c++) {
-				const __m512i v = _mm512_permutexvar_epi32(tr, _mm512_loadu_si512(x->qs + 64 * c));
-
-				_mm512_store_si512(xa + 1024 * i + 256 * c, _mm512_shuffle_i32x4(v, v, 0x00));
-				_mm512_store_si512(xa + 1024 * i + 256 * c + 64, _mm512_shuffle_i32x4(v, v, 0x55));
-				_mm512_store_si512(xa + 1024 * i + 256 * c + 128, _mm512_shuffle_i32x4(v, v, 0xAA));
-				_mm512_store_si512(xa + 1024 * i + 256 * c + 192, _mm512_shuffle_i32x4(v, v, 0xFF));
-			}
-			const __m512i bv = _mm512_sub_epi32(
-				_mm512_setzero_si512(),
-				_mm512_slli_epi32(_mm512_cvtepi16_epi32(_mm256_loadu_si256((const __m256i *)x->bsums)), 5));
-			_mm512_store_si512(bias + 64 * i, _mm512_shuffle_i32x4(bv, bv, 0x00));
-			_mm512_store_si512(bias + 64 * i + 16, _mm512_shuffle_i32x4(bv, bv, 0x55));
-			_mm512_store_si512(bias + 64 * i + 32, _mm512_shuffle_i32x4(bv, bv, 0xAA));
-			_mm512_store_si512(bias + 64 * i + 48, _mm512_shuffle_i32x4(bv, bv, 0xFF));
+			for (int c = 0; c < 4; c++)
+				_mm512_store_si512(xa + 256 * i + 64 * c,
+						   _mm512_permutexvar_epi32(tr, _mm512_loadu_si512(x->qs + 64 * c)));
+			_mm512_store_si512(bias + 16 * i,
+					   _mm512_sub_epi32(_mm512_setzero_si512(),
+							    _mm512_slli_epi32(_mm512_cvtepi16_epi32(_mm256_loadu_si256(
+										      (const __m256i *)x->bsums)),
+									      5)));
 		}
 	for (size_t s = s0; s < s1; s++)
 		for (int q = 0; q * 4 < T; q++) {
@@ -170,8 +165,8 @@ Q6P_INLINE void q6p_group(const struct kern_gemm_args *a, size_t o, int G, int T
 			}
 		}
 	for (size_t s = s0; s < s1; s++) {
-		const int8_t *xs = xa + 1024 * T * (s - s0);
-		const int32_t *bs = bias + 64 * T * (s - s0);
+		const int8_t *xs = xa + 256 * T * (s - s0);
+		const int32_t *bs = bias + 16 * T * (s - s0);
 		/* per half super-block the 8 value vectors of a group are made
 		 * once for all the tokens (a quad at a time, the values were
 		 * made again for the second quad); each token's scaled sums of
@@ -224,10 +219,10 @@ Q6P_INLINE void q6p_group(const struct kern_gemm_args *a, size_t o, int G, int T
 
 				Q6P_UNROLL
 				for (int k = 0; k < nq; k++) {
-					const int8_t *x = xs + 1024 * (4 * q + k);
-					const int32_t *bk = bs + 64 * (4 * q + k);
-					const __m512i bl = _mm512_load_si512(bk + 16 * (2 * n));
-					const __m512i bh = _mm512_load_si512(bk + 16 * (2 * n + 1));
+					const int8_t *x = xs + 256 * (4 * q + k);
+					const int32_t *bk = bs + 16 * (4 * q + k);
+					const __m512i bl = Q6P_X4(bk + 4 * (2 * n));
+					const __m512i bh = Q6P_X4(bk + 4 * (2 * n + 1));
 					__m512i cl[2], ch[2];
 
 					Q6P_UNROLL
@@ -237,8 +232,8 @@ Q6P_INLINE void q6p_group(const struct kern_gemm_args *a, size_t o, int G, int T
 					}
 					Q6P_UNROLL
 					for (int u = 0; u < 4; u++) {
-						__m512i xl = _mm512_load_si512(x + 256 * (2 * n) + 64 * u);
-						__m512i xh = _mm512_load_si512(x + 256 * (2 * n + 1) + 64 * u);
+						__m512i xl = Q6P_X4(x + 64 * (2 * n) + 16 * u);
+						__m512i xh = Q6P_X4(x + 64 * (2 * n + 1) + 16 * u);
 
 						/* one load for both groups */
 						if (G > 1)
@@ -315,16 +310,15 @@ Q6P_INLINE void q6p_group(const struct kern_gemm_args *a, size_t o, int G, int T
 Q6P_INLINE void q6p_rows(const struct kern_gemm_args *a, size_t o0, size_t o1, int T)
 {
 	const size_t nsb = a->n_in / KERN_QKK, W = Q6P_WIN / (size_t)T;
-	int8_t xa[1024 * Q6P_WIN] __attribute__((aligned(64)));
-	int32_t bias[64 * Q6P_WIN] __attribute__((aligned(64)));
+	int8_t xa[256 * Q6P_WIN] __attribute__((aligned(64)));
+	int32_t bias[16 * Q6P_WIN] __attribute__((aligned(64)));
 	float xd[4 * 2 * Q6P_WIN] __attribute__((aligned(64)));
 
 	const size_t gbytes = nsb * Q6P_SB, nw = (nsb + W - 1) / W;
-	/* one window: all the rows in one linear stream; more: blocks of
-	 * groups the windows take in turn (their bytes in L2), the next
-	 * block prefetched into L2 meanwhile, linearly, a slice per group
-	 * and window */
-	const size_t gb = nw <= Q6P_NW1 ? (o1 - o0) / 4 : Q6P_BLOCK / gbytes ? Q6P_BLOCK / gbytes : 1;
+	/* blocks of groups the windows take in turn (their bytes in L2),
+	 * the next block prefetched into L2 meanwhile, linearly, a slice
+	 * per group and window */
+	const size_t gb = Q6P_BLOCK / gbytes ? Q6P_BLOCK / gbytes : 1;
 
 	for (size_t b0 = o0; b0 < o1; b0 += 4 * gb) {
 		const size_t b1 = o1 - b0 > 4 * gb ? b0 + 4 * gb : o1;
