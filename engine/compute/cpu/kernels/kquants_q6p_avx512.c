@@ -10,15 +10,16 @@
  * -13% at 2-4 tokens against the file layout; LEVELS.md "Q6_K re-ordered").
  * Here the group's vectors are used as the one-token GEMV (kp_q6u(),
  * kquants_gemv_avx512.c) uses them, a row per 128-bit lane: per group of
- * 4 rows and super-block the 16 value vectors are made once (12 loads,
- * 16 VPTERNLOGD, no transposes) and each token adds its 16 VPDPBUSD
- * against its activations pre-arranged per window of super-blocks (the
- * GEMV's dword transpose, each 16 bytes broadcast to the lanes in
- * memory), 4 chains from -32 x its sums of 16, one VPMULLD each by the
- * scales; the values are made per half super-block for all the tokens
- * and each quad's four sums reduced per half (6 unpacks and adds: lane
- * 4 r + k row r, token k) into one accumulator a quad (more partial sums
- * beside the 8 value vectors spill), one float step serving a quad.
+ * 4 rows and half super-block the 8 value vectors are made once for all
+ * the tokens (6 loads, 8 VPTERNLOGD, no transposes), two groups at a time
+ * (16 ZMM), and each token adds 8 VPDPBUSD a group against its
+ * activations arranged per window of super-blocks as the GEMV arranges
+ * them (dword transpose), each 16 bytes loaded once, broadcast to the
+ * lanes, for both groups; 2 chains a group from -32 x its sums of 16, one
+ * VPMULLD each by the scales. Per token the first half's scaled sums wait
+ * on the stack for the second's, and each quad's four are reduced once a
+ * super-block (6 unpacks and adds: lane 4 r + k row r, token k), one
+ * float step serving a quad.
  *
  * Bit for bit the file layout's and the GEMV's results: the same exact
  * int32 sums per super-block (only their order of addition differs), then
