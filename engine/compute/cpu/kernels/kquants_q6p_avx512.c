@@ -47,16 +47,21 @@
  * 267 GFLOP/s, LEVELS.md q6s19) */
 #define Q6P_WIN 64
 #define Q6P_X4(p) _mm512_broadcast_i32x4(_mm_load_si128((const __m128i *)(p)))
-/* Blocks of groups of Q6P_BLOCK bytes that the windows take in turn from
- * L2, the next block prefetched beside them, linearly (windows over the
- * whole matrix read DRAM in strided runs: a 4-sequence TinyLlama Q6_K
- * decode step 76 -> 120 ms of CPU, one thread; blocks: 57). Also with
- * one window: the hardware prefetchers alone left a TinyLlama 8-sequence
- * step 15.1 cpu ms a token against 9.7 (q6s19). A block's windows each
- * arrange their activations again, so more groups a block share them:
- * 384 KiB (with the next block prefetched, 768 of L2's 1024) against
- * 192, 8 tokens 2048 x 5632 223 -> 243 GFLOP/s (q6s19). */
+/* Blocks of groups that the windows take in turn from L2, the next block
+ * prefetched beside them, linearly (windows over the whole matrix read
+ * DRAM in strided runs: a 4-sequence TinyLlama Q6_K decode step 76 ->
+ * 120 ms of CPU, one thread; blocks: 57). Also with one window: the
+ * hardware prefetchers alone left a TinyLlama 8-sequence step 15.1 cpu
+ * ms a token against 9.7 (q6s19). Q6P_BLOCK1 bytes a window, at most
+ * Q6P_BLOCK (with the next block prefetched, 768 of L2's 1024 KiB): a
+ * block's windows each arrange their activations again, so more windows
+ * want more groups a block to share them (8 tokens 2048 x 5632, 3
+ * windows: 128 KiB 233, 384 KiB 254 GFLOP/s), while one window (its
+ * activations arranged once a call) runs best in small blocks (the
+ * prefetch starts sooner: TinyLlama 4-sequence step 12.3 -> 11.5 cpu ms
+ * a token, 128 against 384 KiB; LEVELS.md q6s19). */
 #define Q6P_BLOCK (384 * 1024)
+#define Q6P_BLOCK1 (128 * 1024)
 
 /* Which token of its quad fills lane k when the quad has `n` tokens (1..4):
  * the missing ones repeat a present one (computed, never stored). */
@@ -319,7 +324,8 @@ Q6P_INLINE void q6p_rows(const struct kern_gemm_args *a, size_t o0, size_t o1, i
 	/* blocks of groups the windows take in turn (their bytes in L2),
 	 * the next block prefetched into L2 meanwhile, linearly, a slice
 	 * per group and window */
-	const size_t gb = Q6P_BLOCK / gbytes ? Q6P_BLOCK / gbytes : 1;
+	const size_t blk = nw < Q6P_BLOCK / Q6P_BLOCK1 ? nw * Q6P_BLOCK1 : Q6P_BLOCK;
+	const size_t gb = blk / gbytes ? blk / gbytes : 1;
 
 	for (size_t b0 = o0; b0 < o1; b0 += 4 * gb) {
 		const size_t b1 = o1 - b0 > 4 * gb ? b0 + 4 * gb : o1;
@@ -336,7 +342,9 @@ Q6P_INLINE void q6p_rows(const struct kern_gemm_args *a, size_t o0, size_t o1, i
 		for (size_t s0 = 0; s0 < nsb; s0 += W) {
 			const size_t s1 = nsb - s0 > W ? s0 + W : nsb;
 
-			q6p_act(a, T, s0, s1, xa, bias, xd);
+			/* one window: arranged once for all the blocks */
+			if (nw > 1 || b0 == o0)
+				q6p_act(a, T, s0, s1, xa, bias, xd);
 			/* groups in pairs (q6p_group()), an odd one alone */
 			for (size_t o = b0; o < b1; o += 8, k += 2) {
 				const size_t l0 = k * slice < nxb ? k * slice : nxb;
