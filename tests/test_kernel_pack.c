@@ -213,7 +213,9 @@ static void kp_run(kern_gemm_fn f, struct kern_gemm_args a, const size_t *cuts, 
 static void kp_check_level(enum cpu_level level)
 {
 	static const size_t n_outs[] = {40, 8, 4, 64};
-	static const size_t n_ins[] = {512, 65 * 256};
+	/* 16 x 256: avx512 Q6_K's small batch at 1..4 tokens in one window
+	 * over several blocks of groups (kquants_q6p_avx512.c) */
+	static const size_t n_ins[] = {512, 65 * 256, 16 * 256};
 	static const size_t toks[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 16, 17};
 	const struct kern_ops *ops = kern_ops_for(level);
 
@@ -226,7 +228,7 @@ static void kp_check_level(enum cpu_level level)
 		ck_assert_ptr_nonnull(ops->pgemm[t]);
 		ck_assert_ptr_nonnull(ops->pgemv[t]);
 		for (size_t oi = 0; oi < 4; oi++)
-			for (size_t ii = 0; ii < 2; ii++) {
+			for (size_t ii = 0; ii < sizeof(n_ins) / sizeof(n_ins[0]); ii++) {
 				const size_t n_out = n_outs[oi], n_in = n_ins[ii];
 				if (n_out % g != 0) /* avx2 Q4_K/Q6_K: groups of 8 */
 					continue;

@@ -10,15 +10,16 @@
  * -13% at 2-4 tokens against the file layout; LEVELS.md "Q6_K re-ordered").
  * Here the group's vectors are used as the one-token GEMV (kp_q6u(),
  * kquants_gemv_avx512.c) uses them, a row per 128-bit lane: per group of
- * 4 rows and super-block the 16 value vectors are made once (12 loads,
- * 16 VPTERNLOGD, no transposes) and each token adds its 16 VPDPBUSD
- * against its activations pre-arranged per window of super-blocks (the
- * GEMV's dword transpose, each 16 bytes broadcast to the lanes in
- * memory), 4 chains from -32 x its sums of 16, one VPMULLD each by the
- * scales; the values are made per half super-block for all the tokens
- * and each quad's four sums reduced per half (6 unpacks and adds: lane
- * 4 r + k row r, token k) into one accumulator a quad (more partial sums
- * beside the 8 value vectors spill), one float step serving a quad.
+ * 4 rows and half super-block the 8 value vectors are made once for all
+ * the tokens (6 loads, 8 VPTERNLOGD, no transposes), two groups at a time
+ * (16 ZMM), and each token adds 8 VPDPBUSD a group against its
+ * activations arranged per window of super-blocks as the GEMV arranges
+ * them (dword transpose), each 16 bytes loaded once, broadcast to the
+ * lanes, for both groups; 2 chains a group from -32 x its sums of 16, one
+ * VPMULLD each by the scales. Per token the first half's scaled sums wait
+ * on the stack for the second's, and each quad's four are reduced once a
+ * super-block (6 unpacks and adds: lane 4 r + k row r, token k), one
+ * float step serving a quad.
  *
  * Bit for bit the file layout's and the GEMV's results: the same exact
  * int32 sums per super-block (only their order of addition differs), then
@@ -36,17 +37,31 @@
 #define Q6P_UNROLL _Pragma("GCC unroll 16")
 #define Q6P_TOK 8
 #define Q6P_SB (4 * sizeof(struct kern_block_q6_k)) /* a group's super-block */
-/* token x super-blocks of activations per window, 1280 bytes each: 20
- * KiB, L1 beside the weights' stream (32: 40 KiB, 8 tokens 225 -> 168
- * GFLOP/s) */
-#define Q6P_WIN 16
-/* One window: the rows read as one stream. More: blocks of groups of
- * Q6P_BLOCK bytes that the windows take in turn from L2, the next block
+/* token x super-blocks of activations per window, 320 bytes each (the
+ * quants as the GEMV lays them, 16 bytes a unit, each broadcast to the
+ * lanes as it is loaded; -32 x the sums of 16): 20 KiB, L1 beside the
+ * weights' stream. Broadcast in memory (1280 bytes each, 16 a window)
+ * each VPDPBUSD took its operand from memory for free; with two groups a
+ * load the VBROADCASTI32X4 costs the same and the window is 4 x as long
+ * (fewer arrangements, fewer y round trips; 8 tokens 2048 x 2048 258 ->
+ * 267 GFLOP/s, LEVELS.md q6s19) */
+#define Q6P_WIN 64
+#define Q6P_X4(p) _mm512_broadcast_i32x4(_mm_load_si128((const __m128i *)(p)))
+/* Blocks of groups that the windows take in turn from L2, the next block
  * prefetched beside them, linearly (windows over the whole matrix read
  * DRAM in strided runs: a 4-sequence TinyLlama Q6_K decode step 76 ->
- * 120 ms of CPU, one thread; blocks: 57). */
-#define Q6P_NW1 1
-#define Q6P_BLOCK (192 * 1024)
+ * 120 ms of CPU, one thread; blocks: 57). Also with one window: the
+ * hardware prefetchers alone left a TinyLlama 8-sequence step 15.1 cpu
+ * ms a token against 9.7 (q6s19). Q6P_BLOCK1 bytes a window, at most
+ * Q6P_BLOCK (with the next block prefetched, 768 of L2's 1024 KiB): a
+ * block's windows each arrange their activations again, so more windows
+ * want more groups a block to share them (8 tokens 2048 x 5632, 3
+ * windows: 128 KiB 233, 384 KiB 254 GFLOP/s), while one window (its
+ * activations arranged once a call) runs best in small blocks (the
+ * prefetch starts sooner: TinyLlama 4-sequence step 12.3 -> 11.5 cpu ms
+ * a token, 128 against 384 KiB; LEVELS.md q6s19). */
+#define Q6P_BLOCK (384 * 1024)
+#define Q6P_BLOCK1 (128 * 1024)
 
 /* Which token of its quad fills lane k when the quad has `n` tokens (1..4):
  * the missing ones repeat a present one (computed, never stored). */
@@ -55,15 +70,12 @@ Q6P_INLINE int q6p_tok(int k, int n)
 	return k < n ? k : n - 1;
 }
 
-/* The window's activations: token k's super-block s at xa + 1024 ((s -
+/* The window's activations: token k's super-block s at xa + 256 ((s -
  * s0) T + k) as kp_q6_act() lays them (per 64-element chunk c, dword i of
- * ql unit u: elements 64c + 16i + 4u ..), but each unit's 16 bytes
- * already broadcast to the four lanes (64 bytes at 256c + 64u: VPDPBUSD
- * takes them as its memory operand; 16-byte VBROADCASTI32X4 loads cost
- * 8 tokens 225 -> 206, 2 tokens 184 -> 161 GFLOP/s); -32 x its sums of 16
- * at bias + 64 ((s - s0) T + k), chain c's broadcast at + 16c; per
- * super-block and quad the four tokens' D at xd + 4 (2 (s - s0) + q). A
- * super-block's tokens at fixed offsets from one base. */
+ * ql unit u: elements 64c + 16i + 4u .., unit u's 16 bytes at 64c + 16u);
+ * -32 x its sums of 16 at bias + 16 ((s - s0) T + k), chain c's at + 4c;
+ * per super-block and quad the four tokens' D at xd + 4 (2 (s - s0) + q).
+ * A super-block's tokens at fixed offsets from one base. */
 static void q6p_act(const struct kern_gemm_args *a, int T, size_t s0, size_t s1, int8_t *xa,
 		    int32_t *bias, float *xd)
 {
@@ -75,21 +87,14 @@ static void q6p_act(const struct kern_gemm_args *a, int T, size_t s0, size_t s1,
 			const struct kern_block_q8_k *x = a->xk + k * nsb + s;
 			const size_t i = (s - s0) * T + k;
 
-			for (int c = 0; c < 4; c++) {
-				const __m512i v = _mm512_permutexvar_epi32(tr, _mm512_loadu_si512(x->qs + 64 * c));
-
-				_mm512_store_si512(xa + 1024 * i + 256 * c, _mm512_shuffle_i32x4(v, v, 0x00));
-				_mm512_store_si512(xa + 1024 * i + 256 * c + 64, _mm512_shuffle_i32x4(v, v, 0x55));
-				_mm512_store_si512(xa + 1024 * i + 256 * c + 128, _mm512_shuffle_i32x4(v, v, 0xAA));
-				_mm512_store_si512(xa + 1024 * i + 256 * c + 192, _mm512_shuffle_i32x4(v, v, 0xFF));
-			}
-			const __m512i bv = _mm512_sub_epi32(
-				_mm512_setzero_si512(),
-				_mm512_slli_epi32(_mm512_cvtepi16_epi32(_mm256_loadu_si256((const __m256i *)x->bsums)), 5));
-			_mm512_store_si512(bias + 64 * i, _mm512_shuffle_i32x4(bv, bv, 0x00));
-			_mm512_store_si512(bias + 64 * i + 16, _mm512_shuffle_i32x4(bv, bv, 0x55));
-			_mm512_store_si512(bias + 64 * i + 32, _mm512_shuffle_i32x4(bv, bv, 0xAA));
-			_mm512_store_si512(bias + 64 * i + 48, _mm512_shuffle_i32x4(bv, bv, 0xFF));
+			for (int c = 0; c < 4; c++)
+				_mm512_store_si512(xa + 256 * i + 64 * c,
+						   _mm512_permutexvar_epi32(tr, _mm512_loadu_si512(x->qs + 64 * c)));
+			_mm512_store_si512(bias + 16 * i,
+					   _mm512_sub_epi32(_mm512_setzero_si512(),
+							    _mm512_slli_epi32(_mm512_cvtepi16_epi32(_mm256_loadu_si256(
+										      (const __m256i *)x->bsums)),
+									      5)));
 		}
 	for (size_t s = s0; s < s1; s++)
 		for (int q = 0; q * 4 < T; q++) {
@@ -100,30 +105,37 @@ static void q6p_act(const struct kern_gemm_args *a, int T, size_t s0, size_t s1,
 		}
 }
 
-/* Lane 4 r + k of the result: the sum of the four dwords of lane r of
- * v[k] (row r's four partial sums of token k). */
-Q6P_INLINE __m512i q6p_reduce4(__m512i v0, __m512i v1, __m512i v2, __m512i v3)
-{
-	const __m512i t1 = _mm512_add_epi32(_mm512_unpacklo_epi32(v0, v1), _mm512_unpackhi_epi32(v0, v1));
-	const __m512i t2 = _mm512_add_epi32(_mm512_unpacklo_epi32(v2, v3), _mm512_unpackhi_epi32(v2, v3));
-
-	return _mm512_add_epi32(_mm512_unpacklo_epi64(t1, t2), _mm512_unpackhi_epi64(t1, t2));
-}
-
 /* Lane 4 r + k <-> lane 4 k + r (its own inverse). */
 Q6P_INLINE __m512i q6p_swap_idx(void)
 {
 	return _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
 }
 
-/* One group (rows o .. o + 3), T tokens, super-blocks s0 .. s1 - 1 of the
- * window the activations were arranged for (q6p_act()); the accumulators
- * from y when s0 > 0. The pfn bytes at pf go into L2 meanwhile, a share
- * before each (super-block, quad, half) step: the same slice as one burst
- * before the group (~27 lines at 8 tokens, more than the core's fill
- * buffers) stalled the group's first loads, 20% of q6p_rows8's samples at
- * two threads (LEVELS.md "Q6_K prefetch spread", q6k14). */
-Q6P_INLINE void q6p_group(const struct kern_gemm_args *a, size_t o, int T, const int8_t *xa,
+/* Lane 4 r + k of q6p_pairs(q6p_pair(v0, v1), q6p_pair(v2, v3)): the
+ * sum of the four dwords of lane r of v[k] (row r's four partial sums of
+ * token k); in two steps so that a quad's first pair is reduced as its
+ * tokens come. */
+Q6P_INLINE __m512i q6p_pair(__m512i v0, __m512i v1)
+{
+	return _mm512_add_epi32(_mm512_unpacklo_epi32(v0, v1), _mm512_unpackhi_epi32(v0, v1));
+}
+
+Q6P_INLINE __m512i q6p_pairs(__m512i p01, __m512i p23)
+{
+	return _mm512_add_epi32(_mm512_unpacklo_epi64(p01, p23), _mm512_unpackhi_epi64(p01, p23));
+}
+
+/* G groups (rows o .. o + 4 G - 1, G 1 or 2), T tokens, super-blocks s0
+ * .. s1 - 1 of the window the activations were arranged for (q6p_act());
+ * the accumulators from y when s0 > 0. Two groups share each activation
+ * load: each VPDPBUSD took its own 64-byte operand, and Zen 4 loads one
+ * ZMM a cycle, as many as it issues VPDPBUSD (8 tokens 232 -> 252
+ * GFLOP/s). The pfn bytes at pf go into L2 meanwhile, a share before each
+ * (super-block, quad, half) step: the same slice as one burst before the
+ * group (~27 lines at 8 tokens, more than the core's fill buffers)
+ * stalled the group's first loads, 20% of q6p_rows8's samples at two
+ * threads (LEVELS.md "Q6_K prefetch spread", q6k14). */
+Q6P_INLINE void q6p_group(const struct kern_gemm_args *a, size_t o, int G, int T, const int8_t *xa,
 			  const int32_t *bias, const float *xd, size_t s0, size_t s1, const char *pf,
 			  size_t pfn)
 {
@@ -131,143 +143,189 @@ Q6P_INLINE void q6p_group(const struct kern_gemm_args *a, size_t o, int T, const
 	const size_t per = ((pfn + 63) / 64 + steps - 1) / steps * 64;
 	const char *const pfe = pf + pfn;
 	const char *g = (const char *)a->w + o * a->w_stride;
+	const size_t gs = 4 * a->w_stride;
 	const __m512i m4 = _mm512_set1_epi8(0x0f), k33 = _mm512_set1_epi8(0x33);
 	const __m512i kcc = _mm512_set1_epi8((char)0xcc);
 	const __m512i dsel = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
 	const int Q = (T + 3) / 4;
-	__m512 acc[2];
+	__m512 acc[2][2];
 
 	Q6P_UNROLL
-	for (int q = 0; q < Q; q++) {
-		const int n = T - 4 * q < 4 ? T - 4 * q : 4;
-		/* (the lanes spelt out: -O1 does not unroll a loop into the
-		 * immediates; through a stack array the store forwarding fails,
-		 * 8 tokens 221 -> 207 GFLOP/s) */
-		acc[q] = _mm512_setzero_ps();
-		if (s0 > 0) {
-#define Q6P_Y(k) _mm_loadu_ps(a->y + (4 * q + q6p_tok(k, n)) * a->y_stride + o)
-			__m512 in = _mm512_castps128_ps512(Q6P_Y(0));
+	for (int e = 0; e < G; e++)
+		Q6P_UNROLL
+		for (int q = 0; q < Q; q++) {
+			const int n = T - 4 * q < 4 ? T - 4 * q : 4;
+			/* (the lanes spelt out: -O1 does not unroll a loop into
+			 * the immediates; through a stack array the store
+			 * forwarding fails, 8 tokens 221 -> 207 GFLOP/s) */
+			acc[e][q] = _mm512_setzero_ps();
+			if (s0 > 0) {
+#define Q6P_Y(k) _mm_loadu_ps(a->y + (4 * q + q6p_tok(k, n)) * a->y_stride + o + 4 * e)
+				__m512 in = _mm512_castps128_ps512(Q6P_Y(0));
 
-			in = _mm512_insertf32x4(in, Q6P_Y(1), 1);
-			in = _mm512_insertf32x4(in, Q6P_Y(2), 2);
-			in = _mm512_insertf32x4(in, Q6P_Y(3), 3);
+				in = _mm512_insertf32x4(in, Q6P_Y(1), 1);
+				in = _mm512_insertf32x4(in, Q6P_Y(2), 2);
+				in = _mm512_insertf32x4(in, Q6P_Y(3), 3);
 #undef Q6P_Y
-			acc[q] = _mm512_permutexvar_ps(q6p_swap_idx(), in);
+				acc[e][q] = _mm512_permutexvar_ps(q6p_swap_idx(), in);
+			}
 		}
-	}
 	for (size_t s = s0; s < s1; s++) {
-		const char *b = g + s * Q6P_SB;
-		const int8_t *xs = xa + 1024 * T * (s - s0);
-		const int32_t *bs = bias + 64 * T * (s - s0);
-		/* the rows' d, lane 4 r + k = row r's */
-		const __m512 d = _mm512_permutexvar_ps(
-			dsel, _mm512_castps128_ps512(_mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)(b + 832)))));
-
-		/* per half super-block the 8 value vectors are made once for
-		 * all the tokens; each quad's four partial sums are reduced at
-		 * once into its one accumulator (the reduction is linear), so
-		 * no token's sum stays live across the halves (8 tokens: the
-		 * quads' 4 sums each, held over both halves beside the values,
-		 * spilled 20 ZMM a group and super-block, and the values were
-		 * made again for the second quad) */
-		__m512i is[2];
+		const int8_t *xs = xa + 256 * T * (s - s0);
+		const int32_t *bs = bias + 16 * T * (s - s0);
+		/* per half super-block the 8 value vectors of a group are made
+		 * once for all the tokens (a quad at a time, the values were
+		 * made again for the second quad); each token's scaled sums of
+		 * the first half wait in th (stack, L1) for the second's, and
+		 * each quad's four are reduced once a super-block, linear, as
+		 * one (reduced per half: 8 tokens 249 -> 253, 4 tokens 229 ->
+		 * 234 GFLOP/s; held in registers the quads' sums spilled, 20
+		 * ZMM a group and super-block, q6p18) */
+		__m512i th[2][Q6P_TOK], is[2][2];
 
 		Q6P_UNROLL
 		for (int n = 0; n < 2; n++) {
 			/* chain 2n: the low nibbles of ql units 4n .. 4n + 3;
 			 * 2n + 1: the high ones (kp_q6u()'s values) */
-			__m512i vl[4], vh[4];
+			__m512i vl[2][4], vh[2][4], sl[2], sh[2];
 
 			Q6P_UNROLL
-			for (int j = 0; j < 2; j++) {
-				const __m512i h = _mm512_loadu_si512(b + KERN_Q6P_QH(n, j));
-				const __m512i hm = _mm512_and_si512(h, k33);
-				const __m512i hm2 = _mm512_and_si512(h, kcc);
-				__m512i qa = _mm512_loadu_si512(b + KERN_Q6P_QL(n, 2 * j));
-				__m512i qb = _mm512_loadu_si512(b + KERN_Q6P_QL(n, 2 * j + 1));
+			for (int e = 0; e < G; e++) {
+				const char *b = g + e * gs + s * Q6P_SB;
 
-				/* one load each: GCC would fold them twice */
-				__asm__("" : "+v"(qa), "+v"(qb));
-				vl[2 * j] = _mm512_ternarylogic_epi32(qa, _mm512_slli_epi16(hm, 4), m4, 0xE4);
-				vl[2 * j + 1] = _mm512_ternarylogic_epi32(qb, _mm512_slli_epi16(hm2, 2), m4, 0xE4);
-				vh[2 * j] = _mm512_ternarylogic_epi32(_mm512_srli_epi16(qa, 4), hm, m4, 0xE4);
-				vh[2 * j + 1] = _mm512_ternarylogic_epi32(_mm512_srli_epi16(qb, 4),
-									  _mm512_srli_epi16(hm2, 2), m4, 0xE4);
+				Q6P_UNROLL
+				for (int j = 0; j < 2; j++) {
+					const __m512i h = _mm512_loadu_si512(b + KERN_Q6P_QH(n, j));
+					const __m512i hm = _mm512_and_si512(h, k33);
+					const __m512i hm2 = _mm512_and_si512(h, kcc);
+					__m512i qa = _mm512_loadu_si512(b + KERN_Q6P_QL(n, 2 * j));
+					__m512i qb = _mm512_loadu_si512(b + KERN_Q6P_QL(n, 2 * j + 1));
+
+					/* one load each: GCC would fold them twice */
+					__asm__("" : "+v"(qa), "+v"(qb));
+					vl[e][2 * j] = _mm512_ternarylogic_epi32(qa, _mm512_slli_epi16(hm, 4), m4, 0xE4);
+					vl[e][2 * j + 1] =
+						_mm512_ternarylogic_epi32(qb, _mm512_slli_epi16(hm2, 2), m4, 0xE4);
+					vh[e][2 * j] = _mm512_ternarylogic_epi32(_mm512_srli_epi16(qa, 4), hm, m4, 0xE4);
+					vh[e][2 * j + 1] = _mm512_ternarylogic_epi32(
+						_mm512_srli_epi16(qb, 4), _mm512_srli_epi16(hm2, 2), m4, 0xE4);
+				}
+				sl[e] = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(b + 768 + 16 * (2 * n))));
+				sh[e] = _mm512_cvtepi8_epi32(
+					_mm_loadu_si128((const __m128i *)(b + 768 + 16 * (2 * n + 1))));
 			}
-			const __m512i sl =
-				_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(b + 768 + 16 * (2 * n))));
-			const __m512i sh =
-				_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(b + 768 + 16 * (2 * n + 1))));
 
 			Q6P_UNROLL
 			for (int q = 0; q < Q; q++) {
 				const int nq = T - 4 * q < 4 ? T - 4 * q : 4;
-				__m512i t[4];
+				__m512i t[2][4], p[2][2];
 
 				for (size_t l = 0; l < per && pf < pfe; l += 64, pf += 64)
 					_mm_prefetch(pf, _MM_HINT_T1);
 
 				Q6P_UNROLL
 				for (int k = 0; k < nq; k++) {
-					const int8_t *x = xs + 1024 * (4 * q + k);
-					const int32_t *bk = bs + 64 * (4 * q + k);
-#define Q6P_X(p) _mm512_load_si512(p)
-					__m512i cl = Q6P_X(bk + 16 * (2 * n)), ch = Q6P_X(bk + 16 * (2 * n + 1));
+					const int8_t *x = xs + 256 * (4 * q + k);
+					const int32_t *bk = bs + 16 * (4 * q + k);
+					const __m512i bl = Q6P_X4(bk + 4 * (2 * n));
+					const __m512i bh = Q6P_X4(bk + 4 * (2 * n + 1));
+					__m512i cl[2], ch[2];
 
 					Q6P_UNROLL
-					for (int u = 0; u < 4; u++) {
-						cl = _mm512_dpbusd_epi32(cl, vl[u], Q6P_X(x + 256 * (2 * n) + 64 * u));
-						ch = _mm512_dpbusd_epi32(ch, vh[u],
-									 Q6P_X(x + 256 * (2 * n + 1) + 64 * u));
+					for (int e = 0; e < G; e++) {
+						cl[e] = bl;
+						ch[e] = bh;
 					}
-#undef Q6P_X
-					t[k] = _mm512_add_epi32(_mm512_mullo_epi32(cl, sl), _mm512_mullo_epi32(ch, sh));
-				}
-				const __m512i r = q6p_reduce4(t[0], t[q6p_tok(1, nq)], t[q6p_tok(2, nq)],
-							      t[q6p_tok(3, nq)]);
+					Q6P_UNROLL
+					for (int u = 0; u < 4; u++) {
+						__m512i xl = Q6P_X4(x + 64 * (2 * n) + 16 * u);
+						__m512i xh = Q6P_X4(x + 64 * (2 * n + 1) + 16 * u);
 
-				is[q] = n == 0 ? r : _mm512_add_epi32(is[q], r);
+						/* one load for both groups */
+						if (G > 1)
+							__asm__("" : "+v"(xl), "+v"(xh));
+						Q6P_UNROLL
+						for (int e = 0; e < G; e++) {
+							cl[e] = _mm512_dpbusd_epi32(cl[e], vl[e][u], xl);
+							ch[e] = _mm512_dpbusd_epi32(ch[e], vh[e][u], xh);
+						}
+					}
+					Q6P_UNROLL
+					for (int e = 0; e < G; e++) {
+						const __m512i v = _mm512_add_epi32(_mm512_mullo_epi32(cl[e], sl[e]),
+										   _mm512_mullo_epi32(ch[e], sh[e]));
+
+						if (n == 0) {
+							th[e][4 * q + k] = v;
+							continue;
+						}
+						t[e][k] = _mm512_add_epi32(v, th[e][4 * q + k]);
+						if (k == 1)
+							p[e][0] = q6p_pair(t[e][0], t[e][1]);
+					}
+				}
+				if (n == 0)
+					continue;
+				/* a quad short of tokens: the missing lanes hold a
+				 * present token's sums (computed, never stored) */
+				Q6P_UNROLL
+				for (int e = 0; e < G; e++) {
+					if (nq == 1)
+						p[e][0] = q6p_pair(t[e][0], t[e][0]);
+					p[e][1] = nq < 3 ? p[e][0] : q6p_pair(t[e][2], t[e][q6p_tok(3, nq)]);
+					is[e][q] = q6p_pairs(p[e][0], p[e][1]);
+				}
 			}
 		}
 		Q6P_UNROLL
-		for (int q = 0; q < Q; q++) {
-			const __m512 dk = _mm512_mul_ps(
-				d, _mm512_broadcast_f32x4(_mm_loadu_ps(xd + 4 * (2 * (s - s0) + q))));
+		for (int e = 0; e < G; e++) {
+			/* the rows' d, lane 4 r + k = row r's */
+			const __m512 d = _mm512_permutexvar_ps(
+				dsel, _mm512_castps128_ps512(_mm_cvtph_ps(
+					      _mm_loadl_epi64((const __m128i *)(g + e * gs + s * Q6P_SB + 832)))));
 
-			acc[q] = _mm512_add_ps(acc[q], _mm512_mul_ps(dk, _mm512_cvtepi32_ps(is[q])));
+			Q6P_UNROLL
+			for (int q = 0; q < Q; q++) {
+				const __m512 dk = _mm512_mul_ps(
+					d, _mm512_broadcast_f32x4(_mm_loadu_ps(xd + 4 * (2 * (s - s0) + q))));
+
+				acc[e][q] = _mm512_add_ps(acc[e][q], _mm512_mul_ps(dk, _mm512_cvtepi32_ps(is[e][q])));
+			}
 		}
 	}
 	Q6P_UNROLL
-	for (int q = 0; q < Q; q++) {
-		const int n = T - 4 * q < 4 ? T - 4 * q : 4;
-		/* lane 4 k + r: token k's four rows */
-		const __m512 out = _mm512_permutexvar_ps(q6p_swap_idx(), acc[q]);
-		float *y = a->y + 4 * q * a->y_stride + o;
+	for (int e = 0; e < G; e++)
+		Q6P_UNROLL
+		for (int q = 0; q < Q; q++) {
+			const int n = T - 4 * q < 4 ? T - 4 * q : 4;
+			/* lane 4 k + r: token k's four rows */
+			const __m512 out = _mm512_permutexvar_ps(q6p_swap_idx(), acc[e][q]);
+			float *y = a->y + 4 * q * a->y_stride + o + 4 * e;
 
-		_mm_storeu_ps(y, _mm512_castps512_ps128(out));
-		if (n > 1)
-			_mm_storeu_ps(y + a->y_stride, _mm512_extractf32x4_ps(out, 1));
-		if (n > 2)
-			_mm_storeu_ps(y + 2 * a->y_stride, _mm512_extractf32x4_ps(out, 2));
-		if (n > 3)
-			_mm_storeu_ps(y + 3 * a->y_stride, _mm512_extractf32x4_ps(out, 3));
-	}
+			_mm_storeu_ps(y, _mm512_castps512_ps128(out));
+			if (n > 1)
+				_mm_storeu_ps(y + a->y_stride, _mm512_extractf32x4_ps(out, 1));
+			if (n > 2)
+				_mm_storeu_ps(y + 2 * a->y_stride, _mm512_extractf32x4_ps(out, 2));
+			if (n > 3)
+				_mm_storeu_ps(y + 3 * a->y_stride, _mm512_extractf32x4_ps(out, 3));
+		}
 }
 
 /* Rows [o0, o1) (whole groups), T tokens. */
 Q6P_INLINE void q6p_rows(const struct kern_gemm_args *a, size_t o0, size_t o1, int T)
 {
 	const size_t nsb = a->n_in / KERN_QKK, W = Q6P_WIN / (size_t)T;
-	int8_t xa[1024 * Q6P_WIN] __attribute__((aligned(64)));
-	int32_t bias[64 * Q6P_WIN] __attribute__((aligned(64)));
+	int8_t xa[256 * Q6P_WIN] __attribute__((aligned(64)));
+	int32_t bias[16 * Q6P_WIN] __attribute__((aligned(64)));
 	float xd[4 * 2 * Q6P_WIN] __attribute__((aligned(64)));
 
 	const size_t gbytes = nsb * Q6P_SB, nw = (nsb + W - 1) / W;
-	/* one window: all the rows in one linear stream; more: blocks of
-	 * groups the windows take in turn (their bytes in L2), the next
-	 * block prefetched into L2 meanwhile, linearly, a slice per group
-	 * and window */
-	const size_t gb = nw <= Q6P_NW1 ? (o1 - o0) / 4 : Q6P_BLOCK / gbytes ? Q6P_BLOCK / gbytes : 1;
+	/* blocks of groups the windows take in turn (their bytes in L2),
+	 * the next block prefetched into L2 meanwhile, linearly, a slice
+	 * per group and window */
+	const size_t blk = nw < Q6P_BLOCK / Q6P_BLOCK1 ? nw * Q6P_BLOCK1 : Q6P_BLOCK;
+	const size_t gb = blk / gbytes ? blk / gbytes : 1;
 
 	for (size_t b0 = o0; b0 < o1; b0 += 4 * gb) {
 		const size_t b1 = o1 - b0 > 4 * gb ? b0 + 4 * gb : o1;
@@ -284,12 +342,18 @@ Q6P_INLINE void q6p_rows(const struct kern_gemm_args *a, size_t o0, size_t o1, i
 		for (size_t s0 = 0; s0 < nsb; s0 += W) {
 			const size_t s1 = nsb - s0 > W ? s0 + W : nsb;
 
-			q6p_act(a, T, s0, s1, xa, bias, xd);
-			for (size_t o = b0; o < b1; o += 4, k++) {
+			/* one window: arranged once for all the blocks */
+			if (nw > 1 || b0 == o0)
+				q6p_act(a, T, s0, s1, xa, bias, xd);
+			/* groups in pairs (q6p_group()), an odd one alone */
+			for (size_t o = b0; o < b1; o += 8, k += 2) {
 				const size_t l0 = k * slice < nxb ? k * slice : nxb;
-				const size_t l1 = (k + 1) * slice < nxb ? (k + 1) * slice : nxb;
+				const size_t l1 = (k + 2) * slice < nxb ? (k + 2) * slice : nxb;
 
-				q6p_group(a, o, T, xa, bias, xd, s0, s1, nx + l0, l1 - l0);
+				if (b1 - o >= 8)
+					q6p_group(a, o, 2, T, xa, bias, xd, s0, s1, nx + l0, l1 - l0);
+				else
+					q6p_group(a, o, 1, T, xa, bias, xd, s0, s1, nx + l0, l1 - l0);
 			}
 		}
 	}
