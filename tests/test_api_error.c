@@ -40,6 +40,25 @@ START_TEST(each_code_gets_its_status_type_and_param_rule)
 }
 END_TEST
 
+START_TEST(oom_is_a_500_server_error_and_returns_enomem)
+{
+	struct api_error e, want;
+
+	memset(&e, 0x5a, sizeof(e));
+	ck_assert_int_eq(api_error_oom(&e), EMBER_ENOMEM);
+	ck_assert_int_eq(e.status, 500);
+	ck_assert_int_eq(e.type, API_ERR_SERVER);
+	ck_assert_str_eq(e.message, "out of memory");
+	ck_assert_str_eq(e.param, "");
+	ck_assert_int_eq(e.retry_after, 0);
+	/* the same answer the code table gives an EMBER_ENOMEM from the engine */
+	api_error_from_code(&want, EMBER_ENOMEM, "p", "x");
+	ck_assert_int_eq(e.status, want.status);
+	ck_assert_int_eq(e.type, want.type);
+	ck_assert_str_eq(e.code, want.code);
+}
+END_TEST
+
 START_TEST(not_loaded_is_503_with_retry_only_while_loading)
 {
 	struct api_error e;
@@ -60,6 +79,7 @@ Suite *suite_api_error(void)
 
 	tcase_add_test(tc, each_code_gets_its_status_type_and_param_rule);
 	tcase_add_test(tc, not_loaded_is_503_with_retry_only_while_loading);
+	tcase_add_test(tc, oom_is_a_500_server_error_and_returns_enomem);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -382,6 +382,28 @@ START_TEST(error_json_has_the_openai_shape)
 }
 END_TEST
 
+/* api_openai_field(): the one lookup every API reader uses; JSON null is
+ * absent, and a missing or non-object container gives NULL, not a crash. */
+START_TEST(field_lookup_treats_null_as_absent)
+{
+	json_t *o = json_pack("{s:n, s:i, s:b}", "a", "b", 7, "c", 0);
+
+	ck_assert_ptr_nonnull(o);
+	ck_assert_ptr_null(api_openai_field(o, "a"));
+	ck_assert_ptr_null(api_openai_field(o, "missing"));
+	ck_assert_int_eq(json_integer_value(api_openai_field(o, "b")), 7);
+	ck_assert(json_is_false(api_openai_field(o, "c")));
+	ck_assert_ptr_null(api_openai_field(NULL, "b"));
+	{
+		json_t *arr = json_pack("[i]", 1);
+
+		ck_assert_ptr_null(api_openai_field(arr, "b"));
+		json_decref(arr);
+	}
+	json_decref(o);
+}
+END_TEST
+
 Suite *suite_api_openai(void)
 {
 	Suite *s = suite_create("api_openai");
@@ -399,6 +421,7 @@ Suite *suite_api_openai(void)
 	tcase_add_test(tc, choices_refuse_tools_echo_suffix);
 	tcase_add_test(tc, content_type_must_be_json);
 	tcase_add_test(tc, error_json_has_the_openai_shape);
+	tcase_add_test(tc, field_lookup_treats_null_as_absent);
 	suite_add_tcase(s, tc);
 	return s;
 }
