@@ -430,6 +430,10 @@ static const struct at_case at_cases[] = {
 	 * local copies), and a group of 12 taken as runs of 8 and 4 */
 	{4, 1, 160, 136, ARCH_ALIBI_F32, DTYPE_F16, 2, {40, 70}, {2, 1}},
 	{24, 2, 64, 64, ARCH_ALIBI_NONE, DTYPE_F16, 2, {65, 3}, {5, 1}},
+	/* long-context decode groups (TinyLlama's shape): 5 and 3 key blocks,
+	 * a short last one, the block after next prefetched (attend_heads),
+	 * two tiles a call (the regions on 2 threads) */
+	{32, 4, 64, 64, ARCH_ALIBI_NONE, DTYPE_F16, 2, {300, 140}, {1, 1}},
 };
 
 static float at_bf16(float x)
@@ -551,23 +555,28 @@ static double at_run_case(const struct at_case *tc, tpool_t pool, float **out_ke
 	return worst;
 }
 
-/* 1 if 100 queries in one call (tiles of 64 + 36) and one by one (decode)
- * give equal outputs: each query's result must not depend on its tile.
- * Without ALiBi a decode tile's heads go through the kernels as the rows
- * of one call (attend_heads), with it one head a call. With a pool and
- * chunk 1, the queries go 3 one-query tiles a call, the decode steps'
- * regions of tasks (attention.c attend_region_cb) on its threads. */
-static int at_decode_equals_prefill(enum arch_alibi alibi, uint32_t chunk, tpool_t pool)
+/* 1 if n queries in one call (tiles of 64, the last shorter) and in chunks
+ * of `chunk` (1: decode) give equal outputs: each query's result must
+ * not depend on its tile. Without ALiBi a decode tile's heads go through
+ * the kernels as the rows of one call (attend_heads), with it one head a
+ * call; decode at 200 positions reads up to 4 key blocks (the block after
+ * next prefetched). With a pool and chunk 1, the queries go 3 one-query
+ * tiles a call, the decode steps' regions of tasks (attention.c
+ * attend_region_cb) on its threads. */
+static int at_decode_equals_prefill(enum arch_alibi alibi, uint32_t chunk, tpool_t pool,
+				    uint32_t n)
 {
-	enum { N = 100, H = 16, HKV = 2, D = 64 };
+	enum { N_MAX = 200, H = 16, HKV = 2, D = 64 };
+	const uint32_t N = n < N_MAX ? n : N_MAX;
 	struct model_hparams hp = {.n_layer = 1, .n_head = H, .n_head_kv = HKV, .head_dim_k = D,
 				   .head_dim_v = D};
 	struct attention a;
 	struct kv_cache kv;
-	struct attention_tile tiles[3];
+	/* one call's tiles; 3 one-query tiles a call on a pool */
+	struct attention_tile tiles[(N_MAX + ATTENTION_TILE - 1) / ATTENTION_TILE];
 	char err[EMBER_ERR_MAX] = "";
-	float *q = malloc(N * H * D * sizeof(float)), *o1 = malloc(N * H * D * sizeof(float));
-	float *o2 = malloc(N * H * D * sizeof(float));
+	const size_t bytes = (size_t)N_MAX * H * D * sizeof(float);
+	float *q = malloc(bytes), *o1 = malloc(bytes), *o2 = malloc(bytes);
 	int same = 1;
 
 	if (attention_init(&a, &hp, alibi, err) != 0 ||
@@ -645,15 +654,19 @@ static int at_child(enum cpu_level level)
 	}
 	/* decode: float tiles, the same bits one by one as in one call, alone
 	 * and on 2 threads; prompt tiles (amx, bf16): the same bits in chunks
-	 * of 30 and 7 */
-	if (!at_prompt && (!at_decode_equals_prefill(ARCH_ALIBI_F32, 1, NULL) ||
-			   !at_decode_equals_prefill(ARCH_ALIBI_NONE, 1, NULL) ||
-			   !at_decode_equals_prefill(ARCH_ALIBI_NONE, 1, pool))) {
+	 * of 30, 7 and 1 */
+	if (!at_prompt && (!at_decode_equals_prefill(ARCH_ALIBI_F32, 1, NULL, 200) ||
+			   !at_decode_equals_prefill(ARCH_ALIBI_NONE, 1, NULL, 200) ||
+			   !at_decode_equals_prefill(ARCH_ALIBI_NONE, 1, pool, 200))) {
 		fprintf(stderr, "attention %s: decode differs from prefill\n", cpu_level_name(level));
 		bad = 1;
 	}
-	if (at_prompt && (!at_decode_equals_prefill(ARCH_ALIBI_F32, 30, NULL) ||
-			  !at_decode_equals_prefill(ARCH_ALIBI_NONE, 7, NULL))) {
+	/* 129 and 193: one call ends with a one-row prompt tile; chunk 1 on
+	 * the pool: one-row prompt tiles only, as decode's regions */
+	if (at_prompt && (!at_decode_equals_prefill(ARCH_ALIBI_F32, 30, NULL, 129) ||
+			  !at_decode_equals_prefill(ARCH_ALIBI_NONE, 7, NULL, 193) ||
+			  !at_decode_equals_prefill(ARCH_ALIBI_NONE, 1, pool, 100) ||
+			  !at_decode_equals_prefill(ARCH_ALIBI_NONE, 30, NULL, 200))) {
 		fprintf(stderr, "attention %s: prompt rows in chunks differ from one call\n",
 			cpu_level_name(level));
 		bad = 1;

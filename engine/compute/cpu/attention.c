@@ -517,8 +517,11 @@ attend_heads(const struct attn_job *job, const struct attention_tile *tl, uint32
 	/* A prompt tile's products on bf16 tiles (kern_attn_bf16): the whole
 	 * block for its rows at once, the diagonal's masked scores computed
 	 * and then set to 0 by softmax_block (no strips: a tile product costs
-	 * the same for 8 rows as for 16). */
-	const int bf = tl->prompt && n > 1 && dk % 32 == 0 && dv % 16 == 0 &&
+	 * the same for 8 rows as for 16). A one-row prompt tile too: a chunk
+	 * of 64 k + 1 prompt rows ends with one, and in another chunking
+	 * the same row sits in a taller tile, so on the float kernels its
+	 * keys and values (forward.c plan()) depended on the chunking. */
+	const int bf = tl->prompt && dk % 32 == 0 && dv % 16 == 0 &&
 		       dk <= KERN_ATTN_BF16_DIM && dv <= KERN_ATTN_BF16_DIM && kern_attn_bf16();
 	float kbuf[ATTN_KV_FLOATS], vbuf[ATTN_KV_FLOATS];
 	float qbuf[ATTENTION_TILE * ATTN_LOCAL_DIM], obuf[ATTENTION_TILE * ATTN_LOCAL_DIM];
@@ -567,7 +570,7 @@ attend_heads(const struct attn_job *job, const struct attention_tile *tl, uint32
 			kh = NULL;
 		if (n == 1 && j0 + 2 * kb < end) /* a long context's block after next */
 			attend_prefetch(a, tl, job->il, g, j0 + 2 * kb, end - j0 - 2 * kb);
-		if (n == 1 && local && !a->alibi) {
+		if (n == 1 && local && !a->alibi && !bf) {
 			/* Decode: the group's heads are the rows of one score
 			 * call and one value call (tiles of 4 queries share each
 			 * key and value load) rather than a lone-query call per
