@@ -69,6 +69,69 @@ START_TEST(act_summarize_sums_every_byte_value)
 }
 END_TEST
 
+/* Every level's activation quantizer against the reference byte for
+ * byte: rows of 1..67 blocks (the avx512 level's 16-block folds and its
+ * one-block tail), each block at its own scale (2^-10..2^9: a misplaced
+ * block maximum changes its d and bytes), a zero block (d = 0), and
+ * blocks at scale 1 (an element 127: d = 1) holding the rounding's
+ * edges: every half-integer, its float neighbours, and the float just
+ * under 0.5, both signs. */
+static void kt_check_quantize_level(enum cpu_level level)
+{
+	static const size_t blocks[] = {1, 15, 16, 17, 33, 67};
+	const struct kern_ops *ops = kern_ops_for(level);
+	float x[67 * KERN_QK];
+	struct kern_block_q8a y[67], yr[67];
+
+	if (!kern_level_runs(level))
+		return;
+	for (size_t bi = 0; bi < sizeof(blocks) / sizeof(blocks[0]); bi++) {
+		const size_t nb = blocks[bi];
+
+		test_kern_fill(x, nb * KERN_QK, 1.0f);
+		for (size_t b = 0; b < nb; b++) {
+			float *v = x + b * KERN_QK;
+
+			if (b % 5 == 3) { /* scale 1: the rounding's edges */
+				v[0] = 127.0f;
+				for (int j = 1; j < KERN_QK; j++) {
+					float h = (float)((b * 7 + (size_t)j * 13) % 127) + 0.5f;
+					float e = (j % 3 == 0)	 ? nextafterf(h, 0.0f)
+						  : (j % 3 == 1) ? h
+								 : nextafterf(h, 200.0f);
+					v[j] = j % 2 ? -e : e;
+				}
+				v[1] = 0.49999997f;
+				v[2] = -0.49999997f;
+				v[3] = -0.0f;
+			} else if (b % 5 == 4) {
+				for (int j = 0; j < KERN_QK; j++)
+					v[j] = 0.0f;
+			} else {
+				for (int j = 0; j < KERN_QK; j++)
+					v[j] = ldexpf(v[j], (int)(b % 20) - 10);
+			}
+		}
+		memset(y, 0x5a, sizeof(y));
+		memset(yr, 0x5a, sizeof(yr));
+		kern_ops_ref.quantize_act(x, yr, nb * KERN_QK);
+		ops->quantize_act(x, y, nb * KERN_QK);
+		for (size_t b = 0; b < nb; b++)
+			ck_assert_msg(memcmp(&y[b], &yr[b], sizeof(y[b])) == 0,
+				      "%s quantize_act %zu blocks: block %zu differs", ops->name, nb,
+				      b);
+	}
+}
+
+START_TEST(act_quantize_matches_reference_on_every_level)
+{
+	kt_check_quantize_level(CPU_LEVEL_AVX2);
+	kt_check_quantize_level(CPU_LEVEL_AVX512);
+	kt_check_quantize_level(CPU_LEVEL_NEON);
+	kt_check_quantize_level(CPU_LEVEL_DOTPROD);
+}
+END_TEST
+
 START_TEST(fp16_edge_cases_round_to_nearest_even)
 {
 	ck_assert_uint_eq(kt_h(0.0f), 0x0000);
@@ -624,6 +687,7 @@ Suite *suite_kernels(void)
 
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, act_summarize_sums_every_byte_value);
+	tcase_add_test(tc, act_quantize_matches_reference_on_every_level);
 	tcase_add_test(tc, fp16_edge_cases_round_to_nearest_even);
 	tcase_add_test(tc, fp16_round_trips_every_value);
 #ifdef __FLT16_MAX__

@@ -178,34 +178,98 @@ void kern_avx512_gemm_bf16(const struct kern_gemm_args *a, size_t o0, size_t o1)
 
 /* ---- activation quantization ----------------------------------------------------- */
 
-/* Two 16-float halves of a block, rounded as kern_round_q8(). */
+/* Two 16-float halves of a block, rounded as kern_round_q8(): NaN to 0,
+ * clamped to +-127, half away from zero. On |v| clamped to [0, 127],
+ * trunc(|v| + 0.49999997f) is exactly that rounding (checked on every
+ * float: the constant is the float just under 0.5, so a sum just under
+ * an integer does not round up to it, and a tie's sum rounds to the
+ * integer above), then the sign goes back on as an integer negation.
+ * Eight vector operations where trunc, the fraction and two masked
+ * steps took twelve (a 2048 row, Zen 4, one thread, hot: 0.71 -> 0.51
+ * us). VMAXPS gives its second operand where either is NaN, so
+ * max(|v|, 0) is 0 for a NaN. */
 AVX512_INLINE __m128i avx512__round_q8(__m512 v)
 {
-	const __m512 lim = _mm512_set1_ps(127.0f), one = _mm512_set1_ps(1.0f);
-	__mmask16 ord = _mm512_cmp_ps_mask(v, v, _CMP_ORD_Q);
-	__m512 t, f;
+	__m512 a = _mm512_max_ps(_mm512_abs_ps(v), _mm512_setzero_ps());
+	__m512i i;
 
-	v = _mm512_maskz_mov_ps(ord, v);
-	v = _mm512_max_ps(_mm512_min_ps(v, lim), _mm512_sub_ps(_mm512_setzero_ps(), lim));
-	t = _mm512_roundscale_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
-	f = _mm512_sub_ps(v, t);
-	t = _mm512_mask_add_ps(t, _mm512_cmp_ps_mask(f, _mm512_set1_ps(0.5f), _CMP_GE_OQ), t, one);
-	t = _mm512_mask_sub_ps(t, _mm512_cmp_ps_mask(f, _mm512_set1_ps(-0.5f), _CMP_LE_OQ), t, one);
-	return _mm512_cvtsepi32_epi8(_mm512_cvttps_epi32(t));
+	a = _mm512_min_ps(a, _mm512_set1_ps(127.0f));
+	i = _mm512_cvttps_epi32(_mm512_add_ps(a, _mm512_set1_ps(0.49999997f)));
+	i = _mm512_mask_sub_epi32(i, _mm512_movepi32_mask(_mm512_castps_si512(v)),
+				  _mm512_setzero_si512(), i);
+	return _mm512_cvtepi32_epi8(i);
+}
+
+/* One block's bytes at scale d (y->d), 1 / d (0 where d is) as id. */
+AVX512_INLINE void avx512__quantize_block(const float *x, float d, float id,
+					  struct kern_block_q8a *y)
+{
+	__m512 idv = _mm512_set1_ps(id);
+
+	y->d = d;
+	_mm_storeu_si128((__m128i *)y->qs,
+			 avx512__round_q8(_mm512_mul_ps(_mm512_loadu_ps(x), idv)));
+	_mm_storeu_si128((__m128i *)(y->qs + 16),
+			 avx512__round_q8(_mm512_mul_ps(_mm512_loadu_ps(x + 16), idv)));
+}
+
+AVX512_INLINE __m512 avx512__block_absmax(const float *x)
+{
+	return _mm512_max_ps(_mm512_abs_ps(_mm512_loadu_ps(x)),
+			     _mm512_abs_ps(_mm512_loadu_ps(x + 16)));
+}
+
+/*
+ * 16 blocks' |x| maxima at once: the 16 vectors of lane-wise maxima are
+ * folded pairwise (halves, quarters, pairs, lanes) into one vector, ~3
+ * operations a block where a horizontal reduction took ~8, and d and
+ * 1 / d are two vector divisions for the 16 (the same IEEE quotients as
+ * the scalar ones). A maximum of absolute values is exact in any order,
+ * so every d is the one-block path's. After the folds lane 4k + s holds
+ * block k + 4 (s & 1) + 8 (s >> 1); the permute puts block j in lane j.
+ * A 2048 row, Zen 4, one thread, hot: 0.51 -> 0.37 us (a decode step
+ * quantizes 11,776 elements a layer and token).
+ */
+static void avx512__quantize16(const float *x, struct kern_block_q8a *y)
+{
+	const __m512i order =
+		_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+	float d[16] __attribute__((aligned(64))), id[16] __attribute__((aligned(64)));
+	__m512 a[8], b[4], c[2], r, dv;
+
+	for (int i = 0; i < 8; i++) {
+		__m512 m0 = avx512__block_absmax(x + 64 * i);
+		__m512 m1 = avx512__block_absmax(x + 64 * i + 32);
+
+		a[i] = _mm512_max_ps(_mm512_shuffle_f32x4(m0, m1, 0x44),
+				     _mm512_shuffle_f32x4(m0, m1, 0xee));
+	}
+	for (int i = 0; i < 4; i++)
+		b[i] = _mm512_max_ps(_mm512_shuffle_f32x4(a[2 * i], a[2 * i + 1], 0x88),
+				     _mm512_shuffle_f32x4(a[2 * i], a[2 * i + 1], 0xdd));
+	for (int i = 0; i < 2; i++)
+		c[i] = _mm512_max_ps(_mm512_shuffle_ps(b[2 * i], b[2 * i + 1], 0x44),
+				     _mm512_shuffle_ps(b[2 * i], b[2 * i + 1], 0xee));
+	r = _mm512_max_ps(_mm512_shuffle_ps(c[0], c[1], 0x88), _mm512_shuffle_ps(c[0], c[1], 0xdd));
+	dv = _mm512_div_ps(_mm512_permutexvar_ps(order, r), _mm512_set1_ps(127.0f));
+	_mm512_store_ps(d, dv);
+	_mm512_store_ps(id, _mm512_maskz_div_ps(
+				    _mm512_cmp_ps_mask(dv, _mm512_setzero_ps(), _CMP_NEQ_UQ),
+				    _mm512_set1_ps(1.0f), dv));
+	for (int j = 0; j < 16; j++)
+		avx512__quantize_block(x + 32 * j, d[j], id[j], y + j);
 }
 
 static void avx512__quantize_act(const float *x, struct kern_block_q8a *y, size_t n)
 {
-	for (size_t b = 0; b < n / KERN_QK; b++, x += KERN_QK) {
-		__m512 v0 = _mm512_loadu_ps(x), v1 = _mm512_loadu_ps(x + 16);
-		float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
-		float d = amax / 127.0f;
-		float id = d != 0.0f ? 1.0f / d : 0.0f;
-		__m512 idv = _mm512_set1_ps(id);
+	size_t b = 0;
 
-		y[b].d = d;
-		_mm_storeu_si128((__m128i *)y[b].qs, avx512__round_q8(_mm512_mul_ps(v0, idv)));
-		_mm_storeu_si128((__m128i *)(y[b].qs + 16), avx512__round_q8(_mm512_mul_ps(v1, idv)));
+	for (; b + 16 <= n / KERN_QK; b += 16)
+		avx512__quantize16(x + b * KERN_QK, y + b);
+	for (; b < n / KERN_QK; b++) {
+		float d = _mm512_reduce_max_ps(avx512__block_absmax(x + b * KERN_QK)) / 127.0f;
+
+		avx512__quantize_block(x + b * KERN_QK, d, d != 0.0f ? 1.0f / d : 0.0f, y + b);
 	}
 }
 
