@@ -98,11 +98,6 @@ struct kern_gemm_args {
 	 * the last 16, the fallback without work memory) calls
 	 * kern_act_ensure() first. NULL: x, xd, xs8 are made for every token. */
 	struct kern_act_lazy *lazy;
-	/* Nonzero: this matmul's number, unique in the process (kern_matmul
-	 * numbers each call whose activations it quantizes), so a kernel may
-	 * keep what it derives from x, xd, xs8 between its calls of one
-	 * matmul (qvnni's per-block token terms); 0: derive them anew. */
-	uint64_t act_seq;
 };
 
 /* The int8 blocks and summaries of a matmul's n bf16 tokens (the first

@@ -502,9 +502,6 @@ int kern_bf16_ready(uint32_t wtype, size_t n_in, size_t n_tok, size_t n_exact)
 	       !kern_bf16_fuse_off && kern_bf16_plain(wtype);
 }
 
-/* kern_gemm_args.act_seq's last number */
-static atomic_uint_fast64_t kern__act_seq;
-
 /* kern_matmul_n_fused(), and with glu (kern_matmul_glu) the paired
  * gate|up calls where they run: 1 then. */
 static int kern__matmul(tpool_t pool, uint32_t wtype, size_t n_in, const struct kern_mm_part *parts,
@@ -564,7 +561,6 @@ static int kern__matmul(tpool_t pool, uint32_t wtype, size_t n_in, const struct 
 		a.xf = x;
 		a.xf_stride = n_in;
 		a.n_exact = n_exact;
-		a.act_seq = atomic_fetch_add_explicit(&kern__act_seq, 1, memory_order_relaxed) + 1;
 #if defined(__x86_64__)
 		/* the bf16 tokens' tiles, filled by the quantizing tasks
 		 * (kern__quantize_cb), which leave their int8 blocks to

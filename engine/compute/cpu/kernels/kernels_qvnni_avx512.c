@@ -38,9 +38,6 @@
 #include "qvnni_avx512.h"
 #include "quants.h"
 
-#include <pthread.h>
-#include <stdlib.h>
-
 #define QV_TOK 8
 /* Up to this many tokens (a decode step of 9..16 sequences) a tile
  * streams its weights once for all of them (qv__tile2), rather than
@@ -188,81 +185,6 @@ static void qv__xsum(uint32_t wt, const struct kern_gemm_args *a, size_t t, size
 		for (size_t i = 0; i < m; i++)
 			_mm512_store_si512(&xs[j + i], r[i]);
 	}
-}
-
-/*
- * A thread's terms of its last small-batch call (both token groups of
- * one K chunk), kept for the next call of the same matmul
- * (kern_gemm_args.act_seq): a small batch on 2+ threads is ~log2 of a
- * thread's chunks calls a job (kernels_matmul.c kern__small_runs), and
- * each had copied the same terms again (qv__xsum: 0.6% of a 16-sequence
- * step's samples, two threads, Zen 4). Allocated at a thread's first
- * small batch, freed at its exit.
- */
-struct qv_xcache {
-	struct qv_xsum xs[2][QV_XB];
-	uint64_t seq;
-	const float *xd;
-	const int32_t *xs8;
-	size_t b0, n, n_tok;
-	uint32_t wt;
-};
-
-static pthread_key_t qv__xkey;
-static pthread_once_t qv__xonce = PTHREAD_ONCE_INIT;
-static int qv__xkey_ok;
-
-static void qv__xkey_make(void)
-{
-	qv__xkey_ok = pthread_key_create(&qv__xkey, free) == 0;
-}
-
-/* This thread's cache, NULL where none can be had. */
-static struct qv_xcache *qv__xcache(void)
-{
-	struct qv_xcache *c;
-
-	pthread_once(&qv__xonce, qv__xkey_make);
-	if (!qv__xkey_ok)
-		return NULL;
-	if ((c = pthread_getspecific(qv__xkey)) != NULL)
-		return c;
-	if ((c = aligned_alloc(64, sizeof(*c))) == NULL)
-		return NULL;
-	c->seq = 0;
-	if (pthread_setspecific(qv__xkey, c) != 0) {
-		free(c);
-		return NULL;
-	}
-	return c;
-}
-
-/* Both token groups' terms of blocks [b0, b0 + n): the cached ones where
- * this thread made them for the same matmul, chunk and type, else made
- * into the cache (or into own without one). */
-static struct qv_xsum (*qv__terms(uint32_t wt, const struct kern_gemm_args *a, size_t b0,
-				   size_t n, struct qv_xsum (*own)[QV_XB]))[QV_XB]
-{
-	const size_t g1 = a->n_tok > QV_TOK ? a->n_tok - QV_TOK : 0, g0 = a->n_tok - g1;
-	struct qv_xcache *c = a->act_seq ? qv__xcache() : NULL;
-	struct qv_xsum (*xs)[QV_XB] = c ? c->xs : own;
-
-	if (c && c->seq == a->act_seq && c->xd == a->xd && c->xs8 == a->xs8 && c->wt == wt &&
-	    c->b0 == b0 && c->n == n && c->n_tok == a->n_tok)
-		return xs;
-	qv__xsum(wt, a, 0, g0, b0, n, xs[0]);
-	if (g1)
-		qv__xsum(wt, a, QV_TOK, g1, b0, n, xs[1]);
-	if (c) {
-		c->seq = a->act_seq;
-		c->xd = a->xd;
-		c->xs8 = a->xs8;
-		c->wt = wt;
-		c->b0 = b0;
-		c->n = n;
-		c->n_tok = a->n_tok;
-	}
-	return xs;
 }
 
 /*
@@ -639,13 +561,15 @@ static void qv__gemm(uint32_t wt, const struct qv_fns *f, const struct kern_gemm
 	} else if (a->n_tok <= QV_SMALL2) {
 		/* stream the weights straight from their layout: one group
 		 * of terms up to QV_TOK tokens, two past it (one pass) */
-		struct qv_xsum own[2][QV_XB] __attribute__((aligned(64)));
+		struct qv_xsum xs[2][QV_XB] __attribute__((aligned(64)));
+		const size_t g1 = a->n_tok > QV_TOK ? a->n_tok - QV_TOK : 0, g0 = a->n_tok - g1;
 		const size_t oe = o0 + (o1 - o0) / QV_ROWS * QV_ROWS;
 
 		for (size_t b0 = 0; b0 < nb; b0 += QV_XB) {
 			size_t n = nb - b0 < QV_XB ? nb - b0 : QV_XB;
-			struct qv_xsum(*xs)[QV_XB] = qv__terms(wt, a, b0, n, own);
-
+			qv__xsum(wt, a, 0, g0, b0, n, xs[0]);
+			if (g1)
+				qv__xsum(wt, a, QV_TOK, g1, b0, n, xs[1]);
 			for (o = o0; o < oe; o += QV_ROWS)
 				fn[a->n_tok](a, xs[0], o, 0, b0, n);
 		}
