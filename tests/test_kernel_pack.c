@@ -321,6 +321,85 @@ START_TEST(packed_kernels_equal_file_layout_bit_for_bit)
 END_TEST
 
 #if defined(__x86_64__)
+/* Q6_K rows at the format's extremes through the avx512 packed small batch
+ * (kquants_q6p_avx512.c), each token against the one-token GEMV on the file
+ * layout, bit for bit: the 6-bit values 0 and 63 (rows all one, all the
+ * other, or alternating by element), the sub-block scales -128 and 127
+ * alternating, the activations +-127 with their sign alternating by element
+ * or by 16-block or random; 9 groups (pairs and an odd one), 3 and 25
+ * super-blocks (25 x 8 tokens: several windows of activations). */
+START_TEST(q6_k_packed_batch_extremes_equal_the_gemv)
+{
+	const struct kern_ops *ops = kern_ops_for(CPU_LEVEL_AVX512);
+	static const size_t n_ins[] = {3 * 256, 25 * 256};
+	const size_t n_out = 36, bs = dtype_type_size(DTYPE_Q6_K), T = 8;
+
+	if (ops == NULL || !kern_level_runs(CPU_LEVEL_AVX512) || ops->pack_rows[DTYPE_Q6_K] == 0)
+		return;
+	for (size_t ii = 0; ii < 2; ii++) {
+		const size_t n_in = n_ins[ii], nb = n_in / KERN_QKK, st = nb * bs;
+		const size_t g = ops->pack_rows[DTYPE_Q6_K];
+		uint8_t *w = malloc(n_out * st), *pw = malloc(n_out * st), *tmp = malloc(g * st);
+		float *x = malloc(sizeof(float) * n_in * T), *y0 = malloc(sizeof(float) * n_out * T);
+		float *y1 = malloc(sizeof(float) * n_out * T);
+		struct kern_block_q8_k *xk = malloc(sizeof(*xk) * nb * T);
+
+		for (size_t r = 0; r < n_out; r++)
+			for (size_t b = 0; b < nb; b++) {
+				uint8_t *blk = w + r * st + b * bs;
+				/* ql 0..127, qh 128..191 (bytes 0xff: every value
+				 * 63; 0x00: 0; 0x0f / 0xf0 and 0x33 / 0xcc mixed),
+				 * scales 192..207, d 208 */
+				const uint8_t ql = r % 3 == 0 ? 0xff : r % 3 == 1 ? 0x00 : 0x0f;
+				const uint8_t qh = r % 3 == 0 ? 0xff : r % 3 == 1 ? 0x00 : 0x33;
+
+				memset(blk, ql, 128);
+				memset(blk + 128, qh, 64);
+				for (int j = 0; j < 16; j++)
+					blk[192 + j] = (uint8_t)((j + r + b) % 2 ? 0x80 : 0x7f);
+				blk[208] = 0x00;
+				blk[209] = (uint8_t)(0x3c - (r % 4)); /* 1, 0.5, .. */
+			}
+		memcpy(pw, w, n_out * st);
+		ops->pack_fn[DTYPE_Q6_K](pw, n_out, nb, bs, g, 0, tmp);
+		for (size_t k = 0; k < T; k++)
+			for (size_t i = 0; i < n_in; i++) {
+				const int sign = k % 3 == 0   ? (i % 2 ? -1 : 1)
+						 : k % 3 == 1 ? ((i / 16) % 2 ? -1 : 1)
+							      : (test_rand(&kp_rng) % 2 ? -1 : 1);
+
+				x[k * n_in + i] = (float)sign * (k % 2 ? 1.0f : 3.5f);
+			}
+		for (size_t k = 0; k < T; k++)
+			ops->quantize_act_q8k(x + k * n_in, xk + k * nb, n_in);
+		for (size_t k = 0; k < T; k++) {
+			struct kern_gemm_args a = {.w = w, .w_stride = st, .n_in = n_in,
+						   .x = x + k * n_in, .x_stride = n_in * 4, .n_tok = 1,
+						   .y = y0 + k * n_out, .y_stride = n_out, .xk = xk + k * nb};
+
+			ops->gemv[DTYPE_Q6_K](&a, 0, n_out);
+		}
+		for (size_t nt = 1; nt <= T; nt++) {
+			struct kern_gemm_args p = {.w = pw, .w_stride = st, .n_in = n_in, .x = x,
+						   .x_stride = n_in * 4, .n_tok = nt, .y = y1,
+						   .y_stride = n_out, .xk = xk};
+
+			memset(y1, 0x5a, sizeof(float) * n_out * T);
+			ops->pgemm[DTYPE_Q6_K](&p, 0, n_out);
+			ck_assert_msg(memcmp(y0, y1, sizeof(float) * n_out * nt) == 0,
+				      "q6_k extremes: %zu x %zu, %zu tokens", n_out, n_in, nt);
+		}
+		free(w);
+		free(pw);
+		free(tmp);
+		free(x);
+		free(y0);
+		free(y1);
+		free(xk);
+	}
+}
+END_TEST
+
 /* The avx512 packed GEMVs' prefetch distance: EMBER_PACK_AHEAD's rows
  * where it is set and valid, else the vendor's default, 8 rows on Intel
  * (where without it a core streamed at ~2/3 of its rate), none elsewhere
@@ -384,6 +463,7 @@ Suite *suite_kernel_pack(void)
 	tcase_add_test(tc, pack_rows_follow_the_active_level);
 	tcase_add_test(tc, packed_kernels_equal_file_layout_bit_for_bit);
 #if defined(__x86_64__)
+	tcase_add_test(tc, q6_k_packed_batch_extremes_equal_the_gemv);
 	tcase_add_test(tc, pack_ahead_follows_env_or_vendor);
 #endif
 	suite_add_tcase(s, tc);

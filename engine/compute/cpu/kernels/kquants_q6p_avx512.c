@@ -39,13 +39,17 @@
 #define Q6P_SB (4 * sizeof(struct kern_block_q6_k)) /* a group's super-block */
 /* token x super-blocks of activations per window, 320 bytes each (the
  * quants as the GEMV lays them, 16 bytes a unit, each broadcast to the
- * lanes as it is loaded; -32 x the sums of 16): 20 KiB, L1 beside the
- * weights' stream. Broadcast in memory (1280 bytes each, 16 a window)
- * each VPDPBUSD took its operand from memory for free; with two groups a
- * load the VBROADCASTI32X4 costs the same and the window is 4 x as long
- * (fewer arrangements, fewer y round trips; 8 tokens 2048 x 2048 258 ->
- * 267 GFLOP/s, LEVELS.md q6s19) */
-#define Q6P_WIN 64
+ * lanes as it is loaded; -32 x the sums of 16). Broadcast in memory (1280
+ * bytes each) each VPDPBUSD took its operand from memory for free; with
+ * two groups a load the VBROADCASTI32X4 costs the same and the window is 4
+ * x as long (8 tokens 2048 x 2048 258 -> 267 GFLOP/s, LEVELS.md q6s19).
+ * 192 (60 KiB, L2; 8 tokens: 24 super-blocks, one window for n_in 5632):
+ * every further window re-arranged its activations for every block of
+ * groups and sent y through memory (64: 8 tokens 2048 x 5632, 3 windows,
+ * 250 -> 263 GFLOP/s, L1-sized windows gave nothing at 2048; the whole
+ * activations broadcast in memory instead, 4 x the bytes from L2, won
+ * 5% in gemm_q but cost the TinyLlama 8-sequence step 40%: q6t20) */
+#define Q6P_WIN 192
 #define Q6P_X4(p) _mm512_broadcast_i32x4(_mm_load_si128((const __m128i *)(p)))
 /* Blocks of groups that the windows take in turn from L2, the next block
  * prefetched beside them, linearly (windows over the whole matrix read
@@ -223,46 +227,58 @@ Q6P_INLINE void q6p_group(const struct kern_gemm_args *a, size_t o, int G, int T
 				for (size_t l = 0; l < per && pf < pfe; l += 64, pf += 64)
 					_mm_prefetch(pf, _MM_HINT_T1);
 
+				/* two tokens at a time: 8 chains in flight (4 chains of
+				 * 4 dependent VPDPBUSD a token left the multiply pipes
+				 * waiting on their latency) */
 				Q6P_UNROLL
-				for (int k = 0; k < nq; k++) {
-					const int8_t *x = xs + 256 * (4 * q + k);
-					const int32_t *bk = bs + 16 * (4 * q + k);
-					const __m512i bl = Q6P_X4(bk + 4 * (2 * n));
-					const __m512i bh = Q6P_X4(bk + 4 * (2 * n + 1));
-					__m512i cl[2], ch[2];
+				for (int k = 0; k < nq; k += 2) {
+					const int nk = nq - k < 2 ? nq - k : 2;
+					__m512i cl[2][2], ch[2][2];
 
 					Q6P_UNROLL
-					for (int e = 0; e < G; e++) {
-						cl[e] = bl;
-						ch[e] = bh;
-					}
-					Q6P_UNROLL
-					for (int u = 0; u < 4; u++) {
-						__m512i xl = Q6P_X4(x + 64 * (2 * n) + 16 * u);
-						__m512i xh = Q6P_X4(x + 64 * (2 * n + 1) + 16 * u);
+					for (int i = 0; i < nk; i++) {
+						const int32_t *bk = bs + 16 * (4 * q + k + i);
+						const __m512i bl = Q6P_X4(bk + 4 * (2 * n));
+						const __m512i bh = Q6P_X4(bk + 4 * (2 * n + 1));
 
-						/* one load for both groups */
-						if (G > 1)
-							__asm__("" : "+v"(xl), "+v"(xh));
 						Q6P_UNROLL
 						for (int e = 0; e < G; e++) {
-							cl[e] = _mm512_dpbusd_epi32(cl[e], vl[e][u], xl);
-							ch[e] = _mm512_dpbusd_epi32(ch[e], vh[e][u], xh);
+							cl[i][e] = bl;
+							ch[i][e] = bh;
 						}
 					}
 					Q6P_UNROLL
-					for (int e = 0; e < G; e++) {
-						const __m512i v = _mm512_add_epi32(_mm512_mullo_epi32(cl[e], sl[e]),
-										   _mm512_mullo_epi32(ch[e], sh[e]));
+					for (int u = 0; u < 4; u++)
+						Q6P_UNROLL
+						for (int i = 0; i < nk; i++) {
+							const int8_t *x = xs + 256 * (4 * q + k + i);
+							__m512i xl = Q6P_X4(x + 64 * (2 * n) + 16 * u);
+							__m512i xh = Q6P_X4(x + 64 * (2 * n + 1) + 16 * u);
 
-						if (n == 0) {
-							th[e][4 * q + k] = v;
-							continue;
+							/* one load for both groups */
+							if (G > 1)
+								__asm__("" : "+v"(xl), "+v"(xh));
+							Q6P_UNROLL
+							for (int e = 0; e < G; e++) {
+								cl[i][e] = _mm512_dpbusd_epi32(cl[i][e], vl[e][u], xl);
+								ch[i][e] = _mm512_dpbusd_epi32(ch[i][e], vh[e][u], xh);
+							}
 						}
-						t[e][k] = _mm512_add_epi32(v, th[e][4 * q + k]);
-						if (k == 1)
-							p[e][0] = q6p_pair(t[e][0], t[e][1]);
-					}
+					Q6P_UNROLL
+					for (int i = 0; i < nk; i++)
+						Q6P_UNROLL
+						for (int e = 0; e < G; e++) {
+							const __m512i v = _mm512_add_epi32(_mm512_mullo_epi32(cl[i][e], sl[e]),
+											   _mm512_mullo_epi32(ch[i][e], sh[e]));
+
+							if (n == 0) {
+								th[e][4 * q + k + i] = v;
+								continue;
+							}
+							t[e][k + i] = _mm512_add_epi32(v, th[e][4 * q + k + i]);
+							if (k + i == 1)
+								p[e][0] = q6p_pair(t[e][0], t[e][1]);
+						}
 				}
 				if (n == 0)
 					continue;
@@ -325,7 +341,8 @@ Q6P_INLINE void q6p_rows(const struct kern_gemm_args *a, size_t o0, size_t o1, i
 	 * the next block prefetched into L2 meanwhile, linearly, a slice
 	 * per group and window */
 	const size_t blk = nw < Q6P_BLOCK / Q6P_BLOCK1 ? nw * Q6P_BLOCK1 : Q6P_BLOCK;
-	const size_t gb = blk / gbytes ? blk / gbytes : 1;
+	/* at least a pair: one group a block lost the shared loads */
+	const size_t gb = blk / gbytes > 2 ? blk / gbytes : 2;
 
 	for (size_t b0 = o0; b0 < o1; b0 += 4 * gb) {
 		const size_t b1 = o1 - b0 > 4 * gb ? b0 + 4 * gb : o1;
