@@ -434,7 +434,9 @@ QV_INLINE void kv__tile_k4(const struct kern_gemm_args *a, struct kv_at at, int 
 
 	/* opaque to GCC: the accumulators stay in memory above 4 tokens, and
 	 * Q5_K's fifth bits (8 vectors through the super-block) always */
-	__asm__("" : "+r"(am), "+r"(qhp));
+	__asm__("" : "+r"(am));
+	if (five)
+		__asm__("" : "+r"(qhp));
 	QV_UNROLL
 	for (int i = 0; i < T; i++) {
 		acc[i] = _mm512_setzero_ps();
@@ -498,7 +500,8 @@ QV_INLINE void kv__tile_k4(const struct kern_gemm_args *a, struct kv_at at, int 
 
 				/* qh read again for each 32-block: GCC would keep
 				 * the pair's 8 vectors and spill r[] instead */
-				__asm__("" : "+r"(qhp));
+				if (five)
+					__asm__("" : "+r"(qhp));
 
 				QV_UNROLL
 				for (int c = 0; c < 8; c++) {
