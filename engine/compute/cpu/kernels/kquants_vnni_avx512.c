@@ -407,9 +407,10 @@ QV_INLINE void kv__k4_dsc(const __m512i h[4], __m512i d[2])
  * registers; above 4 tokens the float accumulators live in memory (one
  * load and store a super-block and token: spilled registers were worse,
  * a ZMM store also costs the multiply pipes time here). Q5_K's fifth
- * bits (its qh, 8 vectors transposed) are or-ed in per 32-block (a
- * shift and a VPTERNLOGD a vector), above 4 tokens from a copy stored
- * once a super-block (no registers left for them). kv__k4_blk() spent as
+ * bits (its qh, 8 vectors transposed once a super-block) are or-ed in
+ * per 32-block (a shift and a VPTERNLOGD a vector; at 8 tokens GCC
+ * spills some, as fast as a copy stored and reloaded on packed rows and
+ * faster on the file layout). kv__k4_blk() spent as
  * many multiply-pipe operations on Q5_K (8 + 1 VPMULLD) but held the
  * pair's 16 value vectors and qh's 8, ~80 spills a super-block
  * (gemm_q q5_kp 8 tokens, Zen 4, one thread: 264 -> 300-311 GFLOP/s,
@@ -425,21 +426,14 @@ QV_INLINE void kv__tile_k4(const struct kern_gemm_args *a, struct kv_at at, int 
 	const struct kv_rows rp = kv__rows_of(a, at, bs);
 	const char *next = (const char *)a->w + at.o * a->w_stride + QV_ROWS * at.st;
 	const int nc = T <= 4 ? 2 : 1;
-	/* Q5_K's qh through memory above 4 tokens (no registers left for
-	 * them; up to 4 held: gemm_q q5_kp 2 and 4 tokens +1-2%) */
-	const int qmem = T > 4;
 	const __m512i m4 = _mm512_set1_epi8(0x0f);
 	float accm[KV_TOK][16] __attribute__((aligned(64)));
 	float fm[KV_TOK][16] __attribute__((aligned(64))), dv[16] __attribute__((aligned(64)));
 	float(*am)[16] = accm;
-	__m512i qhm[8] __attribute__((aligned(64))), *qhp = qhm;
 	__m512 acc[KV_TOK];
 
-	/* opaque to GCC: the accumulators stay in memory above 4 tokens, and
-	 * Q5_K's fifth bits (8 vectors through the super-block) always */
+	/* opaque to GCC: the accumulators stay in memory above 4 tokens */
 	__asm__("" : "+r"(am));
-	if (five)
-		__asm__("" : "+r"(qhp));
 	QV_UNROLL
 	for (int i = 0; i < T; i++) {
 		acc[i] = _mm512_setzero_ps();
@@ -467,9 +461,6 @@ QV_INLINE void kv__tile_k4(const struct kern_gemm_args *a, struct kv_at at, int 
 		if (five) {
 			kv__rows16x(rp, sb + 16 * rp.km, qhr, pl);
 			kv__rows16x(rp, sb + 32 * rp.km, qhr + 4, pl);
-			QV_UNROLL
-			for (int c = 0; c < 8 && qmem; c++)
-				_mm512_store_si512(&qhp[c], qhr[c]);
 		}
 		QV_UNROLL
 		for (int i = 0; i < T; i++) {
@@ -499,11 +490,6 @@ QV_INLINE void kv__tile_k4(const struct kern_gemm_args *a, struct kv_at at, int 
 				const int b = 2 * p + hi;
 				const __m512i dsc = kv__byte_s(dd[b / 4], b % 4);
 
-				/* qh read again for each 32-block: GCC would keep
-				 * the pair's 8 vectors and spill r[] instead */
-				if (five && qmem)
-					__asm__("" : "+r"(qhp));
-
 				QV_UNROLL
 				for (int c = 0; c < 8; c++) {
 					__m512i u = _mm512_and_si512(
@@ -516,7 +502,7 @@ QV_INLINE void kv__tile_k4(const struct kern_gemm_args *a, struct kv_at at, int 
 
 					if (five) /* | bit b of qh, as bit 4 */
 						u = _mm512_ternarylogic_epi32(
-							u, kv__bit_to4(qmem ? _mm512_load_si512(&qhp[c]) : qhr[c], b),
+							u, kv__bit_to4(qhr[c], b),
 							_mm512_set1_epi8(0x10), 0xF8);
 
 					QV_UNROLL
