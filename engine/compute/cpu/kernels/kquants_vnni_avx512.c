@@ -371,7 +371,7 @@ QV_INLINE void kv__tile_s(const struct kern_gemm_args *a, struct kv_at at, int T
 		_mm512_mask_storeu_ps(a->y + i * a->y_stride + at.o, at.keep, acc[i]);
 }
 
-/* Q4_K's sub-block scales as differences, bytes: d[0] byte j = sc_j -
+/* Q4_K/Q5_K sub-block scales as differences, bytes: d[0] byte j = sc_j -
  * sc_j+1 (j 0..3), d[1] byte j = sc_4+j - sc_5+j (sc_8 = 0), each in
  * -63..63; h: the super-block's first 16 bytes transposed (kv__k4_head()). */
 QV_INLINE void kv__k4_dsc(const __m512i h[4], __m512i d[2])
