@@ -256,7 +256,8 @@ static void qs_check_level(enum cpu_level level)
 /* Rows at the format's extremes: every weight and 6-bit scale at its
  * maximum (Q6_K's int8 scales at -128), only d and dmin kept sane; alt:
  * Q4_K/Q5_K's sub-block scales 63, 0, 63, 0, ... instead (the avx512
- * batch tile multiplies by their differences, -63 and 63 here). */
+ * batch tile multiplies by their differences, -63 and 63 here), and
+ * Q5_K's fifth bits alternating. */
 static void qs_extreme_weights(const struct qs_type *q, uint8_t *w, size_t bytes, int alt)
 {
 	/* kern_k4_scale_min(): sc_0..3 in bytes 0..3, sc_4..7 low nibbles
@@ -280,6 +281,12 @@ static void qs_extreme_weights(const struct qs_type *q, uint8_t *w, size_t bytes
 			memcpy(blk + q->dmin_off, keep + 2, 2);
 		if (alt && (q->t == DTYPE_Q4_K || q->t == DTYPE_Q5_K))
 			memcpy(blk + 4, alt_sc, sizeof(alt_sc));
+		/* Q5_K's fifth bits: 32-block j of element l takes bit j of
+		 * qh[l]; 0xaa / 0x55 by element (values 31 and 15 alternating,
+		 * swapped from 32-block to 32-block), so a bit taken for the
+		 * wrong block or element changes the sums */
+		for (size_t l = 0; alt && q->t == DTYPE_Q5_K && l < 32; l++)
+			blk[16 + l] = l % 2 ? 0x55 : 0xaa;
 	}
 }
 

@@ -25,7 +25,8 @@
  * difference on a running sum, kv__tile_k4()), the minimums by VPDPWSSD
  * on int16 pairs. Up to 8 tokens (batched decode; Q4_K/Q5_K up to 16, in
  * two passes over the tile), a super-block's values are used by the
- * tile's tokens as they are unpacked (kv__tile_s, Q4_K's kv__tile_k4);
+ * tile's tokens as they are unpacked (Q4_K/Q5_K kv__tile_k4, Q6_K
+ * kv__tile_s);
  * more (prefill), a tile's
  * super-blocks are unpacked KV_KC at a time into a panel (values, integer
  * scales, d and dmin: ~41 KiB, L1/L2) that every group of up to 8 tokens
@@ -272,13 +273,13 @@ QV_INLINE void kv__tile_p(const struct kern_gemm_args *a, const struct kv_panel 
 }
 
 /*
- * Up to KV_TOK tokens (batched decode): the tile streams, each
- * super-block's values unpacked into registers and used at once (a panel
- * would store and reload them: as much work as the products for 2
- * tokens). The same integer sums and float steps as the panel path.
+ * Q6_K, up to KV_TOK tokens (batched decode; packed rows mostly go to
+ * kquants_q6p_avx512.c instead): the tile streams, each super-block's values
+ * unpacked into registers and used at once (a panel would store and
+ * reload them: as much work as the products for 2 tokens). The same
+ * integer sums and float steps as the panel path.
  */
-QV_INLINE void kv__tile_s(const struct kern_gemm_args *a, struct kv_at at, int T, int kind,
-			  size_t bs, int pl)
+QV_INLINE void kv__tile_s(const struct kern_gemm_args *a, struct kv_at at, int T, size_t bs)
 {
 	const size_t nsb = a->n_in / KERN_QKK;
 	const struct kv_rows rp = kv__rows_of(a, at, bs);
@@ -296,48 +297,14 @@ QV_INLINE void kv__tile_s(const struct kern_gemm_args *a, struct kv_at at, int T
 		const size_t sb = s * rp.step;
 		__m512i isum[KV_TOK];
 
-		/* the next tile streams into L2 while this one computes (Q4_K,
-		 * Q5_K: a quarter before each pair of 32-blocks below) */
+		/* the next tile streams into L2 while this one computes */
 		const char *npf = next + QV_ROWS * s * bs;
-		if (kind == 2) {
-			QV_UNROLL
-			for (size_t pf = 0; pf < QV_ROWS * bs; pf += 64)
-				_mm_prefetch(npf + pf, _MM_HINT_T1);
-		}
+		QV_UNROLL
+		for (size_t pf = 0; pf < QV_ROWS * bs; pf += 64)
+			_mm_prefetch(npf + pf, _MM_HINT_T1);
 		QV_UNROLL
 		for (int i = 0; i < T; i++)
 			isum[i] = _mm512_setzero_si512();
-		if (kind != 2) {
-			const int five = kind == 1;
-			__m512i v[14], qh[8];
-
-			kv__k4_head(rp, sb, v, pl);
-			if (five) {
-				kv__rows16x(rp, sb + 16 * rp.km, qh, pl);
-				kv__rows16x(rp, sb + 32 * rp.km, qh + 4, pl);
-			}
-			QV_UNROLL
-			for (int p = 0; p < 4; p++) {
-				__m512i u[8], w[8];
-				const int8_t *q[KV_TOK];
-
-				/* 9 (Q5_K 11) lines, not 36 at once: the burst
-				 * stalled the loop on Emerald Rapids (a fifth of
-				 * its samples on the prefetches; spread, the
-				 * 8-token step's CPU -13%, LEVELS.md) */
-				QV_UNROLL
-				for (size_t pf = p * QV_ROWS * bs / 4 / 64 * 64;
-				     pf < (p + 1) * QV_ROWS * bs / 4; pf += 64)
-					_mm_prefetch(npf + pf, _MM_HINT_T1);
-				kv__k4_pair(rp, sb + (five ? 48 : 16) * rp.km, p, qh, five, u, w, pl);
-				kv__q(xk, s, 2 * p, T, q);
-				kv__k4_blk(u, v[2 * p], q, T, isum, five);
-				kv__q(xk, s, 2 * p + 1, T, q);
-				kv__k4_blk(w, v[2 * p + 1], q, T, isum, five);
-			}
-			kv__k4_end(v, xk, s, T, isum, acc);
-			continue;
-		}
 		int32_t off[KV_TOK][16] __attribute__((aligned(64)));
 		__m512i h[4], g[4];
 
@@ -400,14 +367,11 @@ QV_INLINE void kv__tile_s(const struct kern_gemm_args *a, struct kv_at at, int T
 		kv__q6_end(kv__half(g[3], 1), xk, s, T, isum, acc);
 	}
 	QV_UNROLL
-	for (int i = 0; i < T; i++) {
-		if (pl) /* rows back to their lanes */
-			acc[i] = _mm512_permutexvar_ps(kv__lane_row(), acc[i]);
+	for (int i = 0; i < T; i++)
 		_mm512_mask_storeu_ps(a->y + i * a->y_stride + at.o, at.keep, acc[i]);
-	}
 }
 
-/* Q4_K's sub-block scales as differences, bytes: d[0] byte j = sc_j -
+/* Q4_K/Q5_K sub-block scales as differences, bytes: d[0] byte j = sc_j -
  * sc_j+1 (j 0..3), d[1] byte j = sc_4+j - sc_5+j (sc_8 = 0), each in
  * -63..63; h: the super-block's first 16 bytes transposed (kv__k4_head()). */
 QV_INLINE void kv__k4_dsc(const __m512i h[4], __m512i d[2])
@@ -424,8 +388,9 @@ QV_INLINE void kv__k4_dsc(const __m512i h[4], __m512i d[2])
 }
 
 /*
- * Q4_K, up to KV_TOK tokens (batched decode), streaming: the same sums as
- * kv__tile_s with fewer multiply-pipe operations. On Zen 4 VPDPBUSD,
+ * Q4_K (Q5_K when `five`), up to KV_TOK tokens (batched decode),
+ * streaming: the same sums as the panel path (kv__tile_p) with fewer
+ * multiply-pipe operations. On Zen 4 VPDPBUSD,
  * VPDPWSSD, VPMULLD and VMULPS each take one of the two multiply pipes'
  * cycles (one ZMM operation a cycle in all), where the adds, logic,
  * shifts and shuffles go beside them (LEVELS.md, k4s19); kv__k4_blk()
@@ -441,11 +406,22 @@ QV_INLINE void kv__k4_dsc(const __m512i h[4], __m512i d[2])
  * an AND), so 8 chains + 8 isum + the pair's 8 byte vectors stay in
  * registers; above 4 tokens the float accumulators live in memory (one
  * load and store a super-block and token: spilled registers were worse,
- * a ZMM store also costs the multiply pipes time here).
+ * a ZMM store also costs the multiply pipes time here). Q5_K's fifth
+ * bits (its qh, 8 vectors transposed once a super-block) are or-ed in
+ * per 32-block (a shift and a VPTERNLOGD a vector; at 8 tokens GCC
+ * spills some, as fast as a copy stored and reloaded on packed rows and
+ * faster on the file layout). kv__k4_blk() spent as
+ * many multiply-pipe operations on Q5_K (8 + 1 VPMULLD) but held the
+ * pair's 16 value vectors and qh's 8, ~80 spills a super-block
+ * (gemm_q q5_kp 8 tokens, Zen 4, one thread: 264 -> 300-311 GFLOP/s,
+ * LEVELS.md, k4t20).
  */
-QV_INLINE void kv__tile_k4(const struct kern_gemm_args *a, struct kv_at at, int T, int pl)
+QV_INLINE void kv__tile_k4(const struct kern_gemm_args *a, struct kv_at at, int T, int pl,
+			    int five)
 {
-	const size_t nsb = a->n_in / KERN_QKK, bs = sizeof(struct kern_block_q4_k);
+	const size_t nsb = a->n_in / KERN_QKK;
+	const size_t bs = five ? sizeof(struct kern_block_q5_k) : sizeof(struct kern_block_q4_k);
+	const size_t qs = five ? 48 : 16; /* the values' offset in a super-block */
 	const size_t xst = nsb * sizeof(struct kern_block_q8_k); /* token to token */
 	const struct kv_rows rp = kv__rows_of(a, at, bs);
 	const char *next = (const char *)a->w + at.o * a->w_stride + QV_ROWS * at.st;
@@ -468,7 +444,7 @@ QV_INLINE void kv__tile_k4(const struct kern_gemm_args *a, struct kv_at at, int 
 		const size_t sb = s * rp.step;
 		const char *npf = next + QV_ROWS * s * bs;
 		const char *x0 = (const char *)(a->xk + s); /* token 0's block */
-		__m512i ch[2][KV_TOK], isum[KV_TOK], h[4], dd[2], v[14];
+		__m512i ch[2][KV_TOK], isum[KV_TOK], h[4], dd[2], v[14], qhr[8];
 
 		QV_UNROLL
 		for (int i = 0; i < T; i++) {
@@ -482,6 +458,10 @@ QV_INLINE void kv__tile_k4(const struct kern_gemm_args *a, struct kv_at at, int 
 		kv__k4_head_of(h, v);
 		kv__k4_dsc(h, dd);
 		_mm512_store_si512(dv, v[12]);
+		if (five) {
+			kv__rows16x(rp, sb + 16 * rp.km, qhr, pl);
+			kv__rows16x(rp, sb + 32 * rp.km, qhr + 4, pl);
+		}
 		QV_UNROLL
 		for (int i = 0; i < T; i++) {
 			const struct kern_block_q8_k *x =
@@ -495,12 +475,16 @@ QV_INLINE void kv__tile_k4(const struct kern_gemm_args *a, struct kv_at at, int 
 		for (int p = 0; p < 4; p++) {
 			__m512i r[8];
 
+			/* the next tile into L2, 9 (Q5_K 11) lines, not 36
+			 * at once: the burst stalled the loop on Emerald
+			 * Rapids (a fifth of its samples on the prefetches;
+			 * spread, the 8-token step's CPU -13%, LEVELS.md) */
 			QV_UNROLL
 			for (size_t pf = p * QV_ROWS * bs / 4 / 64 * 64;
 			     pf < (p + 1) * QV_ROWS * bs / 4; pf += 64)
 				_mm_prefetch(npf + pf, _MM_HINT_T1);
-			kv__rows16x(rp, sb + (16 + 32 * p) * rp.km, r, pl);
-			kv__rows16x(rp, sb + (32 + 32 * p) * rp.km, r + 4, pl);
+			kv__rows16x(rp, sb + (qs + 32 * p) * rp.km, r, pl);
+			kv__rows16x(rp, sb + (qs + 16 + 32 * p) * rp.km, r + 4, pl);
 			QV_UNROLL
 			for (int hi = 0; hi < 2; hi++) {
 				const int b = 2 * p + hi;
@@ -508,13 +492,18 @@ QV_INLINE void kv__tile_k4(const struct kern_gemm_args *a, struct kv_at at, int 
 
 				QV_UNROLL
 				for (int c = 0; c < 8; c++) {
-					const __m512i u = _mm512_and_si512(
+					__m512i u = _mm512_and_si512(
 						hi ? _mm512_srli_epi16(r[c], 4) : r[c], m4);
 					/* the tokens' words through one pointer stepped
 					 * by xst, opaque (GCC otherwise holds 8 pointers
 					 * and spills them) */
 					const char *q =
 						x0 + offsetof(struct kern_block_q8_k, qs) + 32 * b + 4 * c;
+
+					if (five) /* | bit b of qh, as bit 4 */
+						u = _mm512_ternarylogic_epi32(
+							u, kv__bit_to4(qhr[c], b),
+							_mm512_set1_epi8(0x10), 0xF8);
 
 					QV_UNROLL
 					for (int i = 0; i < T; i++) {
@@ -569,14 +558,12 @@ typedef void (*kv_stream_fn)(const struct kern_gemm_args *a, struct kv_at at);
 						   struct kv_at at)                           \
 	{                                                                                   \
 		const int pl = at.pk && at.st; /* packed Q4_K/Q5_K: 64-byte units */      \
-		if (kind == 0 && pl)                                                        \
-			kv__tile_k4(a, at, T, 1);                                           \
-		else if (kind == 0)                                                         \
-			kv__tile_k4(a, at, T, 0);                                           \
-		else if (kind != 2 && pl)                                                   \
-			kv__tile_s(a, at, T, kind, bs, 1);                                  \
+		if (kind != 2 && pl)                                                        \
+			kv__tile_k4(a, at, T, 1, kind);                                     \
+		else if (kind != 2)                                                         \
+			kv__tile_k4(a, at, T, 0, kind);                                     \
 		else                                                                        \
-			kv__tile_s(a, at, T, kind, bs, 0);                                  \
+			kv__tile_s(a, at, T, bs);                                           \
 	}
 #define KV_STREAM_FNS(pre, kind, bs)                                                        \
 	KV_STREAM_FN(pre##1, 1, kind, bs)                                                   \
