@@ -12,10 +12,10 @@
  * kquants_gemv_avx512.c) uses them, a row per 128-bit lane: per group of
  * 4 rows and half super-block the 8 value vectors are made once for all
  * the tokens (6 loads, 8 VPTERNLOGD, no transposes), two groups at a time
- * (16 ZMM), and each token adds 8 VPDPBUSD a group against its
- * activations arranged per window of super-blocks as the GEMV arranges
- * them (dword transpose), each 16 bytes loaded once, broadcast to the
- * lanes, for both groups; 2 chains a group from -32 x its sums of 16, one
+ * (16 ZMM; three at 7-8 tokens, q6p_group3()), and each token adds 8
+ * VPDPBUSD a group against its activations arranged per window of
+ * super-blocks as the GEMV arranges them (dword transpose), each 16 bytes
+ * loaded once, broadcast to the lanes, for all the groups; 2 chains a group from -32 x its sums of 16, one
  * VPMULLD each by the scales. Per token the first half's scaled sums wait
  * on the stack for the second's, and each quad's four are reduced once a
  * super-block (6 unpacks and adds: lane 4 r + k row r, token k), one
