@@ -326,13 +326,14 @@ END_TEST
  * layout, bit for bit: the 6-bit values 0 and 63 (rows all one, all the
  * other, or alternating by element), the sub-block scales -128 and 127
  * alternating, the activations +-127 with their sign alternating by element
- * or by 16-block or random; 9 groups (pairs and an odd one), 3 and 25
- * super-blocks (25 x 8 tokens: several windows of activations). */
+ * or by 16-block or random; 11 groups (1..6 tokens: pairs and an odd one;
+ * 7 and 8: threes and a pair), 3 and 25 super-blocks (25 x 8 tokens:
+ * several windows of activations). */
 START_TEST(q6_k_packed_batch_extremes_equal_the_gemv)
 {
 	const struct kern_ops *ops = kern_ops_for(CPU_LEVEL_AVX512);
 	static const size_t n_ins[] = {3 * 256, 25 * 256};
-	const size_t n_out = 36, bs = dtype_type_size(DTYPE_Q6_K), T = 8;
+	const size_t n_out = 44, bs = dtype_type_size(DTYPE_Q6_K), T = 8;
 
 	if (ops == NULL || !kern_level_runs(CPU_LEVEL_AVX512) || ops->pack_rows[DTYPE_Q6_K] == 0)
 		return;

@@ -12,10 +12,10 @@
  * kquants_gemv_avx512.c) uses them, a row per 128-bit lane: per group of
  * 4 rows and half super-block the 8 value vectors are made once for all
  * the tokens (6 loads, 8 VPTERNLOGD, no transposes), two groups at a time
- * (16 ZMM), and each token adds 8 VPDPBUSD a group against its
- * activations arranged per window of super-blocks as the GEMV arranges
- * them (dword transpose), each 16 bytes loaded once, broadcast to the
- * lanes, for both groups; 2 chains a group from -32 x its sums of 16, one
+ * (16 ZMM; three at 7-8 tokens, q6p_group3()), and each token adds 8
+ * VPDPBUSD a group against its activations arranged per window of
+ * super-blocks as the GEMV arranges them (dword transpose), each 16 bytes
+ * loaded once, broadcast to the lanes, for all the groups; 2 chains a group from -32 x its sums of 16, one
  * VPMULLD each by the scales. Per token the first half's scaled sums wait
  * on the stack for the second's, and each quad's four are reduced once a
  * super-block (6 unpacks and adds: lane 4 r + k row r, token k), one
@@ -129,6 +129,100 @@ Q6P_INLINE __m512i q6p_pairs(__m512i p01, __m512i p23)
 	return _mm512_add_epi32(_mm512_unpacklo_epi64(p01, p23), _mm512_unpackhi_epi64(p01, p23));
 }
 
+/* Group rows o .. o + 3's quad q of tokens (n of them) from y, lane 4 r
+ * + k (a window after the first). */
+Q6P_INLINE __m512 q6p_acc_load(const struct kern_gemm_args *a, size_t o, int q, int n)
+{
+	/* (the lanes spelt out: -O1 does not unroll a loop into the
+	 * immediates; through a stack array the store forwarding fails, 8
+	 * tokens 221 -> 207 GFLOP/s) */
+#define Q6P_Y(k) _mm_loadu_ps(a->y + (4 * q + q6p_tok(k, n)) * a->y_stride + o)
+	__m512 in = _mm512_castps128_ps512(Q6P_Y(0));
+
+	in = _mm512_insertf32x4(in, Q6P_Y(1), 1);
+	in = _mm512_insertf32x4(in, Q6P_Y(2), 2);
+	in = _mm512_insertf32x4(in, Q6P_Y(3), 3);
+#undef Q6P_Y
+	return _mm512_permutexvar_ps(q6p_swap_idx(), in);
+}
+
+/* Half n of the group's super-block at b: the 8 value vectors (chain 2n:
+ * the low nibbles of ql units 4n .. 4n + 3; 2n + 1: the high ones, as
+ * kp_q6u() makes them) and the two chains' sub-block scales. */
+Q6P_INLINE void q6p_values(const char *b, int n, __m512i *vl, __m512i *vh, __m512i *sl, __m512i *sh)
+{
+	const __m512i m4 = _mm512_set1_epi8(0x0f), k33 = _mm512_set1_epi8(0x33);
+	const __m512i kcc = _mm512_set1_epi8((char)0xcc);
+
+	Q6P_UNROLL
+	for (int j = 0; j < 2; j++) {
+		const __m512i h = _mm512_loadu_si512(b + KERN_Q6P_QH(n, j));
+		const __m512i hm = _mm512_and_si512(h, k33);
+		const __m512i hm2 = _mm512_and_si512(h, kcc);
+		__m512i qa = _mm512_loadu_si512(b + KERN_Q6P_QL(n, 2 * j));
+		__m512i qb = _mm512_loadu_si512(b + KERN_Q6P_QL(n, 2 * j + 1));
+
+		/* one load each: GCC would fold them twice */
+		__asm__("" : "+v"(qa), "+v"(qb));
+		vl[2 * j] = _mm512_ternarylogic_epi32(qa, _mm512_slli_epi16(hm, 4), m4, 0xE4);
+		vl[2 * j + 1] = _mm512_ternarylogic_epi32(qb, _mm512_slli_epi16(hm2, 2), m4, 0xE4);
+		vh[2 * j] = _mm512_ternarylogic_epi32(_mm512_srli_epi16(qa, 4), hm, m4, 0xE4);
+		vh[2 * j + 1] =
+			_mm512_ternarylogic_epi32(_mm512_srli_epi16(qb, 4), _mm512_srli_epi16(hm2, 2), m4, 0xE4);
+	}
+	*sl = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(b + 768 + 16 * (2 * n))));
+	*sh = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(b + 768 + 16 * (2 * n + 1))));
+}
+
+/* A quad of nq tokens' reduced sums from its first pair p0 (tokens 0 and
+ * 1, or 0 alone when nq is 1) and the sums t: a quad short of tokens
+ * fills the missing lanes with a present token's (computed, never
+ * stored). */
+Q6P_INLINE __m512i q6p_quad(__m512i p0, const __m512i *t, int nq)
+{
+	if (nq == 1)
+		p0 = q6p_pair(t[0], t[0]);
+	return q6p_pairs(p0, nq < 3 ? p0 : q6p_pair(t[2], t[q6p_tok(3, nq)]));
+}
+
+/* The float step of the group's super-block at b, its quad q at xq (the
+ * four tokens' D). */
+Q6P_INLINE __m512 q6p_step(__m512 acc, const char *b, const float *xq, __m512i is)
+{
+	const __m512i dsel = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+	/* the rows' d, lane 4 r + k = row r's */
+	const __m512 d = _mm512_permutexvar_ps(
+		dsel, _mm512_castps128_ps512(_mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)(b + 832)))));
+	const __m512 dk = _mm512_mul_ps(d, _mm512_broadcast_f32x4(_mm_loadu_ps(xq)));
+
+	return _mm512_add_ps(acc, _mm512_mul_ps(dk, _mm512_cvtepi32_ps(is)));
+}
+
+/* The quad's n tokens' rows o .. o + 3 into y. */
+Q6P_INLINE void q6p_acc_store(const struct kern_gemm_args *a, size_t o, int q, int n, __m512 acc)
+{
+	/* lane 4 k + r: token k's four rows */
+	const __m512 out = _mm512_permutexvar_ps(q6p_swap_idx(), acc);
+	float *y = a->y + 4 * q * a->y_stride + o;
+
+	_mm_storeu_ps(y, _mm512_castps512_ps128(out));
+	if (n > 1)
+		_mm_storeu_ps(y + a->y_stride, _mm512_extractf32x4_ps(out, 1));
+	if (n > 2)
+		_mm_storeu_ps(y + 2 * a->y_stride, _mm512_extractf32x4_ps(out, 2));
+	if (n > 3)
+		_mm_storeu_ps(y + 3 * a->y_stride, _mm512_extractf32x4_ps(out, 3));
+}
+
+/* The bytes of the pfn to prefetch that each (super-block, quad, half)
+ * step of super-blocks s0 .. s1 - 1 at T tokens takes, in whole lines. */
+Q6P_INLINE size_t q6p_pf_per(size_t pfn, size_t s0, size_t s1, int T)
+{
+	const size_t steps = (s1 - s0) * (size_t)((T + 3) / 4) * 2;
+
+	return ((pfn + 63) / 64 + steps - 1) / steps * 64;
+}
+
 /* G groups (rows o .. o + 4 G - 1, G 1 or 2), T tokens, super-blocks s0
  * .. s1 - 1 of the window the activations were arranged for (q6p_act());
  * the accumulators from y when s0 > 0. Two groups share each activation
@@ -143,13 +237,10 @@ Q6P_INLINE void q6p_group(const struct kern_gemm_args *a, size_t o, int G, int T
 			  const int32_t *bias, const float *xd, size_t s0, size_t s1, const char *pf,
 			  size_t pfn)
 {
-	const size_t steps = (s1 - s0) * (size_t)((T + 3) / 4) * 2;
-	const size_t per = ((pfn + 63) / 64 + steps - 1) / steps * 64;
+	const size_t per = q6p_pf_per(pfn, s0, s1, T);
 	const char *const pfe = pf + pfn;
 	const char *g = (const char *)a->w + o * a->w_stride;
 	const size_t gs = 4 * a->w_stride;
-	const __m512i m4 = _mm512_set1_epi8(0x0f), k33 = _mm512_set1_epi8(0x33);
-	const __m512i kcc = _mm512_set1_epi8((char)0xcc);
 	const __m512i dsel = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
 	const int Q = (T + 3) / 4;
 	__m512 acc[2][2];
@@ -189,35 +280,11 @@ Q6P_INLINE void q6p_group(const struct kern_gemm_args *a, size_t o, int G, int T
 
 		Q6P_UNROLL
 		for (int n = 0; n < 2; n++) {
-			/* chain 2n: the low nibbles of ql units 4n .. 4n + 3;
-			 * 2n + 1: the high ones (kp_q6u()'s values) */
 			__m512i vl[2][4], vh[2][4], sl[2], sh[2];
 
 			Q6P_UNROLL
-			for (int e = 0; e < G; e++) {
-				const char *b = g + e * gs + s * Q6P_SB;
-
-				Q6P_UNROLL
-				for (int j = 0; j < 2; j++) {
-					const __m512i h = _mm512_loadu_si512(b + KERN_Q6P_QH(n, j));
-					const __m512i hm = _mm512_and_si512(h, k33);
-					const __m512i hm2 = _mm512_and_si512(h, kcc);
-					__m512i qa = _mm512_loadu_si512(b + KERN_Q6P_QL(n, 2 * j));
-					__m512i qb = _mm512_loadu_si512(b + KERN_Q6P_QL(n, 2 * j + 1));
-
-					/* one load each: GCC would fold them twice */
-					__asm__("" : "+v"(qa), "+v"(qb));
-					vl[e][2 * j] = _mm512_ternarylogic_epi32(qa, _mm512_slli_epi16(hm, 4), m4, 0xE4);
-					vl[e][2 * j + 1] =
-						_mm512_ternarylogic_epi32(qb, _mm512_slli_epi16(hm2, 2), m4, 0xE4);
-					vh[e][2 * j] = _mm512_ternarylogic_epi32(_mm512_srli_epi16(qa, 4), hm, m4, 0xE4);
-					vh[e][2 * j + 1] = _mm512_ternarylogic_epi32(
-						_mm512_srli_epi16(qb, 4), _mm512_srli_epi16(hm2, 2), m4, 0xE4);
-				}
-				sl[e] = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(b + 768 + 16 * (2 * n))));
-				sh[e] = _mm512_cvtepi8_epi32(
-					_mm_loadu_si128((const __m128i *)(b + 768 + 16 * (2 * n + 1))));
-			}
+			for (int e = 0; e < G; e++)
+				q6p_values(g + e * gs + s * Q6P_SB, n, vl[e], vh[e], &sl[e], &sh[e]);
 
 			Q6P_UNROLL
 			for (int q = 0; q < Q; q++) {
@@ -312,24 +379,147 @@ Q6P_INLINE void q6p_group(const struct kern_gemm_args *a, size_t o, int G, int T
 	Q6P_UNROLL
 	for (int e = 0; e < G; e++)
 		Q6P_UNROLL
-		for (int q = 0; q < Q; q++) {
-			const int n = T - 4 * q < 4 ? T - 4 * q : 4;
-			/* lane 4 k + r: token k's four rows */
-			const __m512 out = _mm512_permutexvar_ps(q6p_swap_idx(), acc[e][q]);
-			float *y = a->y + 4 * q * a->y_stride + o + 4 * e;
-
-			_mm_storeu_ps(y, _mm512_castps512_ps128(out));
-			if (n > 1)
-				_mm_storeu_ps(y + a->y_stride, _mm512_extractf32x4_ps(out, 1));
-			if (n > 2)
-				_mm_storeu_ps(y + 2 * a->y_stride, _mm512_extractf32x4_ps(out, 2));
-			if (n > 3)
-				_mm_storeu_ps(y + 3 * a->y_stride, _mm512_extractf32x4_ps(out, 3));
-		}
+		for (int q = 0; q < Q; q++)
+			q6p_acc_store(a, o + 4 * e, q, T - 4 * q < 4 ? T - 4 * q : 4, acc[e][q]);
 }
 
-/* Rows [o0, o1) (whole groups), T tokens. */
-Q6P_INLINE void q6p_rows(const struct kern_gemm_args *a, size_t o0, size_t o1, int T)
+/* Three groups (rows o .. o + 11) at T = 7 or 8 tokens: 12 rows share
+ * each activation broadcast (8 tokens 2048 x 2048 268 -> 273, 2048 x 5632
+ * 263 -> 275 GFLOP/s, q6t20). The 24 value vectors leave no room for the
+ * scales: they wait on the stack, read by VPMULLD as memory operands
+ * through a pointer GCC cannot see through (else it keeps them in
+ * registers and spills the values), and one token's 6 chains run at a
+ * time. Its own function, never inlined: written into q6p_group() (arrays
+ * of 3, even unused) it moved the 2..6-token bodies' stack frames, 4
+ * tokens 240 -> 235, 6 tokens 256 -> 244 GFLOP/s. */
+Q6P_INLINE void q6p_group3(const struct kern_gemm_args *a, size_t o, int T, const int8_t *xa,
+			   const int32_t *bias, const float *xd, size_t s0, size_t s1, const char *pf,
+			   size_t pfn)
+{
+	const size_t per = q6p_pf_per(pfn, s0, s1, T);
+	const char *const pfe = pf + pfn;
+	const char *g = (const char *)a->w + o * a->w_stride;
+	const size_t gs = 4 * a->w_stride;
+	const int Q = (T + 3) / 4;
+	__m512 acc[3][2];
+
+	Q6P_UNROLL
+	for (int e = 0; e < 3; e++)
+		Q6P_UNROLL
+		for (int q = 0; q < Q; q++) {
+			acc[e][q] = _mm512_setzero_ps();
+			if (s0 > 0)
+				acc[e][q] = q6p_acc_load(a, o + 4 * e, q, T - 4 * q < 4 ? T - 4 * q : 4);
+		}
+	for (size_t s = s0; s < s1; s++) {
+		const int8_t *xs = xa + 256 * T * (s - s0);
+		const int32_t *bs = bias + 16 * T * (s - s0);
+		__m512i th[3][Q6P_TOK], is[3][2];
+		int32_t sc[3][2][16] __attribute__((aligned(64)));
+
+		Q6P_UNROLL
+		for (int n = 0; n < 2; n++) {
+			__m512i vl[3][4], vh[3][4];
+
+			Q6P_UNROLL
+			for (int e = 0; e < 3; e++) {
+				__m512i sl, sh;
+
+				q6p_values(g + e * gs + s * Q6P_SB, n, vl[e], vh[e], &sl, &sh);
+				_mm512_store_si512(sc[e][0], sl);
+				_mm512_store_si512(sc[e][1], sh);
+			}
+			__asm__ volatile("" ::: "memory");
+
+			Q6P_UNROLL
+			for (int q = 0; q < Q; q++) {
+				const int nq = T - 4 * q < 4 ? T - 4 * q : 4;
+				__m512i t[3][4], p[3];
+
+				for (size_t l = 0; l < per && pf < pfe; l += 64, pf += 64)
+					_mm_prefetch(pf, _MM_HINT_T1);
+				Q6P_UNROLL
+				for (int k = 0; k < nq; k++) {
+					const int32_t *bk = bs + 16 * (4 * q + k);
+					const int8_t *x = xs + 256 * (4 * q + k);
+					const __m512i bl = Q6P_X4(bk + 4 * (2 * n));
+					const __m512i bh = Q6P_X4(bk + 4 * (2 * n + 1));
+					__m512i cl[3], ch[3];
+
+					Q6P_UNROLL
+					for (int e = 0; e < 3; e++) {
+						cl[e] = bl;
+						ch[e] = bh;
+					}
+					Q6P_UNROLL
+					for (int u = 0; u < 4; u++) {
+						__m512i xl = Q6P_X4(x + 64 * (2 * n) + 16 * u);
+						__m512i xh = Q6P_X4(x + 64 * (2 * n + 1) + 16 * u);
+
+						/* one load for the three groups */
+						__asm__("" : "+v"(xl), "+v"(xh));
+						Q6P_UNROLL
+						for (int e = 0; e < 3; e++) {
+							cl[e] = _mm512_dpbusd_epi32(cl[e], vl[e][u], xl);
+							ch[e] = _mm512_dpbusd_epi32(ch[e], vh[e][u], xh);
+						}
+					}
+					Q6P_UNROLL
+					for (int e = 0; e < 3; e++) {
+						const int32_t *sp = sc[e][0];
+
+						__asm__("" : "+r"(sp));
+						const __m512i v =
+							_mm512_add_epi32(_mm512_mullo_epi32(cl[e], _mm512_load_si512(sp)),
+									 _mm512_mullo_epi32(ch[e], _mm512_load_si512(sp + 16)));
+
+						if (n == 0) {
+							th[e][4 * q + k] = v;
+							continue;
+						}
+						t[e][k] = _mm512_add_epi32(v, th[e][4 * q + k]);
+						if (k == 1)
+							p[e] = q6p_pair(t[e][0], t[e][1]);
+					}
+				}
+				if (n == 0)
+					continue;
+				Q6P_UNROLL
+				for (int e = 0; e < 3; e++)
+					is[e][q] = q6p_quad(p[e], t[e], nq);
+			}
+		}
+		Q6P_UNROLL
+		for (int e = 0; e < 3; e++)
+			Q6P_UNROLL
+			for (int q = 0; q < Q; q++)
+				acc[e][q] = q6p_step(acc[e][q], g + e * gs + s * Q6P_SB, xd + 4 * (2 * (s - s0) + q),
+						     is[e][q]);
+	}
+	Q6P_UNROLL
+	for (int e = 0; e < 3; e++)
+		Q6P_UNROLL
+		for (int q = 0; q < Q; q++)
+			q6p_acc_store(a, o + 4 * e, q, T - 4 * q < 4 ? T - 4 * q : 4, acc[e][q]);
+}
+
+typedef void (*q6p_three_fn)(const struct kern_gemm_args *a, size_t o, const int8_t *xa, const int32_t *bias,
+			     const float *xd, size_t s0, size_t s1, const char *pf, size_t pfn);
+
+#define Q6P_G3(T)                                                                                     \
+	static __attribute__((noinline)) void q6p_three##T(const struct kern_gemm_args *a, size_t o,  \
+							   const int8_t *xa, const int32_t *bias,     \
+							   const float *xd, size_t s0, size_t s1,     \
+							   const char *pf, size_t pfn)                \
+	{                                                                                             \
+		q6p_group3(a, o, T, xa, bias, xd, s0, s1, pf, pfn);                                   \
+	}
+Q6P_G3(7)
+Q6P_G3(8)
+
+/* Rows [o0, o1) (whole groups), T tokens; three groups at a time by
+ * `three` where it is not NULL (q6p_three7/8()), else two. */
+Q6P_INLINE void q6p_rows(const struct kern_gemm_args *a, size_t o0, size_t o1, int T, q6p_three_fn three)
 {
 	const size_t nsb = a->n_in / KERN_QKK, W = Q6P_WIN / (size_t)T;
 	int8_t xa[256 * Q6P_WIN] __attribute__((aligned(64)));
@@ -341,8 +531,11 @@ Q6P_INLINE void q6p_rows(const struct kern_gemm_args *a, size_t o0, size_t o1, i
 	 * the next block prefetched into L2 meanwhile, linearly, a slice
 	 * per group and window */
 	const size_t blk = nw < Q6P_BLOCK / Q6P_BLOCK1 ? nw * Q6P_BLOCK1 : Q6P_BLOCK;
-	/* at least a pair: one group a block lost the shared loads */
-	const size_t gb = blk / gbytes > 2 ? blk / gbytes : 2;
+	/* at least a pair (one group a block lost the shared loads); with
+	 * three, a multiple of three groups */
+	const size_t gm = three != NULL ? 3 : 2;
+	const size_t gb = gm < 3 ? (blk / gbytes > 2 ? blk / gbytes : 2)
+				 : (blk / gbytes > 3 ? blk / gbytes / 3 * 3 : 3);
 
 	for (size_t b0 = o0; b0 < o1; b0 += 4 * gb) {
 		const size_t b1 = o1 - b0 > 4 * gb ? b0 + 4 * gb : o1;
@@ -362,12 +555,14 @@ Q6P_INLINE void q6p_rows(const struct kern_gemm_args *a, size_t o0, size_t o1, i
 			/* one window: arranged once for all the blocks */
 			if (nw > 1 || b0 == o0)
 				q6p_act(a, T, s0, s1, xa, bias, xd);
-			/* groups in pairs (q6p_group()), an odd one alone */
-			for (size_t o = b0; o < b1; o += 8, k += 2) {
+			/* groups gm at a time, the rest (fewer) in one call */
+			for (size_t o = b0; o < b1; o += 4 * gm, k += gm) {
 				const size_t l0 = k * slice < nxb ? k * slice : nxb;
-				const size_t l1 = (k + 2) * slice < nxb ? (k + 2) * slice : nxb;
+				const size_t l1 = (k + gm) * slice < nxb ? (k + gm) * slice : nxb;
 
-				if (b1 - o >= 8)
+				if (three != NULL && b1 - o >= 12)
+					three(a, o, xa, bias, xd, s0, s1, nx + l0, l1 - l0);
+				else if (b1 - o >= 8)
 					q6p_group(a, o, 2, T, xa, bias, xd, s0, s1, nx + l0, l1 - l0);
 				else
 					q6p_group(a, o, 1, T, xa, bias, xd, s0, s1, nx + l0, l1 - l0);
@@ -378,20 +573,20 @@ Q6P_INLINE void q6p_rows(const struct kern_gemm_args *a, size_t o0, size_t o1, i
 
 typedef void (*q6p_fn)(const struct kern_gemm_args *a, size_t o0, size_t o1);
 
-#define Q6P_FN(T)                                                                             \
+#define Q6P_FN(T, THREE)                                                                      \
 	static __attribute__((noinline)) void q6p_rows##T(const struct kern_gemm_args *a,      \
 							  size_t o0, size_t o1)               \
 	{                                                                                     \
-		q6p_rows(a, o0, o1, T);                                                       \
+		q6p_rows(a, o0, o1, T, THREE);                                                \
 	}
-Q6P_FN(1)
-Q6P_FN(2)
-Q6P_FN(3)
-Q6P_FN(4)
-Q6P_FN(5)
-Q6P_FN(6)
-Q6P_FN(7)
-Q6P_FN(8)
+Q6P_FN(1, NULL)
+Q6P_FN(2, NULL)
+Q6P_FN(3, NULL)
+Q6P_FN(4, NULL)
+Q6P_FN(5, NULL)
+Q6P_FN(6, NULL)
+Q6P_FN(7, q6p_three7)
+Q6P_FN(8, q6p_three8)
 
 static const q6p_fn q6p_by_tok[Q6P_TOK + 1] = {NULL,	    q6p_rows1, q6p_rows2, q6p_rows3, q6p_rows4,
 					      q6p_rows5, q6p_rows6, q6p_rows7, q6p_rows8};
