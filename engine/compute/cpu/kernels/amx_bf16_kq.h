@@ -153,7 +153,7 @@ QV_INLINE void amxkq__sb_k4(struct kv_rows rp, size_t s, int five, int p0, int p
 			amxkq__tile4(u, 1, d1, m1, amxkq__pair4(pl), bt + (2 * p + 1) * AMXKQ_TILE);
 			continue;
 		}
-		kv__k4_pair(rp, sb + 48 * rp.km, p, qh, five, u, w, 0);
+		kv__k4_pair(rp, sb + 48 * rp.km, p, qh, five, u, w);
 		amxkq__tile(u, d0, d0, m0, 0, bt + 2 * p * AMXKQ_TILE);
 		amxkq__tile(w, d1, d1, m1, 0, bt + (2 * p + 1) * AMXKQ_TILE);
 	}

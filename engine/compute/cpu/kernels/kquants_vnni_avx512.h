@@ -99,14 +99,16 @@ QV_INLINE __m512i kv__bit_to4(__m512i v, int from)
 /* 32-blocks 2p (u) and 2p + 1 (v) of the 16 rows, values in row lanes:
  * 32 bytes of each row at qs (byte offset of the super-block's qs), low
  * nibbles block 2p, high nibbles block 2p + 1; Q5_K (`five`) ors in the
- * fifth bit from qh (its 32 bytes transposed, kv__rows16). */
+ * fifth bit from qh (its 32 bytes transposed, kv__rows16). Rows read by
+ * kv__rows16(), the form both callers (the panel's unpack, the AMX tiles'
+ * Q5_K) use since the streaming tile reads Q5_K itself (k4t20). */
 QV_INLINE void kv__k4_pair(struct kv_rows rp, size_t qs, int p, const __m512i qh[8], int five,
-			   __m512i u[8], __m512i v[8], int pl)
+			   __m512i u[8], __m512i v[8])
 {
 	const __m512i m4 = _mm512_set1_epi8(0x0f);
 
-	kv__rows16x(rp, qs + 32 * p * rp.km, u, pl);
-	kv__rows16x(rp, qs + (16 + 32 * p) * rp.km, u + 4, pl);
+	kv__rows16(rp, qs + 32 * p * rp.km, u);
+	kv__rows16(rp, qs + (16 + 32 * p) * rp.km, u + 4);
 	QV_UNROLL
 	for (int c = 0; c < 8; c++) {
 		v[c] = _mm512_and_si512(_mm512_srli_epi16(u[c], 4), m4);

@@ -27,7 +27,7 @@ void kern_avx512_kv_pack_k4(struct kv_rows rp, size_t s0, size_t n, int five, st
 		QV_UNROLL
 		for (int p = 0; p < 4; p++)
 			kv__k4_pair(rp, sb + qs_off * rp.km, p, qh, five, pn->w[s][2 * p],
-				    pn->w[s][2 * p + 1], 0);
+				    pn->w[s][2 * p + 1]);
 	}
 }
 
