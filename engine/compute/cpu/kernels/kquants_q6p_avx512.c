@@ -241,7 +241,6 @@ Q6P_INLINE void q6p_group(const struct kern_gemm_args *a, size_t o, int G, int T
 	const char *const pfe = pf + pfn;
 	const char *g = (const char *)a->w + o * a->w_stride;
 	const size_t gs = 4 * a->w_stride;
-	const __m512i dsel = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
 	const int Q = (T + 3) / 4;
 	__m512 acc[2][2];
 
@@ -249,21 +248,9 @@ Q6P_INLINE void q6p_group(const struct kern_gemm_args *a, size_t o, int G, int T
 	for (int e = 0; e < G; e++)
 		Q6P_UNROLL
 		for (int q = 0; q < Q; q++) {
-			const int n = T - 4 * q < 4 ? T - 4 * q : 4;
-			/* (the lanes spelt out: -O1 does not unroll a loop into
-			 * the immediates; through a stack array the store
-			 * forwarding fails, 8 tokens 221 -> 207 GFLOP/s) */
 			acc[e][q] = _mm512_setzero_ps();
-			if (s0 > 0) {
-#define Q6P_Y(k) _mm_loadu_ps(a->y + (4 * q + q6p_tok(k, n)) * a->y_stride + o + 4 * e)
-				__m512 in = _mm512_castps128_ps512(Q6P_Y(0));
-
-				in = _mm512_insertf32x4(in, Q6P_Y(1), 1);
-				in = _mm512_insertf32x4(in, Q6P_Y(2), 2);
-				in = _mm512_insertf32x4(in, Q6P_Y(3), 3);
-#undef Q6P_Y
-				acc[e][q] = _mm512_permutexvar_ps(q6p_swap_idx(), in);
-			}
+			if (s0 > 0)
+				acc[e][q] = q6p_acc_load(a, o + 4 * e, q, T - 4 * q < 4 ? T - 4 * q : 4);
 		}
 	for (size_t s = s0; s < s1; s++) {
 		const int8_t *xs = xa + 256 * T * (s - s0);
@@ -289,7 +276,8 @@ Q6P_INLINE void q6p_group(const struct kern_gemm_args *a, size_t o, int G, int T
 			Q6P_UNROLL
 			for (int q = 0; q < Q; q++) {
 				const int nq = T - 4 * q < 4 ? T - 4 * q : 4;
-				__m512i t[2][4], p[2][2];
+				/* p: set where nq >= 2, read by q6p_quad() only then */
+				__m512i t[2][4], p[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
 
 				for (size_t l = 0; l < per && pf < pfe; l += 64, pf += 64)
 					_mm_prefetch(pf, _MM_HINT_T1);
@@ -344,37 +332,22 @@ Q6P_INLINE void q6p_group(const struct kern_gemm_args *a, size_t o, int G, int T
 							}
 							t[e][k + i] = _mm512_add_epi32(v, th[e][4 * q + k + i]);
 							if (k + i == 1)
-								p[e][0] = q6p_pair(t[e][0], t[e][1]);
+								p[e] = q6p_pair(t[e][0], t[e][1]);
 						}
 				}
 				if (n == 0)
 					continue;
-				/* a quad short of tokens: the missing lanes hold a
-				 * present token's sums (computed, never stored) */
 				Q6P_UNROLL
-				for (int e = 0; e < G; e++) {
-					if (nq == 1)
-						p[e][0] = q6p_pair(t[e][0], t[e][0]);
-					p[e][1] = nq < 3 ? p[e][0] : q6p_pair(t[e][2], t[e][q6p_tok(3, nq)]);
-					is[e][q] = q6p_pairs(p[e][0], p[e][1]);
-				}
+				for (int e = 0; e < G; e++)
+					is[e][q] = q6p_quad(p[e], t[e], nq);
 			}
 		}
 		Q6P_UNROLL
-		for (int e = 0; e < G; e++) {
-			/* the rows' d, lane 4 r + k = row r's */
-			const __m512 d = _mm512_permutexvar_ps(
-				dsel, _mm512_castps128_ps512(_mm_cvtph_ps(
-					      _mm_loadl_epi64((const __m128i *)(g + e * gs + s * Q6P_SB + 832)))));
-
+		for (int e = 0; e < G; e++)
 			Q6P_UNROLL
-			for (int q = 0; q < Q; q++) {
-				const __m512 dk = _mm512_mul_ps(
-					d, _mm512_broadcast_f32x4(_mm_loadu_ps(xd + 4 * (2 * (s - s0) + q))));
-
-				acc[e][q] = _mm512_add_ps(acc[e][q], _mm512_mul_ps(dk, _mm512_cvtepi32_ps(is[e][q])));
-			}
-		}
+			for (int q = 0; q < Q; q++)
+				acc[e][q] = q6p_step(acc[e][q], g + e * gs + s * Q6P_SB, xd + 4 * (2 * (s - s0) + q),
+						     is[e][q]);
 	}
 	Q6P_UNROLL
 	for (int e = 0; e < G; e++)
