@@ -107,6 +107,13 @@ static void kt_check_quantize_level(enum cpu_level level)
 			} else if (b % 5 == 4) {
 				for (int j = 0; j < KERN_QK; j++)
 					v[j] = 0.0f;
+			} else if (b % 7 == 2) {
+				/* a NaN (as a broken activation would carry) in
+				 * either half: byte 0, the block's scale from the
+				 * other elements, as fmaxf() leaves it */
+				for (int j = 0; j < KERN_QK; j++)
+					v[j] = ldexpf(v[j], (int)(b % 20) - 10);
+				v[b % KERN_QK] = NAN;
 			} else {
 				for (int j = 0; j < KERN_QK; j++)
 					v[j] = ldexpf(v[j], (int)(b % 20) - 10);

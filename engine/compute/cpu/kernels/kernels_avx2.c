@@ -373,8 +373,15 @@ static void avx2__quantize_act(const float *x, struct kern_block_q8a *y, size_t 
 		__m128 m4;
 		for (int k = 0; k < 4; k++)
 			v[k] = _mm256_loadu_ps(x + 8 * k);
-		m = _mm256_max_ps(_mm256_max_ps(_mm256_and_ps(v[0], absmask), _mm256_and_ps(v[1], absmask)),
-				  _mm256_max_ps(_mm256_and_ps(v[2], absmask), _mm256_and_ps(v[3], absmask)));
+		/* MAXPS gives its second operand where either is NaN: with
+		 * a NaN-free second operand a NaN element drops out of the
+		 * maximum, as fmaxf() drops it in the reference (so every
+		 * level quantizes a block holding a NaN alike) */
+		m = _mm256_max_ps(
+			_mm256_max_ps(_mm256_and_ps(v[0], absmask),
+				      _mm256_max_ps(_mm256_and_ps(v[1], absmask), _mm256_setzero_ps())),
+			_mm256_max_ps(_mm256_and_ps(v[2], absmask),
+				      _mm256_max_ps(_mm256_and_ps(v[3], absmask), _mm256_setzero_ps())));
 		m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
 		m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
 		m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));

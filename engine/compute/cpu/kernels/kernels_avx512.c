@@ -213,10 +213,14 @@ AVX512_INLINE void avx512__quantize_block(const float *x, float d, float id,
 			 avx512__round_q8(_mm512_mul_ps(_mm512_loadu_ps(x + 16), idv)));
 }
 
+/* A block's |x| maxima, lane-wise; a NaN element drops out as fmaxf()
+ * drops it in the reference (VMAXPS gives its second operand where
+ * either is NaN, and the second here is NaN-free), so the folds below
+ * never meet one. */
 AVX512_INLINE __m512 avx512__block_absmax(const float *x)
 {
 	return _mm512_max_ps(_mm512_abs_ps(_mm512_loadu_ps(x)),
-			     _mm512_abs_ps(_mm512_loadu_ps(x + 16)));
+			     _mm512_max_ps(_mm512_abs_ps(_mm512_loadu_ps(x + 16)), _mm512_setzero_ps()));
 }
 
 /*
