@@ -19,11 +19,13 @@
 
 #include <math.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "dtype.h"
 #include "ember.h"
+#include "attention_kv.h"
 #include "kernels.h"
 
 /* Keys per block: a tile's scores for one block are ATTENTION_TILE x
@@ -113,53 +115,6 @@ uint32_t attention_plan(struct attention_tile *tiles, const struct kv_cache *kv,
 		n++;
 	}
 	return n;
-}
-
-/* Positions j0 .. j0+n-1 of a cache head block of layer il as floats: in
- * place for F32 rows that do not wrap, else converted or copied into `buf`
- * (n * d floats): a ring layer (kv_cache.h) may wrap inside a block. */
-static const float *kv_rows(const struct kv_cache *kv, uint32_t il, const void *head, uint32_t j0,
-			    uint32_t n, uint32_t d, float *buf)
-{
-	const uint32_t r0 = kv_cache_row(kv, il, j0);
-	const uint32_t n1 = kv_cache_is_ring(kv, il) && r0 + n > kv->rows[il] ? kv->rows[il] - r0 : n;
-
-	if (kv->type == DTYPE_F32) {
-		if (n1 == n)
-			return (const float *)head + (size_t)r0 * d;
-		memcpy(buf, (const float *)head + (size_t)r0 * d, (size_t)n1 * d * sizeof(float));
-		memcpy(buf + (size_t)n1 * d, head, (size_t)(n - n1) * d * sizeof(float));
-		return buf;
-	}
-	kern_fp16_to_fp32_row((const uint16_t *)head + (size_t)r0 * d, buf, (size_t)n1 * d);
-	if (n1 < n)
-		kern_fp16_to_fp32_row(head, buf + (size_t)n1 * d, (size_t)(n - n1) * d);
-	return buf;
-}
-
-/* Positions j0 .. j0+n-1 of an F16 cache head block in place, or NULL
- * when the rows are not F16 or wrap around a ring layer. */
-static const uint16_t *kv_rows_f16(const struct kv_cache *kv, uint32_t il, const void *head,
-				   uint32_t j0, uint32_t n, uint32_t d)
-{
-	const uint32_t r0 = kv_cache_row(kv, il, j0);
-
-	if (kv->type != DTYPE_F16 || (kv_cache_is_ring(kv, il) && r0 + n > kv->rows[il]))
-		return NULL;
-	return (const uint16_t *)head + (size_t)r0 * d;
-}
-
-/* Asks for positions j0 .. j0+n-1 of a cache head block (up to a ring
- * layer's wrap) ahead of their reads. */
-static void kv_prefetch(const struct kv_cache *kv, uint32_t il, const void *head, uint32_t j0,
-			uint32_t n, uint32_t d)
-{
-	const uint32_t r0 = kv_cache_row(kv, il, j0);
-	const uint32_t n1 = kv_cache_is_ring(kv, il) && r0 + n > kv->rows[il] ? kv->rows[il] - r0 : n;
-	const char *p = (const char *)head + (size_t)r0 * d * kv->elt;
-
-	for (size_t o = 0; o < (size_t)n1 * d * kv->elt; o += 64)
-		__builtin_prefetch(p + o, 0, 3);
 }
 
 /* kern_attn_scores() of a key block given as floats (kf) or, when kh is
@@ -443,10 +398,10 @@ attend_prompt_heads(const struct attn_job *job, const struct attention_tile *tl,
 	for (j0 = w && pos + 1 > w ? pos + 1 - w : 0; j0 < end; j0 += kb) {
 		const uint32_t nb = end - j0 < kb ? end - j0 : kb;
 		const uint32_t first = j0 > pos ? j0 - pos : 0;
-		const uint16_t *kh = f16k ? kv_rows_f16(kv, job->il, kc, j0, nb, dk) : NULL;
-		const uint16_t *vh = kh ? kv_rows_f16(kv, job->il, vc, j0, nb, dv) : NULL;
-		const float *kblk = kh && vh ? NULL : kv_rows(kv, job->il, kc, j0, nb, dk, kbuf);
-		const float *vblk = kh && vh ? NULL : kv_rows(kv, job->il, vc, j0, nb, dv, vbuf);
+		const uint16_t *kh = f16k ? attn_kv_rows_f16(kv, job->il, kc, j0, nb, dk) : NULL;
+		const uint16_t *vh = kh ? attn_kv_rows_f16(kv, job->il, vc, j0, nb, dv) : NULL;
+		const float *kblk = kh && vh ? NULL : attn_kv_rows(kv, job->il, kc, j0, nb, dk, kbuf);
+		const float *vblk = kh && vh ? NULL : attn_kv_rows(kv, job->il, vc, j0, nb, dv, vbuf);
 		const int f16 = kh && vh;
 
 		for (e = 0; e < nh; e++)
@@ -490,8 +445,8 @@ static void attend_prefetch(const struct attention *a, const struct attention_ti
 
 	if (n > most)
 		n = most;
-	kv_prefetch(tl->kv, il, kv_cache_k(tl->kv, il, g), j0, n, a->head_dim_k);
-	kv_prefetch(tl->kv, il, kv_cache_v(tl->kv, il, g), j0, n, a->head_dim_v);
+	attn_kv_prefetch(tl->kv, il, kv_cache_k(tl->kv, il, g), j0, n, a->head_dim_k);
+	attn_kv_prefetch(tl->kv, il, kv_cache_v(tl->kv, il, g), j0, n, a->head_dim_v);
 }
 
 /* Heads [h0, h0 + nh) of one kv head, the queries of one tile. Per head,
@@ -499,7 +454,7 @@ static void attend_prefetch(const struct attention *a, const struct attention_ti
  * sharing changes no result. */
 static __attribute__((noinline)) void
 attend_heads(const struct attn_job *job, const struct attention_tile *tl, uint32_t h0,
-	     uint32_t nh)
+	     uint32_t nh, struct attn_pf *pf)
 {
 	const struct attention *a = job->a;
 	const struct kv_cache *kv = tl->kv;
@@ -534,6 +489,12 @@ attend_heads(const struct attn_job *job, const struct attention_tile *tl, uint32
 	float m[ATTENTION_TILE], l[ATTENTION_TILE], r[ATTENTION_TILE];
 	uint32_t i, j0, e;
 
+	/* a decode group: its heads as the rows of one score and one value
+	 * call a block (below) */
+	const int group = n == 1 && local && !a->alibi && !bf;
+
+	if (!group) /* no points between calls: the successor's rows now */
+		attn_pf_step(pf, SIZE_MAX);
 	if (job->pre) /* one task per (row, kv head): attention_can_pre() */
 		job->pre(job->pre_ctx, tl->row, g);
 	/* head e's rows are e * n .. e * n + n - 1 of the state and buffers */
@@ -560,17 +521,17 @@ attend_heads(const struct attn_job *job, const struct attention_tile *tl, uint32
 		const uint32_t nb = end - j0 < kb ? end - j0 : kb;
 		/* Queries before `first` end before this block. */
 		const uint32_t first = j0 > pos ? j0 - pos : 0;
-		const uint16_t *kh = f16k ? kv_rows_f16(kv, job->il, kc, j0, nb, dk) : NULL;
-		const uint16_t *vh = kh ? kv_rows_f16(kv, job->il, vc, j0, nb, dv) : NULL;
+		const uint16_t *kh = f16k ? attn_kv_rows_f16(kv, job->il, kc, j0, nb, dk) : NULL;
+		const uint16_t *vh = kh ? attn_kv_rows_f16(kv, job->il, vc, j0, nb, dv) : NULL;
 		/* converted only where not read in place */
-		const float *kblk = kh && vh ? NULL : kv_rows(kv, job->il, kc, j0, nb, dk, kbuf);
-		const float *vblk = kh && vh ? NULL : kv_rows(kv, job->il, vc, j0, nb, dv, vbuf);
+		const float *kblk = kh && vh ? NULL : attn_kv_rows(kv, job->il, kc, j0, nb, dk, kbuf);
+		const float *vblk = kh && vh ? NULL : attn_kv_rows(kv, job->il, vc, j0, nb, dv, vbuf);
 
 		if (!vh)
 			kh = NULL;
 		if (n == 1 && j0 + 2 * kb < end) /* a long context's block after next */
 			attend_prefetch(a, tl, job->il, g, j0 + 2 * kb, end - j0 - 2 * kb);
-		if (n == 1 && local && !a->alibi && !bf) {
+		if (group) {
 			/* Decode: the group's heads are the rows of one score
 			 * call and one value call (tiles of 4 queries share each
 			 * key and value load) rather than a lone-query call per
@@ -579,7 +540,19 @@ attend_heads(const struct attn_job *job, const struct attention_tile *tl, uint32
 			 * and output are rows e of qbuf, m, l, r, obuf, and each
 			 * score and output element sees the same operations in
 			 * either form (attention_avx2.c), so no result changes. */
-			blk_scores(qbuf, ld_q, kblk, kh, dk, NULL, scale, S, ATTN_KEYS, nh, nb);
+			/* ATTN_PF_KEYS keys a call while the successor has
+			 * lines to ask for, those lines between (one call
+			 * once it has none: a long context's later blocks);
+			 * a score does not depend on the keys computed beside
+			 * it (strip_keys() relies on it too) */
+			const uint32_t ck = attn_pf_pending(pf) ? ATTN_PF_KEYS : nb;
+
+			for (uint32_t c = 0; c < nb; c += ck) {
+				attn_pf_step(pf, ATTN_PF_LINES);
+				blk_scores(qbuf, ld_q, kblk ? kblk + (size_t)c * dk : NULL,
+					   kh ? kh + (size_t)c * dk : NULL, dk, NULL, scale, S + c,
+					   ATTN_KEYS, nh, nb - c < ck ? nb - c : ck);
+			}
 			if (a->softcap > 0.0f)
 				softcap_block(S, ATTN_KEYS, nh, nb, a->softcap);
 			/* the heads as the rows of one call, each at pos: their
@@ -587,7 +560,9 @@ attend_heads(const struct attn_job *job, const struct attention_tile *tl, uint32
 			 * head left each row's exp_sum chain to wait on its own
 			 * maximum) */
 			softmax_block(S, ATTN_KEYS, 0, nh, pos, 0, j0, nb, w, m, l, r, 0);
+			attn_pf_step(pf, ATTN_PF_LINES);
 			blk_accum(obuf, ld_o, r, S, ATTN_KEYS, vblk, vh, dv, nh, nb);
+			attn_pf_step(pf, ATTN_PF_LINES);
 			continue;
 		}
 		for (e = 0; e < nh; e++) {
@@ -640,6 +615,7 @@ attend_heads(const struct attn_job *job, const struct attention_tile *tl, uint32
 					  strip_keys(pos, j0, nb, strip_end(pos, j0, nb, i, n)));
 		}
 	}
+	attn_pf_step(pf, SIZE_MAX); /* what the points left */
 	for (e = 0; e < nh; e++) {
 		float *os = job->out + tl->row * ld_os + (size_t)(h0 + e) * dv;
 		const float *out = local ? obuf + (size_t)e * n * ld_o : os;
@@ -677,49 +653,60 @@ static uint32_t attend_tasks(const struct attention *a, const struct attention_t
 /* Task (tile counted from the last, task j of the tile): run j % per of
  * kv head j / per. Tiles with fewer tasks than the step's most return at
  * once for the rest. */
-static void attend_tile_cb(void *data, size_t rtile, size_t j)
+static void attend_task(const struct attn_job *job, size_t rtile, size_t j, struct attn_pf *pf)
 {
-	const struct attn_job *job = data;
 	const struct attention *a = job->a;
 	const struct attention_tile *tl = &job->tiles[job->n_tiles - 1 - rtile];
 	const uint32_t group = a->n_head / a->n_head_kv, run = attend_run(a, tl, job->prompt_heads);
 	const uint32_t per = (group + run - 1) / run;
 	uint32_t h0, nh;
 
-	if (j >= (size_t)a->n_head_kv * per)
+	if (j >= (size_t)a->n_head_kv * per) {
+		attn_pf_step(pf, SIZE_MAX);
 		return;
+	}
 	h0 = (uint32_t)(j / per) * group + (uint32_t)(j % per) * run;
 	nh = h0 % group + run > group ? group - h0 % group : run;
-	if (nh > 1 && prompt_shared(a, tl))
+	if (nh > 1 && prompt_shared(a, tl)) {
+		attn_pf_step(pf, SIZE_MAX);
 		attend_prompt_heads(job, tl, h0, nh);
-	else
-		attend_heads(job, tl, h0, nh);
+	} else {
+		attend_heads(job, tl, h0, nh, pf);
+	}
 }
 
-/* Decode task i's (tile i / n_head_kv, kv head i % n_head_kv) first keys
- * asked for. */
-static void attend_prefetch_task(const struct attn_job *job, size_t i)
+/* Task (tile counted from the last, task j of the tile), no successor's
+ * rows to ask for (a pool item). */
+static void attend_tile_cb(void *data, size_t rtile, size_t j)
+{
+	attend_task(data, rtile, j, NULL);
+}
+
+/* pf = decode task i's (tile i / n_head_kv, kv head i % n_head_kv)
+ * first keys and values, up to two blocks (as attend_prefetch()). */
+static void attend_pf_task(const struct attn_job *job, size_t i, struct attn_pf *pf)
 {
 	const struct attention *a = job->a;
 	const struct attention_tile *tl = &job->tiles[job->n_tiles - 1 - i / a->n_head_kv];
-	const uint32_t w = attention_window(a, job->il), end = tl->pos + 1;
-	const uint32_t j0 = w && end > w ? end - w : 0;
+	const uint32_t g = (uint32_t)(i % a->n_head_kv), w = attention_window(a, job->il);
+	const uint32_t end = tl->pos + 1, j0 = w && end > w ? end - w : 0;
+	const uint32_t most = 2 * attend_block_keys(a), n = end - j0 < most ? end - j0 : most;
 
-	attend_prefetch(a, tl, job->il, (uint32_t)(i % a->n_head_kv), j0, end - j0);
+	attn_pf_set(pf, 0, tl->kv, job->il, kv_cache_k(tl->kv, job->il, g), j0, n, a->head_dim_k);
+	attn_pf_set(pf, 1, tl->kv, job->il, kv_cache_v(tl->kv, job->il, g), j0, n, a->head_dim_v);
 }
 
 /*
  * A decode step's item on 2+ threads: the tasks of its own region in
- * order, then the unclaimed tasks of the others'. Each task first asks
- * for the cache rows of the task after it in the region, which its
- * thread most likely runs next: a decode task's keys and values are
+ * order, then the unclaimed tasks of the others'. Each task asks for
+ * the cache rows of the task after it in the region, which its thread
+ * most likely runs next, a few lines between its own kernel calls
+ * (attention_kv.h struct attn_pf): a decode task's keys and values are
  * cold (the step's weight stream evicted them since the last step), and
- * their misses are most of its time (8 TinyLlama sequences, 100
+ * their misses were most of its time (8 TinyLlama sequences, 100
  * positions, Zen 4: ~9 us a task, ~3 us with the rows in cache). One
  * pool item per thread, as the products' regions (kernels_matmul.c):
  * with claims from one counter the next task a thread got was unknown.
- * Measured gain small (LEVELS.md, join19): the 4 KiB pages' TLB walks
- * stay.
  */
 static void attend_region_cb(void *data, size_t r)
 {
@@ -734,9 +721,11 @@ static void attend_region_cb(void *data, size_t r)
 								     memory_order_relaxed);
 			if (i >= job->beg[q + 1])
 				break;
+			struct attn_pf pf = {0};
+
 			if (i + 1 < job->beg[q + 1])
-				attend_prefetch_task(job, i + 1);
-			attend_tile_cb(job, i / a->n_head_kv, i % a->n_head_kv);
+				attend_pf_task(job, i + 1, &pf);
+			attend_task(job, i / a->n_head_kv, i % a->n_head_kv, &pf);
 		}
 	}
 }
