@@ -48,16 +48,14 @@ const uint16_t *attn_kv_rows_f16(const struct kv_cache *kv, uint32_t il, const v
 void attn_kv_prefetch(const struct kv_cache *kv, uint32_t il, const void *head, uint32_t j0,
 		      uint32_t n, uint32_t d)
 {
-	const uint32_t r0 = kv_cache_row(kv, il, j0);
-	const uint32_t n1 = kv_cache_is_ring(kv, il) && r0 + n > kv->rows[il] ? kv->rows[il] - r0 : n;
-	const char *p = (const char *)head + (size_t)r0 * d * kv->elt;
+	struct attn_pf pf = {0};
 
-	for (size_t o = 0; o < (size_t)n1 * d * kv->elt; o += 64)
-		__builtin_prefetch(p + o, 0, 3);
+	attn_pf_set(&pf, 0, kv, il, head, j0, n, d);
+	attn_pf_step(&pf, SIZE_MAX);
 }
 
 /* pf's range k: positions j0 .. j0+n-1 of a cache head block (up to a
- * ring layer's wrap, as attn_kv_prefetch()). */
+ * ring layer's wrap). */
 void attn_pf_set(struct attn_pf *pf, int k, const struct kv_cache *kv, uint32_t il,
 		 const void *head, uint32_t j0, uint32_t n, uint32_t d)
 {
