@@ -326,9 +326,9 @@ END_TEST
  * layout, bit for bit: the 6-bit values 0 and 63 (rows all one, all the
  * other, or alternating by element), the sub-block scales -128 and 127
  * alternating, the activations +-127 with their sign alternating by element
- * or by 16-block or random; 11 groups (1..6 tokens: pairs and an odd one;
- * 7 and 8: threes and a pair), 3 and 25 super-blocks (25 x 8 tokens:
- * several windows of activations). */
+ * or by 16-block or random; 11 groups (1, 2 and 4 tokens: pairs and an
+ * odd one; 3 and 5..8: threes and a pair), 3 and 25 super-blocks (25 x 8
+ * tokens: several windows of activations). */
 START_TEST(q6_k_packed_batch_extremes_equal_the_gemv)
 {
 	const struct kern_ops *ops = kern_ops_for(CPU_LEVEL_AVX512);

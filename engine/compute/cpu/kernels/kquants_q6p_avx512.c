@@ -12,7 +12,7 @@
  * kquants_gemv_avx512.c) uses them, a row per 128-bit lane: per group of
  * 4 rows and half super-block the 8 value vectors are made once for all
  * the tokens (6 loads, 8 VPTERNLOGD, no transposes), two groups at a time
- * (16 ZMM; three at 7-8 tokens, q6p_group3()), and each token adds 8
+ * (16 ZMM; three at 3 and 5-8 tokens, q6p_group3()), and each token adds 8
  * VPDPBUSD a group against its activations arranged per window of
  * super-blocks as the GEMV arranges them (dword transpose), each 16 bytes
  * loaded once, broadcast to the lanes, for all the groups; 2 chains a group from -32 x its sums of 16, one
@@ -356,15 +356,24 @@ Q6P_INLINE void q6p_group(const struct kern_gemm_args *a, size_t o, int G, int T
 			q6p_acc_store(a, o + 4 * e, q, T - 4 * q < 4 ? T - 4 * q : 4, acc[e][q]);
 }
 
-/* Three groups (rows o .. o + 11) at T = 7 or 8 tokens: 12 rows share
+/* Three groups (rows o .. o + 11) at T = 3 or 5..8 tokens: 12 rows share
  * each activation broadcast (8 tokens 2048 x 2048 268 -> 273, 2048 x 5632
  * 263 -> 275 GFLOP/s, q6t20). The 24 value vectors leave no room for the
  * scales: they wait on the stack, read by VPMULLD as memory operands
  * through a pointer GCC cannot see through (else it keeps them in
  * registers and spills the values), and one token's 6 chains run at a
- * time. Its own function, never inlined: written into q6p_group() (arrays
- * of 3, even unused) it moved the 2..6-token bodies' stack frames, 4
- * tokens 240 -> 235, 6 tokens 256 -> 244 GFLOP/s. */
+ * time. Each token's three groups are reduced together at once (lane 4 r
+ * + e: row 4 e + r; lanes 4 r + 3 a copy of group 2's, never stored) and
+ * stepped into its accumulator on the stack, so nothing lives from one
+ * token to the next: reduced a quad of tokens at a time (a group's four
+ * tokens, as q6p_group() does), the quad's sums did not fit beside the 24
+ * values and GCC spilled ~40 ZMM a super-block, and a quad short of tokens
+ * did a whole quad's work (7 tokens 2048 x 2048 265 -> 274, 8 tokens 274
+ * -> 279; run at 3, 5 and 6 tokens too, 214 -> 219, 243 -> 258, 255 ->
+ * 268, where two groups were faster before; 4 tokens, a whole quad, tie:
+ * LEVELS.md q6z21). Its own function, never inlined: written into
+ * q6p_group() (arrays of 3, even unused) it moved the 2..6-token bodies'
+ * stack frames, 4 tokens 240 -> 235, 6 tokens 256 -> 244 GFLOP/s. */
 Q6P_INLINE void q6p_group3(const struct kern_gemm_args *a, size_t o, int T, const int8_t *xa,
 			   const int32_t *bias, const float *xd, size_t s0, size_t s1, const char *pf,
 			   size_t pfn)
@@ -373,23 +382,36 @@ Q6P_INLINE void q6p_group3(const struct kern_gemm_args *a, size_t o, int T, cons
 	const char *const pfe = pf + pfn;
 	const char *g = (const char *)a->w + o * a->w_stride;
 	const size_t gs = 4 * a->w_stride;
-	const int Q = (T + 3) / 4;
-	__m512 acc[3][2];
+	const __mmask16 m12 = 0x0fff;
+	float accm[Q6P_TOK][16] __attribute__((aligned(64)));
+	float dm[16] __attribute__((aligned(64)));
+	float *ap = accm[0];
+	float *dp = dm;
 
-	Q6P_UNROLL
-	for (int e = 0; e < 3; e++)
-		Q6P_UNROLL
-		for (int q = 0; q < Q; q++) {
-			acc[e][q] = _mm512_setzero_ps();
-			if (s0 > 0)
-				acc[e][q] = q6p_acc_load(a, o + 4 * e, q, T - 4 * q < 4 ? T - 4 * q : 4);
-		}
+	/* opaque: GCC would keep them in registers and spill the values */
+	__asm__("" : "+r"(ap), "+r"(dp));
+	for (int k = 0; k < T; k++)
+		_mm512_store_ps(ap + 16 * k,
+				s0 > 0 ? _mm512_permutexvar_ps(q6p_swap_idx(),
+							       _mm512_maskz_loadu_ps(m12, a->y + k * a->y_stride + o))
+				       : _mm512_setzero_ps());
 	for (size_t s = s0; s < s1; s++) {
 		const int8_t *xs = xa + 256 * T * (s - s0);
 		const int32_t *bs = bias + 16 * T * (s - s0);
-		__m512i th[3][Q6P_TOK], is[3][2];
+		const float *xk = xd + 8 * (s - s0);
+		__m512i th[3][Q6P_TOK];
 		int32_t sc[3][2][16] __attribute__((aligned(64)));
 
+		{
+			/* the rows' d, lane 4 r + e = row 4 e + r's */
+			const char *b = g + s * Q6P_SB + 832;
+			__m256i h = _mm256_castsi128_si256(_mm_loadl_epi64((const __m128i *)b));
+
+			h = _mm256_insert_epi64(h, *(const int64_t *)(b + gs), 1);
+			h = _mm256_insert_epi64(h, *(const int64_t *)(b + 2 * gs), 2);
+			h = _mm256_insert_epi64(h, *(const int64_t *)(b + 2 * gs), 3);
+			_mm512_store_ps(dp, _mm512_permutexvar_ps(q6p_swap_idx(), _mm512_cvtph_ps(h)));
+		}
 		Q6P_UNROLL
 		for (int n = 0; n < 2; n++) {
 			__m512i vl[3][4], vh[3][4];
@@ -405,75 +427,62 @@ Q6P_INLINE void q6p_group3(const struct kern_gemm_args *a, size_t o, int T, cons
 			__asm__ volatile("" ::: "memory");
 
 			Q6P_UNROLL
-			for (int q = 0; q < Q; q++) {
-				const int nq = T - 4 * q < 4 ? T - 4 * q : 4;
-				__m512i t[3][4], p[3];
+			for (int k = 0; k < T; k++) {
+				const int32_t *bk = bs + 16 * k;
+				const int8_t *x = xs + 256 * k;
+				const __m512i bl = Q6P_X4(bk + 4 * (2 * n));
+				const __m512i bh = Q6P_X4(bk + 4 * (2 * n + 1));
+				__m512i cl[3], ch[3], t[3];
 
-				for (size_t l = 0; l < per && pf < pfe; l += 64, pf += 64)
-					_mm_prefetch(pf, _MM_HINT_T1);
+				if (k % 4 == 0)
+					for (size_t l = 0; l < per && pf < pfe; l += 64, pf += 64)
+						_mm_prefetch(pf, _MM_HINT_T1);
 				Q6P_UNROLL
-				for (int k = 0; k < nq; k++) {
-					const int32_t *bk = bs + 16 * (4 * q + k);
-					const int8_t *x = xs + 256 * (4 * q + k);
-					const __m512i bl = Q6P_X4(bk + 4 * (2 * n));
-					const __m512i bh = Q6P_X4(bk + 4 * (2 * n + 1));
-					__m512i cl[3], ch[3];
+				for (int e = 0; e < 3; e++) {
+					cl[e] = bl;
+					ch[e] = bh;
+				}
+				Q6P_UNROLL
+				for (int u = 0; u < 4; u++) {
+					__m512i xl = Q6P_X4(x + 64 * (2 * n) + 16 * u);
+					__m512i xh = Q6P_X4(x + 64 * (2 * n + 1) + 16 * u);
 
+					/* one load for the three groups */
+					__asm__("" : "+v"(xl), "+v"(xh));
 					Q6P_UNROLL
 					for (int e = 0; e < 3; e++) {
-						cl[e] = bl;
-						ch[e] = bh;
+						cl[e] = _mm512_dpbusd_epi32(cl[e], vl[e][u], xl);
+						ch[e] = _mm512_dpbusd_epi32(ch[e], vh[e][u], xh);
 					}
-					Q6P_UNROLL
-					for (int u = 0; u < 4; u++) {
-						__m512i xl = Q6P_X4(x + 64 * (2 * n) + 16 * u);
-						__m512i xh = Q6P_X4(x + 64 * (2 * n + 1) + 16 * u);
+				}
+				Q6P_UNROLL
+				for (int e = 0; e < 3; e++) {
+					const int32_t *sp = sc[e][0];
 
-						/* one load for the three groups */
-						__asm__("" : "+v"(xl), "+v"(xh));
-						Q6P_UNROLL
-						for (int e = 0; e < 3; e++) {
-							cl[e] = _mm512_dpbusd_epi32(cl[e], vl[e][u], xl);
-							ch[e] = _mm512_dpbusd_epi32(ch[e], vh[e][u], xh);
-						}
-					}
-					Q6P_UNROLL
-					for (int e = 0; e < 3; e++) {
-						const int32_t *sp = sc[e][0];
+					__asm__("" : "+r"(sp));
+					const __m512i v = _mm512_add_epi32(_mm512_mullo_epi32(cl[e], _mm512_load_si512(sp)),
+									   _mm512_mullo_epi32(ch[e], _mm512_load_si512(sp + 16)));
 
-						__asm__("" : "+r"(sp));
-						const __m512i v =
-							_mm512_add_epi32(_mm512_mullo_epi32(cl[e], _mm512_load_si512(sp)),
-									 _mm512_mullo_epi32(ch[e], _mm512_load_si512(sp + 16)));
-
-						if (n == 0) {
-							th[e][4 * q + k] = v;
-							continue;
-						}
-						t[e][k] = _mm512_add_epi32(v, th[e][4 * q + k]);
-						if (k == 1)
-							p[e] = q6p_pair(t[e][0], t[e][1]);
-					}
+					if (n == 0)
+						th[e][k] = v;
+					else
+						t[e] = _mm512_add_epi32(v, th[e][k]);
 				}
 				if (n == 0)
 					continue;
-				Q6P_UNROLL
-				for (int e = 0; e < 3; e++)
-					is[e][q] = q6p_quad(p[e], t[e], nq);
+				/* group 2 again in lanes 4 r + 3: its dwords 0 + 2 = its sum */
+				const __m512i t2 = _mm512_add_epi32(t[2], _mm512_shuffle_epi32(t[2], _MM_PERM_CDAB));
+				const __m512i is = q6p_pairs(q6p_pair(t[0], t[1]), t2);
+				const __m512 dk = _mm512_mul_ps(_mm512_load_ps(dp), _mm512_set1_ps(xk[k]));
+
+				_mm512_store_ps(ap + 16 * k, _mm512_add_ps(_mm512_load_ps(ap + 16 * k),
+									   _mm512_mul_ps(dk, _mm512_cvtepi32_ps(is))));
 			}
 		}
-		Q6P_UNROLL
-		for (int e = 0; e < 3; e++)
-			Q6P_UNROLL
-			for (int q = 0; q < Q; q++)
-				acc[e][q] = q6p_step(acc[e][q], g + e * gs + s * Q6P_SB, xd + 4 * (2 * (s - s0) + q),
-						     is[e][q]);
 	}
-	Q6P_UNROLL
-	for (int e = 0; e < 3; e++)
-		Q6P_UNROLL
-		for (int q = 0; q < Q; q++)
-			q6p_acc_store(a, o + 4 * e, q, T - 4 * q < 4 ? T - 4 * q : 4, acc[e][q]);
+	for (int k = 0; k < T; k++)
+		_mm512_mask_storeu_ps(a->y + k * a->y_stride + o, m12,
+				      _mm512_permutexvar_ps(q6p_swap_idx(), _mm512_load_ps(ap + 16 * k)));
 }
 
 typedef void (*q6p_three_fn)(const struct kern_gemm_args *a, size_t o, const int8_t *xa, const int32_t *bias,
@@ -487,11 +496,14 @@ typedef void (*q6p_three_fn)(const struct kern_gemm_args *a, size_t o, const int
 	{                                                                                             \
 		q6p_group3(a, o, T, xa, bias, xd, s0, s1, pf, pfn);                                   \
 	}
+Q6P_G3(3)
+Q6P_G3(5)
+Q6P_G3(6)
 Q6P_G3(7)
 Q6P_G3(8)
 
 /* Rows [o0, o1) (whole groups), T tokens; three groups at a time by
- * `three` where it is not NULL (q6p_three7/8()), else two. */
+ * `three` where it is not NULL (q6p_three3/5..8()), else two. */
 Q6P_INLINE void q6p_rows(const struct kern_gemm_args *a, size_t o0, size_t o1, int T, q6p_three_fn three)
 {
 	const size_t nsb = a->n_in / KERN_QKK, W = Q6P_WIN / (size_t)T;
@@ -554,10 +566,10 @@ typedef void (*q6p_fn)(const struct kern_gemm_args *a, size_t o0, size_t o1);
 	}
 Q6P_FN(1, NULL)
 Q6P_FN(2, NULL)
-Q6P_FN(3, NULL)
+Q6P_FN(3, q6p_three3)
 Q6P_FN(4, NULL)
-Q6P_FN(5, NULL)
-Q6P_FN(6, NULL)
+Q6P_FN(5, q6p_three5)
+Q6P_FN(6, q6p_three6)
 Q6P_FN(7, q6p_three7)
 Q6P_FN(8, q6p_three8)
 
