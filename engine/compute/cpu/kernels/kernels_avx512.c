@@ -188,21 +188,16 @@ void kern_avx512_gemm_bf16(const struct kern_gemm_args *a, size_t o0, size_t o1)
  * steps took twelve (a 2048 row, Zen 4, one thread, hot: 0.71 -> 0.51
  * us). VMAXPS gives its second operand where either is NaN, so
  * max(|v|, 0) is 0 for a NaN. */
-AVX512_INLINE __m512i avx512__round_q8_i32(__m512 v)
+AVX512_INLINE __m128i avx512__round_q8(__m512 v)
 {
 	__m512 a = _mm512_max_ps(_mm512_abs_ps(v), _mm512_setzero_ps());
 	__m512i i;
 
 	a = _mm512_min_ps(a, _mm512_set1_ps(127.0f));
 	i = _mm512_cvttps_epi32(_mm512_add_ps(a, _mm512_set1_ps(0.49999997f)));
-	return _mm512_mask_sub_epi32(i, _mm512_movepi32_mask(_mm512_castps_si512(v)),
-				     _mm512_setzero_si512(), i);
-}
-
-/* avx512__round_q8_i32() as 16 bytes. */
-AVX512_INLINE __m128i avx512__round_q8(__m512 v)
-{
-	return _mm512_cvtepi32_epi8(avx512__round_q8_i32(v));
+	i = _mm512_mask_sub_epi32(i, _mm512_movepi32_mask(_mm512_castps_si512(v)),
+				  _mm512_setzero_si512(), i);
+	return _mm512_cvtepi32_epi8(i);
 }
 
 /* One block's bytes at scale d (y->d), 1 / d (0 where d is) as id. */
@@ -228,126 +223,45 @@ AVX512_INLINE __m512 avx512__block_absmax(const float *x)
 			     _mm512_max_ps(_mm512_abs_ps(_mm512_loadu_ps(x + 16)), _mm512_setzero_ps()));
 }
 
-/* max(a, b), or (add) their lanes' int32 sum. */
-AVX512_INLINE __m512 avx512__fold_op(__m512 a, __m512 b, int add)
-{
-	if (add)
-		return _mm512_castsi512_ps(
-			_mm512_add_epi32(_mm512_castps_si512(a), _mm512_castps_si512(b)));
-	return _mm512_max_ps(a, b);
-}
-
-/* Lane j: the maximum (add: the int32 sum) of v[j]'s 16 lanes. The 16
- * vectors are folded pairwise (halves, quarters, pairs, lanes), ~3
- * operations a vector where a horizontal reduction takes ~8; after the
- * folds lane 4k + s holds vector k + 4 (s & 1) + 8 (s >> 1), and the
- * permute puts vector j in lane j. */
-AVX512_INLINE __m512 avx512__fold16(const __m512 v[16], int add)
-{
-	const __m512i order =
-		_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
-	__m512 a[8], b[4], c[2], r;
-
-	for (int i = 0; i < 8; i++)
-		a[i] = avx512__fold_op(_mm512_shuffle_f32x4(v[2 * i], v[2 * i + 1], 0x44),
-				       _mm512_shuffle_f32x4(v[2 * i], v[2 * i + 1], 0xee), add);
-	for (int i = 0; i < 4; i++)
-		b[i] = avx512__fold_op(_mm512_shuffle_f32x4(a[2 * i], a[2 * i + 1], 0x88),
-				       _mm512_shuffle_f32x4(a[2 * i], a[2 * i + 1], 0xdd), add);
-	for (int i = 0; i < 2; i++)
-		c[i] = avx512__fold_op(_mm512_shuffle_ps(b[2 * i], b[2 * i + 1], 0x44),
-				       _mm512_shuffle_ps(b[2 * i], b[2 * i + 1], 0xee), add);
-	r = avx512__fold_op(_mm512_shuffle_ps(c[0], c[1], 0x88),
-			    _mm512_shuffle_ps(c[0], c[1], 0xdd), add);
-	return _mm512_permutexvar_ps(order, r);
-}
-
 /*
- * 16 blocks' |x| maxima at once, folded into one vector (avx512__fold16),
- * and d and 1 / d as two vector divisions for the 16 (the same IEEE
- * quotients as the scalar ones). A maximum of absolute values is exact
- * in any order, so every d is the one-block path's. A 2048 row, Zen 4,
- * one thread, hot: 0.51 -> 0.37 us (a decode step quantizes 11,776
- * elements a layer and token).
+ * 16 blocks' |x| maxima at once: the 16 vectors of lane-wise maxima are
+ * folded pairwise (halves, quarters, pairs, lanes) into one vector, ~3
+ * operations a block where a horizontal reduction took ~8, and d and
+ * 1 / d are two vector divisions for the 16 (the same IEEE quotients as
+ * the scalar ones). A maximum of absolute values is exact in any order,
+ * so every d is the one-block path's. After the folds lane 4k + s holds
+ * block k + 4 (s & 1) + 8 (s >> 1); the permute puts block j in lane j.
+ * A 2048 row, Zen 4, one thread, hot: 0.51 -> 0.37 us (a decode step
+ * quantizes 11,776 elements a layer and token).
  */
 static void avx512__quantize16(const float *x, struct kern_block_q8a *y)
 {
+	const __m512i order =
+		_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
 	float d[16] __attribute__((aligned(64))), id[16] __attribute__((aligned(64)));
-	__m512 m[16], dv;
+	__m512 a[8], b[4], c[2], r, dv;
 
-	for (int j = 0; j < 16; j++)
-		m[j] = avx512__block_absmax(x + 32 * j);
-	dv = _mm512_div_ps(avx512__fold16(m, 0), _mm512_set1_ps(127.0f));
+	for (int i = 0; i < 8; i++) {
+		__m512 m0 = avx512__block_absmax(x + 64 * i);
+		__m512 m1 = avx512__block_absmax(x + 64 * i + 32);
+
+		a[i] = _mm512_max_ps(_mm512_shuffle_f32x4(m0, m1, 0x44),
+				     _mm512_shuffle_f32x4(m0, m1, 0xee));
+	}
+	for (int i = 0; i < 4; i++)
+		b[i] = _mm512_max_ps(_mm512_shuffle_f32x4(a[2 * i], a[2 * i + 1], 0x88),
+				     _mm512_shuffle_f32x4(a[2 * i], a[2 * i + 1], 0xdd));
+	for (int i = 0; i < 2; i++)
+		c[i] = _mm512_max_ps(_mm512_shuffle_ps(b[2 * i], b[2 * i + 1], 0x44),
+				     _mm512_shuffle_ps(b[2 * i], b[2 * i + 1], 0xee));
+	r = _mm512_max_ps(_mm512_shuffle_ps(c[0], c[1], 0x88), _mm512_shuffle_ps(c[0], c[1], 0xdd));
+	dv = _mm512_div_ps(_mm512_permutexvar_ps(order, r), _mm512_set1_ps(127.0f));
 	_mm512_store_ps(d, dv);
 	_mm512_store_ps(id, _mm512_maskz_div_ps(
 				    _mm512_cmp_ps_mask(dv, _mm512_setzero_ps(), _CMP_NEQ_UQ),
 				    _mm512_set1_ps(1.0f), dv));
 	for (int j = 0; j < 16; j++)
 		avx512__quantize_block(x + 32 * j, d[j], id[j], y + j);
-}
-
-/* A super-block's |x| maxima, lane-wise: four chains whose second
- * operand is NaN-free, so a NaN element drops out as fmaxf() drops it. */
-AVX512_INLINE __m512 avx512__sb_absmax(const float *x)
-{
-	__m512 m[4];
-
-	for (int c = 0; c < 4; c++)
-		m[c] = _mm512_max_ps(_mm512_abs_ps(_mm512_loadu_ps(x + 16 * c)), _mm512_setzero_ps());
-	for (int k = 4; k < 16; k++)
-		m[k % 4] = _mm512_max_ps(_mm512_abs_ps(_mm512_loadu_ps(x + 16 * k)), m[k % 4]);
-	return _mm512_max_ps(_mm512_max_ps(m[0], m[1]), _mm512_max_ps(m[2], m[3]));
-}
-
-/* A super-block's bytes at scale d (y->d), 1 / d (0 where d is) as id,
- * each 16 rounded as avx512__round_q8() and their sums (bsums) from the
- * same int32 lanes, the 16 vectors folded into one (avx512__fold16). */
-AVX512_INLINE void avx512__quantize_sb(const float *x, float d, float id,
-				       struct kern_block_q8_k *y)
-{
-	const __m512 idv = _mm512_set1_ps(id);
-	__m512 q[16];
-
-	y->d = d;
-	for (int k = 0; k < 16; k++) {
-		const __m512i i = avx512__round_q8_i32(_mm512_mul_ps(_mm512_loadu_ps(x + 16 * k), idv));
-
-		_mm_storeu_si128((__m128i *)(y->qs + 16 * k), _mm512_cvtepi32_epi8(i));
-		q[k] = _mm512_castsi512_ps(i);
-	}
-	_mm256_storeu_si256((__m256i *)y->bsums,
-			    _mm512_cvtepi32_epi16(_mm512_castps_si512(avx512__fold16(q, 1))));
-}
-
-/*
- * kern_quantize_act_q8k(), byte for byte (the K-quants' activations, a
- * row per token and product): up to 16 super-blocks' maxima folded into
- * one vector (avx512__fold16), d and 1 / d as two vector divisions (the
- * scalar quotients' bits), then each super-block's bytes. Per super-block
- * the maximum, its horizontal reduction and two scalar divisions were a
- * chain the next one's work could not hide: the avx2 level's took 0.70
- * us a 2048 row, that shape in ZMM 0.66 (Zen 4, one thread, hot;
- * LEVELS.md, call21).
- */
-static void avx512__quantize_act_q8k(const float *x, struct kern_block_q8_k *y, size_t n)
-{
-	const size_t ns = n / KERN_QKK;
-
-	for (size_t s0 = 0; s0 < ns; s0 += 16) {
-		const size_t g = ns - s0 < 16 ? ns - s0 : 16;
-		float d[16] __attribute__((aligned(64))), id[16] __attribute__((aligned(64)));
-		__m512 m[16], dv;
-
-		for (size_t j = 0; j < 16; j++)
-			m[j] = j < g ? avx512__sb_absmax(x + (s0 + j) * KERN_QKK) : _mm512_setzero_ps();
-		dv = _mm512_div_ps(avx512__fold16(m, 0), _mm512_set1_ps(127.0f));
-		_mm512_store_ps(d, dv);
-		_mm512_store_ps(id, _mm512_maskz_div_ps(
-					    _mm512_cmp_ps_mask(dv, _mm512_setzero_ps(), _CMP_NEQ_UQ),
-					    _mm512_set1_ps(1.0f), dv));
-		for (size_t j = 0; j < g; j++)
-			avx512__quantize_sb(x + (s0 + j) * KERN_QKK, d[j], id[j], y + s0 + j);
-	}
 }
 
 static void avx512__quantize_act(const float *x, struct kern_block_q8a *y, size_t n)
@@ -397,7 +311,7 @@ const struct kern_ops kern_ops_avx512 = {
 		},
 	/* one token: the row-order GEMVs on per-super-block activations
 	 * (kquants_gemv.h; LEVELS.md) */
-	.quantize_act_q8k = avx512__quantize_act_q8k,
+	.quantize_act_q8k = kern_avx512_quantize_act_q8k,
 	.gemv =
 		{
 			[DTYPE_Q4_K] = kern_avx512_gemv_q4_k,

@@ -485,7 +485,6 @@ KG_INLINE void kg_qk_rows(const struct kern_gemm_args *a, size_t o, int R, size_
 	kg_store(a, o, R, acc);
 }
 
-#ifndef KG_ZMM /* the avx512 level's is kernels_avx512.c's */
 /* kern_quantize_act_q8k(), byte for byte: the same amax (max is order
  * free; a NaN element drops out as fmaxf() drops it, MAXPS's second
  * operand NaN-free), scale and rounding; the sums of each 16 from the
@@ -540,7 +539,6 @@ void KG_FN(quantize_act_q8k)(const float *x, struct kern_block_q8_k *y, size_t n
 		}
 	}
 }
-#endif
 
 #ifdef KG_ZMM
 #include "kquants_gemv_zmm.h"

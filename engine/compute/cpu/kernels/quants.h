@@ -199,6 +199,7 @@ void kern_ref_gemv_q8k_q3_k(const struct kern_gemm_args *a, size_t o0, size_t o1
  * decode GEMVs on kern_block_q8_k activations, bit-identical to
  * kern_ref_gemv_q8k_*; args.xk NULL or n_tok > 1: the level's gemm. */
 void kern_avx2_quantize_act_q8k(const float *x, struct kern_block_q8_k *y, size_t n);
+void kern_avx512_quantize_act_q8k(const float *x, struct kern_block_q8_k *y, size_t n);
 void kern_avx2_gemv_q4_k(const struct kern_gemm_args *a, size_t o0, size_t o1);
 void kern_avx2_gemv_q5_k(const struct kern_gemm_args *a, size_t o0, size_t o1);
 void kern_avx2_gemv_q6_k(const struct kern_gemm_args *a, size_t o0, size_t o1);
