@@ -75,7 +75,8 @@ static double group(tpool_t pool, const struct model_weight *const w[], size_t n
 	for (size_t i = 0; i < n; i++) {
 		if (!w[i]->data)
 			continue;
-		parts[k++] = (struct kern_mm_part){w[i]->data, w[i]->n_out, y + off, 0};
+		parts[k++] = (struct kern_mm_part){w[i]->data, w[i]->n_out, y + off,
+						   w[i]->type | w[i]->packed};
 		off += w[i]->n_out * n_tok;
 		bytes += wbytes(w[i]);
 	}
@@ -87,8 +88,11 @@ static double group(tpool_t pool, const struct model_weight *const w[], size_t n
 
 /* group(), timed into the job table's row of its kind and type when
  * DECODE_PROF_JOBS is set (step s). Matrices of different types (q|k|v
- * of Q4_K_M: v is Q6_K in some layers) are one job each, as forward.c's
- * linear_n() runs them. */
+ * of Q4_K_M: v is Q6_K in some layers) are one job where they share the
+ * activations (kern_mm_parts_share), counted in the first one's type's
+ * row, else one job each, as forward_linear.c's forward_linear_n() runs
+ * them (until call21 they were always apart: Q4_K_M's 10 separate v
+ * jobs a step made the matmul pass ~0.3 ms slower than the step's). */
 static double prof_group(int kind, int s, tpool_t pool, const struct model_weight *const w[],
 			 size_t n, const float *x, float *y, void *scratch, size_t n_tok)
 {
@@ -96,7 +100,9 @@ static double prof_group(int kind, int s, tpool_t pool, const struct model_weigh
 	struct prof_row *r = NULL;
 
 	for (size_t i = 1; i < n; i++)
-		if ((w[i]->type | w[i]->packed) != (w[0]->type | w[0]->packed)) {
+		if (w[i]->data && w[0]->data &&
+		    !kern_mm_parts_share(w[0]->type | w[0]->packed, w[i]->type | w[i]->packed,
+					 w[0]->n_in)) {
 			for (size_t j = 0; j < n; j++)
 				bytes += prof_group(kind, s, pool, &w[j], 1, x, y, scratch, n_tok);
 			return bytes;

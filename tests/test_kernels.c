@@ -11,6 +11,7 @@
 #include "ember.h"
 #include "kernels.h"
 #include "kernels_impl.h"
+#include "quants.h"
 #include "testutil.h"
 
 /* A SIMD result may differ from the reference only by float summation
@@ -130,12 +131,71 @@ static void kt_check_quantize_level(enum cpu_level level)
 	}
 }
 
+/* The K-quants' activations (kern_block_q8_k: one scale a 256-element
+ * super-block, the sums of each 16) the same way: rows of 1..9
+ * super-blocks, each at its own scale (a misplaced maximum changes d),
+ * a zero one, one at scale 1 with the rounding's edges, one with a NaN
+ * (dropped from the maximum as fmaxf() drops it; its byte 0), one whose
+ * maximum is negative. */
+static void kt_check_quantize_q8k_level(enum cpu_level level)
+{
+	static const size_t sbs[] = {1, 2, 3, 9};
+	const struct kern_ops *ops = kern_ops_for(level);
+	float x[9 * KERN_QKK];
+	struct kern_block_q8_k y[9], yr[9];
+
+	if (!kern_level_runs(level) || ops->quantize_act_q8k == NULL)
+		return;
+	for (size_t si = 0; si < sizeof(sbs) / sizeof(sbs[0]); si++) {
+		const size_t ns = sbs[si];
+
+		test_kern_fill(x, ns * KERN_QKK, 1.0f);
+		for (size_t b = 0; b < ns; b++) {
+			float *v = x + b * KERN_QKK;
+
+			for (int j = 0; j < KERN_QKK; j++)
+				v[j] = ldexpf(v[j], (int)(b * 3 % 20) - 10);
+			if (b % 4 == 1) { /* scale 1: the rounding's edges */
+				v[0] = 127.0f;
+				for (int j = 1; j < KERN_QKK; j++) {
+					float h = (float)((b * 7 + (size_t)j * 13) % 127) + 0.5f;
+					float e = (j % 3 == 0)	 ? nextafterf(h, 0.0f)
+						  : (j % 3 == 1) ? h
+								 : nextafterf(h, 200.0f);
+					v[j] = j % 2 ? -e : e;
+				}
+				v[1] = 0.49999997f;
+				v[2] = -0.49999997f;
+				v[3] = -0.0f;
+			} else if (b % 4 == 2) {
+				/* the maximum in the NaN's lane, before it */
+				v[106] = -ldexpf(100.0f, (int)(b * 3 % 20) - 10);
+				v[130] = NAN;
+			} else if (b == 3) {
+				memset(v, 0, KERN_QKK * sizeof(float));
+			}
+		}
+		memset(y, 0x5a, sizeof(y));
+		memset(yr, 0x5a, sizeof(yr));
+		kern_quantize_act_q8k(x, yr, ns * KERN_QKK);
+		ops->quantize_act_q8k(x, y, ns * KERN_QKK);
+		for (size_t b = 0; b < ns; b++)
+			ck_assert_msg(memcmp(&y[b], &yr[b], sizeof(y[b])) == 0,
+				      "%s quantize_act_q8k %zu super-blocks: %zu differs", ops->name,
+				      ns, b);
+	}
+}
+
 START_TEST(act_quantize_matches_reference_on_every_level)
 {
 	kt_check_quantize_level(CPU_LEVEL_AVX2);
 	kt_check_quantize_level(CPU_LEVEL_AVX512);
 	kt_check_quantize_level(CPU_LEVEL_NEON);
 	kt_check_quantize_level(CPU_LEVEL_DOTPROD);
+	kt_check_quantize_q8k_level(CPU_LEVEL_AVX2);
+	kt_check_quantize_q8k_level(CPU_LEVEL_AVX512);
+	kt_check_quantize_q8k_level(CPU_LEVEL_NEON);
+	kt_check_quantize_q8k_level(CPU_LEVEL_DOTPROD);
 }
 END_TEST
 

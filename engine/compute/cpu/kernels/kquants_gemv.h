@@ -486,7 +486,9 @@ KG_INLINE void kg_qk_rows(const struct kern_gemm_args *a, size_t o, int R, size_
 }
 
 /* kern_quantize_act_q8k(), byte for byte: the same amax (max is order
- * free), scale and rounding; the sums of each 16 from the int8 values. */
+ * free; a NaN element drops out as fmaxf() drops it, MAXPS's second
+ * operand NaN-free), scale and rounding; the sums of each 16 from the
+ * int8 values. */
 void KG_FN(quantize_act_q8k)(const float *x, struct kern_block_q8_k *y, size_t n)
 {
 	const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
@@ -498,7 +500,7 @@ void KG_FN(quantize_act_q8k)(const float *x, struct kern_block_q8_k *y, size_t n
 
 		KG_UNROLL
 		for (int k = 0; k < KERN_QKK / 8; k++)
-			m = _mm256_max_ps(m, _mm256_and_ps(_mm256_loadu_ps(x + 8 * k), absmask));
+			m = _mm256_max_ps(_mm256_and_ps(_mm256_loadu_ps(x + 8 * k), absmask), m);
 		__m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
 		m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
 		m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
