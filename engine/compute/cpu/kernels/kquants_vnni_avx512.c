@@ -473,20 +473,24 @@ QV_INLINE void kv__tile_k4(const struct kern_gemm_args *a, struct kv_at at, int 
 		if (T > 4)
 			_mm512_store_ps(am[i], acc[i]);
 	}
-	kv__k4_prep(rp, 0, pl, (const char *)a->xk, xst, at.mp, T, ddn, dvb[0], fmb[0]);
+	if (T > 4)
+		kv__k4_prep(rp, 0, pl, (const char *)a->xk, xst, at.mp, T, ddn, dvb[0], fmb[0]);
 	for (size_t s = 0; s < nsb; s++) {
 		const size_t sb = s * rp.step;
 		const char *npf = next + QV_ROWS * s * bs;
 		const char *x0 = (const char *)(a->xk + s); /* token 0's block */
 		__m512i ch[2][KV_TOK], isum[KV_TOK], dd[2], qhr[8];
-		float(*fm)[16] = fmb[s & 1];
-		const float *dv = dvb[s & 1];
+		float(*fm)[16] = fmb[T > 4 ? s & 1 : 0];
+		const float *dv = dvb[T > 4 ? s & 1 : 0];
 
 		QV_UNROLL
 		for (int i = 0; i < T; i++) {
 			ch[0][i] = ch[1][i] = _mm512_setzero_si512();
 			isum[i] = _mm512_setzero_si512();
 		}
+		if (T <= 4) /* its own header first */
+			kv__k4_prep(rp, sb, pl, x0, xst, at.mp ? at.mp + s * at.mpn : NULL, T, ddn,
+				    dvb[0], fmb[0]);
 		dd[0] = ddn[0];
 		dd[1] = ddn[1];
 		if (five) {
@@ -497,11 +501,12 @@ QV_INLINE void kv__tile_k4(const struct kern_gemm_args *a, struct kv_at at, int 
 		for (int p = 0; p < 4; p++) {
 			__m512i r[8];
 
-			/* the next super-block's header and minimums'
-			 * terms halfway through this one (double-buffered;
-			 * as fast as at its start, split over the pairs
-			 * slower: LEVELS.md, k4z21) */
-			if (p == 2 && s + 1 < nsb)
+			/* above 4 tokens the next super-block's header and
+			 * minimums' terms halfway through this one
+			 * (double-buffered; as fast as at its start, split
+			 * over the pairs slower; at 2 tokens the double
+			 * buffer cost 4%: LEVELS.md, k4z21) */
+			if (T > 4 && p == 2 && s + 1 < nsb)
 				kv__k4_prep(rp, sb + rp.step, pl, x0 + sizeof(struct kern_block_q8_k), xst,
 					    at.mp ? at.mp + (s + 1) * at.mpn : NULL, T, ddn, dvb[(s + 1) & 1],
 					    fmb[(s + 1) & 1]);
