@@ -54,6 +54,11 @@ struct kv_at {
 	size_t o, st;
 	__mmask16 keep;
 	int pk;
+	/* Q4_K/Q5_K streaming: the tokens' kv__k4_mp() sums, token t's of
+	 * super-block s at mp[s * mpn + t], made once a call (kv__gemm());
+	 * NULL: the tile makes them */
+	const int32_t (*mp)[4];
+	size_t mpn;
 };
 
 /* The tile's rows (kv_rows) for blocks of bs bytes. */
@@ -387,6 +392,32 @@ QV_INLINE void kv__k4_dsc(const __m512i h[4], __m512i d[2])
 	d[1] = _mm512_sub_epi8(sc1, _mm512_srli_epi32(sc1, 8));
 }
 
+#define KV_MPT 512 /* kv__gemm()'s table of the tokens' sums (8 KiB) */
+/* kv__tile_k4()'s header of super-block sb (byte offset; x0: token 0's
+ * Q8_K block of it, mpt: token 0's kv__k4_mp() sums, token i's at mpt[i],
+ * or NULL: made here): the scales' differences (dd, kv__k4_dsc()), d (dv)
+ * and the T tokens' minimums' terms (fm, kv__k4_fmin()). */
+QV_INLINE void kv__k4_prep(struct kv_rows rp, size_t sb, int pl, const char *x0, size_t xst,
+			   const int32_t (*mpt)[4], int T, __m512i dd[2], float *dv,
+			   float (*fm)[16])
+{
+	__m512i h[4], v[14];
+
+	kv__rows16x(rp, sb, h, pl);
+	kv__k4_head_of(h, v);
+	kv__k4_dsc(h, dd);
+	_mm512_store_si512(dv, v[12]);
+	QV_UNROLL
+	for (int i = 0; i < T; i++) {
+		const struct kern_block_q8_k *x = (const struct kern_block_q8_k *)(x0 + i * xst);
+		int32_t mp[4] __attribute__((aligned(16)));
+
+		if (!mpt)
+			kv__k4_mp(x, mp);
+		_mm512_store_ps(fm[i], kv__k4_fmin(v, x, mpt ? mpt[i] : mp));
+	}
+}
+
 /*
  * Q4_K (Q5_K when `five`), up to KV_TOK tokens (batched decode),
  * streaming: the same sums as the panel path (kv__tile_p) with fewer
@@ -428,9 +459,11 @@ QV_INLINE void kv__tile_k4(const struct kern_gemm_args *a, struct kv_at at, int 
 	const int nc = T <= 4 ? 2 : 1;
 	const __m512i m4 = _mm512_set1_epi8(0x0f);
 	float accm[KV_TOK][16] __attribute__((aligned(64)));
-	float fm[KV_TOK][16] __attribute__((aligned(64))), dv[16] __attribute__((aligned(64)));
+	float fmb[2][KV_TOK][16] __attribute__((aligned(64)));
+	float dvb[2][16] __attribute__((aligned(64)));
 	float(*am)[16] = accm;
 	__m512 acc[KV_TOK];
+	__m512i ddn[2];
 
 	/* opaque to GCC: the accumulators stay in memory above 4 tokens */
 	__asm__("" : "+r"(am));
@@ -440,40 +473,43 @@ QV_INLINE void kv__tile_k4(const struct kern_gemm_args *a, struct kv_at at, int 
 		if (T > 4)
 			_mm512_store_ps(am[i], acc[i]);
 	}
+	if (T > 4)
+		kv__k4_prep(rp, 0, pl, (const char *)a->xk, xst, at.mp, T, ddn, dvb[0], fmb[0]);
 	for (size_t s = 0; s < nsb; s++) {
 		const size_t sb = s * rp.step;
 		const char *npf = next + QV_ROWS * s * bs;
 		const char *x0 = (const char *)(a->xk + s); /* token 0's block */
-		__m512i ch[2][KV_TOK], isum[KV_TOK], h[4], dd[2], v[14], qhr[8];
+		__m512i ch[2][KV_TOK], isum[KV_TOK], dd[2], qhr[8];
+		float(*fm)[16] = fmb[T > 4 ? s & 1 : 0];
+		const float *dv = dvb[T > 4 ? s & 1 : 0];
 
 		QV_UNROLL
 		for (int i = 0; i < T; i++) {
 			ch[0][i] = ch[1][i] = _mm512_setzero_si512();
 			isum[i] = _mm512_setzero_si512();
 		}
-		/* the header once: the scales' differences, and the minimums'
-		 * terms made now and kept for the end (as fast as making them
-		 * there, one load and transpose fewer) */
-		kv__rows16x(rp, sb, h, pl);
-		kv__k4_head_of(h, v);
-		kv__k4_dsc(h, dd);
-		_mm512_store_si512(dv, v[12]);
+		if (T <= 4) /* its own header first */
+			kv__k4_prep(rp, sb, pl, x0, xst, at.mp ? at.mp + s * at.mpn : NULL, T, ddn,
+				    dvb[0], fmb[0]);
+		dd[0] = ddn[0];
+		dd[1] = ddn[1];
 		if (five) {
 			kv__rows16x(rp, sb + 16 * rp.km, qhr, pl);
 			kv__rows16x(rp, sb + 32 * rp.km, qhr + 4, pl);
 		}
 		QV_UNROLL
-		for (int i = 0; i < T; i++) {
-			const struct kern_block_q8_k *x =
-				(const struct kern_block_q8_k *)(x0 + i * xst);
-			int32_t mp[4] __attribute__((aligned(16)));
-
-			kv__k4_mp(x, mp);
-			_mm512_store_ps(fm[i], kv__k4_fmin(v, x, mp));
-		}
-		QV_UNROLL
 		for (int p = 0; p < 4; p++) {
 			__m512i r[8];
+
+			/* above 4 tokens the next super-block's header and
+			 * minimums' terms halfway through this one
+			 * (double-buffered; as fast as at its start, split
+			 * over the pairs slower; at 2 tokens the double
+			 * buffer cost 4%: LEVELS.md, k4z21) */
+			if (T > 4 && p == 2 && s + 1 < nsb)
+				kv__k4_prep(rp, sb + rp.step, pl, x0 + sizeof(struct kern_block_q8_k), xst,
+					    at.mp ? at.mp + (s + 1) * at.mpn : NULL, T, ddn, dvb[(s + 1) & 1],
+					    fmb[(s + 1) & 1]);
 
 			/* the next tile into L2, 9 (Q5_K 11) lines, not 36
 			 * at once: the burst stalled the loop on Emerald
@@ -635,6 +671,8 @@ static void kv__tile(const kv_panel_fn *pfn, const kv_stream_fn *sfn, int kind,
 		sfn[h.n_tok](&h, at);
 		h.xk += h.n_tok * nsb;
 		h.y += h.n_tok * a->y_stride;
+		if (at.mp)
+			at.mp += h.n_tok;
 		h.n_tok = a->n_tok - h.n_tok;
 		sfn[h.n_tok](&h, at);
 		return;
@@ -661,8 +699,10 @@ static void kv__tile(const kv_panel_fn *pfn, const kv_stream_fn *sfn, int kind,
 static void kv__gemm(const kv_panel_fn *pfn, const kv_stream_fn *sfn, int kind,
 		     kern_gemm_fn ref, const struct kern_gemm_args *a, size_t o0, size_t o1, int pk)
 {
-	const size_t st = a->w_stride;
+	const size_t st = a->w_stride, nsb = a->n_in / KERN_QKK;
 	struct kv_panel pn __attribute__((aligned(64)));
+	int32_t mpt[KV_MPT][4] __attribute__((aligned(16)));
+	const int32_t(*mp)[4] = NULL;
 	size_t o = o0;
 
 	/* packed rows always come with args.xk (kernels.c): the reference
@@ -672,18 +712,25 @@ static void kv__gemm(const kv_panel_fn *pfn, const kv_stream_fn *sfn, int kind,
 		ref(a, o0, o1);
 		return;
 	}
+	/* the streaming tiles' tokens' sums once a call, not once a tile */
+	if (kind != 2 && a->n_tok <= 2 * KV_TOK && a->n_tok * nsb <= KV_MPT) {
+		for (size_t t = 0; t < a->n_tok; t++)
+			for (size_t s = 0; s < nsb; s++)
+				kv__k4_mp(&a->xk[t * nsb + s], mpt[s * a->n_tok + t]);
+		mp = mpt;
+	}
 	for (; o + QV_ROWS <= o1; o += QV_ROWS)
-		kv__tile(pfn, sfn, kind, a, (struct kv_at){o, st, 0xffff, pk}, &pn);
+		kv__tile(pfn, sfn, kind, a, (struct kv_at){o, st, 0xffff, pk, mp, a->n_tok}, &pn);
 	if (o == o1)
 		return;
 	if (o1 >= QV_ROWS) { /* packed: b is a multiple of 4, as o1 is */
 		size_t b = o1 - QV_ROWS;
 		kv__tile(pfn, sfn, kind, a,
-			 (struct kv_at){b, st, (__mmask16)(0xffffu << (o - b)), pk}, &pn);
+			 (struct kv_at){b, st, (__mmask16)(0xffffu << (o - b)), pk, mp, a->n_tok}, &pn);
 		return;
 	}
 	for (; o < o1; o++)
-		kv__tile(pfn, sfn, kind, a, (struct kv_at){o, 0, 1, pk}, &pn);
+		kv__tile(pfn, sfn, kind, a, (struct kv_at){o, 0, 1, pk, mp, a->n_tok}, &pn);
 }
 
 void kern_avx512_vnni_gemm_q4_k(const struct kern_gemm_args *a, size_t o0, size_t o1)
