@@ -24,10 +24,13 @@
  * -32 x bsum (the bias comes out of the scale multiply for free), 4
  * VPDPBUSD with {1to16} activation dwords, 1 VPMULLD by the scales, 1
  * VPADDD into the token's int32 sum; per super-block and token the float
- * step acc + (d D) isum (VMULPS, VCVTDQ2PS, VFMADD) as the engine does it.
- * Checked against a scalar reference (same exact int32 sums and float
- * steps: bit for bit) and against kern_quants_dequantize() times the Q8_K
- * values (float rounding).
+ * step acc + (d D) isum unfused (VMULPS twice, VCVTDQ2PS, VADDPS), as the
+ * engine's reference GEMV does it (gref__step()).
+ * Checked bit for bit against a scalar reference here (same exact int32
+ * sums and float steps) and the engine's kern_ref_gemv_q8k_q6_k() token by
+ * token (so it would keep the contract: a token's result independent of
+ * its batch, the GEMV's bits), and against kern_quants_dequantize() times
+ * the Q8_K values (float rounding).
  *
  * Build (x86-64 with AVX512-VNNI; not part of `all` or `bench`):
  *   make build/q6_lanes
@@ -50,6 +53,7 @@
 #include <immintrin.h>
 
 #include "dtype.h"
+#include "kernels_impl.h"
 #include "quants.h"
 
 #define QK 256
@@ -191,9 +195,10 @@ INL void lanes_tile(const struct lanes_sb *w, size_t nb, const struct kern_block
 		U8 for (int g = 0; g < G; g++) {
 			__m512 d = lanes_d(&w[g * nb + b]);
 			U8 for (int t = 0; t < T; t++)
-				acc[g][t] = _mm512_fmadd_ps(
-				    _mm512_mul_ps(d, _mm512_set1_ps(x[t * nb + b].d)),
-				    _mm512_cvtepi32_ps(isum[g][t]), acc[g][t]);
+				acc[g][t] = _mm512_add_ps(
+				    acc[g][t],
+				    _mm512_mul_ps(_mm512_mul_ps(d, _mm512_set1_ps(x[t * nb + b].d)),
+						  _mm512_cvtepi32_ps(isum[g][t])));
 		}
 	}
 	U8 for (int g = 0; g < G; g++)
@@ -247,8 +252,8 @@ static void ref_gemm(const struct kern_block_q6_k *w, size_t n_out, size_t nb,
 						c += (q6_value(q, i) - 32) * a->qs[i];
 					isum += c * q->scales[s];
 				}
-				float dd = f16_to_f32(q->d) * a->d;
-				acc = fmaf(dd, (float)isum, acc);
+				float dd = f16_to_f32(q->d) * a->d, p = dd * (float)isum;
+				acc = acc + p;
 			}
 			y[(size_t)t * n_out + r] = acc;
 		}
@@ -315,6 +320,23 @@ static int run_shape(size_t n_out, size_t n_in, int reps)
 			fprintf(stderr, "T %d G %d: not bit-equal to the scalar reference\n", T, G);
 			bad = 1;
 		}
+		/* and the engine's own scalar Q8_K GEMV, token by token: the
+		 * same bits (exact int32 sums, one float step a super-block) */
+		for (int t = 0; t < T; t++) {
+			struct kern_gemm_args ga = {.w = wf,
+						    .w_stride = nb * sizeof(*wf),
+						    .n_in = n_in,
+						    .n_tok = 1,
+						    .y = yr,
+						    .y_stride = n_out,
+						    .xk = &xq[(size_t)t * nb]};
+			kern_ref_gemv_q8k_q6_k(&ga, 0, n_out);
+			if (memcmp(y + (size_t)t * n_out, yr, n_out * sizeof(float)) != 0) {
+				fprintf(stderr, "T %d G %d: token %d not kern_ref_gemv_q8k_q6_k's bits\n",
+					T, G, t);
+				bad = 1;
+			}
+		}
 		/* and the project's dequantizer's dot, within float rounding */
 		double maxrel = 0;
 		for (size_t r = 0; r < n_out; r += 97) {
@@ -336,6 +358,9 @@ static int run_shape(size_t n_out, size_t n_in, int reps)
 			bad = 1;
 		}
 		for (int with_q = 0; with_q < 2; with_q++) {
+			/* one untimed pass: the checks above left the file
+			 * layout's rows in the caches */
+			lanes_gemm(cases[c].fn, G, wl, n_out, nb, xq, bias, y, T);
 			for (int i = 0; i < reps; i++) {
 				double t0 = now_cpu();
 				if (with_q)
