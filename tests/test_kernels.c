@@ -70,6 +70,25 @@ START_TEST(act_summarize_sums_every_byte_value)
 }
 END_TEST
 
+/* Block b's n elements at scale 1 (its maximum 127): each half-integer
+ * of the rounding, the floats just below and above it, both signs, and
+ * 0.49999997 (just under a half), -0.0: where a rounding rule or a sign
+ * put back differs from the reference's. */
+static void kt_fill_edges(float *v, int n, size_t b)
+{
+	v[0] = 127.0f;
+	for (int j = 1; j < n; j++) {
+		float h = (float)((b * 7 + (size_t)j * 13) % 127) + 0.5f;
+		float e = (j % 3 == 0)	 ? nextafterf(h, 0.0f)
+			  : (j % 3 == 1) ? h
+					 : nextafterf(h, 200.0f);
+		v[j] = j % 2 ? -e : e;
+	}
+	v[1] = 0.49999997f;
+	v[2] = -0.49999997f;
+	v[3] = -0.0f;
+}
+
 /* Every level's activation quantizer against the reference byte for
  * byte: rows of 1..67 blocks (the avx512 level's 16-block folds and its
  * one-block tail), each block at its own scale (2^-10..2^9: a misplaced
@@ -94,17 +113,7 @@ static void kt_check_quantize_level(enum cpu_level level)
 			float *v = x + b * KERN_QK;
 
 			if (b % 5 == 3) { /* scale 1: the rounding's edges */
-				v[0] = 127.0f;
-				for (int j = 1; j < KERN_QK; j++) {
-					float h = (float)((b * 7 + (size_t)j * 13) % 127) + 0.5f;
-					float e = (j % 3 == 0)	 ? nextafterf(h, 0.0f)
-						  : (j % 3 == 1) ? h
-								 : nextafterf(h, 200.0f);
-					v[j] = j % 2 ? -e : e;
-				}
-				v[1] = 0.49999997f;
-				v[2] = -0.49999997f;
-				v[3] = -0.0f;
+				kt_fill_edges(v, KERN_QK, b);
 			} else if (b % 5 == 4) {
 				for (int j = 0; j < KERN_QK; j++)
 					v[j] = 0.0f;
@@ -156,17 +165,7 @@ static void kt_check_quantize_q8k_level(enum cpu_level level)
 			for (int j = 0; j < KERN_QKK; j++)
 				v[j] = ldexpf(v[j], (int)(b * 3 % 20) - 10);
 			if (b % 4 == 1) { /* scale 1: the rounding's edges */
-				v[0] = 127.0f;
-				for (int j = 1; j < KERN_QKK; j++) {
-					float h = (float)((b * 7 + (size_t)j * 13) % 127) + 0.5f;
-					float e = (j % 3 == 0)	 ? nextafterf(h, 0.0f)
-						  : (j % 3 == 1) ? h
-								 : nextafterf(h, 200.0f);
-					v[j] = j % 2 ? -e : e;
-				}
-				v[1] = 0.49999997f;
-				v[2] = -0.49999997f;
-				v[3] = -0.0f;
+				kt_fill_edges(v, KERN_QKK, b);
 			} else if (b % 4 == 2) {
 				/* the maximum in the NaN's lane, before it */
 				v[106] = -ldexpf(100.0f, (int)(b * 3 % 20) - 10);
