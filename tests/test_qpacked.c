@@ -341,16 +341,23 @@ START_TEST(packed_matmul_equals_the_file_layout_bit_for_bit)
 }
 END_TEST
 
-/* Packed Q6_K (kernels_impl.h kern_avx512_pack_q6_k, groups of 4 rows),
- * written per element, independently of the library's byte moves: in
- * group super-block s (840 bytes at group_base + 840 s), element E =
- * 128 n + 64 hl + 16 i + 4 m + e of row r has its low four bits in
- * nibble hl of byte 192 (2 n + m / 2) + 64 (1 + m % 2) + 16 r + 4 i + e
- * and its high two at bits 2 (m % 2) + 4 hl of byte 192 (2 n + m / 2) +
- * 16 r + 4 i + e;
- * scale k at 768 + 16 (k / 4) + 4 r + k % 4, d at 832 + 2 r. The file
- * block: quants_ref.c's rule (ql[64 n + 32 (kk & 1) + l], nibble kk / 2,
- * qh[32 n + l] bits 2 kk, E = 128 n + 32 kk + l). */
+/* Packed Q6_K (kernels_impl.h kern_avx512_pack_q6_k, rows in dword
+ * lanes, groups of 16), written per element, independently of the
+ * library's moves: in group super-block s (3360 bytes at group_base +
+ * 3360 s), element E = 16 j + 4 i + k (i < 3) of row r is bits 0-5 of
+ * byte 192 j + 64 i + 4 r + k; element 16 j + 12 + k has its bits 2i,
+ * 2i + 1 at bits 6-7 of that byte (i = 0, 1, 2); scale j at 3072 + 16 j
+ * + r, d at 3328 + 2 r. The file block: quants_ref.c's rule (ql[64 n +
+ * 32 (kk & 1) + l], nibble kk / 2, qh[32 n + l] bits 2 kk, E = 128 n + 32
+ * kk + l). */
+static int qp_q6_file_value(const uint8_t *f, size_t E)
+{
+	const size_t n = E / 128, kk = E % 128 / 32, l = E % 32;
+
+	return (f[64 * n + 32 * (kk & 1) + l] >> 4 * (kk / 2) & 15) |
+	       (f[128 + 32 * n + l] >> 2 * kk & 3) << 4;
+}
+
 static void qp_check_q6_layout(const uint8_t *file, const uint8_t *pk, size_t n_out, size_t nb)
 {
 	const size_t bs = sizeof(struct kern_block_q6_k), row = nb * bs;
@@ -358,36 +365,36 @@ static void qp_check_q6_layout(const uint8_t *file, const uint8_t *pk, size_t n_
 	for (size_t o = 0; o < n_out; o++)
 		for (size_t s = 0; s < nb; s++) {
 			const uint8_t *f = file + o * row + s * bs;
-			const uint8_t *p = pk + o / 4 * 4 * row + s * 4 * bs;
-			const size_t r = o % 4;
+			const uint8_t *p = pk + o / 16 * 16 * row + s * 16 * bs;
+			const size_t r = o % 16;
 
 			for (size_t E = 0; E < 256; E++) {
-				const size_t n = E / 128, kk = E % 128 / 32, l = E % 32;
-				const size_t hl = E % 128 / 64, i = E % 64 / 16, m = E % 16 / 4, e = E % 4;
-				const int lo = f[64 * n + 32 * (kk & 1) + l] >> 4 * (kk / 2) & 15;
-				const int hi = f[128 + 32 * n + l] >> 2 * kk & 3;
-				const size_t u = 192 * (2 * n + m / 2);
-				const int plo = p[u + 64 * (1 + m % 2) + 16 * r + 4 * i + e] >> 4 * hl & 15;
-				const int phi = p[u + 16 * r + 4 * i + e] >>
-						(2 * (m % 2) + 4 * hl) &
-						3;
-				ck_assert_msg(lo == plo && hi == phi,
-					      "row %zu super-block %zu element %zu: %d|%d packed as %d|%d",
-					      o, s, E, lo, hi, plo, phi);
+				const size_t j = E / 16, i = E % 16 / 4, k = E % 4;
+				int pv;
+
+				if (i < 3)
+					pv = p[192 * j + 64 * i + 4 * r + k] & 63;
+				else
+					pv = (p[192 * j + 4 * r + k] >> 6) |
+					     (p[192 * j + 64 + 4 * r + k] >> 6) << 2 |
+					     (p[192 * j + 128 + 4 * r + k] >> 6) << 4;
+				ck_assert_msg(qp_q6_file_value(f, E) == pv,
+					      "row %zu super-block %zu element %zu: %d packed as %d", o,
+					      s, E, qp_q6_file_value(f, E), pv);
 			}
-			for (size_t k = 0; k < 16; k++)
-				ck_assert_uint_eq(p[768 + 16 * (k / 4) + 4 * r + k % 4], f[192 + k]);
-			ck_assert(memcmp(p + 832 + 2 * r, f + 208, 2) == 0);
+			for (size_t j = 0; j < 16; j++)
+				ck_assert_uint_eq(p[3072 + 16 * j + r], f[192 + j]);
+			ck_assert(memcmp(p + 3328 + 2 * r, f + 208, 2) == 0);
 		}
 }
 
-/* The Q6_K packer against the element rule above, 2 and 3 groups of 3
+/* The Q6_K packer against the element rule above, 1 and 3 groups of 3
  * and 8 super-blocks, and its unpack giving the file back. The products
  * on the form: test_kernel_pack.c (every packed kernel against the file
  * layout's, bit for bit). */
 START_TEST(q6_k_packed_layout_is_the_contract)
 {
-	static const size_t outs[] = {8, 12}, nbs[] = {3, 8};
+	static const size_t outs[] = {16, 48}, nbs[] = {3, 8};
 
 	if (qp_skip())
 		return;
@@ -400,9 +407,9 @@ START_TEST(q6_k_packed_layout_is_the_contract)
 			for (size_t k = 0; k < bytes; k++)
 				w[k] = (uint8_t)test_rand(&qp_rng);
 			memcpy(p, w, bytes);
-			kern_avx512_pack_q6_k(p, n_out, nb, sizeof(struct kern_block_q6_k), 4, 0, tmp);
+			kern_avx512_pack_q6_k(p, n_out, nb, sizeof(struct kern_block_q6_k), 16, 0, tmp);
 			qp_check_q6_layout(w, p, n_out, nb);
-			kern_avx512_pack_q6_k(p, n_out, nb, sizeof(struct kern_block_q6_k), 4, 1, tmp);
+			kern_avx512_pack_q6_k(p, n_out, nb, sizeof(struct kern_block_q6_k), 16, 1, tmp);
 			ck_assert(memcmp(p, w, bytes) == 0);
 			free(w);
 			free(p);
@@ -417,7 +424,7 @@ END_TEST
  * pattern); the unpack gives the file back. */
 START_TEST(q6_k_simd_packer_equals_the_scalar_one)
 {
-	static const size_t outs[] = {4, 20, 36}, nbs[] = {1, 2, 7, 65};
+	static const size_t outs[] = {16, 32, 80}, nbs[] = {1, 2, 7, 65};
 
 	if (qp_skip())
 		return;
@@ -426,17 +433,17 @@ START_TEST(q6_k_simd_packer_equals_the_scalar_one)
 			const size_t n_out = outs[oi], nb = nbs[bi], bs = sizeof(struct kern_block_q6_k);
 			const size_t bytes = n_out * nb * bs;
 			uint8_t *w = malloc(bytes), *p = malloc(bytes), *q = malloc(bytes);
-			uint8_t *tmp = malloc(4 * nb * bs);
+			uint8_t *tmp = malloc(16 * nb * bs);
 
 			for (size_t k = 0; k < bytes; k++)
 				w[k] = (uint8_t)test_rand(&qp_rng);
 			memcpy(p, w, bytes);
 			memcpy(q, w, bytes);
-			kern_avx512_pack_q6_k(p, n_out, nb, bs, 4, 0, tmp);
-			kern_avx512_pack_q6_k_scalar(q, n_out, nb, bs, 4, 0, tmp);
+			kern_avx512_pack_q6_k(p, n_out, nb, bs, 16, 0, tmp);
+			kern_avx512_pack_q6_k_scalar(q, n_out, nb, bs, 16, 0, tmp);
 			ck_assert_msg(memcmp(p, q, bytes) == 0, "Q6_K packers differ: %zu rows x %zu",
 				      n_out, nb);
-			kern_avx512_pack_q6_k(p, n_out, nb, bs, 4, 1, tmp);
+			kern_avx512_pack_q6_k(p, n_out, nb, bs, 16, 1, tmp);
 			ck_assert(memcmp(p, w, bytes) == 0);
 			free(w);
 			free(p);

@@ -340,7 +340,7 @@ const struct kern_ops kern_ops_avx512 = {
 			[DTYPE_Q4_0] = kern_avx512_pgemv_q4_0,
 			[DTYPE_Q8_0] = kern_avx512_pgemv_q8_0,
 		},
-	.pack_rows = {[DTYPE_Q4_K] = 4, [DTYPE_Q5_K] = 4, [DTYPE_Q6_K] = 4, [DTYPE_Q4_0] = 16,
+	.pack_rows = {[DTYPE_Q4_K] = 4, [DTYPE_Q5_K] = 4, [DTYPE_Q6_K] = KERN_Q6L_ROWS, [DTYPE_Q4_0] = 16,
 		      [DTYPE_Q8_0] = 16},
 	.pack_fn = {[DTYPE_Q4_0] = kern_avx512_pack_q4_0,
 		    [DTYPE_Q8_0] = kern_avx512_pack_q8_0,
