@@ -23,12 +23,23 @@
  * time (the activation's quantization task included, as in a step), the
  * median per job, MB a step and GB/s. Run it beside `build/membw 2 1024
  * 7` (and under `chrt -f 10` on a shared machine, LEVELS.md).
+ *
+ * DECODE_PROF_ATTN=1 adds the step's decode attention alone: in the
+ * matmul pass, after each layer's q|k|v product, attention_run() of that
+ * layer for the SEQS sequences (one query each at position 100, their
+ * prompt's F16 caches), so its cache rows are as cold as in a step (the
+ * weights streamed since it last read them); the queries are fixed
+ * values, no RoPE or cache write. Its wall time is printed as `attn`
+ * and left out of matmul's wall columns (not its CPU ones), so `rest -
+ * attn` is the step's norms, activations, RoPE, cache writes and the
+ * joins they add (LEVELS.md att22).
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "attention.h"
 #include "bench_util.h"
 #include "clock.h"
 #include "dtype.h"
@@ -58,6 +69,15 @@ struct prof_row {
 
 static struct prof_row prof_rows[PROF_KINDS][PROF_TYPES];
 static int prof_on;
+
+/* DECODE_PROF_ATTN: the attention run beside the products (matmuls()). */
+static struct {
+	int on;
+	struct attention a;
+	struct attention_tile tiles[PROF_SEQS];
+	uint32_t n_tiles;
+	double *sec; /* [steps], wall */
+} prof_attn;
 
 static double wbytes(const struct model_weight *w)
 {
@@ -137,6 +157,12 @@ static double matmuls(const struct model *m, tpool_t pool, const float *x, float
 		const struct model_weight *d[] = {&W[ARCH_T_FFN_DOWN]};
 
 		bytes += prof_group(0, s, pool, qkv, 3, x, y, scratch, n_tok);
+		if (prof_attn.on) { /* x as the queries, y as the output */
+			const double t0 = clock_now_s();
+
+			attention_run(&prof_attn.a, pool, l, prof_attn.tiles, prof_attn.n_tiles, x, y);
+			prof_attn.sec[s] += clock_now_s() - t0;
+		}
 		bytes += prof_group(1, s, pool, o, 1, x, y, scratch, n_tok);
 		bytes += prof_group(2, s, pool, ug, 2, x, y, scratch, n_tok);
 		bytes += prof_group(3, s, pool, d, 1, x, y, scratch, n_tok);
@@ -245,6 +271,11 @@ int main(int argc, char **argv)
 	prof_on = getenv("DECODE_PROF_JOBS") != NULL && atoi(getenv("DECODE_PROF_JOBS")) > 0;
 	if (prof_on && prof_setup(mp, steps) != 0)
 		goto fail;
+	prof_attn.on = getenv("DECODE_PROF_ATTN") != NULL && atoi(getenv("DECODE_PROF_ATTN")) > 0;
+	if (prof_attn.on &&
+	    ((prof_attn.sec = calloc((size_t)steps, sizeof(double))) == NULL ||
+	     attention_init(&prof_attn.a, &mp->hp, mp->arch->alibi, err) != 0))
+		goto fail;
 	if (!logits || !x || !y || !scratch || !pool || forward_pass_new(&p, mp, &fo, err) != 0)
 		goto fail;
 	for (int i = 0; i < PROF_CTX; i++)
@@ -258,7 +289,13 @@ int main(int argc, char **argv)
 		    forward_pass_run(p, &pq, 1, NULL, err) != 0)
 			goto fail;
 		sq[q] = (struct forward_seq){&kv[q], &tok[q], 1, FORWARD_LOGITS_LAST, false};
+		/* the decode tile a step attends with: row q, position PROF_CTX */
+		if (prof_attn.on)
+			prof_attn.n_tiles += attention_plan(&prof_attn.tiles[q], &kv[q], (uint32_t)q,
+							    PROF_CTX, 1);
 	}
+	if (prof_attn.on)
+		attention_set_window(&prof_attn.a, mp->arch, mp->hp.n_swa);
 	for (s = 0; s < steps; s++) {
 		double t0 = clock_now_s(), c0 = clock_cpu_s();
 
@@ -275,6 +312,10 @@ int main(int argc, char **argv)
 		bytes = matmuls(mp, pool, x, y, scratch, (size_t)n_seq, s);
 		t[2][s] = clock_now_s() - t0;
 		t[3][s] = clock_cpu_s() - c0;
+		/* the products' wall time alone (the process CPU of an
+		 * 80 us call is not resolved: matmul's CPU keeps it) */
+		if (prof_attn.on)
+			t[2][s] -= prof_attn.sec[s];
 	}
 	for (int i = 0; i < 4; i++)
 		bench_sort(t[i], (size_t)steps);
@@ -290,6 +331,12 @@ int main(int argc, char **argv)
 	printf("%-7s %9.2f %9.2f %9.2f %9.2f\n", "rest", (t[0][0] - t[2][0]) * 1e3,
 	       (t[0][steps / 2] - t[2][steps / 2]) * 1e3, (t[1][0] - t[3][0]) * 1e3,
 	       (t[1][steps / 2] - t[3][steps / 2]) * 1e3);
+	if (prof_attn.on) {
+		bench_sort(prof_attn.sec, (size_t)steps);
+		printf("%-7s %9.2f %9.2f   (wall; rest - attn %.2f med)\n", "attn",
+		       prof_attn.sec[0] * 1e3, prof_attn.sec[steps / 2] * 1e3,
+		       (t[0][steps / 2] - t[2][steps / 2] - prof_attn.sec[steps / 2]) * 1e3);
+	}
 	if (prof_on)
 		prof_print(steps);
 	rc = 0;
@@ -306,6 +353,8 @@ fail:
 	free(logits);
 	for (int i = 0; i < 4; i++)
 		free(t[i]);
+	free(prof_attn.sec);
+	attention_free(&prof_attn.a);
 	for (int k = 0; k < PROF_KINDS; k++)
 		for (int i = 0; i < PROF_TYPES; i++)
 			free(prof_rows[k][i].sec);
