@@ -21,6 +21,7 @@
 
 #include "kernels_impl.h"
 #include "quants.h"
+#include "qvnni_avx512.h"
 
 #define KG_FN(name) kern_avx512_##name
 #define KG_ZMM 1
@@ -322,21 +323,17 @@ KG_INLINE __m512i kp_q6_rows4(const uint8_t *const *f, size_t c)
 	return _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(f[12] + c)), 3);
 }
 
-/* The 16 rows' four dwords at f[r] + at in dword lanes: v[d]
- * lane r = row r's dword d. A 16 x 4 dword transpose: four rows a 128-bit
- * lane by the loads (kp_q6_rows4()), the 4 x 4 inside the lanes by 8
- * unpacks (half the shuffles of a register transpose). */
+/* The 16 rows' four dwords at f[r] + at in dword lanes: v[d] lane r =
+ * row r's dword d. A 16 x 4 dword transpose: four rows a 128-bit lane by
+ * the loads (kp_q6_rows4()), the 4 x 4 inside the lanes by
+ * qv__transpose4()'s 8 unpacks (half the shuffles of a register
+ * transpose). */
 KG_INLINE void kp_q6_cols4(const uint8_t *const f[KERN_Q6L_ROWS], size_t at, __m512i v[4])
 {
-	const __m512i g0 = kp_q6_rows4(f, at), g1 = kp_q6_rows4(f + 1, at);
-	const __m512i g2 = kp_q6_rows4(f + 2, at), g3 = kp_q6_rows4(f + 3, at);
-	const __m512i a = _mm512_unpacklo_epi32(g0, g1), b = _mm512_unpackhi_epi32(g0, g1);
-	const __m512i c = _mm512_unpacklo_epi32(g2, g3), d = _mm512_unpackhi_epi32(g2, g3);
-
-	v[0] = _mm512_unpacklo_epi64(a, c);
-	v[1] = _mm512_unpackhi_epi64(a, c);
-	v[2] = _mm512_unpacklo_epi64(b, d);
-	v[3] = _mm512_unpackhi_epi64(b, d);
+	KG_UNROLL
+	for (int t = 0; t < 4; t++)
+		v[t] = kp_q6_rows4(f + t, at);
+	qv__transpose4(v);
 }
 
 /* v's dwords shifted left by s bits (right by -s). */
