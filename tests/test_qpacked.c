@@ -419,17 +419,19 @@ START_TEST(q6_k_packed_layout_is_the_contract)
 END_TEST
 
 /* The SIMD packer (kern_avx512_pack_q6_k, what a model load runs) against
- * the byte-by-byte one it replaced, bit for bit, on ragged shapes: 1, 5
- * and 9 groups of 1, 2, 7 and 65 super-blocks, random bytes (every qh bit
- * pattern); the unpack gives the file back. */
+ * its scalar twin, bit for bit, on ragged shapes: 1, 2 and 5 groups of 1,
+ * 2, 7, 16 and 65 super-blocks (a row's blocks in its own group
+ * super-block's region, in earlier ones, in later ones: the packer reads
+ * each from its saved copy or in place), random bytes (every qh bit
+ * pattern), the temporary stale junk; the unpack gives the file back. */
 START_TEST(q6_k_simd_packer_equals_the_scalar_one)
 {
-	static const size_t outs[] = {16, 32, 80}, nbs[] = {1, 2, 7, 65};
+	static const size_t outs[] = {16, 32, 80}, nbs[] = {1, 2, 7, 16, 65};
 
 	if (qp_skip())
 		return;
 	for (size_t oi = 0; oi < 3; oi++)
-		for (size_t bi = 0; bi < 4; bi++) {
+		for (size_t bi = 0; bi < 5; bi++) {
 			const size_t n_out = outs[oi], nb = nbs[bi], bs = sizeof(struct kern_block_q6_k);
 			const size_t bytes = n_out * nb * bs;
 			uint8_t *w = malloc(bytes), *p = malloc(bytes), *q = malloc(bytes);
@@ -439,6 +441,7 @@ START_TEST(q6_k_simd_packer_equals_the_scalar_one)
 				w[k] = (uint8_t)test_rand(&qp_rng);
 			memcpy(p, w, bytes);
 			memcpy(q, w, bytes);
+			memset(tmp, 0xa5, 16 * nb * bs);
 			kern_avx512_pack_q6_k(p, n_out, nb, bs, 16, 0, tmp);
 			kern_avx512_pack_q6_k_scalar(q, n_out, nb, bs, 16, 0, tmp);
 			ck_assert_msg(memcmp(p, q, bytes) == 0, "Q6_K packers differ: %zu rows x %zu",

@@ -10,9 +10,9 @@
  * four rows' bases a block apart and a row's super-blocks 4 blocks apart,
  * so the step reads one linear stream (LEVELS.md, "Packed rows"); Q4_K's
  * and Q5_K's groups are interleaved 16 bytes at a time and have their own
- * body (kp_k4: four rows in the lanes of one ZMM); Q6_K's are re-ordered
- * inside such lanes (kern_avx512_pack_q6_k(), body kp_q6u: LEVELS.md "Q6_K
- * re-ordered").
+ * body (kp_k4: four rows in the lanes of one ZMM). Q6_K's pack (groups of
+ * 16 rows in dword lanes, kernels_impl.h KERN_Q6L_*): the scalar moves and
+ * the SIMD packer a model load runs (kern_avx512_pack_q6_k()).
  */
 #if defined(__x86_64__)
 #include <assert.h>
@@ -21,6 +21,7 @@
 
 #include "kernels_impl.h"
 #include "quants.h"
+#include "qvnni_avx512.h"
 
 #define KG_FN(name) kern_avx512_##name
 #define KG_ZMM 1
@@ -311,11 +312,150 @@ void kern_avx512_pack_q6_k_scalar(void *w, size_t n_out, size_t nb, size_t bs, s
 	}
 }
 
-/* What a model load runs. TODO(q6pk22): the SIMD packer. */
+/* The 16 bytes at f[r] + c of rows r = t, t + 4, t + 8, t + 12: lane R
+ * row 4R + t. Four loads (three inserted). */
+KG_INLINE __m512i kp_q6_rows4(const uint8_t *const *f, size_t c)
+{
+	__m512i v = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(f[0] + c)));
+
+	v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(f[4] + c)), 1);
+	v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(f[8] + c)), 2);
+	return _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(f[12] + c)), 3);
+}
+
+/* The 16 rows' four dwords at f[r] + at in dword lanes: v[d] lane r =
+ * row r's dword d. A 16 x 4 dword transpose: four rows a 128-bit lane by
+ * the loads (kp_q6_rows4()), the 4 x 4 inside the lanes by
+ * qv__transpose4()'s 8 unpacks (half the shuffles of a register
+ * transpose). */
+KG_INLINE void kp_q6_cols4(const uint8_t *const f[KERN_Q6L_ROWS], size_t at, __m512i v[4])
+{
+	KG_UNROLL
+	for (int t = 0; t < 4; t++)
+		v[t] = kp_q6_rows4(f + t, at);
+	qv__transpose4(v);
+}
+
+/* v's dwords shifted left by s bits (right by -s). */
+KG_INLINE __m512i kp_q6_shl(__m512i v, int s)
+{
+	if (s > 0)
+		return _mm512_slli_epi32(v, (unsigned)s);
+	return s < 0 ? _mm512_srli_epi32(v, (unsigned)-s) : v;
+}
+
+/* kp_q6_move()'s pack of the 16 rows' super-blocks (row r's file block at
+ * f[r]) into the group super-block p, the file's bits taken into row
+ * lanes first: a sub-block j = 8n + 2kk + jh (elements 128n + 32kk +
+ * 16jh + 4i + k, i, k < 4) reads ql dword 16n + 8 (kk & 1) + 4jh + i
+ * (nibble kk / 2) and qh dword 8n + 4jh + i (bits 2kk, 2kk + 1), so the
+ * ql and qh dwords of one (n, jh) (kp_q6_cols4(): la, lb, h) make the
+ * four sub-blocks kk = 0..3, each X, Y, Z as two bit selects (VPTERNLOGD)
+ * of dword shifts: the value's nibble (bits 0-3), its qh bits (4-5) and
+ * V3's two bits (6-7, from la/lb[3] or h[3]); bits a dword shift moves
+ * across bytes are never selected. The scales by the same transpose, a
+ * VPSHUFB (4 x 4 bytes in each dword lane) and a VPERMD (lanes to
+ * sub-blocks); the d's 16 copies. */
+static void kp_q6_pack_sb(const uint8_t *const f[KERN_Q6L_ROWS], uint8_t *p)
+{
+	const __m512i m30 = _mm512_set1_epi8(0x30), mc0 = _mm512_set1_epi8((char)0xc0);
+	const __m512i tb = _mm512_broadcast_i32x4(
+		_mm_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15));
+	const __m512i tr = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+	__m512i sc[4];
+
+	KG_UNROLL
+	for (int n = 0; n < 2; n++)
+		KG_UNROLL
+		for (int jh = 0; jh < 2; jh++) {
+			__m512i la[4], lb[4], h[4];
+
+			kp_q6_cols4(f, 64 * n + 16 * jh, la);
+			kp_q6_cols4(f, 64 * n + 32 + 16 * jh, lb);
+			kp_q6_cols4(f, 128 + 32 * n + 16 * jh, h);
+			KG_UNROLL
+			for (int kk = 0; kk < 4; kk++) {
+				const __m512i *l = kk & 1 ? lb : la;
+				const int ns = 4 * (kk / 2);
+				/* V3's bits 0-1 (X), 2-3 (Y), 4-5 (Z) at bits 6-7 */
+				const __m512i top[3] = {kp_q6_shl(l[3], 6 - ns), kp_q6_shl(l[3], 4 - ns),
+							kp_q6_shl(h[3], 6 - 2 * kk)};
+				uint8_t *o = p + KERN_Q6L_V(8 * n + 2 * kk + jh, 0);
+
+				KG_UNROLL
+				for (int i = 0; i < 3; i++) {
+					const __m512i v = _mm512_ternarylogic_epi32(
+						kp_q6_shl(h[i], 4 - 2 * kk), kp_q6_shl(l[i], -ns), m30, 0xE4);
+
+					_mm512_storeu_si512(o + 64 * i,
+							    _mm512_ternarylogic_epi32(top[i], v, mc0, 0xE4));
+				}
+			}
+		}
+	/* sc[d] lane R dword t: row 4R + t's scales 4d .. 4d + 3; to byte 4b +
+	 * t of the lane, then lane b dword R: sub-block 4d + b, row 4R + t */
+	kp_q6_cols4(f, 192, sc);
+	KG_UNROLL
+	for (int d = 0; d < 4; d++)
+		_mm512_storeu_si512(p + KERN_Q6L_SC + 64 * d,
+				    _mm512_permutexvar_epi32(tr, _mm512_shuffle_epi8(sc[d], tb)));
+	for (size_t r = 0; r < KERN_Q6L_ROWS; r++)
+		memcpy(p + KERN_Q6L_D + 2 * r, f[r] + 208, 2);
+}
+
+/* One file block (210 bytes) from src to dst. */
+KG_INLINE void kp_q6_copy_block(uint8_t *dst, const uint8_t *src)
+{
+	_mm512_storeu_si512(dst, _mm512_loadu_si512(src));
+	_mm512_storeu_si512(dst + 64, _mm512_loadu_si512(src + 64));
+	_mm512_storeu_si512(dst + 128, _mm512_loadu_si512(src + 128));
+	_mm512_mask_storeu_epi8(dst + 192, 0x3ffff, _mm512_maskz_loadu_epi8(0x3ffff, src + 192));
+}
+
+/* What a model load runs: a group's super-blocks in order, each by
+ * kp_q6_pack_sb() in place. Super-block s's output (KERN_Q6L_SB bytes at
+ * KERN_Q6L_SB s) covers the group's file blocks 16 s .. 16 s + 15 (row
+ * r's block s is block r nb + s): just before it is written, those still
+ * to be read (of super-block s or later, about half of the group's) are
+ * saved to tmp at the same offsets, and a row's block is read from tmp
+ * once its region is written, from the group before. The next group is
+ * prefetched to L2 one region a step, so the rows' blocks read ahead
+ * come from L2, not memory. Against copying the whole group first (the
+ * scalar twin, the 4-row packer): the copy halved and spread over the
+ * steps; LEVELS.md "Q6_K rows in dword lanes: the SIMD packer".
+ * Unpacking (tests, a reader wanting the file order back) stays the
+ * scalar moves. */
 void kern_avx512_pack_q6_k(void *w, size_t n_out, size_t nb, size_t bs, size_t g, int unpack,
 			   void *tmp)
 {
-	kern_avx512_pack_q6_k_scalar(w, n_out, nb, bs, g, unpack, tmp);
+	const size_t row = nb * bs;
+
+	assert(g == KERN_Q6L_ROWS && bs == sizeof(struct kern_block_q6_k));
+	if (unpack) {
+		kern_avx512_pack_q6_k_scalar(w, n_out, nb, bs, g, unpack, tmp);
+		return;
+	}
+	for (size_t o = 0; o < n_out; o += g) {
+		uint8_t *grp = (uint8_t *)w + o * row, *t = tmp;
+
+		for (size_t s = 0; s < nb; s++) {
+			const uint8_t *f[KERN_Q6L_ROWS];
+
+			for (size_t b = 16 * s; b < 16 * s + 16; b++)
+				if (b % nb >= s)
+					kp_q6_copy_block(t + b * bs, grp + b * bs);
+			for (size_t r = 0; r < KERN_Q6L_ROWS; r++) {
+				const size_t b = r * nb + s;
+
+				f[r] = (b / 16 <= s ? t : grp) + b * bs;
+			}
+			if (o + g < n_out)
+				for (size_t c = 0; c < KERN_Q6L_SB; c += 64)
+					_mm_prefetch((const char *)grp + g * row + s * KERN_Q6L_SB + c,
+						     _MM_HINT_T1);
+			kp_q6_pack_sb(f, grp + s * KERN_Q6L_SB);
+		}
+	}
 }
 
 /* The packed GEMVs: rows [o0, o1) whole groups; the prefetch bound as
