@@ -13,9 +13,10 @@
  * (separate multiplies and adds: no fused multiply-add, which would round
  * once where the GEMV rounds twice).
  *
- * The weights are read in their file layout or packed in groups of 4
- * rows (kernels.h KERN_PACKED; kv_rows says where a tile's rows and
- * super-blocks are), 16 rows a tile, each
+ * The weights are read in their file layout or packed (kernels.h
+ * KERN_PACKED: Q4_K/Q5_K in groups of 4 rows, Q6_K of 16 with rows in
+ * dword lanes already; kv_rows says where a tile's rows and super-blocks
+ * are), 16 rows a tile, each
  * super-block's bytes transposed so that dword lane r of vector c holds
  * elements 4c..4c+3 of row r; a token's 32-block is then 8 VPDPBUSD
  * against its words broadcast, giving the 16 rows' exact sums in lanes,
@@ -49,7 +50,8 @@ QV_INLINE __m512i kv__dpwssd_bcst(__m512i acc, __m512i u, const int32_t *p)
 
 /* Where a tile goes: rows o .. o + 15 (stride st, or row o sixteen times
  * when st = 0), results stored for the lanes in `keep`; pk: the rows are
- * packed (o then a multiple of 4 unless st = 0). */
+ * packed (o then a multiple of 4 unless st = 0; packed Q6_K: of 16, st
+ * never 0, keep all, kv__rows_of()). */
 struct kv_at {
 	size_t o, st;
 	__mmask16 keep;
@@ -61,18 +63,24 @@ struct kv_at {
 	size_t mpn;
 };
 
-/* The tile's rows (kv_rows) for blocks of bs bytes. */
+/* The tile's rows (kv_rows) for blocks of bs bytes. Packed Q6_K (groups
+ * of KERN_Q6L_ROWS = 16, kern_avx512_pack_q6_k()): the tile is one whole
+ * group, since kernels_matmul.c gives packed rows only in multiples of
+ * pack_rows (o a multiple of 16, never a tail tile or a lone row). */
 QV_INLINE struct kv_rows kv__rows_of(const struct kern_gemm_args *a, struct kv_at at, size_t bs)
 {
 	const char *w = (const char *)a->w;
-	/* kern_pack_groups16(), kern_avx512_pack_q6_k(): 16-byte lanes */
-	const size_t u = bs == sizeof(struct kern_block_q4_k) || bs == sizeof(struct kern_block_q5_k) ||
-				 bs == sizeof(struct kern_block_q6_k)
+	/* kern_pack_groups16(): 16-byte lanes */
+	const size_t u = bs == sizeof(struct kern_block_q4_k) || bs == sizeof(struct kern_block_q5_k)
 			 ? 16
 			 : bs;
 
 	if (!at.pk)
 		return (struct kv_rows){w + at.o * a->w_stride, at.st, 4 * at.st, bs, 1, 0};
+	if (bs == sizeof(struct kern_block_q6_k)) {
+		assert(at.st != 0 && at.o % KERN_Q6L_ROWS == 0 && at.keep == 0xffff);
+		return kv_rows_q6l(w + at.o * a->w_stride);
+	}
 	return (struct kv_rows){w + (at.o & ~(size_t)3) * a->w_stride + (at.o & 3) * u,
 				at.st ? u : 0, 4 * at.st, 4 * bs, bs / u == 1 ? 1 : 4, at.o & 3};
 }
@@ -278,17 +286,19 @@ QV_INLINE void kv__tile_p(const struct kern_gemm_args *a, const struct kv_panel 
 }
 
 /*
- * Q6_K, up to KV_TOK tokens (batched decode; packed rows mostly go to
- * kquants_q6p_avx512.c instead): the tile streams, each super-block's values
- * unpacked into registers and used at once (a panel would store and
- * reload them: as much work as the products for 2 tokens). The same
- * integer sums and float steps as the panel path.
+ * Q6_K in the file layout, up to KV_TOK tokens (batched decode; packed
+ * rows, rows in dword lanes, go to kquants_q6p_avx512.c instead, which
+ * takes every 1..8-token call with args.xk): the tile streams, each
+ * super-block's values unpacked into registers and used at once (a panel
+ * would store and reload them: as much work as the products for 2
+ * tokens). The same integer sums and float steps as the panel path.
  */
 QV_INLINE void kv__tile_s(const struct kern_gemm_args *a, struct kv_at at, int T, size_t bs)
 {
+	assert(!at.pk);
 	const size_t nsb = a->n_in / KERN_QKK;
 	const struct kv_rows rp = kv__rows_of(a, at, bs);
-	/* the next tile's bytes, swept linearly (either layout) */
+	/* the next tile's bytes, swept linearly */
 	const char *next = (const char *)a->w + at.o * a->w_stride + QV_ROWS * at.st;
 	const struct kern_block_q8_k *xk[KV_TOK];
 	__m512 acc[KV_TOK];
@@ -314,22 +324,6 @@ QV_INLINE void kv__tile_s(const struct kern_gemm_args *a, struct kv_at at, int T
 		__m512i h[4], g[4];
 
 		kv__q6_off(xk, s, T, off);
-		/* packed: unpacked whole, then used (kern_avx512_vnni_pgemm_q6_k()
-		 * sends 1-8 tokens to kquants_q6p_avx512.c instead) */
-		if (rp.km == 4) {
-			__m512i wv[8][8], v[17];
-
-			kv__q6u_sb(rp, sb, wv, v);
-			QV_UNROLL
-			for (int b = 0; b < 8; b++) {
-				const int8_t *q[KV_TOK];
-
-				kv__q(xk, s, b, T, q);
-				kv__q6_blk(wv[b], v[2 * b], v[2 * b + 1], q, off, b, T, isum);
-			}
-			kv__q6_end(_mm512_castsi512_ps(v[16]), xk, s, T, isum, acc);
-			continue;
-		}
 		kv__rows16(rp, sb + 192, h);
 		kv__rows16(rp, sb + 194, g); /* d in the top half of g[3] */
 		QV_UNROLL
@@ -723,7 +717,9 @@ static void kv__gemm(const kv_panel_fn *pfn, const kv_stream_fn *sfn, int kind,
 		kv__tile(pfn, sfn, kind, a, (struct kv_at){o, st, 0xffff, pk, mp, a->n_tok}, &pn);
 	if (o == o1)
 		return;
-	if (o1 >= QV_ROWS) { /* packed: b is a multiple of 4, as o1 is */
+	/* packed Q4_K/Q5_K: b is a multiple of 4, as o1 is; packed Q6_K
+	 * never comes here (o1 a multiple of 16) */
+	if (o1 >= QV_ROWS) {
 		size_t b = o1 - QV_ROWS;
 		kv__tile(pfn, sfn, kind, a,
 			 (struct kv_at){b, st, (__mmask16)(0xffffu << (o - b)), pk, mp, a->n_tok}, &pn);

@@ -38,7 +38,7 @@ void kern_avx512_kv_pack_q6(struct kv_rows rp, size_t s0, size_t n, struct kv_pa
 	for (size_t s = 0; s < n; s++) {
 		const size_t sb = (s0 + s) * rp.step;
 
-		if (rp.km == 4) /* packed */
+		if (rp.km == KV_KM_Q6L) /* packed, rows in dword lanes */
 			kv__q6u_sb(rp, sb, pn->w[s], pn->v[s]);
 		else
 			kv__q6_sb(rp, sb, pn->w[s], pn->v[s]);
