@@ -229,6 +229,19 @@ QV_INLINE void kv__q6l_sub(const char *p, __m512i v[4])
 	v[3] = _mm512_and_si512(t3, m3f);
 }
 
+/* Sub-block j's 16 int8 scales of a packed Q6_K super-block at p, as
+ * int32 in row lanes. */
+QV_INLINE __m512i kv__q6l_sc(const char *p, int j)
+{
+	return _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(p + KERN_Q6L_SC + 16 * j)));
+}
+
+/* The 16 rows' d of a packed Q6_K super-block at p, as float. */
+QV_INLINE __m512 kv__q6l_d(const char *p)
+{
+	return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p + KERN_Q6L_D)));
+}
+
 /* Packed Q6_K (kern_avx512_pack_q6_k(), kv_rows' packed-Q6_K form: rp.w
  * the 16-row group, which is the whole tile): super-block sb (byte
  * offset, a multiple of KERN_Q6L_SB) of the group as
@@ -244,10 +257,9 @@ QV_INLINE void kv__q6u_sb(struct kv_rows rp, size_t sb, __m512i w[8][8], __m512i
 	QV_UNROLL
 	for (int j = 0; j < 16; j++) {
 		kv__q6l_sub(p + KERN_Q6L_V(j, 0), &w[j / 2][4 * (j % 2)]);
-		v[j] = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(p + KERN_Q6L_SC + 16 * j)));
+		v[j] = kv__q6l_sc(p, j);
 	}
-	v[16] = _mm512_castps_si512(
-		_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p + KERN_Q6L_D))));
+	v[16] = _mm512_castps_si512(kv__q6l_d(p));
 }
 
 /* File-layout Q6_K: super-block sb (byte offset) of the 16 rows as
