@@ -123,16 +123,19 @@ static uint8_t *kqm_weights(uint32_t wt, size_t n_out, size_t n_in, uint32_t *s)
 	return w;
 }
 
-/* w packed as the amx level packs it at load (its pack_fn, groups of 4). */
+/* w packed as the amx level packs it at load (its pack_fn: Q4_K, Q5_K
+ * groups of 4; Q6_K groups of KERN_Q6L_ROWS = 16, rows in dword lanes). */
 static uint8_t *kqm_packed(uint32_t wt, const uint8_t *w, size_t n_out, size_t n_in)
 {
 	const size_t row = (size_t)dtype_row_size(wt, n_in), bs = dtype_type_size(wt);
+	const size_t g = wt == DTYPE_Q6_K ? KERN_Q6L_ROWS : 4;
 	uint8_t *p = malloc(row * n_out), *tmp = malloc(16 * row);
 
 	ck_assert(p && tmp);
 	memcpy(p, w, row * n_out);
-	ck_assert_uint_eq(kqm_ops_amx.pack_rows[wt], 4);
-	kqm_ops_amx.pack_fn[wt](p, n_out, n_in / KERN_QKK, bs, 4, 0, tmp);
+	ck_assert_uint_eq(kqm_ops_amx.pack_rows[wt], g);
+	ck_assert_uint_eq(n_out % g, 0);
+	kqm_ops_amx.pack_fn[wt](p, n_out, n_in / KERN_QKK, bs, g, 0, tmp);
 	free(tmp);
 	return p;
 }
@@ -187,14 +190,17 @@ static const struct kqm_case kqm_cases[] = {
 #define KQM_N_CASES (sizeof(kqm_cases) / sizeof(kqm_cases[0]))
 
 /* One shape on bf16 GEMM g (packed rows): against the references, the
- * file layout's bits (gf's), rows past the last 16 the VNNI path's. */
+ * file layout's bits (gf's), rows past the last 16 the VNNI path's. A
+ * shape the level cannot pack (Q6_K's groups of 16: n_out or o0 not a
+ * multiple, kern_pack_type() keeps the file type) runs gf alone. */
 static void kqm_check(uint32_t wt, const struct kqm_case *c, uint32_t *s, kern_gemm_fn g,
 		      kern_gemm_fn gf)
 {
 	const size_t n_out = c->n_out, n_in = c->n_in, n_tok = c->n_tok;
 	const size_t row = (size_t)dtype_row_size(wt, n_in), nk = n_in / KERN_QKK;
-	const size_t bf_end = c->o0 + (n_out - c->o0) / 16 * 16;
-	uint8_t *w = kqm_weights(wt, n_out, n_in, s), *p = kqm_packed(wt, w, n_out, n_in);
+	const size_t bf_end = c->o0 + (n_out - c->o0) / 16 * 16, pr = kqm_ops_amx.pack_rows[wt];
+	const int pk = n_out % pr == 0 && c->o0 % pr == 0;
+	uint8_t *w = kqm_weights(wt, n_out, n_in, s), *p = pk ? kqm_packed(wt, w, n_out, n_in) : NULL;
 	float *xf = malloc(sizeof(float) * n_tok * n_in), *wf = malloc(sizeof(float) * n_in);
 	struct kern_block_q8_k *xk = malloc(sizeof(*xk) * n_tok * nk);
 	const size_t ny = n_tok * n_out;
@@ -210,13 +216,14 @@ static void kqm_check(uint32_t wt, const struct kqm_case *c, uint32_t *s, kern_g
 	for (size_t t = 0; t < n_tok; t++)
 		kern_ops_for(CPU_LEVEL_AVX512)->quantize_act_q8k(xf + t * n_in, xk + t * nk, n_in);
 	struct kern_gemm_args a = {
-		.w = p, .w_stride = row, .n_in = n_in, .n_tok = n_tok, .y = y1, .y_stride = n_out,
+		.w = w, .w_stride = row, .n_in = n_in, .n_tok = n_tok, .y = y3, .y_stride = n_out,
 		.xk = xk, .xf = xf, .xf_stride = n_in,
 	};
-	g(&a, c->o0, n_out);
-	a.w = w;
-	a.y = y3;
 	gf(&a, c->o0, n_out);
+	a.w = pk ? p : w;
+	a.y = y1;
+	(pk ? g : gf)(&a, c->o0, n_out);
+	a.w = w;
 	a.y = y2;
 	vn[ti](&a, c->o0, n_out);
 	ck_assert_msg(memcmp(y1, y3, sizeof(float) * ny) == 0,
@@ -400,6 +407,8 @@ START_TEST(kq_lazy_q8k_blocks_made_on_demand)
 			for (size_t n_out = 40; n_out <= 48; n_out += 8)
 				for (size_t fi = 0; fi < 3; fi++) {
 		const uint32_t wt = kqm_types[ti];
+		if (packed && n_out % kqm_ops_amx.pack_rows[wt] != 0)
+			continue; /* Q6_K's 40 rows: no packed form (groups of 16) */
 		uint8_t *w = kqm_weights(wt, n_out, n_in, &s);
 		uint8_t *p = packed ? kqm_packed(wt, w, n_out, n_in) : NULL;
 		float *xf = malloc(sizeof(float) * n_tok * n_in);

@@ -455,7 +455,158 @@ START_TEST(q6_k_simd_packer_equals_the_scalar_one)
 		}
 }
 END_TEST
+
+/* n_out random Q6_K rows (every byte random, d 1e-4 .. 0.1 either sign). */
+static uint8_t *qp_q6_rows(size_t n_out, size_t nb)
+{
+	const size_t bs = sizeof(struct kern_block_q6_k), n = n_out * nb;
+	uint8_t *w = test_alloc64(n * bs);
+
+	for (size_t k = 0; k < n * bs; k++)
+		w[k] = (uint8_t)test_rand(&qp_rng);
+	for (size_t b = 0; b < n; b++) {
+		const float d = (float)(test_rand(&qp_rng) % 1000 + 1) * 1e-4f;
+		const uint16_t h = kern_fp32_to_fp16((test_rand(&qp_rng) & 1) ? d : -d);
+
+		memcpy(w + b * bs + offsetof(struct kern_block_q6_k, d), &h, 2);
+	}
+	return w;
+}
+
+/* Packed Q6_K at 9+ tokens (the VNNI panels, kquants_vnni_avx512.h
+ * kv__q6u_sb(): the layout's rows in dword lanes read by loads) against
+ * the file layout's GEMM and each token alone through the GEMV, bit for
+ * bit: 9, 16, 17 and 64 tokens (one, two, three and eight groups of the
+ * panel), 1, 9 and 20 super-blocks (the panel's chunks of 8: one part, a
+ * whole and a part, two and a part), one and three 16-row groups, called
+ * whole and cut at a group. Random bytes: every qh bit pattern, so a
+ * reader that mixes up one bit of one element fails. */
+START_TEST(q6_k_panels_equal_the_file_layout_bit_for_bit)
+{
+	static const size_t toks[] = {9, 16, 17, 64}, nbs[] = {1, 9, 20}, outs[] = {16, 48};
+	const struct kern_ops *ops = kern_ops_for(CPU_LEVEL_AVX512);
+	const size_t bs = sizeof(struct kern_block_q6_k), T = 64;
+
+	if (qp_skip())
+		return;
+	for (size_t oi = 0; oi < 2; oi++)
+		for (size_t bi = 0; bi < 3; bi++) {
+			const size_t n_out = outs[oi], nb = nbs[bi], n_in = nb * KERN_QKK;
+			const size_t row = nb * bs;
+			uint8_t *w = qp_q6_rows(n_out, nb), *wp = test_alloc64(n_out * row);
+			uint8_t *tmp = test_alloc64(16 * row);
+			float *x = test_alloc64(n_in * T * sizeof(float));
+			float *y = test_alloc64(n_out * T * sizeof(float));
+			float *yp = test_alloc64(n_out * T * sizeof(float));
+			struct kern_block_q8_k *xk = test_alloc64(sizeof(*xk) * nb * T);
+
+			memcpy(wp, w, n_out * row);
+			kern_avx512_pack_q6_k(wp, n_out, nb, bs, 16, 0, tmp);
+			for (size_t i = 0; i < n_in * T; i++)
+				x[i] = ((float)(test_rand(&qp_rng) & 0xffff) / 32768.0f - 1.0f) *
+				       ((test_rand(&qp_rng) & 31) ? 1 : 8);
+			for (size_t t = 0; t < T; t++)
+				ops->quantize_act_q8k(x + t * n_in, xk + t * nb, n_in);
+			for (size_t k = 0; k < sizeof(toks) / sizeof(toks[0]); k++) {
+				const size_t nt = toks[k];
+				struct kern_gemm_args a = {.w = w, .w_stride = row, .n_in = n_in,
+							   .x = x, .x_stride = n_in * sizeof(float),
+							   .n_tok = nt, .y = y, .y_stride = n_out,
+							   .xk = xk};
+				struct kern_gemm_args p = a;
+
+				p.w = wp;
+				p.y = yp;
+				memset(y, 0xa5, n_out * T * sizeof(float));
+				memset(yp, 0x5a, n_out * T * sizeof(float));
+				ops->gemm[DTYPE_Q6_K](&a, 0, n_out);
+				kern_avx512_vnni_pgemm_q6_k(&p, 0, 16);
+				kern_avx512_vnni_pgemm_q6_k(&p, 16, n_out);
+				ck_assert_msg(memcmp(y, yp, n_out * nt * sizeof(float)) == 0,
+					      "Q6_K %zu x %zu, %zu tokens: packed differs", n_out,
+					      n_in, nt);
+				for (size_t t = 0; t < nt; t++) { /* each token alone */
+					struct kern_gemm_args one = a;
+
+					one.n_tok = 1;
+					one.xk = xk + t * nb;
+					one.y = yp;
+					ops->gemv[DTYPE_Q6_K](&one, 0, n_out);
+					ck_assert_msg(memcmp(y + t * n_out, yp, n_out * sizeof(float)) == 0,
+						      "Q6_K %zu x %zu, %zu tokens: token %zu alone",
+						      n_out, n_in, nt, t);
+				}
+			}
+			free(w);
+			free(wp);
+			free(tmp);
+			free(x);
+			free(y);
+			free(yp);
+			free(xk);
+		}
+}
+END_TEST
+
+/* Through the library: kern_pack_rows() then kern_matmul() on packed Q6_K,
+ * two threads, 9+ tokens, against the file layout; a ragged row count (40:
+ * not a multiple of the 16-row group) has no packed form and is refused. */
+START_TEST(q6_k_packed_matmul_equals_the_file_layout)
+{
+	static const size_t toks[] = {9, 17, 64};
+	const size_t n_out = 160, nb = 3, n_in = nb * KERN_QKK, T = 64;
+	const size_t row = nb * sizeof(struct kern_block_q6_k);
+	tpool_t pool = tpool_create(2);
+	char err[EMBER_ERR_MAX] = "";
+
+	ck_assert_ptr_nonnull(pool);
+	if (kern_init() != CPU_LEVEL_AVX512) {
+		fprintf(stderr, "qpacked: skipping Q6_K kern_matmul: the level in use is %s\n",
+			cpu_level_name(kern_level()));
+		tpool_destroy(pool);
+		return;
+	}
+	uint8_t *w = qp_q6_rows(n_out, nb), *wp = test_alloc64(n_out * row);
+	float *x = test_alloc64(n_in * T * sizeof(float));
+	float *y = test_alloc64(n_out * T * sizeof(float));
+	float *yp = test_alloc64(n_out * T * sizeof(float));
+	void *scr = test_alloc64(kern_matmul_scratch(DTYPE_Q6_K | KERN_PACKED, n_in, T));
+
+	ck_assert_uint_eq(kern_pack_type(DTYPE_Q6_K, 40, n_in), DTYPE_Q6_K);
+	memcpy(wp, w, 40 * row);
+	ck_assert_int_eq(kern_pack_rows(DTYPE_Q6_K, wp, 40, n_in, err), EMBER_EINVAL);
+	ck_assert(memcmp(wp, w, 40 * row) == 0);
+	memcpy(wp, w, n_out * row);
+	ck_assert_uint_eq(kern_pack_type(DTYPE_Q6_K, n_out, n_in), DTYPE_Q6_K | KERN_PACKED);
+	ck_assert_int_eq(kern_pack_rows(DTYPE_Q6_K, wp, n_out, n_in, err), 0);
+	for (size_t i = 0; i < n_in * T; i++)
+		x[i] = (float)(test_rand(&qp_rng) & 0xffff) / 32768.0f - 1.0f;
+	for (size_t k = 0; k < sizeof(toks) / sizeof(toks[0]); k++) {
+		kern_matmul(pool, DTYPE_Q6_K, w, n_out, n_in, x, toks[k], y, scr);
+		kern_matmul(pool, DTYPE_Q6_K | KERN_PACKED, wp, n_out, n_in, x, toks[k], yp, scr);
+		ck_assert_msg(memcmp(y, yp, n_out * toks[k] * sizeof(float)) == 0,
+			      "Q6_K tok %zu: kern_matmul packed differs", toks[k]);
+	}
+	free(w);
+	free(wp);
+	free(x);
+	free(y);
+	free(yp);
+	free(scr);
+	tpool_destroy(pool);
+}
+END_TEST
 #else
+START_TEST(q6_k_panels_equal_the_file_layout_bit_for_bit)
+{
+}
+END_TEST
+
+START_TEST(q6_k_packed_matmul_equals_the_file_layout)
+{
+}
+END_TEST
+
 START_TEST(q6_k_simd_packer_equals_the_scalar_one)
 {
 }
@@ -551,6 +702,8 @@ Suite *suite_qpacked(void)
 	tcase_add_test(tc, ragged_row_counts_stay_in_file_layout);
 	tcase_add_test(tc, avx512_and_amx_pack_q4_0_and_q8_0);
 	tcase_add_test(tc, q6_k_packed_layout_is_the_contract);
+	tcase_add_test(tc, q6_k_panels_equal_the_file_layout_bit_for_bit);
+	tcase_add_test(tc, q6_k_packed_matmul_equals_the_file_layout);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -8,7 +8,8 @@
  * (kquants_vnni_avx512.h: 16 bytes of 16 rows transposed into row lanes,
  * lane r of vector c = elements 4c..4c+3 of row r), which reads the file
  * layout and the rows the level packs at load (kern_pack_groups16, Q6_K's
- * kern_avx512_pack_q6_k) alike, so the tiles need no layout of their own.
+ * kern_avx512_pack_q6_k, whose rows are in dword lanes already: loads,
+ * no transpose) alike, so the tiles need no layout of their own.
  * A lane's four bytes are the Q8_0 packed tile's (amxbf__b_piece): each
  * byte to a float, times its sub-block's scale, and one permutation
  * makes two tile rows. A 32-element sub-block (Q4_K/Q5_K) is one K step;
@@ -31,11 +32,15 @@
 #define AMXKQ_TILE 512 /* bf16 elements per B tile (16 x 32) */
 
 /* The 16 rows whose first is at w (st bytes apart in the file layout;
- * packed: w is their first group of 4, kv__rows_of()'s form). */
+ * packed: w is their first group, kv__rows_of()'s form: Q4_K/Q5_K four
+ * groups of 4, Q6_K one group of KERN_Q6L_ROWS = 16, since the tiles
+ * start at multiples of 16 rows, kernels_amx_bf16.c). */
 QV_INLINE struct kv_rows amxkq__rows(const char *w, size_t st, int packed, size_t bs)
 {
 	if (!packed)
 		return (struct kv_rows){w, st, 4 * st, bs, 1, 0};
+	if (bs == sizeof(struct kern_block_q6_k))
+		return kv_rows_q6l(w);
 	return (struct kv_rows){w, 16, 4 * st, 4 * bs, 4, 0};
 }
 
@@ -164,7 +169,7 @@ QV_INLINE void amxkq__sb_q6(struct kv_rows rp, size_t s, uint16_t *bt)
 {
 	__m512i w[8][8], v[17];
 
-	if (rp.km == 4)
+	if (rp.km == KV_KM_Q6L)
 		kv__q6u_sb(rp, s * rp.step, w, v);
 	else
 		kv__q6_sb(rp, s * rp.step, w, v);

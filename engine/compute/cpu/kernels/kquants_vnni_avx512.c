@@ -13,9 +13,10 @@
  * (separate multiplies and adds: no fused multiply-add, which would round
  * once where the GEMV rounds twice).
  *
- * The weights are read in their file layout or packed in groups of 4
- * rows (kernels.h KERN_PACKED; kv_rows says where a tile's rows and
- * super-blocks are), 16 rows a tile, each
+ * The weights are read in their file layout or packed (kernels.h
+ * KERN_PACKED: Q4_K/Q5_K in groups of 4 rows, Q6_K of 16 with rows in
+ * dword lanes already; kv_rows says where a tile's rows and super-blocks
+ * are), 16 rows a tile, each
  * super-block's bytes transposed so that dword lane r of vector c holds
  * elements 4c..4c+3 of row r; a token's 32-block is then 8 VPDPBUSD
  * against its words broadcast, giving the 16 rows' exact sums in lanes,
@@ -31,7 +32,11 @@
  * super-blocks are unpacked KV_KC at a time into a panel (values, integer
  * scales, d and dmin: ~41 KiB, L1/L2) that every group of up to 8 tokens
  * reads (kv__tile_p); a group's accumulators go through y between chunks
- * (an exact store and reload). The transpose helpers are
+ * (an exact store and reload). Packed Q6_K up to KV_L6_TOK tokens has no
+ * panel: its rows are in dword lanes already, so each group unpacks the
+ * group's bytes where they lie (3 loads and 9 operations a sub-block,
+ * kv__q6l_sub), cheaper than the panel's stores and reloads for up to 4
+ * groups. The transpose helpers are
  * qvnni_avx512.h's (the Q8_0/Q4_0 tiles of kernels_qvnni_avx512.c); the
  * row loads and the super-blocks' unpacking, which both paths share, are
  * kquants_vnni_avx512.h's, and the panels' packing is
@@ -49,7 +54,8 @@ QV_INLINE __m512i kv__dpwssd_bcst(__m512i acc, __m512i u, const int32_t *p)
 
 /* Where a tile goes: rows o .. o + 15 (stride st, or row o sixteen times
  * when st = 0), results stored for the lanes in `keep`; pk: the rows are
- * packed (o then a multiple of 4 unless st = 0). */
+ * packed (o then a multiple of 4 unless st = 0; packed Q6_K: of 16, st
+ * never 0, keep all, kv__rows_of()). */
 struct kv_at {
 	size_t o, st;
 	__mmask16 keep;
@@ -61,18 +67,24 @@ struct kv_at {
 	size_t mpn;
 };
 
-/* The tile's rows (kv_rows) for blocks of bs bytes. */
+/* The tile's rows (kv_rows) for blocks of bs bytes. Packed Q6_K (groups
+ * of KERN_Q6L_ROWS = 16, kern_avx512_pack_q6_k()): the tile is one whole
+ * group, since kernels_matmul.c gives packed rows only in multiples of
+ * pack_rows (o a multiple of 16, never a tail tile or a lone row). */
 QV_INLINE struct kv_rows kv__rows_of(const struct kern_gemm_args *a, struct kv_at at, size_t bs)
 {
 	const char *w = (const char *)a->w;
-	/* kern_pack_groups16(), kern_avx512_pack_q6_k(): 16-byte lanes */
-	const size_t u = bs == sizeof(struct kern_block_q4_k) || bs == sizeof(struct kern_block_q5_k) ||
-				 bs == sizeof(struct kern_block_q6_k)
+	/* kern_pack_groups16(): 16-byte lanes */
+	const size_t u = bs == sizeof(struct kern_block_q4_k) || bs == sizeof(struct kern_block_q5_k)
 			 ? 16
 			 : bs;
 
 	if (!at.pk)
 		return (struct kv_rows){w + at.o * a->w_stride, at.st, 4 * at.st, bs, 1, 0};
+	if (bs == sizeof(struct kern_block_q6_k)) {
+		assert(at.st != 0 && at.o % KERN_Q6L_ROWS == 0 && at.keep == 0xffff);
+		return kv_rows_q6l(w + at.o * a->w_stride);
+	}
 	return (struct kv_rows){w + (at.o & ~(size_t)3) * a->w_stride + (at.o & 3) * u,
 				at.st ? u : 0, 4 * at.st, 4 * bs, bs / u == 1 ? 1 : 4, at.o & 3};
 }
@@ -221,7 +233,9 @@ QV_INLINE void kv__q6_end(__m512 d, const struct kern_block_q8_k *const xk[], si
  * super-block's lines before each 32-block: as one burst a super-block
  * (53 lines of Q6_K) the pack waited on the stream, a 16-token Q6_K step
  * 156 -> 140 ms of CPU spread (Zen 4, LEVELS.md, sbk18). kind: 0 Q4_K,
- * 1 Q5_K, 2 Q6_K; bs its block size. */
+ * 1 Q5_K, 2 Q6_K; 3 packed Q6_K without the panel (pn unread: the values
+ * and scales unpacked from the group's super-block at each 32-block, the
+ * same integers as kv__q6u_sb() stores); bs its block size. */
 QV_INLINE void kv__tile_p(const struct kern_gemm_args *a, const struct kv_panel *pn,
 			  struct kv_at at, size_t t, size_t s0, size_t n, int T, int kind, size_t bs)
 {
@@ -238,14 +252,16 @@ QV_INLINE void kv__tile_p(const struct kern_gemm_args *a, const struct kv_panel 
 	}
 	for (size_t j = 0; j < n; j++) {
 		const size_t s = s0 + j;
-		const __m512i *v = pn->v[j];
+		const __m512i *v = kind == 3 ? NULL : pn->v[j];
+		/* kind 3: the packed Q6_K group's super-block s itself */
+		const char *g6 = (const char *)a->w + at.o * a->w_stride + s * KERN_Q6L_SB;
 		__m512i isum[KV_TOK];
 		int32_t off[KV_TOK][16] __attribute__((aligned(64)));
 
 		QV_UNROLL
 		for (int i = 0; i < T; i++)
 			isum[i] = _mm512_setzero_si512();
-		if (kind == 2)
+		if (kind >= 2)
 			kv__q6_off(xk, s, T, off);
 		QV_UNROLL
 		for (int b = 0; b < 8; b++) {
@@ -258,16 +274,25 @@ QV_INLINE void kv__tile_p(const struct kern_gemm_args *a, const struct kv_panel 
 				     pf < (b + 1) * QV_ROWS * bs / 8; pf += 64)
 					_mm_prefetch(next + QV_ROWS * s * bs + pf, _MM_HINT_T1);
 			}
+			kv__q(xk, s, b, T, q);
+			if (kind == 3) {
+				kv__q6l_sub(g6 + KERN_Q6L_V(2 * b, 0), w);
+				kv__q6l_sub(g6 + KERN_Q6L_V(2 * b + 1, 0), w + 4);
+				kv__q6_blk(w, kv__q6l_sc(g6, 2 * b), kv__q6l_sc(g6, 2 * b + 1), q, off, b,
+					   T, isum);
+				continue;
+			}
 			QV_UNROLL
 			for (int c = 0; c < 8; c++)
 				w[c] = _mm512_load_si512(&pn->w[j][b][c]);
-			kv__q(xk, s, b, T, q);
 			if (kind == 2)
 				kv__q6_blk(w, v[2 * b], v[2 * b + 1], q, off, b, T, isum);
 			else
 				kv__k4_blk(w, v[b], q, T, isum, kind == 1);
 		}
-		if (kind == 2)
+		if (kind == 3)
+			kv__q6_end(kv__q6l_d(g6), xk, s, T, isum, acc);
+		else if (kind == 2)
 			kv__q6_end(_mm512_castsi512_ps(v[16]), xk, s, T, isum, acc);
 		else
 			kv__k4_end(v, xk, s, T, isum, acc);
@@ -278,17 +303,19 @@ QV_INLINE void kv__tile_p(const struct kern_gemm_args *a, const struct kv_panel 
 }
 
 /*
- * Q6_K, up to KV_TOK tokens (batched decode; packed rows mostly go to
- * kquants_q6p_avx512.c instead): the tile streams, each super-block's values
- * unpacked into registers and used at once (a panel would store and
- * reload them: as much work as the products for 2 tokens). The same
- * integer sums and float steps as the panel path.
+ * Q6_K in the file layout, up to KV_TOK tokens (batched decode; packed
+ * rows, rows in dword lanes, go to kquants_q6p_avx512.c instead, which
+ * takes every 1..8-token call with args.xk): the tile streams, each
+ * super-block's values unpacked into registers and used at once (a panel
+ * would store and reload them: as much work as the products for 2
+ * tokens). The same integer sums and float steps as the panel path.
  */
 QV_INLINE void kv__tile_s(const struct kern_gemm_args *a, struct kv_at at, int T, size_t bs)
 {
+	assert(!at.pk);
 	const size_t nsb = a->n_in / KERN_QKK;
 	const struct kv_rows rp = kv__rows_of(a, at, bs);
-	/* the next tile's bytes, swept linearly (either layout) */
+	/* the next tile's bytes, swept linearly */
 	const char *next = (const char *)a->w + at.o * a->w_stride + QV_ROWS * at.st;
 	const struct kern_block_q8_k *xk[KV_TOK];
 	__m512 acc[KV_TOK];
@@ -314,22 +341,6 @@ QV_INLINE void kv__tile_s(const struct kern_gemm_args *a, struct kv_at at, int T
 		__m512i h[4], g[4];
 
 		kv__q6_off(xk, s, T, off);
-		/* packed: unpacked whole, then used (kern_avx512_vnni_pgemm_q6_k()
-		 * sends 1-8 tokens to kquants_q6p_avx512.c instead) */
-		if (rp.km == 4) {
-			__m512i wv[8][8], v[17];
-
-			kv__q6u_sb(rp, sb, wv, v);
-			QV_UNROLL
-			for (int b = 0; b < 8; b++) {
-				const int8_t *q[KV_TOK];
-
-				kv__q(xk, s, b, T, q);
-				kv__q6_blk(wv[b], v[2 * b], v[2 * b + 1], q, off, b, T, isum);
-			}
-			kv__q6_end(_mm512_castsi512_ps(v[16]), xk, s, T, isum, acc);
-			continue;
-		}
 		kv__rows16(rp, sb + 192, h);
 		kv__rows16(rp, sb + 194, g); /* d in the top half of g[3] */
 		QV_UNROLL
@@ -641,6 +652,14 @@ typedef void (*kv_panel_fn)(const struct kern_gemm_args *a, const struct kv_pane
 KV_PANEL_FNS(kv__p4k_, 0, sizeof(struct kern_block_q4_k))
 KV_PANEL_FNS(kv__p5k_, 1, sizeof(struct kern_block_q5_k))
 KV_PANEL_FNS(kv__p6k_, 2, sizeof(struct kern_block_q6_k))
+KV_PANEL_FNS(kv__l6k_, 3, sizeof(struct kern_block_q6_k))
+/* Packed Q6_K up to this many tokens: kv__l6k_, no panel. Each token group
+ * unpacks the values again (9 operations a 4 vectors, ~18 a 32-block
+ * against its 64 VPDPBUSD at 8 tokens) where the panel stores 81 vectors
+ * a super-block (~41 KiB a chunk, past L1) and reloads them: gemm_q q6_kp
+ * 2048 x 2048, one thread, Zen 4: 9 tokens 258 against 218 GFLOP/s, 16
+ * 294 / 263, 32 297 / 286, 48 a tie, 512 234 / 267 (LEVELS.md, q6v22). */
+#define KV_L6_TOK 32
 
 /* One tile `at`, every token: up to KV_TOK tokens the streaming tile;
  * Q4_K/Q5_K up to twice that (batched decode of 9..16 sequences) the
@@ -648,9 +667,9 @@ KV_PANEL_FNS(kv__p6k_, 2, sizeof(struct kern_block_q6_k))
  * pass reads the tile from L1/L2): a panel packed for two groups cost a
  * quarter of their time in the packing (gemm_q q4_kp 16, 2048 x 2048, one
  * thread: 257 against 292 GFLOP/s; 9 tokens 206 / 272; LEVELS.md, sbk18);
- * more (prefill, Q6_K's 9..16): K chunks outside (packed once), token
- * groups inside. Every token's sums and float steps are the same in
- * either path. */
+ * more (prefill, Q6_K's 9..16): K chunks outside (packed once; packed
+ * Q6_K up to KV_L6_TOK tokens: kv__l6k_, no panel), token groups inside.
+ * Every token's sums and float steps are the same in either path. */
 static void kv__tile(const kv_panel_fn *pfn, const kv_stream_fn *sfn, int kind,
 		     const struct kern_gemm_args *a, struct kv_at at, struct kv_panel *pn)
 {
@@ -659,6 +678,7 @@ static void kv__tile(const kv_panel_fn *pfn, const kv_stream_fn *sfn, int kind,
 			  : kind == 1 ? sizeof(struct kern_block_q5_k)
 				      : sizeof(struct kern_block_q4_k);
 	const struct kv_rows rp = kv__rows_of(a, at, bs);
+	const kv_panel_fn *fn = kind == 2 && at.pk && a->n_tok <= KV_L6_TOK ? kv__l6k_ : pfn;
 
 	if (a->n_tok <= KV_TOK) {
 		sfn[a->n_tok](a, at);
@@ -680,13 +700,15 @@ static void kv__tile(const kv_panel_fn *pfn, const kv_stream_fn *sfn, int kind,
 	for (size_t s0 = 0; s0 < nsb; s0 += KV_KC) {
 		size_t n = nsb - s0 < KV_KC ? nsb - s0 : KV_KC;
 
-		if (kind == 2)
+		if (fn == kv__l6k_)
+			; /* no panel: the packed rows read as they are */
+		else if (kind == 2)
 			kern_avx512_kv_pack_q6(rp, s0, n, pn);
 		else
 			kern_avx512_kv_pack_k4(rp, s0, n, kind, pn);
 		for (size_t t = 0; t < a->n_tok; t += KV_TOK) {
 			size_t g = a->n_tok - t < KV_TOK ? a->n_tok - t : KV_TOK;
-			pfn[g](a, pn, at, t, s0, n);
+			fn[g](a, pn, at, t, s0, n);
 		}
 	}
 }
@@ -723,7 +745,9 @@ static void kv__gemm(const kv_panel_fn *pfn, const kv_stream_fn *sfn, int kind,
 		kv__tile(pfn, sfn, kind, a, (struct kv_at){o, st, 0xffff, pk, mp, a->n_tok}, &pn);
 	if (o == o1)
 		return;
-	if (o1 >= QV_ROWS) { /* packed: b is a multiple of 4, as o1 is */
+	/* packed Q4_K/Q5_K: b is a multiple of 4, as o1 is; packed Q6_K
+	 * never comes here (o1 a multiple of 16) */
+	if (o1 >= QV_ROWS) {
 		size_t b = o1 - QV_ROWS;
 		kv__tile(pfn, sfn, kind, a,
 			 (struct kv_at){b, st, (__mmask16)(0xffffu << (o - b)), pk, mp, a->n_tok}, &pn);

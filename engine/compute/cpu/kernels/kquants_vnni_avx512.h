@@ -26,16 +26,27 @@
 /* A tile's 16 rows: row 4g + i at w + g * gst + i * rst, its super-block
  * s `step` bytes after s - 1, byte k of a super-block km k bytes past its
  * start (k a multiple of 16, 16 bytes read). File layout: rst = st, gst =
- * 4 st, step = bs, km = 1; packed (kernels.h KERN_PACKED, groups of 4):
- * rst = bs, gst = 4 st, step = 4 bs, km = 1, but Q4_K (16-byte units,
- * kern_pack_groups16()): rst = 16, km = 4; rst = gst = 0: all the same row.
- * Packed Q6_K (kern_avx512_pack_q6_k()) is re-ordered inside its 16-byte
- * lanes (rst = 16, km = 4, kv__q6u_sb() reads it); r0: the row's place in
- * its group when rst = 0 (the scales and d are not in its lanes). */
+ * 4 st, step = bs, km = 1; packed Q4_K/Q5_K (kernels.h KERN_PACKED,
+ * kern_pack_groups16(), groups of 4 in 16-byte units): rst = 16, gst =
+ * 4 st, step = 4 bs, km = 4; rst = gst = 0: all the same row, r0 its
+ * place in its group (the scales and d are not in its lanes). Packed
+ * Q6_K (kern_avx512_pack_q6_k(), rows in dword lanes, groups of
+ * KERN_Q6L_ROWS = 16: a tile is exactly one group): kv_rows_q6l(), w
+ * the group, step = KERN_Q6L_SB, km = KV_KM_Q6L, which marks the form;
+ * kv__q6u_sb() reads it and no other field. */
 struct kv_rows {
 	const char *w;
 	size_t rst, gst, step, km, r0;
 };
+
+#define KV_KM_Q6L 16 /* kv_rows.km of packed Q6_K (no unit of 16 bytes x 16) */
+
+/* The packed Q6_K group at w (its first row's place, a multiple of
+ * KERN_Q6L_ROWS rows into the matrix) as a tile's kv_rows. */
+QV_INLINE struct kv_rows kv_rows_q6l(const char *w)
+{
+	return (struct kv_rows){w, 0, 0, KERN_Q6L_SB, KV_KM_Q6L, 0};
+}
 
 /* Bytes `off` .. off + 15 of rows i, i + 4, i + 8, i + 12. */
 QV_INLINE __m512i kv__load4(struct kv_rows rp, size_t off, int i)
@@ -195,73 +206,60 @@ QV_INLINE void kv__k4_head(struct kv_rows rp, size_t sb, __m512i v[14], int pl)
 	kv__k4_head_of(h, v);
 }
 
-/* Packed Q6_K (kern_avx512_pack_q6_k(), rp.km = 4): super-block sb of
- * the 16 rows as kern_avx512_kv_pack_q6() leaves it (w[b][c] lane r: elements 4c ..
- * 4c + 3 of 32-block b of row r; v[k] scale k, v[16] d). Dword i of ql
- * unit 4n + m holds elements 128n + 16i + 4m + e (low nibbles; high: +
- * 64), so after the transpose each row lane's dword is one (b, c); the
- * high bits as kquants_gemv_avx512.c's kp_q6u() takes them. */
+/* Sub-block j's value vectors of 16 rows of packed Q6_K (kernels_impl.h
+ * KERN_Q6L_V: X, Y, Z at p) as v[i] lane r = elements 16 j + 4 i ..
+ * + 3 of row r, unsigned 0..63: V0..V2 are X, Y, Z's low six bits; V3
+ * takes bits 0-1 from X >> 6, 2-3 from Y >> 4, 4-5 from Z >> 2 (two
+ * selects; the dword shifts' bits from the next byte go with the last
+ * AND). 3 loads and 9 operations (bench/q6_lanes.c, LEVELS.md q6l21). */
+QV_INLINE void kv__q6l_sub(const char *p, __m512i v[4])
+{
+	const __m512i m3f = _mm512_set1_epi8(0x3f), m03 = _mm512_set1_epi8(0x03);
+	const __m512i m0f = _mm512_set1_epi8(0x0f);
+	const __m512i x = _mm512_loadu_si512(p + KERN_Q6L_V(0, 0));
+	const __m512i y = _mm512_loadu_si512(p + KERN_Q6L_V(0, 1));
+	const __m512i z = _mm512_loadu_si512(p + KERN_Q6L_V(0, 2));
+	const __m512i t01 = _mm512_ternarylogic_epi32(m03, _mm512_srli_epi32(x, 6),
+						      _mm512_srli_epi32(y, 4), 0xca);
+	const __m512i t3 = _mm512_ternarylogic_epi32(m0f, t01, _mm512_srli_epi32(z, 2), 0xca);
+
+	v[0] = _mm512_and_si512(x, m3f);
+	v[1] = _mm512_and_si512(y, m3f);
+	v[2] = _mm512_and_si512(z, m3f);
+	v[3] = _mm512_and_si512(t3, m3f);
+}
+
+/* Sub-block j's 16 int8 scales of a packed Q6_K super-block at p, as
+ * int32 in row lanes. */
+QV_INLINE __m512i kv__q6l_sc(const char *p, int j)
+{
+	return _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(p + KERN_Q6L_SC + 16 * j)));
+}
+
+/* The 16 rows' d of a packed Q6_K super-block at p, as float. */
+QV_INLINE __m512 kv__q6l_d(const char *p)
+{
+	return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p + KERN_Q6L_D)));
+}
+
+/* Packed Q6_K (kern_avx512_pack_q6_k(), kv_rows' packed-Q6_K form: rp.w
+ * the 16-row group, which is the whole tile): super-block sb (byte
+ * offset, a multiple of KERN_Q6L_SB) of the group as
+ * kern_avx512_kv_pack_q6() leaves it (w[b][c] lane r: elements 4c ..
+ * 4c + 3 of 32-block b of row r; v[k] scale k, v[16] d). The layout
+ * already has rows in dword lanes, so no transpose: sub-block j's value
+ * vector i (elements 16 j + 4 i ..) is w[j / 2][4 (j % 2) + i]; its 16
+ * int8 scales one VPMOVSXBD, the 16 fp16 d one VCVTPH2PS. */
 QV_INLINE void kv__q6u_sb(struct kv_rows rp, size_t sb, __m512i w[8][8], __m512i v[17])
 {
-	const __m512i m4 = _mm512_set1_epi8(0x0f), k33 = _mm512_set1_epi8(0x33);
-	const __m512i kcc = _mm512_set1_epi8((char)0xcc);
-	const char *g0 = rp.w - 16 * rp.r0 + sb; /* group of row 0 (rst = 0: the row's) */
-	__m256i dh;
+	const char *p = rp.w + sb;
 
 	QV_UNROLL
-	for (int n = 0; n < 2; n++) {
-		QV_UNROLL
-		for (int j = 0; j < 2; j++) {
-			__m512i h[4], la[4], lb[4];
-
-			kv__rows16(rp, sb + KERN_Q6P_QH(n, j), h);
-			kv__rows16(rp, sb + KERN_Q6P_QL(n, 2 * j), la);
-			kv__rows16(rp, sb + KERN_Q6P_QL(n, 2 * j + 1), lb);
-			QV_UNROLL
-			for (int i = 0; i < 4; i++) {
-				const __m512i hm = _mm512_and_si512(h[i], k33), hm2 = _mm512_and_si512(h[i], kcc);
-				const int b = 4 * n + i / 2, c = 4 * (i % 2) + 2 * j;
-
-				w[b][c] = _mm512_ternarylogic_epi32(la[i], _mm512_slli_epi16(hm, 4), m4, 0xE4);
-				w[b][c + 1] = _mm512_ternarylogic_epi32(lb[i], _mm512_slli_epi16(hm2, 2), m4, 0xE4);
-				w[b + 2][c] = _mm512_ternarylogic_epi32(_mm512_srli_epi16(la[i], 4), hm, m4, 0xE4);
-				w[b + 2][c + 1] = _mm512_ternarylogic_epi32(
-					_mm512_srli_epi16(lb[i], 4), _mm512_srli_epi16(hm2, 2), m4, 0xE4);
-			}
-		}
+	for (int j = 0; j < 16; j++) {
+		kv__q6l_sub(p + KERN_Q6L_V(j, 0), &w[j / 2][4 * (j % 2)]);
+		v[j] = kv__q6l_sc(p, j);
 	}
-	/* scales: 16 bytes per q, [row 0 .. row 3] x sub-blocks 4q .. 4q + 3 */
-	QV_UNROLL
-	for (int q = 0; q < 4; q++) {
-		__m512i sc;
-
-		if (rp.rst) {
-			const char *p = g0 + 768 + 16 * q;
-			sc = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)p));
-			sc = _mm512_inserti32x4(sc, _mm_loadu_si128((const __m128i *)(p + rp.gst)), 1);
-			sc = _mm512_inserti32x4(sc, _mm_loadu_si128((const __m128i *)(p + 2 * rp.gst)), 2);
-			sc = _mm512_inserti32x4(sc, _mm_loadu_si128((const __m128i *)(p + 3 * rp.gst)), 3);
-		} else {
-			int32_t d4;
-			memcpy(&d4, g0 + 768 + 16 * q + 4 * rp.r0, 4);
-			sc = _mm512_set1_epi32(d4);
-		}
-		QV_UNROLL
-		for (int i = 0; i < 4; i++)
-			v[4 * q + i] = kv__byte_s(sc, i);
-	}
-	/* d: the four groups' 8 bytes (rst = 0: the row's, 16 times) */
-	if (rp.rst) {
-		int64_t d8[4];
-		for (int g = 0; g < 4; g++)
-			memcpy(&d8[g], g0 + g * rp.gst + 832, 8);
-		dh = _mm256_setr_epi64x(d8[0], d8[1], d8[2], d8[3]);
-	} else {
-		int16_t d2;
-		memcpy(&d2, g0 + 832 + 2 * rp.r0, 2);
-		dh = _mm256_set1_epi16(d2);
-	}
-	v[16] = _mm512_castps_si512(_mm512_cvtph_ps(dh));
+	v[16] = _mm512_castps_si512(kv__q6l_d(p));
 }
 
 /* File-layout Q6_K: super-block sb (byte offset) of the 16 rows as

@@ -31,14 +31,16 @@ void kern_avx512_kv_pack_k4(struct kv_rows rp, size_t s0, size_t n, int five, st
 	}
 }
 
-/* Q6_K (file layout): super-blocks [s0, s0 + n) of the tile; the
- * unpacking is kquants_vnni_avx512.h's (kv__q6_sb, kv__q6u_sb packed). */
+/* Q6_K: super-blocks [s0, s0 + n) of the tile; the unpacking is
+ * kquants_vnni_avx512.h's: kv__q6_sb (file layout: transposes), kv__q6u_sb
+ * (packed, rows in dword lanes: loads; the panel only past KV_L6_TOK
+ * tokens, below them the tiles read the packed rows themselves). */
 void kern_avx512_kv_pack_q6(struct kv_rows rp, size_t s0, size_t n, struct kv_panel *pn)
 {
 	for (size_t s = 0; s < n; s++) {
 		const size_t sb = (s0 + s) * rp.step;
 
-		if (rp.km == 4) /* packed */
+		if (rp.km == KV_KM_Q6L) /* packed, rows in dword lanes */
 			kv__q6u_sb(rp, sb, pn->w[s], pn->v[s]);
 		else
 			kv__q6_sb(rp, sb, pn->w[s], pn->v[s]);
