@@ -436,8 +436,9 @@ void kern_avx512_pack_q4_0(void *w, size_t n_out, size_t nb, size_t bs, size_t g
  * row r at KERN_Q6L_SC + 16 j + r (one VPMOVSXBD a sub-block), and their
  * fp16 d, row r at KERN_Q6L_D + 2 r. LEVELS.md "Q6_K rows in dword lanes"
  * (the q6l21 study, bench/q6_lanes.c). Readers: the 1..8-token tile and
- * the one-token GEMV (kquants_q6p_avx512.c), the 9+-token panels and the
- * AMX tiles (kquants_vnni_avx512.h kv__q6u_sb()). */
+ * the one-token GEMV (kquants_q6p_avx512.c); 9..32 tokens unpacked where
+ * the rows lie (kquants_vnni_avx512.c kv__l6k_), more through the panels,
+ * and the AMX tiles (kquants_vnni_avx512.h kv__q6u_sb()). */
 #define KERN_Q6L_ROWS 16
 #define KERN_Q6L_SB (16 * 210)
 #define KERN_Q6L_V(j, i) (192 * (j) + 64 * (i))
