@@ -19,10 +19,12 @@
  * broadcasts: 279 GFLOP/s at 8 tokens where this one runs ~340 (LEVELS.md
  * "Q6_K rows in dword lanes", q6l21; this tile, q6t22).
  *
- * Streaming: blocks of groups taken in turn from L2, the next block
- * prefetched into L2 meanwhile, linearly, a few lines a sub-block (with
- * the hardware prefetchers alone a TinyLlama 8-sequence step took 15.1 cpu
- * ms a token against 9.7, q6s19).
+ * Streaming: 2+ tokens take blocks of groups in turn from L2, the next
+ * block prefetched into L2 meanwhile, linearly, a few lines a sub-block
+ * (with the hardware prefetchers alone a TinyLlama Q6_K 8-sequence step
+ * took 118-126 cpu ms against 55, q6t22); one token leaves the stream to
+ * the hardware (every software form tried was slower), each super-block's
+ * scale and d lines fetched first.
  *
  * Bit contract: each token's result is kern_ref_gemv_q8k_q6_k()'s bits,
  * whatever its batch: the same exact int32 sum a super-block (only the
