@@ -326,14 +326,13 @@ END_TEST
  * layout, bit for bit: the 6-bit values 0 and 63 (rows all one, all the
  * other, or alternating by element), the sub-block scales -128 and 127
  * alternating, the activations +-127 with their sign alternating by element
- * or by 16-block or random; 11 groups (1, 2 and 4 tokens: pairs and an
- * odd one; 3 and 5..8: threes and a pair), 3 and 25 super-blocks (25 x 8
- * tokens: several windows of activations). */
+ * or by 16-block or random; 3 groups of 16 rows (the packed form's), 1..8
+ * tokens, 3 and 25 super-blocks. */
 START_TEST(q6_k_packed_batch_extremes_equal_the_gemv)
 {
 	const struct kern_ops *ops = kern_ops_for(CPU_LEVEL_AVX512);
 	static const size_t n_ins[] = {3 * 256, 25 * 256};
-	const size_t n_out = 44, bs = dtype_type_size(DTYPE_Q6_K), T = 8;
+	const size_t n_out = 48, bs = dtype_type_size(DTYPE_Q6_K), T = 8;
 
 	if (ops == NULL || !kern_level_runs(CPU_LEVEL_AVX512) || ops->pack_rows[DTYPE_Q6_K] == 0)
 		return;
@@ -396,6 +395,71 @@ START_TEST(q6_k_packed_batch_extremes_equal_the_gemv)
 		free(x);
 		free(y0);
 		free(y1);
+		free(xk);
+	}
+}
+END_TEST
+
+/* The bit contract of the avx512 packed Q6_K small batch
+ * (kquants_q6p_avx512.c): every token of every call of 1..8 tokens,
+ * whichever tokens share it, is kern_ref_gemv_q8k_q6_k()'s bits for that
+ * token alone. Shapes: 20 groups of 2 super-blocks (blocks of 19 groups,
+ * the next one prefetched), 3 groups of 65 (a block a group; two windows
+ * of activation sums at 8 tokens) and 4 of 129 (two windows from 4
+ * tokens); whole calls and calls cut at groups 1 and 3 (a call's last
+ * block prefetches the rows after it). */
+START_TEST(q6_k_packed_tokens_independent_of_their_batch)
+{
+	const struct kern_ops *ops = kern_ops_for(CPU_LEVEL_AVX512);
+	static const size_t shapes[][2] = {{320, 2 * 256}, {48, 65 * 256}, {64, 129 * 256}};
+	const size_t bs = dtype_type_size(DTYPE_Q6_K), T = 8;
+
+	if (ops == NULL || !kern_level_runs(CPU_LEVEL_AVX512) || ops->pack_rows[DTYPE_Q6_K] == 0)
+		return;
+	for (size_t si = 0; si < sizeof(shapes) / sizeof(shapes[0]); si++) {
+		const size_t n_out = shapes[si][0], n_in = shapes[si][1], nb = n_in / KERN_QKK;
+		const size_t st = nb * bs, g = ops->pack_rows[DTYPE_Q6_K];
+		uint8_t *w = malloc(n_out * st), *pw = malloc(n_out * st), *tmp = malloc(g * st);
+		float *x = malloc(sizeof(float) * n_in * T), *yr = malloc(sizeof(float) * n_out * T);
+		float *y = malloc(sizeof(float) * n_out * T);
+		struct kern_block_q8_k *xk = malloc(sizeof(*xk) * nb * T);
+		const size_t cut[] = {0, g, 3 * g, n_out}, whole[] = {0, n_out};
+
+		kp_fill_blocks(DTYPE_Q6_K, w, n_out * st);
+		memcpy(pw, w, n_out * st);
+		ops->pack_fn[DTYPE_Q6_K](pw, n_out, nb, bs, g, 0, tmp);
+		for (size_t i = 0; i < n_in * T; i++)
+			x[i] = (float)((int)(test_rand(&kp_rng) % 2001) - 1000) / 300.0f;
+		for (size_t k = 0; k < T; k++) {
+			struct kern_gemm_args r = {.w = w, .w_stride = st, .n_in = n_in, .n_tok = 1,
+						   .y = yr + k * n_out, .y_stride = n_out,
+						   .xk = xk + k * nb};
+
+			ops->quantize_act_q8k(x + k * n_in, xk + k * nb, n_in);
+			kern_ref_gemv_q8k_q6_k(&r, 0, n_out);
+		}
+		/* every batch of nt consecutive tokens from k0 */
+		for (size_t nt = 1; nt <= T; nt++)
+			for (size_t k0 = 0; k0 + nt <= T; k0 += (nt > 1 ? nt - 1 : 3)) {
+				struct kern_gemm_args p = {.w = pw, .w_stride = st, .n_in = n_in,
+							   .n_tok = nt, .y = y, .y_stride = n_out,
+							   .xk = xk + k0 * nb};
+
+				const int split = (nt + k0 + si) % 2;
+
+				memset(y, 0x5a, sizeof(float) * n_out * T);
+				kp_run(nt == 1 ? ops->pgemv[DTYPE_Q6_K] : ops->pgemm[DTYPE_Q6_K], p,
+				       split ? cut : whole, split ? 4 : 2);
+				ck_assert_msg(memcmp(yr + k0 * n_out, y, sizeof(float) * n_out * nt) == 0,
+					      "q6_k: %zu x %zu, tokens %zu..%zu not the reference's bits",
+					      n_out, n_in, k0, k0 + nt - 1);
+			}
+		free(w);
+		free(pw);
+		free(tmp);
+		free(x);
+		free(yr);
+		free(y);
 		free(xk);
 	}
 }
@@ -465,6 +529,7 @@ Suite *suite_kernel_pack(void)
 	tcase_add_test(tc, packed_kernels_equal_file_layout_bit_for_bit);
 #if defined(__x86_64__)
 	tcase_add_test(tc, q6_k_packed_batch_extremes_equal_the_gemv);
+	tcase_add_test(tc, q6_k_packed_tokens_independent_of_their_batch);
 	tcase_add_test(tc, pack_ahead_follows_env_or_vendor);
 #endif
 	suite_add_tcase(s, tc);
