@@ -176,7 +176,7 @@ START_TEST(fused_product_equals_unfused)
 				}
 				struct test_silu_pre pre = {u, g, x, IN, 0};
 				const struct kern_pre kp = {test_silu_pre_rows, &pre, groups[gi],
-							    test_silu_pre_bf16, test_silu_pre_rows, NULL, NULL, 0};
+							    test_silu_pre_bf16, test_silu_pre_rows, NULL};
 
 				/* poisoned (NaN scales): a path reading blocks left
 				 * unmade, or the last call's, shows in its rows */

@@ -12,8 +12,7 @@
  *     read other blocks are refused;
  *   - the model: the golden Q4_K_M file (layers with v and down Q6_K)
  *     after a prompt, a decode step and as hidden states, with the mixed
- *     parts in one job and with kern_mm_mixed_off (separate products);
- *   - kern_pre's side stream of prefetches changes no output.
+ *     parts in one job and with kern_mm_mixed_off (separate products).
  */
 #include <check.h>
 #include <math.h>
@@ -109,8 +108,8 @@ START_TEST(mixed_parts_equal_separate_products)
 						struct test_silu_pre pre = {u, g, x, IN, 0};
 						const struct kern_pre kp = {test_silu_pre_rows, &pre, grp,
 									    test_silu_pre_bf16,
-									    test_silu_pre_rows, NULL, NULL, 0};
-						const struct kern_pre kr = {test_silu_pre_rows, &pre, grp, NULL, NULL, NULL, NULL, 0};
+									    test_silu_pre_rows, NULL};
+						const struct kern_pre kr = {test_silu_pre_rows, &pre, grp, NULL, NULL, NULL};
 						struct kern_mm_part sep[2], mix[2];
 
 						for (size_t p = 0; p < 2; p++) {
@@ -181,70 +180,6 @@ START_TEST(mixed_model_equals_separate_products)
 }
 END_TEST
 
-/* kern_pre's side stream (kernels.h pf) is a hint: with no ranges, empty
- * ones, ranges at odd offsets and lengths (one byte, across a line,
- * overlapping, over the weights themselves), fewer lines than chunks and
- * many more, every output is the bits of the call without it, one token
- * (the streaming regions) and small batches (the runs), 1 and 2 threads. */
-START_TEST(side_stream_leaves_products_equal)
-{
-	enum { IN = 512, OUT = 256, MAXTOK = 9, BUF = 3 * 4096 + 100 };
-	static const uint32_t types[] = {DTYPE_Q4_K, DTYPE_Q4_0};
-	static const size_t toks[] = {1, 8, MAXTOK};
-	const int no_threads = test_no_threads("mm_mixed: side stream");
-	float *x = test_alloc64(MAXTOK * IN * 4), *y0 = test_alloc64(MAXTOK * OUT * 4);
-	float *y1 = test_alloc64(MAXTOK * OUT * 4);
-	uint8_t *buf = test_alloc64(BUF);
-
-	kern_init();
-	mx_fill(x, MAXTOK * IN, 1.5f);
-	memset(buf, 7, BUF);
-	for (int th = 1; th <= (no_threads ? 1 : 2); th++) {
-		tpool_t pool = th > 1 ? tpool_create(th) : NULL;
-
-		for (size_t ti = 0; ti < sizeof(types) / sizeof(types[0]); ti++)
-			for (int pack = 0; pack < 2; pack++) {
-				uint8_t *w;
-				const uint32_t id = mx_weights(types[ti], OUT, IN, pack, &w);
-				const struct kern_range sets[][4] = {
-					{{NULL, 0}, {buf + 1, 1}, {buf + 63, 2}, {buf + 5, BUF - 5}},
-					{{buf + 4095, 4099}, {buf, BUF}, {buf + 17, 0}, {buf + 64, 64}},
-					{{w, dtype_row_size(types[ti], IN) * OUT}, {NULL, 0}, {NULL, 0},
-					 {NULL, 0}},
-				};
-
-				for (size_t k = 0; k < sizeof(toks) / sizeof(toks[0]); k++) {
-					const size_t n_tok = toks[k];
-					void *scr = test_alloc64(kern_matmul_scratch(id, IN, n_tok) + 64);
-					const struct kern_mm_part p0 = {w, OUT, y0, 0}, p1 = {w, OUT, y1, 0};
-
-					kern_matmul_n_fused(pool, id, IN, &p0, 1, x, n_tok, n_tok, scr, NULL);
-					for (size_t si = 0; si <= 4; si++) {
-						/* si 3: pf set, n_pf 0; si 4: pf NULL, n_pf set */
-						const struct kern_pre pre = {
-							NULL, NULL, 1, NULL, NULL, NULL,
-							si == 4 ? NULL : sets[si < 3 ? si : 0],
-							si == 3 ? 0 : 4};
-
-						memset(y1, 0xff, n_tok * OUT * 4);
-						kern_matmul_n_fused(pool, id, IN, &p1, 1, x, n_tok, n_tok,
-								    scr, &pre);
-						ck_assert_msg(memcmp(y0, y1, n_tok * OUT * 4) == 0,
-							      "%s%s %zu tokens %d threads set %zu",
-							      dtype_name(types[ti]), pack ? " packed" : "",
-							      n_tok, th, si);
-					}
-					free(scr);
-				}
-				free(w);
-			}
-		if (pool)
-			tpool_destroy(pool);
-	}
-	free(x), free(y0), free(y1), free(buf);
-}
-END_TEST
-
 Suite *suite_mm_mixed(void)
 {
 	Suite *s = suite_create("mm_mixed");
@@ -253,7 +188,6 @@ Suite *suite_mm_mixed(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, mixed_parts_equal_separate_products);
 	tcase_add_test(tc, mixed_model_equals_separate_products);
-	tcase_add_test(tc, side_stream_leaves_products_equal);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -187,45 +187,6 @@ static void qk_head_pre(void *data, uint32_t t, uint32_t g)
 	store_kv_head(f, f->plan.seqs[f->seq[t]].kv, job->il, t, f->pos[t], g);
 }
 
-/* The side stream of layer il's attention (forward_impl.h
- * forward_kv_prefetch): every tile's keys and values before its new
- * position, each kv head's one range of K and one of V, in the order the
- * attention tasks read them (tile-major), so the product's first region
- * prefetches about what the first attention region reads. Decode steps
- * of 2+ sequences only (the products compute-bound), at most
- * FORWARD_PF_BYTES. */
-#define FORWARD_PF_BYTES (2u << 20)
-void forward_kv_prefetch(struct forward_pass *f, uint32_t il)
-{
-	const struct model_hparams *hp = &f->m->hp;
-	size_t bytes = 0;
-
-	f->n_pf = 0;
-	if (il >= hp->n_layer || f->n_moved != 0 || f->plan.n_tiles < 2 ||
-	    f->plan.n_tiles * hp->n_head_kv * 2 > FORWARD_PF_MAX)
-		return;
-	for (uint32_t t = 0; t < f->plan.n_tiles; t++)
-		if (f->plan.tiles[t].n != 1)
-			return;
-	for (uint32_t t = 0; t < f->plan.n_tiles; t++) {
-		const struct kv_cache *kv = f->plan.tiles[t].kv;
-		uint32_t rows = f->plan.tiles[t].pos; /* keys before the new one */
-
-		if (rows > kv->rows[il])
-			rows = kv->rows[il];
-		for (uint32_t h = 0; h < hp->n_head_kv; h++) {
-			const size_t kb = (size_t)rows * hp->head_dim_k * kv->elt;
-			const size_t vb = (size_t)rows * hp->head_dim_v * kv->elt;
-
-			if (bytes + kb + vb > FORWARD_PF_BYTES)
-				return;
-			bytes += kb + vb;
-			f->pf[f->n_pf++] = (struct kern_range){kv_cache_k(kv, il, h), kb};
-			f->pf[f->n_pf++] = (struct kern_range){kv_cache_v(kv, il, h), vb};
-		}
-	}
-}
-
 /* y_attn[n][n_embd] = attention of layer il over xn[n][n_embd], each
  * sequence's rows against its own cache. */
 static void attention(struct forward_pass *f, uint32_t il, uint32_t n)
@@ -234,7 +195,6 @@ static void attention(struct forward_pass *f, uint32_t il, uint32_t n)
 	const float *table = f->rope_swa && arch_layer_is_swa(f->m->arch, il) ? f->rope_swa : f->rope;
 	struct qk_job job = {f, L, il, table};
 
-	forward_kv_prefetch(f, il); /* under the q|k|v product */
 	project_qkv(f, L, n);
 	/* Decode: each (row, kv head) is one attention task's, which does its
 	 * part of qk_row_cb() first: one pool job and join a layer fewer. Not

@@ -16,10 +16,6 @@
 #include "kv_cache.h"
 #include "threadpool.h"
 
-/* Most ranges of a side stream (forward_pass.pf): 16 sequences of 8 kv
- * heads, keys and values. */
-#define FORWARD_PF_MAX 256
-
 /* The step being run: its sequences and where their rows start. */
 struct step_plan {
 	const struct forward_seq *seqs;
@@ -101,11 +97,6 @@ struct forward_pass {
 	 * the matmul scratch, which the gate|up product reads its own
 	 * activations from while it writes these. */
 	uint16_t *glu_xb;
-	/* The next product's side stream (kernels.h kern_pre's pf): the KV
-	 * cache rows of an attention to come (forward.c kv_prefetch), n_pf 0
-	 * when none; taken by the next matmul_n() */
-	struct kern_range pf[FORWARD_PF_MAX];
-	size_t n_pf;
 };
 
 #define FORWARD_NO_ROW UINT32_MAX
@@ -140,11 +131,6 @@ void forward_norm_add(struct forward_pass *f, const struct model_weight *w,
 		      uint32_t n);
 /* y_mlp[n][n_embd] = the MLP of layer L over xn[n][n_embd]. */
 void forward_mlp(struct forward_pass *f, const struct model_layer *L, uint32_t n);
-
-/* forward.c: the side stream of layer il's attention for the next
- * product (forward_pass.pf); nothing past the last layer or outside a
- * decode step of several sequences. */
-void forward_kv_prefetch(struct forward_pass *f, uint32_t il);
 
 /* A single session: a pass of its own and a cache. */
 struct forward_ctx {

@@ -34,13 +34,12 @@ static void add_bias(float *y, const struct model_weight *b, uint32_t n_tok)
 static void matmul_n(struct forward_pass *f, uint32_t type, size_t n_in,
 		     const struct kern_mm_part *parts, size_t np, const float *x, uint32_t n)
 {
-	const struct kern_pre pre = {f->pre,	   f->pre_ctx, f->pre_rows, f->pre_bf16,
-				     f->pre_redo, f->pre_xb,  f->pf,	   f->n_pf};
+	const struct kern_pre pre = {f->pre,	   f->pre_ctx,	f->pre_rows,
+				     f->pre_bf16, f->pre_redo, f->pre_xb};
 
 	f->pre = NULL;
 	f->pre_bf16 = NULL;
 	f->pre_xb = NULL;
-	f->n_pf = 0;
 	kern_matmul_n_fused(f->pool, type, n_in, parts, np, x, n, f->mm_exact, f->mm_scratch,
 			    &pre);
 }
@@ -297,8 +296,8 @@ static int forward_mlp_glu(struct forward_pass *f, const struct model_layer *L, 
 	const struct kern_mm_part parts[2] = {{up->data, up->n_out, f->up, up->type | up->packed},
 					      {gate->data, gate->n_out, f->gate,
 					       gate->type | gate->packed}};
-	const struct kern_pre pre = {f->pre,	   f->pre_ctx, f->pre_rows, f->pre_bf16,
-				     f->pre_redo, f->pre_xb,  f->pf,	   f->n_pf};
+	const struct kern_pre pre = {f->pre,	   f->pre_ctx,	f->pre_rows,
+				     f->pre_bf16, f->pre_redo, f->pre_xb};
 
 	if (!f->glu_xb || L->w[ARCH_T_FFN_UP_B].data || L->w[ARCH_T_FFN_GATE_B].data ||
 	    up->n_in != gate->n_in || (up->type | up->packed) != (gate->type | gate->packed) ||
@@ -307,7 +306,6 @@ static int forward_mlp_glu(struct forward_pass *f, const struct model_layer *L, 
 	f->pre = NULL;
 	f->pre_bf16 = NULL;
 	f->pre_xb = NULL;
-	f->n_pf = 0;
 	return 1 + kern_matmul_glu(f->pool, up->type | up->packed, up->n_in, parts, f->xn, n,
 				   f->mm_exact, f->mm_scratch, &pre, f->glu_xb);
 }

@@ -231,7 +231,7 @@ void kern_matmul_n_split(tpool_t pool, uint32_t wtype, size_t n_in,
 			 size_t n_exact, void *scratch, kern_rows_fn pre, void *pre_ctx,
 			 size_t pre_rows)
 {
-	const struct kern_pre p = {pre, pre_ctx, pre_rows, NULL, NULL, NULL, NULL, 0};
+	const struct kern_pre p = {pre, pre_ctx, pre_rows, NULL, NULL, NULL};
 
 	kern_matmul_n_fused(pool, wtype, n_in, parts, n, x, n_tok, n_exact, scratch, &p);
 }

@@ -184,14 +184,7 @@ int kern_bf16_plain(uint32_t wtype);
 typedef void (*kern_rows_bf16_fn)(void *ctx, size_t t0, size_t t1,
 				  const struct kern_bf16_rows *b);
 
-/* A byte range of kern_pre's side stream. */
-struct kern_range {
-	const void *p;
-	size_t len;
-};
-
-/* A product's deferred row work (kern_matmul_n_fused), and its side
- * stream of prefetches (pf). */
+/* A product's deferred row work (kern_matmul_n_fused). */
 struct kern_pre {
 	kern_rows_fn rows; /* x's float rows; NULL: x is ready */
 	void *ctx;
@@ -209,16 +202,6 @@ struct kern_pre {
 	 * live until the product returns): the product reads its prompt rows
 	 * there and bf16 is not run. Only where kern_bf16_ready() said 1. */
 	uint16_t *xb;
-	/* NULL, or n_pf byte ranges to prefetch while the product runs (its
-	 * "side stream": the next attention's KV-cache rows, forward.c):
-	 * the job's regions share the ranges' cache lines, each region
-	 * prefetching its share a few lines before each of its chunks, so
-	 * the lines come in spread over the product rather than in one
-	 * burst. A hint only: nothing is read or written through them (no
-	 * output changes); empty ranges and ranges at any byte offset or
-	 * length are fine; the memory must stay mapped for the call. */
-	const struct kern_range *pf;
-	size_t n_pf;
 };
 
 /* kern_matmul_n_split() with pre's row work (NULL: none). The outputs

@@ -196,69 +196,7 @@ struct kern__job {
 	 * type glu_wt writing the down product's tiles at glu; else NULL */
 	uint16_t *glu;
 	uint32_t glu_wt;
-	/* kern_pre's side stream: n_pf ranges, pf_lines cache lines in all;
-	 * region r's items prefetch lines [pf_lines r / n_region, ...) of
-	 * them, pf_per before each chunk (kern__pf_issue) */
-	const struct kern_range *pf;
-	size_t n_pf, pf_lines;
 };
-
-#define KERN_LINE 64
-
-/* The cache lines of range r: first and one past the last line's
- * address (equal when empty). */
-static void kern__pf_span(const struct kern_range *r, uintptr_t *a, uintptr_t *b)
-{
-	const uintptr_t p = (uintptr_t)r->p;
-
-	*a = p & ~(uintptr_t)(KERN_LINE - 1);
-	*b = r->len ? ((p + r->len - 1) & ~(uintptr_t)(KERN_LINE - 1)) + KERN_LINE : *a;
-}
-
-/* A region's place in the side stream: range i, its next line and end,
- * and the lines of the region's share left to issue. */
-struct kern__pf_cur {
-	size_t i, left, per;
-	uintptr_t line, end;
-};
-
-/* Region r's cursor: its share of the job's lines (and per chunk, over
- * its n_chunks), found by walking the ranges once. */
-static void kern__pf_seek(const struct kern__job *job, size_t r, size_t n_chunks,
-			  struct kern__pf_cur *c)
-{
-	const size_t l0 = job->pf_lines * r / job->n_region;
-	size_t skip = l0;
-
-	*c = (struct kern__pf_cur){0};
-	c->left = job->pf_lines * (r + 1) / job->n_region - l0;
-	if (c->left == 0)
-		return;
-	c->per = (c->left + n_chunks - 1) / (n_chunks ? n_chunks : 1);
-	for (c->i = 0; c->i < job->n_pf; c->i++) {
-		kern__pf_span(&job->pf[c->i], &c->line, &c->end);
-		const size_t n = (size_t)(c->end - c->line) / KERN_LINE;
-		if (skip < n) {
-			c->line += skip * KERN_LINE;
-			return;
-		}
-		skip -= n;
-	}
-	c->left = 0; /* not reached: the lines were counted from the ranges */
-}
-
-/* The next n lines of the cursor's share (a hint: no value read). */
-static void kern__pf_issue(const struct kern__job *job, struct kern__pf_cur *c, size_t n)
-{
-	for (; n > 0 && c->left > 0; n--, c->left--) {
-		while (c->line == c->end) { /* the next range with lines */
-			c->i++;
-			kern__pf_span(&job->pf[c->i], &c->line, &c->end);
-		}
-		__builtin_prefetch((const void *)c->line, 0, 2);
-		c->line += KERN_LINE;
-	}
-}
 
 #if defined(__x86_64__)
 /* F16 / BF16 weights on the AMX bf16 tiles: prompt token n_exact + t's
@@ -431,21 +369,16 @@ static void kern__rows_cb(void *data, size_t i)
 static void kern__region_cb(void *data, size_t r)
 {
 	struct kern__job *job = data;
-	struct kern__pf_cur pf = {0};
 
-	if (job->pf_lines)
-		kern__pf_seek(job, r, job->rend[r] - job->rbeg[r], &pf);
 	for (size_t k = 0; k < job->n_region; k++) {
 		size_t q = (r + k) % job->n_region;
 		for (;;) {
 			size_t i = atomic_fetch_add_explicit(&job->rnext[q], 1, memory_order_relaxed);
 			if (i >= job->rend[q])
 				break;
-			kern__pf_issue(job, &pf, pf.per);
 			kern__rows_cb(job, i);
 		}
 	}
-	kern__pf_issue(job, &pf, pf.left); /* what stolen chunks left */
 }
 
 /*
@@ -465,10 +398,7 @@ static void kern__region_cb(void *data, size_t r)
 static void kern__runs_cb(void *data, size_t r)
 {
 	struct kern__job *job = data;
-	struct kern__pf_cur pf = {0};
 
-	if (job->pf_lines)
-		kern__pf_seek(job, r, job->rend[r] - job->rbeg[r], &pf);
 	for (size_t k = 0; k < job->n_region; k++) {
 		const size_t q = (r + k) % job->n_region, end = job->rend[q];
 		size_t i = atomic_load_explicit(&job->rnext[q], memory_order_relaxed);
@@ -476,20 +406,15 @@ static void kern__runs_cb(void *data, size_t r)
 		while (i < end) {
 			size_t n = (end - i) / 2 ? (end - i) / 2 : 1;
 
-			if (pf.left) /* a chunk a call: the lines spread thinner */
-				n = 1;
-
 			if (!atomic_compare_exchange_weak_explicit(&job->rnext[q], &i, i + n,
 								   memory_order_relaxed,
 								   memory_order_relaxed))
 				continue; /* i is the counter's value now */
-			kern__pf_issue(job, &pf, pf.per * n);
 			for (size_t c = i; c < i + n;)
 				c = kern__run_chunks(job, c, i + n);
 			i = atomic_load_explicit(&job->rnext[q], memory_order_relaxed);
 		}
 	}
-	kern__pf_issue(job, &pf, pf.left);
 }
 
 /* Cuts chunks [0, nc) into nr regions of about equal rows (bytes: the
@@ -729,16 +654,6 @@ static int kern__matmul(tpool_t pool, uint32_t wtype, size_t n_in, const struct 
 	}
 	job.pre = pre;
 	job.pre_ctx = pre_ctx;
-	if (pp && pp->pf && pool != NULL && tpool_threads(pool) > 1) {
-		job.pf = pp->pf;
-		job.n_pf = pp->n_pf;
-		for (size_t i = 0; i < job.n_pf; i++) {
-			uintptr_t a, b;
-
-			kern__pf_span(&job.pf[i], &a, &b);
-			job.pf_lines += (size_t)(b - a) / KERN_LINE;
-		}
-	}
 	job.pre_rows = pre_rows ? pre_rows : 1;
 	if (pre && job.n_part == 0) { /* nothing to multiply: the rows still */
 		job.args[0].n_tok = n_tok;
