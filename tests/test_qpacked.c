@@ -344,10 +344,10 @@ END_TEST
 /* Packed Q6_K (kernels_impl.h kern_avx512_pack_q6_k, rows in dword
  * lanes, groups of 16), written per element, independently of the
  * library's moves: in group super-block s (3360 bytes at group_base +
- * 3360 s), element E = 16 j + 4 i + k (i < 3) of row r is bits 0-5 of
- * byte 192 j + 64 i + 4 r + k; element 16 j + 12 + k has its bits 2i,
- * 2i + 1 at bits 6-7 of that byte (i = 0, 1, 2); scale j at 3072 + 16 j
- * + r, d at 3328 + 2 r. The file block: quants_ref.c's rule (ql[64 n +
+ * 3360 s), scale j of row r at 16 j + r, d at 256 + 2 r, element E = 16 j
+ * + 4 i + k (i < 3) of row r bits 0-5 of byte 288 + 192 j + 64 i + 4 r +
+ * k; element 16 j + 12 + k has its bits 2i, 2i + 1 at bits 6-7 of that
+ * byte (i = 0, 1, 2). The file block: quants_ref.c's rule (ql[64 n +
  * 32 (kk & 1) + l], nibble kk / 2, qh[32 n + l] bits 2 kk, E = 128 n + 32
  * kk + l). */
 static int qp_q6_file_value(const uint8_t *f, size_t E)
@@ -373,18 +373,18 @@ static void qp_check_q6_layout(const uint8_t *file, const uint8_t *pk, size_t n_
 				int pv;
 
 				if (i < 3)
-					pv = p[192 * j + 64 * i + 4 * r + k] & 63;
+					pv = p[288 + 192 * j + 64 * i + 4 * r + k] & 63;
 				else
-					pv = (p[192 * j + 4 * r + k] >> 6) |
-					     (p[192 * j + 64 + 4 * r + k] >> 6) << 2 |
-					     (p[192 * j + 128 + 4 * r + k] >> 6) << 4;
+					pv = (p[288 + 192 * j + 4 * r + k] >> 6) |
+					     (p[288 + 192 * j + 64 + 4 * r + k] >> 6) << 2 |
+					     (p[288 + 192 * j + 128 + 4 * r + k] >> 6) << 4;
 				ck_assert_msg(qp_q6_file_value(f, E) == pv,
 					      "row %zu super-block %zu element %zu: %d packed as %d", o,
 					      s, E, qp_q6_file_value(f, E), pv);
 			}
 			for (size_t j = 0; j < 16; j++)
-				ck_assert_uint_eq(p[3072 + 16 * j + r], f[192 + j]);
-			ck_assert(memcmp(p + 3328 + 2 * r, f + 208, 2) == 0);
+				ck_assert_uint_eq(p[16 * j + r], f[192 + j]);
+			ck_assert(memcmp(p + 256 + 2 * r, f + 208, 2) == 0);
 		}
 }
 

@@ -423,37 +423,37 @@ void kern_avx512_pack_q4_0(void *w, size_t n_out, size_t nb, size_t bs, size_t g
 /* Packed Q6_K at the avx512 level (kquants_gemv_avx512.c): rows in
  * dword lanes, groups of KERN_Q6L_ROWS = 16 rows, a group's super-block s
  * KERN_Q6L_SB = 16 x 210 bytes at group_base + KERN_Q6L_SB s (the 16 file
- * blocks' bits permuted). With q(r, e) the value 0..63 (unbiased) of
- * element e of row r: per sub-block j (16 elements), three 64-byte
- * vectors at KERN_Q6L_V(j, 0..2), X, Y, Z, byte 4 r + k of each
+ * blocks' bits permuted), in the order the tiles read it, so one linear
+ * stream: first the rows' int8 scales, sub-block j of row r at
+ * KERN_Q6L_SC + 16 j + r (one VPMOVSXBD a sub-block), their fp16 d, row
+ * r at KERN_Q6L_D + 2 r (with the scales at the end, 3 KiB past the
+ * values being read, the one-token GEMV streamed a TinyLlama Q6_K step at
+ * 31 cpu ms against 28: lead, twenty-second session); then, with q(r, e)
+ * the value 0..63 (unbiased) of element e of row r, per sub-block j (16
+ * elements) three 64-byte vectors at KERN_Q6L_V(j, 0..2), X, Y, Z, byte
+ * 4 r + k of each
  *   X: q(r, 16 j + k)     | (q(r, 16 j + 12 + k) & 3)  << 6
  *   Y: q(r, 16 j + 4 + k) | (q(r, 16 j + 12 + k) & 12) << 4
  *   Z: q(r, 16 j + 8 + k) | (q(r, 16 j + 12 + k) & 48) << 2
  * so dword lane r of each (after one mask; the fourth by shifts and
  * selects) holds 4 consecutive elements of row r: VPDPBUSD against a
  * token's activation dword broadcast ({1to16}) sums 16 rows at once with
- * no horizontal reduction. Then the rows' int8 scales, sub-block j of
- * row r at KERN_Q6L_SC + 16 j + r (one VPMOVSXBD a sub-block), and their
- * fp16 d, row r at KERN_Q6L_D + 2 r. LEVELS.md "Q6_K rows in dword lanes"
- * (the q6l21 study, bench/q6_lanes.c). Readers: the 1..8-token tile and
+ * no horizontal reduction.
+ * LEVELS.md "Q6_K rows in dword lanes" (the q6l21 study, bench/q6_lanes.c). Readers: the 1..8-token tile and
  * the one-token GEMV (kquants_q6p_avx512.c); 9..32 tokens unpacked where
  * the rows lie (kquants_vnni_avx512.c kv__l6k_), more through the panels,
  * and the AMX tiles (kquants_vnni_avx512.h kv__q6u_sb()). */
 #define KERN_Q6L_ROWS 16
 #define KERN_Q6L_SB (16 * 210)
-#define KERN_Q6L_V(j, i) (192 * (j) + 64 * (i))
-#define KERN_Q6L_SC 3072
-#define KERN_Q6L_D 3328
+#define KERN_Q6L_V(j, i) (288 + 192 * (j) + 64 * (i))
+#define KERN_Q6L_SC 0
+#define KERN_Q6L_D 256
 void kern_avx512_pack_q6_k(void *w, size_t n_out, size_t nb, size_t bs, size_t g, int unpack,
 			   void *tmp);
 /* The same bytes one byte and dword at a time (the first version; the
  * packer above unpacks through it, tests compare the two). */
 void kern_avx512_pack_q6_k_scalar(void *w, size_t n_out, size_t nb, size_t bs, size_t g,
 				  int unpack, void *tmp);
-/* TRANSITIONAL (22nd session): the old 4-row layout's units, for the
- * readers not yet converted; removed when they are. */
-#define KERN_Q6P_QH(n, j) (192 * (2 * (n) + (j)))
-#define KERN_Q6P_QL(n, m) (192 * (2 * (n) + (m) / 2) + 64 * (1 + (m) % 2))
 /* Packed Q6_K times 1..8 tokens (kquants_q6p_avx512.c; args.xk needed),
  * rows [o0, o1) whole groups: 1 when done, 0 when not its case (more
  * tokens, no args.xk). Bit-identical to the VNNI tile and the GEMV. */

@@ -24,7 +24,7 @@
  * (with the hardware prefetchers alone a TinyLlama Q6_K 8-sequence step
  * took 118-126 cpu ms against 55, q6t22); one token leaves the stream to
  * the hardware (every software form tried was slower), each super-block's
- * scale and d lines fetched first.
+ * first lines (its scales, d, first values) asked for at its start.
  *
  * Bit contract: each token's result is kern_ref_gemv_q8k_q6_k()'s bits,
  * whatever its batch: the same exact int32 sum a super-block (only the
@@ -41,6 +41,12 @@
 #define Q6L_INLINE static inline __attribute__((always_inline))
 #define Q6L_UNROLL _Pragma("GCC unroll 8")
 #define Q6L_TOK 8
+/* Lines of a super-block asked for at its start (its scales, d and first
+ * values: the head of the stream, KERN_Q6L_SC = 0). One token, one
+ * thread, TinyLlama Q6_K step (forward_step), Zen 4: none 29.3-29.8 cpu
+ * ms, 5 lines 28.2-28.6, 10 lines 27.2-28.8, 16 and 26 no better, the
+ * next super-block's 5 lines 31.3-32.1 (lead, twenty-second session). */
+#define Q6L_HEAD_PF 10
 /* token x super-blocks of -32 x bsums a window (64 bytes each, 32 KiB):
  * 64 super-blocks at 8 tokens, so one window for any row up to 16384 */
 #define Q6L_WIN 512
@@ -101,11 +107,9 @@ Q6L_INLINE const char *q6l_group(const struct kern_gemm_args *a, size_t o, int T
 		Q6L_UNROLL
 		for (int t = 0; t < T; t++)
 			isum[t] = _mm512_setzero_si512();
-		/* the scales' and d's lines first: read a sub-block at a time
-		 * beside the values' stream, they left one token's GEMV on
-		 * model weights (2 MiB pages) at 18 GB/s against 24 (q6t22) */
-		for (int l = 0; l < 5; l++)
-			_mm_prefetch(b + KERN_Q6L_SC + 64 * l, _MM_HINT_T0);
+		/* the head of the super-block's stream (Q6L_HEAD_PF) */
+		for (int l = 0; l < Q6L_HEAD_PF; l++)
+			_mm_prefetch(b + 64 * l, _MM_HINT_T0);
 		/* not unrolled: 16 copies of the token loop only grew the code */
 		for (int j = 0; j < 16; j++) {
 			const char *v = b + KERN_Q6L_V(j, 0);

@@ -207,18 +207,18 @@ QV_INLINE void kv__k4_head(struct kv_rows rp, size_t sb, __m512i v[14], int pl)
 }
 
 /* Sub-block j's value vectors of 16 rows of packed Q6_K (kernels_impl.h
- * KERN_Q6L_V: X, Y, Z at p) as v[i] lane r = elements 16 j + 4 i ..
- * + 3 of row r, unsigned 0..63: V0..V2 are X, Y, Z's low six bits; V3
- * takes bits 0-1 from X >> 6, 2-3 from Y >> 4, 4-5 from Z >> 2 (two
- * selects; the dword shifts' bits from the next byte go with the last
- * AND). 3 loads and 9 operations (bench/q6_lanes.c, LEVELS.md q6l21). */
+ * KERN_Q6L_V(j, 0..2): X, Y, Z at p, p + 64, p + 128) as v[i] lane r =
+ * elements 16 j + 4 i .. + 3 of row r, unsigned 0..63: V0..V2 are X,
+ * Y, Z's low six bits; V3 takes bits 0-1 from X >> 6, 2-3 from Y >> 4,
+ * 4-5 from Z >> 2 (two selects; the dword shifts' bits from the next
+ * byte go with the last AND). 3 loads and 9 operations (bench/q6_lanes.c, LEVELS.md q6l21). */
 QV_INLINE void kv__q6l_sub(const char *p, __m512i v[4])
 {
 	const __m512i m3f = _mm512_set1_epi8(0x3f), m03 = _mm512_set1_epi8(0x03);
 	const __m512i m0f = _mm512_set1_epi8(0x0f);
-	const __m512i x = _mm512_loadu_si512(p + KERN_Q6L_V(0, 0));
-	const __m512i y = _mm512_loadu_si512(p + KERN_Q6L_V(0, 1));
-	const __m512i z = _mm512_loadu_si512(p + KERN_Q6L_V(0, 2));
+	const __m512i x = _mm512_loadu_si512(p);
+	const __m512i y = _mm512_loadu_si512(p + KERN_Q6L_V(0, 1) - KERN_Q6L_V(0, 0));
+	const __m512i z = _mm512_loadu_si512(p + KERN_Q6L_V(0, 2) - KERN_Q6L_V(0, 0));
 	const __m512i t01 = _mm512_ternarylogic_epi32(m03, _mm512_srli_epi32(x, 6),
 						      _mm512_srli_epi32(y, 4), 0xca);
 	const __m512i t3 = _mm512_ternarylogic_epi32(m0f, t01, _mm512_srli_epi32(z, 2), 0xca);
