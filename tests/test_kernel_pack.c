@@ -446,13 +446,21 @@ START_TEST(q6_k_packed_tokens_independent_of_their_batch)
 							   .xk = xk + k0 * nb};
 
 				const int split = (nt + k0 + si) % 2;
+				const size_t keep = kern_pack_ahead;
 
-				memset(y, 0x5a, sizeof(float) * n_out * T);
-				kp_run(nt == 1 ? ops->pgemv[DTYPE_Q6_K] : ops->pgemm[DTYPE_Q6_K], p,
-				       split ? cut : whole, split ? 4 : 2);
-				ck_assert_msg(memcmp(yr + k0 * n_out, y, sizeof(float) * n_out * nt) == 0,
-					      "q6_k: %zu x %zu, tokens %zu..%zu not the reference's bits",
-					      n_out, n_in, k0, k0 + nt - 1);
+				/* one token also with Intel's prefetch distance
+				 * (8 rows ahead, up to the matrix's end) */
+				for (int pa = 0; pa < (nt == 1 ? 2 : 1); pa++) {
+					kern_pack_ahead = pa ? 8 : keep;
+					memset(y, 0x5a, sizeof(float) * n_out * T);
+					kp_run(nt == 1 ? ops->pgemv[DTYPE_Q6_K] : ops->pgemm[DTYPE_Q6_K], p,
+					       split ? cut : whole, split ? 4 : 2);
+					kern_pack_ahead = keep;
+					ck_assert_msg(memcmp(yr + k0 * n_out, y, sizeof(float) * n_out * nt) == 0,
+						      "q6_k: %zu x %zu, tokens %zu..%zu (ahead %d) not the "
+						      "reference's bits",
+						      n_out, n_in, k0, k0 + nt - 1, pa);
+				}
 			}
 		free(w);
 		free(pw);

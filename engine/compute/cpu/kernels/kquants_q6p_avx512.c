@@ -87,7 +87,8 @@ static void q6l_bias(const struct kern_gemm_args *a, int T, size_t s0, size_t s1
  * window q6l_bias() made), the accumulators from y when s0 > 0; prefetches
  * up to per lines a sub-block from pf while below pfe. Returns pf. */
 Q6L_INLINE const char *q6l_group(const struct kern_gemm_args *a, size_t o, int T, const int32_t *bias,
-				 size_t s0, size_t s1, const char *pf, size_t per, const char *pfe)
+				 size_t s0, size_t s1, const char *pf, size_t per, const char *pfe,
+				 size_t pfo, const char *wend)
 {
 	const size_t nsb = a->n_in / KERN_QKK;
 	const char *g = (const char *)a->w + o * a->w_stride;
@@ -110,6 +111,14 @@ Q6L_INLINE const char *q6l_group(const struct kern_gemm_args *a, size_t o, int T
 		/* the head of the super-block's stream (Q6L_HEAD_PF) */
 		for (int l = 0; l < Q6L_HEAD_PF; l++)
 			_mm_prefetch(b + 64 * l, _MM_HINT_T0);
+		/* one token on Intel (kern_avx512_pack_ahead(), q6l_rows()):
+		 * the same super-block pfo bytes ahead into L2, its head now,
+		 * a sub-block's 3 lines with each sub-block */
+		const int ahead = T == 1 && pfo && b + pfo + KERN_Q6L_SB <= wend;
+
+		if (ahead)
+			for (int l = 0; l < 5; l++)
+				_mm_prefetch(b + pfo + 64 * l, _MM_HINT_T1);
 		/* not unrolled: 16 copies of the token loop only grew the code */
 		for (int j = 0; j < 16; j++) {
 			const char *v = b + KERN_Q6L_V(j, 0);
@@ -126,6 +135,9 @@ Q6L_INLINE const char *q6l_group(const struct kern_gemm_args *a, size_t o, int T
 			const __m512i sc =
 				_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(b + KERN_Q6L_SC + 16 * j)));
 
+			if (ahead)
+				for (int l = 0; l < 3; l++)
+					_mm_prefetch(v + pfo + 64 * l, _MM_HINT_T1);
 			/* (none at one token: q6l_rows()) */
 			if (T > 1)
 				for (size_t l = 0; l < per && pf < pfe; l++, pf += 64)
@@ -181,6 +193,13 @@ Q6L_INLINE void q6l_rows(const struct kern_gemm_args *a, size_t o0, size_t o1, i
 		/* its lines spread over the block's sub-block steps */
 		const size_t steps = (b1 - b0) / R * nsb * 16, per = (nxb / 64 + steps - 1) / steps;
 		const char *pf = (const char *)a->w + b1 * a->w_stride, *const pfe = pf + nxb;
+		/* one token on Intel: the stream kern_avx512_pack_ahead() rows
+		 * ahead, as the other packed GEMVs (without it one core waited
+		 * on DRAM at ~2/3 of its rate, LEVELS.md "Decode prefetch on
+		 * Intel"; none on AMD, where the hardware's prefetchers follow
+		 * the stream), up to the matrix's last row */
+		const size_t pfo = T == 1 ? kern_avx512_pack_ahead() * a->w_stride : 0;
+		const char *const wend = (const char *)a->w + (a->y_stride > o1 ? a->y_stride : o1) * a->w_stride;
 
 		for (size_t s0 = 0; s0 < nsb; s0 += W) {
 			const size_t s1 = nsb - s0 > W ? s0 + W : nsb;
@@ -189,7 +208,7 @@ Q6L_INLINE void q6l_rows(const struct kern_gemm_args *a, size_t o0, size_t o1, i
 			if (nw > 1 || b0 == o0)
 				q6l_bias(a, T, s0, s1, bias);
 			for (size_t o = b0; o < b1; o += R)
-				pf = q6l_group(a, o, T, bias, s0, s1, pf, per, pfe);
+				pf = q6l_group(a, o, T, bias, s0, s1, pf, per, pfe, pfo, wend);
 		}
 	}
 }
