@@ -271,14 +271,6 @@ $(PACKAB): $(BUILD)/bench/pack_ab.o $(LIBEMBER)
 $(PIPERATE): $(BUILD)/bench/pipe_rate.o
 	$(call say,LD,$@)$(CC) $(LDFLAGS) $^ -o $@
 
-# A layout study, not built by all or bench: Q6_K rows in dword lanes
-# against the packed tile (bench/q6_lanes.c; LEVELS.md q6l21).
-ifeq ($(TARGET_ARCH),x86_64)
-$(BUILD)/bench/q6_lanes.o: ISAFLAGS = $(ISA_avx512)
-$(BUILD)/q6_lanes: $(BUILD)/bench/q6_lanes.o $(LIBEMBER)
-	$(call say,LD,$@)$(CC) $(LDFLAGS) -pthread $^ $(LIBS_ENGINE) -lm -o $@
-endif
-
 # Streaming read bandwidth, to set decode rates against (bench/RESULTS.md).
 $(MEMBW): $(call obj,bench/membw.c bench/membw_read.c engine/base/clock.c)
 	$(call say,LD,$@)$(CC) $(LDFLAGS) -pthread $^ -o $@

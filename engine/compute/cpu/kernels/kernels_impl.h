@@ -438,11 +438,12 @@ void kern_avx512_pack_q4_0(void *w, size_t n_out, size_t nb, size_t bs, size_t g
  * so dword lane r of each (after one mask; the fourth by shifts and
  * selects) holds 4 consecutive elements of row r: VPDPBUSD against a
  * token's activation dword broadcast ({1to16}) sums 16 rows at once with
- * no horizontal reduction.
- * LEVELS.md "Q6_K rows in dword lanes" (the q6l21 study, bench/q6_lanes.c). Readers: the 1..8-token tile and
- * the one-token GEMV (kquants_q6p_avx512.c); 9..32 tokens unpacked where
- * the rows lie (kquants_vnni_avx512.c kv__l6k_), more through the panels,
- * and the AMX tiles (kquants_vnni_avx512.h kv__q6u_sb()). */
+ * no horizontal reduction (LEVELS.md "Q6_K rows in dword lanes", the q6l21
+ * study, and the twenty-second session's sections). Readers: the
+ * 1..8-token tile and the one-token GEMV (kquants_q6p_avx512.c); 9..32
+ * tokens unpacked where the rows lie (kquants_vnni_avx512.c kv__l6k_),
+ * more through the panels, and the AMX tiles (kquants_vnni_avx512.h
+ * kv__q6u_sb()); every one makes the values by kv__q6l_sub(). */
 #define KERN_Q6L_ROWS 16
 #define KERN_Q6L_SB (16 * 210)
 #define KERN_Q6L_V(j, i) (288 + 192 * (j) + 64 * (i))

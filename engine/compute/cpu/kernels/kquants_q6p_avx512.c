@@ -36,6 +36,7 @@
 #include <immintrin.h>
 
 #include "kernels_impl.h"
+#include "kquants_vnni_avx512.h"
 #include "quants.h"
 
 #define Q6L_INLINE static inline __attribute__((always_inline))
@@ -93,8 +94,6 @@ Q6L_INLINE const char *q6l_group(const struct kern_gemm_args *a, size_t o, int T
 	const size_t nsb = a->n_in / KERN_QKK;
 	const char *g = (const char *)a->w + o * a->w_stride;
 	const struct kern_block_q8_k *x = a->xk;
-	const __m512i m3f = _mm512_set1_epi8(0x3f), m03 = _mm512_set1_epi8(0x03);
-	const __m512i m0f = _mm512_set1_epi8(0x0f);
 	__m512 acc[Q6L_TOK];
 
 	Q6L_UNROLL
@@ -122,18 +121,10 @@ Q6L_INLINE const char *q6l_group(const struct kern_gemm_args *a, size_t o, int T
 		/* not unrolled: 16 copies of the token loop only grew the code */
 		for (int j = 0; j < 16; j++) {
 			const char *v = b + KERN_Q6L_V(j, 0);
-			const __m512i X = _mm512_loadu_si512(v), Y = _mm512_loadu_si512(v + 64);
-			const __m512i Z = _mm512_loadu_si512(v + 128);
-			/* V3: bits 0-1 of X >> 6 else Y >> 4, then bits 0-3 of
-			 * that else Z >> 2; the next byte's bits the dword
-			 * shifts bring in go with the last AND */
-			const __m512i t01 = _mm512_ternarylogic_epi32(m03, _mm512_srli_epi32(X, 6),
-								      _mm512_srli_epi32(Y, 4), 0xca);
-			const __m512i t3 = _mm512_ternarylogic_epi32(m0f, t01, _mm512_srli_epi32(Z, 2), 0xca);
-			const __m512i v0 = _mm512_and_si512(X, m3f), v1 = _mm512_and_si512(Y, m3f);
-			const __m512i v2 = _mm512_and_si512(Z, m3f), v3 = _mm512_and_si512(t3, m3f);
-			const __m512i sc =
-				_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(b + KERN_Q6L_SC + 16 * j)));
+			__m512i vq[4];
+
+			kv__q6l_sub(v, vq);
+			const __m512i sc = kv__q6l_sc(b, j);
 
 			if (ahead)
 				for (int l = 0; l < 3; l++)
@@ -147,15 +138,15 @@ Q6L_INLINE const char *q6l_group(const struct kern_gemm_args *a, size_t o, int T
 				const int8_t *q = x[t * nsb + s].qs + 16 * j;
 				__m512i c = _mm512_set1_epi32(bs[16 * t + j]);
 
-				c = q6l_dpbusd(c, v0, q);
-				c = q6l_dpbusd(c, v1, q + 4);
-				c = q6l_dpbusd(c, v2, q + 8);
-				c = q6l_dpbusd(c, v3, q + 12);
+				c = q6l_dpbusd(c, vq[0], q);
+				c = q6l_dpbusd(c, vq[1], q + 4);
+				c = q6l_dpbusd(c, vq[2], q + 8);
+				c = q6l_dpbusd(c, vq[3], q + 12);
 				isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(c, sc));
 			}
 		}
 		/* the reference's step, unfused: acc + (d D) isum */
-		const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(b + KERN_Q6L_D)));
+		const __m512 d = kv__q6l_d(b);
 
 		Q6L_UNROLL
 		for (int t = 0; t < T; t++)

@@ -5,7 +5,8 @@
  * transpose 16 bytes of the 16 rows into row lanes, the unpacking of a
  * super-block's values, scales and d into those lanes (used at once by the
  * streaming tiles, stored by the packing), and the panel (struct kv_panel)
- * the packing fills for prefill. Private to those two files and
+ * the packing fills for prefill. Private to those two files,
+ * kquants_q6p_avx512.c (packed Q6_K's values, scales and d) and
  * amx_bf16_kq.h (the AMX bf16 tiles' K-quant B tiles), included only by
  * files built with the AVX-512 flags; pure functions but for the two
  * packing functions declared at the end.
@@ -211,7 +212,8 @@ QV_INLINE void kv__k4_head(struct kv_rows rp, size_t sb, __m512i v[14], int pl)
  * elements 16 j + 4 i .. + 3 of row r, unsigned 0..63: V0..V2 are X,
  * Y, Z's low six bits; V3 takes bits 0-1 from X >> 6, 2-3 from Y >> 4,
  * 4-5 from Z >> 2 (two selects; the dword shifts' bits from the next
- * byte go with the last AND). 3 loads and 9 operations (bench/q6_lanes.c, LEVELS.md q6l21). */
+ * byte go with the last AND). 3 loads and 9 operations (LEVELS.md
+ * q6l21). Also the 1..8-token tile's (kquants_q6p_avx512.c). */
 QV_INLINE void kv__q6l_sub(const char *p, __m512i v[4])
 {
 	const __m512i m3f = _mm512_set1_epi8(0x3f), m03 = _mm512_set1_epi8(0x03);
