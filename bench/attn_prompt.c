@@ -59,8 +59,10 @@ int main(int argc, char **argv)
 		return fprintf(stderr, "attn_prompt: %s\n", err), 1;
 	for (g = 0; g < hp.n_head_kv; g++)
 		for (size_t i = 0; i < (size_t)n_tok * 64; i++) {
-			((uint16_t *)kv_cache_k(&kv, 0, g))[i] = kern_fp32_to_fp16(uniform(1.5f));
-			((uint16_t *)kv_cache_v(&kv, 0, g))[i] = kern_fp32_to_fp16(uniform(2.0f));
+			((uint16_t *)kv_cache_k_at(&kv, 0, g, (uint32_t)(i / 64)))[i % 64] =
+				kern_fp32_to_fp16(uniform(1.5f));
+			((uint16_t *)kv_cache_v_at(&kv, 0, g, (uint32_t)(i / 64)))[i % 64] =
+				kern_fp32_to_fp16(uniform(2.0f));
 		}
 	n_tiles = attention_plan(tiles, &kv, 0, 0, n_tok);
 	for (t = 0; t < n_tiles; t++)

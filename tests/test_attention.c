@@ -441,10 +441,31 @@ static float at_bf16(float x)
 	return kern_bf16_to_fp32(kern_fp32_to_bf16(x));
 }
 
-static float at_elt(const struct kv_cache *kv, const void *head, size_t i)
+/* Element c of position pos's key (v = 0) or value (v = 1) row of kv
+ * head g, layer il. */
+static void *at_row(const struct kv_cache *kv, uint32_t il, uint32_t g, int v, uint32_t pos)
 {
-	return kv->type == DTYPE_F32 ? ((const float *)head)[i]
-				     : kern_fp16_to_fp32(((const uint16_t *)head)[i]);
+	return v ? kv_cache_v_at(kv, il, g, pos) : kv_cache_k_at(kv, il, g, pos);
+}
+
+static float at_elt(const struct kv_cache *kv, uint32_t il, uint32_t g, int v, uint32_t pos,
+		    uint32_t c)
+{
+	const void *row = at_row(kv, il, g, v, pos);
+
+	return kv->type == DTYPE_F32 ? ((const float *)row)[c]
+				     : kern_fp16_to_fp32(((const uint16_t *)row)[c]);
+}
+
+static void at_set(struct kv_cache *kv, uint32_t il, uint32_t g, int v, uint32_t pos, uint32_t c,
+		   float x)
+{
+	void *row = at_row(kv, il, g, v, pos);
+
+	if (kv->type == DTYPE_F32)
+		((float *)row)[c] = x;
+	else
+		((uint16_t *)row)[c] = kern_fp32_to_fp16(x);
 }
 
 /* Max |out - ref| / max|v| over the case's rows; writes the case's output
@@ -476,23 +497,15 @@ static double at_run_case(const struct at_case *tc, tpool_t pool, float **out_ke
 		if (kv_cache_init(&kv[s], &hp, n_pos + 3, tc->kv_type, err) != 0)
 			return INFINITY;
 		for (uint32_t g = 0; g < tc->n_head_kv; g++)
-			for (size_t i = 0; i < (size_t)n_pos * tc->dk; i++) {
-				float x = at_uniform(1.5f);
-
-				if (kv[s].type == DTYPE_F32)
-					((float *)kv_cache_k(&kv[s], il, g))[i] = x;
-				else
-					((uint16_t *)kv_cache_k(&kv[s], il, g))[i] = kern_fp32_to_fp16(x);
-			}
+			for (size_t i = 0; i < (size_t)n_pos * tc->dk; i++)
+				at_set(&kv[s], il, g, 0, (uint32_t)(i / tc->dk), (uint32_t)(i % tc->dk),
+				       at_uniform(1.5f));
 		for (uint32_t g = 0; g < tc->n_head_kv; g++)
 			for (size_t i = 0; i < (size_t)n_pos * tc->dv; i++) {
 				float x = at_uniform(2.0f);
 
 				vmax = fabs(x) > vmax ? fabs(x) : vmax;
-				if (kv[s].type == DTYPE_F32)
-					((float *)kv_cache_v(&kv[s], il, g))[i] = x;
-				else
-					((uint16_t *)kv_cache_v(&kv[s], il, g))[i] = kern_fp32_to_fp16(x);
+				at_set(&kv[s], il, g, 1, (uint32_t)(i / tc->dv), (uint32_t)(i % tc->dv), x);
 			}
 		kv[s].n_pos = tc->past[s]; /* this step's rows are stored, not yet counted */
 		row0[s] = rows;
@@ -513,7 +526,6 @@ static double at_run_case(const struct at_case *tc, tpool_t pool, float **out_ke
 				const uint32_t pos = tc->past[s] + t, g = h / (tc->n_head / tc->n_head_kv);
 				const float *qh = q + ((size_t)(row0[s] + t) * tc->n_head + h) * tc->dk;
 				const float *oh = out + ((size_t)(row0[s] + t) * tc->n_head + h) * tc->dv;
-				const void *kh = kv_cache_k(&kv[s], il, g), *vh = kv_cache_v(&kv[s], il, g);
 				double slope = arch_alibi_slope(h, tc->n_head, 8.0), m = -INFINITY, l = 0;
 
 				if (tc->alibi == ARCH_ALIBI_BF16)
@@ -522,7 +534,7 @@ static double at_run_case(const struct at_case *tc, tpool_t pool, float **out_ke
 					double dot = 0, bias = 0;
 
 					for (uint32_t c = 0; c < tc->dk; c++)
-						dot += (double)qh[c] * at_elt(&kv[s], kh, (size_t)j * tc->dk + c);
+						dot += (double)qh[c] * at_elt(&kv[s], il, g, 0, j, c);
 					if (tc->alibi == ARCH_ALIBI_F32)
 						bias = (float)slope * (float)j;
 					else if (tc->alibi == ARCH_ALIBI_BF16)
@@ -536,7 +548,7 @@ static double at_run_case(const struct at_case *tc, tpool_t pool, float **out_ke
 					double want = 0, e;
 
 					for (uint32_t j = 0; j <= pos; j++)
-						want += sc[j] * at_elt(&kv[s], vh, (size_t)j * tc->dv + c);
+						want += sc[j] * at_elt(&kv[s], il, g, 1, j, c);
 					want /= l;
 					e = fabs(oh[c] - want) / vmax;
 					if (!(e <= worst)) /* NaN too */

@@ -562,9 +562,11 @@ START_TEST(amx_windowed_prompt_tiles_near_float_tiles)
 		il++;
 	for (uint32_t g = 0; g < HKV; g++) {
 		at_fill(row, (size_t)N * D, 1.5f);
-		kern_fp32_to_fp16_row(row, kv_cache_k(&kv, il, g), (size_t)N * D);
+		for (uint32_t p = 0; p < N; p++)
+			kern_fp32_to_fp16_row(row + (size_t)p * D, kv_cache_k_at(&kv, il, g, p), D);
 		at_fill(row, (size_t)N * D, 1.0f);
-		kern_fp32_to_fp16_row(row, kv_cache_v(&kv, il, g), (size_t)N * D);
+		for (uint32_t p = 0; p < N; p++)
+			kern_fp32_to_fp16_row(row + (size_t)p * D, kv_cache_v_at(&kv, il, g, p), D);
 	}
 	at_fill(q, N * H * D, 1.0f);
 	nt = attention_plan(tiles, &kv, 0, 0, N);

@@ -370,7 +370,6 @@ attend_prompt_heads(const struct attn_job *job, const struct attention_tile *tl,
 	const uint32_t kb = ATTN_KV_FLOATS / wide < ATTN_KEYS ? ATTN_KV_FLOATS / wide : ATTN_KEYS;
 	const uint32_t n = tl->n, n16 = (n + 15) / 16 * 16, pos = tl->pos, end = tl->pos + tl->n;
 	const size_t ld_qs = (size_t)a->n_head * dk, ld_os = (size_t)a->n_head * dv;
-	const void *kc = kv_cache_k(kv, job->il, g), *vc = kv_cache_v(kv, job->il, g);
 	const uint32_t w = attention_window(a, job->il);
 	const int f16k = kern_attn_f16_rows();
 	float kbuf[ATTN_KV_FLOATS], vbuf[ATTN_KV_FLOATS];
@@ -398,10 +397,10 @@ attend_prompt_heads(const struct attn_job *job, const struct attention_tile *tl,
 	for (j0 = w && pos + 1 > w ? pos + 1 - w : 0; j0 < end; j0 += kb) {
 		const uint32_t nb = end - j0 < kb ? end - j0 : kb;
 		const uint32_t first = j0 > pos ? j0 - pos : 0;
-		const uint16_t *kh = f16k ? attn_kv_rows_f16(kv, job->il, kc, j0, nb, dk) : NULL;
-		const uint16_t *vh = kh ? attn_kv_rows_f16(kv, job->il, vc, j0, nb, dv) : NULL;
-		const float *kblk = kh && vh ? NULL : attn_kv_rows(kv, job->il, kc, j0, nb, dk, kbuf);
-		const float *vblk = kh && vh ? NULL : attn_kv_rows(kv, job->il, vc, j0, nb, dv, vbuf);
+		const uint16_t *kh = f16k ? attn_kv_rows_f16(kv, job->il, g, 0, j0, nb) : NULL;
+		const uint16_t *vh = kh ? attn_kv_rows_f16(kv, job->il, g, 1, j0, nb) : NULL;
+		const float *kblk = kh && vh ? NULL : attn_kv_rows(kv, job->il, g, 0, j0, nb, kbuf);
+		const float *vblk = kh && vh ? NULL : attn_kv_rows(kv, job->il, g, 1, j0, nb, vbuf);
 		const int f16 = kh && vh;
 
 		for (e = 0; e < nh; e++)
@@ -445,8 +444,8 @@ static void attend_prefetch(const struct attention *a, const struct attention_ti
 
 	if (n > most)
 		n = most;
-	attn_kv_prefetch(tl->kv, il, kv_cache_k(tl->kv, il, g), j0, n, a->head_dim_k);
-	attn_kv_prefetch(tl->kv, il, kv_cache_v(tl->kv, il, g), j0, n, a->head_dim_v);
+	attn_kv_prefetch(tl->kv, il, g, 0, j0, n);
+	attn_kv_prefetch(tl->kv, il, g, 1, j0, n);
 }
 
 /* Heads [h0, h0 + nh) of one kv head, the queries of one tile. Per head,
@@ -465,7 +464,6 @@ attend_heads(const struct attn_job *job, const struct attention_tile *tl, uint32
 	const size_t ld_qs = (size_t)a->n_head * dk, ld_os = (size_t)a->n_head * dv;
 	const int local = dk <= ATTN_LOCAL_DIM && dv <= ATTN_LOCAL_DIM;
 	const size_t ld_q = local ? dk : ld_qs, ld_o = local ? dv : ld_os;
-	const void *kc = kv_cache_k(kv, job->il, g), *vc = kv_cache_v(kv, job->il, g);
 	const float scale = a->scale;
 	const uint32_t w = attention_window(a, job->il);
 	const int f16k = kern_attn_f16_rows();
@@ -521,11 +519,11 @@ attend_heads(const struct attn_job *job, const struct attention_tile *tl, uint32
 		const uint32_t nb = end - j0 < kb ? end - j0 : kb;
 		/* Queries before `first` end before this block. */
 		const uint32_t first = j0 > pos ? j0 - pos : 0;
-		const uint16_t *kh = f16k ? attn_kv_rows_f16(kv, job->il, kc, j0, nb, dk) : NULL;
-		const uint16_t *vh = kh ? attn_kv_rows_f16(kv, job->il, vc, j0, nb, dv) : NULL;
+		const uint16_t *kh = f16k ? attn_kv_rows_f16(kv, job->il, g, 0, j0, nb) : NULL;
+		const uint16_t *vh = kh ? attn_kv_rows_f16(kv, job->il, g, 1, j0, nb) : NULL;
 		/* converted only where not read in place */
-		const float *kblk = kh && vh ? NULL : attn_kv_rows(kv, job->il, kc, j0, nb, dk, kbuf);
-		const float *vblk = kh && vh ? NULL : attn_kv_rows(kv, job->il, vc, j0, nb, dv, vbuf);
+		const float *kblk = kh && vh ? NULL : attn_kv_rows(kv, job->il, g, 0, j0, nb, kbuf);
+		const float *vblk = kh && vh ? NULL : attn_kv_rows(kv, job->il, g, 1, j0, nb, vbuf);
 
 		if (!vh)
 			kh = NULL;
@@ -692,8 +690,8 @@ static void attend_pf_task(const struct attn_job *job, size_t i, struct attn_pf 
 	const uint32_t end = tl->pos + 1, j0 = w && end > w ? end - w : 0;
 	const uint32_t most = 2 * attend_block_keys(a), n = end - j0 < most ? end - j0 : most;
 
-	attn_pf_set(pf, 0, tl->kv, job->il, kv_cache_k(tl->kv, job->il, g), j0, n, a->head_dim_k);
-	attn_pf_set(pf, 1, tl->kv, job->il, kv_cache_v(tl->kv, job->il, g), j0, n, a->head_dim_v);
+	attn_pf_set(pf, 0, tl->kv, job->il, g, 0, j0, n);
+	attn_pf_set(pf, 1, tl->kv, job->il, g, 1, j0, n);
 }
 
 /*

@@ -9,61 +9,63 @@
 #include "dtype.h"
 #include "kernels.h"
 
-/* Positions j0 .. j0+n-1 of a cache head block of layer il as floats: in
- * place for F32 rows that do not wrap, else converted or copied into `buf`
- * (n * d floats): a ring layer (kv_cache.h) may wrap inside a block. */
-const float *attn_kv_rows(const struct kv_cache *kv, uint32_t il, const void *head, uint32_t j0,
-			  uint32_t n, uint32_t d, float *buf)
+/* Position pos's row of kv head g, layer il: its value row if v, else its
+ * key row; *d its elements. */
+static const char *attn_kv_at(const struct kv_cache *kv, uint32_t il, uint32_t g, int v,
+			      uint32_t pos, uint32_t *d)
 {
-	const uint32_t r0 = kv_cache_row(kv, il, j0);
-	const uint32_t n1 = kv_cache_is_ring(kv, il) && r0 + n > kv->rows[il] ? kv->rows[il] - r0 : n;
+	*d = v ? kv->head_dim_v : kv->head_dim_k;
+	return v ? kv_cache_v_at(kv, il, g, pos) : kv_cache_k_at(kv, il, g, pos);
+}
 
-	if (kv->type == DTYPE_F32) {
-		if (n1 == n)
-			return (const float *)head + (size_t)r0 * d;
-		memcpy(buf, (const float *)head + (size_t)r0 * d, (size_t)n1 * d * sizeof(float));
-		memcpy(buf + (size_t)n1 * d, head, (size_t)(n - n1) * d * sizeof(float));
-		return buf;
+const float *attn_kv_rows(const struct kv_cache *kv, uint32_t il, uint32_t g, int v, uint32_t j0,
+			  uint32_t n, float *buf)
+{
+	uint32_t d, m, i;
+	const char *p = attn_kv_at(kv, il, g, v, j0, &d);
+
+	m = kv_cache_run(kv, il, j0, n);
+	if (kv->type == DTYPE_F32 && m == n)
+		return (const float *)p;
+	/* runs up to a chunk's end or a ring's wrap (at most three: a block
+	 * is no longer than a chunk) */
+	for (i = 0; i < n; i += m) {
+		m = kv_cache_run(kv, il, j0 + i, n - i);
+		p = attn_kv_at(kv, il, g, v, j0 + i, &d);
+		if (kv->type == DTYPE_F32)
+			memcpy(buf + (size_t)i * d, p, (size_t)m * d * sizeof(float));
+		else
+			kern_fp16_to_fp32_row((const uint16_t *)p, buf + (size_t)i * d, (size_t)m * d);
 	}
-	kern_fp16_to_fp32_row((const uint16_t *)head + (size_t)r0 * d, buf, (size_t)n1 * d);
-	if (n1 < n)
-		kern_fp16_to_fp32_row(head, buf + (size_t)n1 * d, (size_t)(n - n1) * d);
 	return buf;
 }
 
-/* Positions j0 .. j0+n-1 of an F16 cache head block in place, or NULL
- * when the rows are not F16 or wrap around a ring layer. */
-const uint16_t *attn_kv_rows_f16(const struct kv_cache *kv, uint32_t il, const void *head,
-				 uint32_t j0, uint32_t n, uint32_t d)
+const uint16_t *attn_kv_rows_f16(const struct kv_cache *kv, uint32_t il, uint32_t g, int v,
+				 uint32_t j0, uint32_t n)
 {
-	const uint32_t r0 = kv_cache_row(kv, il, j0);
+	uint32_t d;
 
-	if (kv->type != DTYPE_F16 || (kv_cache_is_ring(kv, il) && r0 + n > kv->rows[il]))
+	if (kv->type != DTYPE_F16 || kv_cache_run(kv, il, j0, n) < n)
 		return NULL;
-	return (const uint16_t *)head + (size_t)r0 * d;
+	return (const uint16_t *)attn_kv_at(kv, il, g, v, j0, &d);
 }
 
-/* Asks for positions j0 .. j0+n-1 of a cache head block (up to a ring
- * layer's wrap) ahead of their reads. */
-void attn_kv_prefetch(const struct kv_cache *kv, uint32_t il, const void *head, uint32_t j0,
-		      uint32_t n, uint32_t d)
+void attn_kv_prefetch(const struct kv_cache *kv, uint32_t il, uint32_t g, int v, uint32_t j0,
+		      uint32_t n)
 {
 	struct attn_pf pf = {0};
 
-	attn_pf_set(&pf, 0, kv, il, head, j0, n, d);
+	attn_pf_set(&pf, 0, kv, il, g, v, j0, n);
 	attn_pf_step(&pf, SIZE_MAX);
 }
 
-/* pf's range k: positions j0 .. j0+n-1 of a cache head block (up to a
- * ring layer's wrap). */
-void attn_pf_set(struct attn_pf *pf, int k, const struct kv_cache *kv, uint32_t il,
-		 const void *head, uint32_t j0, uint32_t n, uint32_t d)
+void attn_pf_set(struct attn_pf *pf, int k, const struct kv_cache *kv, uint32_t il, uint32_t g,
+		 int v, uint32_t j0, uint32_t n)
 {
-	const uint32_t r0 = kv_cache_row(kv, il, j0);
-	const uint32_t n1 = kv_cache_is_ring(kv, il) && r0 + n > kv->rows[il] ? kv->rows[il] - r0 : n;
+	uint32_t d;
 
-	pf->p[k] = (const char *)head + (size_t)r0 * d * kv->elt;
-	pf->left[k] = (size_t)n1 * d * kv->elt;
+	pf->p[k] = attn_kv_at(kv, il, g, v, j0, &d);
+	pf->left[k] = (size_t)kv_cache_run(kv, il, j0, n) * d * kv->elt;
 }
 
 /* The next `lines` lines of pf (NULL: none), K's first. */

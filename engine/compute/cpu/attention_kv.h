@@ -31,26 +31,28 @@ struct attn_pf {
 	size_t left[2];	  /* bytes */
 };
 
-/* Positions j0 .. j0+n-1 of a cache head block of layer il as floats: in
- * place for F32 rows that do not wrap, else converted or copied into `buf`
- * (n * d floats): a ring layer (kv_cache.h) may wrap inside a block. */
-const float *attn_kv_rows(const struct kv_cache *kv, uint32_t il, const void *head, uint32_t j0,
-			  uint32_t n, uint32_t d, float *buf);
+/* Positions j0 .. j0+n-1 (n at most a chunk, kv_cache.h) of kv head g of
+ * layer il, its values if v, else its keys, as floats: in place for F32
+ * rows that lie together, else converted or copied into `buf` (n *
+ * head_dim floats): a block may cross a chunk's end after a window's
+ * start, or a ring layer's wrap. */
+const float *attn_kv_rows(const struct kv_cache *kv, uint32_t il, uint32_t g, int v, uint32_t j0,
+			  uint32_t n, float *buf);
 
-/* Positions j0 .. j0+n-1 of an F16 cache head block in place, or NULL
- * when the rows are not F16 or wrap around a ring layer. */
-const uint16_t *attn_kv_rows_f16(const struct kv_cache *kv, uint32_t il, const void *head,
-				 uint32_t j0, uint32_t n, uint32_t d);
+/* The same rows as F16 in place, or NULL when they are not F16 or do not
+ * lie together (the caller converts them: the kernels give the same
+ * bits either way, kernels.h kern_attn_scores_f16()). */
+const uint16_t *attn_kv_rows_f16(const struct kv_cache *kv, uint32_t il, uint32_t g, int v,
+				 uint32_t j0, uint32_t n);
 
-/* Asks for positions j0 .. j0+n-1 of a cache head block (up to a ring
- * layer's wrap) ahead of their reads. */
-void attn_kv_prefetch(const struct kv_cache *kv, uint32_t il, const void *head, uint32_t j0,
-		      uint32_t n, uint32_t d);
+/* Asks for the same rows (up to a chunk's end or a ring layer's wrap)
+ * ahead of their reads. */
+void attn_kv_prefetch(const struct kv_cache *kv, uint32_t il, uint32_t g, int v, uint32_t j0,
+		      uint32_t n);
 
-/* pf's range k: positions j0 .. j0+n-1 of a cache head block (up to a
- * ring layer's wrap, as attn_kv_prefetch()). */
-void attn_pf_set(struct attn_pf *pf, int k, const struct kv_cache *kv, uint32_t il,
-		 const void *head, uint32_t j0, uint32_t n, uint32_t d);
+/* pf's range k: the same rows (as attn_kv_prefetch()). */
+void attn_pf_set(struct attn_pf *pf, int k, const struct kv_cache *kv, uint32_t il, uint32_t g,
+		 int v, uint32_t j0, uint32_t n);
 
 /* The next `lines` lines of pf (NULL: none), K's first. */
 void attn_pf_step(struct attn_pf *pf, size_t lines);

@@ -118,12 +118,11 @@ static void store_kv_head(const struct forward_pass *f, struct kv_cache *kv, uin
 {
 	const struct model_hparams *hp = &f->m->hp;
 	const uint32_t dk = hp->head_dim_k, dv = hp->head_dim_v;
-	/* Sliding-window layers may keep a ring (kv_cache.h). */
-	const size_t row = kv_cache_row(kv, il, pos);
 	const float *ks = f->k + ((size_t)r * hp->n_head_kv + h) * dk;
 	const float *vs = f->v + ((size_t)r * hp->n_head_kv + h) * dv;
-	char *kc = (char *)kv_cache_k(kv, il, h) + row * dk * kv->elt;
-	char *vc = (char *)kv_cache_v(kv, il, h) + row * dv * kv->elt;
+	/* (a ring layer's row for pos: kv_cache.h) */
+	char *kc = kv_cache_k_at(kv, il, h, pos);
+	char *vc = kv_cache_v_at(kv, il, h, pos);
 
 	if (kv->type == DTYPE_F32) {
 		memcpy(kc, ks, dk * sizeof(float));

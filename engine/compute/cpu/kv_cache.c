@@ -6,6 +6,7 @@
 
 #include "dtype.h"
 #include "ember.h"
+#include "pages.h"
 
 int kv_cache_init(struct kv_cache *c, const struct model_hparams *hp, uint32_t n_ctx,
 		  uint32_t type, char *err)
@@ -16,7 +17,67 @@ int kv_cache_init(struct kv_cache *c, const struct model_hparams *hp, uint32_t n
 int kv_cache_init_ring(struct kv_cache *c, const struct model_hparams *hp, uint32_t n_ctx,
 		       uint32_t type, const struct arch_desc *arch, uint32_t max_step, char *err)
 {
-	size_t rows = 0;
+	return kv_cache_init_chunked(c, hp, n_ctx, type, arch, max_step, KV_CACHE_CHUNK_SHIFT,
+				     err);
+}
+
+/* Places each layer in its set (full layers, then ring layers: each set
+ * chunked on its own rows, kv_cache.h) and returns the rows of all. */
+static size_t kv_cache__place(struct kv_cache *c)
+{
+	uint32_t n_set[2] = {0, 0}, il;
+	size_t base[2];
+
+	for (il = 0; il < c->n_layer; il++) {
+		struct kv_cache_layer *L = &c->layer[il];
+		const int ring = L->rows != c->n_ctx;
+
+		L->head0 = n_set[ring]++ * c->n_head_kv;
+	}
+	base[0] = 0;
+	base[1] = (size_t)n_set[0] * c->n_head_kv * c->n_ctx;
+	for (il = 0; il < c->n_layer; il++) {
+		struct kv_cache_layer *L = &c->layer[il];
+		const int ring = L->rows != c->n_ctx;
+
+		L->base = base[ring];
+		L->heads = n_set[ring] * c->n_head_kv;
+	}
+	return base[1] + (size_t)n_set[1] * c->n_head_kv * c->ring_rows;
+}
+
+/* The arrays of `rows` rows: one 2 MiB-aligned mapping advised for huge
+ * pages when a chunk of K rows (P positions of all layers, whatever
+ * n_ctx: the model's shape decides) is 2 MiB or more and THP allows
+ * (kv_cache.h), else the heap. 0 or EMBER_ENOMEM. */
+static int kv_cache__alloc(struct kv_cache *c, size_t rows)
+{
+	const size_t bk = rows * c->head_dim_k * c->elt, bv = rows * c->head_dim_v * c->elt;
+	const size_t chunk = ((size_t)1 << c->chunk_shift) * c->n_layer * c->n_head_kv *
+			     c->head_dim_k * c->elt;
+	/* each array on 2 MiB and whole 2 MiB pages (a huge page needs its
+	 * whole aligned range inside the mapping; the padding is committed
+	 * only with the last page, which holds rows too) */
+	const size_t ak = (bk + PAGES_HUGE - 1) & ~(PAGES_HUGE - 1);
+	const size_t av = (bv + PAGES_HUGE - 1) & ~(PAGES_HUGE - 1);
+
+	if (rows && chunk >= PAGES_HUGE && pages_huge_enabled() &&
+	    (c->k = pages_map_aligned(ak + av)) != NULL) {
+		c->map_len = ak + av;
+		c->v = (char *)c->k + ak;
+		/* refused: 4 KiB pages, the same memory */
+		(void)pages_advise_huge(c->k, c->map_len);
+		return 0;
+	}
+	c->k = calloc(rows ? rows : 1, (size_t)c->head_dim_k * c->elt);
+	c->v = calloc(rows ? rows : 1, (size_t)c->head_dim_v * c->elt);
+	return c->k && c->v ? 0 : EMBER_ENOMEM;
+}
+
+int kv_cache_init_chunked(struct kv_cache *c, const struct model_hparams *hp, uint32_t n_ctx,
+			  uint32_t type, const struct arch_desc *arch, uint32_t max_step,
+			  uint32_t chunk_shift, char *err)
+{
 	uint32_t il;
 
 	memset(c, 0, sizeof(*c));
@@ -25,6 +86,9 @@ int kv_cache_init_ring(struct kv_cache *c, const struct model_hparams *hp, uint3
 	if (type != DTYPE_F32 && type != DTYPE_F16)
 		return ember_seterr(err, EMBER_EINVAL, "kv cache: type %u is neither f32 nor f16",
 				    type);
+	if (chunk_shift < 6 || chunk_shift > 24)
+		return ember_seterr(err, EMBER_EINVAL, "kv cache: chunk of 2^%u positions",
+				    chunk_shift);
 	c->n_layer = hp->n_layer;
 	c->n_head_kv = hp->n_head_kv;
 	c->head_dim_k = hp->head_dim_k;
@@ -32,27 +96,22 @@ int kv_cache_init_ring(struct kv_cache *c, const struct model_hparams *hp, uint3
 	c->n_ctx = n_ctx;
 	c->type = type;
 	c->elt = type == DTYPE_F16 ? 2 : 4;
+	c->chunk_shift = chunk_shift;
 	if (arch && arch->swa != ARCH_SWA_NONE && hp->n_swa > 0 && max_step > 0 &&
 	    (uint64_t)hp->n_swa - 1 + max_step < n_ctx) {
 		c->ring_rows = hp->n_swa - 1 + max_step;
 		c->max_step = max_step;
 	}
-	c->rows = calloc(c->n_layer ? c->n_layer : 1, sizeof(*c->rows));
-	c->base = calloc(c->n_layer ? c->n_layer : 1, sizeof(*c->base));
-	if (!c->rows || !c->base) {
+	c->layer = calloc(c->n_layer ? c->n_layer : 1, sizeof(*c->layer));
+	if (!c->layer) {
 		kv_cache_free(c);
 		return ember_seterr(err, EMBER_ENOMEM, "kv cache: layer table");
 	}
+	for (il = 0; il < c->n_layer; il++)
+		c->layer[il].rows = c->ring_rows && arch_layer_is_swa(arch, il) ? c->ring_rows : n_ctx;
 	/* model.c bounds each factor, so these products fit in size_t on
 	 * 64-bit hosts; calloc checks the last multiplication. */
-	for (il = 0; il < c->n_layer; il++) {
-		c->rows[il] = c->ring_rows && arch_layer_is_swa(arch, il) ? c->ring_rows : n_ctx;
-		c->base[il] = rows;
-		rows += (size_t)c->n_head_kv * c->rows[il];
-	}
-	c->k = calloc(rows ? rows : 1, (size_t)c->head_dim_k * c->elt);
-	c->v = calloc(rows ? rows : 1, (size_t)c->head_dim_v * c->elt);
-	if (!c->k || !c->v) {
+	if (kv_cache__alloc(c, kv_cache__place(c)) != 0) {
 		kv_cache_free(c);
 		return ember_seterr(err, EMBER_ENOMEM, "kv cache: %u positions", n_ctx);
 	}
@@ -63,10 +122,13 @@ void kv_cache_free(struct kv_cache *c)
 {
 	if (!c)
 		return;
-	free(c->k);
-	free(c->v);
-	free(c->rows);
-	free(c->base);
+	if (c->map_len) {
+		pages_unmap(c->k, c->map_len);
+	} else {
+		free(c->k);
+		free(c->v);
+	}
+	free(c->layer);
 	memset(c, 0, sizeof(*c));
 }
 
@@ -117,9 +179,8 @@ void kv_cache_truncate(struct kv_cache *c, uint32_t n_pos)
 
 int kv_cache_copy_prefix(struct kv_cache *dst, const struct kv_cache *src, uint32_t n)
 {
-	uint32_t il, h;
-
-	uint32_t p, p0;
+	const size_t rk = (size_t)src->head_dim_k * src->elt, rv = (size_t)src->head_dim_v * src->elt;
+	uint32_t il, h, p, p0, m;
 
 	if (dst->n_layer != src->n_layer || dst->n_head_kv != src->n_head_kv ||
 	    dst->head_dim_k != src->head_dim_k || dst->head_dim_v != src->head_dim_v ||
@@ -127,25 +188,16 @@ int kv_cache_copy_prefix(struct kv_cache *dst, const struct kv_cache *src, uint3
 	    (src->ring_rows && !ring_holds(src, n)))
 		return EMBER_EINVAL;
 	for (il = 0; il < src->n_layer; il++) {
-		const size_t rk = (size_t)src->head_dim_k * src->elt, rv = (size_t)src->head_dim_v * src->elt;
-
-		if (!kv_cache_is_ring(src, il) && !kv_cache_is_ring(dst, il)) {
-			for (h = 0; h < src->n_head_kv; h++) {
-				memcpy(kv_cache_k(dst, il, h), kv_cache_k(src, il, h), (size_t)n * rk);
-				memcpy(kv_cache_v(dst, il, h), kv_cache_v(src, il, h), (size_t)n * rv);
-			}
-			continue;
-		}
-		/* Position by position, the last rows the smaller side holds. */
-		p0 = n > src->rows[il] ? n - src->rows[il] : 0;
-		if (n - p0 > dst->rows[il])
-			p0 = n - dst->rows[il];
+		/* the last positions the smaller side holds (all of them
+		 * without a ring), in runs of rows consecutive on both sides */
+		p0 = n > src->layer[il].rows ? n - src->layer[il].rows : 0;
+		if (n - p0 > dst->layer[il].rows)
+			p0 = n - dst->layer[il].rows;
 		for (h = 0; h < src->n_head_kv; h++)
-			for (p = p0; p < n; p++) {
-				memcpy((char *)kv_cache_k(dst, il, h) + kv_cache_row(dst, il, p) * rk,
-				       (const char *)kv_cache_k(src, il, h) + kv_cache_row(src, il, p) * rk, rk);
-				memcpy((char *)kv_cache_v(dst, il, h) + kv_cache_row(dst, il, p) * rv,
-				       (const char *)kv_cache_v(src, il, h) + kv_cache_row(src, il, p) * rv, rv);
+			for (p = p0; p < n; p += m) {
+				m = kv_cache_run(dst, il, p, kv_cache_run(src, il, p, n - p));
+				memcpy(kv_cache_k_at(dst, il, h, p), kv_cache_k_at(src, il, h, p), m * rk);
+				memcpy(kv_cache_v_at(dst, il, h, p), kv_cache_v_at(src, il, h, p), m * rv);
 			}
 	}
 	dst->n_pos = n;
@@ -165,6 +217,6 @@ size_t kv_cache_bytes(const struct kv_cache *c)
 	uint32_t il;
 
 	for (il = 0; il < c->n_layer; il++)
-		rows += (size_t)c->n_head_kv * c->rows[il];
+		rows += (size_t)c->n_head_kv * c->layer[il].rows;
 	return rows * (c->head_dim_k + c->head_dim_v) * c->elt;
 }

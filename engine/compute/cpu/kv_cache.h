@@ -2,11 +2,38 @@
  * kv_cache.h - the keys and values of one sequence's past positions, F32
  * or F16.
  *
- * Layout (one allocation each for K and V, head-major so that attention
- * for one kv head streams a contiguous block):
+ * Layout (one array each for K and V), position-blocked: positions go
+ * in chunks of P = 1 << chunk_shift (KV_CACHE_CHUNK_SHIFT: 256), and a
+ * chunk holds all layers' rows of its positions,
  *
- *   k: [n_layer][n_head_kv][n_ctx][head_dim_k]   elements of `type`
- *   v: [n_layer][n_head_kv][n_ctx][head_dim_v]
+ *   k: [n_ctx / P][n_layer][n_head_kv][P][head_dim_k]   elements of `type`
+ *   v: [n_ctx / P][n_layer][n_head_kv][P][head_dim_v]
+ *
+ * the last chunk of n_ctx % P positions as [n_layer][n_head_kv][n_ctx % P][d]
+ * (no padding: kv_cache_bytes_for() is n_ctx positions' rows). Within a
+ * chunk one kv head's rows are contiguous, and P is a multiple of
+ * attention's 64-key block, so a block of keys from a multiple of its
+ * length never straddles a chunk (attention_kv.c reads one that does,
+ * after a window's start, as it reads a ring's wrap). Why by position:
+ * memory is committed as positions grow. Head-major over the whole
+ * context ([layer][head][n_ctx][d], before 2026-11-29) put position 0 of
+ * every (layer, head) block n_ctx rows apart, so in 2 MiB pages the first
+ * token committed the whole cache (a 2048-position TinyLlama slot: 22 MiB
+ * an array at once).
+ *
+ * What is committed when: nothing at init (zeroed anonymous memory). A
+ * chunk of an array of 2 MiB or more (TinyLlama F16: 2.75 MiB; an 8B
+ * model's: 16 MiB) puts the array in 2 MiB pages (pages.h: MADV_HUGEPAGE
+ * on a 2 MiB-aligned array, when THP allows; refused or off:
+ * EMBER_HUGEPAGES=0, 4 KiB pages, no error), so writing positions
+ * 0 .. n-1 commits the huge pages over chunks 0 .. (n-1) / P: at most
+ * one chunk plus a page beyond the filled positions' chunks (TinyLlama,
+ * first token: 4 MiB an array of a 2048-position slot's 22). Smaller
+ * chunks (small models, tests) stay in 4 KiB pages from the heap (so
+ * AddressSanitizer sees their bounds): a position commits one page per
+ * (layer, head) as before. Huge pages cut the TLB misses of a decode
+ * step's attention, which reads every layer's rows cold (LEVELS.md,
+ * att22 and kvpg23).
  *
  * Positions 0 .. n_pos-1 are filled; the forward pass writes positions
  * n_pos .. n_pos+n_tok-1 of every layer, then advances n_pos once the
@@ -36,16 +63,29 @@
 #include "arch.h"
 #include "model.h"
 
+/* Positions per chunk (kv_cache.h layout): a multiple of 64. */
+#define KV_CACHE_CHUNK_SHIFT 8
+
+/* Where a layer's rows lie: a full layer among the full ones, a ring
+ * layer among the rings (each set chunked on its own rows). */
+struct kv_cache_layer {
+	size_t base;   /* row where the layer's set starts */
+	uint32_t rows; /* positions held: n_ctx, or ring_rows for ring layers */
+	uint32_t head0; /* index of (layer, kv head 0) in its set's chunk */
+	uint32_t heads; /* head blocks in a chunk of its set (layers x n_head_kv) */
+};
+
 struct kv_cache {
 	uint32_t n_layer, n_head_kv, head_dim_k, head_dim_v;
 	uint32_t n_ctx; /* capacity in positions */
 	uint32_t n_pos; /* positions filled */
 	uint32_t type;  /* DTYPE_F32 or DTYPE_F16 */
 	size_t elt;     /* bytes per element: 4 or 2 */
-	void *k;        /* [n_layer][n_head_kv][rows of the layer][head_dim_k], owned */
-	void *v;        /* [n_layer][n_head_kv][rows of the layer][head_dim_v], owned */
-	uint32_t *rows; /* [n_layer] positions held: n_ctx, or ring_rows for ring layers; owned */
-	size_t *base;   /* [n_layer] first row of the layer (all heads before it); owned */
+	uint32_t chunk_shift; /* positions per chunk: 1 << chunk_shift */
+	void *k;        /* rows of head_dim_k elements (layout above), owned */
+	void *v;        /* rows of head_dim_v elements, owned */
+	size_t map_len; /* 0: k and v from the heap; else one mapping of this length at k */
+	struct kv_cache_layer *layer; /* [n_layer], owned */
 	uint32_t ring_rows; /* rows of a ring layer; 0: no ring */
 	uint32_t max_step;  /* ring: most tokens one step may add */
 	uint32_t n_hi;  /* ring: one past the newest position ever written since reset */
@@ -64,6 +104,13 @@ int kv_cache_init(struct kv_cache *c, const struct model_hparams *hp, uint32_t n
 int kv_cache_init_ring(struct kv_cache *c, const struct model_hparams *hp, uint32_t n_ctx,
 		       uint32_t type, const struct arch_desc *arch, uint32_t max_step, char *err);
 
+/* kv_cache_init_ring() with chunks of 1 << chunk_shift positions
+ * (6 .. 24: a multiple of attention's key block; tests cross chunk edges
+ * with small ones) instead of KV_CACHE_CHUNK_SHIFT's. */
+int kv_cache_init_chunked(struct kv_cache *c, const struct model_hparams *hp, uint32_t n_ctx,
+			  uint32_t type, const struct arch_desc *arch, uint32_t max_step,
+			  uint32_t chunk_shift, char *err);
+
 /* Whether a query at position n_pos would still find every key its window
  * sees after a rewind to n_pos (always 1 without a ring, and for n_pos 0). */
 int kv_cache_holds(const struct kv_cache *c, uint32_t n_pos);
@@ -75,13 +122,53 @@ size_t kv_cache_bytes_for(const struct model_hparams *hp, uint32_t n_ctx, uint32
 /* Whether layer il's rows are a ring. */
 static inline int kv_cache_is_ring(const struct kv_cache *c, uint32_t il)
 {
-	return c->rows[il] != c->n_ctx;
+	return c->layer[il].rows != c->n_ctx;
 }
 
 /* Row of position `pos` in layer il. */
 static inline uint32_t kv_cache_row(const struct kv_cache *c, uint32_t il, uint32_t pos)
 {
-	return kv_cache_is_ring(c, il) ? pos % c->rows[il] : pos;
+	return kv_cache_is_ring(c, il) ? pos % c->layer[il].rows : pos;
+}
+
+/* Index of position pos's row of layer il, kv head h, in rows of either
+ * array (kv_cache_k_at(): times head_dim_k elements). */
+static inline size_t kv_cache_index(const struct kv_cache *c, uint32_t il, uint32_t h,
+				    uint32_t pos)
+{
+	const struct kv_cache_layer *L = &c->layer[il];
+	const uint32_t row = kv_cache_row(c, il, pos), p = 1u << c->chunk_shift;
+	const uint32_t c0 = row >> c->chunk_shift << c->chunk_shift; /* chunk's first row */
+	const uint32_t np = L->rows - c0 < p ? L->rows - c0 : p;     /* rows in that chunk */
+
+	return L->base + (size_t)c0 * L->heads + (size_t)(L->head0 + h) * np + (row - c0);
+}
+
+/* How many of positions pos .. pos+n-1 of a layer il head lie in
+ * consecutive rows from pos's: n, or fewer up to a chunk's end or a
+ * ring's wrap. */
+static inline uint32_t kv_cache_run(const struct kv_cache *c, uint32_t il, uint32_t pos,
+				    uint32_t n)
+{
+	const uint32_t row = kv_cache_row(c, il, pos), p = 1u << c->chunk_shift;
+	const uint32_t to_edge = p - (row & (p - 1)), to_end = c->layer[il].rows - row;
+	const uint32_t m = to_edge < to_end ? to_edge : to_end;
+
+	return n < m ? n : m;
+}
+
+/* Position pos's key row (head_dim_k elements of c->type) of layer il,
+ * kv head h; kv_cache_v_at() its value row. */
+static inline void *kv_cache_k_at(const struct kv_cache *c, uint32_t il, uint32_t h,
+				  uint32_t pos)
+{
+	return (char *)c->k + kv_cache_index(c, il, h, pos) * c->head_dim_k * c->elt;
+}
+
+static inline void *kv_cache_v_at(const struct kv_cache *c, uint32_t il, uint32_t h,
+				  uint32_t pos)
+{
+	return (char *)c->v + kv_cache_index(c, il, h, pos) * c->head_dim_v * c->elt;
 }
 
 /* Frees the arrays. NULL-safe, safe on a zeroed struct. */
@@ -100,18 +187,6 @@ int kv_cache_copy_prefix(struct kv_cache *dst, const struct kv_cache *src, uint3
 
 /* kv_cache_copy_prefix() of all of src's positions. */
 int kv_cache_copy(struct kv_cache *dst, const struct kv_cache *src);
-
-/* Rows of layer `il`, kv head `h`: [rows[il]][head_dim_k] / [rows[il]][head_dim_v]
- * elements of c->type (position p at row kv_cache_row(c, il, p)). */
-static inline void *kv_cache_k(const struct kv_cache *c, uint32_t il, uint32_t h)
-{
-	return (char *)c->k + (c->base[il] + (size_t)h * c->rows[il]) * c->head_dim_k * c->elt;
-}
-
-static inline void *kv_cache_v(const struct kv_cache *c, uint32_t il, uint32_t h)
-{
-	return (char *)c->v + (c->base[il] + (size_t)h * c->rows[il]) * c->head_dim_v * c->elt;
-}
 
 /* Bytes of the cache's two arrays. */
 size_t kv_cache_bytes(const struct kv_cache *c);
