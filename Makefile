@@ -139,6 +139,7 @@ GMASK    := $(BUILD)/grammar_mask
 MEMBW    := $(BUILD)/membw
 PACKAB   := $(BUILD)/pack_ab
 PIPERATE := $(BUILD)/pipe_rate
+LINEPASS := $(BUILD)/line_pass
 # Fuzz targets: tests/fuzz/fuzz_<name>.c. replay_<name> runs the kept
 # corpus through the same code in every build (make test); fuzz_<name> is
 # the libFuzzer binary (make fuzz).
@@ -160,7 +161,7 @@ all: $(LIBEMBER) $(EMBERD) $(EMBER) $(LOADGEN) $(FWDSTEP) $(GEMMQ) $(GMASK) $(RE
 
 # The benchmarks that need more than the build's own libraries: fc_compare
 # links XNNPACK, which nothing else uses (README, Kernels).
-bench: all $(FCCMP) $(MEMBW) $(PACKAB) $(PIPERATE)
+bench: all $(FCCMP) $(MEMBW) $(PACKAB) $(PIPERATE) $(LINEPASS)
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(@D)
@@ -270,6 +271,11 @@ $(PACKAB): $(BUILD)/bench/pack_ab.o $(LIBEMBER)
 # (LEVELS.md, "The 8-token step's floor").
 $(PIPERATE): $(BUILD)/bench/pipe_rate.o
 	$(call say,LD,$@)$(CC) $(LDFLAGS) $^ -o $@
+
+# A cache line's cost between CPUs 0 and 1: the state a two-thread
+# figure was taken in (LEVELS.md, call23).
+$(LINEPASS): $(BUILD)/bench/line_pass.o
+	$(call say,LD,$@)$(CC) $(LDFLAGS) -pthread $^ -o $@
 
 # Streaming read bandwidth, to set decode rates against (bench/RESULTS.md).
 $(MEMBW): $(call obj,bench/membw.c bench/membw_read.c engine/base/clock.c)
