@@ -83,15 +83,15 @@ START_TEST(pack_groups_layout_and_round_trip)
 }
 END_TEST
 
-/* kern_pack_groups_u() in 16-byte units (Q4_K's rule, kern_pack_groups16()). */
+/* kern_pack_groups_u() in 16-byte units (Q5_K's rule, kern_pack_groups16()). */
 START_TEST(pack_groups_units)
 {
 	static const size_t bss[] = {16, 144, 176};
 
 #if defined(__x86_64__)
-	/* the avx512 level's rules: Q4_K, Q5_K in 16s, Q6_K its own
+	/* the avx512 level's rules: Q5_K in 16s, Q4_K and Q6_K their own
 	 * (test_qpacked.c) */
-	ck_assert(kern_ops_avx512.pack_fn[DTYPE_Q4_K] == kern_pack_groups16);
+	ck_assert(kern_ops_avx512.pack_fn[DTYPE_Q4_K] == kern_avx512_pack_q4_k);
 	ck_assert(kern_ops_avx512.pack_fn[DTYPE_Q5_K] == kern_pack_groups16);
 	ck_assert(kern_ops_avx512.pack_fn[DTYPE_Q6_K] == kern_avx512_pack_q6_k);
 #endif

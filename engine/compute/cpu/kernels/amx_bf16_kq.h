@@ -32,8 +32,9 @@
 #define AMXKQ_TILE 512 /* bf16 elements per B tile (16 x 32) */
 
 /* The 16 rows whose first is at w (st bytes apart in the file layout;
- * packed: w is their first group, kv__rows_of()'s form: Q4_K/Q5_K four
- * groups of 4, Q6_K one group of KERN_Q6L_ROWS = 16, since the tiles
+ * packed: w is their first group, kv__rows_of()'s form: Q5_K four
+ * groups of 4, Q4_K one group of KERN_K4L_ROWS = 16, Q6_K one of
+ * KERN_Q6L_ROWS = 16, since the tiles
  * start at multiples of 16 rows, kernels_amx_bf16.c). */
 QV_INLINE struct kv_rows amxkq__rows(const char *w, size_t st, int packed, size_t bs)
 {
@@ -41,6 +42,8 @@ QV_INLINE struct kv_rows amxkq__rows(const char *w, size_t st, int packed, size_
 		return (struct kv_rows){w, st, 4 * st, bs, 1, 0};
 	if (bs == sizeof(struct kern_block_q6_k))
 		return kv_rows_q6l(w);
+	if (bs == sizeof(struct kern_block_q4_k))
+		return kv_rows_k4l(w);
 	return (struct kv_rows){w, 16, 4 * st, 4 * bs, 4, 0};
 }
 

@@ -81,9 +81,10 @@ QV_INLINE struct kv_rows kv__rows_of(const struct kern_gemm_args *a, struct kv_a
 
 	if (!at.pk)
 		return (struct kv_rows){w + at.o * a->w_stride, at.st, 4 * at.st, bs, 1, 0};
-	if (bs == sizeof(struct kern_block_q6_k)) {
-		assert(at.st != 0 && at.o % KERN_Q6L_ROWS == 0 && at.keep == 0xffff);
-		return kv_rows_q6l(w + at.o * a->w_stride);
+	if (bs == sizeof(struct kern_block_q6_k) || bs == sizeof(struct kern_block_q4_k)) {
+		assert(at.st != 0 && at.o % 16 == 0 && at.keep == 0xffff);
+		return bs == sizeof(struct kern_block_q4_k) ? kv_rows_k4l(w + at.o * a->w_stride)
+							    : kv_rows_q6l(w + at.o * a->w_stride);
 	}
 	return (struct kv_rows){w + (at.o & ~(size_t)3) * a->w_stride + (at.o & 3) * u,
 				at.st ? u : 0, 4 * at.st, 4 * bs, bs / u == 1 ? 1 : 4, at.o & 3};
@@ -592,7 +593,7 @@ QV_INLINE void kv__tile_k4(const struct kern_gemm_args *a, struct kv_at at, int 
 	for (int i = 0; i < T; i++) {
 		if (T > 4)
 			acc[i] = _mm512_load_ps(am[i]);
-		if (pl) /* rows back to their lanes */
+		if (pl == 1) /* rows back to their lanes */
 			acc[i] = _mm512_permutexvar_ps(kv__lane_row(), acc[i]);
 		_mm512_mask_storeu_ps(a->y + i * a->y_stride + at.o, at.keep, acc[i]);
 	}
@@ -604,8 +605,11 @@ typedef void (*kv_stream_fn)(const struct kern_gemm_args *a, struct kv_at at);
 	static __attribute__((noinline)) void name(const struct kern_gemm_args *a,            \
 						   struct kv_at at)                           \
 	{                                                                                   \
-		const int pl = at.pk && at.st; /* packed Q4_K/Q5_K: 64-byte units */      \
-		if (kind != 2 && pl)                                                        \
+		/* packed Q5_K: 64-byte units; packed Q4_K: rows in dword lanes */        \
+		const int pl = at.pk && at.st;                                              \
+		if (kind == 0 && pl)                                                        \
+			kv__tile_k4(a, at, T, 2, kind);                                     \
+		else if (kind != 2 && pl)                                                   \
 			kv__tile_k4(a, at, T, 1, kind);                                     \
 		else if (kind != 2)                                                         \
 			kv__tile_k4(a, at, T, 0, kind);                                     \
