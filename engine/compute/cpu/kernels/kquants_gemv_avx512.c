@@ -5,14 +5,13 @@
  * VPACKSSDW, one VPDPWSSD). KG_MADD serves the shared code's unused AVX2
  * bodies only.
  *
- * Also their packed forms (kernels.h KERN_PACKED, groups of KG_R = 4
- * rows): the same row bodies, the same instructions per row, with the
- * four rows' bases a block apart and a row's super-blocks 4 blocks apart,
- * so the step reads one linear stream (LEVELS.md, "Packed rows"); Q4_K's
- * and Q5_K's groups are interleaved 16 bytes at a time and have their own
- * body (kp_k4: four rows in the lanes of one ZMM). Q6_K's pack (groups of
- * 16 rows in dword lanes, kernels_impl.h KERN_Q6L_*): the scalar moves and
- * the SIMD packer a model load runs (kern_avx512_pack_q6_k()).
+ * Also packed Q5_K (kernels.h KERN_PACKED, groups of KG_R = 4 rows
+ * interleaved 16 bytes at a time, so the step reads one linear stream:
+ * LEVELS.md, "Packed rows"), with its own body (kp_k4: four rows in the
+ * lanes of one ZMM). Q4_K's and Q6_K's packs (groups of 16 rows in dword
+ * lanes, kernels_impl.h KERN_K4L_*, KERN_Q6L_*): the SIMD packers a model
+ * load runs (kern_avx512_pack_q4_k(), _q6_k()), their scalar unpacks; their
+ * one-token products are the VNNI tiles at T = 1.
  */
 #if defined(__x86_64__)
 #include <assert.h>
@@ -58,8 +57,9 @@ static inline __m128 kp_q4k_step(__m128 acc, __m512i is, __m512i mins, __m512i h
 			     _mm_cvtph_ps(_mm_unpackhi_epi64(dd, dd)), xd);
 }
 
-/* One packed group of four Q4_K (five = 0) or Q5_K rows (o a multiple of
- * 4), interleaved 16 bytes at a time (kern_pack_groups16()): byte k of row
+/* One packed group of four Q5_K rows (five = 1; Q4_K's body, five = 0,
+ * before its own packed form: LEVELS.md k4r23) (o a multiple of 4),
+ * interleaved 16 bytes at a time (kern_pack_groups16()): byte k of row
  * r's super-block s at group + 4 s bs + (4 (k / 16) + r) 16 + k % 16.
  * So one ZMM load holds
  * the same 16 bytes of the four rows, row r in 128-bit lane r: the header
