@@ -57,17 +57,15 @@ static inline __m128 kp_q4k_step(__m128 acc, __m512i is, __m512i mins, __m512i h
 			     _mm_cvtph_ps(_mm_unpackhi_epi64(dd, dd)), xd);
 }
 
-/* One packed group of four Q5_K rows (five = 1; Q4_K's body, five = 0,
- * before its own packed form: LEVELS.md k4r23) (o a multiple of 4),
- * interleaved 16 bytes at a time (kern_pack_groups16()): byte k of row
+/* One packed group of four Q5_K rows (o a multiple of 4; until k4r23 also
+ * Q4_K's, LEVELS.md), interleaved 16 bytes at a time (kern_pack_groups16()): byte k of row
  * r's super-block s at group + 4 s bs + (4 (k / 16) + r) 16 + k % 16.
  * So one ZMM load holds
  * the same 16 bytes of the four rows, row r in 128-bit lane r: the header
  * (d, dmin, 12 scale bytes), then qs chunk j (bytes 16j .. 16j + 15: 32
- * values, low nibbles of sub-block 2 (j / 2), high ones of 2 (j / 2) + 1;
- * Q5_K: after its two qh chunks) against the activations' 16 bytes
- * broadcast to the four lanes. Q4_K's high nibbles are taken as 16 x the
- * nibble (VPANDN; the sums shifted back by one VPSRAD). Each
+ * values, low nibbles of sub-block 2 (j / 2), high ones of 2 (j / 2) + 1,
+ * after the two qh chunks) against the activations' 16 bytes broadcast
+ * to the four lanes. Each
  * sub-block's 8-product partial sums stay in lanes (at most 8 x 31 x 128:
  * int16), two sub-blocks are packed by one VPACKSSDW and scaled by one
  * VPDPWSSD whose scales (VPSHUFB of the decoded row lanes) serve the four
@@ -75,11 +73,10 @@ static inline __m128 kp_q4k_step(__m128 acc, __m512i is, __m512i mins, __m512i h
  * VPDPWSSD, where the per-row body takes 16, 8, 8 VPERMW, 8 and a 4-row
  * reduce. Same integer sums, same float steps (kz_step_dmin4()), the
  * float step of super-block s after the sums of s + 1. */
-KG_INLINE void kp_k4(const struct kern_gemm_args *a, size_t o, size_t end, int five,
-		     const int16_t *mp)
+KG_INLINE void kp_k4(const struct kern_gemm_args *a, size_t o, size_t end, const int16_t *mp)
 {
-	const size_t bs = five ? sizeof(struct kern_block_q5_k) : sizeof(struct kern_block_q4_k);
-	const size_t nsb = a->n_in / KERN_QKK, qs_c = five ? 3 : 1;
+	const size_t bs = sizeof(struct kern_block_q5_k);
+	const size_t nsb = a->n_in / KERN_QKK, qs_c = 3;
 	const __m512i b16 = _mm512_set1_epi8(16);
 	const size_t step = KG_R * bs, ah = kern_avx512_pack_ahead(), pfo = ah * a->w_stride;
 	const int pf = ah && o + KG_R + ah <= end;
@@ -132,29 +129,27 @@ KG_INLINE void kp_k4(const struct kern_gemm_args *a, size_t o, size_t end, int f
 		}
 		const __m512i mins = _mm512_madd_epi16(_mm512_shuffle_epi8(all, to_mn), bp16);
 		__m512i sub[8], isum[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
-		/* Q5_K: qh bytes 16 hf .. 16 hf + 15 of the rows (bit 2p: the
-		 * fifth bit of sub-block 2p's element, 2p + 1: of 2p + 1's) */
-		const __m512i qh[2] = {five ? kz_load(b + 64) : m4, five ? kz_load(b + 128) : m4};
+		/* qh bytes 16 hf .. 16 hf + 15 of the rows (bit 2p: the fifth
+		 * bit of sub-block 2p's element, 2p + 1: of 2p + 1's) */
+		const __m512i qh[2] = {kz_load(b + 64), kz_load(b + 128)};
 
 		KG_UNROLL
 		for (int j = 0; j < 8; j++) {
 			const int p = j / 2, hf = j % 2;
 			__m512i q = kz_load(b + 64 * (qs_c + j));
 
-			/* one load: GCC would fold it into both VPAND and VPANDN */
+			/* one load: GCC would fold it into both uses */
 			__asm__("" : "+v"(q));
 			const __m512i xl = _mm512_broadcast_i32x4(
 				_mm_loadu_si128((const __m128i *)(xq + 64 * p + 16 * hf)));
 			const __m512i xh = _mm512_broadcast_i32x4(
 				_mm_loadu_si128((const __m128i *)(xq + 64 * p + 32 + 16 * hf)));
-			__m512i lo = _mm512_and_si512(q, m4);
-			/* Q4_K: 16 x the high nibble (VPSRAD on the sums below) */
-			__m512i hn = _mm512_andnot_si512(m4, q);
-			if (five) { /* bits 2p, 2p + 1 of qh to bit 4 */
-				lo = _mm512_ternarylogic_epi32(lo, b16, kp_bit_to4(qh[hf], 2 * p), 0xF8);
-				hn = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(q, 4), m4),
-							       b16, kp_bit_to4(qh[hf], 2 * p + 1), 0xF8);
-			}
+			/* the nibbles | bits 2p, 2p + 1 of qh as bit 4 */
+			const __m512i lo = _mm512_ternarylogic_epi32(_mm512_and_si512(q, m4), b16,
+								     kp_bit_to4(qh[hf], 2 * p), 0xF8);
+			const __m512i hn =
+				_mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(q, 4), m4), b16,
+							  kp_bit_to4(qh[hf], 2 * p + 1), 0xF8);
 
 			sub[2 * p] = _mm512_dpbusd_epi32(hf ? sub[2 * p] : _mm512_setzero_si512(), lo, xl);
 			sub[2 * p + 1] =
@@ -164,8 +159,7 @@ KG_INLINE void kp_k4(const struct kern_gemm_args *a, size_t o, size_t end, int f
 		for (int p = 0; p < 4; p++)
 			isum[p % 2] = _mm512_dpwssd_epi32(
 				isum[p % 2],
-				_mm512_packs_epi32(sub[2 * p],
-						   five ? sub[2 * p + 1] : _mm512_srai_epi32(sub[2 * p + 1], 4)),
+				_mm512_packs_epi32(sub[2 * p], sub[2 * p + 1]),
 				_mm512_shuffle_epi8(all, to_sc[p]));
 		/* the previous super-block's float step, its sums long done: a
 		 * step at the end of its own sums' chain stalled the loop */
@@ -181,7 +175,7 @@ KG_INLINE void kp_k4(const struct kern_gemm_args *a, size_t o, size_t end, int f
 
 static __attribute__((noinline)) void kp_q5k(const struct kern_gemm_args *a, size_t o, size_t end)
 {
-	kp_k4(a, o, end, 1, NULL);
+	kp_k4(a, o, end, NULL);
 }
 
 /* kp_k4() with the minimums' activation sums made once per call (mp:
@@ -190,7 +184,7 @@ static __attribute__((noinline)) void kp_q5k(const struct kern_gemm_args *a, siz
 static __attribute__((noinline)) void kp_q5k_m(const struct kern_gemm_args *a, size_t o,
 					       size_t end, const int16_t *mp)
 {
-	kp_k4(a, o, end, 1, mp);
+	kp_k4(a, o, end, mp);
 }
 
 /* The packed Q5_K GEMV over whole groups [o0, o1): with the minimums'
