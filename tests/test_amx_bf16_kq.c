@@ -123,12 +123,13 @@ static uint8_t *kqm_weights(uint32_t wt, size_t n_out, size_t n_in, uint32_t *s)
 	return w;
 }
 
-/* w packed as the amx level packs it at load (its pack_fn: Q4_K, Q5_K
- * groups of 4; Q6_K groups of KERN_Q6L_ROWS = 16, rows in dword lanes). */
+/* w packed as the amx level packs it at load (its pack_fn: Q5_K groups
+ * of 4; Q4_K groups of KERN_K4L_ROWS = 16 and Q6_K of KERN_Q6L_ROWS = 16,
+ * rows in dword lanes). */
 static uint8_t *kqm_packed(uint32_t wt, const uint8_t *w, size_t n_out, size_t n_in)
 {
 	const size_t row = (size_t)dtype_row_size(wt, n_in), bs = dtype_type_size(wt);
-	const size_t g = wt == DTYPE_Q6_K ? KERN_Q6L_ROWS : 4;
+	const size_t g = wt == DTYPE_Q6_K ? KERN_Q6L_ROWS : wt == DTYPE_Q4_K ? KERN_K4L_ROWS : 4;
 	uint8_t *p = malloc(row * n_out), *tmp = malloc(16 * row);
 
 	ck_assert(p && tmp);

@@ -83,15 +83,15 @@ START_TEST(pack_groups_layout_and_round_trip)
 }
 END_TEST
 
-/* kern_pack_groups_u() in 16-byte units (Q4_K's rule, kern_pack_groups16()). */
+/* kern_pack_groups_u() in 16-byte units (Q5_K's rule, kern_pack_groups16()). */
 START_TEST(pack_groups_units)
 {
 	static const size_t bss[] = {16, 144, 176};
 
 #if defined(__x86_64__)
-	/* the avx512 level's rules: Q4_K, Q5_K in 16s, Q6_K its own
+	/* the avx512 level's rules: Q5_K in 16s, Q4_K and Q6_K their own
 	 * (test_qpacked.c) */
-	ck_assert(kern_ops_avx512.pack_fn[DTYPE_Q4_K] == kern_pack_groups16);
+	ck_assert(kern_ops_avx512.pack_fn[DTYPE_Q4_K] == kern_avx512_pack_q4_k);
 	ck_assert(kern_ops_avx512.pack_fn[DTYPE_Q5_K] == kern_pack_groups16);
 	ck_assert(kern_ops_avx512.pack_fn[DTYPE_Q6_K] == kern_avx512_pack_q6_k);
 #endif
@@ -400,34 +400,39 @@ START_TEST(q6_k_packed_batch_extremes_equal_the_gemv)
 }
 END_TEST
 
-/* The bit contract of the avx512 packed Q6_K small batch
- * (kquants_q6p_avx512.c): every token of every call of 1..8 tokens,
- * whichever tokens share it, is kern_ref_gemv_q8k_q6_k()'s bits for that
- * token alone. Shapes: 20 groups of 2 super-blocks (blocks of 19 groups,
- * the next one prefetched), 3 groups of 65 (a block a group; two windows
- * of activation sums at 8 tokens) and 4 of 129 (two windows from 4
- * tokens); whole calls and calls cut at groups 1 and 3 (a call's last
- * block prefetches the rows after it). */
+/* The bit contract of the avx512 packed Q6_K and Q4_K small batches
+ * (kquants_q6p_avx512.c; kquants_vnni_avx512.c kv__tile_k4() on
+ * KERN_K4L_*, also the one-token GEMV): every token of every call of
+ * 1..8 tokens, whichever tokens share it, is kern_ref_gemv_q8k_q6_k()'s
+ * (_q4_k()'s) bits for that token alone. Shapes: 20 groups of 2
+ * super-blocks (blocks of 19 groups, the next one prefetched), 3 groups
+ * of 65 (a block a group; two windows of activation sums at 8 tokens;
+ * Q4_K: past kv__gemm()'s table of sums, the tile makes its own) and 4
+ * of 129 (two windows from 4 tokens); whole calls and calls cut at
+ * groups 1 and 3 (a call's last block prefetches the rows after it). */
 START_TEST(q6_k_packed_tokens_independent_of_their_batch)
 {
 	const struct kern_ops *ops = kern_ops_for(CPU_LEVEL_AVX512);
 	static const size_t shapes[][2] = {{320, 2 * 256}, {48, 65 * 256}, {64, 129 * 256}};
-	const size_t bs = dtype_type_size(DTYPE_Q6_K), T = 8;
+	static const uint32_t types[] = {DTYPE_Q6_K, DTYPE_Q4_K};
+	const size_t T = 8;
 
 	if (ops == NULL || !kern_level_runs(CPU_LEVEL_AVX512) || ops->pack_rows[DTYPE_Q6_K] == 0)
 		return;
-	for (size_t si = 0; si < sizeof(shapes) / sizeof(shapes[0]); si++) {
+	for (size_t c = 0; c < 2 * sizeof(shapes) / sizeof(shapes[0]); c++) {
+		const uint32_t wt = types[c / 3];
+		const size_t si = c % 3, bs = dtype_type_size(wt);
 		const size_t n_out = shapes[si][0], n_in = shapes[si][1], nb = n_in / KERN_QKK;
-		const size_t st = nb * bs, g = ops->pack_rows[DTYPE_Q6_K];
+		const size_t st = nb * bs, g = ops->pack_rows[wt];
 		uint8_t *w = malloc(n_out * st), *pw = malloc(n_out * st), *tmp = malloc(g * st);
 		float *x = malloc(sizeof(float) * n_in * T), *yr = malloc(sizeof(float) * n_out * T);
 		float *y = malloc(sizeof(float) * n_out * T);
 		struct kern_block_q8_k *xk = malloc(sizeof(*xk) * nb * T);
 		const size_t cut[] = {0, g, 3 * g, n_out}, whole[] = {0, n_out};
 
-		kp_fill_blocks(DTYPE_Q6_K, w, n_out * st);
+		kp_fill_blocks(wt, w, n_out * st);
 		memcpy(pw, w, n_out * st);
-		ops->pack_fn[DTYPE_Q6_K](pw, n_out, nb, bs, g, 0, tmp);
+		ops->pack_fn[wt](pw, n_out, nb, bs, g, 0, tmp);
 		for (size_t i = 0; i < n_in * T; i++)
 			x[i] = (float)((int)(test_rand(&kp_rng) % 2001) - 1000) / 300.0f;
 		for (size_t k = 0; k < T; k++) {
@@ -436,7 +441,7 @@ START_TEST(q6_k_packed_tokens_independent_of_their_batch)
 						   .xk = xk + k * nb};
 
 			ops->quantize_act_q8k(x + k * n_in, xk + k * nb, n_in);
-			kern_ref_gemv_q8k_q6_k(&r, 0, n_out);
+			(wt == DTYPE_Q6_K ? kern_ref_gemv_q8k_q6_k : kern_ref_gemv_q8k_q4_k)(&r, 0, n_out);
 		}
 		/* every batch of nt consecutive tokens from k0 */
 		for (size_t nt = 1; nt <= T; nt++)
@@ -453,13 +458,13 @@ START_TEST(q6_k_packed_tokens_independent_of_their_batch)
 				for (int pa = 0; pa < (nt == 1 ? 2 : 1); pa++) {
 					kern_pack_ahead = pa ? 8 : keep;
 					memset(y, 0x5a, sizeof(float) * n_out * T);
-					kp_run(nt == 1 ? ops->pgemv[DTYPE_Q6_K] : ops->pgemm[DTYPE_Q6_K], p,
+					kp_run(nt == 1 ? ops->pgemv[wt] : ops->pgemm[wt], p,
 					       split ? cut : whole, split ? 4 : 2);
 					kern_pack_ahead = keep;
 					ck_assert_msg(memcmp(yr + k0 * n_out, y, sizeof(float) * n_out * nt) == 0,
-						      "q6_k: %zu x %zu, tokens %zu..%zu (ahead %d) not the "
+						      "%s: %zu x %zu, tokens %zu..%zu (ahead %d) not the "
 						      "reference's bits",
-						      n_out, n_in, k0, k0 + nt - 1, pa);
+						      dtype_name(wt), n_out, n_in, k0, k0 + nt - 1, pa);
 				}
 			}
 		free(w);
@@ -469,6 +474,95 @@ START_TEST(q6_k_packed_tokens_independent_of_their_batch)
 		free(yr);
 		free(y);
 		free(xk);
+	}
+}
+END_TEST
+
+/* Packed Q4_K at the avx512 level (kernels_impl.h KERN_K4L_*), written
+ * per byte, independently of the macro: in group super-block s (2304
+ * bytes at group_base + 2304 s) byte k of row r's block at 256 (k / 16) +
+ * 64 (k % 16 / 4) + 4 r + k % 4 (the header unit first). The SIMD packer
+ * on 1, 3 and 5 groups of 1, 2, 7, 16 and 65 super-blocks (a row's blocks
+ * in its own group super-block's region, in earlier ones, in later ones:
+ * read from the saved copy or in place), random bytes, a stale temporary;
+ * the unpack gives the file back. Then the panels (33 and 64 tokens, 20
+ * super-blocks: chunks of 8, token groups of 8) against the file layout's
+ * GEMM, called cut at a group; rows not a multiple of 16 have no packed
+ * form. (1..17 tokens: packed_kernels_equal_file_layout_bit_for_bit and
+ * the test above.) */
+START_TEST(q4_k_packed_layout_is_the_contract)
+{
+	static const size_t outs[] = {16, 48, 80}, nbs[] = {1, 2, 7, 16, 65}, toks[] = {33, 64};
+	const struct kern_ops *ops = kern_ops_for(CPU_LEVEL_AVX512);
+	const size_t bs = sizeof(struct kern_block_q4_k);
+
+	if (ops == NULL || !kern_level_runs(CPU_LEVEL_AVX512))
+		return;
+	ck_assert_uint_eq(ops->pack_rows[DTYPE_Q4_K], 16);
+	for (size_t oi = 0; oi < 3; oi++)
+		for (size_t bi = 0; bi < 5; bi++) {
+			const size_t n_out = outs[oi], nb = nbs[bi], row = nb * bs, bytes = n_out * row;
+			uint8_t *w = malloc(bytes), *p = malloc(bytes), *tmp = malloc(16 * row);
+
+			ck_assert(w && p && tmp);
+			for (size_t k = 0; k < bytes; k++)
+				w[k] = (uint8_t)test_rand(&kp_rng);
+			memcpy(p, w, bytes);
+			memset(tmp, 0xa5, 16 * row);
+			kern_avx512_pack_q4_k(p, n_out, nb, bs, 16, 0, tmp);
+			for (size_t o = 0; o < n_out; o++)
+				for (size_t b = 0; b < nb; b++)
+					for (size_t k = 0; k < bs; k++)
+						ck_assert_msg(p[o / 16 * 16 * row + b * 16 * bs + 256 * (k / 16) +
+								64 * (k % 16 / 4) + 4 * (o % 16) + k % 4] ==
+								      w[o * row + b * bs + k],
+							      "row %zu block %zu byte %zu", o, b, k);
+			kern_avx512_pack_q4_k(p, n_out, nb, bs, 16, 1, tmp);
+			ck_assert(memcmp(p, w, bytes) == 0);
+			free(w);
+			free(p);
+			free(tmp);
+		}
+	for (size_t ti = 0; ti < 2; ti++) {
+		const size_t n_out = 48, nb = 20, n_in = nb * KERN_QKK, row = nb * bs, nt = toks[ti];
+		uint8_t *w = malloc(n_out * row), *pw = malloc(n_out * row), *tmp = malloc(16 * row);
+		float *x = malloc(sizeof(float) * n_in * nt), *y = malloc(sizeof(float) * n_out * nt);
+		float *yp = malloc(sizeof(float) * n_out * nt);
+		struct kern_block_q8_k *xk = malloc(sizeof(*xk) * nb * nt);
+		const size_t cut[] = {0, 16, n_out};
+
+		ck_assert(w && pw && tmp && x && y && yp && xk);
+		kp_fill_blocks(DTYPE_Q4_K, w, n_out * row);
+		memcpy(pw, w, n_out * row);
+		ops->pack_fn[DTYPE_Q4_K](pw, n_out, nb, bs, 16, 0, tmp);
+		for (size_t i = 0; i < n_in * nt; i++)
+			x[i] = (float)((int)(test_rand(&kp_rng) % 2001) - 1000) / 300.0f;
+		for (size_t t = 0; t < nt; t++)
+			ops->quantize_act_q8k(x + t * n_in, xk + t * nb, n_in);
+		struct kern_gemm_args a = {.w = w, .w_stride = row, .n_in = n_in, .x = x,
+					   .x_stride = n_in * 4, .n_tok = nt, .y = y,
+					   .y_stride = n_out, .xk = xk};
+		struct kern_gemm_args pa = a;
+
+		pa.w = pw;
+		pa.y = yp;
+		memset(yp, 0x5a, sizeof(float) * n_out * nt);
+		ops->gemm[DTYPE_Q4_K](&a, 0, n_out);
+		kp_run(ops->pgemm[DTYPE_Q4_K], pa, cut, 3);
+		ck_assert_msg(memcmp(y, yp, sizeof(float) * n_out * nt) == 0,
+			      "Q4_K 48 x %zu, %zu tokens: packed differs", n_in, nt);
+		free(w);
+		free(pw);
+		free(tmp);
+		free(x);
+		free(y);
+		free(yp);
+		free(xk);
+	}
+	if (kern_init() == CPU_LEVEL_AVX512) {
+		ck_assert_uint_eq(kern_pack_type(DTYPE_Q4_K, 40, 256), DTYPE_Q4_K);
+		ck_assert_uint_eq(kern_pack_type(DTYPE_Q4_K, 8, 256), DTYPE_Q4_K);
+		ck_assert_uint_eq(kern_pack_type(DTYPE_Q4_K, 48, 256), DTYPE_Q4_K | KERN_PACKED);
 	}
 }
 END_TEST
@@ -538,6 +632,7 @@ Suite *suite_kernel_pack(void)
 #if defined(__x86_64__)
 	tcase_add_test(tc, q6_k_packed_batch_extremes_equal_the_gemv);
 	tcase_add_test(tc, q6_k_packed_tokens_independent_of_their_batch);
+	tcase_add_test(tc, q4_k_packed_layout_is_the_contract);
 	tcase_add_test(tc, pack_ahead_follows_env_or_vendor);
 #endif
 	suite_add_tcase(s, tc);

@@ -32,8 +32,9 @@
 #define AMXKQ_TILE 512 /* bf16 elements per B tile (16 x 32) */
 
 /* The 16 rows whose first is at w (st bytes apart in the file layout;
- * packed: w is their first group, kv__rows_of()'s form: Q4_K/Q5_K four
- * groups of 4, Q6_K one group of KERN_Q6L_ROWS = 16, since the tiles
+ * packed: w is their first group, kv__rows_of()'s form: Q5_K four
+ * groups of 4, Q4_K one group of KERN_K4L_ROWS = 16, Q6_K one of
+ * KERN_Q6L_ROWS = 16, since the tiles
  * start at multiples of 16 rows, kernels_amx_bf16.c). */
 QV_INLINE struct kv_rows amxkq__rows(const char *w, size_t st, int packed, size_t bs)
 {
@@ -41,6 +42,8 @@ QV_INLINE struct kv_rows amxkq__rows(const char *w, size_t st, int packed, size_
 		return (struct kv_rows){w, st, 4 * st, bs, 1, 0};
 	if (bs == sizeof(struct kern_block_q6_k))
 		return kv_rows_q6l(w);
+	if (bs == sizeof(struct kern_block_q4_k))
+		return kv_rows_k4l(w);
 	return (struct kv_rows){w, 16, 4 * st, 4 * bs, 4, 0};
 }
 
@@ -79,24 +82,19 @@ QV_INLINE void amxkq__tile(const __m512i w[8], __m512 d1a, __m512 d1b, __m512 m1
 }
 
 /* The word permutation that makes two tile rows of a cvtne2ps pair
- * (f[0], f[1] lanes = rows) for Q4_K: word 2r <- word L(r), word 2r + 1
- * <- word 16 + L(r), L(r) row r's lane: r, or under kv__rows16x()'s
- * whole loads (pl) 4 (r % 4) + r / 4 (kv__lane_row()), so the packed
- * rows' lane order costs no operation. */
-QV_INLINE __m512i amxkq__pair4(int pl)
+ * (f[0], f[1] lanes = rows) for Q4_K: word 2r <- word r, word 2r + 1 <-
+ * word 16 + r. */
+QV_INLINE __m512i amxkq__pair4(void)
 {
-	static const uint16_t perm[2][32] __attribute__((aligned(64))) = {
-		{0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23,
-		 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31},
-		{0, 16, 4, 20, 8, 24, 12, 28, 1, 17, 5, 21, 9, 25, 13, 29,
-		 2, 18, 6, 22, 10, 26, 14, 30, 3, 19, 7, 23, 11, 27, 15, 31},
-	};
+	static const uint16_t perm[32] __attribute__((aligned(64))) = {
+		0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23,
+		8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
 
-	return _mm512_load_si512(perm[pl]);
+	return _mm512_load_si512(perm);
 }
 
-/* One Q4_K 32-block of the 16 rows as a B tile at bt: r[c] lane L(r)
- * (amxkq__pair4) holds bytes 4c..4c+3 of the block pair's 32 bytes of
+/* One Q4_K 32-block of the 16 rows as a B tile at bt: r[c] lane r holds
+ * bytes 4c..4c+3 of the block pair's 32 bytes of
  * row r, the block the low (hi = 0) or high nibbles. Each nibble is a
  * float by VPERMPS from 0..15 (it reads index bits 3..0: a shift, no mask,
  * no conversion), then d1 * q - m1 in one FMA: the same bits as the
@@ -133,11 +131,10 @@ QV_INLINE void amxkq__sb_k4(struct kv_rows rp, size_t s, int five, int p0, int p
 {
 	const size_t sb = s * rp.step;
 	const __m512i lo16 = _mm512_set1_epi32(0xffff);
-	/* packed Q4_K (16-byte units): whole loads, rows in kv__lane_row() order */
-	const int pl = !five && rp.km == 4;
 	__m512i v[14], qh[8] = {0}, u[8], w[8];
 
-	kv__k4_head(rp, sb, v, pl);
+	/* packed Q4_K (KERN_K4L_*): kv__rows16() loads the row lanes whole */
+	kv__k4_head(rp, sb, v, 0);
 	if (five) {
 		kv__rows16(rp, sb + 16 * rp.km, qh);
 		kv__rows16(rp, sb + 32 * rp.km, qh + 4);
@@ -152,10 +149,10 @@ QV_INLINE void amxkq__sb_k4(struct kv_rows rp, size_t s, int five, int p0, int p
 		const __m512 d1 = _mm512_mul_ps(d, _mm512_cvtepi32_ps(v[2 * p + 1]));
 
 		if (!five) { /* the pair's 32 bytes a row, both nibbles */
-			kv__rows16x(rp, sb + (16 + 32 * p) * rp.km, u, pl);
-			kv__rows16x(rp, sb + (32 + 32 * p) * rp.km, u + 4, pl);
-			amxkq__tile4(u, 0, d0, m0, amxkq__pair4(pl), bt + 2 * p * AMXKQ_TILE);
-			amxkq__tile4(u, 1, d1, m1, amxkq__pair4(pl), bt + (2 * p + 1) * AMXKQ_TILE);
+			kv__rows16(rp, sb + (16 + 32 * p) * rp.km, u);
+			kv__rows16(rp, sb + (32 + 32 * p) * rp.km, u + 4);
+			amxkq__tile4(u, 0, d0, m0, amxkq__pair4(), bt + 2 * p * AMXKQ_TILE);
+			amxkq__tile4(u, 1, d1, m1, amxkq__pair4(), bt + (2 * p + 1) * AMXKQ_TILE);
 			continue;
 		}
 		kv__k4_pair(rp, sb + 48 * rp.km, p, qh, five, u, w);

@@ -51,14 +51,15 @@ char *kern_describe(char *buf, size_t len);
  * with KERN_PACKED means the matrix's rows were interleaved at load by
  * kern_pack_rows() for this process's level: in each group of G rows
  * (G = the level's rows per step for the type), block b of row r (r < G)
- * sits at group_base + (b * G + r) * type_size (Q4_K, Q5_K: 16-byte units,
+ * sits at group_base + (b * G + r) * type_size (Q5_K: 16-byte units,
  * kern_pack_groups16() in kernels_impl.h), where group g covers
  * exactly the bytes of rows [g G, g G + G) in the file. The kernels then
  * read one linear stream instead of G rows side by side; the results are
  * the file layout's bit for bit. A level may give a type its own form
  * in the same bytes of each group (the avx512 level's Q4_0: each block's
  * 16 scales, then its qs in the tile's row lanes; kernels_impl.h
- * kern_avx512_pack_q4_0). kern_matmul, kern_matmul_n,
+ * kern_avx512_pack_q4_0; its Q4_K and Q6_K: rows in dword lanes,
+ * KERN_K4L_*, KERN_Q6L_*). kern_matmul, kern_matmul_n,
  * kern_matmul_n_pre, kern_matmul_scratch and kern_supports accept it.
  */
 #define KERN_PACKED 0x100u

@@ -441,10 +441,10 @@ const struct kern_ops kern_ops_amx = {
 		  [DTYPE_Q4_K] = kern_avx512_pgemv_q4_k, [DTYPE_Q5_K] = kern_avx512_pgemv_q5_k,
 		  [DTYPE_Q6_K] = kern_avx512_pgemv_q6_k},
 	/* the K-quants packed as the avx512 level packs them (its GEMV) */
-	.pack_rows = {[DTYPE_Q8_0] = 16, [DTYPE_Q4_0] = 16, [DTYPE_Q4_K] = 4, [DTYPE_Q5_K] = 4,
+	.pack_rows = {[DTYPE_Q8_0] = 16, [DTYPE_Q4_0] = 16, [DTYPE_Q4_K] = KERN_K4L_ROWS, [DTYPE_Q5_K] = 4,
 		      [DTYPE_Q6_K] = KERN_Q6L_ROWS},
 	.pack_fn = {[DTYPE_Q8_0] = kern_avx512_pack_q8_0, [DTYPE_Q4_0] = kern_avx512_pack_q4_0,
-		    [DTYPE_Q4_K] = kern_pack_groups16, [DTYPE_Q5_K] = kern_pack_groups16,
+		    [DTYPE_Q4_K] = kern_avx512_pack_q4_k, [DTYPE_Q5_K] = kern_pack_groups16,
 		    [DTYPE_Q6_K] = kern_avx512_pack_q6_k},
 };
 

@@ -323,7 +323,7 @@ const struct kern_ops kern_ops_avx512 = {
 			[DTYPE_Q8_0] = kern_avx512_gemv_q8_0,
 		},
 	/* packed rows (kernels.h KERN_PACKED; LEVELS.md "Packed rows"): the
-	 * K-quants in groups of 4 rows, Q4_0/Q8_0 in the 16-row tiles' */
+	 * Q5_K in groups of 4 rows, Q4_K, Q6_K, Q4_0 and Q8_0 in the 16-row tiles' */
 	.pgemm =
 		{
 			[DTYPE_Q4_K] = kern_avx512_vnni_pgemm_q4_k,
@@ -340,11 +340,11 @@ const struct kern_ops kern_ops_avx512 = {
 			[DTYPE_Q4_0] = kern_avx512_pgemv_q4_0,
 			[DTYPE_Q8_0] = kern_avx512_pgemv_q8_0,
 		},
-	.pack_rows = {[DTYPE_Q4_K] = 4, [DTYPE_Q5_K] = 4, [DTYPE_Q6_K] = KERN_Q6L_ROWS, [DTYPE_Q4_0] = 16,
+	.pack_rows = {[DTYPE_Q4_K] = KERN_K4L_ROWS, [DTYPE_Q5_K] = 4, [DTYPE_Q6_K] = KERN_Q6L_ROWS, [DTYPE_Q4_0] = 16,
 		      [DTYPE_Q8_0] = 16},
 	.pack_fn = {[DTYPE_Q4_0] = kern_avx512_pack_q4_0,
 		    [DTYPE_Q8_0] = kern_avx512_pack_q8_0,
-		    [DTYPE_Q4_K] = kern_pack_groups16,
+		    [DTYPE_Q4_K] = kern_avx512_pack_q4_k,
 		    [DTYPE_Q5_K] = kern_pack_groups16,
 		    [DTYPE_Q6_K] = kern_avx512_pack_q6_k},
 };

@@ -282,8 +282,8 @@ void kern_pack_groups_u(void *w, size_t n_out, size_t nb, size_t bs, size_t g, s
 			int unpack, void *tmp);
 
 /* kern_pack_groups_u() in 16-byte units, as a kern_pack_fn: the avx512
- * level's Q4_K and Q5_K, so a ZMM load holds the same 16 bytes of the
- * group's four rows (kquants_gemv_avx512.c kp_k4). */
+ * level's Q5_K, so a ZMM load holds the same 16 bytes of the group's
+ * four rows (kquants_gemv_avx512.c kp_k4). */
 void kern_pack_groups16(void *w, size_t n_out, size_t nb, size_t bs, size_t g, int unpack,
 			void *tmp);
 
@@ -459,6 +459,26 @@ void kern_avx512_pack_q6_k_scalar(void *w, size_t n_out, size_t nb, size_t bs, s
  * rows [o0, o1) whole groups: 1 when done, 0 when not its case (more
  * tokens, no args.xk). Bit-identical to the VNNI tile and the GEMV. */
 int kern_avx512_q6p_small(const struct kern_gemm_args *a, size_t o0, size_t o1);
+
+/* Packed Q4_K at the avx512 and amx levels (kquants_gemv_avx512.c): groups
+ * of KERN_K4L_ROWS = 16 rows, a group's super-block s KERN_K4L_SB = 16 x
+ * 144 bytes at group_base + KERN_K4L_SB s (the 16 file blocks' bytes
+ * permuted a dword at a time): byte k of row r's block s at
+ * KERN_K4L_AT(s, r, k), i.e. per 16-byte unit u = k / 16 of the block
+ * (0: d, dmin and the 12 scale bytes; 1..8: qs) four 64-byte vectors,
+ * vector c holding the unit's dword c of row r in dword lane r: what
+ * the VNNI tiles' loads (kquants_vnni_avx512.h kv__rows16()) made by 4
+ * loads, 12 inserts and a 4 x 4 transpose from the file layout, now one
+ * load, the header first in the stream. Matrices whose rows are not a
+ * multiple of 16 stay in the file layout. Readers: the 1..16-token tile
+ * (also the one-token GEMV), the panels and the AMX tiles, all through
+ * kv__rows16() (LEVELS.md, twenty-third session, branch k4r23). */
+#define KERN_K4L_ROWS 16
+#define KERN_K4L_SB (16 * 144)
+#define KERN_K4L_AT(s, r, k)                                                                   \
+	(KERN_K4L_SB * (s) + 256 * ((k) / 16) + 64 * ((k) % 16 / 4) + 4 * (r) + (k) % 4)
+void kern_avx512_pack_q4_k(void *w, size_t n_out, size_t nb, size_t bs, size_t g, int unpack,
+			   void *tmp);
 
 /* Packed Q8_0, tiled the same way: 544 bytes a block, the 16 scales,
  * then 8 x 64 bytes, chunk c holding qs bytes 4c..4c+3 of row r at

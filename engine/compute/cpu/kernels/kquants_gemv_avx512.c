@@ -5,14 +5,13 @@
  * VPACKSSDW, one VPDPWSSD). KG_MADD serves the shared code's unused AVX2
  * bodies only.
  *
- * Also their packed forms (kernels.h KERN_PACKED, groups of KG_R = 4
- * rows): the same row bodies, the same instructions per row, with the
- * four rows' bases a block apart and a row's super-blocks 4 blocks apart,
- * so the step reads one linear stream (LEVELS.md, "Packed rows"); Q4_K's
- * and Q5_K's groups are interleaved 16 bytes at a time and have their own
- * body (kp_k4: four rows in the lanes of one ZMM). Q6_K's pack (groups of
- * 16 rows in dword lanes, kernels_impl.h KERN_Q6L_*): the scalar moves and
- * the SIMD packer a model load runs (kern_avx512_pack_q6_k()).
+ * Also packed Q5_K (kernels.h KERN_PACKED, groups of KG_R = 4 rows
+ * interleaved 16 bytes at a time, so the step reads one linear stream:
+ * LEVELS.md, "Packed rows"), with its own body (kp_k4: four rows in the
+ * lanes of one ZMM). Q4_K's and Q6_K's packs (groups of 16 rows in dword
+ * lanes, kernels_impl.h KERN_K4L_*, KERN_Q6L_*): the SIMD packers a model
+ * load runs (kern_avx512_pack_q4_k(), _q6_k()), their scalar unpacks; their
+ * one-token products are the VNNI tiles at T = 1.
  */
 #if defined(__x86_64__)
 #include <assert.h>
@@ -41,7 +40,7 @@ KG_INLINE __m512i kp_bit_to4(__m512i v, int from)
 	return from <= 4 ? _mm512_slli_epi16(v, 4 - from) : _mm512_srli_epi16(v, from - 4);
 }
 
-/* kp_q4k()'s float step: lane r of is / mins row r's four partial sums,
+/* kp_k4()'s float step: lane r of is / mins row r's four partial sums,
  * hd the super-block's header lanes (d, dmin in dword 0). */
 static inline __m128 kp_q4k_step(__m128 acc, __m512i is, __m512i mins, __m512i hd, float xd,
 				 __m512i red, __m128i dsel)
@@ -58,16 +57,15 @@ static inline __m128 kp_q4k_step(__m128 acc, __m512i is, __m512i mins, __m512i h
 			     _mm_cvtph_ps(_mm_unpackhi_epi64(dd, dd)), xd);
 }
 
-/* One packed group of four Q4_K (five = 0) or Q5_K rows (o a multiple of
- * 4), interleaved 16 bytes at a time (kern_pack_groups16()): byte k of row
+/* One packed group of four Q5_K rows (o a multiple of 4; until k4r23 also
+ * Q4_K's, LEVELS.md), interleaved 16 bytes at a time (kern_pack_groups16()): byte k of row
  * r's super-block s at group + 4 s bs + (4 (k / 16) + r) 16 + k % 16.
  * So one ZMM load holds
  * the same 16 bytes of the four rows, row r in 128-bit lane r: the header
  * (d, dmin, 12 scale bytes), then qs chunk j (bytes 16j .. 16j + 15: 32
- * values, low nibbles of sub-block 2 (j / 2), high ones of 2 (j / 2) + 1;
- * Q5_K: after its two qh chunks) against the activations' 16 bytes
- * broadcast to the four lanes. Q4_K's high nibbles are taken as 16 x the
- * nibble (VPANDN; the sums shifted back by one VPSRAD). Each
+ * values, low nibbles of sub-block 2 (j / 2), high ones of 2 (j / 2) + 1,
+ * after the two qh chunks) against the activations' 16 bytes broadcast
+ * to the four lanes. Each
  * sub-block's 8-product partial sums stay in lanes (at most 8 x 31 x 128:
  * int16), two sub-blocks are packed by one VPACKSSDW and scaled by one
  * VPDPWSSD whose scales (VPSHUFB of the decoded row lanes) serve the four
@@ -75,11 +73,10 @@ static inline __m128 kp_q4k_step(__m128 acc, __m512i is, __m512i mins, __m512i h
  * VPDPWSSD, where the per-row body takes 16, 8, 8 VPERMW, 8 and a 4-row
  * reduce. Same integer sums, same float steps (kz_step_dmin4()), the
  * float step of super-block s after the sums of s + 1. */
-KG_INLINE void kp_k4(const struct kern_gemm_args *a, size_t o, size_t end, int five,
-		     const int16_t *mp)
+KG_INLINE void kp_k4(const struct kern_gemm_args *a, size_t o, size_t end, const int16_t *mp)
 {
-	const size_t bs = five ? sizeof(struct kern_block_q5_k) : sizeof(struct kern_block_q4_k);
-	const size_t nsb = a->n_in / KERN_QKK, qs_c = five ? 3 : 1;
+	const size_t bs = sizeof(struct kern_block_q5_k);
+	const size_t nsb = a->n_in / KERN_QKK, qs_c = 3;
 	const __m512i b16 = _mm512_set1_epi8(16);
 	const size_t step = KG_R * bs, ah = kern_avx512_pack_ahead(), pfo = ah * a->w_stride;
 	const int pf = ah && o + KG_R + ah <= end;
@@ -132,29 +129,27 @@ KG_INLINE void kp_k4(const struct kern_gemm_args *a, size_t o, size_t end, int f
 		}
 		const __m512i mins = _mm512_madd_epi16(_mm512_shuffle_epi8(all, to_mn), bp16);
 		__m512i sub[8], isum[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
-		/* Q5_K: qh bytes 16 hf .. 16 hf + 15 of the rows (bit 2p: the
-		 * fifth bit of sub-block 2p's element, 2p + 1: of 2p + 1's) */
-		const __m512i qh[2] = {five ? kz_load(b + 64) : m4, five ? kz_load(b + 128) : m4};
+		/* qh bytes 16 hf .. 16 hf + 15 of the rows (bit 2p: the fifth
+		 * bit of sub-block 2p's element, 2p + 1: of 2p + 1's) */
+		const __m512i qh[2] = {kz_load(b + 64), kz_load(b + 128)};
 
 		KG_UNROLL
 		for (int j = 0; j < 8; j++) {
 			const int p = j / 2, hf = j % 2;
 			__m512i q = kz_load(b + 64 * (qs_c + j));
 
-			/* one load: GCC would fold it into both VPAND and VPANDN */
+			/* one load: GCC would fold it into both uses */
 			__asm__("" : "+v"(q));
 			const __m512i xl = _mm512_broadcast_i32x4(
 				_mm_loadu_si128((const __m128i *)(xq + 64 * p + 16 * hf)));
 			const __m512i xh = _mm512_broadcast_i32x4(
 				_mm_loadu_si128((const __m128i *)(xq + 64 * p + 32 + 16 * hf)));
-			__m512i lo = _mm512_and_si512(q, m4);
-			/* Q4_K: 16 x the high nibble (VPSRAD on the sums below) */
-			__m512i hn = _mm512_andnot_si512(m4, q);
-			if (five) { /* bits 2p, 2p + 1 of qh to bit 4 */
-				lo = _mm512_ternarylogic_epi32(lo, b16, kp_bit_to4(qh[hf], 2 * p), 0xF8);
-				hn = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(q, 4), m4),
-							       b16, kp_bit_to4(qh[hf], 2 * p + 1), 0xF8);
-			}
+			/* the nibbles | bits 2p, 2p + 1 of qh as bit 4 */
+			const __m512i lo = _mm512_ternarylogic_epi32(_mm512_and_si512(q, m4), b16,
+								     kp_bit_to4(qh[hf], 2 * p), 0xF8);
+			const __m512i hn =
+				_mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(q, 4), m4), b16,
+							  kp_bit_to4(qh[hf], 2 * p + 1), 0xF8);
 
 			sub[2 * p] = _mm512_dpbusd_epi32(hf ? sub[2 * p] : _mm512_setzero_si512(), lo, xl);
 			sub[2 * p + 1] =
@@ -164,8 +159,7 @@ KG_INLINE void kp_k4(const struct kern_gemm_args *a, size_t o, size_t end, int f
 		for (int p = 0; p < 4; p++)
 			isum[p % 2] = _mm512_dpwssd_epi32(
 				isum[p % 2],
-				_mm512_packs_epi32(sub[2 * p],
-						   five ? sub[2 * p + 1] : _mm512_srai_epi32(sub[2 * p + 1], 4)),
+				_mm512_packs_epi32(sub[2 * p], sub[2 * p + 1]),
 				_mm512_shuffle_epi8(all, to_sc[p]));
 		/* the previous super-block's float step, its sums long done: a
 		 * step at the end of its own sums' chain stalled the loop */
@@ -179,42 +173,31 @@ KG_INLINE void kp_k4(const struct kern_gemm_args *a, size_t o, size_t end, int f
 	kg_store(a, o, KG_R, acc);
 }
 
-static __attribute__((noinline)) void kp_q4k(const struct kern_gemm_args *a, size_t o, size_t end)
-{
-	kp_k4(a, o, end, 0, NULL);
-}
-
 static __attribute__((noinline)) void kp_q5k(const struct kern_gemm_args *a, size_t o, size_t end)
 {
-	kp_k4(a, o, end, 1, NULL);
+	kp_k4(a, o, end, NULL);
 }
 
 /* kp_k4() with the minimums' activation sums made once per call (mp:
  * per super-block the 8 sums of 32 as int16, what each group recomputed
  * from bsums). */
-static __attribute__((noinline)) void kp_q4k_m(const struct kern_gemm_args *a, size_t o,
-					       size_t end, const int16_t *mp)
-{
-	kp_k4(a, o, end, 0, mp);
-}
-
 static __attribute__((noinline)) void kp_q5k_m(const struct kern_gemm_args *a, size_t o,
 					       size_t end, const int16_t *mp)
 {
-	kp_k4(a, o, end, 1, mp);
+	kp_k4(a, o, end, mp);
 }
 
-/* The packed Q4_K / Q5_K GEMV over whole groups [o0, o1): with the
- * minimums' sums made once (up to KZ_Q6_WIN super-blocks a row; longer
- * rows: per group, as before). */
-static void kp_k4_gemv(const struct kern_gemm_args *a, size_t o0, size_t o1, int five)
+/* The packed Q5_K GEMV over whole groups [o0, o1): with the minimums'
+ * sums made once (up to KZ_Q6_WIN super-blocks a row; longer rows: per
+ * group, as before). */
+static void kp_k5_gemv(const struct kern_gemm_args *a, size_t o0, size_t o1)
 {
 	const size_t end = a->y_stride > o1 ? a->y_stride : o1, nsb = a->n_in / KERN_QKK;
 	int16_t mp[8 * KZ_Q6_WIN] __attribute__((aligned(64)));
 
 	if (nsb > KZ_Q6_WIN) {
 		for (size_t o = o0; o < o1; o += KG_R)
-			five ? kp_q5k(a, o, end) : kp_q4k(a, o, end);
+			kp_q5k(a, o, end);
 		return;
 	}
 	for (size_t s = 0; s < nsb; s++) {
@@ -224,7 +207,7 @@ static void kp_k4_gemv(const struct kern_gemm_args *a, size_t o0, size_t o1, int
 				_mm_packs_epi32(_mm256_castsi256_si128(bp), _mm256_extracti128_si256(bp, 1)));
 	}
 	for (size_t o = o0; o < o1; o += KG_R)
-		five ? kp_q5k_m(a, o, end, mp) : kp_q4k_m(a, o, end, mp);
+		kp_q5k_m(a, o, end, mp);
 }
 
 /*
@@ -314,7 +297,7 @@ void kern_avx512_pack_q6_k_scalar(void *w, size_t n_out, size_t nb, size_t bs, s
 
 /* The 16 bytes at f[r] + c of rows r = t, t + 4, t + 8, t + 12: lane R
  * row 4R + t. Four loads (three inserted). */
-KG_INLINE __m512i kp_q6_rows4(const uint8_t *const *f, size_t c)
+KG_INLINE __m512i kp_rows4(const uint8_t *const *f, size_t c)
 {
 	__m512i v = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(f[0] + c)));
 
@@ -325,14 +308,14 @@ KG_INLINE __m512i kp_q6_rows4(const uint8_t *const *f, size_t c)
 
 /* The 16 rows' four dwords at f[r] + at in dword lanes: v[d] lane r =
  * row r's dword d. A 16 x 4 dword transpose: four rows a 128-bit lane by
- * the loads (kp_q6_rows4()), the 4 x 4 inside the lanes by
+ * the loads (kp_rows4()), the 4 x 4 inside the lanes by
  * qv__transpose4()'s 8 unpacks (half the shuffles of a register
  * transpose). */
-KG_INLINE void kp_q6_cols4(const uint8_t *const f[KERN_Q6L_ROWS], size_t at, __m512i v[4])
+KG_INLINE void kp_cols4(const uint8_t *const f[KERN_Q6L_ROWS], size_t at, __m512i v[4])
 {
 	KG_UNROLL
 	for (int t = 0; t < 4; t++)
-		v[t] = kp_q6_rows4(f + t, at);
+		v[t] = kp_rows4(f + t, at);
 	qv__transpose4(v);
 }
 
@@ -349,7 +332,7 @@ KG_INLINE __m512i kp_q6_shl(__m512i v, int s)
  * lanes first: a sub-block j = 8n + 2kk + jh (elements 128n + 32kk +
  * 16jh + 4i + k, i, k < 4) reads ql dword 16n + 8 (kk & 1) + 4jh + i
  * (nibble kk / 2) and qh dword 8n + 4jh + i (bits 2kk, 2kk + 1), so the
- * ql and qh dwords of one (n, jh) (kp_q6_cols4(): la, lb, h) make the
+ * ql and qh dwords of one (n, jh) (kp_cols4(): la, lb, h) make the
  * four sub-blocks kk = 0..3, each X, Y, Z as two bit selects (VPTERNLOGD)
  * of dword shifts: the value's nibble (bits 0-3), its qh bits (4-5) and
  * V3's two bits (6-7, from la/lb[3] or h[3]); bits a dword shift moves
@@ -370,9 +353,9 @@ static void kp_q6_pack_sb(const uint8_t *const f[KERN_Q6L_ROWS], uint8_t *p)
 		for (int jh = 0; jh < 2; jh++) {
 			__m512i la[4], lb[4], h[4];
 
-			kp_q6_cols4(f, 64 * n + 16 * jh, la);
-			kp_q6_cols4(f, 64 * n + 32 + 16 * jh, lb);
-			kp_q6_cols4(f, 128 + 32 * n + 16 * jh, h);
+			kp_cols4(f, 64 * n + 16 * jh, la);
+			kp_cols4(f, 64 * n + 32 + 16 * jh, lb);
+			kp_cols4(f, 128 + 32 * n + 16 * jh, h);
 			KG_UNROLL
 			for (int kk = 0; kk < 4; kk++) {
 				const __m512i *l = kk & 1 ? lb : la;
@@ -394,7 +377,7 @@ static void kp_q6_pack_sb(const uint8_t *const f[KERN_Q6L_ROWS], uint8_t *p)
 		}
 	/* sc[d] lane R dword t: row 4R + t's scales 4d .. 4d + 3; to byte 4b +
 	 * t of the lane, then lane b dword R: sub-block 4d + b, row 4R + t */
-	kp_q6_cols4(f, 192, sc);
+	kp_cols4(f, 192, sc);
 	KG_UNROLL
 	for (int d = 0; d < 4; d++)
 		_mm512_storeu_si512(p + KERN_Q6L_SC + 64 * d,
@@ -403,58 +386,113 @@ static void kp_q6_pack_sb(const uint8_t *const f[KERN_Q6L_ROWS], uint8_t *p)
 		memcpy(p + KERN_Q6L_D + 2 * r, f[r] + 208, 2);
 }
 
-/* One file block (210 bytes) from src to dst. */
-KG_INLINE void kp_q6_copy_block(uint8_t *dst, const uint8_t *src)
+/* One file block (bs bytes) from src to dst. */
+KG_INLINE void kp_copy_block(uint8_t *dst, const uint8_t *src, size_t bs)
 {
-	_mm512_storeu_si512(dst, _mm512_loadu_si512(src));
-	_mm512_storeu_si512(dst + 64, _mm512_loadu_si512(src + 64));
-	_mm512_storeu_si512(dst + 128, _mm512_loadu_si512(src + 128));
-	_mm512_mask_storeu_epi8(dst + 192, 0x3ffff, _mm512_maskz_loadu_epi8(0x3ffff, src + 192));
+	size_t k = 0;
+
+	for (; k + 64 <= bs; k += 64)
+		_mm512_storeu_si512(dst + k, _mm512_loadu_si512(src + k));
+	if (k < bs) {
+		const __mmask64 m = _cvtu64_mask64(~0ull >> (64 - (bs - k)));
+
+		_mm512_mask_storeu_epi8(dst + k, m, _mm512_maskz_loadu_epi8(m, src + k));
+	}
 }
 
-/* What a model load runs: a group's super-blocks in order, each by
- * kp_q6_pack_sb() in place. Super-block s's output (KERN_Q6L_SB bytes at
- * KERN_Q6L_SB s) covers the group's file blocks 16 s .. 16 s + 15 (row
- * r's block s is block r nb + s): just before it is written, those still
- * to be read (of super-block s or later, about half of the group's) are
- * saved to tmp at the same offsets, and a row's block is read from tmp
- * once its region is written, from the group before. The next group is
- * prefetched to L2 one region a step, so the rows' blocks read ahead
- * come from L2, not memory. Against copying the whole group first (the
- * scalar twin, the 4-row packer): the copy halved and spread over the
- * steps; LEVELS.md "Q6_K rows in dword lanes: the SIMD packer".
- * Unpacking (tests, a reader wanting the file order back) stays the
- * scalar moves. */
-void kern_avx512_pack_q6_k(void *w, size_t n_out, size_t nb, size_t bs, size_t g, int unpack,
-			   void *tmp)
-{
-	const size_t row = nb * bs;
+/* A 16-row group's super-block packed from its rows' file blocks f[r]
+ * into p (kp_q6_pack_sb(), kp_k4l_pack_sb()). */
+typedef void (*kp_pack_sb_fn)(const uint8_t *const f[16], uint8_t *p);
 
-	assert(g == KERN_Q6L_ROWS && bs == sizeof(struct kern_block_q6_k));
-	if (unpack) {
-		kern_avx512_pack_q6_k_scalar(w, n_out, nb, bs, g, unpack, tmp);
-		return;
-	}
-	for (size_t o = 0; o < n_out; o += g) {
+/* What a model load runs for a type packed in 16-row groups whose
+ * super-block s is the group's 16 file blocks (16 bs bytes) at 16 bs s,
+ * a permutation of their bits: a group's super-blocks in order, each by
+ * `sb` in place. Super-block s's output covers the group's file blocks
+ * 16 s .. 16 s + 15 (row r's block s is block r nb + s): just before it
+ * is written, those still to be read (of super-block s or later, about
+ * half of the group's) are saved to tmp at the same offsets, and a row's
+ * block is read from tmp once its region is written, from the group
+ * before. The next group is prefetched to L2 one region a step, so the
+ * rows' blocks read ahead come from L2, not memory. Against copying the
+ * whole group first (the scalar twin, the 4-row packer): the copy halved
+ * and spread over the steps; LEVELS.md "Q6_K rows in dword lanes: the
+ * SIMD packer". */
+static void kp_pack16(void *w, size_t n_out, size_t nb, size_t bs, void *tmp, kp_pack_sb_fn sb)
+{
+	const size_t row = nb * bs, gsb = 16 * bs;
+
+	for (size_t o = 0; o < n_out; o += 16) {
 		uint8_t *grp = (uint8_t *)w + o * row, *t = tmp;
 
 		for (size_t s = 0; s < nb; s++) {
-			const uint8_t *f[KERN_Q6L_ROWS];
+			const uint8_t *f[16];
 
 			for (size_t b = 16 * s; b < 16 * s + 16; b++)
 				if (b % nb >= s)
-					kp_q6_copy_block(t + b * bs, grp + b * bs);
-			for (size_t r = 0; r < KERN_Q6L_ROWS; r++) {
+					kp_copy_block(t + b * bs, grp + b * bs, bs);
+			for (size_t r = 0; r < 16; r++) {
 				const size_t b = r * nb + s;
 
 				f[r] = (b / 16 <= s ? t : grp) + b * bs;
 			}
-			if (o + g < n_out)
-				for (size_t c = 0; c < KERN_Q6L_SB; c += 64)
-					_mm_prefetch((const char *)grp + g * row + s * KERN_Q6L_SB + c,
+			if (o + 16 < n_out)
+				for (size_t c = 0; c < gsb; c += 64)
+					_mm_prefetch((const char *)grp + 16 * row + s * gsb + c,
 						     _MM_HINT_T1);
-			kp_q6_pack_sb(f, grp + s * KERN_Q6L_SB);
+			sb(f, grp + s * gsb);
 		}
+	}
+}
+
+/* What a model load runs: kp_pack16() by kp_q6_pack_sb(). Unpacking
+ * (tests, a reader wanting the file order back) stays the scalar moves. */
+void kern_avx512_pack_q6_k(void *w, size_t n_out, size_t nb, size_t bs, size_t g, int unpack,
+			   void *tmp)
+{
+	assert(g == KERN_Q6L_ROWS && bs == sizeof(struct kern_block_q6_k));
+	if (unpack)
+		kern_avx512_pack_q6_k_scalar(w, n_out, nb, bs, g, unpack, tmp);
+	else
+		kp_pack16(w, n_out, nb, bs, tmp, kp_q6_pack_sb);
+}
+
+/* Packed Q4_K (kernels_impl.h KERN_K4L_*): a group super-block's 9
+ * 16-byte units, each the 16 rows' 16 bytes by kp_cols4() (dword c of
+ * row r at 64 c + 4 r), in place by kp_pack16(). */
+static void kp_k4l_pack_sb(const uint8_t *const f[16], uint8_t *p)
+{
+	KG_UNROLL
+	for (size_t k = 0; k < sizeof(struct kern_block_q4_k); k += 16) {
+		__m512i v[4];
+
+		kp_cols4(f, k, v);
+		KG_UNROLL
+		for (int c = 0; c < 4; c++)
+			_mm512_storeu_si512(p + 16 * k + 64 * c, v[c]);
+	}
+}
+
+/* Unpacking (tests, a reader wanting the file order back): the group
+ * copied to tmp, then each dword to its file place. */
+void kern_avx512_pack_q4_k(void *w, size_t n_out, size_t nb, size_t bs, size_t g, int unpack,
+			   void *tmp)
+{
+	const size_t row = nb * bs;
+
+	assert(g == KERN_K4L_ROWS && bs == sizeof(struct kern_block_q4_k));
+	if (!unpack) {
+		kp_pack16(w, n_out, nb, bs, tmp, kp_k4l_pack_sb);
+		return;
+	}
+	for (size_t o = 0; o < n_out; o += g) {
+		uint8_t *grp = (uint8_t *)w + o * row;
+
+		memcpy(tmp, grp, g * row);
+		for (size_t r = 0; r < g; r++)
+			for (size_t s = 0; s < nb; s++)
+				for (size_t k = 0; k < bs; k += 4)
+					memcpy(grp + r * row + s * bs + k,
+					       (const uint8_t *)tmp + KERN_K4L_AT(s, r, k), 4);
 	}
 }
 
@@ -463,10 +501,8 @@ void kern_avx512_pack_q6_k(void *w, size_t n_out, size_t nb, size_t bs, size_t g
  * makes it for packed K-quants); 2+ tokens go to the packed GEMM. */
 void kern_avx512_pgemv_q4_k(const struct kern_gemm_args *a, size_t o0, size_t o1)
 {
-	if (a->n_tok != 1)
-		kern_avx512_vnni_pgemm_q4_k(a, o0, o1);
-	else
-		kp_k4_gemv(a, o0, o1, 0);
+	/* KERN_K4L_*: one token is the 1..8-token tile at T = 1 */
+	kern_avx512_vnni_pgemm_q4_k(a, o0, o1);
 }
 
 void kern_avx512_pgemv_q5_k(const struct kern_gemm_args *a, size_t o0, size_t o1)
@@ -474,7 +510,7 @@ void kern_avx512_pgemv_q5_k(const struct kern_gemm_args *a, size_t o0, size_t o1
 	if (a->n_tok != 1)
 		kern_avx512_vnni_pgemm_q5_k(a, o0, o1);
 	else
-		kp_k4_gemv(a, o0, o1, 1);
+		kp_k5_gemv(a, o0, o1);
 }
 
 /* One token: the 1..8-token tile (kquants_q6p_avx512.c) at T = 1. */

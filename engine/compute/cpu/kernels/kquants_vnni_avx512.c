@@ -14,7 +14,7 @@
  * once where the GEMV rounds twice).
  *
  * The weights are read in their file layout or packed (kernels.h
- * KERN_PACKED: Q4_K/Q5_K in groups of 4 rows, Q6_K of 16 with rows in
+ * KERN_PACKED: Q5_K in groups of 4 rows, Q4_K and Q6_K of 16 with rows in
  * dword lanes already; kv_rows says where a tile's rows and super-blocks
  * are), 16 rows a tile, each
  * super-block's bytes transposed so that dword lane r of vector c holds
@@ -54,8 +54,8 @@ QV_INLINE __m512i kv__dpwssd_bcst(__m512i acc, __m512i u, const int32_t *p)
 
 /* Where a tile goes: rows o .. o + 15 (stride st, or row o sixteen times
  * when st = 0), results stored for the lanes in `keep`; pk: the rows are
- * packed (o then a multiple of 4 unless st = 0; packed Q6_K: of 16, st
- * never 0, keep all, kv__rows_of()). */
+ * packed (o then a multiple of 4 unless st = 0; packed Q4_K and Q6_K: of
+ * 16, st never 0, keep all, kv__rows_of()). */
 struct kv_at {
 	size_t o, st;
 	__mmask16 keep;
@@ -67,23 +67,25 @@ struct kv_at {
 	size_t mpn;
 };
 
-/* The tile's rows (kv_rows) for blocks of bs bytes. Packed Q6_K (groups
- * of KERN_Q6L_ROWS = 16, kern_avx512_pack_q6_k()): the tile is one whole
- * group, since kernels_matmul.c gives packed rows only in multiples of
- * pack_rows (o a multiple of 16, never a tail tile or a lone row). */
+/* The tile's rows (kv_rows) for blocks of bs bytes. Packed Q4_K and Q6_K
+ * (groups of KERN_K4L_ROWS = KERN_Q6L_ROWS = 16, kern_avx512_pack_q4_k(),
+ * _q6_k()): the tile is one whole group, since kernels_matmul.c gives
+ * packed rows only in multiples of pack_rows (o a multiple of 16, never a
+ * tail tile or a lone row). */
 QV_INLINE struct kv_rows kv__rows_of(const struct kern_gemm_args *a, struct kv_at at, size_t bs)
 {
 	const char *w = (const char *)a->w;
-	/* kern_pack_groups16(): 16-byte lanes */
+	/* Q5_K's kern_pack_groups16(): 16-byte lanes */
 	const size_t u = bs == sizeof(struct kern_block_q4_k) || bs == sizeof(struct kern_block_q5_k)
 			 ? 16
 			 : bs;
 
 	if (!at.pk)
 		return (struct kv_rows){w + at.o * a->w_stride, at.st, 4 * at.st, bs, 1, 0};
-	if (bs == sizeof(struct kern_block_q6_k)) {
-		assert(at.st != 0 && at.o % KERN_Q6L_ROWS == 0 && at.keep == 0xffff);
-		return kv_rows_q6l(w + at.o * a->w_stride);
+	if (bs == sizeof(struct kern_block_q6_k) || bs == sizeof(struct kern_block_q4_k)) {
+		assert(at.st != 0 && at.o % 16 == 0 && at.keep == 0xffff);
+		return bs == sizeof(struct kern_block_q4_k) ? kv_rows_k4l(w + at.o * a->w_stride)
+							    : kv_rows_q6l(w + at.o * a->w_stride);
 	}
 	return (struct kv_rows){w + (at.o & ~(size_t)3) * a->w_stride + (at.o & 3) * u,
 				at.st ? u : 0, 4 * at.st, 4 * bs, bs / u == 1 ? 1 : 4, at.o & 3};
@@ -456,7 +458,15 @@ QV_INLINE void kv__k4_prep(struct kv_rows rp, size_t sb, int pl, const char *x0,
  * many multiply-pipe operations on Q5_K (8 + 1 VPMULLD) but held the
  * pair's 16 value vectors and qh's 8, ~80 spills a super-block
  * (gemm_q q5_kp 8 tokens, Zen 4, one thread: 264 -> 300-311 GFLOP/s,
- * LEVELS.md, k4t20).
+ * LEVELS.md, k4t20). pl: 0 file layout, 1 packed Q5_K (kv__rows16x()'s
+ * permuted lanes), 2 packed Q4_K (KERN_K4L_*: plain loads, rows in their
+ * lanes; no inserts or transposes: gemm_q q4_kp 8 tokens 2048 x 2048, one
+ * thread, Zen 4, 319-330 -> 339-341 GFLOP/s, LEVELS.md k4r23), whose
+ * T = 1 is also the one-token GEMV: there the next tile is not
+ * prefetched (as packed Q6_K's GEMV: the 1-sequence step's products
+ * streamed 25% slower with it) and each super-block's first lines are
+ * asked for into L1 at its start (Q6_K's Q6L_HEAD_PF; a tie against none
+ * on Zen 4), and Intel's kern_avx512_pack_ahead() stream is kept.
  */
 QV_INLINE void kv__tile_k4(const struct kern_gemm_args *a, struct kv_at at, int T, int pl,
 			    int five)
@@ -467,6 +477,11 @@ QV_INLINE void kv__tile_k4(const struct kern_gemm_args *a, struct kv_at at, int 
 	const size_t xst = nsb * sizeof(struct kern_block_q8_k); /* token to token */
 	const struct kv_rows rp = kv__rows_of(a, at, bs);
 	const char *next = (const char *)a->w + at.o * a->w_stride + QV_ROWS * at.st;
+	/* one token on packed Q4_K (the decode GEMV): Intel's stream
+	 * kern_avx512_pack_ahead() rows' bytes ahead, up to the matrix's end */
+	const char *wend = (const char *)a->w +
+			   (a->y_stride > at.o + QV_ROWS ? a->y_stride : at.o + QV_ROWS) * a->w_stride;
+	const size_t pfo = T == 1 && pl == 2 ? kern_avx512_pack_ahead() * a->w_stride : 0;
 	const int nc = T <= 4 ? 2 : 1;
 	const __m512i m4 = _mm512_set1_epi8(0x0f);
 	float accm[KV_TOK][16] __attribute__((aligned(64)));
@@ -499,6 +514,18 @@ QV_INLINE void kv__tile_k4(const struct kern_gemm_args *a, struct kv_at at, int 
 			ch[0][i] = ch[1][i] = _mm512_setzero_si512();
 			isum[i] = _mm512_setzero_si512();
 		}
+#ifndef K4L_HEAD_PF
+#define K4L_HEAD_PF 8
+#endif
+		if (T == 1 && pl == 2) {
+			const char *b = rp.w + sb;
+
+			for (int l = 0; l < K4L_HEAD_PF; l++)
+				_mm_prefetch(b + 64 * l, _MM_HINT_T0);
+			if (pfo && b + pfo + KERN_K4L_SB <= wend)
+				for (size_t l = 0; l < KERN_K4L_SB; l += 64)
+					_mm_prefetch(b + pfo + l, _MM_HINT_T1);
+		}
 		if (T <= 4) /* its own header first */
 			kv__k4_prep(rp, sb, pl, x0, xst, at.mp ? at.mp + s * at.mpn : NULL, T, ddn,
 				    dvb[0], fmb[0]);
@@ -526,10 +553,11 @@ QV_INLINE void kv__tile_k4(const struct kern_gemm_args *a, struct kv_at at, int 
 			 * at once: the burst stalled the loop on Emerald
 			 * Rapids (a fifth of its samples on the prefetches;
 			 * spread, the 8-token step's CPU -13%, LEVELS.md) */
-			QV_UNROLL
-			for (size_t pf = p * QV_ROWS * bs / 4 / 64 * 64;
-			     pf < (p + 1) * QV_ROWS * bs / 4; pf += 64)
-				_mm_prefetch(npf + pf, _MM_HINT_T1);
+			if (!(T == 1 && pl == 2))
+				QV_UNROLL
+				for (size_t pf = p * QV_ROWS * bs / 4 / 64 * 64;
+				     pf < (p + 1) * QV_ROWS * bs / 4; pf += 64)
+					_mm_prefetch(npf + pf, _MM_HINT_T1);
 			kv__rows16x(rp, sb + (qs + 32 * p) * rp.km, r, pl);
 			kv__rows16x(rp, sb + (qs + 16 + 32 * p) * rp.km, r + 4, pl);
 			QV_UNROLL
@@ -592,7 +620,7 @@ QV_INLINE void kv__tile_k4(const struct kern_gemm_args *a, struct kv_at at, int 
 	for (int i = 0; i < T; i++) {
 		if (T > 4)
 			acc[i] = _mm512_load_ps(am[i]);
-		if (pl) /* rows back to their lanes */
+		if (pl == 1) /* rows back to their lanes */
 			acc[i] = _mm512_permutexvar_ps(kv__lane_row(), acc[i]);
 		_mm512_mask_storeu_ps(a->y + i * a->y_stride + at.o, at.keep, acc[i]);
 	}
@@ -604,8 +632,11 @@ typedef void (*kv_stream_fn)(const struct kern_gemm_args *a, struct kv_at at);
 	static __attribute__((noinline)) void name(const struct kern_gemm_args *a,            \
 						   struct kv_at at)                           \
 	{                                                                                   \
-		const int pl = at.pk && at.st; /* packed Q4_K/Q5_K: 64-byte units */      \
-		if (kind != 2 && pl)                                                        \
+		/* packed Q5_K: 64-byte units; packed Q4_K: rows in dword lanes */        \
+		const int pl = at.pk && at.st;                                              \
+		if (kind == 0 && pl)                                                        \
+			kv__tile_k4(a, at, T, 2, kind);                                     \
+		else if (kind != 2 && pl)                                                   \
 			kv__tile_k4(a, at, T, 1, kind);                                     \
 		else if (kind != 2)                                                         \
 			kv__tile_k4(a, at, T, 0, kind);                                     \
@@ -745,8 +776,8 @@ static void kv__gemm(const kv_panel_fn *pfn, const kv_stream_fn *sfn, int kind,
 		kv__tile(pfn, sfn, kind, a, (struct kv_at){o, st, 0xffff, pk, mp, a->n_tok}, &pn);
 	if (o == o1)
 		return;
-	/* packed Q4_K/Q5_K: b is a multiple of 4, as o1 is; packed Q6_K
-	 * never comes here (o1 a multiple of 16) */
+	/* packed Q5_K: b is a multiple of 4, as o1 is; packed Q4_K and Q6_K
+	 * never come here (o1 a multiple of 16) */
 	if (o1 >= QV_ROWS) {
 		size_t b = o1 - QV_ROWS;
 		kv__tile(pfn, sfn, kind, a,

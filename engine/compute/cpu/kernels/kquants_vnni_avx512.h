@@ -31,7 +31,11 @@
  * kern_pack_groups16(), groups of 4 in 16-byte units): rst = 16, gst =
  * 4 st, step = 4 bs, km = 4; rst = gst = 0: all the same row, r0 its
  * place in its group (the scales and d are not in its lanes). Packed
- * Q6_K (kern_avx512_pack_q6_k(), rows in dword lanes, groups of
+ * Q4_K (kern_avx512_pack_q4_k(), kernels_impl.h KERN_K4L_*, groups of 16:
+ * a tile is exactly one group): kv_rows_k4l(), w the group, step =
+ * KERN_K4L_SB, km = KV_KM_K4L = 16 (a file offset k is 16 k bytes into
+ * the super-block: the unit's 4 vectors), kv__rows16() loads the
+ * transposed vectors whole. Packed Q6_K (kern_avx512_pack_q6_k(), rows in dword lanes, groups of
  * KERN_Q6L_ROWS = 16: a tile is exactly one group): kv_rows_q6l(), w
  * the group, step = KERN_Q6L_SB, km = KV_KM_Q6L, which marks the form;
  * kv__q6u_sb() reads it and no other field. */
@@ -40,13 +44,21 @@ struct kv_rows {
 	size_t rst, gst, step, km, r0;
 };
 
-#define KV_KM_Q6L 16 /* kv_rows.km of packed Q6_K (no unit of 16 bytes x 16) */
+#define KV_KM_Q6L 2  /* kv_rows.km of packed Q6_K (a mark: no 16-byte units) */
+#define KV_KM_K4L 16 /* kv_rows.km of packed Q4_K: 16-byte units x 16 rows */
 
 /* The packed Q6_K group at w (its first row's place, a multiple of
  * KERN_Q6L_ROWS rows into the matrix) as a tile's kv_rows. */
 QV_INLINE struct kv_rows kv_rows_q6l(const char *w)
 {
 	return (struct kv_rows){w, 0, 0, KERN_Q6L_SB, KV_KM_Q6L, 0};
+}
+
+/* The packed Q4_K group at w (a multiple of KERN_K4L_ROWS rows into the
+ * matrix) as a tile's kv_rows. */
+QV_INLINE struct kv_rows kv_rows_k4l(const char *w)
+{
+	return (struct kv_rows){w, 0, 0, KERN_K4L_SB, KV_KM_K4L, 0};
 }
 
 /* Bytes `off` .. off + 15 of rows i, i + 4, i + 8, i + 12. */
@@ -60,10 +72,23 @@ QV_INLINE __m512i kv__load4(struct kv_rows rp, size_t off, int i)
 	return _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(p + 3 * rp.gst)), 3);
 }
 
+/* Packed Q4_K's (KV_KM_K4L) kv__rows16(): the unit's 4 vectors as they
+ * lie (off already km x the file offset). */
+QV_INLINE void kv__rows16_k4l(struct kv_rows rp, size_t off, __m512i v[4])
+{
+	QV_UNROLL
+	for (int c = 0; c < 4; c++)
+		v[c] = _mm512_loadu_si512(rp.w + off + 64 * c);
+}
+
 /* 16 bytes at `off` of the 16 rows, transposed: v[c] lane r = bytes
  * off + 4c .. off + 4c + 3 of row r. */
 QV_INLINE void kv__rows16(struct kv_rows rp, size_t off, __m512i v[4])
 {
+	if (rp.km == KV_KM_K4L) {
+		kv__rows16_k4l(rp, off, v);
+		return;
+	}
 	QV_UNROLL
 	for (int i = 0; i < 4; i++)
 		v[i] = kv__load4(rp, off, i);
@@ -71,12 +96,18 @@ QV_INLINE void kv__rows16(struct kv_rows rp, size_t off, __m512i v[4])
 }
 
 /* kv__rows16() for a packed tile (rp.rst = 16: each group's 4 rows side
- * by side in 64 bytes, o a multiple of 4) when `pl`: four whole loads and
- * the transpose, no inserts (12 of its 20 shuffle-port operations), but
- * dword lane 4 i + g then holds row 4 g + i (kv__lane_row() undoes it).
- * Every vector of a tile is read one way, so lanes never mix. */
+ * by side in 64 bytes, o a multiple of 4) when `pl` is 1: four whole
+ * loads and the transpose, no inserts (12 of its 20 shuffle-port
+ * operations), but dword lane 4 i + g then holds row 4 g + i
+ * (kv__lane_row() undoes it). Every vector of a tile is read one way, so
+ * lanes never mix. pl = 2: packed Q4_K (kv__rows16_k4l(), rows in their
+ * lanes), known at compile time. */
 QV_INLINE void kv__rows16x(struct kv_rows rp, size_t off, __m512i v[4], int pl)
 {
+	if (pl == 2) {
+		kv__rows16_k4l(rp, off, v);
+		return;
+	}
 	if (!pl) {
 		kv__rows16(rp, off, v);
 		return;
