@@ -8,12 +8,12 @@
  * the scores took ~1.8x the time of the value products (the same FMA
  * count), ~6% of a TinyLlama pp512 on the Zen 4. Heads up to 512 wide
  * now go by 8 queries x 8 keys on ZMM (two (query, key) pairs a register,
- * the keys read in place, the queries duplicated once a call; a decode
- * group's 8 heads), 4 x 8 for a last 4 rows (8 keys packed once per call
- * for all its rows): twice the products per instruction where 512-bit
- * FMAs run at full rate (Emerald Rapids: a prompt's scores ~35% faster,
- * LEVELS.md); the YMM tiles stay for wider heads. Also kern_attn_accum
- * and its F16 form on ZMM, and the softmax rows.
+ * the keys read in place: a decode group's 8 heads), 4 x 8 for a last 4
+ * rows (8 keys packed once per call for all its rows): twice the products
+ * per instruction where 512-bit FMAs run at full rate (Emerald Rapids: a
+ * prompt's scores ~35% faster, LEVELS.md); the YMM tiles stay for wider
+ * heads. Also kern_attn_accum and its F16 form on ZMM, and the softmax
+ * rows.
  *
  * Every score sees the AVX2 level's operations in the same order: one FMA
  * chain per lane over the d / 8 vectors, the same transposing sum of 8
@@ -127,8 +127,6 @@ static __attribute__((noinline)) void avx512a__tile_f16(const float *q, size_t l
 /* Widest head the ZMM tiles take: a group of 8 keys is packed into a
  * stack buffer of 8 x d floats (16 KB); wider heads use the YMM tiles. */
 #define AVX512A_PACK_DIM 512
-/* Floats of duplicated query rows kept at a time (16 KB: 4 rows at d = 512). */
-#define AVX512A_QDUP (8 * AVX512A_PACK_DIM)
 
 /* hadd_ps within each 128-bit block (AVX-512 has no VHADDPS): the odd
  * elements plus the even ones, VHADDPS's operands in its order. */
@@ -198,9 +196,9 @@ AVX512A_INLINE void avx512a__store8x2(float *s0, float *s1, __m512 v, size_t n)
  * 4 key loads per 16 FMAs, where the YMM tile did 8 loads per 16 FMAs of
  * half the width and reduced twice as often. Then the AVX2 sum tree,
  * + bias, * scale, and the first n of each row's 8 scores stored. */
-static __attribute__((noinline)) void avx512a__tile8(const float *qd, const float *kp, size_t d,
-						      __m512 bv, __m512 sv, float *s, size_t ld_s,
-						      size_t n)
+static __attribute__((noinline)) void avx512a__tile8(const float *q, size_t ld_q,
+						      const float *kp, size_t d, __m512 bv,
+						      __m512 sv, float *s, size_t ld_s, size_t n)
 {
 	__m512 acc[16];
 
@@ -212,7 +210,7 @@ static __attribute__((noinline)) void avx512a__tile8(const float *qd, const floa
 
 		AVX512A_UNROLL
 		for (int i = 0; i < 4; i++) {
-			qv[i] = _mm512_load_ps(qd + i * 2 * d + 2 * c);
+			qv[i] = _mm512_broadcast_f32x8(_mm256_loadu_ps(q + i * ld_q + c));
 			kv[i] = _mm512_loadu_ps(kp + c * 8 + i * 16);
 		}
 		AVX512A_UNROLL
@@ -251,12 +249,15 @@ AVX512A_INLINE __m512 avx512a__hsum8x2_rows(const __m512 a[8])
 			     _mm512_permutex2var_ps(h0, hi, h1));
 }
 
-/* 8 duplicated query rows (qd, 2d apart) against keys kr[0..3] converted
- * in registers (keys t and t + 2 in one vector): 16 accumulators, 8
- * query loads and 4 conversions per 16 FMAs; r[h] = queries 4h .. 4h + 3
- * x keys 0..3, row by row. */
-AVX512A_INLINE void avx512a__pass8x4(const float *qd, const void *const kr[4], size_t d,
-				     __m512 r[2], const int f16)
+/* 8 query rows (ld_q apart, each 8 columns broadcast to both halves)
+ * against keys kr[0..3] converted in registers (keys t and t + 2 in one
+ * vector): 16 accumulators, 8 query broadcasts and 4 conversions per 16
+ * FMAs; r[h] = queries 4h .. 4h + 3 x keys 0..3, row by row. The rows
+ * duplicated into a buffer once a call (plain loads in the loop) were
+ * faster alone (824 against 880 ns a 64-key block) but slower in the
+ * attention (LEVELS.md, attn23). */
+AVX512A_INLINE void avx512a__pass8x4(const float *q, size_t ld_q, const void *const kr[4],
+				     size_t d, __m512 r[2], const int f16)
 {
 	__m512 acc[16];
 
@@ -273,11 +274,8 @@ AVX512A_INLINE void avx512a__pass8x4(const float *qd, const void *const kr[4], s
 
 		AVX512A_UNROLL
 		for (int i = 0; i < 8; i++) {
-			__m512 qv = _mm512_load_ps(qd + i * 2 * d + 2 * c);
+			const __m512 qv = _mm512_broadcast_f32x8(_mm256_loadu_ps(q + i * ld_q + c));
 
-			/* one load for both FMAs: GCC folds it into each (16
-			 * ZMM loads per 16 FMAs, past Zen 4's load rate) */
-			__asm__("" : "+v"(qv));
 			acc[2 * i] = _mm512_fmadd_ps(qv, k0, acc[2 * i]);
 			acc[2 * i + 1] = _mm512_fmadd_ps(qv, k1, acc[2 * i + 1]);
 		}
@@ -291,9 +289,10 @@ AVX512A_INLINE void avx512a__pass8x4(const float *qd, const void *const kr[4], s
  * scores), + bias, * scale, the first n of each row's 8 stored. No
  * packed copy of the keys: the 4 x 8 tile's pack (64 conversions, 32
  * inserts and 32 ZMM stores per 8 keys) was bound by its stores. */
-static __attribute__((noinline)) void avx512a__tile88(const float *qd, const void *const kr[8],
-						       size_t d, __m512 bv, __m512 sv, float *s,
-						       size_t ld_s, size_t n, int f16)
+static __attribute__((noinline)) void avx512a__tile88(const float *q, size_t ld_q,
+						       const void *const kr[8], size_t d, __m512 bv,
+						       __m512 sv, float *s, size_t ld_s, size_t n,
+						       int f16)
 {
 	const __m512i w0 = _mm512_setr_epi32(0, 1, 2, 3, 16, 17, 18, 19, 4, 5, 6, 7, 20, 21, 22,
 					     23);
@@ -301,11 +300,11 @@ static __attribute__((noinline)) void avx512a__tile88(const float *qd, const voi
 	__m512 ra[2], rb[2];
 
 	if (f16) {
-		avx512a__pass8x4(qd, kr, d, ra, 1);
-		avx512a__pass8x4(qd, kr + 4, d, rb, 1);
+		avx512a__pass8x4(q, ld_q, kr, d, ra, 1);
+		avx512a__pass8x4(q, ld_q, kr + 4, d, rb, 1);
 	} else {
-		avx512a__pass8x4(qd, kr, d, ra, 0);
-		avx512a__pass8x4(qd, kr + 4, d, rb, 0);
+		avx512a__pass8x4(q, ld_q, kr, d, ra, 0);
+		avx512a__pass8x4(q, ld_q, kr + 4, d, rb, 0);
 	}
 	AVX512A_UNROLL
 	for (int h = 0; h < 2; h++) {
@@ -319,26 +318,17 @@ static __attribute__((noinline)) void avx512a__tile88(const float *qd, const voi
 	}
 }
 
-/* Rows q[0..m) (ld_q apart) for the tile: each 8 columns c of row i as
- * one ZMM at qd + i * 2d + 2c, in both halves: the tile loads it, where a
- * VBROADCASTF32X8 from memory in its loop took an FP-pipe slot per 4
- * FMAs on Zen 4 (a 256-bit broadcast is not load-port work there; only
- * 32-bit embedded and 64-bit integer broadcasts are). */
-static void avx512a__dup_rows(const float *q, size_t ld_q, size_t d, size_t m, float *qd)
-{
-	for (size_t i = 0; i < m; i++)
-		for (size_t c = 0; c < d; c += 8)
-			_mm512_store_ps(qd + i * 2 * d + 2 * c,
-					_mm512_broadcast_f32x8(_mm256_loadu_ps(q + i * ld_q + c)));
-}
-
-/* avx512a__scores8's key groups against rows [0, nq4), duplicated in
- * qd: 8 rows at a time by the 8 x 8 tile (a decode group's 8 heads), the
- * rest (4) by the 4 x 8 tile on the group's packed keys. */
-static void avx512a__scores8_keys(const float *qd, const void *k, size_t d, const float *bias,
-				  __m512 sv, float *s, size_t ld_s, size_t nq4, size_t nk, int f16)
+/* kern_attn_scores() on the ZMM tiles, rows [0, nq4) (a multiple of 4),
+ * d a multiple of 8 up to AVX512A_PACK_DIM, 8 keys at a time: 8 rows at
+ * a time by the 8 x 8 tile (a decode group's 8 heads), a last 4 by the
+ * 4 x 8 tile on the group's keys packed; a short key group repeats its
+ * last key and stores only n scores a row. */
+static void avx512a__scores8(const float *q, size_t ld_q, const void *k, size_t d,
+			     const float *bias, float scale, float *s, size_t ld_s, size_t nq4,
+			     size_t nk, int f16)
 {
 	const size_t elt = f16 ? sizeof(uint16_t) : sizeof(float);
+	const __m512 sv = _mm512_set1_ps(scale);
 	_Alignas(64) float kp[8 * AVX512A_PACK_DIM];
 
 	for (size_t j0 = 0; j0 < nk; j0 += 8) {
@@ -356,8 +346,8 @@ static void avx512a__scores8_keys(const float *qd, const void *k, size_t d, cons
 			kr[j] = (const char *)k + (j0 + (j < n ? j : n - 1)) * d * elt;
 
 		for (; i + 8 <= nq4; i += 8)
-			avx512a__tile88(qd + i * 2 * d, kr, d, bv, sv, s + i * ld_s + j0, ld_s, n,
-					f16);
+			avx512a__tile88(q + i * ld_q, ld_q, kr, d, bv, sv, s + i * ld_s + j0, ld_s,
+					n, f16);
 		if (i == nq4)
 			continue;
 		if (f16)
@@ -365,27 +355,7 @@ static void avx512a__scores8_keys(const float *qd, const void *k, size_t d, cons
 		else
 			avx512a__pack8(kr, d, kp, 0);
 		for (; i < nq4; i += 4)
-			avx512a__tile8(qd + i * 2 * d, kp, d, bv, sv, s + i * ld_s + j0, ld_s, n);
-	}
-}
-
-/* kern_attn_scores() on the ZMM tiles, rows [0, nq4) (a multiple of 4),
- * d a multiple of 8 up to AVX512A_PACK_DIM: the rows duplicated a chunk
- * at a time, then 8 keys at a time for all the chunk's rows; a short key
- * group repeats its last key and stores only n scores a row. */
-static void avx512a__scores8(const float *q, size_t ld_q, const void *k, size_t d,
-			     const float *bias, float scale, float *s, size_t ld_s, size_t nq4,
-			     size_t nk, int f16)
-{
-	const size_t chunk = AVX512A_QDUP / (2 * d) / 4 * 4;
-	const __m512 sv = _mm512_set1_ps(scale);
-	_Alignas(64) float qd[AVX512A_QDUP];
-
-	for (size_t i0 = 0; i0 < nq4; i0 += chunk) {
-		const size_t m = nq4 - i0 < chunk ? nq4 - i0 : chunk;
-
-		avx512a__dup_rows(q + i0 * ld_q, ld_q, d, m, qd);
-		avx512a__scores8_keys(qd, k, d, bias, sv, s + i0 * ld_s, ld_s, m, nk, f16);
+			avx512a__tile8(q + i * ld_q, ld_q, kp, d, bv, sv, s + i * ld_s + j0, ld_s, n);
 	}
 }
 
