@@ -41,14 +41,14 @@ static void at_check_f16_kernels(size_t nq, size_t nk, size_t d, int with_bias)
 	float *q = malloc(nq * ld_q * 4), *kf = malloc(nk * d * 4), *vf = malloc(nk * d * 4);
 	uint16_t *kh = malloc(nk * d * 2), *vh = malloc(nk * d * 2);
 	float *s0 = calloc(nq * nk, 4), *s1 = calloc(nq * nk, 4), *p = malloc(nq * ld_p * 4);
-	float *o0 = malloc(nq * d * 4), *o1 = malloc(nq * d * 4), r[16], bias[64];
+	float *o0 = malloc(nq * d * 4), *o1 = malloc(nq * d * 4), r[32], bias[64];
 
 	at_fill(q, nq * ld_q, 1.0f);
 	at_fill(kf, nk * d, 2.0f);
 	at_fill(vf, nk * d, 2.0f);
 	at_fill(p, nq * ld_p, 1.0f);
 	at_fill(o0, nq * d, 1.0f);
-	at_fill(r, 16, 1.0f);
+	at_fill(r, 32, 1.0f);
 	at_fill(bias, nk, 5.0f);
 	memcpy(o1, o0, nq * d * 4);
 	kern_fp32_to_fp16_row(kf, kh, nk * d);
@@ -589,8 +589,9 @@ END_TEST
 START_TEST(f16_kernels_equal_float_kernels_on_converted_rows)
 {
 #if defined(__x86_64__)
-	static const size_t nqs[] = {1, 3, 4, 8, 9, 16}, nks[] = {1, 5, 37, 64},
-			    ds[] = {64, 72, 80, 128};
+	/* 8, 9, 16: the avx512 8 x 8 tiles; 4, 12, 20: the 4 x 8 ones too */
+	static const size_t nqs[] = {1, 3, 4, 8, 9, 12, 16, 20}, nks[] = {1, 5, 8, 37, 64},
+			    ds[] = {8, 24, 64, 72, 80, 128};
 
 	if (!kern_level_runs(CPU_LEVEL_AVX2)) {
 		fprintf(stderr, "attention: skipping f16 kernels: this CPU lacks avx2\n");

@@ -7,9 +7,10 @@
  * per 8, and its loop over d was as long as the FMAs it fed. In prefill
  * the scores took ~1.8x the time of the value products (the same FMA
  * count), ~6% of a TinyLlama pp512 on the Zen 4. Heads up to 512 wide
- * now go by 4 queries x 8 keys on ZMM (two (query, key) pairs a register,
- * 8 keys packed once per call for all its rows): twice the products per
- * instruction where 512-bit FMAs run at full rate (Emerald Rapids: a
+ * now go by 8 queries x 8 keys on ZMM (two (query, key) pairs a register,
+ * the keys read in place: a decode group's 8 heads), 4 x 8 for a last 4
+ * rows (8 keys packed once per call for all its rows): twice the products
+ * per instruction where 512-bit FMAs run at full rate (Emerald Rapids: a
  * prompt's scores ~35% faster, LEVELS.md); the YMM tiles stay for wider
  * heads. Also kern_attn_accum and its F16 form on ZMM, and the softmax
  * rows.
@@ -34,6 +35,14 @@
 
 #define AVX512A_INLINE static inline __attribute__((always_inline))
 #define AVX512A_UNROLL _Pragma("GCC unroll 16")
+
+/* Columns c .. c + 7 of row k: floats, or F16 converted exactly (f16 a
+ * constant after inlining). */
+AVX512A_INLINE __m256 avx512a__ld8(const void *k, size_t c, const int f16)
+{
+	return f16 ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)k + c)))
+		   : _mm256_loadu_ps((const float *)k + c);
+}
 
 /* Lane j = the sum of the 8 lanes of aj: attention_avx2.c's tree (the
  * vectors by value: an array passed by address kept GCC from holding the
@@ -80,9 +89,7 @@ AVX512A_INLINE void avx512a__tile(const float *q, size_t ld_q, const void *const
 		AVX512A_UNROLL
 		for (int i = 0; i < 4; i++) {
 			qv[i] = _mm256_loadu_ps(q + i * ld_q + c);
-			kv[i] = f16 ? _mm256_cvtph_ps(_mm_loadu_si128(
-					      (const __m128i *)((const uint16_t *)k[i] + c)))
-				    : _mm256_loadu_ps((const float *)k[i] + c);
+			kv[i] = avx512a__ld8(k[i], c, f16);
 		}
 		AVX512A_UNROLL
 		for (int i = 0; i < 4; i++)
@@ -158,9 +165,7 @@ AVX512A_INLINE void avx512a__pack8(const void *const k[8], size_t d, float *kp, 
 
 		AVX512A_UNROLL
 		for (size_t j = 0; j < 8; j++)
-			v[j] = f16 ? _mm256_cvtph_ps(_mm_loadu_si128(
-					     (const __m128i *)((const uint16_t *)k[j] + c)))
-				   : _mm256_loadu_ps((const float *)k[j] + c);
+			v[j] = avx512a__ld8(k[j], c, f16);
 		/* whole vectors: a ZMM load of two YMM stores would not be
 		 * forwarded from them */
 		AVX512A_UNROLL
@@ -228,10 +233,96 @@ static __attribute__((noinline)) void avx512a__tile8(const float *q, size_t ld_q
 	}
 }
 
+/* Row form of avx512a__hsum8x2 for tiles of (query, key pair) vectors:
+ * a_{2i + j} holds query i's chains against keys j (low half) and j + 2
+ * (high half), i = 0..3; the same tree, then the last addition's lanes
+ * chosen so that lane 4i + t is query i, key t. */
+AVX512A_INLINE __m512 avx512a__hsum8x2_rows(const __m512 a[8])
+{
+	const __m512i lo = _mm512_setr_epi32(0, 1, 8, 9, 2, 3, 10, 11, 16, 17, 24, 25, 18, 19, 26,
+					     27);
+	const __m512i hi = _mm512_add_epi32(lo, _mm512_set1_epi32(4));
+	__m512 h0 = avx512a__hadd(avx512a__hadd(a[0], a[1]), avx512a__hadd(a[2], a[3]));
+	__m512 h1 = avx512a__hadd(avx512a__hadd(a[4], a[5]), avx512a__hadd(a[6], a[7]));
+
+	return _mm512_add_ps(_mm512_permutex2var_ps(h0, lo, h1),
+			     _mm512_permutex2var_ps(h0, hi, h1));
+}
+
+/* 8 query rows (ld_q apart, each 8 columns broadcast to both halves)
+ * against keys kr[0..3] converted in registers (keys t and t + 2 in one
+ * vector): 16 accumulators, 8 query broadcasts and 4 conversions per 16
+ * FMAs; r[h] = queries 4h .. 4h + 3 x keys 0..3, row by row. The rows
+ * duplicated into a buffer once a call (plain loads in the loop) were
+ * faster alone (824 against 880 ns a 64-key block) but slower in the
+ * attention (LEVELS.md, attn23). */
+AVX512A_INLINE void avx512a__pass8x4(const float *q, size_t ld_q, const void *const kr[4],
+				     size_t d, __m512 r[2], const int f16)
+{
+	__m512 acc[16];
+
+	AVX512A_UNROLL
+	for (int j = 0; j < 16; j++)
+		acc[j] = _mm512_setzero_ps();
+	for (size_t c = 0; c < d; c += 8) {
+		const __m512 k0 = _mm512_insertf32x8(
+			_mm512_castps256_ps512(avx512a__ld8(kr[0], c, f16)),
+			avx512a__ld8(kr[2], c, f16), 1);
+		const __m512 k1 = _mm512_insertf32x8(
+			_mm512_castps256_ps512(avx512a__ld8(kr[1], c, f16)),
+			avx512a__ld8(kr[3], c, f16), 1);
+
+		AVX512A_UNROLL
+		for (int i = 0; i < 8; i++) {
+			const __m512 qv = _mm512_broadcast_f32x8(_mm256_loadu_ps(q + i * ld_q + c));
+
+			acc[2 * i] = _mm512_fmadd_ps(qv, k0, acc[2 * i]);
+			acc[2 * i + 1] = _mm512_fmadd_ps(qv, k1, acc[2 * i + 1]);
+		}
+	}
+	r[0] = avx512a__hsum8x2_rows(acc);
+	r[1] = avx512a__hsum8x2_rows(acc + 8);
+}
+
+/* 8 queries x 8 keys (kr[0..7], rows of the cache read in place): two
+ * passes of 4 keys, whose rows are put together (2 VPERMT2PS per 16
+ * scores), + bias, * scale, the first n of each row's 8 stored. No
+ * packed copy of the keys: the 4 x 8 tile's pack (64 conversions, 32
+ * inserts and 32 ZMM stores per 8 keys) was bound by its stores. */
+static __attribute__((noinline)) void avx512a__tile88(const float *q, size_t ld_q,
+						       const void *const kr[8], size_t d, __m512 bv,
+						       __m512 sv, float *s, size_t ld_s, size_t n,
+						       int f16)
+{
+	const __m512i w0 = _mm512_setr_epi32(0, 1, 2, 3, 16, 17, 18, 19, 4, 5, 6, 7, 20, 21, 22,
+					     23);
+	const __m512i w1 = _mm512_add_epi32(w0, _mm512_set1_epi32(8));
+	__m512 ra[2], rb[2];
+
+	if (f16) {
+		avx512a__pass8x4(q, ld_q, kr, d, ra, 1);
+		avx512a__pass8x4(q, ld_q, kr + 4, d, rb, 1);
+	} else {
+		avx512a__pass8x4(q, ld_q, kr, d, ra, 0);
+		avx512a__pass8x4(q, ld_q, kr + 4, d, rb, 0);
+	}
+	AVX512A_UNROLL
+	for (int h = 0; h < 2; h++) {
+		float *sh = s + 4 * h * ld_s;
+		const __m512 v0 = _mm512_permutex2var_ps(ra[h], w0, rb[h]);
+		const __m512 v1 = _mm512_permutex2var_ps(ra[h], w1, rb[h]);
+
+		avx512a__store8x2(sh, sh + ld_s, _mm512_mul_ps(_mm512_add_ps(v0, bv), sv), n);
+		avx512a__store8x2(sh + 2 * ld_s, sh + 3 * ld_s,
+				  _mm512_mul_ps(_mm512_add_ps(v1, bv), sv), n);
+	}
+}
+
 /* kern_attn_scores() on the ZMM tiles, rows [0, nq4) (a multiple of 4),
- * d a multiple of 8 up to AVX512A_PACK_DIM: 8 keys at a time, packed
- * once for all the rows; a short key group repeats its last key and
- * stores only n scores a row. */
+ * d a multiple of 8 up to AVX512A_PACK_DIM, 8 keys at a time: 8 rows at
+ * a time by the 8 x 8 tile (a decode group's 8 heads), a last 4 by the
+ * 4 x 8 tile on the group's keys packed; a short key group repeats its
+ * last key and stores only n scores a row. */
 static void avx512a__scores8(const float *q, size_t ld_q, const void *k, size_t d,
 			     const float *bias, float scale, float *s, size_t ld_s, size_t nq4,
 			     size_t nk, int f16)
@@ -243,18 +334,27 @@ static void avx512a__scores8(const float *q, size_t ld_q, const void *k, size_t 
 	for (size_t j0 = 0; j0 < nk; j0 += 8) {
 		const size_t n = nk - j0 < 8 ? nk - j0 : 8;
 		const void *kr[8];
-		float bb[16];
+		/* the bias of the n keys in both halves (lanes past n are
+		 * not stored); built in registers: 16 scalar stores read back
+		 * as one vector missed store forwarding, ~20 cycles a group */
+		const __m512 bv = bias ? _mm512_broadcast_f32x8(_mm256_maskz_loadu_ps(
+						 (__mmask8)((1u << n) - 1), bias + j0))
+				       : _mm512_setzero_ps();
+		size_t i = 0;
 
 		for (size_t j = 0; j < 8; j++)
 			kr[j] = (const char *)k + (j0 + (j < n ? j : n - 1)) * d * elt;
-		for (size_t j = 0; j < 16; j++)
-			bb[j] = bias ? bias[j0 + (j % 8 < n ? j % 8 : n - 1)] : 0.0f;
+
+		for (; i + 8 <= nq4; i += 8)
+			avx512a__tile88(q + i * ld_q, ld_q, kr, d, bv, sv, s + i * ld_s + j0, ld_s,
+					n, f16);
+		if (i == nq4)
+			continue;
 		if (f16)
 			avx512a__pack8(kr, d, kp, 1);
 		else
 			avx512a__pack8(kr, d, kp, 0);
-		const __m512 bv = _mm512_loadu_ps(bb);
-		for (size_t i = 0; i < nq4; i += 4)
+		for (; i < nq4; i += 4)
 			avx512a__tile8(q + i * ld_q, ld_q, kp, d, bv, sv, s + i * ld_s + j0, ld_s, n);
 	}
 }
