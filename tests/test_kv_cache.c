@@ -159,8 +159,16 @@ START_TEST(prefix_copy_crosses_chunk_edges)
 			const struct arch_desc *arch = ring ? gemma3 : NULL;
 			struct kv_cache src, dst;
 
+			/* the F16 source in the 2 MiB-aligned mapping (small:
+			 * only EMBER_HUGEPAGES=always puts it there), the rest
+			 * on the heap: copies between the two kinds */
+			if (type)
+				setenv("EMBER_HUGEPAGES", "always", 1);
 			ck_assert_int_eq(kv_cache_init_chunked(&src, &kc_hp, 210, dt, arch, 70, 6, err), 0);
+			unsetenv("EMBER_HUGEPAGES");
+			ck_assert_uint_eq(src.map_len != 0, type);
 			ck_assert_int_eq(kv_cache_init_chunked(&dst, &kc_hp, 170, dt, arch, 70, 7, err), 0);
+			ck_assert_uint_eq(dst.map_len, 0);
 			/* a ring: rows 109, so positions wrap (and overwrite) */
 			for (uint32_t pos = 0; pos < 150; pos++)
 				for (uint32_t il = 0; il < kc_hp.n_layer; il++)
@@ -311,6 +319,12 @@ START_TEST(first_token_commits_one_chunk)
 	ck_assert_uint_le(rv, 2 * chunk + 2 * mib);
 	if (pages_huge_enabled())
 		ck_assert_uint_ne(kv.map_len, 0);
+	kv_cache_free(&kv);
+	/* EMBER_HUGEPAGES=0: the heap, whatever the chunk */
+	setenv("EMBER_HUGEPAGES", "0", 1);
+	ck_assert_int_eq(kv_cache_init(&kv, &hp, 2048, DTYPE_F16, err), 0);
+	unsetenv("EMBER_HUGEPAGES");
+	ck_assert_uint_eq(kv.map_len, 0);
 	kv_cache_free(&kv);
 }
 END_TEST

@@ -49,7 +49,9 @@ static size_t kv_cache__place(struct kv_cache *c)
 /* The arrays of `rows` rows: one 2 MiB-aligned mapping advised for huge
  * pages when a chunk of K rows (P positions of all layers, whatever
  * n_ctx: the model's shape decides) is 2 MiB or more and THP allows
- * (kv_cache.h), else the heap. 0 or EMBER_ENOMEM. */
+ * (kv_cache.h), or whatever the size with EMBER_HUGEPAGES=always (pages.h:
+ * so tests run the mapping on small caches), else the heap. 0 or
+ * EMBER_ENOMEM. */
 static int kv_cache__alloc(struct kv_cache *c, size_t rows)
 {
 	const size_t bk = rows * c->head_dim_k * c->elt, bv = rows * c->head_dim_v * c->elt;
@@ -61,8 +63,10 @@ static int kv_cache__alloc(struct kv_cache *c, size_t rows)
 	const size_t ak = (bk + PAGES_HUGE - 1) & ~(PAGES_HUGE - 1);
 	const size_t av = (bv + PAGES_HUGE - 1) & ~(PAGES_HUGE - 1);
 
-	if (rows && chunk >= PAGES_HUGE && pages_huge_enabled() &&
-	    (c->k = pages_map_aligned(ak + av)) != NULL) {
+	const int huge = pages_mode() == PAGES_MODE_ALWAYS ||
+			 (chunk >= PAGES_HUGE && pages_huge_enabled());
+
+	if (rows && huge && (c->k = pages_map_aligned(ak + av)) != NULL) {
 		c->map_len = ak + av;
 		c->v = (char *)c->k + ak;
 		/* refused: 4 KiB pages, the same memory */

@@ -25,7 +25,8 @@
  * chunk of an array of 2 MiB or more (TinyLlama F16: 2.75 MiB; an 8B
  * model's: 16 MiB) puts the array in 2 MiB pages (pages.h: MADV_HUGEPAGE
  * on a 2 MiB-aligned array, when THP allows; refused or off:
- * EMBER_HUGEPAGES=0, 4 KiB pages, no error), so writing positions
+ * EMBER_HUGEPAGES=0, 4 KiB pages, no error; EMBER_HUGEPAGES=always: the
+ * mapping whatever the chunk, as the tests use it), so writing positions
  * 0 .. n-1 commits the huge pages over chunks 0 .. (n-1) / P: at most
  * one chunk plus a page beyond the filled positions' chunks (TinyLlama,
  * first token: 4 MiB an array of a 2048-position slot's 22). Smaller
